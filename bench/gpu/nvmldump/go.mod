@@ -1,0 +1,5 @@
+module gpupool.dev/gpupool/bench/gpu/nvmldump
+
+go 1.26.8
+
+require github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
