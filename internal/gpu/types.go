@@ -14,7 +14,7 @@ type Engines struct {
 // 14 on H100 PCIe).
 type Profile struct {
 	Name          string  `json:"name"`          // "3g.40gb", "1g.10gb+me"
-	ID            int     `json:"id"`            // NVML GPU-instance profile id (`nvidia-smi mig -cgi`)
+	ID            int     `json:"id"`            // NVML GPU-instance profile id (`nvidia-smi mig -cgi`); -1 when unknown
 	ComputeSlices int     `json:"computeSlices"` // the N in Ng
 	MemorySlices  int     `json:"memorySlices"`  // out of Board.MemorySlices
 	MemoryMiB     int64   `json:"memoryMiB"`     // usable MiB as the driver reports it
@@ -50,6 +50,12 @@ type Board struct {
 	Profiles      []Profile `json:"profiles,omitempty"`
 	Unverified    []string  `json:"unverified,omitempty"`
 	Sources       []string  `json:"sources,omitempty"`
+	// ComputeCapability is the CUDA compute capability, "9.0".
+	ComputeCapability string `json:"computeCapability,omitempty"`
+	// MinDriver is the oldest NVIDIA driver branch with MIG support for the board, "R525".
+	MinDriver string `json:"minDriver,omitempty"`
+	// Notes are facts a user should see next to the numbers (variants lumped in, disagreements).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Instance is one MIG GPU instance on a GPU: a profile at a start memory slice.
