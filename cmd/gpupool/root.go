@@ -41,6 +41,11 @@ func newRootCmd(e *env) *cobra.Command {
 	// One line per subcommand; each lives in its own file.
 	root.AddCommand(
 		newVersionCmd(e),
+		newGpusCmd(e),
+		newLayoutsCmd(e),
+		newPerfCmd(e),
+		newFitCmd(e),
+		newValidateCmd(e),
 	)
 	return root
 }

@@ -2,8 +2,9 @@ package llm
 
 // Arch is a transformer's shape, as a Hugging Face config.json describes it.
 type Arch struct {
-	Name           string `json:"name"`   // catalog slug or directory name
-	Family         string `json:"family"` // model_type: llama, qwen2, mistral, mixtral, deepseek_v3
+	Name           string `json:"name"`           // catalog slug or directory name
+	Family         string `json:"family"`         // model_type: llama, qwen2, mistral, mixtral, deepseek_v3
+	HFID           string `json:"hfId,omitempty"` // Hugging Face repository the shape comes from
 	Layers         int    `json:"layers"`
 	Hidden         int    `json:"hidden"`
 	Heads          int    `json:"heads"`

@@ -1,0 +1,253 @@
+package v1
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Document is a decoded *Pool or *Plan.
+type Document interface {
+	// DocumentKind returns KindPool or KindPlan.
+	DocumentKind() string
+}
+
+// DocumentKind returns KindPool.
+func (*Pool) DocumentKind() string { return KindPool }
+
+// DocumentKind returns KindPlan.
+func (*Plan) DocumentKind() string { return KindPlan }
+
+// maxDocumentBytes bounds the input size; a pool or plan of tens of thousands of GPUs fits.
+const maxDocumentBytes = 64 << 20
+
+// Decode reads one YAML or JSON document (JSON when the first non-blank byte is '{'), checks
+// apiVersion and kind, and decodes it strictly into a *Pool or *Plan: unknown fields, duplicate
+// keys, wrong types and malformed durations, sizes and references are errors, all reported at
+// once as FieldErrors with their paths. Decode neither fills defaults nor validates.
+func Decode(data []byte) (Document, error) {
+	tree, err := parseTree(data)
+	if err != nil {
+		return nil, err
+	}
+	kind, err := checkTreeHeader(tree)
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case KindPool:
+		p := new(Pool)
+		return p, decodeTree(tree, p)
+	default:
+		p := new(Plan)
+		return p, decodeTree(tree, p)
+	}
+}
+
+// DecodePool is Decode for a document that must be a Pool.
+func DecodePool(data []byte) (*Pool, error) {
+	d, err := decodeKind(data, KindPool)
+	if err != nil {
+		return nil, err
+	}
+	return d.(*Pool), nil
+}
+
+// DecodePlan is Decode for a document that must be a Plan.
+func DecodePlan(data []byte) (*Plan, error) {
+	d, err := decodeKind(data, KindPlan)
+	if err != nil {
+		return nil, err
+	}
+	return d.(*Plan), nil
+}
+
+// LoadPool decodes a Pool, fills its defaults and validates it against the built-in catalog.
+func LoadPool(data []byte) (*Pool, error) {
+	p, err := DecodePool(data)
+	if err != nil {
+		return nil, err
+	}
+	Default(p)
+	if err := Validate(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func decodeKind(data []byte, want string) (Document, error) {
+	d, err := Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	if got := d.DocumentKind(); got != want {
+		return nil, FieldErrors{{Path: "kind", Msg: fmt.Sprintf("got %q, want %q", got, want)}}
+	}
+	return d, nil
+}
+
+func checkTreeHeader(tree map[string]any) (string, error) {
+	var errs errList
+	if v, ok := tree["apiVersion"].(string); !ok || v != APIVersion {
+		errs.add("apiVersion", "%s (supported: %s)", headerProblem(tree["apiVersion"]), APIVersion)
+	}
+	kind, ok := tree["kind"].(string)
+	if !ok || (kind != KindPool && kind != KindPlan) {
+		errs.add("kind", "%s (supported: %s, %s)", headerProblem(tree["kind"]), KindPlan, KindPool)
+	}
+	return kind, errs.result()
+}
+
+func headerProblem(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "required"
+	case string:
+		return "unsupported " + strconv.Quote(truncate(x))
+	}
+	return "expected a string, got " + describe(v)
+}
+
+// decodeTree shape-checks tree against out's type, then decodes it with encoding/json.
+func decodeTree(tree map[string]any, out any) error {
+	var errs errList
+	checkTree(tree, "", &errs)
+	norm := checkShape(reflect.TypeOf(out).Elem(), tree, "", &errs)
+	if err := errs.result(); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(norm)
+	if err != nil {
+		return FieldErrors{{Msg: "decode document: " + err.Error()}}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		return FieldErrors{{Msg: "decode document: " + err.Error()}}
+	}
+	return nil
+}
+
+// parseTree turns YAML or JSON bytes into a generic tree whose numbers are json.Number.
+func parseTree(data []byte) (map[string]any, error) {
+	if len(data) > maxDocumentBytes {
+		return nil, docError("document is %d bytes, more than the %d allowed", len(data), maxDocumentBytes)
+	}
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	trimmed := bytes.TrimSpace(data)
+	var jsonData []byte
+	if len(trimmed) > 0 && trimmed[0] == '{' {
+		if err := checkJSONKeys(trimmed); err != nil {
+			return nil, err
+		}
+		jsonData = trimmed
+	} else {
+		if err := checkSingleDocument(data); err != nil {
+			return nil, err
+		}
+		j, err := yaml.YAMLToJSONStrict(data)
+		if err != nil {
+			return nil, docError("parse YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		jsonData = j
+	}
+	dec := json.NewDecoder(bytes.NewReader(jsonData))
+	dec.UseNumber()
+	var tree any
+	if err := dec.Decode(&tree); err != nil {
+		return nil, docError("parse JSON: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, docError("parse JSON: unexpected data after the document")
+	}
+	obj, ok := tree.(map[string]any)
+	if !ok {
+		if tree == nil {
+			return nil, docError("empty document")
+		}
+		return nil, docError("expected a mapping at the top of the document, got %s", describe(tree))
+	}
+	return obj, nil
+}
+
+func docError(format string, args ...any) error {
+	return FieldErrors{{Msg: fmt.Sprintf(format, args...)}}
+}
+
+// checkSingleDocument rejects YAML streams with more than one document: the YAML reader would
+// silently use only the first.
+func checkSingleDocument(data []byte) error {
+	content := false
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimRight(line, "\r \t")
+		isMarker := line == "---" || strings.HasPrefix(line, "--- ")
+		if isMarker && content {
+			return docError("line %d: a second YAML document starts here; put one document in each file", i+1)
+		}
+		t := strings.TrimSpace(line)
+		if !isMarker && t != "" && !strings.HasPrefix(t, "#") && !strings.HasPrefix(t, "%") {
+			content = true
+		}
+	}
+	return nil
+}
+
+// checkJSONKeys reports duplicate object keys in JSON text, with their paths; encoding/json
+// silently keeps the last one.
+func checkJSONKeys(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var errs errList
+	if err := walkJSONValue(dec, "", &errs, 0); err != nil {
+		return docError("parse JSON: %v", err)
+	}
+	return errs.result()
+}
+
+const maxJSONDepth = 100
+
+func walkJSONValue(dec *json.Decoder, path string, errs *errList, depth int) error {
+	if depth > maxJSONDepth {
+		return fmt.Errorf("nested deeper than %d levels", maxJSONDepth)
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	delim, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	switch delim {
+	case '{':
+		seen := map[string]bool{}
+		for dec.More() {
+			t, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			k, _ := t.(string)
+			if seen[k] {
+				errs.add(key(path, k), "duplicate key")
+			}
+			seen[k] = true
+			if err := walkJSONValue(dec, key(path, k), errs, depth+1); err != nil {
+				return err
+			}
+		}
+	case '[':
+		for i := 0; dec.More(); i++ {
+			if err := walkJSONValue(dec, index(path, i), errs, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	_, err = dec.Token() // the closing delimiter
+	return err
+}

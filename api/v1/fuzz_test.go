@@ -1,0 +1,93 @@
+package v1
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+)
+
+// seedDecoders adds the examples, their JSON forms and a few edge cases to a fuzz corpus.
+func seedDecoders(f *testing.F, files ...string) {
+	for _, name := range files {
+		data := readTestdata(f, name)
+		f.Add(data)
+		if d, err := Decode(data); err == nil {
+			js, _ := EncodeJSON(d)
+			f.Add(js)
+		}
+	}
+	for _, s := range []string{
+		minimalPool,
+		"",
+		"{}",
+		"[]",
+		"apiVersion: gpupool.dev/v1\nkind: Plan\n",
+		`{"apiVersion":"gpupool.dev/v1","kind":"Pool","fleet":{"nodes":[{"name":"a","name":"b"}]}}`,
+		"apiVersion: gpupool.dev/v1\nkind: Pool\ntenants: [{name: a, slo: {ttftP99: 1.5s}, weight: 1e3}]\n",
+		"apiVersion: gpupool.dev/v1\nkind: Plan\ngpus: [{node: a, index: 0, instances: [{profile: x, replicas: [{limits: {memory: 1.5Gi}}]}]}]\n",
+		"apiVersion: gpupool.dev/v1\nkind: Pool\nmetadata: &a {name: x}\nfleet: {nodes: [{name: *a}]}\n",
+		"apiVersion: gpupool.dev/v1\nkind: Pool\nfleet: {nodes: [{name: n1, labels: {\"<<\": x, \"\": y}}]}\n",
+	} {
+		f.Add([]byte(s))
+	}
+}
+
+// checkRoundTrip encodes an accepted document both ways and expects it to decode to an equal
+// value whose encoding is byte-identical.
+func checkRoundTrip(t *testing.T, d Document) {
+	for _, enc := range []func(Document) ([]byte, error){EncodeYAML, EncodeJSON} {
+		b1, err := enc(d)
+		if err != nil {
+			t.Fatalf("encode accepted document: %v", err)
+		}
+		again, err := Decode(b1)
+		if err != nil {
+			t.Fatalf("re-decode: %v\n%s", err, b1)
+		}
+		if !reflect.DeepEqual(d, again) {
+			b2, _ := EncodeJSON(again)
+			t.Fatalf("value changed across encode/decode:\n%s\n---\n%s", b1, b2)
+		}
+		b2, err := enc(again)
+		if err != nil || !bytes.Equal(b1, b2) {
+			t.Fatalf("second encoding differs (%v):\n%s\n---\n%s", err, b1, b2)
+		}
+	}
+}
+
+func FuzzDecodePool(f *testing.F) {
+	seedDecoders(f, "pool-valid.yaml", "pool-invalid.yaml", "pool-undecodable.yaml")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := DecodePool(data)
+		if err != nil {
+			if _, ok := err.(FieldErrors); !ok {
+				t.Fatalf("error %T is not FieldErrors", err)
+			}
+			return
+		}
+		checkRoundTrip(t, p)
+		_ = testValidator.Pool(p)
+		Default(p)
+		checkRoundTrip(t, p)
+		_ = testValidator.Pool(p)
+		_ = Validate(p)
+	})
+}
+
+func FuzzDecodePlan(f *testing.F) {
+	seedDecoders(f, "plan-valid.yaml", "pool-valid.yaml")
+	pool := loadValidPool(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := DecodePlan(data)
+		if err != nil {
+			if _, ok := err.(FieldErrors); !ok {
+				t.Fatalf("error %T is not FieldErrors", err)
+			}
+			return
+		}
+		checkRoundTrip(t, p)
+		_ = testValidator.Plan(p, nil)
+		_ = testValidator.Plan(p, pool)
+		_ = ValidatePlan(p, pool)
+	})
+}

@@ -1,0 +1,176 @@
+package v1
+
+// Plan is what the planner produces for a pool: a role, a mode and a layout for every GPU of the
+// fleet, where each tenant replica runs, what the performance model predicts, and why. The
+// simulator and the control plane read it.
+type Plan struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Metadata   Metadata `json:"metadata"`
+	// Pool is the metadata.name of the Pool the plan is for.
+	Pool string `json:"pool"`
+	// GPUs lists every GPU of the fleet exactly once (unused ones with role idle).
+	GPUs []PlanGPU `json:"gpus,omitzero"`
+	// Tenants lists every tenant of the pool exactly once.
+	Tenants []PlanTenant `json:"tenants,omitzero"`
+	// Summary holds the totals.
+	Summary Summary `json:"summary"`
+}
+
+// Role is what a GPU is for.
+type Role string
+
+// GPU roles.
+const (
+	RolePool   Role = "pool"   // runs tenant replicas under the plan
+	RoleCanary Role = "canary" // kept out of the pool (Policy.CanaryGPUs); runs no tenant replicas
+	RoleBurst  Role = "burst"  // held for burst leases; may run replicas leased from it
+	RoleIdle   Role = "idle"   // not needed by this plan; runs no tenant replicas
+)
+
+// SharingMode is how one MIG instance is shared by the replicas on it.
+type SharingMode string
+
+// Sharing modes inside a MIG instance.
+const (
+	SharingNone      SharingMode = "none"      // one replica owns the instance
+	SharingMPS       SharingMode = "mps"       // MPS inside the instance (one MPS daemon per instance)
+	SharingTimeSlice SharingMode = "timeslice" // time-slicing of the instance
+)
+
+// SliceKind is what one tenant replica runs on.
+type SliceKind string
+
+// Slice kinds; each follows from the GPU's mode and, under MIG, the instance's sharing mode.
+const (
+	SliceExclusive    SliceKind = "exclusive"     // a whole GPU (mode exclusive)
+	SliceMIG          SliceKind = "mig"           // a whole MIG instance (sharing none)
+	SliceMIGMPS       SliceKind = "mig+mps"       // an MPS share of a MIG instance
+	SliceMIGTimeSlice SliceKind = "mig+timeslice" // a time-slice of a MIG instance
+	SliceMPS          SliceKind = "mps"           // an MPS share of a whole GPU
+	SliceTimeSlice    SliceKind = "timeslice"     // a time-slice of a whole GPU
+)
+
+// PlanGPU is the plan for one GPU.
+type PlanGPU struct {
+	// Node and Index name the GPU as in GPURef.
+	Node  string `json:"node"`
+	Index int    `json:"index"`
+	// Board is the canonical board name; it must be the board the fleet lists at Node/Index.
+	Board string `json:"board"`
+	// Role is pool, canary, burst or idle.
+	Role Role `json:"role"`
+	// Mode is exclusive, mig, mps or timeslice.
+	Mode Mode `json:"mode"`
+	// Instances is the MIG layout (mode mig only).
+	Instances []PlanInstance `json:"instances,omitzero"`
+	// Replicas run on the whole GPU (modes exclusive, mps and timeslice).
+	Replicas []PlanReplica `json:"replicas,omitzero"`
+	// Reasons say why the GPU has this role, mode and layout.
+	Reasons []Reason `json:"reasons,omitzero"`
+}
+
+// Ref returns the GPU's "node/index" reference.
+func (g PlanGPU) Ref() GPURef { return GPURef{Node: g.Node, Index: g.Index} }
+
+// PlanInstance is one MIG instance.
+type PlanInstance struct {
+	// Profile is a MIG profile name of the board, like "3g.40gb".
+	Profile string `json:"profile"`
+	// Start is the first memory slice the instance occupies.
+	Start int `json:"start"`
+	// Sharing says how the replicas on the instance share it.
+	Sharing Sharing `json:"sharing,omitzero"`
+	// Replicas run on this instance.
+	Replicas []PlanReplica `json:"replicas,omitzero"`
+}
+
+// Ref returns the instance's "profile@start" reference.
+func (in PlanInstance) Ref() InstanceRef { return InstanceRef{Profile: in.Profile, Start: in.Start} }
+
+// Sharing is how one MIG instance is shared.
+type Sharing struct {
+	// Mode is none, mps or timeslice. Empty means none.
+	Mode SharingMode `json:"mode,omitzero"`
+}
+
+// PlanReplica is one tenant replica on a slice.
+type PlanReplica struct {
+	// Tenant is the tenant's name.
+	Tenant string `json:"tenant"`
+	// Index numbers the tenant's replicas from 0; (Tenant, Index) is unique in a plan.
+	Index int `json:"index"`
+	// Limits are the per-replica sharing limits.
+	Limits Limits `json:"limits,omitzero"`
+	// VLLMArgs are the vLLM command-line arguments for this replica, in order.
+	VLLMArgs []string `json:"vllmArgs,omitzero"`
+}
+
+// Limits are what one replica may use of a shared slice. Zero fields are unset.
+type Limits struct {
+	// SMPercent is the MPS active-thread percentage, 1–100.
+	SMPercent int `json:"smPercent,omitzero"`
+	// Memory is the MPS pinned device-memory limit, and the budget vLLM is sized to.
+	Memory Bytes `json:"memory,omitzero"`
+	// TimeSliceReplicas is how many time-sliced references of the slice the replica takes.
+	TimeSliceReplicas int `json:"timeSliceReplicas,omitzero"`
+}
+
+// PlanTenant is the plan's view of one tenant.
+type PlanTenant struct {
+	// Name is the tenant's name in the pool.
+	Name string `json:"name"`
+	// Replicas say where each replica runs; they mirror the replicas listed under GPUs.
+	Replicas []ReplicaRef `json:"replicas,omitzero"`
+	// Predicted is the performance model's prediction for this tenant under the plan.
+	Predicted Prediction `json:"predicted,omitzero"`
+	// Reasons say why the tenant got these slices, or none.
+	Reasons []Reason `json:"reasons,omitzero"`
+	// Infeasible is set when the plan does not meet the tenant's demand or SLO; Reasons say why.
+	Infeasible bool `json:"infeasible,omitzero"`
+}
+
+// ReplicaRef locates one tenant replica.
+type ReplicaRef struct {
+	// Index is the replica's index, as in PlanReplica.Index.
+	Index int `json:"index"`
+	// GPU is the GPU the replica runs on.
+	GPU GPURef `json:"gpu"`
+	// Instance is the MIG instance, when the GPU's mode is mig.
+	Instance InstanceRef `json:"instance,omitzero"`
+	// Slice is the kind of slice.
+	Slice SliceKind `json:"slice"`
+}
+
+// Prediction is what the performance model expects for one tenant.
+type Prediction struct {
+	TTFTP99 Duration `json:"ttftP99,omitzero"`
+	TPOTP99 Duration `json:"tpotP99,omitzero"`
+	E2EP99  Duration `json:"e2eP99,omitzero"`
+	// TokensPerSecond is the output tokens per second all replicas sustain together.
+	TokensPerSecond float64 `json:"tokensPerSecond,omitzero"`
+	// MaxRPS is the highest request rate at which the SLOs still hold.
+	MaxRPS float64 `json:"maxRps,omitzero"`
+}
+
+// Summary holds a plan's totals.
+type Summary struct {
+	// GPUsUsed counts the GPUs that run at least one tenant replica.
+	GPUsUsed int `json:"gpusUsed"`
+	// GPUsTotal counts the GPUs of the fleet (the length of Plan.GPUs).
+	GPUsTotal int `json:"gpusTotal"`
+	// LowerBound is a proven lower bound on the GPUs any plan needs for the same demand.
+	LowerBound int `json:"lowerBound"`
+	// Baselines are other strategies' GPU counts for the same demand, for comparison.
+	Baselines []Baseline `json:"baselines,omitzero"`
+	// Objective is the value of the planner's objective for this plan (lower is better).
+	Objective float64 `json:"objective,omitzero"`
+}
+
+// Baseline is one comparison strategy's result.
+type Baseline struct {
+	// Name names the strategy, like "exclusive" or "all-balanced".
+	Name string `json:"name"`
+	// GPUs is how many GPUs it needs.
+	GPUs int `json:"gpus"`
+}

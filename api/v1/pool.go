@@ -1,0 +1,193 @@
+package v1
+
+import "gpupool.dev/gpupool/internal/llm"
+
+// APIVersion is the only apiVersion this package reads and writes.
+const APIVersion = "gpupool.dev/v1"
+
+// Kinds of document.
+const (
+	KindPool = "Pool"
+	KindPlan = "Plan"
+)
+
+// Metadata names a document.
+type Metadata struct {
+	// Name is a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', at most 253 characters.
+	Name string `json:"name"`
+}
+
+// Pool is what an operator writes: the fleet, the pool policy and the tenants.
+type Pool struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Metadata   Metadata `json:"metadata"`
+	Fleet      Fleet    `json:"fleet"`
+	Policy     Policy   `json:"policy,omitzero"`
+	Tenants    []Tenant `json:"tenants,omitzero"`
+}
+
+// Fleet is the hardware the pool is made of.
+type Fleet struct {
+	Nodes []Node `json:"nodes"`
+}
+
+// Node is one machine.
+type Node struct {
+	// Name is the node's name (a Kubernetes node name: a DNS-1123 subdomain), unique in the fleet.
+	Name string `json:"name"`
+	// Labels are copied onto the node's pool objects; Kubernetes label syntax.
+	Labels map[string]string `json:"labels,omitzero"`
+	// GPUs lists the node's GPUs as groups of one board; indices run across groups in order.
+	GPUs []GPUGroup `json:"gpus"`
+}
+
+// GPUGroup is Count GPUs of one board.
+type GPUGroup struct {
+	// Board is a board name the catalog knows: canonical ("H100-SXM5-80GB"), alias or NVML name.
+	Board string `json:"board"`
+	// Count is the number of GPUs, 1–64.
+	Count int `json:"count"`
+}
+
+// Mode is how a whole GPU is used.
+type Mode string
+
+// GPU modes.
+const (
+	ModeExclusive Mode = "exclusive" // one process owns the whole GPU
+	ModeMIG       Mode = "mig"       // MIG instances, each possibly shared inside (see SharingMode)
+	ModeMPS       Mode = "mps"       // CUDA MPS: SM-percentage and pinned-memory limits per client
+	ModeTimeSlice Mode = "timeslice" // CUDA time-slicing: no memory or fault isolation
+)
+
+// allModes lists every GPU mode in a fixed order.
+var allModes = []Mode{ModeExclusive, ModeMIG, ModeMPS, ModeTimeSlice}
+
+// Policy is how the pool is run.
+type Policy struct {
+	// CanaryGPUs are GPUs kept out of the pool for trying new drivers, geometries and models
+	// first, as "node/index" references.
+	CanaryGPUs []GPURef `json:"canaryGPUs,omitzero"`
+	// BurstPoolPercent is the share of pool capacity, 0–50, kept for burst leases. Default 10.
+	BurstPoolPercent *int `json:"burstPoolPercent,omitzero"`
+	// AllowedModes are the GPU modes the planner may use. Default: all four.
+	AllowedModes []Mode `json:"allowedModes,omitzero"`
+	// MaxUnavailable is how many pool GPUs may be out of service (draining or being
+	// re-partitioned) at once: an integer ≥ 1 or a percentage of pool GPUs. Default 1.
+	MaxUnavailable *IntOrPercent `json:"maxUnavailable,omitzero"`
+	// ReconfigCooldown is the least time between two MIG re-partitions of one GPU. Default 1h.
+	ReconfigCooldown *Duration `json:"reconfigCooldown,omitzero"`
+}
+
+// Isolation is a tenant's isolation tier.
+type Isolation string
+
+// Isolation tiers.
+const (
+	// IsolationHard: the tenant's slices are whole GPUs or MIG instances that no other tenant
+	// shares (its own replicas may share an instance through MPS or time-slicing).
+	IsolationHard Isolation = "hard"
+	// IsolationSoft: the tenant may share SMs through MPS with tenants of its trust group (the
+	// same path), never time-slicing with other tenants.
+	IsolationSoft Isolation = "soft"
+	// IsolationShared: the tenant may be time-sliced or MPS-shared with any tenant.
+	IsolationShared Isolation = "shared"
+)
+
+// EnergyClass is how a tenant trades energy for speed; the node agent locks clocks by it.
+type EnergyClass string
+
+// Energy classes.
+const (
+	EnergyPerformance EnergyClass = "performance" // highest clocks
+	EnergyBalanced    EnergyClass = "balanced"    // default clocks
+	EnergyEfficiency  EnergyClass = "efficiency"  // lower clocks, fewer joules per token
+)
+
+// Pattern is the shape of a tenant's request arrivals.
+type Pattern string
+
+// Arrival patterns.
+const (
+	PatternPoisson  Pattern = "poisson"  // independent arrivals at a steady mean rate
+	PatternConstant Pattern = "constant" // evenly spaced arrivals
+	PatternBursty   Pattern = "bursty"   // on/off bursts around the mean rate
+	PatternDiurnal  Pattern = "diurnal"  // daily cycle; rps is the peak-hour mean
+)
+
+// Tenant is one unit of fairness and isolation.
+type Tenant struct {
+	// Name is a DNS-1123 label, unique in the pool.
+	Name string `json:"name"`
+	// Path places the tenant in the hierarchy, "org/team"; each part is a DNS-1123 label.
+	// Empty: directly under the root.
+	Path string `json:"path,omitzero"`
+	// Weight is the tenant's fair-share weight, > 0. Default 1.
+	Weight *float64 `json:"weight,omitzero"`
+	// Isolation is hard, soft or shared. Default soft.
+	Isolation Isolation `json:"isolation,omitzero"`
+	// Model is what the tenant serves.
+	Model Model `json:"model"`
+	// MaxContext is the longest sequence (prompt + output) in tokens; 0 means the model's own
+	// maximum (max_position_embeddings).
+	MaxContext int `json:"maxContext,omitzero"`
+	// Concurrency is the most requests in flight per replica; 0 lets the planner derive it.
+	Concurrency int `json:"concurrency,omitzero"`
+	// Traffic is the offered load.
+	Traffic Traffic `json:"traffic,omitzero"`
+	// SLO holds the latency objectives.
+	SLO SLO `json:"slo,omitzero"`
+	// Reservation is the guaranteed number of replicas, never preempted. Default 0.
+	Reservation int `json:"reservation,omitzero"`
+	// Cap is the most replicas the tenant may hold, ≥ max(1, Reservation). Unset: no cap.
+	Cap *int `json:"cap,omitzero"`
+	// Replicas fixes the replica count instead of sizing from traffic. Unset: planner decides.
+	Replicas *int `json:"replicas,omitzero"`
+	// Redundancy asks for one replica beyond what the load needs, on another GPU.
+	Redundancy bool `json:"redundancy,omitzero"`
+	// EnergyClass is performance, balanced or efficiency. Default balanced.
+	EnergyClass EnergyClass `json:"energyClass,omitzero"`
+	// LowFrequency marks a tenant that is called rarely: the planner may time-slice it with other
+	// low-frequency tenants rather than keep a dedicated slice warm.
+	LowFrequency bool `json:"lowFrequency,omitzero"`
+	// Profile is the path of a measured performance table for this tenant's model, used instead
+	// of the analytic performance model.
+	Profile string `json:"profile,omitzero"`
+}
+
+// Model says which model a tenant serves and how it is stored.
+type Model struct {
+	// Name is a model catalog slug, like "llama-3.1-8b". Exactly one of Name and Dir is set.
+	Name string `json:"name,omitzero"`
+	// Dir is a Hugging Face checkpoint directory (config.json plus safetensors files).
+	Dir string `json:"dir,omitzero"`
+	// Quantization is how weights are served: bf16, fp16, fp8, int8, int4-awq or int4-gptq.
+	// Empty: as the checkpoint stores them.
+	Quantization llm.Quantization `json:"quantization,omitzero"`
+	// KVCacheDtype is the KV-cache element type: auto (the model's dtype), bf16, fp16, fp8,
+	// fp8_e4m3 or fp8_e5m2. Default auto.
+	KVCacheDtype string `json:"kvCacheDtype,omitzero"`
+}
+
+// Traffic is a tenant's offered load.
+type Traffic struct {
+	// RPS is the mean request rate, requests per second, ≥ 0.
+	RPS float64 `json:"rps,omitzero"`
+	// InputTokens is the mean prompt length in tokens.
+	InputTokens int `json:"inputTokens,omitzero"`
+	// OutputTokens is the mean generated length in tokens.
+	OutputTokens int `json:"outputTokens,omitzero"`
+	// Pattern is poisson, constant, bursty or diurnal. Default poisson.
+	Pattern Pattern `json:"pattern,omitzero"`
+}
+
+// SLO holds 99th-percentile latency objectives; each is optional and > 0 when set.
+type SLO struct {
+	// TTFTP99 bounds the time to first token.
+	TTFTP99 *Duration `json:"ttftP99,omitzero"`
+	// TPOTP99 bounds the time per output token after the first.
+	TPOTP99 *Duration `json:"tpotP99,omitzero"`
+	// E2EP99 bounds the whole request, first byte in to last token out.
+	E2EP99 *Duration `json:"e2eP99,omitzero"`
+}

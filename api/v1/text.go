@@ -1,0 +1,57 @@
+package v1
+
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Strings in documents are text: valid UTF-8 without control characters, apart from tab and
+// line feed. YAML cannot carry the others through a round trip (it folds U+0085, U+2028 and
+// U+2029 into spaces and refuses most C0 and C1 controls), and no field has a use for them.
+
+// textRune reports whether r may appear in a document string.
+func textRune(r rune) bool {
+	switch {
+	case r == '\t' || r == '\n':
+		return true
+	case r < 0x20, r >= 0x7f && r <= 0x9f, r == 0x2028, r == 0x2029, r == 0xfeff, r == 0xfffe, r == 0xffff:
+		return false
+	}
+	return true
+}
+
+// checkText returns an error naming the first character of s that textRune refuses.
+func checkText(s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("is not valid UTF-8")
+	}
+	for i, r := range s {
+		if !textRune(r) {
+			return fmt.Errorf("contains the control character %U at byte %d", r, i)
+		}
+	}
+	return nil
+}
+
+// checkTree reports every string or key of a generic JSON tree that is not text.
+func checkTree(v any, path string, errs *errList) {
+	switch x := v.(type) {
+	case string:
+		if err := checkText(x); err != nil {
+			errs.add(path, "the string %s %v", strconv.QuoteToASCII(truncate(x)), err)
+		}
+	case []any:
+		for i, item := range x {
+			checkTree(item, index(path, i), errs)
+		}
+	case map[string]any:
+		for k, item := range x {
+			if err := checkText(k); err != nil {
+				errs.add(path, "the key %s %v", strconv.QuoteToASCII(truncate(k)), err)
+				continue
+			}
+			checkTree(item, key(path, k), errs)
+		}
+	}
+}

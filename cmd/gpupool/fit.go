@@ -1,0 +1,299 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"gpupool.dev/gpupool/internal/gpu"
+	"gpupool.dev/gpupool/internal/llm"
+)
+
+// fitFlags are the raw flag values of `gpupool fit`.
+type fitFlags struct {
+	model, modelDir, quant, kvDType, output string
+	boards, sharedCaps                      []string
+	context, concurrency, batched, seqs     int
+	tokenBudget                             int64
+	util                                    float64
+	eager                                   bool
+}
+
+func newFitCmd(e *env) *cobra.Command {
+	var f fitFlags
+	var out *string
+	cmd := &cobra.Command{
+		Use:   "fit --model NAME | --model-dir DIR",
+		Short: "Show which GPU slices hold a model, how much KV cache they leave, and the vLLM arguments",
+		Long: "fit sizes a model (a catalog name or a Hugging Face directory with config.json and safetensors)\n" +
+			"and, for every board (or --board) and slice — the whole GPU, each MIG profile, and any --shared-cap\n" +
+			"memory cap for MPS or time-slicing — says whether it fits, how many sequences of --context tokens and\n" +
+			"how many KV tokens it holds, every memory term, and the vLLM arguments that make it true.\n" +
+			"Catalog models: " + strings.Join(catalogNames(), ", ") + ".",
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			f.output = *out
+			return runFit(e, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.model, "model", "", "catalog model name or Hugging Face id (llama-3.1-8b, Qwen/Qwen2.5-7B-Instruct)")
+	fl.StringVar(&f.modelDir, "model-dir", "", "Hugging Face model directory (config.json, *.safetensors headers)")
+	fl.StringVar(&f.quant, "quantization", "", "weights: bf16|fp16|fp8|int8|int4-awq|int4-gptq (also awq, gptq, w4a16); default: the model's")
+	fl.StringVar(&f.kvDType, "kv-cache-dtype", "auto", "KV cache: auto|fp8")
+	fl.IntVar(&f.context, "context", 0, "tokens per sequence, --max-model-len (default min(8192, the model's maximum))")
+	fl.IntVar(&f.concurrency, "concurrency", 0, "sequences of --context tokens in flight at once (default 1)")
+	fl.Int64Var(&f.tokenBudget, "token-budget", 0, "peak KV tokens in flight, instead of context × concurrency")
+	fl.StringSliceVar(&f.boards, "board", nil, "board name or alias, repeatable (default: every board)")
+	fl.StringSliceVar(&f.sharedCaps, "shared-cap", nil, "MPS/time-slice memory cap per tenant, e.g. 40Gi, 20GiB, 21474836480 (repeatable)")
+	fl.Float64Var(&f.util, "gpu-memory-utilization", 0, "vLLM's fraction of device memory (default 0.9, raised to 0.95 when that makes it fit)")
+	fl.IntVar(&f.batched, "max-num-batched-tokens", 0, "vLLM's batched tokens per step (default: vLLM's, by device memory)")
+	fl.IntVar(&f.seqs, "max-num-seqs", 0, "vLLM's sequences per step (default: --concurrency, else 256)")
+	fl.BoolVar(&f.eager, "enforce-eager", false, "no CUDA graphs (fit falls back to this by itself when graphs do not fit)")
+	out = addOutputFlag(cmd)
+	return cmd
+}
+
+func catalogNames() []string {
+	var names []string
+	for _, a := range llm.Catalog() {
+		names = append(names, a.Name)
+	}
+	return names
+}
+
+// fitReport is the structured output of `gpupool fit`.
+type fitReport struct {
+	Model fitModel  `json:"model"`
+	Notes []string  `json:"notes"`
+	Fits  []llm.Fit `json:"fits"`
+}
+
+// fitModel describes the model that was fitted.
+type fitModel struct {
+	Name            string          `json:"name"`
+	Source          string          `json:"source"` // "catalog" or the directory given
+	Params          int64           `json:"params"`
+	ActiveParams    int64           `json:"activeParams"`
+	KVBytesPerToken int64           `json:"kvBytesPerToken"`
+	Arch            llm.Arch        `json:"arch"`
+	Checkpoint      *llm.Checkpoint `json:"checkpoint,omitempty"`
+}
+
+// runFit checks every input, computes every fit, and only then writes.
+func runFit(e *env, f fitFlags) error {
+	format, err := parseOutput(f.output)
+	if err != nil {
+		return err
+	}
+	m, src, errModel := fitLoadModel(f)
+	o, errOpts := fitOptions(f)
+	boards, caps, errTargets := fitTargets(f)
+	if err := errors.Join(errModel, errOpts, errTargets); err != nil {
+		return invalid(err)
+	}
+	notes, err := llm.Notes(m, o)
+	if err != nil {
+		return invalid(fmt.Errorf("fit %s: %w", m.Arch.Name, err))
+	}
+	total, active := m.Arch.Params()
+	kvElem, _ := llm.KVElemBytes(o.KVCacheDType)
+	rep := fitReport{Notes: notes, Model: fitModel{Name: m.Arch.Name, Source: src, Params: total, ActiveParams: active,
+		KVBytesPerToken: m.Arch.KVBytesPerToken(kvElem), Arch: m.Arch, Checkpoint: m.Checkpoint}}
+	for _, b := range boards {
+		fits, err := llm.FitBoard(m, o, b, caps...)
+		if err != nil {
+			return invalid(fmt.Errorf("fit %s on %s: %w", m.Arch.Name, b.Name, err))
+		}
+		rep.Fits = append(rep.Fits, fits...)
+	}
+	if format != outTable {
+		return writeStructured(e.stdout, format, rep)
+	}
+	return writeFitTable(e.stdout, rep)
+}
+
+// fitLoadModel resolves --model or --model-dir.
+func fitLoadModel(f fitFlags) (llm.Model, string, error) {
+	switch {
+	case f.model != "" && f.modelDir != "":
+		return llm.Model{}, "", errors.New("flags --model and --model-dir: give one, not both")
+	case f.model != "":
+		a, err := llm.Lookup(f.model)
+		if err != nil {
+			return llm.Model{}, "", fmt.Errorf("flag --model: %w", err)
+		}
+		return llm.FromArch(a), "catalog", nil
+	case f.modelDir != "":
+		st, err := os.Stat(f.modelDir)
+		if err != nil {
+			return llm.Model{}, "", fmt.Errorf("flag --model-dir: %w", err)
+		}
+		if !st.IsDir() {
+			return llm.Model{}, "", fmt.Errorf("flag --model-dir: %s is not a directory", f.modelDir)
+		}
+		m, err := llm.LoadDir(os.DirFS(f.modelDir))
+		if err != nil {
+			return llm.Model{}, "", fmt.Errorf("load model %s: %w", f.modelDir, err)
+		}
+		m.Arch.Name = filepath.Base(filepath.Clean(f.modelDir))
+		return m, f.modelDir, nil
+	}
+	return llm.Model{}, "", errors.New("flags --model and --model-dir: give one (catalog: " + strings.Join(catalogNames(), ", ") + ")")
+}
+
+// fitOptions turns the flags into llm.Options, reporting every bad flag at once.
+func fitOptions(f fitFlags) (llm.Options, error) {
+	var errs []error
+	o := llm.Options{KVCacheDType: f.kvDType, Context: f.context, Concurrency: f.concurrency, TokenBudget: f.tokenBudget,
+		MaxNumBatchedTokens: f.batched, MaxNumSeqs: f.seqs, GPUMemoryUtilization: f.util, EnforceEager: f.eager}
+	if f.quant != "" {
+		q, err := llm.ParseQuantization(f.quant)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("flag --quantization: %w", err))
+		}
+		o.Quantization = q
+	}
+	if _, err := llm.KVElemBytes(f.kvDType); err != nil {
+		errs = append(errs, fmt.Errorf("flag --kv-cache-dtype: %w", err))
+	}
+	for _, n := range []struct {
+		name string
+		v    int64
+	}{{"context", int64(f.context)}, {"concurrency", int64(f.concurrency)}, {"token-budget", f.tokenBudget},
+		{"max-num-batched-tokens", int64(f.batched)}, {"max-num-seqs", int64(f.seqs)}} {
+		if n.v < 0 {
+			errs = append(errs, fmt.Errorf("flag --%s: %d is negative", n.name, n.v))
+		}
+	}
+	if f.util < 0 || f.util > 1 || math.IsNaN(f.util) {
+		errs = append(errs, fmt.Errorf("flag --gpu-memory-utilization: %v is outside (0, 1]", f.util))
+	}
+	return o, errors.Join(errs...)
+}
+
+// fitTargets resolves --board and --shared-cap.
+func fitTargets(f fitFlags) ([]*gpu.Board, []int64, error) {
+	var errs []error
+	boards := gpu.Boards()
+	if len(f.boards) > 0 {
+		boards = nil
+		for _, name := range f.boards {
+			b, err := gpu.Lookup(name)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("flag --board: %w", err))
+				continue
+			}
+			boards = append(boards, b)
+		}
+	}
+	var caps []int64
+	for _, s := range f.sharedCaps {
+		n, err := parseBytes(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("flag --shared-cap: %w", err))
+			continue
+		}
+		caps = append(caps, n)
+	}
+	return boards, caps, errors.Join(errs...)
+}
+
+// byteUnits are the suffixes parseBytes accepts: Kubernetes quantity style (Gi = 2^30, G = 10^9),
+// with an optional trailing B.
+var byteUnits = map[string]float64{
+	"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12,
+	"ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30, "ti": 1 << 40,
+}
+
+// parseBytes reads a memory size: 21474836480, 20Gi, 20GiB, 40960Mi, 21.5G.
+func parseBytes(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	t = strings.TrimSuffix(t, "b")
+	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	num, unit := t, ""
+	if i >= 0 {
+		num, unit = t[:i], t[i:]
+	}
+	mult, ok := byteUnits[unit]
+	v, err := strconv.ParseFloat(num, 64)
+	if !ok || err != nil || v <= 0 || v*mult > 1<<50 {
+		return 0, fmt.Errorf("%q is not a memory size (e.g. 40Gi, 20GiB, 21474836480)", s)
+	}
+	return int64(v * mult), nil
+}
+
+// writeFitTable writes one row per slice, then the notes.
+func writeFitTable(w io.Writer, rep fitReport) error {
+	m := rep.Model
+	fmt.Fprintf(w, "model %s: %s params", m.Name, countCell(m.Params))
+	if m.ActiveParams != m.Params {
+		fmt.Fprintf(w, " (%s active)", countCell(m.ActiveParams))
+	}
+	fmt.Fprintf(w, ", KV %d bytes/token\n", m.KVBytesPerToken)
+	if ck := m.Checkpoint; ck != nil {
+		fmt.Fprintf(w, "checkpoint: %d tensors in %d files, %s bytes, %s weights\n", ck.Tensors, len(ck.Files),
+			strconv.FormatInt(ck.Bytes, 10), countCell(ck.Params))
+	}
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	fmt.Fprintln(tw, "BOARD\tSLICE\tGIB\tFITS\tSEQS\tKV TOKENS\tWEIGHTS\tKV NEED\tWORKSPACE\tVLLM ARGS / WHY NOT")
+	for _, f := range rep.Fits {
+		mem := f.Memory
+		fits, detail := "no", ""
+		if len(f.Reasons) > 0 {
+			detail = f.Reasons[0]
+		}
+		if f.Fits {
+			fits, detail = "yes", strings.Join(f.Args.Flags(), " ")
+			if len(f.Reasons) > 0 {
+				fits = "yes*"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", f.Slice.Board, f.Slice.Name, gibCell(f.Slice.MemoryBytes),
+			fits, f.MaxConcurrency, f.MaxTokens, gibCell(mem.Weights), gibCell(mem.KVCache),
+			gibCell(mem.Activations+mem.NonTorch+mem.CUDAGraphs), detail)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nSEQS = sequences of %s tokens the KV cache holds; WORKSPACE = activations + non-torch + CUDA graphs; yes* = see notes below.\n",
+		contextLabel(rep.Fits))
+	for _, n := range rep.Notes {
+		fmt.Fprintln(w, "note: "+n)
+	}
+	for _, f := range rep.Fits {
+		if f.Fits && len(f.Reasons) > 0 {
+			fmt.Fprintf(w, "note: %s %s: %s\n", f.Slice.Board, f.Slice.Name, strings.Join(f.Reasons, "; "))
+		}
+	}
+	return nil
+}
+
+// countCell writes a parameter count: 8.03 B, 494.03 M, 26784.
+func countCell(n int64) string {
+	switch {
+	case n >= 1e9:
+		return strconv.FormatFloat(float64(n)/1e9, 'f', 2, 64) + " B"
+	case n >= 1e6:
+		return strconv.FormatFloat(float64(n)/1e6, 'f', 2, 64) + " M"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func gibCell(n int64) string { return strconv.FormatFloat(float64(n)/float64(llm.GiB), 'f', 2, 64) }
+
+// contextLabel is the context length the fits were computed at.
+func contextLabel(fits []llm.Fit) string {
+	if len(fits) == 0 {
+		return "--context"
+	}
+	return strconv.Itoa(fits[0].Args.MaxModelLen)
+}

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"gpupool.dev/gpupool/internal/gpu"
+	"gpupool.dev/gpupool/internal/llm"
+	"gpupool.dev/gpupool/internal/perf"
+)
+
+// perfFlags are the perf command's inputs.
+type perfFlags struct {
+	model, board, quant       string
+	output                    *string
+	context, input, outputTok int
+	concurrency               []int
+	ttft, tpot                time.Duration
+}
+
+func newPerfCmd(e *env) *cobra.Command {
+	f := &perfFlags{}
+	cmd := &cobra.Command{
+		Use:   "perf --model M --board B",
+		Short: "Predict tokens/s, TTFT, TPOT and the max request rate within an SLO, per slice kind",
+		Long: "perf runs the performance model for a model on every kind of slice of a board: the whole GPU,\n" +
+			"every MIG profile, MPS clients at 25/50/75 % SMs next to one busy client with the rest, and\n" +
+			"time-slicing with 2 and 4 active contexts. For each it prints the tokens/s, TTFT and TPOT of a\n" +
+			"closed-loop client at a few concurrencies (skipped where the KV cache cannot hold them), and the\n" +
+			"highest Poisson request rate one replica sustains with the p99 targets met. The p99 values come\n" +
+			"from a queueing approximation; `gpupool simulate` checks them.",
+		Example: "  gpupool perf --model qwen2.5-7b --board H100-SXM5-80GB\n" +
+			"  gpupool perf --model llama-3.1-8b --board A100-SXM4-80GB --input-tokens 2048 --output-tokens 256 \\\n" +
+			"      --ttft-p99 2s --tpot-p99 40ms -o json",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runPerf(e, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.model, "model", "", "model: a catalog name or Hugging Face id (required)")
+	fl.StringVar(&f.board, "board", "", "board: a catalog name, alias or NVML name (required)")
+	fl.StringVar(&f.quant, "quantization", "bf16", "weights: bf16, fp16, fp8, int8, int4-awq, int4-gptq")
+	fl.IntVar(&f.context, "context", 0, "max model length the engine is configured for (0: min(8192, the model's))")
+	fl.IntVar(&f.input, "input-tokens", 512, "prompt tokens per request")
+	fl.IntVar(&f.outputTok, "output-tokens", 256, "output tokens per request")
+	fl.IntSliceVar(&f.concurrency, "concurrency", []int{1, 8, 32, 128}, "requests in flight for the closed-loop columns")
+	fl.DurationVar(&f.ttft, "ttft-p99", time.Second, "TTFT p99 target for the max rate (0: none)")
+	fl.DurationVar(&f.tpot, "tpot-p99", 50*time.Millisecond, "TPOT p99 target for the max rate (0: none)")
+	f.output = addOutputFlag(cmd)
+	_ = cmd.MarkFlagRequired("model")
+	_ = cmd.MarkFlagRequired("board")
+	return cmd
+}
+
+// perfReport is the command's output.
+type perfReport struct {
+	Model        string      `json:"model"`
+	Quantization string      `json:"quantization"`
+	WeightsGB    float64     `json:"weightsGB"`
+	Board        string      `json:"board"`
+	InputTokens  int         `json:"inputTokens"`
+	OutputTokens int         `json:"outputTokens"`
+	Context      int         `json:"context"`
+	TTFTp99Ms    float64     `json:"ttftP99Ms"`
+	TPOTp99Ms    float64     `json:"tpotP99Ms"`
+	Slices       []perfSlice `json:"slices"`
+	Notes        []string    `json:"notes"`
+}
+
+type perfSlice struct {
+	Slice            string      `json:"slice"`
+	Mode             string      `json:"mode"`
+	Profile          string      `json:"profile,omitempty"`
+	SMPercent        float64     `json:"smPercent,omitempty"`
+	ActiveNeighbours int         `json:"activeNeighbours"`
+	Fits             bool        `json:"fits"`
+	KVCapacityTokens int64       `json:"kvCapacityTokens"`
+	Points           []perfPoint `json:"points"`
+	MaxRate          perfRate    `json:"maxRate"`
+}
+
+type perfPoint struct {
+	Concurrency        int     `json:"concurrency"`
+	Skipped            string  `json:"skipped,omitempty"`
+	OutputTokensPerSec float64 `json:"outputTokensPerSec,omitempty"`
+	TotalTokensPerSec  float64 `json:"totalTokensPerSec,omitempty"`
+	TTFTMs             float64 `json:"ttftMs,omitempty"`
+	TPOTMs             float64 `json:"tpotMs,omitempty"`
+	E2EMs              float64 `json:"e2eMs,omitempty"`
+}
+
+type perfRate struct {
+	RequestsPerSec     float64 `json:"requestsPerSec"`
+	OutputTokensPerSec float64 `json:"outputTokensPerSec"`
+	TTFTp99Ms          float64 `json:"ttftP99Ms"`
+	TPOTp99Ms          float64 `json:"tpotP99Ms"`
+	Limit              string  `json:"limit"`
+}
+
+// perfCase is one slice kind with the sharing situation it is shown under.
+type perfCase struct {
+	slice perf.Slice
+	load  perf.Load
+}
+
+func runPerf(e *env, f *perfFlags) error {
+	out, err := parseOutput(*f.output)
+	if err != nil {
+		return err
+	}
+	m, board, err := perfInputs(f)
+	if err != nil {
+		return invalid(err)
+	}
+	rep := perfReport{Model: m.Name(), Quantization: string(m.Quantization()), WeightsGB: float64(m.WeightBytes()) / 1e9,
+		Board: board.Name, InputTokens: f.input, OutputTokens: f.outputTok, Context: f.context,
+		TTFTp99Ms: perfDurMs(f.ttft), TPOTp99Ms: perfDurMs(f.tpot)}
+	w := perf.Workload{InputTokens: f.input, OutputTokens: f.outputTok}
+	slo := perf.SLO{TTFT: f.ttft, TPOT: f.tpot}
+	for _, c := range perfCases(board) {
+		s, err := perfRow(m, c, w, slo, f.concurrency)
+		if err != nil {
+			return err
+		}
+		rep.Slices = append(rep.Slices, s)
+	}
+	rep.Notes = []string{
+		"tok/s, TTFT and TPOT are closed-loop means; max rate uses a p99 queueing approximation",
+		"mps rows: this client at the SM share, one busy neighbour with the rest, memory split in two",
+		"timeslice rows: N contexts, all active, memory split N ways",
+	}
+	if out != outTable {
+		return writeStructured(e.stdout, out, rep)
+	}
+	return perfTable(e.stdout, rep)
+}
+
+func perfInputs(f *perfFlags) (*perf.Model, *gpu.Board, error) {
+	var errs []error
+	if f.input < 1 || f.outputTok < 1 {
+		errs = append(errs, fmt.Errorf("flags --input-tokens/--output-tokens: %d/%d must be at least 1", f.input, f.outputTok))
+	}
+	if f.context < 0 || f.context > 0 && f.input+f.outputTok > f.context {
+		errs = append(errs, fmt.Errorf("flag --context: %d is negative or shorter than %d input + %d output tokens", f.context, f.input, f.outputTok))
+	}
+	if f.ttft < 0 || f.tpot < 0 {
+		errs = append(errs, errors.New("flags --ttft-p99/--tpot-p99: must not be negative"))
+	}
+	for _, c := range f.concurrency {
+		if c < 1 || c > 1<<20 {
+			errs = append(errs, fmt.Errorf("flag --concurrency: %d outside [1, %d]", c, 1<<20))
+		}
+	}
+	q, err := llm.ParseQuantization(f.quant)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("flag --quantization: %w", err))
+	}
+	a, err := llm.Lookup(f.model)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("flag --model: %w", err))
+	}
+	b, err := gpu.Lookup(f.board)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("flag --board: %w", err))
+	}
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	m, err := perf.New(a, q, perf.DefaultOptions())
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, b, nil
+}
+
+// perfCases lists the slice kinds of a board: exclusive, each MIG profile (variants such as
+// +me folded into their base), MPS at 25/50/75 % beside one busy client, time-slicing ×2 and ×4.
+func perfCases(b *gpu.Board) []perfCase {
+	cs := []perfCase{{slice: perf.Slice{Board: b}}}
+	for i := range b.Profiles {
+		p := &b.Profiles[i]
+		if p.MediaExtension || strings.ContainsAny(p.Name, "+") {
+			continue
+		}
+		cs = append(cs, perfCase{slice: perf.Slice{Board: b, Profile: p}})
+	}
+	for _, pct := range []float64{25, 50, 75} {
+		cs = append(cs, perfCase{slice: perf.Slice{Board: b, Mode: perf.MPS, SMPercent: pct, Replicas: 2},
+			load: perf.Load{Active: 1, SMPercent: 100 - pct}})
+	}
+	for _, n := range []int{2, 4} {
+		cs = append(cs, perfCase{slice: perf.Slice{Board: b, Mode: perf.TimeSlice, Replicas: n}, load: perf.Load{Active: n - 1}})
+	}
+	return cs
+}
+
+func perfRow(m *perf.Model, c perfCase, w perf.Workload, slo perf.SLO, concurrency []int) (perfSlice, error) {
+	eng, err := m.Place(c.slice)
+	if err != nil {
+		return perfSlice{}, err
+	}
+	s := perfSlice{Slice: c.slice.Name(), Mode: c.slice.Mode.String(), SMPercent: c.slice.SMPercent,
+		ActiveNeighbours: c.load.Active, Fits: eng.FitsWeights(), KVCapacityTokens: eng.KVCapacityTokens()}
+	if c.slice.Profile != nil {
+		s.Profile = c.slice.Profile.Name
+	}
+	need := int64(w.InputTokens + w.OutputTokens)
+	for _, n := range concurrency {
+		p := perfPoint{Concurrency: n}
+		switch {
+		case !s.Fits:
+			p.Skipped = "weights do not fit"
+		case int64(n)*need > s.KVCapacityTokens:
+			p.Skipped = fmt.Sprintf("KV cache holds %d tokens, needs %d", s.KVCapacityTokens, int64(n)*need)
+		default:
+			w.Concurrency = n
+			r, err := eng.Estimate(w, c.load)
+			if err != nil {
+				return perfSlice{}, err
+			}
+			p.OutputTokensPerSec, p.TotalTokensPerSec = r.OutputTokensPerSec, r.TotalTokensPerSec
+			p.TTFTMs, p.TPOTMs, p.E2EMs = perfDurMs(r.TTFT), perfDurMs(r.TPOT), perfDurMs(r.E2E)
+		}
+		s.Points = append(s.Points, p)
+	}
+	r, err := eng.MaxRate(w, slo, c.load)
+	if err != nil {
+		return perfSlice{}, err
+	}
+	s.MaxRate = perfRate{RequestsPerSec: r.RequestsPerSec, OutputTokensPerSec: r.OutputTokensPerSec,
+		TTFTp99Ms: perfDurMs(r.TTFT), TPOTp99Ms: perfDurMs(r.TPOT), Limit: string(r.Limit)}
+	return s, nil
+}
+
+func perfDurMs(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func perfTable(w io.Writer, r perfReport) error {
+	fmt.Fprintf(w, "%s (%s, %.1f GB of weights) on %s: %d input / %d output tokens; SLO TTFT p99 ≤ %s, TPOT p99 ≤ %s\n\n",
+		r.Model, r.Quantization, r.WeightsGB, r.Board, r.InputTokens, r.OutputTokens, perfTarget(r.TTFTp99Ms), perfTarget(r.TPOTp99Ms))
+	tw := newTable(w)
+	fmt.Fprintln(tw, "SLICE\tBUSY NEIGHBOURS\tKV TOKENS\tCONC\tOUT TOK/S\tTTFT\tTPOT\tMAX REQ/S\tLIMIT")
+	for _, s := range r.Slices {
+		for i, p := range s.Points {
+			name, nb, kv, rate, lim := "", "", "", "", ""
+			if i == 0 {
+				name, nb, kv = s.Slice, strconv.Itoa(s.ActiveNeighbours), strconv.FormatInt(s.KVCapacityTokens, 10)
+				rate, lim = strconv.FormatFloat(s.MaxRate.RequestsPerSec, 'f', 2, 64), s.MaxRate.Limit
+				if !s.Fits {
+					kv, lim = "does not fit", "weights-do-not-fit"
+				}
+			}
+			tok, ttft, tpot := "-", "-", "-"
+			if p.Skipped == "" {
+				tok = strconv.FormatFloat(p.OutputTokensPerSec, 'f', 0, 64)
+				ttft, tpot = perfMs(p.TTFTMs), perfMs(p.TPOTMs)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", name, nb, kv, p.Concurrency, tok, ttft, tpot, rate, lim)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	for _, n := range append(r.Notes, "- = skipped: the KV cache cannot hold that many requests, or the weights do not fit") {
+		fmt.Fprintln(w, "note: "+n)
+	}
+	return nil
+}
+
+func perfMs(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + " ms" }
+
+func perfTarget(v float64) string {
+	if v == 0 {
+		return "none"
+	}
+	return perfMs(v)
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+const (
+	defaultMigParted = "../../internal/migparted/testdata/config-default.yaml"
+	validPool        = "../../api/v1/testdata/pool-valid.yaml"
+	invalidPool      = "../../api/v1/testdata/pool-invalid.yaml"
+	validPlan        = "../../api/v1/testdata/plan-valid.yaml"
+)
+
+func TestValidateDetectsKindsAndAcceptsValidFiles(t *testing.T) {
+	out, errs, code := runCmd(t, "validate", defaultMigParted, validPool)
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, errs, out)
+	}
+	for _, want := range []string{
+		"config-default.yaml: mig-parted: ok",
+		"81 configs",
+		"pool-valid.yaml: Pool: ok",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestValidateReportsEveryPoolErrorWithPathAndExits1(t *testing.T) {
+	out, _, code := runCmd(t, "validate", "-o", "json", invalidPool)
+	if code != exitInvalid {
+		t.Fatalf("exit %d, want %d", code, exitInvalid)
+	}
+	var res validateOutput
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if res.Valid || len(res.Files) != 1 || res.Files[0].Kind != fileKindPool {
+		t.Fatalf("unexpected result: %+v", res)
+	}
+	errs := res.Files[0].Errors
+	if len(errs) < 10 {
+		t.Errorf("got %d errors, want all of them (the fixture has dozens)", len(errs))
+	}
+	if !strings.HasPrefix(errs[0], "fleet.nodes[0].gpus[0].board: unknown board \"H100X\"") {
+		t.Errorf("first error %q lacks its field path", errs[0])
+	}
+}
+
+func TestValidateMigPartedOnOneBoard(t *testing.T) {
+	bad := writeTemp(t, "mig.yaml", `version: v1
+mig-configs:
+  seed-layout:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "4g.20gb": 1
+        "3g.40gb": 1
+`)
+	out, _, code := runCmd(t, "validate", "--board", "H100-SXM5-80GB", bad)
+	if code != exitInvalid {
+		t.Fatalf("exit %d, want 1; output:\n%s", code, out)
+	}
+	if !strings.Contains(out, `profile "4g.20gb" does not exist on H100-SXM5-80GB (valid: 1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb)`) {
+		t.Errorf("output does not name the missing profile and the valid ones:\n%s", out)
+	}
+	if _, _, code := runCmd(t, "validate", "--board", "H100X", bad); code != exitInvalid {
+		t.Errorf("unknown --board: exit %d, want 1", code)
+	}
+}
+
+func TestValidatePlanAgainstPool(t *testing.T) {
+	out, _, code := runCmd(t, "validate", validPlan)
+	if code != exitOK || !strings.Contains(out, "Plan") || !strings.Contains(out, "--pool") {
+		t.Errorf("plan alone: exit %d, output:\n%s", code, out)
+	}
+	if _, _, code := runCmd(t, "validate", "--pool", invalidPool, validPlan); code != exitInvalid {
+		t.Errorf("an invalid --pool: exit %d, want 1", code)
+	}
+}
+
+func TestValidateRejectsUnknownAndUnreadableFiles(t *testing.T) {
+	cases := map[string]string{
+		"neither kind":     writeTemp(t, "x.yaml", "foo: 1\n"),
+		"not yaml":         writeTemp(t, "y.yaml", "a: [1, 2\n"),
+		"missing file":     "/nonexistent/pool.yaml",
+		"wrong apiVersion": writeTemp(t, "z.yaml", "apiVersion: gpupool.dev/v9\nkind: Pool\n"),
+	}
+	for name, path := range cases {
+		out, _, code := runCmd(t, "validate", path)
+		if code != exitInvalid {
+			t.Errorf("%s: exit %d, want 1", name, code)
+		}
+		if !strings.Contains(out, "INVALID") {
+			t.Errorf("%s: output does not say INVALID:\n%s", name, out)
+		}
+	}
+	if _, _, code := runCmd(t, "validate"); code != exitInvalid {
+		t.Errorf("no arguments: exit %d, want 1", code)
+	}
+}

@@ -1,0 +1,164 @@
+package perf
+
+import "math"
+
+// stepParts is one step's time in seconds, by what bounds it.
+type stepParts struct {
+	compute, memory, comm float64 // GPU time
+	overhead, wait        float64
+	total, clock          float64
+}
+
+func (s stepParts) gpu() float64 { return s.compute + s.memory + s.comm }
+
+// rates are what the engine gets from its slice during one step.
+type rates struct {
+	flops     float64 // FLOP/s
+	bwW, bwKV float64 // bytes/s for weight/activation streams and for KV reads
+	clock     float64 // fraction of boost clock
+}
+
+// step evaluates the roofline of one step (doc.go, "Step time").
+func (e *Engine) step(w work, l Load) stepParts {
+	if w.p+w.d <= 0 {
+		return stepParts{clock: 1}
+	}
+	o := e.m.opts
+	l = l.sanitize()
+	overhead := o.StepOverhead.Seconds()
+	alone := e.alone
+	if l.BoardBusy > 0 {
+		alone = e.aloneRates(l.BoardBusy)
+	}
+	s := e.gpuTime(w, alone)
+	n := float64(l.Active)
+	if e.s.Mode != Exclusive && n > 0 {
+		duty := l.Duty
+		if !(duty > 0 && duty <= 1) {
+			duty = s.gpu() / (s.gpu() + overhead) // symmetric: neighbours behave like this engine
+		}
+		switch e.s.Mode {
+		case TimeSlice:
+			q, g := o.TimeSliceQuantum.Seconds(), s.gpu()
+			rounds := math.Max(1, g/q)
+			s.wait = n * duty * rounds * (math.Min(q, g) + o.ContextSwitch.Seconds())
+		case MPS:
+			s = e.gpuTime(w, e.mpsRates(n*duty, l))
+		}
+	}
+	s.overhead = overhead
+	s.total = s.overhead + s.gpu() + s.wait
+	return s
+}
+
+// sanitize maps out-of-range load fields to their neutral values, so that StepTime never
+// returns NaN for odd input.
+func (l Load) sanitize() Load {
+	if l.Active < 0 {
+		l.Active = 0
+	}
+	if !(l.Duty > 0 && l.Duty <= 1) {
+		l.Duty = 0
+	}
+	if !(l.SMPercent > 0 && l.SMPercent <= 100) {
+		l.SMPercent = 0
+	}
+	if !(l.BoardBusy > 0) {
+		l.BoardBusy = 0
+	}
+	l.BoardBusy = math.Min(l.BoardBusy, 1)
+	return l
+}
+
+// clockFactor is the power-limited clock when a fraction a of the board's SMs is busy: dynamic
+// power grows with busy SMs × f³ (f ∝ V), so f = min(1, (1/(R·a))^(1/3)).
+func (e *Engine) clockFactor(a float64) float64 {
+	a = math.Min(1, a)
+	if a <= 0 {
+		return 1
+	}
+	return math.Min(1, math.Cbrt(1/(e.m.opts.PowerDemandRatio*a)))
+}
+
+// bwSaturation is g(r): the fraction of a bandwidth share that SMs amounting to r times that
+// share can pull. Little's law: bandwidth = bytes in flight / latency, bytes in flight grow with
+// SMs, latency grows as the memory system fills, so g saturates: g(r) = min(1, r(1+a)/(r+a)).
+func (e *Engine) bwSaturation(r float64) float64 {
+	a := e.m.opts.BWHalfSaturation
+	return math.Min(1, r*(1+a)/(r+a))
+}
+
+func (e *Engine) aloneRates(boardBusy float64) rates {
+	o, r := e.m.opts, e.r
+	clk := e.clockFactor(r.sm + math.Max(0, boardBusy))
+	g := e.bwSaturation(r.sm / r.bw)
+	return rates{
+		flops: r.peakFLOPS * o.MFU * r.sm * clk,
+		bwW:   r.peakBW * r.bw * o.WeightBWEfficiency * g,
+		bwKV:  r.peakBW * r.bw * o.KVBWEfficiency * g,
+		clock: clk,
+	}
+}
+
+// mpsRates are an MPS client's rates while nd = active neighbours × duty other clients are busy
+// on the same GPU or instance (doc.go, "MPS").
+func (e *Engine) mpsRates(nd float64, l Load) rates {
+	o, r := e.m.opts, e.r
+	cj := r.sm
+	if l.SMPercent > 0 {
+		cj = r.instSM * math.Min(l.SMPercent, 100) / 100
+	}
+	demand := r.sm + nd*cj
+	smFrac := o.MFU * r.sm
+	if demand > r.instSM {
+		smFrac = math.Min(smFrac, e.overlap(o.MFU, nd)*r.instSM*r.sm/demand)
+	}
+	clk := e.clockFactor(math.Min(r.instSM, demand) + math.Max(0, l.BoardBusy))
+	gOwn, gj := e.bwSaturation(r.sm/r.bw), e.bwSaturation(cj/r.bw)
+	pull := math.Max(1, gOwn+nd*gj)
+	bw := func(eff float64) float64 {
+		return r.peakBW * r.bw * math.Min(eff*gOwn, e.overlap(eff, nd)*gOwn/pull)
+	}
+	return rates{flops: r.peakFLOPS * smFrac * clk, bwW: bw(o.WeightBWEfficiency), bwKV: bw(o.KVBWEfficiency), clock: clk}
+}
+
+// overlap is the aggregate efficiency of 1+nd busy MPS clients of single-client efficiency eff:
+// the resource idles only when every client idles.
+func (e *Engine) overlap(eff, nd float64) float64 {
+	if !e.m.opts.MPSOverlapGain {
+		return eff
+	}
+	return 1 - math.Pow(1-eff, 1+nd)
+}
+
+// gpuTime is the GPU time of w at rates q: each kernel class at its own roofline, summed
+// because the kernels of one step run one after another.
+func (e *Engine) gpuTime(w work, q rates) stepParts {
+	m, tp := e.m, e.r.tp
+	t := w.p + w.d
+	var s stepParts
+	s.clock = q.clock
+	add := func(c, mem float64) {
+		if c >= mem {
+			s.compute += c
+		} else {
+			s.memory += mem
+		}
+	}
+	// GEMMs: every token through the layers, one logits row per finishing prefill and decode.
+	add((m.bodyFLOPs*t+m.headFLOPs*(w.ps+w.d))/tp/q.flops, m.weightBytesRead(t)/tp/q.bwW)
+	// Prefill attention is compute-bound (flash attention keeps scores on chip).
+	s.compute += m.attnFLOPs * w.pairs / tp / q.flops
+	// Decode attention reads every cached token of every decoding sequence.
+	if w.kv > 0 {
+		add(m.attnFLOPs*w.kv/tp/q.flops, m.kvBytes*w.kv/tp/q.bwKV)
+	}
+	// KV-cache writes and activation traffic of the element-wise kernels.
+	s.memory += (m.kvBytes + m.actBytes) * t / tp / q.bwW
+	if tp > 1 {
+		o := m.opts
+		ring := 2 * (tp - 1) / tp * t * m.hidden * 2 / (o.InterconnectGBs * 1e9)
+		s.comm = 2 * m.layers * (o.AllReduceLatency.Seconds() + ring)
+	}
+	return s
+}
