@@ -112,6 +112,7 @@ type Breakdown struct {
 	Compute  time.Duration `json:"compute"`  // parts bound by tensor-core FLOPs
 	Memory   time.Duration `json:"memory"`   // parts bound by memory bandwidth
 	Comm     time.Duration `json:"comm"`     // tensor-parallel all-reduce
+	Latency  time.Duration `json:"latency"`  // fixed kernel latency of the layers
 	Overhead time.Duration `json:"overhead"` // host time per step
 	Wait     time.Duration `json:"wait"`     // waiting for other time-sliced contexts
 	Total    time.Duration `json:"total"`
@@ -122,7 +123,7 @@ type Breakdown struct {
 func (e *Engine) Breakdown(b Batch, l Load) Breakdown {
 	s := e.step(b.work(), l)
 	return Breakdown{Compute: seconds(s.compute), Memory: seconds(s.memory), Comm: seconds(s.comm),
-		Overhead: seconds(s.overhead), Wait: seconds(s.wait), Total: seconds(s.total), Clock: s.clock}
+		Latency: seconds(s.latency), Overhead: seconds(s.overhead), Wait: seconds(s.wait), Total: seconds(s.total), Clock: s.clock}
 }
 
 func seconds(s float64) time.Duration {

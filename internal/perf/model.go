@@ -21,10 +21,12 @@ type Model struct {
 	headFLOPs      float64 // FLOPs of one logits row (2 × vocab × hidden)
 	attnFLOPs      float64 // attention FLOPs per (query, key) pair, all layers
 	weightBytes    float64 // all weights at the quantization
+	embedBytes     float64 // the input embedding table, looked up rather than streamed (0 if tied)
 	expertBytes    float64 // the routed experts' part of weightBytes (MoE)
 	experts, topK  float64
 	kvBytes        float64 // KV-cache bytes per token, all layers
-	actBytes       float64 // activation bytes per token outside the weights, all layers
+	gemmIOBytes    float64 // GEMM input and output bytes per token, all layers
+	actBytes       float64 // element-wise kernels' bytes per token outside GEMMs and attention, all layers
 	computeKind    string  // "bf16", "fp8" or "int8": which tensor-core peak the GEMMs use
 }
 
@@ -67,6 +69,10 @@ func New(a llm.Arch, q llm.Quantization, o Options) (*Model, error) {
 		computeKind: computeKind(q),
 	}
 	m.actBytes = 2 * (o.ActHiddenPasses*h*l + o.ActInterPasses*interPerToken(a))
+	m.gemmIOBytes = gemmIOBytes(a)
+	if !a.TiedEmbeddings {
+		m.embedBytes = 2 * v * h // kept at 16 bits under every quantization
+	}
 	if a.Experts > 0 && a.ExpertsPerToken > 0 {
 		routed := float64(a.Layers-a.FirstDenseLayers) * float64(a.Experts) * 3 * h * float64(expertWidth(a))
 		m.expertBytes = m.weightBytes * math.Min(1, routed/float64(total))
@@ -136,13 +142,28 @@ func computeKind(q llm.Quantization) string {
 	return "bf16"
 }
 
-// weightBytesRead is the weight traffic of one step of t tokens: every dense weight once, and
-// of the routed experts only those some token picked. With uniform routing of top-k of E experts,
-// the expected fraction touched is 1 − (1 − k/E)^t.
+// weightBytesRead is the weight traffic of one step of t tokens: every dense weight once except
+// the input embedding (a lookup of t rows, not a stream; a tied embedding is streamed as the
+// output head), and of the routed experts only those some token picked. With uniform routing of
+// top-k of E experts, the expected fraction touched is 1 − (1 − k/E)^t.
 func (m *Model) weightBytesRead(t float64) float64 {
+	w := m.weightBytes - m.embedBytes
 	if m.expertBytes == 0 {
-		return m.weightBytes
+		return w
 	}
 	touched := 1 - math.Pow(1-m.topK/m.experts, t)
-	return m.weightBytes - m.expertBytes*(1-touched)
+	return w - m.expertBytes*(1-touched)
+}
+
+// gemmIOBytes is what one token's GEMMs read and write besides the weights, over all layers, at
+// 2 bytes an element: the q/k/v projection reads the hidden state and writes q, k and v; the
+// output projection reads the attention output and writes the hidden state; gate/up reads the
+// hidden state and writes two intermediate vectors; down reads one and writes the hidden state.
+// Inside a GEMM this traffic overlaps its compute, so it joins the weights in the GEMM roofline.
+func gemmIOBytes(a llm.Arch) float64 {
+	h, l := float64(a.Hidden), float64(a.Layers)
+	q := float64(a.Heads) * float64(qkDim(a))
+	kv := float64(a.KVBytesPerToken(2)) / (4 * l) // one of K or V per layer (MLA: its latent)
+	o := float64(a.Heads) * float64(vDim(a))
+	return 2 * (l*(h+q+2*kv) + l*(o+h) + l*h + 3*interPerToken(a) + l*h)
 }

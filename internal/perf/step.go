@@ -4,12 +4,12 @@ import "math"
 
 // stepParts is one step's time in seconds, by what bounds it.
 type stepParts struct {
-	compute, memory, comm float64 // GPU time
-	overhead, wait        float64
-	total, clock          float64
+	compute, memory, comm, latency float64 // GPU time
+	overhead, wait                 float64
+	total, clock                   float64
 }
 
-func (s stepParts) gpu() float64 { return s.compute + s.memory + s.comm }
+func (s stepParts) gpu() float64 { return s.compute + s.memory + s.comm + s.latency }
 
 // rates are what the engine gets from its slice during one step.
 type rates struct {
@@ -39,9 +39,7 @@ func (e *Engine) step(w work, l Load) stepParts {
 		}
 		switch e.s.Mode {
 		case TimeSlice:
-			q, g := o.TimeSliceQuantum.Seconds(), s.gpu()
-			rounds := math.Max(1, g/q)
-			s.wait = n * duty * rounds * (math.Min(q, g) + o.ContextSwitch.Seconds())
+			s.wait = e.timeSliceWait(s.gpu(), n*duty)
 		case MPS:
 			s = e.gpuTime(w, e.mpsRates(n*duty, l))
 		}
@@ -49,6 +47,17 @@ func (e *Engine) step(w work, l Load) stepParts {
 	s.overhead = overhead
 	s.total = s.overhead + s.gpu() + s.wait
 	return s
+}
+
+// timeSliceWait is how long a step of GPU time g waits for nd busy time-sliced neighbours
+// (doc.go, "Sharing"): it takes max(1, g/q) rounds of the quantum q; in each round every busy
+// neighbour holds the GPU for min(q, g) after a context switch, and one more switch brings the
+// GPU back.
+func (e *Engine) timeSliceWait(g, nd float64) float64 {
+	o := e.m.opts
+	q, sw := o.TimeSliceQuantum.Seconds(), o.ContextSwitch.Seconds()
+	rounds := math.Max(1, g/q)
+	return rounds * (nd*(math.Min(q, g)+sw) + math.Min(1, nd)*sw)
 }
 
 // sanitize maps out-of-range load fields to their neutral values, so that StepTime never
@@ -81,11 +90,12 @@ func (e *Engine) clockFactor(a float64) float64 {
 }
 
 // bwSaturation is g(r): the fraction of a bandwidth share that SMs amounting to r times that
-// share can pull. Little's law: bandwidth = bytes in flight / latency, bytes in flight grow with
-// SMs, latency grows as the memory system fills, so g saturates: g(r) = min(1, r(1+a)/(r+a)).
+// share can pull (doc.go, "Step time"): g(r) = 1 − (1 − min(r, 1))^k.
 func (e *Engine) bwSaturation(r float64) float64 {
-	a := e.m.opts.BWHalfSaturation
-	return math.Min(1, r*(1+a)/(r+a))
+	if !(r > 0) {
+		return 0
+	}
+	return 1 - math.Pow(1-math.Min(r, 1), e.m.opts.BWSaturationExponent)
 }
 
 func (e *Engine) aloneRates(boardBusy float64) rates {
@@ -123,7 +133,8 @@ func (e *Engine) mpsRates(nd float64, l Load) rates {
 }
 
 // overlap is the aggregate efficiency of 1+nd busy MPS clients of single-client efficiency eff:
-// the resource idles only when every client idles.
+// eff itself unless MPSOverlapGain is on, then 1-(1-eff)^(1+nd) (the resource idling only when
+// every client idles; the H200 measurement contradicts it, see Options.MPSOverlapGain).
 func (e *Engine) overlap(eff, nd float64) float64 {
 	if !e.m.opts.MPSOverlapGain {
 		return eff
@@ -145,8 +156,9 @@ func (e *Engine) gpuTime(w work, q rates) stepParts {
 			s.memory += mem
 		}
 	}
-	// GEMMs: every token through the layers, one logits row per finishing prefill and decode.
-	add((m.bodyFLOPs*t+m.headFLOPs*(w.ps+w.d))/tp/q.flops, m.weightBytesRead(t)/tp/q.bwW)
+	// GEMMs: every token through the layers, one logits row per finishing prefill and decode;
+	// their traffic is the weights plus the tokens' GEMM inputs and outputs.
+	add((m.bodyFLOPs*t+m.headFLOPs*(w.ps+w.d))/tp/q.flops, (m.weightBytesRead(t)+m.gemmIOBytes*t)/tp/q.bwW)
 	// Prefill attention is compute-bound (flash attention keeps scores on chip).
 	s.compute += m.attnFLOPs * w.pairs / tp / q.flops
 	// Decode attention reads every cached token of every decoding sequence.
@@ -155,6 +167,9 @@ func (e *Engine) gpuTime(w work, q rates) stepParts {
 	}
 	// KV-cache writes and activation traffic of the element-wise kernels.
 	s.memory += (m.kvBytes + m.actBytes) * t / tp / q.bwW
+	// Every layer's kernels pay a fixed latency (launch, ramp-up, tail) that no share of the
+	// GPU shortens; each tensor-parallel GPU runs every layer.
+	s.latency = m.layers * m.opts.LayerLatency.Seconds()
 	if tp > 1 {
 		o := m.opts
 		ring := 2 * (tp - 1) / tp * t * m.hidden * 2 / (o.InterconnectGBs * 1e9)
