@@ -46,6 +46,9 @@ func newRootCmd(e *env) *cobra.Command {
 		newPerfCmd(e),
 		newFitCmd(e),
 		newValidateCmd(e),
+		newRenderCmd(e),
+		newSimulateCmd(e),
+		newPlanCmd(e),
 	)
 	return root
 }

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/plan"
+)
+
+func newPlanCmd(e *env) *cobra.Command {
+	var outDir, currentFile string
+	cmd := &cobra.Command{
+		Use:   "plan POOL",
+		Short: "Slice every GPU so that every tenant's SLO holds with the fewest GPUs, and say why",
+		Long: "plan reads a Pool, sizes every tenant (memory, then the rate one replica sustains within its SLO),\n" +
+			"chooses a slice kind per tenant (exclusive, MIG, MPS, time-slicing, MIG + MPS / time-slicing) and packs\n" +
+			"them onto the fleet with legal MIG layouts. It prints every GPU as a row of its slices, every tenant's\n" +
+			"replicas, a proven lower bound on the GPUs needed and three baselines. --out DIR writes plan.yaml and the\n" +
+			"artifacts (mig-parted, device-plugin, MPS, vLLM, Kubernetes) only when the whole plan succeeded.\n" +
+			"--current PLAN re-plans against the plan in force: as few GPUs as possible change, and the migration\n" +
+			"steps (GPUs that run nothing first, then at most policy.maxUnavailable drains per wave) are listed.\n" +
+			"Exit 2 when some tenant is infeasible (the rest is planned and written) or the renderer reports a\n" +
+			"problem, 1 for invalid input.",
+		Args: cobra.ExactArgs(1),
+	}
+	out := addOutputFlag(cmd)
+	cmd.Flags().StringVar(&outDir, "out", "", "directory to write plan.yaml and the artifacts to")
+	cmd.Flags().StringVar(&currentFile, "current", "", "the plan in force: change as few GPUs as possible and list the migration steps")
+	cmd.RunE = func(_ *cobra.Command, args []string) error {
+		format, err := parseOutput(*out)
+		if err != nil {
+			return err
+		}
+		return runPlan(e, planArgs{pool: args[0], format: format, outDir: outDir, current: currentFile})
+	}
+	return cmd
+}
+
+// planArgs are the arguments and flags of `gpupool plan`.
+type planArgs struct {
+	pool, outDir, current string
+	format                outputFormat
+}
+
+func runPlan(e *env, a planArgs) error {
+	pool, err := readPool(a.pool)
+	if err != nil {
+		return invalid(err)
+	}
+	models, err := loadDirModels(pool, filepath.Dir(a.pool))
+	if err != nil {
+		return invalid(err)
+	}
+	cur, err := readCurrent(a.current)
+	if err != nil {
+		return invalid(err)
+	}
+	pl, err := plan.Build(pool, plan.Options{Models: models, Current: cur})
+	if err != nil {
+		return invalid(err)
+	}
+	if err := v1.ValidatePlan(pl, pool); err != nil {
+		return fmt.Errorf("plan %s: the planner produced an invalid plan: %w", a.pool, err)
+	}
+	var steps []plan.Step
+	if cur != nil {
+		steps = plan.Migration(cur, pl, pool.Policy.MaxUnavailable.Resolve(pl.Summary.GPUsTotal))
+	}
+	var problems []string
+	if a.outDir != "" {
+		if problems, err = writePlanDir(a.outDir, pl, pool, steps, cur != nil); err != nil {
+			return err
+		}
+	}
+	if err := writePlanOutput(e.stdout, a.format, pl, steps, cur != nil); err != nil {
+		return err
+	}
+	var errs []error
+	var bad []string
+	for _, t := range pl.Tenants {
+		if t.Infeasible {
+			bad = append(bad, t.Name)
+		}
+	}
+	if len(bad) > 0 {
+		errs = append(errs, fmt.Errorf("plan %s: %d tenant(s) infeasible: %s", a.pool, len(bad), strings.Join(bad, ", ")))
+	}
+	if len(problems) > 0 {
+		errs = append(errs, fmt.Errorf("render artifacts: %d problem(s), listed in %s:\n%s",
+			len(problems), filepath.Join(a.outDir, "README.md"), strings.Join(problems, "\n")))
+	}
+	return partial(errors.Join(errs...))
+}
+
+// readCurrent reads the plan in force for --current; nil without one.
+func readCurrent(path string) (*v1.Plan, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("flag --current: %w", err)
+	}
+	cur, err := v1.DecodePlan(data)
+	if err != nil {
+		return nil, fmt.Errorf("flag --current: %s: %w", path, err)
+	}
+	return cur, nil
+}
+
+// writePlanOutput prints the plan as a table (with the migration when re-planning), JSON or YAML.
+func writePlanOutput(w io.Writer, format outputFormat, pl *v1.Plan, steps []plan.Step, replan bool) error {
+	var b []byte
+	var err error
+	switch format {
+	case outJSON:
+		b, err = v1.EncodeJSON(pl)
+	case outYAML:
+		b, err = v1.EncodeYAML(pl)
+	default:
+		if err := writePlanTable(w, pl); err != nil || !replan {
+			return err
+		}
+		return writeMigration(w, steps)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// writePlanDir renders everything first and writes only when all of it succeeded. It returns
+// the renderer's problems (things the tools cannot express exactly; the files are complete).
+func writePlanDir(dir string, pl *v1.Plan, pool *v1.Pool, steps []plan.Step, replan bool) ([]string, error) {
+	y, err := v1.EncodeYAML(pl)
+	if err != nil {
+		return nil, err
+	}
+	var mig []byte
+	if replan {
+		if mig, err = yaml.Marshal(map[string]any{"steps": steps}); err != nil {
+			return nil, fmt.Errorf("encode migration: %w", err)
+		}
+	}
+	arts, problems, err := renderArtifacts(pl, pool)
+	if err != nil {
+		return nil, fmt.Errorf("render artifacts: %w", err)
+	}
+	files := append([]planFile{{Path: "plan.yaml", Data: y}}, arts...)
+	if replan {
+		files = append(files, planFile{Path: "migration.yaml", Data: mig})
+	}
+	for _, a := range files {
+		if filepath.IsAbs(a.Path) || strings.HasPrefix(filepath.Clean(a.Path), "..") {
+			return nil, fmt.Errorf("render artifacts: path %q leaves the output directory", a.Path)
+		}
+	}
+	var errs []error
+	for _, a := range files {
+		p := filepath.Join(dir, filepath.FromSlash(a.Path))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			errs = append(errs, fmt.Errorf("write %s: %w", p, err))
+			continue
+		}
+		if err := os.WriteFile(p, a.Data, 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("write %s: %w", p, err))
+		}
+	}
+	return problems, errors.Join(errs...)
+}
+
+// writeMigration lists the migration steps, wave by wave.
+func writeMigration(w io.Writer, steps []plan.Step) error {
+	if len(steps) == 0 {
+		_, err := io.WriteString(w, "\nmigration: no GPU changes\n")
+		return err
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\nmigration: %d GPU change(s)\n", len(steps))
+	tw := newTable(&sb)
+	fmt.Fprintln(tw, "WAVE\tGPU\tDRAIN\tFROM\tTO")
+	for _, s := range steps {
+		fmt.Fprintf(tw, "%d\t%s\t%v\t%s\t%s\n", s.Wave, s.GPU, s.Drain, s.From, s.To)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, sb.String())
+	return err
+}
+
+// writePlanTable draws each GPU as a row of its slices, then the tenants and the summary.
+func writePlanTable(w io.Writer, pl *v1.Plan) error {
+	var sb strings.Builder
+	for _, g := range pl.GPUs {
+		fmt.Fprintf(&sb, "%-*s %s %-9s %-6s %s\n", gpuWidth(pl), g.Ref().String(), g.Board, g.Mode, g.Role, gpuCells(g))
+	}
+	sb.WriteString("\n")
+	tw := newTable(&sb)
+	fmt.Fprintln(tw, "TENANT\tREPLICAS\tSLICES\tMAX RPS\tP99 TTFT\tP99 TPOT\tSTATUS")
+	for _, t := range pl.Tenants {
+		status := "ok"
+		if t.Infeasible {
+			status = "INFEASIBLE: " + firstReason(t.Reasons)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.3g\t%s\t%s\t%s\n", t.Name, len(t.Replicas), tenantSlices(t), t.Predicted.MaxRPS,
+			shortDur(t.Predicted.TTFTP99), shortDur(t.Predicted.TPOTP99), status)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	s := pl.Summary
+	fmt.Fprintf(&sb, "\nGPUs used %d of %d; lower bound %d", s.GPUsUsed, s.GPUsTotal, s.LowerBound)
+	if s.LowerBound > 0 {
+		fmt.Fprintf(&sb, " (gap %.2f×)", float64(s.GPUsUsed)/float64(s.LowerBound))
+	}
+	sb.WriteString("; baselines:")
+	for _, b := range s.Baselines {
+		fmt.Fprintf(&sb, " %s %d", b.Name, b.GPUs)
+	}
+	sb.WriteString("\n")
+	_, err := io.WriteString(w, sb.String())
+	return err
+}
+
+func gpuWidth(pl *v1.Plan) int {
+	n := 0
+	for _, g := range pl.GPUs {
+		n = max(n, len(g.Ref().String()))
+	}
+	return n
+}
+
+// gpuCells renders a GPU's slices: "[3g.40gb:chat-a ][1g.10gb]" for MIG, "[chat-a chat-b]" else.
+func gpuCells(g v1.PlanGPU) string {
+	var sb strings.Builder
+	for _, in := range g.Instances {
+		sb.WriteString("[" + in.Profile)
+		if len(in.Replicas) > 0 {
+			sb.WriteString(":" + replicaNames(in.Replicas))
+			if in.Sharing.Mode != "" && in.Sharing.Mode != v1.SharingNone {
+				sb.WriteString(" (" + string(in.Sharing.Mode) + ")")
+			}
+		}
+		sb.WriteString("]")
+	}
+	if len(g.Replicas) > 0 {
+		sb.WriteString("[" + replicaNames(g.Replicas) + "]")
+	}
+	if sb.Len() == 0 {
+		return "-"
+	}
+	return sb.String()
+}
+
+func replicaNames(rs []v1.PlanReplica) string {
+	names := make([]string, len(rs))
+	for i, r := range rs {
+		names[i] = fmt.Sprintf("%s#%d", r.Tenant, r.Index)
+	}
+	return strings.Join(names, " ")
+}
+
+func tenantSlices(t v1.PlanTenant) string {
+	seen := map[string]int{}
+	var order []string
+	for _, r := range t.Replicas {
+		k := string(r.Slice)
+		if r.Instance.Profile != "" {
+			k += " " + r.Instance.Profile
+		}
+		if seen[k] == 0 {
+			order = append(order, k)
+		}
+		seen[k]++
+	}
+	parts := make([]string, len(order))
+	for i, k := range order {
+		parts[i] = fmt.Sprintf("%d×%s", seen[k], k)
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func firstReason(rs []v1.Reason) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	return string(rs[0].Code)
+}
+
+// shortDur rounds a prediction for the table: milliseconds with one decimal below a second.
+func shortDur(d v1.Duration) string {
+	x := d.Std()
+	if x >= time.Second {
+		return x.Round(10 * time.Millisecond).String()
+	}
+	return x.Round(100 * time.Microsecond).String()
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+const planPool = `apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: small}
+fleet:
+  nodes:
+  - name: n1
+    gpus: [{board: H100-SXM5-80GB, count: 2}]
+policy: {burstPoolPercent: 0}
+tenants:
+- name: chat
+  model: {name: qwen2.5-7b}
+  traffic: {rps: 1, inputTokens: 500, outputTokens: 200}
+  slo: {ttftP99: 1s, tpotP99: 50ms}
+`
+
+func TestPlanTable(t *testing.T) {
+	out, errOut, code := runCmd(t, "plan", writeTemp(t, "pool.yaml", planPool))
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"n1/0 H100-SXM5-80GB", "chat#0", "lower bound", "exclusive"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// --out writes plan.yaml, which decodes and validates against the pool.
+func TestPlanOutDir(t *testing.T) {
+	dir := t.TempDir()
+	poolFile := writeTemp(t, "pool.yaml", planPool)
+	if _, errOut, code := runCmd(t, "plan", poolFile, "-o", "json", "--out", dir); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "plan.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := v1.DecodePlan(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := readPool(poolFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v1.ValidatePlan(pl, pool); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A 70B model at bf16 fits no H100 slice: exit 2, and the rest is still planned and written.
+func TestPlanInfeasibleExit2(t *testing.T) {
+	pool := planPool + `- name: big
+  model: {name: llama-3.1-70b, quantization: bf16}
+  traffic: {rps: 1}
+`
+	dir := t.TempDir()
+	out, errOut, code := runCmd(t, "plan", writeTemp(t, "pool.yaml", pool), "--out", dir)
+	if code != exitPartial || !strings.Contains(errOut, "big") || !strings.Contains(out, "INFEASIBLE: NoFit") {
+		t.Fatalf("exit %d, stderr %q, out:\n%s", code, errOut, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "plan.yaml")); err != nil {
+		t.Errorf("plan.yaml not written: %v", err)
+	}
+}
+
+func TestPlanInvalidInput(t *testing.T) {
+	_, _, code := runCmd(t, "plan", writeTemp(t, "pool.yaml", "kind: Pool\n"))
+	if code != exitInvalid {
+		t.Errorf("exit %d, want %d", code, exitInvalid)
+	}
+	if _, _, code := runCmd(t, "plan", writeTemp(t, "pool.yaml", planPool), "-o", "xml"); code != exitInvalid {
+		t.Errorf("bad -o: exit %d", code)
+	}
+}
+
+// --current with the plan just made changes no GPU and writes migration.yaml.
+func TestPlanCurrent(t *testing.T) {
+	poolFile := writeTemp(t, "pool.yaml", planPool)
+	cur, errOut, code := runCmd(t, "plan", poolFile, "-o", "yaml")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	dir := t.TempDir()
+	out, errOut, code := runCmd(t, "plan", poolFile, "--current", writeTemp(t, "cur.yaml", cur), "--out", dir)
+	if code != exitOK || !strings.Contains(out, "migration: no GPU changes") {
+		t.Fatalf("exit %d, stderr %q, out:\n%s", code, errOut, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "migration.yaml")); err != nil {
+		t.Error(err)
+	}
+	if _, _, code := runCmd(t, "plan", poolFile, "--current", writeTemp(t, "bad.yaml", "kind: Plan\n")); code != exitInvalid {
+		t.Errorf("bad --current: exit %d", code)
+	}
+}

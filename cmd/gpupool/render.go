@@ -1,0 +1,108 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/render"
+)
+
+func newRenderCmd(e *env) *cobra.Command {
+	var poolFile, outDir string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "render PLAN --pool POOL (--out DIR | --dry-run)",
+		Short: "Write the artifacts of a plan: mig-parted, device-plugin, MPS, vLLM, Deployments, pool map",
+		Long: "render reads a Plan and its Pool and writes what NVIDIA's and Kubernetes' tools consume:\n" +
+			"the mig-parted config and node labels, a k8s-device-plugin config per node, MPS settings,\n" +
+			"vLLM arguments per replica, one Deployment per tenant and slice kind, an SVG pool map and a\n" +
+			"README saying how to apply them. --dry-run lists the files without writing.\n" +
+			"Exit 1 when the plan is invalid; exit 2 when the plan asks for something the device plugin\n" +
+			"cannot express (the files are still written and README.md lists the problems).",
+		Args: cobra.ExactArgs(1),
+	}
+	cmd.Flags().StringVar(&poolFile, "pool", "", "the Pool the plan is for (required)")
+	cmd.Flags().StringVar(&outDir, "out", "", "directory to write the artifacts into (created if missing)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list the artifacts without writing them")
+	_ = cmd.MarkFlagRequired("pool")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if outDir == "" && !dryRun {
+			return invalid(errors.New("flag --out: required unless --dry-run"))
+		}
+		pool, err := readPool(poolFile)
+		if err != nil {
+			return invalid(fmt.Errorf("flag --pool: %w", err))
+		}
+		plan, err := readPlan(args[0])
+		if err != nil {
+			return invalid(err)
+		}
+		arts, err := render.Artifacts(plan, pool)
+		var pe *render.ProblemsError
+		if err != nil && !errors.As(err, &pe) {
+			return invalid(err)
+		}
+		if dryRun {
+			if werr := listArtifacts(e.stdout, arts); werr != nil {
+				return werr
+			}
+		} else if werr := writeArtifacts(outDir, arts); werr != nil {
+			return werr
+		} else if _, werr := fmt.Fprintf(e.stdout, "wrote %d files to %s\n", len(arts), outDir); werr != nil {
+			return werr
+		}
+		if pe != nil {
+			return partial(pe)
+		}
+		return nil
+	}
+	return cmd
+}
+
+// readPlan reads and decodes a Plan file.
+func readPlan(path string) (*v1.Plan, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	p, err := v1.DecodePlan(data)
+	if err != nil {
+		return nil, fmt.Errorf("decode plan %s: %w", path, err)
+	}
+	return p, nil
+}
+
+func listArtifacts(w io.Writer, arts []render.Artifact) error {
+	var b strings.Builder
+	for _, a := range arts {
+		fmt.Fprintf(&b, "%s\t%d bytes\n", a.Path, len(a.Data))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeArtifacts writes every artifact under dir, creating directories as needed. Paths must be
+// relative and stay inside dir.
+func writeArtifacts(dir string, arts []render.Artifact) error {
+	for _, a := range arts {
+		rel := filepath.FromSlash(a.Path)
+		if !filepath.IsLocal(rel) {
+			return fmt.Errorf("write artifact %q: path leaves the output directory", a.Path)
+		}
+		full := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return fmt.Errorf("write artifact %s: %w", a.Path, err)
+		}
+		if err := os.WriteFile(full, a.Data, 0o644); err != nil {
+			return fmt.Errorf("write artifact %s: %w", a.Path, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The example plan renders, with one device-plugin problem (exit 2), and every file is written.
+func TestRenderWritesArtifacts(t *testing.T) {
+	dir := t.TempDir()
+	out, errs, code := runCmd(t, "render", validPlan, "--pool", validPool, "--out", dir)
+	if code != exitPartial {
+		t.Fatalf("exit %d, want %d; stderr %q", code, exitPartial, errs)
+	}
+	if !strings.Contains(out, "wrote ") || !strings.Contains(errs, "nvidia.com/mig-3g.40gb") {
+		t.Errorf("stdout %q, stderr %q", out, errs)
+	}
+	for _, f := range []string{"README.md", "mig-parted/config.yaml", "node-labels.yaml", "device-plugin/configmap.yaml",
+		"device-plugin/gpu-node-a.yaml", "mps/gpu-node-a.yaml", "vllm/chat.yaml", "k8s/chat.yaml", "pool-map.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("missing %s: %v", f, err)
+		}
+	}
+	// What was written passes validate.
+	if out, _, code := runCmd(t, "validate", filepath.Join(dir, "mig-parted", "config.yaml")); code != exitOK {
+		t.Errorf("validate of the written mig-parted config: exit %d\n%s", code, out)
+	}
+}
+
+func TestRenderDryRunWritesNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	out, _, code := runCmd(t, "render", validPlan, "--pool", validPool, "--out", dir, "--dry-run")
+	if code != exitPartial {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(out, "mig-parted/config.yaml\t") {
+		t.Errorf("dry run does not list the files:\n%s", out)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("dry run created %s", dir)
+	}
+}
+
+func TestRenderRejectsBadInput(t *testing.T) {
+	for name, args := range map[string][]string{
+		"no --out":          {"render", validPlan, "--pool", validPool},
+		"no --pool":         {"render", validPlan, "--out", t.TempDir()},
+		"plan is a pool":    {"render", validPool, "--pool", validPool, "--out", t.TempDir()},
+		"unreadable pool":   {"render", validPlan, "--pool", "missing.yaml", "--out", t.TempDir()},
+		"plan for no fleet": {"render", validPlan, "--pool", writeTemp(t, "p.yaml", smallPool), "--out", t.TempDir()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, errs, code := runCmd(t, args...); code != exitInvalid {
+				t.Errorf("exit %d, want %d; stderr %q", code, exitInvalid, errs)
+			}
+		})
+	}
+}
+
+// smallPool is a valid pool the example plan does not fit.
+const smallPool = `apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: inference-prod}
+fleet:
+  nodes:
+  - name: gpu-node-a
+    gpus: [{board: H100-SXM5-80GB, count: 1}]
+tenants:
+- name: chat
+  model: {name: llama-3.1-8b}
+`

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/llm"
+	"gpupool.dev/gpupool/internal/sim"
+)
+
+// simulateFlags are the simulate command's inputs.
+type simulateFlags struct {
+	plan, strategy, plotDir, trace, traceTenant, lengths string
+	output                                               *string
+	duration                                             time.Duration
+	seed                                                 uint64
+}
+
+func newSimulateCmd(e *env) *cobra.Command {
+	f := &simulateFlags{}
+	cmd := &cobra.Command{
+		Use:   "simulate POOL (--plan PLAN | --strategy S)",
+		Short: "Replay a plan under the pool's traffic in a discrete-event simulation",
+		Long: "simulate builds every replica of a plan as a vLLM-like engine (continuous batching, chunked\n" +
+			"prefill, KV cache, preemption by recompute) on the performance model, generates each tenant's\n" +
+			"traffic (or replays --trace) and reports per tenant TTFT, TPOT and end-to-end p50/p95/p99, SLO\n" +
+			"attainment, goodput and tokens/s; per GPU utilisation and energy; and Jain's fairness index.\n" +
+			"--strategy builds a uniform plan (exclusive, mig, mps or timeslice) instead of reading one, so\n" +
+			"that strategies can be compared on the same traffic. The same input and seed give the same\n" +
+			"output. A plan that does not match the pool, or a slice too small for its model, is rejected.",
+		Example: "  gpupool simulate examples/h100-7b-sharing.yaml --strategy mps\n" +
+			"  gpupool simulate pool.yaml --plan plan.yaml --duration 1h --seed 7 -o json --plot out/\n" +
+			"  gpupool simulate pool.yaml --strategy mig --trace trace.csv",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSimulate(e, f, args[0], cmd.Flags().Changed("duration"))
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.plan, "plan", "", "the Plan to simulate")
+	fl.StringVar(&f.strategy, "strategy", "", "build a uniform plan instead: exclusive, mig, mps or timeslice")
+	fl.DurationVar(&f.duration, "duration", 10*time.Minute, "simulated time (with --trace and no --duration: the trace's span)")
+	fl.Uint64Var(&f.seed, "seed", 1, "random seed (recorded in the report)")
+	fl.StringVar(&f.lengths, "lengths", "fixed", "request token lengths around the pool's means: fixed, uniform, exponential")
+	fl.StringVar(&f.trace, "trace", "", "replay this CSV trace instead of generating traffic")
+	fl.StringVar(&f.traceTenant, "trace-tenant", "", "tenant of an Azure trace's rows (default: the pool's first tenant)")
+	fl.StringVar(&f.plotDir, "plot", "", "write latency CDFs and a utilisation timeline as PNG and SVG into this directory")
+	f.output = addOutputFlag(cmd)
+	return cmd
+}
+
+func runSimulate(e *env, f *simulateFlags, poolPath string, durationSet bool) error {
+	out, err := parseOutput(*f.output)
+	if err != nil {
+		return err
+	}
+	if (f.plan == "") == (f.strategy == "") {
+		return invalid(errors.New("flags --plan and --strategy: give exactly one"))
+	}
+	in, cfg, err := simulateInputs(f, poolPath, durationSet)
+	if err != nil {
+		return invalid(err)
+	}
+	bar := newProgress(e.stderr, cfg.Duration)
+	if bar != nil {
+		cfg.Progress = bar.update
+	}
+	s, err := sim.New(in, cfg)
+	if err != nil {
+		return invalid(err)
+	}
+	res, err := s.Run()
+	bar.finish() // before any output, so that the bar does not mix with it
+	if err != nil {
+		return err
+	}
+	res.Report.Notes = append(res.Report.Notes, simulateNotes(in)...)
+	if f.plotDir != "" {
+		if err := writePlots(f.plotDir, in.Pool, res); err != nil {
+			return err
+		}
+	}
+	rep := simulateReport{Pool: in.Pool.Metadata.Name, Plan: in.Plan.Metadata.Name, Strategy: f.strategy, Report: res.Report}
+	if out != outTable {
+		return writeStructured(e.stdout, out, rep)
+	}
+	return simulateTable(e.stdout, rep)
+}
+
+// simulateReport is the command's output: the simulator's report and what it ran.
+type simulateReport struct {
+	Pool     string `json:"pool"`
+	Plan     string `json:"plan"`
+	Strategy string `json:"strategy,omitempty"`
+	sim.Report
+}
+
+func simulateInputs(f *simulateFlags, poolPath string, durationSet bool) (sim.Input, sim.Config, error) {
+	var in sim.Input
+	pool, err := readPool(poolPath)
+	if err != nil {
+		return in, sim.Config{}, err
+	}
+	in.Pool = pool
+	if in.Models, err = loadDirModels(pool, filepath.Dir(poolPath)); err != nil {
+		return in, sim.Config{}, err
+	}
+	if f.plan != "" {
+		data, err := os.ReadFile(f.plan)
+		if err != nil {
+			return in, sim.Config{}, fmt.Errorf("read plan: %w", err)
+		}
+		if in.Plan, err = v1.DecodePlan(data); err != nil {
+			return in, sim.Config{}, fmt.Errorf("decode plan %s: %w", f.plan, err)
+		}
+	} else if in.Plan, err = sim.UniformPlan(pool, v1.Mode(f.strategy)); err != nil {
+		return in, sim.Config{}, fmt.Errorf("flag --strategy: %w", err)
+	}
+	cfg := sim.Config{Duration: f.duration, Seed: f.seed, Lengths: sim.Lengths(f.lengths)}
+	if f.trace != "" {
+		if in.Trace, err = readTraceFile(f.trace, f.traceTenant, pool); err != nil {
+			return in, cfg, err
+		}
+		if n := len(in.Trace.Requests); !durationSet && n > 0 {
+			cfg.Duration = in.Trace.Requests[n-1].At + time.Second
+		}
+	}
+	return in, cfg, nil
+}
+
+func readTraceFile(path, tenant string, pool *v1.Pool) (*sim.Trace, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read trace: %w", err)
+	}
+	defer fh.Close()
+	names := make([]string, 0, len(pool.Tenants))
+	for _, t := range pool.Tenants {
+		names = append(names, t.Name)
+	}
+	if tenant == "" && len(names) > 0 {
+		tenant = names[0]
+	}
+	tr, err := sim.ReadTrace(fh, sim.TraceOptions{Tenant: tenant, Tenants: names})
+	if err != nil {
+		return nil, fmt.Errorf("trace %s: %w", path, err)
+	}
+	return tr, nil
+}
+
+// loadDirModels reads the checkpoint directory of every tenant whose model is one, relative to
+// the pool file's directory.
+func loadDirModels(pool *v1.Pool, base string) (map[string]llm.Model, error) {
+	out := map[string]llm.Model{}
+	var errs []error
+	for _, t := range pool.Tenants {
+		if t.Model.Dir == "" {
+			continue
+		}
+		dir := t.Model.Dir
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(base, dir)
+		}
+		m, err := llm.LoadDir(os.DirFS(dir))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tenant %s: load model %s: %w", t.Name, t.Model.Dir, err))
+			continue
+		}
+		out[t.Name] = m
+	}
+	return out, errors.Join(errs...)
+}
+
+func simulateNotes(in sim.Input) []string {
+	var notes []string
+	for _, t := range in.Pool.Tenants {
+		if t.Profile != "" {
+			notes = append(notes, fmt.Sprintf("tenant %s: its measured profile is not used; steps come from the analytic model", t.Name))
+		}
+	}
+	if in.Trace != nil && in.Trace.ZeroTokens > 0 {
+		notes = append(notes, fmt.Sprintf("trace: %d rows with 0 tokens were replayed with 1", in.Trace.ZeroTokens))
+	}
+	return notes
+}
+
+func simulateTable(w io.Writer, r simulateReport) error {
+	what := r.Plan
+	if r.Strategy != "" {
+		what = "uniform " + r.Strategy + " plan"
+	}
+	fmt.Fprintf(w, "pool %s, %s: %s simulated, seed %d, %d events\n\n", r.Pool, what,
+		time.Duration(r.DurationSeconds*1e9).String(), r.Seed, r.Events)
+	tw := newTable(w)
+	fmt.Fprintln(tw, "TENANT\tREPL\tDONE\tDROP\tUNFIN\tTTFT p50/p99\tTPOT p50/p99\tE2E p50/p99\tSLO MET\tOUT TOK/S\tSERVED")
+	for _, t := range r.Tenants {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%.1f%%\t%.0f\t%.1f%%\n", t.Name, t.Replicas, t.Completed, t.Dropped,
+			t.Unfinished, pair(t.TTFT), pair(t.TPOT), pair(t.E2E), 100*t.SLOAttainment, t.OutputTokensPerSec,
+			100*t.NormalisedThroughput)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = newTable(w)
+	fmt.Fprintln(tw, "GPU\tBOARD\tMODE\tUTIL\tAVG W\tENERGY kJ\tJ/TOKEN")
+	for _, g := range r.GPUs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f%%\t%.0f\t%.1f\t%.3f\n", g.GPU, g.Board, g.Mode, 100*g.Utilization, g.AvgPowerWatts,
+			g.EnergyJoules/1000, g.JoulesPerToken)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nJain's fairness index (served/offered tokens): %.3f\n", r.JainIndex)
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, "note: "+n)
+	}
+	return nil
+}
+
+// pair formats p50/p99 in ms, with a dash for no samples.
+func pair(l sim.Latency) string {
+	if l.P50 == 0 && l.P99 == 0 {
+		return "-"
+	}
+	return ms(l.P50) + " / " + ms(l.P99)
+}
+
+func ms(v float64) string {
+	if v >= 10000 {
+		return strconv.FormatFloat(v/1000, 'f', 1, 64) + "s"
+	}
+	if v >= 100 {
+		return strconv.FormatFloat(v, 'f', 0, 64) + "ms"
+	}
+	return strings.TrimSuffix(strconv.FormatFloat(v, 'f', 1, 64), ".0") + "ms"
+}

@@ -1,0 +1,198 @@
+package plan
+
+import (
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// spreadRedundant keeps a redundant tenant off a single GPU: when all its replicas landed on one
+// GPU, one of them moves to (or swaps with a non-redundant tenant's replica in) a unit of the
+// same group on another GPU.
+func (p *planner) spreadRedundant() {
+	where := map[*unit]*gpuPlan{}
+	byKey := map[groupKey][]*unit{}
+	for _, g := range p.gpus {
+		for _, u := range g.units() {
+			where[u] = g
+			byKey[u.key] = append(byKey[u.key], u)
+		}
+	}
+	for _, tn := range p.tenants {
+		if !tn.t.Redundancy || tn.choice == nil || tn.choice.replicas < 2 {
+			continue
+		}
+		var home *gpuPlan
+		var from *unit
+		single := true
+		for _, g := range p.gpus {
+			for _, u := range g.units() {
+				if !holds(u, tn) {
+					continue
+				}
+				if home != nil && home != g {
+					single = false
+				}
+				home, from = g, u
+			}
+		}
+		if home == nil || !single {
+			continue
+		}
+		if !moveOne(tn, from, home, byKey[from.key], where) {
+			tn.infeas = append(tn.infeas, v1.NewReason(v1.ReasonRedundancy,
+				"all %d replicas run on %s: no other GPU has a %s slot to spread them to", tn.choice.replicas, home.fg.ref, tn.choice.label()))
+		}
+	}
+}
+
+func holds(u *unit, tn *tenant) bool {
+	for _, r := range u.reps {
+		if r.tn == tn {
+			return true
+		}
+	}
+	return false
+}
+
+func moveOne(tn *tenant, from *unit, home *gpuPlan, peers []*unit, where map[*unit]*gpuPlan) bool {
+	i := -1
+	for k, r := range from.reps {
+		if r.tn == tn {
+			i = k
+		}
+	}
+	for _, u := range peers {
+		if where[u] == home {
+			continue
+		}
+		if len(u.reps) < u.key.share {
+			u.reps = append(u.reps, from.reps[i])
+			from.reps = append(from.reps[:i], from.reps[i+1:]...)
+			return true
+		}
+		for j, r := range u.reps {
+			if r.tn != tn && !r.tn.t.Redundancy {
+				u.reps[j], from.reps[i] = from.reps[i], u.reps[j]
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// result turns the packed GPUs into a v1.Plan.
+func (p *planner) result() (*v1.Plan, error) {
+	out := &v1.Plan{APIVersion: v1.APIVersion, Kind: v1.KindPlan, Metadata: v1.Metadata{Name: p.pool.Metadata.Name},
+		Pool: p.pool.Metadata.Name}
+	next := map[*tenant]int{}
+	refs := map[*tenant][]v1.ReplicaRef{}
+	burstMode := p.idleMode()
+	used := 0
+	for _, g := range p.gpus {
+		pg := v1.PlanGPU{Node: g.fg.ref.Node, Index: g.fg.ref.Index, Board: g.fg.board.Name, Role: g.role, Mode: g.mode}
+		if g.mode == "" {
+			pg.Mode = burstMode
+		}
+		if g.whole != nil && len(g.whole.reps) > 0 {
+			pg.Replicas = p.replicas(g.whole, pg.Ref(), v1.InstanceRef{}, next, refs)
+		}
+		for _, pi := range g.insts {
+			in := v1.PlanInstance{Profile: pi.in.Profile, Start: pi.in.Start}
+			if pi.u != nil {
+				in.Sharing.Mode = sharingOf(pi.u.c.kind)
+				in.Replicas = p.replicas(pi.u, pg.Ref(), in.Ref(), next, refs)
+			}
+			pg.Instances = append(pg.Instances, in)
+		}
+		if g.role == v1.RolePool && hasReplicas(pg) {
+			used++
+		} else if g.role == v1.RolePool {
+			pg.Role = v1.RoleIdle
+		}
+		pg.Reasons = p.gpuReasons(g, pg)
+		out.GPUs = append(out.GPUs, pg)
+	}
+	for _, tn := range p.tenants {
+		out.Tenants = append(out.Tenants, p.planTenant(tn, refs[tn]))
+	}
+	out.Summary = v1.Summary{GPUsUsed: used, GPUsTotal: len(p.gpus), Objective: p.objective()}
+	out.Summary.LowerBound = p.lowerBound()
+	out.Summary.Baselines = p.baselines()
+	return out, nil
+}
+
+func hasReplicas(g v1.PlanGPU) bool {
+	if len(g.Replicas) > 0 {
+		return true
+	}
+	for _, in := range g.Instances {
+		if len(in.Replicas) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// idleMode is the mode of GPUs that run nothing: exclusive when allowed, else the first allowed.
+func (p *planner) idleMode() v1.Mode {
+	for _, m := range []v1.Mode{v1.ModeExclusive, v1.ModeMIG, v1.ModeMPS, v1.ModeTimeSlice} {
+		if p.modes[m] {
+			return m
+		}
+	}
+	return v1.ModeExclusive
+}
+
+func sharingOf(k v1.SliceKind) v1.SharingMode {
+	switch k {
+	case v1.SliceMIGMPS:
+		return v1.SharingMPS
+	case v1.SliceMIGTimeSlice:
+		return v1.SharingTimeSlice
+	}
+	return ""
+}
+
+// replicas numbers the replicas of one unit and fills their limits and vLLM arguments.
+func (p *planner) replicas(u *unit, g v1.GPURef, in v1.InstanceRef, next map[*tenant]int, refs map[*tenant][]v1.ReplicaRef) []v1.PlanReplica {
+	var out []v1.PlanReplica
+	for _, r := range u.reps {
+		c := r.tn.choice
+		idx := next[r.tn]
+		next[r.tn]++
+		pr := v1.PlanReplica{Tenant: r.tn.t.Name, Index: idx, VLLMArgs: c.ev.fit.Args.Flags()}
+		switch c.kind {
+		case v1.SliceMPS, v1.SliceMIGMPS:
+			pr.Limits = v1.Limits{SMPercent: c.ev.smPct, Memory: v1.Bytes(c.ev.capBytes)}
+		case v1.SliceTimeSlice, v1.SliceMIGTimeSlice:
+			pr.Limits = v1.Limits{Memory: v1.Bytes(c.ev.capBytes), TimeSliceReplicas: 1}
+		}
+		out = append(out, pr)
+		refs[r.tn] = append(refs[r.tn], v1.ReplicaRef{Index: idx, GPU: g, Instance: in, Slice: c.kind})
+	}
+	return out
+}
+
+// planTenant is the plan's view of one tenant: its replicas, prediction and reasons.
+func (p *planner) planTenant(tn *tenant, refs []v1.ReplicaRef) v1.PlanTenant {
+	pt := v1.PlanTenant{Name: tn.t.Name, Replicas: refs}
+	if tn.choice == nil {
+		pt.Infeasible = true
+		pt.Reasons = p.infeasibleReasons(tn)
+		return pt
+	}
+	c := tn.choice
+	n := float64(len(refs))
+	e2e := c.ev.rate.TTFT + c.ev.rate.TPOT*timeDur(tn.work.OutputTokens-1)
+	pt.Predicted = v1.Prediction{TTFTP99: v1.Duration(c.ev.rate.TTFT), TPOTP99: v1.Duration(c.ev.rate.TPOT),
+		E2EP99: v1.Duration(e2e), TokensPerSecond: round3(n * c.ev.rate.OutputTokensPerSec), MaxRPS: round3(n * c.ev.rate.RequestsPerSec)}
+	pt.Reasons = p.tenantReasons(tn)
+	if len(tn.infeas) > 0 {
+		pt.Reasons = append(pt.Reasons, tn.infeas...)
+		for _, r := range tn.infeas {
+			if r.Code != v1.ReasonRedundancy {
+				pt.Infeasible = true
+			}
+		}
+	}
+	return pt
+}

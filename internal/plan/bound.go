@@ -1,0 +1,162 @@
+package plan
+
+import (
+	"math"
+
+	"gonum.org/v1/gonum/mat"
+	"gonum.org/v1/gonum/optimize/convex/lp"
+)
+
+// boundSlack absorbs floating-point error before rounding a fractional bound up.
+const boundSlack = 1e-6
+
+// lowerBound is a proven lower bound on the pool GPUs any plan built from the candidate slices
+// needs for the feasible tenants: the larger of the Lagrangian volume bound and, when small
+// enough, the LP relaxation of the pattern formulation solved with the simplex method.
+func (p *planner) lowerBound() int {
+	lb := p.volumeBound()
+	if v, ok := p.lpBound(); ok && v > lb {
+		lb = v
+	}
+	return lb
+}
+
+// volumeBound: with prices π(P) = λ·memory share + (1−λ)·compute share for a MIG instance of
+// profile P and 1 for a whole GPU, every GPU's contents cost at most 1 (a legal layout uses at
+// most all memory slices and all compute slices), so Σ over tenants of its cheapest candidate's
+// price (replicas / share × π) is a lower bound for every λ in [0, 1] (weak LP duality). The
+// bound takes the best λ on a grid of 21 points.
+func (p *planner) volumeBound() int {
+	best := 0.0
+	for i := 0; i <= 20; i++ {
+		lam := float64(i) / 20
+		total := 0.0
+		for _, tn := range p.tenants {
+			if tn.choice == nil {
+				continue
+			}
+			m := math.Inf(1)
+			for _, c := range tn.feasible {
+				price := 1.0
+				if c.profile != nil {
+					price = lam*c.memFrac + (1-lam)*c.compFrac
+				}
+				m = min(m, float64(c.replicas)/float64(c.share)*price)
+			}
+			total += m
+		}
+		best = max(best, total)
+	}
+	return int(math.Ceil(best - boundSlack))
+}
+
+// lpBound solves the LP relaxation
+//
+//	minimise  Σ_p x_p + Σ_{t, c whole-GPU} (r_tc / k_c) y_tc
+//	s.t.      Σ_c y_tc = 1                                          for every feasible tenant t
+//	          Σ_p a_pP x_p − Σ_{t, c MIG P} (r_tc / k_c) y_tc ≥ 0   for every board and profile P
+//	          x, y ≥ 0
+//
+// where x_p counts GPUs laid out as maximal pattern p and y_tc is the share of tenant t served
+// by candidate c with r_tc replicas, k_c per unit. Every plan is an integer point of it, so its
+// optimum, rounded up, is a lower bound. It reports false when the LP is too large or the solver
+// fails (degenerate input), and the volume bound stands alone.
+func (p *planner) lpBound() (bound int, ok bool) {
+	cols, m, nT := p.lpColumns()
+	if nT == 0 || len(cols) > p.o.LPVariables || len(cols) < m {
+		return 0, false
+	}
+	A := mat.NewDense(m, len(cols), nil)
+	c := make([]float64, len(cols))
+	for j, cl := range cols {
+		c[j] = cl.cost
+		for i, v := range cl.entries {
+			A.Set(i, j, v)
+		}
+	}
+	b := make([]float64, m)
+	for i := range nT {
+		b[i] = 1
+	}
+	return solveBound(c, A, b)
+}
+
+// lpCol is one column of the LP: its non-zero rows and its cost.
+type lpCol struct {
+	entries map[int]float64
+	cost    float64
+}
+
+// lpColumns builds the LP's columns — patterns, tenant choices, then one surplus per coverage
+// row — and returns them with the number of rows and of tenant rows (rows 0 … nT−1; coverage
+// rows follow, one per board and MIG profile some candidate uses).
+func (p *planner) lpColumns() (cols []lpCol, rows, nT int) {
+	type row struct{ board, profile string }
+	cover := map[row]int{}
+	for _, tn := range p.tenants {
+		if tn.choice == nil {
+			continue
+		}
+		nT++
+		for _, c := range tn.feasible {
+			if r := (row{c.board.Name, profName(c.profile)}); c.profile != nil {
+				if _, seen := cover[r]; !seen {
+					cover[r] = len(cover)
+				}
+			}
+		}
+	}
+	pc := newPatternCache()
+	for _, b := range p.boards {
+		ps, err := pc.get(b)
+		if !b.MIGCapable() || err != nil {
+			continue
+		}
+		for _, a := range ps.a {
+			e := map[int]float64{}
+			for i, n := range a {
+				if r, in := cover[row{b.Name, ps.profiles[i].Name}]; in && n > 0 {
+					e[nT+r] = float64(n)
+				}
+			}
+			if len(e) > 0 {
+				cols = append(cols, lpCol{entries: e, cost: 1})
+			}
+		}
+	}
+	ti := 0
+	for _, tn := range p.tenants {
+		if tn.choice == nil {
+			continue
+		}
+		for _, c := range tn.feasible {
+			share := float64(c.replicas) / float64(c.share)
+			col := lpCol{entries: map[int]float64{ti: 1}, cost: share}
+			if c.profile != nil {
+				col.entries[nT+cover[row{c.board.Name, c.profile.Name}]] = -share
+				col.cost = 0
+			}
+			cols = append(cols, col)
+		}
+		ti++
+	}
+	for r := range len(cover) {
+		cols = append(cols, lpCol{entries: map[int]float64{nT + r: -1}})
+	}
+	return cols, nT + len(cover), nT
+}
+
+// solveBound runs the simplex method and rounds the optimum up; a solver panic or error (the
+// library panics on malformed dimensions and may fail on degenerate problems) yields false.
+func solveBound(c []float64, A *mat.Dense, b []float64) (bound int, ok bool) {
+	defer func() {
+		if recover() != nil {
+			bound, ok = 0, false
+		}
+	}()
+	opt, _, err := lp.Simplex(c, A, b, 1e-10, nil)
+	if err != nil || math.IsNaN(opt) {
+		return 0, false
+	}
+	return int(math.Ceil(opt - boundSlack)), true
+}

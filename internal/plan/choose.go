@@ -1,0 +1,221 @@
+package plan
+
+import (
+	"math"
+	"slices"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// groupKey identifies the replicas that may fill the same shared units: same board, energy
+// class, slice kind, profile, share and sharing group.
+type groupKey struct {
+	board, profile string
+	energy         v1.EnergyClass
+	kind           v1.SliceKind
+	share          int
+	group          string
+}
+
+func keyOf(tn *tenant, c *cand) groupKey {
+	k := groupKey{board: c.board.Name, profile: profName(c.profile), energy: energyOf(tn.t), kind: c.kind, share: c.share}
+	if c.share > 1 {
+		k.group = tn.group
+	}
+	return k
+}
+
+// fractional is the objective the choice minimises: the GPU-equivalents the chosen slices
+// occupy once shared units are filled, Σ over groups of ceil(replicas / share) × unit size.
+type fractional struct {
+	replicas map[groupKey]int
+	unit     map[groupKey]float64
+}
+
+func newFractional() *fractional {
+	return &fractional{replicas: map[groupKey]int{}, unit: map[groupKey]float64{}}
+}
+
+func (f *fractional) cost(k groupKey, r int) float64 {
+	if r <= 0 {
+		return 0
+	}
+	return math.Ceil(float64(r)/float64(k.share)) * f.unit[k]
+}
+
+// delta is the change of the objective when r replicas of candidate c join (r > 0) or leave
+// (r < 0) group k.
+func (f *fractional) delta(k groupKey, c *cand, r int) float64 {
+	f.unit[k] = c.unitFrac
+	cur := f.replicas[k]
+	return f.cost(k, cur+r) - f.cost(k, cur)
+}
+
+func (f *fractional) move(k groupKey, c *cand, r int) {
+	f.unit[k] = c.unitFrac
+	f.replicas[k] += r
+}
+
+// choose picks a candidate per tenant: first each tenant's cheapest on its own, then local search
+// moves one tenant at a time to the candidate that lowers the fractional objective most (a
+// tenant joining a half-filled MPS GPU of its trust group costs nothing), until no move helps.
+// With boardWide, each MIG profile of a board is then held to one sharing setting (see
+// consistent) and the search runs again under that restriction.
+func (p *planner) choose(boardWide bool) {
+	f := newFractional()
+	for _, tn := range p.tenants {
+		tn.choice, tn.infeas = nil, nil
+		if len(tn.feasible) == 0 {
+			continue
+		}
+		tn.choice = tn.feasible[0]
+		f.move(keyOf(tn, tn.choice), tn.choice, tn.choice.replicas)
+	}
+	p.keep = map[string]migUse{}
+	for round := 0; round < 10; round++ {
+		p.localSearch(f)
+		if !boardWide || !p.consistent(f) {
+			break
+		}
+	}
+}
+
+// localSearch moves tenants to allowed candidates while that lowers the objective.
+func (p *planner) localSearch(f *fractional) {
+	for pass := 0; pass < 8; pass++ {
+		moved := false
+		for _, tn := range p.tenants {
+			if tn.choice == nil || len(tn.feasible) < 2 {
+				continue
+			}
+			if best := p.bestMove(f, tn, false); best != tn.choice {
+				p.switchTo(f, tn, best)
+				moved = true
+			}
+		}
+		if !moved {
+			return
+		}
+	}
+}
+
+// bestMove is the allowed candidate that lowers the objective most from tn's current choice
+// (the current choice when none does); with force, the best allowed one even if it costs more.
+func (p *planner) bestMove(f *fractional, tn *tenant, force bool) *cand {
+	old := keyOf(tn, tn.choice)
+	leave := f.delta(old, tn.choice, -tn.choice.replicas)
+	best, bestD := tn.choice, -1e-9
+	if force {
+		best, bestD = tn.choice, 1e300
+	}
+	for _, c := range tn.feasible {
+		k := keyOf(tn, c)
+		if c == tn.choice || k == old || !p.allowed(c) {
+			continue
+		}
+		if d := leave + f.delta(k, c, c.replicas); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+func (p *planner) switchTo(f *fractional, tn *tenant, c *cand) {
+	f.move(keyOf(tn, tn.choice), tn.choice, -tn.choice.replicas)
+	tn.choice = c
+	f.move(keyOf(tn, c), c, c.replicas)
+}
+
+// migUse is how the instances of one MIG profile are shared.
+type migUse struct {
+	kind  v1.SliceKind
+	share int
+}
+
+func useKey(c *cand) string { return c.board.Name + "/" + c.profile.Name }
+
+// allowed reports whether c agrees with the sharing setting fixed for its MIG profile.
+func (p *planner) allowed(c *cand) bool {
+	if c.profile == nil {
+		return true
+	}
+	u, fixed := p.keep[useKey(c)]
+	return !fixed || u == (migUse{c.kind, c.share})
+}
+
+// consistent holds every MIG profile of a board to one sharing setting (unshared, or MPS or
+// time-slicing k ways): the Kubernetes device plugin applies one sharing setting to all devices
+// of a resource (nvidia.com/mig-1g.20gb) on a node, so mixing them would leave pods pending. Where
+// a profile is used in several ways, the way with the most replicas is kept and the other
+// tenants move to their best allowed candidate. It reports whether anything moved.
+func (p *planner) consistent(f *fractional) bool {
+	uses := map[string]map[migUse]int{}
+	var keys []string
+	for _, tn := range p.tenants {
+		c := tn.choice
+		if c == nil || c.profile == nil {
+			continue
+		}
+		k := useKey(c)
+		if uses[k] == nil {
+			uses[k] = map[migUse]int{}
+			keys = append(keys, k)
+		}
+		uses[k][migUse{c.kind, c.share}] += c.replicas
+	}
+	moved := false
+	for _, k := range keys {
+		if len(uses[k]) < 2 {
+			continue
+		}
+		if _, fixed := p.keep[k]; !fixed {
+			p.keep[k] = majority(uses[k])
+		}
+	}
+	for _, tn := range p.tenants {
+		if tn.choice == nil || p.allowed(tn.choice) {
+			continue
+		}
+		if best := p.bestMove(f, tn, true); best != tn.choice {
+			p.switchTo(f, tn, best)
+			moved = true
+		}
+	}
+	return moved
+}
+
+// majority is the use with the most replicas; ties go to the stronger isolation, then fewer shares.
+func majority(m map[migUse]int) migUse {
+	var best migUse
+	n := -1
+	for u, r := range m {
+		better := r > n || (r == n && (kindRank(u.kind) < kindRank(best.kind) || (u.kind == best.kind && u.share < best.share)))
+		if better {
+			best, n = u, r
+		}
+	}
+	return best
+}
+
+// objective is the fractional objective of the current choice.
+func (p *planner) objective() float64 {
+	f := newFractional()
+	var keys []groupKey
+	for _, tn := range p.tenants {
+		if tn.choice == nil {
+			continue
+		}
+		k := keyOf(tn, tn.choice)
+		if _, ok := f.replicas[k]; !ok {
+			keys = append(keys, k)
+		}
+		f.move(k, tn.choice, tn.choice.replicas)
+	}
+	sum := 0.0
+	for _, k := range keys {
+		sum += f.cost(k, f.replicas[k])
+	}
+	return math.Round(sum*1e4) / 1e4
+}
+
+var sortFunc = slices.SortStableFunc[[]*cand, *cand]

@@ -1,0 +1,167 @@
+// Package plan is gpupool's planner: given a Pool (fleet, policy, tenants) it decides, for every
+// GPU, a role, a mode and a layout (exclusive; a MIG geometry with legal placements; MPS shares
+// with SM percentages and pinned-memory caps; time-slicing; MPS or time-slicing inside a MIG
+// instance), and for every tenant its replicas on concrete slices, so that memory fits, every
+// SLO holds by the performance model, isolation tiers are respected, and as few GPUs as possible
+// are used. It explains every choice, proves how close it is (a lower bound) and compares itself
+// with three baselines on the same input.
+//
+// It is pure: no IO, no clock, no randomness except the explicit *rand.Rand of Synthetic; the
+// same input gives a byte-identical plan. Models named by directory are read by the caller and
+// passed in Options.Models.
+//
+// # 1. Candidates
+//
+// For every tenant and every board of the fleet the planner lists the slice kinds the tenant's
+// isolation tier and policy.allowedModes allow:
+//
+//	exclusive       a whole GPU                                   every tier
+//	mig P           an unshared MIG instance of profile P          every tier
+//	mig P + mps 1/k MPS inside an instance, k = 2, 3, 4            soft, shared
+//	mps 1/k         MPS on a whole GPU, k = 2 … 8                  soft, shared
+//	mig P + ts 1/k  time-slicing inside an instance, k = 2, 4      shared and lowFrequency
+//	timeslice 1/k   time-slicing of a whole GPU, k = 2, 3, 4, 6, 8 shared and lowFrequency
+//
+// MIG profiles are the board's profiles with a known memory size, media variants (+me) folded
+// into their base profile. A share 1/k gets floor(100/k) % of the SMs (MPS active-thread
+// percentage) and memory/k, rounded down to a MiB, as its pinned-memory cap or time-slice budget.
+//
+// Each candidate is evaluated for one replica: llm.FitSlice says whether the model, at the
+// tenant's quantization, KV-cache dtype, maxContext and concurrency, fits the slice and with
+// which vLLM arguments; perf's MaxRate gives the highest Poisson request rate one replica
+// sustains with the p99 TTFT and TPOT targets met, with the other k−1 sharers active (Load
+// {Active: k−1, Duty: 0}) and the KV capacity the fit found. An end-to-end target E is turned
+// into TTFT ≤ E/4 (when no TTFT target is set) and TPOT ≤ (E − TTFT)/(O − 1). Traffic without
+// token counts is sized for 512 prompt and 256 output tokens (a note says so).
+//
+// Replicas = ceil(rps / rate) (at least 1), or the pool's fixed count; plus one with redundancy;
+// at least the reservation. A candidate is rejected — and kept, with its reason, as a rejected
+// alternative — when the model does not fit (NoFit), no rate meets the SLO or a fixed replica
+// count cannot carry the traffic within it (SLOUnmet), or it needs more replicas than the cap
+// (OverCap). Its cost is replicas / k × unit, where the unit is 1 for a
+// whole GPU and max(memory slices / board's, compute slices / board's) for a MIG instance.
+// Evaluations are cached by model, options, request shape, SLO and slice, since the rate does
+// not depend on the tenant's rps: tenants alike share them.
+//
+// A model that fits no slice of any board (Llama-3.1-70B at bf16 on 80 GB boards) makes the
+// tenant infeasible with a NoFit reason that says how many GPUs a replica would need; tensor
+// parallelism across GPUs is not planned. The other tenants are still planned.
+//
+// # 2. Isolation, trust groups and energy
+//
+// Replicas share a GPU or MIG instance through MPS or time-slicing only within a sharing group:
+//
+//	hard    none: whole GPUs and unshared MIG instances only; never an MPS or time-slice neighbour
+//	        (MPS gives no error or bandwidth isolation)
+//	soft    its trust group: the tenants with the same non-empty path (exactly the same path,
+//	        as v1.ValidatePlan checks); a soft tenant without a path shares only with its own
+//	        replicas; never time-sliced
+//	shared  every shared tenant; time-slicing only among low-frequency shared tenants
+//
+// Tenants of different energy classes never share a GPU (clocks are per GPU): GPUs are packed
+// one board and energy class at a time. MIG instances isolate SMs and memory, so a MIG GPU may
+// hold instances of tenants of any tiers and groups.
+//
+// The Kubernetes device plugin applies one sharing setting to every device of a resource
+// (nvidia.com/mig-1g.20gb) on a node, so on one node a MIG profile's instances must all be used
+// the same way (unshared, or MPS / time-sliced k ways). The planner plans twice — once holding
+// every MIG profile of a board to one way (the way with the most replicas wins and the other
+// tenants move to their best allowed candidate), once leaving it to the packer, which packs each
+// way of a profile as its own class and puts each MIG GPU on the first free GPU whose node does
+// not use its profiles another way — and keeps the better plan: fewest tenants short of GPUs,
+// then fewest node/profile pairs shared two ways (0 unless GPUs run out), then fewest GPUs.
+//
+// # 3. Choice and packing (the optimiser)
+//
+// Choice. The objective is the GPU-equivalents the slices occupy once shared units are filled:
+// Σ over sharing groups (board, energy class, kind, profile, k, group) of ceil(replicas / k) ×
+// unit. Each tenant starts on its cheapest candidate; local search then moves one tenant at a time
+// to the candidate that lowers the objective most (joining a half-filled MPS GPU of its trust
+// group is free), until no move helps. summary.objective is this value.
+//
+// Units. The chosen replicas are grouped into units — a whole GPU (exclusive, MPS k, time-slice
+// k) or a MIG instance (unshared or shared k ways) — filled group by group in pool order.
+//
+// MIG packing is cutting stock over layout patterns: a board's patterns are its maximal legal
+// layouts (gpu.Enumerate over the planner's profiles, as count vectors); every legal layout is a
+// sub-multiset of one. Greedy: each GPU takes the pattern covering the most remaining weight
+// (ties: least waste). When a board and energy class have at most Options.ExactUnits instances
+// (120 by default) and greedy is above the volume bound, branch and bound searches for fewer
+// GPUs: the next GPU must hold the largest remaining profile (symmetry breaking), branches are
+// the distinct min(pattern, remaining) takes, heaviest first, cut by GPUs so far + volume bound
+// ≥ best; at most 200,000 nodes. Every GPU's instance starts come from gpu.Place on the multiset it got, so
+// layouts are legal by construction (tests assert gpu.Validate on every layout).
+//
+// GPUs are taken in fleet order per board: whole-GPU units first, then MIG GPUs. canaryGPUs get
+// role canary and nothing else. The burst pool is ceil(burstPoolPercent × pool GPUs / 100) GPUs
+// (rounded up, so the pool keeps at least the share the policy asks for), the last pool GPUs in
+// fleet order, held free with role burst before tenants are placed; GPUs left over are idle.
+// When the rest does not hold every unit, the tenants of the units left out are marked
+// infeasible with NoCapacity (their other replicas stay placed). A redundant tenant whose
+// replicas all landed on one GPU has one moved or swapped onto another GPU of the same group.
+//
+// # 4. Lower bound
+//
+// summary.lowerBound is a proven lower bound on the GPUs any plan built from the candidate slices
+// needs for the tenants that can be served: the larger of
+//
+//   - the LP relaxation of the pattern formulation with tenant choice,
+//     min Σ_p x_p + Σ_{t,c whole} (r_tc/k_c) y_tc  s.t. Σ_c y_tc = 1,
+//     Σ_p a_pP x_p ≥ Σ_{t,c MIG P} (r_tc/k_c) y_tc, x, y ≥ 0,
+//     solved with gonum's simplex (lp.Simplex) when it has at most Options.LPVariables columns;
+//     degenerate or failing solves fall back to
+//   - the Lagrangian volume bound: with prices λ·memory share + (1−λ)·compute share per MIG
+//     instance and 1 per whole GPU, every GPU's contents cost at most 1, so Σ over tenants of
+//     their cheapest candidate's price bounds the GPUs for every λ (weak duality); the best λ of
+//     21 is kept.
+//
+// Both are rounded up. The bound ignores canaries, the burst pool, energy classes, trust-group
+// rounding and the one-sharing-setting rule, so it stays valid; the gap GPUsUsed / lowerBound
+// shows what they and the heuristics cost.
+//
+// # 5. Baselines
+//
+// On the same served tenants, sized by the same model, ignoring the fleet's size:
+//
+//	exclusive       one whole GPU per replica (the fewest replicas over boards)
+//	mig-first-fit   the smallest MIG profile that fits and meets the SLO, first fit over GPUs
+//	rule-of-thumb   the articles' four steps taken literally: a replica over 85% of a GPU's
+//	                memory or a tenant over 70% of a GPU's rate gets whole GPUs; low-frequency
+//	                tenants are time-sliced 8 to a GPU; models whose weights exceed a quarter of
+//	                the GPU get the smallest serving MIG profile (first fit); the rest share GPUs
+//	                four ways through MPS
+//
+// # 6. Reasons
+//
+// Every tenant carries the four steps with numbers: memory (MemoryBound, or ComputeBound when a
+// larger slice than the smallest that fits was chosen) with weights, KV cache and workspace;
+// compute (ComputeBound) with the rate one replica sustains, the replicas and their cost, and the
+// next cheapest alternative; SLO shape and isolation (SLOShapeUniform, IsolationHard, TrustGroup
+// or LowFrequency); fairness (FixedReplicas, Redundancy, EnergyClass); what the tier and policy
+// exclude (IsolationHard, TrustGroup, ModeNotAllowed); then up to three rejected alternatives
+// with their code, cost per replica and why. Every GPU says why its role, mode and layout
+// (Canary, BurstPool, Idle, TrustGroup for MPS, LowFrequency for time-slicing, SLOShapeUniform or
+// SLOShapeMixed for MIG by the spread of its tenants' TTFT targets, EnergyClass).
+//
+// # 7. Limits per replica
+//
+// MPS replicas carry limits.smPercent and limits.memory (the pinned-memory cap); time-sliced
+// replicas limits.memory and timeSliceReplicas 1; every replica the vLLM arguments of its fit.
+//
+// # 8. Re-planning
+//
+// With Options.Current (the plan in force) the planned GPU configurations — mode, MIG instances
+// and their sharing — are moved between GPUs of the same board so that as many GPUs as possible
+// keep theirs: a configuration goes first to a GPU that already runs it (keeping its current
+// instance starts), then to a GPU that runs nothing now. Replicas may still move between equal
+// slices (a pod move, not a GPU change). Migration lists the GPUs whose mode or layout changes:
+// GPUs that run nothing first, in one wave, then busy GPUs, each drained, at most
+// policy.maxUnavailable per wave. The packing itself does not yet weigh changes against GPUs
+// saved: a plan that needs one GPU fewer but moves many layouts is taken.
+//
+// # Not done
+//
+// Tensor parallelism across GPUs and measured profiles (tenant.profile) are not used by Build
+// yet. ParvaGPU's six scenarios (measured DNN profiles, not LLMs) are sized and packed with this
+// package's packer in TestParvaGPUScenarios.
+package plan

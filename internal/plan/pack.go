@@ -1,0 +1,226 @@
+package plan
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/gpu"
+)
+
+// replica is one tenant replica before it is numbered.
+type replica struct{ tn *tenant }
+
+// unit is what occupies a whole GPU (exclusive, MPS, time-slice) or one MIG instance, with the
+// replicas that share it (at most share of them, all of one group).
+type unit struct {
+	key  groupKey
+	c    *cand // the candidate of the unit's first replica: board, kind, profile, share
+	reps []replica
+}
+
+// gpuPlan is the plan of one fleet GPU while it is built.
+type gpuPlan struct {
+	fg     fleetGPU
+	role   v1.Role
+	mode   v1.Mode
+	whole  *unit // exclusive, mps, timeslice
+	insts  []placedInst
+	reason []v1.Reason
+}
+
+type placedInst struct {
+	in gpu.Instance
+	u  *unit
+}
+
+func (g *gpuPlan) units() []*unit {
+	if g.whole != nil {
+		return []*unit{g.whole}
+	}
+	out := make([]*unit, 0, len(g.insts))
+	for _, pi := range g.insts {
+		if pi.u != nil {
+			out = append(out, pi.u)
+		}
+	}
+	return out
+}
+
+// formUnits groups the chosen replicas into units, group by group in key order; within a group
+// tenants come in pool order, so a tenant's replicas sit together.
+func (p *planner) formUnits() []*unit {
+	byKey := map[groupKey][]*tenant{}
+	var keys []groupKey
+	for _, tn := range p.tenants {
+		if tn.choice == nil {
+			continue
+		}
+		k := keyOf(tn, tn.choice)
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], tn)
+	}
+	slices.SortFunc(keys, compareKeys)
+	var out []*unit
+	for _, k := range keys {
+		var cur *unit
+		for _, tn := range byKey[k] {
+			for range tn.choice.replicas {
+				if cur == nil || len(cur.reps) == k.share {
+					cur = &unit{key: k, c: tn.choice}
+					out = append(out, cur)
+				}
+				cur.reps = append(cur.reps, replica{tn: tn})
+			}
+		}
+	}
+	return out
+}
+
+var energyOrder = []v1.EnergyClass{v1.EnergyPerformance, v1.EnergyBalanced, v1.EnergyEfficiency}
+
+func energyRank(e v1.EnergyClass) int {
+	if i := slices.Index(energyOrder, e); i >= 0 {
+		return i
+	}
+	return len(energyOrder)
+}
+
+func compareKeys(a, b groupKey) int {
+	return cmp.Or(cmp.Compare(a.board, b.board), cmp.Compare(energyRank(a.energy), energyRank(b.energy)),
+		cmp.Compare(kindRank(a.kind), kindRank(b.kind)), cmp.Compare(a.profile, b.profile),
+		cmp.Compare(a.share, b.share), cmp.Compare(a.group, b.group))
+}
+
+// pack places every unit on a GPU: whole-GPU units one per GPU, MIG instances by cutting stock
+// over the board's maximal layouts, one board and energy class at a time. GPUs come in fleet
+// order; the last burst GPUs of the pool are held back.
+func (p *planner) pack() error {
+	p.gpus = make([]*gpuPlan, len(p.fleet))
+	free := map[string][]*gpuPlan{}
+	poolSeen, poolTotal := 0, len(p.fleet)-p.canaries()
+	for i, fg := range p.fleet {
+		g := &gpuPlan{fg: fg, role: v1.RoleIdle}
+		p.gpus[i] = g
+		switch {
+		case fg.canary:
+			g.role = v1.RoleCanary
+		case poolSeen >= poolTotal-p.burst:
+			g.role = v1.RoleBurst
+			poolSeen++
+		default:
+			poolSeen++
+			free[fg.board.Name] = append(free[fg.board.Name], g)
+		}
+	}
+	units := p.formUnits()
+	type bucket struct {
+		board  string
+		energy v1.EnergyClass
+	}
+	var order []bucket
+	byBucket := map[bucket][]*unit{}
+	for _, u := range units {
+		b := bucket{u.key.board, u.key.energy}
+		if _, ok := byBucket[b]; !ok {
+			order = append(order, b)
+		}
+		byBucket[b] = append(byBucket[b], u)
+	}
+	var unplaced []*unit
+	pc := newPatternCache()
+	p.nodeUse = map[string]map[string]migUse{}
+	for _, b := range order {
+		left, err := p.packBucket(byBucket[b], free, pc)
+		if err != nil {
+			return err
+		}
+		unplaced = append(unplaced, left...)
+	}
+	p.markUnplaced(unplaced)
+	p.spreadRedundant()
+	return nil
+}
+
+// packBucket places the units of one board and energy class on free GPUs of that board and
+// returns the units that found no GPU.
+func (p *planner) packBucket(units []*unit, free map[string][]*gpuPlan, pc *patternCache) ([]*unit, error) {
+	board := units[0].c.board
+	var unplaced []*unit
+	take := func() *gpuPlan {
+		gs := free[board.Name]
+		if len(gs) == 0 {
+			return nil
+		}
+		free[board.Name] = gs[1:]
+		return gs[0]
+	}
+	var mig []*unit
+	for _, u := range units {
+		if !u.c.whole() {
+			mig = append(mig, u)
+			continue
+		}
+		g := take()
+		if g == nil {
+			unplaced = append(unplaced, u)
+			continue
+		}
+		g.role, g.whole = v1.RolePool, u
+		g.mode = map[v1.SliceKind]v1.Mode{v1.SliceExclusive: v1.ModeExclusive, v1.SliceMPS: v1.ModeMPS, v1.SliceTimeSlice: v1.ModeTimeSlice}[u.c.kind]
+	}
+	if len(mig) == 0 {
+		return unplaced, nil
+	}
+	left, err := p.packMIG(board, mig, free, pc)
+	return append(unplaced, left...), err
+}
+
+// fillMIG lays out one MIG GPU with the multiset bin (gpu.Place picks the legal starts) and puts
+// the next units of each profile on its instances.
+func (p *planner) fillMIG(g *gpuPlan, b *gpu.Board, pats *patterns, bin []int, queues map[string][]*unit, pc *patternCache) error {
+	layout, err := pc.place(b, pats, bin)
+	if err != nil {
+		return fmt.Errorf("build plan: lay out %s on %s: %w", pats.describe(bin), g.fg.ref, err)
+	}
+	g.role, g.mode = v1.RolePool, v1.ModeMIG
+	for _, in := range layout {
+		q := queues[in.Profile]
+		pi := placedInst{in: in}
+		if len(q) > 0 {
+			pi.u, queues[in.Profile] = q[0], q[1:]
+		}
+		g.insts = append(g.insts, pi)
+	}
+	return nil
+}
+
+// markUnplaced marks the tenants of units that found no GPU: the pool ran out of capacity.
+func (p *planner) markUnplaced(units []*unit) {
+	short := map[*tenant]int{}
+	var order []*tenant
+	for _, u := range units {
+		for _, r := range u.reps {
+			if short[r.tn] == 0 {
+				order = append(order, r.tn)
+			}
+			short[r.tn]++
+		}
+	}
+	for _, tn := range order {
+		tn.infeas = append(tn.infeas, v1.NewReason(v1.ReasonNoCapacity,
+			"%d of %d replicas (%s on %s) found no free GPU: the pool has %d GPUs of which %d are canaries and %d held for the burst pool",
+			short[tn], tn.choice.replicas, tn.choice.label(), tn.choice.board.Name, len(p.fleet), p.canaries(), p.burst))
+	}
+}
+
+func sum(xs []int) int {
+	s := 0
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}

@@ -1,0 +1,223 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/gpu"
+	"gpupool.dev/gpupool/internal/llm"
+	"gpupool.dev/gpupool/internal/perf"
+)
+
+// Options tune the planner. The zero value is ready to use.
+type Options struct {
+	// Models holds the loaded model of every tenant that names a model.dir, by tenant name. The
+	// planner does no IO: the caller reads the directory (llm.LoadDir) and passes it here.
+	Models map[string]llm.Model
+	// Perf overrides the performance model's constants; nil: perf.DefaultOptions().
+	Perf *perf.Options
+	// ExactUnits is the largest number of MIG instances of one board and energy class that the
+	// packer solves exactly by branch and bound; 0: DefaultExactUnits.
+	ExactUnits int
+	// Current is the plan in force, when re-planning: planned GPU configurations are moved
+	// between GPUs of the same board so that as many GPUs as possible keep theirs (see
+	// Migration for the steps). nil: plan from scratch.
+	Current *v1.Plan
+	// LPVariables is the largest LP (tenant choices + layout patterns) solved with the simplex
+	// method for the lower bound; larger inputs use the Lagrangian volume bound. 0: DefaultLPVariables.
+	LPVariables int
+}
+
+// Defaults of Options.
+const (
+	DefaultExactUnits  = 120
+	DefaultLPVariables = 1500
+)
+
+// Build plans pool: a role, mode and layout for every GPU, and replicas on concrete slices for
+// every tenant, with reasons, a lower bound and baselines. pool must have had v1.Default applied
+// and passed v1.Validate. A tenant that cannot be served is marked infeasible in the plan (the
+// rest is still planned); the error is for input the planner cannot work with at all.
+func Build(pool *v1.Pool, o Options) (*v1.Plan, error) {
+	if pool == nil {
+		return nil, errors.New("build plan: no pool")
+	}
+	p, err := newPlanner(pool, o)
+	if err != nil {
+		return nil, err
+	}
+	p.evaluate()
+	if err := p.optimise(); err != nil {
+		return nil, err
+	}
+	if o.Current != nil {
+		p.alignTo(o.Current)
+	}
+	return p.result()
+}
+
+// optimise chooses and packs twice — with each MIG profile of a board used one way only, and
+// with that left to the node-aware packer — and keeps the better plan: fewest tenants short of
+// GPUs, then fewest nodes where a MIG profile is used two ways (the device plugin cannot serve
+// them), then fewest GPUs, then the lowest objective; ties go to the board-wide plan.
+func (p *planner) optimise() error {
+	type snapshot struct {
+		choice []*cand
+		infeas [][]v1.Reason
+		gpus   []*gpuPlan
+		score  [4]float64
+	}
+	var best *snapshot
+	for _, boardWide := range []bool{true, false} {
+		p.choose(boardWide)
+		if err := p.pack(); err != nil {
+			return err
+		}
+		s := &snapshot{gpus: p.gpus, score: p.score()}
+		for _, tn := range p.tenants {
+			s.choice, s.infeas = append(s.choice, tn.choice), append(s.infeas, tn.infeas)
+		}
+		if best == nil || slices.Compare(s.score[:], best.score[:]) < 0 {
+			best = s
+		}
+	}
+	p.gpus = best.gpus
+	for i, tn := range p.tenants {
+		tn.choice, tn.infeas = best.choice[i], best.infeas[i]
+	}
+	return nil
+}
+
+// score ranks a packed plan, lower is better: tenants short of GPUs, nodes with a MIG profile
+// shared two ways, GPUs used, objective.
+func (p *planner) score() [4]float64 {
+	short, used := 0, 0
+	for _, tn := range p.tenants {
+		if len(tn.infeas) > 0 {
+			short++
+		}
+	}
+	uses := map[string]migUse{}
+	conflicts := map[string]bool{}
+	for _, g := range p.gpus {
+		if g.role == v1.RolePool {
+			used++
+		}
+		for _, pi := range g.insts {
+			if pi.u == nil {
+				continue
+			}
+			k := g.fg.ref.Node + "/" + pi.in.Profile
+			if u, ok := uses[k]; ok && u != useOf(pi.u) {
+				conflicts[k] = true
+			}
+			uses[k] = useOf(pi.u)
+		}
+	}
+	return [4]float64{float64(short), float64(len(conflicts)), float64(used), p.objective()}
+}
+
+// planner holds one planning run.
+type planner struct {
+	pool    *v1.Pool
+	o       Options
+	popts   perf.Options
+	fleet   []fleetGPU
+	boards  []*gpu.Board // distinct boards of the fleet, in fleet order
+	tenants []*tenant
+	cache   *evalCache
+	modes   map[v1.Mode]bool
+	burst   int // GPUs held for the burst pool
+	gpus    []*gpuPlan
+	keep    map[string]migUse            // the one sharing setting of each board's MIG profile, where fixed
+	nodeUse map[string]map[string]migUse // node → MIG profile → how it is shared there
+}
+
+// fleetGPU is one GPU of the fleet.
+type fleetGPU struct {
+	ref    v1.GPURef
+	board  *gpu.Board
+	canary bool
+}
+
+func newPlanner(pool *v1.Pool, o Options) (*planner, error) {
+	p := &planner{pool: pool, o: o, popts: perf.DefaultOptions(), cache: newEvalCache(), modes: map[v1.Mode]bool{}}
+	if o.Perf != nil {
+		p.popts = *o.Perf
+	}
+	if p.o.ExactUnits == 0 {
+		p.o.ExactUnits = DefaultExactUnits
+	}
+	if p.o.LPVariables == 0 {
+		p.o.LPVariables = DefaultLPVariables
+	}
+	if err := p.popts.Validate(); err != nil {
+		return nil, fmt.Errorf("build plan: %w", err)
+	}
+	modes := pool.Policy.AllowedModes
+	if len(modes) == 0 {
+		modes = []v1.Mode{v1.ModeExclusive, v1.ModeMIG, v1.ModeMPS, v1.ModeTimeSlice}
+	}
+	for _, m := range modes {
+		p.modes[m] = true
+	}
+	var errs []error
+	for _, n := range pool.Fleet.Nodes {
+		idx := 0
+		for gi, g := range n.GPUs {
+			b, err := gpu.Lookup(g.Board)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("build plan: node %s gpus[%d]: %w", n.Name, gi, err))
+				idx += g.Count
+				continue
+			}
+			if !slices.Contains(p.boards, b) {
+				p.boards = append(p.boards, b)
+			}
+			for range g.Count {
+				ref := v1.GPURef{Node: n.Name, Index: idx}
+				p.fleet = append(p.fleet, fleetGPU{ref: ref, board: b, canary: slices.Contains(pool.Policy.CanaryGPUs, ref)})
+				idx++
+			}
+		}
+	}
+	for i, t := range pool.Tenants {
+		tn, err := newTenant(i, t, o.Models, p.popts)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		p.tenants = append(p.tenants, tn)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	p.burst = burstGPUs(pool, len(p.fleet)-p.canaries())
+	return p, nil
+}
+
+func (p *planner) canaries() int {
+	n := 0
+	for _, g := range p.fleet {
+		if g.canary {
+			n++
+		}
+	}
+	return n
+}
+
+// burstGPUs is ceil(burstPoolPercent × pool GPUs / 100): the pool keeps at least the share the
+// policy asks for.
+func burstGPUs(pool *v1.Pool, poolGPUs int) int {
+	pct := v1.DefaultBurstPoolPercent
+	if pool.Policy.BurstPoolPercent != nil {
+		pct = *pool.Policy.BurstPoolPercent
+	}
+	if pct <= 0 || poolGPUs <= 0 {
+		return 0
+	}
+	return int(math.Ceil(float64(pct*poolGPUs)/100 - 1e-9))
+}

@@ -1,0 +1,257 @@
+package plan
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/llm"
+)
+
+func build(t testing.TB, pool *v1.Pool) *v1.Plan {
+	t.Helper()
+	pl, err := Build(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPlan(pool, pl); err != nil {
+		t.Fatal(err)
+	}
+	return pl
+}
+
+func baseline(pl *v1.Plan, name string) int {
+	for _, b := range pl.Summary.Baselines {
+		if b.Name == name {
+			return b.GPUs
+		}
+	}
+	return -1
+}
+
+// The articles' node: 4 × 70B (fp8, one whole GPU each), 8 × 13B, 4 × 7B, 8 × 1.5B on 8 H100s.
+// One GPU per replica needs 4 + 8 + 4 + 8 = 24 GPUs; the plan must use at most 24 / 3 = 8.
+func TestExampleH100x8Density(t *testing.T) {
+	pool := loadPool(t, "../../examples/h100x8-mixed.yaml")
+	pl := build(t, pool)
+	excl := baseline(pl, BaselineExclusive)
+	if excl != 24 {
+		t.Errorf("exclusive baseline = %d GPUs, want 24 (one per replica)", excl)
+	}
+	if used := pl.Summary.GPUsUsed; used == 0 || excl < 3*used {
+		t.Errorf("density %d/%d below 3×", excl, used)
+	}
+	if c := sharingConflicts(pl); c > 0 {
+		t.Errorf("%d node/profile pairs shared two ways", c)
+	}
+	if pl.Summary.LowerBound != pl.Summary.GPUsUsed {
+		t.Errorf("lower bound %d, used %d: branch and bound should close the gap on this small case", pl.Summary.LowerBound, pl.Summary.GPUsUsed)
+	}
+	for _, tn := range pl.Tenants {
+		if tn.Infeasible || len(tn.Reasons) < 3 {
+			t.Errorf("tenant %s: infeasible=%v, %d reasons", tn.Name, tn.Infeasible, len(tn.Reasons))
+		}
+	}
+}
+
+// Llama-3.1-70B at bf16 holds 70.55 B × 2 bytes = 131.4 GiB of weights: no H100 slice holds it.
+// The tenant is infeasible with NoFit and the other tenant is still planned.
+func TestInfeasibleModelIsReported(t *testing.T) {
+	pool := smallPool(
+		v1.Tenant{Name: "big", Model: v1.Model{Name: "llama-3.1-70b", Quantization: "bf16"}, Traffic: v1.Traffic{RPS: 1}},
+		v1.Tenant{Name: "small", Model: v1.Model{Name: "qwen2.5-1.5b"}, Traffic: v1.Traffic{RPS: 1}},
+	)
+	pl := build(t, pool)
+	big, small := pl.Tenants[0], pl.Tenants[1]
+	if !big.Infeasible || big.Reasons[0].Code != v1.ReasonNoFit || !strings.Contains(big.Reasons[0].Message, "131.") {
+		t.Errorf("big: infeasible=%v reasons=%v", big.Infeasible, big.Reasons)
+	}
+	if small.Infeasible || len(small.Replicas) == 0 {
+		t.Errorf("small not planned: %+v", small)
+	}
+}
+
+func smallPool(ts ...v1.Tenant) *v1.Pool {
+	zero := 0
+	p := &v1.Pool{Metadata: v1.Metadata{Name: "small"},
+		Fleet:  v1.Fleet{Nodes: []v1.Node{{Name: "n1", GPUs: []v1.GPUGroup{{Board: "H100-SXM5-80GB", Count: 4}}}}},
+		Policy: v1.Policy{BurstPoolPercent: &zero}, Tenants: ts}
+	v1.Default(p)
+	return p
+}
+
+// Canary GPUs get role canary; 10% of 7 pool GPUs rounds up to 1 burst GPU.
+func TestCanaryAndBurst(t *testing.T) {
+	pool := smallPool(v1.Tenant{Name: "a", Model: v1.Model{Name: "qwen2.5-1.5b"}, Traffic: v1.Traffic{RPS: 1}})
+	pool.Fleet.Nodes[0].GPUs[0].Count = 8
+	ten := 10
+	pool.Policy.BurstPoolPercent = &ten
+	pool.Policy.CanaryGPUs = []v1.GPURef{{Node: "n1", Index: 0}}
+	pl := build(t, pool)
+	roles := map[v1.Role]int{}
+	for _, g := range pl.GPUs {
+		roles[g.Role]++
+	}
+	if pl.GPUs[0].Role != v1.RoleCanary || roles[v1.RoleBurst] != 1 || roles[v1.RolePool] != 1 {
+		t.Errorf("roles %v, GPU 0 %s", roles, pl.GPUs[0].Role)
+	}
+}
+
+// A hard tenant never gets MPS or time-slicing, even when it would be cheaper.
+func TestHardTenantIsolated(t *testing.T) {
+	var ts []v1.Tenant
+	for _, n := range []string{"a", "b", "c"} {
+		ts = append(ts, v1.Tenant{Name: n, Isolation: v1.IsolationHard, Model: v1.Model{Name: "qwen2.5-1.5b"}, Traffic: v1.Traffic{RPS: 0.1}})
+	}
+	pl := build(t, smallPool(ts...))
+	for _, tn := range pl.Tenants {
+		for _, r := range tn.Replicas {
+			if r.Slice != v1.SliceMIG && r.Slice != v1.SliceExclusive {
+				t.Errorf("%s on %s", tn.Name, r.Slice)
+			}
+		}
+	}
+}
+
+// Every plan of a generated pool is valid, its layouts legal, its isolation and energy classes
+// respected, its bound no more than the GPUs it uses, and the same input gives the same bytes.
+func TestPlanProperties(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(1, 20).Draw(rt, "tenants")
+		gpus := rapid.IntRange(max(1, n/2), n+8).Draw(rt, "gpus")
+		seed := rapid.Uint64().Draw(rt, "seed")
+		pool := Synthetic(SyntheticOptions{Tenants: n, GPUs: gpus}, rand.New(rand.NewPCG(seed, 1)))
+		perturb(rt, pool)
+		if err := v1.Validate(pool); err != nil {
+			rt.Fatalf("generated pool invalid: %v", err)
+		}
+		pl, err := Build(pool, Options{})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if err := checkPlan(pool, pl); err != nil {
+			rt.Fatal(err)
+		}
+		again, err := Build(pool, Options{})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		a, _ := v1.EncodeYAML(pl)
+		b, _ := v1.EncodeYAML(again)
+		if !bytes.Equal(a, b) {
+			rt.Fatal("two runs on the same input differ")
+		}
+	})
+}
+
+// Branch and bound on MIG demand: never worse than greedy, never below the volume bound, and on
+// H100 it packs 4 × 3g.40gb + 6 × 1g.20gb into 4 GPUs (each 3g.40gb pair fills a GPU's compute
+// or two 1g.20gb ride with one 3g.40gb: 3+2·1 ≤ 7 compute, 4+2·2 = 8 memory slices).
+func TestExactPack(t *testing.T) {
+	pool := smallPool()
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := newPatternCache().get(p.boards[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	dem := make([]int, len(ps.profiles))
+	dem[ps.index("3g.40gb")], dem[ps.index("1g.20gb")] = 4, 6
+	bins, ok := exactPack(ps, dem, 10, 200000)
+	if !ok || len(bins) != 4 {
+		t.Fatalf("exact pack: %d GPUs, ok=%v", len(bins), ok)
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		d := make([]int, len(ps.profiles))
+		for i := range d {
+			d[i] = rapid.IntRange(0, 4).Draw(rt, ps.profiles[i].Name)
+		}
+		g := greedyPack(ps, d)
+		e, ok := exactPack(ps, d, len(g), 50000)
+		if ok && (len(e) > len(g) || len(e) < volumeBound(ps, d)) {
+			rt.Fatalf("exact %d, greedy %d, volume bound %d", len(e), len(g), volumeBound(ps, d))
+		}
+		for _, bin := range slices.Concat(g, e) {
+			if _, err := newPatternCache().place(ps.board, ps, bin); err != nil {
+				rt.Fatalf("bin %v: %v", bin, err)
+			}
+		}
+	})
+}
+
+// perturb draws the policy and per-tenant knobs the generator leaves fixed: allowed modes, the
+// burst pool, a canary, energy classes, redundancy, fixed replicas, caps and reservations.
+func perturb(rt *rapid.T, pool *v1.Pool) {
+	modes := [][]v1.Mode{
+		{v1.ModeExclusive, v1.ModeMIG, v1.ModeMPS, v1.ModeTimeSlice},
+		{v1.ModeExclusive, v1.ModeMIG},
+		{v1.ModeMIG, v1.ModeMPS},
+		{v1.ModeExclusive, v1.ModeMPS, v1.ModeTimeSlice},
+	}
+	pool.Policy.AllowedModes = rapid.SampledFrom(modes).Draw(rt, "modes")
+	burst := rapid.IntRange(0, 30).Draw(rt, "burst")
+	pool.Policy.BurstPoolPercent = &burst
+	if (len(pool.Fleet.Nodes) > 1 || pool.Fleet.Nodes[0].GPUs[0].Count > 1) && rapid.Bool().Draw(rt, "canary") {
+		pool.Policy.CanaryGPUs = []v1.GPURef{{Node: "node-0", Index: 0}}
+	}
+	energies := []v1.EnergyClass{v1.EnergyPerformance, v1.EnergyBalanced, v1.EnergyEfficiency}
+	for i := range pool.Tenants {
+		t := &pool.Tenants[i]
+		t.EnergyClass = rapid.SampledFrom(energies).Draw(rt, "energy")
+		t.Redundancy = rapid.IntRange(0, 4).Draw(rt, "redundancy") == 0
+		switch rapid.IntRange(0, 5).Draw(rt, "count") {
+		case 0:
+			n := rapid.IntRange(1, 3).Draw(rt, "replicas")
+			t.Replicas = &n
+		case 1:
+			c := rapid.IntRange(1, 3).Draw(rt, "cap")
+			t.Cap = &c
+		case 2:
+			t.Reservation = rapid.IntRange(1, 2).Draw(rt, "reservation")
+		}
+	}
+}
+
+// A tenant whose model is a directory is planned from the model the caller loaded; without it
+// Build says which tenant lacks one.
+func TestModelDirFromOptions(t *testing.T) {
+	pool := smallPool(v1.Tenant{Name: "ft", Model: v1.Model{Dir: "models/ft"}, Traffic: v1.Traffic{RPS: 1}})
+	if _, err := Build(pool, Options{}); err == nil || !strings.Contains(err.Error(), "tenant ft") {
+		t.Fatalf("err = %v", err)
+	}
+	a, err := llm.Lookup("qwen2.5-1.5b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := Build(pool, Options{Models: map[string]llm.Model{"ft": llm.FromArch(a)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPlan(pool, pl); err != nil || pl.Tenants[0].Infeasible {
+		t.Fatalf("err %v, tenant %+v", err, pl.Tenants[0])
+	}
+}
+
+// The LP relaxation solves on the example (24 tenants, a few hundred columns), and as the
+// optimum of a relaxation that every volume price is dual-feasible for, it is at least the
+// Lagrangian volume bound: 4 whole GPUs for the 70B tenants plus at least 4 for the rest.
+func TestLPBound(t *testing.T) {
+	pool := loadPool(t, "../../examples/h100x8-mixed.yaml")
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.evaluate()
+	p.choose(true)
+	lp, ok := p.lpBound()
+	if !ok || lp < p.volumeBound() || lp != 8 {
+		t.Errorf("LP bound %d (solved %v), volume bound %d; want 8", lp, ok, p.volumeBound())
+	}
+}

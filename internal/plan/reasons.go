@@ -1,0 +1,216 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/llm"
+)
+
+func timeDur(n int) time.Duration { return time.Duration(max(n, 0)) }
+
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
+func gib(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/float64(llm.GiB)) }
+
+func (tn *tenant) describeModel() string {
+	q := tn.choiceQuant()
+	return fmt.Sprintf("%s %s", tn.model.Arch.Name, q)
+}
+
+func (tn *tenant) choiceQuant() llm.Quantization {
+	for _, c := range tn.cands {
+		if c.ev != nil && c.ev.fit.Memory.Quantization != "" {
+			return c.ev.fit.Memory.Quantization
+		}
+	}
+	return tn.llmOpt.Quantization
+}
+
+// tenantReasons explains a served tenant in the four steps: memory, compute, SLO shape and
+// isolation, fairness; then the rejected alternatives.
+func (p *planner) tenantReasons(tn *tenant) []v1.Reason {
+	c := tn.choice
+	var out []v1.Reason
+	out = append(out, p.memoryReason(tn))
+	out = append(out, p.computeReason(tn))
+	out = append(out, shapeReason(tn))
+	if tn.t.Replicas != nil {
+		out = append(out, v1.NewReason(v1.ReasonFixedReplicas, "replicas fixed at %d by the pool, not sized from traffic", *tn.t.Replicas))
+	}
+	if tn.t.Redundancy {
+		out = append(out, v1.NewReason(v1.ReasonRedundancy, "one replica beyond the load (%d in all), kept on another GPU", c.replicas))
+	}
+	if e := energyOf(tn.t); e != v1.EnergyBalanced {
+		out = append(out, v1.NewReason(v1.ReasonEnergyClass, "energy class %s: shares GPUs only with %s tenants (clocks are per GPU)", e, e))
+	}
+	if code, msg := p.exclusions(tn); code != "" && code != out[2].Code {
+		out = append(out, v1.NewReason(code, "%s", msg))
+	}
+	return append(out, rejected(tn, 3)...)
+}
+
+// memoryReason is step 1: what the model needs and the smallest slice that holds it.
+func (p *planner) memoryReason(tn *tenant) v1.Reason {
+	c := tn.choice
+	m := c.ev.fit.Memory
+	var smallest *cand
+	for _, x := range tn.cands {
+		if x.board != c.board || x.ev == nil || !x.ev.fit.Fits {
+			continue
+		}
+		if smallest == nil || x.ev.fit.Slice.MemoryBytes < smallest.ev.fit.Slice.MemoryBytes {
+			smallest = x
+		}
+	}
+	work := m.Activations + m.NonTorch + m.CUDAGraphs
+	msg := fmt.Sprintf("%s needs %s of weights + %s of KV cache (%d tokens) + %s of workspace; the smallest slice of %s that holds it is %s (%s)",
+		tn.describeModel(), gib(m.Weights), gib(m.KVCache), m.KVTokens, gib(work), c.board.Name, smallest.label(), gib(smallest.ev.fit.Slice.MemoryBytes))
+	code := v1.ReasonMemoryBound
+	if float64(c.ev.fit.Slice.MemoryBytes) > 1.01*float64(smallest.ev.fit.Slice.MemoryBytes) {
+		code = v1.ReasonComputeBound
+		msg += fmt.Sprintf("; %s (%s) was chosen for compute", c.label(), gib(c.ev.fit.Slice.MemoryBytes))
+	}
+	if len(tn.notes) > 0 {
+		msg += "; " + strings.Join(tn.notes, "; ")
+	}
+	return v1.NewReason(code, "%s", msg)
+}
+
+// computeReason is step 2: the rate one replica sustains within the SLO and the replicas needed.
+func (p *planner) computeReason(tn *tenant) v1.Reason {
+	c := tn.choice
+	r := c.ev.rate
+	msg := fmt.Sprintf("one replica on %s %s sustains %.3g req/s of %d+%d tokens within %s (p99 TTFT %s, TPOT %s; above it %s binds); %.3g req/s needs %d replica(s) = %.3f GPU-equivalents",
+		c.board.Name, c.label(), r.RequestsPerSec, tn.work.InputTokens, tn.work.OutputTokens, describeSLO(tn), roundDur(r.TTFT), roundDur(r.TPOT),
+		limitName(string(r.Limit)), tn.t.Traffic.RPS, c.replicas, c.cost)
+	for _, x := range tn.feasible {
+		if x != c {
+			msg += fmt.Sprintf("; next cheapest: %s on %s, %d replica(s) = %.3f", x.label(), x.board.Name, x.replicas, x.cost)
+			break
+		}
+	}
+	return v1.NewReason(v1.ReasonComputeBound, "%s", msg)
+}
+
+func limitName(l string) string {
+	if l == "" {
+		return "nothing"
+	}
+	return l
+}
+
+func describeSLO(tn *tenant) string {
+	var parts []string
+	if tn.slo.TTFT > 0 {
+		parts = append(parts, "TTFT ≤ "+tn.slo.TTFT.String())
+	}
+	if tn.slo.TPOT > 0 {
+		parts = append(parts, "TPOT ≤ "+roundDur(tn.slo.TPOT).String())
+	}
+	if len(parts) == 0 {
+		return "no SLO"
+	}
+	return "the SLO (" + strings.Join(parts, ", ") + ")"
+}
+
+// shapeReason is step 3: why this kind of slice (isolation, SLO shape, frequency).
+func shapeReason(tn *tenant) v1.Reason {
+	c := tn.choice
+	switch {
+	case c.kind == v1.SliceTimeSlice || c.kind == v1.SliceMIGTimeSlice:
+		return v1.NewReason(v1.ReasonLowFrequency, "low-frequency shared tenant: time-sliced 1/%d with other low-frequency tenants (no memory or fault isolation; memory capped at %s)", c.share, gib(c.ev.capBytes))
+	case c.kind == v1.SliceMPS || c.kind == v1.SliceMIGMPS:
+		return v1.NewReason(v1.ReasonTrustGroup, "MPS share 1/%d (%d%% of SMs, %s pinned memory) shared only within %s: MPS gives no fault or bandwidth isolation",
+			c.share, c.ev.smPct, gib(c.ev.capBytes), groupText(tn.group))
+	case isolationOf(tn.t) == v1.IsolationHard:
+		return v1.NewReason(v1.ReasonIsolationHard, "isolation hard: %s that no other tenant shares", c.label())
+	}
+	return v1.NewReason(v1.ReasonSLOShapeUniform, "an unshared %s: no neighbour adds latency, so the SLO holds at every load up to the rate above", c.label())
+}
+
+func groupText(g string) string {
+	switch {
+	case g == "shared":
+		return "the shared tier"
+	case strings.HasPrefix(g, "soft:"):
+		return fmt.Sprintf("trust group %q", strings.TrimPrefix(g, "soft:"))
+	}
+	return "the tenant's own replicas"
+}
+
+// rejected lists up to n rejected alternatives on the chosen board, smallest first, with costs.
+func rejected(tn *tenant, n int) []v1.Reason {
+	var rej []*cand
+	for _, x := range tn.cands {
+		if x.reject != "" && (tn.choice == nil || x.board == tn.choice.board) {
+			rej = append(rej, x)
+		}
+	}
+	slices.SortStableFunc(rej, func(a, b *cand) int {
+		fa, fb := a.unitFrac/float64(a.share), b.unitFrac/float64(b.share)
+		switch {
+		case fa < fb:
+			return 1
+		case fa > fb:
+			return -1
+		}
+		return 0
+	})
+	var out []v1.Reason
+	for _, x := range rej {
+		if len(out) == n {
+			break
+		}
+		out = append(out, v1.NewReason(x.reject, "rejected %s on %s (%.3f GPU per replica): %s", x.label(), x.board.Name, x.unitFrac/float64(x.share), x.why))
+	}
+	return out
+}
+
+// infeasibleReasons explains a tenant no candidate serves.
+func (p *planner) infeasibleReasons(tn *tenant) []v1.Reason {
+	counts := map[v1.ReasonCode]int{}
+	for _, c := range tn.cands {
+		counts[c.reject]++
+	}
+	var out []v1.Reason
+	switch {
+	case len(tn.cands) == 0:
+		code, msg := p.exclusions(tn)
+		if code == "" {
+			code, msg = v1.ReasonModeNotAllowed, "no slice kind is allowed"
+		}
+		out = append(out, v1.NewReason(code, "no slice kind the tenant may use: %s", msg))
+	case counts[v1.ReasonNoFit] == len(tn.cands):
+		out = append(out, p.noFitReason(tn))
+	case counts[v1.ReasonSLOUnmet] > 0:
+		out = append(out, v1.NewReason(v1.ReasonSLOUnmet, "no allowed slice meets %s for %d+%d-token requests at %.3g req/s",
+			describeSLO(tn), tn.work.InputTokens, tn.work.OutputTokens, tn.t.Traffic.RPS))
+	default:
+		out = append(out, v1.NewReason(v1.ReasonOverCap, "every slice that holds the model needs more replicas than cap allows"))
+	}
+	return append(out, rejected(tn, 4)...)
+}
+
+// noFitReason says how far the model is from fitting the largest slice.
+func (p *planner) noFitReason(tn *tenant) v1.Reason {
+	var best *cand
+	for _, c := range tn.cands {
+		if c.ev != nil && (best == nil || c.ev.fit.Slice.MemoryBytes > best.ev.fit.Slice.MemoryBytes) {
+			best = c
+		}
+	}
+	if best == nil {
+		return v1.NewReason(v1.ReasonNoFit, "the model fits no allowed slice")
+	}
+	m := best.ev.fit.Memory
+	budget := float64(best.ev.fit.Slice.MemoryBytes) * llm.DefaultUtilization
+	gpus := int(math.Ceil(float64(m.Budget()) / budget))
+	return v1.NewReason(v1.ReasonNoFit,
+		"%s needs %s of weights (%s with KV cache and workspace): no slice of %s holds it (the largest, %s, has %s); %d GPUs per replica would be needed, and tensor parallelism across GPUs is not planned — quantize (fp8, int4) or shorten maxContext",
+		tn.describeModel(), gib(m.Weights), gib(m.Budget()), best.board.Name, best.label(), gib(best.ev.fit.Slice.MemoryBytes), max(gpus, 2))
+}

@@ -1,0 +1,241 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/gpu"
+)
+
+// signature is what changing a GPU disturbs: its mode and, under MIG, the multiset of instances
+// with their sharing. Tenants moving between equal slices is a pod move, not a GPU change.
+func signature(mode v1.Mode, insts []v1.PlanInstance) string {
+	parts := []string{string(mode)}
+	for _, in := range insts {
+		s := in.Sharing.Mode
+		if s == "" {
+			s = v1.SharingNone
+		}
+		parts = append(parts, in.Profile+"/"+string(s))
+	}
+	slices.Sort(parts[1:])
+	return strings.Join(parts, " ")
+}
+
+func (g *gpuPlan) signature() string {
+	var insts []v1.PlanInstance
+	for _, pi := range g.insts {
+		in := v1.PlanInstance{Profile: pi.in.Profile, Start: pi.in.Start}
+		if pi.u != nil {
+			in.Sharing.Mode = sharingOf(pi.u.c.kind)
+		}
+		insts = append(insts, in)
+	}
+	mode := g.mode
+	if mode == "" {
+		mode = "none"
+	}
+	return signature(mode, insts)
+}
+
+func (g *gpuPlan) busy() bool { return len(g.units()) > 0 }
+
+// alignTo moves the planned GPU configurations between GPUs of the same board so that as many
+// GPUs as possible keep the configuration they have in cur (a MIG change drains the GPU): a busy
+// configuration goes first to a GPU that already has it, then to a GPU that runs nothing now;
+// matched MIG GPUs keep their current instance starts. Canary GPUs stay where they are.
+func (p *planner) alignTo(cur *v1.Plan) {
+	current := map[v1.GPURef]v1.PlanGPU{}
+	for _, g := range cur.GPUs {
+		current[g.Ref()] = g
+	}
+	for _, b := range p.boards {
+		var slots []int // indices into p.gpus of the board's non-canary GPUs
+		var contents []*gpuPlan
+		for i, g := range p.gpus {
+			if g.fg.board == b && !g.fg.canary {
+				slots = append(slots, i)
+				contents = append(contents, g)
+			}
+		}
+		p.assignContents(b, slots, contents, current)
+	}
+}
+
+func (p *planner) assignContents(b *gpu.Board, slots []int, contents []*gpuPlan, current map[v1.GPURef]v1.PlanGPU) {
+	taken := make([]bool, len(slots))
+	placed := make([]bool, len(contents))
+	out := make([]*gpuPlan, len(slots))
+	put := func(ci, si int) {
+		c := contents[ci]
+		c.fg = p.fleet[slots[si]]
+		out[si], taken[si], placed[ci] = c, true, true
+	}
+	curSig := func(si int) (string, bool) {
+		g, ok := current[p.fleet[slots[si]].ref]
+		return signature(g.Mode, g.Instances), ok && hasReplicas(g)
+	}
+	// 1. busy configurations onto GPUs that have them now.
+	for ci, c := range contents {
+		if !c.busy() {
+			continue
+		}
+		for si := range slots {
+			if s, busy := curSig(si); !taken[si] && busy && s == c.signature() {
+				put(ci, si)
+				c.adoptStarts(b, current[c.fg.ref])
+				break
+			}
+		}
+	}
+	// 2. other busy configurations onto GPUs that run nothing now, then anywhere; 3. the rest.
+	for _, pass := range []func(int) bool{
+		func(si int) bool { _, busy := curSig(si); return !busy },
+		func(int) bool { return true },
+	} {
+		for ci, c := range contents {
+			if placed[ci] || !c.busy() {
+				continue
+			}
+			for si := range slots {
+				if !taken[si] && pass(si) {
+					put(ci, si)
+					break
+				}
+			}
+		}
+	}
+	for ci := range contents {
+		if placed[ci] {
+			continue
+		}
+		for si := range slots {
+			if !taken[si] {
+				put(ci, si)
+				break
+			}
+		}
+	}
+	for si, g := range out {
+		p.gpus[slots[si]] = g
+	}
+}
+
+// adoptStarts gives a MIG GPU the instance starts it has now when its profiles and sharing match,
+// so that nothing on it changes.
+func (g *gpuPlan) adoptStarts(b *gpu.Board, cur v1.PlanGPU) {
+	if g.mode != v1.ModeMIG || len(cur.Instances) != len(g.insts) {
+		return
+	}
+	var l gpu.Layout
+	used := make([]bool, len(cur.Instances))
+	next := slices.Clone(g.insts)
+	for i, pi := range g.insts {
+		want := v1.SharingNone
+		if pi.u != nil {
+			want = sharingOf(pi.u.c.kind)
+		}
+		for j, in := range cur.Instances {
+			s := in.Sharing.Mode
+			if s == "" {
+				s = v1.SharingNone
+			}
+			if want == "" {
+				want = v1.SharingNone
+			}
+			if !used[j] && in.Profile == pi.in.Profile && s == want {
+				used[j] = true
+				next[i].in = gpu.Instance{Profile: in.Profile, Start: in.Start}
+				l = append(l, next[i].in)
+				break
+			}
+		}
+	}
+	if len(l) == len(g.insts) && b.Validate(l) == nil {
+		slices.SortFunc(next, func(x, y placedInst) int { return x.in.Start - y.in.Start })
+		g.insts = next
+	}
+}
+
+// Step is one GPU change of a migration from a current plan to a new one.
+type Step struct {
+	// Wave numbers the steps that may run at once: at most policy.maxUnavailable busy GPUs
+	// are drained in one wave.
+	Wave int `json:"wave"`
+	// GPU is the GPU changed.
+	GPU v1.GPURef `json:"gpu"`
+	// From and To describe its mode and MIG instances before and after.
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Drain is set when the GPU runs replicas now, which must be moved off first (cordon, drain,
+	// reconfigure, verify, uncordon).
+	Drain bool `json:"drain"`
+}
+
+// Migration lists the GPUs whose mode or MIG layout differs between cur and next, in waves: GPUs
+// that run nothing now first (new capacity comes up without disturbing anyone), then busy GPUs,
+// at most maxUnavailable of them per wave, in fleet order.
+func Migration(cur, next *v1.Plan, maxUnavailable int) []Step {
+	maxUnavailable = max(maxUnavailable, 1)
+	before := map[v1.GPURef]v1.PlanGPU{}
+	for _, g := range cur.GPUs {
+		before[g.Ref()] = g
+	}
+	var idle, busy []Step
+	for _, g := range next.GPUs {
+		old, ok := before[g.Ref()]
+		from := signature(old.Mode, old.Instances)
+		if !ok {
+			from = "absent"
+		}
+		to := signature(g.Mode, g.Instances)
+		if ok && from == to && layoutText(old) == layoutText(g) {
+			continue
+		}
+		s := Step{GPU: g.Ref(), From: describeGPU(old, ok), To: describeGPU(g, true), Drain: ok && hasReplicas(old)}
+		if s.Drain {
+			busy = append(busy, s)
+		} else {
+			idle = append(idle, s)
+		}
+	}
+	wave := 0
+	if len(idle) > 0 {
+		wave = 1
+		for i := range idle {
+			idle[i].Wave = wave
+		}
+	}
+	for i := range busy {
+		busy[i].Wave = wave + 1 + i/maxUnavailable
+	}
+	return append(idle, busy...)
+}
+
+func layoutText(g v1.PlanGPU) string {
+	var parts []string
+	for _, in := range g.Instances {
+		parts = append(parts, fmt.Sprintf("%s@%d/%s", in.Profile, in.Start, in.Sharing.Mode))
+	}
+	return strings.Join(parts, " ")
+}
+
+func describeGPU(g v1.PlanGPU, ok bool) string {
+	if !ok {
+		return "absent"
+	}
+	if g.Mode != v1.ModeMIG {
+		return string(g.Mode)
+	}
+	parts := []string{"mig"}
+	for _, in := range g.Instances {
+		s := in.Profile + "@" + fmt.Sprint(in.Start)
+		if in.Sharing.Mode != "" && in.Sharing.Mode != v1.SharingNone {
+			s += "+" + string(in.Sharing.Mode)
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, " ")
+}

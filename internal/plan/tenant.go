@@ -1,0 +1,177 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/llm"
+	"gpupool.dev/gpupool/internal/perf"
+)
+
+// Request shape assumed when a tenant's traffic gives no token counts.
+const (
+	defaultInputTokens  = 512
+	defaultOutputTokens = 256
+)
+
+// tenant is one pool tenant as the planner sees it.
+type tenant struct {
+	idx    int
+	t      v1.Tenant
+	model  llm.Model
+	modKey string // identifies the model for the evaluation cache
+	llmOpt llm.Options
+	perfM  *perf.Model
+	work   perf.Workload
+	slo    perf.SLO
+	group  string // who it may share an MPS or time-sliced slice with ("" : nobody)
+	notes  []string
+
+	cands    []*cand // every candidate evaluated, feasible or not
+	feasible []*cand // the feasible ones, cheapest first
+	choice   *cand
+	infeas   []v1.Reason // set when the tenant cannot be (fully) served
+}
+
+func newTenant(i int, t v1.Tenant, models map[string]llm.Model, po perf.Options) (*tenant, error) {
+	tn := &tenant{idx: i, t: t}
+	switch {
+	case t.Model.Dir != "":
+		m, ok := models[t.Name]
+		if !ok {
+			return nil, fmt.Errorf("build plan: tenant %s: model.dir %q was not loaded (pass it in Options.Models)", t.Name, t.Model.Dir)
+		}
+		tn.model, tn.modKey = m, "dir:"+t.Name
+	default:
+		a, err := llm.Lookup(t.Model.Name)
+		if err != nil {
+			return nil, fmt.Errorf("build plan: tenant %s: %w", t.Name, err)
+		}
+		tn.model, tn.modKey = llm.FromArch(a), "catalog:"+a.Name
+	}
+	kv := t.Model.KVCacheDtype
+	if kv == "" {
+		kv = llm.KVCacheAuto
+	}
+	elem, err := llm.KVElemBytes(kv)
+	if err != nil {
+		return nil, fmt.Errorf("build plan: tenant %s: %w", t.Name, err)
+	}
+	tn.llmOpt = llm.Options{Quantization: t.Model.Quantization, KVCacheDType: kv, Context: t.MaxContext,
+		Concurrency: t.Concurrency, MaxNumSeqs: t.Concurrency}
+	q := t.Model.Quantization
+	if q == "" {
+		if mem, err := llm.Estimate(tn.model, llm.Options{KVCacheDType: kv}); err == nil {
+			q = mem.Quantization
+		}
+	}
+	po.KVElemBytes = elem
+	if t.Concurrency > 0 {
+		po.MaxSeqs = t.Concurrency
+	}
+	if tn.perfM, err = perf.New(tn.model.Arch, q, po); err != nil {
+		return nil, fmt.Errorf("build plan: tenant %s: %w", t.Name, err)
+	}
+	tn.work = perf.Workload{InputTokens: t.Traffic.InputTokens, OutputTokens: t.Traffic.OutputTokens}
+	if tn.work.InputTokens <= 0 || tn.work.OutputTokens <= 0 {
+		tn.work.InputTokens = cmpOr(tn.work.InputTokens, defaultInputTokens)
+		tn.work.OutputTokens = cmpOr(tn.work.OutputTokens, defaultOutputTokens)
+		tn.notes = append(tn.notes, fmt.Sprintf("traffic gives no token counts: sized for %d prompt and %d output tokens",
+			tn.work.InputTokens, tn.work.OutputTokens))
+	}
+	tn.slo = sloTargets(t.SLO, tn.work.OutputTokens)
+	tn.group = sharingGroup(t)
+	return tn, nil
+}
+
+func cmpOr(v, d int) int {
+	if v > 0 {
+		return v
+	}
+	return d
+}
+
+// sloTargets turns the tenant's p99 targets into the TTFT and TPOT targets the performance model
+// checks. An end-to-end target E is split: TTFT ≤ min(ttft, E/4 when ttft is unset) and
+// TPOT ≤ (E − TTFT)/(O − 1). Meeting both p99 targets bounds the end-to-end p99 by their sum
+// (conservative: a sum of p99s is at least the p99 of the sum).
+func sloTargets(s v1.SLO, out int) perf.SLO {
+	var r perf.SLO
+	if s.TTFTP99 != nil {
+		r.TTFT = s.TTFTP99.Std()
+	}
+	if s.TPOTP99 != nil {
+		r.TPOT = s.TPOTP99.Std()
+	}
+	if s.E2EP99 == nil {
+		return r
+	}
+	e := s.E2EP99.Std()
+	if r.TTFT == 0 {
+		r.TTFT = e / 4
+	}
+	rest := e - r.TTFT
+	if out > 1 {
+		per := rest / time.Duration(out-1)
+		if r.TPOT == 0 || per < r.TPOT {
+			r.TPOT = max(per, time.Microsecond)
+		}
+	}
+	return r
+}
+
+// sharingGroup is the key of the tenants a tenant may share an MPS or time-sliced slice with:
+//
+//	hard    "" — nobody (its slices are whole GPUs and unshared MIG instances)
+//	soft    "soft:<path>" — its trust group, the tenants with the same non-empty path; a soft
+//	        tenant without a path is its own group, "solo:<name>"
+//	shared  "shared" — every shared tenant (time-slicing only among low-frequency ones)
+func sharingGroup(t v1.Tenant) string {
+	switch isolationOf(t) {
+	case v1.IsolationHard:
+		return ""
+	case v1.IsolationShared:
+		return "shared"
+	}
+	if t.Path == "" {
+		return "solo:" + t.Name
+	}
+	return "soft:" + t.Path
+}
+
+// demandReplicas is how many replicas a slice that sustains rate req/s needs: ceil(rps / rate)
+// (at least 1), or the fixed count; plus one for redundancy; at least the reservation. It returns
+// 0 when the traffic cannot be carried (rate 0).
+func demandReplicas(t v1.Tenant, rate float64) int {
+	var n int
+	switch {
+	case t.Replicas != nil:
+		n = *t.Replicas
+	case t.Traffic.RPS <= 0:
+		n = 1
+	case rate <= 0:
+		return 0
+	default:
+		n = max(1, int(math.Ceil(t.Traffic.RPS/rate-1e-9)))
+	}
+	if t.Redundancy {
+		n++
+	}
+	return max(n, t.Reservation)
+}
+
+func energyOf(t v1.Tenant) v1.EnergyClass {
+	if t.EnergyClass == "" {
+		return v1.DefaultEnergyClass
+	}
+	return t.EnergyClass
+}
+
+func isolationOf(t v1.Tenant) v1.Isolation {
+	if t.Isolation == "" {
+		return v1.DefaultIsolation
+	}
+	return t.Isolation
+}

@@ -1,0 +1,313 @@
+package render
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// DevicePluginConfigMap is the name of the ConfigMap holding every node's device-plugin config;
+// point the device plugin (helm value config.name) at it.
+const DevicePluginConfigMap = "gpupool-device-plugin-configs"
+
+// Node pools, the values of the gpupool.dev/pool label.
+const (
+	PoolExclusive = "gpu-exclusive"
+	PoolMIG       = "gpu-mig"
+	PoolMIGShared = "gpu-mig-shared"
+	PoolTimeSlice = "gpu-timeslice"
+	PoolMPS       = "gpu-mps"
+)
+
+// DevicePluginConfig is one k8s-device-plugin config file (version v1), as the plugin's README
+// documents it.
+type DevicePluginConfig struct {
+	Version string             `json:"version"`
+	Flags   DevicePluginFlags  `json:"flags"`
+	Sharing *DevicePluginShare `json:"sharing,omitempty"`
+}
+
+// DevicePluginFlags are the plugin flags the artifacts set.
+type DevicePluginFlags struct {
+	MigStrategy string `json:"migStrategy"`
+}
+
+// DevicePluginShare is the sharing section: time-slicing or MPS, never both.
+type DevicePluginShare struct {
+	TimeSlicing *ReplicatedResources `json:"timeSlicing,omitempty"`
+	MPS         *ReplicatedResources `json:"mps,omitempty"`
+}
+
+// ReplicatedResources lists the resources the plugin hands out as several references.
+type ReplicatedResources struct {
+	RenameByDefault            bool                 `json:"renameByDefault"`
+	FailRequestsGreaterThanOne bool                 `json:"failRequestsGreaterThanOne,omitempty"`
+	Resources                  []ReplicatedResource `json:"resources"`
+}
+
+// ReplicatedResource is one resource name and its references per device.
+type ReplicatedResource struct {
+	Name     string `json:"name"`
+	Replicas int    `json:"replicas"`
+}
+
+// strategy is how the device plugin must hand out one device.
+type strategy string
+
+const (
+	stratNone strategy = "none"         // one pod owns the device
+	stratTS   strategy = "time-slicing" // N references by time-slicing replication
+	stratMPS  strategy = "mps"          // N references through the plugin's MPS daemon
+)
+
+type want struct {
+	strat strategy
+	n     int
+}
+
+// wantOf says how the device must be handed out; ok is false for a device without replicas,
+// which constrains nothing.
+func wantOf(d *device) (want, bool) {
+	if len(d.replicas) == 0 {
+		return want{}, false
+	}
+	switch d.kind {
+	case v1.SliceTimeSlice, v1.SliceMIGTimeSlice:
+		n := 0
+		for _, r := range d.replicas {
+			n += max(1, r.Limits.TimeSliceReplicas)
+		}
+		return want{stratTS, n}, true
+	case v1.SliceMIGMPS: // references by replication; MPS itself is run by the gpupool agent
+		return want{stratTS, len(d.replicas)}, true
+	case v1.SliceMPS:
+		return want{stratMPS, len(d.replicas)}, true
+	}
+	return want{stratNone, 1}, true
+}
+
+// devicePluginConfig builds the node's config and records what it cannot express.
+func (m *model) devicePluginConfig(n *node) DevicePluginConfig {
+	byRes := map[string][]*device{}
+	var names []string
+	for _, g := range n.gpus {
+		for _, d := range g.devices {
+			if _, ok := byRes[d.baseResource()]; !ok {
+				names = append(names, d.baseResource())
+			}
+			byRes[d.baseResource()] = append(byRes[d.baseResource()], d)
+		}
+	}
+	sort.Strings(names)
+	shared := map[strategy][]ReplicatedResource{}
+	for _, res := range names {
+		w, ok := m.resourceWant(n.name, res, byRes[res])
+		if !ok || w.strat == stratNone {
+			continue
+		}
+		shared[w.strat] = append(shared[w.strat], ReplicatedResource{Name: res, Replicas: w.n})
+		m.checkPairing(n.name, res, byRes[res])
+		m.noteUnused(n.name, res, w, byRes[res])
+	}
+	cfg := DevicePluginConfig{Version: "v1", Flags: DevicePluginFlags{MigStrategy: "mixed"}}
+	switch {
+	case len(shared[stratTS]) > 0 && len(shared[stratMPS]) > 0:
+		m.problem(n.name, "", "the plan time-slices %s and MPS-shares %s, but the device plugin's time-slicing and "+
+			"MPS are mutually exclusive on a node; the node's config shares nothing, so pods asking for "+
+			"shared resources there stay Pending", resNames(shared[stratTS]), resNames(shared[stratMPS]))
+	case len(shared[stratTS]) > 0:
+		cfg.Sharing = &DevicePluginShare{TimeSlicing: &ReplicatedResources{RenameByDefault: true,
+			FailRequestsGreaterThanOne: true, Resources: shared[stratTS]}}
+	case len(shared[stratMPS]) > 0:
+		cfg.Sharing = &DevicePluginShare{MPS: &ReplicatedResources{RenameByDefault: true, Resources: shared[stratMPS]}}
+	}
+	return cfg
+}
+
+// resourceWant merges the wants of every device of one resource on a node: the plugin applies
+// one setting to all of them. ok is false when they disagree (a problem) or none has replicas.
+func (m *model) resourceWant(nodeName, res string, devs []*device) (want, bool) {
+	var got []want
+	var where [][]string
+	for _, d := range devs {
+		w, ok := wantOf(d)
+		if !ok {
+			continue
+		}
+		i := slices.Index(got, w)
+		if i < 0 {
+			got = append(got, w)
+			where = append(where, nil)
+			i = len(got) - 1
+		}
+		where[i] = append(where[i], d.where())
+	}
+	if len(got) == 0 {
+		return want{}, false
+	}
+	if len(got) > 1 {
+		parts := make([]string, len(got))
+		for i, w := range got {
+			parts[i] = fmt.Sprintf("%s (%s)", describeWant(w), strings.Join(where[i], ", "))
+		}
+		m.problem(nodeName, res, "the plan wants %s, but the device plugin applies one sharing setting to every "+
+			"device of a resource on a node; the resource is not shared, so pods asking for %s.shared there stay Pending",
+			strings.Join(parts, " and "), res)
+		return want{}, false
+	}
+	return got[0], true
+}
+
+func describeWant(w want) string {
+	if w.strat == stratNone {
+		return "one pod per device"
+	}
+	return fmt.Sprintf("%d references per device by %s", w.n, w.strat)
+}
+
+// checkPairing: Kubernetes hands out references of any device of a resource, so when several
+// shared devices of one resource on a node hold different tenants, the pairing is not the plan's.
+// That is a problem when a tenant among them shares only within its trust group.
+func (m *model) checkPairing(nodeName, res string, devs []*device) {
+	var sets []string
+	paths := map[string]bool{}
+	strict := false
+	for _, d := range devs {
+		if len(d.replicas) == 0 {
+			continue
+		}
+		var ts []string
+		for _, r := range d.replicas {
+			ts = append(ts, r.Tenant)
+			t := m.tenants[r.Tenant]
+			paths[t.Path] = true
+			strict = strict || t.Isolation != v1.IsolationShared
+		}
+		sort.Strings(ts)
+		ts = slices.Compact(ts)
+		if s := strings.Join(ts, ","); !slices.Contains(sets, s) {
+			sets = append(sets, s)
+		}
+	}
+	if len(sets) < 2 {
+		return
+	}
+	msg := fmt.Sprintf("the plan shares %d devices among different tenants (%s); Kubernetes hands out "+
+		"references of any of them, so which tenants end up together is the device plugin's choice",
+		len(devs), strings.Join(sets, " | "))
+	if strict && len(paths) > 1 {
+		m.problem(nodeName, res, "%s, which may put tenants of different trust groups together", msg)
+		return
+	}
+	m.notes = append(m.notes, fmt.Sprintf("node %s: %s: %s.", nodeName, res, msg))
+}
+
+// noteUnused notes devices without replicas that the shared setting of their resource also
+// covers (idle, burst and empty devices are advertised as references too).
+func (m *model) noteUnused(nodeName, res string, w want, devs []*device) {
+	var idle []string
+	for _, d := range devs {
+		if len(d.replicas) == 0 {
+			idle = append(idle, d.where())
+		}
+	}
+	if len(idle) > 0 {
+		m.notes = append(m.notes, fmt.Sprintf("node %s: %s is shared with %s, so devices without replicas "+
+			"(%s) are advertised as %s references too.", nodeName, res, describeWant(w), strings.Join(idle, ", "), res+".shared"))
+	}
+}
+
+func resNames(rs []ReplicatedResource) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = r.Name
+	}
+	return strings.Join(s, ", ")
+}
+
+// nodePool names the node's pool by the most shared kind among its devices with replicas.
+func nodePool(n *node) string {
+	rank := map[v1.SliceKind]int{v1.SliceExclusive: 0, v1.SliceMIG: 1, v1.SliceMIGMPS: 2, v1.SliceMIGTimeSlice: 2,
+		v1.SliceTimeSlice: 3, v1.SliceMPS: 4}
+	best := v1.SliceExclusive
+	for _, g := range n.gpus {
+		for _, d := range g.devices {
+			if len(d.replicas) > 0 && rank[d.kind] > rank[best] {
+				best = d.kind
+			}
+		}
+	}
+	return slicePool(best)
+}
+
+// slicePool is the node pool a slice kind belongs to.
+func slicePool(k v1.SliceKind) string {
+	switch k {
+	case v1.SliceMIG:
+		return PoolMIG
+	case v1.SliceMIGMPS, v1.SliceMIGTimeSlice:
+		return PoolMIGShared
+	case v1.SliceTimeSlice:
+		return PoolTimeSlice
+	case v1.SliceMPS:
+		return PoolMPS
+	}
+	return PoolExclusive
+}
+
+func devicePluginArtifacts(m *model) ([]Artifact, error) {
+	cm := corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: DevicePluginConfigMap, Labels: managedLabels()}, Data: map[string]string{}}
+	var out []Artifact
+	for _, n := range m.nodes {
+		cfg := m.devicePluginConfig(n)
+		m.checkMPSShares(n)
+		data, err := yaml.Marshal(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("render device-plugin config: node %s: %w", n.name, err)
+		}
+		n.dpConfig = n.name
+		n.pool = nodePool(n)
+		cm.Data[n.name] = string(data)
+		head := "# k8s-device-plugin config for node " + n.name + " (key " + n.name + " of ConfigMap " +
+			DevicePluginConfigMap + ").\n"
+		if hasKind(n, v1.SliceMIGMPS) {
+			head += "# MIG instances shared by MPS are handed out as time-slicing references here; the device\n" +
+				"# plugin does not run MPS on MIG devices, so the gpupool agent runs one MPS daemon per\n" +
+				"# instance with the settings in mps/" + n.name + ".yaml.\n"
+		}
+		out = append(out, Artifact{Path: "device-plugin/" + n.name + ".yaml", Data: append([]byte(head), data...)})
+	}
+	data, err := yaml.Marshal(cm)
+	if err != nil {
+		return nil, fmt.Errorf("render device-plugin configmap: %w", err)
+	}
+	out = append(out, Artifact{Path: "device-plugin/configmap.yaml", Data: data})
+	labels, err := nodeLabelsArtifact(m)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, labels), nil
+}
+
+func hasKind(n *node, k v1.SliceKind) bool {
+	for _, g := range n.gpus {
+		for _, d := range g.devices {
+			if d.kind == k && len(d.replicas) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func managedLabels() map[string]string {
+	return map[string]string{"app.kubernetes.io/managed-by": "gpupool"}
+}

@@ -1,0 +1,119 @@
+// Package render turns a Plan into the files NVIDIA's and Kubernetes' own tools consume. It is
+// pure: Artifacts returns paths and bytes and writes nothing; the same plan and pool always give
+// the same artifacts, byte for byte, in path order.
+//
+// # Artifacts
+//
+//	README.md                    what each file is, how to apply it, the problems and notes below
+//	mig-parted/config.yaml       NVIDIA mig-parted config (version v1)
+//	mig-parted/configmap.yaml    the same as a ConfigMap (key config.yaml) for the GPU Operator's MIG manager
+//	node-labels.yaml             per node: nvidia.com/mig.config, nvidia.com/device-plugin.config, gpupool.dev/pool
+//	device-plugin/<node>.yaml    k8s-device-plugin config of the node
+//	device-plugin/configmap.yaml the same configs as one ConfigMap, keyed by node name
+//	mps/<node>.yaml              MPS daemons of the node (only nodes with MPS slices)
+//	vllm/<tenant>.yaml           vLLM arguments and MPS environment of every replica
+//	k8s/<tenant>.yaml            the tenant's Deployments (apps/v1), one YAML document each
+//	pool-map.svg                 every GPU as a row of its memory, replicas coloured by tenant
+//
+// The plan must pass v1.ValidatePlan against the pool (defaulted here on a copy); otherwise
+// Artifacts fails and returns nothing.
+//
+// # mig-parted
+//
+// The config holds `all-disabled` (MIG off on every GPU, also the way back) and one named config
+// per distinct node layout. A node's GPUs are grouped by (board, MIG mode, profile counts) into
+// entries with `devices: [indices]`, or `devices: all` when one group covers the node; MIG entries
+// carry the board's PCI ids as device-filter when the catalog knows them. Canary GPUs are in no
+// entry, so mig-parted, which only touches the GPUs an entry selects, leaves them as they are
+// (on a node of canaries only they get the plan's mode, since a config needs an entry). A node without MIG GPUs
+// gets `all-disabled`; any other node's config is named "gpupool-" plus 10 hex digits of the
+// SHA-256 of its encoded entries, so the nvidia.com/mig.config label changes exactly when the
+// layout does, and nodes with equal layouts share one config. The file passes `gpupool validate`
+// (migparted.Validate with no errors, on the catalog and on each board of the plan).
+//
+// mig-parted's mig-devices are counts: the start slices of the instances are chosen when they are
+// created (by mig-parted's creation order and the driver), not by the plan. Every count set is
+// checked to have a legal placement (gpu.Board.Place). When the plan's starts differ from those
+// Place chooses for the same counts, README.md says so for that GPU; nothing downstream depends on
+// starts, since Kubernetes hands out MIG devices by profile. The GPU Operator must run with
+// mig.strategy=mixed so instances are advertised as nvidia.com/mig-<profile>.
+//
+// # Device plugin
+//
+// Each node gets a config with `flags.migStrategy: mixed` and, when it shares devices, either
+// `sharing.timeSlicing` (renameByDefault and failRequestsGreaterThanOne true) or `sharing.mps`
+// (renameByDefault true), with `resources: [{name, replicas}]` as in the k8s-device-plugin README.
+// A resource is nvidia.com/gpu (whole GPUs) or nvidia.com/mig-<profile>; with renameByDefault a
+// shared one is requested as <resource>.shared. References per device: for time-sliced slices the
+// sum over the device's replicas of max(1, limits.timeSliceReplicas); for MPS the replicas. Pods
+// always request one reference.
+//
+// MIG instances shared by MPS: the device plugin does not run MPS on MIG devices, so such an
+// instance is handed out as time-slicing references (one per replica, for Kubernetes' accounting)
+// while the gpupool agent runs one MPS control daemon per instance with the settings in
+// mps/<node>.yaml; the pods mount that daemon's pipe directory and run with hostIPC.
+//
+// What the device plugin cannot express is a Problem, never an error, and never rendered as more
+// sharing than planned:
+//
+//   - the plugin applies one setting to every device of a resource on a node, so devices of one
+//     resource on one node that need different handling (one pod each vs N references, or
+//     different N) leave that resource unshared;
+//   - time-slicing and MPS are mutually exclusive on a node: a node needing both shares nothing;
+//   - the plugin's MPS daemon splits a GPU equally (100/N percent, total/N MiB): a replica whose
+//     limits exceed that share gets the share;
+//   - Kubernetes hands out references of any device of a resource, so when several shared devices
+//     of one resource on a node hold different tenants, the pairing is the plugin's choice: a
+//     problem when a non-shared-isolation tenant among them could meet another trust group, else
+//     a note in README.md.
+//
+// Devices without replicas (idle or burst GPUs, empty instances) of a shared resource are shared
+// the same way; README.md notes them.
+//
+// Artifacts then returns all artifacts together with a *ProblemsError listing them (README.md
+// lists them too); callers write the files and report a partial result.
+//
+// # MPS settings
+//
+// Per MPS domain (a whole GPU in mode mps, or a MIG instance with sharing mps): who runs the
+// daemon, its pipe and log directories (agent daemons: under /run/nvidia-mps/gpupool and
+// /var/log/nvidia-mps/gpupool, one per instance), the defaults and the nvidia-cuda-mps-control
+// commands (`set_default_active_thread_percentage P`, `set_default_device_pinned_mem_limit D NM`,
+// which affect the next server spawned), and per client the environment that applies its own
+// limits (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=NM"; client
+// settings can only lower the server's, so an agent daemon's defaults are the largest client
+// limits). Memory limits are whole MiB rounded down. Inside a MIG instance the device is 0.
+//
+// # vLLM
+//
+// A replica runs with the plan's vllmArgs; a replica that lists none takes those of the tenant's
+// lowest-indexed replica that has them. --model is added when missing (the catalog model's
+// Hugging Face id, or the checkpoint directory, which the pod must then mount), and
+// --gpu-memory-utilization is added when missing (and no --kv-cache-memory-bytes is given) and the
+// replica has a memory limit: the limit over the device's memory, rounded down to hundredths, so
+// vLLM's budget (a fraction of the device's total memory) stays inside the plan's.
+//
+// # Kubernetes
+//
+// One Deployment per (tenant, slice kind, resource, arguments, MPS environment), named
+// <tenant>-<slice> (chat-gpu, code-complete-mig-3g-40gb, docs-qa-mig-3g-40gb-mps, a-gpu-ts), with
+// a numeric suffix when the same name recurs and a hash when it would exceed 63 characters. So a
+// tenant on several slice kinds, or on two MIG profiles, gets several Deployments. Each pod asks
+// for one device-plugin resource (nvidia.com/gpu, nvidia.com/mig-3g.40gb, nvidia.com/gpu.shared,
+// nvidia.com/mig-1g.10gb.shared, …), is pinned to the plan's nodes by required node affinity on
+// kubernetes.io/hostname, selects gpupool.dev/pool when those nodes share one pool, tolerates the
+// nvidia.com/gpu taint, and is labelled with its tenant, trust group (path with '/' as '.'), slice
+// kind and Deployment; the annotation gpupool.dev/replicas records where the plan puts each
+// replica. Kubernetes does not choose devices by position: a pod gets some device of its resource
+// on its node. The image is vllm/vllm-openai:latest; pin the version you validated.
+//
+// A node's pool (gpupool.dev/pool) is its most shared kind of slice with replicas: gpu-mps, else
+// gpu-timeslice, else gpu-mig-shared, else gpu-mig, else gpu-exclusive.
+//
+// # Pool map
+//
+// pool-map.svg has one row per GPU (node order, then index): MIG GPUs as their memory slices with
+// each instance over the slices it occupies, other GPUs as one bar; each replica in its tenant's
+// colour (TenantColor: a hue from the FNV-1a hash of the name, so stable across plans), shared
+// devices split between their replicas, with a legend of tenants.
+package render

@@ -1,0 +1,166 @@
+package render
+
+import (
+	"fmt"
+	"strconv"
+
+	"sigs.k8s.io/yaml"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// Who runs an MPS control daemon.
+const (
+	ManagedByAgent        = "gpupool-agent"     // MIG instances shared by MPS: one daemon per instance
+	ManagedByDevicePlugin = "k8s-device-plugin" // whole GPUs: the plugin's own MPS control daemon
+	// MPSRoot is where the gpupool agent makes one pipe directory per MIG instance.
+	MPSRoot = "/run/nvidia-mps/gpupool"
+	// MPSLogRoot is where the agent's daemons log.
+	MPSLogRoot = "/var/log/nvidia-mps/gpupool"
+)
+
+// MPSNode is the MPS settings file of one node (mps/<node>.yaml).
+type MPSNode struct {
+	Node    string      `json:"node"`
+	Daemons []MPSDaemon `json:"daemons"`
+}
+
+// MPSDaemon is one MPS control daemon: a whole GPU or one MIG instance.
+type MPSDaemon struct {
+	GPU       int    `json:"gpu"`
+	Instance  string `json:"instance,omitempty"` // "3g.40gb@4"
+	ManagedBy string `json:"managedBy"`
+	// PipeDirectory is CUDA_MPS_PIPE_DIRECTORY of the daemon and its clients (agent daemons only;
+	// the device plugin injects its own).
+	PipeDirectory string `json:"pipeDirectory,omitempty"`
+	LogDirectory  string `json:"logDirectory,omitempty"`
+	// Device is the device the control commands name: 0 inside a MIG instance (the daemon sees
+	// only that instance through CUDA_VISIBLE_DEVICES), the GPU index for the plugin's daemon.
+	Device                        int    `json:"device"`
+	DefaultActiveThreadPercentage int    `json:"defaultActiveThreadPercentage"`
+	DefaultPinnedMemoryLimit      string `json:"defaultPinnedMemoryLimit,omitempty"` // "20480M"
+	// Commands are the nvidia-cuda-mps-control commands sent after the daemon starts.
+	Commands []string    `json:"commands"`
+	Clients  []MPSClient `json:"clients"`
+}
+
+// MPSClient is one tenant replica connecting to the daemon and the environment that applies its
+// own limits (client-level settings can only lower the daemon's defaults).
+type MPSClient struct {
+	Tenant                 string            `json:"tenant"`
+	Index                  int               `json:"index"`
+	ActiveThreadPercentage int               `json:"activeThreadPercentage,omitempty"`
+	PinnedMemoryLimit      string            `json:"pinnedMemoryLimit,omitempty"`
+	Env                    map[string]string `json:"env,omitempty"`
+}
+
+// mib renders a pinned-memory limit in whole MiB, rounded down so the limit never exceeds the plan's.
+func mib(b v1.Bytes) string { return strconv.FormatInt(int64(b/v1.MiB), 10) + "M" }
+
+func mpsDaemon(d *device) MPSDaemon {
+	md := MPSDaemon{GPU: d.gpu}
+	if d.instance == nil {
+		// The plugin's daemon splits the GPU equally: 100/N percent and total/N MiB per client.
+		n := len(d.replicas)
+		md.ManagedBy, md.Device = ManagedByDevicePlugin, d.gpu
+		md.DefaultActiveThreadPercentage = 100 / n
+		md.DefaultPinnedMemoryLimit = mib(d.capacity / v1.Bytes(n))
+	} else {
+		id := fmt.Sprintf("gpu%d-%s-%d", d.gpu, d.instance.Profile, d.instance.Start)
+		md.Instance = d.instance.Ref().String()
+		md.ManagedBy, md.Device = ManagedByAgent, 0
+		md.PipeDirectory, md.LogDirectory = MPSRoot+"/"+id, MPSLogRoot+"/"+id
+		md.DefaultActiveThreadPercentage = 0
+		var maxMem v1.Bytes
+		for _, r := range d.replicas {
+			md.DefaultActiveThreadPercentage = max(md.DefaultActiveThreadPercentage, r.Limits.SMPercent)
+			maxMem = max(maxMem, r.Limits.Memory)
+		}
+		if md.DefaultActiveThreadPercentage == 0 {
+			md.DefaultActiveThreadPercentage = 100
+		}
+		if maxMem > 0 {
+			md.DefaultPinnedMemoryLimit = mib(maxMem)
+		}
+	}
+	md.Commands = []string{fmt.Sprintf("set_default_active_thread_percentage %d", md.DefaultActiveThreadPercentage)}
+	if md.DefaultPinnedMemoryLimit != "" {
+		md.Commands = append(md.Commands, fmt.Sprintf("set_default_device_pinned_mem_limit %d %s", md.Device, md.DefaultPinnedMemoryLimit))
+	}
+	for _, r := range d.replicas {
+		md.Clients = append(md.Clients, mpsClient(md, r))
+	}
+	return md
+}
+
+func mpsClient(md MPSDaemon, r v1.PlanReplica) MPSClient {
+	c := MPSClient{Tenant: r.Tenant, Index: r.Index, Env: mpsEnv(md.PipeDirectory, r.Limits)}
+	c.ActiveThreadPercentage = r.Limits.SMPercent
+	if r.Limits.Memory > 0 {
+		c.PinnedMemoryLimit = mib(r.Limits.Memory)
+	}
+	return c
+}
+
+// mpsEnv is the client environment that applies a replica's limits. Inside the container the
+// device is ordinal 0.
+func mpsEnv(pipe string, l v1.Limits) map[string]string {
+	env := map[string]string{}
+	if pipe != "" {
+		env["CUDA_MPS_PIPE_DIRECTORY"] = pipe
+	}
+	if l.SMPercent > 0 {
+		env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = strconv.Itoa(l.SMPercent)
+	}
+	if l.Memory > 0 {
+		env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = "0=" + mib(l.Memory)
+	}
+	return env
+}
+
+// checkMPSShares reports whole-GPU MPS replicas whose limits exceed the plugin's equal share:
+// client settings can only lower the daemon's.
+func (m *model) checkMPSShares(n *node) {
+	for _, g := range n.gpus {
+		for _, d := range g.devices {
+			if d.kind != v1.SliceMPS || len(d.replicas) == 0 {
+				continue
+			}
+			k := len(d.replicas)
+			share, pct := d.capacity/v1.Bytes(k), 100/k
+			for _, r := range d.replicas {
+				if r.Limits.Memory > share || r.Limits.SMPercent > pct {
+					m.problem(n.name, "nvidia.com/gpu", "GPU %d: replica %d of tenant %s asks for %d%% SMs and %s, but the "+
+						"device plugin's MPS daemon gives each of %d clients %d%% and %s; the client gets the smaller share",
+						d.gpu, r.Index, r.Tenant, r.Limits.SMPercent, r.Limits.Memory, k, pct, mib(share))
+				}
+			}
+		}
+	}
+}
+
+func mpsArtifacts(m *model) ([]Artifact, error) {
+	var out []Artifact
+	for _, n := range m.nodes {
+		f := MPSNode{Node: n.name}
+		for _, g := range n.gpus {
+			for _, d := range g.devices {
+				if (d.kind == v1.SliceMPS || d.kind == v1.SliceMIGMPS) && len(d.replicas) > 0 {
+					f.Daemons = append(f.Daemons, mpsDaemon(d))
+				}
+			}
+		}
+		if len(f.Daemons) == 0 {
+			continue
+		}
+		data, err := yaml.Marshal(f)
+		if err != nil {
+			return nil, fmt.Errorf("render mps settings: node %s: %w", n.name, err)
+		}
+		head := "# MPS settings for node " + n.name + ". Daemons managed by " + ManagedByAgent + " run one per MIG\n" +
+			"# instance (the device plugin does not support MPS on MIG devices); those managed by\n" +
+			"# " + ManagedByDevicePlugin + " are shown as the plugin configures them.\n"
+		out = append(out, Artifact{Path: "mps/" + n.name + ".yaml", Data: append([]byte(head), data...)})
+	}
+	return out, nil
+}

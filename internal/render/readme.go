@@ -1,0 +1,89 @@
+package render
+
+import (
+	"fmt"
+	"strings"
+)
+
+// describe says what one artifact is.
+func describe(path string) string {
+	switch {
+	case path == MigPartedPath:
+		return "NVIDIA mig-parted config: `all-disabled` and one named config per distinct node MIG layout"
+	case path == "mig-parted/configmap.yaml":
+		return "ConfigMap `" + MigPartedConfigMap + "` holding the mig-parted config under key `config.yaml`, for the GPU Operator's MIG manager"
+	case path == NodeLabelsPath:
+		return "labels per node: `" + LabelMigConfig + "`, `" + LabelDeviceConfig + "` and `" + LabelPool + "`"
+	case path == "device-plugin/configmap.yaml":
+		return "ConfigMap `" + DevicePluginConfigMap + "` holding every node's device-plugin config, keyed by node name"
+	case strings.HasPrefix(path, "device-plugin/"):
+		return "k8s-device-plugin config of one node (also in the ConfigMap)"
+	case strings.HasPrefix(path, "mps/"):
+		return "MPS daemons of one node: pipe directory, default active-thread percentage and pinned-memory limit, control commands, per-client environment"
+	case strings.HasPrefix(path, "vllm/"):
+		return "vLLM arguments and environment of every replica of one tenant"
+	case strings.HasPrefix(path, "k8s/"):
+		return "Deployments of one tenant, one per slice kind and resource"
+	case path == "pool-map.svg":
+		return "pool map: every GPU as a row of its memory, replicas coloured by tenant"
+	}
+	return ""
+}
+
+func readmeArtifact(m *model, arts []Artifact) Artifact {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Artifacts of plan %s (pool %s)\n\n", m.plan.Metadata.Name, m.plan.Pool)
+	b.WriteString("| file | what it is |\n|---|---|\n")
+	for _, a := range arts {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", a.Path, describe(a.Path))
+	}
+	b.WriteString(`
+## How to apply
+
+1. Run the NVIDIA GPU Operator with ` + "`mig.strategy=mixed`" + ` (MIG instances are advertised as
+   ` + "`nvidia.com/mig-<profile>`" + `), ` + "`kubectl apply -f mig-parted/configmap.yaml -n <operator namespace>`" + `
+   and set ` + "`migManager.config.name=" + MigPartedConfigMap + "`" + `. Without the operator:
+   ` + "`nvidia-mig-parted apply -f " + MigPartedPath + " -c <config>`" + ` on each node.
+2. ` + "`kubectl apply -f device-plugin/configmap.yaml -n <device-plugin namespace>`" + ` and point the device
+   plugin at it (helm value ` + "`config.name=" + DevicePluginConfigMap + "`" + `).
+3. Label the nodes as ` + "`" + NodeLabelsPath + "`" + ` says. Changing ` + "`" + LabelMigConfig + "`" + ` makes the MIG manager
+   drain and re-partition the node's GPUs: do it one node at a time, within the pool's maxUnavailable.
+`)
+	for _, n := range m.nodes {
+		fmt.Fprintf(&b, "   - `kubectl label node %s %s=%s %s=%s %s=%s --overwrite`\n", n.name,
+			LabelMigConfig, n.migConfig, LabelDeviceConfig, n.dpConfig, LabelPool, n.pool)
+	}
+	b.WriteString(`4. Start the MPS daemons of ` + "`mps/`" + ` marked ` + "`" + ManagedByAgent + "`" + ` (the device plugin does not
+   run MPS on MIG devices); whole-GPU MPS is run by the device plugin itself.
+5. ` + "`kubectl apply -f k8s/ -n <namespace>`" + `. Each Deployment asks for one device-plugin resource per pod
+   (` + "`nvidia.com/gpu`" + `, ` + "`nvidia.com/mig-<profile>`" + `, or ` + "`.shared`" + ` for time-sliced and MPS-shared devices, since
+   the configs set ` + "`renameByDefault: true`" + `) and is pinned to the plan's nodes.
+
+## Semantics
+
+* Kubernetes assigns devices by resource name, not by position: a pod gets some device of the
+  resource it asks for on its node, not necessarily the GPU or MIG instance the plan names. Counts
+  per node and resource always match the plan; the annotation ` + "`" + AnnotationSlots + "`" + ` records where the plan
+  puts each replica.
+* The device plugin applies one sharing setting to every device of a resource on a node
+  (k8s-device-plugin README, "Shared Access to GPUs"), and time-slicing and MPS exclude each other
+  on a node. Where the plan needs more, the resource is left unshared (never more shared than
+  planned) and the problem is listed below.
+* Canary GPUs are in no mig-parted entry, so mig-parted leaves them as they are.
+* Time-slicing gives no memory or fault isolation; ` + "`failRequestsGreaterThanOne: true`" + ` keeps every
+  pod at one reference.
+`)
+	if len(m.problems) > 0 {
+		b.WriteString("\n## Problems: what the tools cannot express\n\n")
+		for _, p := range m.problems {
+			b.WriteString("* " + p.String() + "\n")
+		}
+	}
+	if len(m.notes) > 0 {
+		b.WriteString("\n## Notes\n\n")
+		for _, n := range m.notes {
+			b.WriteString("* " + n + "\n")
+		}
+	}
+	return Artifact{Path: "README.md", Data: []byte(b.String())}
+}

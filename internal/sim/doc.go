@@ -1,0 +1,99 @@
+// Package sim is gpupool's what-if simulator: it replays a Plan under traffic, replica by replica,
+// on the performance model (internal/perf), and reports what every tenant and GPU would see before
+// the plan touches a GPU.
+//
+// # API
+//
+//	plan, _ := sim.UniformPlan(pool, v1.ModeMPS)            // or a planner's / a user's Plan
+//	s, err := sim.New(sim.Input{Pool: pool, Plan: plan}, sim.Config{Duration: time.Hour, Seed: 7})
+//	res, _ := s.Run()                                      // res.Report; res.CDF, res.Timeline for plots
+//	tr, err := sim.ReadTrace(r, sim.TraceOptions{...})     // Input.Trace replaces generated traffic
+//
+// New rejects, with every reason at once, a plan that v1.ValidatePlan rejects against its pool
+// (unknown tenant, illegal MIG layout, isolation broken …) and a replica whose slice cannot hold
+// its model's weights or one request of the tenant's mean length.
+//
+// # Engine
+//
+// A discrete-event simulation over a virtual clock in int64 nanoseconds. The event queue is a
+// binary heap ordered by (time, scheduling sequence number), so simultaneous events run in the
+// order they were scheduled and a run is a pure function of its input and seed: no goroutines,
+// no wall clock, no global randomness. Each tenant has its own random stream, a PCG seeded with
+// (Seed, tenant index). Two kinds of event exist: an arrival from a traffic source, and the end
+// of a replica's step. Each source has at most one pending arrival and each replica at most one
+// pending step, so the queue's size is bounded by the topology, and requests live in an arena
+// with a free list: memory follows the requests in flight, not the duration. Events at or after
+// Config.Duration are not run; requests in flight then are reported as unfinished, so every
+// arrival is completed, dropped or unfinished.
+//
+// # Replicas
+//
+// Each replica is an inference engine like vLLM v1 with continuous batching and chunked prefill.
+// Its limits come from perf: the per-step token budget (MaxBatchedTokens), max_num_seqs
+// (perf Options.MaxSeqs, or the tenant's concurrency when set) and the KV-cache capacity in
+// tokens (KVCapacityTokens, from llm's memory model). A step is formed as vLLM's scheduler does:
+//
+//  1. running requests, oldest first: a decoding request takes one token of the budget, a request
+//     still in prefill the rest of its prompt up to the budget (a chunk);
+//  2. whenever the KV cache cannot hold the tokens being scheduled, the newest running request is
+//     preempted by recompute: its cache is freed and it returns to the front of the queue, to
+//     prefill its prompt and the tokens it already generated again (generated tokens are kept);
+//  3. if nothing was preempted, waiting requests are admitted in arrival order while the budget
+//     lasts, fewer than max_num_seqs run and the KV cache holds their first chunk.
+//
+// KV is counted in tokens, not 16-token blocks. The step that completes a prompt produces the
+// first token; each later step produces one token per decoding request; a request leaves when it
+// has its output tokens, freeing its cache. The step's length is perf's StepTime of the batch
+// (prefill tokens, their attention pairs, decode sequences and the tokens they attend over) and
+// the load at the step's start: Load.Active is the number of OTHER replicas of the same GPU (or
+// MIG instance) inside a step at that moment with Duty 1 and their mean MPS cap, so idle
+// neighbours cost nothing; Load.BoardBusy is the share of the board's SMs other MIG instances keep
+// busy (power only). So a noisy tenant slows its MPS and time-slice neighbours and never its MIG
+// neighbours. A replica with work starts its next step as soon as one ends.
+//
+// An arrival goes to its tenant's least-loaded replica (fewest requests running and waiting,
+// ties to the first in plan order). It is dropped, and counted, when the tenant has no replica,
+// when prompt + output cannot fit the replica's KV cache, or when the replica already has
+// Config.MaxQueue requests waiting.
+//
+// # Traffic
+//
+// Per tenant, from traffic.rps and traffic.pattern: poisson (exponential gaps), constant (even
+// gaps, random phase), bursty (on/off: exponential periods of mean Config.BurstOn and BurstOff,
+// default 10 s and 30 s, Poisson at rps·(on+off)/on while on, so the mean stays rps) and diurnal
+// (a sinusoidal rate of period Config.DiurnalPeriod, default 24 h, from the peak rps at time 0
+// down to Config.DiurnalTrough of it, default 0.15 — day traffic several times night traffic —
+// drawn by thinning). Token lengths are the pool's inputTokens and outputTokens (Lengths fixed,
+// the default), uniform on [mean/2, 3·mean/2], or geometric with the mean (exponential), capped by
+// maxContext. ReadTrace reads a CSV trace instead (see its documentation for the layouts).
+//
+// # Report
+//
+// Per tenant: TTFT (arrival to first token), TPOT ((last − first token) / (output − 1)) and
+// end-to-end latency p50/p95/p99 of completed requests, kept in HDR histograms (1 µs to ~28 h,
+// two significant digits: fixed memory whatever the number of samples); SLO attainment (the
+// fraction of completed and dropped requests whose TTFT, TPOT and end-to-end latency each meet
+// the tenant's p99 objectives — a per-request check); goodput (requests and output tokens per
+// second of those meeting them); output tokens per second; normalised throughput = output tokens
+// generated / output tokens the arrivals asked for. Across tenants: Jain's fairness index
+// (Σx)²/(n·Σx²) of normalised throughput over tenants with traffic (Jain, Chiu and Hawe, 1984).
+//
+// Per GPU: utilisation is the time-average fraction of the board's SMs inside a step (a MIG
+// instance weighs its share of the SMs; an MPS or time-sliced GPU is busy while any replica is
+// in a step). Energy follows a linear power model, P = idle + (TDP − idle) × utilisation with
+// idle = Config.IdlePowerFraction × TDP (default 0.15: data-centre boards report roughly 60-100 W
+// idle against 400-700 W TDP in nvidia-smi; an assumption, not a measurement). Drawing TDP while
+// busy is an upper bound: memory-bound decoding draws less. Joules per output token divide the
+// GPU's energy by the tokens its replicas generated.
+//
+// Per replica: its slice, the GPU or instance it shares, its KV capacity and batch limits, the
+// steps it ran and the preemptions it made. Notes say what the numbers assume, and how many
+// trace rows fell after the end.
+//
+// # Limits
+//
+// Measured profiles (tenant.profile) and energy classes are not used: steps come from the
+// analytic model at default clocks. An active neighbour counts the same whatever its batch (the
+// performance model's Load carries how many neighbours are busy, not how much work each step
+// has). Requests are not cancelled by clients. Replicas start warm.
+package sim

@@ -1,0 +1,276 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/gpu"
+	"gpupool.dev/gpupool/internal/llm"
+	"gpupool.dev/gpupool/internal/perf"
+)
+
+// tenantState is one tenant of the pool as the simulation sees it.
+type tenantState struct {
+	spec     v1.Tenant
+	replicas []int32 // indices into sim.replicas
+	stats    tenantStats
+}
+
+// domain is the set of replicas that share one resource: a whole GPU (modes exclusive, mps,
+// timeslice) or one MIG instance. Replicas of one domain slow each other while busy; replicas of
+// different domains never do, except through the board's power limit (perf.Load.BoardBusy).
+type domain struct {
+	gpu      int32
+	name     string  // "node/0" or "node/0 3g.40gb@4"
+	smFrac   float64 // SMs of the domain as a fraction of the board's
+	replicas []int32
+	inStep   int   // replicas of the domain in a step now
+	since    int64 // when inStep last went from 0 to 1
+	busy     int64 // ns with inStep > 0
+}
+
+// gpuState is one GPU of the plan that runs replicas.
+type gpuState struct {
+	ref      string
+	board    *gpu.Board
+	mode     v1.Mode
+	domains  []int32
+	busySM   float64 // fraction of the board's SMs in a step now (sum over domains)
+	tokens   int64   // output tokens generated on this GPU
+	timeline []float64
+}
+
+// replica is one inference engine.
+type replica struct {
+	tenant, domain, gpu int32
+	name                string
+	eng                 *perf.Engine
+	smPct               float64 // MPS cap, 0 for none
+	kvCap               int64
+	maxSeqs             int
+	budget              int
+	kvUsed              int64
+	waiting             deque
+	running             []int32
+	sched               []schedItem
+	inStep              bool
+	stepStart           int64
+	steps, preemptions  int64
+}
+
+// schedItem is one request's share of a step: tokens computed and whether they are prefill.
+type schedItem struct {
+	req     int32
+	tokens  int32
+	prefill bool
+}
+
+// build turns a pool and a plan into the simulation's topology, after checking the plan against
+// the pool (v1.ValidatePlan) and every replica's slice against its model (weights and one request
+// of mean length must fit). It returns every problem at once.
+func (s *Sim) build(in Input) error {
+	if in.Pool == nil || in.Plan == nil {
+		return errors.New("build simulation: a pool and a plan are required")
+	}
+	if err := v1.ValidatePlan(in.Plan, in.Pool); err != nil {
+		return fmt.Errorf("check plan %s against pool %s: %w", in.Plan.Metadata.Name, in.Pool.Metadata.Name, err)
+	}
+	models, errs := s.models(in)
+	byName := map[string]int32{}
+	for i, t := range in.Pool.Tenants {
+		byName[t.Name] = int32(i)
+		s.tenants = append(s.tenants, &tenantState{spec: t,
+			stats: newTenantStats(sloNs(t.SLO.TTFTP99), sloNs(t.SLO.TPOTP99), sloNs(t.SLO.E2EP99))})
+	}
+	s.tenantIdx = byName
+	for gi, g := range in.Plan.GPUs {
+		if g.Role != v1.RolePool && g.Role != v1.RoleBurst || !hasReplicas(g) {
+			continue
+		}
+		errs = append(errs, s.buildGPU(fmt.Sprintf("gpus[%d]", gi), g, models)...)
+	}
+	return errors.Join(errs...)
+}
+
+func hasReplicas(g v1.PlanGPU) bool {
+	if len(g.Replicas) > 0 {
+		return true
+	}
+	for _, in := range g.Instances {
+		if len(in.Replicas) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// models builds one perf.Model per tenant. Catalog names are looked up; directory models come
+// from in.Models.
+func (s *Sim) models(in Input) (map[string]*perf.Model, []error) {
+	out := map[string]*perf.Model{}
+	var errs []error
+	for i, t := range in.Pool.Tenants {
+		p := fmt.Sprintf("tenants[%d] (%s)", i, t.Name)
+		var arch llm.Arch
+		switch {
+		case t.Model.Name != "":
+			a, err := llm.Lookup(t.Model.Name)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", p, err))
+				continue
+			}
+			arch = a
+		default:
+			m, ok := in.Models[t.Name]
+			if !ok {
+				errs = append(errs, fmt.Errorf("%s: model directory %q was not loaded", p, t.Model.Dir))
+				continue
+			}
+			arch = m.Arch
+		}
+		q := t.Model.Quantization
+		if q == "" && arch.Quantization != "" {
+			q = llm.Quantization(arch.Quantization)
+		}
+		o := s.cfg.Perf
+		kvb, err := llm.KVElemBytes(t.Model.KVCacheDtype)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p, err))
+			continue
+		}
+		o.KVElemBytes = kvb
+		if t.Concurrency > 0 {
+			o.MaxSeqs = t.Concurrency
+		}
+		m, err := perf.New(arch, q, o)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p, err))
+			continue
+		}
+		out[t.Name] = m
+	}
+	return out, errs
+}
+
+func (s *Sim) buildGPU(p string, g v1.PlanGPU, models map[string]*perf.Model) []error {
+	board, err := gpu.Lookup(g.Board)
+	if err != nil {
+		return []error{fmt.Errorf("%s: %w", p, err)}
+	}
+	gs := &gpuState{ref: g.Ref().String(), board: board, mode: g.Mode, timeline: make([]float64, s.cfg.TimelineBuckets)}
+	gi := int32(len(s.gpus))
+	s.gpus = append(s.gpus, gs)
+	var errs []error
+	if g.Mode != v1.ModeMIG {
+		mode := perf.Exclusive
+		switch g.Mode {
+		case v1.ModeMPS:
+			mode = perf.MPS
+		case v1.ModeTimeSlice:
+			mode = perf.TimeSlice
+		}
+		errs = append(errs, s.buildDomain(p, gi, gs.ref, board, nil, mode, g.Replicas, models)...)
+		return errs
+	}
+	for ii, in := range g.Instances {
+		if len(in.Replicas) == 0 {
+			continue
+		}
+		ip := fmt.Sprintf("%s.instances[%d]", p, ii)
+		prof, err := board.Profile(in.Profile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", ip, err))
+			continue
+		}
+		mode := perf.Exclusive
+		switch in.Sharing.Mode {
+		case v1.SharingMPS:
+			mode = perf.MPS
+		case v1.SharingTimeSlice:
+			mode = perf.TimeSlice
+		}
+		name := gs.ref + " " + in.Ref().String()
+		errs = append(errs, s.buildDomain(ip, gi, name, board, prof, mode, in.Replicas, models)...)
+	}
+	return errs
+}
+
+func (s *Sim) buildDomain(p string, gi int32, name string, b *gpu.Board, prof *gpu.Profile, mode perf.Mode,
+	reps []v1.PlanReplica, models map[string]*perf.Model) []error {
+	d := &domain{gpu: gi, name: name, smFrac: 1}
+	if prof != nil {
+		d.smFrac = domainSMFrac(b, prof)
+	}
+	di := int32(len(s.domains))
+	s.domains = append(s.domains, d)
+	s.gpus[gi].domains = append(s.gpus[gi].domains, di)
+	var errs []error
+	for ri, r := range reps {
+		rp := fmt.Sprintf("%s.replicas[%d]", p, ri)
+		ti, ok := s.tenantIdx[r.Tenant]
+		m := models[r.Tenant]
+		if !ok || m == nil {
+			continue // reported by ValidatePlan or models
+		}
+		sl := perf.Slice{Board: b, Profile: prof, Mode: mode, Replicas: len(reps)}
+		if mode == perf.MPS && r.Limits.SMPercent > 0 {
+			sl.SMPercent = float64(r.Limits.SMPercent)
+		}
+		if mode != perf.Exclusive && r.Limits.Memory > 0 {
+			sl.MemoryMiB = int64(r.Limits.Memory) >> 20
+		}
+		eng, err := m.Place(sl)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: tenant %s: %w", rp, r.Tenant, err))
+			continue
+		}
+		t := s.tenants[ti].spec
+		if err := checkFit(eng, t); err != nil {
+			errs = append(errs, fmt.Errorf("%s: tenant %s on %s (%s): %w", rp, r.Tenant, name, sl.Name(), err))
+			continue
+		}
+		rep := &replica{tenant: ti, domain: di, gpu: gi, eng: eng, smPct: sl.SMPercent, kvCap: eng.KVCapacityTokens(),
+			maxSeqs: m.Options().MaxSeqs, budget: eng.MaxBatchedTokens(),
+			name: fmt.Sprintf("%s/%d", r.Tenant, r.Index)}
+		idx := int32(len(s.replicas))
+		s.replicas = append(s.replicas, rep)
+		d.replicas = append(d.replicas, idx)
+		s.tenants[ti].replicas = append(s.tenants[ti].replicas, idx)
+	}
+	return errs
+}
+
+// checkFit rejects a slice that cannot serve the tenant at all: the weights do not fit, or the KV
+// cache cannot hold one request of the tenant's mean length.
+func checkFit(e *perf.Engine, t v1.Tenant) error {
+	if !e.FitsWeights() {
+		return fmt.Errorf("slice too small for model %s: %.1f GB of weights and the engine's reserve do not fit",
+			e.Model().Name(), float64(e.Model().WeightBytes())/1e9)
+	}
+	need := int64(max(t.Traffic.InputTokens, 1) + max(t.Traffic.OutputTokens, 1))
+	if e.KVCapacityTokens() < need {
+		return fmt.Errorf("slice too small for model %s: KV cache holds %d tokens, one request needs %d",
+			e.Model().Name(), e.KVCapacityTokens(), need)
+	}
+	return nil
+}
+
+// domainSMFrac is a MIG instance's SMs as a fraction of the board's.
+func domainSMFrac(b *gpu.Board, p *gpu.Profile) float64 {
+	if p.SMs > 0 && b.SMs > 0 {
+		return math.Min(1, float64(p.SMs)/float64(b.SMs))
+	}
+	if b.ComputeSlices > 0 {
+		return float64(p.ComputeSlices) / float64(b.ComputeSlices)
+	}
+	return 1
+}
+
+func sloNs(d *v1.Duration) int64 {
+	if d == nil {
+		return 0
+	}
+	return int64(d.Std())
+}

@@ -1,0 +1,144 @@
+package sim
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var smallTenants = []string{"chat", "batch", "code"}
+
+func TestReadTraceGpupool(t *testing.T) {
+	f, err := os.Open(filepath.Join("testdata", "trace-small.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr, err := ReadTrace(f, TraceOptions{Tenants: smallTenants})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Format != "gpupool" || len(tr.Requests) != 6 || tr.ZeroTokens != 1 {
+		t.Fatalf("format %q, %d requests, %d zero-token rows; want gpupool, 6, 1", tr.Format, len(tr.Requests), tr.ZeroTokens)
+	}
+	// Row 6 (line 6) is "1.5,chat,0,80": 1.5 s after the first row, its 0 input tokens replayed as 1.
+	r := tr.Requests[4]
+	if r.At != 1500*time.Millisecond || r.Tenant != "chat" || r.InputTokens != 1 || r.OutputTokens != 80 || r.Line != 6 {
+		t.Errorf("row 5 = %+v", r)
+	}
+}
+
+func TestReadTraceAzure(t *testing.T) {
+	f, err := os.Open(filepath.Join("testdata", "trace-azure.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr, err := ReadTrace(f, TraceOptions{Tenant: "chat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 18:15:50.9951690 − 18:15:46.6805900 = 4.314579 s.
+	if tr.Format != "azure" || len(tr.Requests) != 4 || tr.Requests[1].At != 4314579*time.Microsecond ||
+		tr.Requests[1].Tenant != "chat" || tr.Requests[1].InputTokens != 396 || tr.Requests[1].OutputTokens != 109 {
+		t.Errorf("got %+v", tr)
+	}
+	if _, err := ReadTrace(strings.NewReader("TIMESTAMP,ContextTokens,GeneratedTokens\n"), TraceOptions{}); err == nil {
+		t.Error("an Azure trace without a tenant was accepted")
+	}
+}
+
+// TestReadTraceErrors: every bad row is reported with its line number, all at once.
+func TestReadTraceErrors(t *testing.T) {
+	const header = "timestamp,tenant,input_tokens,output_tokens\n"
+	cases := []struct {
+		name, body string
+		wants      []string
+	}{
+		{"empty", "", []string{"empty file"}},
+		{"bad header", "a,b,c\n", []string{"line 1", "want columns"}},
+		{"negative tokens", header + "0,chat,-5,10\n", []string{"line 2", "input tokens -5: negative"}},
+		{"not a number", header + "0,chat,ten,10\n", []string{"line 2", `input tokens "ten"`}},
+		{"unknown tenant", header + "0,chat,1,1\n1,ghost,1,1\n", []string{"line 3", `unknown tenant "ghost"`}},
+		{"unsorted", header + "5,chat,1,1\n4,chat,1,1\n", []string{"line 3", "before the previous row's (line 2)"}},
+		{"bad timestamp", header + "yesterday,chat,1,1\n", []string{"line 2", "timestamp"}},
+		{"short row", header + "0,chat\n", []string{"line 2", "2 columns"}},
+		{"too many tokens", header + "0,chat,1,99999999\n", []string{"line 2", "more than"}},
+		{"all at once", header + "0,chat,-1,1\n1,ghost,1,1\n0.5,chat,1,1\n", []string{"line 2", "line 3", "line 4"}},
+		{"bad quote", header + "0,\"chat,1,1\n", []string{"line 2"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ReadTrace(strings.NewReader(c.body), TraceOptions{Tenants: smallTenants})
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range c.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestTraceReplay: a replayed trace delivers exactly its rows, to the tenants it names.
+func TestTraceReplay(t *testing.T) {
+	f, err := os.Open(filepath.Join("testdata", "trace-small.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr, err := ReadTrace(f, TraceOptions{Tenants: smallTenants})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := Input{Pool: loadPool(t, "pool-small.yaml"), Plan: loadPlan(t, "plan-small.yaml"), Trace: tr}
+	s, res := runSim(t, in, Config{Duration: time.Minute})
+	want := map[string]int64{"chat": 3, "batch": 1, "code": 2}
+	for _, tn := range res.Report.Tenants {
+		if tn.Arrived != want[tn.Name] || tn.Completed != want[tn.Name] {
+			t.Errorf("%s: arrived %d, completed %d; want %d", tn.Name, tn.Arrived, tn.Completed, want[tn.Name])
+		}
+	}
+	checkInvariants(t, s, res)
+
+	// A duration of 1 s replays the rows at 0, 0.25 and 0.5 s and says the other three were not.
+	_, res = runSim(t, in, Config{Duration: time.Second})
+	var arrived int64
+	for _, tn := range res.Report.Tenants {
+		arrived += tn.Arrived
+	}
+	if arrived != 3 || !strings.Contains(strings.Join(res.Report.Notes, "\n"), "3 of 6 rows arrive after") {
+		t.Errorf("1 s of the trace: %d arrivals, notes %q", arrived, res.Report.Notes)
+	}
+}
+
+func FuzzReadTrace(f *testing.F) {
+	for _, name := range []string{"trace-small.csv", "trace-azure.csv"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte("timestamp,tenant,input_tokens,output_tokens\n1e308,chat,1,1\n"))
+	f.Add([]byte("timestamp,tenant,input_tokens,output_tokens\nNaN,chat,1,1\n"))
+	f.Add([]byte("\ufefftimestamp,tenant,input_tokens,output_tokens\n0,\"a\"\"b\",1,1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr, err := ReadTrace(strings.NewReader(string(data)), TraceOptions{Tenant: "chat"})
+		if err != nil {
+			return
+		}
+		var prev time.Duration
+		for i, r := range tr.Requests {
+			if r.At < prev || r.InputTokens < 1 || r.OutputTokens < 1 || r.InputTokens > maxTraceTokens ||
+				r.OutputTokens > maxTraceTokens || r.Tenant == "" || r.At < 0 {
+				t.Fatalf("request %d accepted but invalid: %+v", i, r)
+			}
+			prev = r.At
+		}
+	})
+}
