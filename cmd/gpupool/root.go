@@ -49,6 +49,7 @@ func newRootCmd(e *env) *cobra.Command {
 		newRenderCmd(e),
 		newSimulateCmd(e),
 		newPlanCmd(e),
+		newFairCmd(e),
 	)
 	return root
 }

@@ -1,0 +1,365 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"gpupool.dev/gpupool/internal/fair"
+)
+
+// fairScenario is the YAML a `gpupool fair` run reads.
+type fairScenario struct {
+	// Start is the clock of the first step (RFC 3339); default 2025-01-01T00:00:00Z.
+	Start string `json:"start,omitempty"`
+	// Capacity is the pool as resource → amount; Slices adds slice kinds (BOARD/KIND → count)
+	// through the board table.
+	Capacity         map[string]float64 `json:"capacity,omitempty"`
+	Slices           map[string]int     `json:"slices,omitempty"`
+	BurstPoolPercent float64            `json:"burstPoolPercent,omitempty"`
+	LeaseDuration    string             `json:"leaseDuration,omitempty"`
+	Groups           []fairGroup        `json:"groups,omitempty"`
+	Tenants          []fairTenant       `json:"tenants"`
+	Steps            []fairStep         `json:"steps,omitempty"`
+}
+
+type fairGroup struct {
+	Path   string  `json:"path"`
+	Weight float64 `json:"weight"`
+}
+
+type fairTenant struct {
+	Name   string  `json:"name"`
+	Path   string  `json:"path,omitempty"`
+	Weight float64 `json:"weight,omitempty"`
+	// Exactly one of Task (resource → amount) and Slice (a slice kind) gives the task shape.
+	Task        map[string]float64 `json:"task,omitempty"`
+	Slice       string             `json:"slice,omitempty"`
+	Demand      int                `json:"demand"`
+	Reservation int                `json:"reservation,omitempty"`
+	Cap         int                `json:"cap,omitempty"`
+	MinRuntime  string             `json:"minRuntime,omitempty"`
+}
+
+// fairStep happens At (a duration after start): demand changes, arrivals, departures, a new
+// capacity; with none of them it is a tick. Recompute runs the full reconciliation.
+type fairStep struct {
+	At        string             `json:"at"`
+	Demand    map[string]int     `json:"demand,omitempty"`
+	Add       []fairTenant       `json:"add,omitempty"`
+	Remove    []string           `json:"remove,omitempty"`
+	Capacity  map[string]float64 `json:"capacity,omitempty"`
+	Slices    map[string]int     `json:"slices,omitempty"`
+	Recompute bool               `json:"recompute,omitempty"`
+}
+
+// fairStepOut is one step of the output.
+type fairStepOut struct {
+	At        string             `json:"at"`
+	Time      time.Time          `json:"time"`
+	Tenants   []fair.TenantState `json:"tenants"`
+	Decisions []fair.Item        `json:"decisions"`
+}
+
+type fairOut struct {
+	Notes []string      `json:"notes,omitempty"`
+	Steps []fairStepOut `json:"steps"`
+}
+
+func newFairCmd(e *env) *cobra.Command {
+	var output *string
+	cmd := &cobra.Command{
+		Use:   "fair SCENARIO",
+		Short: "Replay a fair-share scenario through the allocator: tasks, shares and decisions per step",
+		Long: "fair reads a scenario (YAML: capacity or slices, tenants with task or slice, demand,\n" +
+			"reservation, cap, weight and path, optional burstPoolPercent and leaseDuration, and steps at\n" +
+			"offsets that change demand, add or remove tenants or change capacity) and runs it through the\n" +
+			"weighted hierarchical DRF allocator. Each step prints every tenant's tasks and dominant share\n" +
+			"and the decisions taken, each with its reason. Nothing runs anywhere: preemptions are planned.",
+		Example: "  gpupool fair examples/fair/drf-paper.yaml\n  gpupool fair examples/fair/burst-preemption.yaml -o json",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := parseOutput(*output)
+			if err != nil {
+				return err
+			}
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return invalid(fmt.Errorf("read scenario: %w", err))
+			}
+			res, err := runFairScenario(data)
+			if err != nil {
+				return invalid(fmt.Errorf("scenario %s: %w", args[0], err))
+			}
+			if f != outTable {
+				return writeStructured(e.stdout, f, res)
+			}
+			return fairTable(e.stdout, res)
+		},
+	}
+	output = addOutputFlag(cmd)
+	return cmd
+}
+
+// runFairScenario decodes, validates and replays a scenario; any problem is returned before
+// anything is written.
+func runFairScenario(data []byte) (fairOut, error) {
+	sc, err := decodeFairScenario(data)
+	if err != nil {
+		return fairOut{}, err
+	}
+	start, cfg, notes, err := sc.config()
+	a, aerr := fair.New(cfg)
+	if err = errors.Join(err, aerr); err != nil {
+		return fairOut{}, err
+	}
+	out := fairOut{Notes: notes}
+	d, err := a.Recompute(start)
+	if err != nil {
+		return fairOut{}, err
+	}
+	out.Steps = append(out.Steps, fairStepOut{At: "0s", Time: start, Tenants: a.Snapshot(), Decisions: d.Clone().Items})
+	for i, st := range sc.Steps {
+		at, evs, err := st.events(sc, i)
+		if err != nil {
+			return fairOut{}, err
+		}
+		now := start.Add(at)
+		if st.Recompute {
+			if _, err := a.Apply(now, evs...); err != nil {
+				return fairOut{}, fmt.Errorf("steps[%d]: %w", i, err)
+			}
+			d, err = a.Recompute(now)
+		} else {
+			d, err = a.Apply(now, evs...)
+		}
+		if err != nil {
+			return fairOut{}, fmt.Errorf("steps[%d]: %w", i, err)
+		}
+		out.Steps = append(out.Steps, fairStepOut{At: at.String(), Time: now, Tenants: a.Snapshot(), Decisions: d.Clone().Items})
+	}
+	return out, nil
+}
+
+// decodeFairScenario decodes strictly; unknown fields are all named with their paths first
+// (encoding/json would stop at the first and name no path).
+func decodeFairScenario(data []byte) (fairScenario, error) {
+	var sc fairScenario
+	var generic any
+	if err := yaml.Unmarshal(data, &generic); err != nil {
+		return sc, fmt.Errorf("decode: %w", err)
+	}
+	if errs := unknownFields(reflect.TypeFor[fairScenario](), generic, ""); len(errs) > 0 {
+		return sc, fmt.Errorf("decode: %w", errors.Join(errs...))
+	}
+	if err := yaml.UnmarshalStrict(data, &sc); err != nil {
+		return sc, fmt.Errorf("decode: %w", err)
+	}
+	return sc, nil
+}
+
+// unknownFields walks a decoded YAML tree against t and names every key t does not have.
+func unknownFields(t reflect.Type, v any, path string) []error {
+	var errs []error
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil // a type error: encoding/json names it
+		}
+		fields := map[string]reflect.Type{}
+		for i := range t.NumField() {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			fields[name] = t.Field(i).Type
+		}
+		for _, k := range sortedStrings(obj) {
+			p := strings.TrimPrefix(path+"."+k, ".")
+			if ft, ok := fields[k]; ok {
+				errs = append(errs, unknownFields(ft, obj[k], p)...)
+			} else {
+				errs = append(errs, fmt.Errorf("%s: unknown field", p))
+			}
+		}
+	case reflect.Slice:
+		arr, _ := v.([]any)
+		for i, x := range arr {
+			errs = append(errs, unknownFields(t.Elem(), x, fmt.Sprintf("%s[%d]", path, i))...)
+		}
+	}
+	return errs
+}
+
+// config turns the scenario head into the allocator's configuration.
+func (sc fairScenario) config() (time.Time, fair.Config, []string, error) {
+	var errs []error
+	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	if sc.Start != "" {
+		t, err := time.Parse(time.RFC3339, sc.Start)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("start: %w", err))
+		}
+		start = t
+	}
+	capv, notes, err := capacityOf(sc.Capacity, sc.Slices, "")
+	errs = append(errs, err)
+	cfg := fair.Config{Capacity: capv, BurstPoolPercent: sc.BurstPoolPercent}
+	if sc.LeaseDuration != "" {
+		d, err := time.ParseDuration(sc.LeaseDuration)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("leaseDuration: %w", err))
+		}
+		cfg.LeaseDuration = d
+	}
+	for _, g := range sc.Groups {
+		cfg.Groups = append(cfg.Groups, fair.Group{Path: g.Path, Weight: g.Weight})
+	}
+	for i, t := range sc.Tenants {
+		ft, err := t.tenant(fmt.Sprintf("tenants[%d]", i))
+		errs = append(errs, err)
+		cfg.Tenants = append(cfg.Tenants, ft)
+	}
+	return start, cfg, notes, errors.Join(errs...)
+}
+
+// capacityOf adds slice kinds to a raw capacity; it notes the kinds whose shape is estimated.
+func capacityOf(raw map[string]float64, slices map[string]int, path string) (fair.Vector, []string, error) {
+	c := fair.Vector{}
+	for k, v := range raw {
+		c[k] = v
+	}
+	var notes []string
+	if len(slices) > 0 {
+		sv, est, err := fair.SliceCapacity(slices)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%sslices: %w", path, err)
+		}
+		for k, v := range sv {
+			c[k] += v
+		}
+		for _, kind := range sortedStrings(est) {
+			notes = append(notes, fmt.Sprintf("%s: %s estimated by proportion (no measured value in the board table)",
+				kind, strings.Join(est[kind], ", ")))
+		}
+	}
+	return c, notes, nil
+}
+
+func sortedStrings[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// tenant converts one tenant entry, naming path in its errors.
+func (t fairTenant) tenant(path string) (fair.Tenant, error) {
+	ft := fair.Tenant{Name: t.Name, Path: t.Path, Weight: t.Weight, Demand: t.Demand,
+		Reservation: t.Reservation, Cap: t.Cap, Task: fair.Vector{}}
+	var errs []error
+	switch {
+	case len(t.Task) > 0 && t.Slice != "":
+		errs = append(errs, fmt.Errorf("%s: give task or slice, not both", path))
+	case t.Slice != "":
+		s, err := fair.SliceVector(t.Slice)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.slice: %w", path, err))
+		}
+		ft.Task = s.Vector
+	case len(t.Task) == 0:
+		errs = append(errs, fmt.Errorf("%s: task or slice is required", path))
+	}
+	for k, v := range t.Task {
+		ft.Task[k] = v
+	}
+	if t.MinRuntime != "" {
+		d, err := time.ParseDuration(t.MinRuntime)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.minRuntime: %w", path, err))
+		}
+		ft.MinRuntime = d
+	}
+	return ft, errors.Join(errs...)
+}
+
+// events turns step i into allocator events: removals, arrivals, capacity, then demand changes
+// in name order.
+func (st fairStep) events(sc fairScenario, i int) (time.Duration, []fair.Event, error) {
+	path := fmt.Sprintf("steps[%d]", i)
+	at, err := time.ParseDuration(st.At)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s.at: %w", path, err)
+	}
+	if i > 0 {
+		if prev, err := time.ParseDuration(sc.Steps[i-1].At); err == nil && at < prev {
+			return 0, nil, fmt.Errorf("%s.at: %s is before the previous step's %s", path, at, prev)
+		}
+	}
+	var evs []fair.Event
+	for _, name := range st.Remove {
+		evs = append(evs, fair.RemoveTenant{Tenant: name})
+	}
+	for j, t := range st.Add {
+		ft, err := t.tenant(fmt.Sprintf("%s.add[%d]", path, j))
+		if err != nil {
+			return 0, nil, err
+		}
+		evs = append(evs, fair.AddTenant{Tenant: ft})
+	}
+	if len(st.Capacity) > 0 || len(st.Slices) > 0 {
+		c, _, err := capacityOf(st.Capacity, st.Slices, path+".")
+		if err != nil {
+			return 0, nil, err
+		}
+		evs = append(evs, fair.SetCapacity{Capacity: c})
+	}
+	for _, name := range sortedStrings(st.Demand) {
+		evs = append(evs, fair.SetDemand{Tenant: name, Demand: st.Demand[name]})
+	}
+	return at, evs, nil
+}
+
+func fairTable(w io.Writer, res fairOut) error {
+	for _, n := range res.Notes {
+		if _, err := fmt.Fprintf(w, "note: %s\n", n); err != nil {
+			return err
+		}
+	}
+	for i, st := range res.Steps {
+		fmt.Fprintf(w, "\nstep %d at +%s (%s): %d decisions\n", i, st.At, st.Time.Format(time.RFC3339), len(st.Decisions))
+		tw := newTable(w)
+		fmt.Fprintln(tw, "TENANT\tPATH\tDEMAND\tTASKS\tSTEADY\tLEASED\tDOMINANT SHARE\tWEIGHTED")
+		for _, t := range st.Tenants {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.4f\t%.4f\n", t.Name, t.Path, t.Demand, t.Tasks, t.Steady, t.Leased,
+				t.DominantShare, t.WeightedShare)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		for _, it := range st.Decisions {
+			line := "  " + it.String()
+			if !it.Expires.IsZero() {
+				line += " until " + it.Expires.Format(time.RFC3339)
+			}
+			if !it.RetryAt.IsZero() {
+				line += " retry at " + it.RetryAt.Format(time.RFC3339)
+			}
+			if !it.Retry && it.Kind == fair.KindQueue {
+				line += " (retrying will not help)"
+			}
+			if _, err := fmt.Fprintln(w, line); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

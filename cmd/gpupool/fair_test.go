@@ -1,0 +1,170 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"gpupool.dev/gpupool/internal/fair"
+)
+
+func decodeFairOut(t *testing.T, stdout string) fairOut {
+	t.Helper()
+	var res struct {
+		Steps []struct {
+			Tenants   []fair.TenantState `json:"tenants"`
+			Decisions []struct {
+				Kind   string `json:"kind"`
+				Tenant string `json:"tenant"`
+				Reason string `json:"reason"`
+			} `json:"decisions"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("decode output: %v\n%s", err, stdout)
+	}
+	var out fairOut
+	for _, st := range res.Steps {
+		so := fairStepOut{Tenants: st.Tenants}
+		for _, d := range st.Decisions {
+			so.Decisions = append(so.Decisions, fair.Item{Tenant: d.Tenant, By: d.Kind + "/" + d.Reason})
+		}
+		out.Steps = append(out.Steps, so)
+	}
+	return out
+}
+
+// has reports whether some decision of the run is kind/reason.
+func has(res fairOut, kindReason string) bool {
+	for _, st := range res.Steps {
+		for _, d := range st.Decisions {
+			if d.By == kindReason {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func TestFairExamples(t *testing.T) {
+	cases := []struct {
+		file string
+		want []string // kind/reason pairs the run must contain
+	}{
+		{"drf-paper.yaml", []string{"grant/FairShare", "release/DemandDropped", "queue/PoolFull"}},
+		{"hierarchical-gpu.yaml", []string{"grant/Reservation", "preempt/CapacityLost", "queue/OverCap"}},
+		{"burst-preemption.yaml", []string{"lease/Burst", "reclaim/NeededBySteady", "preempt/OverShare", "reclaim/LeaseExpired"}},
+	}
+	for _, c := range cases {
+		stdout, stderr, code := runCmd(t, "fair", filepath.Join("..", "..", "examples", "fair", c.file), "-o", "json")
+		if code != exitOK {
+			t.Fatalf("%s: exit %d: %s", c.file, code, stderr)
+		}
+		res := decodeFairOut(t, stdout)
+		for _, w := range c.want {
+			if !has(res, w) {
+				t.Errorf("%s: no %s decision", c.file, w)
+			}
+		}
+		if c.file == "drf-paper.yaml" {
+			// §4.1: A 3 tasks, B 2 tasks, dominant shares 2/3 each.
+			got := map[string]fair.TenantState{}
+			for _, s := range res.Steps[0].Tenants {
+				got[s.Name] = s
+			}
+			if got["A"].Tasks != 3 || got["B"].Tasks != 2 || math.Abs(got["A"].DominantShare-2.0/3) > 1e-12 ||
+				math.Abs(got["B"].DominantShare-2.0/3) > 1e-12 {
+				t.Errorf("DRF paper: %+v", got)
+			}
+		}
+	}
+}
+
+func TestFairTableAndYAML(t *testing.T) {
+	path := filepath.Join("..", "..", "examples", "fair", "burst-preemption.yaml")
+	stdout, stderr, code := runCmd(t, "fair", path)
+	if code != exitOK || !strings.Contains(stdout, "DOMINANT SHARE") || !strings.Contains(stdout, "preempt batch#") ||
+		!strings.Contains(stdout, "retry at ") {
+		t.Errorf("table: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	stdout, _, code = runCmd(t, "fair", path, "-o", "yaml")
+	var v map[string]any
+	if code != exitOK || yaml.Unmarshal([]byte(stdout), &v) != nil || v["steps"] == nil {
+		t.Errorf("yaml: exit %d\n%s", code, stdout)
+	}
+}
+
+func TestFairBadInput(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown fields", "capacity: {cpu: 1}\ntenants: [{name: a, task: {cpu: 1}, demand: 1, colour: red}]\nsteps: [{at: 1s, demnd: {a: 2}}]\n",
+			[]string{"tenants[0].colour: unknown field", "steps[0].demnd: unknown field"}},
+		{"wrong type", "capacity: {cpu: 1}\ntenants: [{name: a, task: {cpu: 1}, demand: many}]\n", []string{"demand"}},
+		{"task and slice", "capacity: {cpu: 1}\ntenants: [{name: a, task: {cpu: 1}, slice: H100-SXM5-80GB/3g.40gb}]\n",
+			[]string{"tenants[0]: give task or slice, not both"}},
+		{"no shape", "capacity: {cpu: 1}\ntenants: [{name: a, demand: 1}]\n", []string{"tenants[0]: task or slice is required"}},
+		{"bad slice", "capacity: {cpu: 1}\ntenants: [{name: a, slice: H100-SXM5-80GB/9g.99gb}]\n", []string{"tenants[0].slice", "9g.99gb"}},
+		{"bad duration", "capacity: {cpu: 1}\nleaseDuration: soon\ntenants: [{name: a, task: {cpu: 1}, minRuntime: 5 minutes}]\n",
+			[]string{"leaseDuration", "tenants[0].minRuntime"}},
+		{"allocator validation", "capacity: {cpu: 1}\nleaseDuration: soon\ntenants: [{name: a, task: {gpu: 1}, demand: -1}]\n",
+			[]string{"leaseDuration", `tenant "a"`, "task.gpu", "demand: -1 is negative"}},
+		{"unknown tenant in a step", "capacity: {cpu: 1}\ntenants: [{name: a, task: {cpu: 1}}]\nsteps: [{at: 1s, demand: {b: 1}}]\n",
+			[]string{"steps[0]", `tenant "b": not found`}},
+		{"steps out of order", "capacity: {cpu: 1}\ntenants: [{name: a, task: {cpu: 1}}]\nsteps: [{at: 2s}, {at: 1s}]\n",
+			[]string{"steps[1].at", "before the previous step"}},
+		{"bad slices", "slices: {NoSuchBoard/1g.10gb: 2}\ntenants: []\n", []string{"slices", "NoSuchBoard"}},
+	}
+	for _, c := range cases {
+		stdout, stderr, code := runCmd(t, "fair", writeTemp(t, "s.yaml", c.yaml))
+		if code != exitInvalid || stdout != "" {
+			t.Errorf("%s: exit %d, stdout %q", c.name, code, stdout)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%s: error %q lacks %q", c.name, stderr, w)
+			}
+		}
+	}
+	if _, _, code := runCmd(t, "fair", filepath.Join(t.TempDir(), "missing.yaml")); code != exitInvalid {
+		t.Errorf("missing file: exit %d", code)
+	}
+	if _, _, code := runCmd(t, "fair", writeTemp(t, "s.yaml", "capacity: {cpu: 1}\ntenants: []\n"), "-o", "xml"); code != exitInvalid {
+		t.Errorf("bad -o: exit %d", code)
+	}
+}
+
+func FuzzFairScenario(f *testing.F) {
+	f.Add([]byte("capacity: {cpu: 9, mem: 18}\ntenants: [{name: A, task: {cpu: 1, mem: 4}, demand: 5}, {name: B, task: {cpu: 3, mem: 1}, demand: 5}]\nsteps: [{at: 1s, demand: {B: 1}}]\n"))
+	f.Add([]byte("capacity: {gpu: 4}\nburstPoolPercent: 25\nleaseDuration: 1m\ntenants: [{name: a, task: {gpu: 1}, demand: 9, cap: 2}]\nsteps: [{at: 2m, recompute: true}]\n"))
+	f.Add([]byte("slices: {H100-SXM5-80GB/1g.10gb: 7}\ntenants: [{name: a, slice: H100-SXM5-80GB/1g.10gb, demand: 3}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var sc fairScenario
+		if len(data) > 4096 || yaml.UnmarshalStrict(data, &sc) != nil || !smallScenario(sc) {
+			return
+		}
+		_, _ = runFairScenario(data) // any input: an error or a result, never a panic
+	})
+}
+
+// smallScenario keeps fuzzing fast: few tasks to hand out.
+func smallScenario(sc fairScenario) bool {
+	n := 0
+	for _, t := range sc.Tenants {
+		n += max(t.Demand, 0)
+	}
+	for _, st := range sc.Steps {
+		for _, d := range st.Demand {
+			n += max(d, 0)
+		}
+		for _, t := range st.Add {
+			n += max(t.Demand, 0)
+		}
+	}
+	return n <= 200 && len(sc.Steps) <= 20
+}

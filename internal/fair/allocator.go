@@ -1,0 +1,446 @@
+package fair
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// leafState is where a tenant stands in one of the two fillings.
+type leafState uint8
+
+const (
+	idle    leafState = iota // wants nothing more
+	waiting                  // in the act heaps
+	blocked                  // its next task does not fit; counted in its class (classes.go)
+)
+
+// Task times are Unix nanoseconds: records without pointers cost the garbage collector nothing.
+type taskRec struct {
+	seq   uint64
+	start int64
+}
+
+type leaseRec struct {
+	seq           uint64
+	start, expiry int64
+}
+
+// tenantRec is the authoritative state of one tenant; everything else is derived from it.
+type tenantRec struct {
+	cfg    Tenant
+	d      []int64
+	steady []taskRec  // sorted by (start, seq): newest last
+	leases []leaseRec // sorted by (start, seq): newest last
+
+	sLeaf, lLeaf int32 // nodes in the steady and the lease tree
+
+	pending    bool // its preemption claim is examined in the next claims phase
+	inPending  bool
+	retryAt    time.Time // a claim waits for victims' minimum runtime until then
+	minRunWait time.Time // a move that passes every check but minimum runtime becomes possible then
+	resRetryAt time.Time // a reservation claim waits until then (retried every step anyway)
+	touched    uint64    // step stamp
+	renew      int       // leases that expired in the step renewStamp
+	renewStamp uint64
+	inRes      bool // listed in resList
+	idx        int32
+	removed    bool
+	lDirty     bool // its lease-tree use lags behind its tasks
+	lCount     int  // the task count the lease tree holds for it
+}
+
+func (t *tenantRec) steadyWant() int {
+	if t.cfg.Cap > 0 && t.cfg.Cap < t.cfg.Demand {
+		return t.cfg.Cap
+	}
+	return t.cfg.Demand
+}
+
+func (t *tenantRec) resTarget() int { return min(t.cfg.Reservation, t.cfg.Demand) }
+func (t *tenantRec) total() int     { return len(t.steady) + len(t.leases) }
+func (t *tenantRec) preemptible() bool {
+	return len(t.steady) > t.cfg.Reservation
+}
+
+func (t *tenantRec) weight() float64 {
+	if t.cfg.Weight == 0 {
+		return 1
+	}
+	return t.cfg.Weight
+}
+
+// Allocator holds the pool, the tenants and every running task. It is not safe for concurrent
+// use; Clone gives an independent copy (for what-if questions).
+type Allocator struct {
+	res        resIndex
+	capacity   Vector
+	capT, capS []int64 // whole pool; steady pool (whole minus burst)
+	burstPct   float64
+	leaseDur   time.Duration
+	groups     map[string]float64
+	known      map[string]bool // every resource the pool has had
+
+	tenants []*tenantRec // sorted by name at every rebuild
+	byName  map[string]int32
+
+	now         time.Time
+	nowNS       int64
+	started     bool
+	seq         uint64
+	stamp       uint64
+	needRebuild bool
+	allPending  bool
+
+	sUsed, tUsed []int64
+	st, lt       tree // hierarchy over steady use; the same hierarchy over all use (leases)
+	expiries     entryHeap[expiryEntry]
+	retries      entryHeap[retryEntry]
+	lazyLease    []int32
+	lDirty       []int32
+
+	out         []Item
+	touched     []int32
+	pendingList []int32
+	resList     []int32
+	claimBuf    []int32
+	pathBuf     []int32
+	iters       []*descIter
+	vs          victimSearch
+	zero        []int64
+	sorter      byShare
+	resBad      int8 // cached per step: 1 reservations fit the steady pool, 2 they do not
+	resBadStamp uint64
+}
+
+// Time queues hold Unix nanoseconds.
+type expiryEntry struct {
+	at     int64
+	seq    uint64
+	tenant int32
+}
+
+type retryEntry struct {
+	at     int64
+	tenant int32
+}
+
+func expiryLess(a, b expiryEntry) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return a.seq < b.seq
+}
+
+func retryLess(a, b retryEntry) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return a.tenant < b.tenant
+}
+
+// New validates cfg (returning every problem at once) and builds an Allocator with no task
+// running. Call Recompute to make the first decision.
+func New(cfg Config) (*Allocator, error) {
+	if err := validateConfig(cfg, true); err != nil {
+		return nil, err
+	}
+	a := &Allocator{
+		capacity: cloneVector(cfg.Capacity),
+		burstPct: cfg.BurstPoolPercent,
+		leaseDur: cfg.LeaseDuration,
+		groups:   map[string]float64{},
+		byName:   map[string]int32{},
+		known:    map[string]bool{},
+	}
+	for name := range cfg.Capacity {
+		a.known[name] = true
+	}
+	a.expiries.less = expiryLess
+	a.retries.less = retryLess
+	for _, g := range cfg.Groups {
+		a.groups[g.Path] = g.Weight
+	}
+	for _, tc := range cfg.Tenants {
+		a.addTenantRec(tc)
+	}
+	a.needRebuild, a.allPending = true, true
+	return a, nil
+}
+
+func cloneVector(v Vector) Vector {
+	out := make(Vector, len(v))
+	for k, x := range v {
+		out[k] = x
+	}
+	return out
+}
+
+func cloneTenant(t Tenant) Tenant {
+	t.Task = cloneVector(t.Task)
+	return t
+}
+
+func (a *Allocator) addTenantRec(tc Tenant) *tenantRec {
+	t := &tenantRec{cfg: cloneTenant(tc), sLeaf: -1, lLeaf: -1, pending: true}
+	a.byName[tc.Name] = int32(len(a.tenants))
+	a.tenants = append(a.tenants, t)
+	return t
+}
+
+// leasesOn reports whether leases may be lent.
+func (a *Allocator) leasesOn() bool { return a.leaseDur > 0 }
+
+// rebuild derives every index from the authoritative state: resource index, dense vectors,
+// both trees, usage, heaps, block indexes and time queues.
+func (a *Allocator) rebuild() {
+	kept := a.tenants[:0]
+	for _, t := range a.tenants {
+		if !t.removed {
+			kept = append(kept, t)
+		}
+	}
+	clear(a.tenants[len(kept):])
+	a.tenants = kept
+	sort.Slice(a.tenants, func(i, j int) bool { return a.tenants[i].cfg.Name < a.tenants[j].cfg.Name })
+	names := sortedKeys(a.capacity)
+	a.res = newResIndex(names)
+	a.capT, _ = a.res.dense(a.capacity)
+	a.capS = make([]int64, len(a.capT))
+	for j, c := range a.capT {
+		a.capS[j] = c - int64(math.Floor(float64(c)*a.burstPct/100))
+	}
+	clear(a.byName)
+	a.pendingList, a.resList, a.touched = a.pendingList[:0], a.resList[:0], a.touched[:0]
+	for i, t := range a.tenants {
+		a.byName[t.cfg.Name] = int32(i)
+		t.idx = int32(i)
+		t.d = a.denseTask(t.cfg.Task)
+		t.inPending, t.inRes = false, false
+		if t.touched == a.stamp {
+			a.touched = append(a.touched, t.idx)
+		}
+	}
+	a.needRebuild = false
+	a.presize()
+	a.buildTrees()
+	a.recount()
+	a.resetQueues()
+}
+
+// presize makes room for a first decision (an item per wanted task, a queue item per tenant, up
+// to a bound) and for a few tasks per tenant, so that a first filling does not keep regrowing them.
+func (a *Allocator) presize() {
+	est := 64
+	for _, t := range a.tenants {
+		est += min(t.cfg.Demand, 1<<12) + 1
+		if c := min(t.cfg.Demand, 32); cap(t.steady) < c {
+			t.steady = append(make([]taskRec, 0, c), t.steady...)
+		}
+	}
+	if est = min(est, 1<<17); cap(a.out) < est {
+		a.out = append(make([]Item, 0, est), a.out...)
+	}
+}
+
+// denseTask converts a task vector; resources the pool no longer has become a zero-capacity
+// dimension implicitly (they were validated when the tenant arrived).
+func (a *Allocator) denseTask(v Vector) []int64 {
+	d := make([]int64, len(a.res.names))
+	for name, x := range v {
+		if j, ok := a.res.pos[name]; ok {
+			d[j], _ = toMicro(x)
+		}
+	}
+	return d
+}
+
+func (a *Allocator) buildTrees() {
+	m := len(a.res.names)
+	a.st.reset(m, a.res.share, a.capT, 2*len(a.tenants)+1)
+	a.lt.reset(m, a.res.share, a.capT, 2*len(a.tenants)+1)
+	sNodes, lNodes := map[string]int32{"": 0}, map[string]int32{"": 0}
+	for i, t := range a.tenants {
+		t.sLeaf = a.st.addNode(a.ensureGroup(&a.st, sNodes, t.cfg.Path), t.cfg.Name, "", t.weight(), int32(i))
+		t.lLeaf = a.lt.addNode(a.ensureGroup(&a.lt, lNodes, t.cfg.Path), t.cfg.Name, "", t.weight(), int32(i))
+	}
+	a.st.finish()
+	a.lt.finish()
+	a.assignClasses()
+	a.st.preEager, a.st.preStale = false, true
+	a.lt.preEager, a.lt.preStale = false, true
+}
+
+// ensureGroup returns the node of an interior path, creating it and its ancestors.
+func (a *Allocator) ensureGroup(tr *tree, nodes map[string]int32, path string) int32 {
+	if n, ok := nodes[path]; ok {
+		return n
+	}
+	parent, name := int32(0), path
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		parent, name = a.ensureGroup(tr, nodes, path[:i]), path[i+1:]
+	}
+	w, ok := a.groups[path]
+	if !ok {
+		w = 1
+	}
+	n := tr.addNode(parent, name, path, w, -1)
+	nodes[path] = n
+	return n
+}
+
+// assignClasses groups tenants with identical task vectors into classes, in both trees.
+func (a *Allocator) assignClasses() {
+	ids := map[string]int32{}
+	var vecs [][]int64
+	key := make([]byte, 0, 8*len(a.res.names))
+	for _, t := range a.tenants {
+		key = key[:0]
+		for _, x := range t.d {
+			key = binary.LittleEndian.AppendUint64(key, uint64(x))
+		}
+		c, ok := ids[string(key)]
+		if !ok {
+			c = int32(len(vecs))
+			ids[string(key)] = c
+			vecs = append(vecs, t.d)
+		}
+		a.st.class[t.sLeaf], a.lt.class[t.lLeaf] = c, c
+	}
+	for _, tr := range []*tree{&a.st, &a.lt} {
+		tr.ci.reset(vecs, len(a.res.names))
+		tr.blockedIn.init(len(tr.parent), len(vecs))
+		tr.preIn.init(len(tr.parent), len(vecs))
+	}
+}
+
+// recount recomputes usage, shares, preemptible marks and leaf states from the tasks.
+func (a *Allocator) recount() {
+	m := len(a.res.names)
+	a.sUsed, a.tUsed = make([]int64, m), make([]int64, m)
+	a.lDirty = a.lDirty[:0]
+	a.lazyLease = a.lazyLease[:0]
+	for _, t := range a.tenants {
+		ns, nt := int64(len(t.steady)), int64(t.total())
+		addScaled(a.sUsed, t.d, ns)
+		addScaled(a.tUsed, t.d, nt)
+		for n := t.sLeaf; n > 0; n = a.st.parent[n] {
+			addScaled(a.st.u(n), t.d, ns)
+		}
+		for n := t.lLeaf; n > 0; n = a.lt.parent[n] {
+			addScaled(a.lt.u(n), t.d, nt)
+		}
+		t.lCount, t.lDirty = t.total(), false
+		a.st.setPre(t.sLeaf, t.preemptible())
+		a.lt.setPre(t.lLeaf, len(t.leases) > 0)
+	}
+	for n := range a.st.share {
+		a.st.recalc(int32(n))
+	}
+	for _, t := range a.tenants {
+		a.st.minElig[t.sLeaf] = eligValue(t)
+	}
+	a.st.recalcElig()
+	for n := range a.lt.share {
+		a.lt.recalc(int32(n))
+	}
+	for _, t := range a.tenants {
+		a.refreshSteady(t)
+		a.refreshLease(t)
+	}
+}
+
+func (a *Allocator) resetQueues() {
+	a.expiries.reset()
+	a.retries.reset()
+	for _, t := range a.tenants {
+		for _, l := range t.leases {
+			a.expiries.push(expiryEntry{at: l.expiry, seq: l.seq, tenant: t.idx})
+		}
+		if !t.retryAt.IsZero() {
+			a.retries.push(retryEntry{at: t.retryAt.UnixNano(), tenant: t.idx})
+		}
+		if t.pending {
+			a.markPending(t)
+		}
+	}
+}
+
+// Snapshot returns every tenant's standing, sorted by name.
+func (a *Allocator) Snapshot() []TenantState {
+	if a.needRebuild {
+		a.rebuild()
+	}
+	out := make([]TenantState, 0, len(a.tenants))
+	for _, t := range a.tenants {
+		u := make([]int64, len(t.d))
+		addScaled(u, t.d, int64(t.total()))
+		ds := dominant(u, a.capT, a.res.share)
+		out = append(out, TenantState{
+			Name: t.cfg.Name, Path: t.cfg.Path, Demand: t.cfg.Demand,
+			Tasks: t.total(), Steady: len(t.steady), Leased: len(t.leases),
+			Reservation: t.cfg.Reservation, Cap: t.cfg.Cap,
+			DominantShare: ds, WeightedShare: ds / t.weight(),
+		})
+	}
+	return out
+}
+
+// Config returns the Allocator's current configuration (capacity, groups, tenants with their
+// current demand), sorted by tenant name.
+func (a *Allocator) Config() Config {
+	cfg := Config{Capacity: cloneVector(a.capacity), BurstPoolPercent: a.burstPct, LeaseDuration: a.leaseDur}
+	for _, p := range sortedKeys(a.groups) {
+		cfg.Groups = append(cfg.Groups, Group{Path: p, Weight: a.groups[p]})
+	}
+	ts := make([]*tenantRec, len(a.tenants))
+	copy(ts, a.tenants)
+	sort.Slice(ts, func(i, j int) bool { return ts[i].cfg.Name < ts[j].cfg.Name })
+	for _, t := range ts {
+		if !t.removed {
+			cfg.Tenants = append(cfg.Tenants, cloneTenant(t.cfg))
+		}
+	}
+	return cfg
+}
+
+// Clone returns an independent copy with the same tasks, leases, time and task numbering.
+func (a *Allocator) Clone() *Allocator {
+	c := &Allocator{
+		capacity: cloneVector(a.capacity), burstPct: a.burstPct, leaseDur: a.leaseDur,
+		groups: map[string]float64{}, byName: map[string]int32{}, known: map[string]bool{},
+		now: a.now, nowNS: a.nowNS, started: a.started, seq: a.seq, stamp: a.stamp,
+	}
+	c.expiries.less = expiryLess
+	c.retries.less = retryLess
+	for k, w := range a.groups {
+		c.groups[k] = w
+	}
+	for k := range a.known {
+		c.known[k] = true
+	}
+	for _, t := range a.tenants {
+		if t.removed {
+			continue
+		}
+		n := c.addTenantRec(t.cfg)
+		n.steady = append([]taskRec(nil), t.steady...)
+		n.leases = append([]leaseRec(nil), t.leases...)
+		n.pending, n.retryAt, n.resRetryAt, n.minRunWait = t.pending, t.retryAt, t.resRetryAt, t.minRunWait
+	}
+	c.needRebuild, c.allPending = true, a.allPending
+	return c
+}
+
+// Now is the time of the last step.
+func (a *Allocator) Now() time.Time { return a.now }
+
+func (a *Allocator) checkNow(now time.Time) error {
+	if a.started && now.Before(a.now) {
+		return fmt.Errorf("apply at %s: time went backwards from %s", now.Format(time.RFC3339Nano), a.now.Format(time.RFC3339Nano))
+	}
+	return nil
+}

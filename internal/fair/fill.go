@@ -1,0 +1,223 @@
+package fair
+
+import "time"
+
+// refreshSteady puts t's steady leaf where its counts say it belongs.
+func (a *Allocator) refreshSteady(t *tenantRec) {
+	if a.needRebuild {
+		return
+	}
+	a.st.setWant(t.sLeaf, len(t.steady) < t.steadyWant())
+	a.st.setPre(t.sLeaf, t.preemptible())
+	a.st.setElig(t.sLeaf, eligValue(t))
+	if len(t.steady) < t.resTarget() && !t.inRes {
+		t.inRes = true
+		a.resList = append(a.resList, t.idx)
+	}
+}
+
+// refreshLease does the same for the lease leaf; activation waits for the lease phase so that
+// steady filling does not pay for lease-heap upkeep.
+func (a *Allocator) refreshLease(t *tenantRec) {
+	if a.needRebuild {
+		return
+	}
+	want := a.leasesOn() && t.total() < t.cfg.Demand
+	if want && a.lt.state[t.lLeaf] == idle {
+		a.lt.state[t.lLeaf] = waiting // activated by the lease phase: see fillLeases
+		a.lazyLease = append(a.lazyLease, t.idx)
+	} else if !want {
+		a.lt.setWant(t.lLeaf, false)
+	}
+	a.lt.setPre(t.lLeaf, len(t.leases) > 0)
+}
+
+// fillSteady is progressive filling of the steady pool over the hierarchy.
+func (a *Allocator) fillSteady() { a.fill(&a.st, a.sUsed, a.capS, true, a.grantFair) }
+
+// grantFair gives t n steady tasks from filling (n > 1 only for a plain run: no lease to convert,
+// reservation met, room in the whole pool).
+func (a *Allocator) grantFair(t *tenantRec, n int64) {
+	if n == 1 {
+		reason := ReasonFairShare
+		if len(t.steady) < t.resTarget() {
+			reason = ReasonReservation
+		}
+		a.grantSteady(t, reason)
+		return
+	}
+	for range n {
+		a.seq++
+		t.steady = append(t.steady, taskRec{seq: a.seq, start: a.nowNS})
+		a.emit(t, Item{Kind: KindGrant, Task: a.seq, Reason: ReasonFairShare})
+	}
+	a.steadyDelta(t, n)
+	a.totalDelta(t, n)
+	a.refreshSteady(t)
+	a.refreshLease(t)
+}
+
+// fillLeases lends idle and burst capacity to tenants whose demand is still unmet, by the same
+// hierarchical filling over the weighted shares of all their tasks, with the same skip rule.
+func (a *Allocator) fillLeases() {
+	a.flushLease()
+	if !a.leasesOn() {
+		return
+	}
+	for _, i := range a.lazyLease {
+		if t := a.tenants[i]; a.lt.state[t.lLeaf] == waiting {
+			a.lt.activate(t.lLeaf)
+		}
+	}
+	a.lazyLease = a.lazyLease[:0]
+	a.flushLease()
+	a.fill(&a.lt, a.tUsed, a.capT, false, a.grantLeaseN)
+}
+
+// grantSteady gives t one steady task: its oldest lease turns steady if it has one; otherwise a
+// new task starts, reclaiming leases that sit on the room it needs.
+func (a *Allocator) grantSteady(t *tenantRec, reason Reason) {
+	if len(t.leases) > 0 {
+		l := t.leases[0]
+		t.leases = append(t.leases[:0], t.leases[1:]...)
+		insertTask(t, taskRec{seq: l.seq, start: l.start})
+		a.steadyDelta(t, 1)
+		a.emit(t, Item{Kind: KindGrant, Task: l.seq, Reason: ReasonLeaseConverted})
+	} else {
+		if !fits(a.tUsed, a.capT, t.d) {
+			a.reclaimLeases(t.d, t.cfg.Name, ReasonNeededBySteady)
+		}
+		a.seq++
+		t.steady = append(t.steady, taskRec{seq: a.seq, start: a.nowNS})
+		a.steadyDelta(t, 1)
+		a.totalDelta(t, 1)
+		a.emit(t, Item{Kind: KindGrant, Task: a.seq, Reason: reason})
+	}
+	a.refreshSteady(t)
+	a.refreshLease(t)
+}
+
+func (a *Allocator) grantLeaseN(t *tenantRec, _ int64) { a.grantLease(t) }
+
+func (a *Allocator) grantLease(t *tenantRec) {
+	a.seq++
+	l := leaseRec{seq: a.seq, start: a.nowNS, expiry: a.nowNS + int64(a.leaseDur)}
+	t.leases = append(t.leases, l)
+	a.totalDelta(t, 1)
+	a.flushLease()
+	a.expiries.push(expiryEntry{at: l.expiry, seq: l.seq, tenant: t.idx})
+	reason := ReasonBurst
+	if t.renewStamp == a.stamp && t.renew > 0 {
+		t.renew--
+		reason = ReasonLeaseRenewed
+	}
+	a.emit(t, Item{Kind: KindLease, Task: l.seq, Reason: reason, Expires: a.now.Add(a.leaseDur)})
+	a.refreshLease(t)
+}
+
+func (a *Allocator) steadyDelta(t *tenantRec, k int64) {
+	addScaled(a.sUsed, t.d, k)
+	if !a.needRebuild {
+		a.st.add(t.sLeaf, t.d, k)
+	}
+}
+
+// totalDelta records k more (or fewer) tasks of t in the whole pool. The lease tree learns of it
+// lazily (flushLease), since only the lease phase and lease reclaims read it.
+func (a *Allocator) totalDelta(t *tenantRec, k int64) {
+	addScaled(a.tUsed, t.d, k)
+	if !a.needRebuild && !t.lDirty {
+		t.lDirty = true
+		a.lDirty = append(a.lDirty, t.idx)
+	}
+}
+
+// flushLease brings the lease tree's use up to date.
+func (a *Allocator) flushLease() {
+	for _, i := range a.lDirty {
+		t := a.tenants[i]
+		t.lDirty = false
+		if d := int64(t.total() - t.lCount); d != 0 {
+			a.lt.add(t.lLeaf, t.d, d)
+			t.lCount = t.total()
+		}
+	}
+	a.lDirty = a.lDirty[:0]
+}
+
+// emit records an item about t.
+func (a *Allocator) emit(t *tenantRec, it Item) {
+	it.Tenant = t.cfg.Name
+	it.Retry = it.Reason.Retryable()
+	a.out = append(a.out, it)
+	a.touch(t)
+}
+
+func (a *Allocator) touch(t *tenantRec) {
+	if t.touched != a.stamp {
+		t.touched = a.stamp
+		if !a.needRebuild {
+			a.touched = append(a.touched, t.idx)
+		}
+	}
+}
+
+func (a *Allocator) markPending(t *tenantRec) {
+	t.pending = true
+	if !t.inPending && !a.needRebuild {
+		t.inPending = true
+		a.pendingList = append(a.pendingList, t.idx)
+	}
+}
+
+// insertTask keeps t.steady sorted by (start, seq).
+func insertTask(t *tenantRec, r taskRec) {
+	i := len(t.steady)
+	for i > 0 && laterTask(t.steady[i-1], r) {
+		i--
+	}
+	t.steady = append(t.steady, taskRec{})
+	copy(t.steady[i+1:], t.steady[i:])
+	t.steady[i] = r
+}
+
+func laterTask(a, b taskRec) bool {
+	if a.start != b.start {
+		return a.start > b.start
+	}
+	return a.seq > b.seq
+}
+
+// eligible is how many of t's oldest steady tasks may be preempted at now: started before now
+// and running at least MinRuntime. They are a prefix of the sorted list.
+func eligible(t *tenantRec, now time.Time) int {
+	ns := now.UnixNano()
+	cut := ns - int64(t.cfg.MinRuntime)
+	lo, hi := 0, len(t.steady)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		s := t.steady[mid].start
+		if s <= cut && s < ns {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// eligValue is the leaf value of minElig for t.
+func eligValue(t *tenantRec) int64 {
+	if !t.preemptible() {
+		return noElig
+	}
+	return eligibleNS(t, t.steady[0])
+}
+
+// eligibleNS is when task r of t becomes preemptible, in Unix nanoseconds.
+func eligibleNS(t *tenantRec, r taskRec) int64 {
+	return r.start + max(int64(t.cfg.MinRuntime), 1)
+}
+
+// eligibleAt is eligibleNS as a time.
+func eligibleAt(t *tenantRec, r taskRec) time.Time { return time.Unix(0, eligibleNS(t, r)).UTC() }

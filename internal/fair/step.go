@@ -1,0 +1,349 @@
+package fair
+
+import (
+	"slices"
+	"sort"
+	"time"
+)
+
+// step runs the phases of one decision, in this order:
+//  1. leases that reached their expiry are reclaimed;
+//  2. if capacity shrank below use, steady tasks are preempted (CapacityLost) until the steady
+//     pool holds, then leases are reclaimed until the whole pool holds;
+//  3. tenants below their reservation are served first, preempting above-reservation tasks;
+//  4. progressive filling of the steady pool over the hierarchy, with the skip rule;
+//  5. share claims: waiting tenants (those an event touched, those whose retry time came, or
+//     all of them on Recompute) preempt under the share rule, and filling resumes after each move;
+//  6. leases are lent from whatever room is left, lowest weighted share first;
+//  7. queue items say why each examined tenant still waits.
+func (a *Allocator) step(full bool) Decision {
+	if a.needRebuild {
+		a.rebuild()
+	}
+	full = full || !a.started
+	if full || a.allPending {
+		for _, t := range a.tenants {
+			a.markPending(t)
+		}
+	}
+	a.started, a.allPending = true, false
+	a.expireLeases()
+	a.enforceCapacity()
+	a.dueRetries()
+	a.reservations()
+	a.fillSteady()
+	a.claims()
+	a.fillLeases()
+	a.flushLease()
+	a.st.ensurePre()
+	a.lt.ensurePre()
+	a.queue(full)
+	return Decision{At: a.now, Items: a.out}
+}
+
+// begin starts a step at now.
+func (a *Allocator) begin(now time.Time) {
+	a.now, a.nowNS = now, now.UnixNano()
+	a.stamp++
+	a.out = a.out[:0]
+	a.touched = a.touched[:0]
+}
+
+func (a *Allocator) expireLeases() {
+	now := a.now.UnixNano()
+	for a.expiries.len() > 0 && a.expiries.top().at <= now {
+		e := a.expiries.pop()
+		t := a.tenants[e.tenant]
+		i := slices.IndexFunc(t.leases, func(l leaseRec) bool { return l.seq == e.seq })
+		if i < 0 {
+			continue // converted or reclaimed earlier
+		}
+		t.leases = append(t.leases[:i], t.leases[i+1:]...)
+		a.totalDelta(t, -1)
+		if t.renewStamp != a.stamp {
+			t.renewStamp, t.renew = a.stamp, 0
+		}
+		t.renew++
+		a.emit(t, Item{Kind: KindReclaim, Task: e.seq, Reason: ReasonLeaseExpired})
+		a.refreshLease(t)
+	}
+}
+
+func (a *Allocator) dueRetries() {
+	now := a.now.UnixNano()
+	for a.retries.len() > 0 && a.retries.top().at <= now {
+		e := a.retries.pop()
+		if t := a.tenants[e.tenant]; !t.retryAt.IsZero() && t.retryAt.UnixNano() == e.at {
+			t.retryAt = time.Time{}
+			a.markPending(t)
+		}
+	}
+}
+
+func (a *Allocator) enforceCapacity() {
+	if over(a.sUsed, a.capS) {
+		a.evictSteady()
+	}
+	if over(a.tUsed, a.capT) {
+		a.reclaimLeases(nil, "", ReasonCapacityLost)
+	}
+}
+
+// evictSteady preempts the newest steady tasks of the tenants furthest above their share (above
+// their reservation first; minimum runtime does not protect against lost capacity).
+func (a *Allocator) evictSteady() {
+	a.st.ensurePre()
+	for over(a.sUsed, a.capS) {
+		v := a.evictVictim()
+		if v == nil {
+			return
+		}
+		r := v.steady[len(v.steady)-1]
+		a.emit(v, Item{Kind: KindPreempt, Task: r.seq, Reason: ReasonCapacityLost})
+		v.steady = v.steady[:len(v.steady)-1]
+		a.steadyDelta(v, -1)
+		a.totalDelta(v, -1)
+		a.refreshSteady(v)
+		a.refreshLease(v)
+		a.markPending(v)
+	}
+}
+
+// evictVictim looks above reservations first (tasks helping on every short resource, then on
+// any), then at reserved tasks.
+func (a *Allocator) evictVictim() *tenantRec {
+	for _, strict := range [2]bool{true, false} {
+		a.vs.mode, a.vs.strict = vsEvict, strict
+		if leaf := a.descend(&a.st, 0, 0); leaf >= 0 {
+			return a.tenants[a.st.tenant[leaf]]
+		}
+	}
+	if v := a.evictFallback(true); v != nil {
+		return v
+	}
+	return a.evictFallback(false)
+}
+
+// evictFallback picks, when only reserved tasks are left on the short resources, the tenant with
+// the highest weighted share (ties: larger name) holding any.
+func (a *Allocator) evictFallback(strict bool) *tenantRec {
+	var best *tenantRec
+	for _, t := range a.tenants {
+		if len(t.steady) == 0 || !helps(a.sUsed, a.capS, nil, t.d, strict) {
+			continue
+		}
+		if best == nil || a.st.preOrd.before(t.sLeaf, best.sLeaf) {
+			best = t
+		}
+	}
+	return best
+}
+
+// reclaimLeases ends leases, newest first from the holder with the highest weighted share of all
+// its tasks, until need fits the whole pool (need nil: until use fits the capacity).
+func (a *Allocator) reclaimLeases(need []int64, by string, reason Reason) {
+	a.flushLease()
+	a.lt.ensurePre()
+	for (need == nil && over(a.tUsed, a.capT)) || (need != nil && !fits(a.tUsed, a.capT, need)) {
+		a.vs.mode, a.vs.need, a.vs.strict = vsReclaim, need, true
+		leaf := a.descend(&a.lt, 0, 0)
+		if leaf < 0 {
+			a.vs.strict = false
+			if leaf = a.descend(&a.lt, 0, 0); leaf < 0 {
+				return
+			}
+		}
+		h := a.tenants[a.lt.tenant[leaf]]
+		l := h.leases[len(h.leases)-1]
+		h.leases = h.leases[:len(h.leases)-1]
+		a.emit(h, Item{Kind: KindReclaim, Task: l.seq, Reason: reason, By: by})
+		a.totalDelta(h, -1)
+		a.flushLease()
+		a.refreshLease(h)
+	}
+}
+
+// reservations serves tenants below their reservation, lowest weighted share first, preempting
+// tasks above other tenants' reservations (past their minimum runtime) when the pool is full.
+func (a *Allocator) reservations() {
+	ids := a.claimBuf[:0]
+	for _, i := range a.resList {
+		t := a.tenants[i]
+		t.inRes = false
+		if len(t.steady) < t.resTarget() {
+			ids = append(ids, i)
+		}
+	}
+	a.resList = a.resList[:0]
+	a.sortByShare(ids)
+	for _, i := range ids {
+		t := a.tenants[i]
+		for len(t.steady) < t.resTarget() {
+			if fits(a.sUsed, a.capS, t.d) {
+				a.grantSteady(t, ReasonReservation)
+			} else if !a.reservationClaim(t) {
+				break
+			}
+		}
+		a.refreshSteady(t)
+	}
+	a.claimBuf = ids[:0]
+}
+
+func (a *Allocator) reservationClaim(c *tenantRec) bool {
+	vs := &a.vs
+	vs.mode, vs.claim, vs.retry, vs.pruned, vs.plan = vsReserve, c, time.Time{}, time.Time{}, vs.plan[:0]
+	vs.short = append(vs.short[:0], a.sUsed...)
+	for j := range vs.short {
+		vs.short[j] += c.d[j] - a.capS[j]
+	}
+	a.st.ensurePre()
+	if a.descend(&a.st, 0, 0) < 0 {
+		c.resRetryAt = earliest(vs.retry, vs.pruned)
+		a.touch(c)
+		return false
+	}
+	for _, p := range vs.plan {
+		a.preemptNewestEligible(p.t, p.k, Item{Kind: KindPreempt, Reason: ReasonReservationClaim, By: c.cfg.Name})
+	}
+	a.grantSteady(c, ReasonReservation)
+	return true
+}
+
+// claims runs share claims for pending tenants that still wait, lowest weighted share first.
+func (a *Allocator) claims() {
+	ids := a.claimBuf[:0]
+	for _, i := range a.pendingList {
+		t := a.tenants[i]
+		t.inPending = false
+		if t.pending && a.st.state[t.sLeaf] == blocked && len(t.steady) >= t.resTarget() {
+			ids = append(ids, i)
+		}
+		t.pending = false
+	}
+	a.pendingList = a.pendingList[:0]
+	a.sortByShare(ids)
+	for _, i := range ids {
+		t := a.tenants[i]
+		t.retryAt, t.minRunWait = time.Time{}, time.Time{}
+		for len(t.steady) < t.steadyWant() && !fits(a.sUsed, a.capS, t.d) {
+			if !a.shareClaim(t) {
+				t.minRunWait = a.vs.retry
+				if t.retryAt = earliest(a.vs.retry, a.vs.pruned); !t.retryAt.IsZero() {
+					a.retries.push(retryEntry{at: t.retryAt.UnixNano(), tenant: t.idx})
+				}
+				a.touch(t)
+				break
+			}
+			a.fillSteady()
+		}
+	}
+	a.claimBuf = ids[:0]
+}
+
+// shareClaim looks for one move for claimant c: from the root down its path, at each common
+// ancestor the sibling subtrees whose share exceeds c's side's share after the move, highest
+// first; inside one, the leaf furthest above its share first.
+func (a *Allocator) shareClaim(c *tenantRec) bool {
+	vs := &a.vs
+	vs.mode, vs.claim, vs.retry, vs.pruned = vsClaim, c, time.Time{}, time.Time{}
+	if !fits(make0(a), a.capS, c.d) {
+		return false
+	}
+	a.st.ensurePre()
+	var short uint64
+	for j, x := range c.d {
+		if a.sUsed[j]+x > a.capS[j] && j < 64 {
+			short |= 1 << j
+		}
+	}
+	vs.helpful = a.st.ci.helpful(short, vs.hbuf)
+	if vs.helpful != nil {
+		vs.hbuf = vs.helpful
+	}
+	a.pathBuf = a.st.path(c.sLeaf, a.pathBuf)
+	vs.path = a.pathBuf
+	for l := 0; l+1 < len(vs.path); l++ {
+		vs.level = l
+		vs.bound = a.st.shareDelta(vs.path[l+1], c.d, 1, nil, 0)
+		it := a.iter(0)
+		it.start(&a.st, vs.path[l], vs.path[l+1])
+		it.withBound(vs.bound)
+		for top := it.next(); top >= 0; top = it.next() {
+			vs.top = top
+			if vs.helpful != nil && !a.topCanPass(c) {
+				continue
+			}
+			if leaf := a.descend(&a.st, top, 1); leaf >= 0 {
+				v := a.tenants[a.st.tenant[leaf]]
+				a.preemptNewestEligible(v, int(vs.k), Item{Kind: KindPreempt, Reason: ReasonOverShare,
+					By: c.cfg.Name, Level: a.st.full[vs.path[l]], ByShare: vs.bound, Share: vs.after})
+				a.grantSteady(c, ReasonFairShare)
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// topCanPass checks the share rule and the ancestor condition for the current top once per
+// helpful class: every tenant of a class has the same task, so a class that fails here fails
+// for every leaf below, and the top is skipped without a descent.
+func (a *Allocator) topCanPass(c *tenantRec) bool {
+	vs := &a.vs
+	for _, cl := range vs.helpful {
+		d := a.st.ci.d[cl]
+		k := tasksToCover(a.sUsed, a.capS, c.d, d)
+		if k <= 0 || !lessTol(vs.bound, a.st.shareDelta(vs.top, d, -k, nil, 0)) {
+			continue
+		}
+		ok := true
+		for j := 1; j <= vs.level && ok; j++ {
+			n := vs.path[j]
+			ok = a.st.shareDelta(n, c.d, 1, d, -k) >= a.st.share[n]
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// earliest is the earlier of two times, ignoring zero ones.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// make0 returns a zero vector of the pool's dimension (reused).
+func make0(a *Allocator) []int64 {
+	if len(a.zero) != len(a.capT) {
+		a.zero = make([]int64, len(a.capT))
+	}
+	return a.zero
+}
+
+// byShare sorts tenant indices by steady weighted share, then name (index order is name order).
+type byShare struct {
+	a   *Allocator
+	ids []int32
+}
+
+func (s *byShare) Len() int      { return len(s.ids) }
+func (s *byShare) Swap(i, j int) { s.ids[i], s.ids[j] = s.ids[j], s.ids[i] }
+func (s *byShare) Less(i, j int) bool {
+	a, b := s.a.tenants[s.ids[i]], s.a.tenants[s.ids[j]]
+	sa, sb := s.a.st.share[a.sLeaf], s.a.st.share[b.sLeaf]
+	if sa != sb {
+		return sa < sb
+	}
+	return s.ids[i] < s.ids[j]
+}
+
+func (a *Allocator) sortByShare(ids []int32) {
+	a.sorter.a, a.sorter.ids = a, ids
+	sort.Sort(&a.sorter)
+	a.sorter.ids = nil
+}

@@ -1,0 +1,370 @@
+package fair
+
+import (
+	"math"
+	"sort"
+)
+
+// tree is the tenant hierarchy with, per node below the root, its usage vector and weighted
+// dominant share (the root's are never compared, so they are not kept).
+// Node 0 is the root; leaves are tenants. Every interior node keeps two heaps of its children:
+// act, a min-heap of the children that still want tasks (it drives progressive filling), and pre,
+// a max-heap of the children that hold preemptible tasks (it drives victim search).
+type tree struct {
+	m      int
+	dims   []int   // dimensions that enter shares
+	capT   []int64 // share denominators: the whole pool
+	parent []int32
+	name   []string // tie-break name among siblings
+	full   []string // full path of interior nodes
+	weight []float64
+	kids   [][]int32
+	tenant []int32 // node → tenant index, -1 for interior nodes
+	usage  []int64 // node-major, m per node
+	share  []float64
+	inv    []float64 // 1/capT per dimension
+	invW   []float64 // 1/weight per node
+
+	actOrd, preOrd nodeOrder
+	act, pre       [][]int32
+	actPos, prePos []int32
+	preCnt         []int32 // preemptible leaves in the subtree
+	leafPre        []bool
+	// minElig is, in Unix nanoseconds, the earliest time some preemptible task in the subtree may
+	// be preempted (exact at leaves: the oldest task's; noElig when there is none). Victim
+	// searches skip subtrees whose tasks are all still inside their minimum runtime.
+	minElig []int64
+	// preEager keeps pre heaps ordered on every change; when false (bulk filling) they are marked
+	// stale and rebuilt once by ensurePre.
+	preEager, preStale bool
+
+	// state is each leaf's place in filling; class its task class (tenants with identical task
+	// vectors share one); blockedIn counts, per interior node and class, the blocked leaves below.
+	state     []leafState
+	class     []int32
+	blockedIn classCounts
+	ci        classIndex
+	// preIn counts, per interior node and class, the leaves below holding preemptible tasks, so
+	// that a claim skips groups where no tenant runs a task of a kind that would make room.
+	preIn classCounts
+}
+
+func (t *tree) reset(m int, dims []int, capT []int64, nodes int) {
+	inv := make([]float64, len(capT))
+	for j, c := range capT {
+		inv[j] = 1 / float64(c) // +Inf for a zero capacity: any use of it is an infinite share
+	}
+	*t = tree{m: m, dims: dims, capT: capT, inv: inv, preEager: true,
+		parent: make([]int32, 0, nodes), name: make([]string, 0, nodes), full: make([]string, 0, nodes),
+		weight: make([]float64, 0, nodes), kids: make([][]int32, 0, nodes), tenant: make([]int32, 0, nodes),
+		class: make([]int32, 0, nodes)}
+	t.addNode(-1, "", "", 1, -1)
+}
+
+// addNode appends a node; parents must be added before their children.
+func (t *tree) addNode(parent int32, name, full string, w float64, tenant int32) int32 {
+	id := int32(len(t.parent))
+	t.parent = append(t.parent, parent)
+	t.name = append(t.name, name)
+	t.full = append(t.full, full)
+	t.weight = append(t.weight, w)
+	t.kids = append(t.kids, nil)
+	t.tenant = append(t.tenant, tenant)
+	t.class = append(t.class, -1)
+	if parent >= 0 {
+		t.kids[parent] = append(t.kids[parent], id)
+	}
+	return id
+}
+
+// finish sizes the per-node arrays once all nodes exist.
+func (t *tree) finish() {
+	n := len(t.parent)
+	t.usage = make([]int64, n*t.m)
+	t.share = make([]float64, n)
+	t.invW = make([]float64, n)
+	for i, w := range t.weight {
+		t.invW[i] = 1 / w
+	}
+	t.act = make([][]int32, n)
+	t.pre = make([][]int32, n)
+	t.actPos = make([]int32, n)
+	t.prePos = make([]int32, n)
+	t.preCnt = make([]int32, n)
+	t.leafPre = make([]bool, n)
+	t.minElig = make([]int64, n)
+	t.state = make([]leafState, n)
+	for i := range t.actPos {
+		t.minElig[i] = noElig
+		t.actPos[i], t.prePos[i] = -1, -1
+	}
+	order := make([]int32, n)
+	for i := range order {
+		order[i] = int32(i)
+	}
+	sort.SliceStable(order, func(i, j int) bool { return t.name[order[i]] < t.name[order[j]] })
+	rank := make([]int32, n)
+	for r, node := range order {
+		rank[node] = int32(r)
+	}
+	t.actOrd = nodeOrder{share: t.share, rank: rank}
+	t.preOrd = nodeOrder{share: t.share, rank: rank, max: true}
+}
+
+func (t *tree) u(n int32) []int64   { return t.usage[int(n)*t.m : int(n+1)*t.m] }
+func (t *tree) isLeaf(n int32) bool { return t.tenant[n] >= 0 }
+func (t *tree) actH() nodeHeap      { return nodeHeap{o: &t.actOrd, pos: t.actPos} }
+func (t *tree) preH() nodeHeap      { return nodeHeap{o: &t.preOrd, pos: t.prePos} }
+func (t *tree) rootActive() bool    { return len(t.act[0]) > 0 }
+
+func (t *tree) recalc(n int32) {
+	t.share[n] = dominantInv(t.u(n), t.inv, t.dims) * t.invW[n]
+}
+
+// shareDelta is node n's weighted share if its usage changed by k1·d1 + k2·d2.
+func (t *tree) shareDelta(n int32, d1 []int64, k1 int64, d2 []int64, k2 int64) float64 {
+	return dominantDelta(t.u(n), t.inv, t.dims, d1, k1, d2, k2) * t.invW[n]
+}
+
+// add changes a leaf's usage by k·d and updates every ancestor below the root (whose share is
+// never compared) and its heap positions.
+func (t *tree) add(leaf int32, d []int64, k int64) {
+	for n := leaf; n != 0; n = t.parent[n] {
+		addScaled(t.u(n), d, k)
+		t.recalc(n)
+		p := t.parent[n]
+		if i := t.actPos[n]; i >= 0 {
+			t.actH().fix(t.act[p], i)
+		}
+		if !t.preEager {
+			t.preStale = true
+		} else if i := t.prePos[n]; i >= 0 {
+			t.preH().fix(t.pre[p], i)
+		}
+	}
+}
+
+// activate puts a leaf (and any ancestor that had no active child) into the act heaps.
+func (t *tree) activate(leaf int32) {
+	if t.actPos[leaf] >= 0 {
+		return
+	}
+	for n := leaf; n != 0; {
+		p := t.parent[n]
+		wasEmpty := len(t.act[p]) == 0
+		t.actH().push(&t.act[p], n)
+		if !wasEmpty || p == 0 {
+			return
+		}
+		n = p
+	}
+}
+
+// deactivate takes a leaf (and any ancestor left without an active child) out of the act heaps.
+func (t *tree) deactivate(leaf int32) {
+	if t.actPos[leaf] < 0 {
+		return
+	}
+	for n := leaf; n != 0; {
+		p := t.parent[n]
+		t.actH().remove(&t.act[p], n)
+		if len(t.act[p]) > 0 || p == 0 {
+			return
+		}
+		n = p
+	}
+}
+
+// setPre marks a leaf as holding (or not) tasks that a preemption may take.
+func (t *tree) setPre(leaf int32, on bool) {
+	if t.leafPre[leaf] == on {
+		return
+	}
+	t.leafPre[leaf] = on
+	delta := int32(-1)
+	if on {
+		delta = 1
+	}
+	t.preIn.bump(t.class[leaf], t.parent, leaf, delta)
+	for n := leaf; n >= 0; n = t.parent[n] {
+		old := t.preCnt[n]
+		t.preCnt[n] += delta
+		if n == 0 {
+			break
+		}
+		if !t.preEager {
+			t.preStale = true
+			continue
+		}
+		p := t.parent[n]
+		switch {
+		case old == 0 && t.preCnt[n] > 0:
+			t.preH().push(&t.pre[p], n)
+		case old > 0 && t.preCnt[n] == 0:
+			t.preH().remove(&t.pre[p], n)
+		}
+	}
+}
+
+const noElig = math.MaxInt64
+
+// setElig sets a leaf's earliest preemption time and fixes its ancestors: a smaller value
+// propagates in O(depth); a larger one rescans the children of the ancestors whose minimum it was.
+func (t *tree) setElig(leaf int32, v int64) {
+	oldV := t.minElig[leaf]
+	if oldV == v {
+		return
+	}
+	t.minElig[leaf] = v
+	newV := v
+	for n := t.parent[leaf]; n >= 0; n = t.parent[n] {
+		cur := t.minElig[n]
+		var nv int64
+		switch {
+		case newV < cur:
+			nv = newV
+		case oldV == cur && newV > oldV:
+			nv = noElig
+			for _, c := range t.kids[n] {
+				nv = min(nv, t.minElig[c])
+			}
+		default:
+			return
+		}
+		if nv == cur {
+			return
+		}
+		t.minElig[n] = nv
+		oldV, newV = cur, nv
+	}
+}
+
+// recalcElig recomputes every interior node's minElig from its children (children have larger
+// ids than their parents).
+func (t *tree) recalcElig() {
+	for n := len(t.parent) - 1; n >= 0; n-- {
+		if t.isLeaf(int32(n)) {
+			continue
+		}
+		v := int64(noElig)
+		for _, c := range t.kids[n] {
+			v = min(v, t.minElig[c])
+		}
+		t.minElig[n] = v
+	}
+}
+
+// ensurePre rebuilds stale pre heaps and makes them eager again.
+func (t *tree) ensurePre() {
+	t.preEager = true
+	if !t.preStale {
+		return
+	}
+	t.preStale = false
+	for i := range t.prePos {
+		t.prePos[i] = -1
+	}
+	for p := range t.kids {
+		h := t.pre[p][:0]
+		for _, c := range t.kids[p] {
+			if t.preCnt[c] > 0 {
+				h = append(h, c)
+			}
+		}
+		t.pre[p] = h
+		t.preH().heapify(h)
+	}
+}
+
+// pick descends from the root to the leaf that progressive filling serves next.
+func (t *tree) pick() int32 {
+	n := int32(0)
+	for !t.isLeaf(n) {
+		n = t.pickChild(n)
+	}
+	return n
+}
+
+// pickChild returns the active child of p that sorts first: the lowest weighted share, ties
+// (within the relative tolerance) to the lexicographically smaller name.
+func (t *tree) pickChild(p int32) int32 { return t.act[p][0] }
+
+func classKey(n, c int32) uint64 { return uint64(uint32(n))<<32 | uint64(uint32(c)) }
+
+// markBlocked counts a leaf in (or out of) the blocked leaves of its class along its path.
+func (t *tree) markBlocked(leaf int32, on bool) {
+	d := int32(1)
+	if !on {
+		d = -1
+	}
+	t.blockedIn.bump(t.class[leaf], t.parent, leaf, d)
+}
+
+// classCounts is a count per (node, class): a dense table when it is small, a map otherwise.
+type classCounts struct {
+	k     int
+	dense []int32
+	m     map[uint64]int32
+}
+
+func (cc *classCounts) init(nodes, k int) {
+	*cc = classCounts{k: k}
+	if nodes*k <= 1<<22 {
+		cc.dense = make([]int32, nodes*k)
+	} else {
+		cc.m = map[uint64]int32{}
+	}
+}
+
+func (cc *classCounts) get(n, c int32) int32 {
+	if cc.dense != nil {
+		return cc.dense[int(n)*cc.k+int(c)]
+	}
+	return cc.m[classKey(n, c)]
+}
+
+// bump adds d to the count of class c at every ancestor of leaf.
+func (cc *classCounts) bump(c int32, parent []int32, leaf, d int32) {
+	if c < 0 {
+		return
+	}
+	for n := parent[leaf]; n >= 0; n = parent[n] {
+		if cc.dense != nil {
+			cc.dense[int(n)*cc.k+int(c)] += d
+			continue
+		}
+		k := classKey(n, c)
+		if v := cc.m[k] + d; v == 0 {
+			delete(cc.m, k)
+		} else {
+			cc.m[k] = v
+		}
+	}
+}
+
+// setWant moves a leaf between idle and waiting; a blocked leaf that stops wanting is forgotten.
+func (t *tree) setWant(leaf int32, want bool) {
+	switch st := t.state[leaf]; {
+	case !want && st == waiting:
+		t.deactivate(leaf)
+		t.state[leaf] = idle
+	case !want && st == blocked:
+		t.unblockLeaf(leaf)
+		t.state[leaf] = idle
+	case want && st == idle:
+		t.activate(leaf)
+		t.state[leaf] = waiting
+	}
+}
+
+// path writes the nodes from the root down to n into buf.
+func (t *tree) path(n int32, buf []int32) []int32 {
+	buf = buf[:0]
+	for ; n >= 0; n = t.parent[n] {
+		buf = append(buf, n)
+	}
+	for i, j := 0, len(buf)-1; i < j; i, j = i+1, j-1 {
+		buf[i], buf[j] = buf[j], buf[i]
+	}
+	return buf
+}
