@@ -19,9 +19,14 @@ go vet ./...
 echo "== go test -race"
 go test -race -count=1 -timeout 30m ./...
 
-echo "== CLI smoke"
-bin=$(mktemp -d)/gpupool
-trap 'rm -rf "$(dirname "$bin")"' EXIT
-go build -o "$bin" ./cmd/gpupool
-"$bin" version
+echo "== CLI smoke: the README quick start, and its output read back"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/gpupool" ./cmd/gpupool
+"$tmp/gpupool" version
+"$tmp/gpupool" plan examples/h100x8-mixed.yaml --out "$tmp/out" > "$tmp/plan.txt"
+"$tmp/gpupool" validate "$tmp/out/mig-parted/config.yaml" examples/h100x8-mixed.yaml
+"$tmp/gpupool" validate --pool examples/h100x8-mixed.yaml "$tmp/out/plan.yaml"
+"$tmp/gpupool" simulate examples/h100x8-mixed.yaml --plan "$tmp/out/plan.yaml" --duration 2m -o json > /dev/null
+tail -n 1 "$tmp/plan.txt"
 echo "all tests passed"
