@@ -30,7 +30,9 @@ const maxDocumentBytes = 64 << 20
 // Decode reads one YAML or JSON document (JSON when the first non-blank byte is '{'), checks
 // apiVersion and kind, and decodes it strictly into a *Pool or *Plan: unknown fields, duplicate
 // keys, wrong types and malformed durations, sizes and references are errors, all reported at
-// once as FieldErrors with their paths. Decode neither fills defaults nor validates.
+// once as FieldErrors with their paths. Decode neither fills defaults nor validates; the one value
+// it rewrites is a tenant's model.quantization given as a known alias ("awq", "gptq", "w4a16",
+// "fp8_e4m3", …), which it stores under the canonical name ("int4-awq", "int4-gptq", "fp8").
 func Decode(data []byte) (Document, error) {
 	tree, err := parseTree(data)
 	if err != nil {
@@ -43,7 +45,11 @@ func Decode(data []byte) (Document, error) {
 	switch kind {
 	case KindPool:
 		p := new(Pool)
-		return p, decodeTree(tree, p)
+		if err := decodeTree(tree, p); err != nil {
+			return p, err
+		}
+		normaliseQuantizations(p)
+		return p, nil
 	default:
 		p := new(Plan)
 		return p, decodeTree(tree, p)

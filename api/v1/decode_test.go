@@ -207,3 +207,39 @@ func TestLoadPool(t *testing.T) {
 		t.Error("LoadPool(pool-undecodable.yaml): no error")
 	}
 }
+
+// TestDecodeNormalisesQuantization: the spellings llm.ParseQuantization accepts are accepted in a
+// Pool document too, and stored under the canonical name; unknown spellings are kept for
+// Validate to report.
+func TestDecodeNormalisesQuantization(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"awq", "int4-awq"},
+		{"AWQ_Marlin", "int4-awq"},
+		{"gptq", "int4-gptq"},
+		{"w4a16", "int4-gptq"}, // compressed-tensors' default W4A16 layout is GPTQ
+		{"w8a8", "int8"},
+		{"fp8_e4m3", "fp8"},
+		{"bfloat16", "bf16"},
+		{"int4-awq", "int4-awq"},
+		{"nf4", "nf4"},
+	} {
+		doc := minimalPool + "tenants:\n- name: a\n  model: {name: llama-3.1-8b, quantization: " + c.in + "}\n"
+		p, err := DecodePool([]byte(doc))
+		if err != nil {
+			t.Errorf("%s: %v", c.in, err)
+			continue
+		}
+		if got := string(p.Tenants[0].Model.Quantization); got != c.want {
+			t.Errorf("%s: quantization %q, want %q", c.in, got, c.want)
+		}
+	}
+	// Through LoadPool an alias validates; an unknown value is still an error at its path.
+	if p, err := LoadPool([]byte(minimalPool + "tenants:\n- name: a\n  model: {name: llama-3.1-8b, quantization: gptq}\n")); err != nil ||
+		p.Tenants[0].Model.Quantization != "int4-gptq" {
+		t.Errorf("LoadPool with gptq: %v", err)
+	}
+	_, err := LoadPool([]byte(minimalPool + "tenants:\n- name: a\n  model: {name: llama-3.1-8b, quantization: nf4}\n"))
+	if err == nil || !strings.Contains(err.Error(), `tenants[0].model.quantization: unknown value "nf4"`) {
+		t.Errorf("LoadPool with nf4: %v", err)
+	}
+}

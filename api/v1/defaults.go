@@ -1,5 +1,7 @@
 package v1
 
+import "gpupool.dev/gpupool/internal/llm"
+
 // Defaults filled by Default.
 const (
 	DefaultBurstPoolPercent = 10
@@ -22,7 +24,8 @@ const (
 //     traffic.pattern poisson
 //
 // Fields without a default (maxContext, concurrency, cap, replicas, model.quantization) keep
-// their "unset" meaning, described on each field.
+// their "unset" meaning, described on each field. A model.quantization given as a known alias
+// ("awq", "w4a16", …) is rewritten to its canonical name, as Decode does.
 func Default(p *Pool) {
 	if p == nil {
 		return
@@ -67,6 +70,28 @@ func defaultTenant(t *Tenant) {
 	if t.Traffic.Pattern == "" {
 		t.Traffic.Pattern = DefaultPattern
 	}
+	t.Model.Quantization = canonicalQuantization(t.Model.Quantization)
+}
+
+// normaliseQuantizations rewrites every tenant's model.quantization spelled as an alias that
+// llm.ParseQuantization knows ("awq", "gptq", "w4a16", "fp8_e4m3", "bfloat16", …) to its canonical
+// name. Unknown spellings are kept, so that Validate reports them.
+func normaliseQuantizations(p *Pool) {
+	for i := range p.Tenants {
+		m := &p.Tenants[i].Model
+		m.Quantization = canonicalQuantization(m.Quantization)
+	}
+}
+
+// canonicalQuantization returns q's canonical name, or q itself when it is empty or unknown.
+func canonicalQuantization(q llm.Quantization) llm.Quantization {
+	if q == "" || q.Valid() {
+		return q
+	}
+	if c, err := llm.ParseQuantization(string(q)); err == nil {
+		return c
+	}
+	return q
 }
 
 func ptr[T any](v T) *T { return &v }

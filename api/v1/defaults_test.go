@@ -56,6 +56,17 @@ func TestDefaultKeepsSetFields(t *testing.T) {
 	}
 }
 
+func TestDefaultNormalisesQuantization(t *testing.T) {
+	p := &Pool{Tenants: []Tenant{{Name: "a", Model: Model{Quantization: "awq"}}, {Name: "b", Model: Model{Quantization: "fp8_e4m3"}},
+		{Name: "c", Model: Model{Quantization: "int8"}}, {Name: "d", Model: Model{Quantization: "nf4"}}}}
+	Default(p)
+	for i, want := range []string{"int4-awq", "fp8", "int8", "nf4"} {
+		if got := string(p.Tenants[i].Model.Quantization); got != want {
+			t.Errorf("tenant %s: quantization %q, want %q", p.Tenants[i].Name, got, want)
+		}
+	}
+}
+
 func TestDefaultIsIdempotent(t *testing.T) {
 	p := loadValidPool(t) // already defaulted once
 	once := clonePool(t, p)

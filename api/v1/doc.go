@@ -70,7 +70,9 @@
 //	  model.name | model.dir a model catalog name ("llama-3.1-8b") or a Hugging Face checkpoint
 //	                         directory; exactly one
 //	  model.quantization     bf16 | fp16 | fp8 | int8 | int4-awq | int4-gptq; default: as the
-//	                         checkpoint stores its weights
+//	                         checkpoint stores its weights. The aliases llm.ParseQuantization
+//	                         knows (awq, gptq, w4a16, w8a8, fp8_e4m3, bfloat16, …) are accepted
+//	                         and stored under the canonical name by Decode and Default
 //	  model.kvCacheDtype     auto | bf16 | fp16 | fp8 | fp8_e4m3 | fp8_e5m2; default auto (the
 //	                         model's dtype)
 //	  maxContext             longest sequence in tokens (prompt + output), ≥ 0; 0 means the model's

@@ -24,6 +24,7 @@ func seedDecoders(f *testing.F, files ...string) {
 		"apiVersion: gpupool.dev/v1\nkind: Plan\n",
 		`{"apiVersion":"gpupool.dev/v1","kind":"Pool","fleet":{"nodes":[{"name":"a","name":"b"}]}}`,
 		"apiVersion: gpupool.dev/v1\nkind: Pool\ntenants: [{name: a, slo: {ttftP99: 1.5s}, weight: 1e3}]\n",
+		"apiVersion: gpupool.dev/v1\nkind: Pool\ntenants: [{name: a, model: {name: x, quantization: ' AWQ_Marlin '}}, {name: b, model: {quantization: nf4}}]\n",
 		"apiVersion: gpupool.dev/v1\nkind: Plan\ngpus: [{node: a, index: 0, instances: [{profile: x, replicas: [{limits: {memory: 1.5Gi}}]}]}]\n",
 		"apiVersion: gpupool.dev/v1\nkind: Pool\nmetadata: &a {name: x}\nfleet: {nodes: [{name: *a}]}\n",
 		"apiVersion: gpupool.dev/v1\nkind: Pool\nfleet: {nodes: [{name: n1, labels: {\"<<\": x, \"\": y}}]}\n",

@@ -73,6 +73,16 @@ type PlanGPU struct {
 // Ref returns the GPU's "node/index" reference.
 func (g PlanGPU) Ref() GPURef { return GPURef{Node: g.Node, Index: g.Index} }
 
+// ReplicaCount returns how many tenant replicas run on the GPU: on the whole GPU and on every MIG
+// instance together. A GPU with none runs nothing and can be re-partitioned without a drain.
+func (g PlanGPU) ReplicaCount() int {
+	n := len(g.Replicas)
+	for _, in := range g.Instances {
+		n += len(in.Replicas)
+	}
+	return n
+}
+
 // PlanInstance is one MIG instance.
 type PlanInstance struct {
 	// Profile is a MIG profile name of the board, like "3g.40gb".

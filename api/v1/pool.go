@@ -163,6 +163,7 @@ type Model struct {
 	// Dir is a Hugging Face checkpoint directory (config.json plus safetensors files).
 	Dir string `json:"dir,omitzero"`
 	// Quantization is how weights are served: bf16, fp16, fp8, int8, int4-awq or int4-gptq.
+	// Decode and Default rewrite known aliases (awq, gptq, w4a16, fp8_e4m3, …) to these names.
 	// Empty: as the checkpoint stores them.
 	Quantization llm.Quantization `json:"quantization,omitzero"`
 	// KVCacheDtype is the KV-cache element type: auto (the model's dtype), bf16, fp16, fp8,

@@ -102,11 +102,7 @@ func (c *planChecker) checkGPU(p string, g PlanGPU) {
 		c.checkDomain(g, domain{path: field(p, "replicas"), slice: sliceOf(g.Mode, ""),
 			capacity: boardMemory(board), replicas: g.Replicas})
 	}
-	n := len(g.Replicas)
-	for _, in := range g.Instances {
-		n += len(in.Replicas)
-	}
-	if n > 0 {
+	if n := g.ReplicaCount(); n > 0 {
 		c.used++
 		if g.Role == RoleCanary || g.Role == RoleIdle {
 			c.errs.add(field(p, "role"), "GPUs with role %q run no tenant replicas (this one has %d)", g.Role, n)

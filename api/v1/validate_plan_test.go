@@ -27,8 +27,8 @@ func TestValidPlanIsValidWithBuiltinCatalog(t *testing.T) {
 
 // TestValidatePlanRules changes one thing in plan-valid.yaml per case and expects exactly the
 // listed errors. GPUs there: [0]–[2] gpu-node-a/0–2 exclusive with chat 0–2; [3] a/3 MIG
-// 3g.40gb@0 + 3g.40gb@4 with code-complete 0 and 1; [4] a/4 MIG 2g.20gb@0 (summarizer 0) +
-// 3g.40gb@4 MPS (docs-qa 0, eval-batch 0); [5] burst; [6], [7] idle; [8]–[10] gpu-node-b/0–2
+// 3g.40gb@0 + 3g.40gb@4 with code-complete 0 and 1; [4] a/4 MIG 4g.40gb@0 MPS (docs-qa 0,
+// eval-batch 0) + 2g.20gb@4 (summarizer 0); [5] burst; [6], [7] idle; [8]–[10] gpu-node-b/0–2
 // idle; [11] gpu-node-b/3 canary. Tenants: [0] chat, [1] code-complete, [2] summarizer,
 // [3] docs-qa, [4] eval-batch.
 func TestValidatePlanRules(t *testing.T) {
@@ -69,7 +69,7 @@ func TestValidatePlanRules(t *testing.T) {
 		{"canary not in policy", func(p *Plan, _ *Pool) { p.GPUs[10].Role = RoleCanary },
 			`gpus[10].role: gpu-node-b/2 is not in policy.canaryGPUs`},
 		{"mode not allowed", func(p *Plan, pool *Pool) { pool.Policy.AllowedModes = []Mode{ModeExclusive, ModeMIG} },
-			`gpus[4].instances[1].sharing.mode: "mps" is not in policy.allowedModes (exclusive, mig)`},
+			`gpus[4].instances[0].sharing.mode: "mps" is not in policy.allowedModes (exclusive, mig)`},
 		{"idle with replicas", func(p *Plan, _ *Pool) { p.GPUs[2].Role = RoleIdle },
 			`gpus[2].role: GPUs with role "idle" run no tenant replicas (this one has 1)`},
 
@@ -109,17 +109,17 @@ func TestValidatePlanRules(t *testing.T) {
 		{"duplicate replica", func(p *Plan, _ *Pool) { p.GPUs[2].Replicas[0].Index = 1 },
 			`gpus[2].replicas[0]: duplicate replica 1 of tenant "chat" (first at gpus[1].replicas[0])` + "\n" +
 				`tenants[0].replicas[2]: replica 2 of tenant "chat" is not placed under gpus`},
-		{"smPercent range", func(p *Plan, _ *Pool) { p.GPUs[4].Instances[1].Replicas[0].Limits.SMPercent = 101 },
-			`gpus[4].instances[1].replicas[0].limits.smPercent: must be between 1 and 100 (got 101)`},
+		{"smPercent range", func(p *Plan, _ *Pool) { p.GPUs[4].Instances[0].Replicas[0].Limits.SMPercent = 101 },
+			`gpus[4].instances[0].replicas[0].limits.smPercent: must be between 1 and 100 (got 101)`},
 		{"smPercent outside MPS", func(p *Plan, _ *Pool) { p.GPUs[0].Replicas[0].Limits.SMPercent = 50 },
 			`gpus[0].replicas[0].limits.smPercent: only for MPS slices (slice is "exclusive")`},
 		{"timeSliceReplicas outside time-slicing", func(p *Plan, _ *Pool) { p.GPUs[0].Replicas[0].Limits.TimeSliceReplicas = 2 },
 			`gpus[0].replicas[0].limits.timeSliceReplicas: only for time-sliced slices (slice is "exclusive")`},
 		{"negative memory", func(p *Plan, _ *Pool) { p.GPUs[0].Replicas[0].Limits.Memory = -1 },
 			`gpus[0].replicas[0].limits.memory: must be ≥ 0 (got -1)`},
-		{"memory over the instance", func(p *Plan, _ *Pool) { // 20Gi + 30Gi = 50Gi > 3g.40gb's 40448 MiB
-			p.GPUs[4].Instances[1].Replicas[1].Limits.Memory = 30 * GiB
-		}, `gpus[4].instances[1].replicas: memory limits add up to 50Gi, more than the 40448Mi the slice has`},
+		{"memory over the instance", func(p *Plan, _ *Pool) { // 20Gi + 30Gi = 50Gi > 4g.40gb's 40448 MiB
+			p.GPUs[4].Instances[0].Replicas[1].Limits.Memory = 30 * GiB
+		}, `gpus[4].instances[0].replicas: memory limits add up to 50Gi, more than the 40448Mi the slice has`},
 		{"memory over the GPU", func(p *Plan, _ *Pool) { p.GPUs[0].Replicas[0].Limits.Memory = 80 * GiB }, // 81920 MiB > 81559 MiB
 			`gpus[0].replicas: memory limits add up to 80Gi, more than the 81559Mi the slice has`},
 		{"empty vLLM argument", func(p *Plan, _ *Pool) { p.GPUs[0].Replicas[0].VLLMArgs[1] = "" },
@@ -127,34 +127,34 @@ func TestValidatePlanRules(t *testing.T) {
 
 		// Isolation.
 		{"hard tenant shares", func(p *Plan, _ *Pool) {
-			p.GPUs[4].Instances[1].Replicas[1].Tenant = "chat"
-			p.GPUs[4].Instances[1].Replicas[1].Index = 3
+			p.GPUs[4].Instances[0].Replicas[1].Tenant = "chat"
+			p.GPUs[4].Instances[0].Replicas[1].Index = 3
 			p.Tenants[0].Replicas = append(p.Tenants[0].Replicas, ReplicaRef{Index: 3, GPU: GPURef{"gpu-node-a", 4},
-				Instance: InstanceRef{"3g.40gb", 4}, Slice: SliceMIGMPS})
+				Instance: InstanceRef{"4g.40gb", 0}, Slice: SliceMIGMPS})
 			p.Tenants[4].Replicas = nil
 			p.Tenants[4].Infeasible = true
 			p.Tenants[4].Reasons = []Reason{{Code: ReasonNoCapacity}}
-		}, `gpus[4].instances[1].replicas[1].tenant: tenant "chat" has isolation "hard" but shares a "mig+mps" slice with tenant "docs-qa"`},
+		}, `gpus[4].instances[0].replicas[1].tenant: tenant "chat" has isolation "hard" but shares a "mig+mps" slice with tenant "docs-qa"`},
 		{"soft tenant time-sliced", func(p *Plan, _ *Pool) {
-			p.GPUs[4].Instances[1].Sharing.Mode = SharingTimeSlice
-			p.GPUs[4].Instances[1].Replicas[0] = PlanReplica{Tenant: "summarizer", Index: 1}
-			p.GPUs[4].Instances[1].Replicas[1].Limits.SMPercent = 0
+			p.GPUs[4].Instances[0].Sharing.Mode = SharingTimeSlice
+			p.GPUs[4].Instances[0].Replicas[0] = PlanReplica{Tenant: "summarizer", Index: 1}
+			p.GPUs[4].Instances[0].Replicas[1].Limits.SMPercent = 0
 			p.Tenants[2].Replicas = append(p.Tenants[2].Replicas, ReplicaRef{Index: 1, GPU: GPURef{"gpu-node-a", 4},
-				Instance: InstanceRef{"3g.40gb", 4}, Slice: SliceMIGTimeSlice})
+				Instance: InstanceRef{"4g.40gb", 0}, Slice: SliceMIGTimeSlice})
 			p.Tenants[3].Replicas = nil
 			p.Tenants[3].Infeasible = true
 			p.Tenants[3].Reasons = []Reason{{Code: ReasonNoCapacity}}
 			p.Tenants[4].Replicas[0].Slice = SliceMIGTimeSlice
-		}, `gpus[4].instances[1].replicas[0].tenant: tenant "summarizer" has isolation "soft", which forbids time-slicing with tenant "eval-batch"`},
+		}, `gpus[4].instances[0].replicas[0].tenant: tenant "summarizer" has isolation "soft", which forbids time-slicing with tenant "eval-batch"`},
 		{"soft tenant outside its trust group", func(p *Plan, pool *Pool) {
 			pool.Tenants[3].Isolation = IsolationSoft
 			pool.Tenants[3].Path = "research/vision"
-		}, `gpus[4].instances[1].replicas[0].tenant: tenant "docs-qa" has isolation "soft" and shares MPS only within its trust group (path "research/vision"); tenant "eval-batch" has path "research/nlp"`},
+		}, `gpus[4].instances[0].replicas[0].tenant: tenant "docs-qa" has isolation "soft" and shares MPS only within its trust group (path "research/vision"); tenant "eval-batch" has path "research/nlp"`},
 
 		{"soft tenant without a path", func(p *Plan, pool *Pool) {
 			pool.Tenants[3].Isolation = IsolationSoft
 			pool.Tenants[3].Path = ""
-		}, `gpus[4].instances[1].replicas[0].tenant: tenant "docs-qa" has isolation "soft" and no path, so no trust group to share MPS with (it shares with tenant "eval-batch")`},
+		}, `gpus[4].instances[0].replicas[0].tenant: tenant "docs-qa" has isolation "soft" and no path, so no trust group to share MPS with (it shares with tenant "eval-batch")`},
 
 		// Tenants.
 		{"tenant listed twice", func(p *Plan, _ *Pool) { p.Tenants = append(p.Tenants, PlanTenant{Name: "chat"}) },
@@ -174,11 +174,11 @@ func TestValidatePlanRules(t *testing.T) {
 		{"replica without instance", func(p *Plan, _ *Pool) { p.Tenants[1].Replicas[0].Instance = InstanceRef{} },
 			`tenants[1].replicas[0].instance: no instance, but gpus[3].instances[0].replicas[0] places it on "3g.40gb@0"`},
 		{"wrong slice kind", func(p *Plan, _ *Pool) { p.Tenants[3].Replicas[0].Slice = SliceMPS },
-			`tenants[3].replicas[0].slice: "mps", but gpus[4].instances[1].replicas[0] gives it a "mig+mps" slice`},
+			`tenants[3].replicas[0].slice: "mps", but gpus[4].instances[0].replicas[0] gives it a "mig+mps" slice`},
 		{"slice required", func(p *Plan, _ *Pool) { p.Tenants[3].Replicas[0].Slice = "" },
 			`tenants[3].replicas[0].slice: required`},
 		{"unknown slice", func(p *Plan, _ *Pool) { p.Tenants[3].Replicas[0].Slice = "vgpu" },
-			`tenants[3].replicas[0].slice: "vgpu", but gpus[4].instances[1].replicas[0] gives it a "mig+mps" slice` + "\n" +
+			`tenants[3].replicas[0].slice: "vgpu", but gpus[4].instances[0].replicas[0] gives it a "mig+mps" slice` + "\n" +
 				`tenants[3].replicas[0].slice: unknown value "vgpu" (valid: exclusive, mig, mig+mps, mig+timeslice, mps, timeslice)`},
 		{"duplicate listed index", func(p *Plan, _ *Pool) { p.Tenants[1].Replicas[1].Index = 0 },
 			`tenants[1].replicas: replica 1 placed at gpus[3].instances[1].replicas[0] is not listed` + "\n" +
@@ -239,12 +239,12 @@ func TestValidatePlanRules(t *testing.T) {
 	}
 }
 
-// TestValidatePlanChecksLayoutWithBoardRules adds 4g.40gb@0 (memory slices 0–3) beside
-// 2g.20gb@0 (0–1) and 3g.40gb@4 (4–7): the board's own rules (gpu.Board.Validate) report the
-// overlap and the 2 + 4 + 3 = 9 > 7 compute slices, in one error at the layout's path.
+// TestValidatePlanChecksLayoutWithBoardRules adds 3g.40gb@4 (memory slices 4–7) beside
+// 4g.40gb@0 (0–3) and 2g.20gb@4 (4–5): the board's own rules (gpu.Board.Validate) report the
+// overlap and the 4 + 2 + 3 = 9 > 7 compute slices, in one error at the layout's path.
 func TestValidatePlanChecksLayoutWithBoardRules(t *testing.T) {
 	plan, pool := loadValidPlan(t), loadValidPool(t)
-	plan.GPUs[4].Instances = append(plan.GPUs[4].Instances, PlanInstance{Profile: "4g.40gb", Start: 0})
+	plan.GPUs[4].Instances = append(plan.GPUs[4].Instances, PlanInstance{Profile: "3g.40gb", Start: 4})
 	err := testValidator.Plan(plan, pool)
 	var fe FieldErrors
 	if !errors.As(err, &fe) || len(fe) != 1 {

@@ -214,7 +214,11 @@ func (c *poolChecker) checkModel(p string, m Model) int {
 	case m.Name != "" && m.Dir != "":
 		c.errs.add(p, "set exactly one of name or dir (got both)")
 	}
-	checkEnum(&c.errs, field(p, "quantization"), m.Quantization, llm.Quantizations())
+	if q := canonicalQuantization(m.Quantization); q != m.Quantization {
+		c.errs.add(field(p, "quantization"), "%q is an alias of %q: Default or Decode stores the canonical name", string(m.Quantization), string(q))
+	} else {
+		checkEnum(&c.errs, field(p, "quantization"), m.Quantization, llm.Quantizations())
+	}
 	checkEnum(&c.errs, field(p, "kvCacheDtype"), m.KVCacheDtype, kvCacheDtypes)
 	if m.Name == "" {
 		return 0

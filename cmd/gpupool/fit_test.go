@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,16 +13,6 @@ import (
 	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/llm"
 )
-
-func runFitCLI(t *testing.T, args ...string) (string, string, int) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	err := run(context.Background(), append([]string{"fit"}, args...), &out, &errb)
-	if err != nil {
-		errb.WriteString(err.Error())
-	}
-	return out.String(), errb.String(), exitCode(err)
-}
 
 // fitRow returns the whitespace-split table row for board and slice.
 func fitRow(t *testing.T, out, board, slice string) []string {
@@ -39,7 +27,7 @@ func fitRow(t *testing.T, out, board, slice string) []string {
 }
 
 func TestFitTable(t *testing.T) {
-	out, stderr, code := runFitCLI(t, "--model", "meta-llama/Llama-3.1-8B-Instruct", "--board", "H100-SXM5-80GB", "--shared-cap", "40Gi")
+	out, stderr, code := runCmd(t, "fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--board", "H100-SXM5-80GB", "--shared-cap", "40Gi")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -74,7 +62,7 @@ func TestFitTable(t *testing.T) {
 
 func TestFitTableMarksAdjustedFits(t *testing.T) {
 	// Three 8192-token sequences need 0.95 and --enforce-eager on 1g.20gb.
-	out, stderr, code := runFitCLI(t, "--model", "llama-3.1-8b", "--board", "H100", "--concurrency", "3", "--context", "8192")
+	out, stderr, code := runCmd(t, "fit", "--model", "llama-3.1-8b", "--board", "H100", "--concurrency", "3", "--context", "8192")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -88,7 +76,7 @@ func TestFitTableMarksAdjustedFits(t *testing.T) {
 }
 
 func TestFitAllBoards(t *testing.T) {
-	out, stderr, code := runFitCLI(t, "--model", "qwen2.5-0.5b", "-o", "json")
+	out, stderr, code := runCmd(t, "fit", "--model", "qwen2.5-0.5b", "-o", "json")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -111,7 +99,7 @@ func TestFitAllBoards(t *testing.T) {
 }
 
 func TestFitJSONAndYAML(t *testing.T) {
-	out, _, code := runFitCLI(t, "--model", "mixtral-8x7b", "--board", "H200", "--quantization", "awq", "--kv-cache-dtype", "fp8", "-o", "json")
+	out, _, code := runCmd(t, "fit", "--model", "mixtral-8x7b", "--board", "H200", "--quantization", "awq", "--kv-cache-dtype", "fp8", "-o", "json")
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
@@ -126,7 +114,7 @@ func TestFitJSONAndYAML(t *testing.T) {
 	if len(rep.Fits) == 0 || rep.Fits[0].Args.Quantization != "awq" || rep.Fits[0].Args.KVCacheDType != "fp8" {
 		t.Errorf("fits %+v", rep.Fits)
 	}
-	yout, _, code := runFitCLI(t, "--model", "mixtral-8x7b", "--board", "H200", "--quantization", "awq", "--kv-cache-dtype", "fp8", "-o", "yaml")
+	yout, _, code := runCmd(t, "fit", "--model", "mixtral-8x7b", "--board", "H200", "--quantization", "awq", "--kv-cache-dtype", "fp8", "-o", "yaml")
 	var yrep fitReport
 	if code != exitOK || yaml.Unmarshal([]byte(yout), &yrep) != nil || len(yrep.Fits) != len(rep.Fits) {
 		t.Errorf("yaml: exit %d, %d fits", code, len(yrep.Fits))
@@ -176,7 +164,7 @@ func writeModelDir(t *testing.T) string {
 
 func TestFitModelDir(t *testing.T) {
 	dir := writeModelDir(t)
-	out, stderr, code := runFitCLI(t, "--model-dir", dir, "--board", "A100-80GB", "--context", "2048", "-o", "json")
+	out, stderr, code := runCmd(t, "fit", "--model-dir", dir, "--board", "A100-80GB", "--context", "2048", "-o", "json")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -234,7 +222,7 @@ func TestFitRejectsBadInputWithoutOutput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, stderr, code := runFitCLI(t, tt.args...)
+			out, stderr, code := runCmd(t, append([]string{"fit"}, tt.args...)...)
 			if code != exitInvalid {
 				t.Errorf("exit %d, want %d (%s)", code, exitInvalid, stderr)
 			}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -11,19 +9,8 @@ import (
 	"gpupool.dev/gpupool/internal/gpu"
 )
 
-// runGpusCLI runs the program with args and returns stdout, stderr and the exit code.
-func runGpusCLI(t *testing.T, args ...string) (string, string, int) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	err := run(context.Background(), args, &out, &errb)
-	if err != nil {
-		errb.WriteString(err.Error())
-	}
-	return out.String(), errb.String(), exitCode(err)
-}
-
 func TestGpusTable(t *testing.T) {
-	out, stderr, code := runGpusCLI(t, "gpus")
+	out, stderr, code := runCmd(t, "gpus")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -63,7 +50,7 @@ func gpusRow(t *testing.T, out, name string) []string {
 }
 
 func TestGpusStructured(t *testing.T) {
-	out, _, code := runGpusCLI(t, "gpus", "-o", "json")
+	out, _, code := runCmd(t, "gpus", "-o", "json")
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
@@ -79,7 +66,7 @@ func TestGpusStructured(t *testing.T) {
 			t.Errorf("H100 JSON: unverified %v, %d profiles", b.Unverified, len(b.Profiles))
 		}
 	}
-	out, _, code = runGpusCLI(t, "gpus", "H200", "-o", "yaml")
+	out, _, code = runCmd(t, "gpus", "H200", "-o", "yaml")
 	for _, want := range []string{"name: H200-141GB", "- NVIDIA H200", "name: 3g.71gb", "memoryMiB: 71168", "unverified:"} {
 		if code != exitOK || !strings.Contains(out, want) {
 			t.Errorf("gpus H200 -o yaml (exit %d) lacks %q", code, want)
@@ -88,7 +75,7 @@ func TestGpusStructured(t *testing.T) {
 }
 
 func TestGpusBoard(t *testing.T) {
-	out, _, code := runGpusCLI(t, "gpus", "nvidia h100 pcie")
+	out, _, code := runCmd(t, "gpus", "nvidia h100 pcie")
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
@@ -101,11 +88,11 @@ func TestGpusBoard(t *testing.T) {
 	if row := gpusRow(t, out, "1g.20gb"); !slices.Equal(row, []string{"1g.20gb", "15", "1/7", "2/8", "20096", "14", "4", "0,2,4,6", "1/1/0/0/1"}) {
 		t.Errorf("1g.20gb row %q", row)
 	}
-	out, _, _ = runGpusCLI(t, "gpus", "B200")
+	out, _, _ = runCmd(t, "gpus", "B200")
 	if row := gpusRow(t, out, "3g.90gb"); row[4] != "89344?" || row[5] != "?" { // estimate 90 x 0.97 GiB; SMs unknown
 		t.Errorf("B200 3g.90gb row %q", row)
 	}
-	out, _, _ = runGpusCLI(t, "gpus", "A30")
+	out, _, _ = runCmd(t, "gpus", "A30")
 	if row := gpusRow(t, out, "1g.6gb"); row[1] != "14?" || row[7] != "0,1,2,3?" {
 		t.Errorf("A30 1g.6gb row %q: id and starts must be marked", row)
 	}
@@ -120,7 +107,7 @@ func TestGpusErrors(t *testing.T) {
 		{[]string{"gpus", "-o", "xml"}, `unknown output format "xml"`},
 		{[]string{"gpus", "H100", "A100"}, "accepts at most 1 arg"},
 	} {
-		_, stderr, code := runGpusCLI(t, tc.args...)
+		_, stderr, code := runCmd(t, tc.args...)
 		if code != exitInvalid || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, %q; want exit 1 and %q", tc.args, code, stderr, tc.want)
 		}

@@ -9,7 +9,7 @@ import (
 const basicH100 = "1g.10gb,2g.20gb,3g.40gb,4g.40gb,7g.80gb"
 
 func TestLayoutsJSON(t *testing.T) {
-	out, stderr, code := runGpusCLI(t, "layouts", "H100", "--profiles", basicH100, "-o", "json")
+	out, stderr, code := runCmd(t, "layouts", "H100", "--profiles", basicH100, "-o", "json")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -40,7 +40,7 @@ func TestLayoutsJSON(t *testing.T) {
 }
 
 func TestLayoutsTable(t *testing.T) {
-	out, _, code := runGpusCLI(t, "layouts", "H100-SXM5-80GB", "--profiles", basicH100)
+	out, _, code := runCmd(t, "layouts", "H100-SXM5-80GB", "--profiles", basicH100)
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
@@ -61,7 +61,7 @@ func TestLayoutsTable(t *testing.T) {
 }
 
 func TestLayoutsFourSliceMarksUnverifiedStarts(t *testing.T) {
-	out, _, code := runGpusCLI(t, "layouts", "A30", "--profiles", "1g.6gb,2g.12gb,4g.24gb")
+	out, _, code := runCmd(t, "layouts", "A30", "--profiles", "1g.6gb,2g.12gb,4g.24gb")
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
@@ -71,7 +71,7 @@ func TestLayoutsFourSliceMarksUnverifiedStarts(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
-	out, _, _ = runGpusCLI(t, "layouts", "A30", "-o", "yaml")
+	out, _, _ = runCmd(t, "layouts", "A30", "-o", "yaml")
 	if !strings.Contains(out, "unverifiedStarts:\n- 1g.6gb\n") || !strings.Contains(out, "board: A30-24GB") {
 		t.Errorf("yaml:\n%s", out)
 	}
@@ -88,7 +88,7 @@ func TestLayoutsErrors(t *testing.T) {
 			`enumerate layouts on H100-SXM5-80GB: profile "4g.20gb" does not exist on H100-SXM5-80GB (valid: 1g.10gb,`},
 		{[]string{"layouts", "H100", "-o", "csv"}, `unknown output format "csv"`},
 	} {
-		_, stderr, code := runGpusCLI(t, tc.args...)
+		_, stderr, code := runCmd(t, tc.args...)
 		if code != exitInvalid || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, %q; want exit 1 and %q", tc.args, code, stderr, tc.want)
 		}

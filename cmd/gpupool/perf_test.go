@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -10,17 +8,10 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-func runPerfArgs(t *testing.T, args ...string) (string, string, error) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	err := run(context.Background(), append([]string{"perf"}, args...), &out, &errb)
-	return out.String(), errb.String(), err
-}
-
 func TestPerfTable(t *testing.T) {
-	out, _, err := runPerfArgs(t, "--model", "qwen2.5-7b", "--board", "H100-SXM5-80GB")
-	if err != nil {
-		t.Fatal(err)
+	out, stderr, code := runCmd(t, "perf", "--model", "qwen2.5-7b", "--board", "H100-SXM5-80GB")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{
 		"qwen2.5-7b (bf16, 15.2 GB of weights) on H100-SXM5-80GB",
@@ -38,10 +29,10 @@ func TestPerfTable(t *testing.T) {
 }
 
 func TestPerfJSON(t *testing.T) {
-	out, _, err := runPerfArgs(t, "--model", "llama-3.1-8b", "--board", "A100-SXM4-80GB", "--input-tokens", "1024",
+	out, stderr, code := runCmd(t, "perf", "--model", "llama-3.1-8b", "--board", "A100-SXM4-80GB", "--input-tokens", "1024",
 		"--output-tokens", "128", "--concurrency", "1,64", "--ttft-p99", "2s", "--tpot-p99", "40ms", "-o", "json")
-	if err != nil {
-		t.Fatal(err)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var rep perfReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
@@ -69,9 +60,9 @@ func TestPerfJSON(t *testing.T) {
 }
 
 func TestPerfYAMLAndQuantization(t *testing.T) {
-	out, _, err := runPerfArgs(t, "--model", "qwen2.5-7b", "--board", "H100", "--quantization", "awq", "--concurrency", "8", "-o", "yaml")
-	if err != nil {
-		t.Fatal(err)
+	out, stderr, code := runCmd(t, "perf", "--model", "qwen2.5-7b", "--board", "H100", "--quantization", "awq", "--concurrency", "8", "-o", "yaml")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var rep perfReport
 	if err := yaml.Unmarshal([]byte(out), &rep); err != nil {
@@ -102,21 +93,24 @@ func TestPerfBadInput(t *testing.T) {
 		{[]string{"--model", "qwen2.5-7b", "--board", "H100", "-o", "xml"}, "unknown output format"},
 		{[]string{"--model", "qwen2.5-7b", "--board", "H100", "extra"}, "unknown command"},
 	} {
-		_, _, err := runPerfArgs(t, c.args...)
-		if err == nil {
+		out, stderr, code := runCmd(t, append([]string{"perf"}, c.args...)...)
+		if code == exitOK {
 			t.Errorf("%v: no error", c.args)
 			continue
 		}
-		if code := exitCode(err); code != exitInvalid {
-			t.Errorf("%v: exit %d, want %d (%v)", c.args, code, exitInvalid, err)
+		if code != exitInvalid {
+			t.Errorf("%v: exit %d, want %d (%s)", c.args, code, exitInvalid, stderr)
 		}
-		if !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v: error %q lacks %q", c.args, err, c.want)
+		if !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: error %q lacks %q", c.args, stderr, c.want)
+		}
+		if out != "" {
+			t.Errorf("%v: wrote output on error:\n%s", c.args, out)
 		}
 	}
 	// Every problem is reported at once.
-	_, _, err := runPerfArgs(t, "--model", "nope", "--board", "nope", "--quantization", "nope")
-	if err == nil || !strings.Contains(err.Error(), "--model") || !strings.Contains(err.Error(), "--board") || !strings.Contains(err.Error(), "--quantization") {
-		t.Errorf("want all three flag errors, got %v", err)
+	_, stderr, code := runCmd(t, "perf", "--model", "nope", "--board", "nope", "--quantization", "nope")
+	if code == exitOK || !strings.Contains(stderr, "--model") || !strings.Contains(stderr, "--board") || !strings.Contains(stderr, "--quantization") {
+		t.Errorf("want all three flag errors, got %q", stderr)
 	}
 }

@@ -106,13 +106,9 @@ func readCurrent(path string) (*v1.Plan, error) {
 	if path == "" {
 		return nil, nil
 	}
-	data, err := os.ReadFile(path)
+	cur, err := readPlan(path)
 	if err != nil {
 		return nil, fmt.Errorf("flag --current: %w", err)
-	}
-	cur, err := v1.DecodePlan(data)
-	if err != nil {
-		return nil, fmt.Errorf("flag --current: %s: %w", path, err)
 	}
 	return cur, nil
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/render"
 )
 
@@ -64,19 +63,6 @@ func newRenderCmd(e *env) *cobra.Command {
 		return nil
 	}
 	return cmd
-}
-
-// readPlan reads and decodes a Plan file.
-func readPlan(path string) (*v1.Plan, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read plan: %w", err)
-	}
-	p, err := v1.DecodePlan(data)
-	if err != nil {
-		return nil, fmt.Errorf("decode plan %s: %w", path, err)
-	}
-	return p, nil
 }
 
 func listArtifacts(w io.Writer, arts []render.Artifact) error {

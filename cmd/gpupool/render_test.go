@@ -7,14 +7,18 @@ import (
 	"testing"
 )
 
-// The example plan renders, with one device-plugin problem (exit 2), and every file is written.
+// mixedSharingPlan runs unshared and MPS-shared 3g.40gb instances on one node, which the device
+// plugin cannot express.
+const mixedSharingPlan = "../../internal/render/testdata/plan-mixed-sharing.yaml"
+
+// The example plan renders without problems, and every file is written.
 func TestRenderWritesArtifacts(t *testing.T) {
 	dir := t.TempDir()
 	out, errs, code := runCmd(t, "render", validPlan, "--pool", validPool, "--out", dir)
-	if code != exitPartial {
-		t.Fatalf("exit %d, want %d; stderr %q", code, exitPartial, errs)
+	if code != exitOK {
+		t.Fatalf("exit %d, want %d; stderr %q", code, exitOK, errs)
 	}
-	if !strings.Contains(out, "wrote ") || !strings.Contains(errs, "nvidia.com/mig-3g.40gb") {
+	if !strings.Contains(out, "wrote ") || errs != "" {
 		t.Errorf("stdout %q, stderr %q", out, errs)
 	}
 	for _, f := range []string{"README.md", "mig-parted/config.yaml", "node-labels.yaml", "device-plugin/configmap.yaml",
@@ -29,10 +33,29 @@ func TestRenderWritesArtifacts(t *testing.T) {
 	}
 }
 
+// A plan the device plugin cannot express still renders every file, reports the problem and
+// exits 2.
+func TestRenderReportsProblemsExit2(t *testing.T) {
+	dir := t.TempDir()
+	out, errs, code := runCmd(t, "render", mixedSharingPlan, "--pool", validPool, "--out", dir)
+	if code != exitPartial {
+		t.Fatalf("exit %d, want %d; stderr %q", code, exitPartial, errs)
+	}
+	if !strings.Contains(out, "wrote ") || !strings.Contains(errs, "nvidia.com/mig-3g.40gb") {
+		t.Errorf("stdout %q, stderr %q", out, errs)
+	}
+	if readme, err := os.ReadFile(filepath.Join(dir, "README.md")); err != nil || !strings.Contains(string(readme), "## Problems") {
+		t.Errorf("README.md does not list the problem (%v)", err)
+	}
+	if _, _, code := runCmd(t, "render", mixedSharingPlan, "--pool", validPool, "--dry-run"); code != exitPartial {
+		t.Errorf("dry run: exit %d, want %d", code, exitPartial)
+	}
+}
+
 func TestRenderDryRunWritesNothing(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	out, _, code := runCmd(t, "render", validPlan, "--pool", validPool, "--out", dir, "--dry-run")
-	if code != exitPartial {
+	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
 	if !strings.Contains(out, "mig-parted/config.yaml\t") {

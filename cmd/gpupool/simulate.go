@@ -115,12 +115,8 @@ func simulateInputs(f *simulateFlags, poolPath string, durationSet bool) (sim.In
 		return in, sim.Config{}, err
 	}
 	if f.plan != "" {
-		data, err := os.ReadFile(f.plan)
-		if err != nil {
-			return in, sim.Config{}, fmt.Errorf("read plan: %w", err)
-		}
-		if in.Plan, err = v1.DecodePlan(data); err != nil {
-			return in, sim.Config{}, fmt.Errorf("decode plan %s: %w", f.plan, err)
+		if in.Plan, err = readPlan(f.plan); err != nil {
+			return in, sim.Config{}, err
 		}
 	} else if in.Plan, err = sim.UniformPlan(pool, v1.Mode(f.strategy)); err != nil {
 		return in, sim.Config{}, fmt.Errorf("flag --strategy: %w", err)

@@ -80,13 +80,9 @@ func TestSimulateJSONDeterministic(t *testing.T) {
 }
 
 func TestSimulatePlanTraceAndPlots(t *testing.T) {
-	dir := t.TempDir()
-	pool := filepath.Join(dir, "pool.yaml")
-	if err := os.WriteFile(pool, []byte(simPool), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pool := writeTemp(t, "pool.yaml", simPool)
 	trace := writeTemp(t, "trace.csv", "timestamp,tenant,input_tokens,output_tokens\n0,a,100,20\n0.5,b,200,30\n1,a,50,10\n")
-	plots := filepath.Join(dir, "plots")
+	plots := filepath.Join(t.TempDir(), "plots")
 	out, errs, code := runCmd(t, "simulate", pool, "--strategy", "timeslice", "--trace", trace, "--plot", plots, "-o", "yaml")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)

@@ -106,6 +106,19 @@ func readPool(path string) (*v1.Pool, error) {
 	return p, nil
 }
 
+// readPlan reads and decodes a Plan file.
+func readPlan(path string) (*v1.Plan, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	p, err := v1.DecodePlan(data)
+	if err != nil {
+		return nil, fmt.Errorf("decode plan %s: %w", path, err)
+	}
+	return p, nil
+}
+
 // detectKind tells a gpupool document from a mig-parted config by their top-level keys.
 func detectKind(data []byte) (string, error) {
 	var top map[string]json.RawMessage

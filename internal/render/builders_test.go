@@ -17,6 +17,19 @@ import (
 // loadFixture reads the schema's example pool and plan (copied into testdata; see testdata/README.md).
 func loadFixture(t tb) (*v1.Plan, *v1.Pool) {
 	t.Helper()
+	return loadFixturePlan(t, "plan.yaml")
+}
+
+// loadMixedSharing reads the example pool with plan-mixed-sharing.yaml, a plan that shares one MIG
+// resource of a node and leaves another device of it unshared.
+func loadMixedSharing(t tb) (*v1.Plan, *v1.Pool) {
+	t.Helper()
+	return loadFixturePlan(t, "plan-mixed-sharing.yaml")
+}
+
+// loadFixturePlan reads testdata/pool.yaml and the plan testdata/planFile.
+func loadFixturePlan(t tb, planFile string) (*v1.Plan, *v1.Pool) {
+	t.Helper()
 	pd, err := os.ReadFile("testdata/pool.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +38,7 @@ func loadFixture(t tb) (*v1.Plan, *v1.Pool) {
 	if err != nil {
 		t.Fatalf("load pool: %v", err)
 	}
-	pl, err := os.ReadFile("testdata/plan.yaml")
+	pl, err := os.ReadFile("testdata/" + planFile)
 	if err != nil {
 		t.Fatal(err)
 	}

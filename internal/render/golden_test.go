@@ -39,10 +39,11 @@ func allModesPlan(t tb) (*v1.Plan, *v1.Pool) {
 	return finish(plan, pool), pool
 }
 
-// TestGolden renders the schema's example plan and a plan with every slice kind and compares
+// TestGolden renders the schema's example plan, the mixed-sharing plan and a plan with every slice
+// kind and compares
 // every artifact, and the list of problems, with testdata/golden/<case>.
 func TestGolden(t *testing.T) {
-	cases := map[string]func(tb) (*v1.Plan, *v1.Pool){"example": loadFixture, "all-modes": allModesPlan}
+	cases := map[string]func(tb) (*v1.Plan, *v1.Pool){"example": loadFixture, "mixed-sharing": loadMixedSharing, "all-modes": allModesPlan}
 	for name, load := range cases {
 		t.Run(name, func(t *testing.T) {
 			plan, pool := load(t)
@@ -134,11 +135,32 @@ func TestAllModesClean(t *testing.T) {
 	}
 }
 
-// TestFixtureProblem: the example plan keeps two unshared 3g.40gb instances (GPU 3) and an
-// MPS-shared 3g.40gb instance (GPU 4) on one node; the device plugin shares all devices of a
-// resource on a node alike, so that is the one problem, and nothing is shared.
-func TestFixtureProblem(t *testing.T) {
+// TestFixtureHasNoProblems: the schema's example plan is deployable as written: its MPS-shared
+// instance (4g.40gb on gpu-node-a/4) is the only device of its resource on the node, so the
+// node's device-plugin config hands out exactly that resource as 2 references per device (by
+// time-slicing: the plugin's own MPS does not run inside MIG instances; the agent runs MPS there).
+func TestFixtureHasNoProblems(t *testing.T) {
 	plan, pool := loadFixture(t)
+	arts, err := Artifacts(plan, pool)
+	if err != nil {
+		t.Fatalf("Artifacts: %v", err)
+	}
+	files := artifactMap(arts)
+	c := decodeDP(t, files["device-plugin/gpu-node-a.yaml"])
+	if c.Sharing == nil || c.Sharing.MPS != nil || c.Sharing.TimeSlicing == nil ||
+		!slices.Equal(c.Sharing.TimeSlicing.Resources, []ReplicatedResource{{"nvidia.com/mig-4g.40gb", 2}}) {
+		t.Errorf("gpu-node-a sharing %+v, want nvidia.com/mig-4g.40gb × 2 by time-slicing", c.Sharing)
+	}
+	if bytes.Contains(files["README.md"], []byte("## Problems")) {
+		t.Error("README.md lists problems for a deployable plan")
+	}
+}
+
+// TestMixedSharingProblem: plan-mixed-sharing.yaml keeps two unshared 3g.40gb instances (GPU 3)
+// and an MPS-shared 3g.40gb instance (GPU 4) on one node; the device plugin shares all devices of
+// a resource on a node alike, so that is the one problem, and nothing is shared.
+func TestMixedSharingProblem(t *testing.T) {
+	plan, pool := loadMixedSharing(t)
 	arts, err := Artifacts(plan, pool)
 	var pe *ProblemsError
 	if !errors.As(err, &pe) {

@@ -29,11 +29,11 @@ var fixtureDeployments = map[string][]deployWant{
 	// code-complete: two 3g.40gb; --model from the catalog; 38Gi / 40448 MiB = 0.962 → 0.96.
 	"code-complete": {{name: "code-complete-mig-3g-40gb", resource: "nvidia.com/mig-3g.40gb", pool: PoolMIGShared, replicas: 2,
 		args: []string{"--model", "Qwen/Qwen2.5-14B", "--gpu-memory-utilization", "0.96"}}},
-	// docs-qa: MPS inside 3g.40gb@4: 20Gi = 20480M pinned, 50% SMs; 20Gi / 40448 MiB = 0.506 → 0.50.
-	"docs-qa": {{name: "docs-qa-mig-3g-40gb-mps", resource: "nvidia.com/mig-3g.40gb.shared", pool: PoolMIGShared, replicas: 1,
+	// docs-qa: MPS inside 4g.40gb@0: 20Gi = 20480M pinned, 50% SMs; 20Gi / 40448 MiB = 0.506 → 0.50.
+	"docs-qa": {{name: "docs-qa-mig-4g-40gb-mps", resource: "nvidia.com/mig-4g.40gb.shared", pool: PoolMIGShared, replicas: 1,
 		args: []string{"--model", "/models/Qwen2.5-7B-Instruct", "--gpu-memory-utilization", "0.50"},
 		env: map[string]string{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=20480M",
-			"CUDA_MPS_PIPE_DIRECTORY": MPSRoot + "/gpu4-3g.40gb-4"}}},
+			"CUDA_MPS_PIPE_DIRECTORY": MPSRoot + "/gpu4-4g.40gb-0"}}},
 }
 
 // TestDeploymentsFixture decodes every Deployment of the example plan with the k8s.io/api types
@@ -187,7 +187,7 @@ func TestMPSFile(t *testing.T) {
 	d := f.Daemons[0]
 	// docs-qa 20Gi = 20480 MiB, eval-batch 18Gi = 18432 MiB: the default is the larger.
 	wantCmds := []string{"set_default_active_thread_percentage 50", "set_default_device_pinned_mem_limit 0 20480M"}
-	if d.ManagedBy != ManagedByAgent || d.Instance != "3g.40gb@4" || d.GPU != 4 || strings.Join(d.Commands, "|") != strings.Join(wantCmds, "|") {
+	if d.ManagedBy != ManagedByAgent || d.Instance != "4g.40gb@0" || d.GPU != 4 || strings.Join(d.Commands, "|") != strings.Join(wantCmds, "|") {
 		t.Errorf("daemon = %+v", d)
 	}
 	if len(d.Clients) != 2 || d.Clients[1].Env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] != "0=18432M" {

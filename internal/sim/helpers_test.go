@@ -22,6 +22,21 @@ func loadPool(t testing.TB, name string) *v1.Pool {
 	return p
 }
 
+// readTrace reads a trace file from testdata.
+func readTrace(t testing.TB, name string, opts TraceOptions) *Trace {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr, err := ReadTrace(f, opts)
+	if err != nil {
+		t.Fatalf("read trace %s: %v", name, err)
+	}
+	return tr
+}
+
 func loadPlan(t testing.TB, name string) *v1.Plan {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", name))

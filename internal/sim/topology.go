@@ -86,24 +86,12 @@ func (s *Sim) build(in Input) error {
 	}
 	s.tenantIdx = byName
 	for gi, g := range in.Plan.GPUs {
-		if g.Role != v1.RolePool && g.Role != v1.RoleBurst || !hasReplicas(g) {
+		if g.Role != v1.RolePool && g.Role != v1.RoleBurst || g.ReplicaCount() == 0 {
 			continue
 		}
 		errs = append(errs, s.buildGPU(fmt.Sprintf("gpus[%d]", gi), g, models)...)
 	}
 	return errors.Join(errs...)
-}
-
-func hasReplicas(g v1.PlanGPU) bool {
-	if len(g.Replicas) > 0 {
-		return true
-	}
-	for _, in := range g.Instances {
-		if len(in.Replicas) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // models builds one perf.Model per tenant. Catalog names are looked up; directory models come

@@ -11,15 +11,7 @@ import (
 var smallTenants = []string{"chat", "batch", "code"}
 
 func TestReadTraceGpupool(t *testing.T) {
-	f, err := os.Open(filepath.Join("testdata", "trace-small.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tr, err := ReadTrace(f, TraceOptions{Tenants: smallTenants})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := readTrace(t, "trace-small.csv", TraceOptions{Tenants: smallTenants})
 	if tr.Format != "gpupool" || len(tr.Requests) != 6 || tr.ZeroTokens != 1 {
 		t.Fatalf("format %q, %d requests, %d zero-token rows; want gpupool, 6, 1", tr.Format, len(tr.Requests), tr.ZeroTokens)
 	}
@@ -31,15 +23,7 @@ func TestReadTraceGpupool(t *testing.T) {
 }
 
 func TestReadTraceAzure(t *testing.T) {
-	f, err := os.Open(filepath.Join("testdata", "trace-azure.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tr, err := ReadTrace(f, TraceOptions{Tenant: "chat"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := readTrace(t, "trace-azure.csv", TraceOptions{Tenant: "chat"})
 	// 18:15:50.9951690 − 18:15:46.6805900 = 4.314579 s.
 	if tr.Format != "azure" || len(tr.Requests) != 4 || tr.Requests[1].At != 4314579*time.Microsecond ||
 		tr.Requests[1].Tenant != "chat" || tr.Requests[1].InputTokens != 396 || tr.Requests[1].OutputTokens != 109 {
@@ -86,15 +70,7 @@ func TestReadTraceErrors(t *testing.T) {
 
 // TestTraceReplay: a replayed trace delivers exactly its rows, to the tenants it names.
 func TestTraceReplay(t *testing.T) {
-	f, err := os.Open(filepath.Join("testdata", "trace-small.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tr, err := ReadTrace(f, TraceOptions{Tenants: smallTenants})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := readTrace(t, "trace-small.csv", TraceOptions{Tenants: smallTenants})
 	in := Input{Pool: loadPool(t, "pool-small.yaml"), Plan: loadPlan(t, "plan-small.yaml"), Trace: tr}
 	s, res := runSim(t, in, Config{Duration: time.Minute})
 	want := map[string]int64{"chat": 3, "batch": 1, "code": 2}
