@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/fair"
 )
 
@@ -76,28 +77,33 @@ type fairOut struct {
 
 func newFairCmd(e *env) *cobra.Command {
 	var output *string
+	var poolPath, planPath string
 	cmd := &cobra.Command{
-		Use:   "fair SCENARIO",
+		Use:   "fair [SCENARIO | --pool POOL --plan PLAN [STEPS]]",
 		Short: "Replay a fair-share scenario through the allocator: tasks, shares and decisions per step",
 		Long: "fair reads a scenario (YAML: capacity or slices, tenants with task or slice, demand,\n" +
 			"reservation, cap, weight and path, optional burstPoolPercent and leaseDuration, and steps at\n" +
 			"offsets that change demand, add or remove tenants or change capacity) and runs it through the\n" +
 			"weighted hierarchical DRF allocator. Each step prints every tenant's tasks and dominant share\n" +
-			"and the decisions taken, each with its reason. Nothing runs anywhere: preemptions are planned.",
-		Example: "  gpupool fair examples/fair/drf-paper.yaml\n  gpupool fair examples/fair/burst-preemption.yaml -o json",
-		Args:    cobra.ExactArgs(1),
+			"and the decisions taken, each with its reason. Nothing runs anywhere: preemptions are planned.\n\n" +
+			"With --pool and --plan the capacity is the slices the plan created instead: a MIG instance is\n" +
+			"one BOARD/PROFILE slice, an MPS share one BOARD/mps-P, a whole GPU one BOARD/exclusive (a\n" +
+			"replica sharing an instance or a time-sliced GPU takes its part of it). Canary and idle GPUs\n" +
+			"count nothing; burst GPUs count and form the burst pool (burstPoolPercent is their part of the\n" +
+			"counted SMs). Tenants come from the pool (path, weight, reservation, cap); a tenant's task is\n" +
+			"the slice its replicas use and its demand its replica count in the plan. The optional STEPS\n" +
+			"file is a scenario with only start, leaseDuration (default 5m here), groups and steps.",
+		Example: "  gpupool fair examples/fair/drf-paper.yaml\n  gpupool fair examples/fair/burst-preemption.yaml -o json\n" +
+			"  gpupool fair --pool examples/h100x8-mixed.yaml --plan examples/fair/h100x8-mixed.plan.yaml examples/fair/h100x8-mixed.steps.yaml",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := parseOutput(*output)
 			if err != nil {
 				return err
 			}
-			data, err := os.ReadFile(args[0])
+			res, err := fairFromArgs(poolPath, planPath, args)
 			if err != nil {
-				return invalid(fmt.Errorf("read scenario: %w", err))
-			}
-			res, err := runFairScenario(data)
-			if err != nil {
-				return invalid(fmt.Errorf("scenario %s: %w", args[0], err))
+				return err
 			}
 			if f != outTable {
 				return writeStructured(e.stdout, f, res)
@@ -105,8 +111,52 @@ func newFairCmd(e *env) *cobra.Command {
 			return fairTable(e.stdout, res)
 		},
 	}
+	cmd.Flags().StringVar(&poolPath, "pool", "", "Pool file whose tenants to use (with --plan)")
+	cmd.Flags().StringVar(&planPath, "plan", "", "Plan file whose slices are the capacity (with --pool)")
 	output = addOutputFlag(cmd)
 	return cmd
+}
+
+// fairFromArgs reads the scenario, or the pool, plan and optional steps, and replays them.
+func fairFromArgs(poolPath, planPath string, args []string) (fairOut, error) {
+	if poolPath == "" && planPath == "" {
+		if len(args) != 1 {
+			return fairOut{}, invalid(errors.New("fair: give a SCENARIO file, or --pool and --plan"))
+		}
+		data, err := os.ReadFile(args[0])
+		if err != nil {
+			return fairOut{}, invalid(fmt.Errorf("read scenario: %w", err))
+		}
+		res, err := runFairScenario(data)
+		if err != nil {
+			return fairOut{}, invalid(fmt.Errorf("scenario %s: %w", args[0], err))
+		}
+		return res, nil
+	}
+	if poolPath == "" || planPath == "" {
+		return fairOut{}, invalid(errors.New("fair: --pool and --plan go together"))
+	}
+	var steps []byte
+	if len(args) == 1 {
+		data, err := os.ReadFile(args[0])
+		if err != nil {
+			return fairOut{}, invalid(fmt.Errorf("read steps: %w", err))
+		}
+		steps = data
+	}
+	poolData, err := os.ReadFile(poolPath)
+	if err != nil {
+		return fairOut{}, invalid(fmt.Errorf("read pool: %w", err))
+	}
+	planData, err := os.ReadFile(planPath)
+	if err != nil {
+		return fairOut{}, invalid(fmt.Errorf("read plan: %w", err))
+	}
+	res, err := runFairPoolPlan(poolData, planData, steps)
+	if err != nil {
+		return fairOut{}, invalid(fmt.Errorf("fair %s with %s: %w", poolPath, planPath, err))
+	}
+	return res, nil
 }
 
 // runFairScenario decodes, validates and replays a scenario; any problem is returned before
@@ -117,8 +167,63 @@ func runFairScenario(data []byte) (fairOut, error) {
 		return fairOut{}, err
 	}
 	start, cfg, notes, err := sc.config()
-	a, aerr := fair.New(cfg)
-	if err = errors.Join(err, aerr); err != nil {
+	if err != nil {
+		_, aerr := fair.New(cfg) // every problem at once
+		return fairOut{}, errors.Join(err, aerr)
+	}
+	return replayFair(sc, start, cfg, notes)
+}
+
+// runFairPoolPlan replays a pool and its plan, then the steps of an optional scenario that may
+// hold only start, leaseDuration, groups and steps.
+func runFairPoolPlan(poolData, planData, steps []byte) (fairOut, error) {
+	pool, err := v1.LoadPool(poolData)
+	if err != nil {
+		return fairOut{}, fmt.Errorf("pool: %w", err)
+	}
+	plan, err := v1.DecodePlan(planData)
+	if err != nil {
+		return fairOut{}, fmt.Errorf("plan: %w", err)
+	}
+	if err := v1.ValidatePlan(plan, pool); err != nil {
+		return fairOut{}, fmt.Errorf("plan: %w", err)
+	}
+	sc := fairScenario{LeaseDuration: "5m"}
+	if steps != nil {
+		if sc, err = decodeFairScenario(steps); err != nil {
+			return fairOut{}, fmt.Errorf("steps: %w", err)
+		}
+		var errs []error
+		for name, set := range map[string]bool{"capacity": len(sc.Capacity) > 0, "slices": len(sc.Slices) > 0,
+			"tenants": len(sc.Tenants) > 0, "burstPoolPercent": sc.BurstPoolPercent != 0} {
+			if set {
+				errs = append(errs, fmt.Errorf("steps: %s: comes from the pool and plan, leave it out", name))
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return fairOut{}, err
+		}
+		if sc.LeaseDuration == "" {
+			sc.LeaseDuration = "5m"
+		}
+	}
+	start, head, _, err := sc.config()
+	if err != nil {
+		return fairOut{}, fmt.Errorf("steps: %w", err)
+	}
+	cfg, notes, err := poolPlanConfig(pool, plan)
+	if err != nil {
+		return fairOut{}, err
+	}
+	// The pool has no weights for interior nodes: every group weighs 1 unless the steps say.
+	cfg.LeaseDuration, cfg.Groups = head.LeaseDuration, head.Groups
+	return replayFair(sc, start, cfg, notes)
+}
+
+// replayFair runs the allocator over the configuration and then every step of sc.
+func replayFair(sc fairScenario, start time.Time, cfg fair.Config, notes []string) (fairOut, error) {
+	a, err := fair.New(cfg)
+	if err != nil {
 		return fairOut{}, err
 	}
 	out := fairOut{Notes: notes}

@@ -215,10 +215,13 @@ func (a *Allocator) rebuild() {
 	}
 	clear(a.byName)
 	a.pendingList, a.resList, a.touched = a.pendingList[:0], a.resList[:0], a.touched[:0]
+	m := len(a.res.names)
+	dense := make([]int64, len(a.tenants)*m) // one block for every task vector
 	for i, t := range a.tenants {
 		a.byName[t.cfg.Name] = int32(i)
 		t.idx = int32(i)
-		t.d = a.denseTask(t.cfg.Task)
+		t.d = dense[i*m : (i+1)*m : (i+1)*m]
+		a.denseInto(t.d, t.cfg.Task)
 		t.inPending, t.inRes = false, false
 		if t.touched == a.stamp {
 			a.touched = append(a.touched, t.idx)
@@ -233,12 +236,23 @@ func (a *Allocator) rebuild() {
 
 // presize makes room for a first decision (an item per wanted task, a queue item per tenant, up
 // to a bound) and for a few tasks per tenant, so that a first filling does not keep regrowing them.
+// The tenants' task lists are cut from one block (each with its own capacity: growing one past it
+// moves it out).
 func (a *Allocator) presize() {
-	est := 64
+	est, need := 64, 0
 	for _, t := range a.tenants {
 		est += min(t.cfg.Demand, 1<<12) + 1
 		if c := min(t.cfg.Demand, 32); cap(t.steady) < c {
-			t.steady = append(make([]taskRec, 0, c), t.steady...)
+			need += c
+		}
+	}
+	if need > 0 {
+		buf := make([]taskRec, need)
+		for _, t := range a.tenants {
+			if c := min(t.cfg.Demand, 32); cap(t.steady) < c {
+				n := copy(buf[:c], t.steady)
+				t.steady, buf = buf[:n:c], buf[c:]
+			}
 		}
 	}
 	if est = min(est, 1<<17); cap(a.out) < est {
@@ -246,22 +260,42 @@ func (a *Allocator) presize() {
 	}
 }
 
-// denseTask converts a task vector; resources the pool no longer has become a zero-capacity
-// dimension implicitly (they were validated when the tenant arrived).
-func (a *Allocator) denseTask(v Vector) []int64 {
-	d := make([]int64, len(a.res.names))
+// presizeLeases does the same for the lease lists of the tenants about to ask for leases.
+func (a *Allocator) presizeLeases(idx []int32) {
+	want := func(t *tenantRec) int { return len(t.leases) + min(t.cfg.Demand-t.total(), 32) }
+	need := 0
+	for _, i := range idx {
+		if t := a.tenants[i]; cap(t.leases) < want(t) {
+			need += want(t)
+		}
+	}
+	if need == 0 {
+		return
+	}
+	buf := make([]leaseRec, need)
+	for _, i := range idx {
+		if t := a.tenants[i]; cap(t.leases) < want(t) {
+			c := want(t)
+			n := copy(buf[:c], t.leases)
+			t.leases, buf = buf[:n:c], buf[c:]
+		}
+	}
+}
+
+// denseInto converts a task vector into d (zeroed, one entry per resource); resources the pool
+// no longer has become a zero-capacity dimension implicitly (they were validated when the tenant
+// arrived).
+func (a *Allocator) denseInto(d []int64, v Vector) {
 	for name, x := range v {
 		if j, ok := a.res.pos[name]; ok {
 			d[j], _ = toMicro(x)
 		}
 	}
-	return d
 }
 
 func (a *Allocator) buildTrees() {
-	m := len(a.res.names)
-	a.st.reset(m, a.res.share, a.capT, 2*len(a.tenants)+1)
-	a.lt.reset(m, a.res.share, a.capT, 2*len(a.tenants)+1)
+	a.st.reset(a.res.share, a.capT, 2*len(a.tenants)+1)
+	a.lt.reset(a.res.share, a.capT, 2*len(a.tenants)+1)
 	sNodes, lNodes := map[string]int32{"": 0}, map[string]int32{"": 0}
 	for i, t := range a.tenants {
 		t.sLeaf = a.st.addNode(a.ensureGroup(&a.st, sNodes, t.cfg.Path), t.cfg.Name, "", t.weight(), int32(i))
@@ -328,10 +362,10 @@ func (a *Allocator) recount() {
 		addScaled(a.sUsed, t.d, ns)
 		addScaled(a.tUsed, t.d, nt)
 		for n := t.sLeaf; n > 0; n = a.st.parent[n] {
-			addScaled(a.st.u(n), t.d, ns)
+			a.st.addUse(n, t.d, ns)
 		}
 		for n := t.lLeaf; n > 0; n = a.lt.parent[n] {
-			addScaled(a.lt.u(n), t.d, nt)
+			a.lt.addUse(n, t.d, nt)
 		}
 		t.lCount, t.lDirty = t.total(), false
 		a.st.setPre(t.sLeaf, t.preemptible())

@@ -206,10 +206,10 @@ func (t *tree) runLength(leaf int32, d []int64, limit int64) int64 {
 				continue
 			}
 			r := h[1]
-			if len(h) > 2 && t.actOrd.before(h[2], r) {
+			if len(h) > 2 && entBefore(h[2], r) {
 				r = h[2]
 			}
-			if !t.actOrd.shareBefore(t.shareDelta(x, d, n, nil, 0), t.actOrd.rank[x], r) {
+			if !entBefore(hent{share: t.shareDelta(x, d, n, nil, 0), rank: t.actOrd.rank[x]}, r) {
 				return n
 			}
 		}

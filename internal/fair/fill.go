@@ -64,6 +64,7 @@ func (a *Allocator) fillLeases() {
 	if !a.leasesOn() {
 		return
 	}
+	a.presizeLeases(a.lazyLease)
 	for _, i := range a.lazyLease {
 		if t := a.tenants[i]; a.lt.state[t.lLeaf] == waiting {
 			a.lt.activate(t.lLeaf)

@@ -1,8 +1,12 @@
 package fair
 
-// Two kinds of binary heap, written out so that the hot path neither allocates nor boxes:
+import "math"
+
+// Three kinds of binary heap, written out so that the hot path neither allocates nor boxes:
 // nodeHeap orders tree nodes by share (min or max) and keeps every node's position for O(log n)
-// fixes; entryHeap is a plain min-heap of small values for time-ordered queues.
+// fixes (the pre heaps); actHeap does the same in min order with each node's share and rank held
+// in the entry (the act heaps, which every grant reorders); entryHeap is a plain min-heap of small
+// values for time-ordered queues.
 
 // nodeOrder says how a nodeHeap compares two nodes.
 type nodeOrder struct {
@@ -20,9 +24,18 @@ func (o *nodeOrder) before(a, b int32) bool {
 }
 
 // shareBefore is before for a node of rank ra whose share would be sa.
+// It is tie written out (the gap against the larger share) so that the common case, shares
+// apart, takes one comparison of the gap.
 func (o *nodeOrder) shareBefore(sa float64, ra int32, b int32) bool {
-	if sb := o.share[b]; sa != sb && !tie(sa, sb) {
-		return (sa < sb) != o.max
+	sb := o.share[b]
+	if sa < sb {
+		if d := sb - sa; d > tieTolerance*sb || d > math.MaxFloat64 {
+			return !o.max
+		}
+	} else if sa > sb {
+		if d := sa - sb; d > tieTolerance*sa || d > math.MaxFloat64 {
+			return o.max
+		}
 	}
 	return (ra < o.rank[b]) != o.max
 }
@@ -157,3 +170,90 @@ func (e *entryHeap[T]) pop() T {
 }
 
 func (e *entryHeap[T]) reset() { e.items = e.items[:0] }
+
+// hent is one entry of an act heap: the node with its share and name rank inline, so that a
+// comparison reads two adjacent entries instead of three arrays through the node ids. The share
+// is refreshed from the tree whenever the node's position is fixed (tree.add) or pushed.
+type hent struct {
+	share float64
+	rank  int32
+	node  int32
+}
+
+// entBefore is nodeOrder.shareBefore for a min order on entries: lower share first, shares
+// within the tie tolerance by the smaller name.
+func entBefore(a, b hent) bool {
+	if a.share < b.share {
+		if d := b.share - a.share; d > tieTolerance*b.share || d > math.MaxFloat64 {
+			return true
+		}
+	} else if a.share > b.share {
+		if d := a.share - b.share; d > tieTolerance*a.share || d > math.MaxFloat64 {
+			return false
+		}
+	}
+	return a.rank < b.rank
+}
+
+// actHeap is nodeHeap for entries in min order: what progressive filling descends.
+type actHeap struct{ pos []int32 }
+
+func (ah actHeap) push(h *[]hent, e hent) {
+	*h = append(*h, e)
+	i := int32(len(*h) - 1)
+	ah.pos[e.node] = i
+	ah.up(*h, i)
+}
+
+func (ah actHeap) remove(h *[]hent, n int32) {
+	i := ah.pos[n]
+	if i < 0 {
+		return
+	}
+	last := int32(len(*h) - 1)
+	if i != last {
+		ah.swap(*h, i, last)
+	}
+	*h = (*h)[:last]
+	ah.pos[n] = -1
+	if i != last && !ah.down(*h, i) {
+		ah.up(*h, i)
+	}
+}
+
+func (ah actHeap) swap(h []hent, i, j int32) {
+	h[i], h[j] = h[j], h[i]
+	ah.pos[h[i].node] = i
+	ah.pos[h[j].node] = j
+}
+
+func (ah actHeap) up(h []hent, i int32) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !entBefore(h[i], h[p]) {
+			return
+		}
+		ah.swap(h, i, p)
+		i = p
+	}
+}
+
+func (ah actHeap) down(h []hent, i int32) bool {
+	start, n := i, int32(len(h))
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		c := l
+		if r := l + 1; r < n && entBefore(h[r], h[l]) {
+			c = r
+		}
+		if !entBefore(h[c], h[i]) {
+			break
+		}
+		ah.swap(h, i, c)
+		i = c
+	}
+	return i > start
+}

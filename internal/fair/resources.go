@@ -113,26 +113,28 @@ func dominant(u, c []int64, dims []int) float64 {
 	return s
 }
 
-// dominantInv is dominant with precomputed reciprocals of the capacities (inv[j] = 1/c_j, +Inf
-// for a zero capacity). It can differ from dominant in the last bit, far inside the tie tolerance.
-func dominantInv(u []int64, inv []float64, dims []int) float64 {
+// dominantInv is dominant over a usage kept only for the share dimensions (u[i] is dimension
+// dims[i]) with precomputed reciprocals of their capacities (inv[i] = 1/c, +Inf for a zero
+// capacity). It can differ from dominant in the last bit, far inside the tie tolerance.
+func dominantInv(u []int64, inv []float64) float64 {
 	var s float64
-	for _, j := range dims {
-		if u[j] == 0 {
+	for i, x := range u {
+		if x == 0 {
 			continue
 		}
-		if x := float64(u[j]) * inv[j]; x > s {
-			s = x
+		if f := float64(x) * inv[i]; f > s {
+			s = f
 		}
 	}
 	return s
 }
 
-// dominantDelta is dominantInv(u + k1·d1 + k2·d2) without building the sum.
+// dominantDelta is dominantInv(u + k1·d1 + k2·d2) without building the sum; d1 and d2 are full
+// vectors, read at dims.
 func dominantDelta(u []int64, inv []float64, dims []int, d1 []int64, k1 int64, d2 []int64, k2 int64) float64 {
 	var s float64
-	for _, j := range dims {
-		x := u[j]
+	for i, j := range dims {
+		x := u[i]
 		if d1 != nil {
 			x += k1 * d1[j]
 		}
@@ -142,7 +144,7 @@ func dominantDelta(u []int64, inv []float64, dims []int, d1 []int64, k1 int64, d
 		if x <= 0 {
 			continue
 		}
-		if f := float64(x) * inv[j]; f > s {
+		if f := float64(x) * inv[i]; f > s {
 			s = f
 		}
 	}

@@ -11,7 +11,6 @@ import (
 // act, a min-heap of the children that still want tasks (it drives progressive filling), and pre,
 // a max-heap of the children that hold preemptible tasks (it drives victim search).
 type tree struct {
-	m      int
 	dims   []int   // dimensions that enter shares
 	capT   []int64 // share denominators: the whole pool
 	parent []int32
@@ -20,13 +19,14 @@ type tree struct {
 	weight []float64
 	kids   [][]int32
 	tenant []int32 // node → tenant index, -1 for interior nodes
-	usage  []int64 // node-major, m per node
+	usage  []int64 // node-major, one per share dimension (dims) per node
 	share  []float64
-	inv    []float64 // 1/capT per dimension
+	inv    []float64 // 1/capT per share dimension
 	invW   []float64 // 1/weight per node
 
 	actOrd, preOrd nodeOrder
-	act, pre       [][]int32
+	act            [][]hent
+	pre            [][]int32
 	actPos, prePos []int32
 	preCnt         []int32 // preemptible leaves in the subtree
 	leafPre        []bool
@@ -49,12 +49,12 @@ type tree struct {
 	preIn classCounts
 }
 
-func (t *tree) reset(m int, dims []int, capT []int64, nodes int) {
-	inv := make([]float64, len(capT))
-	for j, c := range capT {
-		inv[j] = 1 / float64(c) // +Inf for a zero capacity: any use of it is an infinite share
+func (t *tree) reset(dims []int, capT []int64, nodes int) {
+	inv := make([]float64, len(dims))
+	for i, j := range dims {
+		inv[i] = 1 / float64(capT[j]) // +Inf for a zero capacity: any use of it is an infinite share
 	}
-	*t = tree{m: m, dims: dims, capT: capT, inv: inv, preEager: true,
+	*t = tree{dims: dims, capT: capT, inv: inv, preEager: true,
 		parent: make([]int32, 0, nodes), name: make([]string, 0, nodes), full: make([]string, 0, nodes),
 		weight: make([]float64, 0, nodes), kids: make([][]int32, 0, nodes), tenant: make([]int32, 0, nodes),
 		class: make([]int32, 0, nodes)}
@@ -80,14 +80,21 @@ func (t *tree) addNode(parent int32, name, full string, w float64, tenant int32)
 // finish sizes the per-node arrays once all nodes exist.
 func (t *tree) finish() {
 	n := len(t.parent)
-	t.usage = make([]int64, n*t.m)
+	t.usage = make([]int64, n*len(t.dims))
 	t.share = make([]float64, n)
 	t.invW = make([]float64, n)
 	for i, w := range t.weight {
 		t.invW[i] = 1 / w
 	}
-	t.act = make([][]int32, n)
+	t.act = make([][]hent, n)
 	t.pre = make([][]int32, n)
+	// Every heap holds at most its node's children: cut them all from two blocks.
+	actBuf, preBuf := make([]hent, n), make([]int32, n)
+	for p, ks := range t.kids {
+		k := len(ks)
+		t.act[p], actBuf = actBuf[:0:k], actBuf[k:]
+		t.pre[p], preBuf = preBuf[:0:k], preBuf[k:]
+	}
 	t.actPos = make([]int32, n)
 	t.prePos = make([]int32, n)
 	t.preCnt = make([]int32, n)
@@ -111,14 +118,17 @@ func (t *tree) finish() {
 	t.preOrd = nodeOrder{share: t.share, rank: rank, max: true}
 }
 
-func (t *tree) u(n int32) []int64   { return t.usage[int(n)*t.m : int(n+1)*t.m] }
+func (t *tree) u(n int32) []int64 {
+	k := len(t.dims)
+	return t.usage[int(n)*k : int(n+1)*k]
+}
 func (t *tree) isLeaf(n int32) bool { return t.tenant[n] >= 0 }
-func (t *tree) actH() nodeHeap      { return nodeHeap{o: &t.actOrd, pos: t.actPos} }
+func (t *tree) actH() actHeap       { return actHeap{pos: t.actPos} }
 func (t *tree) preH() nodeHeap      { return nodeHeap{o: &t.preOrd, pos: t.prePos} }
 func (t *tree) rootActive() bool    { return len(t.act[0]) > 0 }
 
 func (t *tree) recalc(n int32) {
-	t.share[n] = dominantInv(t.u(n), t.inv, t.dims) * t.invW[n]
+	t.share[n] = dominantInv(t.u(n), t.inv) * t.invW[n]
 }
 
 // shareDelta is node n's weighted share if its usage changed by k1·d1 + k2·d2.
@@ -126,20 +136,47 @@ func (t *tree) shareDelta(n int32, d1 []int64, k1 int64, d2 []int64, k2 int64) f
 	return dominantDelta(t.u(n), t.inv, t.dims, d1, k1, d2, k2) * t.invW[n]
 }
 
+// addUse adds k·d (a full vector) to node n's usage and recomputes its share, in one pass.
+func (t *tree) addUse(n int32, d []int64, k int64) {
+	u := t.u(n)
+	var s float64
+	for i, j := range t.dims {
+		x := u[i] + k*d[j]
+		u[i] = x
+		if x == 0 {
+			continue
+		}
+		if f := float64(x) * t.inv[i]; f > s {
+			s = f
+		}
+	}
+	t.share[n] = s * t.invW[n]
+}
+
 // add changes a leaf's usage by k·d and updates every ancestor below the root (whose share is
 // never compared) and its heap positions.
 func (t *tree) add(leaf int32, d []int64, k int64) {
 	for n := leaf; n != 0; n = t.parent[n] {
-		addScaled(t.u(n), d, k)
-		t.recalc(n)
+		t.addUse(n, d, k)
 		p := t.parent[n]
+		// Task vectors are never negative: k > 0 can only raise the share (down in the min-heap,
+		// up in the max-heap), k < 0 only lower it.
 		if i := t.actPos[n]; i >= 0 {
-			t.actH().fix(t.act[p], i)
+			t.act[p][i].share = t.share[n]
+			if k > 0 {
+				t.actH().down(t.act[p], i)
+			} else {
+				t.actH().up(t.act[p], i)
+			}
 		}
 		if !t.preEager {
 			t.preStale = true
 		} else if i := t.prePos[n]; i >= 0 {
-			t.preH().fix(t.pre[p], i)
+			if k > 0 {
+				t.preH().up(t.pre[p], i)
+			} else {
+				t.preH().down(t.pre[p], i)
+			}
 		}
 	}
 }
@@ -152,7 +189,7 @@ func (t *tree) activate(leaf int32) {
 	for n := leaf; n != 0; {
 		p := t.parent[n]
 		wasEmpty := len(t.act[p]) == 0
-		t.actH().push(&t.act[p], n)
+		t.actH().push(&t.act[p], hent{share: t.share[n], rank: t.actOrd.rank[n], node: n})
 		if !wasEmpty || p == 0 {
 			return
 		}
@@ -287,7 +324,7 @@ func (t *tree) pick() int32 {
 
 // pickChild returns the active child of p that sorts first: the lowest weighted share, ties
 // (within the relative tolerance) to the lexicographically smaller name.
-func (t *tree) pickChild(p int32) int32 { return t.act[p][0] }
+func (t *tree) pickChild(p int32) int32 { return t.act[p][0].node }
 
 func classKey(n, c int32) uint64 { return uint64(uint32(n))<<32 | uint64(uint32(c)) }
 
