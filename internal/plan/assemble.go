@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"slices"
+
 	v1 "gpupool.dev/gpupool/api/v1"
 )
 
@@ -186,13 +188,15 @@ func (p *planner) planTenant(tn *tenant, refs []v1.ReplicaRef) v1.PlanTenant {
 	pt.Predicted = v1.Prediction{TTFTP99: v1.Duration(c.ev.rate.TTFT), TPOTP99: v1.Duration(c.ev.rate.TPOT),
 		E2EP99: v1.Duration(e2e), TokensPerSecond: round3(n * c.ev.rate.OutputTokensPerSec), MaxRPS: round3(n * c.ev.rate.RequestsPerSec)}
 	pt.Reasons = p.tenantReasons(tn)
-	if len(tn.infeas) > 0 {
-		pt.Reasons = append(pt.Reasons, tn.infeas...)
-		for _, r := range tn.infeas {
-			if r.Code != v1.ReasonRedundancy {
-				pt.Infeasible = true
-			}
+	for _, r := range tn.infeas {
+		if r.Code != v1.ReasonRedundancy {
+			pt.Infeasible = true
 		}
+	}
+	if pt.Infeasible { // why it is short comes first: readers and the table show the first reason
+		pt.Reasons = append(slices.Clone(tn.infeas), pt.Reasons...)
+	} else {
+		pt.Reasons = append(pt.Reasons, tn.infeas...)
 	}
 	return pt
 }

@@ -1,7 +1,11 @@
 package plan
 
 import (
+	"cmp"
+	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/optimize/convex/lp"
@@ -14,7 +18,7 @@ const boundSlack = 1e-6
 // needs for the feasible tenants: the larger of the Lagrangian volume bound and, when small
 // enough, the LP relaxation of the pattern formulation solved with the simplex method.
 func (p *planner) lowerBound() int {
-	lb := p.volumeBound()
+	lb := max(p.volumeBound(), p.groupBound())
 	if v, ok := p.lpBound(); ok && v > lb {
 		lb = v
 	}
@@ -62,7 +66,8 @@ func (p *planner) volumeBound() int {
 // optimum, rounded up, is a lower bound. It reports false when the LP is too large or the solver
 // fails (degenerate input), and the volume bound stands alone.
 func (p *planner) lpBound() (bound int, ok bool) {
-	cols, m, nT := p.lpColumns()
+	cols, m, rhs := p.lpColumns()
+	nT := len(rhs)
 	if nT == 0 || len(cols) > p.o.LPVariables || len(cols) < m {
 		return 0, false
 	}
@@ -75,9 +80,7 @@ func (p *planner) lpBound() (bound int, ok bool) {
 		}
 	}
 	b := make([]float64, m)
-	for i := range nT {
-		b[i] = 1
-	}
+	copy(b, rhs)
 	return solveBound(c, A, b)
 }
 
@@ -87,22 +90,67 @@ type lpCol struct {
 	cost    float64
 }
 
-// lpColumns builds the LP's columns — patterns, tenant choices, then one surplus per coverage
-// row — and returns them with the number of rows and of tenant rows (rows 0 … nT−1; coverage
-// rows follow, one per board and MIG profile some candidate uses).
-func (p *planner) lpColumns() (cols []lpCol, rows, nT int) {
-	type row struct{ board, profile string }
-	cover := map[row]int{}
+// lpChoice is one column of a tenant class: a board and MIG profile ("" for a whole GPU) and
+// the GPUs or instances one tenant takes there, replicas / share.
+type lpChoice struct {
+	row  lpRow
+	size float64
+}
+
+type lpRow struct{ board, profile string }
+
+// lpClasses reduces the tenants to the columns the LP needs. Of a tenant's candidates on one
+// board and profile (or on whole GPUs) only the one taking the least, replicas / share, can be
+// in an optimum (the others use the same row more), and tenants with the same reduced columns
+// form one class whose choice row sums to the class's size: a convex combination of the
+// members' choices is a point of the class's polytope and back. Both leave the optimum as it is.
+func (p *planner) lpClasses() (classes [][]lpChoice, count []float64) {
+	index := map[string]int{}
 	for _, tn := range p.tenants {
 		if tn.choice == nil {
 			continue
 		}
-		nT++
+		best := map[lpRow]float64{}
+		var rows []lpRow
 		for _, c := range tn.feasible {
-			if r := (row{c.board.Name, profName(c.profile)}); c.profile != nil {
-				if _, seen := cover[r]; !seen {
-					cover[r] = len(cover)
+			r := lpRow{c.board.Name, profName(c.profile)}
+			size := float64(c.replicas) / float64(c.share)
+			if v, seen := best[r]; !seen || size < v {
+				if !seen {
+					rows = append(rows, r)
 				}
+				best[r] = size
+			}
+		}
+		slices.SortFunc(rows, func(a, b lpRow) int { return cmp.Or(cmp.Compare(a.board, b.board), cmp.Compare(a.profile, b.profile)) })
+		cl := make([]lpChoice, len(rows))
+		var sig strings.Builder
+		for i, r := range rows {
+			cl[i] = lpChoice{r, best[r]}
+			fmt.Fprintf(&sig, "%s/%s=%.12g;", r.board, r.profile, best[r])
+		}
+		if i, ok := index[sig.String()]; ok {
+			count[i]++
+			continue
+		}
+		index[sig.String()] = len(classes)
+		classes, count = append(classes, cl), append(count, 1)
+	}
+	return classes, count
+}
+
+// lpColumns builds the LP's columns — patterns, tenant-class choices, then one surplus per
+// coverage row — and returns them with the number of rows and the right-hand sides of the
+// class rows (rows 0 … len(rhs)−1, the class sizes; coverage rows follow, one per board and MIG
+// profile some candidate uses, with right-hand side 0).
+func (p *planner) lpColumns() (cols []lpCol, rows int, rhs []float64) {
+	classes, count := p.lpClasses()
+	nT := len(classes)
+	cover := map[lpRow]int{}
+	for _, cl := range classes {
+		for _, ch := range cl {
+			if _, seen := cover[ch.row]; ch.row.profile != "" && !seen {
+				cover[ch.row] = len(cover)
 			}
 		}
 	}
@@ -115,7 +163,7 @@ func (p *planner) lpColumns() (cols []lpCol, rows, nT int) {
 		for _, a := range ps.a {
 			e := map[int]float64{}
 			for i, n := range a {
-				if r, in := cover[row{b.Name, ps.profiles[i].Name}]; in && n > 0 {
+				if r, in := cover[lpRow{b.Name, ps.profiles[i].Name}]; in && n > 0 {
 					e[nT+r] = float64(n)
 				}
 			}
@@ -124,26 +172,20 @@ func (p *planner) lpColumns() (cols []lpCol, rows, nT int) {
 			}
 		}
 	}
-	ti := 0
-	for _, tn := range p.tenants {
-		if tn.choice == nil {
-			continue
-		}
-		for _, c := range tn.feasible {
-			share := float64(c.replicas) / float64(c.share)
-			col := lpCol{entries: map[int]float64{ti: 1}, cost: share}
-			if c.profile != nil {
-				col.entries[nT+cover[row{c.board.Name, c.profile.Name}]] = -share
+	for ti, cl := range classes {
+		for _, ch := range cl {
+			col := lpCol{entries: map[int]float64{ti: 1}, cost: ch.size}
+			if ch.row.profile != "" {
+				col.entries[nT+cover[ch.row]] = -ch.size
 				col.cost = 0
 			}
 			cols = append(cols, col)
 		}
-		ti++
 	}
 	for r := range len(cover) {
 		cols = append(cols, lpCol{entries: map[int]float64{nT + r: -1}})
 	}
-	return cols, nT + len(cover), nT
+	return cols, nT + len(cover), count
 }
 
 // solveBound runs the simplex method and rounds the optimum up; a solver panic or error (the

@@ -42,7 +42,9 @@ type evalResult struct {
 	rate     perf.Rate
 	smPct    int   // MPS active-thread percentage, 0 when not MPS
 	capBytes int64 // memory cap of a shared replica, 0 when not shared
-	err      error
+	// kv is what the KV cache allows; rate is already derated to kv.rate when kv.need > 0.
+	kv  kvHold
+	err error
 }
 
 // label names the candidate for people: "mig 3g.40gb", "mps 1/4", "mig 3g.40gb + mps 1/2".
@@ -227,10 +229,16 @@ func (p *planner) evalCand(tn *tenant, c *cand) {
 	case ev.rate.RequestsPerSec <= 0 && tn.t.Traffic.RPS > 0:
 		c.reject, c.why = v1.ReasonSLOUnmet, fmt.Sprintf("no rate meets the SLO (limit %s: p99 TTFT %s, TPOT %s at a trickle)",
 			ev.rate.Limit, roundDur(ev.rate.TTFT), roundDur(ev.rate.TPOT))
+		if ev.kv.need > 0 {
+			c.why += ": " + ev.kv.sentence()
+		}
 		return
 	case tn.t.Replicas != nil && float64(*tn.t.Replicas)*ev.rate.RequestsPerSec < tn.t.Traffic.RPS:
 		c.reject, c.why = v1.ReasonSLOUnmet, fmt.Sprintf("the fixed %d replica(s) sustain %.3g req/s within the SLO, less than the %.3g req/s offered",
 			*tn.t.Replicas, float64(*tn.t.Replicas)*ev.rate.RequestsPerSec, tn.t.Traffic.RPS)
+		if ev.kv.need > 0 {
+			c.why += "; " + ev.kv.sentence()
+		}
 		return
 	}
 	c.replicas = demandReplicas(tn.t, ev.rate.RequestsPerSec)
@@ -279,7 +287,15 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 		return r
 	}
 	e = e.WithKVCapacity(fit.MaxTokens)
-	r.rate, r.err = e.MaxRate(tn.work, tn.slo, perf.Load{Active: c.share - 1})
+	load := perf.Load{Active: c.share - 1}
+	if r.rate, r.err = e.MaxRate(tn.work, tn.slo, load); r.err != nil || r.rate.RequestsPerSec <= 0 {
+		return r
+	}
+	if r.kv, r.err = holdKV(e, tn.work, load, fit.MaxTokens, r.rate.RequestsPerSec); r.err == nil && r.kv.need > 0 {
+		r.rate.RequestsPerSec = r.kv.rate
+		r.rate.OutputTokensPerSec = r.kv.rate * float64(tn.work.OutputTokens)
+		r.rate.Limit = perf.LimitKV
+	}
 	return r
 }
 

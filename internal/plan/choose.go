@@ -30,6 +30,8 @@ func keyOf(tn *tenant, c *cand) groupKey {
 type fractional struct {
 	replicas map[groupKey]int
 	unit     map[groupKey]float64
+	// vec, when set, replaces the sum by the vector objective (objective.go).
+	vec *vectorObjective
 }
 
 func newFractional() *fractional {
@@ -52,8 +54,20 @@ func (f *fractional) delta(k groupKey, c *cand, r int) float64 {
 }
 
 func (f *fractional) move(k groupKey, c *cand, r int) {
+	if f.vec != nil {
+		f.vec.add(f.change(k, c, r))
+	}
 	f.unit[k] = c.unitFrac
 	f.replicas[k] += r
+}
+
+// moveDelta is the change of the objective when r1 replicas of c1 leave group k1 and r2
+// replicas of c2 join group k2 (k1 ≠ k2).
+func (f *fractional) moveDelta(k1 groupKey, c1 *cand, r1 int, k2 groupKey, c2 *cand, r2 int) float64 {
+	if f.vec != nil {
+		return f.vec.delta(f.change(k1, c1, r1), f.change(k2, c2, r2))
+	}
+	return f.delta(k1, c1, r1) + f.delta(k2, c2, r2)
 }
 
 // choose picks a candidate per tenant: first each tenant's cheapest on its own, then local search
@@ -61,8 +75,14 @@ func (f *fractional) move(k groupKey, c *cand, r int) {
 // tenant joining a half-filled MPS GPU of its trust group costs nothing), until no move helps.
 // With boardWide, each MIG profile of a board is then held to one sharing setting (see
 // consistent) and the search runs again under that restriction.
-func (p *planner) choose(boardWide bool) {
+//
+// With vector, the objective is the vector one instead (objective.go): per board and energy
+// class, whole GPUs plus the larger of the MIG instances' memory and compute shares.
+func (p *planner) choose(boardWide, vector bool) {
 	f := newFractional()
+	if vector {
+		f.vec = newVectorObjective()
+	}
 	for _, tn := range p.tenants {
 		tn.choice, tn.infeas = nil, nil
 		if len(tn.feasible) == 0 {
@@ -103,7 +123,6 @@ func (p *planner) localSearch(f *fractional) {
 // (the current choice when none does); with force, the best allowed one even if it costs more.
 func (p *planner) bestMove(f *fractional, tn *tenant, force bool) *cand {
 	old := keyOf(tn, tn.choice)
-	leave := f.delta(old, tn.choice, -tn.choice.replicas)
 	best, bestD := tn.choice, -1e-9
 	if force {
 		best, bestD = tn.choice, 1e300
@@ -113,7 +132,7 @@ func (p *planner) bestMove(f *fractional, tn *tenant, force bool) *cand {
 		if c == tn.choice || k == old || !p.allowed(c) {
 			continue
 		}
-		if d := leave + f.delta(k, c, c.replicas); d < bestD {
+		if d := f.moveDelta(old, tn.choice, -tn.choice.replicas, k, c, c.replicas); d < bestD {
 			best, bestD = c, d
 		}
 	}

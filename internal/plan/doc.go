@@ -34,6 +34,18 @@
 // into TTFT ≤ E/4 (when no TTFT target is set) and TPOT ≤ (E − TTFT)/(O − 1). Traffic without
 // token counts is sized for 512 prompt and 256 output tokens (a note says so).
 //
+// The KV cache must also hold the requests in flight, or Poisson bursts fill it and vLLM queues
+// new requests or preempts running ones (recompute), which the p99 approximation above does not
+// see. By Little's law the mean in-flight count is rate × mean end-to-end latency, and with
+// Poisson arrivals the count is Poisson (M/G/∞); each request holds up to its prompt + output
+// tokens. The rate is capped so that the 99.9th percentile, m + 3.09·√m, of requests fits the
+// fit's KV capacity: m is the largest mean with m + 3.09·√m ≤ KV tokens / (prompt + output),
+// and the rate m / E2E, with E2E the performance model's closed-loop mean latency at ⌈m⌉
+// requests in flight (Estimate). The 99.9th, not the 99th, percentile: at the 99th about 1 % of
+// arrivals would meet a full cache, the whole error budget of a p99 target, and each such burst
+// delays several requests. A derated candidate's compute reason (and a rejected one's SLOUnmet
+// reason) says how many KV tokens it holds and how many the unrestricted rate would need.
+//
 // Replicas = ceil(rps / rate) (at least 1), or the pool's fixed count; plus one with redundancy;
 // at least the reservation. A candidate is rejected — and kept, with its reason, as a rejected
 // alternative — when the model does not fit (NoFit), no rate meets the SLO or a fixed replica
@@ -64,7 +76,8 @@
 //
 // The Kubernetes device plugin applies one sharing setting to every device of a resource
 // (nvidia.com/mig-1g.20gb) on a node, so on one node a MIG profile's instances must all be used
-// the same way (unshared, or MPS / time-sliced k ways). The planner plans twice — once holding
+// the same way (unshared, or MPS / time-sliced k ways). The planner plans twice per objective
+// (section 3), four times in all — once holding
 // every MIG profile of a board to one way (the way with the most replicas wins and the other
 // tenants move to their best allowed candidate), once leaving it to the packer, which packs each
 // way of a profile as its own class and puts each MIG GPU on the first free GPU whose node does
@@ -78,6 +91,13 @@
 // unit. Each tenant starts on its cheapest candidate; local search then moves one tenant at a time
 // to the candidate that lowers the objective most (joining a half-filled MPS GPU of its trust
 // group is free), until no move helps. summary.objective is this value.
+//
+// The sum of unit sizes overcounts instances that are heavy in different resources: one 1g.20gb
+// (memory 2/8, compute 1/7) and six 1g.10gb (1/8 and 1/7 each) fill one H100, while their sizes
+// add up to 1.107. So the choice is also optimised, by the same local search, for the vector
+// objective: per board and energy class, whole GPUs + max(Σ memory shares, Σ compute shares)
+// of the MIG instances, units rounded up per sharing group as above. Both choices are packed
+// and the plan with fewer GPUs kept (ties: the sum's).
 //
 // Units. The chosen replicas are grouped into units — a whole GPU (exclusive, MPS k, time-slice
 // k) or a MIG instance (unshared or shared k ways) — filled group by group in pool order.
@@ -108,15 +128,24 @@
 //   - the LP relaxation of the pattern formulation with tenant choice,
 //     min Σ_p x_p + Σ_{t,c whole} (r_tc/k_c) y_tc  s.t. Σ_c y_tc = 1,
 //     Σ_p a_pP x_p ≥ Σ_{t,c MIG P} (r_tc/k_c) y_tc, x, y ≥ 0,
-//     solved with gonum's simplex (lp.Simplex) when it has at most Options.LPVariables columns;
-//     degenerate or failing solves fall back to
+//     solved with gonum's simplex (lp.Simplex) when it has at most Options.LPVariables columns.
+//     Of a tenant's candidates on one board and profile only the smallest r_tc/k_c is kept, and
+//     tenants with the same reduced columns form one class whose choice row sums to its size:
+//     neither changes the optimum, and it keeps the LP to a few hundred columns at 1,000
+//     tenants. Degenerate or failing solves fall back to
+//   - the sharing-group bound, on pools of at most 400 tenants: with the same prices, every
+//     plan costs at least Σ over sharing groups of ceil(replicas / share) × price, and tenants
+//     interact only within their group, so the minimum splits into one small problem per group
+//     (sharing group and energy class), solved exactly by branch and bound (a group that takes
+//     more than 40,000 nodes counts its fractional sum); taken at the 4 best prices of the grid;
 //   - the Lagrangian volume bound: with prices λ·memory share + (1−λ)·compute share per MIG
 //     instance and 1 per whole GPU, every GPU's contents cost at most 1, so Σ over tenants of
 //     their cheapest candidate's price bounds the GPUs for every λ (weak duality); the best λ of
 //     21 is kept.
 //
-// Both are rounded up. The bound ignores canaries, the burst pool, energy classes, trust-group
-// rounding and the one-sharing-setting rule, so it stays valid; the gap GPUsUsed / lowerBound
+// All are rounded up; each assumes, as the planner does, that all replicas of a tenant use one
+// kind of slice. The bound ignores canaries, the burst pool, the one-sharing-setting rule and
+// (outside the group bound) trust-group rounding, so it stays valid; the gap GPUsUsed / lowerBound
 // shows what they and the heuristics cost.
 //
 // # 5. Baselines

@@ -71,8 +71,8 @@ func (p *planner) optimise() error {
 		score  [4]float64
 	}
 	var best *snapshot
-	for _, boardWide := range []bool{true, false} {
-		p.choose(boardWide)
+	for _, v := range [][2]bool{{true, false}, {false, false}, {true, true}, {false, true}} {
+		p.choose(v[0], v[1])
 		if err := p.pack(); err != nil {
 			return err
 		}

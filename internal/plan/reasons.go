@@ -88,6 +88,9 @@ func (p *planner) computeReason(tn *tenant) v1.Reason {
 	msg := fmt.Sprintf("one replica on %s %s sustains %.3g req/s of %d+%d tokens within %s (p99 TTFT %s, TPOT %s; above it %s binds); %.3g req/s needs %d replica(s) = %.3f GPU-equivalents",
 		c.board.Name, c.label(), r.RequestsPerSec, tn.work.InputTokens, tn.work.OutputTokens, describeSLO(tn), roundDur(r.TTFT), roundDur(r.TPOT),
 		limitName(string(r.Limit)), tn.t.Traffic.RPS, c.replicas, c.cost)
+	if c.ev.kv.need > 0 {
+		msg += "; " + c.ev.kv.sentence()
+	}
 	for _, x := range tn.feasible {
 		if x != c {
 			msg += fmt.Sprintf("; next cheapest: %s on %s, %d replica(s) = %.3f", x.label(), x.board.Name, x.replicas, x.cost)

@@ -1,0 +1,92 @@
+package plan
+
+import (
+	"math"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// vectorObjective is the second objective the choice is optimised for. The sum of unit sizes
+// (max(memory share, compute share) per MIG instance) overcounts a mix of memory-heavy and
+// compute-heavy instances that share GPUs: four 1g.20gb (memory 2/8 each) and six 1g.10gb
+// (compute 1/7 each) do not fit one GPU, but one 1g.20gb and six 1g.10gb do. Per board and
+// energy class (the packer's buckets) it counts
+//
+//	whole GPUs + max(Σ memory shares, Σ compute shares) of the MIG instances,
+//
+// each group's units ceil(replicas / share) as in the sum. It is a lower bound on the GPUs of
+// the bucket's packing (a GPU holds at most all memory and all compute slices) and the quantity
+// the cutting-stock packer then gets close to.
+type vectorObjective struct {
+	tot map[bucketKey]*[3]float64 // whole, memory, compute
+}
+
+type bucketKey struct {
+	board  string
+	energy v1.EnergyClass
+}
+
+// unitChange is what a move does to one bucket: GPUs and shares added (negative: removed).
+type unitChange struct {
+	b                bucketKey
+	whole, mem, comp float64
+}
+
+func newVectorObjective() *vectorObjective {
+	return &vectorObjective{tot: map[bucketKey]*[3]float64{}}
+}
+
+// change is what r replicas of c joining (r > 0) or leaving (r < 0) group k do to the units.
+func (f *fractional) change(k groupKey, c *cand, r int) unitChange {
+	cur := f.replicas[k]
+	du := unitsOf(cur+r, k.share) - unitsOf(cur, k.share)
+	ch := unitChange{b: bucketKey{k.board, k.energy}}
+	if c.whole() {
+		ch.whole = du
+	} else {
+		ch.mem, ch.comp = du*c.memFrac, du*c.compFrac
+	}
+	return ch
+}
+
+func unitsOf(r, share int) float64 {
+	if r <= 0 {
+		return 0
+	}
+	return math.Ceil(float64(r) / float64(share))
+}
+
+func (v *vectorObjective) value(t [3]float64) float64 { return t[0] + max(t[1], t[2]) }
+
+func (v *vectorObjective) get(b bucketKey) [3]float64 {
+	if t := v.tot[b]; t != nil {
+		return *t
+	}
+	return [3]float64{}
+}
+
+func (v *vectorObjective) add(ch unitChange) {
+	t := v.tot[ch.b]
+	if t == nil {
+		t = &[3]float64{}
+		v.tot[ch.b] = t
+	}
+	t[0] += ch.whole
+	t[1] += ch.mem
+	t[2] += ch.comp
+}
+
+// delta is the change of the objective when both changes apply.
+func (v *vectorObjective) delta(a, b unitChange) float64 {
+	ta := v.get(a.b)
+	before := v.value(ta)
+	ta[0], ta[1], ta[2] = ta[0]+a.whole, ta[1]+a.mem, ta[2]+a.comp
+	if a.b == b.b {
+		ta[0], ta[1], ta[2] = ta[0]+b.whole, ta[1]+b.mem, ta[2]+b.comp
+		return v.value(ta) - before
+	}
+	tb := v.get(b.b)
+	d := v.value(ta) - before - v.value(tb)
+	tb[0], tb[1], tb[2] = tb[0]+b.whole, tb[1]+b.mem, tb[2]+b.comp
+	return d + v.value(tb)
+}
