@@ -18,8 +18,10 @@ import (
 var coreForbiddenImports = []string{"os", "os/exec", "os/signal", "net", "net/http", "log", "log/slog",
 	"io/ioutil", "syscall", "runtime/pprof", "plugin", "database/sql"}
 
-// coreForbiddenCalls are package-level functions that read the clock or global randomness.
+// coreForbiddenCalls are package-level functions that read the clock or global randomness, or
+// write to the process's standard streams.
 var coreForbiddenCalls = map[string][]string{
+	"fmt":  {"Print", "Printf", "Println", "Scan", "Scanf", "Scanln"},
 	"time": {"Now", "Since", "Until", "Sleep", "After", "Tick", "NewTimer", "NewTicker", "AfterFunc"},
 	"rand": {"Int", "Intn", "Int31", "Int31n", "Int63", "Int63n", "Uint32", "Uint64", "Float32", "Float64",
 		"Perm", "Shuffle", "Seed", "Read", "N", "IntN", "Int64", "Int64N", "Uint64N", "Uint32N", "NormFloat64", "ExpFloat64"},
@@ -184,6 +186,8 @@ func coreCallViolations(f *ast.File) []string {
 			key = "time"
 		case "math/rand", "math/rand/v2":
 			key = "rand"
+		case "fmt":
+			key = "fmt"
 		default:
 			continue
 		}
