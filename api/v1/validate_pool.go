@@ -170,7 +170,7 @@ func (c *poolChecker) checkTenant(p string, t Tenant) {
 	}
 	checkEnum(&c.errs, field(p, "isolation"), t.Isolation, isolations)
 	c.checkIsolationModes(p, t.Isolation)
-	maxPos := c.checkModel(field(p, "model"), t.Model)
+	maxPos := c.checkModel(field(p, "model"), t.Model, t.Profile != "")
 	c.checkLoad(p, t, maxPos)
 	c.checkSLO(field(p, "slo"), t.SLO)
 	c.checkCounts(p, t)
@@ -207,7 +207,9 @@ func (c *poolChecker) checkIsolationModes(p string, iso Isolation) {
 }
 
 // checkModel checks the model block and returns the model's maximum context (0 when unknown).
-func (c *poolChecker) checkModel(p string, m Model) int {
+// A tenant sized from a measured profile may name a model the catalog does not know (a model
+// measured elsewhere, e.g. one of ParvaGPU's CNNs): the planner sizes it from the table.
+func (c *poolChecker) checkModel(p string, m Model, measured bool) int {
 	switch {
 	case m.Name == "" && m.Dir == "":
 		c.errs.add(p, "set exactly one of name or dir (got neither)")
@@ -225,7 +227,9 @@ func (c *poolChecker) checkModel(p string, m Model) int {
 	}
 	arch, err := c.cat.Model(m.Name)
 	if err != nil {
-		c.errs.add(field(p, "name"), "unknown model %q (valid: %s)", m.Name, listOrNone(c.cat.ModelNames()))
+		if !measured {
+			c.errs.add(field(p, "name"), "unknown model %q (valid: %s)", m.Name, listOrNone(c.cat.ModelNames()))
+		}
 		return 0
 	}
 	return arch.MaxPositions

@@ -116,6 +116,11 @@ func TestValidatePoolRules(t *testing.T) {
 		{"model both", func(p *Pool) { p.Tenants[4].Model.Dir = "/models/m" }, `tenants[4].model: set exactly one of name or dir (got both)`},
 		{"model unknown", func(p *Pool) { p.Tenants[4].Model.Name = "gpt-5" },
 			`tenants[4].model.name: unknown model "gpt-5" (valid: llama-3.1-70b, llama-3.1-8b, mistral-7b-v0.3, qwen2.5-14b)`},
+		// A tenant sized from a measured profile may name a model the catalog does not know.
+		{"model unknown with a measured profile", func(p *Pool) {
+			p.Tenants[4].Model.Name = "resnet50"
+			p.Tenants[4].Profile = "profiles/resnet50.csv"
+		}, ``},
 		{"quantization alias not normalised", func(p *Pool) { p.Tenants[4].Model.Quantization = "awq" },
 			`tenants[4].model.quantization: "awq" is an alias of "int4-awq": Default or Decode stores the canonical name`},
 		{"quantization", func(p *Pool) { p.Tenants[4].Model.Quantization = "nf4" },

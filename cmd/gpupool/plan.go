@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/perf"
 	"gpupool.dev/gpupool/internal/plan"
 )
 
@@ -23,9 +24,11 @@ func newPlanCmd(e *env) *cobra.Command {
 		Short: "Slice every GPU so that every tenant's SLO holds with the fewest GPUs, and say why",
 		Long: "plan reads a Pool, sizes every tenant (memory, then the rate one replica sustains within its SLO),\n" +
 			"chooses a slice kind per tenant (exclusive, MIG, MPS, time-slicing, MIG + MPS / time-slicing) and packs\n" +
-			"them onto the fleet with legal MIG layouts. It prints every GPU as a row of its slices, every tenant's\n" +
-			"replicas, a proven lower bound on the GPUs needed and three baselines. --out DIR writes plan.yaml and the\n" +
-			"artifacts (mig-parted, device-plugin, MPS, vLLM, Kubernetes) only when the whole plan succeeded.\n" +
+			"them onto the fleet with legal MIG layouts. A tenant whose profile names a measured table (ParvaGPU's CSV,\n" +
+			"relative to the pool file) is sized from it: a batch's latency within 0.45 × slo.e2eP99. It prints every\n" +
+			"GPU as a row of its slices, every tenant's replicas, a proven lower bound on the GPUs needed and three\n" +
+			"baselines. --out DIR writes plan.yaml and the artifacts (mig-parted, device-plugin, MPS, vLLM, Kubernetes)\n" +
+			"only when the whole plan succeeded.\n" +
 			"--current PLAN re-plans against the plan in force: as few GPUs as possible change, and the migration\n" +
 			"steps (GPUs that run nothing first, then at most policy.maxUnavailable drains per wave) are listed.\n" +
 			"Exit 2 when some tenant is infeasible (the rest is planned and written) or the renderer reports a\n" +
@@ -60,11 +63,15 @@ func runPlan(e *env, a planArgs) error {
 	if err != nil {
 		return invalid(err)
 	}
+	profiles, err := loadProfiles(pool, filepath.Dir(a.pool))
+	if err != nil {
+		return invalid(err)
+	}
 	cur, err := readCurrent(a.current)
 	if err != nil {
 		return invalid(err)
 	}
-	pl, err := plan.Build(pool, plan.Options{Models: models, Current: cur})
+	pl, err := plan.Build(pool, plan.Options{Models: models, Profiles: profiles, Current: cur})
 	if err != nil {
 		return invalid(err)
 	}
@@ -99,6 +106,41 @@ func runPlan(e *env, a planArgs) error {
 			len(problems), filepath.Join(a.outDir, "README.md"), strings.Join(problems, "\n")))
 	}
 	return partial(errors.Join(errs...))
+}
+
+// loadProfiles reads the measured profile (a ParvaGPU profile CSV) of every tenant that names
+// one, relative to the pool file's directory, keyed by tenant name.
+func loadProfiles(pool *v1.Pool, base string) (map[string]*perf.Measured, error) {
+	out := map[string]*perf.Measured{}
+	var errs []error
+	for _, t := range pool.Tenants {
+		if t.Profile == "" {
+			continue
+		}
+		path := t.Profile
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(base, path)
+		}
+		m, err := readProfile(t.Model.Name, path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tenant %s: load profile %s: %w", t.Name, t.Profile, err))
+			continue
+		}
+		out[t.Name] = m
+	}
+	return out, errors.Join(errs...)
+}
+
+func readProfile(name, path string) (*perf.Measured, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if name == "" {
+		name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	}
+	return perf.ParseParvaGPU(name, f)
 }
 
 // readCurrent reads the plan in force for --current; nil without one.
@@ -297,9 +339,13 @@ func firstReason(rs []v1.Reason) string {
 	return string(rs[0].Code)
 }
 
-// shortDur rounds a prediction for the table: milliseconds with one decimal below a second.
+// shortDur rounds a prediction for the table: milliseconds with one decimal below a second;
+// "-" for none (a tenant sized from a measured profile has no TTFT or TPOT prediction).
 func shortDur(d v1.Duration) string {
 	x := d.Std()
+	if x == 0 {
+		return "-"
+	}
 	if x >= time.Second {
 		return x.Round(10 * time.Millisecond).String()
 	}

@@ -161,7 +161,10 @@ func (p *planner) replicas(u *unit, g v1.GPURef, in v1.InstanceRef, next map[*te
 		c := r.tn.choice
 		idx := next[r.tn]
 		next[r.tn]++
-		pr := v1.PlanReplica{Tenant: r.tn.t.Name, Index: idx, VLLMArgs: c.ev.fit.Args.Flags()}
+		pr := v1.PlanReplica{Tenant: r.tn.t.Name, Index: idx}
+		if r.tn.measured == nil { // a measured tenant's server is not vLLM
+			pr.VLLMArgs = c.ev.fit.Args.Flags()
+		}
 		switch c.kind {
 		case v1.SliceMPS, v1.SliceMIGMPS:
 			pr.Limits = v1.Limits{SMPercent: c.ev.smPct, Memory: v1.Bytes(c.ev.capBytes)}
@@ -187,6 +190,10 @@ func (p *planner) planTenant(tn *tenant, refs []v1.ReplicaRef) v1.PlanTenant {
 	e2e := c.ev.rate.TTFT + c.ev.rate.TPOT*timeDur(tn.work.OutputTokens-1)
 	pt.Predicted = v1.Prediction{TTFTP99: v1.Duration(c.ev.rate.TTFT), TPOTP99: v1.Duration(c.ev.rate.TPOT),
 		E2EP99: v1.Duration(e2e), TokensPerSecond: round3(n * c.ev.rate.OutputTokensPerSec), MaxRPS: round3(n * c.ev.rate.RequestsPerSec)}
+	if tn.measured != nil {
+		// a request waits at most one batch to start and one to finish: 2 × the batch latency
+		pt.Predicted = v1.Prediction{E2EP99: v1.Duration(2 * c.ev.rate.TTFT), MaxRPS: round3(n * c.ev.rate.RequestsPerSec)}
+	}
 	pt.Reasons = p.tenantReasons(tn)
 	for _, r := range tn.infeas {
 		if r.Code != v1.ReasonRedundancy {

@@ -45,6 +45,10 @@ type evalResult struct {
 	// kv is what the KV cache allows; rate is already derated to kv.rate when kv.need > 0.
 	kv  kvHold
 	err error
+	// point is the measured row chosen for a tenant with a measured profile; why says why
+	// none meets its latency limit.
+	point perf.MeasuredPoint
+	why   string
 }
 
 // label names the candidate for people: "mig 3g.40gb", "mps 1/4", "mig 3g.40gb + mps 1/2".
@@ -113,6 +117,10 @@ func (p *planner) candidates(tn *tenant, b *gpu.Board) []*cand {
 	}
 	shareMPS := tn.group != "" && p.modes[v1.ModeMPS]
 	shareTS := tn.group == "shared" && tn.t.LowFrequency && p.modes[v1.ModeTimeSlice]
+	if tn.measured != nil { // measured: MPS up to measuredMaxProcs processes, no time-slicing
+		shareTS = false
+		add = measuredAdd(add)
+	}
 	if p.modes[v1.ModeExclusive] {
 		add(v1.SliceExclusive, nil, 1)
 	}
@@ -226,6 +234,9 @@ func (p *planner) evalCand(tn *tenant, c *cand) {
 	case !ev.fit.Fits:
 		c.reject, c.why = v1.ReasonNoFit, strings.Join(ev.fit.Reasons, "; ")
 		return
+	case ev.why != "":
+		c.reject, c.why = v1.ReasonSLOUnmet, ev.why
+		return
 	case ev.rate.RequestsPerSec <= 0 && tn.t.Traffic.RPS > 0:
 		c.reject, c.why = v1.ReasonSLOUnmet, fmt.Sprintf("no rate meets the SLO (limit %s: p99 TTFT %s, TPOT %s at a trickle)",
 			ev.rate.Limit, roundDur(ev.rate.TTFT), roundDur(ev.rate.TPOT))
@@ -251,6 +262,9 @@ func (p *planner) evalCand(tn *tenant, c *cand) {
 
 // measure runs the memory fit and the performance model for one replica on c's slice.
 func (p *planner) measure(tn *tenant, c *cand) *evalResult {
+	if tn.measured != nil {
+		return p.measureProfile(tn, c)
+	}
 	b := c.board
 	ps := perf.Slice{Board: b, Profile: c.profile, Replicas: c.share}
 	devBytes := llm.VisibleBytes(b.MemoryMiB)
@@ -319,7 +333,7 @@ type evalKey struct {
 	kv                   string
 	ctx, conc            int
 	in, out              int
-	ttft, tpot           time.Duration
+	ttft, tpot, batch    time.Duration
 	board, kind, profile string
 	share                int
 }
@@ -328,7 +342,7 @@ func newEvalCache() *evalCache { return &evalCache{m: map[evalKey]*evalResult{}}
 
 func (c *evalCache) get(tn *tenant, cd *cand, f func() *evalResult) *evalResult {
 	k := evalKey{model: tn.modKey, quant: tn.llmOpt.Quantization, kv: tn.llmOpt.KVCacheDType, ctx: tn.llmOpt.Context,
-		conc: tn.llmOpt.Concurrency, in: tn.work.InputTokens, out: tn.work.OutputTokens, ttft: tn.slo.TTFT, tpot: tn.slo.TPOT,
+		conc: tn.llmOpt.Concurrency, in: tn.work.InputTokens, out: tn.work.OutputTokens, ttft: tn.slo.TTFT, tpot: tn.slo.TPOT, batch: tn.batchLimit,
 		board: cd.board.Name, kind: string(cd.kind), profile: profName(cd.profile), share: cd.share}
 	if r, ok := c.m[k]; ok {
 		return r

@@ -188,9 +188,22 @@
 // policy.maxUnavailable per wave. The packing itself does not yet weigh changes against GPUs
 // saved: a plan that needs one GPU fewer but moves many layouts is taken.
 //
+// # 9. Measured profiles
+//
+// A tenant with an entry in Options.Profiles (its measured table, read by the caller) is sized by
+// ParvaGPU's rule instead of llm and perf's models, and its model name need not be in the LLM
+// catalog. The latency SLO is slo.e2eP99 (Build fails without it); a batch's measured latency may
+// take at most 0.45 × of it. A slice is looked up by GPCs: a MIG instance by its profile's compute
+// slices, a whole GPU by the board's; an MPS share 1/k is k processes, k ≤ 3; no time-slicing.
+// A (GPCs, processes) with no runnable row does not fit (NoFit); one whose fastest batch is over
+// the limit is SLOUnmet. One replica is one process, sustaining the per-process throughput of
+// the highest-throughput row within the limit; replicas = ceil(rps / rate). Reasons carry
+// MeasuredProfile; the predicted p99 end-to-end latency is 2 × the batch latency; replicas carry
+// no vLLM arguments. ParvaGPU's six scenarios plan to 2, 3, 5, 7, 13 and 16 GPUs, as ParvaGPU
+// deployed (TestParvaGPUBuild).
+//
 // # Not done
 //
-// Tensor parallelism across GPUs and measured profiles (tenant.profile) are not used by Build
-// yet. ParvaGPU's six scenarios (measured DNN profiles, not LLMs) are sized and packed with this
-// package's packer in TestParvaGPUScenarios.
+// Tensor parallelism across GPUs. The measured table does not name its board: it is applied by
+// GPCs to every board of the fleet.
 package plan

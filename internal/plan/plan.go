@@ -17,6 +17,12 @@ type Options struct {
 	// Models holds the loaded model of every tenant that names a model.dir, by tenant name. The
 	// planner does no IO: the caller reads the directory (llm.LoadDir) and passes it here.
 	Models map[string]llm.Model
+	// Profiles holds the measured profile of every tenant sized from one, by tenant name (the
+	// caller reads the tenant's profile file, e.g. with perf.ParseParvaGPU). Such a tenant is
+	// sized by ParvaGPU's rule (a batch's measured latency ≤ 0.45 × slo.e2eP99, at most 3 MPS
+	// processes per instance) instead of the LLM models, and its model name need not be in the
+	// LLM catalog. A tenant with a profile path but no entry here uses the LLM models.
+	Profiles map[string]*perf.Measured
 	// Perf overrides the performance model's constants; nil: perf.DefaultOptions().
 	Perf *perf.Options
 	// ExactUnits is the largest number of MIG instances of one board and energy class that the
@@ -185,7 +191,7 @@ func newPlanner(pool *v1.Pool, o Options) (*planner, error) {
 		}
 	}
 	for i, t := range pool.Tenants {
-		tn, err := newTenant(i, t, o.Models, p.popts)
+		tn, err := newTenant(i, t, o, p.popts)
 		if err != nil {
 			errs = append(errs, err)
 			continue

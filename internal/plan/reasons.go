@@ -36,8 +36,11 @@ func (tn *tenant) choiceQuant() llm.Quantization {
 func (p *planner) tenantReasons(tn *tenant) []v1.Reason {
 	c := tn.choice
 	var out []v1.Reason
-	out = append(out, p.memoryReason(tn))
-	out = append(out, p.computeReason(tn))
+	if tn.measured != nil {
+		out = append(out, measuredMemoryReason(tn), measuredComputeReason(tn))
+	} else {
+		out = append(out, p.memoryReason(tn), p.computeReason(tn))
+	}
 	out = append(out, shapeReason(tn))
 	if tn.t.Replicas != nil {
 		out = append(out, v1.NewReason(v1.ReasonFixedReplicas, "replicas fixed at %d by the pool, not sized from traffic", *tn.t.Replicas))
@@ -108,6 +111,9 @@ func limitName(l string) string {
 }
 
 func describeSLO(tn *tenant) string {
+	if tn.measured != nil {
+		return fmt.Sprintf("the SLO (e2e %s, so a batch may take %s)", tn.t.SLO.E2EP99.Std(), roundDur(tn.batchLimit))
+	}
 	var parts []string
 	if tn.slo.TTFT > 0 {
 		parts = append(parts, "TTFT ≤ "+tn.slo.TTFT.String())
@@ -190,6 +196,9 @@ func (p *planner) infeasibleReasons(tn *tenant) []v1.Reason {
 		out = append(out, v1.NewReason(code, "no slice kind the tenant may use: %s", msg))
 	case counts[v1.ReasonNoFit] == len(tn.cands):
 		out = append(out, p.noFitReason(tn))
+	case counts[v1.ReasonSLOUnmet] > 0 && tn.measured != nil:
+		out = append(out, v1.NewReason(v1.ReasonSLOUnmet, "no allowed slice meets %s by measured profile %s",
+			describeSLO(tn), tn.measured.Name()))
 	case counts[v1.ReasonSLOUnmet] > 0:
 		out = append(out, v1.NewReason(v1.ReasonSLOUnmet, "no allowed slice meets %s for %d+%d-token requests at %.3g req/s",
 			describeSLO(tn), tn.work.InputTokens, tn.work.OutputTokens, tn.t.Traffic.RPS))
@@ -201,6 +210,9 @@ func (p *planner) infeasibleReasons(tn *tenant) []v1.Reason {
 
 // noFitReason says how far the model is from fitting the largest slice.
 func (p *planner) noFitReason(tn *tenant) v1.Reason {
+	if tn.measured != nil {
+		return measuredNoFitReason(tn)
+	}
 	var best *cand
 	for _, c := range tn.cands {
 		if c.ev != nil && (best == nil || c.ev.fit.Slice.MemoryBytes > best.ev.fit.Slice.MemoryBytes) {

@@ -28,6 +28,10 @@ type tenant struct {
 	slo    perf.SLO
 	group  string // who it may share an MPS or time-sliced slice with ("" : nobody)
 	notes  []string
+	// measured is the tenant's measured profile (Options.Profiles), nil for the LLM models;
+	// batchLimit is the longest batch latency it allows (measuredLatencyShare × slo.e2eP99).
+	measured   *perf.Measured
+	batchLimit time.Duration
 
 	cands    []*cand // every candidate evaluated, feasible or not
 	feasible []*cand // the feasible ones, cheapest first
@@ -35,8 +39,12 @@ type tenant struct {
 	infeas   []v1.Reason // set when the tenant cannot be (fully) served
 }
 
-func newTenant(i int, t v1.Tenant, models map[string]llm.Model, po perf.Options) (*tenant, error) {
+func newTenant(i int, t v1.Tenant, o Options, po perf.Options) (*tenant, error) {
 	tn := &tenant{idx: i, t: t}
+	if m := o.Profiles[t.Name]; m != nil {
+		return newMeasuredTenant(tn, m)
+	}
+	models := o.Models
 	switch {
 	case t.Model.Dir != "":
 		m, ok := models[t.Name]

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/perf"
+)
+
+// parvaDeployed are the GPUs ParvaGPU (Lee et al., SC 2024) deployed for its six scenarios.
+var parvaDeployed = []int{2, 3, 5, 7, 13, 16}
+
+// ParvaGPU's six scenarios, planned by `gpupool plan` from examples/parvagpu: every tenant is
+// served with exit 0, the plan uses no more GPUs than ParvaGPU deployed, and every GPU or MIG
+// instance meets ParvaGPU's rule (parvaViolations).
+func TestPlanParvaGPUScenarios(t *testing.T) {
+	for k, deployed := range parvaDeployed {
+		path := filepath.Join("..", "..", "examples", "parvagpu", fmt.Sprintf("slo%d.yaml", k+1))
+		out, errOut, code := runCmd(t, "plan", path, "-o", "json")
+		if code != exitOK {
+			t.Fatalf("scenario %d: exit %d: %s", k+1, code, errOut)
+		}
+		pl, err := v1.DecodePlan([]byte(out))
+		if err != nil {
+			t.Fatalf("scenario %d: %v", k+1, err)
+		}
+		pool, err := readPool(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		profiles, err := loadProfiles(pool, filepath.Dir(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("scenario %d: %d GPUs (lower bound %d; ParvaGPU %d)", k+1, pl.Summary.GPUsUsed, pl.Summary.LowerBound, deployed)
+		if pl.Summary.GPUsUsed > deployed {
+			t.Errorf("scenario %d: %d GPUs, ParvaGPU deployed %d", k+1, pl.Summary.GPUsUsed, deployed)
+		}
+		for _, e := range parvaViolations(pl, pool, profiles) {
+			t.Errorf("scenario %d: %s", k+1, e)
+		}
+	}
+}
+
+// parvaViolations checks ParvaGPU's rule on a plan, from the plan and the tables alone: each GPU
+// (7 GPCs) or MIG instance (its profile's GPCs) runs n ≤ 3 processes of one tenant, the table
+// has a runnable batch at (GPCs, n) taking ≤ 0.45 × slo.e2eP99, and a tenant's instances carry
+// its rate: Σ n × the best such batch's throughput per process ≥ rps.
+func parvaViolations(pl *v1.Plan, pool *v1.Pool, profiles map[string]*perf.Measured) []string {
+	var errs []string
+	tenants := map[string]v1.Tenant{}
+	for _, tn := range pool.Tenants {
+		tenants[tn.Name] = tn
+	}
+	carried := map[string]float64{}
+	check := func(where string, gpcs int, reps []v1.PlanReplica) {
+		if len(reps) == 0 {
+			return
+		}
+		name, n := reps[0].Tenant, len(reps)
+		for _, r := range reps {
+			if r.Tenant != name {
+				errs = append(errs, fmt.Sprintf("%s: %s shares it with %s", where, name, r.Tenant))
+			}
+		}
+		limit := time.Duration(0.45 * float64(tenants[name].SLO.E2EP99.Std()))
+		pt, err := profiles[name].Best(gpcs, n, limit)
+		if n > 3 || err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %d process(es) of %s, no batch within %v: %v", where, n, name, limit, err))
+			return
+		}
+		carried[name] += float64(n) * pt.Throughput
+	}
+	for _, g := range pl.GPUs {
+		check(g.Ref().String(), 7, g.Replicas)
+		for _, in := range g.Instances {
+			gpcs, _ := strconv.Atoi(strings.SplitN(in.Profile, "g.", 2)[0])
+			check(g.Ref().String()+"/"+in.Ref().String(), gpcs, in.Replicas)
+		}
+	}
+	for _, tn := range pl.Tenants {
+		if tn.Infeasible {
+			errs = append(errs, fmt.Sprintf("tenant %s infeasible", tn.Name))
+		}
+		if rps := tenants[tn.Name].Traffic.RPS; carried[tn.Name] < rps {
+			errs = append(errs, fmt.Sprintf("tenant %s: instances carry %.1f req/s of %.1f", tn.Name, carried[tn.Name], rps))
+		}
+	}
+	return errs
+}
+
+// The check fails on a plan that breaks the rule: scenario 1's plan against a 1000× tighter
+// SLO for its first tenant and a 10× higher rate for its second.
+func TestParvaViolationsFails(t *testing.T) {
+	path := filepath.Join("..", "..", "examples", "parvagpu", "slo1.yaml")
+	out, errOut, code := runCmd(t, "plan", path, "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	pl, err := v1.DecodePlan([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := readPool(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	profiles, err := loadProfiles(pool, filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := v1.Duration(pool.Tenants[0].SLO.E2EP99.Std() / 1000)
+	pool.Tenants[0].SLO.E2EP99 = &short
+	pool.Tenants[1].Traffic.RPS *= 10
+	if errs := parvaViolations(pl, pool, profiles); len(errs) < 2 {
+		t.Fatalf("want violations for %s and %s, got %q", pool.Tenants[0].Name, pool.Tenants[1].Name, errs)
+	}
+}
+
+const measuredPool = `apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: measured}
+fleet:
+  nodes:
+  - name: n1
+    gpus: [{board: A100-SXM4-80GB, count: 2}]
+policy: {burstPoolPercent: 0}
+tenants:
+- name: cnn
+  model: {name: %s}
+  traffic: {rps: 100}
+  slo: {e2eP99: 200ms}
+  %s
+`
+
+// A profile that cannot be read or parsed is an input error (exit 1) naming the tenant and
+// path; a model the catalog does not know is accepted only with a profile.
+func TestPlanProfileErrors(t *testing.T) {
+	dir := t.TempDir()
+	good := "Mig instance,Batch size,Workload Number,Throughput,Latency\n1,8,1,400,0.020\n"
+	if err := os.WriteFile(filepath.Join(dir, "good.csv"), []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bad.csv"), []byte("a,b\n1,2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, model, profile string
+		code                 int
+		want                 []string
+	}{
+		{"missing file", "toy-cnn", "profile: missing.csv", exitInvalid, []string{"tenant cnn", "missing.csv"}},
+		{"bad table", "toy-cnn", "profile: bad.csv", exitInvalid, []string{"tenant cnn", "bad.csv"}},
+		{"unknown model without profile", "toy-cnn", "", exitInvalid, []string{"unknown model"}},
+		// batch 8 takes 20 ms ≤ 0.45 × 200 ms = 90 ms at 400 req/s on a 1g.10gb: 1 replica
+		{"measured", "toy-cnn", "profile: good.csv", exitOK, []string{"cnn#0", "1g.10gb", "GPUs used 1"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".yaml")
+			if err := os.WriteFile(path, []byte(fmt.Sprintf(measuredPool, c.model, c.profile)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, errOut, code := runCmd(t, "plan", path)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d: %s%s", code, c.code, out, errOut)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(out+errOut, w) {
+					t.Errorf("output lacks %q:\n%s%s", w, out, errOut)
+				}
+			}
+		})
+	}
+}

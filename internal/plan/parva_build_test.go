@@ -1,0 +1,203 @@
+package plan
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/perf"
+)
+
+// parvaPool turns ParvaGPU scenario k (0-based) into a Pool of A100-SXM4-80GB nodes of one GPU
+// each (nodes GPUs in all), one soft tenant per model present with its rate and latency SLO,
+// and the measured profiles keyed by tenant name.
+func parvaPool(t *testing.T, k, nodes, per int) (*v1.Pool, map[string]*perf.Measured) {
+	t.Helper()
+	rates, slos := readCSV(t, "testdata/parvagpu/SLO_req_rate.csv"), readCSV(t, "testdata/parvagpu/SLO_latency.csv")
+	zero := 0
+	pool := &v1.Pool{APIVersion: v1.APIVersion, Kind: v1.KindPool, Metadata: v1.Metadata{Name: fmt.Sprintf("parvagpu-slo%d", k+1)},
+		Policy: v1.Policy{BurstPoolPercent: &zero}}
+	for i := range nodes {
+		pool.Fleet.Nodes = append(pool.Fleet.Nodes, v1.Node{Name: fmt.Sprintf("a100-%02d", i), GPUs: []v1.GPUGroup{{Board: "A100-SXM4-80GB", Count: per}}})
+	}
+	profiles := map[string]*perf.Measured{}
+	for j, name := range parvaModels {
+		if rates[k][j] == "N/A" {
+			continue
+		}
+		rate, err1 := strconv.ParseFloat(rates[k][j], 64)
+		ms, err2 := strconv.ParseFloat(slos[k][j], 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("scenario %d %s: %v %v", k+1, name, err1, err2)
+		}
+		e2e := v1.Duration(time.Duration(ms * float64(time.Millisecond)))
+		pool.Tenants = append(pool.Tenants, v1.Tenant{Name: name, Model: v1.Model{Name: name}, Traffic: v1.Traffic{RPS: rate},
+			SLO: v1.SLO{E2EP99: &e2e}, Profile: "profiles/" + name + ".csv"})
+		f, err := os.Open("testdata/parvagpu/" + name + ".csv")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := perf.ParseParvaGPU(name, f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		profiles[name] = m
+	}
+	v1.Default(pool)
+	return pool, profiles
+}
+
+// ParvaGPU's six scenarios planned by Build from the measured profiles (Options.Profiles), on
+// three nodes of eight A100-SXM4-80GB with no burst pool. Every tenant must be served, the plan
+// must use no more GPUs than ParvaGPU deployed (2, 3, 5, 7, 13, 16), and every instance must
+// carry its share of the load under ParvaGPU's rule (checkParvaRule).
+func TestParvaGPUBuild(t *testing.T) {
+	for k := range parvaDeployed {
+		pool, profiles := parvaPool(t, k, 3, 8)
+		pl, err := Build(pool, Options{Profiles: profiles})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v1.ValidatePlan(pl, pool); err != nil {
+			t.Fatalf("scenario %d: invalid plan: %v", k+1, err)
+		}
+		t.Logf("scenario %d: %d GPUs (lower bound %d, ParvaGPU %d)", k+1, pl.Summary.GPUsUsed, pl.Summary.LowerBound, parvaDeployed[k])
+		if pl.Summary.GPUsUsed > parvaDeployed[k] {
+			t.Errorf("scenario %d: %d GPUs, ParvaGPU needed %d", k+1, pl.Summary.GPUsUsed, parvaDeployed[k])
+		}
+		for _, e := range checkParvaRule(pl, pool, profiles) {
+			t.Errorf("scenario %d: %s", k+1, e)
+		}
+	}
+}
+
+// checkParvaRule checks a plan against ParvaGPU's rule, independently of the planner's sizing:
+// every GPU or MIG instance runs n ≤ 3 processes of one measured tenant, the table has a
+// runnable batch at (instance GPCs, n) whose latency is ≤ 0.45 × slo.e2eP99, and the tenant's
+// instances together carry its rate (Σ n × best throughput per process ≥ rps). It also checks
+// that every tenant is served and that the reasons name the measured profile.
+func checkParvaRule(pl *v1.Plan, pool *v1.Pool, profiles map[string]*perf.Measured) []string {
+	var errs []string
+	slo := map[string]v1.Tenant{}
+	for _, tn := range pool.Tenants {
+		slo[tn.Name] = tn
+	}
+	carried := map[string]float64{}
+	check := func(where string, gpcs int, reps []v1.PlanReplica) {
+		if len(reps) == 0 {
+			return
+		}
+		name := reps[0].Tenant
+		for _, r := range reps {
+			if r.Tenant != name {
+				errs = append(errs, fmt.Sprintf("%s: tenants %s and %s share it", where, name, r.Tenant))
+			}
+		}
+		limit := time.Duration(0.45 * float64(slo[name].SLO.E2EP99.Std()))
+		n := len(reps)
+		pt, err := profiles[name].Best(gpcs, n, limit)
+		if n > 3 || err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %d process(es) of %s: no batch within %v: %v", where, n, name, limit, err))
+			return
+		}
+		carried[name] += float64(n) * pt.Throughput
+	}
+	for _, g := range pl.GPUs {
+		where := g.Ref().String()
+		check(where, 7, g.Replicas)
+		for _, in := range g.Instances {
+			gpcs, _ := strconv.Atoi(in.Profile[:1])
+			check(where+"/"+in.Ref().String(), gpcs, in.Replicas)
+		}
+	}
+	for _, tn := range pl.Tenants {
+		if tn.Infeasible {
+			errs = append(errs, fmt.Sprintf("tenant %s infeasible: %v", tn.Name, tn.Reasons))
+			continue
+		}
+		if c := carried[tn.Name]; c < slo[tn.Name].Traffic.RPS {
+			errs = append(errs, fmt.Sprintf("tenant %s: its instances carry %.1f req/s, less than %.1f", tn.Name, c, slo[tn.Name].Traffic.RPS))
+		}
+		if len(tn.Reasons) < 2 || tn.Reasons[1].Code != v1.ReasonMeasuredProfile {
+			errs = append(errs, fmt.Sprintf("tenant %s: second reason is not %s: %v", tn.Name, v1.ReasonMeasuredProfile, tn.Reasons))
+		}
+	}
+	return errs
+}
+
+// The rule check fails on a plan that breaks it: the same scenario-6 plan against SLOs a
+// thousand times tighter (no batch is that fast) and a rate ten times higher.
+func TestCheckParvaRuleFails(t *testing.T) {
+	pool, profiles := parvaPool(t, 5, 3, 8)
+	pl, err := Build(pool, Options{Profiles: profiles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tight := *pool
+	tight.Tenants = slices.Clone(pool.Tenants)
+	short := v1.Duration(time.Duration(tight.Tenants[0].SLO.E2EP99.Std() / 1000))
+	tight.Tenants[0].SLO.E2EP99 = &short
+	tight.Tenants[1].Traffic.RPS *= 10
+	errs := checkParvaRule(pl, &tight, profiles)
+	if len(errs) < 2 {
+		t.Fatalf("want errors for %s (SLO) and %s (rate), got %q", tight.Tenants[0].Name, tight.Tenants[1].Name, errs)
+	}
+}
+
+// Measured tenants the planner cannot serve, or cannot work with.
+func TestMeasuredTenantEdges(t *testing.T) {
+	table := "Mig instance,Batch size,Workload Number,Throughput,Latency\n" +
+		"1,1,1,0,0\n" + // 1 GPC: not runnable (out of memory)
+		"7,1,1,100,0.010\n7,8,1,400,0.020\n" // whole GPU: 10 ms at batch 1, 20 ms at batch 8
+	m, err := perf.ParseParvaGPU("toy", strings.NewReader(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dur := func(d time.Duration) *v1.Duration { x := v1.Duration(d); return &x }
+	zero := 0
+	mk := func(slo *v1.Duration, rps float64) *v1.Pool {
+		p := &v1.Pool{APIVersion: v1.APIVersion, Kind: v1.KindPool, Metadata: v1.Metadata{Name: "toy"}, Policy: v1.Policy{BurstPoolPercent: &zero},
+			Fleet:   v1.Fleet{Nodes: []v1.Node{{Name: "n", GPUs: []v1.GPUGroup{{Board: "A100-SXM4-80GB", Count: 4}}}}},
+			Tenants: []v1.Tenant{{Name: "toy", Model: v1.Model{Name: "toy-cnn"}, Traffic: v1.Traffic{RPS: rps}, SLO: v1.SLO{E2EP99: slo}}}}
+		v1.Default(p)
+		return p
+	}
+	opts := Options{Profiles: map[string]*perf.Measured{"toy": m}}
+	if _, err := Build(mk(nil, 10), opts); err == nil || !strings.Contains(err.Error(), "tenant toy") || !strings.Contains(err.Error(), "slo.e2eP99") {
+		t.Errorf("no e2eP99: want an error naming the tenant and slo.e2eP99, got %v", err)
+	}
+	// SLO 100 ms: a batch may take 45 ms, so batch 8 (20 ms, 400 req/s) on a whole GPU or 7g.80gb;
+	// 900 req/s needs ceil(900/400) = 3 replicas, on 3 GPUs.
+	pl, err := Build(mk(dur(100*time.Millisecond), 900), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tn := pl.Tenants[0]; tn.Infeasible || len(tn.Replicas) != 3 || pl.Summary.GPUsUsed != 3 || tn.Replicas[0].Instance.Profile == "1g.10gb" {
+		t.Errorf("want 3 replicas on 3 GPUs, got %d on %d: %v", len(tn.Replicas), pl.Summary.GPUsUsed, tn.Reasons)
+	}
+	for _, g := range pl.GPUs {
+		reps := slices.Clone(g.Replicas)
+		for _, in := range g.Instances {
+			reps = append(reps, in.Replicas...)
+		}
+		for _, r := range reps {
+			if len(r.VLLMArgs) > 0 {
+				t.Errorf("%s: a measured tenant gets no vLLM arguments, got %v", g.Ref(), r.VLLMArgs)
+			}
+		}
+	}
+	// SLO 20 ms: a batch may take 9 ms, and the fastest takes 10 ms: SLOUnmet.
+	pl, err = Build(mk(dur(20*time.Millisecond), 10), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tn := pl.Tenants[0]; !tn.Infeasible || tn.Reasons[0].Code != v1.ReasonSLOUnmet {
+		t.Errorf("want infeasible with SLOUnmet, got %v", tn.Reasons)
+	}
+}
