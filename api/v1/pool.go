@@ -151,8 +151,9 @@ type Tenant struct {
 	// LowFrequency marks a tenant that is called rarely: the planner may time-slice it with other
 	// low-frequency tenants rather than keep a dedicated slice warm.
 	LowFrequency bool `json:"lowFrequency,omitzero"`
-	// Profile is the path of a measured performance table for this tenant's model, used instead
-	// of the analytic performance model.
+	// Profile is the path (relative to the Pool file) of a measured performance table for this
+	// tenant's model (ParvaGPU's CSV layout), used instead of the analytic performance model. A
+	// tenant with a profile may name a model the LLM catalog does not know.
 	Profile string `json:"profile,omitzero"`
 }
 
