@@ -75,9 +75,10 @@
 //	                         and stored under the canonical name by Decode and Default
 //	  model.kvCacheDtype     auto | bf16 | fp16 | fp8 | fp8_e4m3 | fp8_e5m2; default auto (the
 //	                         model's dtype)
-//	  maxContext             longest sequence in tokens (prompt + output), ≥ 0; 0 means the model's
-//	                         max_position_embeddings, and a catalog model's maximum may not be
-//	                         exceeded (vLLM refuses a longer max_model_len)
+//	  maxContext             longest sequence in tokens (prompt + output), ≥ 0: the replicas'
+//	                         --max-model-len; 0 means min(8192, the model's max_position_embeddings),
+//	                         raised to inputTokens + outputTokens when longer; a catalog model's
+//	                         maximum may not be exceeded (vLLM refuses a longer max_model_len)
 //	  concurrency            most requests in flight per replica, ≥ 0; 0 lets the planner derive it
 //	  traffic.rps            mean requests per second, ≥ 0
 //	  traffic.inputTokens    mean prompt tokens, ≥ 0

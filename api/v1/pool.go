@@ -129,8 +129,9 @@ type Tenant struct {
 	Isolation Isolation `json:"isolation,omitzero"`
 	// Model is what the tenant serves.
 	Model Model `json:"model"`
-	// MaxContext is the longest sequence (prompt + output) in tokens; 0 means the model's own
-	// maximum (max_position_embeddings).
+	// MaxContext is the longest sequence (prompt + output) in tokens, the replicas'
+	// --max-model-len; 0 means min(8192, the model's max_position_embeddings), raised to
+	// traffic.inputTokens + traffic.outputTokens when those are longer.
 	MaxContext int `json:"maxContext,omitzero"`
 	// Concurrency is the most requests in flight per replica; 0 lets the planner derive it.
 	Concurrency int `json:"concurrency,omitzero"`

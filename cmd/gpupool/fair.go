@@ -238,18 +238,19 @@ func replayFair(sc fairScenario, start time.Time, cfg fair.Config, notes []strin
 			return fairOut{}, err
 		}
 		now := start.Add(at)
-		if st.Recompute {
-			if _, err := a.Apply(now, evs...); err != nil {
-				return fairOut{}, fmt.Errorf("steps[%d]: %w", i, err)
-			}
-			d, err = a.Recompute(now)
-		} else {
-			d, err = a.Apply(now, evs...)
-		}
+		d, err = a.Apply(now, evs...)
 		if err != nil {
 			return fairOut{}, fmt.Errorf("steps[%d]: %w", i, err)
 		}
-		out.Steps = append(out.Steps, fairStepOut{At: at.String(), Time: now, Tenants: a.Snapshot(), Decisions: d.Clone().Items})
+		items := d.Clone().Items // the next call reuses the decision's buffer
+		if st.Recompute {
+			// The step's own decisions (e.g. expired leases reclaimed), then the reconciliation's.
+			if d, err = a.Recompute(now); err != nil {
+				return fairOut{}, fmt.Errorf("steps[%d]: %w", i, err)
+			}
+			items = append(items, d.Clone().Items...)
+		}
+		out.Steps = append(out.Steps, fairStepOut{At: at.String(), Time: now, Tenants: a.Snapshot(), Decisions: items})
 	}
 	return out, nil
 }

@@ -168,3 +168,34 @@ func smallScenario(sc fairScenario) bool {
 	}
 	return n <= 200 && len(sc.Steps) <= 20
 }
+
+// A step with recompute: true reports its own decisions (here: the lease that expired at 4m is
+// reclaimed and renewed) and then the reconciliation's; before, the first were lost.
+func TestFairRecomputeStepKeepsItsOwnDecisions(t *testing.T) {
+	path := writeTemp(t, "scenario.yaml", `start: 2025-01-01T00:00:00Z        # optional
+capacity: {cpu: 9, mem: 18}        # resources by name
+slices: {H100-SXM5-80GB/3g.40gb: 8} # and/or slices of a board (each adds its sm, hbm, bandwidth)
+burstPoolPercent: 20               # optional; needs leaseDuration
+leaseDuration: 2m
+groups: [{path: research, weight: 2}]
+tenants:
+  - {name: a, path: research, weight: 1, task: {cpu: 1, mem: 4}, demand: 5,
+     reservation: 1, cap: 4, minRuntime: 30s}
+  - {name: b, slice: H100-SXM5-80GB/3g.40gb, demand: 2}
+steps:
+  - {at: 30s, demand: {a: 7}}
+  - {at: 1m, add: [{name: c, task: {cpu: 1}, demand: 1}], remove: [b]}
+  - {at: 2m, capacity: {cpu: 6, mem: 18}}   # replaces the capacity (or slices:)
+  - {at: 5m, recompute: true}
+`)
+	out, errs, code := runCmd(t, "fair", path)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	last := out[strings.LastIndex(out, "step 4 at +5m0s"):]
+	for _, want := range []string{"LeaseExpired", "LeaseRenewed"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("the recompute step lacks a %s decision:\n%s", want, last)
+		}
+	}
+}

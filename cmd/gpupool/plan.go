@@ -27,8 +27,9 @@ func newPlanCmd(e *env) *cobra.Command {
 			"them onto the fleet with legal MIG layouts. A tenant whose profile names a measured table (ParvaGPU's CSV,\n" +
 			"relative to the pool file) is sized from it: a batch's latency within 0.45 × slo.e2eP99. It prints every\n" +
 			"GPU as a row of its slices, every tenant's replicas, a proven lower bound on the GPUs needed and three\n" +
-			"baselines. --out DIR writes plan.yaml and the artifacts (mig-parted, device-plugin, MPS, vLLM, Kubernetes)\n" +
-			"only when the whole plan succeeded.\n" +
+			"baselines. --out DIR writes plan.yaml and the artifacts (mig-parted, device-plugin, MPS, vLLM, Kubernetes,\n" +
+			"SVG pool map, README.md), and migration.yaml with --current; nothing is written unless every file was\n" +
+			"produced.\n" +
 			"--current PLAN re-plans against the plan in force: as few GPUs as possible change, and the migration\n" +
 			"steps (GPUs that run nothing first, then at most policy.maxUnavailable drains per wave) are listed.\n" +
 			"Exit 2 when some tenant is infeasible (the rest is planned and written) or the renderer reports a\n" +

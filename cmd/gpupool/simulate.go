@@ -51,7 +51,7 @@ func newSimulateCmd(e *env) *cobra.Command {
 	fl.DurationVar(&f.duration, "duration", 10*time.Minute, "simulated time (with --trace and no --duration: the trace's span)")
 	fl.Uint64Var(&f.seed, "seed", 1, "random seed (recorded in the report)")
 	fl.StringVar(&f.lengths, "lengths", "fixed", "request token lengths around the pool's means: fixed, uniform, exponential")
-	fl.StringVar(&f.trace, "trace", "", "replay this CSV trace instead of generating traffic")
+	fl.StringVar(&f.trace, "trace", "", "replay this CSV trace instead of generating traffic (columns timestamp,tenant,input_tokens,output_tokens, or an Azure LLM trace: TIMESTAMP,ContextTokens,GeneratedTokens)")
 	fl.StringVar(&f.traceTenant, "trace-tenant", "", "tenant of an Azure trace's rows (default: the pool's first tenant)")
 	fl.StringVar(&f.plotDir, "plot", "", "write latency CDFs and a utilisation timeline as PNG and SVG into this directory")
 	f.output = addOutputFlag(cmd)

@@ -67,8 +67,8 @@ func newTenant(i int, t v1.Tenant, o Options, po perf.Options) (*tenant, error) 
 	if err != nil {
 		return nil, fmt.Errorf("build plan: tenant %s: %w", t.Name, err)
 	}
-	tn.llmOpt = llm.Options{Quantization: t.Model.Quantization, KVCacheDType: kv, Context: t.MaxContext,
-		Concurrency: t.Concurrency, MaxNumSeqs: t.Concurrency}
+	tn.llmOpt = llm.Options{Quantization: t.Model.Quantization, KVCacheDType: kv,
+		Context: contextFor(t, tn.model.Arch.MaxPositions), Concurrency: t.Concurrency, MaxNumSeqs: t.Concurrency}
 	q := t.Model.Quantization
 	if q == "" {
 		if mem, err := llm.Estimate(tn.model, llm.Options{KVCacheDType: kv}); err == nil {
@@ -182,4 +182,25 @@ func isolationOf(t v1.Tenant) v1.Isolation {
 		return v1.DefaultIsolation
 	}
 	return t.Isolation
+}
+
+// contextFor is the --max-model-len a tenant's replicas get: its maxContext when set; otherwise
+// min(llm.DefaultContext, the model's maximum), raised to the tenant's own prompt + output tokens
+// when those are longer (vLLM rejects a request longer than --max-model-len), never above the
+// model's maximum.
+func contextFor(t v1.Tenant, maxPos int) int {
+	if t.MaxContext > 0 {
+		return t.MaxContext
+	}
+	c := llm.DefaultContext
+	if maxPos > 0 && maxPos < c {
+		c = maxPos
+	}
+	if need := t.Traffic.InputTokens + t.Traffic.OutputTokens; need > c {
+		c = need
+		if maxPos > 0 && c > maxPos {
+			c = maxPos
+		}
+	}
+	return c
 }
