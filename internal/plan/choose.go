@@ -78,17 +78,57 @@ func (f *fractional) moveDelta(k1 groupKey, c1 *cand, r1 int, k2 groupKey, c2 *c
 //
 // With vector, the objective is the vector one instead (objective.go): per board and energy
 // class, whole GPUs plus the larger of the MIG instances' memory and compute shares.
+//
+// On small pools the search runs a second time from the sharing-group bound's choice
+// (groupSeed), and the start that ends with the lower objective is kept (ties: the first). One
+// tenant at a time cannot fill a shared unit that pays off only once all its sharers have moved
+// (four small models leaving unshared 1g.10gb instances for one 1g.20gb shared by MPS); the
+// group search moves them together.
 func (p *planner) choose(boardWide, vector bool) {
+	p.chooseFrom(boardWide, vector, nil)
+	seed := p.groupSeed()
+	if seed == nil {
+		return
+	}
+	first, v := p.choices(), p.chosenValue(vector)
+	p.chooseFrom(boardWide, vector, seed)
+	if p.chosenValue(vector) >= v-1e-9 {
+		for i, tn := range p.tenants {
+			tn.choice = first.choice[i]
+		}
+		p.keep = first.keep
+	}
+}
+
+// chosen is a choice of every tenant and the sharing settings fixed with it.
+type chosen struct {
+	choice []*cand
+	keep   map[string]migUse
+}
+
+func (p *planner) choices() chosen {
+	c := chosen{keep: p.keep}
+	for _, tn := range p.tenants {
+		c.choice = append(c.choice, tn.choice)
+	}
+	return c
+}
+
+// chooseFrom runs the local search from seed (a candidate per tenant, nil: each tenant's cheapest).
+func (p *planner) chooseFrom(boardWide, vector bool, seed []*cand) {
 	f := newFractional()
 	if vector {
 		f.vec = newVectorObjective()
 	}
-	for _, tn := range p.tenants {
+	for i, tn := range p.tenants {
 		tn.choice, tn.infeas = nil, nil
 		if len(tn.feasible) == 0 {
 			continue
 		}
 		tn.choice = tn.feasible[0]
+		if seed != nil && seed[i] != nil {
+			tn.choice = seed[i]
+		}
 		f.move(keyOf(tn, tn.choice), tn.choice, tn.choice.replicas)
 	}
 	p.keep = map[string]migUse{}

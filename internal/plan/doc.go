@@ -90,7 +90,11 @@
 // Σ over sharing groups (board, energy class, kind, profile, k, group) of ceil(replicas / k) ×
 // unit. Each tenant starts on its cheapest candidate; local search then moves one tenant at a time
 // to the candidate that lowers the objective most (joining a half-filled MPS GPU of its trust
-// group is free), until no move helps. summary.objective is this value.
+// group is free), until no move helps. summary.objective is this value. On pools of at most 400
+// tenants the search also starts from the sharing-group bound's choice (section 4: per group,
+// the choice with the least rounded cost at the bound's best price; a tenant that shares with
+// nobody on its cheapest candidate at that price), which fills shared units a tenant at a time
+// could not, and the start that ends lower is kept.
 //
 // The sum of unit sizes overcounts instances that are heavy in different resources: one 1g.20gb
 // (memory 2/8, compute 1/7) and six 1g.10gb (1/8 and 1/7 each) fill one H100, while their sizes
@@ -137,7 +141,14 @@
 //     plan costs at least Σ over sharing groups of ceil(replicas / share) × price, and tenants
 //     interact only within their group, so the minimum splits into one small problem per group
 //     (sharing group and energy class), solved exactly by branch and bound (a group that takes
-//     more than 40,000 nodes counts its fractional sum); taken at the 4 best prices of the grid;
+//     more than 40,000 nodes counts its fractional sum); taken at the 4 best prices of the grid.
+//     The search drops unit kinds another kind dominates (no dearer per unit, at least as many
+//     places, open to every tenant of the first with no more replicas: moving those tenants over
+//     never costs more, the ceiling being subadditive), takes tenants alike in a fixed order
+//     (symmetry), tries first the branches that add least now, and cuts a node when its cost plus
+//     the remaining tenants' cheapest fractional prices, less what the free places of open units
+//     could save them (per kind, at most the places' worth and at most what the tenants able to
+//     use that kind would pay there), reaches the best found;
 //   - the Lagrangian volume bound: with prices λ·memory share + (1−λ)·compute share per MIG
 //     instance and 1 per whole GPU, every GPU's contents cost at most 1, so Σ over tenants of
 //     their cheapest candidate's price bounds the GPUs for every λ (weak duality); the best λ of

@@ -1,8 +1,11 @@
 package plan
 
 import (
+	"cmp"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // Limits of the sharing-group bound: it runs on pools of at most groupBoundTenants tenants, on
@@ -110,14 +113,26 @@ func cmpF(a, b float64) int {
 type groupOpt struct {
 	class, r, k int
 	price, frac float64 // per unit; r / k × price
+	c           *cand
 }
 
 // groupSearch is the branch and bound of one sharing group at one price.
 type groupSearch struct {
 	opts   [][]groupOpt // per tenant, by fractional price
-	suffix []float64    // Σ of the remaining tenants' cheapest fractional prices
-	units  []int        // replicas per class so far
-	price  []float64    // per class
+	who    []int        // the index in ts of each row of opts
+	pick   []*cand      // the candidates of the current branch, by row
+	bestAt []*cand      // the candidates of the best leaf, by row
+	// same marks a row whose tenant has the same options as the row before; at is the option
+	// index taken in each row. Tenants alike are interchangeable, so a row marked same takes an
+	// option no earlier than its predecessor's (every plan has a permutation of this form).
+	same []bool
+	at   []int
+	// room[i][c] is Σ over rows i onwards with a candidate of kind c of its r / k × π: no more
+	// than this of kind c's free places can be used by them.
+	room   [][]float64
+	suffix []float64 // Σ of the remaining tenants' cheapest fractional prices
+	units  []int     // replicas per class so far
+	price  []float64 // per class
 	share  []int
 	best   float64
 	nodes  int
@@ -126,11 +141,51 @@ type groupSearch struct {
 // groupMin is the least Σ ceil(replicas / share) × π over the group's choices, or the
 // fractional sum when the search runs out of nodes (still a lower bound).
 func groupMin(ts []*tenant, lam float64) float64 {
+	v, _ := groupArgMin(ts, lam)
+	return v
+}
+
+// groupArgMin is groupMin with the choices of the best plan the search found, aligned with ts
+// (nil when it found none). The choices are those of the optimum when the value is exact, an
+// incumbent otherwise.
+func groupArgMin(ts []*tenant, lam float64) (float64, []*cand) {
 	s := &groupSearch{best: math.Inf(1)}
+	frac := s.rows(ts, lam)
+	s.pick, s.at = make([]*cand, len(s.opts)), make([]int, len(s.opts))
+	s.room = make([][]float64, len(s.opts)+1)
+	s.room[len(s.opts)] = make([]float64, len(s.price))
+	for i := len(s.opts) - 1; i >= 0; i-- {
+		s.room[i] = slices.Clone(s.room[i+1])
+		for _, o := range s.opts[i] {
+			s.room[i][o.class] += o.frac
+		}
+	}
+	s.suffix = make([]float64, len(s.opts)+1)
+	for i := len(s.opts) - 1; i >= 0; i-- {
+		s.suffix[i] = s.suffix[i+1] + s.opts[i][0].frac
+	}
+	s.units = make([]int, len(s.price))
+	s.search(0, 0, 0)
+	var choice []*cand
+	if s.bestAt != nil {
+		choice = make([]*cand, len(ts))
+		for i, c := range s.bestAt {
+			choice[s.who[i]] = c
+		}
+	}
+	if s.nodes > groupBoundNodes {
+		return frac, choice
+	}
+	return max(s.best, frac), choice
+}
+
+// rows sets the search's unit kinds (price and share) and one row of options per tenant, the
+// dominated kinds dropped, each row by fractional price, rows by their cheapest (dearest first)
+// with tenants alike next to each other; it returns Σ of the rows' cheapest fractional prices.
+func (s *groupSearch) rows(ts []*tenant, lam float64) float64 {
 	class := map[groupKey]int{}
-	frac := 0.0
-	for _, tn := range ts {
-		var os []groupOpt
+	all := make([][]groupOpt, len(ts))
+	for ti, tn := range ts {
 		for _, c := range tn.feasible {
 			k := keyOf(tn, c)
 			ci, ok := class[k]
@@ -139,25 +194,42 @@ func groupMin(ts []*tenant, lam float64) float64 {
 				class[k] = ci
 				s.price, s.share = append(s.price, unitPrice(c, lam)), append(s.share, c.share)
 			}
-			o := groupOpt{class: ci, r: c.replicas, k: c.share, price: s.price[ci]}
+			o := groupOpt{class: ci, r: c.replicas, k: c.share, price: s.price[ci], c: c}
 			o.frac = float64(o.r) / float64(o.k) * o.price
-			os = append(os, o)
+			all[ti] = append(all[ti], o)
+		}
+	}
+	type row struct {
+		os  []groupOpt
+		who int
+		sig string
+	}
+	var rowsOf []row
+	frac := 0.0
+	dead := dominated(all, s.price, s.share)
+	for ti, opts := range all {
+		var os []groupOpt
+		for _, o := range opts {
+			if !dead[o.class] {
+				os = append(os, o)
+			}
 		}
 		slices.SortStableFunc(os, func(a, b groupOpt) int { return cmpF(a.frac, b.frac) })
-		s.opts = append(s.opts, os)
+		var sig strings.Builder
+		for _, o := range os {
+			fmt.Fprintf(&sig, "%d/%d;", o.class, o.r)
+		}
+		rowsOf = append(rowsOf, row{os, ti, sig.String()})
 		frac += os[0].frac
 	}
-	slices.SortStableFunc(s.opts, func(a, b []groupOpt) int { return -cmpF(a[0].frac, b[0].frac) })
-	s.suffix = make([]float64, len(s.opts)+1)
-	for i := len(s.opts) - 1; i >= 0; i-- {
-		s.suffix[i] = s.suffix[i+1] + s.opts[i][0].frac
+	slices.SortStableFunc(rowsOf, func(a, b row) int {
+		return cmp.Or(-cmpF(a.os[0].frac, b.os[0].frac), strings.Compare(a.sig, b.sig))
+	})
+	for i, r := range rowsOf {
+		s.opts, s.who = append(s.opts, r.os), append(s.who, r.who)
+		s.same = append(s.same, i > 0 && r.sig == rowsOf[i-1].sig)
 	}
-	s.units = make([]int, len(class))
-	s.search(0, 0, 0)
-	if s.nodes > groupBoundNodes {
-		return frac
-	}
-	return max(s.best, frac)
+	return frac
 }
 
 // search assigns tenant i onwards; cost is Σ ceil(units / share) × π so far and spare the value
@@ -168,24 +240,157 @@ func (s *groupSearch) search(i int, cost, spare float64) {
 		return
 	}
 	if i == len(s.opts) {
-		s.best = min(s.best, cost)
+		if cost < s.best {
+			s.best = cost
+			s.bestAt = append(s.bestAt[:0], s.pick...)
+		}
 		return
 	}
-	if cost+max(0, s.suffix[i]-spare) >= s.best-1e-12 {
+	if cost+max(0, s.suffix[i]-s.usable(i, spare)) >= s.best-1e-12 {
 		return
 	}
-	for _, o := range s.opts[i] {
+	first := 0
+	if s.same[i] {
+		first = s.at[i-1]
+	}
+	// Branches in order of the cost they add now (joining a unit with free places first), then
+	// of their fractional price, so that good plans are found early.
+	type branch struct {
+		idx    int
+		dc, ds float64
+	}
+	bs := make([]branch, 0, len(s.opts[i])-first)
+	for oi := first; oi < len(s.opts[i]); oi++ {
+		o := s.opts[i][oi]
 		u := s.units[o.class]
 		before := math.Ceil(float64(u) / float64(o.k))
 		after := math.Ceil(float64(u+o.r) / float64(o.k))
-		dc := (after - before) * o.price
 		// spare places before and after, each worth price / share
 		ds := ((after*float64(o.k) - float64(u+o.r)) - (before*float64(o.k) - float64(u))) * o.price / float64(o.k)
+		bs = append(bs, branch{oi, (after - before) * o.price, ds})
+	}
+	slices.SortStableFunc(bs, func(a, b branch) int { return cmpF(a.dc, b.dc) })
+	for _, b := range bs {
+		o := s.opts[i][b.idx]
+		s.at[i] = b.idx
+		u := s.units[o.class]
 		s.units[o.class] = u + o.r
-		s.search(i+1, cost+dc, spare+ds)
+		s.pick[i] = o.c
+		s.search(i+1, cost+b.dc, spare+b.ds)
 		s.units[o.class] = u
 		if s.nodes > groupBoundNodes {
 			return
 		}
 	}
+}
+
+// groupSeed is a starting choice for the local search on small pools: per sharing group, the
+// choices of the group bound's search at its best price (an optimum of the group's rounded cost
+// where the search finished); a tenant that shares with nobody takes its cheapest candidate at
+// that price. Aligned with p.tenants; nil on pools above groupBoundTenants.
+func (p *planner) groupSeed() []*cand {
+	if len(p.tenants) > groupBoundTenants {
+		return nil
+	}
+	lam := p.bestLambdas(1)[0]
+	seed := make([]*cand, len(p.tenants))
+	comps := map[string][]int{}
+	var keys []string
+	for i, tn := range p.tenants {
+		if len(tn.feasible) == 0 {
+			continue
+		}
+		if tn.group == "" {
+			seed[i] = cheapestAt(tn, lam)
+			continue
+		}
+		k := tn.group + "\x00" + string(energyOf(tn.t))
+		if _, ok := comps[k]; !ok {
+			keys = append(keys, k)
+		}
+		comps[k] = append(comps[k], i)
+	}
+	for _, k := range keys {
+		ts := make([]*tenant, len(comps[k]))
+		for j, i := range comps[k] {
+			ts[j] = p.tenants[i]
+		}
+		_, ch := groupArgMin(ts, lam)
+		for j, i := range comps[k] {
+			if ch != nil {
+				seed[i] = ch[j]
+			}
+		}
+	}
+	return seed
+}
+
+// cheapestAt is tn's candidate with the lowest replicas / share × π at price lam.
+func cheapestAt(tn *tenant, lam float64) *cand {
+	var best *cand
+	m := math.Inf(1)
+	for _, c := range tn.feasible {
+		if v := float64(c.replicas) / float64(c.share) * unitPrice(c, lam); v < m {
+			best, m = c, v
+		}
+	}
+	return best
+}
+
+// dominated marks the unit kinds of a group no optimum needs. Kind A is dominated by kind B when
+// B's units cost no more (π_B ≤ π_A), hold at least as many replicas (k_B ≥ k_A), and every
+// tenant with a candidate of kind A has one of kind B with no more replicas. Moving every tenant
+// of A to B then costs no more: ceil((U_B + U_A') / k_B) π_B ≤ ceil(U_B / k_B) π_B +
+// ceil(U_A / k_A) π_A, with U_A' ≤ U_A the replicas they take on B, since the ceiling is
+// subadditive and k_B ≥ k_A, π_B ≤ π_A. So dropping A leaves the group's minimum as it is; of
+// kinds that dominate each other the first is kept.
+func dominated(all [][]groupOpt, price []float64, share []int) []bool {
+	n := len(price)
+	reps := make([]map[int]int, n) // kind → tenant → replicas
+	for k := range reps {
+		reps[k] = map[int]int{}
+	}
+	for ti, opts := range all {
+		for _, o := range opts {
+			if r, ok := reps[o.class][ti]; !ok || o.r < r {
+				reps[o.class][ti] = o.r // the fewest, where a tenant has several of a kind
+			}
+		}
+	}
+	covers := func(b, a int) bool {
+		if price[b] > price[a]+1e-12 || share[b] < share[a] {
+			return false
+		}
+		for ti, r := range reps[a] {
+			if rb, ok := reps[b][ti]; !ok || rb > r {
+				return false
+			}
+		}
+		return true
+	}
+	dead := make([]bool, n)
+	for a := range n {
+		for b := range n {
+			if b != a && !dead[b] && covers(b, a) && (b < a || !covers(a, b)) {
+				dead[a] = true
+				break
+			}
+		}
+	}
+	return dead
+}
+
+// usable bounds what the free places of open units can save rows i onwards: the places of kind c
+// are worth (free places) × π_c / k_c, and the rows that can take them pay at most room[i][c]
+// there. The remaining rows cost at least Σ of their cheapest r / k × π minus this: each kind's
+// increase is at least (replicas added − free places) × π_c / k_c.
+func (s *groupSearch) usable(i int, spare float64) float64 {
+	u := 0.0
+	for c, n := range s.units {
+		k := s.share[c]
+		if free := (k - n%k) % k; free > 0 {
+			u += min(float64(free)*s.price[c]/float64(k), s.room[i][c])
+		}
+	}
+	return min(u, spare)
 }

@@ -1,7 +1,10 @@
 package plan
 
 import (
+	"bytes"
+	"encoding/json"
 	"math"
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -10,7 +13,9 @@ import (
 	"gpupool.dev/gpupool/internal/gpu"
 )
 
-// groupMin's branch and bound finds the same minimum as trying every choice of a small group.
+// groupMin's branch and bound finds the same minimum as trying every choice of a small group,
+// with tenants alike (symmetry breaking) and unit kinds that dominate others (dropped), and the
+// choice groupArgMin returns costs exactly that minimum.
 func TestGroupMinMatchesEnumeration(t *testing.T) {
 	b, err := gpu.Lookup("H100-SXM5-80GB")
 	if err != nil {
@@ -19,10 +24,15 @@ func TestGroupMinMatchesEnumeration(t *testing.T) {
 	profs := migProfiles(b)
 	rapid.Check(t, func(rt *rapid.T) {
 		lam := rapid.Float64Range(0, 1).Draw(rt, "lambda")
-		n := rapid.IntRange(1, 4).Draw(rt, "tenants")
+		n := rapid.IntRange(1, 5).Draw(rt, "tenants")
 		var ts []*tenant
 		for i := range n {
 			tn := &tenant{idx: i, group: "soft:g"}
+			if i > 0 && rapid.Bool().Draw(rt, "alike") {
+				tn.feasible = ts[i-1].feasible
+				ts = append(ts, tn)
+				continue
+			}
 			for range rapid.IntRange(1, 4).Draw(rt, "cands") {
 				c := &cand{board: b, kind: v1.SliceMPS, share: rapid.SampledFrom([]int{1, 2, 3, 4}).Draw(rt, "share"),
 					unitFrac: 1, memFrac: 1, compFrac: 1, replicas: rapid.IntRange(1, 5).Draw(rt, "replicas")}
@@ -46,19 +56,11 @@ func TestGroupMinMatchesEnumeration(t *testing.T) {
 		var walk func(i int)
 		walk = func(i int) {
 			if i == n {
-				reps := map[groupKey]int{}
-				price := map[groupKey]float64{}
+				cs := make([]*cand, n)
 				for j, tn := range ts {
-					c := tn.feasible[choice[j]]
-					k := keyOf(tn, c)
-					reps[k] += c.replicas
-					price[k] = unitPrice(c, lam)
+					cs[j] = tn.feasible[choice[j]]
 				}
-				sum := 0.0
-				for k, r := range reps {
-					sum += unitsOf(r, k.share) * price[k]
-				}
-				want = min(want, sum)
+				want = min(want, roundedCost(ts, cs, lam))
 				return
 			}
 			for c := range ts[i].feasible {
@@ -67,14 +69,34 @@ func TestGroupMinMatchesEnumeration(t *testing.T) {
 			}
 		}
 		walk(0)
-		if got := groupMin(ts, lam); math.Abs(got-want) > 1e-9 {
+		got, cs := groupArgMin(ts, lam)
+		if math.Abs(got-want) > 1e-9 {
 			rt.Fatalf("groupMin = %v, enumeration %v", got, want)
+		}
+		if c := roundedCost(ts, cs, lam); math.Abs(c-want) > 1e-9 {
+			rt.Fatalf("groupArgMin's choice costs %v, minimum %v", c, want)
 		}
 	})
 }
 
+// roundedCost is Σ over unit kinds of ceil(replicas / share) × π of the choice cs of ts.
+func roundedCost(ts []*tenant, cs []*cand, lam float64) float64 {
+	reps := map[groupKey]int{}
+	price := map[groupKey]float64{}
+	for j, tn := range ts {
+		k := keyOf(tn, cs[j])
+		reps[k] += cs[j].replicas
+		price[k] = unitPrice(cs[j], lam)
+	}
+	sum := 0.0
+	for k, r := range reps {
+		sum += unitsOf(r, k.share) * price[k]
+	}
+	return sum
+}
+
 // On the 100-tenant synthetic pool the rounding of shared units lifts the bound from the volume
-// bound's 20 GPUs to 21 (the planner uses 22), and on every small pool it lies between the
+// bound's 20 GPUs to 21 (the planner uses 21), and on every small pool it lies between the
 // volume bound and the GPUs used.
 func TestGroupBoundTightens(t *testing.T) {
 	p, err := newPlanner(synthPool(100), Options{})
@@ -102,4 +124,45 @@ func TestGroupBoundTightens(t *testing.T) {
 			rt.Fatalf("volume bound %d, group bound %d, GPUs used %d", v, g, pl.Summary.GPUsUsed)
 		}
 	})
+}
+
+// dominated drops a unit kind only for one no dearer per unit, with at least as many places,
+// that every tenant of the first can use with no more replicas.
+func TestDominated(t *testing.T) {
+	// kinds:        0       1       2       3       4
+	price := []float64{0.25, 0.25, 1, 0.5, 0.2}
+	share := []int{2, 2, 8, 2, 1}
+	all := [][]groupOpt{
+		{{class: 0, r: 1}, {class: 1, r: 1}, {class: 2, r: 1}, {class: 3, r: 1}},
+		{{class: 0, r: 1}, {class: 1, r: 1}, {class: 4, r: 1}},
+	}
+	got := dominated(all, price, share)
+	want := []bool{
+		false, // kind 0: kind 1 is its equal, and of equals the first stays
+		true,  // kind 1: kind 0 costs the same, holds as many, both tenants have it with 1 replica
+		false, // kind 2: 8 places a unit; kinds 0, 1 and 3 hold 2
+		true,  // kind 3: kind 0 costs 0.25 < 0.5 with the same 2 places, tenant 0 has it
+		false, // kind 4: the cheapest unit (0.2); no kind is cheaper
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("dominated = %v, want %v", got, want)
+	}
+}
+
+// The same pool gives a byte-identical plan, with the group bound's choice as a start.
+func TestBuildDeterministic(t *testing.T) {
+	pool := synthPool(100)
+	var out [2][]byte
+	for i := range out {
+		pl, err := Build(pool, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out[i], err = json.Marshal(pl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(out[0], out[1]) {
+		t.Error("two builds of the same pool differ")
+	}
 }

@@ -1,7 +1,9 @@
 package plan
 
 import (
+	"cmp"
 	"math"
+	"slices"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 )
@@ -89,4 +91,42 @@ func (v *vectorObjective) delta(a, b unitChange) float64 {
 	d := v.value(ta) - before - v.value(tb)
 	tb[0], tb[1], tb[2] = tb[0]+b.whole, tb[1]+b.mem, tb[2]+b.comp
 	return d + v.value(tb)
+}
+
+// chosenValue is the objective the choice minimises, of the current choice: the vector one with
+// vector, the sum of rounded unit sizes otherwise.
+func (p *planner) chosenValue(vector bool) float64 {
+	f := newFractional()
+	if vector {
+		f.vec = newVectorObjective()
+	}
+	var keys []groupKey
+	for _, tn := range p.tenants {
+		if tn.choice == nil {
+			continue
+		}
+		k := keyOf(tn, tn.choice)
+		if _, ok := f.replicas[k]; !ok {
+			keys = append(keys, k)
+		}
+		f.move(k, tn.choice, tn.choice.replicas)
+	}
+	total := 0.0
+	if vector {
+		buckets := make([]bucketKey, 0, len(f.vec.tot))
+		for b := range f.vec.tot {
+			buckets = append(buckets, b)
+		}
+		slices.SortFunc(buckets, func(a, b bucketKey) int {
+			return cmp.Or(cmp.Compare(a.board, b.board), cmp.Compare(a.energy, b.energy))
+		})
+		for _, b := range buckets {
+			total += f.vec.value(f.vec.get(b))
+		}
+		return total
+	}
+	for _, k := range keys {
+		total += f.cost(k, f.replicas[k])
+	}
+	return total
 }
