@@ -118,7 +118,7 @@ func runPerf(e *env, f *perfFlags) error {
 		return invalid(err)
 	}
 	rep := perfReport{Model: m.Name(), Quantization: string(m.Quantization()), WeightsGB: float64(m.WeightBytes()) / 1e9,
-		Board: board.Name, InputTokens: f.input, OutputTokens: f.outputTok, Context: f.context,
+		Board: board.Name, InputTokens: f.input, OutputTokens: f.outputTok, Context: m.Options().Context,
 		TTFTp99Ms: perfDurMs(f.ttft), TPOTp99Ms: perfDurMs(f.tpot)}
 	w := perf.Workload{InputTokens: f.input, OutputTokens: f.outputTok}
 	slo := perf.SLO{TTFT: f.ttft, TPOT: f.tpot}
@@ -171,7 +171,9 @@ func perfInputs(f *perfFlags) (*perf.Model, *gpu.Board, error) {
 	if len(errs) > 0 {
 		return nil, nil, errors.Join(errs...)
 	}
-	m, err := perf.New(a, q, perf.DefaultOptions())
+	o := perf.DefaultOptions()
+	o.Context = perfContext(f.context, a.MaxPositions)
+	m, err := perf.New(a, q, o)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -251,7 +253,7 @@ func perfTable(w io.Writer, r perfReport) error {
 				name, nb, kv = s.Slice, strconv.Itoa(s.ActiveNeighbours), strconv.FormatInt(s.KVCapacityTokens, 10)
 				rate, lim = strconv.FormatFloat(s.MaxRate.RequestsPerSec, 'f', 2, 64), s.MaxRate.Limit
 				if !s.Fits {
-					kv, lim = "does not fit", "weights-do-not-fit"
+					kv, lim = "does not fit", string(perf.LimitNoFit)
 				}
 			}
 			tok, ttft, tpot := "-", "-", "-"
@@ -279,4 +281,16 @@ func perfTarget(v float64) string {
 		return "none"
 	}
 	return perfMs(v)
+}
+
+// perfContext is the --max-model-len the engines are sized for: the flag, or min(8192, the
+// model's maximum) as vLLM is launched by gpupool.
+func perfContext(flag, maxPos int) int {
+	if flag > 0 {
+		return flag
+	}
+	if maxPos > 0 && maxPos < llm.DefaultContext {
+		return maxPos
+	}
+	return llm.DefaultContext
 }

@@ -114,3 +114,40 @@ func TestPerfBadInput(t *testing.T) {
 		t.Errorf("want all three flag errors, got %q", stderr)
 	}
 }
+
+// --context sizes the engines: Llama-3.1-8B bf16 on H100 1g.20gb holds 11,952 KV tokens, so an
+// 8,192-token context fits and a 32,768-token one does not (vLLM would refuse to start); the JSON
+// reports the context used, min(8192, 131072) when the flag is unset.
+func TestPerfContextSizesTheEngines(t *testing.T) {
+	slice := func(ctx string) (int, map[string]any) {
+		t.Helper()
+		args := []string{"perf", "--model", "llama-3.1-8b", "--board", "H100-SXM5-80GB", "-o", "json"}
+		if ctx != "" {
+			args = append(args, "--context", ctx)
+		}
+		out, errs, code := runCmd(t, args...)
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		var rep struct {
+			Context int              `json:"context"`
+			Slices  []map[string]any `json:"slices"`
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range rep.Slices {
+			if s["slice"] == "mig 1g.20gb" {
+				return rep.Context, s
+			}
+		}
+		t.Fatal("no mig 1g.20gb row")
+		return 0, nil
+	}
+	if c, s := slice(""); c != 8192 || s["fits"] != true || s["kvCapacityTokens"] != 11952.0 {
+		t.Errorf("default: context %d, 1g.20gb %v", c, s)
+	}
+	if c, s := slice("32768"); c != 32768 || s["fits"] != false {
+		t.Errorf("--context 32768: context %d, 1g.20gb %v", c, s)
+	}
+}

@@ -121,8 +121,10 @@
 // A single-GPU engine's KV capacity comes from llm's memory model (vLLM's accounting), so perf
 // and the memory estimate agree; MPS and time-slice replicas without a memory cap split the
 // memory evenly (Slice.Replicas). Tensor-parallel engines, which that model does not cover, use
-// memory × 0.9 − weights/tp − 1.5 GiB. When the weights do not fit, Estimate still reports what
-// the slice's compute and bandwidth would give, flagged LimitNoFit; MaxRate returns 0.
+// memory × 0.9 − weights/tp − 1.5 GiB. The engine is sized for Options.Context (vLLM's
+// --max-model-len; 0: min(8192, the model's maximum)): when the weights do not fit, or the KV cache
+// cannot hold one sequence of that length (vLLM then refuses to start), Estimate still reports
+// what the slice's compute and bandwidth would give, flagged LimitNoFit; MaxRate returns 0.
 //
 // # Measured profiles
 //

@@ -38,13 +38,13 @@ func (w Workload) Validate() error {
 type Limit string
 
 const (
-	LimitNone      Limit = ""                   // nothing: the answer is the physics
-	LimitTTFT      Limit = "ttft"               // the TTFT p99 target binds
-	LimitTPOT      Limit = "tpot"               // the TPOT p99 target binds
-	LimitSaturated Limit = "saturated"          // the engine cannot keep up at a higher rate
-	LimitKV        Limit = "kv-capacity"        // the KV cache is full
-	LimitMaxSeqs   Limit = "max-seqs"           // the engine's sequence limit binds
-	LimitNoFit     Limit = "weights-do-not-fit" // the weights do not fit the slice's memory
+	LimitNone      Limit = ""             // nothing: the answer is the physics
+	LimitTTFT      Limit = "ttft"         // the TTFT p99 target binds
+	LimitTPOT      Limit = "tpot"         // the TPOT p99 target binds
+	LimitSaturated Limit = "saturated"    // the engine cannot keep up at a higher rate
+	LimitKV        Limit = "kv-capacity"  // the KV cache is full
+	LimitMaxSeqs   Limit = "max-seqs"     // the engine's sequence limit binds
+	LimitNoFit     Limit = "does-not-fit" // the weights, or one sequence of the engine's context with them, do not fit the slice's memory
 )
 
 // Result is the steady state of a closed-loop client on one engine.
@@ -57,8 +57,9 @@ type Result struct {
 	TTFT               time.Duration `json:"ttft"`
 	TPOT               time.Duration `json:"tpot"`
 	E2E                time.Duration `json:"e2e"`
-	// Limit is why Running < Concurrency (max-seqs, kv-capacity), or LimitNoFit: the weights do
-	// not fit and the numbers are what the slice's compute and bandwidth alone would give.
+	// Limit is why Running < Concurrency (max-seqs, kv-capacity), or LimitNoFit: the weights, or
+	// one sequence of the engine's context, do not fit, and the numbers are what the slice's
+	// compute and bandwidth alone would give.
 	Limit Limit `json:"limit,omitempty"`
 }
 

@@ -36,8 +36,8 @@ func (e *Engine) llmCapacity() (int64, bool) {
 	if e.m.opts.KVElemBytes == 1 {
 		kv = llm.KVCacheFP8
 	}
-	ctx := 0
-	if e.m.arch.MaxPositions <= 0 {
+	ctx := e.m.opts.Context
+	if ctx == 0 && e.m.arch.MaxPositions <= 0 {
 		ctx = llm.DefaultContext
 	}
 	fit, err := llm.FitSlice(llm.FromArch(e.m.arch), llm.Options{Quantization: e.m.quant, KVCacheDType: kv, Context: ctx,
@@ -45,7 +45,8 @@ func (e *Engine) llmCapacity() (int64, bool) {
 	if err != nil || e.m.opts.KVElemBytes > 2 {
 		return 0, false
 	}
-	if fit.KVAvailableBytes <= 0 {
+	if fit.KVAvailableBytes <= 0 || fit.MaxConcurrency < 1 {
+		// vLLM refuses to start when one sequence of --max-model-len does not fit the cache.
 		return 0, true
 	}
 	return fit.MaxTokens, true

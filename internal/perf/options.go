@@ -63,6 +63,9 @@ type Options struct {
 	// 0: vLLM's default for the device the engine sees.
 	MaxSeqs          int `json:"maxSeqs"`
 	MaxBatchedTokens int `json:"maxBatchedTokens"`
+	// Context is the engine's --max-model-len, which the memory model sizes the KV cache and
+	// workspace for; 0: min(8192, the model's maximum), as llm.Options.Context.
+	Context int `json:"context,omitzero"`
 	// GPUMemoryUtilization and RuntimeReserveMiB size the KV cache of tensor-parallel engines
 	// only (single-GPU engines use llm's memory model): the fraction of memory the engine may use
 	// and what it keeps out of the KV cache for activations, CUDA graphs and the CUDA context.
@@ -181,6 +184,9 @@ func (o Options) Validate() error {
 	}
 	if o.MaxBatchedTokens < 0 {
 		errs = append(errs, fmt.Errorf("option maxBatchedTokens: %d is negative", o.MaxBatchedTokens))
+	}
+	if o.Context < 0 {
+		errs = append(errs, fmt.Errorf("option context: %d is negative", o.Context))
 	}
 	return errors.Join(errs...)
 }
