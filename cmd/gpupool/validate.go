@@ -201,13 +201,13 @@ func validateDocument(r *validateResult, data []byte, pool *v1.Pool) {
 				gpus += g.Count
 			}
 		}
-		r.Summary = fmt.Sprintf("Pool %q: %d nodes, %d GPUs, %d tenants", d.Metadata.Name, len(d.Fleet.Nodes), gpus, len(d.Tenants))
+		r.Summary = fmt.Sprintf("Pool %q: %s, %s, %s", d.Metadata.Name, plural(len(d.Fleet.Nodes), "node"), plural(gpus, "GPU"), plural(len(d.Tenants), "tenant"))
 	case *v1.Plan:
 		if err := v1.ValidatePlan(d, pool); err != nil {
 			r.Errors = splitErrors(err)
 			return
 		}
-		r.Summary = fmt.Sprintf("Plan %q: %d GPUs, %d tenants", d.Metadata.Name, len(d.GPUs), len(d.Tenants))
+		r.Summary = fmt.Sprintf("Plan %q: %s, %s", d.Metadata.Name, plural(len(d.GPUs), "GPU"), plural(len(d.Tenants), "tenant"))
 		if pool == nil {
 			r.Warnings = append(r.Warnings, "checked on its own: give --pool POOL to check it against its Pool")
 		}
@@ -263,4 +263,12 @@ func writeValidateText(w io.Writer, res validateOutput) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// plural writes "1 node", "2 nodes".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
