@@ -4,108 +4,29 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/perf"
+	"gpupool.dev/gpupool/internal/plan"
 )
 
 // parvaDeployed are the GPUs ParvaGPU (Lee et al., SC 2024) deployed for its six scenarios.
 var parvaDeployed = []int{2, 3, 5, 7, 13, 16}
 
-// ParvaGPU's six scenarios, planned by `gpupool plan` from examples/parvagpu: every tenant is
-// served with exit 0, the plan uses no more GPUs than ParvaGPU deployed, and every GPU or MIG
-// instance meets ParvaGPU's rule (parvaViolations).
-func TestPlanParvaGPUScenarios(t *testing.T) {
-	for k, deployed := range parvaDeployed {
-		path := filepath.Join("..", "..", "examples", "parvagpu", fmt.Sprintf("slo%d.yaml", k+1))
-		out, errOut, code := runCmd(t, "plan", path, "-o", "json")
-		if code != exitOK {
-			t.Fatalf("scenario %d: exit %d: %s", k+1, code, errOut)
-		}
-		pl, err := v1.DecodePlan([]byte(out))
-		if err != nil {
-			t.Fatalf("scenario %d: %v", k+1, err)
-		}
-		pool, err := readPool(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		profiles, err := loadProfiles(pool, filepath.Dir(path))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("scenario %d: %d GPUs (lower bound %d; ParvaGPU %d)", k+1, pl.Summary.GPUsUsed, pl.Summary.LowerBound, deployed)
-		if pl.Summary.GPUsUsed > deployed {
-			t.Errorf("scenario %d: %d GPUs, ParvaGPU deployed %d", k+1, pl.Summary.GPUsUsed, deployed)
-		}
-		for _, e := range parvaViolations(pl, pool, profiles) {
-			t.Errorf("scenario %d: %s", k+1, e)
-		}
-	}
-}
-
-// parvaViolations checks ParvaGPU's rule on a plan, from the plan and the tables alone: each GPU
-// (7 GPCs) or MIG instance (its profile's GPCs) runs n ≤ 3 processes of one tenant, the table
-// has a runnable batch at (GPCs, n) taking ≤ 0.45 × slo.e2eP99, and a tenant's instances carry
-// its rate: Σ n × the best such batch's throughput per process ≥ rps.
-func parvaViolations(pl *v1.Plan, pool *v1.Pool, profiles map[string]*perf.Measured) []string {
-	var errs []string
-	tenants := map[string]v1.Tenant{}
-	for _, tn := range pool.Tenants {
-		tenants[tn.Name] = tn
-	}
-	carried := map[string]float64{}
-	check := func(where string, gpcs int, reps []v1.PlanReplica) {
-		if len(reps) == 0 {
-			return
-		}
-		name, n := reps[0].Tenant, len(reps)
-		for _, r := range reps {
-			if r.Tenant != name {
-				errs = append(errs, fmt.Sprintf("%s: %s shares it with %s", where, name, r.Tenant))
-			}
-		}
-		limit := time.Duration(0.45 * float64(tenants[name].SLO.E2EP99.Std()))
-		pt, err := profiles[name].Best(gpcs, n, limit)
-		if n > 3 || err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %d process(es) of %s, no batch within %v: %v", where, n, name, limit, err))
-			return
-		}
-		carried[name] += float64(n) * pt.Throughput
-	}
-	for _, g := range pl.GPUs {
-		check(g.Ref().String(), 7, g.Replicas)
-		for _, in := range g.Instances {
-			gpcs, _ := strconv.Atoi(strings.SplitN(in.Profile, "g.", 2)[0])
-			check(g.Ref().String()+"/"+in.Ref().String(), gpcs, in.Replicas)
-		}
-	}
-	for _, tn := range pl.Tenants {
-		if tn.Infeasible {
-			errs = append(errs, fmt.Sprintf("tenant %s infeasible", tn.Name))
-		}
-		if rps := tenants[tn.Name].Traffic.RPS; carried[tn.Name] < rps {
-			errs = append(errs, fmt.Sprintf("tenant %s: instances carry %.1f req/s of %.1f", tn.Name, carried[tn.Name], rps))
-		}
-	}
-	return errs
-}
-
-// The check fails on a plan that breaks the rule: scenario 1's plan against a 1000× tighter
-// SLO for its first tenant and a 10× higher rate for its second.
-func TestParvaViolationsFails(t *testing.T) {
-	path := filepath.Join("..", "..", "examples", "parvagpu", "slo1.yaml")
+// planParvaGPU runs `gpupool plan -o json` on examples/parvagpu/slo<k>.yaml and returns the
+// plan it wrote with the pool and measured profiles it read. A non-zero exit fails the test.
+func planParvaGPU(t *testing.T, k int) (*v1.Plan, *v1.Pool, map[string]*perf.Measured) {
+	t.Helper()
+	path := filepath.Join("..", "..", "examples", "parvagpu", fmt.Sprintf("slo%d.yaml", k))
 	out, errOut, code := runCmd(t, "plan", path, "-o", "json")
 	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, errOut)
+		t.Fatalf("scenario %d: exit %d: %s", k, code, errOut)
 	}
 	pl, err := v1.DecodePlan([]byte(out))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("scenario %d: %v", k, err)
 	}
 	pool, err := readPool(path)
 	if err != nil {
@@ -115,10 +36,33 @@ func TestParvaViolationsFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pl, pool, profiles
+}
+
+// ParvaGPU's six scenarios, planned by `gpupool plan` from examples/parvagpu: every tenant is
+// served with exit 0, the plan uses no more GPUs than ParvaGPU deployed, and every GPU or MIG
+// instance meets ParvaGPU's rule (plan.CheckMeasured).
+func TestPlanParvaGPUScenarios(t *testing.T) {
+	for k, deployed := range parvaDeployed {
+		pl, pool, profiles := planParvaGPU(t, k+1)
+		t.Logf("scenario %d: %d GPUs (lower bound %d; ParvaGPU %d)", k+1, pl.Summary.GPUsUsed, pl.Summary.LowerBound, deployed)
+		if pl.Summary.GPUsUsed > deployed {
+			t.Errorf("scenario %d: %d GPUs, ParvaGPU deployed %d", k+1, pl.Summary.GPUsUsed, deployed)
+		}
+		for _, e := range plan.CheckMeasured(pl, pool, profiles) {
+			t.Errorf("scenario %d: %v", k+1, e)
+		}
+	}
+}
+
+// plan.CheckMeasured fails on a plan that breaks the rule, as `gpupool plan` wrote it: scenario
+// 1's plan against a 1000× tighter SLO for its first tenant and a 10× higher rate for its second.
+func TestCheckMeasuredFailsOnPlanOutput(t *testing.T) {
+	pl, pool, profiles := planParvaGPU(t, 1)
 	short := v1.Duration(pool.Tenants[0].SLO.E2EP99.Std() / 1000)
 	pool.Tenants[0].SLO.E2EP99 = &short
 	pool.Tenants[1].Traffic.RPS *= 10
-	if errs := parvaViolations(pl, pool, profiles); len(errs) < 2 {
+	if errs := plan.CheckMeasured(pl, pool, profiles); len(errs) < 2 {
 		t.Fatalf("want violations for %s and %s, got %q", pool.Tenants[0].Name, pool.Tenants[1].Name, errs)
 	}
 }

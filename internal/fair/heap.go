@@ -6,7 +6,10 @@ import "math"
 // nodeHeap orders tree nodes by share (min or max) and keeps every node's position for O(log n)
 // fixes (the pre heaps); actHeap does the same in min order with each node's share and rank held
 // in the entry (the act heaps, which every grant reorders); entryHeap is a plain min-heap of small
-// values for time-ordered queues.
+// values for time-ordered queues. nodeHeap and actHeap sift alike on purpose: one generic sift
+// over both, with the comparison and swap as methods of a type parameter, measured about 14 %
+// slower on BenchmarkRecomputeFull and 4–8 % on BenchmarkSetDemand(Jump), because Go calls a type
+// parameter's methods through a dictionary and does not inline them.
 
 // nodeOrder says how a nodeHeap compares two nodes.
 type nodeOrder struct {

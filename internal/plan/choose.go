@@ -259,6 +259,13 @@ func majority(m map[migUse]int) migUse {
 // objective is the fractional objective of the current choice.
 func (p *planner) objective() float64 {
 	f := newFractional()
+	keys := p.fillChosen(f)
+	return math.Round(f.sumCost(keys)*1e4) / 1e4
+}
+
+// fillChosen moves every tenant's current choice into f and returns the groups it touched, each
+// once, in the order tenants first reached them (so that sums over them add in a fixed order).
+func (p *planner) fillChosen(f *fractional) []groupKey {
 	var keys []groupKey
 	for _, tn := range p.tenants {
 		if tn.choice == nil {
@@ -270,11 +277,16 @@ func (p *planner) objective() float64 {
 		}
 		f.move(k, tn.choice, tn.choice.replicas)
 	}
+	return keys
+}
+
+// sumCost is the sum of rounded unit sizes over groups keys, added in their order.
+func (f *fractional) sumCost(keys []groupKey) float64 {
 	sum := 0.0
 	for _, k := range keys {
 		sum += f.cost(k, f.replicas[k])
 	}
-	return math.Round(sum*1e4) / 1e4
+	return sum
 }
 
 var sortFunc = slices.SortStableFunc[[]*cand, *cand]

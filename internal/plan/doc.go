@@ -210,8 +210,10 @@
 // the limit is SLOUnmet. One replica is one process, sustaining the per-process throughput of
 // the highest-throughput row within the limit; replicas = ceil(rps / rate). Reasons carry
 // MeasuredProfile; the predicted p99 end-to-end latency is 2 × the batch latency; replicas carry
-// no vLLM arguments. ParvaGPU's six scenarios plan to 2, 3, 5, 7, 13 and 16 GPUs, as ParvaGPU
-// deployed (TestParvaGPUBuild).
+// no vLLM arguments. CheckMeasured checks any plan against this rule on its own (alone on its
+// instance, at most 3 processes, a runnable batch within 0.45 × the SLO, the rate carried).
+// ParvaGPU's six scenarios plan to 2, 3, 5, 7, 13 and 16 GPUs, as ParvaGPU deployed
+// (TestParvaGPUBuild).
 //
 // # Not done
 //

@@ -100,19 +100,9 @@ func (p *planner) chosenValue(vector bool) float64 {
 	if vector {
 		f.vec = newVectorObjective()
 	}
-	var keys []groupKey
-	for _, tn := range p.tenants {
-		if tn.choice == nil {
-			continue
-		}
-		k := keyOf(tn, tn.choice)
-		if _, ok := f.replicas[k]; !ok {
-			keys = append(keys, k)
-		}
-		f.move(k, tn.choice, tn.choice.replicas)
-	}
-	total := 0.0
+	keys := p.fillChosen(f)
 	if vector {
+		total := 0.0
 		buckets := make([]bucketKey, 0, len(f.vec.tot))
 		for b := range f.vec.tot {
 			buckets = append(buckets, b)
@@ -125,8 +115,5 @@ func (p *planner) chosenValue(vector bool) float64 {
 		}
 		return total
 	}
-	for _, k := range keys {
-		total += f.cost(k, f.replicas[k])
-	}
-	return total
+	return f.sumCost(keys)
 }

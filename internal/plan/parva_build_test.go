@@ -2,9 +2,7 @@ package plan
 
 import (
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +16,6 @@ import (
 // and the measured profiles keyed by tenant name.
 func parvaPool(t *testing.T, k, nodes, per int) (*v1.Pool, map[string]*perf.Measured) {
 	t.Helper()
-	rates, slos := readCSV(t, "testdata/parvagpu/SLO_req_rate.csv"), readCSV(t, "testdata/parvagpu/SLO_latency.csv")
 	zero := 0
 	pool := &v1.Pool{APIVersion: v1.APIVersion, Kind: v1.KindPool, Metadata: v1.Metadata{Name: fmt.Sprintf("parvagpu-slo%d", k+1)},
 		Policy: v1.Policy{BurstPoolPercent: &zero}}
@@ -26,28 +23,11 @@ func parvaPool(t *testing.T, k, nodes, per int) (*v1.Pool, map[string]*perf.Meas
 		pool.Fleet.Nodes = append(pool.Fleet.Nodes, v1.Node{Name: fmt.Sprintf("a100-%02d", i), GPUs: []v1.GPUGroup{{Board: "A100-SXM4-80GB", Count: per}}})
 	}
 	profiles := map[string]*perf.Measured{}
-	for j, name := range parvaModels {
-		if rates[k][j] == "N/A" {
-			continue
-		}
-		rate, err1 := strconv.ParseFloat(rates[k][j], 64)
-		ms, err2 := strconv.ParseFloat(slos[k][j], 64)
-		if err1 != nil || err2 != nil {
-			t.Fatalf("scenario %d %s: %v %v", k+1, name, err1, err2)
-		}
-		e2e := v1.Duration(time.Duration(ms * float64(time.Millisecond)))
-		pool.Tenants = append(pool.Tenants, v1.Tenant{Name: name, Model: v1.Model{Name: name}, Traffic: v1.Traffic{RPS: rate},
-			SLO: v1.SLO{E2EP99: &e2e}, Profile: "profiles/" + name + ".csv"})
-		f, err := os.Open("testdata/parvagpu/" + name + ".csv")
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := perf.ParseParvaGPU(name, f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		profiles[name] = m
+	for _, l := range parvaScenarios(t)[k] {
+		e2e := v1.Duration(l.slo)
+		pool.Tenants = append(pool.Tenants, v1.Tenant{Name: l.model, Model: v1.Model{Name: l.model}, Traffic: v1.Traffic{RPS: l.rate},
+			SLO: v1.SLO{E2EP99: &e2e}, Profile: "profiles/" + l.model + ".csv"})
+		profiles[l.model] = parvaTable(t, l.model)
 	}
 	v1.Default(pool)
 	return pool, profiles
@@ -56,7 +36,8 @@ func parvaPool(t *testing.T, k, nodes, per int) (*v1.Pool, map[string]*perf.Meas
 // ParvaGPU's six scenarios planned by Build from the measured profiles (Options.Profiles), on
 // three nodes of eight A100-SXM4-80GB with no burst pool. Every tenant must be served, the plan
 // must use no more GPUs than ParvaGPU deployed (2, 3, 5, 7, 13, 16), and every instance must
-// carry its share of the load under ParvaGPU's rule (checkParvaRule).
+// carry its share of the load under ParvaGPU's rule (CheckMeasured), and every tenant's reasons
+// name the measured profile.
 func TestParvaGPUBuild(t *testing.T) {
 	for k := range parvaDeployed {
 		pool, profiles := parvaPool(t, k, 3, 8)
@@ -71,69 +52,20 @@ func TestParvaGPUBuild(t *testing.T) {
 		if pl.Summary.GPUsUsed > parvaDeployed[k] {
 			t.Errorf("scenario %d: %d GPUs, ParvaGPU needed %d", k+1, pl.Summary.GPUsUsed, parvaDeployed[k])
 		}
-		for _, e := range checkParvaRule(pl, pool, profiles) {
-			t.Errorf("scenario %d: %s", k+1, e)
+		for _, e := range CheckMeasured(pl, pool, profiles) {
+			t.Errorf("scenario %d: %v", k+1, e)
 		}
-	}
-}
-
-// checkParvaRule checks a plan against ParvaGPU's rule, independently of the planner's sizing:
-// every GPU or MIG instance runs n ≤ 3 processes of one measured tenant, the table has a
-// runnable batch at (instance GPCs, n) whose latency is ≤ 0.45 × slo.e2eP99, and the tenant's
-// instances together carry its rate (Σ n × best throughput per process ≥ rps). It also checks
-// that every tenant is served and that the reasons name the measured profile.
-func checkParvaRule(pl *v1.Plan, pool *v1.Pool, profiles map[string]*perf.Measured) []string {
-	var errs []string
-	slo := map[string]v1.Tenant{}
-	for _, tn := range pool.Tenants {
-		slo[tn.Name] = tn
-	}
-	carried := map[string]float64{}
-	check := func(where string, gpcs int, reps []v1.PlanReplica) {
-		if len(reps) == 0 {
-			return
-		}
-		name := reps[0].Tenant
-		for _, r := range reps {
-			if r.Tenant != name {
-				errs = append(errs, fmt.Sprintf("%s: tenants %s and %s share it", where, name, r.Tenant))
+		for _, tn := range pl.Tenants {
+			if len(tn.Reasons) < 2 || tn.Reasons[1].Code != v1.ReasonMeasuredProfile {
+				t.Errorf("scenario %d: tenant %s: second reason is not %s: %v", k+1, tn.Name, v1.ReasonMeasuredProfile, tn.Reasons)
 			}
 		}
-		limit := time.Duration(0.45 * float64(slo[name].SLO.E2EP99.Std()))
-		n := len(reps)
-		pt, err := profiles[name].Best(gpcs, n, limit)
-		if n > 3 || err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %d process(es) of %s: no batch within %v: %v", where, n, name, limit, err))
-			return
-		}
-		carried[name] += float64(n) * pt.Throughput
 	}
-	for _, g := range pl.GPUs {
-		where := g.Ref().String()
-		check(where, 7, g.Replicas)
-		for _, in := range g.Instances {
-			gpcs, _ := strconv.Atoi(in.Profile[:1])
-			check(where+"/"+in.Ref().String(), gpcs, in.Replicas)
-		}
-	}
-	for _, tn := range pl.Tenants {
-		if tn.Infeasible {
-			errs = append(errs, fmt.Sprintf("tenant %s infeasible: %v", tn.Name, tn.Reasons))
-			continue
-		}
-		if c := carried[tn.Name]; c < slo[tn.Name].Traffic.RPS {
-			errs = append(errs, fmt.Sprintf("tenant %s: its instances carry %.1f req/s, less than %.1f", tn.Name, c, slo[tn.Name].Traffic.RPS))
-		}
-		if len(tn.Reasons) < 2 || tn.Reasons[1].Code != v1.ReasonMeasuredProfile {
-			errs = append(errs, fmt.Sprintf("tenant %s: second reason is not %s: %v", tn.Name, v1.ReasonMeasuredProfile, tn.Reasons))
-		}
-	}
-	return errs
 }
 
-// The rule check fails on a plan that breaks it: the same scenario-6 plan against SLOs a
+// CheckMeasured fails on a plan that breaks the rule: the same scenario-6 plan against SLOs a
 // thousand times tighter (no batch is that fast) and a rate ten times higher.
-func TestCheckParvaRuleFails(t *testing.T) {
+func TestCheckMeasuredFails(t *testing.T) {
 	pool, profiles := parvaPool(t, 5, 3, 8)
 	pl, err := Build(pool, Options{Profiles: profiles})
 	if err != nil {
@@ -144,7 +76,7 @@ func TestCheckParvaRuleFails(t *testing.T) {
 	short := v1.Duration(time.Duration(tight.Tenants[0].SLO.E2EP99.Std() / 1000))
 	tight.Tenants[0].SLO.E2EP99 = &short
 	tight.Tenants[1].Traffic.RPS *= 10
-	errs := checkParvaRule(pl, &tight, profiles)
+	errs := CheckMeasured(pl, &tight, profiles)
 	if len(errs) < 2 {
 		t.Fatalf("want errors for %s (SLO) and %s (rate), got %q", tight.Tenants[0].Name, tight.Tenants[1].Name, errs)
 	}

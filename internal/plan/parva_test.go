@@ -32,6 +32,50 @@ func readCSV(t *testing.T, path string) [][]string {
 	return rows
 }
 
+// parvaTable reads model name's measured table from testdata/parvagpu.
+func parvaTable(t *testing.T, name string) *perf.Measured {
+	t.Helper()
+	f, err := os.Open("testdata/parvagpu/" + name + ".csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := perf.ParseParvaGPU(name, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// parvaLoad is one model's request rate and latency SLO in a ParvaGPU scenario.
+type parvaLoad struct {
+	model string
+	rate  float64
+	slo   time.Duration
+}
+
+// parvaScenarios reads ParvaGPU's scenarios: for each, the models it serves (rate not N/A) in
+// parvaModels order, with their request rate and latency SLO.
+func parvaScenarios(t *testing.T) [][]parvaLoad {
+	t.Helper()
+	rates, slos := readCSV(t, "testdata/parvagpu/SLO_req_rate.csv"), readCSV(t, "testdata/parvagpu/SLO_latency.csv")
+	out := make([][]parvaLoad, len(rates))
+	for k := range rates {
+		for j, name := range parvaModels {
+			if rates[k][j] == "N/A" {
+				continue
+			}
+			rate, err1 := strconv.ParseFloat(rates[k][j], 64)
+			ms, err2 := strconv.ParseFloat(slos[k][j], 64)
+			if err1 != nil || err2 != nil {
+				t.Fatalf("scenario %d %s: %v %v", k+1, name, err1, err2)
+			}
+			out[k] = append(out[k], parvaLoad{name, rate, time.Duration(ms * float64(time.Millisecond))})
+		}
+	}
+	return out
+}
+
 // parvaInstances sizes one model of a scenario under ParvaGPU's latency rule (a batch's latency
 // ≤ 0.45 × SLO): every MIG size with 1–3 MPS processes gives an instance throughput; the model
 // takes n instances of one size and covers the remainder with the cheapest single instance that
@@ -106,30 +150,12 @@ func TestParvaGPUScenarios(t *testing.T) {
 	}
 	tables := map[string]*perf.Measured{}
 	for _, name := range parvaModels {
-		f, err := os.Open("testdata/parvagpu/" + name + ".csv")
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := perf.ParseParvaGPU(name, f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		tables[name] = m
+		tables[name] = parvaTable(t, name)
 	}
-	rates, slos := readCSV(t, "testdata/parvagpu/SLO_req_rate.csv"), readCSV(t, "testdata/parvagpu/SLO_latency.csv")
-	for k := range rates {
+	for k, loads := range parvaScenarios(t) {
 		dem := make([]int, len(ps.profiles))
-		for j, name := range parvaModels {
-			if rates[k][j] == "N/A" {
-				continue
-			}
-			rate, err1 := strconv.ParseFloat(rates[k][j], 64)
-			ms, err2 := strconv.ParseFloat(slos[k][j], 64)
-			if err1 != nil || err2 != nil {
-				t.Fatalf("scenario %d %s: %v %v", k+1, name, err1, err2)
-			}
-			for i, n := range parvaInstances(t, tables[name], ps, rate, time.Duration(ms*float64(time.Millisecond))) {
+		for _, l := range loads {
+			for i, n := range parvaInstances(t, tables[l.model], ps, l.rate, l.slo) {
 				dem[i] += n
 			}
 		}
