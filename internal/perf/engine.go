@@ -17,7 +17,9 @@ type Engine struct {
 	// maxBatchedTokens is the step token budget: Options.MaxBatchedTokens, or vLLM's default
 	// for the device the engine sees.
 	maxBatchedTokens int
-	measured         *measuredBinding
+	// maxSeqs is the engine's sequence limit: Options.MaxSeqs, or vLLM's default for the device.
+	maxSeqs  int
+	measured *measuredBinding
 }
 
 // Place puts m on s. It fails when the slice is invalid or the board lacks the compute type.
@@ -36,10 +38,7 @@ func (m *Model) Place(s Slice) (*Engine, error) {
 	}
 	e := &Engine{m: m, s: s, r: s.resolve(peak)}
 	e.alone = e.aloneRates(0)
-	e.maxBatchedTokens = m.opts.MaxBatchedTokens
-	if e.maxBatchedTokens == 0 {
-		e.maxBatchedTokens = batchedTokensFor(e.r.instMemBytes)
-	}
+	e.maxSeqs, e.maxBatchedTokens = e.batchLimits()
 	e.kvCap = e.kvCapacity()
 	return e, nil
 }
@@ -151,6 +150,10 @@ func (e *Engine) WithKVCapacity(tokens int64) *Engine {
 
 // MaxBatchedTokens is the engine's per-step token budget.
 func (e *Engine) MaxBatchedTokens() int { return e.maxBatchedTokens }
+
+// MaxSeqs is the engine's sequence limit (vLLM --max-num-seqs): Options.MaxSeqs, or vLLM's
+// default for the device the engine sees (VLLMBatchDefaults).
+func (e *Engine) MaxSeqs() int { return e.maxSeqs }
 
 // FitsWeights reports whether the weights and runtime reserve fit in the slice's usable memory.
 func (e *Engine) FitsWeights() bool { return e.KVCapacityTokens() > 0 }

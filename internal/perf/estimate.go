@@ -63,56 +63,113 @@ type Result struct {
 	Limit Limit `json:"limit,omitempty"`
 }
 
+// KVTokensPerSeq is the admission rule every part of the model uses: a running sequence holds,
+// on average over its life, its prompt and half its output in the KV cache (vLLM allocates blocks
+// as tokens are computed, and running sequences are at staggered points of their output). A
+// cache of N tokens runs N / KVTokensPerSeq sequences of w at once; the rest wait.
+func (w Workload) KVTokensPerSeq() float64 {
+	return float64(w.InputTokens) + float64(w.OutputTokens)/2
+}
+
+// Running is how many of c requests shaped like w the engine runs at once, and what limits it:
+// its sequence limit (MaxSeqs) or its KV cache under KVTokensPerSeq. The rest wait in the
+// engine's queue, as vLLM keeps them.
+func (e *Engine) Running(w Workload, c int) (int, Limit) {
+	running, lim := min(c, e.maxSeqs), LimitNone
+	if running < c {
+		lim = LimitMaxSeqs
+	}
+	if !e.FitsWeights() {
+		return running, LimitNoFit
+	}
+	if fit := int(float64(e.KVCapacityTokens()) / w.KVTokensPerSeq()); fit < running {
+		running, lim = max(fit, 0), LimitKV
+	}
+	return running, lim
+}
+
 // Estimate is the steady state of Concurrency requests kept in flight on e while l holds:
-// continuous batching with chunked prefill, every step carrying the running decodes plus the
-// average prefill load (doc.go, "Closed loop"). Means, not percentiles.
+// continuous batching with chunked prefill as vLLM schedules it (every step runs the decodes
+// first, then prefill chunks in arrival order up to the token budget), every step carrying the
+// running decodes plus the average prefill load (doc.go, "Closed loop"). A prompt waits behind
+// the prefills ahead of it; requests beyond what the engine runs (Running) wait for a slot, and
+// both waits count in TTFT. Means, not percentiles.
 func (e *Engine) Estimate(w Workload, l Load) (Result, error) {
 	if err := w.Validate(); err != nil {
 		return Result{}, fmt.Errorf("estimate %s on %s: %w", e.m.name, e.s.Name(), err)
 	}
 	c := max(w.Concurrency, 1)
 	res := Result{Concurrency: c}
-	in, out := float64(w.InputTokens), float64(w.OutputTokens)
-	running := min(c, e.m.opts.MaxSeqs)
-	if running < c {
-		res.Limit = LimitMaxSeqs
-	}
-	if !e.FitsWeights() {
-		res.Limit = LimitNoFit
-	} else if fit := int(e.KVCapacityTokens() / int64(w.InputTokens+w.OutputTokens)); fit < running {
-		running, res.Limit = fit, LimitKV
-	}
-	res.Running = running
+	running, lim := e.Running(w, c)
+	res.Running, res.Limit = running, lim
 	if running == 0 {
 		return res, nil
 	}
-	r := float64(running)
-	o1 := out - 1
-	budget := float64(e.maxBatchedTokens)
-	d := r * o1 / (1 + o1)
-	var k float64
-	for range 3 { // decode seqs take budget from prefill chunks, which changes the split
-		k = math.Ceil(in / math.Max(1, budget-d))
-		d = r * o1 / (k + o1)
-	}
-	steps := k + o1
-	avg := work{p: r * in / steps, ps: r / steps, pairs: r * in * (in + 1) / 2 / steps, d: d, kv: d * (in + out/2)}
-	t := e.step(avg, l).total
-	chunk := math.Min(in, math.Max(1, budget-d))
-	own := avg
-	own.p += chunk
-	own.ps++
-	own.pairs += in * (in + 1) / 2 / k
-	tOwn := e.step(own, l).total
-	ttft := t/2 + k*tOwn
-	x := r / (ttft + o1*t)
+	cl := e.closedLoop(float64(w.InputTokens), float64(w.OutputTokens), float64(running), l)
+	x := float64(running) / cl.e2e
+	ttft := cl.ttft
 	if c > running {
 		ttft += float64(c-running) / x
 	}
+	out := float64(w.OutputTokens)
 	res.RequestsPerSec = x
 	res.OutputTokensPerSec = x * out
-	res.TotalTokensPerSec = x * (in + out)
-	res.TTFT, res.TPOT = seconds(ttft), seconds(t)
-	res.E2E = seconds(ttft + o1*t)
+	res.TotalTokensPerSec = x * (float64(w.InputTokens) + out)
+	res.TTFT, res.TPOT = seconds(ttft), seconds(cl.tpot)
+	res.E2E = seconds(ttft + (out-1)*cl.tpot)
 	return res, nil
+}
+
+// loopState is the closed loop's steady state: mean TTFT of a running request, mean step time
+// (TPOT), and a running request's whole life (TTFT + the other output tokens' steps).
+type loopState struct{ ttft, tpot, e2e float64 }
+
+// closedLoop solves r running requests of in prompt and out output tokens. A request spends kq
+// steps waiting for prefill budget, k steps on its own chunks and out−1 steps decoding, so d =
+// r(out−1)/(kq+k+out−1) sequences decode in a mean step and r·in/(kq+k+out−1) prompt tokens are
+// prefilled. Its own chunks get the budget B − d′ left by the other requests' decodes d′ =
+// (r−1)(out−1)/(…); the last chunk is what remains of the prompt, so TTFT is continuous in the
+// prompt length across a chunk boundary. The wait kq is an M/D/1 queue on the prefill budget:
+// ρ/(2(1−ρ)) times the prompt's own service steps, with ρ the budget's utilisation.
+func (e *Engine) closedLoop(in, out, r float64, l Load) loopState {
+	o1 := out - 1
+	budget := float64(e.maxBatchedTokens)
+	var k, kq, d, dOthers, bOwn, rho float64
+	k = math.Ceil(in / budget)
+	for range 30 {
+		steps := kq + k + o1
+		d = r * o1 / steps
+		dOthers = (r - 1) * o1 / steps
+		bOwn = math.Max(1, budget-dOthers)
+		k = math.Ceil(in / bOwn)
+		rho = math.Min(0.95, r*in/steps/math.Max(1, budget-d))
+		next := rho / (2 * (1 - rho)) * in / bOwn
+		if r <= 1 {
+			next = 0
+		}
+		if math.Abs(next-kq) < 1e-6*(1+kq) {
+			kq = next
+			break
+		}
+		kq = (kq + next) / 2
+	}
+	steps := kq + k + o1
+	avg := work{p: r * in / steps, ps: r / steps, pairs: r * in * (in + 1) / 2 / steps, d: d, kv: d * (in + out/2)}
+	t := e.step(avg, l).total
+	// A step carrying one of the tagged prompt's chunks: the others' decodes, the chunk, and
+	// other prefills filling what the chunk leaves of the budget, up to their mean load.
+	chunkStep := func(c, off float64) float64 {
+		others := math.Max(0, math.Min(bOwn-c, avg.p*(r-1)/math.Max(r, 1)))
+		s := work{p: c + others, ps: 1 + others/in, pairs: float64(ChunkPairs(int(c), int(off))) + others*(in+1)/2,
+			d: dOthers, kv: dOthers * (in + out/2)}
+		return e.step(s, l).total
+	}
+	full := math.Min(in, bOwn)
+	last := in - (k-1)*full
+	ttft := t/2 + kq*t + chunkStep(last, in-last)
+	if k > 1 {
+		// The k−1 full chunks, each charged at the mean offset of the prompt's full chunks.
+		ttft += (k - 1) * chunkStep(full, (k-2)*full/2)
+	}
+	return loopState{ttft: ttft, tpot: t, e2e: ttft + o1*t}
 }

@@ -91,7 +91,6 @@ func (e *Engine) MaxRate(w Workload, slo SLO, l Load) (Rate, error) {
 // openLoop solves the mean step time t of Poisson arrivals at rate lam, then the p99 TPOT and
 // TTFT around it.
 func (e *Engine) openLoop(w Workload, lam float64, l Load) point {
-	o := e.m.opts
 	in, out := float64(w.InputTokens), float64(w.OutputTokens)
 	o1 := out - 1
 	// The tagged request decodes with the others: d = 1 + λ(O−1)t sequences in a mean step.
@@ -105,10 +104,10 @@ func (e *Engine) openLoop(w Workload, lam float64, l Load) point {
 	}
 	d := lam * o1 * t
 	d99 := 1 + d + zP99*math.Sqrt(d)
-	if d99 > float64(o.MaxSeqs) {
+	if d99 > float64(e.maxSeqs) {
 		return point{limit: LimitMaxSeqs}
 	}
-	if d99*(in+out/2)+lam*t*in > float64(e.KVCapacityTokens()) {
+	if d99*w.KVTokensPerSeq()+lam*t*in > float64(e.KVCapacityTokens()) {
 		return point{limit: LimitKV}
 	}
 	tpot := e.step(at(t, d99), l).total
@@ -117,9 +116,9 @@ func (e *Engine) openLoop(w Workload, lam float64, l Load) point {
 	if bp < 1 {
 		return point{limit: LimitSaturated}
 	}
-	full := at(t, d99)
-	full.p, full.ps, full.pairs = bp, math.Max(1, bp/in), bp*(math.Min(in, bp)+1)/2
-	svc := in / bp * e.step(full, l).total
+	busy := at(t, d99)
+	busy.p, busy.ps, busy.pairs = bp, math.Max(1, bp/in), bp*(math.Min(in, bp)+1)/2
+	svc := in / bp * e.step(busy, l).total
 	rho := lam * svc
 	if rho >= 1 {
 		return point{limit: LimitSaturated}
@@ -129,13 +128,23 @@ func (e *Engine) openLoop(w Workload, lam float64, l Load) point {
 		wq := rho * svc / (2 * (1 - rho))
 		w99 = wq / rho * math.Log(100*rho)
 	}
+	// The prompt's own chunks: k−1 full ones of bp tokens and a last one of what remains, so
+	// that TTFT is continuous in the prompt length across a chunk boundary.
 	k := math.Ceil(in / bp)
-	c := math.Min(in, bp)
-	own := at(t, d99)
-	own.p += c
-	own.ps++
-	own.pairs += c * (c + 1) / 2
-	return point{ttft: tpot + w99 + k*e.step(own, l).total, tpot: tpot}
+	full := math.Min(in, bp)
+	last := in - (k-1)*full
+	chunk := func(c, off float64) float64 {
+		own := at(t, d99)
+		own.p += c
+		own.ps++
+		own.pairs += float64(ChunkPairs(int(c), int(off)))
+		return e.step(own, l).total
+	}
+	ttft := tpot + w99 + chunk(last, in-last)
+	if k > 1 {
+		ttft += (k - 1) * chunk(full, (k-2)*full/2)
+	}
+	return point{ttft: ttft, tpot: tpot}
 }
 
 // fixedPoint finds the least t > 0 with f(t) = t for an increasing f with f(0) > 0, by Newton's

@@ -1,6 +1,9 @@
 package perf
 
 import (
+	"strings"
+
+	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/llm"
 )
 
@@ -41,7 +44,7 @@ func (e *Engine) llmCapacity() (int64, bool) {
 		ctx = llm.DefaultContext
 	}
 	fit, err := llm.FitSlice(llm.FromArch(e.m.arch), llm.Options{Quantization: e.m.quant, KVCacheDType: kv, Context: ctx,
-		MaxNumBatchedTokens: e.maxBatchedTokens, MaxNumSeqs: e.m.opts.MaxSeqs}, sl)
+		MaxNumBatchedTokens: e.maxBatchedTokens, MaxNumSeqs: e.maxSeqs}, sl)
 	if err != nil || e.m.opts.KVElemBytes > 2 {
 		return 0, false
 	}
@@ -52,12 +55,50 @@ func (e *Engine) llmCapacity() (int64, bool) {
 	return fit.MaxTokens, true
 }
 
-// batchedTokensFor is vLLM v1's --max-num-batched-tokens default for the OpenAI server: 8192 on
-// devices of 70 GiB or more, 2048 below (the device vLLM sees: a MIG instance's memory, or the
-// whole GPU under MPS and time-slicing).
-func batchedTokensFor(deviceBytes float64) int {
-	if deviceBytes >= 70*(1<<30) {
-		return 8192
+// VLLMBatchDefaults is the current vLLM release's --max-num-seqs and --max-num-batched-tokens
+// defaults for its OpenAI API server on a device of deviceBytes memory: 1024 sequences and 8192
+// tokens on devices of 70 GiB or more whose name does not contain "a100", 256 and 2048 elsewhere
+// (an A100-80GB gets the small values because large budgets lowered its throughput, vLLM PR
+// #17885). The device is what vLLM sees: a MIG instance's memory, or the whole GPU under MPS and
+// time-slicing. Source: vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults, applied by
+// _set_default_max_num_seqs_and_batched_tokens_args, which then caps the token budget at
+// max_num_seqs × max_model_len and the sequences at the token budget.
+func VLLMBatchDefaults(b *gpu.Board, deviceBytes float64, context int) (maxSeqs, batchedTokens int) {
+	maxSeqs, batchedTokens = 256, 2048
+	if deviceBytes >= 70*(1<<30) && (b == nil || !strings.Contains(strings.ToLower(b.Name), "a100")) {
+		maxSeqs, batchedTokens = 1024, 8192
 	}
-	return 2048
+	if context > 0 && int64(maxSeqs)*int64(context) < int64(batchedTokens) {
+		batchedTokens = maxSeqs * context
+	}
+	return min(maxSeqs, batchedTokens), batchedTokens
+}
+
+// batchLimits resolves Options.MaxSeqs and Options.MaxBatchedTokens for the engine: each that is
+// 0 takes VLLMBatchDefaults' value for the device the engine sees.
+func (e *Engine) batchLimits() (seqs, tokens int) {
+	o := e.m.opts
+	ds, dt := VLLMBatchDefaults(e.s.Board, e.r.instMemBytes, e.m.context())
+	seqs, tokens = o.MaxSeqs, o.MaxBatchedTokens
+	if tokens == 0 {
+		tokens = dt
+		if seqs > 0 && int64(seqs)*int64(e.m.context()) < int64(tokens) {
+			tokens = seqs * e.m.context()
+		}
+	}
+	if seqs == 0 {
+		seqs = min(ds, tokens)
+	}
+	return seqs, max(tokens, 1)
+}
+
+// context is the engine's --max-model-len: Options.Context, or min(8192, the model's maximum).
+func (m *Model) context() int {
+	if m.opts.Context > 0 {
+		return m.opts.Context
+	}
+	if m.arch.MaxPositions > 0 && m.arch.MaxPositions < llm.DefaultContext {
+		return m.arch.MaxPositions
+	}
+	return llm.DefaultContext
 }

@@ -59,8 +59,8 @@ type Options struct {
 	// KVElemBytes is the width of one cached K or V element (2 for bf16/fp16, 1 for fp8).
 	KVElemBytes int `json:"kvElemBytes"`
 	// MaxSeqs and MaxBatchedTokens are the engine's batch limits (vLLM max_num_seqs and
-	// max_num_batched_tokens); MaxBatchedTokens is also the chunked-prefill budget of a step,
-	// 0: vLLM's default for the device the engine sees.
+	// max_num_batched_tokens); MaxBatchedTokens is also the chunked-prefill budget of a step.
+	// 0: vLLM's default for the device the engine sees (VLLMBatchDefaults).
 	MaxSeqs          int `json:"maxSeqs"`
 	MaxBatchedTokens int `json:"maxBatchedTokens"`
 	// Context is the engine's --max-model-len, which the memory model sizes the KV cache and
@@ -123,10 +123,10 @@ func DefaultOptions() Options {
 	return Options{
 		MFU:                  0.75,
 		WeightBWEfficiency:   0.90,
-		KVBWEfficiency:       0.65,
+		KVBWEfficiency:       0.80,
 		BWSaturationExponent: 2.6,
 		PowerDemandRatio:     1.3,
-		StepOverhead:         4 * time.Millisecond,
+		StepOverhead:         1 * time.Millisecond,
 		LayerLatency:         33 * time.Microsecond,
 		ActHiddenPasses:      14,
 		ActInterPasses:       3,
@@ -136,7 +136,7 @@ func DefaultOptions() Options {
 		AllReduceLatency:     15 * time.Microsecond,
 		InterconnectGBs:      230,
 		KVElemBytes:          2,
-		MaxSeqs:              256,
+		MaxSeqs:              0,
 		MaxBatchedTokens:     0,
 		GPUMemoryUtilization: 0.90,
 		RuntimeReserveMiB:    1536,
@@ -179,8 +179,8 @@ func (o Options) Validate() error {
 	if o.KVElemBytes < 1 || o.KVElemBytes > 4 {
 		errs = append(errs, fmt.Errorf("option kvElemBytes: %d is outside [1, 4]", o.KVElemBytes))
 	}
-	if o.MaxSeqs < 1 {
-		errs = append(errs, fmt.Errorf("option maxSeqs: %d is below 1", o.MaxSeqs))
+	if o.MaxSeqs < 0 {
+		errs = append(errs, fmt.Errorf("option maxSeqs: %d is negative", o.MaxSeqs))
 	}
 	if o.MaxBatchedTokens < 0 {
 		errs = append(errs, fmt.Errorf("option maxBatchedTokens: %d is negative", o.MaxBatchedTokens))

@@ -1,0 +1,191 @@
+package perf
+
+import (
+	"encoding/csv"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"gpupool.dev/gpupool/internal/gpu"
+	"gpupool.dev/gpupool/internal/llm"
+)
+
+// publishedFile holds measurements that others published (see testdata/fidelity/README.md):
+// one row per setting, with its source, engine, version and link.
+const publishedFile = "testdata/fidelity/published.csv"
+
+// publishedRow is one published measurement.
+type publishedRow struct {
+	source, engine, version, link string
+	model                         string
+	quant                         llm.Quantization
+	kvDType                       string
+	board                         string
+	tp                            int
+	in, out, conc                 int
+	metric                        string
+	value                         float64
+	inSample                      bool
+	note                          string
+}
+
+// Published-row bars (issue "Performance model v2"): out-of-sample rows have a median |error| of
+// at most publishedMedianBar and none beyond publishedRowBar.
+const (
+	publishedMedianBar = 0.10
+	publishedRowBar    = 0.35
+)
+
+func loadPublished(t *testing.T) []publishedRow {
+	t.Helper()
+	f, err := os.Open(publishedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	r.Comment = '#'
+	r.FieldsPerRecord = 16
+	recs, err := r.ReadAll()
+	if err != nil {
+		t.Fatalf("read %s: %v", publishedFile, err)
+	}
+	var rows []publishedRow
+	for i, c := range recs {
+		atoi := func(s string) int {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				t.Fatalf("%s row %d: %v", publishedFile, i+1, err)
+			}
+			return n
+		}
+		v, err := strconv.ParseFloat(c[13], 64)
+		if err != nil {
+			t.Fatalf("%s row %d: value: %v", publishedFile, i+1, err)
+		}
+		q, err := llm.ParseQuantization(c[5])
+		if err != nil {
+			t.Fatalf("%s row %d: %v", publishedFile, i+1, err)
+		}
+		rows = append(rows, publishedRow{source: c[0], engine: c[1], version: c[2], link: c[3], model: c[4], quant: q,
+			kvDType: c[6], board: c[7], tp: atoi(c[8]), in: atoi(c[9]), out: atoi(c[10]), conc: atoi(c[11]),
+			metric: c[12], value: v, inSample: c[14] == "yes", note: c[15]})
+	}
+	return rows
+}
+
+// publishedOptions are the engine settings a row was measured with: the model's defaults with the
+// row's KV-cache type and context, and the batch limits of the engine that ran it when they
+// differ from vLLM's (TensorRT-LLM: max_batch_size 2048, max_num_tokens 8192).
+func publishedOptions(r publishedRow) (Options, error) {
+	o := DefaultOptions()
+	kv, err := llm.KVElemBytes(r.kvDType)
+	if err != nil {
+		return o, err
+	}
+	o.KVElemBytes = kv
+	o.Context = r.in + r.out
+	if r.engine == "TensorRT-LLM" {
+		o.MaxSeqs, o.MaxBatchedTokens = 2048, 8192
+	}
+	return o, nil
+}
+
+// predictPublished is the model's value for a row's metric.
+func predictPublished(r publishedRow) (float64, error) {
+	a, err := llm.Lookup(r.model)
+	if err != nil {
+		return 0, err
+	}
+	b, err := gpu.Lookup(r.board)
+	if err != nil {
+		return 0, err
+	}
+	o, err := publishedOptions(r)
+	if err != nil {
+		return 0, err
+	}
+	m, err := New(a, r.quant, o)
+	if err != nil {
+		return 0, err
+	}
+	e, err := m.Place(Slice{Board: b, TensorParallel: r.tp})
+	if err != nil {
+		return 0, err
+	}
+	w := Workload{InputTokens: r.in, OutputTokens: r.out, Concurrency: r.conc}
+	if w.Concurrency == 0 { // every request queued at once: the engine runs as many as it can
+		w.Concurrency = e.MaxSeqs()
+	}
+	res, err := e.Estimate(w, Load{})
+	if err != nil {
+		return 0, err
+	}
+	switch r.metric {
+	case "outputTokensPerSec":
+		return res.OutputTokensPerSec, nil
+	case "tpotMs":
+		return ms64(res.TPOT), nil
+	case "ttftMs":
+		return ms64(res.TTFT), nil
+	}
+	return 0, fmt.Errorf("unknown metric %q", r.metric)
+}
+
+// TestPublishedFidelity prints every published row beside the model's prediction and holds the
+// out-of-sample rows to the bars. Rows used to set a constant are reported apart.
+func TestPublishedFidelity(t *testing.T) {
+	rows := loadPublished(t)
+	sources := map[string]bool{}
+	var b strings.Builder
+	b.WriteString(pad("source", 22) + pad("model", 15) + pad("board", 16) + pad("tp", 3) + pad("in/out", 12) +
+		pad("conc", 5) + pad("metric", 19) + pad("published", 11) + pad("model", 11) + pad("ratio", 7) + "\n")
+	var errsOut, errsIn []float64
+	for _, r := range rows {
+		sources[r.source] = true
+		got, err := predictPublished(r)
+		if err != nil {
+			t.Fatalf("%s %s on %s: %v", r.source, r.model, r.board, err)
+		}
+		ratio := got / r.value
+		mark := ""
+		if r.inSample {
+			mark = " in-sample"
+			errsIn = append(errsIn, math.Abs(ratio-1))
+		} else {
+			errsOut = append(errsOut, math.Abs(ratio-1))
+		}
+		b.WriteString(pad(r.source, 22) + pad(r.model, 15) + pad(r.board, 16) + pad(itoa(r.tp), 3) +
+			pad(itoa(r.in)+"/"+itoa(r.out), 12) + pad(itoa(r.conc), 5) + pad(r.metric, 19) + pad(ftoa(r.value, 1), 11) +
+			pad(ftoa(got, 1), 11) + pad(ftoa(ratio, 2), 7) + mark + "\n")
+		if !r.inSample && math.Abs(ratio-1) > publishedRowBar {
+			t.Errorf("%s %s on %s tp%d %d/%d %s: model %.1f vs published %.1f: ratio %.2f beyond ±%.0f%%",
+				r.source, r.model, r.board, r.tp, r.in, r.out, r.metric, got, r.value, ratio, 100*publishedRowBar)
+		}
+	}
+	med := median(errsOut)
+	t.Logf("published measurements vs the model (%d rows from %d sources; out-of-sample median |error| %.1f%%, in-sample %.1f%%):\n%s",
+		len(rows), len(sources), 100*med, 100*median(errsIn), b.String())
+	if len(rows) < 40 || len(sources) < 4 {
+		t.Errorf("%d rows from %d sources, want at least 40 from at least 4", len(rows), len(sources))
+	}
+	if med > publishedMedianBar {
+		t.Errorf("out-of-sample median |error| %.1f%%, bar %.0f%%", 100*med, 100*publishedMedianBar)
+	}
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
