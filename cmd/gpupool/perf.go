@@ -18,6 +18,7 @@ import (
 // perfFlags are the perf command's inputs.
 type perfFlags struct {
 	model, board, quant       string
+	kvDType                   string
 	output                    *string
 	context, input, outputTok int
 	concurrency               []int
@@ -32,7 +33,8 @@ func newPerfCmd(e *env) *cobra.Command {
 		Long: "perf runs the performance model for a model on every kind of slice of a board: the whole GPU,\n" +
 			"every MIG profile, MPS clients at 25/50/75 % SMs next to one busy client with the rest, and\n" +
 			"time-slicing with 2 and 4 active contexts. For each it prints the tokens/s, TTFT and TPOT of a\n" +
-			"closed-loop client at a few concurrencies (skipped where the KV cache cannot hold them), and the\n" +
+			"closed-loop client at a few concurrencies (beyond what the KV cache or the sequence limit holds,\n" +
+			"the rest wait in the engine's queue and their wait counts in TTFT), and the\n" +
 			"highest Poisson request rate one replica sustains with the p99 targets met. The p99 values come\n" +
 			"from a queueing approximation; `gpupool simulate` checks them.",
 		Example: "  gpupool perf --model qwen2.5-7b --board H100-SXM5-80GB\n" +
@@ -45,6 +47,7 @@ func newPerfCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.model, "model", "", "model: a catalog name or Hugging Face id (required)")
 	fl.StringVar(&f.board, "board", "", "board: a catalog name, alias or NVML name (required)")
 	fl.StringVar(&f.quant, "quantization", "bf16", "weights: bf16, fp16, fp8, int8, int4-awq, int4-gptq")
+	fl.StringVar(&f.kvDType, "kv-cache-dtype", "auto", "KV cache: auto (the weights' 16-bit type) or fp8")
 	fl.IntVar(&f.context, "context", 0, "max model length the engine is configured for (0: min(8192, the model's))")
 	fl.IntVar(&f.input, "input-tokens", 512, "prompt tokens per request")
 	fl.IntVar(&f.outputTok, "output-tokens", 256, "output tokens per request")
@@ -66,6 +69,7 @@ type perfReport struct {
 	InputTokens  int         `json:"inputTokens"`
 	OutputTokens int         `json:"outputTokens"`
 	Context      int         `json:"context"`
+	KVCacheDType string      `json:"kvCacheDtype"`
 	TTFTp99Ms    float64     `json:"ttftP99Ms"`
 	TPOTp99Ms    float64     `json:"tpotP99Ms"`
 	Slices       []perfSlice `json:"slices"`
@@ -80,6 +84,8 @@ type perfSlice struct {
 	ActiveNeighbours int         `json:"activeNeighbours"`
 	Fits             bool        `json:"fits"`
 	KVCapacityTokens int64       `json:"kvCapacityTokens"`
+	MaxSeqs          int         `json:"maxSeqs"`
+	MaxBatchedTokens int         `json:"maxBatchedTokens"`
 	Points           []perfPoint `json:"points"`
 	MaxRate          perfRate    `json:"maxRate"`
 }
@@ -87,6 +93,8 @@ type perfSlice struct {
 type perfPoint struct {
 	Concurrency        int     `json:"concurrency"`
 	Skipped            string  `json:"skipped,omitempty"`
+	Running            int     `json:"running,omitempty"`
+	Limit              string  `json:"limit,omitempty"`
 	OutputTokensPerSec float64 `json:"outputTokensPerSec,omitempty"`
 	TotalTokensPerSec  float64 `json:"totalTokensPerSec,omitempty"`
 	TTFTMs             float64 `json:"ttftMs,omitempty"`
@@ -118,7 +126,7 @@ func runPerf(e *env, f *perfFlags) error {
 		return invalid(err)
 	}
 	rep := perfReport{Model: m.Name(), Quantization: string(m.Quantization()), WeightsGB: float64(m.WeightBytes()) / 1e9,
-		Board: board.Name, InputTokens: f.input, OutputTokens: f.outputTok, Context: m.Options().Context,
+		Board: board.Name, InputTokens: f.input, OutputTokens: f.outputTok, Context: m.Options().Context, KVCacheDType: f.kvDType,
 		TTFTp99Ms: perfDurMs(f.ttft), TPOTp99Ms: perfDurMs(f.tpot)}
 	w := perf.Workload{InputTokens: f.input, OutputTokens: f.outputTok}
 	slo := perf.SLO{TTFT: f.ttft, TPOT: f.tpot}
@@ -156,6 +164,10 @@ func perfInputs(f *perfFlags) (*perf.Model, *gpu.Board, error) {
 			errs = append(errs, fmt.Errorf("flag --concurrency: %d outside [1, %d]", c, 1<<20))
 		}
 	}
+	kvElem, err := llm.KVElemBytes(f.kvDType)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("flag --kv-cache-dtype: %w", err))
+	}
 	q, err := llm.ParseQuantization(f.quant)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("flag --quantization: %w", err))
@@ -173,6 +185,7 @@ func perfInputs(f *perfFlags) (*perf.Model, *gpu.Board, error) {
 	}
 	o := perf.DefaultOptions()
 	o.Context = perfContext(f.context, a.MaxPositions)
+	o.KVElemBytes = kvElem
 	m, err := perf.New(a, q, o)
 	if err != nil {
 		return nil, nil, err
@@ -207,24 +220,22 @@ func perfRow(m *perf.Model, c perfCase, w perf.Workload, slo perf.SLO, concurren
 		return perfSlice{}, err
 	}
 	s := perfSlice{Slice: c.slice.Name(), Mode: c.slice.Mode.String(), SMPercent: c.slice.SMPercent,
-		ActiveNeighbours: c.load.Active, Fits: eng.FitsWeights(), KVCapacityTokens: eng.KVCapacityTokens()}
+		ActiveNeighbours: c.load.Active, Fits: eng.FitsWeights(), KVCapacityTokens: eng.KVCapacityTokens(),
+		MaxSeqs: eng.MaxSeqs(), MaxBatchedTokens: eng.MaxBatchedTokens()}
 	if c.slice.Profile != nil {
 		s.Profile = c.slice.Profile.Name
 	}
-	need := int64(w.InputTokens + w.OutputTokens)
 	for _, n := range concurrency {
 		p := perfPoint{Concurrency: n}
+		w.Concurrency = n
+		r, err := eng.Estimate(w, c.load)
 		switch {
-		case !s.Fits:
-			p.Skipped = "weights do not fit"
-		case int64(n)*need > s.KVCapacityTokens:
-			p.Skipped = fmt.Sprintf("KV cache holds %d tokens, needs %d", s.KVCapacityTokens, int64(n)*need)
+		case err != nil:
+			return perfSlice{}, err
+		case !s.Fits || r.Running == 0:
+			p.Skipped = "the weights, or one sequence of the engine's context, do not fit"
 		default:
-			w.Concurrency = n
-			r, err := eng.Estimate(w, c.load)
-			if err != nil {
-				return perfSlice{}, err
-			}
+			p.Running, p.Limit = r.Running, string(r.Limit)
 			p.OutputTokensPerSec, p.TotalTokensPerSec = r.OutputTokensPerSec, r.TotalTokensPerSec
 			p.TTFTMs, p.TPOTMs, p.E2EMs = perfDurMs(r.TTFT), perfDurMs(r.TPOT), perfDurMs(r.E2E)
 		}
@@ -242,10 +253,10 @@ func perfRow(m *perf.Model, c perfCase, w perf.Workload, slo perf.SLO, concurren
 func perfDurMs(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func perfTable(w io.Writer, r perfReport) error {
-	fmt.Fprintf(w, "%s (%s, %.1f GB of weights) on %s: %d input / %d output tokens; SLO TTFT p99 ≤ %s, TPOT p99 ≤ %s\n\n",
-		r.Model, r.Quantization, r.WeightsGB, r.Board, r.InputTokens, r.OutputTokens, perfTarget(r.TTFTp99Ms), perfTarget(r.TPOTp99Ms))
+	fmt.Fprintf(w, "%s (%s, %.1f GB of weights, KV cache %s) on %s: %d input / %d output tokens; SLO TTFT p99 ≤ %s, TPOT p99 ≤ %s\n\n",
+		r.Model, r.Quantization, r.WeightsGB, r.KVCacheDType, r.Board, r.InputTokens, r.OutputTokens, perfTarget(r.TTFTp99Ms), perfTarget(r.TPOTp99Ms))
 	tw := newTable(w)
-	fmt.Fprintln(tw, "SLICE\tBUSY NEIGHBOURS\tKV TOKENS\tCONC\tOUT TOK/S\tTTFT\tTPOT\tMAX REQ/S\tLIMIT")
+	fmt.Fprintln(tw, "SLICE\tBUSY NEIGHBOURS\tKV TOKENS\tCONC\tRUNNING\tOUT TOK/S\tTTFT\tTPOT\tMAX REQ/S\tLIMIT")
 	for _, s := range r.Slices {
 		for i, p := range s.Points {
 			name, nb, kv, rate, lim := "", "", "", "", ""
@@ -256,19 +267,24 @@ func perfTable(w io.Writer, r perfReport) error {
 					kv, lim = "does not fit", string(perf.LimitNoFit)
 				}
 			}
-			tok, ttft, tpot := "-", "-", "-"
+			run, tok, ttft, tpot := "-", "-", "-", "-"
 			if p.Skipped == "" {
+				run = strconv.Itoa(p.Running)
+				if p.Running < p.Concurrency {
+					run += " (" + p.Limit + ")"
+				}
 				tok = strconv.FormatFloat(p.OutputTokensPerSec, 'f', 0, 64)
 				ttft, tpot = perfMs(p.TTFTMs), perfMs(p.TPOTMs)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", name, nb, kv, p.Concurrency, tok, ttft, tpot, rate, lim)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", name, nb, kv, p.Concurrency, run, tok, ttft, tpot, rate, lim)
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
-	for _, n := range append(r.Notes, "- = skipped: the KV cache cannot hold that many requests, or the weights do not fit") {
+	for _, n := range append(r.Notes, "RUNNING = requests the engine runs at once (KV cache, max-num-seqs); the rest queue and their wait is in TTFT",
+		"- = skipped: the weights, or one sequence of the engine's context, do not fit") {
 		fmt.Fprintln(w, "note: "+n)
 	}
 	return nil

@@ -14,7 +14,7 @@ func TestPerfTable(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{
-		"qwen2.5-7b (bf16, 15.2 GB of weights) on H100-SXM5-80GB",
+		"qwen2.5-7b (bf16, 15.2 GB of weights, KV cache auto) on H100-SXM5-80GB",
 		"exclusive", "mig 1g.10gb", "mig 3g.40gb", "mig 7g.80gb", "mps 25% 1/2", "mps 75% 1/2", "timeslice 1/2", "timeslice 1/4",
 		"does not fit", // 15.2 GB of BF16 weights in 9.75 GiB
 		"MAX REQ/S",
@@ -149,5 +149,48 @@ func TestPerfContextSizesTheEngines(t *testing.T) {
 	}
 	if c, s := slice("32768"); c != 32768 || s["fits"] != false {
 		t.Errorf("--context 32768: context %d, 1g.20gb %v", c, s)
+	}
+}
+
+// --kv-cache-dtype fp8 halves the KV bytes per token, so the same slice holds about twice the
+// tokens; a concurrency beyond what the cache holds runs as many as fit, and the rest queue: the
+// point is reported (not skipped), with its running count, its limit, and a TTFT that includes
+// the wait.
+func TestPerfKVCacheDtypeAndQueue(t *testing.T) {
+	get := func(kv string) perfSlice {
+		out, stderr, code := runCmd(t, "perf", "--model", "llama-3.1-8b", "--board", "H100-SXM5-80GB", "--kv-cache-dtype", kv,
+			"--concurrency", "1,4096", "-o", "json")
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var rep perfReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if rep.KVCacheDType != kv {
+			t.Errorf("report kvCacheDtype %q, want %q", rep.KVCacheDType, kv)
+		}
+		for _, s := range rep.Slices {
+			if s.Slice == "mig 1g.20gb" {
+				return s
+			}
+		}
+		t.Fatal("no mig 1g.20gb slice")
+		return perfSlice{}
+	}
+	auto, fp8 := get("auto"), get("fp8")
+	if r := float64(fp8.KVCapacityTokens) / float64(auto.KVCapacityTokens); r < 1.9 || r > 2.1 {
+		t.Errorf("fp8 KV holds %d tokens vs %d with auto: ratio %.2f, want about 2", fp8.KVCapacityTokens, auto.KVCapacityTokens, r)
+	}
+	p := fp8.Points[1]
+	if p.Skipped != "" || p.Running <= 0 || p.Running >= 4096 || p.Limit != "kv-capacity" {
+		t.Fatalf("4096 requests on 1g.20gb: %+v, want a kv-capacity-limited point that runs some and queues the rest", p)
+	}
+	// 1g.20gb has 20 GiB < 70 GiB: vLLM's small defaults, 256 sequences and 2048 tokens.
+	if fp8.MaxSeqs != 256 || fp8.MaxBatchedTokens != 2048 || auto.MaxSeqs != 256 {
+		t.Errorf("1g.20gb batch limits %d/%d, want vLLM's 256/2048", fp8.MaxSeqs, fp8.MaxBatchedTokens)
+	}
+	if one := fp8.Points[0]; p.TTFTMs < 10*one.TTFTMs {
+		t.Errorf("queued TTFT %.1f ms should include the wait for a slot (one request: %.1f ms)", p.TTFTMs, one.TTFTMs)
 	}
 }

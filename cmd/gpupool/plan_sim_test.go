@@ -105,13 +105,13 @@ func TestPlanThenSimulateH100x8(t *testing.T) {
 	checkAttainment(t, short, rep)
 }
 
-// With a bf16 KV cache the 13B tenants need more room: on the one node the planner serves 23 of
-// the 24 tenants (the other one is short of capacity: the bound says 9 GPUs), and every tenant it
-// serves meets its SLO in simulation.
+// With a bf16 KV cache the 13B tenants need more room. Under today's vLLM defaults (1 ms of host
+// time per step, 1024 sequences on an 80 GB H100) the one node still serves all 24 tenants, and
+// every tenant meets its SLO in simulation; under the 2023 engine constants it served 23.
 func TestPlanThenSimulateH100x8BF16KV(t *testing.T) {
 	code, short, rep := planThenSimulate(t, writeTemp(t, "pool.yaml", bf16KV(t)))
-	if code != exitPartial || len(short) != 1 {
-		t.Errorf("plan: exit %d with %d tenants short, want exit 2 and 1", code, len(short))
+	if code != exitOK || len(short) != 0 {
+		t.Errorf("plan: exit %d with %d tenants short, want every tenant served", code, len(short))
 	}
 	checkAttainment(t, short, rep)
 }

@@ -220,7 +220,7 @@ func (s *Sim) buildDomain(p string, gi int32, name string, b *gpu.Board, prof *g
 			continue
 		}
 		rep := &replica{tenant: ti, domain: di, gpu: gi, eng: eng, smPct: sl.SMPercent, kvCap: eng.KVCapacityTokens(),
-			maxSeqs: m.Options().MaxSeqs, budget: eng.MaxBatchedTokens(),
+			maxSeqs: eng.MaxSeqs(), budget: eng.MaxBatchedTokens(),
 			name: fmt.Sprintf("%s/%d", r.Tenant, r.Index)}
 		idx := int32(len(s.replicas))
 		s.replicas = append(s.replicas, rep)
