@@ -38,14 +38,15 @@ func BenchmarkPlan10000(b *testing.B) { benchPlan(b, 10000, 10000) }
 func BenchmarkPlan20000(b *testing.B) { benchPlan(b, 20000, 10000) }
 
 // TestSyntheticGap logs GPUs used against the lower bound per size (the bar is 1.02×)
-// and checks the gap measured: 21 / 21 at 100 tenants (the group bound's choice, packed, meets
-// the bound, so the plan is optimal for its candidates), 222 / 220 at 1,000.
+// and checks it: 21 / 21 at 100 tenants (the group bound's choice, packed, meets the bound, so
+// the plan is optimal for its candidates); at 1,000 the bar, 1.02× (measured 219 / 216
+// under today's vLLM defaults, 222 / 220 under the 2023 engine constants).
 func TestSyntheticGap(t *testing.T) {
 	sizes := []int{100, 1000}
 	if testing.Short() {
 		sizes = sizes[:1]
 	}
-	limit := map[int]float64{100: 1, 1000: 1.01}
+	limit := map[int]float64{100: 1, 1000: 1.02}
 	for _, n := range sizes {
 		pool := synthPool(n)
 		pl := build(t, pool)
