@@ -124,40 +124,54 @@ func (e *Engine) Estimate(w Workload, l Load) (Result, error) {
 // (TPOT), and a running request's whole life (TTFT + the other output tokens' steps).
 type loopState struct{ ttft, tpot, e2e float64 }
 
-// closedLoop solves r running requests of in prompt and out output tokens. A request spends kq
-// steps waiting for prefill budget, k steps on its own chunks and out−1 steps decoding, so d =
+// closedLoop solves r running requests of in prompt and out output tokens. A request waits kq
+// steps for prefill budget, spends k steps on its own chunks and out−1 steps decoding, so d =
 // r(out−1)/(kq+k+out−1) sequences decode in a mean step and r·in/(kq+k+out−1) prompt tokens are
 // prefilled. Its own chunks get the budget B − d′ left by the other requests' decodes d′ =
 // (r−1)(out−1)/(…); the last chunk is what remains of the prompt, so TTFT is continuous in the
-// prompt length across a chunk boundary. The wait kq is an M/D/1 queue on the prefill budget:
-// ρ/(2(1−ρ)) times the prompt's own service steps, with ρ the budget's utilisation.
+// prompt length across a chunk boundary. The wait is an M/D/1 queue in time on the prefill
+// budget: a prompt's service S is in/(B − d′) of a step whose budget is all prefill, the
+// utilisation ρ = X·S at the throughput X = r / (TTFT + (out−1)·t), and the mean wait behind the
+// prefills ahead of it ρS / (2(1−ρ)).
 func (e *Engine) closedLoop(in, out, r float64, l Load) loopState {
-	o1 := out - 1
 	budget := float64(e.maxBatchedTokens)
-	var k, kq, d, dOthers, bOwn, rho float64
-	k = math.Ceil(in / budget)
-	for range 30 {
+	var st loopState
+	kq := 0.0
+	for range 40 {
+		var svc float64
+		st, svc = e.loopAt(in, out, r, kq, budget, l)
+		if r <= 1 {
+			break
+		}
+		rho := math.Min(0.98, r/st.e2e*svc)
+		wait := rho * svc / (2 * (1 - rho))
+		next := wait / math.Max(st.tpot, 1e-9)
+		if math.Abs(next-kq) <= 1e-4*(1+kq) {
+			break
+		}
+		kq = (kq + next) / 2
+	}
+	return st
+}
+
+// loopAt is the closed loop's state when a prompt waits kq steps for prefill budget; it returns
+// the state and the prompt's own service time (its chunk steps).
+func (e *Engine) loopAt(in, out, r, kq, budget float64, l Load) (loopState, float64) {
+	o1 := out - 1
+	k := math.Ceil(in / budget)
+	var d, dOthers, bOwn float64
+	for range 4 { // decodes take budget from the prompt's chunks, which changes k
 		steps := kq + k + o1
 		d = r * o1 / steps
 		dOthers = (r - 1) * o1 / steps
 		bOwn = math.Max(1, budget-dOthers)
 		k = math.Ceil(in / bOwn)
-		rho = math.Min(0.95, r*in/steps/math.Max(1, budget-d))
-		next := rho / (2 * (1 - rho)) * in / bOwn
-		if r <= 1 {
-			next = 0
-		}
-		if math.Abs(next-kq) < 1e-6*(1+kq) {
-			kq = next
-			break
-		}
-		kq = (kq + next) / 2
 	}
 	steps := kq + k + o1
 	avg := work{p: r * in / steps, ps: r / steps, pairs: r * in * (in + 1) / 2 / steps, d: d, kv: d * (in + out/2)}
 	t := e.step(avg, l).total
-	// A step carrying one of the tagged prompt's chunks: the others' decodes, the chunk, and
-	// other prefills filling what the chunk leaves of the budget, up to their mean load.
+	// A step carrying one of the prompt's chunks: the others' decodes, the chunk, and other
+	// prefills filling what the chunk leaves of the budget, up to their mean load.
 	chunkStep := func(c, off float64) float64 {
 		others := math.Max(0, math.Min(bOwn-c, avg.p*(r-1)/math.Max(r, 1)))
 		s := work{p: c + others, ps: 1 + others/in, pairs: float64(ChunkPairs(int(c), int(off))) + others*(in+1)/2,
@@ -166,10 +180,15 @@ func (e *Engine) closedLoop(in, out, r float64, l Load) loopState {
 	}
 	full := math.Min(in, bOwn)
 	last := in - (k-1)*full
-	ttft := t/2 + kq*t + chunkStep(last, in-last)
+	own := chunkStep(last, in-last)
 	if k > 1 {
 		// The k−1 full chunks, each charged at the mean offset of the prompt's full chunks.
-		ttft += (k - 1) * chunkStep(full, (k-2)*full/2)
+		own += (k - 1) * chunkStep(full, (k-2)*full/2)
 	}
-	return loopState{ttft: ttft, tpot: t, e2e: ttft + o1*t}
+	ttft := t/2 + kq*t + own
+	// The prompt's share of the prefill server: in/bOwn of a step whose whole budget is prefill
+	// (short prompts share a step, long ones take several).
+	busy := work{p: bOwn, ps: math.Max(1, bOwn/in), pairs: bOwn * (math.Min(in, bOwn) + 1) / 2, d: dOthers, kv: dOthers * (in + out/2)}
+	svc := in / bOwn * e.step(busy, l).total
+	return loopState{ttft: ttft, tpot: t, e2e: ttft + o1*t}, svc
 }

@@ -34,16 +34,11 @@ type publishedRow struct {
 }
 
 // Published-row bars: out-of-sample rows have a median |error| of at most publishedMedianBar and
-// none beyond publishedRowBar, except the rows named in publishedMisses.
-//
-// The median bar is not met yet: the out-of-sample median is 12.1 %, driven by the 70B and 405B
-// rows, which the model over-predicts by 10-60 % at long outputs (docs/perf-fidelity.md). The
-// test holds the median to publishedMedianGuard so that it cannot get worse unnoticed, and prints
-// whether the bar is met.
+// none beyond publishedRowBar, except the rows named in publishedMisses. Queue-dominated TTFT
+// rows (the reference is mostly the wait for a slot) are reported apart and not held to the bars.
 const (
-	publishedMedianBar   = 0.10
-	publishedMedianGuard = 0.13
-	publishedRowBar      = 0.35
+	publishedMedianBar = 0.10
+	publishedRowBar    = 0.35
 )
 
 // publishedMisses are the rows beyond publishedRowBar, each with why; a row that comes within
@@ -112,9 +107,19 @@ func publishedOptions(r publishedRow) (Options, error) {
 		return o, err
 	}
 	o.KVElemBytes = kv
-	o.Context = r.in + r.out
-	if r.engine == "TensorRT-LLM" {
+	switch r.engine {
+	case "TensorRT-LLM":
 		o.MaxSeqs, o.MaxBatchedTokens = 2048, 8192
+	case "PyTorch": // the project's harness: raw kernels, no serving engine
+		o = h200Options()
+	case "vLLM":
+		if strings.Contains(r.version, "2023") {
+			o = muxServeOptions()
+		}
+	}
+	o.KVElemBytes = kv
+	if !strings.HasSuffix(r.metric, "StepMs") {
+		o.Context = r.in + r.out
 	}
 	return o, nil
 }
@@ -140,6 +145,12 @@ func predictPublished(r publishedRow) (float64, error) {
 	e, err := m.Place(Slice{Board: b, TensorParallel: r.tp})
 	if err != nil {
 		return 0, err
+	}
+	switch r.metric {
+	case "prefillStepMs":
+		return ms64(e.StepTime(Batch{PrefillTokens: r.conc * r.in, PrefillSeqs: r.conc}, Load{})), nil
+	case "decodeStepMs":
+		return ms64(e.StepTime(Batch{DecodeSeqs: r.conc, KVTokens: int64(r.conc) * int64(r.in)}, Load{})), nil
 	}
 	w := Workload{InputTokens: r.in, OutputTokens: r.out, Concurrency: r.conc}
 	if w.Concurrency == 0 { // every request queued at once: the engine runs as many as it can
@@ -168,7 +179,7 @@ func TestPublishedFidelity(t *testing.T) {
 	var b strings.Builder
 	b.WriteString(pad("source", 22) + pad("model", 15) + pad("board", 16) + pad("tp", 3) + pad("in/out", 12) +
 		pad("conc", 5) + pad("metric", 19) + pad("published", 11) + pad("model", 11) + pad("ratio", 7) + "\n")
-	var errsOut, errsIn []float64
+	var errsOut, errsIn, errsQueue []float64
 	misses := 0
 	for _, r := range rows {
 		sources[r.source] = true
@@ -179,11 +190,17 @@ func TestPublishedFidelity(t *testing.T) {
 		ratio := got / r.value
 		mark := ""
 		why, miss := publishedMisses[r.key()]
-		if miss {
+		queued := strings.Contains(r.note, "queue-dominated")
+		switch {
+		case miss:
 			mark = " miss: " + why
 			misses++
+		case queued:
+			mark = " queue-dominated, reported apart"
 		}
-		if r.inSample {
+		if queued {
+			errsQueue = append(errsQueue, math.Abs(ratio-1))
+		} else if r.inSample {
 			mark = " in-sample"
 			errsIn = append(errsIn, math.Abs(ratio-1))
 		} else {
@@ -192,25 +209,27 @@ func TestPublishedFidelity(t *testing.T) {
 		b.WriteString(pad(r.source, 22) + pad(r.model, 15) + pad(r.board, 16) + pad(itoa(r.tp), 3) +
 			pad(itoa(r.in)+"/"+itoa(r.out), 12) + pad(itoa(r.conc), 5) + pad(r.metric, 19) + pad(ftoa(r.value, 1), 11) +
 			pad(ftoa(got, 1), 11) + pad(ftoa(ratio, 2), 7) + mark + "\n")
-		if !r.inSample && !miss && math.Abs(ratio-1) > publishedRowBar {
+		if !r.inSample && !miss && !queued && math.Abs(ratio-1) > publishedRowBar {
 			t.Errorf("%s %s on %s tp%d %d/%d %s: model %.1f vs published %.1f: ratio %.2f beyond ±%.0f%%",
 				r.source, r.model, r.board, r.tp, r.in, r.out, r.metric, got, r.value, ratio, 100*publishedRowBar)
 		}
 	}
 	med := median(errsOut)
-	t.Logf("published measurements vs the model (%d rows from %d sources; out-of-sample median |error| %.1f%% (bar %.0f%%: met %v), in-sample %.1f%%; %d rows beyond ±%.0f%%):\n%s",
-		len(rows), len(sources), 100*med, 100*publishedMedianBar, med <= publishedMedianBar, 100*median(errsIn),
-		misses, 100*publishedRowBar, b.String())
+	t.Logf("published measurements vs the model (%d rows from %d sources; %d out-of-sample, median |error| %.1f%% (bar %.0f%%: met %v); "+
+		"%d in-sample, median %.1f%%; %d queue-dominated TTFT rows, median %.1f%%; %d rows beyond ±%.0f%%):\n%s",
+		len(rows), len(sources), len(errsOut), 100*med, 100*publishedMedianBar, med <= publishedMedianBar, len(errsIn), 100*median(errsIn),
+		len(errsQueue), 100*median(errsQueue), misses, 100*publishedRowBar, b.String())
 	if misses != len(publishedMisses) {
 		t.Errorf("%d of the %d rows named in publishedMisses exist", misses, len(publishedMisses))
 	}
 	if len(rows) < 40 {
 		t.Errorf("%d rows, want at least 40", len(rows))
 	}
-	// The table is to grow to at least 4 independent sources; until it does, say so.
-	t.Logf("sources: %d (bar: at least 4, met %v)", len(sources), len(sources) >= 4)
-	if med > publishedMedianGuard {
-		t.Errorf("out-of-sample median |error| %.1f%%, worse than %.0f%%", 100*med, 100*publishedMedianGuard)
+	if len(sources) < 4 {
+		t.Errorf("%d sources, want at least 4 independent ones", len(sources))
+	}
+	if med > publishedMedianBar {
+		t.Errorf("out-of-sample median |error| %.1f%%, bar %.0f%%", 100*med, 100*publishedMedianBar)
 	}
 }
 
