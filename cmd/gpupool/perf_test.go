@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"gpupool.dev/gpupool/internal/perf"
+	"gpupool.dev/gpupool/internal/sim"
 )
 
 func TestPerfTable(t *testing.T) {
@@ -192,5 +195,26 @@ func TestPerfKVCacheDtypeAndQueue(t *testing.T) {
 	}
 	if one := fp8.Points[0]; p.TTFTMs < 10*one.TTFTMs {
 		t.Errorf("queued TTFT %.1f ms should include the wait for a slot (one request: %.1f ms)", p.TTFTMs, one.TTFTMs)
+	}
+}
+
+// What the user runs is what was validated: the perf command's engine constants are
+// perf.DefaultOptions() (the constants internal/perf's TestPublishedFidelity and
+// TestDefaultsAgainstH200 hold to the published and measured rows) with only the engine's
+// context and KV-cache type taken from the flags, and the simulator's default is the same.
+func TestPerfUsesValidatedDefaults(t *testing.T) {
+	f := &perfFlags{model: "llama-3.1-8b", board: "H100-SXM5-80GB", quant: "fp8", kvDType: "fp8", input: 512, outputTok: 256,
+		concurrency: []int{1}}
+	m, _, err := perfInputs(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := perf.DefaultOptions()
+	want.Context, want.KVElemBytes = 8192, 1
+	if got := m.Options(); got != want {
+		t.Errorf("perf command's options %+v, want the validated defaults %+v", got, want)
+	}
+	if got := (sim.Config{}).Defaults().Perf; got != perf.DefaultOptions() {
+		t.Errorf("simulate's default options %+v, want perf.DefaultOptions()", got)
 	}
 }

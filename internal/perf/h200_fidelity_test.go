@@ -390,3 +390,90 @@ func TestH200Microbenchmarks(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultsAgainstH200 holds the defaults that perf, plan and simulate use (DefaultOptions,
+// a serving engine) to the H200 rows measured alone: the step's GPU time (the step less the
+// engine's host time, which the harness does not have) against the measured step, within
+// h200Bound, except the eager-prefill rows named in h200Loose. The one remaining difference is
+// the KV read: DefaultOptions reads a paged cache at KVBWEfficiency, the harness a dense one.
+func TestDefaultsAgainstH200(t *testing.T) {
+	board, err := gpu.Lookup("H200-141GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range h200Cases(t, loadH200(t), board) {
+		if c.group != "" && c.group != "alone" {
+			continue
+		}
+		a, err := llm.Lookup(c.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := New(a, llm.QuantBF16, DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bd := mustEngine(t, m, c.slice).Breakdown(c.batch, c.load)
+		got := ms64(bd.Total - bd.Overhead)
+		rel := (got - c.ms) / c.ms
+		n++
+		b.WriteString(pad(c.model, 13) + pad(c.name, 36) + pad(ftoa(c.ms, 2), 12) + pad(ftoa(got, 2), 10) + ftoa(100*rel, 1) + "%\n")
+		if math.Abs(rel) > c.bound {
+			t.Errorf("%s %s: defaults' GPU time %.2f ms vs measured %.2f ms: %+.1f%% beyond ±%.0f%%", c.model, c.name, got, c.ms, 100*rel, 100*c.bound)
+		}
+	}
+	if n < 20 {
+		t.Fatalf("%d rows measured alone, want at least 20", n)
+	}
+	t.Logf("H200 steps measured alone vs DefaultOptions' GPU time (host time per step %v left out):\n%s", DefaultOptions().StepOverhead, b.String())
+}
+
+// TestDefaultsSharingH200 holds DefaultOptions' sharing slowdowns (GPU time of the shared step
+// over the step alone, host time left out as in TestDefaultsAgainstH200) to the measured ones of
+// the two- and four-tenant runs, within h200HeldOutRatioBound.
+func TestDefaultsSharingH200(t *testing.T) {
+	board, err := gpu.Lookup("H200-141GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := llm.Lookup("llama-2-7b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(a, llm.QuantBF16, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpuMs := func(c h200Case) float64 {
+		bd := mustEngine(t, m, c.slice).Breakdown(c.batch, c.load)
+		return ms64(bd.Total - bd.Overhead)
+	}
+	base := map[string]h200Case{}
+	cs := h200Cases(t, loadH200(t), board)
+	for _, c := range cs {
+		if c.group == "alone" {
+			base[c.phase] = c
+		}
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range cs {
+		if c.group != "ts2" && c.group != "ts4" && !strings.HasPrefix(c.group, "mps2-") && !strings.HasPrefix(c.group, "mps4-") {
+			continue
+		}
+		al := base[c.phase]
+		want, got := c.ms/al.ms, gpuMs(c)/gpuMs(al)
+		rel := (got - want) / want
+		n++
+		b.WriteString(pad(c.name, 36) + pad(ftoa(want, 3), 10) + pad(ftoa(got, 3), 8) + ftoa(100*rel, 1) + "%\n")
+		if math.Abs(rel) > h200HeldOutRatioBound {
+			t.Errorf("%s: defaults' slowdown %.3f× vs measured %.3f×: %+.1f%% beyond ±%.0f%%", c.name, got, want, 100*rel, 100*h200HeldOutRatioBound)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no shared rows")
+	}
+	t.Logf("H200 sharing slowdowns, measured vs DefaultOptions:\n%s", b.String())
+}
