@@ -153,6 +153,9 @@ func nominalGB(name string) int {
 // conservative estimate and marks every missing or inferred value as unverified, including empty
 // NVML-name and PCI-id lists (unknown, not absent).
 func finish(b *Board) *Board {
+	if b.Interconnect == (Interconnect{}) {
+		b.Interconnect = interconnects[b.Name]
+	}
 	for i := range b.Profiles {
 		p := &b.Profiles[i]
 		if p.MemoryMiB == 0 {

@@ -371,3 +371,21 @@ func TestProfileErrors(t *testing.T) {
 		t.Errorf("RTX 2g.48gb id %d unverified %v: unknown id must be -1 and marked", p.ID, p.Unverified)
 	}
 }
+
+// Every board has its GPU-to-GPU link with a source, and no table row names a board that is not
+// in the catalog.
+func TestEveryBoardHasInterconnect(t *testing.T) {
+	seen := 0
+	for _, b := range Boards() {
+		ic := b.Interconnect
+		if ic.Kind == "" || !(ic.GBs > 0) || ic.MaxGPUs < 2 || ic.Source == "" {
+			t.Errorf("%s: interconnect %+v incomplete", b.Name, ic)
+		}
+		if _, ok := interconnects[b.Name]; ok {
+			seen++
+		}
+	}
+	if seen != len(interconnects) {
+		t.Errorf("%d of the %d interconnect rows name catalog boards", seen, len(interconnects))
+	}
+}

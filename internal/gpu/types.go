@@ -56,6 +56,9 @@ type Board struct {
 	MinDriver string `json:"minDriver,omitempty"`
 	// Notes are facts a user should see next to the numbers (variants lumped in, disagreements).
 	Notes []string `json:"notes,omitempty"`
+	// Interconnect is the GPU-to-GPU link inside a node (tensor-parallel all-reduce), with its
+	// source.
+	Interconnect Interconnect `json:"interconnect,omitzero"`
 }
 
 // Instance is one MIG GPU instance on a GPU: a profile at a start memory slice.

@@ -31,12 +31,18 @@ func (m *Model) Place(s Slice) (*Engine, error) {
 	switch m.computeKind {
 	case "fp8":
 		if s.Board.FP8TFLOPS > 0 {
-			peak = s.Board.FP8TFLOPS
+			// FP8 GEMMs reach FP8MFU of the FP8 peak, where BF16 ones reach MFU of theirs.
+			peak = s.Board.FP8TFLOPS * m.opts.FP8MFU / m.opts.MFU
 		}
 	case "int8":
 		peak = 2 * s.Board.BF16TFLOPS // dense INT8 is twice BF16 on Ampere and Hopper
 	}
+	if tp := s.TensorParallel; tp > 1 && m.arch.Heads%tp != 0 {
+		return nil, fmt.Errorf("place %s on %s: tensor parallel %d does not divide the %d attention heads", m.name, s.Name(), tp, m.arch.Heads)
+	}
 	e := &Engine{m: m, s: s, r: s.resolve(peak)}
+	e.r.kvShare = m.kvShare(e.r.tp)
+	e.r.busBW = m.busBandwidth(s.Board)
 	e.alone = e.aloneRates(0)
 	e.maxSeqs, e.maxBatchedTokens = e.batchLimits()
 	e.kvCap = e.kvCapacity()

@@ -207,14 +207,13 @@ func workerCases(r h200Row, slug string, board *gpu.Board) ([]h200Case, error) {
 	return []h200Case{dec, pre}, nil
 }
 
-// h200Options are the model's constants for the harness rather than a serving engine. Two
-// differ from DefaultOptions, both for what the harness is, not to fit its rows:
-//   - StepOverhead 0: the harness times GPU work between CUDA events, decode replays a CUDA
-//     graph, and there is no scheduler, sampler or detokenizer; DefaultOptions' 4 ms is a
-//     serving engine's host time per step.
-//   - KVBWEfficiency = WeightBWEfficiency: the harness's KV cache is one dense tensor per layer
-//     that attention reads front to back, like the weights; DefaultOptions' 0.65 is vLLM's
-//     paged-attention kernel gathering 16-token blocks.
+// h200Options are the model's constants for the harness rather than a serving engine. One
+// differs from DefaultOptions, for what the harness is, not to fit its rows: StepOverhead 0, as
+// the harness times GPU work between CUDA events, decode replays a CUDA graph, and there is no
+// scheduler, sampler or detokenizer; DefaultOptions' 1 ms is a serving engine's host time per
+// step. KVBWEfficiency is set to WeightBWEfficiency explicitly (DefaultOptions has the same
+// value): the harness's KV cache is one dense tensor per layer that attention reads front to
+// back, like the weights.
 //
 // The ctx-2048 rows confirm the second: going from 512 to 2048 cached tokens costs 5.66 ms for
 // 25.8 GB at batch 128 (llama-3.1-8b) and 5.62 ms for 25.8 GB at batch 32 (llama-7b), 4.5 TB/s,

@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"math"
 	"strings"
 
 	"gpupool.dev/gpupool/internal/gpu"
@@ -11,7 +12,8 @@ import (
 // It asks llm's memory model (vLLM's accounting: weights, activation workspace, CUDA graphs,
 // CUDA context, utilization) for single-GPU engines, so that perf and the memory estimate agree;
 // tensor-parallel engines, which that model does not cover, use the rougher formula
-// memory × GPUMemoryUtilization − weights/tp − RuntimeReserveMiB, over KV bytes/tp per token.
+// memory × GPUMemoryUtilization − weights/tp − RuntimeReserveMiB, over each GPU's share of a
+// token's KV bytes (kvShare).
 func (e *Engine) kvCapacity() int64 {
 	if e.r.tp == 1 {
 		if n, ok := e.llmCapacity(); ok {
@@ -23,7 +25,7 @@ func (e *Engine) kvCapacity() int64 {
 	if free <= 0 {
 		return 0
 	}
-	return int64(free / (e.m.kvBytes / e.r.tp))
+	return int64(free / (e.m.kvBytes * e.r.kvShare))
 }
 
 func (e *Engine) llmCapacity() (int64, bool) {
@@ -101,4 +103,37 @@ func (m *Model) context() int {
 		return m.arch.MaxPositions
 	}
 	return llm.DefaultContext
+}
+
+// allReduceBusEfficiency is the fraction of the link's per-direction bandwidth an NCCL ring
+// all-reduce reaches as bus bandwidth on large messages: nccl-tests report about 360 GB/s on
+// NVLink-4 H100s (450 GB/s each way) and about 230 GB/s on NVLink-3 A100s (300 GB/s).
+const allReduceBusEfficiency = 0.8
+
+// busBandwidth is the all-reduce bus bandwidth between tensor-parallel GPUs, bytes/s:
+// Options.InterconnectGBs when set, else the board's link (gpu.Board.Interconnect) at
+// allReduceBusEfficiency; a board without a link in the catalog falls back to PCIe Gen4.
+func (m *Model) busBandwidth(b *gpu.Board) float64 {
+	if g := m.opts.InterconnectGBs; g > 0 {
+		return g * 1e9
+	}
+	link := 32.0
+	if b != nil && b.Interconnect.GBs > 0 {
+		link = b.Interconnect.GBs
+	}
+	return link * allReduceBusEfficiency * 1e9
+}
+
+// kvShare is the part of each token's KV cache one of tp tensor-parallel GPUs holds and reads:
+// 1/tp of the KV heads, but at least one head (vLLM replicates KV heads when tp exceeds their
+// number); an MLA latent is not split by head, so every GPU holds all of it.
+func (m *Model) kvShare(tp float64) float64 {
+	if tp <= 1 || m.arch.MLA() {
+		return 1
+	}
+	kvh := float64(m.arch.KVHeads)
+	if kvh <= 0 {
+		kvh = float64(m.arch.Heads)
+	}
+	return math.Max(1/tp, 1/kvh)
 }

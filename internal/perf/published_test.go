@@ -44,15 +44,18 @@ const (
 // publishedMisses are the rows beyond publishedRowBar, each with why; a row that comes within
 // the bar must be taken off the list.
 var publishedMisses = map[string]string{
-	"llama-3.1-70b H200-141GB tp1 128/4096":      publishedLongDecode,
-	"llama-3.1-70b H200-141GB tp1 20000/2000":    publishedLongDecode,
-	"llama-3.1-70b H100-SXM5-80GB tp2 128/4096":  publishedLongDecode,
-	"llama-3.1-405b H100-SXM5-80GB tp8 128/4096": publishedLongDecode,
+	"llama-3.1-70b H200-141GB tp1 128/4096":        publishedLongDecode,
+	"llama-3.1-70b H100-SXM5-80GB tp2 128/4096":    publishedLongDecode,
+	"llama-3.1-405b H100-SXM5-80GB tp8 128/4096":   publishedLongDecode,
+	"llama-3.1-405b H100-SXM5-80GB tp8 1000/2000":  publishedLongDecode,
+	"llama-3.1-405b H100-SXM5-80GB tp8 20000/2000": publishedLongDecode,
 }
 
-// publishedLongDecode: 70B-class decode at hundreds of sequences over long contexts with an FP8
-// KV cache; the model's decode step there is 1.35-1.6× faster than TensorRT-LLM's. Not yet
-// explained: the 8B rows with the same engine, cache type and shapes are within 13 %.
+// publishedLongDecode: 70B- and 405B-class decode at hundreds of sequences over long contexts
+// with an FP8 KV cache, on 80 GB H100s or one H200, where the model is 1.35-1.7× faster than
+// TensorRT-LLM. Not yet explained: the 8B rows with the same engine, cache type and shapes are
+// within 10 %, and the same 405B shapes on H200s (twice the KV cache) within 27 %; a KV cache
+// that holds fewer sequences than the model's memory estimate would explain it.
 const publishedLongDecode = "large-model long-output decode over-predicted (unexplained; see docs/perf-fidelity.md)"
 
 func (r publishedRow) key() string {
@@ -209,6 +212,9 @@ func TestPublishedFidelity(t *testing.T) {
 		b.WriteString(pad(r.source, 22) + pad(r.model, 15) + pad(r.board, 16) + pad(itoa(r.tp), 3) +
 			pad(itoa(r.in)+"/"+itoa(r.out), 12) + pad(itoa(r.conc), 5) + pad(r.metric, 19) + pad(ftoa(r.value, 1), 11) +
 			pad(ftoa(got, 1), 11) + pad(ftoa(ratio, 2), 7) + mark + "\n")
+		if miss && math.Abs(ratio-1) <= publishedRowBar {
+			t.Errorf("%s: ratio %.2f is within ±%.0f%% now: take it off publishedMisses", r.key(), ratio, 100*publishedRowBar)
+		}
 		if !r.inSample && !miss && !queued && math.Abs(ratio-1) > publishedRowBar {
 			t.Errorf("%s %s on %s tp%d %d/%d %s: model %.1f vs published %.1f: ratio %.2f beyond ±%.0f%%",
 				r.source, r.model, r.board, r.tp, r.in, r.out, r.metric, got, r.value, ratio, 100*publishedRowBar)

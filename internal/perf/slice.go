@@ -144,6 +144,14 @@ func (s Slice) Validate() error {
 	if s.TensorParallel < 0 || s.TensorParallel > 64 {
 		errs = append(errs, fmt.Errorf("validate slice: tensor parallel %d outside [0, 64]", s.TensorParallel))
 	}
+	if s.TensorParallel > 1 && s.Profile != nil {
+		errs = append(errs, fmt.Errorf("validate slice: tensor parallel %d over MIG instances (%s): NCCL does not run between MIG instances; use whole GPUs",
+			s.TensorParallel, s.Profile.Name))
+	}
+	if n := b.Interconnect.MaxGPUs; s.TensorParallel > 1 && n > 0 && s.TensorParallel > n {
+		errs = append(errs, fmt.Errorf("validate slice: tensor parallel %d beyond the %d GPUs board %s's %s connects",
+			s.TensorParallel, n, b.Name, b.Interconnect.Kind))
+	}
 	return errors.Join(errs...)
 }
 
@@ -176,6 +184,8 @@ type resources struct {
 	memBytes     float64 // memory the engine may use, bytes
 	instMemBytes float64 // memory of the GPU or instance, bytes
 	tp           float64 // tensor-parallel degree, ≥ 1
+	kvShare      float64 // the part of each token's KV cache one tensor-parallel GPU holds
+	busBW        float64 // all-reduce bus bandwidth between the tensor-parallel GPUs, bytes/s
 }
 
 // resolve turns a validated slice into its shares of the board.

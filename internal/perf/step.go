@@ -163,16 +163,16 @@ func (e *Engine) gpuTime(w work, q rates) stepParts {
 	s.compute += m.attnFLOPs * w.pairs / tp / q.flops
 	// Decode attention reads every cached token of every decoding sequence.
 	if w.kv > 0 {
-		add(m.attnFLOPs*w.kv/tp/q.flops, m.kvBytes*w.kv/tp/q.bwKV)
+		add(m.attnFLOPs*w.kv/tp/q.flops, m.kvBytes*w.kv*e.r.kvShare/q.bwKV)
 	}
 	// KV-cache writes and activation traffic of the element-wise kernels.
-	s.memory += (m.kvBytes + m.actBytes) * t / tp / q.bwW
+	s.memory += (m.kvBytes*e.r.kvShare + m.actBytes/tp) * t / q.bwW
 	// Every layer's kernels pay a fixed latency (launch, ramp-up, tail) that no share of the
 	// GPU shortens; each tensor-parallel GPU runs every layer.
 	s.latency = m.layers * m.opts.LayerLatency.Seconds()
 	if tp > 1 {
 		o := m.opts
-		ring := 2 * (tp - 1) / tp * t * m.hidden * 2 / (o.InterconnectGBs * 1e9)
+		ring := 2 * (tp - 1) / tp * t * m.hidden * 2 / e.r.busBW
 		s.comm = 2 * m.layers * (o.AllReduceLatency.Seconds() + ring)
 	}
 	return s
