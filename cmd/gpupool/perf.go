@@ -31,7 +31,7 @@ func newPerfCmd(e *env) *cobra.Command {
 		Use:   "perf --model M --board B",
 		Short: "Predict tokens/s, TTFT, TPOT and the max request rate within an SLO, per slice kind",
 		Long: "perf runs the performance model for a model on every kind of slice of a board: the whole GPU,\n" +
-			"every MIG profile, MPS clients at 25/50/75 % SMs next to one busy client with the rest, and\n" +
+			"tensor-parallel replicas over 2, 4 and 8 GPUs, every MIG profile, MPS clients at 25/50/75 % SMs next to one busy client with the rest, and\n" +
 			"time-slicing with 2 and 4 active contexts. For each it prints the tokens/s, TTFT and TPOT of a\n" +
 			"closed-loop client at a few concurrencies (beyond what the KV cache or the sequence limit holds,\n" +
 			"the rest wait in the engine's queue and their wait counts in TTFT), and the\n" +
@@ -80,6 +80,7 @@ type perfSlice struct {
 	Slice            string      `json:"slice"`
 	Mode             string      `json:"mode"`
 	Profile          string      `json:"profile,omitempty"`
+	TensorParallel   int         `json:"tensorParallel,omitempty"`
 	SMPercent        float64     `json:"smPercent,omitempty"`
 	ActiveNeighbours int         `json:"activeNeighbours"`
 	Fits             bool        `json:"fits"`
@@ -130,7 +131,7 @@ func runPerf(e *env, f *perfFlags) error {
 		TTFTp99Ms: perfDurMs(f.ttft), TPOTp99Ms: perfDurMs(f.tpot)}
 	w := perf.Workload{InputTokens: f.input, OutputTokens: f.outputTok}
 	slo := perf.SLO{TTFT: f.ttft, TPOT: f.tpot}
-	for _, c := range perfCases(board) {
+	for _, c := range perfCases(board, m) {
 		s, err := perfRow(m, c, w, slo, f.concurrency)
 		if err != nil {
 			return err
@@ -139,6 +140,8 @@ func runPerf(e *env, f *perfFlags) error {
 	}
 	rep.Notes = []string{
 		"tok/s, TTFT and TPOT are closed-loop means; max rate uses a p99 queueing approximation",
+		"×N tp rows: one replica over N whole GPUs (vLLM --tensor-parallel-size N), all-reducing over the board's " +
+			board.Interconnect.Kind + " link; KV tokens and tok/s are the replica's",
 		"mps rows: this client at the SM share, one busy neighbour with the rest, memory split in two",
 		"timeslice rows: N contexts, all active, memory split N ways",
 	}
@@ -193,10 +196,14 @@ func perfInputs(f *perfFlags) (*perf.Model, *gpu.Board, error) {
 	return m, b, nil
 }
 
-// perfCases lists the slice kinds of a board: exclusive, each MIG profile (variants such as
+// perfCases lists the slice kinds of a board: exclusive, tensor-parallel replicas over 2, 4 and
+// 8 whole GPUs (where the model and the board's link allow), each MIG profile (variants such as
 // +me folded into their base), MPS at 25/50/75 % beside one busy client, time-slicing ×2 and ×4.
-func perfCases(b *gpu.Board) []perfCase {
+func perfCases(b *gpu.Board, m *perf.Model) []perfCase {
 	cs := []perfCase{{slice: perf.Slice{Board: b}}}
+	for _, tp := range m.TensorParallelDegrees(b) {
+		cs = append(cs, perfCase{slice: perf.Slice{Board: b, TensorParallel: tp}})
+	}
 	for i := range b.Profiles {
 		p := &b.Profiles[i]
 		if p.MediaExtension || strings.ContainsAny(p.Name, "+") {
@@ -219,7 +226,7 @@ func perfRow(m *perf.Model, c perfCase, w perf.Workload, slo perf.SLO, concurren
 	if err != nil {
 		return perfSlice{}, err
 	}
-	s := perfSlice{Slice: c.slice.Name(), Mode: c.slice.Mode.String(), SMPercent: c.slice.SMPercent,
+	s := perfSlice{Slice: c.slice.Name(), Mode: c.slice.Mode.String(), SMPercent: c.slice.SMPercent, TensorParallel: c.slice.TensorParallel,
 		ActiveNeighbours: c.load.Active, Fits: eng.FitsWeights(), KVCapacityTokens: eng.KVCapacityTokens(),
 		MaxSeqs: eng.MaxSeqs(), MaxBatchedTokens: eng.MaxBatchedTokens()}
 	if c.slice.Profile != nil {

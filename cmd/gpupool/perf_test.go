@@ -44,9 +44,10 @@ func TestPerfJSON(t *testing.T) {
 	if rep.Model != "llama-3.1-8b" || rep.InputTokens != 1024 || rep.TTFTp99Ms != 2000 || rep.TPOTp99Ms != 40 {
 		t.Errorf("header %+v", rep)
 	}
-	// exclusive, 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb, 3 × MPS, 2 × time-slice.
-	if len(rep.Slices) != 12 {
-		t.Fatalf("%d slices, want 12", len(rep.Slices))
+	// exclusive, ×2/×4/×8 tp, 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb, 3 × MPS,
+	// 2 × time-slice.
+	if len(rep.Slices) != 15 {
+		t.Fatalf("%d slices, want 15", len(rep.Slices))
 	}
 	excl := rep.Slices[0]
 	if excl.Slice != "exclusive" || len(excl.Points) != 2 || excl.Points[1].OutputTokensPerSec <= excl.Points[0].OutputTokensPerSec {
@@ -73,8 +74,24 @@ func TestPerfYAMLAndQuantization(t *testing.T) {
 	}
 	// AWQ int4 weights (≈ 5.6 GB) fit a 1g.10gb instance, where BF16 (15.2 GB) and even FP8
 	// (8.1 GiB + 1.3 GiB of workspace in an 8.8 GiB budget) do not.
-	if rep.Quantization != "int4-awq" || !rep.Slices[1].Fits || rep.Slices[1].Slice != "mig 1g.10gb" {
-		t.Errorf("int4-awq on 1g.10gb: %+v", rep.Slices[1])
+	var mig *perfSlice
+	for i := range rep.Slices {
+		if rep.Slices[i].Slice == "mig 1g.10gb" {
+			mig = &rep.Slices[i]
+		}
+	}
+	if rep.Quantization != "int4-awq" || mig == nil || !mig.Fits {
+		t.Errorf("int4-awq on 1g.10gb: %+v", mig)
+	}
+	// 28 attention heads: tensor parallel over 2 and 4 GPUs, not 8.
+	var tps []int
+	for _, sl := range rep.Slices {
+		if sl.TensorParallel > 1 {
+			tps = append(tps, sl.TensorParallel)
+		}
+	}
+	if len(tps) != 2 || tps[0] != 2 || tps[1] != 4 {
+		t.Errorf("tensor-parallel rows %v, want [2 4] (28 heads)", tps)
 	}
 }
 
@@ -216,5 +233,38 @@ func TestPerfUsesValidatedDefaults(t *testing.T) {
 	}
 	if got := (sim.Config{}).Defaults().Perf; got != perf.DefaultOptions() {
 		t.Errorf("simulate's default options %+v, want perf.DefaultOptions()", got)
+	}
+}
+
+// Tensor-parallel rows: Llama-3.1-70B at bf16 (141 GB of weights) fits no single H100; a replica
+// over 2 just does (70.6 GB of weights per GPU leave about 1.5 GB of KV cache each at 0.9 of
+// 80 GiB), over 4 and 8 with much more, and spreading it wider makes each token faster.
+func TestPerfTensorParallelRows(t *testing.T) {
+	out, stderr, code := runCmd(t, "perf", "--model", "llama-3.1-70b", "--board", "H100-SXM5-80GB", "--concurrency", "1", "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep perfReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	tp := map[int]perfSlice{}
+	for _, s := range rep.Slices {
+		if s.Mode == "exclusive" && s.Profile == "" {
+			tp[max(s.TensorParallel, 1)] = s
+		}
+	}
+	if len(tp) != 4 || tp[1].Fits || !tp[2].Fits || !tp[4].Fits || !tp[8].Fits {
+		t.Fatalf("tensor-parallel rows %+v: want 1 GPU not to fit, 2, 4 and 8 to fit", tp)
+	}
+	for _, pair := range [][2]int{{2, 4}, {4, 8}} {
+		a, b := tp[pair[0]], tp[pair[1]]
+		if b.KVCapacityTokens <= a.KVCapacityTokens || b.Points[0].TPOTMs >= a.Points[0].TPOTMs {
+			t.Errorf("×%d: %d KV tokens, TPOT %.1f ms; ×%d: %d, %.1f ms: want more cache and faster tokens on more GPUs",
+				pair[0], a.KVCapacityTokens, a.Points[0].TPOTMs, pair[1], b.KVCapacityTokens, b.Points[0].TPOTMs)
+		}
+	}
+	if tp[4].Slice != "exclusive ×4 tp" {
+		t.Errorf("slice name %q", tp[4].Slice)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"gpupool.dev/gpupool/internal/gpu"
 )
 
 // Engine is a Model placed on a Slice: one inference-engine replica. It is immutable and safe
@@ -163,3 +165,17 @@ func (e *Engine) MaxSeqs() int { return e.maxSeqs }
 
 // FitsWeights reports whether the weights and runtime reserve fit in the slice's usable memory.
 func (e *Engine) FitsWeights() bool { return e.KVCapacityTokens() > 0 }
+
+// TensorParallelDegrees are the tensor-parallel degrees above 1 that m can run at over whole
+// GPUs of board b within one node: 2, 4 and 8 where the degree divides the attention heads (vLLM
+// requires it) and the board's link connects that many GPUs (an NVLink bridge pairs two).
+func (m *Model) TensorParallelDegrees(b *gpu.Board) []int {
+	var out []int
+	for _, tp := range []int{2, 4, 8} {
+		if m.arch.Heads%tp != 0 || b == nil || b.Interconnect.MaxGPUs > 0 && tp > b.Interconnect.MaxGPUs {
+			continue
+		}
+		out = append(out, tp)
+	}
+	return out
+}

@@ -149,3 +149,59 @@ func TestPrefillsQueue(t *testing.T) {
 		t.Errorf("32 long prompts in flight: TTFT %v is not above %.1f ms: no wait behind other prefills", many.TTFT, 1e3*noWait.ttft)
 	}
 }
+
+// Tensor parallelism: whole GPUs only, at most what the board's link connects, degrees that
+// divide the heads; the all-reduce follows the board's link (a PCIe H100 pays more than an SXM
+// one for the same batch); KV heads split down to one per GPU.
+func TestTensorParallel(t *testing.T) {
+	h := h100(t)
+	m := mustModel(t, llama7B)
+	if _, err := m.Place(Slice{Board: h, Profile: profile(t, h, "3g.40gb"), TensorParallel: 2}); err == nil {
+		t.Error("tensor parallel over MIG instances accepted")
+	}
+	if _, err := m.Place(Slice{Board: h, TensorParallel: 3}); err == nil {
+		t.Error("tensor parallel 3 accepted for 32 heads")
+	}
+	nvl, err := gpu.Lookup("H100-NVL-94GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Place(Slice{Board: nvl, TensorParallel: 4}); err == nil {
+		t.Error("tensor parallel 4 accepted over an NVLink bridge that pairs 2 GPUs")
+	}
+	if got := m.TensorParallelDegrees(nvl); len(got) != 1 || got[0] != 2 {
+		t.Errorf("H100 NVL degrees %v, want [2]", got)
+	}
+	pcie, err := gpu.Lookup("H100-PCIe-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Batch{DecodeSeqs: 256, KVTokens: 256 * 1024}
+	sxm := mustEngine(t, m, Slice{Board: h, TensorParallel: 4}).Breakdown(b, Load{})
+	pc := mustEngine(t, m, Slice{Board: pcie, TensorParallel: 4}).Breakdown(b, Load{})
+	// Ring all-reduce of 256 tokens × 4096 × 2 B = 2 MiB, 2·(3/4) of it per GPU, twice per layer
+	// over 32 layers: at 0.8 × 450 GB/s ≈ 0.56 ms of transfer, at 0.8 × 64 GB/s ≈ 3.9 ms, plus
+	// 64 × 15 µs of latency on both.
+	wantSXM := 64 * (15e-6 + 1.5*256*4096*2/(0.8*450e9))
+	wantPCIe := 64 * (15e-6 + 1.5*256*4096*2/(0.8*64e9))
+	near(t, "SXM all-reduce s", sxm.Comm.Seconds(), wantSXM, 0.01)
+	near(t, "PCIe all-reduce s", pc.Comm.Seconds(), wantPCIe, 0.01)
+	// llama-3.1-8b has 8 KV heads: over 8 GPUs each holds one, a KV token costs 1/8 per GPU.
+	a, err := llm.Lookup("llama-3.1-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m8, err := New(a, llm.QuantBF16, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m8.kvShare(8); got != 1.0/8 {
+		t.Errorf("kv share at tp 8 with 8 KV heads: %v, want 1/8", got)
+	}
+	// Qwen2.5-7B has 4 KV heads: beyond 4 GPUs each still holds one whole head (vLLM replicates
+	// KV heads rather than splitting one), so 8 GPUs hold 1/4 of a token each, not 1/8.
+	mq := mustModel(t, qwen7B)
+	if got := mq.kvShare(8); got != 0.25 {
+		t.Errorf("kv share at tp 8 with 4 KV heads: %v, want 1/4", got)
+	}
+}
