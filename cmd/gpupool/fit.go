@@ -14,6 +14,7 @@ import (
 
 	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/llm"
+	"gpupool.dev/gpupool/internal/perf"
 )
 
 // fitFlags are the raw flag values of `gpupool fit`.
@@ -74,6 +75,21 @@ type fitReport struct {
 	Model fitModel  `json:"model"`
 	Notes []string  `json:"notes"`
 	Fits  []llm.Fit `json:"fits"`
+	// TensorParallel are replicas over 2, 4 and 8 whole GPUs of one node, per board.
+	TensorParallel []fitTP `json:"tensorParallel,omitempty"`
+}
+
+// fitTP is one tensor-parallel replica: its GPUs, whether it fits, the KV tokens it holds over
+// all its GPUs, the sequences of the context those hold, and the link it all-reduces over.
+type fitTP struct {
+	Board    string  `json:"board"`
+	GPUs     int     `json:"gpus"`
+	Link     string  `json:"link"`
+	Fits     bool    `json:"fits"`
+	Seqs     int64   `json:"seqs"`
+	KVTokens int64   `json:"kvTokens"`
+	Weights  float64 `json:"weightsGiBPerGPU"`
+	Args     string  `json:"vllmArgs"`
 }
 
 // fitModel describes the model that was fitted.
@@ -113,11 +129,49 @@ func runFit(e *env, f fitFlags) error {
 			return invalid(fmt.Errorf("fit %s on %s: %w", m.Arch.Name, b.Name, err))
 		}
 		rep.Fits = append(rep.Fits, fits...)
+		if len(fits) > 0 {
+			rep.TensorParallel = append(rep.TensorParallel, fitTensorParallel(m, o, b, fits[0].Memory.Quantization, fits[0].Args.MaxModelLen)...)
+		}
 	}
 	if format != outTable {
 		return writeStructured(e.stdout, format, rep)
 	}
 	return writeFitTable(e.stdout, rep)
+}
+
+// fitTensorParallel sizes replicas over 2, 4 and 8 whole GPUs of board b with the performance
+// model's tensor-parallel memory estimate (memory × utilization − weights/tp − a runtime reserve,
+// over each GPU's share of a token's KV cache). Degrees the heads or the link do not allow are
+// left out.
+func fitTensorParallel(m llm.Model, o llm.Options, b *gpu.Board, q llm.Quantization, context int) []fitTP {
+	po := perf.DefaultOptions()
+	po.Context = context
+	if elem, err := llm.KVElemBytes(o.KVCacheDType); err == nil {
+		po.KVElemBytes = elem
+	}
+	if o.GPUMemoryUtilization > 0 {
+		po.GPUMemoryUtilization = o.GPUMemoryUtilization
+	}
+	pm, err := perf.New(m.Arch, q, po)
+	if err != nil {
+		return nil
+	}
+	var out []fitTP
+	for _, tp := range pm.TensorParallelDegrees(b) {
+		e, err := pm.Place(perf.Slice{Board: b, TensorParallel: tp})
+		if err != nil {
+			continue
+		}
+		kv := e.KVCapacityTokens()
+		r := fitTP{Board: b.Name, GPUs: tp, Link: b.Interconnect.Kind, KVTokens: kv, Seqs: kv / int64(max(context, 1)),
+			Weights: float64(pm.WeightBytes()) / float64(tp) / float64(llm.GiB)}
+		r.Fits = r.Seqs >= 1
+		if r.Fits {
+			r.Args = fmt.Sprintf("--tensor-parallel-size %d --max-model-len %d --gpu-memory-utilization %.2f", tp, context, po.GPUMemoryUtilization)
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // fitLoadModel resolves --model or --model-dir.
@@ -264,8 +318,26 @@ func writeFitTable(w io.Writer, rep fitReport) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(rep.TensorParallel) > 0 {
+		fmt.Fprintln(w)
+		tw = newTable(w)
+		fmt.Fprintln(tw, "BOARD\tTENSOR PARALLEL\tLINK\tFITS\tSEQS\tKV TOKENS\tWEIGHTS/GPU\tVLLM ARGS")
+		for _, t := range rep.TensorParallel {
+			fits := "no"
+			if t.Fits {
+				fits = "yes"
+			}
+			fmt.Fprintf(tw, "%s\t%d GPUs\t%s\t%s\t%d\t%d\t%.2f\t%s\n", t.Board, t.GPUs, t.Link, fits, t.Seqs, t.KVTokens, t.Weights, t.Args)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(w, "\nSEQS = sequences of %s tokens the KV cache holds; WORKSPACE = activations + non-torch + CUDA graphs; yes* = see notes below.\n",
 		contextLabel(rep.Fits))
+	if len(rep.TensorParallel) > 0 {
+		fmt.Fprintln(w, "TENSOR PARALLEL rows: one replica over whole GPUs of one node (never MIG instances); KV tokens over all its GPUs, from a rougher estimate than the single-GPU rows.")
+	}
 	for _, n := range rep.Notes {
 		fmt.Fprintln(w, "note: "+n)
 	}

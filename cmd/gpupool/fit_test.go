@@ -253,3 +253,31 @@ func TestParseBytes(t *testing.T) {
 		}
 	}
 }
+
+// fit shows tensor-parallel replicas: Llama-3.1-70B at bf16 fits no single H100 but replicas over
+// 2, 4 and 8 GPUs, each holding more KV tokens than the last, with the vLLM flag that makes it so.
+func TestFitTensorParallelRows(t *testing.T) {
+	out, stderr, code := runCmd(t, "fit", "--model", "llama-3.1-70b", "--board", "H100-SXM5-80GB", "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep fitReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.TensorParallel) != 3 {
+		t.Fatalf("%d tensor-parallel rows, want 3: %+v", len(rep.TensorParallel), rep.TensorParallel)
+	}
+	prev := int64(0)
+	for i, r := range rep.TensorParallel {
+		if r.GPUs != 2<<i || !r.Fits || r.KVTokens <= prev || r.Link != "nvlink4" ||
+			!strings.Contains(r.Args, fmt.Sprintf("--tensor-parallel-size %d", r.GPUs)) {
+			t.Errorf("row %d: %+v (previous KV tokens %d)", i, r, prev)
+		}
+		prev = r.KVTokens
+	}
+	table, _, _ := runCmd(t, "fit", "--model", "llama-3.1-70b", "--board", "H100-SXM5-80GB")
+	if !strings.Contains(table, "TENSOR PARALLEL") || !strings.Contains(table, "8 GPUs") {
+		t.Errorf("table lacks the tensor-parallel rows:\n%s", table)
+	}
+}
