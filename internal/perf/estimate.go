@@ -57,6 +57,10 @@ type Result struct {
 	TTFT               time.Duration `json:"ttft"`
 	TPOT               time.Duration `json:"tpot"`
 	E2E                time.Duration `json:"e2e"`
+	// PowerWatts is the replica's mean power (its share of the board's idle power plus the
+	// dynamic power of its steps), JoulesPerToken that over its output tokens per second.
+	PowerWatts     float64 `json:"powerWatts"`
+	JoulesPerToken float64 `json:"joulesPerToken"`
 	// Limit is why Running < Concurrency (max-seqs, kv-capacity), or LimitNoFit: the weights, or
 	// one sequence of the engine's context, do not fit, and the numbers are what the slice's
 	// compute and bandwidth alone would give.
@@ -116,13 +120,17 @@ func (e *Engine) Estimate(w Workload, l Load) (Result, error) {
 	res.OutputTokensPerSec = x * out
 	res.TotalTokensPerSec = x * (float64(w.InputTokens) + out)
 	res.TTFT, res.TPOT = seconds(ttft), seconds(cl.tpot)
+	res.PowerWatts = e.IdleWatts() + cl.joules/cl.tpot
+	if res.OutputTokensPerSec > 0 {
+		res.JoulesPerToken = res.PowerWatts / res.OutputTokensPerSec
+	}
 	res.E2E = seconds(ttft + (out-1)*cl.tpot)
 	return res, nil
 }
 
 // loopState is the closed loop's steady state: mean TTFT of a running request, mean step time
 // (TPOT), and a running request's whole life (TTFT + the other output tokens' steps).
-type loopState struct{ ttft, tpot, e2e float64 }
+type loopState struct{ ttft, tpot, e2e, joules float64 }
 
 // closedLoop solves r running requests of in prompt and out output tokens. A request waits kq
 // steps for prefill budget, spends k steps on its own chunks and out−1 steps decoding, so d =
@@ -169,7 +177,8 @@ func (e *Engine) loopAt(in, out, r, kq, budget float64, l Load) (loopState, floa
 	}
 	steps := kq + k + o1
 	avg := work{p: r * in / steps, ps: r / steps, pairs: r * in * (in + 1) / 2 / steps, d: d, kv: d * (in + out/2)}
-	t := e.step(avg, l).total
+	sp := e.step(avg, l)
+	t := sp.total
 	// A step carrying one of the prompt's chunks: the others' decodes, the chunk, and other
 	// prefills filling what the chunk leaves of the budget, up to their mean load.
 	chunkStep := func(c, off float64) float64 {
@@ -190,5 +199,5 @@ func (e *Engine) loopAt(in, out, r, kq, budget float64, l Load) (loopState, floa
 	// (short prompts share a step, long ones take several).
 	busy := work{p: bOwn, ps: math.Max(1, bOwn/in), pairs: bOwn * (math.Min(in, bOwn) + 1) / 2, d: dOthers, kv: dOthers * (in + out/2)}
 	svc := in / bOwn * e.step(busy, l).total
-	return loopState{ttft: ttft, tpot: t, e2e: ttft + o1*t}, svc
+	return loopState{ttft: ttft, tpot: t, e2e: ttft + o1*t, joules: e.energy(sp)}, svc
 }

@@ -59,6 +59,14 @@ type Options struct {
 	// link from the catalog (gpu.Board.Interconnect) at 80 % (NCCL's bus bandwidth).
 	AllReduceLatency time.Duration `json:"allReduceLatency"`
 	InterconnectGBs  float64       `json:"interconnectGBs"`
+	// IdlePowerFraction is a board's idle power as a fraction of its TDP; MemoryPowerFraction the
+	// dynamic power (above idle) of memory-bound kernels pulling the whole bandwidth, as a
+	// fraction of TDP − idle (power.go).
+	IdlePowerFraction   float64 `json:"idlePowerFraction"`
+	MemoryPowerFraction float64 `json:"memoryPowerFraction"`
+	// EfficiencyClock is the graphics clock, as a fraction of boost, the efficiency energy class
+	// locks GPUs to.
+	EfficiencyClock float64 `json:"efficiencyClock"`
 	// KVElemBytes is the width of one cached K or V element (2 for bf16/fp16, 1 for fp8).
 	KVElemBytes int `json:"kvElemBytes"`
 	// MaxSeqs and MaxBatchedTokens are the engine's batch limits (vLLM max_num_seqs and
@@ -121,6 +129,14 @@ type Options struct {
 //     InterconnectGBs 0: the board's link from the catalog at 80 %, NCCL's bus bandwidth on
 //     large messages (about 360 of 450 GB/s on NVLink-4 H100s, 230 of 300 on NVLink-3 A100s).
 //   - KVElemBytes 2: vLLM's --kv-cache-dtype auto stores the KV cache in bf16/fp16.
+//   - IdlePowerFraction 0.15: data-centre boards report roughly 60-100 W idle against 400-700 W
+//     TDP in nvidia-smi (an assumption, not a measurement of this project).
+//   - MemoryPowerFraction 0.5: memory-bound decode draws well under TDP while compute-bound
+//     prefill reaches it (Splitwise, Patel et al., ISCA 2024, measure the token phase far below
+//     the power cap); 0.5 of the dynamic range is an assumption until a board is measured.
+//   - EfficiencyClock 0.7: the efficiency class's clock lock; LLM-serving studies find the
+//     energy per token lowest around 60-80 % of the top clock (e.g. DynamoLLM, Stojkovic et al.,
+//     2024); an assumption until a board is measured.
 //   - MaxSeqs 0, MaxBatchedTokens 0: vLLM's defaults for its API server on the device the engine
 //     sees (VLLMBatchDefaults: vllm/engine/arg_utils.py, get_batch_defaults): 1024 sequences and
 //     8192 tokens on devices of 70 GiB or more except A100s, 256 and 2048 elsewhere.
@@ -149,6 +165,9 @@ func DefaultOptions() Options {
 		AllReduceLatency:     15 * time.Microsecond,
 		InterconnectGBs:      0,
 		KVElemBytes:          2,
+		IdlePowerFraction:    0.15,
+		MemoryPowerFraction:  0.5,
+		EfficiencyClock:      0.7,
 		MaxSeqs:              0,
 		MaxBatchedTokens:     0,
 		GPUMemoryUtilization: 0.90,
@@ -179,6 +198,12 @@ func (o Options) Validate() error {
 	frac("weightBwEfficiency", o.WeightBWEfficiency)
 	frac("kvBwEfficiency", o.KVBWEfficiency)
 	frac("gpuMemoryUtilization", o.GPUMemoryUtilization)
+	frac("efficiencyClock", o.EfficiencyClock)
+	frac("memoryPowerFraction", o.MemoryPowerFraction)
+	nonneg("idlePowerFraction", o.IdlePowerFraction)
+	if o.IdlePowerFraction >= 1 {
+		errs = append(errs, fmt.Errorf("option idlePowerFraction: %v is not below 1", o.IdlePowerFraction))
+	}
 	pos("bwSaturationExponent", o.BWSaturationExponent)
 	pos("powerDemandRatio", o.PowerDemandRatio)
 	nonneg("interconnectGBs", o.InterconnectGBs)

@@ -65,6 +65,9 @@ type Slice struct {
 	// TensorParallel is how many identical slices on as many GPUs the model is split over;
 	// 0 or 1: none.
 	TensorParallel int
+	// ClockCap locks the GPU's graphics clock at this fraction of boost (an energy class, see
+	// Options.ClockCap); 0: no lock, the power-limited boost clock.
+	ClockCap float64
 }
 
 // Name describes the slice for people: "exclusive", "mig 3g.40gb", "mps 50%",
@@ -93,6 +96,9 @@ func (s Slice) Name() string {
 	}
 	if s.TensorParallel > 1 {
 		n += " ×" + strconv.Itoa(s.TensorParallel) + " tp"
+	}
+	if s.ClockCap > 0 && s.ClockCap < 1 {
+		n += " @" + strconv.FormatFloat(100*s.ClockCap, 'f', -1, 64) + "% clock"
 	}
 	return n
 }
@@ -134,6 +140,9 @@ func (s Slice) Validate() error {
 	}
 	if s.SMPercent != 0 && s.Mode != MPS {
 		errs = append(errs, fmt.Errorf("validate slice: SM percent %v set but mode is %s, not mps", s.SMPercent, s.Mode))
+	}
+	if !(s.ClockCap == 0 || s.ClockCap > 0 && s.ClockCap <= 1) {
+		errs = append(errs, fmt.Errorf("validate slice: clock cap %v outside (0, 1] (0: none)", s.ClockCap))
 	}
 	if s.MemoryMiB < 0 {
 		errs = append(errs, fmt.Errorf("validate slice: memory %d MiB is negative", s.MemoryMiB))

@@ -83,10 +83,14 @@ func (l Load) sanitize() Load {
 // power grows with busy SMs × f³ (f ∝ V), so f = min(1, (1/(R·a))^(1/3)).
 func (e *Engine) clockFactor(a float64) float64 {
 	a = math.Min(1, a)
-	if a <= 0 {
-		return 1
+	c := 1.0
+	if a > 0 {
+		c = math.Min(1, math.Cbrt(1/(e.m.opts.PowerDemandRatio*a)))
 	}
-	return math.Min(1, math.Cbrt(1/(e.m.opts.PowerDemandRatio*a)))
+	if cp := e.s.ClockCap; cp > 0 {
+		c = math.Min(c, cp)
+	}
+	return c
 }
 
 // bwSaturation is g(r): the fraction of a bandwidth share that SMs amounting to r times that
