@@ -101,6 +101,8 @@ type perfPoint struct {
 	TTFTMs             float64 `json:"ttftMs,omitempty"`
 	TPOTMs             float64 `json:"tpotMs,omitempty"`
 	E2EMs              float64 `json:"e2eMs,omitempty"`
+	PowerWatts         float64 `json:"powerWatts,omitempty"`
+	JoulesPerToken     float64 `json:"joulesPerToken,omitempty"`
 }
 
 type perfRate struct {
@@ -144,6 +146,7 @@ func runPerf(e *env, f *perfFlags) error {
 			board.Interconnect.Kind + " link; KV tokens and tok/s are the replica's",
 		"mps rows: this client at the SM share, one busy neighbour with the rest, memory split in two",
 		"timeslice rows: N contexts, all active, memory split N ways",
+		"J/TOKEN: the replica's share of idle power plus its steps' dynamic power over its output tokens/s (power model: docs/perf-fidelity.md)",
 	}
 	if out != outTable {
 		return writeStructured(e.stdout, out, rep)
@@ -244,6 +247,7 @@ func perfRow(m *perf.Model, c perfCase, w perf.Workload, slo perf.SLO, concurren
 		default:
 			p.Running, p.Limit = r.Running, string(r.Limit)
 			p.OutputTokensPerSec, p.TotalTokensPerSec = r.OutputTokensPerSec, r.TotalTokensPerSec
+			p.PowerWatts, p.JoulesPerToken = r.PowerWatts, r.JoulesPerToken
 			p.TTFTMs, p.TPOTMs, p.E2EMs = perfDurMs(r.TTFT), perfDurMs(r.TPOT), perfDurMs(r.E2E)
 		}
 		s.Points = append(s.Points, p)
@@ -263,7 +267,7 @@ func perfTable(w io.Writer, r perfReport) error {
 	fmt.Fprintf(w, "%s (%s, %.1f GB of weights, KV cache %s) on %s: %d input / %d output tokens; SLO TTFT p99 ≤ %s, TPOT p99 ≤ %s\n\n",
 		r.Model, r.Quantization, r.WeightsGB, r.KVCacheDType, r.Board, r.InputTokens, r.OutputTokens, perfTarget(r.TTFTp99Ms), perfTarget(r.TPOTp99Ms))
 	tw := newTable(w)
-	fmt.Fprintln(tw, "SLICE\tBUSY NEIGHBOURS\tKV TOKENS\tCONC\tRUNNING\tOUT TOK/S\tTTFT\tTPOT\tMAX REQ/S\tLIMIT")
+	fmt.Fprintln(tw, "SLICE\tBUSY NEIGHBOURS\tKV TOKENS\tCONC\tRUNNING\tOUT TOK/S\tTTFT\tTPOT\tJ/TOKEN\tMAX REQ/S\tLIMIT")
 	for _, s := range r.Slices {
 		for i, p := range s.Points {
 			name, nb, kv, rate, lim := "", "", "", "", ""
@@ -274,7 +278,7 @@ func perfTable(w io.Writer, r perfReport) error {
 					kv, lim = "does not fit", string(perf.LimitNoFit)
 				}
 			}
-			run, tok, ttft, tpot := "-", "-", "-", "-"
+			run, tok, ttft, tpot, jpt := "-", "-", "-", "-", "-"
 			if p.Skipped == "" {
 				run = strconv.Itoa(p.Running)
 				if p.Running < p.Concurrency {
@@ -282,8 +286,9 @@ func perfTable(w io.Writer, r perfReport) error {
 				}
 				tok = strconv.FormatFloat(p.OutputTokensPerSec, 'f', 0, 64)
 				ttft, tpot = perfMs(p.TTFTMs), perfMs(p.TPOTMs)
+				jpt = strconv.FormatFloat(p.JoulesPerToken, 'f', 3, 64)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", name, nb, kv, p.Concurrency, run, tok, ttft, tpot, rate, lim)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, nb, kv, p.Concurrency, run, tok, ttft, tpot, jpt, rate, lim)
 		}
 	}
 	if err := tw.Flush(); err != nil {

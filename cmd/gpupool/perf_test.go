@@ -53,6 +53,9 @@ func TestPerfJSON(t *testing.T) {
 	if excl.Slice != "exclusive" || len(excl.Points) != 2 || excl.Points[1].OutputTokensPerSec <= excl.Points[0].OutputTokensPerSec {
 		t.Errorf("exclusive %+v", excl)
 	}
+	if j0, j1 := excl.Points[0].JoulesPerToken, excl.Points[1].JoulesPerToken; !(j1 > 0 && j1 < j0) {
+		t.Errorf("joules per token %.3f at 1 and %.3f at 64 in flight: want positive and falling with the batch", j0, j1)
+	}
 	if excl.MaxRate.RequestsPerSec <= 0 || excl.MaxRate.TPOTp99Ms > 40 || excl.MaxRate.TTFTp99Ms > 2000 {
 		t.Errorf("exclusive max rate %+v", excl.MaxRate)
 	}
