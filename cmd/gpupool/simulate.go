@@ -197,11 +197,11 @@ func simulateTable(w io.Writer, r simulateReport) error {
 	fmt.Fprintf(w, "pool %s, %s: %s simulated, seed %d, %d events\n\n", r.Pool, what,
 		time.Duration(r.DurationSeconds*1e9).String(), r.Seed, r.Events)
 	tw := newTable(w)
-	fmt.Fprintln(tw, "TENANT\tREPL\tDONE\tDROP\tUNFIN\tTTFT p50/p99\tTPOT p50/p99\tE2E p50/p99\tSLO MET\tOUT TOK/S\tSERVED")
+	fmt.Fprintln(tw, "TENANT\tREPL\tDONE\tDROP\tUNFIN\tTTFT p50/p99\tTPOT p50/p99\tE2E p50/p99\tSLO MET\tOUT TOK/S\tSERVED\tJ/TOKEN")
 	for _, t := range r.Tenants {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%.1f%%\t%.0f\t%.1f%%\n", t.Name, t.Replicas, t.Completed, t.Dropped,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%.1f%%\t%.0f\t%.1f%%\t%.3f\n", t.Name, t.Replicas, t.Completed, t.Dropped,
 			t.Unfinished, pair(t.TTFT), pair(t.TPOT), pair(t.E2E), 100*t.SLOAttainment, t.OutputTokensPerSec,
-			100*t.NormalisedThroughput)
+			100*t.NormalisedThroughput, t.JoulesPerToken)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

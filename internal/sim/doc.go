@@ -80,11 +80,15 @@
 //
 // Per GPU: utilisation is the time-average fraction of the board's SMs inside a step (a MIG
 // instance weighs its share of the SMs; an MPS or time-sliced GPU is busy while any replica is
-// in a step). Energy follows a linear power model, P = idle + (TDP − idle) × utilisation with
-// idle = Config.IdlePowerFraction × TDP (default 0.15: data-centre boards report roughly 60-100 W
-// idle against 400-700 W TDP in nvidia-smi; an assumption, not a measurement). Drawing TDP while
-// busy is an upper bound: memory-bound decoding draws less. Joules per output token divide the
-// GPU's energy by the tokens its replicas generated.
+// in a step). Energy is the GPU's idle power (Config.IdlePowerFraction × TDP, default 0.15:
+// data-centre boards report roughly 60-100 W idle against 400-700 W TDP in nvidia-smi; an
+// assumption, not a measurement) over the run plus the dynamic energy of every step, from the
+// performance model's power model (perf.Engine.StepTimeEnergy: compute-bound kernels draw up to
+// TDP at the power-limited clock and with the clock cubed below it, memory-bound ones about half
+// the dynamic range). A tenant's energy is its replicas' share of their GPUs' idle power plus its
+// steps' dynamic energy; joules per output token divide either by the tokens generated. A
+// tenant's energy class locks its GPU's clocks (perf.Options.ClockCap: efficiency at 70 % of
+// boost), which slows compute-bound steps and lowers their power.
 //
 // Per replica: its slice, the GPU or instance it shares, its KV capacity and batch limits, the
 // steps it ran and the preemptions it made. Notes say what the numbers assume, and how many
@@ -92,8 +96,7 @@
 //
 // # Limits
 //
-// Measured profiles (tenant.profile) and energy classes are not used: steps come from the
-// analytic model at default clocks. An active neighbour counts the same whatever its batch (the
+// Measured profiles (tenant.profile) are not used: steps come from the analytic model. An active neighbour counts the same whatever its batch (the
 // performance model's Load carries how many neighbours are busy, not how much work each step
 // has). Requests are not cancelled by clients. Replicas start warm.
 package sim

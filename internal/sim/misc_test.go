@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 )
 
 func TestJain(t *testing.T) {
@@ -113,5 +115,38 @@ func TestTinyRate(t *testing.T) {
 	src := source{rng: rand.New(rand.NewPCG(1, 1)), pattern: "poisson", rate: 1e-30, meanIn: 1, meanOut: 1, lengths: LengthsFixed}
 	if src.advance(int64(time.Hour)) {
 		t.Errorf("an arrival at %d ns", src.next.at)
+	}
+}
+
+// Energy follows the performance model's power model and the tenants' energy classes: the same
+// run with every tenant in the efficiency class (clocks locked at 70 % of boost) spends fewer
+// joules per token on each tenant and on the GPU, the GPU's energy is its idle power over the
+// run plus its tenants' dynamic energy, and the tenants' energies add up to at most the GPU's
+// (the idle power of SMs no instance covers is the GPU's alone).
+func TestEnergyClassesAndTenantEnergy(t *testing.T) {
+	run := func(class v1.EnergyClass) Report {
+		pool := loadPool(t, "pool-small.yaml")
+		for i := range pool.Tenants {
+			pool.Tenants[i].EnergyClass = class
+		}
+		_, res := runSim(t, Input{Pool: pool, Plan: loadPlan(t, "plan-small.yaml")}, Config{Duration: time.Minute, Seed: 7})
+		return res.Report
+	}
+	bal, eff := run(v1.EnergyBalanced), run(v1.EnergyEfficiency)
+	sum := 0.0
+	for _, tr := range bal.Tenants {
+		te := tenantByName(eff, tr.Name)
+		t.Logf("%s: balanced %.4f J/token, efficiency %.4f J/token", tr.Name, tr.JoulesPerToken, te.JoulesPerToken)
+		if !(tr.JoulesPerToken > 0) || !(te.JoulesPerToken < tr.JoulesPerToken) {
+			t.Errorf("%s: efficiency class %.4f J/token, balanced %.4f: want fewer", tr.Name, te.JoulesPerToken, tr.JoulesPerToken)
+		}
+		sum += tr.EnergyJoules
+	}
+	g := bal.GPUs[0]
+	if !(sum > 0 && sum <= g.EnergyJoules*(1+1e-6)) {
+		t.Errorf("tenants' energy %.1f J vs the GPU's %.1f J: want positive and at most the GPU's", sum, g.EnergyJoules)
+	}
+	if ge := eff.GPUs[0]; !(ge.JoulesPerToken < g.JoulesPerToken) || g.AvgPowerWatts <= 0.15*700 || g.AvgPowerWatts > 700 {
+		t.Errorf("GPU: balanced %.4f J/token at %.0f W, efficiency %.4f J/token", g.JoulesPerToken, g.AvgPowerWatts, ge.JoulesPerToken)
 	}
 }

@@ -14,7 +14,10 @@ func (s *Sim) startStep(ri int32) {
 		return
 	}
 	load := s.loadFor(r)
-	dt := int64(r.eng.StepTime(b, load))
+	stepT, joules := r.eng.StepTimeEnergy(b, load)
+	dt := int64(stepT)
+	s.gpus[r.gpu].dynJ += joules
+	s.tenants[r.tenant].stats.joules += joules
 	if dt < 1 {
 		dt = 1 // time always moves forward: a step takes at least a nanosecond
 	}

@@ -62,6 +62,11 @@ type TenantReport struct {
 	OfferedTokensPerSec  float64 `json:"offeredTokensPerSec"`
 	NormalisedThroughput float64 `json:"normalisedThroughput"`
 	OutputTokens         int64   `json:"outputTokens"`
+	// EnergyJoules is the tenant's energy: its replicas' share of their GPUs' idle power over the
+	// run plus the dynamic energy of their steps (perf's power model); JoulesPerToken that over
+	// the output tokens generated.
+	EnergyJoules   float64 `json:"energyJoules"`
+	JoulesPerToken float64 `json:"joulesPerToken,omitempty"`
 }
 
 // GPUReport is one GPU's utilisation and energy.
@@ -145,7 +150,7 @@ func (s *Sim) result() *Result {
 	res := &Result{bucket: time.Duration(s.end / int64(s.cfg.TimelineBuckets))}
 	var xs []float64
 	for _, t := range s.tenants {
-		tr := tenantReport(t, d)
+		tr := tenantReport(t, s.replicas, d)
 		if t.stats.offeredTokens > 0 {
 			xs = append(xs, tr.NormalisedThroughput)
 		}
@@ -169,14 +174,14 @@ func (s *Sim) result() *Result {
 	}
 	rep.Notes = []string{
 		"latencies are over completed requests; requests still in flight at the end are counted as unfinished",
-		"energy: idle power plus the rest of TDP in proportion to SM-weighted busy time (an upper bound for memory-bound decoding)",
+		"energy: idle power plus each step's dynamic power from the performance model (compute-bound kernels at the clock cubed, memory-bound ones at half the dynamic range); energy classes lock clocks (efficiency: 70 % of boost)",
 	}
 	rep.Notes = append(rep.Notes, s.notes...)
 	res.Report = rep
 	return res
 }
 
-func tenantReport(t *tenantState, d float64) TenantReport {
+func tenantReport(t *tenantState, replicas []*replica, d float64) TenantReport {
 	st := &t.stats
 	tr := TenantReport{Name: t.spec.Name, Replicas: len(t.replicas), Arrived: st.arrived, Completed: st.completed,
 		Unfinished: st.unfinished, DroppedNoReplica: st.dropped[dropNoReplica], DroppedTooLong: st.dropped[dropTooLong],
@@ -196,6 +201,14 @@ func tenantReport(t *tenantState, d float64) TenantReport {
 	if st.offeredTokens > 0 {
 		tr.NormalisedThroughput = round(math.Min(1, float64(st.tokens)/float64(st.offeredTokens)), 6)
 	}
+	energy := st.joules
+	for _, ri := range t.replicas {
+		energy += replicas[ri].eng.IdleWatts() * d
+	}
+	tr.EnergyJoules = round(energy, 1)
+	if st.tokens > 0 {
+		tr.JoulesPerToken = round(energy/float64(st.tokens), 4)
+	}
 	return tr
 }
 
@@ -207,7 +220,7 @@ func (s *Sim) gpuReport(g *gpuState, d float64) GPUReport {
 	}
 	util := busy / d
 	idle := s.cfg.IdlePowerFraction * g.board.TDPWatts
-	energy := idle*d + (g.board.TDPWatts-idle)*busy
+	energy := idle*d + g.dynJ
 	r := GPUReport{GPU: g.ref, Board: g.board.Name, Mode: string(g.mode), Utilization: round(util, 6),
 		AvgPowerWatts: round(energy/d, 2), EnergyJoules: round(energy, 1), OutputTokens: g.tokens}
 	if g.tokens > 0 {

@@ -26,6 +26,7 @@ type tenantStats struct {
 	arrived, completed, unfinished int64
 	dropped                        [numDrops]int64
 	preemptions                    int64
+	joules                         float64 // dynamic energy of the tenant's steps, above idle
 	tokens                         int64 // output tokens generated, whether or not the request finished
 	offeredTokens                  int64 // output tokens asked for by arrived requests
 	completedTokens                int64 // output tokens of completed requests

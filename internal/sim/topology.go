@@ -39,6 +39,7 @@ type gpuState struct {
 	domains  []int32
 	busySM   float64 // fraction of the board's SMs in a step now (sum over domains)
 	tokens   int64   // output tokens generated on this GPU
+	dynJ     float64 // dynamic energy of the steps run on this GPU, joules above idle
 	timeline []float64
 }
 
@@ -129,6 +130,7 @@ func (s *Sim) models(in Input) (map[string]*perf.Model, []error) {
 			continue
 		}
 		o.KVElemBytes = kvb
+		o.IdlePowerFraction = s.cfg.IdlePowerFraction
 		if t.Concurrency > 0 {
 			o.MaxSeqs = t.Concurrency
 		}
@@ -203,6 +205,13 @@ func (s *Sim) buildDomain(p string, gi int32, name string, b *gpu.Board, prof *g
 			continue // reported by ValidatePlan or models
 		}
 		sl := perf.Slice{Board: b, Profile: prof, Mode: mode, Replicas: len(reps)}
+		// The tenant's energy class locks the GPU's clocks (the planner puts one class per GPU).
+		cp, err := m.Options().ClockCap(string(s.tenants[ti].spec.EnergyClass))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: tenant %s: %w", rp, r.Tenant, err))
+			continue
+		}
+		sl.ClockCap = cp
 		if mode == perf.MPS && r.Limits.SMPercent > 0 {
 			sl.SMPercent = float64(r.Limits.SMPercent)
 		}
