@@ -114,6 +114,9 @@ func simulateInputs(f *simulateFlags, poolPath string, durationSet bool) (sim.In
 	if in.Models, err = loadDirModels(pool, filepath.Dir(poolPath)); err != nil {
 		return in, sim.Config{}, err
 	}
+	if in.Profiles, err = loadProfiles(pool, filepath.Dir(poolPath)); err != nil {
+		return in, sim.Config{}, err
+	}
 	if f.plan != "" {
 		if in.Plan, err = readPlan(f.plan); err != nil {
 			return in, sim.Config{}, err
@@ -179,8 +182,8 @@ func loadDirModels(pool *v1.Pool, base string) (map[string]llm.Model, error) {
 func simulateNotes(in sim.Input) []string {
 	var notes []string
 	for _, t := range in.Pool.Tenants {
-		if t.Profile != "" {
-			notes = append(notes, fmt.Sprintf("tenant %s: its measured profile is not used; steps come from the analytic model", t.Name))
+		if in.Profiles[t.Name] != nil {
+			notes = append(notes, fmt.Sprintf("tenant %s: steps take its measured profile's batch latency (%s); a request is one batch item", t.Name, t.Profile))
 		}
 	}
 	if in.Trace != nil && in.Trace.ZeroTokens > 0 {

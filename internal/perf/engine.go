@@ -22,6 +22,8 @@ type Engine struct {
 	// maxSeqs is the engine's sequence limit: Options.MaxSeqs, or vLLM's default for the device.
 	maxSeqs  int
 	measured *measuredBinding
+	// measuredOnly: a measured table without a model (NewMeasuredEngine).
+	measuredOnly bool
 }
 
 // Place puts m on s. It fails when the slice is invalid or the board lacks the compute type.
@@ -106,6 +108,10 @@ func (w work) defaults() work {
 // StepTime is the wall time of one engine step of b on the engine's slice while l describes the
 // neighbours. An empty batch takes no time.
 func (e *Engine) StepTime(b Batch, l Load) time.Duration {
+	if e.measuredOnly {
+		t, _ := e.measuredStep(b, l)
+		return t
+	}
 	if e.measured != nil && b.PrefillTokens == 0 && b.DecodeSeqs > 0 {
 		if t, ok := e.measured.latency(float64(b.DecodeSeqs), l); ok {
 			return seconds(t)
@@ -128,6 +134,10 @@ type Breakdown struct {
 
 // Breakdown is StepTime with its parts.
 func (e *Engine) Breakdown(b Batch, l Load) Breakdown {
+	if e.measuredOnly {
+		t, _ := e.measuredStep(b, l)
+		return Breakdown{Total: t, Clock: e.alone.clock}
+	}
 	s := e.step(b.work(), l)
 	return Breakdown{Compute: seconds(s.compute), Memory: seconds(s.memory), Comm: seconds(s.comm),
 		Latency: seconds(s.latency), Overhead: seconds(s.overhead), Wait: seconds(s.wait), Total: seconds(s.total), Clock: s.clock}

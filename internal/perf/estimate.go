@@ -102,6 +102,9 @@ func (e *Engine) Estimate(w Workload, l Load) (Result, error) {
 	if err := w.Validate(); err != nil {
 		return Result{}, fmt.Errorf("estimate %s on %s: %w", e.m.name, e.s.Name(), err)
 	}
+	if e.measuredOnly {
+		return Result{}, fmt.Errorf("estimate %s on %s: %w", e.m.name, e.s.Name(), errMeasuredOnly)
+	}
 	c := max(w.Concurrency, 1)
 	res := Result{Concurrency: c}
 	running, lim := e.Running(w, c)

@@ -43,6 +43,9 @@ func (e *Engine) MaxRate(w Workload, slo SLO, l Load) (Rate, error) {
 	if slo.TTFT < 0 || slo.TPOT < 0 {
 		return Rate{}, fmt.Errorf("max rate %s on %s: negative SLO target", e.m.name, e.s.Name())
 	}
+	if e.measuredOnly {
+		return Rate{}, fmt.Errorf("max rate %s on %s: %w", e.m.name, e.s.Name(), errMeasuredOnly)
+	}
 	if !e.FitsWeights() {
 		return Rate{Limit: LimitNoFit}, nil
 	}

@@ -51,11 +51,18 @@ func (e *Engine) IdleWatts() float64 {
 // StepEnergy is the dynamic energy, in joules above idle, of one step of b while l holds, over
 // all the replica's GPUs.
 func (e *Engine) StepEnergy(b Batch, l Load) float64 {
+	if e.measuredOnly {
+		_, j := e.measuredStep(b, l)
+		return j
+	}
 	return e.energy(e.step(b.work(), l))
 }
 
 // StepTimeEnergy is StepTime and StepEnergy from one evaluation of the step, for simulators.
 func (e *Engine) StepTimeEnergy(b Batch, l Load) (time.Duration, float64) {
+	if e.measuredOnly {
+		return e.measuredStep(b, l)
+	}
 	s := e.step(b.work(), l)
 	t := seconds(s.total)
 	if e.measured != nil && b.PrefillTokens == 0 && b.DecodeSeqs > 0 {

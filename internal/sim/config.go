@@ -18,6 +18,12 @@ type Input struct {
 	Plan   *v1.Plan
 	Models map[string]llm.Model
 	Trace  *Trace
+	// Profiles holds the measured table of every tenant sized from one (ParvaGPU's CSV, read by
+	// the caller), by tenant name. Such a tenant needs no LLM model and may name any model: each
+	// request is one batch item, served in one step whose time is the table's batch latency
+	// (perf.NewMeasuredEngine), and its replicas batch as ParvaGPU's rule chose (the
+	// highest-throughput batch within 0.45 × slo.e2eP99).
+	Profiles map[string]*perf.Measured
 }
 
 // Lengths is how request token lengths are drawn around the Pool's traffic.inputTokens and

@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"time"
+
+	"gpupool.dev/gpupool/internal/perf"
 )
 
 // Event kinds.
@@ -77,6 +79,7 @@ type Sim struct {
 	replicas  []*replica
 	domains   []*domain
 	gpus      []*gpuState
+	measured  map[string]*perf.Measured // measured tables by tenant (Input.Profiles)
 	sources   []source
 	reqs      requests
 	queue     eventQueue

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/gpu"
@@ -78,10 +79,15 @@ func (s *Sim) build(in Input) error {
 	if err := v1.ValidatePlan(in.Plan, in.Pool); err != nil {
 		return fmt.Errorf("check plan %s against pool %s: %w", in.Plan.Metadata.Name, in.Pool.Metadata.Name, err)
 	}
+	s.measured = in.Profiles
 	models, errs := s.models(in)
 	byName := map[string]int32{}
 	for i, t := range in.Pool.Tenants {
 		byName[t.Name] = int32(i)
+		if s.measured[t.Name] != nil {
+			// A measured tenant's request is one batch item: one token in, one token out.
+			t.Traffic.InputTokens, t.Traffic.OutputTokens = 1, 1
+		}
 		s.tenants = append(s.tenants, &tenantState{spec: t,
 			stats: newTenantStats(sloNs(t.SLO.TTFTP99), sloNs(t.SLO.TPOTP99), sloNs(t.SLO.E2EP99))})
 	}
@@ -102,6 +108,9 @@ func (s *Sim) models(in Input) (map[string]*perf.Model, []error) {
 	var errs []error
 	for i, t := range in.Pool.Tenants {
 		p := fmt.Sprintf("tenants[%d] (%s)", i, t.Name)
+		if in.Profiles[t.Name] != nil {
+			continue // sized from its measured table (NewMeasuredEngine)
+		}
 		var arch llm.Arch
 		switch {
 		case t.Model.Name != "":
@@ -200,13 +209,13 @@ func (s *Sim) buildDomain(p string, gi int32, name string, b *gpu.Board, prof *g
 	for ri, r := range reps {
 		rp := fmt.Sprintf("%s.replicas[%d]", p, ri)
 		ti, ok := s.tenantIdx[r.Tenant]
-		m := models[r.Tenant]
-		if !ok || m == nil {
+		m, tab := models[r.Tenant], s.measured[r.Tenant]
+		if !ok || m == nil && tab == nil {
 			continue // reported by ValidatePlan or models
 		}
 		sl := perf.Slice{Board: b, Profile: prof, Mode: mode, Replicas: len(reps)}
 		// The tenant's energy class locks the GPU's clocks (the planner puts one class per GPU).
-		cp, err := m.Options().ClockCap(string(s.tenants[ti].spec.EnergyClass))
+		cp, err := s.cfg.Perf.ClockCap(string(s.tenants[ti].spec.EnergyClass))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: tenant %s: %w", rp, r.Tenant, err))
 			continue
@@ -218,7 +227,14 @@ func (s *Sim) buildDomain(p string, gi int32, name string, b *gpu.Board, prof *g
 		if mode != perf.Exclusive && r.Limits.Memory > 0 {
 			sl.MemoryMiB = int64(r.Limits.Memory) >> 20
 		}
-		eng, err := m.Place(sl)
+		var eng *perf.Engine
+		if tab != nil {
+			o := s.cfg.Perf
+			o.IdlePowerFraction = s.cfg.IdlePowerFraction
+			eng, err = perf.NewMeasuredEngine(tab, sl, o)
+		} else {
+			eng, err = m.Place(sl)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: tenant %s: %w", rp, r.Tenant, err))
 			continue
@@ -228,8 +244,12 @@ func (s *Sim) buildDomain(p string, gi int32, name string, b *gpu.Board, prof *g
 			errs = append(errs, fmt.Errorf("%s: tenant %s on %s (%s): %w", rp, r.Tenant, name, sl.Name(), err))
 			continue
 		}
+		seqs := eng.MaxSeqs()
+		if tab != nil {
+			seqs = parvaBatch(tab, sl, mode, len(reps), t, seqs)
+		}
 		rep := &replica{tenant: ti, domain: di, gpu: gi, eng: eng, smPct: sl.SMPercent, kvCap: eng.KVCapacityTokens(),
-			maxSeqs: eng.MaxSeqs(), budget: eng.MaxBatchedTokens(),
+			maxSeqs: seqs, budget: max(eng.MaxBatchedTokens(), seqs),
 			name: fmt.Sprintf("%s/%d", r.Tenant, r.Index)}
 		idx := int32(len(s.replicas))
 		s.replicas = append(s.replicas, rep)
@@ -237,6 +257,29 @@ func (s *Sim) buildDomain(p string, gi int32, name string, b *gpu.Board, prof *g
 		s.tenants[ti].replicas = append(s.tenants[ti].replicas, idx)
 	}
 	return errs
+}
+
+// parvaBatch is the batch a measured tenant's replica runs at, by ParvaGPU's rule: the
+// highest-throughput runnable batch whose latency is within 0.45 × slo.e2eP99, with the MPS
+// processes sharing the instance; def when the tenant has no end-to-end objective or the table
+// has no such row.
+func parvaBatch(tab *perf.Measured, sl perf.Slice, mode perf.Mode, n int, t v1.Tenant, def int) int {
+	if t.SLO.E2EP99 == nil {
+		return def
+	}
+	gpcs := sl.Board.ComputeSlices
+	if sl.Profile != nil {
+		gpcs = sl.Profile.ComputeSlices
+	}
+	procs := 1
+	if mode == perf.MPS {
+		procs = n
+	}
+	p, err := tab.Best(gpcs, procs, time.Duration(0.45*float64(sloNs(t.SLO.E2EP99))))
+	if err != nil {
+		return def
+	}
+	return max(int(p.Batch), 1)
 }
 
 // checkFit rejects a slice that cannot serve the tenant at all: the weights do not fit, or the KV
