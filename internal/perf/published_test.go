@@ -52,10 +52,10 @@ var publishedMisses = map[string]string{
 }
 
 // publishedLongDecode: 70B- and 405B-class decode at hundreds of sequences over long contexts
-// with an FP8 KV cache, on 80 GB H100s or one H200, where the model is 1.35-1.7× faster than
+// with an FP8 KV cache, on 80 GB H100s or one H200, where the model is 1.37-1.68× faster than
 // TensorRT-LLM. Not yet explained: the 8B rows with the same engine, cache type and shapes are
-// within 10 %, and the same 405B shapes on H200s (twice the KV cache) within 27 %; a KV cache
-// that holds fewer sequences than the model's memory estimate would explain it.
+// within 11 %, and the same 405B shapes on H200s (more KV cache per token) within 27 %; a KV
+// cache that holds fewer sequences than the model's memory estimate would explain it.
 const publishedLongDecode = "large-model long-output decode over-predicted (unexplained; see docs/perf-fidelity.md)"
 
 func (r publishedRow) key() string {
