@@ -30,8 +30,8 @@
 //
 // Each replica is an inference engine like vLLM v1 with continuous batching and chunked prefill.
 // Its limits come from perf: the per-step token budget (MaxBatchedTokens), max_num_seqs
-// (perf Options.MaxSeqs, or the tenant's concurrency when set) and the KV-cache capacity in
-// tokens (KVCapacityTokens, from llm's memory model). A step is formed as vLLM's scheduler does:
+// (Engine.MaxSeqs: vLLM's default for the device the replica sees, or the tenant's concurrency
+// when set) and the KV-cache capacity in tokens (KVCapacityTokens, from llm's memory model). A step is formed as vLLM's scheduler does:
 //
 //  1. running requests, oldest first: a decoding request takes one token of the budget, a request
 //     still in prefill the rest of its prompt up to the budget (a chunk);
@@ -96,7 +96,12 @@
 //
 // # Limits
 //
-// Measured profiles (tenant.profile) are not used: steps come from the analytic model. An active neighbour counts the same whatever its batch (the
+// A tenant sized from a measured profile (tenant.profile, Input.Profiles) may name any model,
+// LLM or not: its replicas are perf.NewMeasuredEngine, a request is one batch item served in one
+// step whose time is the table's batch latency at the step's batch and MPS process count, and a
+// replica batches at most what ParvaGPU's rule chose (the highest-throughput batch within 0.45 ×
+// slo.e2eP99). ParvaGPU's six example plans run this way (cmd/gpupool,
+// TestSimulateParvaGPUScenarios). An active neighbour counts the same whatever its batch (the
 // performance model's Load carries how many neighbours are busy, not how much work each step
 // has). Requests are not cancelled by clients. Replicas start warm.
 package sim
