@@ -117,6 +117,7 @@ func gpusBoardTable(w io.Writer, b *gpu.Board) error {
 		{"SMs", gpuMark(gpuCount(b.SMs), u("sms") && b.SMs != 0) + " (" + gpuMark(gpuCount(b.SMsInMIG), u("smsInMig") && b.SMsInMIG != 0) + " in MIG mode)"},
 		{"Bandwidth", gpuMark(gpuNum(b.BandwidthGBs)+" GB/s", u("bandwidthGBs"))},
 		{"TDP", gpuMark(gpuNum(b.TDPWatts)+" W", u("tdpWatts"))},
+		{"GPU link", gpuLink(b.Interconnect)},
 		{"BF16 dense", gpuMark(gpuNum(b.BF16TFLOPS)+" TFLOPS", u("bf16Tflops"))},
 		{"FP8 dense", gpuMark(gpuNum(b.FP8TFLOPS)+" TFLOPS", u("fp8Tflops"))},
 		{"MIG", fmt.Sprintf("%d memory slices, %d compute slices, at most %d instances", b.MemorySlices, b.ComputeSlices, b.MaxInstances)},
@@ -165,4 +166,12 @@ func gpusProfileTable(w io.Writer, b *gpu.Board) error {
 			gpuMark(fmt.Sprintf("%d/%d/%d/%d/%d", e.NVDEC, e.NVJPG, e.OFA, e.NVENC, e.CopyEngines), u("engines")))
 	}
 	return tw.Flush()
+}
+
+// gpuLink describes a board's GPU-to-GPU link: "nvlink4, 450 GB/s each way, 8 GPUs".
+func gpuLink(ic gpu.Interconnect) string {
+	if ic.Kind == "" {
+		return "unknown"
+	}
+	return fmt.Sprintf("%s, %s GB/s each way, %d GPUs", ic.Kind, gpuNum(ic.GBs), ic.MaxGPUs)
 }

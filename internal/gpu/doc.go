@@ -19,7 +19,10 @@
 //     larger GB200/GH200 rows, and the only trace of GB200-189GB);
 //   - the project's own measurement of one H200 SXM with driver 580.159.04 (NVML and
 //     `nvidia-smi mig -lgip/-lgipp`; copies under testdata/observed/, checked by a test);
-//   - datasheets and public logs for full-board facts (bandwidth, TDP, TFLOPS, memory totals).
+//   - datasheets and public logs for full-board facts (bandwidth, TDP, TFLOPS, memory totals),
+//     and for each board's GPU-to-GPU link (Board.Interconnect: NVLink generation or PCIe, GB/s
+//     each way, how many GPUs it connects, with its own Source), which tensor-parallel replicas
+//     all-reduce over.
 //
 // The package's tests cross-check every profile row against the project's machine-readable MIG
 // tables and every config of mig-parted's default file (copies under testdata/).

@@ -19,7 +19,7 @@ type Interconnect struct {
 const (
 	srcNVLinkA100   = "NVIDIA A100 Tensor Core GPU datasheet: third-generation NVLink, 600 GB/s (SXM4, NVSwitch in HGX A100)"
 	srcNVLinkA30    = "NVIDIA A30 datasheet: NVLink bridge for two GPUs, 200 GB/s; PCIe Gen4 64 GB/s"
-	srcNVLinkH100   = "NVIDIA H100 Tensor Core GPU datasheet: fourth-generation NVLink, 900 GB/s (SXM5, NVSwitch in HGX H100); H100 NVL: NVLink bridge 600 GB/s; H100 PCIe: PCIe Gen5 128 GB/s"
+	srcNVLinkH100   = "NVIDIA H100 Tensor Core GPU datasheet: fourth-generation NVLink, 900 GB/s (SXM5, NVSwitch in HGX H100); H100 NVL: NVLink bridge 600 GB/s; H100 PCIe: PCIe Gen5 128 GB/s; the H800, an alias of H100-SXM5-80GB here, has 400 GB/s"
 	srcNVLinkH200   = "NVIDIA H200 Tensor Core GPU datasheet: NVLink 900 GB/s (SXM, NVSwitch in HGX H200); H200 NVL: 2- or 4-way NVLink bridge 900 GB/s"
 	srcNVLinkGH200  = "NVIDIA GH200 Grace Hopper Superchip datasheet: NVLink 900 GB/s between superchips"
 	srcNVLinkH20    = "NVIDIA H20 product brief: NVLink 900 GB/s"
