@@ -56,7 +56,7 @@ func newFitCmd(e *env) *cobra.Command {
 	fl.StringSliceVar(&f.sharedCaps, "shared-cap", nil, "MPS/time-slice memory cap per tenant, e.g. 40Gi, 20GiB, 21474836480 (repeatable)")
 	fl.Float64Var(&f.util, "gpu-memory-utilization", 0, "vLLM's fraction of device memory (default 0.9, raised to 0.95 when that makes it fit)")
 	fl.IntVar(&f.batched, "max-num-batched-tokens", 0, "vLLM's batched tokens per step (default: vLLM's, by device memory)")
-	fl.IntVar(&f.seqs, "max-num-seqs", 0, "vLLM's sequences per step (default: --concurrency, else 256)")
+	fl.IntVar(&f.seqs, "max-num-seqs", 0, "vLLM's sequences per step (default: --concurrency, else vLLM's per device: 1024 on 70 GiB or more but A100s, 256 elsewhere)")
 	fl.BoolVar(&f.eager, "enforce-eager", false, "no CUDA graphs (fit falls back to this by itself when graphs do not fit)")
 	out = addOutputFlag(cmd)
 	return cmd

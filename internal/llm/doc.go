@@ -75,9 +75,9 @@
 //	KVCache      bytes/token × peak tokens (above)
 //	Activations  T × 2 bytes × (4·hidden + attention width + MLP width)
 //	             + S × vocab × 4 bytes × 2
-//	             T = --max-num-batched-tokens (vLLM v1's default: 8192 on devices of 70 GiB or
-//	             more, 2048 below), S = min(--max-num-seqs, T) sequences whose fp32 logits and
-//	             probabilities the sampler holds. Attention width = heads·hd + 2·kv_heads·hd
+//	             T = --max-num-batched-tokens (vLLM's default: 8192 on devices of 70 GiB or
+//	             more but A100s, 2048 otherwise), S = min(--max-num-seqs, T) sequences whose
+//	             fp32 logits and probabilities the sampler holds. Attention width = heads·hd + 2·kv_heads·hd
 //	             (MLA: 2·heads·(nope+rope) + heads·v, the decompressed prefill K/V); MLP width =
 //	             3·intermediate (gate+up output and the activation), for MoE
 //	             top_k × (3·moe_intermediate + hidden) (vLLM fused-MoE intermediate caches).
@@ -97,7 +97,9 @@
 //
 // Total = max(ceil(Budget / utilization), Budget + CUDAContext), the smallest device the request
 // starts on; Budget = Weights + KVCache + Activations + NonTorch + CUDAGraphs. The defaults
-// follow vLLM's EngineArgs: gpu_memory_utilization 0.9, block_size 16, max_num_seqs 256 (a
+// follow vLLM's EngineArgs: gpu_memory_utilization 0.9, block_size 16, max_num_seqs and
+// max_num_batched_tokens per device (VLLMBatchDefaults: 1024 and 8192 on devices of 70 GiB or
+// more but A100s, 256 and 2048 elsewhere; get_batch_defaults in vllm/engine/arg_utils.py) (a
 // later vLLM defaults to 0.92: pin the version). Worked fit (reference data, [derived]):
 // Llama-3.1-8B bf16 on H100 1g.20gb (19.62 GiB) at 0.9: budget 17.66 GiB, weights 14.96 GiB,
 // about 1.2 GiB of workspace, ≈ 12k tokens of KV — it fits, barely; on 3g.40gb ≈ 158k tokens.

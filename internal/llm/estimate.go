@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Byte units.
@@ -23,7 +24,8 @@ const (
 	// DefaultContext is the --max-model-len assumed when none is given (capped by the model's
 	// max_position_embeddings).
 	DefaultContext = 8192
-	// DefaultMaxNumSeqs is vLLM's --max-num-seqs default for the OpenAI server.
+	// DefaultMaxNumSeqs is vLLM's --max-num-seqs default for the OpenAI server on devices below
+	// 70 GiB and on A100s; larger devices get 1024 (VLLMBatchDefaults).
 	DefaultMaxNumSeqs = 256
 	// vLLM v1 picks --max-num-batched-tokens by device memory: 8192 on devices of 70 GiB or more,
 	// 2048 below (OpenAI server usage context).
@@ -119,7 +121,7 @@ func Estimate(m Model, o Options) (Memory, error) {
 	if util == 0 {
 		util = DefaultUtilization
 	}
-	return p.memory(largeDeviceBytes, util, p.o.EnforceEager), nil
+	return p.memory("", largeDeviceBytes, util, p.o.EnforceEager), nil
 }
 
 // resolve checks o against m and fills the model-dependent defaults.
@@ -176,20 +178,21 @@ func resolve(m Model, o Options) (plan, error) {
 }
 
 // memory computes every term for a device of deviceBytes at utilization util.
-func (p plan) memory(deviceBytes int64, util float64, eager bool) Memory {
+func (p plan) memory(board string, deviceBytes int64, util float64, eager bool) Memory {
 	a := p.a
-	t := int64(p.o.MaxNumBatchedTokens)
-	if t == 0 {
-		t = batchedTokensSmall
-		if deviceBytes >= largeDeviceBytes {
-			t = batchedTokensLarge
-		}
-	}
+	ds, dt := VLLMBatchDefaults(board, deviceBytes, p.o.Context)
 	seqs := int64(p.o.MaxNumSeqs)
 	if seqs == 0 {
-		seqs = DefaultMaxNumSeqs
+		seqs = int64(ds)
 		if p.concGiven {
 			seqs = int64(p.o.Concurrency)
+		}
+	}
+	t := int64(p.o.MaxNumBatchedTokens)
+	if t == 0 {
+		t = int64(dt)
+		if p.o.Context > 0 {
+			t = min(t, seqs*int64(p.o.Context))
 		}
 	}
 	m := Memory{
@@ -309,3 +312,22 @@ func checkpointBytes(m Model) int64 {
 }
 
 func roundUp(n, k int64) int64 { return (n + k - 1) / k * k }
+
+// VLLMBatchDefaults are the current vLLM release's --max-num-seqs and --max-num-batched-tokens
+// defaults for its OpenAI API server on board (a catalog name; "" for unknown) when the device
+// vLLM sees has deviceBytes of memory: 1024 sequences and 8192 tokens on devices of 70 GiB or more
+// whose name does not contain "a100", 256 and 2048 elsewhere (a large budget lowered an
+// A100-80GB's throughput, vLLM PR #17885). A MIG instance is the device it is; MPS and
+// time-slicing see the whole GPU. The budget is capped at sequences × context (context > 0) and
+// the sequences at the budget. Source: vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults
+// and _set_default_max_num_seqs_and_batched_tokens_args.
+func VLLMBatchDefaults(board string, deviceBytes int64, context int) (maxSeqs, batchedTokens int) {
+	maxSeqs, batchedTokens = DefaultMaxNumSeqs, batchedTokensSmall
+	if deviceBytes >= largeDeviceBytes && !strings.Contains(strings.ToLower(board), "a100") {
+		maxSeqs, batchedTokens = 1024, batchedTokensLarge
+	}
+	if context > 0 && int64(maxSeqs)*int64(context) < int64(batchedTokens) {
+		batchedTokens = maxSeqs * context
+	}
+	return min(maxSeqs, batchedTokens), batchedTokens
+}

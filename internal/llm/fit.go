@@ -249,7 +249,7 @@ func (p plan) evaluate(s Slice, t attempt) Fit {
 	if s.Kind == SliceShared {
 		seen = s.GPUBytes
 	}
-	mem := p.memory(seen, t.util, t.eager)
+	mem := p.memory(s.Board, seen, t.util, t.eager)
 	budget := int64(math.Ceil(t.util * float64(seen)))
 	f := Fit{Slice: s, Memory: mem, BudgetBytes: budget}
 	if s.Kind == SliceShared {

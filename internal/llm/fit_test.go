@@ -314,3 +314,47 @@ func TestFitLowersDefaultUtilizationOnSmallSlices(t *testing.T) {
 		t.Errorf("reasons %q", f.Reasons)
 	}
 }
+
+// The vLLM args fit writes carry vLLM's per-device batch defaults: 1024 sequences and 8192 tokens
+// on a whole H100, 256 and 2048 on its 3g.40gb instance (40 GiB) and on a whole A100-80GB (the
+// A100 exception of get_batch_defaults).
+func TestFitBatchDefaultsPerDevice(t *testing.T) {
+	for _, tc := range []struct {
+		board, slice string
+		seqs, tokens int
+	}{
+		{"H100-SXM5-80GB", "gpu", 1024, 8192},
+		{"H100-SXM5-80GB", "3g.40gb", 256, 2048},
+		{"A100-SXM4-80GB", "gpu", 256, 2048},
+	} {
+		b, err := gpu.Lookup(tc.board)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := Lookup("llama-3.1-8b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fits, err := FitBoard(FromArch(a), Options{}, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, f := range fits {
+			if f.Slice.Name != tc.slice {
+				continue
+			}
+			found = true
+			if f.Args.MaxNumSeqs != tc.seqs || f.Args.MaxNumBatchedTokens != tc.tokens {
+				t.Errorf("%s %s: --max-num-seqs %d --max-num-batched-tokens %d, want %d and %d",
+					tc.board, tc.slice, f.Args.MaxNumSeqs, f.Args.MaxNumBatchedTokens, tc.seqs, tc.tokens)
+			}
+		}
+		if !found {
+			t.Errorf("%s: no %s slice", tc.board, tc.slice)
+		}
+	}
+	if s, tok := VLLMBatchDefaults("H200-141GB", 140*GiB, 4); s != 1024 || tok != 4096 {
+		t.Errorf("H200 with a 4-token context: %d/%d, want 1024/4096 (1024 × 4)", s, tok)
+	}
+}

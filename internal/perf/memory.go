@@ -2,7 +2,6 @@ package perf
 
 import (
 	"math"
-	"strings"
 
 	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/llm"
@@ -58,22 +57,16 @@ func (e *Engine) llmCapacity() (int64, bool) {
 }
 
 // VLLMBatchDefaults is the current vLLM release's --max-num-seqs and --max-num-batched-tokens
-// defaults for its OpenAI API server on a device of deviceBytes memory: 1024 sequences and 8192
-// tokens on devices of 70 GiB or more whose name does not contain "a100", 256 and 2048 elsewhere
-// (an A100-80GB gets the small values because large budgets lowered its throughput, vLLM PR
-// #17885). The device is what vLLM sees: a MIG instance's memory, or the whole GPU under MPS and
-// time-slicing. Source: vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults, applied by
-// _set_default_max_num_seqs_and_batched_tokens_args, which then caps the token budget at
-// max_num_seqs × max_model_len and the sequences at the token budget.
+// defaults for its OpenAI API server on a device of deviceBytes memory of board b (llm's
+// VLLMBatchDefaults, the one place they are written down with their source: 1024 sequences and
+// 8192 tokens on devices of 70 GiB or more but A100s, 256 and 2048 elsewhere, the budget capped
+// at sequences × context).
 func VLLMBatchDefaults(b *gpu.Board, deviceBytes float64, context int) (maxSeqs, batchedTokens int) {
-	maxSeqs, batchedTokens = 256, 2048
-	if deviceBytes >= 70*(1<<30) && (b == nil || !strings.Contains(strings.ToLower(b.Name), "a100")) {
-		maxSeqs, batchedTokens = 1024, 8192
+	name := ""
+	if b != nil {
+		name = b.Name
 	}
-	if context > 0 && int64(maxSeqs)*int64(context) < int64(batchedTokens) {
-		batchedTokens = maxSeqs * context
-	}
-	return min(maxSeqs, batchedTokens), batchedTokens
+	return llm.VLLMBatchDefaults(name, int64(deviceBytes), context)
 }
 
 // batchLimits resolves Options.MaxSeqs and Options.MaxBatchedTokens for the engine: each that is
