@@ -18,7 +18,7 @@ import (
 // perfFlags are the perf command's inputs.
 type perfFlags struct {
 	model, board, quant       string
-	kvDType                   string
+	kvDType, energyClass      string
 	output                    *string
 	context, input, outputTok int
 	concurrency               []int
@@ -48,6 +48,7 @@ func newPerfCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.board, "board", "", "board: a catalog name, alias or NVML name (required)")
 	fl.StringVar(&f.quant, "quantization", "bf16", "weights: bf16, fp16, fp8, int8, int4-awq, int4-gptq")
 	fl.StringVar(&f.kvDType, "kv-cache-dtype", "auto", "KV cache: auto (the weights' 16-bit type) or fp8")
+	fl.StringVar(&f.energyClass, "energy-class", "balanced", "clocks: performance, balanced (the driver's) or efficiency (locked at 70 % of boost)")
 	fl.IntVar(&f.context, "context", 0, "max model length the engine is configured for (0: min(8192, the model's))")
 	fl.IntVar(&f.input, "input-tokens", 512, "prompt tokens per request")
 	fl.IntVar(&f.outputTok, "output-tokens", 256, "output tokens per request")
@@ -70,6 +71,7 @@ type perfReport struct {
 	OutputTokens int         `json:"outputTokens"`
 	Context      int         `json:"context"`
 	KVCacheDType string      `json:"kvCacheDtype"`
+	EnergyClass  string      `json:"energyClass"`
 	TTFTp99Ms    float64     `json:"ttftP99Ms"`
 	TPOTp99Ms    float64     `json:"tpotP99Ms"`
 	Slices       []perfSlice `json:"slices"`
@@ -130,10 +132,13 @@ func runPerf(e *env, f *perfFlags) error {
 	}
 	rep := perfReport{Model: m.Name(), Quantization: string(m.Quantization()), WeightsGB: float64(m.WeightBytes()) / 1e9,
 		Board: board.Name, InputTokens: f.input, OutputTokens: f.outputTok, Context: m.Options().Context, KVCacheDType: f.kvDType,
-		TTFTp99Ms: perfDurMs(f.ttft), TPOTp99Ms: perfDurMs(f.tpot)}
+		EnergyClass: f.energyClass,
+		TTFTp99Ms:   perfDurMs(f.ttft), TPOTp99Ms: perfDurMs(f.tpot)}
 	w := perf.Workload{InputTokens: f.input, OutputTokens: f.outputTok}
 	slo := perf.SLO{TTFT: f.ttft, TPOT: f.tpot}
+	clock, _ := m.Options().ClockCap(f.energyClass) // checked by perfInputs
 	for _, c := range perfCases(board, m) {
+		c.slice.ClockCap = clock
 		s, err := perfRow(m, c, w, slo, f.concurrency)
 		if err != nil {
 			return err
@@ -169,6 +174,9 @@ func perfInputs(f *perfFlags) (*perf.Model, *gpu.Board, error) {
 		if c < 1 || c > 1<<20 {
 			errs = append(errs, fmt.Errorf("flag --concurrency: %d outside [1, %d]", c, 1<<20))
 		}
+	}
+	if _, err := perf.DefaultOptions().ClockCap(f.energyClass); err != nil {
+		errs = append(errs, fmt.Errorf("flag --energy-class: %w", err))
 	}
 	kvElem, err := llm.KVElemBytes(f.kvDType)
 	if err != nil {
@@ -264,8 +272,8 @@ func perfRow(m *perf.Model, c perfCase, w perf.Workload, slo perf.SLO, concurren
 func perfDurMs(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func perfTable(w io.Writer, r perfReport) error {
-	fmt.Fprintf(w, "%s (%s, %.1f GB of weights, KV cache %s) on %s: %d input / %d output tokens; SLO TTFT p99 ≤ %s, TPOT p99 ≤ %s\n\n",
-		r.Model, r.Quantization, r.WeightsGB, r.KVCacheDType, r.Board, r.InputTokens, r.OutputTokens, perfTarget(r.TTFTp99Ms), perfTarget(r.TPOTp99Ms))
+	fmt.Fprintf(w, "%s (%s, %.1f GB of weights, KV cache %s) on %s, %s clocks: %d input / %d output tokens; SLO TTFT p99 ≤ %s, TPOT p99 ≤ %s\n\n",
+		r.Model, r.Quantization, r.WeightsGB, r.KVCacheDType, r.Board, r.EnergyClass, r.InputTokens, r.OutputTokens, perfTarget(r.TTFTp99Ms), perfTarget(r.TPOTp99Ms))
 	tw := newTable(w)
 	fmt.Fprintln(tw, "SLICE\tBUSY NEIGHBOURS\tKV TOKENS\tCONC\tRUNNING\tOUT TOK/S\tTTFT\tTPOT\tJ/TOKEN\tMAX REQ/S\tLIMIT")
 	for _, s := range r.Slices {

@@ -17,7 +17,7 @@ func TestPerfTable(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{
-		"qwen2.5-7b (bf16, 15.2 GB of weights, KV cache auto) on H100-SXM5-80GB",
+		"qwen2.5-7b (bf16, 15.2 GB of weights, KV cache auto) on H100-SXM5-80GB, balanced clocks",
 		"exclusive", "mig 1g.10gb", "mig 3g.40gb", "mig 7g.80gb", "mps 25% 1/2", "mps 75% 1/2", "timeslice 1/2", "timeslice 1/4",
 		"does not fit", // 15.2 GB of BF16 weights in 9.75 GiB
 		"MAX REQ/S",
@@ -269,5 +269,35 @@ func TestPerfTensorParallelRows(t *testing.T) {
 	}
 	if tp[4].Slice != "exclusive ×4 tp" {
 		t.Errorf("slice name %q", tp[4].Slice)
+	}
+}
+
+// --energy-class efficiency locks the clocks at 70 % of boost: compute-bound prefill slows
+// (TTFT of 4,096-token prompts), memory-bound decode barely does, and each token costs fewer
+// joules. An unknown class is refused.
+func TestPerfEnergyClass(t *testing.T) {
+	get := func(class string) perfPoint {
+		out, stderr, code := runCmd(t, "perf", "--model", "llama-3.1-8b", "--board", "H100-SXM5-80GB", "--energy-class", class,
+			"--input-tokens", "4096", "--output-tokens", "64", "--concurrency", "1", "-o", "json")
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var rep perfReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.EnergyClass != class {
+			t.Errorf("energy class %q, want %q", rep.EnergyClass, class)
+		}
+		return rep.Slices[0].Points[0]
+	}
+	bal, eff := get("balanced"), get("efficiency")
+	if eff.TTFTMs <= 1.1*bal.TTFTMs || eff.TPOTMs > 1.15*bal.TPOTMs || eff.JoulesPerToken >= bal.JoulesPerToken {
+		t.Errorf("efficiency: TTFT %.1f ms, TPOT %.2f ms, %.3f J/token; balanced %.1f ms, %.2f ms, %.3f J/token",
+			eff.TTFTMs, eff.TPOTMs, eff.JoulesPerToken, bal.TTFTMs, bal.TPOTMs, bal.JoulesPerToken)
+	}
+	if _, stderr, code := runCmd(t, "perf", "--model", "llama-3.1-8b", "--board", "H100", "--energy-class", "turbo"); code == exitOK ||
+		!strings.Contains(stderr, "flag --energy-class") {
+		t.Errorf("unknown energy class: exit %d, %s", code, stderr)
 	}
 }

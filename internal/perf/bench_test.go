@@ -72,3 +72,41 @@ func BenchmarkMeasuredStep(b *testing.B) {
 		sinkDuration = me.StepTime(batch, Load{})
 	}
 }
+
+var sinkJoules float64
+
+// BenchmarkStepTimeEnergy is the simulator's per-step call: time and energy from one evaluation.
+func BenchmarkStepTimeEnergy(b *testing.B) {
+	e := mustEngine(b, mustModel(b, llama7B), Slice{Board: h100Literal(), Mode: MPS, SMPercent: 50})
+	batch := Batch{PrefillTokens: 1024, PrefillSeqs: 2, DecodeSeqs: 64, KVTokens: 64 * 1024}
+	l := Load{Active: 2}
+	b.ReportAllocs()
+	for b.Loop() {
+		sinkDuration, sinkJoules = e.StepTimeEnergy(batch, l)
+	}
+}
+
+// BenchmarkMeasuredEngineStep is a measured-only engine's step (ParvaGPU's tables in simulate).
+func BenchmarkMeasuredEngineStep(b *testing.B) {
+	a := a100Literal()
+	e, err := NewMeasuredEngine(readParva(b, "resnet50"), Slice{Board: a, Profile: &a.Profiles[3], Mode: MPS, Replicas: 2}, DefaultOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := Batch{PrefillTokens: 12, PrefillSeqs: 12}
+	b.ReportAllocs()
+	for b.Loop() {
+		sinkDuration, sinkJoules = e.StepTimeEnergy(batch, Load{Active: 1})
+	}
+}
+
+// BenchmarkEstimateTP is the closed loop of a tensor-parallel replica (the planner's TP rows).
+func BenchmarkEstimateTP(b *testing.B) {
+	e := mustEngine(b, mustModel(b, llama7B), Slice{Board: h100Literal(), TensorParallel: 4})
+	w := Workload{InputTokens: 2048, OutputTokens: 256, Concurrency: 128}
+	b.ReportAllocs()
+	for b.Loop() {
+		r, _ := e.Estimate(w, Load{})
+		sinkDuration = r.TPOT
+	}
+}
