@@ -196,9 +196,9 @@
 //
 // TestPublishedFidelity holds the model to 102 published rows from four sources (TensorRT-LLM's
 // performance overview, NVIDIA NIM's benchmarks, MuxServe, this project's H200 runs): the
-// out-of-sample median error is 7.4 %; five rows of 70B/405B long-output decode are beyond
-// ±35 % and named with their reason. TestDefaultsAgainstH200 holds DefaultOptions itself, the
-// constants perf, plan and simulate use, to the H200 rows.
+// out-of-sample median error is 6.2 %; two rows of Llama-3.1-405B long-output decode over eight
+// 80 GB H100s are beyond ±35 % and named with their reason. TestDefaultsAgainstH200 holds
+// DefaultOptions itself, the constants perf, plan and simulate use, to the H200 rows.
 //
 // TestMuxServeFidelity prints every MuxServe row: the worst single-GPU row is within 15 %
 // (LLaMA-7B prefill of 512 tokens at 50 % SMs, 14.7 % fast). The tensor-parallel rows are

@@ -75,9 +75,17 @@ func (w Workload) KVTokensPerSeq() float64 {
 	return float64(w.InputTokens) + float64(w.OutputTokens)/2
 }
 
+// kvPerSeq is the KV tokens one running sequence of w takes under the engine's admission rule.
+func (e *Engine) kvPerSeq(w Workload) float64 {
+	if e.m.opts.ReserveFullOutput {
+		return float64(w.InputTokens) + float64(w.OutputTokens)
+	}
+	return w.KVTokensPerSeq()
+}
+
 // Running is how many of c requests shaped like w the engine runs at once, and what limits it:
-// its sequence limit (MaxSeqs) or its KV cache under KVTokensPerSeq. The rest wait in the
-// engine's queue, as vLLM keeps them.
+// its sequence limit (MaxSeqs) or its KV cache under KVTokensPerSeq (prompt + whole output with
+// Options.ReserveFullOutput). The rest wait in the engine's queue, as vLLM keeps them.
 func (e *Engine) Running(w Workload, c int) (int, Limit) {
 	running, lim := min(c, e.maxSeqs), LimitNone
 	if running < c {
@@ -86,7 +94,7 @@ func (e *Engine) Running(w Workload, c int) (int, Limit) {
 	if !e.FitsWeights() {
 		return running, LimitNoFit
 	}
-	if fit := int(float64(e.KVCapacityTokens()) / w.KVTokensPerSeq()); fit < running {
+	if fit := int(float64(e.KVCapacityTokens()) / e.kvPerSeq(w)); fit < running {
 		running, lim = max(fit, 0), LimitKV
 	}
 	return running, lim

@@ -110,7 +110,7 @@ func (e *Engine) openLoop(w Workload, lam float64, l Load) point {
 	if d99 > float64(e.maxSeqs) {
 		return point{limit: LimitMaxSeqs}
 	}
-	if d99*w.KVTokensPerSeq()+lam*t*in > float64(e.KVCapacityTokens()) {
+	if d99*e.kvPerSeq(w)+lam*t*in > float64(e.KVCapacityTokens()) {
 		return point{limit: LimitKV}
 	}
 	tpot := e.step(at(t, d99), l).total

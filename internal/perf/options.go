@@ -74,6 +74,11 @@ type Options struct {
 	// 0: vLLM's default for the device the engine sees (VLLMBatchDefaults).
 	MaxSeqs          int `json:"maxSeqs"`
 	MaxBatchedTokens int `json:"maxBatchedTokens"`
+	// ReserveFullOutput makes admission reserve KV cache for a request's prompt and its whole
+	// output (TensorRT-LLM's default GUARANTEED_NO_EVICT capacity policy), so a cache of N tokens
+	// runs N / (I + O) sequences; off (vLLM): blocks are allocated as tokens are computed, and a
+	// running sequence holds I + O/2 on average (Workload.KVTokensPerSeq).
+	ReserveFullOutput bool `json:"reserveFullOutput,omitempty"`
 	// Context is the engine's --max-model-len, which the memory model sizes the KV cache and
 	// workspace for; 0: min(8192, the model's maximum), as llm.Options.Context.
 	Context int `json:"context,omitzero"`

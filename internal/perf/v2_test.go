@@ -205,3 +205,23 @@ func TestTensorParallel(t *testing.T) {
 		t.Errorf("kv share at tp 8 with 4 KV heads: %v, want 1/4", got)
 	}
 }
+
+// An engine that reserves the whole output at admission (TensorRT-LLM's GUARANTEED_NO_EVICT)
+// runs KV / (I + O) sequences; vLLM's on-demand allocation runs KV / (I + O/2).
+func TestReserveFullOutput(t *testing.T) {
+	h := h100(t)
+	o := DefaultOptions()
+	o.ReserveFullOutput = true
+	trt, err := New(llama7B, llm.QuantBF16, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := Slice{Board: h, Profile: profile(t, h, "1g.20gb")}
+	ev, et := mustEngine(t, mustModel(t, llama7B), sl), mustEngine(t, trt, sl)
+	w := Workload{InputTokens: 200, OutputTokens: 1800}
+	nv, _ := ev.Running(w, 100000)
+	nt, _ := et.Running(w, 100000)
+	if nv != int(float64(ev.KVCapacityTokens())/1100) || nt != int(float64(et.KVCapacityTokens())/2000) {
+		t.Errorf("running %d (vLLM) and %d (reserve full output) of KV %d: want KV/1100 and KV/2000", nv, nt, ev.KVCapacityTokens())
+	}
+}
