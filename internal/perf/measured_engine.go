@@ -16,8 +16,9 @@ var errMeasuredOnly = errors.New("the engine is a measured table without a model
 // requests: decode sequences, or prefill sequences) and process count (1 + the active MPS
 // neighbours) on the slice's instance size. A request is one prompt token and one output token,
 // served in one step. Batches between two measured ones are interpolated, a process count the
-// table lacks is time-shared from the one-process rows, a batch beyond the largest measured one
-// is scaled from it in proportion, and a non-runnable row takes the next runnable batch. The KV
+// table lacks (or has no runnable row for) is time-shared from the most processes below it that
+// have one, a batch beyond the largest runnable one is scaled from it in proportion, and a
+// non-runnable row takes the next runnable batch. The KV
 // cache does not limit it (the table's batches are what fits); its sequence limit is the table's
 // largest runnable batch with one process. Options supply the power model.
 func NewMeasuredEngine(t *Measured, s Slice, o Options) (*Engine, error) {
@@ -72,13 +73,20 @@ func (e *Engine) MeasuredOnly() bool { return e.measuredOnly }
 // failing (see NewMeasuredEngine for the rules).
 func (b *measuredBinding) anyLatency(n float64, active int) float64 {
 	procs := 1 + max(active, 0)
-	ps, share := b.t.rows[measuredKey{b.gpcs, procs}], 1.0
-	if len(ps) == 0 {
-		ps, share = b.t.rows[measuredKey{b.gpcs, 1}], float64(procs)
-	}
 	n = math.Max(n, 1)
-	if p, err := b.t.at(b.gpcs, procs, n); err == nil && len(b.t.rows[measuredKey{b.gpcs, procs}]) > 0 {
+	if p, err := b.t.at(b.gpcs, procs, n); err == nil {
 		return p.Latency.Seconds()
+	}
+	// The most processes up to procs with a runnable row, time-shared up to procs.
+	var ps []MeasuredPoint
+	share := 1.0
+	for q := procs; q >= 1 && ps == nil; q-- {
+		for _, p := range b.t.rows[measuredKey{b.gpcs, q}] {
+			if p.Runnable {
+				ps, share = b.t.rows[measuredKey{b.gpcs, q}], float64(procs)/float64(q)
+				break
+			}
+		}
 	}
 	var last MeasuredPoint
 	for _, p := range ps {

@@ -168,3 +168,62 @@ func TestPropEstimateThroughputGrowsWithConcurrency(t *testing.T) {
 		}
 	})
 }
+
+// TTFT is continuous in the prompt length across the chunk boundary at any concurrency: one
+// more token than the budget costs at most one more step carrying that token beside the other
+// requests' decodes, not a second full chunk (which costs about the whole TTFT again).
+func TestPropTTFTContinuousAtBudget(t *testing.T) {
+	m := mustModel(t, llama7B)
+	h := h100Literal()
+	rapid.Check(t, func(t *rapid.T) {
+		s := Slice{Board: h}
+		if rapid.Bool().Draw(t, "mig") {
+			s.Profile = &h.Profiles[rapid.IntRange(0, len(h.Profiles)-1).Draw(t, "profile")]
+		}
+		e, err := m.Place(s)
+		if err != nil || !e.FitsWeights() {
+			t.Skip("does not fit")
+		}
+		b := e.MaxBatchedTokens()
+		w := Workload{OutputTokens: rapid.IntRange(2, 512).Draw(t, "out"), Concurrency: rapid.IntRange(1, 64).Draw(t, "c")}
+		var ttft [2]float64
+		c := w.Concurrency
+		step := e.StepTime(Batch{PrefillTokens: 1, PrefillSeqs: 1, DecodeSeqs: c, KVTokens: int64(c) * int64(b+w.OutputTokens)}, Load{}).Seconds()
+		for i, in := range []int{b, b + 1} {
+			w.InputTokens = in
+			r, err := e.Estimate(w, Load{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Running < r.Concurrency {
+				// The KV cache or the sequence limit holds fewer: a whole request more waiting
+				// for a slot is a step in TTFT of its own, not the chunk boundary's.
+				t.Skip("admission binds")
+			}
+			ttft[i] = r.TTFT.Seconds()
+		}
+		if d := ttft[1] - ttft[0]; d > 1.05*step || d < -0.05*ttft[0] {
+			t.Fatalf("%s budget %d, %+v: TTFT %.2f ms at the budget, %.2f ms one token over (one step: %.2f ms)",
+				s.Name(), b, w, 1e3*ttft[0], 1e3*ttft[1], 1e3*step)
+		}
+	})
+}
+
+// A measured-only engine's step takes a positive, finite time for any batch and neighbours.
+func TestPropMeasuredEngineStep(t *testing.T) {
+	a := a100Literal()
+	tab := readParva(t, "bert")
+	rapid.Check(t, func(t *rapid.T) {
+		p := &a.Profiles[rapid.IntRange(0, len(a.Profiles)-1).Draw(t, "profile")]
+		e, err := NewMeasuredEngine(tab, Slice{Board: a, Profile: p, Mode: MPS, Replicas: 3}, DefaultOptions())
+		if err != nil {
+			t.Skip("no rows for this instance size")
+		}
+		b := Batch{DecodeSeqs: rapid.IntRange(1, 4096).Draw(t, "batch")}
+		l := Load{Active: rapid.IntRange(0, 6).Draw(t, "active")}
+		d, j := e.StepTimeEnergy(b, l)
+		if d <= 0 || !(j > 0) || math.IsInf(j, 0) {
+			t.Fatalf("%s batch %d active %d: %v, %v J", p.Name, b.DecodeSeqs, l.Active, d, j)
+		}
+	})
+}
