@@ -132,7 +132,9 @@
 // A single-GPU engine's KV capacity comes from llm's memory model (vLLM's accounting), so perf
 // and the memory estimate agree; MPS and time-slice replicas without a memory cap split the
 // memory evenly (Slice.Replicas). Tensor-parallel engines, which that model does not cover, use
-// memory × 0.9 − weights/tp − 1.5 GiB per GPU over each GPU's share of a token's KV cache. The
+// memory × 0.9 − weights/tp − reserve per GPU over each GPU's share of a token's KV cache, the
+// reserve being llm's activation, non-torch and CUDA-graph terms for the model at the engine's
+// batch limits (at least RuntimeReserveMiB). The
 // engine is sized for Options.Context (vLLM's --max-model-len; 0: min(8192, the model's
 // maximum)): when the weights do not fit, or the KV cache cannot hold one sequence of that length
 // (vLLM then refuses to start), Estimate still reports what the slice's compute and bandwidth
@@ -196,8 +198,7 @@
 //
 // TestPublishedFidelity holds the model to 102 published rows from four sources (TensorRT-LLM's
 // performance overview, NVIDIA NIM's benchmarks, MuxServe, this project's H200 runs): the
-// out-of-sample median error is 6.2 %; two rows of Llama-3.1-405B long-output decode over eight
-// 80 GB H100s are beyond ±35 % and named with their reason. TestDefaultsAgainstH200 holds
+// out-of-sample median error is 6.0 % and every row is within 0.79-1.29×. TestDefaultsAgainstH200 holds
 // DefaultOptions itself, the constants perf, plan and simulate use, to the H200 rows.
 //
 // TestMuxServeFidelity prints every MuxServe row: the worst single-GPU row is within 15 %

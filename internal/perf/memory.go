@@ -11,8 +11,10 @@ import (
 // It asks llm's memory model (vLLM's accounting: weights, activation workspace, CUDA graphs,
 // CUDA context, utilization) for single-GPU engines, so that perf and the memory estimate agree;
 // tensor-parallel engines, which that model does not cover, use the rougher formula
-// memory × GPUMemoryUtilization − weights/tp − RuntimeReserveMiB, over each GPU's share of a
-// token's KV bytes (kvShare).
+// memory × GPUMemoryUtilization − weights/tp − reserve, over each GPU's share of a token's KV
+// bytes (kvShare), where the reserve is what llm's model gives the whole model for activations,
+// non-torch memory and CUDA graphs at the engine's batch limits (an upper bound per GPU: only the
+// hidden states and the sampler are replicated), at least RuntimeReserveMiB.
 func (e *Engine) kvCapacity() int64 {
 	if e.r.tp == 1 {
 		if n, ok := e.llmCapacity(); ok {
@@ -20,11 +22,24 @@ func (e *Engine) kvCapacity() int64 {
 		}
 	}
 	o := e.m.opts
-	free := e.r.memBytes*o.GPUMemoryUtilization - e.m.weightBytes/e.r.tp - float64(o.RuntimeReserveMiB)*mib
+	free := e.r.memBytes*o.GPUMemoryUtilization - e.m.weightBytes/e.r.tp - e.tpReserve()
 	if free <= 0 {
 		return 0
 	}
 	return int64(free / (e.m.kvBytes * e.r.kvShare))
+}
+
+// tpReserve is a tensor-parallel GPU's memory outside weights and KV cache, bytes: llm's
+// activation workspace, non-torch memory and CUDA graphs for the model at the engine's batch
+// limits, or RuntimeReserveMiB when larger or when llm cannot estimate the model.
+func (e *Engine) tpReserve() float64 {
+	floor := float64(e.m.opts.RuntimeReserveMiB) * mib
+	mem, err := llm.Estimate(llm.FromArch(e.m.arch), llm.Options{Quantization: e.m.quant, Context: e.m.context(),
+		MaxNumBatchedTokens: e.maxBatchedTokens, MaxNumSeqs: e.maxSeqs})
+	if err != nil {
+		return floor
+	}
+	return math.Max(floor, float64(mem.Activations+mem.NonTorch+mem.CUDAGraphs))
 }
 
 func (e *Engine) llmCapacity() (int64, bool) {

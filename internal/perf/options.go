@@ -84,7 +84,8 @@ type Options struct {
 	Context int `json:"context,omitzero"`
 	// GPUMemoryUtilization and RuntimeReserveMiB size the KV cache of tensor-parallel engines
 	// only (single-GPU engines use llm's memory model): the fraction of memory the engine may use
-	// and what it keeps out of the KV cache for activations, CUDA graphs and the CUDA context.
+	// and the least it keeps out of the KV cache for activations, CUDA graphs and the CUDA
+	// context (llm's estimate for the model replaces it when larger).
 	GPUMemoryUtilization float64 `json:"gpuMemoryUtilization"`
 	RuntimeReserveMiB    int64   `json:"runtimeReserveMiB"`
 }
@@ -145,9 +146,10 @@ type Options struct {
 //   - MaxSeqs 0, MaxBatchedTokens 0: vLLM's defaults for its API server on the device the engine
 //     sees (VLLMBatchDefaults: vllm/engine/arg_utils.py, get_batch_defaults): 1024 sequences and
 //     8192 tokens on devices of 70 GiB or more except A100s, 256 and 2048 elsewhere.
-//   - GPUMemoryUtilization 0.90: vLLM's default. RuntimeReserveMiB 1536: activations for a
-//     2048-token step, sampler and CUDA graphs of a 7B-13B model plus the CUDA context; rough,
-//     used for tensor-parallel engines only.
+//   - GPUMemoryUtilization 0.90: vLLM's default. RuntimeReserveMiB 1536: the least a
+//     tensor-parallel GPU keeps outside weights and KV cache (activations for a 2048-token step,
+//     sampler and CUDA graphs of a 7B-13B model); llm's terms for the model at the engine's batch
+//     limits replace it when larger (memory.go).
 //
 // To compare with raw kernels rather than a serving engine, set StepOverhead to 0
 // (h200_fidelity_test.go does). docs/perf-fidelity.md has every constant with its source and the

@@ -42,18 +42,8 @@ const (
 )
 
 // publishedMisses are the rows beyond publishedRowBar, each with why; a row that comes within
-// the bar must be taken off the list.
-var publishedMisses = map[string]string{
-	"llama-3.1-405b H100-SXM5-80GB tp8 128/4096":   publishedTightTP,
-	"llama-3.1-405b H100-SXM5-80GB tp8 20000/2000": publishedTightTP,
-}
-
-// publishedTightTP: Llama-3.1-405B FP8 over eight 80 GB H100s leaves about 20 GB of KV cache
-// per GPU after 50.6 GB of weights, and long outputs keep hundreds of sequences decoding over
-// long contexts there; the model is 1.35-1.47× faster than TensorRT-LLM. Not yet explained: the
-// same shapes on eight H200s (more room per token) are within 24 %, and 70B over two H100s too. Tensor-parallel costs the model leaves out (NCCL kernels taking SMs from the GEMMs, the
-// rough tensor-parallel memory estimate) are the candidates.
-const publishedTightTP = "405B over eight 80 GB H100s, long outputs: over-predicted (unexplained; see docs/perf-fidelity.md)"
+// the bar must be taken off the list. None are today.
+var publishedMisses = map[string]string{}
 
 func (r publishedRow) key() string {
 	return fmt.Sprintf("%s %s tp%d %d/%d", r.model, r.board, r.tp, r.in, r.out)
