@@ -240,7 +240,7 @@ func TestPerfUsesValidatedDefaults(t *testing.T) {
 }
 
 // Tensor-parallel rows: Llama-3.1-70B at bf16 (141 GB of weights) fits no single H100; a replica
-// over 2 just does (70.6 GB of weights per GPU leave about 1.5 GB of KV cache each at 0.9 of
+// over 2 just does (70.6 GB of weights per GPU leave room for about 12k KV tokens at 0.9 of
 // 80 GiB), over 4 and 8 with much more, and spreading it wider makes each token faster.
 func TestPerfTensorParallelRows(t *testing.T) {
 	out, stderr, code := runCmd(t, "perf", "--model", "llama-3.1-70b", "--board", "H100-SXM5-80GB", "--concurrency", "1", "-o", "json")
