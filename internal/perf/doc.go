@@ -13,6 +13,11 @@
 //	e.StepTime(perf.Batch{PrefillTokens, PrefillSeqs, DecodeSeqs, KVTokens}, perf.Load{Active: 1})
 //	e.Estimate(perf.Workload{InputTokens, OutputTokens, Concurrency}, load)   // closed loop, means
 //	e.MaxRate(workload, perf.SLO{TTFT, TPOT}, load)                          // open loop, p99
+//	e.Running(workload, concurrency)             // how many run at once, what limits it
+//	e.StepTimeEnergy(batch, load); e.IdleWatts() // a step's time and dynamic joules
+//	m.TensorParallelDegrees(board)               // 2/4/8 where heads and the board's link allow
+//	perf.NewMeasuredEngine(table, slice, opts)   // a measured table as an engine (any model)
+//	perf.VLLMBatchDefaults(board, deviceBytes, context) // vLLM's max-num-seqs / batched tokens
 //
 // A Slice is static (board, MIG profile, sharing mode, MPS cap, replicas); a Load is the sharing
 // situation at one moment (how many neighbours are busy). A simulator calls StepTime once per
