@@ -51,6 +51,12 @@ type tenantRec struct {
 	removed    bool
 	lDirty     bool // its lease-tree use lags behind its tasks
 	lCount     int  // the task count the lease tree holds for it
+	// unit is one task's dominant share of the steady pool (+Inf when it does not fit it).
+	unit float64
+	// minRun is the minimum runtime in force: the tenant's own, capped by the operator's
+	// maxMinRuntime of the pool and of every group on its path.
+	minRun time.Duration
+	unmet  bool // counted in Allocator.unmetN: wants more tasks than it holds (leases on)
 }
 
 func (t *tenantRec) steadyWant() int {
@@ -84,6 +90,10 @@ type Allocator struct {
 	groups     map[string]float64
 	known      map[string]bool // every resource the pool has had
 
+	limits     Limits
+	maxMinRun  time.Duration            // the pool's cap on minimum runtimes (0: none)
+	groupMaxMR map[string]time.Duration // per group
+
 	tenants []*tenantRec // sorted by name at every rebuild
 	byName  map[string]int32
 
@@ -114,6 +124,8 @@ type Allocator struct {
 	sorter      byShare
 	resBad      int8 // cached per step: 1 reservations fit the steady pool, 2 they do not
 	resBadStamp uint64
+	unmetN      int    // tenants with unmet demand while leases are on
+	moves       uint64 // preemptions for claims so far (fixed-point passes stop when it stays)
 }
 
 // Time queues hold Unix nanoseconds.
@@ -149,12 +161,15 @@ func New(cfg Config) (*Allocator, error) {
 		return nil, err
 	}
 	a := &Allocator{
-		capacity: cloneVector(cfg.Capacity),
-		burstPct: cfg.BurstPoolPercent,
-		leaseDur: cfg.LeaseDuration,
-		groups:   map[string]float64{},
-		byName:   map[string]int32{},
-		known:    map[string]bool{},
+		capacity:   cloneVector(cfg.Capacity),
+		burstPct:   cfg.BurstPoolPercent,
+		leaseDur:   cfg.LeaseDuration,
+		maxMinRun:  cfg.MaxMinRuntime,
+		limits:     cfg.Limits,
+		groupMaxMR: map[string]time.Duration{},
+		groups:     map[string]float64{},
+		byName:     map[string]int32{},
+		known:      map[string]bool{},
 	}
 	for name := range cfg.Capacity {
 		a.known[name] = true
@@ -162,7 +177,7 @@ func New(cfg Config) (*Allocator, error) {
 	a.expiries.less = expiryLess
 	a.retries.less = retryLess
 	for _, g := range cfg.Groups {
-		a.groups[g.Path] = g.Weight
+		a.setGroup(g)
 	}
 	for _, tc := range cfg.Tenants {
 		a.addTenantRec(tc)
@@ -190,6 +205,56 @@ func (a *Allocator) addTenantRec(tc Tenant) *tenantRec {
 	a.tenants = append(a.tenants, t)
 	return t
 }
+
+// setGroup records a group's weight and minimum-runtime cap.
+func (a *Allocator) setGroup(g Group) {
+	a.groups[g.Path] = g.Weight
+	if g.MaxMinRuntime > 0 {
+		a.groupMaxMR[g.Path] = g.MaxMinRuntime
+	} else {
+		delete(a.groupMaxMR, g.Path)
+	}
+}
+
+// effMinRuntime is t's minimum runtime capped by the pool's and every enclosing group's cap.
+func (a *Allocator) effMinRuntime(t *tenantRec) time.Duration {
+	m := t.cfg.MinRuntime
+	if a.maxMinRun > 0 {
+		m = min(m, a.maxMinRun)
+	}
+	if len(a.groupMaxMR) == 0 {
+		return m
+	}
+	for p := t.cfg.Path; p != ""; {
+		if c, ok := a.groupMaxMR[p]; ok {
+			m = min(m, c)
+		}
+		i := strings.LastIndexByte(p, '/')
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return m
+}
+
+// floor is t's sharing-incentive floor in steady tasks: its demand-aware entitlement of the
+// steady pool (tree.entitlement) in whole tasks of its own, rounded down within the tolerance,
+// and at most what it wants.
+func (a *Allocator) floor(t *tenantRec) int {
+	w := t.steadyWant()
+	if w == 0 || t.unit == 0 {
+		return w
+	}
+	f := a.st.entitlement(t.sLeaf) / t.unit * (1 + tieTolerance)
+	if f >= float64(w) {
+		return w
+	}
+	return int(f)
+}
+
+// keep is how many steady tasks a share or floor claim leaves t: its reservation or its floor.
+func (a *Allocator) keep(t *tenantRec) int { return max(t.cfg.Reservation, a.floor(t)) }
 
 // leasesOn reports whether leases may be lent.
 func (a *Allocator) leasesOn() bool { return a.leaseDur > 0 }
@@ -223,6 +288,8 @@ func (a *Allocator) rebuild() {
 		t.d = dense[i*m : (i+1)*m : (i+1)*m]
 		a.denseInto(t.d, t.cfg.Task)
 		t.inPending, t.inRes = false, false
+		t.minRun = a.effMinRuntime(t)
+		t.unit = dominant(t.d, a.capS, a.res.share)
 		if t.touched == a.stamp {
 			a.touched = append(a.touched, t.idx)
 		}
@@ -357,7 +424,10 @@ func (a *Allocator) recount() {
 	a.sUsed, a.tUsed = make([]int64, m), make([]int64, m)
 	a.lDirty = a.lDirty[:0]
 	a.lazyLease = a.lazyLease[:0]
+	a.unmetN = 0
+	a.st.initDem(func(leaf int32) bool { return a.tenants[a.st.tenant[leaf]].steadyWant() > 0 })
 	for _, t := range a.tenants {
+		t.unmet = false
 		ns, nt := int64(len(t.steady)), int64(t.total())
 		addScaled(a.sUsed, t.d, ns)
 		addScaled(a.tUsed, t.d, nt)
@@ -426,9 +496,10 @@ func (a *Allocator) Snapshot() []TenantState {
 // Config returns the Allocator's current configuration (capacity, groups, tenants with their
 // current demand), sorted by tenant name.
 func (a *Allocator) Config() Config {
-	cfg := Config{Capacity: cloneVector(a.capacity), BurstPoolPercent: a.burstPct, LeaseDuration: a.leaseDur}
+	cfg := Config{Capacity: cloneVector(a.capacity), BurstPoolPercent: a.burstPct, LeaseDuration: a.leaseDur,
+		MaxMinRuntime: a.maxMinRun, Limits: a.limits}
 	for _, p := range sortedKeys(a.groups) {
-		cfg.Groups = append(cfg.Groups, Group{Path: p, Weight: a.groups[p]})
+		cfg.Groups = append(cfg.Groups, Group{Path: p, Weight: a.groups[p], MaxMinRuntime: a.groupMaxMR[p]})
 	}
 	ts := make([]*tenantRec, len(a.tenants))
 	copy(ts, a.tenants)
@@ -445,6 +516,7 @@ func (a *Allocator) Config() Config {
 func (a *Allocator) Clone() *Allocator {
 	c := &Allocator{
 		capacity: cloneVector(a.capacity), burstPct: a.burstPct, leaseDur: a.leaseDur,
+		maxMinRun: a.maxMinRun, limits: a.limits, groupMaxMR: map[string]time.Duration{},
 		groups: map[string]float64{}, byName: map[string]int32{}, known: map[string]bool{},
 		now: a.now, nowNS: a.nowNS, started: a.started, seq: a.seq, stamp: a.stamp,
 	}
@@ -452,6 +524,9 @@ func (a *Allocator) Clone() *Allocator {
 	c.retries.less = retryLess
 	for k, w := range a.groups {
 		c.groups[k] = w
+	}
+	for k, m := range a.groupMaxMR {
+		c.groupMaxMR[k] = m
 	}
 	for k := range a.known {
 		c.known[k] = true

@@ -114,8 +114,8 @@ func checkState(t *rapid.T, a *Allocator, d Decision) {
 		if it.Reason != ReasonCapacityLost && len(v.steady) < v.cfg.Reservation {
 			t.Fatalf("%v took %s below its reservation %d", it, it.Tenant, v.cfg.Reservation)
 		}
-		if it.Reason == ReasonOverShare && !lessTol(it.ByShare, it.Share) {
-			t.Fatalf("%v: claimant's share after the move is not below the victim's", it)
+		if it.Reason == ReasonOverShare && lessTol(it.Share, it.ByShare) {
+			t.Fatalf("%v: claimant's share after the move is above the victim's", it)
 		}
 	}
 }

@@ -74,7 +74,7 @@ func (a *Allocator) applyEvent(ev Event) {
 		}
 		a.needRebuild, a.allPending = true, true
 	case SetGroup:
-		a.groups[e.Group.Path] = e.Group.Weight
+		a.setGroup(e.Group)
 		a.needRebuild, a.allPending = true, true
 	}
 }

@@ -8,6 +8,7 @@ func (a *Allocator) refreshSteady(t *tenantRec) {
 		return
 	}
 	a.st.setWant(t.sLeaf, len(t.steady) < t.steadyWant())
+	a.st.setDem(t.sLeaf, t.steadyWant() > 0)
 	a.st.setPre(t.sLeaf, t.preemptible())
 	a.st.setElig(t.sLeaf, eligValue(t))
 	if len(t.steady) < t.resTarget() && !t.inRes {
@@ -23,6 +24,14 @@ func (a *Allocator) refreshLease(t *tenantRec) {
 		return
 	}
 	want := a.leasesOn() && t.total() < t.cfg.Demand
+	if want != t.unmet {
+		t.unmet = want
+		if want {
+			a.unmetN++
+		} else {
+			a.unmetN--
+		}
+	}
 	if want && a.lt.state[t.lLeaf] == idle {
 		a.lt.state[t.lLeaf] = waiting // activated by the lease phase: see fillLeases
 		a.lazyLease = append(a.lazyLease, t.idx)
@@ -193,7 +202,7 @@ func laterTask(a, b taskRec) bool {
 // and running at least MinRuntime. They are a prefix of the sorted list.
 func eligible(t *tenantRec, now time.Time) int {
 	ns := now.UnixNano()
-	cut := ns - int64(t.cfg.MinRuntime)
+	cut := ns - int64(t.minRun)
 	lo, hi := 0, len(t.steady)
 	for lo < hi {
 		mid := (lo + hi) / 2
@@ -217,7 +226,7 @@ func eligValue(t *tenantRec) int64 {
 
 // eligibleNS is when task r of t becomes preemptible, in Unix nanoseconds.
 func eligibleNS(t *tenantRec, r taskRec) int64 {
-	return r.start + max(int64(t.cfg.MinRuntime), 1)
+	return r.start + max(int64(t.minRun), 1)
 }
 
 // eligibleAt is eligibleNS as a time.

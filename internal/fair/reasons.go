@@ -82,6 +82,9 @@ const (
 	ReasonExceedsCapacity
 	// ReasonReservationUnsatisfiable: the reservations no longer fit the (shrunken) steady pool.
 	ReasonReservationUnsatisfiable
+	// ReasonBelowFloor: preempted (above the victim's own reservation and sharing-incentive
+	// floor) for a tenant below its sharing-incentive floor.
+	ReasonBelowFloor
 	reasonEnd
 )
 
@@ -114,6 +117,7 @@ var reasons = [reasonEnd]reasonInfo{
 	ReasonExceedsSteadyPool:        {"ExceedsSteadyPool", []Kind{KindQueue}, false, "one task is larger than the steady pool and leases are disabled"},
 	ReasonExceedsCapacity:          {"ExceedsCapacity", []Kind{KindQueue}, false, "one task is larger than the whole pool"},
 	ReasonReservationUnsatisfiable: {"ReservationUnsatisfiable", []Kind{KindQueue}, false, "reservations no longer fit the steady pool"},
+	ReasonBelowFloor:               {"BelowFloor", []Kind{KindPreempt}, true, "a tenant below its sharing-incentive floor needs the room"},
 }
 
 // Reasons lists every reason, in declaration order.

@@ -55,15 +55,12 @@ func TestHierarchyWeights(t *testing.T) {
 	}
 }
 
-// TestAncestorRule: inside org o, A (team p) would take two of V's tasks (team q) for one of its
-// own: p's share after, 3/10, is below q's, 6/10, but the org's use would fall from 10 to 9,
-// which another org could then claim back. The move is refused under o; the same tenants
-// directly under the root may make it.
-func TestAncestorRule(t *testing.T) {
-	for _, c := range []struct {
-		pathA, pathV string
-		wantA        int
-	}{{"o/p", "o/q", 0}, {"", "", 1}} {
+// TestFloorInsideOrg: team p's 3-GPU task needs two of team q's 2-GPU tasks. As a share claim
+// inside org o the move lowers o's share, which the ancestor condition refuses (another org could
+// claim it back); p would stay at 0 for good. p's sharing-incentive floor (half the pool: one
+// task) gives it the task by a floor claim, inside the org as at the top level.
+func TestFloorInsideOrg(t *testing.T) {
+	for _, c := range []struct{ pathA, pathV string }{{"o/p", "o/q"}, {"", ""}} {
 		a, err := New(Config{Capacity: Vector{"gpu": 10}, Tenants: []Tenant{
 			{Name: "A", Path: c.pathA, Task: Vector{"gpu": 3}},
 			{Name: "V", Path: c.pathV, Task: Vector{"gpu": 2}, Demand: 5},
@@ -72,11 +69,24 @@ func TestAncestorRule(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustStep(t)(a.Recompute(t0))
-		mustStep(t)(a.SetDemand(t0.Add(time.Minute), "A", 1))
-		if got := tenants(a)["A"].Tasks; got != c.wantA {
-			t.Errorf("paths %q/%q: A has %d tasks, want %d", c.pathA, c.pathV, got, c.wantA)
+		d := mustStep(t)(a.SetDemand(t0.Add(time.Minute), "A", 1))
+		if got := tenants(a)["A"].Tasks; got != 1 {
+			t.Errorf("paths %q/%q: A has %d tasks, want 1", c.pathA, c.pathV, got)
+		}
+		if n := countItems(d, KindPreempt, ReasonBelowFloor); n != 2 {
+			t.Errorf("paths %q/%q: %d BelowFloor preemptions, want 2: %v", c.pathA, c.pathV, n, d.Items)
 		}
 	}
+}
+
+func countItems(d Decision, k Kind, r Reason) int {
+	n := 0
+	for _, it := range d.Items {
+		if it.Kind == k && it.Reason == r {
+			n++
+		}
+	}
+	return n
 }
 
 func mustStep(t *testing.T) func(Decision, error) Decision {

@@ -30,9 +30,22 @@ func (a *Allocator) step(full bool) Decision {
 	a.expireLeases()
 	a.enforceCapacity()
 	a.dueRetries()
-	a.reservations()
-	a.fillSteady()
-	a.claims()
+	for pass := 0; ; pass++ {
+		a.reservations()
+		a.fillSteady()
+		moved := a.claims()
+		// A full step runs to a fixed point: a move can open a claim examined earlier in the
+		// pass, so the claims of every waiting tenant are examined again until a pass moves
+		// nothing. Each move raises the potential of docs/fairness.md §5, so this ends; the bound
+		// on passes only guards against a defect.
+		if !full || !moved || pass > len(a.tenants)+16 {
+			break
+		}
+		for _, t := range a.tenants {
+			a.markPending(t)
+			a.refreshSteady(t)
+		}
+	}
 	a.fillLeases()
 	a.flushLease()
 	a.st.ensurePre()
@@ -191,27 +204,48 @@ func (a *Allocator) reservations() {
 }
 
 func (a *Allocator) reservationClaim(c *tenantRec) bool {
+	if a.groupClaim(c, false) {
+		return true
+	}
+	c.resRetryAt = earliest(a.vs.retry, a.vs.pruned)
+	a.touch(c)
+	return false
+}
+
+// groupClaim takes, for claimant c, the newest eligible tasks of the tenants furthest above their
+// share (several tenants if needed) that make room for one task of c, and grants it. A
+// reservation claim (floor false) leaves every victim its reservation; a floor claim leaves it
+// its reservation and its own sharing-incentive floor. The plan is trimmed to what c needs.
+func (a *Allocator) groupClaim(c *tenantRec, floor bool) bool {
 	vs := &a.vs
-	vs.mode, vs.claim, vs.retry, vs.pruned, vs.plan = vsReserve, c, time.Time{}, time.Time{}, vs.plan[:0]
+	vs.mode, vs.claim, vs.floor, vs.retry, vs.pruned, vs.plan = vsReserve, c, floor, time.Time{}, time.Time{}, vs.plan[:0]
 	vs.short = append(vs.short[:0], a.sUsed...)
 	for j := range vs.short {
 		vs.short[j] += c.d[j] - a.capS[j]
 	}
 	a.st.ensurePre()
 	if a.descend(&a.st, 0, 0) < 0 {
-		c.resRetryAt = earliest(vs.retry, vs.pruned)
-		a.touch(c)
 		return false
 	}
-	for _, p := range vs.plan {
-		a.preemptNewestEligible(p.t, p.k, Item{Kind: KindPreempt, Reason: ReasonReservationClaim, By: c.cfg.Name})
+	a.trimPlan()
+	reason, grant := ReasonReservationClaim, ReasonReservation
+	if floor {
+		reason, grant = ReasonBelowFloor, ReasonFairShare
 	}
-	a.grantSteady(c, ReasonReservation)
+	for _, p := range vs.plan {
+		if p.k > 0 {
+			a.preemptNewestEligible(p.t, p.k, Item{Kind: KindPreempt, Reason: reason, By: c.cfg.Name})
+		}
+	}
+	a.grantSteady(c, grant)
 	return true
 }
 
-// claims runs share claims for pending tenants that still wait, lowest weighted share first.
-func (a *Allocator) claims() {
+// claims runs claims for pending tenants that still wait, lowest weighted share first: a tenant
+// below its sharing-incentive floor first makes a floor claim, then (or otherwise) a share claim.
+// It reports whether any task moved.
+func (a *Allocator) claims() bool {
+	moves := a.moves
 	ids := a.claimBuf[:0]
 	for _, i := range a.pendingList {
 		t := a.tenants[i]
@@ -227,9 +261,17 @@ func (a *Allocator) claims() {
 		t := a.tenants[i]
 		t.retryAt, t.minRunWait = time.Time{}, time.Time{}
 		for len(t.steady) < t.steadyWant() && !fits(a.sUsed, a.capS, t.d) {
+			var retry, pruned time.Time
+			if len(t.steady) < a.floor(t) {
+				if a.groupClaim(t, true) {
+					a.fillSteady()
+					continue
+				}
+				retry, pruned = a.vs.retry, a.vs.pruned
+			}
 			if !a.shareClaim(t) {
-				t.minRunWait = a.vs.retry
-				if t.retryAt = earliest(a.vs.retry, a.vs.pruned); !t.retryAt.IsZero() {
+				t.minRunWait = earliest(retry, a.vs.retry)
+				if t.retryAt = earliest(earliest(retry, a.vs.retry), earliest(pruned, a.vs.pruned)); !t.retryAt.IsZero() {
 					a.retries.push(retryEntry{at: t.retryAt.UnixNano(), tenant: t.idx})
 				}
 				a.touch(t)
@@ -239,6 +281,7 @@ func (a *Allocator) claims() {
 		}
 	}
 	a.claimBuf = ids[:0]
+	return a.moves != moves
 }
 
 // shareClaim looks for one move for claimant c: from the root down its path, at each common
@@ -265,6 +308,7 @@ func (a *Allocator) shareClaim(c *tenantRec) bool {
 	vs.path = a.pathBuf
 	for l := 0; l+1 < len(vs.path); l++ {
 		vs.level = l
+		vs.before = a.st.share[vs.path[l+1]]
 		vs.bound = a.st.shareDelta(vs.path[l+1], c.d, 1, nil, 0)
 		it := a.iter(0)
 		it.start(&a.st, vs.path[l], vs.path[l+1])
@@ -294,7 +338,7 @@ func (a *Allocator) topCanPass(c *tenantRec) bool {
 	for _, cl := range vs.helpful {
 		d := a.st.ci.d[cl]
 		k := tasksToCover(a.sUsed, a.capS, c.d, d)
-		if k <= 0 || !lessTol(vs.bound, a.st.shareDelta(vs.top, d, -k, nil, 0)) {
+		if k <= 0 || !shareRule(vs.before, vs.bound, a.st.shareDelta(vs.top, d, -k, nil, 0), a.st.share[vs.top]) {
 			continue
 		}
 		ok := true

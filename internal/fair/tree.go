@@ -47,6 +47,13 @@ type tree struct {
 	// preIn counts, per interior node and class, the leaves below holding preemptible tasks, so
 	// that a claim skips groups where no tenant runs a task of a kind that would make room.
 	preIn classCounts
+
+	// demLeaves counts the leaves below a node that want a steady task (demand and cap above
+	// zero); demW sums the weights of a node's children whose demLeaves is positive. They give each
+	// tenant its demand-aware entitlement: the product over its path of weight / demW(parent).
+	demLeaves []int32
+	demW      []float64
+	leafDem   []bool
 }
 
 func (t *tree) reset(dims []int, capT []int64, nodes int) {
@@ -101,6 +108,9 @@ func (t *tree) finish() {
 	t.leafPre = make([]bool, n)
 	t.minElig = make([]int64, n)
 	t.state = make([]leafState, n)
+	t.demLeaves = make([]int32, n)
+	t.demW = make([]float64, n)
+	t.leafDem = make([]bool, n)
 	for i := range t.actPos {
 		t.minElig[i] = noElig
 		t.actPos[i], t.prePos[i] = -1, -1
@@ -404,4 +414,66 @@ func (t *tree) path(n int32, buf []int32) []int32 {
 		buf[i], buf[j] = buf[j], buf[i]
 	}
 	return buf
+}
+
+// setDem marks a leaf as wanting (or not) a steady task and keeps demLeaves and demW along its
+// path. A parent's demW is summed again from its children when one of them changes, so that an
+// incremental update gives the same value as a rebuild (no drift from adding and subtracting).
+func (t *tree) setDem(leaf int32, on bool) {
+	if t.leafDem[leaf] == on {
+		return
+	}
+	t.leafDem[leaf] = on
+	d := int32(-1)
+	if on {
+		d = 1
+	}
+	for n := leaf; n > 0; n = t.parent[n] {
+		old := t.demLeaves[n]
+		t.demLeaves[n] += d
+		if (old == 0) != (t.demLeaves[n] == 0) {
+			t.sumDemW(t.parent[n])
+		}
+	}
+	t.demLeaves[0] += d
+}
+
+// initDem sets every leaf's mark at once (all marks must be off) and sums the counts and weights
+// bottom-up (children have larger ids than their parents).
+func (t *tree) initDem(on func(leaf int32) bool) {
+	for n := len(t.parent) - 1; n > 0; n-- {
+		if t.isLeaf(int32(n)) && on(int32(n)) {
+			t.leafDem[n] = true
+			t.demLeaves[n]++
+		}
+		t.demLeaves[t.parent[n]] += t.demLeaves[n]
+	}
+	for p := range t.kids {
+		t.sumDemW(int32(p))
+	}
+}
+
+// sumDemW recomputes demW of p from its children, in child order.
+func (t *tree) sumDemW(p int32) {
+	var s float64
+	for _, c := range t.kids[p] {
+		if t.demLeaves[c] > 0 {
+			s += t.weight[c]
+		}
+	}
+	t.demW[p] = s
+}
+
+// entitlement is the part of the pool a leaf is entitled to when every tenant that wants a task
+// gets its weighted part at every level: the product over its path of weight / demW(parent).
+// It is 0 for a leaf that wants nothing.
+func (t *tree) entitlement(leaf int32) float64 {
+	if !t.leafDem[leaf] {
+		return 0
+	}
+	e := 1.0
+	for n := leaf; n != 0; n = t.parent[n] {
+		e *= t.weight[n] / t.demW[t.parent[n]]
+	}
+	return e
 }

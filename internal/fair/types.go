@@ -10,6 +10,9 @@ import (
 type Group struct {
 	Path   string  `json:"path"`
 	Weight float64 `json:"weight"`
+	// MaxMinRuntime caps the minimum runtime of every tenant below the group (0: no cap). It is
+	// the operator's bound: a tenant's own MinRuntime cannot protect its tasks for longer.
+	MaxMinRuntime time.Duration `json:"maxMinRuntime,omitempty"`
 }
 
 // Tenant is one unit of fairness: a leaf of the hierarchy that wants Demand tasks of one shape.
@@ -29,7 +32,8 @@ type Tenant struct {
 	Reservation int `json:"reservation,omitempty"`
 	// Cap is a hard maximum of steady tasks; 0 means no cap. Burst leases may go beyond it.
 	Cap int `json:"cap,omitempty"`
-	// MinRuntime protects a steady task from preemption until it has run this long.
+	// MinRuntime protects a steady task from preemption until it has run this long, capped by
+	// Config.MaxMinRuntime and the MaxMinRuntime of every group on the tenant's path.
 	MinRuntime time.Duration `json:"minRuntime,omitempty"`
 }
 
@@ -41,8 +45,39 @@ type Config struct {
 	BurstPoolPercent float64
 	// LeaseDuration is how long a lease lasts; 0 disables leases altogether.
 	LeaseDuration time.Duration
+	// MaxMinRuntime caps every tenant's MinRuntime (0: no cap); groups may cap lower.
+	MaxMinRuntime time.Duration
 	Groups        []Group
 	Tenants       []Tenant
+	// Limits bound the configuration (zero fields take DefaultLimits' values).
+	Limits Limits
+}
+
+// Limits bound what a configuration and its events may ask for, so that a mistaken or hostile
+// input is refused with an error instead of exhausting memory.
+type Limits struct {
+	// MaxTenants bounds the number of tenants.
+	MaxTenants int
+	// MaxDemand bounds one tenant's demand, reservation and cap.
+	MaxDemand int
+	// MaxTotalDemand bounds the sum of every tenant's demand.
+	MaxTotalDemand int
+}
+
+// DefaultLimits are the limits in force where Config.Limits leaves a field at zero.
+var DefaultLimits = Limits{MaxTenants: 200_000, MaxDemand: 1 << 20, MaxTotalDemand: 1 << 24}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxTenants <= 0 {
+		l.MaxTenants = DefaultLimits.MaxTenants
+	}
+	if l.MaxDemand <= 0 {
+		l.MaxDemand = DefaultLimits.MaxDemand
+	}
+	if l.MaxTotalDemand <= 0 {
+		l.MaxTotalDemand = DefaultLimits.MaxTotalDemand
+	}
+	return l
 }
 
 // Event is one change Apply takes. The set is closed: SetDemand, AddTenant, RemoveTenant,
@@ -94,7 +129,7 @@ type Item struct {
 	// Level is the group under which a share preemption compared shares ("" for the root).
 	Level string `json:"level,omitempty"`
 	// ByShare and Share are, for a share preemption, the claimant's and the victim's weighted
-	// dominant shares at Level after the move: ByShare < Share always.
+	// dominant shares at Level after the move: ByShare ≤ Share (within the tie tolerance).
 	ByShare float64 `json:"byShare,omitempty"`
 	Share   float64 `json:"share,omitempty"`
 	// Expires is when a lease ends.
@@ -116,7 +151,7 @@ func (it Item) String() string {
 		s += " by=" + it.By
 	}
 	if it.Kind == KindPreempt && it.Reason == ReasonOverShare {
-		s += fmt.Sprintf(" level=%q shares=%.6g<%.6g", it.Level, it.ByShare, it.Share)
+		s += fmt.Sprintf(" level=%q shares=%.6g<=%.6g", it.Level, it.ByShare, it.Share)
 	}
 	return s
 }

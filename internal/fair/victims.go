@@ -125,14 +125,16 @@ type planned struct {
 
 // victimSearch carries one search's parameters, so that the descent needs no closures.
 type victimSearch struct {
-	mode  vsMode
-	claim *tenantRec
-	path  []int32 // the claimant's path from the root
-	level int     // index in path of the lowest common ancestor being tried
-	top   int32   // the child of that ancestor on the victim side
-	bound float64 // claimant side's share after the move
-	after float64 // victim side's share after the move
-	k     int64
+	mode   vsMode
+	claim  *tenantRec
+	path   []int32 // the claimant's path from the root
+	level  int     // index in path of the lowest common ancestor being tried
+	top    int32   // the child of that ancestor on the victim side
+	bound  float64 // claimant side's share after the move
+	before float64 // claimant side's share before the move
+	floor  bool    // vsReserve: a floor claim (victims keep their floor too)
+	after  float64 // victim side's share after the move
+	k      int64
 	// retry is the earliest time a move found here passes every check but minimum runtime.
 	retry time.Time
 	// pruned is the earliest time a group skipped because all its tasks were inside their
@@ -240,11 +242,11 @@ func (a *Allocator) visitClaim(v *tenantRec) bool {
 		return false
 	}
 	k := tasksToCover(a.sUsed, a.capS, c.d, v.d)
-	if k <= 0 || k > int64(len(v.steady)-v.cfg.Reservation) {
+	if k <= 0 || k > int64(len(v.steady)-a.keep(v)) {
 		return false
 	}
 	after := a.st.shareDelta(vs.top, v.d, -k, nil, 0)
-	if !lessTol(vs.bound, after) {
+	if !shareRule(vs.before, vs.bound, after, a.st.share[vs.top]) {
 		return false
 	}
 	for j := 1; j <= vs.level; j++ {
@@ -265,7 +267,11 @@ func (a *Allocator) visitClaim(v *tenantRec) bool {
 // shortfall needs; it accepts once nothing is short.
 func (a *Allocator) visitReserve(v *tenantRec) bool {
 	vs := &a.vs
-	avail := len(v.steady) - v.cfg.Reservation
+	keep := v.cfg.Reservation
+	if vs.floor {
+		keep = a.keep(v)
+	}
+	avail := len(v.steady) - keep
 	if v == vs.claim || avail <= 0 {
 		return false
 	}
@@ -304,9 +310,44 @@ func (a *Allocator) preemptNewestEligible(v *tenantRec, k int, it Item) {
 		it.Task = v.steady[i].seq
 		a.emit(v, it)
 	}
+	a.moves++
 	v.steady = append(v.steady[:e-k], v.steady[e:]...)
 	a.steadyDelta(v, -int64(k))
 	a.totalDelta(v, -int64(k))
 	a.refreshSteady(v)
 	a.refreshLease(v)
+}
+
+// shareRule is the share claim's test at the level where the paths part: x and y are the
+// claimant side's and the victim side's shares before the move, x1 and y1 after it (x < x1 and
+// y1 < y always). The move is allowed when the claimant side does not end above the victim side
+// (x1 ≤ y1 within the tolerance) and both new shares lie strictly inside (x, y) beyond the
+// tolerance: the pair moves strictly closer, which is what makes the sorted share vector rise
+// (docs/fairness.md §5) and keeps tiny differences from churning.
+func shareRule(x, x1, y1, y float64) bool {
+	return !lessTol(y1, x1) && lessTol(x, y1) && lessTol(x1, y)
+}
+
+// trimPlan drops from a covered plan (every shortfall ≤ 0) the tasks it does not need, the
+// victims with the lowest share first: no victim loses a task that the claimant then leaves
+// free, so no victim can be granted its task back in the same step.
+func (a *Allocator) trimPlan() {
+	vs := &a.vs
+	for i := len(vs.plan) - 1; i >= 0; i-- {
+		p := &vs.plan[i]
+		for p.k > 0 && spare(vs.short, p.t.d) {
+			p.k--
+			addScaled(vs.short, p.t.d, 1)
+		}
+	}
+}
+
+// spare reports whether short + d stays ≤ 0 everywhere.
+func spare(short, d []int64) bool {
+	for j, x := range d {
+		if short[j]+x > 0 {
+			return false
+		}
+	}
+	return true
 }
