@@ -24,6 +24,11 @@ type taskRec struct {
 	start int64
 }
 
+type stoppedRec struct {
+	rec taskRec
+	out int
+}
+
 type leaseRec struct {
 	seq           uint64
 	start, expiry int64
@@ -38,19 +43,25 @@ type tenantRec struct {
 
 	sLeaf, lLeaf int32 // nodes in the steady and the lease tree
 
-	pending    bool // its preemption claim is examined in the next claims phase
-	inPending  bool
-	retryAt    time.Time // a claim waits for victims' minimum runtime until then
-	minRunWait time.Time // a move that passes every check but minimum runtime becomes possible then
-	resRetryAt time.Time // a reservation claim waits until then (retried every step anyway)
-	touched    uint64    // step stamp
-	renew      int       // leases that expired in the step renewStamp
-	renewStamp uint64
-	inRes      bool // listed in resList
-	idx        int32
-	removed    bool
-	lDirty     bool // its lease-tree use lags behind its tasks
-	lCount     int  // the task count the lease tree holds for it
+	pending     bool // its preemption claim is examined in the next claims phase
+	inPending   bool
+	retryAt     time.Time // a claim waits for victims' minimum runtime until then
+	minRunWait  time.Time // a move that passes every check but minimum runtime becomes possible then
+	resRetryAt  time.Time // a reservation claim waits until then (retried every step anyway)
+	floorPruned time.Time // a floor claim found groups inside their minimum runtime until then
+	// stopped are the tasks claims took from it in the step stoppedStamp, with the index of
+	// their preempt item: a grant or lease for it in the same step restores the newest instead of
+	// starting a new task, and the preempt item is withdrawn.
+	stopped      []stoppedRec
+	stoppedStamp uint64
+	touched      uint64 // step stamp
+	renew        int    // leases that expired in the step renewStamp
+	renewStamp   uint64
+	inRes        bool // listed in resList
+	idx          int32
+	removed      bool
+	lDirty       bool // its lease-tree use lags behind its tasks
+	lCount       int  // the task count the lease tree holds for it
 	// unit is one task's dominant share of the steady pool (+Inf when it does not fit it).
 	unit float64
 	// minRun is the minimum runtime in force: the tenant's own, capped by the operator's
@@ -126,6 +137,7 @@ type Allocator struct {
 	resBadStamp uint64
 	unmetN      int    // tenants with unmet demand while leases are on
 	moves       uint64 // preemptions for claims so far (fixed-point passes stop when it stays)
+	withdrawn   int    // items withdrawn in this step (compacted at its end)
 }
 
 // Time queues hold Unix nanoseconds.

@@ -1,6 +1,9 @@
 package fair
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // refreshSteady puts t's steady leaf where its counts say it belongs.
 func (a *Allocator) refreshSteady(t *tenantRec) {
@@ -47,12 +50,14 @@ func (a *Allocator) fillSteady() { a.fill(&a.st, a.sUsed, a.capS, true, a.grantF
 // grantFair gives t n steady tasks from filling (n > 1 only for a plain run: no lease to convert,
 // reservation met, room in the whole pool).
 func (a *Allocator) grantFair(t *tenantRec, n int64) {
-	if n == 1 {
-		reason := ReasonFairShare
-		if len(t.steady) < t.resTarget() {
-			reason = ReasonReservation
+	if n == 1 || t.stoppedStamp == a.stamp && len(t.stopped) > 0 {
+		for range n {
+			reason := ReasonFairShare
+			if len(t.steady) < t.resTarget() {
+				reason = ReasonReservation
+			}
+			a.grantSteady(t, reason)
 		}
-		a.grantSteady(t, reason)
 		return
 	}
 	for range n {
@@ -97,6 +102,14 @@ func (a *Allocator) grantSteady(t *tenantRec, reason Reason) {
 		if !fits(a.tUsed, a.capT, t.d) {
 			a.reclaimLeases(t.d, t.cfg.Name, ReasonNeededBySteady)
 		}
+		if r, ok := a.restoreStopped(t); ok {
+			insertTask(t, r)
+			a.steadyDelta(t, 1)
+			a.totalDelta(t, 1)
+			a.refreshSteady(t)
+			a.refreshLease(t)
+			return
+		}
 		a.seq++
 		t.steady = append(t.steady, taskRec{seq: a.seq, start: a.nowNS})
 		a.steadyDelta(t, 1)
@@ -110,6 +123,22 @@ func (a *Allocator) grantSteady(t *tenantRec, reason Reason) {
 func (a *Allocator) grantLeaseN(t *tenantRec, _ int64) { a.grantLease(t) }
 
 func (a *Allocator) grantLease(t *tenantRec) {
+	if r, ok := a.restoreStopped(t); ok {
+		// The task a claim took keeps running as a lease: the preempt item is withdrawn and a
+		// lease item with the same task number says when it now ends.
+		l := leaseRec{seq: r.seq, start: r.start, expiry: a.nowNS + int64(a.leaseDur)}
+		i := len(t.leases)
+		for i > 0 && (t.leases[i-1].start > l.start || t.leases[i-1].start == l.start && t.leases[i-1].seq > l.seq) {
+			i--
+		}
+		t.leases = slices.Insert(t.leases, i, l)
+		a.totalDelta(t, 1)
+		a.flushLease()
+		a.expiries.push(expiryEntry{at: l.expiry, seq: l.seq, tenant: t.idx})
+		a.emit(t, Item{Kind: KindLease, Task: l.seq, Reason: ReasonSteadyToLease, Expires: a.now.Add(a.leaseDur)})
+		a.refreshLease(t)
+		return
+	}
 	a.seq++
 	l := leaseRec{seq: a.seq, start: a.nowNS, expiry: a.nowNS + int64(a.leaseDur)}
 	t.leases = append(t.leases, l)
@@ -231,3 +260,25 @@ func eligibleNS(t *tenantRec, r taskRec) int64 {
 
 // eligibleAt is eligibleNS as a time.
 func eligibleAt(t *tenantRec, r taskRec) time.Time { return time.Unix(0, eligibleNS(t, r)).UTC() }
+
+// restoreStopped takes back the newest task a claim stopped for t in this step, withdrawing its
+// preempt item, so that a tenant is never stopped and started again in one decision.
+func (a *Allocator) restoreStopped(t *tenantRec) (taskRec, bool) {
+	if t.stoppedStamp != a.stamp || len(t.stopped) == 0 {
+		return taskRec{}, false
+	}
+	s := t.stopped[len(t.stopped)-1]
+	t.stopped = t.stopped[:len(t.stopped)-1]
+	a.out[s.out].Kind = 0
+	a.withdrawn++
+	return s.rec, true
+}
+
+// compact drops withdrawn items from the decision.
+func (a *Allocator) compact() {
+	if a.withdrawn == 0 {
+		return
+	}
+	a.out = slices.DeleteFunc(a.out, func(it Item) bool { return it.Kind == 0 })
+	a.withdrawn = 0
+}

@@ -85,6 +85,9 @@ const (
 	// ReasonBelowFloor: preempted (above the victim's own reservation and sharing-incentive
 	// floor) for a tenant below its sharing-incentive floor.
 	ReasonBelowFloor
+	// ReasonSteadyToLease: a steady task a claim displaced keeps running as a lease (same task
+	// number) instead of stopping.
+	ReasonSteadyToLease
 	reasonEnd
 )
 
@@ -118,6 +121,7 @@ var reasons = [reasonEnd]reasonInfo{
 	ReasonExceedsCapacity:          {"ExceedsCapacity", []Kind{KindQueue}, false, "one task is larger than the whole pool"},
 	ReasonReservationUnsatisfiable: {"ReservationUnsatisfiable", []Kind{KindQueue}, false, "reservations no longer fit the steady pool"},
 	ReasonBelowFloor:               {"BelowFloor", []Kind{KindPreempt}, true, "a tenant below its sharing-incentive floor needs the room"},
+	ReasonSteadyToLease:            {"SteadyToLease", []Kind{KindLease}, false, "a steady task displaced by a claim keeps running as a lease"},
 }
 
 // Reasons lists every reason, in declaration order.

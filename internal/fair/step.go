@@ -50,6 +50,7 @@ func (a *Allocator) step(full bool) Decision {
 	a.flushLease()
 	a.st.ensurePre()
 	a.lt.ensurePre()
+	a.compact()
 	a.queue(full)
 	return Decision{At: a.now, Items: a.out}
 }
@@ -257,21 +258,33 @@ func (a *Allocator) claims() bool {
 	}
 	a.pendingList = a.pendingList[:0]
 	a.sortByShare(ids)
+	// Floors first, for every claimant: a tenant below its floor takes free room before anyone
+	// else and makes floor claims, so that the room a claim leaves over goes to tenants below
+	// their floors and not, by filling, to a tenant whose new task could not be taken back in
+	// this step.
+	served := false
 	for _, i := range ids {
 		t := a.tenants[i]
-		t.retryAt, t.minRunWait = time.Time{}, time.Time{}
-		for len(t.steady) < t.steadyWant() && !fits(a.sUsed, a.capS, t.d) {
-			var retry, pruned time.Time
-			if len(t.steady) < a.floor(t) {
-				if a.groupClaim(t, true) {
-					a.fillSteady()
-					continue
-				}
-				retry, pruned = a.vs.retry, a.vs.pruned
+		t.retryAt, t.minRunWait, t.floorPruned = time.Time{}, time.Time{}, time.Time{}
+		for len(t.steady) < a.floor(t) {
+			if fits(a.sUsed, a.capS, t.d) {
+				a.grantSteady(t, ReasonFairShare)
+			} else if !a.groupClaim(t, true) {
+				t.minRunWait, t.floorPruned = a.vs.retry, a.vs.pruned
+				break
 			}
+			served = true
+		}
+	}
+	if served {
+		a.fillSteady()
+	}
+	for _, i := range ids {
+		t := a.tenants[i]
+		for len(t.steady) < t.steadyWant() && !fits(a.sUsed, a.capS, t.d) {
 			if !a.shareClaim(t) {
-				t.minRunWait = earliest(retry, a.vs.retry)
-				if t.retryAt = earliest(earliest(retry, a.vs.retry), earliest(pruned, a.vs.pruned)); !t.retryAt.IsZero() {
+				t.minRunWait = earliest(t.minRunWait, a.vs.retry)
+				if t.retryAt = earliest(t.minRunWait, earliest(t.floorPruned, a.vs.pruned)); !t.retryAt.IsZero() {
 					a.retries.push(retryEntry{at: t.retryAt.UnixNano(), tenant: t.idx})
 				}
 				a.touch(t)

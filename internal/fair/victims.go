@@ -306,8 +306,12 @@ func (a *Allocator) visitReserve(v *tenantRec) bool {
 // preemptNewestEligible stops v's k newest tasks among those past their minimum runtime.
 func (a *Allocator) preemptNewestEligible(v *tenantRec, k int, it Item) {
 	e := eligible(v, a.now)
+	if v.stoppedStamp != a.stamp {
+		v.stoppedStamp, v.stopped = a.stamp, v.stopped[:0]
+	}
 	for i := e - 1; i >= e-k; i-- {
 		it.Task = v.steady[i].seq
+		v.stopped = append(v.stopped, stoppedRec{rec: v.steady[i], out: len(a.out)})
 		a.emit(v, it)
 	}
 	a.moves++
