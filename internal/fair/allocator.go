@@ -138,6 +138,7 @@ type Allocator struct {
 	unmetN      int    // tenants with unmet demand while leases are on
 	moves       uint64 // preemptions for claims so far (fixed-point passes stop when it stays)
 	withdrawn   int    // items withdrawn in this step (compacted at its end)
+	demandSum   int64  // every tenant's demand, summed (limits.maxTotalDemand)
 }
 
 // Time queues hold Unix nanoseconds.
@@ -213,6 +214,7 @@ func cloneTenant(t Tenant) Tenant {
 
 func (a *Allocator) addTenantRec(tc Tenant) *tenantRec {
 	t := &tenantRec{cfg: cloneTenant(tc), sLeaf: -1, lLeaf: -1, pending: true}
+	a.demandSum += int64(tc.Demand)
 	a.byName[tc.Name] = int32(len(a.tenants))
 	a.tenants = append(a.tenants, t)
 	return t

@@ -43,8 +43,8 @@ func (a *Allocator) SetDemand(now time.Time, name string, demand int) (Decision,
 	if !ok || a.tenants[i].removed {
 		return Decision{At: now}, fmt.Errorf("set demand: tenant %q: not found", name)
 	}
-	if demand < 0 {
-		return Decision{At: now}, fmt.Errorf("set demand: tenant %q: demand %d is negative", name, demand)
+	if err := a.checkDemand(name, a.tenants[i].cfg.Demand, demand, a.demandSum); err != nil {
+		return Decision{At: now}, err
 	}
 	a.begin(now)
 	a.setDemand(a.tenants[i], demand)
@@ -83,6 +83,7 @@ func (a *Allocator) setDemand(t *tenantRec, n int) {
 	if n > t.cfg.Demand {
 		a.markPending(t)
 	}
+	a.demandSum += int64(n - t.cfg.Demand)
 	t.cfg.Demand = n
 	a.trim(t)
 	a.touch(t)
@@ -123,6 +124,7 @@ func (a *Allocator) removeTenant(t *tenantRec) {
 		a.emit(t, Item{Kind: KindRelease, Task: t.steady[i].seq, Reason: ReasonTenantRemoved})
 	}
 	t.steady, t.leases, t.removed = nil, nil, true
+	a.demandSum -= int64(t.cfg.Demand)
 	delete(a.byName, t.cfg.Name)
 	a.needRebuild = true
 }
@@ -131,6 +133,7 @@ func (a *Allocator) updateTenant(t *tenantRec, n Tenant) {
 	if n.Demand > t.cfg.Demand {
 		a.markPending(t)
 	}
+	a.demandSum += int64(n.Demand - t.cfg.Demand)
 	t.cfg.Weight, t.cfg.Demand, t.cfg.Reservation = n.Weight, n.Demand, n.Reservation
 	t.cfg.Cap, t.cfg.MinRuntime = n.Cap, n.MinRuntime
 	a.trim(t)
@@ -147,11 +150,23 @@ func (a *Allocator) validateEvents(events []Event) error {
 		return (ok || added[name]) && !removed[name]
 	}
 	structural := false
+	sum, batch := a.demandSum, map[string]int{}
 	for i, ev := range events {
 		var err error
 		switch e := ev.(type) {
 		case SetDemand:
-			err = checkDemandEvent(e, exists(e.Tenant))
+			if !exists(e.Tenant) {
+				err = fmt.Errorf("set demand: tenant %q: not found", e.Tenant)
+				break
+			}
+			old, ok := batch[e.Tenant]
+			if !ok && !added[e.Tenant] {
+				old = a.tenants[a.byName[e.Tenant]].cfg.Demand
+			}
+			if err = a.checkDemand(e.Tenant, old, e.Demand, sum); err == nil {
+				sum += int64(e.Demand - old)
+				batch[e.Tenant] = e.Demand
+			}
 		case AddTenant:
 			if exists(e.Tenant.Name) {
 				err = fmt.Errorf("add tenant %q: already present", e.Tenant.Name)
@@ -182,12 +197,14 @@ func (a *Allocator) validateEvents(events []Event) error {
 	return errors.Join(errs...)
 }
 
-func checkDemandEvent(e SetDemand, ok bool) error {
-	switch {
-	case !ok:
-		return fmt.Errorf("set demand: tenant %q: not found", e.Tenant)
-	case e.Demand < 0:
-		return fmt.Errorf("set demand: tenant %q: demand %d is negative", e.Tenant, e.Demand)
+// checkDemand checks a tenant's new demand against the limits, given the total demand before.
+func (a *Allocator) checkDemand(name string, old, demand int, sum int64) error {
+	lim := a.limits.withDefaults()
+	if err := checkCount(demand, lim.MaxDemand); err != nil {
+		return fmt.Errorf("set demand: tenant %q: demand: %w", name, err)
+	}
+	if total := sum - int64(old) + int64(demand); total > int64(lim.MaxTotalDemand) {
+		return fmt.Errorf("set demand: tenant %q: total demand %d would exceed the limit of %d (limits.maxTotalDemand)", name, total, lim.MaxTotalDemand)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package fair
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -145,6 +146,19 @@ func TestValidateConfig(t *testing.T) {
 			[]string{"name appears twice", `"x" is also a group path`}},
 		{"reservations", Config{Capacity: Vector{"cpu": 2}, Tenants: []Tenant{
 			{Name: "a", Task: Vector{"cpu": 1}, Reservation: 3}}}, []string{"need 3 of cpu, the steady pool has 2"}},
+		{"reservation that overflows", Config{Capacity: Vector{"cpu": 9e9}, Limits: Limits{MaxDemand: 1 << 53},
+			Tenants: []Tenant{{Name: "a", Task: Vector{"cpu": 9e9}, Reservation: 1e13}}},
+			[]string{"need more than 9.223372036854775e+12 of cpu, the steady pool has 9e+09"}},
+		{"bounds", Config{Capacity: Vector{"cpu": 1}, MaxMinRuntime: -1, Limits: Limits{MaxTenants: 1, MaxTotalDemand: 5},
+			Groups: []Group{{Path: "g", Weight: math.NaN(), MaxMinRuntime: -1}},
+			Tenants: []Tenant{
+				{Name: "a", Task: Vector{"cpu": 1}, Weight: 5e-324, Demand: 1 << 54},
+				{Name: "b", Task: Vector{"cpu": math.Inf(1)}, Weight: math.Inf(1), Reservation: 1 << 21}}},
+			[]string{"maxMinRuntime: -1ns is negative", "groups[0]: weight: NaN is not a finite number",
+				"groups[0]: maxMinRuntime", "2 tenants exceed the limit of 1 (limits.maxTenants)",
+				"total demand 9007199254740992 exceeds the limit of 5", `tenant "a": weight: 5e-324 is outside [1e-06, 1e+06]`,
+				`tenant "a": demand: 18014398509481984 is above 2^53`, `tenant "b": task.cpu: amount +Inf is not a finite number`,
+				`tenant "b": weight: +Inf is not a finite number`, `tenant "b": reservation: 2097152 exceeds the limit of 1048576 (limits.maxDemand)`}},
 	}
 	for _, c := range cases {
 		_, err := New(c.cfg)
@@ -218,5 +232,76 @@ func TestApplyErrors(t *testing.T) {
 	mustStep(t)(a.Apply(t0.Add(time.Hour), RemoveTenant{Tenant: "a"}, AddTenant{Tenant: Tenant{Name: "a", Task: Vector{"cpu": 2}, Demand: 1}}))
 	if s := tenants(a)["a"]; s.Tasks != 1 {
 		t.Errorf("re-added a: %+v", s)
+	}
+}
+
+// TestLeaseRenewal: with nobody else waiting, a lease that reaches its expiry is renewed in place
+// (same task number, LeaseRenewed); once another tenant waits for room, expiry hands the room
+// back to filling and the waiting tenant is lent its share.
+func TestLeaseRenewal(t *testing.T) {
+	a, err := New(Config{Capacity: Vector{"gpu": 10}, BurstPoolPercent: 20, LeaseDuration: time.Minute,
+		Tenants: []Tenant{
+			{Name: "a", Task: Vector{"gpu": 1}, Demand: 10, Cap: 2},
+			{Name: "b", Task: Vector{"gpu": 1}, Demand: 1, Cap: 1},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := mustStep(t)(a.Recompute(t0))
+	leases := map[uint64]bool{}
+	for _, it := range d.Items {
+		if it.Kind == KindLease && it.Tenant == "a" {
+			leases[it.Task] = true
+		}
+	}
+	if len(leases) != 7 {
+		t.Fatalf("a was lent %d tasks, want 7: %v", len(leases), d.Items)
+	}
+	d = mustStep(t)(a.Apply(t0.Add(time.Minute)))
+	if n := countItems(d, KindLease, ReasonLeaseRenewed); n != 7 || len(moves(d)) != 7 {
+		t.Fatalf("uncontended expiry: %d renewals, items %v; want 7 renewals and nothing else", n, d.Items)
+	}
+	for _, it := range d.Items {
+		if it.Kind == KindLease && !leases[it.Task] {
+			t.Errorf("renewal %v has a new task number", it)
+		}
+	}
+	mustStep(t)(a.SetDemand(t0.Add(90*time.Second), "b", 5))
+	d = mustStep(t)(a.Apply(t0.Add(2 * time.Minute)))
+	if n := countItems(d, KindReclaim, ReasonLeaseExpired); n != 7 {
+		t.Errorf("contended expiry: %d leases expired, want 7: %v", n, d.Items)
+	}
+	if st := tenants(a); st["b"].Leased == 0 || st["a"].Leased >= 7 {
+		t.Errorf("contended expiry: a leases %d, b leases %d; want b lent room", st["a"].Leased, st["b"].Leased)
+	}
+}
+
+// TestMinRuntimeCap: a tenant's own minimum runtime (10,000 h here) is capped by the pool's
+// MaxMinRuntime and, lower, by a group's: its rival waits only as long as the cap in force.
+func TestMinRuntimeCap(t *testing.T) {
+	for _, c := range []struct {
+		pool, group, wait time.Duration
+	}{{time.Hour, 0, time.Hour}, {time.Hour, 2 * time.Minute, 2 * time.Minute}, {0, 5 * time.Minute, 5 * time.Minute}} {
+		cfg := Config{Capacity: Vector{"gpu": 4}, MaxMinRuntime: c.pool, Tenants: []Tenant{
+			{Name: "hog", Path: "o", Task: Vector{"gpu": 1}, Demand: 4, MinRuntime: 10000 * time.Hour},
+			{Name: "new", Task: Vector{"gpu": 1}},
+		}}
+		if c.group > 0 {
+			cfg.Groups = []Group{{Path: "o", Weight: 1, MaxMinRuntime: c.group}}
+		}
+		a, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustStep(t)(a.Recompute(t0))
+		mustStep(t)(a.SetDemand(t0.Add(time.Second), "new", 2))
+		mustStep(t)(a.Apply(t0.Add(c.wait - time.Second)))
+		if got := tenants(a)["new"].Tasks; got != 0 {
+			t.Errorf("%+v: new has %d tasks before the cap ran out", c, got)
+		}
+		mustStep(t)(a.Apply(t0.Add(c.wait)))
+		if got := tenants(a)["new"].Tasks; got != 2 {
+			t.Errorf("%+v: new has %d tasks once the cap ran out, want 2", c, got)
+		}
 	}
 }

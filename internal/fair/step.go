@@ -69,8 +69,15 @@ func (a *Allocator) expireLeases() {
 		e := a.expiries.pop()
 		t := a.tenants[e.tenant]
 		i := slices.IndexFunc(t.leases, func(l leaseRec) bool { return l.seq == e.seq })
-		if i < 0 {
-			continue // converted or reclaimed earlier
+		if i < 0 || t.leases[i].expiry != e.at {
+			continue // converted, reclaimed or renewed earlier
+		}
+		if a.unmetN == 0 || a.unmetN == 1 && t.unmet {
+			// No other tenant waits for room: the lease is renewed in place, same task.
+			t.leases[i].expiry = now + int64(a.leaseDur)
+			a.expiries.push(expiryEntry{at: t.leases[i].expiry, seq: e.seq, tenant: t.idx})
+			a.emit(t, Item{Kind: KindLease, Task: e.seq, Reason: ReasonLeaseRenewed, Expires: a.now.Add(a.leaseDur)})
+			continue
 		}
 		t.leases = append(t.leases[:i], t.leases[i+1:]...)
 		a.totalDelta(t, -1)

@@ -65,7 +65,7 @@ type Limits struct {
 }
 
 // DefaultLimits are the limits in force where Config.Limits leaves a field at zero.
-var DefaultLimits = Limits{MaxTenants: 200_000, MaxDemand: 1 << 20, MaxTotalDemand: 1 << 24}
+var DefaultLimits = Limits{MaxTenants: 200_000, MaxDemand: 1 << 20, MaxTotalDemand: 1 << 22}
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxTenants <= 0 {
