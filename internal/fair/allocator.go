@@ -68,6 +68,10 @@ type tenantRec struct {
 	// maxMinRuntime of the pool and of every group on its path.
 	minRun time.Duration
 	unmet  bool // counted in Allocator.unmetN: wants more tasks than it holds (leases on)
+	// fCache is its floor as computed at entitlement epoch fEpoch for steady want fWant.
+	fCache, fWant int
+	fEpoch        uint64
+	fOK           bool
 }
 
 func (t *tenantRec) steadyWant() int {
@@ -139,6 +143,7 @@ type Allocator struct {
 	moves       uint64 // preemptions for claims so far (fixed-point passes stop when it stays)
 	withdrawn   int    // items withdrawn in this step (compacted at its end)
 	demandSum   int64  // every tenant's demand, summed (limits.maxTotalDemand)
+	leafBuf     []int32
 }
 
 // Time queues hold Unix nanoseconds.
@@ -260,11 +265,36 @@ func (a *Allocator) floor(t *tenantRec) int {
 	if w == 0 || t.unit == 0 {
 		return w
 	}
-	f := a.st.entitlement(t.sLeaf) / t.unit * (1 + tieTolerance)
-	if f >= float64(w) {
-		return w
+	if t.fEpoch == a.st.demEpoch && t.fWant == w && t.fOK {
+		return t.fCache
 	}
-	return int(f)
+	f := a.st.entitlement(t.sLeaf) / t.unit * (1 + tieTolerance)
+	n := w
+	if f < float64(w) {
+		n = int(f)
+	}
+	t.fEpoch, t.fWant, t.fCache, t.fOK = a.st.demEpoch, w, n, true
+	return n
+}
+
+// freshSurplus sets every leaf's surplus mark again once entitlements have changed.
+func (a *Allocator) freshSurplus() {
+	tr := &a.st
+	if tr.demStale {
+		tr.demStale, tr.demDirty = false, tr.demDirty[:0]
+		for _, t := range a.tenants {
+			tr.setSur(t.sLeaf, len(t.steady) > a.keep(t))
+		}
+		return
+	}
+	for _, n := range tr.demDirty {
+		a.leafBuf = tr.leavesUnder(n, a.leafBuf[:0])
+		for _, l := range a.leafBuf {
+			t := a.tenants[tr.tenant[l]]
+			tr.setSur(l, len(t.steady) > a.keep(t))
+		}
+	}
+	tr.demDirty = tr.demDirty[:0]
 }
 
 // keep is how many steady tasks a share or floor claim leaves t: its reservation or its floor.
@@ -303,6 +333,7 @@ func (a *Allocator) rebuild() {
 		a.denseInto(t.d, t.cfg.Task)
 		t.inPending, t.inRes = false, false
 		t.minRun = a.effMinRuntime(t)
+		t.fOK = false
 		t.unit = dominant(t.d, a.capS, a.res.share)
 		if t.touched == a.stamp {
 			a.touched = append(a.touched, t.idx)
@@ -428,7 +459,7 @@ func (a *Allocator) assignClasses() {
 	for _, tr := range []*tree{&a.st, &a.lt} {
 		tr.ci.reset(vecs, len(a.res.names))
 		tr.blockedIn.init(len(tr.parent), len(vecs))
-		tr.preIn.init(len(tr.parent), len(vecs))
+		tr.surIn.init(len(tr.parent), len(vecs))
 	}
 }
 

@@ -91,6 +91,24 @@ func (ci *classIndex) helpful(short uint64, buf []int32) []int32 {
 	return buf
 }
 
+// helpfulAny lists the classes that use some resource in short (nil when it cannot tell, or
+// when so many qualify that pruning by class would not pay).
+func (ci *classIndex) helpfulAny(short uint64, buf []int32) []int32 {
+	if ci.mask == nil || short == 0 {
+		return nil
+	}
+	buf = buf[:0]
+	for i, m := range ci.masks {
+		if m&short != 0 {
+			buf = append(buf, ci.byMask[i]...)
+			if len(buf) > 16 {
+				return nil
+			}
+		}
+	}
+	return buf
+}
+
 // park files class c under the first resource where used + d > c.
 func (ci *classIndex) parkClass(c int32, used, capv []int64) {
 	j := firstShort(used, capv, ci.d[c])

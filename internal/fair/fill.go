@@ -12,6 +12,9 @@ func (a *Allocator) refreshSteady(t *tenantRec) {
 	}
 	a.st.setWant(t.sLeaf, len(t.steady) < t.steadyWant())
 	a.st.setDem(t.sLeaf, t.steadyWant() > 0)
+	if !a.st.demStale {
+		a.st.setSur(t.sLeaf, len(t.steady) > a.keep(t))
+	}
 	a.st.setPre(t.sLeaf, t.preemptible())
 	a.st.setElig(t.sLeaf, eligValue(t))
 	if len(t.steady) < t.resTarget() && !t.inRes {

@@ -225,11 +225,26 @@ func (a *Allocator) reservationClaim(c *tenantRec) bool {
 // reservation claim (floor false) leaves every victim its reservation; a floor claim leaves it
 // its reservation and its own sharing-incentive floor. The plan is trimmed to what c needs.
 func (a *Allocator) groupClaim(c *tenantRec, floor bool) bool {
+	if floor {
+		a.freshSurplus()
+	}
 	vs := &a.vs
 	vs.mode, vs.claim, vs.floor, vs.retry, vs.pruned, vs.plan = vsReserve, c, floor, time.Time{}, time.Time{}, vs.plan[:0]
 	vs.short = append(vs.short[:0], a.sUsed...)
+	var short uint64
 	for j := range vs.short {
 		vs.short[j] += c.d[j] - a.capS[j]
+		if vs.short[j] > 0 && j < 64 {
+			short |= 1 << j
+		}
+	}
+	vs.helpful = nil
+	if floor {
+		// Only tenants whose tasks use a short resource can help; with few such classes the
+		// search skips groups holding none of them.
+		if vs.helpful = a.st.ci.helpfulAny(short, vs.hbuf); vs.helpful != nil {
+			vs.hbuf = vs.helpful
+		}
 	}
 	a.st.ensurePre()
 	if a.descend(&a.st, 0, 0) < 0 {
@@ -313,6 +328,7 @@ func (a *Allocator) shareClaim(c *tenantRec) bool {
 	if !fits(make0(a), a.capS, c.d) {
 		return false
 	}
+	a.freshSurplus()
 	a.st.ensurePre()
 	var short uint64
 	for j, x := range c.d {

@@ -44,9 +44,6 @@ type tree struct {
 	class     []int32
 	blockedIn classCounts
 	ci        classIndex
-	// preIn counts, per interior node and class, the leaves below holding preemptible tasks, so
-	// that a claim skips groups where no tenant runs a task of a kind that would make room.
-	preIn classCounts
 
 	// demLeaves counts the leaves below a node that want a steady task (demand and cap above
 	// zero); demW sums the weights of a node's children whose demLeaves is positive. They give each
@@ -54,6 +51,20 @@ type tree struct {
 	demLeaves []int32
 	demW      []float64
 	leafDem   []bool
+	// surCnt counts the leaves below a node holding more steady tasks than they keep from a floor
+	// claim (reservation and floor), so that floor claims skip groups with nothing to give.
+	// demStale says an entitlement changed since the marks were set: they are set again, all at
+	// once, before the next floor claim.
+	surCnt []int32
+	// surIn counts the same per class, so that a claim skips groups where no tenant above what
+	// it keeps runs a task of a kind that would make room.
+	surIn    classCounts
+	leafSur  []bool
+	demStale bool
+	// demDirty lists the nodes whose demW changed since the marks were last set: the marks of
+	// the leaves below them are set again. demEpoch counts those changes (it keys cached floors).
+	demDirty []int32
+	demEpoch uint64
 }
 
 func (t *tree) reset(dims []int, capT []int64, nodes int) {
@@ -111,6 +122,9 @@ func (t *tree) finish() {
 	t.demLeaves = make([]int32, n)
 	t.demW = make([]float64, n)
 	t.leafDem = make([]bool, n)
+	t.surCnt = make([]int32, n)
+	t.leafSur = make([]bool, n)
+	t.demStale = true
 	for i := range t.actPos {
 		t.minElig[i] = noElig
 		t.actPos[i], t.prePos[i] = -1, -1
@@ -232,7 +246,6 @@ func (t *tree) setPre(leaf int32, on bool) {
 	if on {
 		delta = 1
 	}
-	t.preIn.bump(t.class[leaf], t.parent, leaf, delta)
 	for n := leaf; n >= 0; n = t.parent[n] {
 		old := t.preCnt[n]
 		t.preCnt[n] += delta
@@ -433,9 +446,22 @@ func (t *tree) setDem(leaf int32, on bool) {
 		t.demLeaves[n] += d
 		if (old == 0) != (t.demLeaves[n] == 0) {
 			t.sumDemW(t.parent[n])
+			t.demDirty = append(t.demDirty, t.parent[n])
+			t.demEpoch++
 		}
 	}
 	t.demLeaves[0] += d
+}
+
+// leavesUnder appends the leaves of n's subtree to buf.
+func (t *tree) leavesUnder(n int32, buf []int32) []int32 {
+	if t.isLeaf(n) {
+		return append(buf, n)
+	}
+	for _, c := range t.kids[n] {
+		buf = t.leavesUnder(c, buf)
+	}
+	return buf
 }
 
 // initDem sets every leaf's mark at once (all marks must be off) and sums the counts and weights
@@ -476,4 +502,20 @@ func (t *tree) entitlement(leaf int32) float64 {
 		e *= t.weight[n] / t.demW[t.parent[n]]
 	}
 	return e
+}
+
+// setSur marks a leaf as holding (or not) tasks above what a floor claim leaves it.
+func (t *tree) setSur(leaf int32, on bool) {
+	if t.leafSur[leaf] == on {
+		return
+	}
+	t.leafSur[leaf] = on
+	d := int32(-1)
+	if on {
+		d = 1
+	}
+	for n := leaf; n >= 0; n = t.parent[n] {
+		t.surCnt[n] += d
+	}
+	t.surIn.bump(t.class[leaf], t.parent, leaf, d)
 }

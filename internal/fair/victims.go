@@ -149,13 +149,14 @@ type victimSearch struct {
 	plan    []planned
 }
 
-// holdsHelpful reports whether some leaf under n runs preemptible tasks of a helpful class.
-func (a *Allocator) holdsHelpful(tr *tree, n int32) bool {
+// holdsSurplus reports whether some leaf under n holds tasks above what it keeps, of a class
+// that uses a resource the floor claim is short of.
+func (a *Allocator) holdsSurplus(tr *tree, n int32) bool {
 	if tr.isLeaf(n) {
-		return slices.Contains(a.vs.helpful, tr.class[n])
+		return tr.leafSur[n] && slices.Contains(a.vs.helpful, tr.class[n])
 	}
 	for _, c := range a.vs.helpful {
-		if tr.preIn.get(n, c) > 0 {
+		if tr.surIn.get(n, c) > 0 {
 			return true
 		}
 	}
@@ -170,8 +171,9 @@ func (vs *victimSearch) noteRetry(at time.Time) {
 
 // descend visits the leaves under n in victim order until one is accepted.
 func (a *Allocator) descend(tr *tree, n int32, depth int) int32 {
-	if a.vs.mode == vsClaim && a.vs.helpful != nil && !a.holdsHelpful(tr, n) {
-		return -1
+	if (a.vs.mode == vsClaim || a.vs.mode == vsReserve && a.vs.floor) &&
+		(tr.surCnt[n] == 0 || a.vs.helpful != nil && !a.holdsSurplus(tr, n)) {
+		return -1 // nobody below holds more than it keeps, of a kind that would help
 	}
 	if tr.isLeaf(n) {
 		if a.visit(tr, n) {
