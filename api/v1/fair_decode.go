@@ -1,0 +1,190 @@
+package v1
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+
+	yaml3 "go.yaml.in/yaml/v3"
+)
+
+// DecodeFairScenario reads a fair-share scenario, YAML or JSON (JSON when the first non-blank
+// byte is '{'), strictly: unknown fields, duplicate keys, wrong types, a second YAML document and
+// inputs over 64 MiB are errors, all reported at once as FieldErrors with their paths. YAML is
+// read by YAML 1.2 rules into typed fields, so a name is the text written (`yes`, `007`). JSON is
+// decoded directly (the fast path for large files); only a JSON document that fails is walked
+// again to name every problem's path. DecodeFairScenario does not validate: see
+// ValidateFairScenario.
+func DecodeFairScenario(data []byte) (*FairScenario, error) {
+	if len(data) > maxDocumentBytes {
+		return nil, docError("document is %d bytes, more than the %d allowed", len(data), maxDocumentBytes)
+	}
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	trimmed := bytes.TrimSpace(data)
+	sc := new(FairScenario)
+	if len(trimmed) > 0 && trimmed[0] == '{' {
+		return sc, decodeFairJSON(trimmed, sc)
+	}
+	if err := checkSingleDocument(data); err != nil {
+		return nil, err
+	}
+	var root yaml3.Node
+	if err := yaml3.Unmarshal(data, &root); err != nil {
+		return nil, docError("parse YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if root.Kind == 0 || len(root.Content) == 0 {
+		return nil, docError("empty document")
+	}
+	var errs errList
+	walkYAML(reflect.TypeFor[FairScenario](), root.Content[0], "", &errs, 0)
+	if err := errs.result(); err != nil {
+		return nil, err
+	}
+	if err := root.Content[0].Decode(sc); err != nil {
+		return nil, docError("decode document: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	return sc, nil
+}
+
+func decodeFairJSON(data []byte, sc *FairScenario) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(sc)
+	if err == nil {
+		if _, terr := dec.Token(); terr == nil {
+			err = errors.New("unexpected data after the document")
+		} else if !errors.Is(terr, io.EOF) {
+			err = terr
+		}
+	}
+	if err := checkJSONKeys(data); err != nil {
+		return err
+	}
+	if err == nil {
+		return nil
+	}
+	// Walk the document as YAML (JSON is YAML) to name every problem's path.
+	var root yaml3.Node
+	if yerr := yaml3.Unmarshal(data, &root); yerr == nil && len(root.Content) > 0 {
+		var errs errList
+		walkYAML(reflect.TypeFor[FairScenario](), root.Content[0], "", &errs, 0)
+		if werr := errs.result(); werr != nil {
+			return werr
+		}
+	}
+	return docError("parse JSON: %v", err)
+}
+
+// walkYAML checks node n against type t: mappings for structs and maps (no duplicate keys, no
+// unknown fields), sequences for slices, and every scalar decodable into its field's type.
+func walkYAML(t reflect.Type, n *yaml3.Node, path string, errs *errList, depth int) {
+	if depth > maxJSONDepth {
+		errs.add(path, "nested deeper than %d levels", maxJSONDepth)
+		return
+	}
+	if n.Kind == yaml3.AliasNode {
+		errs.add(path, "YAML aliases are not supported")
+		return
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == yaml3.ScalarNode && n.Tag == "!!null" {
+		return // an empty value leaves the field unset
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml3.MappingNode {
+			errs.add(path, "expected a mapping, got %s", nodeKind(n))
+			return
+		}
+		fields := map[string]reflect.Type{}
+		for i := range t.NumField() {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			if name != "" && name != "-" {
+				fields[name] = t.Field(i).Type
+			}
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i].Value, n.Content[i+1]
+			p := field(path, k)
+			if seen[k] {
+				errs.add(p, "duplicate key")
+				continue
+			}
+			seen[k] = true
+			if ft, ok := fields[k]; ok {
+				walkYAML(ft, v, p, errs, depth+1)
+			} else {
+				errs.add(p, "unknown field")
+			}
+		}
+	case reflect.Map:
+		if n.Kind != yaml3.MappingNode {
+			errs.add(path, "expected a mapping, got %s", nodeKind(n))
+			return
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			kn, v := n.Content[i], n.Content[i+1]
+			p := key(path, kn.Value)
+			if kn.Kind != yaml3.ScalarNode {
+				errs.add(path, "a key must be a plain value, got %s", nodeKind(kn))
+				continue
+			}
+			if seen[kn.Value] {
+				errs.add(p, "duplicate key")
+				continue
+			}
+			seen[kn.Value] = true
+			walkYAML(t.Elem(), v, p, errs, depth+1)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml3.SequenceNode {
+			errs.add(path, "expected a list, got %s", nodeKind(n))
+			return
+		}
+		for i, c := range n.Content {
+			walkYAML(t.Elem(), c, index(path, i), errs, depth+1)
+		}
+	default:
+		if n.Kind != yaml3.ScalarNode {
+			errs.add(path, "expected a %s, got %s", t.Kind(), nodeKind(n))
+			return
+		}
+		if t.Kind() == reflect.String {
+			return // any scalar is kept as the text written
+		}
+		if err := n.Decode(reflect.New(t).Interface()); err != nil {
+			errs.add(path, "expected a %s, got %q", scalarWord(t), truncate(n.Value))
+		}
+	}
+}
+
+func scalarWord(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64:
+		return "whole number"
+	case reflect.Float64:
+		return "number"
+	case reflect.Bool:
+		return "boolean (true or false)"
+	}
+	return t.Kind().String()
+}
+
+func nodeKind(n *yaml3.Node) string {
+	switch n.Kind {
+	case yaml3.MappingNode:
+		return "a mapping"
+	case yaml3.SequenceNode:
+		return "a list"
+	case yaml3.ScalarNode:
+		return "the value " + `"` + truncate(n.Value) + `"`
+	}
+	return "an alias"
+}
