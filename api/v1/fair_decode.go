@@ -11,9 +11,13 @@ import (
 	yaml3 "go.yaml.in/yaml/v3"
 )
 
+// maxFairYAMLBytes bounds a YAML scenario: a YAML tree costs tens of times its size in memory, so
+// large scenarios are read as JSON, decoded directly into the document.
+const maxFairYAMLBytes = 16 << 20
+
 // DecodeFairScenario reads a fair-share scenario, YAML or JSON (JSON when the first non-blank
-// byte is '{'), strictly: unknown fields, duplicate keys, wrong types, a second YAML document and
-// inputs over 64 MiB are errors, all reported at once as FieldErrors with their paths. YAML is
+// byte is '{'), strictly: unknown fields, duplicate keys, wrong types, a second YAML document,
+// YAML over 16 MiB and JSON over 64 MiB are errors, all reported at once as FieldErrors with their paths. YAML is
 // read by YAML 1.2 rules into typed fields, so a name is the text written (`yes`, `007`). JSON is
 // decoded directly (the fast path for large files); only a JSON document that fails is walked
 // again to name every problem's path. DecodeFairScenario does not validate: see
@@ -27,6 +31,10 @@ func DecodeFairScenario(data []byte) (*FairScenario, error) {
 	sc := new(FairScenario)
 	if len(trimmed) > 0 && trimmed[0] == '{' {
 		return sc, decodeFairJSON(trimmed, sc)
+	}
+	if len(data) > maxFairYAMLBytes {
+		return nil, docError("YAML document is %d bytes, more than the %d allowed for YAML; write large scenarios as JSON (up to %d bytes)",
+			len(data), maxFairYAMLBytes, maxDocumentBytes)
 	}
 	if err := checkSingleDocument(data); err != nil {
 		return nil, err
@@ -60,11 +68,10 @@ func decodeFairJSON(data []byte, sc *FairScenario) error {
 			err = terr
 		}
 	}
-	if err := checkJSONKeys(data); err != nil {
-		return err
-	}
 	if err == nil {
-		return nil
+		// The document is valid JSON: one fast pass names any duplicate key, which
+		// encoding/json would silently resolve to the last value.
+		return duplicateJSONKeys(data)
 	}
 	// Walk the document as YAML (JSON is YAML) to name every problem's path.
 	var root yaml3.Node
@@ -187,4 +194,77 @@ func nodeKind(n *yaml3.Node) string {
 		return "the value " + `"` + truncate(n.Value) + `"`
 	}
 	return "an alias"
+}
+
+// duplicateJSONKeys scans a valid JSON document once and reports every object key that appears
+// twice in the same object, with its path. It keeps the keys of the open objects only, so a
+// large document of small objects costs one pass and little memory.
+func duplicateJSONKeys(data []byte) error {
+	type frame struct {
+		obj  bool
+		keys []string
+		idx  int
+		key  string // the current key (objects)
+	}
+	var errs errList
+	var stack []frame
+	path := func() string {
+		p := ""
+		for _, f := range stack {
+			if f.obj {
+				p = key(p, f.key)
+			} else {
+				p = index(p, f.idx)
+			}
+		}
+		return p
+	}
+	expectKey := false
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; c {
+		case '{':
+			stack = append(stack, frame{obj: true})
+			expectKey = true
+		case '[':
+			stack = append(stack, frame{})
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+			expectKey = false
+		case ',':
+			if n := len(stack); n > 0 {
+				if stack[n-1].obj {
+					expectKey = true
+				} else {
+					stack[n-1].idx++
+				}
+			}
+		case '"':
+			j := i + 1
+			escaped := false
+			for ; j < len(data) && data[j] != '"'; j++ {
+				if data[j] == '\\' {
+					escaped = true
+					j++
+				}
+			}
+			if expectKey {
+				k := string(data[i+1 : j])
+				if escaped {
+					_ = json.Unmarshal(data[i:j+1], &k)
+				}
+				f := &stack[len(stack)-1]
+				f.key = k
+				for _, seen := range f.keys {
+					if seen == k {
+						errs.add(path(), "duplicate key")
+						break
+					}
+				}
+				f.keys = append(f.keys, k)
+				expectKey = false
+			}
+			i = j
+		}
+	}
+	return errs.result()
 }

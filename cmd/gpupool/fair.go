@@ -248,6 +248,14 @@ func decodeFairScenario(data []byte) (fairScenario, error) {
 	if err != nil {
 		return fairScenario{}, err
 	}
+	// The tenant limit is checked before anything else costs time per tenant.
+	lim := fair.DefaultLimits
+	if sc.Limits != nil && sc.Limits.MaxTenants > 0 {
+		lim.MaxTenants = clampInt(sc.Limits.MaxTenants)
+	}
+	if n := len(sc.Tenants); n > lim.MaxTenants {
+		return fairScenario{}, fmt.Errorf("tenants: %d tenants exceed the limit of %d (limits.maxTenants)", n, lim.MaxTenants)
+	}
 	if err := v1.ValidateFairScenario(sc); err != nil {
 		return fairScenario{}, err
 	}
