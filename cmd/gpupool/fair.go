@@ -72,7 +72,10 @@ func newFairCmd(e *env) *cobra.Command {
 			"count nothing; burst GPUs count and form the burst pool (burstPoolPercent is their part of the\n" +
 			"counted SMs). Tenants come from the pool (path, weight, reservation, cap); a tenant's task is\n" +
 			"the slice its replicas use and its demand its replica count in the plan. The optional STEPS\n" +
-			"file is a scenario with only start, leaseDuration (default 5m here), groups and steps.",
+			"file is a scenario with only start, leaseDuration (default 5m here), maxMinRuntime, limits,\n" +
+			"groups and steps.\n\n" +
+			"The scenario is a gpupool.dev/v1 FairScenario document (apiVersion and kind optional), YAML\n" +
+			"(up to 16 MiB; names kept as written) or JSON (up to 64 MiB, the fast path for large files).",
 		Example: "  gpupool fair examples/fair/drf-paper.yaml\n  gpupool fair examples/fair/burst-preemption.yaml -o json\n" +
 			"  gpupool fair --pool examples/h100x8-mixed.yaml --plan examples/fair/h100x8-mixed.plan.yaml examples/fair/h100x8-mixed.steps.yaml",
 		Args: cobra.MaximumNArgs(1),
@@ -203,6 +206,7 @@ func runFairPoolPlan(poolData, planData, steps []byte) (fairOut, error) {
 	}
 	// The pool has no weights for interior nodes: every group weighs 1 unless the steps say.
 	cfg.LeaseDuration, cfg.Groups = head.LeaseDuration, head.Groups
+	cfg.MaxMinRuntime, cfg.Limits = head.MaxMinRuntime, head.Limits
 	return replayFair(sc, start, cfg, notes)
 }
 
