@@ -305,3 +305,94 @@ func TestMinRuntimeCap(t *testing.T) {
 		}
 	}
 }
+
+// TestDemandLimits: SetDemand and Apply refuse a demand above the limits, one tenant's and the
+// total, naming the limit; the state is unchanged.
+func TestDemandLimits(t *testing.T) {
+	a, err := New(Config{Capacity: Vector{"cpu": 4}, Limits: Limits{MaxDemand: 10, MaxTotalDemand: 15},
+		Tenants: []Tenant{{Name: "a", Task: Vector{"cpu": 1}, Demand: 2}, {Name: "b", Task: Vector{"cpu": 1}, Demand: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustStep(t)(a.Recompute(t0))
+	if _, err := a.SetDemand(t0, "a", 11); err == nil || !strings.Contains(err.Error(), "exceeds the limit of 10 (limits.maxDemand)") {
+		t.Errorf("one tenant: %v", err)
+	}
+	if _, err := a.SetDemand(t0, "a", 2e9); err == nil || !strings.Contains(err.Error(), "limits.maxDemand") {
+		t.Errorf("2e9 tasks: %v", err)
+	}
+	mustStep(t)(a.SetDemand(t0, "a", 10))
+	_, err = a.Apply(t0, SetDemand{Tenant: "b", Demand: 4}, SetDemand{Tenant: "b", Demand: 6})
+	if err == nil || !strings.Contains(err.Error(), `events[1]: set demand: tenant "b": total demand 16 would exceed the limit of 15`) {
+		t.Errorf("total: %v", err)
+	}
+	if s := tenants(a)["b"]; s.Demand != 2 {
+		t.Errorf("b's demand changed to %d by a refused batch", s.Demand)
+	}
+	_, err = a.Apply(t0, AddTenant{Tenant: Tenant{Name: "c", Task: Vector{"cpu": 1}, Demand: 4}})
+	if err == nil || !strings.Contains(err.Error(), "total demand 16 exceeds the limit of 15") {
+		t.Errorf("arrival: %v", err)
+	}
+}
+
+// TestLumpyNotStarved: the two starvation cases of v1. A tenant with 5-GPU tasks next to one
+// holding ten 1-GPU tasks, and a tenant wanting whole GPUs next to one holding every GPU as MIG
+// slices, both get their floor within one Recompute once the victims' minimum runtime has passed,
+// and the allocation then stays (a later Recompute moves nothing).
+func TestLumpyNotStarved(t *testing.T) {
+	const board = "H100-SXM5-80GB/"
+	whole, err := SliceVector(board + "exclusive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mig, err := SliceVector(board + "1g.10gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 4 GPUs: each can be a whole GPU or 7 1g.10gb slices; the pool offers both kinds, as a
+	// planner that can re-cut GPUs would (capacity in SMs and memory is what is shared).
+	capv, _, err := SliceCapacity(map[string]int{board + "exclusive": 4, board + "1g.10gb": 28})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range capv {
+		if IsSliceKind(k) {
+			continue
+		}
+		capv[k] = v / 2 // the SMs and memory of 4 GPUs, not 8
+	}
+	cases := []struct {
+		name  string
+		cfg   Config
+		lumpy string
+		floor int
+	}{
+		{"5-GPU tasks", Config{Capacity: Vector{"gpu": 10}, Tenants: []Tenant{
+			{Name: "small", Task: Vector{"gpu": 1}, Demand: 10, MinRuntime: time.Minute},
+			{Name: "lumpy", Task: Vector{"gpu": 5}}}}, "lumpy", 1},
+		{"whole GPUs next to MIG slices", Config{Capacity: capv, Tenants: []Tenant{
+			{Name: "mig", Task: mig.Vector, Demand: 28, MinRuntime: time.Minute},
+			{Name: "whole", Task: whole.Vector}}}, "whole", 1},
+	}
+	for _, c := range cases {
+		a, err := New(c.cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		mustStep(t)(a.Recompute(t0))
+		mustStep(t)(a.SetDemand(t0.Add(time.Second), c.lumpy, 4))
+		if got := tenants(a)[c.lumpy].Tasks; got != 0 {
+			t.Fatalf("%s: %d tasks inside the victims' minimum runtime", c.name, got)
+		}
+		now := t0.Add(2 * time.Minute)
+		mustStep(t)(a.Recompute(now))
+		lt := a.tenants[a.byName[c.lumpy]]
+		if f := a.floor(lt); f < c.floor || len(lt.steady) < f {
+			t.Errorf("%s: %s holds %d tasks, floor %d (want at least %d)", c.name, c.lumpy, len(lt.steady), f, c.floor)
+		}
+		d := mustStep(t)(a.Recompute(now.Add(time.Hour)))
+		if mv := moves(d); len(mv) > 0 {
+			t.Errorf("%s: a later Recompute moved %v", c.name, mv)
+		}
+	}
+}
