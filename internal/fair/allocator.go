@@ -144,6 +144,7 @@ type Allocator struct {
 	withdrawn   int    // items withdrawn in this step (compacted at its end)
 	demandSum   int64  // every tenant's demand, summed (limits.maxTotalDemand)
 	leafBuf     []int32
+	batchDemand map[string]int // validateEvents' scratch: demands set earlier in the batch
 }
 
 // Time queues hold Unix nanoseconds.

@@ -150,7 +150,12 @@ func (a *Allocator) validateEvents(events []Event) error {
 		return (ok || added[name]) && !removed[name]
 	}
 	structural := false
-	sum, batch := a.demandSum, map[string]int{}
+	sum, batch := a.demandSum, a.batchDemand
+	if batch == nil {
+		batch = map[string]int{}
+		a.batchDemand = batch
+	}
+	defer clear(batch)
 	for i, ev := range events {
 		var err error
 		switch e := ev.(type) {

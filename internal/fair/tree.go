@@ -446,12 +446,23 @@ func (t *tree) setDem(leaf int32, on bool) {
 		t.demLeaves[n] += d
 		if (old == 0) != (t.demLeaves[n] == 0) {
 			t.sumDemW(t.parent[n])
-			t.demDirty = append(t.demDirty, t.parent[n])
 			t.demEpoch++
+			switch {
+			case t.demStale:
+			case len(t.demDirty) >= maxDemDirty:
+				// Many changes at once (a batch of demands): one pass over every leaf is
+				// cheaper than many subtree walks, and the list stays bounded.
+				t.demStale, t.demDirty = true, t.demDirty[:0]
+			default:
+				t.demDirty = append(t.demDirty, t.parent[n])
+			}
 		}
 	}
 	t.demLeaves[0] += d
 }
+
+// maxDemDirty bounds the list of changed entitlement nodes kept between two claims.
+const maxDemDirty = 32
 
 // leavesUnder appends the leaves of n's subtree to buf.
 func (t *tree) leavesUnder(n int32, buf []int32) []int32 {
