@@ -39,6 +39,8 @@ type FairGroup struct {
 	Path          string  `json:"path" yaml:"path"`
 	Weight        float64 `json:"weight" yaml:"weight"`
 	MaxMinRuntime string  `json:"maxMinRuntime,omitempty" yaml:"maxMinRuntime,omitempty"`
+	// Deserved is the group's guaranteed part of the steady pool, a dominant share in [0, 1].
+	Deserved float64 `json:"deserved,omitempty" yaml:"deserved,omitempty"`
 }
 
 // FairTenant is one tenant. Exactly one of Task (resource → amount) and Slice (a slice kind)
@@ -47,6 +49,7 @@ type FairTenant struct {
 	Name        string             `json:"name" yaml:"name"`
 	Path        string             `json:"path,omitempty" yaml:"path,omitempty"`
 	Weight      float64            `json:"weight,omitempty" yaml:"weight,omitempty"`
+	Deserved    float64            `json:"deserved,omitempty" yaml:"deserved,omitempty"`
 	Task        map[string]float64 `json:"task,omitempty" yaml:"task,omitempty"`
 	Slice       string             `json:"slice,omitempty" yaml:"slice,omitempty"`
 	Demand      int64              `json:"demand" yaml:"demand"`

@@ -54,6 +54,7 @@ func ValidateFairScenario(sc *FairScenario) error {
 		}
 		checkFairWeight(g.Weight, field(p, "weight"), &errs)
 		checkFairDuration(g.MaxMinRuntime, field(p, "maxMinRuntime"), &errs)
+		checkFairPart(g.Deserved, field(p, "deserved"), &errs)
 	}
 	for i, t := range sc.Tenants {
 		checkFairTenant(t, index("tenants", i), &errs)
@@ -99,6 +100,7 @@ func checkFairTenant(t FairTenant, p string, errs *errList) {
 	if t.Weight != 0 {
 		checkFairWeight(t.Weight, field(p, "weight"), errs)
 	}
+	checkFairPart(t.Deserved, field(p, "deserved"), errs)
 	switch {
 	case len(t.Task) > 0 && t.Slice != "":
 		errs.add(p, "give task or slice, not both")
@@ -153,6 +155,12 @@ func checkFairWeight(w float64, p string, errs *errList) {
 		errs.add(p, "%v is not a finite number", w)
 	case w < fairMinWeight || w > fairMaxWeight:
 		errs.add(p, "%v is outside [%g, %g]", w, fairMinWeight, fairMaxWeight)
+	}
+}
+
+func checkFairPart(x float64, p string, errs *errList) {
+	if math.IsNaN(x) || x < 0 || x > 1 {
+		errs.add(p, "%v is outside [0, 1] (a part of the steady pool)", x)
 	}
 }
 

@@ -283,7 +283,8 @@ func scenarioConfig(sc fairScenario) (time.Time, fair.Config, []string, error) {
 			MaxTotalDemand: clampInt(l.MaxTotalDemand)}
 	}
 	for _, g := range sc.Groups {
-		cfg.Groups = append(cfg.Groups, fair.Group{Path: g.Path, Weight: g.Weight, MaxMinRuntime: parseDur(g.MaxMinRuntime)})
+		cfg.Groups = append(cfg.Groups, fair.Group{Path: g.Path, Weight: g.Weight, MaxMinRuntime: parseDur(g.MaxMinRuntime),
+			Deserved: g.Deserved})
 	}
 	for i, t := range sc.Tenants {
 		ft, err := fairTenant(t, fmt.Sprintf("tenants[%d]", i))
@@ -332,7 +333,7 @@ func sortedStrings[V any](m map[string]V) []string {
 // fairTenant converts one validated tenant entry (durations and bounds were checked by
 // ValidateFairScenario), naming path in its errors.
 func fairTenant(t v1.FairTenant, path string) (fair.Tenant, error) {
-	ft := fair.Tenant{Name: t.Name, Path: t.Path, Weight: t.Weight, Demand: clampInt(t.Demand),
+	ft := fair.Tenant{Name: t.Name, Path: t.Path, Weight: t.Weight, Deserved: t.Deserved, Demand: clampInt(t.Demand),
 		Reservation: clampInt(t.Reservation), Cap: clampInt(t.Cap), Task: fair.Vector{},
 		MinRuntime: parseDur(t.MinRuntime)}
 	if t.Slice != "" {

@@ -108,6 +108,7 @@ type Allocator struct {
 	limits     Limits
 	maxMinRun  time.Duration            // the pool's cap on minimum runtimes (0: none)
 	groupMaxMR map[string]time.Duration // per group
+	groupDes   map[string]float64       // deserved part per group
 
 	tenants []*tenantRec // sorted by name at every rebuild
 	byName  map[string]int32
@@ -186,6 +187,7 @@ func New(cfg Config) (*Allocator, error) {
 		maxMinRun:  cfg.MaxMinRuntime,
 		limits:     cfg.Limits,
 		groupMaxMR: map[string]time.Duration{},
+		groupDes:   map[string]float64{},
 		groups:     map[string]float64{},
 		byName:     map[string]int32{},
 		known:      map[string]bool{},
@@ -233,6 +235,11 @@ func (a *Allocator) setGroup(g Group) {
 		a.groupMaxMR[g.Path] = g.MaxMinRuntime
 	} else {
 		delete(a.groupMaxMR, g.Path)
+	}
+	if g.Deserved > 0 {
+		a.groupDes[g.Path] = g.Deserved
+	} else {
+		delete(a.groupDes, g.Path)
 	}
 }
 
@@ -416,6 +423,13 @@ func (a *Allocator) buildTrees() {
 	}
 	a.st.finish()
 	a.lt.finish()
+	for n, full := range a.st.full {
+		if ti := a.st.tenant[n]; ti >= 0 {
+			a.st.deserved[n] = a.tenants[ti].cfg.Deserved
+		} else if n > 0 {
+			a.st.deserved[n] = a.groupDes[full]
+		}
+	}
 	a.assignClasses()
 	a.st.preEager, a.st.preStale = false, true
 	a.lt.preEager, a.lt.preStale = false, true
@@ -545,7 +559,7 @@ func (a *Allocator) Config() Config {
 	cfg := Config{Capacity: cloneVector(a.capacity), BurstPoolPercent: a.burstPct, LeaseDuration: a.leaseDur,
 		MaxMinRuntime: a.maxMinRun, Limits: a.limits}
 	for _, p := range sortedKeys(a.groups) {
-		cfg.Groups = append(cfg.Groups, Group{Path: p, Weight: a.groups[p], MaxMinRuntime: a.groupMaxMR[p]})
+		cfg.Groups = append(cfg.Groups, Group{Path: p, Weight: a.groups[p], MaxMinRuntime: a.groupMaxMR[p], Deserved: a.groupDes[p]})
 	}
 	ts := make([]*tenantRec, len(a.tenants))
 	copy(ts, a.tenants)
@@ -562,7 +576,7 @@ func (a *Allocator) Config() Config {
 func (a *Allocator) Clone() *Allocator {
 	c := &Allocator{
 		capacity: cloneVector(a.capacity), burstPct: a.burstPct, leaseDur: a.leaseDur,
-		maxMinRun: a.maxMinRun, limits: a.limits, groupMaxMR: map[string]time.Duration{},
+		maxMinRun: a.maxMinRun, limits: a.limits, groupMaxMR: map[string]time.Duration{}, groupDes: map[string]float64{},
 		groups: map[string]float64{}, byName: map[string]int32{}, known: map[string]bool{},
 		now: a.now, nowNS: a.nowNS, started: a.started, seq: a.seq, stamp: a.stamp,
 	}
@@ -573,6 +587,9 @@ func (a *Allocator) Clone() *Allocator {
 	}
 	for k, m := range a.groupMaxMR {
 		c.groupMaxMR[k] = m
+	}
+	for k, d := range a.groupDes {
+		c.groupDes[k] = d
 	}
 	for k := range a.known {
 		c.known[k] = true

@@ -135,7 +135,7 @@ func (a *Allocator) updateTenant(t *tenantRec, n Tenant) {
 	}
 	a.demandSum += int64(n.Demand - t.cfg.Demand)
 	t.cfg.Weight, t.cfg.Demand, t.cfg.Reservation = n.Weight, n.Demand, n.Reservation
-	t.cfg.Cap, t.cfg.MinRuntime = n.Cap, n.MinRuntime
+	t.cfg.Cap, t.cfg.MinRuntime, t.cfg.Deserved = n.Cap, n.MinRuntime, n.Deserved
 	a.trim(t)
 	a.touch(t)
 	a.needRebuild, a.allPending = true, true

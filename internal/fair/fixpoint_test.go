@@ -8,8 +8,8 @@ import (
 )
 
 // genSmall draws a small random hierarchical configuration from a seeded generator: 1–3
-// resources, 2–6 tenants over paths up to two levels deep, weights, group weights, caps and
-// optionally reservations, lumpy tasks (up to half of a resource) next to small ones. These
+// resources, 2–6 tenants over paths up to two levels deep, weights, group weights, deserved
+// parts on some groups and tenants, caps and optionally reservations, lumpy tasks (up to half of a resource) next to small ones. These
 // tests run thousands of scenarios, so they use a plain generator rather than rapid.
 func genSmall(r *rand.Rand, reserve bool) Config {
 	m := 1 + r.IntN(3)
@@ -42,7 +42,21 @@ func genSmall(r *rand.Rand, reserve bool) Config {
 	}
 	for _, p := range []string{"x", "y", "x/p"} {
 		if r.IntN(2) == 0 {
-			cfg.Groups = append(cfg.Groups, Group{Path: p, Weight: float64(1 + r.IntN(3))})
+			g := Group{Path: p, Weight: float64(1 + r.IntN(3))}
+			if r.IntN(3) == 0 { // a deserved part (quota) on some groups and tenants
+				g.Deserved = map[string]float64{"x": 0.4, "y": 0.3, "x/p": 0.2}[p]
+			}
+			cfg.Groups = append(cfg.Groups, g)
+		}
+	}
+	for i := range cfg.Tenants {
+		if r.IntN(5) == 0 {
+			cfg.Tenants[i].Deserved = 0.1
+		}
+	}
+	if validateConfig(cfg, false) != nil {
+		for i := range cfg.Tenants {
+			cfg.Tenants[i].Deserved = 0
 		}
 	}
 	if reserve {

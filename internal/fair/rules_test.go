@@ -396,3 +396,42 @@ func TestLumpyNotStarved(t *testing.T) {
 		}
 	}
 }
+
+// TestDeservedQuota: a group's deserved part is guaranteed (reclaimed by floor claims), lent
+// while the group wants less, and what is left is split by weight. Org a deserves 0.7 of 10 GPUs,
+// org b nothing: a's tenant is entitled to 0.7 + 0.3/2 = 0.85 (8 tasks), b's to 0.15 (1 task).
+func TestDeservedQuota(t *testing.T) {
+	a, err := New(Config{Capacity: Vector{"gpu": 10}, Groups: []Group{{Path: "a", Weight: 1, Deserved: 0.7}},
+		Tenants: []Tenant{
+			{Name: "a1", Path: "a", Task: Vector{"gpu": 1}, Demand: 10},
+			{Name: "b1", Path: "b", Task: Vector{"gpu": 1}, Demand: 10},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustStep(t)(a.Recompute(t0))
+	if s := tenants(a); s["a1"].Tasks != 5 || s["b1"].Tasks != 5 {
+		t.Fatalf("first decision (progressive filling): %d/%d, want 5/5", s["a1"].Tasks, s["b1"].Tasks)
+	}
+	d := mustStep(t)(a.Recompute(t0.Add(time.Minute)))
+	if s := tenants(a); s["a1"].Tasks != 8 || s["b1"].Tasks != 2 || countItems(d, KindPreempt, ReasonBelowFloor) != 3 {
+		t.Fatalf("deserved reclaimed: %d/%d, items %v; want 8/2 by three BelowFloor preemptions", s["a1"].Tasks, s["b1"].Tasks, d.Items)
+	}
+	mustStep(t)(a.SetDemand(t0.Add(2*time.Minute), "a1", 0))
+	if s := tenants(a); s["b1"].Tasks != 10 {
+		t.Errorf("idle deserved part not lent: b1 has %d", s["b1"].Tasks)
+	}
+	mustStep(t)(a.SetDemand(t0.Add(3*time.Minute), "a1", 10))
+	mustStep(t)(a.Recompute(t0.Add(4 * time.Minute)))
+	if s := tenants(a); s["a1"].Tasks != 8 || s["b1"].Tasks != 2 {
+		t.Errorf("deserved part back: %d/%d, want 8/2", s["a1"].Tasks, s["b1"].Tasks)
+	}
+	_, err = New(Config{Capacity: Vector{"gpu": 10}, Groups: []Group{{Path: "a", Weight: 1, Deserved: 0.5}, {Path: "a/x", Weight: 1, Deserved: 0.4}},
+		Tenants: []Tenant{{Name: "t", Path: "a/x", Task: Vector{"gpu": 1}, Deserved: 0.3}, {Name: "u", Path: "a", Task: Vector{"gpu": 1}, Deserved: 0.2},
+			{Name: "v", Task: Vector{"gpu": 1}, Deserved: 1.5}}})
+	for _, w := range []string{`the children of group "a" ask for 0.6000000000000001, more than its 0.5`, `tenant "v": deserved: 1.5 is outside [0, 1]`} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v lacks %q", err, w)
+		}
+	}
+}

@@ -51,6 +51,10 @@ type tree struct {
 	demLeaves []int32
 	demW      []float64
 	leafDem   []bool
+	// deserved is each node's guaranteed part (a dominant share); demD sums it over a node's
+	// children whose demLeaves is positive.
+	deserved []float64
+	demD     []float64
 	// surCnt counts the leaves below a node holding more steady tasks than they keep from a floor
 	// claim (reservation and floor), so that floor claims skip groups with nothing to give.
 	// demStale says an entitlement changed since the marks were set: they are set again, all at
@@ -122,6 +126,8 @@ func (t *tree) finish() {
 	t.demLeaves = make([]int32, n)
 	t.demW = make([]float64, n)
 	t.leafDem = make([]bool, n)
+	t.deserved = make([]float64, n)
+	t.demD = make([]float64, n)
 	t.surCnt = make([]int32, n)
 	t.leafSur = make([]bool, n)
 	t.demStale = true
@@ -490,27 +496,42 @@ func (t *tree) initDem(on func(leaf int32) bool) {
 	}
 }
 
-// sumDemW recomputes demW of p from its children, in child order.
+// sumDemW recomputes demW and demD of p from its children, in child order.
 func (t *tree) sumDemW(p int32) {
-	var s float64
+	var s, d float64
 	for _, c := range t.kids[p] {
 		if t.demLeaves[c] > 0 {
 			s += t.weight[c]
+			d += t.deserved[c]
 		}
 	}
-	t.demW[p] = s
+	t.demW[p], t.demD[p] = s, d
 }
 
 // entitlement is the part of the pool a leaf is entitled to when every tenant that wants a task
-// gets its weighted part at every level: the product over its path of weight / demW(parent).
+// gets its part at every level, from the root down: a node's part is its deserved part plus its
+// weight's share of what its parent's part leaves after the deserved parts of the siblings that
+// want tasks; when those deserved parts reach the parent's, each gets its proportion of the
+// parent's part. With no deserved parts this is the product over the path of weight / demW.
 // It is 0 for a leaf that wants nothing.
 func (t *tree) entitlement(leaf int32) float64 {
 	if !t.leafDem[leaf] {
 		return 0
 	}
-	e := 1.0
+	var buf [16]int32
+	path := buf[:0]
 	for n := leaf; n != 0; n = t.parent[n] {
-		e *= t.weight[n] / t.demW[t.parent[n]]
+		path = append(path, n)
+	}
+	e := 1.0
+	for i := len(path) - 1; i >= 0; i-- {
+		n := path[i]
+		p := t.parent[n]
+		if ds := t.demD[p]; ds > 0 && ds >= e {
+			e *= t.deserved[n] / ds
+		} else {
+			e = t.deserved[n] + (e-ds)*t.weight[n]/t.demW[p]
+		}
 	}
 	return e
 }

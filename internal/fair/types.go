@@ -13,6 +13,11 @@ type Group struct {
 	// MaxMinRuntime caps the minimum runtime of every tenant below the group (0: no cap). It is
 	// the operator's bound: a tenant's own MinRuntime cannot protect its tasks for longer.
 	MaxMinRuntime time.Duration `json:"maxMinRuntime,omitempty"`
+	// Deserved is the group's guaranteed part of the steady pool, as a dominant share in [0, 1]:
+	// lent to others while the group wants less, reclaimed by floor claims when it wants it. What
+	// is left of the parent's part after every deserved part is split by Weight (the over-quota
+	// weight).
+	Deserved float64 `json:"deserved,omitempty"`
 }
 
 // Tenant is one unit of fairness: a leaf of the hierarchy that wants Demand tasks of one shape.
@@ -21,8 +26,12 @@ type Tenant struct {
 	// Path is the tenant's place in the hierarchy, without its own name ("org/team"); empty puts
 	// the tenant directly under the root.
 	Path string `json:"path,omitempty"`
-	// Weight scales the tenant's share among its siblings; 0 means 1.
+	// Weight scales the tenant's share among its siblings; 0 means 1. It is also the over-quota
+	// weight that splits what its parent's part leaves after every Deserved part.
 	Weight float64 `json:"weight,omitempty"`
+	// Deserved is the tenant's guaranteed part of the steady pool (a dominant share in [0, 1]),
+	// as for a Group.
+	Deserved float64 `json:"deserved,omitempty"`
 	// Task is what one task (one replica) uses.
 	Task Vector `json:"task"`
 	// Demand is how many tasks the tenant wants now.

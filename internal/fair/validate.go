@@ -55,6 +55,7 @@ func validateConfig(cfg Config, checkRes bool, extra ...string) error {
 		groups[g.Path] = true
 	}
 	errs = append(errs, validateTenants(cfg.Tenants, known, groups, lim)...)
+	errs = append(errs, checkDeservedSums(cfg)...)
 	if checkRes && len(errs) == 0 {
 		errs = append(errs, checkReservations(cfg, known)...)
 	}
@@ -109,6 +110,9 @@ func validateGroup(g Group) []error {
 	}
 	if g.MaxMinRuntime < 0 {
 		errs = append(errs, fmt.Errorf("maxMinRuntime: %s is negative", g.MaxMinRuntime))
+	}
+	if err := checkDeserved(g.Deserved); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
 }
@@ -170,6 +174,9 @@ func validateTenant(t Tenant, known map[string]bool, lim Limits) []error {
 	}
 	if t.Cap > 0 && t.Reservation > t.Cap {
 		errs = append(errs, fmt.Errorf("reservation: %d is above cap %d", t.Reservation, t.Cap))
+	}
+	if err := checkDeserved(t.Deserved); err != nil {
+		errs = append(errs, err)
 	}
 	if t.MinRuntime < 0 {
 		errs = append(errs, fmt.Errorf("minRuntime: %s is negative", t.MinRuntime))
@@ -277,6 +284,52 @@ func validateLimits(l Limits) []error {
 	}{{"maxTenants", l.MaxTenants}, {"maxDemand", l.MaxDemand}, {"maxTotalDemand", l.MaxTotalDemand}} {
 		if f.v < 0 || f.v > maxCount {
 			errs = append(errs, fmt.Errorf("limits.%s: %d is outside [0, 2^53]", f.name, f.v))
+		}
+	}
+	return errs
+}
+
+func checkDeserved(d float64) error {
+	if math.IsNaN(d) || d < 0 || d > 1 {
+		return fmt.Errorf("deserved: %v is outside [0, 1] (a part of the steady pool)", d)
+	}
+	return nil
+}
+
+// checkDeservedSums checks that the deserved parts of a node's children fit in its own (in the
+// whole pool for the root's children, and for a group without a deserved part of its own).
+func checkDeservedSums(cfg Config) []error {
+	own := map[string]float64{}
+	sum := map[string]float64{}
+	parentOf := func(p string) string {
+		if i := strings.LastIndexByte(p, '/'); i >= 0 {
+			return p[:i]
+		}
+		return ""
+	}
+	for _, g := range cfg.Groups {
+		if g.Deserved > 0 {
+			own[g.Path] = g.Deserved
+			sum[parentOf(g.Path)] += g.Deserved
+		}
+	}
+	for _, t := range cfg.Tenants {
+		if t.Deserved > 0 {
+			sum[t.Path] += t.Deserved
+		}
+	}
+	var errs []error
+	for _, p := range sortedKeys(sum) {
+		limit, ok := own[p]
+		if !ok {
+			limit = 1
+		}
+		if sum[p] > limit*(1+tieTolerance) {
+			where := "the root"
+			if p != "" {
+				where = fmt.Sprintf("group %q", p)
+			}
+			errs = append(errs, fmt.Errorf("deserved: the children of %s ask for %v, more than its %v", where, sum[p], limit))
 		}
 	}
 	return errs
