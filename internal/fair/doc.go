@@ -35,8 +35,10 @@
 //
 // # Preemption
 //
-// Every tenant has a sharing-incentive floor: its demand-aware weighted part of the steady pool
-// (weight over the summed weights of the siblings that want tasks, at every level) in whole tasks.
+// Every tenant has a sharing-incentive floor: its demand-aware part of the steady pool in whole
+// tasks. At every level a node that wants tasks gets its Deserved part (a quota, on any group or
+// tenant) plus its weight's share of what its parent's part leaves after the deserved parts of the
+// siblings that want tasks; without deserved parts that is weight over the summed weights.
 // A waiting tenant below its reservation, then one below its floor, takes the newest eligible
 // tasks of the tenants furthest above their share, each victim keeping its reservation (and, for a
 // floor claim, its floor); the plan is trimmed to what the claimant needs. A share claim lets A
