@@ -253,17 +253,64 @@ func decodeFairScenario(data []byte) (fairScenario, error) {
 		return fairScenario{}, err
 	}
 	// The tenant limit is checked before anything else costs time per tenant.
-	lim := fair.DefaultLimits
-	if sc.Limits != nil && sc.Limits.MaxTenants > 0 {
-		lim.MaxTenants = clampInt(sc.Limits.MaxTenants)
-	}
+	lim := scenarioLimits(sc)
 	if n := len(sc.Tenants); n > lim.MaxTenants {
 		return fairScenario{}, fmt.Errorf("tenants: %d tenants exceed the limit of %d (limits.maxTenants)", n, lim.MaxTenants)
 	}
 	if err := v1.ValidateFairScenario(sc); err != nil {
 		return fairScenario{}, err
 	}
+	if err := checkScenarioLimits(sc, lim); err != nil {
+		return fairScenario{}, err
+	}
 	return *sc, nil
+}
+
+// scenarioLimits are the allocator's limits with the scenario's overrides.
+func scenarioLimits(sc *fairScenario) fair.Limits {
+	lim := fair.DefaultLimits
+	if l := sc.Limits; l != nil {
+		if l.MaxTenants > 0 {
+			lim.MaxTenants = clampInt(l.MaxTenants)
+		}
+		if l.MaxDemand > 0 {
+			lim.MaxDemand = clampInt(l.MaxDemand)
+		}
+		if l.MaxTotalDemand > 0 {
+			lim.MaxTotalDemand = clampInt(l.MaxTotalDemand)
+		}
+	}
+	return lim
+}
+
+// checkScenarioLimits names, with its field path, every count above the limits (the allocator
+// would refuse them too, naming the tenant).
+func checkScenarioLimits(sc *fairScenario, lim fair.Limits) error {
+	var errs []error
+	check := func(path string, t v1.FairTenant) {
+		for _, f := range []struct {
+			name string
+			v    int64
+		}{{"demand", t.Demand}, {"reservation", t.Reservation}, {"cap", t.Cap}} {
+			if f.v > int64(lim.MaxDemand) {
+				errs = append(errs, fmt.Errorf("%s.%s: %d exceeds the limit of %d (limits.maxDemand)", path, f.name, f.v, lim.MaxDemand))
+			}
+		}
+	}
+	for i, t := range sc.Tenants {
+		check(fmt.Sprintf("tenants[%d]", i), t)
+	}
+	for i, st := range sc.Steps {
+		for j, t := range st.Add {
+			check(fmt.Sprintf("steps[%d].add[%d]", i, j), t)
+		}
+		for _, name := range sortedStrings(st.Demand) {
+			if n := st.Demand[name]; n > int64(lim.MaxDemand) {
+				errs = append(errs, fmt.Errorf("steps[%d].demand.%s: %d exceeds the limit of %d (limits.maxDemand)", i, name, n, lim.MaxDemand))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // config turns the scenario head into the allocator's configuration.
