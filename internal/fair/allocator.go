@@ -16,6 +16,7 @@ const (
 	idle    leafState = iota // wants nothing more
 	waiting                  // in the act heaps
 	blocked                  // its next task does not fit; counted in its class (classes.go)
+	limited                  // its next steady task would take a group above its limit
 )
 
 // Task times are Unix nanoseconds: records without pointers cost the garbage collector nothing.
@@ -109,6 +110,7 @@ type Allocator struct {
 	maxMinRun  time.Duration            // the pool's cap on minimum runtimes (0: none)
 	groupMaxMR map[string]time.Duration // per group
 	groupDes   map[string]float64       // deserved part per group
+	groupLim   map[string]float64       // limit per group
 
 	tenants []*tenantRec // sorted by name at every rebuild
 	byName  map[string]int32
@@ -188,6 +190,7 @@ func New(cfg Config) (*Allocator, error) {
 		limits:     cfg.Limits,
 		groupMaxMR: map[string]time.Duration{},
 		groupDes:   map[string]float64{},
+		groupLim:   map[string]float64{},
 		groups:     map[string]float64{},
 		byName:     map[string]int32{},
 		known:      map[string]bool{},
@@ -240,6 +243,11 @@ func (a *Allocator) setGroup(g Group) {
 		a.groupDes[g.Path] = g.Deserved
 	} else {
 		delete(a.groupDes, g.Path)
+	}
+	if g.Limit > 0 {
+		a.groupLim[g.Path] = g.Limit
+	} else {
+		delete(a.groupLim, g.Path)
 	}
 }
 
@@ -303,6 +311,54 @@ func (a *Allocator) freshSurplus() {
 		}
 	}
 	tr.demDirty = tr.demDirty[:0]
+}
+
+// limitRoom is how many more steady tasks of t the limits of its groups allow (a large number
+// when none of them has a limit).
+func (a *Allocator) limitRoom(t *tenantRec) int64 {
+	tr := &a.st
+	room := int64(1 << 62)
+	if !tr.hasLimit {
+		return room
+	}
+	for n := tr.parent[t.sLeaf]; n > 0; n = tr.parent[n] {
+		l := tr.limit[n]
+		if l == 0 {
+			continue
+		}
+		u := tr.u(n)
+		for i, j := range tr.dims {
+			if x := t.d[j]; x > 0 {
+				allowed := l * (1 + tieTolerance) * float64(a.capT[j])
+				room = min(room, int64(math.Floor((allowed-float64(u[i]))/float64(x))))
+			}
+		}
+	}
+	return max(room, 0)
+}
+
+// overLimit reports whether one more steady task of t would take a group above its limit.
+func (a *Allocator) overLimit(t *tenantRec) bool { return a.limitRoom(t) < 1 }
+
+// wakeLimited gives the tenants parked at a group's limit another try once the group's steady use
+// fell (they are picked again and parked again if still over it).
+func (a *Allocator) wakeLimited(t *tenantRec) {
+	tr := &a.st
+	if !tr.hasLimit {
+		return
+	}
+	for n := tr.parent[t.sLeaf]; n > 0; n = tr.parent[n] {
+		if tr.limit[n] == 0 || tr.limIn[n] == 0 {
+			continue
+		}
+		a.leafBuf = tr.leavesUnder(n, a.leafBuf[:0])
+		for _, l := range a.leafBuf {
+			if tr.state[l] == limited {
+				tr.unlimit(l)
+				a.refreshSteady(a.tenants[tr.tenant[l]])
+			}
+		}
+	}
 }
 
 // keep is how many steady tasks a share or floor claim leaves t: its reservation or its floor.
@@ -428,6 +484,10 @@ func (a *Allocator) buildTrees() {
 			a.st.deserved[n] = a.tenants[ti].cfg.Deserved
 		} else if n > 0 {
 			a.st.deserved[n] = a.groupDes[full]
+			if l := a.groupLim[full]; l > 0 {
+				a.st.limit[n] = l
+				a.st.hasLimit = true
+			}
 		}
 	}
 	a.assignClasses()
@@ -559,7 +619,8 @@ func (a *Allocator) Config() Config {
 	cfg := Config{Capacity: cloneVector(a.capacity), BurstPoolPercent: a.burstPct, LeaseDuration: a.leaseDur,
 		MaxMinRuntime: a.maxMinRun, Limits: a.limits}
 	for _, p := range sortedKeys(a.groups) {
-		cfg.Groups = append(cfg.Groups, Group{Path: p, Weight: a.groups[p], MaxMinRuntime: a.groupMaxMR[p], Deserved: a.groupDes[p]})
+		cfg.Groups = append(cfg.Groups, Group{Path: p, Weight: a.groups[p], MaxMinRuntime: a.groupMaxMR[p], Deserved: a.groupDes[p],
+			Limit: a.groupLim[p]})
 	}
 	ts := make([]*tenantRec, len(a.tenants))
 	copy(ts, a.tenants)
@@ -577,6 +638,7 @@ func (a *Allocator) Clone() *Allocator {
 	c := &Allocator{
 		capacity: cloneVector(a.capacity), burstPct: a.burstPct, leaseDur: a.leaseDur,
 		maxMinRun: a.maxMinRun, limits: a.limits, groupMaxMR: map[string]time.Duration{}, groupDes: map[string]float64{},
+		groupLim: map[string]float64{},
 		groups: map[string]float64{}, byName: map[string]int32{}, known: map[string]bool{},
 		now: a.now, nowNS: a.nowNS, started: a.started, seq: a.seq, stamp: a.stamp,
 	}
@@ -590,6 +652,9 @@ func (a *Allocator) Clone() *Allocator {
 	}
 	for k, d := range a.groupDes {
 		c.groupDes[k] = d
+	}
+	for k, l := range a.groupLim {
+		c.groupLim[k] = l
 	}
 	for k := range a.known {
 		c.known[k] = true

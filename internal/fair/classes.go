@@ -259,10 +259,17 @@ func (a *Allocator) fill(t *tree, used, capv []int64, batch bool, grant func(*te
 			t.block(leaf, used, capv)
 			continue
 		}
+		room := int64(1 << 62)
+		if t == &a.st && t.hasLimit {
+			if room = a.limitRoom(tr); room < 1 {
+				t.limitLeaf(leaf)
+				continue
+			}
+		}
 		n := int64(1)
 		// A run is only safe while no blocked class is waiting to be woken between grants.
 		if batch && !waking && len(t.ci.fitting) == 0 && len(tr.leases) == 0 && len(tr.steady) >= tr.resTarget() {
-			limit := min(int64(tr.steadyWant()-len(tr.steady)), fitCount(used, capv, tr.d), fitCount(a.tUsed, a.capT, tr.d))
+			limit := min(int64(tr.steadyWant()-len(tr.steady)), fitCount(used, capv, tr.d), fitCount(a.tUsed, a.capT, tr.d), room)
 			n = t.runLength(leaf, tr.d, limit)
 		}
 		grant(tr, n)

@@ -161,6 +161,9 @@ func (a *Allocator) steadyDelta(t *tenantRec, k int64) {
 	addScaled(a.sUsed, t.d, k)
 	if !a.needRebuild {
 		a.st.add(t.sLeaf, t.d, k)
+		if k < 0 {
+			a.wakeLimited(t)
+		}
 	}
 }
 

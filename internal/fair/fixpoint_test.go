@@ -46,6 +46,9 @@ func genSmall(r *rand.Rand, reserve bool) Config {
 			if r.IntN(3) == 0 { // a deserved part (quota) on some groups and tenants
 				g.Deserved = map[string]float64{"x": 0.4, "y": 0.3, "x/p": 0.2}[p]
 			}
+			if r.IntN(3) == 0 { // and a hard limit
+				g.Limit = map[string]float64{"x": 0.5, "y": 0.6, "x/p": 0.3}[p]
+			}
 			cfg.Groups = append(cfg.Groups, g)
 		}
 	}
@@ -113,6 +116,7 @@ func TestFixedPointRecompute(t *testing.T) {
 			if mv := moves(d); len(mv) > 0 {
 				t.Fatalf("seed %d round %d: a Recompute with no event moved tasks: %v", seed, round, mv)
 			}
+			checkLimits(t, a, d, fmt.Sprintf("seed %d round %d", seed, round))
 			now = now.Add(time.Second)
 		}
 	}
@@ -135,6 +139,9 @@ func checkFloors(t *testing.T, a *Allocator, what string) {
 		return
 	}
 	for _, tr := range a.tenants {
+		if a.overLimit(tr) {
+			continue // limits win over floors among a group's tenants
+		}
 		if f := a.floor(tr); len(tr.steady) < f {
 			t.Fatalf("%s: %s holds %d steady tasks, below its floor %d (entitlement %.4f, one task %.4f): %s",
 				what, tr.cfg.Name, len(tr.steady), f, a.st.entitlement(tr.sLeaf), tr.unit, steadyState(a))
@@ -232,6 +239,7 @@ func TestNoPreemptionCycle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			checkLimits(t, a, d, fmt.Sprintf("seed %d step %d", seed, step))
 			if hasPreemption(d, ReasonOverShare, ReasonReservationClaim, ReasonBelowFloor) {
 				st := steadyState(a)
 				if seen[st] {
@@ -260,4 +268,30 @@ func grantAndStop(d Decision) string {
 		}
 	}
 	return ""
+}
+
+// checkLimits fails when a decision granted a tenant a steady task other than for a reservation
+// (reservations are served before limits) and some shared resource that task uses is held by a
+// group of the tenant above limit × capacity.
+func checkLimits(t *testing.T, a *Allocator, d Decision, what string) {
+	t.Helper()
+	tr := &a.st
+	for _, it := range d.Items {
+		if it.Kind != KindGrant || it.Reason == ReasonReservation {
+			continue
+		}
+		tn := a.tenants[a.byName[it.Tenant]]
+		for n := tr.parent[tn.sLeaf]; n > 0; n = tr.parent[n] {
+			l := tr.limit[n]
+			if l == 0 {
+				continue
+			}
+			for i, j := range tr.dims {
+				if tn.d[j] > 0 && float64(tr.u(n)[i]) > l*(1+tieTolerance)*float64(a.capT[j]) {
+					t.Fatalf("%s: %v took group %q above its limit %.4f in %s: %s\n%v",
+						what, it, tr.full[n], l, a.res.names[j], steadyState(a), d.Items)
+				}
+			}
+		}
+	}
 }

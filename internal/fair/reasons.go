@@ -88,6 +88,8 @@ const (
 	// ReasonSteadyToLease: a steady task a claim displaced keeps running as a lease (same task
 	// number) instead of stopping.
 	ReasonSteadyToLease
+	// ReasonGroupLimit: one more steady task would take a group of the tenant above its limit.
+	ReasonGroupLimit
 	reasonEnd
 )
 
@@ -122,6 +124,7 @@ var reasons = [reasonEnd]reasonInfo{
 	ReasonReservationUnsatisfiable: {"ReservationUnsatisfiable", []Kind{KindQueue}, false, "reservations no longer fit the steady pool"},
 	ReasonBelowFloor:               {"BelowFloor", []Kind{KindPreempt}, true, "a tenant below its sharing-incentive floor needs the room"},
 	ReasonSteadyToLease:            {"SteadyToLease", []Kind{KindLease}, false, "a steady task displaced by a claim keeps running as a lease"},
+	ReasonGroupLimit:               {"GroupLimit", []Kind{KindQueue}, true, "one more steady task would take a group above its limit"},
 }
 
 // Reasons lists every reason, in declaration order.

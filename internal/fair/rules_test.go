@@ -435,3 +435,46 @@ func TestDeservedQuota(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupLimit: a group's limit caps its tenants' steady tasks (per resource, as a part of the
+// pool) however idle the rest of the pool is; when the group's use falls, a tenant parked at the
+// limit gets the room; leases may go beyond it.
+func TestGroupLimit(t *testing.T) {
+	cfg := Config{Capacity: Vector{"gpu": 10}, Groups: []Group{{Path: "x", Weight: 1, Limit: 0.3}},
+		Tenants: []Tenant{
+			{Name: "x1", Path: "x", Task: Vector{"gpu": 1}, Demand: 10},
+			{Name: "x2", Path: "x", Task: Vector{"gpu": 1}},
+			{Name: "y1", Task: Vector{"gpu": 1}, Demand: 2},
+		}}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := mustStep(t)(a.Recompute(t0))
+	if s := tenants(a); s["x1"].Tasks != 3 || s["y1"].Tasks != 2 || countItems(d, KindQueue, ReasonGroupLimit) != 1 {
+		t.Fatalf("x1 %d, y1 %d, items %v: want 3 and 2, x1 queued at its group's limit", s["x1"].Tasks, s["y1"].Tasks, d.Items)
+	}
+	mustStep(t)(a.SetDemand(t0.Add(time.Second), "x2", 2))
+	if s := tenants(a); s["x2"].Tasks != 0 {
+		t.Fatalf("x2 got %d tasks above its group's limit", s["x2"].Tasks)
+	}
+	mustStep(t)(a.SetDemand(t0.Add(2*time.Second), "x1", 1))
+	if s := tenants(a); s["x1"].Tasks != 1 || s["x2"].Tasks != 2 {
+		t.Errorf("after x1 shrank: x1 %d, x2 %d; want 1 and 2", s["x1"].Tasks, s["x2"].Tasks)
+	}
+	cfg.LeaseDuration = time.Minute
+	a, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustStep(t)(a.Recompute(t0))
+	if s := tenants(a); s["x1"].Steady != 3 || s["x1"].Leased != 5 {
+		t.Errorf("with leases: x1 steady %d, leased %d; want 3 and the 5 idle GPUs lent", s["x1"].Steady, s["x1"].Leased)
+	}
+	_, err = New(Config{Capacity: Vector{"gpu": 1}, Groups: []Group{{Path: "x", Weight: 1, Limit: 1.5}, {Path: "y", Weight: 1, Limit: 0.2, Deserved: 0.3}}})
+	for _, w := range []string{"groups[0]: limit: 1.5 is outside [0, 1]", "groups[1]: deserved: 0.3 is above the group's limit 0.2"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v lacks %q", err, w)
+		}
+	}
+}

@@ -288,7 +288,7 @@ func (a *Allocator) claims() bool {
 	for _, i := range ids {
 		t := a.tenants[i]
 		t.retryAt, t.minRunWait, t.floorPruned = time.Time{}, time.Time{}, time.Time{}
-		for len(t.steady) < a.floor(t) {
+		for len(t.steady) < a.floor(t) && !a.overLimit(t) {
 			if fits(a.sUsed, a.capS, t.d) {
 				a.grantSteady(t, ReasonFairShare)
 			} else if !a.groupClaim(t, true) {
@@ -303,7 +303,7 @@ func (a *Allocator) claims() bool {
 	}
 	for _, i := range ids {
 		t := a.tenants[i]
-		for len(t.steady) < t.steadyWant() && !fits(a.sUsed, a.capS, t.d) {
+		for len(t.steady) < t.steadyWant() && !fits(a.sUsed, a.capS, t.d) && !a.overLimit(t) {
 			if !a.shareClaim(t) {
 				t.minRunWait = earliest(t.minRunWait, a.vs.retry)
 				if t.retryAt = earliest(t.minRunWait, earliest(t.floorPruned, a.vs.pruned)); !t.retryAt.IsZero() {

@@ -55,6 +55,11 @@ type tree struct {
 	// children whose demLeaves is positive.
 	deserved []float64
 	demD     []float64
+	// limit is a group's cap on its steady use as a dominant share of the pool (0: none); limIn
+	// counts the leaves below parked at a limit.
+	limit    []float64
+	limIn    []int32
+	hasLimit bool
 	// surCnt counts the leaves below a node holding more steady tasks than they keep from a floor
 	// claim (reservation and floor), so that floor claims skip groups with nothing to give.
 	// demStale says an entitlement changed since the marks were set: they are set again, all at
@@ -128,6 +133,8 @@ func (t *tree) finish() {
 	t.leafDem = make([]bool, n)
 	t.deserved = make([]float64, n)
 	t.demD = make([]float64, n)
+	t.limit = make([]float64, n)
+	t.limIn = make([]int32, n)
 	t.surCnt = make([]int32, n)
 	t.leafSur = make([]bool, n)
 	t.demStale = true
@@ -408,9 +415,28 @@ func (cc *classCounts) bump(c int32, parent []int32, leaf, d int32) {
 	}
 }
 
+// limitLeaf parks a waiting leaf at a group's limit.
+func (t *tree) limitLeaf(leaf int32) {
+	t.deactivate(leaf)
+	t.state[leaf] = limited
+	for n := t.parent[leaf]; n >= 0; n = t.parent[n] {
+		t.limIn[n]++
+	}
+}
+
+// unlimit takes a leaf off the limit (it becomes idle; refreshSteady decides again).
+func (t *tree) unlimit(leaf int32) {
+	t.state[leaf] = idle
+	for n := t.parent[leaf]; n >= 0; n = t.parent[n] {
+		t.limIn[n]--
+	}
+}
+
 // setWant moves a leaf between idle and waiting; a blocked leaf that stops wanting is forgotten.
 func (t *tree) setWant(leaf int32, want bool) {
 	switch st := t.state[leaf]; {
+	case !want && st == limited:
+		t.unlimit(leaf)
 	case !want && st == waiting:
 		t.deactivate(leaf)
 		t.state[leaf] = idle
@@ -531,6 +557,9 @@ func (t *tree) entitlement(leaf int32) float64 {
 			e *= t.deserved[n] / ds
 		} else {
 			e = t.deserved[n] + (e-ds)*t.weight[n]/t.demW[p]
+		}
+		if l := t.limit[n]; l > 0 && e > l {
+			e = l // a floor never asks for more than a limit allows
 		}
 	}
 	return e

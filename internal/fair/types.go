@@ -18,6 +18,11 @@ type Group struct {
 	// is left of the parent's part after every deserved part is split by Weight (the over-quota
 	// weight).
 	Deserved float64 `json:"deserved,omitempty"`
+	// Limit is a hard cap on the group's steady tasks, as a part of the whole pool in [0, 1]
+	// (0: none), per resource: no tenant below the group gets a steady task, by filling or by a
+	// claim, that would take the group's steady use of a shared resource above Limit × capacity.
+	// Reservations are served before limits; leases may go beyond them, as beyond a tenant's Cap.
+	Limit float64 `json:"limit,omitempty"`
 }
 
 // Tenant is one unit of fairness: a leaf of the hierarchy that wants Demand tasks of one shape.

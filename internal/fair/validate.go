@@ -114,6 +114,11 @@ func validateGroup(g Group) []error {
 	if err := checkDeserved(g.Deserved); err != nil {
 		errs = append(errs, err)
 	}
+	if l := g.Limit; math.IsNaN(l) || l < 0 || l > 1 {
+		errs = append(errs, fmt.Errorf("limit: %v is outside [0, 1] (a part of the pool; 0 for none)", l))
+	} else if l > 0 && g.Deserved > l {
+		errs = append(errs, fmt.Errorf("deserved: %v is above the group's limit %v", g.Deserved, l))
+	}
 	return errs
 }
 
