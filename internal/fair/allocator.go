@@ -639,7 +639,7 @@ func (a *Allocator) Clone() *Allocator {
 		capacity: cloneVector(a.capacity), burstPct: a.burstPct, leaseDur: a.leaseDur,
 		maxMinRun: a.maxMinRun, limits: a.limits, groupMaxMR: map[string]time.Duration{}, groupDes: map[string]float64{},
 		groupLim: map[string]float64{},
-		groups: map[string]float64{}, byName: map[string]int32{}, known: map[string]bool{},
+		groups:   map[string]float64{}, byName: map[string]int32{}, known: map[string]bool{},
 		now: a.now, nowNS: a.nowNS, started: a.started, seq: a.seq, stamp: a.stamp,
 	}
 	c.expiries.less = expiryLess
