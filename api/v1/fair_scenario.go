@@ -41,6 +41,9 @@ type FairGroup struct {
 	MaxMinRuntime string  `json:"maxMinRuntime,omitempty" yaml:"maxMinRuntime,omitempty"`
 	// Deserved is the group's guaranteed part of the steady pool, a dominant share in [0, 1].
 	Deserved float64 `json:"deserved,omitempty" yaml:"deserved,omitempty"`
+	// Limit caps the group's steady use of every shared resource at this part of the pool
+	// (0: none).
+	Limit float64 `json:"limit,omitempty" yaml:"limit,omitempty"`
 }
 
 // FairTenant is one tenant. Exactly one of Task (resource → amount) and Slice (a slice kind)

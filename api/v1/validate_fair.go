@@ -55,6 +55,7 @@ func ValidateFairScenario(sc *FairScenario) error {
 		checkFairWeight(g.Weight, field(p, "weight"), &errs)
 		checkFairDuration(g.MaxMinRuntime, field(p, "maxMinRuntime"), &errs)
 		checkFairPart(g.Deserved, field(p, "deserved"), &errs)
+		checkFairPart(g.Limit, field(p, "limit"), &errs)
 	}
 	for i, t := range sc.Tenants {
 		checkFairTenant(t, index("tenants", i), &errs)

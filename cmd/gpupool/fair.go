@@ -331,7 +331,7 @@ func scenarioConfig(sc fairScenario) (time.Time, fair.Config, []string, error) {
 	}
 	for _, g := range sc.Groups {
 		cfg.Groups = append(cfg.Groups, fair.Group{Path: g.Path, Weight: g.Weight, MaxMinRuntime: parseDur(g.MaxMinRuntime),
-			Deserved: g.Deserved})
+			Deserved: g.Deserved, Limit: g.Limit})
 	}
 	for i, t := range sc.Tenants {
 		ft, err := fairTenant(t, fmt.Sprintf("tenants[%d]", i))

@@ -51,6 +51,9 @@
 // allocation comes back. Recompute runs claims to a fixed point: a Recompute right after it moves
 // nothing. A victim granted again in the same step gets its stopped task back instead of a new one.
 //
+// A group's Limit caps its steady use of every shared resource (filling and claims respect it;
+// reservations and leases do not), and floors are capped by it.
+//
 // # Leases
 //
 // After steady filling, unmet demand (capped or not) is lent any room left in C, by the same
