@@ -478,3 +478,33 @@ func TestGroupLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestFloorRetriedOnTick: a floor claim that waits for the victims' minimum runtime is retried by
+// a plain tick at that time, without a Recompute.
+func TestFloorRetriedOnTick(t *testing.T) {
+	a, err := New(Config{Capacity: Vector{"gpu": 10}, Tenants: []Tenant{
+		{Name: "small", Task: Vector{"gpu": 1}, Demand: 10, MinRuntime: time.Minute},
+		{Name: "lumpy", Task: Vector{"gpu": 5}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustStep(t)(a.Recompute(t0))
+	d := mustStep(t)(a.SetDemand(t0.Add(time.Second), "lumpy", 1))
+	var retry time.Time
+	for _, it := range d.Items {
+		if it.Kind == KindQueue && it.Tenant == "lumpy" {
+			retry = it.RetryAt
+		}
+	}
+	if !retry.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("lumpy's queue item says retry at %v, want %v: %v", retry, t0.Add(time.Minute), d.Items)
+	}
+	mustStep(t)(a.Apply(retry.Add(-time.Nanosecond)))
+	if got := tenants(a)["lumpy"].Tasks; got != 0 {
+		t.Fatalf("lumpy has %d tasks before the victims' minimum runtime ran out", got)
+	}
+	d = mustStep(t)(a.Apply(retry))
+	if got := tenants(a)["lumpy"].Tasks; got != 1 || countItems(d, KindPreempt, ReasonBelowFloor) != 5 {
+		t.Errorf("tick at the retry time: lumpy has %d tasks, items %v; want 1 by five BelowFloor preemptions", got, d.Items)
+	}
+}

@@ -314,6 +314,13 @@ func (a *Allocator) claims() bool {
 			}
 			a.fillSteady()
 		}
+		if t.retryAt.IsZero() && len(t.steady) < a.floor(t) {
+			// A floor claim waits for minimum runtimes even when no share claim was tried.
+			if t.retryAt = earliest(t.minRunWait, t.floorPruned); !t.retryAt.IsZero() {
+				a.retries.push(retryEntry{at: t.retryAt.UnixNano(), tenant: t.idx})
+				a.touch(t)
+			}
+		}
 	}
 	a.claimBuf = ids[:0]
 	return a.moves != moves
