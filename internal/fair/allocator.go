@@ -23,6 +23,7 @@ const (
 type taskRec struct {
 	seq   uint64
 	start int64
+	class int32 // index in Tenant.Classes; len(Classes) for the unnamed last class
 }
 
 type stoppedRec struct {
@@ -69,6 +70,8 @@ type tenantRec struct {
 	// maxMinRuntime of the pool and of every group on its path.
 	minRun time.Duration
 	unmet  bool // counted in Allocator.unmetN: wants more tasks than it holds (leases on)
+	// classN counts its steady tasks per replica class (nil without classes).
+	classN []int
 	// fCache is its floor as computed at entitlement epoch fEpoch for steady want fWant.
 	fCache, fWant int
 	fEpoch        uint64
@@ -220,6 +223,9 @@ func cloneVector(v Vector) Vector {
 
 func cloneTenant(t Tenant) Tenant {
 	t.Task = cloneVector(t.Task)
+	if t.Classes != nil {
+		t.Classes = append([]ReplicaClass(nil), t.Classes...)
+	}
 	return t
 }
 
@@ -229,6 +235,69 @@ func (a *Allocator) addTenantRec(tc Tenant) *tenantRec {
 	a.byName[tc.Name] = int32(len(a.tenants))
 	a.tenants = append(a.tenants, t)
 	return t
+}
+
+// countClasses recounts t's steady tasks per replica class (classes may have changed).
+func (t *tenantRec) countClasses() {
+	k := int32(len(t.cfg.Classes))
+	if k == 0 {
+		t.classN = nil
+		for i := range t.steady {
+			t.steady[i].class = 0
+		}
+		return
+	}
+	t.classN = make([]int, k+1)
+	for i := range t.steady {
+		t.steady[i].class = min(t.steady[i].class, k)
+		t.classN[t.steady[i].class]++
+	}
+}
+
+// nextClass is the class a new steady task of t takes: the most important one not full.
+func (t *tenantRec) nextClass() int32 {
+	for c, rc := range t.cfg.Classes {
+		if t.classN[c] < rc.Replicas {
+			return int32(c)
+		}
+	}
+	return int32(len(t.cfg.Classes))
+}
+
+// className names class c of t ("" for the unnamed last class).
+func (t *tenantRec) className(c int32) string {
+	if int(c) < len(t.cfg.Classes) {
+		return t.cfg.Classes[c].Name
+	}
+	return ""
+}
+
+// addClass and dropClass keep the class counts as steady tasks come and go.
+func (t *tenantRec) addClass(r taskRec) {
+	if t.classN != nil {
+		t.classN[r.class]++
+	}
+}
+
+func (t *tenantRec) dropClass(r taskRec) {
+	if t.classN != nil {
+		t.classN[r.class]--
+	}
+}
+
+// leastImportant is the index, among t.steady[:n], of the task to stop first: the least
+// important class, the newest within it. Without classes it is n-1.
+func (t *tenantRec) leastImportant(n int) int {
+	if t.classN == nil {
+		return n - 1
+	}
+	best := n - 1
+	for i := n - 2; i >= 0; i-- {
+		if t.steady[i].class > t.steady[best].class {
+			best = i
+		}
+	}
+	return best
 }
 
 // setGroup records a group's weight and minimum-runtime cap.
@@ -397,6 +466,7 @@ func (a *Allocator) rebuild() {
 		a.denseInto(t.d, t.cfg.Task)
 		t.inPending, t.inRes = false, false
 		t.minRun = a.effMinRuntime(t)
+		t.countClasses()
 		t.fOK = false
 		t.unit = dominant(t.d, a.capS, a.res.share)
 		if t.touched == a.stamp {

@@ -263,6 +263,10 @@ func (a *Allocator) fill(t *tree, used, capv []int64, batch bool, grant func(*te
 		if t == &a.st && t.hasLimit {
 			if room = a.limitRoom(tr); room < 1 {
 				t.limitLeaf(leaf)
+				// The room it was woken for is still free: wake the next leaf of its class.
+				if waking || len(t.ci.fitting) > 0 {
+					waking = t.wakeRound(used, capv)
+				}
 				continue
 			}
 		}

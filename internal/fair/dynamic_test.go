@@ -31,6 +31,9 @@ func genDynamic(t *rapid.T) (Config, []op) {
 	}
 	for i := range cfg.Tenants {
 		cfg.Tenants[i].MinRuntime = rapid.SampledFrom([]time.Duration{0, 10 * time.Second, 45 * time.Second}).Draw(t, "minrun")
+		if rapid.Bool().Draw(t, "classes") {
+			cfg.Tenants[i].Classes = []ReplicaClass{{Name: "hi", Replicas: 1}, {Name: "mid", Replicas: 2}}
+		}
 	}
 	ops := make([]op, rapid.IntRange(5, 30).Draw(t, "ops"))
 	for i := range ops {

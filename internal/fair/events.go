@@ -3,6 +3,7 @@ package fair
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -109,9 +110,11 @@ func (a *Allocator) trim(t *tenantRec) {
 }
 
 func (a *Allocator) releaseNewest(t *tenantRec, r Reason) {
-	n := len(t.steady)
-	a.emit(t, Item{Kind: KindRelease, Task: t.steady[n-1].seq, Reason: r})
-	t.steady = t.steady[:n-1]
+	i := t.leastImportant(len(t.steady))
+	rec := t.steady[i]
+	a.emit(t, Item{Kind: KindRelease, Task: rec.seq, Reason: r, Class: t.className(rec.class)})
+	t.steady = slices.Delete(t.steady, i, i+1)
+	t.dropClass(rec)
 	a.steadyDelta(t, -1)
 	a.totalDelta(t, -1)
 }
@@ -136,6 +139,8 @@ func (a *Allocator) updateTenant(t *tenantRec, n Tenant) {
 	a.demandSum += int64(n.Demand - t.cfg.Demand)
 	t.cfg.Weight, t.cfg.Demand, t.cfg.Reservation = n.Weight, n.Demand, n.Reservation
 	t.cfg.Cap, t.cfg.MinRuntime, t.cfg.Deserved = n.Cap, n.MinRuntime, n.Deserved
+	t.cfg.Classes = append([]ReplicaClass(nil), n.Classes...)
+	t.countClasses()
 	a.trim(t)
 	a.touch(t)
 	a.needRebuild, a.allPending = true, true

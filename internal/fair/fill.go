@@ -65,8 +65,13 @@ func (a *Allocator) grantFair(t *tenantRec, n int64) {
 	}
 	for range n {
 		a.seq++
-		t.steady = append(t.steady, taskRec{seq: a.seq, start: a.nowNS})
-		a.emit(t, Item{Kind: KindGrant, Task: a.seq, Reason: ReasonFairShare})
+		r := taskRec{seq: a.seq, start: a.nowNS}
+		if t.classN != nil {
+			r.class = t.nextClass()
+			t.addClass(r)
+		}
+		t.steady = append(t.steady, r)
+		a.emit(t, Item{Kind: KindGrant, Task: a.seq, Reason: ReasonFairShare, Class: t.className(r.class)})
 	}
 	a.steadyDelta(t, n)
 	a.totalDelta(t, n)
@@ -98,14 +103,20 @@ func (a *Allocator) grantSteady(t *tenantRec, reason Reason) {
 	if len(t.leases) > 0 {
 		l := t.leases[0]
 		t.leases = append(t.leases[:0], t.leases[1:]...)
-		insertTask(t, taskRec{seq: l.seq, start: l.start})
+		r := taskRec{seq: l.seq, start: l.start}
+		if t.classN != nil {
+			r.class = t.nextClass()
+			t.addClass(r)
+		}
+		insertTask(t, r)
 		a.steadyDelta(t, 1)
-		a.emit(t, Item{Kind: KindGrant, Task: l.seq, Reason: ReasonLeaseConverted})
+		a.emit(t, Item{Kind: KindGrant, Task: l.seq, Reason: ReasonLeaseConverted, Class: t.className(r.class)})
 	} else {
 		if !fits(a.tUsed, a.capT, t.d) {
 			a.reclaimLeases(t.d, t.cfg.Name, ReasonNeededBySteady)
 		}
 		if r, ok := a.restoreStopped(t); ok {
+			t.addClass(r)
 			insertTask(t, r)
 			a.steadyDelta(t, 1)
 			a.totalDelta(t, 1)
@@ -114,10 +125,15 @@ func (a *Allocator) grantSteady(t *tenantRec, reason Reason) {
 			return
 		}
 		a.seq++
-		t.steady = append(t.steady, taskRec{seq: a.seq, start: a.nowNS})
+		r := taskRec{seq: a.seq, start: a.nowNS}
+		if t.classN != nil {
+			r.class = t.nextClass()
+			t.addClass(r)
+		}
+		t.steady = append(t.steady, r)
 		a.steadyDelta(t, 1)
 		a.totalDelta(t, 1)
-		a.emit(t, Item{Kind: KindGrant, Task: a.seq, Reason: reason})
+		a.emit(t, Item{Kind: KindGrant, Task: a.seq, Reason: reason, Class: t.className(r.class)})
 	}
 	a.refreshSteady(t)
 	a.refreshLease(t)

@@ -206,6 +206,9 @@ func TestNoPreemptionCycle(t *testing.T) {
 		}
 		for i := range cfg.Tenants {
 			cfg.Tenants[i].MinRuntime = time.Duration(r.IntN(3)) * 10 * time.Second
+			if r.IntN(3) == 0 {
+				cfg.Tenants[i].Classes = []ReplicaClass{{Name: "hi", Replicas: 1}, {Name: "mid", Replicas: 2}}
+			}
 		}
 		a, err := New(cfg)
 		if err != nil {

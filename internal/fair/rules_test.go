@@ -508,3 +508,50 @@ func TestFloorRetriedOnTick(t *testing.T) {
 		t.Errorf("tick at the retry time: lumpy has %d tasks, items %v; want 1 by five BelowFloor preemptions", got, d.Items)
 	}
 }
+
+// TestReplicaClasses: a tenant's replicas take its classes in order as they start; preemption and
+// a lower demand stop the least important first, and every item names the task's class.
+func TestReplicaClasses(t *testing.T) {
+	a, err := New(Config{Capacity: Vector{"gpu": 6}, Tenants: []Tenant{
+		{Name: "A", Task: Vector{"gpu": 1}, Demand: 6, Classes: []ReplicaClass{{Name: "critical", Replicas: 2}, {Name: "normal", Replicas: 2}}},
+		{Name: "B", Task: Vector{"gpu": 1}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	classesOf := func(d Decision, k Kind, tenant string) string {
+		var out []string
+		for _, it := range d.Items {
+			if it.Kind == k && it.Tenant == tenant {
+				out = append(out, it.Class)
+			}
+		}
+		return strings.Join(out, ",")
+	}
+	d := mustStep(t)(a.Recompute(t0))
+	if got := classesOf(d, KindGrant, "A"); got != "critical,critical,normal,normal,," {
+		t.Errorf("grants in class order: %q", got)
+	}
+	d = mustStep(t)(a.SetDemand(t0.Add(time.Second), "B", 3))
+	if got := classesOf(d, KindPreempt, "A"); got != ",,normal" {
+		t.Errorf("preempted classes %q, want the unnamed class first, then normal: %v", got, d.Items)
+	}
+	d = mustStep(t)(a.SetDemand(t0.Add(2*time.Minute), "A", 2))
+	if got := classesOf(d, KindRelease, "A"); got != "normal" {
+		t.Errorf("released classes %q, want normal", got)
+	}
+	// A grows back into the free GPU, then into B's when B leaves: the classes refill in order.
+	d = mustStep(t)(a.SetDemand(t0.Add(3*time.Minute), "A", 6))
+	if got := classesOf(d, KindGrant, "A"); got != "normal" {
+		t.Errorf("regrown classes %q, want normal", got)
+	}
+	d = mustStep(t)(a.Apply(t0.Add(4*time.Minute), RemoveTenant{Tenant: "B"}))
+	if got := classesOf(d, KindGrant, "A"); got != "normal,," {
+		t.Errorf("regrown classes %q, want normal and two unnamed", got)
+	}
+	if _, err := New(Config{Capacity: Vector{"gpu": 1}, Tenants: []Tenant{{Name: "A", Task: Vector{"gpu": 1},
+		Classes: []ReplicaClass{{Name: "x", Replicas: 1}, {Name: "x", Replicas: 0}}}}}); err == nil ||
+		!strings.Contains(err.Error(), `classes[1].name: "x" must be non-empty and unique`) || !strings.Contains(err.Error(), "classes[1].replicas: 0") {
+		t.Errorf("bad classes: %v", err)
+	}
+}

@@ -119,9 +119,11 @@ func (a *Allocator) evictSteady() {
 		if v == nil {
 			return
 		}
-		r := v.steady[len(v.steady)-1]
-		a.emit(v, Item{Kind: KindPreempt, Task: r.seq, Reason: ReasonCapacityLost})
-		v.steady = v.steady[:len(v.steady)-1]
+		i := v.leastImportant(len(v.steady))
+		r := v.steady[i]
+		a.emit(v, Item{Kind: KindPreempt, Task: r.seq, Reason: ReasonCapacityLost, Class: v.className(r.class)})
+		v.steady = slices.Delete(v.steady, i, i+1)
+		v.dropClass(r)
 		a.steadyDelta(v, -1)
 		a.totalDelta(v, -1)
 		a.refreshSteady(v)

@@ -46,9 +46,21 @@ type Tenant struct {
 	Reservation int `json:"reservation,omitempty"`
 	// Cap is a hard maximum of steady tasks; 0 means no cap. Burst leases may go beyond it.
 	Cap int `json:"cap,omitempty"`
+	// Classes rank the tenant's replicas, most important first: the first Replicas steady tasks
+	// belong to the first class, and so on; tasks beyond every count form an unnamed last class.
+	// A new steady task takes the most important class not full; preemption, lost capacity and a
+	// lower demand or cap take the least important eligible tasks first (newest first within a
+	// class). Decision items about a task name its class.
+	Classes []ReplicaClass `json:"classes,omitempty"`
 	// MinRuntime protects a steady task from preemption until it has run this long, capped by
 	// Config.MaxMinRuntime and the MaxMinRuntime of every group on the tenant's path.
 	MinRuntime time.Duration `json:"minRuntime,omitempty"`
+}
+
+// ReplicaClass is one priority class of a tenant's replicas.
+type ReplicaClass struct {
+	Name     string `json:"name"`
+	Replicas int    `json:"replicas"`
 }
 
 // Config is everything New needs.
@@ -133,6 +145,8 @@ type Item struct {
 	Tenant string `json:"tenant"`
 	// Task numbers the task the item is about (unique within an Allocator); 0 for queue items.
 	Task uint64 `json:"task,omitempty"`
+	// Class is the replica class of the task (Tenant.Classes), "" for the unnamed last class.
+	Class string `json:"class,omitempty"`
 	// Count is how many tasks a queue item waits for.
 	Count  int    `json:"count,omitempty"`
 	Reason Reason `json:"reason"`

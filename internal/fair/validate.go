@@ -183,6 +183,16 @@ func validateTenant(t Tenant, known map[string]bool, lim Limits) []error {
 	if err := checkDeserved(t.Deserved); err != nil {
 		errs = append(errs, err)
 	}
+	seen := map[string]bool{}
+	for i, c := range t.Classes {
+		if c.Name == "" || seen[c.Name] {
+			errs = append(errs, fmt.Errorf("classes[%d].name: %q must be non-empty and unique", i, c.Name))
+		}
+		seen[c.Name] = true
+		if c.Replicas < 1 || c.Replicas > maxCount {
+			errs = append(errs, fmt.Errorf("classes[%d].replicas: %d is outside [1, 2^53]", i, c.Replicas))
+		}
+	}
 	if t.MinRuntime < 0 {
 		errs = append(errs, fmt.Errorf("minRuntime: %s is negative", t.MinRuntime))
 	}

@@ -311,13 +311,27 @@ func (a *Allocator) preemptNewestEligible(v *tenantRec, k int, it Item) {
 	if v.stoppedStamp != a.stamp {
 		v.stoppedStamp, v.stopped = a.stamp, v.stopped[:0]
 	}
-	for i := e - 1; i >= e-k; i-- {
-		it.Task = v.steady[i].seq
-		v.stopped = append(v.stopped, stoppedRec{rec: v.steady[i], out: len(a.out)})
-		a.emit(v, it)
+	if v.classN == nil {
+		for i := e - 1; i >= e-k; i-- {
+			it.Task = v.steady[i].seq
+			v.stopped = append(v.stopped, stoppedRec{rec: v.steady[i], out: len(a.out)})
+			a.emit(v, it)
+		}
+		v.steady = append(v.steady[:e-k], v.steady[e:]...)
+	} else {
+		// The least important of the eligible tasks go first.
+		for range k {
+			i := v.leastImportant(e)
+			r := v.steady[i]
+			it.Task, it.Class = r.seq, v.className(r.class)
+			v.stopped = append(v.stopped, stoppedRec{rec: r, out: len(a.out)})
+			a.emit(v, it)
+			v.steady = slices.Delete(v.steady, i, i+1)
+			v.dropClass(r)
+			e--
+		}
 	}
 	a.moves++
-	v.steady = append(v.steady[:e-k], v.steady[e:]...)
 	a.steadyDelta(v, -int64(k))
 	a.totalDelta(v, -int64(k))
 	a.refreshSteady(v)
