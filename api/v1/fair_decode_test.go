@@ -57,7 +57,7 @@ func TestValidateFairScenario(t *testing.T) {
 	sc, err := DecodeFairScenario([]byte("apiVersion: v2\nkind: Pool\nstart: noon\ncapacity: {cpu: .inf, 'a b': 1}\nslices: {X/y: -1}\n" +
 		"burstPoolPercent: .nan\nleaseDuration: soon\nmaxMinRuntime: -1s\nlimits: {maxTenants: -1}\n" +
 		"groups: [{path: '', weight: 1}, {path: g, weight: 5e-324, maxMinRuntime: x, deserved: 2, limit: -1}]\n" +
-		"tenants: [{name: 'a/b', path: 'x//y', weight: .nan, task: {cpu: 1}, slice: S/k, demand: -1, reservation: 1e16, cap: 2, minRuntime: 1 hour}, {name: c}]\n" +
+		"tenants: [{name: 'a/b', path: 'x//y', weight: .nan, task: {cpu: 1}, slice: S/k, demand: -1, reservation: 1e16, cap: 2, minRuntime: 1 hour}, {name: c, task: {cpu: 1}, classes: [{name: '', replicas: 0}]}]\n" +
 		"steps: [{at: 2s, demand: {c: -2}, add: [{name: '', task: {cpu: 1e300}}], remove: ['']}, {at: 1s}, {at: later}]\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestValidateFairScenario(t *testing.T) {
 	want := "apiVersion burstPoolPercent capacity[\"a b\"] capacity.cpu groups[0].path groups[1].deserved groups[1].limit groups[1].maxMinRuntime groups[1].weight kind " +
 		"leaseDuration limits.maxTenants maxMinRuntime slices[\"X/y\"] start steps[0].add[0].name steps[0].add[0].task.cpu " +
 		"steps[0].demand.c steps[0].remove[0] steps[1].at steps[2].at tenants[0] tenants[0].demand tenants[0].minRuntime tenants[0].name " +
-		"tenants[0].path tenants[0].reservation tenants[0].weight tenants[1]"
+		"tenants[0].path tenants[0].reservation tenants[0].weight tenants[1].classes[0].name tenants[1].classes[0].replicas"
 	if got := strings.Join(paths, " "); got != want {
 		t.Errorf("paths\n%s\nwant\n%s\n%v", got, want, err)
 	}

@@ -59,6 +59,14 @@ type FairTenant struct {
 	Reservation int64              `json:"reservation,omitempty" yaml:"reservation,omitempty"`
 	Cap         int64              `json:"cap,omitempty" yaml:"cap,omitempty"`
 	MinRuntime  string             `json:"minRuntime,omitempty" yaml:"minRuntime,omitempty"`
+	// Classes rank the tenant's replicas, most important first (see internal/fair).
+	Classes []FairReplicaClass `json:"classes,omitempty" yaml:"classes,omitempty"`
+}
+
+// FairReplicaClass is one priority class of a tenant's replicas: its first Replicas go to it.
+type FairReplicaClass struct {
+	Name     string `json:"name" yaml:"name"`
+	Replicas int64  `json:"replicas" yaml:"replicas"`
 }
 
 // FairStep happens At (a duration after start): demand changes, arrivals, departures, a new

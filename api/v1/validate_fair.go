@@ -115,6 +115,17 @@ func checkFairTenant(t FairTenant, p string, errs *errList) {
 	checkFairCount(t.Reservation, field(p, "reservation"), errs)
 	checkFairCount(t.Cap, field(p, "cap"), errs)
 	checkFairDuration(t.MinRuntime, field(p, "minRuntime"), errs)
+	seen := map[string]bool{}
+	for i, c := range t.Classes {
+		cp := index(field(p, "classes"), i)
+		if c.Name == "" || seen[c.Name] {
+			errs.add(field(cp, "name"), "%q must be non-empty and unique among the tenant's classes", truncate(c.Name))
+		}
+		seen[c.Name] = true
+		if c.Replicas < 1 || c.Replicas > fairMaxCount {
+			errs.add(field(cp, "replicas"), "%d is outside [1, 2^53]", c.Replicas)
+		}
+	}
 }
 
 func checkFairCapacity(c map[string]float64, slices map[string]int64, p string, errs *errList) {

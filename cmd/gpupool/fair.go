@@ -393,6 +393,9 @@ func fairTenant(t v1.FairTenant, path string) (fair.Tenant, error) {
 	for k, v := range t.Task {
 		ft.Task[k] = v
 	}
+	for _, c := range t.Classes {
+		ft.Classes = append(ft.Classes, fair.ReplicaClass{Name: c.Name, Replicas: clampInt(c.Replicas)})
+	}
 	return ft, nil
 }
 

@@ -52,7 +52,8 @@
 // nothing. A victim granted again in the same step gets its stopped task back instead of a new one.
 //
 // A group's Limit caps its steady use of every shared resource (filling and claims respect it;
-// reservations and leases do not), and floors are capped by it.
+// reservations and leases do not), and floors are capped by it. A tenant's Classes rank its
+// replicas: the least important eligible tasks are stopped first, and items name the class.
 //
 // # Leases
 //

@@ -175,6 +175,9 @@ func (it Item) String() string {
 		s += fmt.Sprintf(" x%d", it.Count)
 	}
 	s += " " + it.Reason.String()
+	if it.Class != "" {
+		s += " class=" + it.Class
+	}
 	if it.By != "" {
 		s += " by=" + it.By
 	}
