@@ -75,7 +75,7 @@ func ValidateFairScenario(sc *FairScenario) error {
 		if err == nil && at > prev {
 			prev = at
 		}
-		for _, name := range sortedKeys(st.Demand) {
+		for _, name := range fairSortedKeys(st.Demand) {
 			checkFairCount(st.Demand[name], key(field(p, "demand"), name), &errs)
 		}
 		for j, t := range st.Add {
@@ -108,7 +108,7 @@ func checkFairTenant(t FairTenant, p string, errs *errList) {
 	case len(t.Task) == 0 && t.Slice == "":
 		errs.add(p, "task or slice is required")
 	}
-	for _, name := range sortedKeys(t.Task) {
+	for _, name := range fairSortedKeys(t.Task) {
 		checkFairAmount(t.Task[name], key(field(p, "task"), name), errs)
 	}
 	checkFairCount(t.Demand, field(p, "demand"), errs)
@@ -129,14 +129,14 @@ func checkFairTenant(t FairTenant, p string, errs *errList) {
 }
 
 func checkFairCapacity(c map[string]float64, slices map[string]int64, p string, errs *errList) {
-	for _, name := range sortedKeys(c) {
+	for _, name := range fairSortedKeys(c) {
 		fp := key(field(p, "capacity"), name)
 		if name == "" || strings.IndexFunc(name, unicode.IsSpace) >= 0 || strings.ContainsAny(name, ",=:") {
 			errs.add(fp, "resource name must be non-empty, without spaces, commas, colons or '='")
 		}
 		checkFairAmount(c[name], fp, errs)
 	}
-	for _, name := range sortedKeys(slices) {
+	for _, name := range fairSortedKeys(slices) {
 		checkFairCount(slices[name], key(field(p, "slices"), name), errs)
 	}
 }
@@ -198,7 +198,7 @@ func fairPathOK(p string) bool {
 	return true
 }
 
-func sortedKeys[V any](m map[string]V) []string {
+func fairSortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -22,8 +22,8 @@ type fairScenario = v1.FairScenario
 // maxFairInput bounds every file the command reads, checked before reading it all.
 const maxFairInput = 64 << 20
 
-// readLimited reads a file of at most maxFairInput bytes.
-func readLimited(path string) ([]byte, error) {
+// readFairInput reads a file of at most maxFairInput bytes.
+func readFairInput(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -112,7 +112,7 @@ func fairFromArgs(poolPath, planPath string, args []string) (fairOut, error) {
 		if len(args) != 1 {
 			return fairOut{}, invalid(errors.New("fair: give a SCENARIO file, or --pool and --plan"))
 		}
-		data, err := readLimited(args[0])
+		data, err := readFairInput(args[0])
 		if err != nil {
 			return fairOut{}, invalid(fmt.Errorf("read scenario: %w", err))
 		}
@@ -127,17 +127,17 @@ func fairFromArgs(poolPath, planPath string, args []string) (fairOut, error) {
 	}
 	var steps []byte
 	if len(args) == 1 {
-		data, err := readLimited(args[0])
+		data, err := readFairInput(args[0])
 		if err != nil {
 			return fairOut{}, invalid(fmt.Errorf("read steps: %w", err))
 		}
 		steps = data
 	}
-	poolData, err := readLimited(poolPath)
+	poolData, err := readFairInput(poolPath)
 	if err != nil {
 		return fairOut{}, invalid(fmt.Errorf("read pool: %w", err))
 	}
-	planData, err := readLimited(planPath)
+	planData, err := readFairInput(planPath)
 	if err != nil {
 		return fairOut{}, invalid(fmt.Errorf("read plan: %w", err))
 	}
@@ -271,13 +271,13 @@ func scenarioLimits(sc *fairScenario) fair.Limits {
 	lim := fair.DefaultLimits
 	if l := sc.Limits; l != nil {
 		if l.MaxTenants > 0 {
-			lim.MaxTenants = clampInt(l.MaxTenants)
+			lim.MaxTenants = fairCount(l.MaxTenants)
 		}
 		if l.MaxDemand > 0 {
-			lim.MaxDemand = clampInt(l.MaxDemand)
+			lim.MaxDemand = fairCount(l.MaxDemand)
 		}
 		if l.MaxTotalDemand > 0 {
-			lim.MaxTotalDemand = clampInt(l.MaxTotalDemand)
+			lim.MaxTotalDemand = fairCount(l.MaxTotalDemand)
 		}
 	}
 	return lim
@@ -323,14 +323,14 @@ func scenarioConfig(sc fairScenario) (time.Time, fair.Config, []string, error) {
 	capv, notes, err := capacityOf(sc.Capacity, sc.Slices, "")
 	errs = append(errs, err)
 	cfg := fair.Config{Capacity: capv, BurstPoolPercent: sc.BurstPoolPercent}
-	cfg.LeaseDuration = parseDur(sc.LeaseDuration)
-	cfg.MaxMinRuntime = parseDur(sc.MaxMinRuntime)
+	cfg.LeaseDuration = fairDur(sc.LeaseDuration)
+	cfg.MaxMinRuntime = fairDur(sc.MaxMinRuntime)
 	if l := sc.Limits; l != nil {
-		cfg.Limits = fair.Limits{MaxTenants: clampInt(l.MaxTenants), MaxDemand: clampInt(l.MaxDemand),
-			MaxTotalDemand: clampInt(l.MaxTotalDemand)}
+		cfg.Limits = fair.Limits{MaxTenants: fairCount(l.MaxTenants), MaxDemand: fairCount(l.MaxDemand),
+			MaxTotalDemand: fairCount(l.MaxTotalDemand)}
 	}
 	for _, g := range sc.Groups {
-		cfg.Groups = append(cfg.Groups, fair.Group{Path: g.Path, Weight: g.Weight, MaxMinRuntime: parseDur(g.MaxMinRuntime),
+		cfg.Groups = append(cfg.Groups, fair.Group{Path: g.Path, Weight: g.Weight, MaxMinRuntime: fairDur(g.MaxMinRuntime),
 			Deserved: g.Deserved, Limit: g.Limit})
 	}
 	for i, t := range sc.Tenants {
@@ -345,7 +345,7 @@ func scenarioConfig(sc fairScenario) (time.Time, fair.Config, []string, error) {
 func capacityOf(raw map[string]float64, slices64 map[string]int64, path string) (fair.Vector, []string, error) {
 	slices := make(map[string]int, len(slices64))
 	for k, n := range slices64 {
-		slices[k] = clampInt(n)
+		slices[k] = fairCount(n)
 	}
 	c := fair.Vector{}
 	for k, v := range raw {
@@ -380,9 +380,9 @@ func sortedStrings[V any](m map[string]V) []string {
 // fairTenant converts one validated tenant entry (durations and bounds were checked by
 // ValidateFairScenario), naming path in its errors.
 func fairTenant(t v1.FairTenant, path string) (fair.Tenant, error) {
-	ft := fair.Tenant{Name: t.Name, Path: t.Path, Weight: t.Weight, Deserved: t.Deserved, Demand: clampInt(t.Demand),
-		Reservation: clampInt(t.Reservation), Cap: clampInt(t.Cap), Task: fair.Vector{},
-		MinRuntime: parseDur(t.MinRuntime)}
+	ft := fair.Tenant{Name: t.Name, Path: t.Path, Weight: t.Weight, Deserved: t.Deserved, Demand: fairCount(t.Demand),
+		Reservation: fairCount(t.Reservation), Cap: fairCount(t.Cap), Task: fair.Vector{},
+		MinRuntime: fairDur(t.MinRuntime)}
 	if t.Slice != "" {
 		s, err := fair.SliceVector(t.Slice)
 		if err != nil {
@@ -394,19 +394,19 @@ func fairTenant(t v1.FairTenant, path string) (fair.Tenant, error) {
 		ft.Task[k] = v
 	}
 	for _, c := range t.Classes {
-		ft.Classes = append(ft.Classes, fair.ReplicaClass{Name: c.Name, Replicas: clampInt(c.Replicas)})
+		ft.Classes = append(ft.Classes, fair.ReplicaClass{Name: c.Name, Replicas: fairCount(c.Replicas)})
 	}
 	return ft, nil
 }
 
-// parseDur parses a duration the validator has accepted ("" is 0).
-func parseDur(s string) time.Duration {
+// fairDur parses a duration the validator has accepted ("" is 0).
+func fairDur(s string) time.Duration {
 	d, _ := time.ParseDuration(s)
 	return d
 }
 
-// clampInt converts a validated count (at most 2^53) to int.
-func clampInt(n int64) int {
+// fairCount converts a validated count (at most 2^53) to int.
+func fairCount(n int64) int {
 	return int(min(max(n, 0), 1<<53))
 }
 
@@ -414,7 +414,7 @@ func clampInt(n int64) int {
 // in name order.
 func stepEvents(st v1.FairStep, i int) (time.Duration, []fair.Event, error) {
 	path := fmt.Sprintf("steps[%d]", i)
-	at := parseDur(st.At)
+	at := fairDur(st.At)
 	var evs []fair.Event
 	for _, name := range st.Remove {
 		evs = append(evs, fair.RemoveTenant{Tenant: name})
@@ -434,7 +434,7 @@ func stepEvents(st v1.FairStep, i int) (time.Duration, []fair.Event, error) {
 		evs = append(evs, fair.SetCapacity{Capacity: c})
 	}
 	for _, name := range sortedStrings(st.Demand) {
-		evs = append(evs, fair.SetDemand{Tenant: name, Demand: clampInt(st.Demand[name])})
+		evs = append(evs, fair.SetDemand{Tenant: name, Demand: fairCount(st.Demand[name])})
 	}
 	return at, evs, nil
 }
