@@ -47,7 +47,7 @@ func DecodeFairScenario(data []byte) (*FairScenario, error) {
 		return nil, docError("empty document")
 	}
 	var errs errList
-	walkYAML(reflect.TypeFor[FairScenario](), root.Content[0], "", &errs, 0)
+	walkFairYAML(reflect.TypeFor[FairScenario](), root.Content[0], "", &errs, 0)
 	if err := errs.result(); err != nil {
 		return nil, err
 	}
@@ -71,13 +71,13 @@ func decodeFairJSON(data []byte, sc *FairScenario) error {
 	if err == nil {
 		// The document is valid JSON: one fast pass names any duplicate key, which
 		// encoding/json would silently resolve to the last value.
-		return duplicateJSONKeys(data)
+		return fairDuplicateJSONKeys(data)
 	}
 	// Walk the document as YAML (JSON is YAML) to name every problem's path.
 	var root yaml3.Node
 	if yerr := yaml3.Unmarshal(data, &root); yerr == nil && len(root.Content) > 0 {
 		var errs errList
-		walkYAML(reflect.TypeFor[FairScenario](), root.Content[0], "", &errs, 0)
+		walkFairYAML(reflect.TypeFor[FairScenario](), root.Content[0], "", &errs, 0)
 		if werr := errs.result(); werr != nil {
 			return werr
 		}
@@ -85,9 +85,9 @@ func decodeFairJSON(data []byte, sc *FairScenario) error {
 	return docError("parse JSON: %v", err)
 }
 
-// walkYAML checks node n against type t: mappings for structs and maps (no duplicate keys, no
+// walkFairYAML checks node n against type t: mappings for structs and maps (no duplicate keys, no
 // unknown fields), sequences for slices, and every scalar decodable into its field's type.
-func walkYAML(t reflect.Type, n *yaml3.Node, path string, errs *errList, depth int) {
+func walkFairYAML(t reflect.Type, n *yaml3.Node, path string, errs *errList, depth int) {
 	if depth > maxJSONDepth {
 		errs.add(path, "nested deeper than %d levels", maxJSONDepth)
 		return
@@ -105,7 +105,7 @@ func walkYAML(t reflect.Type, n *yaml3.Node, path string, errs *errList, depth i
 	switch t.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml3.MappingNode {
-			errs.add(path, "expected a mapping, got %s", nodeKind(n))
+			errs.add(path, "expected a mapping, got %s", fairNodeKind(n))
 			return
 		}
 		fields := map[string]reflect.Type{}
@@ -125,14 +125,14 @@ func walkYAML(t reflect.Type, n *yaml3.Node, path string, errs *errList, depth i
 			}
 			seen[k] = true
 			if ft, ok := fields[k]; ok {
-				walkYAML(ft, v, p, errs, depth+1)
+				walkFairYAML(ft, v, p, errs, depth+1)
 			} else {
 				errs.add(p, "unknown field")
 			}
 		}
 	case reflect.Map:
 		if n.Kind != yaml3.MappingNode {
-			errs.add(path, "expected a mapping, got %s", nodeKind(n))
+			errs.add(path, "expected a mapping, got %s", fairNodeKind(n))
 			return
 		}
 		seen := map[string]bool{}
@@ -140,7 +140,7 @@ func walkYAML(t reflect.Type, n *yaml3.Node, path string, errs *errList, depth i
 			kn, v := n.Content[i], n.Content[i+1]
 			p := key(path, kn.Value)
 			if kn.Kind != yaml3.ScalarNode {
-				errs.add(path, "a key must be a plain value, got %s", nodeKind(kn))
+				errs.add(path, "a key must be a plain value, got %s", fairNodeKind(kn))
 				continue
 			}
 			if seen[kn.Value] {
@@ -148,31 +148,31 @@ func walkYAML(t reflect.Type, n *yaml3.Node, path string, errs *errList, depth i
 				continue
 			}
 			seen[kn.Value] = true
-			walkYAML(t.Elem(), v, p, errs, depth+1)
+			walkFairYAML(t.Elem(), v, p, errs, depth+1)
 		}
 	case reflect.Slice:
 		if n.Kind != yaml3.SequenceNode {
-			errs.add(path, "expected a list, got %s", nodeKind(n))
+			errs.add(path, "expected a list, got %s", fairNodeKind(n))
 			return
 		}
 		for i, c := range n.Content {
-			walkYAML(t.Elem(), c, index(path, i), errs, depth+1)
+			walkFairYAML(t.Elem(), c, index(path, i), errs, depth+1)
 		}
 	default:
 		if n.Kind != yaml3.ScalarNode {
-			errs.add(path, "expected a %s, got %s", t.Kind(), nodeKind(n))
+			errs.add(path, "expected a %s, got %s", t.Kind(), fairNodeKind(n))
 			return
 		}
 		if t.Kind() == reflect.String {
 			return // any scalar is kept as the text written
 		}
 		if err := n.Decode(reflect.New(t).Interface()); err != nil {
-			errs.add(path, "expected a %s, got %q", scalarWord(t), truncate(n.Value))
+			errs.add(path, "expected a %s, got %q", fairScalarWord(t), truncate(n.Value))
 		}
 	}
 }
 
-func scalarWord(t reflect.Type) string {
+func fairScalarWord(t reflect.Type) string {
 	switch t.Kind() {
 	case reflect.Int, reflect.Int64:
 		return "whole number"
@@ -184,7 +184,7 @@ func scalarWord(t reflect.Type) string {
 	return t.Kind().String()
 }
 
-func nodeKind(n *yaml3.Node) string {
+func fairNodeKind(n *yaml3.Node) string {
 	switch n.Kind {
 	case yaml3.MappingNode:
 		return "a mapping"
@@ -196,10 +196,10 @@ func nodeKind(n *yaml3.Node) string {
 	return "an alias"
 }
 
-// duplicateJSONKeys scans a valid JSON document once and reports every object key that appears
+// fairDuplicateJSONKeys scans a valid JSON document once and reports every object key that appears
 // twice in the same object, with its path. It keeps the keys of the open objects only, so a
 // large document of small objects costs one pass and little memory.
-func duplicateJSONKeys(data []byte) error {
+func fairDuplicateJSONKeys(data []byte) error {
 	type frame struct {
 		obj  bool
 		keys []string
