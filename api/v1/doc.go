@@ -155,4 +155,12 @@
 // Board, profile and model names are checked against a Catalog. The zero Validator and the
 // package functions use Builtin, backed by internal/gpu and internal/llm; MIG layouts are
 // checked with (*gpu.Board).Validate.
+//
+// # FairScenario
+//
+// The scenario `gpupool fair` replays (fair_scenario.go) is read by DecodeFairScenario and checked
+// field by field by ValidateFairScenario, both returning FieldErrors with paths. Its YAML is read
+// by YAML 1.2 rules into typed fields, so names are kept as written; YAML is limited to 16 MiB and
+// JSON, decoded straight into the document, to 64 MiB. Counts are at most 2^53 and every number
+// must be finite.
 package v1

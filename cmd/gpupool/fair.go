@@ -1,65 +1,45 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"reflect"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/fair"
 )
 
-// fairScenario is the YAML a `gpupool fair` run reads.
-type fairScenario struct {
-	// Start is the clock of the first step (RFC 3339); default 2025-01-01T00:00:00Z.
-	Start string `json:"start,omitempty"`
-	// Capacity is the pool as resource → amount; Slices adds slice kinds (BOARD/KIND → count)
-	// through the board table.
-	Capacity         map[string]float64 `json:"capacity,omitempty"`
-	Slices           map[string]int     `json:"slices,omitempty"`
-	BurstPoolPercent float64            `json:"burstPoolPercent,omitempty"`
-	LeaseDuration    string             `json:"leaseDuration,omitempty"`
-	Groups           []fairGroup        `json:"groups,omitempty"`
-	Tenants          []fairTenant       `json:"tenants"`
-	Steps            []fairStep         `json:"steps,omitempty"`
-}
+// fairScenario is the document a `gpupool fair` run reads (api/v1 FairScenario).
+type fairScenario = v1.FairScenario
 
-type fairGroup struct {
-	Path   string  `json:"path"`
-	Weight float64 `json:"weight"`
-}
+// maxFairInput bounds every file the command reads, checked before reading it all.
+const maxFairInput = 64 << 20
 
-type fairTenant struct {
-	Name   string  `json:"name"`
-	Path   string  `json:"path,omitempty"`
-	Weight float64 `json:"weight,omitempty"`
-	// Exactly one of Task (resource → amount) and Slice (a slice kind) gives the task shape.
-	Task        map[string]float64 `json:"task,omitempty"`
-	Slice       string             `json:"slice,omitempty"`
-	Demand      int                `json:"demand"`
-	Reservation int                `json:"reservation,omitempty"`
-	Cap         int                `json:"cap,omitempty"`
-	MinRuntime  string             `json:"minRuntime,omitempty"`
-}
-
-// fairStep happens At (a duration after start): demand changes, arrivals, departures, a new
-// capacity; with none of them it is a tick. Recompute runs the full reconciliation.
-type fairStep struct {
-	At        string             `json:"at"`
-	Demand    map[string]int     `json:"demand,omitempty"`
-	Add       []fairTenant       `json:"add,omitempty"`
-	Remove    []string           `json:"remove,omitempty"`
-	Capacity  map[string]float64 `json:"capacity,omitempty"`
-	Slices    map[string]int     `json:"slices,omitempty"`
-	Recompute bool               `json:"recompute,omitempty"`
+// readFairInput reads a file of at most maxFairInput bytes.
+func readFairInput(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > maxFairInput {
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d allowed", path, fi.Size(), maxFairInput)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxFairInput+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxFairInput {
+		return nil, fmt.Errorf("%s is more than the %d bytes allowed", path, maxFairInput)
+	}
+	return data, nil
 }
 
 // fairStepOut is one step of the output.
@@ -92,7 +72,10 @@ func newFairCmd(e *env) *cobra.Command {
 			"count nothing; burst GPUs count and form the burst pool (burstPoolPercent is their part of the\n" +
 			"counted SMs). Tenants come from the pool (path, weight, reservation, cap); a tenant's task is\n" +
 			"the slice its replicas use and its demand its replica count in the plan. The optional STEPS\n" +
-			"file is a scenario with only start, leaseDuration (default 5m here), groups and steps.",
+			"file is a scenario with only start, leaseDuration (default 5m here), maxMinRuntime, limits,\n" +
+			"groups and steps.\n\n" +
+			"The scenario is a gpupool.dev/v1 FairScenario document (apiVersion and kind optional), YAML\n" +
+			"(up to 16 MiB; names kept as written) or JSON (up to 64 MiB, the fast path for large files).",
 		Example: "  gpupool fair examples/fair/drf-paper.yaml\n  gpupool fair examples/fair/burst-preemption.yaml -o json\n" +
 			"  gpupool fair --pool examples/h100x8-mixed.yaml --plan examples/fair/h100x8-mixed.plan.yaml examples/fair/h100x8-mixed.steps.yaml",
 		Args: cobra.MaximumNArgs(1),
@@ -105,10 +88,16 @@ func newFairCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			w := bufio.NewWriterSize(e.stdout, 1<<16)
 			if f != outTable {
-				return writeStructured(e.stdout, f, res)
+				err = writeStructured(w, f, res)
+			} else {
+				err = fairTable(w, res)
 			}
-			return fairTable(e.stdout, res)
+			if ferr := w.Flush(); err == nil {
+				err = ferr
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&poolPath, "pool", "", "Pool file whose tenants to use (with --plan)")
@@ -123,7 +112,7 @@ func fairFromArgs(poolPath, planPath string, args []string) (fairOut, error) {
 		if len(args) != 1 {
 			return fairOut{}, invalid(errors.New("fair: give a SCENARIO file, or --pool and --plan"))
 		}
-		data, err := os.ReadFile(args[0])
+		data, err := readFairInput(args[0])
 		if err != nil {
 			return fairOut{}, invalid(fmt.Errorf("read scenario: %w", err))
 		}
@@ -138,17 +127,17 @@ func fairFromArgs(poolPath, planPath string, args []string) (fairOut, error) {
 	}
 	var steps []byte
 	if len(args) == 1 {
-		data, err := os.ReadFile(args[0])
+		data, err := readFairInput(args[0])
 		if err != nil {
 			return fairOut{}, invalid(fmt.Errorf("read steps: %w", err))
 		}
 		steps = data
 	}
-	poolData, err := os.ReadFile(poolPath)
+	poolData, err := readFairInput(poolPath)
 	if err != nil {
 		return fairOut{}, invalid(fmt.Errorf("read pool: %w", err))
 	}
-	planData, err := os.ReadFile(planPath)
+	planData, err := readFairInput(planPath)
 	if err != nil {
 		return fairOut{}, invalid(fmt.Errorf("read plan: %w", err))
 	}
@@ -166,7 +155,7 @@ func runFairScenario(data []byte) (fairOut, error) {
 	if err != nil {
 		return fairOut{}, err
 	}
-	start, cfg, notes, err := sc.config()
+	start, cfg, notes, err := scenarioConfig(sc)
 	if err != nil {
 		_, aerr := fair.New(cfg) // every problem at once
 		return fairOut{}, errors.Join(err, aerr)
@@ -207,7 +196,7 @@ func runFairPoolPlan(poolData, planData, steps []byte) (fairOut, error) {
 			sc.LeaseDuration = "5m"
 		}
 	}
-	start, head, _, err := sc.config()
+	start, head, _, err := scenarioConfig(sc)
 	if err != nil {
 		return fairOut{}, fmt.Errorf("steps: %w", err)
 	}
@@ -217,6 +206,7 @@ func runFairPoolPlan(poolData, planData, steps []byte) (fairOut, error) {
 	}
 	// The pool has no weights for interior nodes: every group weighs 1 unless the steps say.
 	cfg.LeaseDuration, cfg.Groups = head.LeaseDuration, head.Groups
+	cfg.MaxMinRuntime, cfg.Limits = head.MaxMinRuntime, head.Limits
 	return replayFair(sc, start, cfg, notes)
 }
 
@@ -233,7 +223,7 @@ func replayFair(sc fairScenario, start time.Time, cfg fair.Config, notes []strin
 	}
 	out.Steps = append(out.Steps, fairStepOut{At: "0s", Time: start, Tenants: a.Snapshot(), Decisions: d.Clone().Items})
 	for i, st := range sc.Steps {
-		at, evs, err := st.events(sc, i)
+		at, evs, err := stepEvents(st, i)
 		if err != nil {
 			return fairOut{}, err
 		}
@@ -255,80 +245,96 @@ func replayFair(sc fairScenario, start time.Time, cfg fair.Config, notes []strin
 	return out, nil
 }
 
-// decodeFairScenario decodes strictly; unknown fields are all named with their paths first
-// (encoding/json would stop at the first and name no path).
+// decodeFairScenario decodes and validates a scenario document (api/v1): every problem with its
+// field path.
 func decodeFairScenario(data []byte) (fairScenario, error) {
-	var sc fairScenario
-	var generic any
-	if err := yaml.Unmarshal(data, &generic); err != nil {
-		return sc, fmt.Errorf("decode: %w", err)
+	sc, err := v1.DecodeFairScenario(data)
+	if err != nil {
+		return fairScenario{}, err
 	}
-	if errs := unknownFields(reflect.TypeFor[fairScenario](), generic, ""); len(errs) > 0 {
-		return sc, fmt.Errorf("decode: %w", errors.Join(errs...))
+	// The tenant limit is checked before anything else costs time per tenant.
+	lim := scenarioLimits(sc)
+	if n := len(sc.Tenants); n > lim.MaxTenants {
+		return fairScenario{}, fmt.Errorf("tenants: %d tenants exceed the limit of %d (limits.maxTenants)", n, lim.MaxTenants)
 	}
-	if err := yaml.UnmarshalStrict(data, &sc); err != nil {
-		return sc, fmt.Errorf("decode: %w", err)
+	if err := v1.ValidateFairScenario(sc); err != nil {
+		return fairScenario{}, err
 	}
-	return sc, nil
+	if err := checkScenarioLimits(sc, lim); err != nil {
+		return fairScenario{}, err
+	}
+	return *sc, nil
 }
 
-// unknownFields walks a decoded YAML tree against t and names every key t does not have.
-func unknownFields(t reflect.Type, v any, path string) []error {
-	var errs []error
-	switch t.Kind() {
-	case reflect.Struct:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return nil // a type error: encoding/json names it
+// scenarioLimits are the allocator's limits with the scenario's overrides.
+func scenarioLimits(sc *fairScenario) fair.Limits {
+	lim := fair.DefaultLimits
+	if l := sc.Limits; l != nil {
+		if l.MaxTenants > 0 {
+			lim.MaxTenants = fairCount(l.MaxTenants)
 		}
-		fields := map[string]reflect.Type{}
-		for i := range t.NumField() {
-			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-			fields[name] = t.Field(i).Type
+		if l.MaxDemand > 0 {
+			lim.MaxDemand = fairCount(l.MaxDemand)
 		}
-		for _, k := range sortedStrings(obj) {
-			p := strings.TrimPrefix(path+"."+k, ".")
-			if ft, ok := fields[k]; ok {
-				errs = append(errs, unknownFields(ft, obj[k], p)...)
-			} else {
-				errs = append(errs, fmt.Errorf("%s: unknown field", p))
-			}
-		}
-	case reflect.Slice:
-		arr, _ := v.([]any)
-		for i, x := range arr {
-			errs = append(errs, unknownFields(t.Elem(), x, fmt.Sprintf("%s[%d]", path, i))...)
+		if l.MaxTotalDemand > 0 {
+			lim.MaxTotalDemand = fairCount(l.MaxTotalDemand)
 		}
 	}
-	return errs
+	return lim
+}
+
+// checkScenarioLimits names, with its field path, every count above the limits (the allocator
+// would refuse them too, naming the tenant).
+func checkScenarioLimits(sc *fairScenario, lim fair.Limits) error {
+	var errs []error
+	check := func(path string, t v1.FairTenant) {
+		for _, f := range []struct {
+			name string
+			v    int64
+		}{{"demand", t.Demand}, {"reservation", t.Reservation}, {"cap", t.Cap}} {
+			if f.v > int64(lim.MaxDemand) {
+				errs = append(errs, fmt.Errorf("%s.%s: %d exceeds the limit of %d (limits.maxDemand)", path, f.name, f.v, lim.MaxDemand))
+			}
+		}
+	}
+	for i, t := range sc.Tenants {
+		check(fmt.Sprintf("tenants[%d]", i), t)
+	}
+	for i, st := range sc.Steps {
+		for j, t := range st.Add {
+			check(fmt.Sprintf("steps[%d].add[%d]", i, j), t)
+		}
+		for _, name := range sortedStrings(st.Demand) {
+			if n := st.Demand[name]; n > int64(lim.MaxDemand) {
+				errs = append(errs, fmt.Errorf("steps[%d].demand.%s: %d exceeds the limit of %d (limits.maxDemand)", i, name, n, lim.MaxDemand))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // config turns the scenario head into the allocator's configuration.
-func (sc fairScenario) config() (time.Time, fair.Config, []string, error) {
+func scenarioConfig(sc fairScenario) (time.Time, fair.Config, []string, error) {
 	var errs []error
 	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	if sc.Start != "" {
-		t, err := time.Parse(time.RFC3339, sc.Start)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("start: %w", err))
-		}
-		start = t
+		start, _ = time.Parse(time.RFC3339, sc.Start)
 	}
 	capv, notes, err := capacityOf(sc.Capacity, sc.Slices, "")
 	errs = append(errs, err)
 	cfg := fair.Config{Capacity: capv, BurstPoolPercent: sc.BurstPoolPercent}
-	if sc.LeaseDuration != "" {
-		d, err := time.ParseDuration(sc.LeaseDuration)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("leaseDuration: %w", err))
-		}
-		cfg.LeaseDuration = d
+	cfg.LeaseDuration = fairDur(sc.LeaseDuration)
+	cfg.MaxMinRuntime = fairDur(sc.MaxMinRuntime)
+	if l := sc.Limits; l != nil {
+		cfg.Limits = fair.Limits{MaxTenants: fairCount(l.MaxTenants), MaxDemand: fairCount(l.MaxDemand),
+			MaxTotalDemand: fairCount(l.MaxTotalDemand)}
 	}
 	for _, g := range sc.Groups {
-		cfg.Groups = append(cfg.Groups, fair.Group{Path: g.Path, Weight: g.Weight})
+		cfg.Groups = append(cfg.Groups, fair.Group{Path: g.Path, Weight: g.Weight, MaxMinRuntime: fairDur(g.MaxMinRuntime),
+			Deserved: g.Deserved, Limit: g.Limit})
 	}
 	for i, t := range sc.Tenants {
-		ft, err := t.tenant(fmt.Sprintf("tenants[%d]", i))
+		ft, err := fairTenant(t, fmt.Sprintf("tenants[%d]", i))
 		errs = append(errs, err)
 		cfg.Tenants = append(cfg.Tenants, ft)
 	}
@@ -336,7 +342,11 @@ func (sc fairScenario) config() (time.Time, fair.Config, []string, error) {
 }
 
 // capacityOf adds slice kinds to a raw capacity; it notes the kinds whose shape is estimated.
-func capacityOf(raw map[string]float64, slices map[string]int, path string) (fair.Vector, []string, error) {
+func capacityOf(raw map[string]float64, slices64 map[string]int64, path string) (fair.Vector, []string, error) {
+	slices := make(map[string]int, len(slices64))
+	for k, n := range slices64 {
+		slices[k] = fairCount(n)
+	}
 	c := fair.Vector{}
 	for k, v := range raw {
 		c[k] = v
@@ -367,55 +377,50 @@ func sortedStrings[V any](m map[string]V) []string {
 	return keys
 }
 
-// tenant converts one tenant entry, naming path in its errors.
-func (t fairTenant) tenant(path string) (fair.Tenant, error) {
-	ft := fair.Tenant{Name: t.Name, Path: t.Path, Weight: t.Weight, Demand: t.Demand,
-		Reservation: t.Reservation, Cap: t.Cap, Task: fair.Vector{}}
-	var errs []error
-	switch {
-	case len(t.Task) > 0 && t.Slice != "":
-		errs = append(errs, fmt.Errorf("%s: give task or slice, not both", path))
-	case t.Slice != "":
+// fairTenant converts one validated tenant entry (durations and bounds were checked by
+// ValidateFairScenario), naming path in its errors.
+func fairTenant(t v1.FairTenant, path string) (fair.Tenant, error) {
+	ft := fair.Tenant{Name: t.Name, Path: t.Path, Weight: t.Weight, Deserved: t.Deserved, Demand: fairCount(t.Demand),
+		Reservation: fairCount(t.Reservation), Cap: fairCount(t.Cap), Task: fair.Vector{},
+		MinRuntime: fairDur(t.MinRuntime)}
+	if t.Slice != "" {
 		s, err := fair.SliceVector(t.Slice)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s.slice: %w", path, err))
+			return ft, fmt.Errorf("%s.slice: %w", path, err)
 		}
 		ft.Task = s.Vector
-	case len(t.Task) == 0:
-		errs = append(errs, fmt.Errorf("%s: task or slice is required", path))
 	}
 	for k, v := range t.Task {
 		ft.Task[k] = v
 	}
-	if t.MinRuntime != "" {
-		d, err := time.ParseDuration(t.MinRuntime)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s.minRuntime: %w", path, err))
-		}
-		ft.MinRuntime = d
+	for _, c := range t.Classes {
+		ft.Classes = append(ft.Classes, fair.ReplicaClass{Name: c.Name, Replicas: fairCount(c.Replicas)})
 	}
-	return ft, errors.Join(errs...)
+	return ft, nil
+}
+
+// fairDur parses a duration the validator has accepted ("" is 0).
+func fairDur(s string) time.Duration {
+	d, _ := time.ParseDuration(s)
+	return d
+}
+
+// fairCount converts a validated count (at most 2^53) to int.
+func fairCount(n int64) int {
+	return int(min(max(n, 0), 1<<53))
 }
 
 // events turns step i into allocator events: removals, arrivals, capacity, then demand changes
 // in name order.
-func (st fairStep) events(sc fairScenario, i int) (time.Duration, []fair.Event, error) {
+func stepEvents(st v1.FairStep, i int) (time.Duration, []fair.Event, error) {
 	path := fmt.Sprintf("steps[%d]", i)
-	at, err := time.ParseDuration(st.At)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%s.at: %w", path, err)
-	}
-	if i > 0 {
-		if prev, err := time.ParseDuration(sc.Steps[i-1].At); err == nil && at < prev {
-			return 0, nil, fmt.Errorf("%s.at: %s is before the previous step's %s", path, at, prev)
-		}
-	}
+	at := fairDur(st.At)
 	var evs []fair.Event
 	for _, name := range st.Remove {
 		evs = append(evs, fair.RemoveTenant{Tenant: name})
 	}
 	for j, t := range st.Add {
-		ft, err := t.tenant(fmt.Sprintf("%s.add[%d]", path, j))
+		ft, err := fairTenant(t, fmt.Sprintf("%s.add[%d]", path, j))
 		if err != nil {
 			return 0, nil, err
 		}
@@ -429,7 +434,7 @@ func (st fairStep) events(sc fairScenario, i int) (time.Duration, []fair.Event, 
 		evs = append(evs, fair.SetCapacity{Capacity: c})
 	}
 	for _, name := range sortedStrings(st.Demand) {
-		evs = append(evs, fair.SetDemand{Tenant: name, Demand: st.Demand[name]})
+		evs = append(evs, fair.SetDemand{Tenant: name, Demand: fairCount(st.Demand[name])})
 	}
 	return at, evs, nil
 }

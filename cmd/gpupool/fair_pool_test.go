@@ -91,15 +91,16 @@ func TestFairPoolPlanMatchesPlan(t *testing.T) {
 	}
 }
 
-// The steps file: a newcomer preempts over-share tasks, an extra demand queues, a capped tenant
-// leases idle GPUs, and steady demand reclaims a lease; every decision carries a reason.
+// The steps file: a newcomer below its floor preempts over-share tasks, an extra demand queues, a
+// capped tenant leases idle GPUs, steady demand reclaims a lease, and the last lease is renewed in
+// place at its expiry; every decision carries a reason.
 func TestFairPoolPlanSteps(t *testing.T) {
 	stdout, stderr, code := runCmd(t, "fair", "--pool", mixedPool, "--plan", mixedPlan(t), mixedSteps, "-o", "json")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	res := decodeFairOut(t, stdout)
-	for _, w := range []string{"preempt/OverShare", "queue/PoolFull", "lease/Burst", "reclaim/NeededBySteady", "reclaim/LeaseExpired"} {
+	for _, w := range []string{"preempt/BelowFloor", "queue/PoolFull", "lease/Burst", "reclaim/NeededBySteady", "lease/LeaseRenewed"} {
 		if !has(res, w) {
 			t.Errorf("no %s decision", w)
 		}

@@ -112,8 +112,23 @@ func TestFairBadInput(t *testing.T) {
 		{"bad slice", "capacity: {cpu: 1}\ntenants: [{name: a, slice: H100-SXM5-80GB/9g.99gb}]\n", []string{"tenants[0].slice", "9g.99gb"}},
 		{"bad duration", "capacity: {cpu: 1}\nleaseDuration: soon\ntenants: [{name: a, task: {cpu: 1}, minRuntime: 5 minutes}]\n",
 			[]string{"leaseDuration", "tenants[0].minRuntime"}},
-		{"allocator validation", "capacity: {cpu: 1}\nleaseDuration: soon\ntenants: [{name: a, task: {gpu: 1}, demand: -1}]\n",
-			[]string{"leaseDuration", `tenant "a"`, "task.gpu", "demand: -1 is negative"}},
+		{"field validation", "capacity: {cpu: 1}\nleaseDuration: soon\ntenants: [{name: a, task: {gpu: 1}, demand: -1}]\n",
+			[]string{`leaseDuration: "soon" is not a duration`, "tenants[0].demand: -1 is negative"}},
+		{"allocator validation", "capacity: {cpu: 1}\ntenants: [{name: a, task: {gpu: 1}, demand: 1, reservation: 2}]\n",
+			[]string{`tenant "a"`, "task.gpu: resource is not in the pool capacity"}},
+		{"bounds and non-finite numbers", "capacity: {cpu: .inf}\nburstPoolPercent: .nan\ngroups: [{path: g, weight: 5e-324}]\n" +
+			"tenants: [{name: a, task: {cpu: 1}, reservation: 1e13, demand: 1e16}, {name: b, weight: .nan, task: {cpu: -1}}]\n",
+			[]string{"capacity.cpu: +Inf is not a finite number", "burstPoolPercent: NaN is outside", "groups[0].weight: 5e-324 is outside",
+				"tenants[0].demand: 10000000000000000 is above 2^53", "tenants[1].weight: NaN is not a finite number", "tenants[1].task.cpu: -1 is negative"}},
+		{"reservation beyond the limits", "capacity: {cpu: 1}\ntenants: [{name: a, task: {cpu: 1}, reservation: 1e13, demand: 1e13}]\n",
+			[]string{"tenants[0].demand: 10000000000000 exceeds the limit of 1048576 (limits.maxDemand)",
+				"tenants[0].reservation: 10000000000000 exceeds the limit"}},
+		{"demand beyond the limits in a step", "capacity: {cpu: 1}\ntenants: [{name: a, task: {cpu: 1}}]\nsteps: [{at: 1s, demand: {a: 2e9}}]\n",
+			[]string{"steps[0].demand.a: 2000000000 exceeds the limit of 1048576 (limits.maxDemand)"}},
+		{"too many tenants", "capacity: {cpu: 1}\nlimits: {maxTenants: 1}\ntenants: [{name: a, task: {cpu: 1}}, {name: b, task: {cpu: 1}}]\n",
+			[]string{"tenants: 2 tenants exceed the limit of 1 (limits.maxTenants)"}},
+		{"names kept as written", "capacity: {cpu: 1}\ntenants: [{name: yes, task: {cpu: 1}}, {name: y, task: {cpu: 1}}]\nsteps: [{at: 1s, demand: {007: 1}}]\n",
+			[]string{`tenant "007": not found`}},
 		{"unknown tenant in a step", "capacity: {cpu: 1}\ntenants: [{name: a, task: {cpu: 1}}]\nsteps: [{at: 1s, demand: {b: 1}}]\n",
 			[]string{"steps[0]", `tenant "b": not found`}},
 		{"steps out of order", "capacity: {cpu: 1}\ntenants: [{name: a, task: {cpu: 1}}]\nsteps: [{at: 2s}, {at: 1s}]\n",
@@ -154,7 +169,7 @@ func FuzzFairScenario(f *testing.F) {
 
 // smallScenario keeps fuzzing fast: few tasks to hand out.
 func smallScenario(sc fairScenario) bool {
-	n := 0
+	var n int64
 	for _, t := range sc.Tenants {
 		n += max(t.Demand, 0)
 	}
@@ -169,8 +184,8 @@ func smallScenario(sc fairScenario) bool {
 	return n <= 200 && len(sc.Steps) <= 20
 }
 
-// A step with recompute: true reports its own decisions (here: the lease that expired at 4m is
-// reclaimed and renewed) and then the reconciliation's; before, the first were lost.
+// A step with recompute: true reports its own decisions (here: the lease that reached its expiry
+// at 4m is renewed in place) and then the reconciliation's; before, the first were lost.
 func TestFairRecomputeStepKeepsItsOwnDecisions(t *testing.T) {
 	path := writeTemp(t, "scenario.yaml", `start: 2025-01-01T00:00:00Z        # optional
 capacity: {cpu: 9, mem: 18}        # resources by name
@@ -193,7 +208,7 @@ steps:
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	last := out[strings.LastIndex(out, "step 4 at +5m0s"):]
-	for _, want := range []string{"LeaseExpired", "LeaseRenewed"} {
+	for _, want := range []string{"LeaseRenewed", "PoolFull"} {
 		if !strings.Contains(last, want) {
 			t.Errorf("the recompute step lacks a %s decision:\n%s", want, last)
 		}

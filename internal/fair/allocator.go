@@ -16,12 +16,19 @@ const (
 	idle    leafState = iota // wants nothing more
 	waiting                  // in the act heaps
 	blocked                  // its next task does not fit; counted in its class (classes.go)
+	limited                  // its next steady task would take a group above its limit
 )
 
 // Task times are Unix nanoseconds: records without pointers cost the garbage collector nothing.
 type taskRec struct {
 	seq   uint64
 	start int64
+	class int32 // index in Tenant.Classes; len(Classes) for the unnamed last class
+}
+
+type stoppedRec struct {
+	rec taskRec
+	out int
 }
 
 type leaseRec struct {
@@ -38,19 +45,37 @@ type tenantRec struct {
 
 	sLeaf, lLeaf int32 // nodes in the steady and the lease tree
 
-	pending    bool // its preemption claim is examined in the next claims phase
-	inPending  bool
-	retryAt    time.Time // a claim waits for victims' minimum runtime until then
-	minRunWait time.Time // a move that passes every check but minimum runtime becomes possible then
-	resRetryAt time.Time // a reservation claim waits until then (retried every step anyway)
-	touched    uint64    // step stamp
-	renew      int       // leases that expired in the step renewStamp
-	renewStamp uint64
-	inRes      bool // listed in resList
-	idx        int32
-	removed    bool
-	lDirty     bool // its lease-tree use lags behind its tasks
-	lCount     int  // the task count the lease tree holds for it
+	pending     bool // its preemption claim is examined in the next claims phase
+	inPending   bool
+	retryAt     time.Time // a claim waits for victims' minimum runtime until then
+	minRunWait  time.Time // a move that passes every check but minimum runtime becomes possible then
+	resRetryAt  time.Time // a reservation claim waits until then (retried every step anyway)
+	floorPruned time.Time // a floor claim found groups inside their minimum runtime until then
+	// stopped are the tasks claims took from it in the step stoppedStamp, with the index of
+	// their preempt item: a grant or lease for it in the same step restores the newest instead of
+	// starting a new task, and the preempt item is withdrawn.
+	stopped      []stoppedRec
+	stoppedStamp uint64
+	touched      uint64 // step stamp
+	renew        int    // leases that expired in the step renewStamp
+	renewStamp   uint64
+	inRes        bool // listed in resList
+	idx          int32
+	removed      bool
+	lDirty       bool // its lease-tree use lags behind its tasks
+	lCount       int  // the task count the lease tree holds for it
+	// unit is one task's dominant share of the steady pool (+Inf when it does not fit it).
+	unit float64
+	// minRun is the minimum runtime in force: the tenant's own, capped by the operator's
+	// maxMinRuntime of the pool and of every group on its path.
+	minRun time.Duration
+	unmet  bool // counted in Allocator.unmetN: wants more tasks than it holds (leases on)
+	// classN counts its steady tasks per replica class (nil without classes).
+	classN []int
+	// fCache is its floor as computed at entitlement epoch fEpoch for steady want fWant.
+	fCache, fWant int
+	fEpoch        uint64
+	fOK           bool
 }
 
 func (t *tenantRec) steadyWant() int {
@@ -84,6 +109,12 @@ type Allocator struct {
 	groups     map[string]float64
 	known      map[string]bool // every resource the pool has had
 
+	limits     Limits
+	maxMinRun  time.Duration            // the pool's cap on minimum runtimes (0: none)
+	groupMaxMR map[string]time.Duration // per group
+	groupDes   map[string]float64       // deserved part per group
+	groupLim   map[string]float64       // limit per group
+
 	tenants []*tenantRec // sorted by name at every rebuild
 	byName  map[string]int32
 
@@ -114,6 +145,12 @@ type Allocator struct {
 	sorter      byShare
 	resBad      int8 // cached per step: 1 reservations fit the steady pool, 2 they do not
 	resBadStamp uint64
+	unmetN      int    // tenants with unmet demand while leases are on
+	moves       uint64 // preemptions for claims so far (fixed-point passes stop when it stays)
+	withdrawn   int    // items withdrawn in this step (compacted at its end)
+	demandSum   int64  // every tenant's demand, summed (limits.maxTotalDemand)
+	leafBuf     []int32
+	batchDemand map[string]int // validateEvents' scratch: demands set earlier in the batch
 }
 
 // Time queues hold Unix nanoseconds.
@@ -149,12 +186,17 @@ func New(cfg Config) (*Allocator, error) {
 		return nil, err
 	}
 	a := &Allocator{
-		capacity: cloneVector(cfg.Capacity),
-		burstPct: cfg.BurstPoolPercent,
-		leaseDur: cfg.LeaseDuration,
-		groups:   map[string]float64{},
-		byName:   map[string]int32{},
-		known:    map[string]bool{},
+		capacity:   cloneVector(cfg.Capacity),
+		burstPct:   cfg.BurstPoolPercent,
+		leaseDur:   cfg.LeaseDuration,
+		maxMinRun:  cfg.MaxMinRuntime,
+		limits:     cfg.Limits,
+		groupMaxMR: map[string]time.Duration{},
+		groupDes:   map[string]float64{},
+		groupLim:   map[string]float64{},
+		groups:     map[string]float64{},
+		byName:     map[string]int32{},
+		known:      map[string]bool{},
 	}
 	for name := range cfg.Capacity {
 		a.known[name] = true
@@ -162,7 +204,7 @@ func New(cfg Config) (*Allocator, error) {
 	a.expiries.less = expiryLess
 	a.retries.less = retryLess
 	for _, g := range cfg.Groups {
-		a.groups[g.Path] = g.Weight
+		a.setGroup(g)
 	}
 	for _, tc := range cfg.Tenants {
 		a.addTenantRec(tc)
@@ -181,15 +223,215 @@ func cloneVector(v Vector) Vector {
 
 func cloneTenant(t Tenant) Tenant {
 	t.Task = cloneVector(t.Task)
+	if t.Classes != nil {
+		t.Classes = append([]ReplicaClass(nil), t.Classes...)
+	}
 	return t
 }
 
 func (a *Allocator) addTenantRec(tc Tenant) *tenantRec {
 	t := &tenantRec{cfg: cloneTenant(tc), sLeaf: -1, lLeaf: -1, pending: true}
+	a.demandSum += int64(tc.Demand)
 	a.byName[tc.Name] = int32(len(a.tenants))
 	a.tenants = append(a.tenants, t)
 	return t
 }
+
+// countClasses recounts t's steady tasks per replica class (classes may have changed).
+func (t *tenantRec) countClasses() {
+	k := int32(len(t.cfg.Classes))
+	if k == 0 {
+		t.classN = nil
+		for i := range t.steady {
+			t.steady[i].class = 0
+		}
+		return
+	}
+	t.classN = make([]int, k+1)
+	for i := range t.steady {
+		t.steady[i].class = min(t.steady[i].class, k)
+		t.classN[t.steady[i].class]++
+	}
+}
+
+// nextClass is the class a new steady task of t takes: the most important one not full.
+func (t *tenantRec) nextClass() int32 {
+	for c, rc := range t.cfg.Classes {
+		if t.classN[c] < rc.Replicas {
+			return int32(c)
+		}
+	}
+	return int32(len(t.cfg.Classes))
+}
+
+// className names class c of t ("" for the unnamed last class).
+func (t *tenantRec) className(c int32) string {
+	if int(c) < len(t.cfg.Classes) {
+		return t.cfg.Classes[c].Name
+	}
+	return ""
+}
+
+// addClass and dropClass keep the class counts as steady tasks come and go.
+func (t *tenantRec) addClass(r taskRec) {
+	if t.classN != nil {
+		t.classN[r.class]++
+	}
+}
+
+func (t *tenantRec) dropClass(r taskRec) {
+	if t.classN != nil {
+		t.classN[r.class]--
+	}
+}
+
+// leastImportant is the index, among t.steady[:n], of the task to stop first: the least
+// important class, the newest within it. Without classes it is n-1.
+func (t *tenantRec) leastImportant(n int) int {
+	if t.classN == nil {
+		return n - 1
+	}
+	best := n - 1
+	for i := n - 2; i >= 0; i-- {
+		if t.steady[i].class > t.steady[best].class {
+			best = i
+		}
+	}
+	return best
+}
+
+// setGroup records a group's weight and minimum-runtime cap.
+func (a *Allocator) setGroup(g Group) {
+	a.groups[g.Path] = g.Weight
+	if g.MaxMinRuntime > 0 {
+		a.groupMaxMR[g.Path] = g.MaxMinRuntime
+	} else {
+		delete(a.groupMaxMR, g.Path)
+	}
+	if g.Deserved > 0 {
+		a.groupDes[g.Path] = g.Deserved
+	} else {
+		delete(a.groupDes, g.Path)
+	}
+	if g.Limit > 0 {
+		a.groupLim[g.Path] = g.Limit
+	} else {
+		delete(a.groupLim, g.Path)
+	}
+}
+
+// effMinRuntime is t's minimum runtime capped by the pool's and every enclosing group's cap.
+func (a *Allocator) effMinRuntime(t *tenantRec) time.Duration {
+	m := t.cfg.MinRuntime
+	if a.maxMinRun > 0 {
+		m = min(m, a.maxMinRun)
+	}
+	if len(a.groupMaxMR) == 0 {
+		return m
+	}
+	for p := t.cfg.Path; p != ""; {
+		if c, ok := a.groupMaxMR[p]; ok {
+			m = min(m, c)
+		}
+		i := strings.LastIndexByte(p, '/')
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return m
+}
+
+// floor is t's sharing-incentive floor in steady tasks: its demand-aware entitlement of the
+// steady pool (tree.entitlement) in whole tasks of its own, rounded down within the tolerance,
+// and at most what it wants.
+func (a *Allocator) floor(t *tenantRec) int {
+	w := t.steadyWant()
+	if w == 0 || t.unit == 0 {
+		return w
+	}
+	if t.fEpoch == a.st.demEpoch && t.fWant == w && t.fOK {
+		return t.fCache
+	}
+	f := a.st.entitlement(t.sLeaf) / t.unit * (1 + tieTolerance)
+	n := w
+	if f < float64(w) {
+		n = int(f)
+	}
+	t.fEpoch, t.fWant, t.fCache, t.fOK = a.st.demEpoch, w, n, true
+	return n
+}
+
+// freshSurplus sets every leaf's surplus mark again once entitlements have changed.
+func (a *Allocator) freshSurplus() {
+	tr := &a.st
+	if tr.demStale {
+		tr.demStale, tr.demDirty = false, tr.demDirty[:0]
+		for _, t := range a.tenants {
+			tr.setSur(t.sLeaf, len(t.steady) > a.keep(t))
+		}
+		return
+	}
+	for _, n := range tr.demDirty {
+		a.leafBuf = tr.leavesUnder(n, a.leafBuf[:0])
+		for _, l := range a.leafBuf {
+			t := a.tenants[tr.tenant[l]]
+			tr.setSur(l, len(t.steady) > a.keep(t))
+		}
+	}
+	tr.demDirty = tr.demDirty[:0]
+}
+
+// limitRoom is how many more steady tasks of t the limits of its groups allow (a large number
+// when none of them has a limit).
+func (a *Allocator) limitRoom(t *tenantRec) int64 {
+	tr := &a.st
+	room := int64(1 << 62)
+	if !tr.hasLimit {
+		return room
+	}
+	for n := tr.parent[t.sLeaf]; n > 0; n = tr.parent[n] {
+		l := tr.limit[n]
+		if l == 0 {
+			continue
+		}
+		u := tr.u(n)
+		for i, j := range tr.dims {
+			if x := t.d[j]; x > 0 {
+				allowed := l * (1 + tieTolerance) * float64(a.capT[j])
+				room = min(room, int64(math.Floor((allowed-float64(u[i]))/float64(x))))
+			}
+		}
+	}
+	return max(room, 0)
+}
+
+// overLimit reports whether one more steady task of t would take a group above its limit.
+func (a *Allocator) overLimit(t *tenantRec) bool { return a.limitRoom(t) < 1 }
+
+// wakeLimited gives the tenants parked at a group's limit another try once the group's steady use
+// fell (they are picked again and parked again if still over it).
+func (a *Allocator) wakeLimited(t *tenantRec) {
+	tr := &a.st
+	if !tr.hasLimit {
+		return
+	}
+	for n := tr.parent[t.sLeaf]; n > 0; n = tr.parent[n] {
+		if tr.limit[n] == 0 || tr.limIn[n] == 0 {
+			continue
+		}
+		a.leafBuf = tr.leavesUnder(n, a.leafBuf[:0])
+		for _, l := range a.leafBuf {
+			if tr.state[l] == limited {
+				tr.unlimit(l)
+				a.refreshSteady(a.tenants[tr.tenant[l]])
+			}
+		}
+	}
+}
+
+// keep is how many steady tasks a share or floor claim leaves t: its reservation or its floor.
+func (a *Allocator) keep(t *tenantRec) int { return max(t.cfg.Reservation, a.floor(t)) }
 
 // leasesOn reports whether leases may be lent.
 func (a *Allocator) leasesOn() bool { return a.leaseDur > 0 }
@@ -223,6 +465,10 @@ func (a *Allocator) rebuild() {
 		t.d = dense[i*m : (i+1)*m : (i+1)*m]
 		a.denseInto(t.d, t.cfg.Task)
 		t.inPending, t.inRes = false, false
+		t.minRun = a.effMinRuntime(t)
+		t.countClasses()
+		t.fOK = false
+		t.unit = dominant(t.d, a.capS, a.res.share)
 		if t.touched == a.stamp {
 			a.touched = append(a.touched, t.idx)
 		}
@@ -303,6 +549,17 @@ func (a *Allocator) buildTrees() {
 	}
 	a.st.finish()
 	a.lt.finish()
+	for n, full := range a.st.full {
+		if ti := a.st.tenant[n]; ti >= 0 {
+			a.st.deserved[n] = a.tenants[ti].cfg.Deserved
+		} else if n > 0 {
+			a.st.deserved[n] = a.groupDes[full]
+			if l := a.groupLim[full]; l > 0 {
+				a.st.limit[n] = l
+				a.st.hasLimit = true
+			}
+		}
+	}
 	a.assignClasses()
 	a.st.preEager, a.st.preStale = false, true
 	a.lt.preEager, a.lt.preStale = false, true
@@ -347,7 +604,7 @@ func (a *Allocator) assignClasses() {
 	for _, tr := range []*tree{&a.st, &a.lt} {
 		tr.ci.reset(vecs, len(a.res.names))
 		tr.blockedIn.init(len(tr.parent), len(vecs))
-		tr.preIn.init(len(tr.parent), len(vecs))
+		tr.surIn.init(len(tr.parent), len(vecs))
 	}
 }
 
@@ -357,7 +614,10 @@ func (a *Allocator) recount() {
 	a.sUsed, a.tUsed = make([]int64, m), make([]int64, m)
 	a.lDirty = a.lDirty[:0]
 	a.lazyLease = a.lazyLease[:0]
+	a.unmetN = 0
+	a.st.initDem(func(leaf int32) bool { return a.tenants[a.st.tenant[leaf]].steadyWant() > 0 })
 	for _, t := range a.tenants {
+		t.unmet = false
 		ns, nt := int64(len(t.steady)), int64(t.total())
 		addScaled(a.sUsed, t.d, ns)
 		addScaled(a.tUsed, t.d, nt)
@@ -426,9 +686,11 @@ func (a *Allocator) Snapshot() []TenantState {
 // Config returns the Allocator's current configuration (capacity, groups, tenants with their
 // current demand), sorted by tenant name.
 func (a *Allocator) Config() Config {
-	cfg := Config{Capacity: cloneVector(a.capacity), BurstPoolPercent: a.burstPct, LeaseDuration: a.leaseDur}
+	cfg := Config{Capacity: cloneVector(a.capacity), BurstPoolPercent: a.burstPct, LeaseDuration: a.leaseDur,
+		MaxMinRuntime: a.maxMinRun, Limits: a.limits}
 	for _, p := range sortedKeys(a.groups) {
-		cfg.Groups = append(cfg.Groups, Group{Path: p, Weight: a.groups[p]})
+		cfg.Groups = append(cfg.Groups, Group{Path: p, Weight: a.groups[p], MaxMinRuntime: a.groupMaxMR[p], Deserved: a.groupDes[p],
+			Limit: a.groupLim[p]})
 	}
 	ts := make([]*tenantRec, len(a.tenants))
 	copy(ts, a.tenants)
@@ -445,13 +707,24 @@ func (a *Allocator) Config() Config {
 func (a *Allocator) Clone() *Allocator {
 	c := &Allocator{
 		capacity: cloneVector(a.capacity), burstPct: a.burstPct, leaseDur: a.leaseDur,
-		groups: map[string]float64{}, byName: map[string]int32{}, known: map[string]bool{},
+		maxMinRun: a.maxMinRun, limits: a.limits, groupMaxMR: map[string]time.Duration{}, groupDes: map[string]float64{},
+		groupLim: map[string]float64{},
+		groups:   map[string]float64{}, byName: map[string]int32{}, known: map[string]bool{},
 		now: a.now, nowNS: a.nowNS, started: a.started, seq: a.seq, stamp: a.stamp,
 	}
 	c.expiries.less = expiryLess
 	c.retries.less = retryLess
 	for k, w := range a.groups {
 		c.groups[k] = w
+	}
+	for k, m := range a.groupMaxMR {
+		c.groupMaxMR[k] = m
+	}
+	for k, d := range a.groupDes {
+		c.groupDes[k] = d
+	}
+	for k, l := range a.groupLim {
+		c.groupLim[k] = l
 	}
 	for k := range a.known {
 		c.known[k] = true

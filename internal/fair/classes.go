@@ -91,6 +91,24 @@ func (ci *classIndex) helpful(short uint64, buf []int32) []int32 {
 	return buf
 }
 
+// helpfulAny lists the classes that use some resource in short (nil when it cannot tell, or
+// when so many qualify that pruning by class would not pay).
+func (ci *classIndex) helpfulAny(short uint64, buf []int32) []int32 {
+	if ci.mask == nil || short == 0 {
+		return nil
+	}
+	buf = buf[:0]
+	for i, m := range ci.masks {
+		if m&short != 0 {
+			buf = append(buf, ci.byMask[i]...)
+			if len(buf) > 16 {
+				return nil
+			}
+		}
+	}
+	return buf
+}
+
 // park files class c under the first resource where used + d > c.
 func (ci *classIndex) parkClass(c int32, used, capv []int64) {
 	j := firstShort(used, capv, ci.d[c])
@@ -241,10 +259,21 @@ func (a *Allocator) fill(t *tree, used, capv []int64, batch bool, grant func(*te
 			t.block(leaf, used, capv)
 			continue
 		}
+		room := int64(1 << 62)
+		if t == &a.st && t.hasLimit {
+			if room = a.limitRoom(tr); room < 1 {
+				t.limitLeaf(leaf)
+				// The room it was woken for is still free: wake the next leaf of its class.
+				if waking || len(t.ci.fitting) > 0 {
+					waking = t.wakeRound(used, capv)
+				}
+				continue
+			}
+		}
 		n := int64(1)
 		// A run is only safe while no blocked class is waiting to be woken between grants.
 		if batch && !waking && len(t.ci.fitting) == 0 && len(tr.leases) == 0 && len(tr.steady) >= tr.resTarget() {
-			limit := min(int64(tr.steadyWant()-len(tr.steady)), fitCount(used, capv, tr.d), fitCount(a.tUsed, a.capT, tr.d))
+			limit := min(int64(tr.steadyWant()-len(tr.steady)), fitCount(used, capv, tr.d), fitCount(a.tUsed, a.capT, tr.d), room)
 			n = t.runLength(leaf, tr.d, limit)
 		}
 		grant(tr, n)

@@ -35,21 +35,40 @@
 //
 // # Preemption
 //
-// A waiting tenant A takes tasks of V only if, at the level where their paths part, A's side's
-// weighted share after the move stays below V's side's after the move (beyond the tolerance); V
-// keeps its reservation; the victims ran MinRuntime and started before now; and no common
-// ancestor's share falls. Victims are the fewest newest eligible tasks of one tenant, from the
-// subtree furthest above its share. Each move raises, level by level from the root, the sorted
-// vector of shares in lexicographic order, and grants only raise shares: between external events
-// there are finitely many moves and no allocation comes back. A tenant below its reservation may
-// take tasks above other tenants' reservations regardless of shares.
+// Every tenant has a sharing-incentive floor: its demand-aware part of the steady pool in whole
+// tasks. At every level a node that wants tasks gets its Deserved part (a quota, on any group or
+// tenant) plus its weight's share of what its parent's part leaves after the deserved parts of the
+// siblings that want tasks; without deserved parts that is weight over the summed weights.
+// A waiting tenant below its reservation, then one below its floor, takes the newest eligible
+// tasks of the tenants furthest above their share, each victim keeping its reservation (and, for a
+// floor claim, its floor); the plan is trimmed to what the claimant needs. A share claim lets A
+// take tasks of V when, at the level where their paths part, A's side does not end above V's side
+// (within the tolerance) and both new shares lie strictly between the old ones; V keeps its
+// reservation and floor; the victims ran their MinRuntime (capped by the operator's MaxMinRuntime
+// of the pool and of every group on the path) and started before now; and no common ancestor's
+// share falls. Each claim raises the potential (reservation shortfall, floor shortfall, sorted
+// shares level by level), so between external events there are finitely many moves and no
+// allocation comes back. Recompute runs claims to a fixed point: a Recompute right after it moves
+// nothing. A victim granted again in the same step gets its stopped task back instead of a new one.
+//
+// A group's Limit caps its steady use of every shared resource (filling and claims respect it;
+// reservations and leases do not), and floors are capped by it. A tenant's Classes rank its
+// replicas: the least important eligible tasks are stopped first, and items name the class.
 //
 // # Leases
 //
 // After steady filling, unmet demand (capped or not) is lent any room left in C, by the same
-// filling over all tasks' shares, for LeaseDuration. A lease ends at expiry, when its tenant wants
-// fewer tasks, when capacity is lost, or when a steady grant within the steady pool needs its room;
-// a lease whose tenant gets steady room becomes a steady task.
+// filling over all tasks' shares, for LeaseDuration. At its expiry a lease is renewed in place
+// (same task) when no other tenant waits, and otherwise ends and its room goes back to filling. A
+// lease also ends when its tenant wants fewer tasks, when capacity is lost, or when a steady grant
+// within the steady pool needs its room; a lease whose tenant gets steady room becomes a steady
+// task.
+//
+// # Bounds
+//
+// Counts are at most 2^53, weights lie in [1e-6, 1e6], and Config.Limits (DefaultLimits where
+// zero) bound the tenants, one tenant's demand and the total demand; New, Apply and SetDemand
+// return errors naming the limit.
 //
 // # Decisions and events
 //

@@ -3,6 +3,7 @@ package fair
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -43,8 +44,8 @@ func (a *Allocator) SetDemand(now time.Time, name string, demand int) (Decision,
 	if !ok || a.tenants[i].removed {
 		return Decision{At: now}, fmt.Errorf("set demand: tenant %q: not found", name)
 	}
-	if demand < 0 {
-		return Decision{At: now}, fmt.Errorf("set demand: tenant %q: demand %d is negative", name, demand)
+	if err := a.checkDemand(name, a.tenants[i].cfg.Demand, demand, a.demandSum); err != nil {
+		return Decision{At: now}, err
 	}
 	a.begin(now)
 	a.setDemand(a.tenants[i], demand)
@@ -74,7 +75,7 @@ func (a *Allocator) applyEvent(ev Event) {
 		}
 		a.needRebuild, a.allPending = true, true
 	case SetGroup:
-		a.groups[e.Group.Path] = e.Group.Weight
+		a.setGroup(e.Group)
 		a.needRebuild, a.allPending = true, true
 	}
 }
@@ -83,6 +84,7 @@ func (a *Allocator) setDemand(t *tenantRec, n int) {
 	if n > t.cfg.Demand {
 		a.markPending(t)
 	}
+	a.demandSum += int64(n - t.cfg.Demand)
 	t.cfg.Demand = n
 	a.trim(t)
 	a.touch(t)
@@ -108,9 +110,11 @@ func (a *Allocator) trim(t *tenantRec) {
 }
 
 func (a *Allocator) releaseNewest(t *tenantRec, r Reason) {
-	n := len(t.steady)
-	a.emit(t, Item{Kind: KindRelease, Task: t.steady[n-1].seq, Reason: r})
-	t.steady = t.steady[:n-1]
+	i := t.leastImportant(len(t.steady))
+	rec := t.steady[i]
+	a.emit(t, Item{Kind: KindRelease, Task: rec.seq, Reason: r, Class: t.className(rec.class)})
+	t.steady = slices.Delete(t.steady, i, i+1)
+	t.dropClass(rec)
 	a.steadyDelta(t, -1)
 	a.totalDelta(t, -1)
 }
@@ -123,6 +127,7 @@ func (a *Allocator) removeTenant(t *tenantRec) {
 		a.emit(t, Item{Kind: KindRelease, Task: t.steady[i].seq, Reason: ReasonTenantRemoved})
 	}
 	t.steady, t.leases, t.removed = nil, nil, true
+	a.demandSum -= int64(t.cfg.Demand)
 	delete(a.byName, t.cfg.Name)
 	a.needRebuild = true
 }
@@ -131,8 +136,11 @@ func (a *Allocator) updateTenant(t *tenantRec, n Tenant) {
 	if n.Demand > t.cfg.Demand {
 		a.markPending(t)
 	}
+	a.demandSum += int64(n.Demand - t.cfg.Demand)
 	t.cfg.Weight, t.cfg.Demand, t.cfg.Reservation = n.Weight, n.Demand, n.Reservation
-	t.cfg.Cap, t.cfg.MinRuntime = n.Cap, n.MinRuntime
+	t.cfg.Cap, t.cfg.MinRuntime, t.cfg.Deserved = n.Cap, n.MinRuntime, n.Deserved
+	t.cfg.Classes = append([]ReplicaClass(nil), n.Classes...)
+	t.countClasses()
 	a.trim(t)
 	a.touch(t)
 	a.needRebuild, a.allPending = true, true
@@ -147,11 +155,28 @@ func (a *Allocator) validateEvents(events []Event) error {
 		return (ok || added[name]) && !removed[name]
 	}
 	structural := false
+	sum, batch := a.demandSum, a.batchDemand
+	if batch == nil {
+		batch = map[string]int{}
+		a.batchDemand = batch
+	}
+	defer clear(batch)
 	for i, ev := range events {
 		var err error
 		switch e := ev.(type) {
 		case SetDemand:
-			err = checkDemandEvent(e, exists(e.Tenant))
+			if !exists(e.Tenant) {
+				err = fmt.Errorf("set demand: tenant %q: not found", e.Tenant)
+				break
+			}
+			old, ok := batch[e.Tenant]
+			if !ok && !added[e.Tenant] {
+				old = a.tenants[a.byName[e.Tenant]].cfg.Demand
+			}
+			if err = a.checkDemand(e.Tenant, old, e.Demand, sum); err == nil {
+				sum += int64(e.Demand - old)
+				batch[e.Tenant] = e.Demand
+			}
 		case AddTenant:
 			if exists(e.Tenant.Name) {
 				err = fmt.Errorf("add tenant %q: already present", e.Tenant.Name)
@@ -182,12 +207,14 @@ func (a *Allocator) validateEvents(events []Event) error {
 	return errors.Join(errs...)
 }
 
-func checkDemandEvent(e SetDemand, ok bool) error {
-	switch {
-	case !ok:
-		return fmt.Errorf("set demand: tenant %q: not found", e.Tenant)
-	case e.Demand < 0:
-		return fmt.Errorf("set demand: tenant %q: demand %d is negative", e.Tenant, e.Demand)
+// checkDemand checks a tenant's new demand against the limits, given the total demand before.
+func (a *Allocator) checkDemand(name string, old, demand int, sum int64) error {
+	lim := a.limits.withDefaults()
+	if err := checkCount(demand, lim.MaxDemand); err != nil {
+		return fmt.Errorf("set demand: tenant %q: demand: %w", name, err)
+	}
+	if total := sum - int64(old) + int64(demand); total > int64(lim.MaxTotalDemand) {
+		return fmt.Errorf("set demand: tenant %q: total demand %d would exceed the limit of %d (limits.maxTotalDemand)", name, total, lim.MaxTotalDemand)
 	}
 	return nil
 }

@@ -1,6 +1,9 @@
 package fair
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // refreshSteady puts t's steady leaf where its counts say it belongs.
 func (a *Allocator) refreshSteady(t *tenantRec) {
@@ -8,6 +11,10 @@ func (a *Allocator) refreshSteady(t *tenantRec) {
 		return
 	}
 	a.st.setWant(t.sLeaf, len(t.steady) < t.steadyWant())
+	a.st.setDem(t.sLeaf, t.steadyWant() > 0)
+	if !a.st.demStale {
+		a.st.setSur(t.sLeaf, len(t.steady) > a.keep(t))
+	}
 	a.st.setPre(t.sLeaf, t.preemptible())
 	a.st.setElig(t.sLeaf, eligValue(t))
 	if len(t.steady) < t.resTarget() && !t.inRes {
@@ -23,6 +30,14 @@ func (a *Allocator) refreshLease(t *tenantRec) {
 		return
 	}
 	want := a.leasesOn() && t.total() < t.cfg.Demand
+	if want != t.unmet {
+		t.unmet = want
+		if want {
+			a.unmetN++
+		} else {
+			a.unmetN--
+		}
+	}
 	if want && a.lt.state[t.lLeaf] == idle {
 		a.lt.state[t.lLeaf] = waiting // activated by the lease phase: see fillLeases
 		a.lazyLease = append(a.lazyLease, t.idx)
@@ -38,18 +53,25 @@ func (a *Allocator) fillSteady() { a.fill(&a.st, a.sUsed, a.capS, true, a.grantF
 // grantFair gives t n steady tasks from filling (n > 1 only for a plain run: no lease to convert,
 // reservation met, room in the whole pool).
 func (a *Allocator) grantFair(t *tenantRec, n int64) {
-	if n == 1 {
-		reason := ReasonFairShare
-		if len(t.steady) < t.resTarget() {
-			reason = ReasonReservation
+	if n == 1 || t.stoppedStamp == a.stamp && len(t.stopped) > 0 {
+		for range n {
+			reason := ReasonFairShare
+			if len(t.steady) < t.resTarget() {
+				reason = ReasonReservation
+			}
+			a.grantSteady(t, reason)
 		}
-		a.grantSteady(t, reason)
 		return
 	}
 	for range n {
 		a.seq++
-		t.steady = append(t.steady, taskRec{seq: a.seq, start: a.nowNS})
-		a.emit(t, Item{Kind: KindGrant, Task: a.seq, Reason: ReasonFairShare})
+		r := taskRec{seq: a.seq, start: a.nowNS}
+		if t.classN != nil {
+			r.class = t.nextClass()
+			t.addClass(r)
+		}
+		t.steady = append(t.steady, r)
+		a.emit(t, Item{Kind: KindGrant, Task: a.seq, Reason: ReasonFairShare, Class: t.className(r.class)})
 	}
 	a.steadyDelta(t, n)
 	a.totalDelta(t, n)
@@ -81,18 +103,37 @@ func (a *Allocator) grantSteady(t *tenantRec, reason Reason) {
 	if len(t.leases) > 0 {
 		l := t.leases[0]
 		t.leases = append(t.leases[:0], t.leases[1:]...)
-		insertTask(t, taskRec{seq: l.seq, start: l.start})
+		r := taskRec{seq: l.seq, start: l.start}
+		if t.classN != nil {
+			r.class = t.nextClass()
+			t.addClass(r)
+		}
+		insertTask(t, r)
 		a.steadyDelta(t, 1)
-		a.emit(t, Item{Kind: KindGrant, Task: l.seq, Reason: ReasonLeaseConverted})
+		a.emit(t, Item{Kind: KindGrant, Task: l.seq, Reason: ReasonLeaseConverted, Class: t.className(r.class)})
 	} else {
 		if !fits(a.tUsed, a.capT, t.d) {
 			a.reclaimLeases(t.d, t.cfg.Name, ReasonNeededBySteady)
 		}
+		if r, ok := a.restoreStopped(t); ok {
+			t.addClass(r)
+			insertTask(t, r)
+			a.steadyDelta(t, 1)
+			a.totalDelta(t, 1)
+			a.refreshSteady(t)
+			a.refreshLease(t)
+			return
+		}
 		a.seq++
-		t.steady = append(t.steady, taskRec{seq: a.seq, start: a.nowNS})
+		r := taskRec{seq: a.seq, start: a.nowNS}
+		if t.classN != nil {
+			r.class = t.nextClass()
+			t.addClass(r)
+		}
+		t.steady = append(t.steady, r)
 		a.steadyDelta(t, 1)
 		a.totalDelta(t, 1)
-		a.emit(t, Item{Kind: KindGrant, Task: a.seq, Reason: reason})
+		a.emit(t, Item{Kind: KindGrant, Task: a.seq, Reason: reason, Class: t.className(r.class)})
 	}
 	a.refreshSteady(t)
 	a.refreshLease(t)
@@ -101,6 +142,22 @@ func (a *Allocator) grantSteady(t *tenantRec, reason Reason) {
 func (a *Allocator) grantLeaseN(t *tenantRec, _ int64) { a.grantLease(t) }
 
 func (a *Allocator) grantLease(t *tenantRec) {
+	if r, ok := a.restoreStopped(t); ok {
+		// The task a claim took keeps running as a lease: the preempt item is withdrawn and a
+		// lease item with the same task number says when it now ends.
+		l := leaseRec{seq: r.seq, start: r.start, expiry: a.nowNS + int64(a.leaseDur)}
+		i := len(t.leases)
+		for i > 0 && (t.leases[i-1].start > l.start || t.leases[i-1].start == l.start && t.leases[i-1].seq > l.seq) {
+			i--
+		}
+		t.leases = slices.Insert(t.leases, i, l)
+		a.totalDelta(t, 1)
+		a.flushLease()
+		a.expiries.push(expiryEntry{at: l.expiry, seq: l.seq, tenant: t.idx})
+		a.emit(t, Item{Kind: KindLease, Task: l.seq, Reason: ReasonSteadyToLease, Expires: a.now.Add(a.leaseDur)})
+		a.refreshLease(t)
+		return
+	}
 	a.seq++
 	l := leaseRec{seq: a.seq, start: a.nowNS, expiry: a.nowNS + int64(a.leaseDur)}
 	t.leases = append(t.leases, l)
@@ -120,6 +177,9 @@ func (a *Allocator) steadyDelta(t *tenantRec, k int64) {
 	addScaled(a.sUsed, t.d, k)
 	if !a.needRebuild {
 		a.st.add(t.sLeaf, t.d, k)
+		if k < 0 {
+			a.wakeLimited(t)
+		}
 	}
 }
 
@@ -193,7 +253,7 @@ func laterTask(a, b taskRec) bool {
 // and running at least MinRuntime. They are a prefix of the sorted list.
 func eligible(t *tenantRec, now time.Time) int {
 	ns := now.UnixNano()
-	cut := ns - int64(t.cfg.MinRuntime)
+	cut := ns - int64(t.minRun)
 	lo, hi := 0, len(t.steady)
 	for lo < hi {
 		mid := (lo + hi) / 2
@@ -217,8 +277,30 @@ func eligValue(t *tenantRec) int64 {
 
 // eligibleNS is when task r of t becomes preemptible, in Unix nanoseconds.
 func eligibleNS(t *tenantRec, r taskRec) int64 {
-	return r.start + max(int64(t.cfg.MinRuntime), 1)
+	return r.start + max(int64(t.minRun), 1)
 }
 
 // eligibleAt is eligibleNS as a time.
 func eligibleAt(t *tenantRec, r taskRec) time.Time { return time.Unix(0, eligibleNS(t, r)).UTC() }
+
+// restoreStopped takes back the newest task a claim stopped for t in this step, withdrawing its
+// preempt item, so that a tenant is never stopped and started again in one decision.
+func (a *Allocator) restoreStopped(t *tenantRec) (taskRec, bool) {
+	if t.stoppedStamp != a.stamp || len(t.stopped) == 0 {
+		return taskRec{}, false
+	}
+	s := t.stopped[len(t.stopped)-1]
+	t.stopped = t.stopped[:len(t.stopped)-1]
+	a.out[s.out].Kind = 0
+	a.withdrawn++
+	return s.rec, true
+}
+
+// compact drops withdrawn items from the decision.
+func (a *Allocator) compact() {
+	if a.withdrawn == 0 {
+		return
+	}
+	a.out = slices.DeleteFunc(a.out, func(it Item) bool { return it.Kind == 0 })
+	a.withdrawn = 0
+}

@@ -44,7 +44,9 @@ func (a *Allocator) queueReason(t *tenantRec) Reason {
 			return ReasonReservationUnsatisfiable
 		}
 		return ReasonReservationWaiting
-	case t.cfg.Cap > 0 && len(t.steady) >= t.cfg.Cap, !fits(zero, a.capS, t.d):
+	case a.st.state[t.sLeaf] == limited && !a.leasesOn():
+		return ReasonGroupLimit
+	case t.cfg.Cap > 0 && len(t.steady) >= t.cfg.Cap, !fits(zero, a.capS, t.d), a.st.state[t.sLeaf] == limited:
 		if a.leasesOn() {
 			return ReasonWaitingForBurst
 		}

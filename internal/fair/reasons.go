@@ -82,6 +82,14 @@ const (
 	ReasonExceedsCapacity
 	// ReasonReservationUnsatisfiable: the reservations no longer fit the (shrunken) steady pool.
 	ReasonReservationUnsatisfiable
+	// ReasonBelowFloor: preempted (above the victim's own reservation and sharing-incentive
+	// floor) for a tenant below its sharing-incentive floor.
+	ReasonBelowFloor
+	// ReasonSteadyToLease: a steady task a claim displaced keeps running as a lease (same task
+	// number) instead of stopping.
+	ReasonSteadyToLease
+	// ReasonGroupLimit: one more steady task would take a group of the tenant above its limit.
+	ReasonGroupLimit
 	reasonEnd
 )
 
@@ -114,6 +122,9 @@ var reasons = [reasonEnd]reasonInfo{
 	ReasonExceedsSteadyPool:        {"ExceedsSteadyPool", []Kind{KindQueue}, false, "one task is larger than the steady pool and leases are disabled"},
 	ReasonExceedsCapacity:          {"ExceedsCapacity", []Kind{KindQueue}, false, "one task is larger than the whole pool"},
 	ReasonReservationUnsatisfiable: {"ReservationUnsatisfiable", []Kind{KindQueue}, false, "reservations no longer fit the steady pool"},
+	ReasonBelowFloor:               {"BelowFloor", []Kind{KindPreempt}, true, "a tenant below its sharing-incentive floor needs the room"},
+	ReasonSteadyToLease:            {"SteadyToLease", []Kind{KindLease}, false, "a steady task displaced by a claim keeps running as a lease"},
+	ReasonGroupLimit:               {"GroupLimit", []Kind{KindQueue}, true, "one more steady task would take a group above its limit"},
 }
 
 // Reasons lists every reason, in declaration order.

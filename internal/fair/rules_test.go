@@ -1,6 +1,7 @@
 package fair
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -55,15 +56,12 @@ func TestHierarchyWeights(t *testing.T) {
 	}
 }
 
-// TestAncestorRule: inside org o, A (team p) would take two of V's tasks (team q) for one of its
-// own: p's share after, 3/10, is below q's, 6/10, but the org's use would fall from 10 to 9,
-// which another org could then claim back. The move is refused under o; the same tenants
-// directly under the root may make it.
-func TestAncestorRule(t *testing.T) {
-	for _, c := range []struct {
-		pathA, pathV string
-		wantA        int
-	}{{"o/p", "o/q", 0}, {"", "", 1}} {
+// TestFloorInsideOrg: team p's 3-GPU task needs two of team q's 2-GPU tasks. As a share claim
+// inside org o the move lowers o's share, which the ancestor condition refuses (another org could
+// claim it back); p would stay at 0 for good. p's sharing-incentive floor (half the pool: one
+// task) gives it the task by a floor claim, inside the org as at the top level.
+func TestFloorInsideOrg(t *testing.T) {
+	for _, c := range []struct{ pathA, pathV string }{{"o/p", "o/q"}, {"", ""}} {
 		a, err := New(Config{Capacity: Vector{"gpu": 10}, Tenants: []Tenant{
 			{Name: "A", Path: c.pathA, Task: Vector{"gpu": 3}},
 			{Name: "V", Path: c.pathV, Task: Vector{"gpu": 2}, Demand: 5},
@@ -72,11 +70,24 @@ func TestAncestorRule(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustStep(t)(a.Recompute(t0))
-		mustStep(t)(a.SetDemand(t0.Add(time.Minute), "A", 1))
-		if got := tenants(a)["A"].Tasks; got != c.wantA {
-			t.Errorf("paths %q/%q: A has %d tasks, want %d", c.pathA, c.pathV, got, c.wantA)
+		d := mustStep(t)(a.SetDemand(t0.Add(time.Minute), "A", 1))
+		if got := tenants(a)["A"].Tasks; got != 1 {
+			t.Errorf("paths %q/%q: A has %d tasks, want 1", c.pathA, c.pathV, got)
+		}
+		if n := countItems(d, KindPreempt, ReasonBelowFloor); n != 2 {
+			t.Errorf("paths %q/%q: %d BelowFloor preemptions, want 2: %v", c.pathA, c.pathV, n, d.Items)
 		}
 	}
+}
+
+func countItems(d Decision, k Kind, r Reason) int {
+	n := 0
+	for _, it := range d.Items {
+		if it.Kind == k && it.Reason == r {
+			n++
+		}
+	}
+	return n
 }
 
 func mustStep(t *testing.T) func(Decision, error) Decision {
@@ -135,6 +146,19 @@ func TestValidateConfig(t *testing.T) {
 			[]string{"name appears twice", `"x" is also a group path`}},
 		{"reservations", Config{Capacity: Vector{"cpu": 2}, Tenants: []Tenant{
 			{Name: "a", Task: Vector{"cpu": 1}, Reservation: 3}}}, []string{"need 3 of cpu, the steady pool has 2"}},
+		{"reservation that overflows", Config{Capacity: Vector{"cpu": 9e9}, Limits: Limits{MaxDemand: 1 << 53},
+			Tenants: []Tenant{{Name: "a", Task: Vector{"cpu": 9e9}, Reservation: 1e13}}},
+			[]string{"need more than 9.223372036854775e+12 of cpu, the steady pool has 9e+09"}},
+		{"bounds", Config{Capacity: Vector{"cpu": 1}, MaxMinRuntime: -1, Limits: Limits{MaxTenants: 1, MaxTotalDemand: 5},
+			Groups: []Group{{Path: "g", Weight: math.NaN(), MaxMinRuntime: -1}},
+			Tenants: []Tenant{
+				{Name: "a", Task: Vector{"cpu": 1}, Weight: 5e-324, Demand: 1 << 54},
+				{Name: "b", Task: Vector{"cpu": math.Inf(1)}, Weight: math.Inf(1), Reservation: 1 << 21}}},
+			[]string{"maxMinRuntime: -1ns is negative", "groups[0]: weight: NaN is not a finite number",
+				"groups[0]: maxMinRuntime", "2 tenants exceed the limit of 1 (limits.maxTenants)",
+				"total demand 9007199254740992 exceeds the limit of 5", `tenant "a": weight: 5e-324 is outside [1e-06, 1e+06]`,
+				`tenant "a": demand: 18014398509481984 is above 2^53`, `tenant "b": task.cpu: amount +Inf is not a finite number`,
+				`tenant "b": weight: +Inf is not a finite number`, `tenant "b": reservation: 2097152 exceeds the limit of 1048576 (limits.maxDemand)`}},
 	}
 	for _, c := range cases {
 		_, err := New(c.cfg)
@@ -208,5 +232,326 @@ func TestApplyErrors(t *testing.T) {
 	mustStep(t)(a.Apply(t0.Add(time.Hour), RemoveTenant{Tenant: "a"}, AddTenant{Tenant: Tenant{Name: "a", Task: Vector{"cpu": 2}, Demand: 1}}))
 	if s := tenants(a)["a"]; s.Tasks != 1 {
 		t.Errorf("re-added a: %+v", s)
+	}
+}
+
+// TestLeaseRenewal: with nobody else waiting, a lease that reaches its expiry is renewed in place
+// (same task number, LeaseRenewed); once another tenant waits for room, expiry hands the room
+// back to filling and the waiting tenant is lent its share.
+func TestLeaseRenewal(t *testing.T) {
+	a, err := New(Config{Capacity: Vector{"gpu": 10}, BurstPoolPercent: 20, LeaseDuration: time.Minute,
+		Tenants: []Tenant{
+			{Name: "a", Task: Vector{"gpu": 1}, Demand: 10, Cap: 2},
+			{Name: "b", Task: Vector{"gpu": 1}, Demand: 1, Cap: 1},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := mustStep(t)(a.Recompute(t0))
+	leases := map[uint64]bool{}
+	for _, it := range d.Items {
+		if it.Kind == KindLease && it.Tenant == "a" {
+			leases[it.Task] = true
+		}
+	}
+	if len(leases) != 7 {
+		t.Fatalf("a was lent %d tasks, want 7: %v", len(leases), d.Items)
+	}
+	d = mustStep(t)(a.Apply(t0.Add(time.Minute)))
+	if n := countItems(d, KindLease, ReasonLeaseRenewed); n != 7 || len(moves(d)) != 7 {
+		t.Fatalf("uncontended expiry: %d renewals, items %v; want 7 renewals and nothing else", n, d.Items)
+	}
+	for _, it := range d.Items {
+		if it.Kind == KindLease && !leases[it.Task] {
+			t.Errorf("renewal %v has a new task number", it)
+		}
+	}
+	mustStep(t)(a.SetDemand(t0.Add(90*time.Second), "b", 5))
+	d = mustStep(t)(a.Apply(t0.Add(2 * time.Minute)))
+	if n := countItems(d, KindReclaim, ReasonLeaseExpired); n != 7 {
+		t.Errorf("contended expiry: %d leases expired, want 7: %v", n, d.Items)
+	}
+	if st := tenants(a); st["b"].Leased == 0 || st["a"].Leased >= 7 {
+		t.Errorf("contended expiry: a leases %d, b leases %d; want b lent room", st["a"].Leased, st["b"].Leased)
+	}
+}
+
+// TestMinRuntimeCap: a tenant's own minimum runtime (10,000 h here) is capped by the pool's
+// MaxMinRuntime and, lower, by a group's: its rival waits only as long as the cap in force.
+func TestMinRuntimeCap(t *testing.T) {
+	for _, c := range []struct {
+		pool, group, wait time.Duration
+	}{{time.Hour, 0, time.Hour}, {time.Hour, 2 * time.Minute, 2 * time.Minute}, {0, 5 * time.Minute, 5 * time.Minute}} {
+		cfg := Config{Capacity: Vector{"gpu": 4}, MaxMinRuntime: c.pool, Tenants: []Tenant{
+			{Name: "hog", Path: "o", Task: Vector{"gpu": 1}, Demand: 4, MinRuntime: 10000 * time.Hour},
+			{Name: "new", Task: Vector{"gpu": 1}},
+		}}
+		if c.group > 0 {
+			cfg.Groups = []Group{{Path: "o", Weight: 1, MaxMinRuntime: c.group}}
+		}
+		a, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustStep(t)(a.Recompute(t0))
+		mustStep(t)(a.SetDemand(t0.Add(time.Second), "new", 2))
+		mustStep(t)(a.Apply(t0.Add(c.wait - time.Second)))
+		if got := tenants(a)["new"].Tasks; got != 0 {
+			t.Errorf("%+v: new has %d tasks before the cap ran out", c, got)
+		}
+		mustStep(t)(a.Apply(t0.Add(c.wait)))
+		if got := tenants(a)["new"].Tasks; got != 2 {
+			t.Errorf("%+v: new has %d tasks once the cap ran out, want 2", c, got)
+		}
+	}
+}
+
+// TestDemandLimits: SetDemand and Apply refuse a demand above the limits, one tenant's and the
+// total, naming the limit; the state is unchanged.
+func TestDemandLimits(t *testing.T) {
+	a, err := New(Config{Capacity: Vector{"cpu": 4}, Limits: Limits{MaxDemand: 10, MaxTotalDemand: 15},
+		Tenants: []Tenant{{Name: "a", Task: Vector{"cpu": 1}, Demand: 2}, {Name: "b", Task: Vector{"cpu": 1}, Demand: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustStep(t)(a.Recompute(t0))
+	if _, err := a.SetDemand(t0, "a", 11); err == nil || !strings.Contains(err.Error(), "exceeds the limit of 10 (limits.maxDemand)") {
+		t.Errorf("one tenant: %v", err)
+	}
+	if _, err := a.SetDemand(t0, "a", 2e9); err == nil || !strings.Contains(err.Error(), "limits.maxDemand") {
+		t.Errorf("2e9 tasks: %v", err)
+	}
+	mustStep(t)(a.SetDemand(t0, "a", 10))
+	_, err = a.Apply(t0, SetDemand{Tenant: "b", Demand: 4}, SetDemand{Tenant: "b", Demand: 6})
+	if err == nil || !strings.Contains(err.Error(), `events[1]: set demand: tenant "b": total demand 16 would exceed the limit of 15`) {
+		t.Errorf("total: %v", err)
+	}
+	if s := tenants(a)["b"]; s.Demand != 2 {
+		t.Errorf("b's demand changed to %d by a refused batch", s.Demand)
+	}
+	_, err = a.Apply(t0, AddTenant{Tenant: Tenant{Name: "c", Task: Vector{"cpu": 1}, Demand: 4}})
+	if err == nil || !strings.Contains(err.Error(), "total demand 16 exceeds the limit of 15") {
+		t.Errorf("arrival: %v", err)
+	}
+}
+
+// TestLumpyNotStarved: the two starvation cases of v1. A tenant with 5-GPU tasks next to one
+// holding ten 1-GPU tasks, and a tenant wanting whole GPUs next to one holding every GPU as MIG
+// slices, both get their floor within one Recompute once the victims' minimum runtime has passed,
+// and the allocation then stays (a later Recompute moves nothing).
+func TestLumpyNotStarved(t *testing.T) {
+	const board = "H100-SXM5-80GB/"
+	whole, err := SliceVector(board + "exclusive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mig, err := SliceVector(board + "1g.10gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 4 GPUs: each can be a whole GPU or 7 1g.10gb slices; the pool offers both kinds, as a
+	// planner that can re-cut GPUs would (capacity in SMs and memory is what is shared).
+	capv, _, err := SliceCapacity(map[string]int{board + "exclusive": 4, board + "1g.10gb": 28})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range capv {
+		if IsSliceKind(k) {
+			continue
+		}
+		capv[k] = v / 2 // the SMs and memory of 4 GPUs, not 8
+	}
+	cases := []struct {
+		name  string
+		cfg   Config
+		lumpy string
+		floor int
+	}{
+		{"5-GPU tasks", Config{Capacity: Vector{"gpu": 10}, Tenants: []Tenant{
+			{Name: "small", Task: Vector{"gpu": 1}, Demand: 10, MinRuntime: time.Minute},
+			{Name: "lumpy", Task: Vector{"gpu": 5}}}}, "lumpy", 1},
+		{"whole GPUs next to MIG slices", Config{Capacity: capv, Tenants: []Tenant{
+			{Name: "mig", Task: mig.Vector, Demand: 28, MinRuntime: time.Minute},
+			{Name: "whole", Task: whole.Vector}}}, "whole", 1},
+	}
+	for _, c := range cases {
+		a, err := New(c.cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		mustStep(t)(a.Recompute(t0))
+		mustStep(t)(a.SetDemand(t0.Add(time.Second), c.lumpy, 4))
+		if got := tenants(a)[c.lumpy].Tasks; got != 0 {
+			t.Fatalf("%s: %d tasks inside the victims' minimum runtime", c.name, got)
+		}
+		now := t0.Add(2 * time.Minute)
+		mustStep(t)(a.Recompute(now))
+		lt := a.tenants[a.byName[c.lumpy]]
+		if f := a.floor(lt); f < c.floor || len(lt.steady) < f {
+			t.Errorf("%s: %s holds %d tasks, floor %d (want at least %d)", c.name, c.lumpy, len(lt.steady), f, c.floor)
+		}
+		d := mustStep(t)(a.Recompute(now.Add(time.Hour)))
+		if mv := moves(d); len(mv) > 0 {
+			t.Errorf("%s: a later Recompute moved %v", c.name, mv)
+		}
+	}
+}
+
+// TestDeservedQuota: a group's deserved part is guaranteed (reclaimed by floor claims), lent
+// while the group wants less, and what is left is split by weight. Org a deserves 0.7 of 10 GPUs,
+// org b nothing: a's tenant is entitled to 0.7 + 0.3/2 = 0.85 (8 tasks), b's to 0.15 (1 task).
+func TestDeservedQuota(t *testing.T) {
+	a, err := New(Config{Capacity: Vector{"gpu": 10}, Groups: []Group{{Path: "a", Weight: 1, Deserved: 0.7}},
+		Tenants: []Tenant{
+			{Name: "a1", Path: "a", Task: Vector{"gpu": 1}, Demand: 10},
+			{Name: "b1", Path: "b", Task: Vector{"gpu": 1}, Demand: 10},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustStep(t)(a.Recompute(t0))
+	if s := tenants(a); s["a1"].Tasks != 5 || s["b1"].Tasks != 5 {
+		t.Fatalf("first decision (progressive filling): %d/%d, want 5/5", s["a1"].Tasks, s["b1"].Tasks)
+	}
+	d := mustStep(t)(a.Recompute(t0.Add(time.Minute)))
+	if s := tenants(a); s["a1"].Tasks != 8 || s["b1"].Tasks != 2 || countItems(d, KindPreempt, ReasonBelowFloor) != 3 {
+		t.Fatalf("deserved reclaimed: %d/%d, items %v; want 8/2 by three BelowFloor preemptions", s["a1"].Tasks, s["b1"].Tasks, d.Items)
+	}
+	mustStep(t)(a.SetDemand(t0.Add(2*time.Minute), "a1", 0))
+	if s := tenants(a); s["b1"].Tasks != 10 {
+		t.Errorf("idle deserved part not lent: b1 has %d", s["b1"].Tasks)
+	}
+	mustStep(t)(a.SetDemand(t0.Add(3*time.Minute), "a1", 10))
+	mustStep(t)(a.Recompute(t0.Add(4 * time.Minute)))
+	if s := tenants(a); s["a1"].Tasks != 8 || s["b1"].Tasks != 2 {
+		t.Errorf("deserved part back: %d/%d, want 8/2", s["a1"].Tasks, s["b1"].Tasks)
+	}
+	_, err = New(Config{Capacity: Vector{"gpu": 10}, Groups: []Group{{Path: "a", Weight: 1, Deserved: 0.5}, {Path: "a/x", Weight: 1, Deserved: 0.4}},
+		Tenants: []Tenant{{Name: "t", Path: "a/x", Task: Vector{"gpu": 1}, Deserved: 0.3}, {Name: "u", Path: "a", Task: Vector{"gpu": 1}, Deserved: 0.2},
+			{Name: "v", Task: Vector{"gpu": 1}, Deserved: 1.5}}})
+	for _, w := range []string{`the children of group "a" ask for 0.6000000000000001, more than its 0.5`, `tenant "v": deserved: 1.5 is outside [0, 1]`} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v lacks %q", err, w)
+		}
+	}
+}
+
+// TestGroupLimit: a group's limit caps its tenants' steady tasks (per resource, as a part of the
+// pool) however idle the rest of the pool is; when the group's use falls, a tenant parked at the
+// limit gets the room; leases may go beyond it.
+func TestGroupLimit(t *testing.T) {
+	cfg := Config{Capacity: Vector{"gpu": 10}, Groups: []Group{{Path: "x", Weight: 1, Limit: 0.3}},
+		Tenants: []Tenant{
+			{Name: "x1", Path: "x", Task: Vector{"gpu": 1}, Demand: 10},
+			{Name: "x2", Path: "x", Task: Vector{"gpu": 1}},
+			{Name: "y1", Task: Vector{"gpu": 1}, Demand: 2},
+		}}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := mustStep(t)(a.Recompute(t0))
+	if s := tenants(a); s["x1"].Tasks != 3 || s["y1"].Tasks != 2 || countItems(d, KindQueue, ReasonGroupLimit) != 1 {
+		t.Fatalf("x1 %d, y1 %d, items %v: want 3 and 2, x1 queued at its group's limit", s["x1"].Tasks, s["y1"].Tasks, d.Items)
+	}
+	mustStep(t)(a.SetDemand(t0.Add(time.Second), "x2", 2))
+	if s := tenants(a); s["x2"].Tasks != 0 {
+		t.Fatalf("x2 got %d tasks above its group's limit", s["x2"].Tasks)
+	}
+	mustStep(t)(a.SetDemand(t0.Add(2*time.Second), "x1", 1))
+	if s := tenants(a); s["x1"].Tasks != 1 || s["x2"].Tasks != 2 {
+		t.Errorf("after x1 shrank: x1 %d, x2 %d; want 1 and 2", s["x1"].Tasks, s["x2"].Tasks)
+	}
+	cfg.LeaseDuration = time.Minute
+	a, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustStep(t)(a.Recompute(t0))
+	if s := tenants(a); s["x1"].Steady != 3 || s["x1"].Leased != 5 {
+		t.Errorf("with leases: x1 steady %d, leased %d; want 3 and the 5 idle GPUs lent", s["x1"].Steady, s["x1"].Leased)
+	}
+	_, err = New(Config{Capacity: Vector{"gpu": 1}, Groups: []Group{{Path: "x", Weight: 1, Limit: 1.5}, {Path: "y", Weight: 1, Limit: 0.2, Deserved: 0.3}}})
+	for _, w := range []string{"groups[0]: limit: 1.5 is outside [0, 1]", "groups[1]: deserved: 0.3 is above the group's limit 0.2"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v lacks %q", err, w)
+		}
+	}
+}
+
+// TestFloorRetriedOnTick: a floor claim that waits for the victims' minimum runtime is retried by
+// a plain tick at that time, without a Recompute.
+func TestFloorRetriedOnTick(t *testing.T) {
+	a, err := New(Config{Capacity: Vector{"gpu": 10}, Tenants: []Tenant{
+		{Name: "small", Task: Vector{"gpu": 1}, Demand: 10, MinRuntime: time.Minute},
+		{Name: "lumpy", Task: Vector{"gpu": 5}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustStep(t)(a.Recompute(t0))
+	d := mustStep(t)(a.SetDemand(t0.Add(time.Second), "lumpy", 1))
+	var retry time.Time
+	for _, it := range d.Items {
+		if it.Kind == KindQueue && it.Tenant == "lumpy" {
+			retry = it.RetryAt
+		}
+	}
+	if !retry.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("lumpy's queue item says retry at %v, want %v: %v", retry, t0.Add(time.Minute), d.Items)
+	}
+	mustStep(t)(a.Apply(retry.Add(-time.Nanosecond)))
+	if got := tenants(a)["lumpy"].Tasks; got != 0 {
+		t.Fatalf("lumpy has %d tasks before the victims' minimum runtime ran out", got)
+	}
+	d = mustStep(t)(a.Apply(retry))
+	if got := tenants(a)["lumpy"].Tasks; got != 1 || countItems(d, KindPreempt, ReasonBelowFloor) != 5 {
+		t.Errorf("tick at the retry time: lumpy has %d tasks, items %v; want 1 by five BelowFloor preemptions", got, d.Items)
+	}
+}
+
+// TestReplicaClasses: a tenant's replicas take its classes in order as they start; preemption and
+// a lower demand stop the least important first, and every item names the task's class.
+func TestReplicaClasses(t *testing.T) {
+	a, err := New(Config{Capacity: Vector{"gpu": 6}, Tenants: []Tenant{
+		{Name: "A", Task: Vector{"gpu": 1}, Demand: 6, Classes: []ReplicaClass{{Name: "critical", Replicas: 2}, {Name: "normal", Replicas: 2}}},
+		{Name: "B", Task: Vector{"gpu": 1}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	classesOf := func(d Decision, k Kind, tenant string) string {
+		var out []string
+		for _, it := range d.Items {
+			if it.Kind == k && it.Tenant == tenant {
+				out = append(out, it.Class)
+			}
+		}
+		return strings.Join(out, ",")
+	}
+	d := mustStep(t)(a.Recompute(t0))
+	if got := classesOf(d, KindGrant, "A"); got != "critical,critical,normal,normal,," {
+		t.Errorf("grants in class order: %q", got)
+	}
+	d = mustStep(t)(a.SetDemand(t0.Add(time.Second), "B", 3))
+	if got := classesOf(d, KindPreempt, "A"); got != ",,normal" {
+		t.Errorf("preempted classes %q, want the unnamed class first, then normal: %v", got, d.Items)
+	}
+	d = mustStep(t)(a.SetDemand(t0.Add(2*time.Minute), "A", 2))
+	if got := classesOf(d, KindRelease, "A"); got != "normal" {
+		t.Errorf("released classes %q, want normal", got)
+	}
+	// A grows back into the free GPU, then into B's when B leaves: the classes refill in order.
+	d = mustStep(t)(a.SetDemand(t0.Add(3*time.Minute), "A", 6))
+	if got := classesOf(d, KindGrant, "A"); got != "normal" {
+		t.Errorf("regrown classes %q, want normal", got)
+	}
+	d = mustStep(t)(a.Apply(t0.Add(4*time.Minute), RemoveTenant{Tenant: "B"}))
+	if got := classesOf(d, KindGrant, "A"); got != "normal,," {
+		t.Errorf("regrown classes %q, want normal and two unnamed", got)
+	}
+	if _, err := New(Config{Capacity: Vector{"gpu": 1}, Tenants: []Tenant{{Name: "A", Task: Vector{"gpu": 1},
+		Classes: []ReplicaClass{{Name: "x", Replicas: 1}, {Name: "x", Replicas: 0}}}}}); err == nil ||
+		!strings.Contains(err.Error(), `classes[1].name: "x" must be non-empty and unique`) || !strings.Contains(err.Error(), "classes[1].replicas: 0") {
+		t.Errorf("bad classes: %v", err)
 	}
 }

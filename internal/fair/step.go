@@ -30,13 +30,27 @@ func (a *Allocator) step(full bool) Decision {
 	a.expireLeases()
 	a.enforceCapacity()
 	a.dueRetries()
-	a.reservations()
-	a.fillSteady()
-	a.claims()
+	for pass := 0; ; pass++ {
+		a.reservations()
+		a.fillSteady()
+		moved := a.claims()
+		// A full step runs to a fixed point: a move can open a claim examined earlier in the
+		// pass, so the claims of every waiting tenant are examined again until a pass moves
+		// nothing. Each move raises the potential of docs/fairness.md §5, so this ends; the bound
+		// on passes only guards against a defect.
+		if !full || !moved || pass > len(a.tenants)+16 {
+			break
+		}
+		for _, t := range a.tenants {
+			a.markPending(t)
+			a.refreshSteady(t)
+		}
+	}
 	a.fillLeases()
 	a.flushLease()
 	a.st.ensurePre()
 	a.lt.ensurePre()
+	a.compact()
 	a.queue(full)
 	return Decision{At: a.now, Items: a.out}
 }
@@ -55,8 +69,15 @@ func (a *Allocator) expireLeases() {
 		e := a.expiries.pop()
 		t := a.tenants[e.tenant]
 		i := slices.IndexFunc(t.leases, func(l leaseRec) bool { return l.seq == e.seq })
-		if i < 0 {
-			continue // converted or reclaimed earlier
+		if i < 0 || t.leases[i].expiry != e.at {
+			continue // converted, reclaimed or renewed earlier
+		}
+		if a.unmetN == 0 || a.unmetN == 1 && t.unmet {
+			// No other tenant waits for room: the lease is renewed in place, same task.
+			t.leases[i].expiry = now + int64(a.leaseDur)
+			a.expiries.push(expiryEntry{at: t.leases[i].expiry, seq: e.seq, tenant: t.idx})
+			a.emit(t, Item{Kind: KindLease, Task: e.seq, Reason: ReasonLeaseRenewed, Expires: a.now.Add(a.leaseDur)})
+			continue
 		}
 		t.leases = append(t.leases[:i], t.leases[i+1:]...)
 		a.totalDelta(t, -1)
@@ -98,9 +119,11 @@ func (a *Allocator) evictSteady() {
 		if v == nil {
 			return
 		}
-		r := v.steady[len(v.steady)-1]
-		a.emit(v, Item{Kind: KindPreempt, Task: r.seq, Reason: ReasonCapacityLost})
-		v.steady = v.steady[:len(v.steady)-1]
+		i := v.leastImportant(len(v.steady))
+		r := v.steady[i]
+		a.emit(v, Item{Kind: KindPreempt, Task: r.seq, Reason: ReasonCapacityLost, Class: v.className(r.class)})
+		v.steady = slices.Delete(v.steady, i, i+1)
+		v.dropClass(r)
 		a.steadyDelta(v, -1)
 		a.totalDelta(v, -1)
 		a.refreshSteady(v)
@@ -191,27 +214,63 @@ func (a *Allocator) reservations() {
 }
 
 func (a *Allocator) reservationClaim(c *tenantRec) bool {
+	if a.groupClaim(c, false) {
+		return true
+	}
+	c.resRetryAt = earliest(a.vs.retry, a.vs.pruned)
+	a.touch(c)
+	return false
+}
+
+// groupClaim takes, for claimant c, the newest eligible tasks of the tenants furthest above their
+// share (several tenants if needed) that make room for one task of c, and grants it. A
+// reservation claim (floor false) leaves every victim its reservation; a floor claim leaves it
+// its reservation and its own sharing-incentive floor. The plan is trimmed to what c needs.
+func (a *Allocator) groupClaim(c *tenantRec, floor bool) bool {
+	if floor {
+		a.freshSurplus()
+	}
 	vs := &a.vs
-	vs.mode, vs.claim, vs.retry, vs.pruned, vs.plan = vsReserve, c, time.Time{}, time.Time{}, vs.plan[:0]
+	vs.mode, vs.claim, vs.floor, vs.retry, vs.pruned, vs.plan = vsReserve, c, floor, time.Time{}, time.Time{}, vs.plan[:0]
 	vs.short = append(vs.short[:0], a.sUsed...)
+	var short uint64
 	for j := range vs.short {
 		vs.short[j] += c.d[j] - a.capS[j]
+		if vs.short[j] > 0 && j < 64 {
+			short |= 1 << j
+		}
+	}
+	vs.helpful = nil
+	if floor {
+		// Only tenants whose tasks use a short resource can help; with few such classes the
+		// search skips groups holding none of them.
+		if vs.helpful = a.st.ci.helpfulAny(short, vs.hbuf); vs.helpful != nil {
+			vs.hbuf = vs.helpful
+		}
 	}
 	a.st.ensurePre()
 	if a.descend(&a.st, 0, 0) < 0 {
-		c.resRetryAt = earliest(vs.retry, vs.pruned)
-		a.touch(c)
 		return false
 	}
-	for _, p := range vs.plan {
-		a.preemptNewestEligible(p.t, p.k, Item{Kind: KindPreempt, Reason: ReasonReservationClaim, By: c.cfg.Name})
+	a.trimPlan()
+	reason, grant := ReasonReservationClaim, ReasonReservation
+	if floor {
+		reason, grant = ReasonBelowFloor, ReasonFairShare
 	}
-	a.grantSteady(c, ReasonReservation)
+	for _, p := range vs.plan {
+		if p.k > 0 {
+			a.preemptNewestEligible(p.t, p.k, Item{Kind: KindPreempt, Reason: reason, By: c.cfg.Name})
+		}
+	}
+	a.grantSteady(c, grant)
 	return true
 }
 
-// claims runs share claims for pending tenants that still wait, lowest weighted share first.
-func (a *Allocator) claims() {
+// claims runs claims for pending tenants that still wait, lowest weighted share first: a tenant
+// below its sharing-incentive floor first makes a floor claim, then (or otherwise) a share claim.
+// It reports whether any task moved.
+func (a *Allocator) claims() bool {
+	moves := a.moves
 	ids := a.claimBuf[:0]
 	for _, i := range a.pendingList {
 		t := a.tenants[i]
@@ -223,13 +282,33 @@ func (a *Allocator) claims() {
 	}
 	a.pendingList = a.pendingList[:0]
 	a.sortByShare(ids)
+	// Floors first, for every claimant: a tenant below its floor takes free room before anyone
+	// else and makes floor claims, so that the room a claim leaves over goes to tenants below
+	// their floors and not, by filling, to a tenant whose new task could not be taken back in
+	// this step.
+	served := false
 	for _, i := range ids {
 		t := a.tenants[i]
-		t.retryAt, t.minRunWait = time.Time{}, time.Time{}
-		for len(t.steady) < t.steadyWant() && !fits(a.sUsed, a.capS, t.d) {
+		t.retryAt, t.minRunWait, t.floorPruned = time.Time{}, time.Time{}, time.Time{}
+		for len(t.steady) < a.floor(t) && !a.overLimit(t) {
+			if fits(a.sUsed, a.capS, t.d) {
+				a.grantSteady(t, ReasonFairShare)
+			} else if !a.groupClaim(t, true) {
+				t.minRunWait, t.floorPruned = a.vs.retry, a.vs.pruned
+				break
+			}
+			served = true
+		}
+	}
+	if served {
+		a.fillSteady()
+	}
+	for _, i := range ids {
+		t := a.tenants[i]
+		for len(t.steady) < t.steadyWant() && !fits(a.sUsed, a.capS, t.d) && !a.overLimit(t) {
 			if !a.shareClaim(t) {
-				t.minRunWait = a.vs.retry
-				if t.retryAt = earliest(a.vs.retry, a.vs.pruned); !t.retryAt.IsZero() {
+				t.minRunWait = earliest(t.minRunWait, a.vs.retry)
+				if t.retryAt = earliest(t.minRunWait, earliest(t.floorPruned, a.vs.pruned)); !t.retryAt.IsZero() {
 					a.retries.push(retryEntry{at: t.retryAt.UnixNano(), tenant: t.idx})
 				}
 				a.touch(t)
@@ -237,8 +316,16 @@ func (a *Allocator) claims() {
 			}
 			a.fillSteady()
 		}
+		if t.retryAt.IsZero() && len(t.steady) < a.floor(t) {
+			// A floor claim waits for minimum runtimes even when no share claim was tried.
+			if t.retryAt = earliest(t.minRunWait, t.floorPruned); !t.retryAt.IsZero() {
+				a.retries.push(retryEntry{at: t.retryAt.UnixNano(), tenant: t.idx})
+				a.touch(t)
+			}
+		}
 	}
 	a.claimBuf = ids[:0]
+	return a.moves != moves
 }
 
 // shareClaim looks for one move for claimant c: from the root down its path, at each common
@@ -250,6 +337,7 @@ func (a *Allocator) shareClaim(c *tenantRec) bool {
 	if !fits(make0(a), a.capS, c.d) {
 		return false
 	}
+	a.freshSurplus()
 	a.st.ensurePre()
 	var short uint64
 	for j, x := range c.d {
@@ -265,6 +353,7 @@ func (a *Allocator) shareClaim(c *tenantRec) bool {
 	vs.path = a.pathBuf
 	for l := 0; l+1 < len(vs.path); l++ {
 		vs.level = l
+		vs.before = a.st.share[vs.path[l+1]]
 		vs.bound = a.st.shareDelta(vs.path[l+1], c.d, 1, nil, 0)
 		it := a.iter(0)
 		it.start(&a.st, vs.path[l], vs.path[l+1])
@@ -294,7 +383,7 @@ func (a *Allocator) topCanPass(c *tenantRec) bool {
 	for _, cl := range vs.helpful {
 		d := a.st.ci.d[cl]
 		k := tasksToCover(a.sUsed, a.capS, c.d, d)
-		if k <= 0 || !lessTol(vs.bound, a.st.shareDelta(vs.top, d, -k, nil, 0)) {
+		if k <= 0 || !shareRule(vs.before, vs.bound, a.st.shareDelta(vs.top, d, -k, nil, 0), a.st.share[vs.top]) {
 			continue
 		}
 		ok := true

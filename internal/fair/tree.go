@@ -44,9 +44,36 @@ type tree struct {
 	class     []int32
 	blockedIn classCounts
 	ci        classIndex
-	// preIn counts, per interior node and class, the leaves below holding preemptible tasks, so
-	// that a claim skips groups where no tenant runs a task of a kind that would make room.
-	preIn classCounts
+
+	// demLeaves counts the leaves below a node that want a steady task (demand and cap above
+	// zero); demW sums the weights of a node's children whose demLeaves is positive. They give each
+	// tenant its demand-aware entitlement: the product over its path of weight / demW(parent).
+	demLeaves []int32
+	demW      []float64
+	leafDem   []bool
+	// deserved is each node's guaranteed part (a dominant share); demD sums it over a node's
+	// children whose demLeaves is positive.
+	deserved []float64
+	demD     []float64
+	// limit is a group's cap on its steady use as a dominant share of the pool (0: none); limIn
+	// counts the leaves below parked at a limit.
+	limit    []float64
+	limIn    []int32
+	hasLimit bool
+	// surCnt counts the leaves below a node holding more steady tasks than they keep from a floor
+	// claim (reservation and floor), so that floor claims skip groups with nothing to give.
+	// demStale says an entitlement changed since the marks were set: they are set again, all at
+	// once, before the next floor claim.
+	surCnt []int32
+	// surIn counts the same per class, so that a claim skips groups where no tenant above what
+	// it keeps runs a task of a kind that would make room.
+	surIn    classCounts
+	leafSur  []bool
+	demStale bool
+	// demDirty lists the nodes whose demW changed since the marks were last set: the marks of
+	// the leaves below them are set again. demEpoch counts those changes (it keys cached floors).
+	demDirty []int32
+	demEpoch uint64
 }
 
 func (t *tree) reset(dims []int, capT []int64, nodes int) {
@@ -101,6 +128,16 @@ func (t *tree) finish() {
 	t.leafPre = make([]bool, n)
 	t.minElig = make([]int64, n)
 	t.state = make([]leafState, n)
+	t.demLeaves = make([]int32, n)
+	t.demW = make([]float64, n)
+	t.leafDem = make([]bool, n)
+	t.deserved = make([]float64, n)
+	t.demD = make([]float64, n)
+	t.limit = make([]float64, n)
+	t.limIn = make([]int32, n)
+	t.surCnt = make([]int32, n)
+	t.leafSur = make([]bool, n)
+	t.demStale = true
 	for i := range t.actPos {
 		t.minElig[i] = noElig
 		t.actPos[i], t.prePos[i] = -1, -1
@@ -222,7 +259,6 @@ func (t *tree) setPre(leaf int32, on bool) {
 	if on {
 		delta = 1
 	}
-	t.preIn.bump(t.class[leaf], t.parent, leaf, delta)
 	for n := leaf; n >= 0; n = t.parent[n] {
 		old := t.preCnt[n]
 		t.preCnt[n] += delta
@@ -379,9 +415,28 @@ func (cc *classCounts) bump(c int32, parent []int32, leaf, d int32) {
 	}
 }
 
+// limitLeaf parks a waiting leaf at a group's limit.
+func (t *tree) limitLeaf(leaf int32) {
+	t.deactivate(leaf)
+	t.state[leaf] = limited
+	for n := t.parent[leaf]; n >= 0; n = t.parent[n] {
+		t.limIn[n]++
+	}
+}
+
+// unlimit takes a leaf off the limit (it becomes idle; refreshSteady decides again).
+func (t *tree) unlimit(leaf int32) {
+	t.state[leaf] = idle
+	for n := t.parent[leaf]; n >= 0; n = t.parent[n] {
+		t.limIn[n]--
+	}
+}
+
 // setWant moves a leaf between idle and waiting; a blocked leaf that stops wanting is forgotten.
 func (t *tree) setWant(leaf int32, want bool) {
 	switch st := t.state[leaf]; {
+	case !want && st == limited:
+		t.unlimit(leaf)
 	case !want && st == waiting:
 		t.deactivate(leaf)
 		t.state[leaf] = idle
@@ -404,4 +459,124 @@ func (t *tree) path(n int32, buf []int32) []int32 {
 		buf[i], buf[j] = buf[j], buf[i]
 	}
 	return buf
+}
+
+// setDem marks a leaf as wanting (or not) a steady task and keeps demLeaves and demW along its
+// path. A parent's demW is summed again from its children when one of them changes, so that an
+// incremental update gives the same value as a rebuild (no drift from adding and subtracting).
+func (t *tree) setDem(leaf int32, on bool) {
+	if t.leafDem[leaf] == on {
+		return
+	}
+	t.leafDem[leaf] = on
+	d := int32(-1)
+	if on {
+		d = 1
+	}
+	for n := leaf; n > 0; n = t.parent[n] {
+		old := t.demLeaves[n]
+		t.demLeaves[n] += d
+		if (old == 0) != (t.demLeaves[n] == 0) {
+			t.sumDemW(t.parent[n])
+			t.demEpoch++
+			switch {
+			case t.demStale:
+			case len(t.demDirty) >= maxDemDirty:
+				// Many changes at once (a batch of demands): one pass over every leaf is
+				// cheaper than many subtree walks, and the list stays bounded.
+				t.demStale, t.demDirty = true, t.demDirty[:0]
+			default:
+				t.demDirty = append(t.demDirty, t.parent[n])
+			}
+		}
+	}
+	t.demLeaves[0] += d
+}
+
+// maxDemDirty bounds the list of changed entitlement nodes kept between two claims.
+const maxDemDirty = 32
+
+// leavesUnder appends the leaves of n's subtree to buf.
+func (t *tree) leavesUnder(n int32, buf []int32) []int32 {
+	if t.isLeaf(n) {
+		return append(buf, n)
+	}
+	for _, c := range t.kids[n] {
+		buf = t.leavesUnder(c, buf)
+	}
+	return buf
+}
+
+// initDem sets every leaf's mark at once (all marks must be off) and sums the counts and weights
+// bottom-up (children have larger ids than their parents).
+func (t *tree) initDem(on func(leaf int32) bool) {
+	for n := len(t.parent) - 1; n > 0; n-- {
+		if t.isLeaf(int32(n)) && on(int32(n)) {
+			t.leafDem[n] = true
+			t.demLeaves[n]++
+		}
+		t.demLeaves[t.parent[n]] += t.demLeaves[n]
+	}
+	for p := range t.kids {
+		t.sumDemW(int32(p))
+	}
+}
+
+// sumDemW recomputes demW and demD of p from its children, in child order.
+func (t *tree) sumDemW(p int32) {
+	var s, d float64
+	for _, c := range t.kids[p] {
+		if t.demLeaves[c] > 0 {
+			s += t.weight[c]
+			d += t.deserved[c]
+		}
+	}
+	t.demW[p], t.demD[p] = s, d
+}
+
+// entitlement is the part of the pool a leaf is entitled to when every tenant that wants a task
+// gets its part at every level, from the root down: a node's part is its deserved part plus its
+// weight's share of what its parent's part leaves after the deserved parts of the siblings that
+// want tasks; when those deserved parts reach the parent's, each gets its proportion of the
+// parent's part. With no deserved parts this is the product over the path of weight / demW.
+// It is 0 for a leaf that wants nothing.
+func (t *tree) entitlement(leaf int32) float64 {
+	if !t.leafDem[leaf] {
+		return 0
+	}
+	var buf [16]int32
+	path := buf[:0]
+	for n := leaf; n != 0; n = t.parent[n] {
+		path = append(path, n)
+	}
+	e := 1.0
+	for i := len(path) - 1; i >= 0; i-- {
+		n := path[i]
+		p := t.parent[n]
+		if ds := t.demD[p]; ds > 0 && ds >= e {
+			e *= t.deserved[n] / ds
+		} else {
+			e = t.deserved[n] + (e-ds)*t.weight[n]/t.demW[p]
+		}
+		if l := t.limit[n]; l > 0 && e > l {
+			e = l // a floor never asks for more than a limit allows
+		}
+	}
+	return e
+}
+
+// setSur marks a leaf as holding (or not) tasks above what a floor claim leaves it.
+func (t *tree) setSur(leaf int32, on bool) {
+	if t.leafSur[leaf] == on {
+		return
+	}
+	t.leafSur[leaf] = on
+	d := int32(-1)
+	if on {
+		d = 1
+	}
+	for n := leaf; n >= 0; n = t.parent[n] {
+		t.surCnt[n] += d
+	}
+	t.surIn.bump(t.class[leaf], t.parent, leaf, d)
 }

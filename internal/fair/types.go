@@ -10,6 +10,19 @@ import (
 type Group struct {
 	Path   string  `json:"path"`
 	Weight float64 `json:"weight"`
+	// MaxMinRuntime caps the minimum runtime of every tenant below the group (0: no cap). It is
+	// the operator's bound: a tenant's own MinRuntime cannot protect its tasks for longer.
+	MaxMinRuntime time.Duration `json:"maxMinRuntime,omitempty"`
+	// Deserved is the group's guaranteed part of the steady pool, as a dominant share in [0, 1]:
+	// lent to others while the group wants less, reclaimed by floor claims when it wants it. What
+	// is left of the parent's part after every deserved part is split by Weight (the over-quota
+	// weight).
+	Deserved float64 `json:"deserved,omitempty"`
+	// Limit is a hard cap on the group's steady tasks, as a part of the whole pool in [0, 1]
+	// (0: none), per resource: no tenant below the group gets a steady task, by filling or by a
+	// claim, that would take the group's steady use of a shared resource above Limit × capacity.
+	// Reservations are served before limits; leases may go beyond them, as beyond a tenant's Cap.
+	Limit float64 `json:"limit,omitempty"`
 }
 
 // Tenant is one unit of fairness: a leaf of the hierarchy that wants Demand tasks of one shape.
@@ -18,8 +31,12 @@ type Tenant struct {
 	// Path is the tenant's place in the hierarchy, without its own name ("org/team"); empty puts
 	// the tenant directly under the root.
 	Path string `json:"path,omitempty"`
-	// Weight scales the tenant's share among its siblings; 0 means 1.
+	// Weight scales the tenant's share among its siblings; 0 means 1. It is also the over-quota
+	// weight that splits what its parent's part leaves after every Deserved part.
 	Weight float64 `json:"weight,omitempty"`
+	// Deserved is the tenant's guaranteed part of the steady pool (a dominant share in [0, 1]),
+	// as for a Group.
+	Deserved float64 `json:"deserved,omitempty"`
 	// Task is what one task (one replica) uses.
 	Task Vector `json:"task"`
 	// Demand is how many tasks the tenant wants now.
@@ -29,8 +46,21 @@ type Tenant struct {
 	Reservation int `json:"reservation,omitempty"`
 	// Cap is a hard maximum of steady tasks; 0 means no cap. Burst leases may go beyond it.
 	Cap int `json:"cap,omitempty"`
-	// MinRuntime protects a steady task from preemption until it has run this long.
+	// Classes rank the tenant's replicas, most important first: the first Replicas steady tasks
+	// belong to the first class, and so on; tasks beyond every count form an unnamed last class.
+	// A new steady task takes the most important class not full; preemption, lost capacity and a
+	// lower demand or cap take the least important eligible tasks first (newest first within a
+	// class). Decision items about a task name its class.
+	Classes []ReplicaClass `json:"classes,omitempty"`
+	// MinRuntime protects a steady task from preemption until it has run this long, capped by
+	// Config.MaxMinRuntime and the MaxMinRuntime of every group on the tenant's path.
 	MinRuntime time.Duration `json:"minRuntime,omitempty"`
+}
+
+// ReplicaClass is one priority class of a tenant's replicas.
+type ReplicaClass struct {
+	Name     string `json:"name"`
+	Replicas int    `json:"replicas"`
 }
 
 // Config is everything New needs.
@@ -41,8 +71,39 @@ type Config struct {
 	BurstPoolPercent float64
 	// LeaseDuration is how long a lease lasts; 0 disables leases altogether.
 	LeaseDuration time.Duration
+	// MaxMinRuntime caps every tenant's MinRuntime (0: no cap); groups may cap lower.
+	MaxMinRuntime time.Duration
 	Groups        []Group
 	Tenants       []Tenant
+	// Limits bound the configuration (zero fields take DefaultLimits' values).
+	Limits Limits
+}
+
+// Limits bound what a configuration and its events may ask for, so that a mistaken or hostile
+// input is refused with an error instead of exhausting memory.
+type Limits struct {
+	// MaxTenants bounds the number of tenants.
+	MaxTenants int
+	// MaxDemand bounds one tenant's demand, reservation and cap.
+	MaxDemand int
+	// MaxTotalDemand bounds the sum of every tenant's demand.
+	MaxTotalDemand int
+}
+
+// DefaultLimits are the limits in force where Config.Limits leaves a field at zero.
+var DefaultLimits = Limits{MaxTenants: 200_000, MaxDemand: 1 << 20, MaxTotalDemand: 1 << 22}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxTenants <= 0 {
+		l.MaxTenants = DefaultLimits.MaxTenants
+	}
+	if l.MaxDemand <= 0 {
+		l.MaxDemand = DefaultLimits.MaxDemand
+	}
+	if l.MaxTotalDemand <= 0 {
+		l.MaxTotalDemand = DefaultLimits.MaxTotalDemand
+	}
+	return l
 }
 
 // Event is one change Apply takes. The set is closed: SetDemand, AddTenant, RemoveTenant,
@@ -84,6 +145,8 @@ type Item struct {
 	Tenant string `json:"tenant"`
 	// Task numbers the task the item is about (unique within an Allocator); 0 for queue items.
 	Task uint64 `json:"task,omitempty"`
+	// Class is the replica class of the task (Tenant.Classes), "" for the unnamed last class.
+	Class string `json:"class,omitempty"`
 	// Count is how many tasks a queue item waits for.
 	Count  int    `json:"count,omitempty"`
 	Reason Reason `json:"reason"`
@@ -94,7 +157,7 @@ type Item struct {
 	// Level is the group under which a share preemption compared shares ("" for the root).
 	Level string `json:"level,omitempty"`
 	// ByShare and Share are, for a share preemption, the claimant's and the victim's weighted
-	// dominant shares at Level after the move: ByShare < Share always.
+	// dominant shares at Level after the move: ByShare ≤ Share (within the tie tolerance).
 	ByShare float64 `json:"byShare,omitempty"`
 	Share   float64 `json:"share,omitempty"`
 	// Expires is when a lease ends.
@@ -112,11 +175,14 @@ func (it Item) String() string {
 		s += fmt.Sprintf(" x%d", it.Count)
 	}
 	s += " " + it.Reason.String()
+	if it.Class != "" {
+		s += " class=" + it.Class
+	}
 	if it.By != "" {
 		s += " by=" + it.By
 	}
 	if it.Kind == KindPreempt && it.Reason == ReasonOverShare {
-		s += fmt.Sprintf(" level=%q shares=%.6g<%.6g", it.Level, it.ByShare, it.Share)
+		s += fmt.Sprintf(" level=%q shares=%.6g<=%.6g", it.Level, it.ByShare, it.Share)
 	}
 	return s
 }

@@ -125,14 +125,16 @@ type planned struct {
 
 // victimSearch carries one search's parameters, so that the descent needs no closures.
 type victimSearch struct {
-	mode  vsMode
-	claim *tenantRec
-	path  []int32 // the claimant's path from the root
-	level int     // index in path of the lowest common ancestor being tried
-	top   int32   // the child of that ancestor on the victim side
-	bound float64 // claimant side's share after the move
-	after float64 // victim side's share after the move
-	k     int64
+	mode   vsMode
+	claim  *tenantRec
+	path   []int32 // the claimant's path from the root
+	level  int     // index in path of the lowest common ancestor being tried
+	top    int32   // the child of that ancestor on the victim side
+	bound  float64 // claimant side's share after the move
+	before float64 // claimant side's share before the move
+	floor  bool    // vsReserve: a floor claim (victims keep their floor too)
+	after  float64 // victim side's share after the move
+	k      int64
 	// retry is the earliest time a move found here passes every check but minimum runtime.
 	retry time.Time
 	// pruned is the earliest time a group skipped because all its tasks were inside their
@@ -147,13 +149,14 @@ type victimSearch struct {
 	plan    []planned
 }
 
-// holdsHelpful reports whether some leaf under n runs preemptible tasks of a helpful class.
-func (a *Allocator) holdsHelpful(tr *tree, n int32) bool {
+// holdsSurplus reports whether some leaf under n holds tasks above what it keeps, of a class
+// that uses a resource the floor claim is short of.
+func (a *Allocator) holdsSurplus(tr *tree, n int32) bool {
 	if tr.isLeaf(n) {
-		return slices.Contains(a.vs.helpful, tr.class[n])
+		return tr.leafSur[n] && slices.Contains(a.vs.helpful, tr.class[n])
 	}
 	for _, c := range a.vs.helpful {
-		if tr.preIn.get(n, c) > 0 {
+		if tr.surIn.get(n, c) > 0 {
 			return true
 		}
 	}
@@ -168,8 +171,9 @@ func (vs *victimSearch) noteRetry(at time.Time) {
 
 // descend visits the leaves under n in victim order until one is accepted.
 func (a *Allocator) descend(tr *tree, n int32, depth int) int32 {
-	if a.vs.mode == vsClaim && a.vs.helpful != nil && !a.holdsHelpful(tr, n) {
-		return -1
+	if (a.vs.mode == vsClaim || a.vs.mode == vsReserve && a.vs.floor) &&
+		(tr.surCnt[n] == 0 || a.vs.helpful != nil && !a.holdsSurplus(tr, n)) {
+		return -1 // nobody below holds more than it keeps, of a kind that would help
 	}
 	if tr.isLeaf(n) {
 		if a.visit(tr, n) {
@@ -240,11 +244,11 @@ func (a *Allocator) visitClaim(v *tenantRec) bool {
 		return false
 	}
 	k := tasksToCover(a.sUsed, a.capS, c.d, v.d)
-	if k <= 0 || k > int64(len(v.steady)-v.cfg.Reservation) {
+	if k <= 0 || k > int64(len(v.steady)-a.keep(v)) {
 		return false
 	}
 	after := a.st.shareDelta(vs.top, v.d, -k, nil, 0)
-	if !lessTol(vs.bound, after) {
+	if !shareRule(vs.before, vs.bound, after, a.st.share[vs.top]) {
 		return false
 	}
 	for j := 1; j <= vs.level; j++ {
@@ -265,7 +269,11 @@ func (a *Allocator) visitClaim(v *tenantRec) bool {
 // shortfall needs; it accepts once nothing is short.
 func (a *Allocator) visitReserve(v *tenantRec) bool {
 	vs := &a.vs
-	avail := len(v.steady) - v.cfg.Reservation
+	keep := v.cfg.Reservation
+	if vs.floor {
+		keep = a.keep(v)
+	}
+	avail := len(v.steady) - keep
 	if v == vs.claim || avail <= 0 {
 		return false
 	}
@@ -300,13 +308,66 @@ func (a *Allocator) visitReserve(v *tenantRec) bool {
 // preemptNewestEligible stops v's k newest tasks among those past their minimum runtime.
 func (a *Allocator) preemptNewestEligible(v *tenantRec, k int, it Item) {
 	e := eligible(v, a.now)
-	for i := e - 1; i >= e-k; i-- {
-		it.Task = v.steady[i].seq
-		a.emit(v, it)
+	if v.stoppedStamp != a.stamp {
+		v.stoppedStamp, v.stopped = a.stamp, v.stopped[:0]
 	}
-	v.steady = append(v.steady[:e-k], v.steady[e:]...)
+	if v.classN == nil {
+		for i := e - 1; i >= e-k; i-- {
+			it.Task = v.steady[i].seq
+			v.stopped = append(v.stopped, stoppedRec{rec: v.steady[i], out: len(a.out)})
+			a.emit(v, it)
+		}
+		v.steady = append(v.steady[:e-k], v.steady[e:]...)
+	} else {
+		// The least important of the eligible tasks go first.
+		for range k {
+			i := v.leastImportant(e)
+			r := v.steady[i]
+			it.Task, it.Class = r.seq, v.className(r.class)
+			v.stopped = append(v.stopped, stoppedRec{rec: r, out: len(a.out)})
+			a.emit(v, it)
+			v.steady = slices.Delete(v.steady, i, i+1)
+			v.dropClass(r)
+			e--
+		}
+	}
+	a.moves++
 	a.steadyDelta(v, -int64(k))
 	a.totalDelta(v, -int64(k))
 	a.refreshSteady(v)
 	a.refreshLease(v)
+}
+
+// shareRule is the share claim's test at the level where the paths part: x and y are the
+// claimant side's and the victim side's shares before the move, x1 and y1 after it (x < x1 and
+// y1 < y always). The move is allowed when the claimant side does not end above the victim side
+// (x1 ≤ y1 within the tolerance) and both new shares lie strictly inside (x, y) beyond the
+// tolerance: the pair moves strictly closer, which is what makes the sorted share vector rise
+// (docs/fairness.md §5) and keeps tiny differences from churning.
+func shareRule(x, x1, y1, y float64) bool {
+	return !lessTol(y1, x1) && lessTol(x, y1) && lessTol(x1, y)
+}
+
+// trimPlan drops from a covered plan (every shortfall ≤ 0) the tasks it does not need, the
+// victims with the lowest share first: no victim loses a task that the claimant then leaves
+// free, so no victim can be granted its task back in the same step.
+func (a *Allocator) trimPlan() {
+	vs := &a.vs
+	for i := len(vs.plan) - 1; i >= 0; i-- {
+		p := &vs.plan[i]
+		for p.k > 0 && spare(vs.short, p.t.d) {
+			p.k--
+			addScaled(vs.short, p.t.d, 1)
+		}
+	}
+}
+
+// spare reports whether short + d stays ≤ 0 everywhere.
+func spare(short, d []int64) bool {
+	for j, x := range d {
+		if short[j]+x > 0 {
+			return false
+		}
+	}
+	return true
 }
