@@ -3,6 +3,7 @@ package v1
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -45,11 +46,9 @@ func Decode(data []byte) (Document, error) {
 	switch kind {
 	case KindPool:
 		p := new(Pool)
-		if err := decodeTree(tree, p); err != nil {
-			return p, err
-		}
+		err := decodeTree(tree, p)
 		normaliseQuantizations(p)
-		return p, nil
+		return p, err
 	default:
 		p := new(Plan)
 		return p, decodeTree(tree, p)
@@ -74,28 +73,73 @@ func DecodePlan(data []byte) (*Plan, error) {
 	return d.(*Plan), nil
 }
 
-// LoadPool decodes a Pool, fills its defaults and validates it against the built-in catalog.
-func LoadPool(data []byte) (*Pool, error) {
-	p, err := DecodePool(data)
-	if err != nil {
-		return nil, err
+// LoadPool decodes a Pool, fills its defaults and validates it against the built-in catalog. A
+// Pool with malformed fields (an unknown field, a wrong type) is still defaulted and validated
+// without them, so that the error lists every problem of the document at once; problems at or
+// under a malformed field's path are left to the decoding error.
+func LoadPool(data []byte) (*Pool, error) { return Validator{}.LoadPool(data) }
+
+// LoadPool is the package-level LoadPool with v's catalog.
+func (v Validator) LoadPool(data []byte) (*Pool, error) {
+	d, derr := decodePartial(data, KindPool)
+	if d == nil {
+		return nil, derr
 	}
+	p := d.(*Pool)
 	Default(p)
-	if err := Validate(p); err != nil {
-		return nil, err
+	verr := v.Pool(p)
+	if derr == nil && verr == nil {
+		return p, nil
 	}
-	return p, nil
+	if derr == nil {
+		return nil, verr
+	}
+	var dfe, vfe FieldErrors
+	if !errors.As(derr, &dfe) {
+		return nil, derr
+	}
+	errors.As(verr, &vfe)
+	all := append(FieldErrors{}, dfe...)
+	for _, e := range vfe {
+		if !underAny(e.Path, dfe) {
+			all = append(all, e)
+		}
+	}
+	return nil, sortFieldErrors(all)
+}
+
+// underAny reports whether path is one of the errors' paths or lies under one of them.
+func underAny(path string, errs FieldErrors) bool {
+	for _, e := range errs {
+		if e.Path == "" {
+			continue
+		}
+		if path == e.Path || strings.HasPrefix(path, e.Path+".") || strings.HasPrefix(path, e.Path+"[") {
+			return true
+		}
+	}
+	return false
 }
 
 func decodeKind(data []byte, want string) (Document, error) {
-	d, err := Decode(data)
+	d, err := decodePartial(data, want)
 	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// decodePartial is decodeKind that also returns what could be decoded of a document of the
+// right kind when some of its fields are malformed (nil when the document is not one).
+func decodePartial(data []byte, want string) (Document, error) {
+	d, err := Decode(data)
+	if d == nil {
 		return nil, err
 	}
 	if got := d.DocumentKind(); got != want {
 		return nil, FieldErrors{{Path: "kind", Msg: fmt.Sprintf("got %q, want %q", got, want)}}
 	}
-	return d, nil
+	return d, err
 }
 
 func checkTreeHeader(tree map[string]any) (string, error) {
@@ -120,24 +164,27 @@ func headerProblem(v any) string {
 	return "expected a string, got " + describe(v)
 }
 
-// decodeTree shape-checks tree against out's type, then decodes it with encoding/json.
+// decodeTree shape-checks tree against out's type, then decodes it with encoding/json. Values the
+// shape check rejects are left out, so out holds every well-formed part of the document and the
+// returned FieldErrors name every malformed one.
 func decodeTree(tree map[string]any, out any) error {
 	var errs errList
 	checkTree(tree, "", &errs)
 	norm := checkShape(reflect.TypeOf(out).Elem(), tree, "", &errs)
-	if err := errs.result(); err != nil {
-		return err
+	if norm == (rejected{}) {
+		return errs.result()
 	}
 	raw, err := json.Marshal(norm)
 	if err != nil {
-		return FieldErrors{{Msg: "decode document: " + err.Error()}}
+		errs.add("", "decode document: %v", err)
+		return errs.result()
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(out); err != nil {
-		return FieldErrors{{Msg: "decode document: " + err.Error()}}
+		errs.add("", "decode document: %v", err)
 	}
-	return nil
+	return errs.result()
 }
 
 // parseTree turns YAML or JSON bytes into a generic tree whose numbers are json.Number.
