@@ -1,10 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"sort"
 	"strings"
@@ -101,7 +101,7 @@ func newFairCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := fairFromArgs(poolPath, planPath, args)
+			res, err := fairFromArgs(e.ctx, poolPath, planPath, args)
 			if err != nil {
 				return err
 			}
@@ -118,14 +118,14 @@ func newFairCmd(e *env) *cobra.Command {
 }
 
 // fairFromArgs reads the scenario, or the pool, plan and optional steps, and replays them.
-func fairFromArgs(poolPath, planPath string, args []string) (fairOut, error) {
+func fairFromArgs(ctx context.Context, poolPath, planPath string, args []string) (fairOut, error) {
 	if poolPath == "" && planPath == "" {
 		if len(args) != 1 {
 			return fairOut{}, invalid(errors.New("fair: give a SCENARIO file, or --pool and --plan"))
 		}
-		data, err := os.ReadFile(args[0])
+		data, err := readInput(ctx, args[0], "scenario")
 		if err != nil {
-			return fairOut{}, invalid(fmt.Errorf("read scenario: %w", err))
+			return fairOut{}, invalid(err)
 		}
 		res, err := runFairScenario(data)
 		if err != nil {
@@ -138,19 +138,19 @@ func fairFromArgs(poolPath, planPath string, args []string) (fairOut, error) {
 	}
 	var steps []byte
 	if len(args) == 1 {
-		data, err := os.ReadFile(args[0])
+		data, err := readInput(ctx, args[0], "steps")
 		if err != nil {
-			return fairOut{}, invalid(fmt.Errorf("read steps: %w", err))
+			return fairOut{}, invalid(err)
 		}
 		steps = data
 	}
-	poolData, err := os.ReadFile(poolPath)
+	poolData, err := readInput(ctx, poolPath, "flag --pool")
 	if err != nil {
-		return fairOut{}, invalid(fmt.Errorf("read pool: %w", err))
+		return fairOut{}, invalid(err)
 	}
-	planData, err := os.ReadFile(planPath)
+	planData, err := readInput(ctx, planPath, "flag --plan")
 	if err != nil {
-		return fairOut{}, invalid(fmt.Errorf("read plan: %w", err))
+		return fairOut{}, invalid(err)
 	}
 	res, err := runFairPoolPlan(poolData, planData, steps)
 	if err != nil {

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// markerFile marks a directory gpupool wrote with --out. A non-empty directory without it is
+// someone else's, and gpupool replaces it only with --force.
+const markerFile = ".gpupool-output"
+
+const markerText = "This directory was written by gpupool. The next run with --out replaces it as a whole:\n" +
+	"files added or edited here by hand are not kept.\n"
+
+// outFile is one file of an output directory, at a slash-separated path relative to it.
+type outFile struct {
+	Path string
+	Data []byte
+}
+
+// writeOutDir replaces dir with exactly files, atomically: everything is written into a fresh
+// directory beside dir, which is then renamed into place, so that dir holds either its old
+// content or the whole new one, never a mix, and files of an earlier run do not survive. A
+// symlink at dir is refused, never followed; so is a non-empty directory that has no marker
+// file, unless force. On any failure, or when ctx is cancelled first, dir is left as it was and
+// the new directory is removed. Errors are the user's to fix (exit 1).
+func writeOutDir(ctx context.Context, dir string, files []outFile, force bool) error {
+	if err := checkOutFiles(files); err != nil {
+		return err // a bug in the renderer, not the user's
+	}
+	if err := checkOutTarget(dir, force); err != nil {
+		return invalid(err)
+	}
+	parent, base := filepath.Split(filepath.Clean(dir))
+	if parent == "" {
+		parent = "."
+	}
+	removeStale(parent, base)
+	tmp, err := os.MkdirTemp(parent, "."+base+".gpupool-new-")
+	if err != nil {
+		return invalid(fmt.Errorf("write %s: %w", dir, err))
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = os.RemoveAll(tmp)
+		}
+	}()
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return invalid(fmt.Errorf("write %s: %w", dir, err))
+	}
+	if err := fillDir(ctx, tmp, append(files, outFile{Path: markerFile, Data: []byte(markerText)})); err != nil {
+		return invalid(fmt.Errorf("write %s: %w (the directory was not changed)", dir, err))
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	old, err := swapDir(tmp, dir)
+	if err != nil {
+		return invalid(fmt.Errorf("write %s: %w (the directory was not changed)", dir, err))
+	}
+	committed = true
+	if old != "" {
+		_ = os.RemoveAll(old)
+	}
+	return nil
+}
+
+// checkOutFiles refuses paths that would leave the directory or collide with the marker.
+func checkOutFiles(files []outFile) error {
+	for _, f := range files {
+		rel := filepath.FromSlash(f.Path)
+		if !filepath.IsLocal(rel) || f.Path == markerFile {
+			return fmt.Errorf("write output: file path %q is not a plain path inside the output directory", f.Path)
+		}
+	}
+	return nil
+}
+
+// checkOutTarget says whether dir may be replaced: missing, an empty directory, or a directory
+// with the marker (or any non-empty directory with force). Symlinks and files are refused.
+func checkOutTarget(dir string, force bool) error {
+	st, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("flag --out: %w", err)
+	case st.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("flag --out: %s is a symbolic link; gpupool does not follow links: give the directory it points to", dir)
+	case !st.IsDir():
+		return fmt.Errorf("flag --out: %s exists and is not a directory", dir)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("flag --out: %w", err)
+	}
+	if len(entries) == 0 || force {
+		return nil
+	}
+	if m, err := os.Lstat(filepath.Join(dir, markerFile)); err == nil && m.Mode().IsRegular() {
+		return nil
+	}
+	return fmt.Errorf("flag --out: %s is not empty and was not written by gpupool (no %s file); its content would be replaced: "+
+		"choose another directory, or add --force to replace it", dir, markerFile)
+}
+
+// fillDir writes files under root through an os.Root, which refuses any path that leaves it.
+func fillDir(ctx context.Context, root string, files []outFile) error {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rel := filepath.FromSlash(f.Path)
+		if d := filepath.Dir(rel); d != "." {
+			if err := r.MkdirAll(d, 0o755); err != nil {
+				return fmt.Errorf("create %s: %w", filepath.ToSlash(d), err)
+			}
+		}
+		if err := writeRootFile(r, rel, f.Data); err != nil {
+			return fmt.Errorf("write %s: %w", f.Path, err)
+		}
+	}
+	return nil
+}
+
+// writeRootFile creates name under r (it must not exist) and syncs it.
+func writeRootFile(r *os.Root, name string, data []byte) error {
+	fh, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := fh.Write(data); err != nil {
+		fh.Close()
+		return err
+	}
+	if err := fh.Sync(); err != nil {
+		fh.Close()
+		return err
+	}
+	return fh.Close()
+}
+
+// removeStale removes what an interrupted earlier run left beside the target: its unfinished
+// new directory or its replaced old one.
+func removeStale(parent, base string) {
+	for _, pattern := range []string{"." + base + ".gpupool-new-*", "." + base + ".gpupool-old-*"} {
+		matches, _ := filepath.Glob(filepath.Join(parent, pattern))
+		for _, m := range matches {
+			if st, err := os.Lstat(m); err == nil && st.IsDir() && strings.HasPrefix(filepath.Base(m), "."+base+".gpupool-") {
+				_ = os.RemoveAll(m)
+			}
+		}
+	}
+}
+
+// swapDirTwoRenames moves dir aside, then tmp into place; when the second rename fails the
+// first is undone. Between the two, dir is briefly missing.
+func swapDirTwoRenames(tmp, dir string) (string, error) {
+	parent, base := filepath.Split(filepath.Clean(dir))
+	if parent == "" {
+		parent = "."
+	}
+	old, err := os.MkdirTemp(parent, "."+base+".gpupool-old-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Remove(old); err != nil {
+		return "", err
+	}
+	if err := os.Rename(dir, old); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if rerr := os.Rename(old, dir); rerr != nil {
+			return "", fmt.Errorf("%w; the old content is at %s (restoring it failed: %v)", err, old, rerr)
+		}
+		return "", err
+	}
+	return old, nil
+}
