@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
@@ -14,8 +16,18 @@ import (
 // someone else's, and gpupool replaces it only with --force.
 const markerFile = ".gpupool-output"
 
-const markerText = "This directory was written by gpupool. The next run with --out replaces it as a whole:\n" +
-	"files added or edited here by hand are not kept.\n"
+const markerText = "# This directory was written by gpupool. A later run with --out replaces it as a whole, and\n" +
+	"# refuses to (without --force) when a file listed below was edited, removed or added by hand.\n"
+
+// markerData lists every file with its SHA-256, so that a later run can tell hand edits.
+func markerData(files []outFile) []byte {
+	var b strings.Builder
+	b.WriteString(markerText)
+	for _, f := range files {
+		fmt.Fprintf(&b, "%x  %s\n", sha256.Sum256(f.Data), f.Path)
+	}
+	return []byte(b.String())
+}
 
 // outFile is one file of an output directory, at a slash-separated path relative to it.
 type outFile struct {
@@ -54,7 +66,7 @@ func writeOutDir(ctx context.Context, dir string, files []outFile, force bool) e
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return invalid(fmt.Errorf("write %s: %w", dir, err))
 	}
-	if err := fillDir(ctx, tmp, append(files, outFile{Path: markerFile, Data: []byte(markerText)})); err != nil {
+	if err := fillDir(ctx, tmp, append(files, outFile{Path: markerFile, Data: markerData(files)})); err != nil {
 		return invalid(fmt.Errorf("write %s: %w (the directory was not changed)", dir, err))
 	}
 	if err := ctx.Err(); err != nil {
@@ -83,7 +95,8 @@ func checkOutFiles(files []outFile) error {
 }
 
 // checkOutTarget says whether dir may be replaced: missing, an empty directory, or a directory
-// with the marker (or any non-empty directory with force). Symlinks and files are refused.
+// gpupool wrote whose files are still exactly those its marker lists (any non-empty directory
+// with force). A symlink or a file at dir is refused.
 func checkOutTarget(dir string, force bool) error {
 	st, err := os.Lstat(dir)
 	switch {
@@ -103,11 +116,79 @@ func checkOutTarget(dir string, force bool) error {
 	if len(entries) == 0 || force {
 		return nil
 	}
-	if m, err := os.Lstat(filepath.Join(dir, markerFile)); err == nil && m.Mode().IsRegular() {
-		return nil
+	m, err := os.Lstat(filepath.Join(dir, markerFile))
+	if err != nil || !m.Mode().IsRegular() || m.Size() > maxInputBytes {
+		return fmt.Errorf("flag --out: %s is not empty and was not written by gpupool (no %s file); its content would be replaced: "+
+			"choose another directory, or add --force to replace it", dir, markerFile)
 	}
-	return fmt.Errorf("flag --out: %s is not empty and was not written by gpupool (no %s file); its content would be replaced: "+
-		"choose another directory, or add --force to replace it", dir, markerFile)
+	changed, err := handEdits(dir)
+	if err != nil {
+		return fmt.Errorf("flag --out: %w", err)
+	}
+	if len(changed) > 0 {
+		if len(changed) > 5 {
+			changed = append(changed[:5], fmt.Sprintf("and %d more", len(changed)-5))
+		}
+		return fmt.Errorf("flag --out: %s was changed since gpupool wrote it (%s); the next run would lose that: "+
+			"move what you want to keep, or add --force to replace it", dir, strings.Join(changed, ", "))
+	}
+	return nil
+}
+
+// handEdits compares dir with its marker's list and names every file edited, removed or added
+// (or made something other than a regular file) since gpupool wrote it.
+func handEdits(dir string) ([]string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, markerFile))
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		sum, path, ok := strings.Cut(line, "  ")
+		if !ok {
+			return []string{markerFile + " (unreadable)"}, nil
+		}
+		want[path] = sum
+	}
+	var changed []string
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() || rel == markerFile {
+			return nil
+		}
+		sum, listed := want[rel]
+		delete(want, rel)
+		switch {
+		case !listed:
+			changed = append(changed, rel+" added")
+		case !d.Type().IsRegular():
+			changed = append(changed, rel+" is no longer a regular file")
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if fmt.Sprintf("%x", sha256.Sum256(b)) != sum {
+				changed = append(changed, rel+" edited")
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for path := range want {
+		changed = append(changed, path+" removed")
+	}
+	sort.Strings(changed)
+	return changed, nil
 }
 
 // fillDir writes files under root through an os.Root, which refuses any path that leaves it.
