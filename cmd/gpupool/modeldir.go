@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"gpupool.dev/gpupool/internal/llm"
 )
@@ -23,5 +24,10 @@ func loadModelDir(dir string) (llm.Model, error) {
 		return llm.Model{}, err
 	}
 	defer root.Close()
-	return llm.LoadDir(root.FS())
+	m, err := llm.LoadDir(root.FS())
+	if err != nil && strings.Contains(err.Error(), "path escapes from parent") {
+		err = fmt.Errorf("%w (a symbolic link leads out of the model directory; gpupool reads only files inside it: "+
+			"copy the files in, or give the directory the links point into)", err)
+	}
+	return m, err
 }
