@@ -255,7 +255,17 @@ func writePlanTable(w io.Writer, pl *v1.Plan) error {
 	}
 	s := pl.Summary
 	fmt.Fprintf(&sb, "\nGPUs used %d of %d; lower bound %d", s.GPUsUsed, s.GPUsTotal, s.LowerBound)
-	if s.LowerBound > 0 {
+	infeasible := 0
+	for _, t := range pl.Tenants {
+		if t.Infeasible {
+			infeasible++
+		}
+	}
+	switch {
+	case infeasible > 0:
+		// The GPUs used serve only the feasible tenants: a ratio to the bound would mislead.
+		fmt.Fprintf(&sb, " (no gap: %s infeasible)", plural(infeasible, "tenant"))
+	case s.LowerBound > 0:
 		fmt.Fprintf(&sb, " (gap %.2f×)", float64(s.GPUsUsed)/float64(s.LowerBound))
 	}
 	sb.WriteString("; baselines:")
