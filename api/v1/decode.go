@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 
+	yamlv2 "go.yaml.in/yaml/v2"
 	"sigs.k8s.io/yaml"
 )
 
@@ -206,6 +209,9 @@ func parseTree(data []byte) (map[string]any, error) {
 		}
 		j, err := yaml.YAMLToJSONStrict(data)
 		if err != nil {
+			if path, v, ok := findNonFinite(data); ok {
+				return nil, FieldErrors{{Path: path, Msg: fmt.Sprintf("must be a finite number (got %s)", v)}}
+			}
 			return nil, docError("parse YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 		}
 		jsonData = j
@@ -303,4 +309,44 @@ func walkJSONValue(dec *json.Decoder, path string, errs *errList, depth int) err
 	}
 	_, err = dec.Token() // the closing delimiter
 	return err
+}
+
+// findNonFinite finds the first YAML value that is infinite or not a number (.inf, .nan), which
+// JSON cannot hold, and returns its path and how it was written.
+func findNonFinite(data []byte) (string, string, bool) {
+	var tree any
+	if yamlv2.Unmarshal(data, &tree) != nil {
+		return "", "", false
+	}
+	return nonFinite(tree, "")
+}
+
+func nonFinite(v any, path string) (string, string, bool) {
+	switch x := v.(type) {
+	case float64:
+		if math.IsInf(x, 0) || math.IsNaN(x) {
+			return path, strconv.FormatFloat(x, 'g', -1, 64), true
+		}
+	case map[any]any:
+		keys := make([]string, 0, len(x))
+		byKey := map[string]any{}
+		for k, item := range x {
+			ks := fmt.Sprint(k)
+			keys = append(keys, ks)
+			byKey[ks] = item
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if p, s, ok := nonFinite(byKey[k], key(path, k)); ok {
+				return p, s, true
+			}
+		}
+	case []any:
+		for i, item := range x {
+			if p, s, ok := nonFinite(item, index(path, i)); ok {
+				return p, s, true
+			}
+		}
+	}
+	return "", "", false
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -135,6 +136,9 @@ func readPlan(ctx context.Context, path, what string) (*v1.Plan, error) {
 func detectKind(data []byte) (string, error) {
 	var top map[string]json.RawMessage
 	if err := yaml.Unmarshal(data, &top); err != nil {
+		if bytes.Contains(data, []byte("apiVersion")) && !bytes.Contains(data, []byte("mig-configs")) {
+			return fileKindPool, nil // the document decoder says what is wrong, with the path
+		}
 		return "", fmt.Errorf("parse: %w", err)
 	}
 	_, hasAPI := top["apiVersion"]
