@@ -28,4 +28,7 @@ const (
 	MaxCooldown = Duration(365 * 24 * time.Hour)
 	// MaxUnavailableCount bounds an integer policy.maxUnavailable.
 	MaxUnavailableCount = 1_000_000
+	// MaxTimeSliceReplicas bounds a Plan replica's limits.timeSliceReplicas (the device
+	// plugin's replicas per GPU or instance).
+	MaxTimeSliceReplicas = 64
 )

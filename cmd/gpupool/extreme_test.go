@@ -2,10 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/sim"
@@ -226,6 +230,116 @@ func TestExtremeFlagValues(t *testing.T) {
 					}
 				default:
 					t.Errorf("exit %d:\n%s", code, errOut)
+				}
+			})
+		}
+	}
+}
+
+// setPath sets the value at a dotted path with [i] indices in a generic YAML tree.
+func setPath(t *testing.T, tree any, path string, v any) {
+	t.Helper()
+	parts := strings.FieldsFunc(path, func(r rune) bool { return r == '.' || r == '[' || r == ']' })
+	cur := tree
+	for i, p := range parts {
+		last := i == len(parts)-1
+		switch c := cur.(type) {
+		case map[string]any:
+			if last {
+				c[p] = v
+				return
+			}
+			if c[p] == nil {
+				c[p] = map[string]any{}
+			}
+			cur = c[p]
+		case []any:
+			var n int
+			if _, err := fmt.Sscan(p, &n); err != nil || n >= len(c) {
+				t.Fatalf("path %s: no element %s", path, p)
+			}
+			if last {
+				c[n] = v
+				return
+			}
+			cur = c[n]
+		default:
+			t.Fatalf("path %s: %s is not a container", path, p)
+		}
+	}
+}
+
+// The same property over the numbers of a Plan, for every command that reads one.
+func TestExtremePlanValues(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every plan-reading command on every extreme value")
+	}
+	poolFile := filepath.Join("..", "..", "examples", "h100-7b-sharing.yaml")
+	planYAML, errOut, code := runCmd(t, "plan", poolFile, "-o", "yaml")
+	if code != exitOK {
+		t.Fatalf("plan: exit %d: %s", code, errOut)
+	}
+	pool, err := readPool(t.Context(), poolFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := []struct{ path, kind string }{
+		{"gpus[0].index", "int"}, {"gpus[0].instances[0].start", "int"}, {"gpus[0].instances[0].replicas[0].index", "int"},
+		{"gpus[0].instances[0].replicas[0].limits.smPercent", "int"},
+		{"gpus[0].instances[0].replicas[0].limits.timeSliceReplicas", "int"},
+		{"gpus[0].instances[0].replicas[0].limits.memory", "int"},
+		{"tenants[0].predicted.maxRps", "float"}, {"tenants[0].predicted.tokensPerSecond", "float"},
+		{"tenants[0].predicted.ttftP99", "duration"}, {"tenants[0].predicted.e2eP99", "duration"},
+		{"tenants[0].replicas[0].index", "int"},
+		{"summary.gpusUsed", "int"}, {"summary.gpusTotal", "int"}, {"summary.lowerBound", "int"},
+		{"summary.baselines[0].gpus", "int"}, {"summary.objective", "float"},
+	}
+	for _, f := range fields {
+		for _, val := range extremeValues[f.kind] {
+			t.Run(f.path+"="+val, func(t *testing.T) {
+				var tree any
+				if err := yaml.Unmarshal([]byte(planYAML), &tree); err != nil {
+					t.Fatal(err)
+				}
+				var v any = val
+				if f.kind != "duration" && !strings.HasPrefix(val, ".") {
+					v = json.Number(val)
+				}
+				setPath(t, tree, f.path, v)
+				b, err := yaml.Marshal(tree)
+				if err != nil {
+					t.Fatal(err)
+				}
+				text := string(b)
+				if s, ok := v.(string); ok && strings.HasPrefix(s, ".") { // YAML's .inf and .nan, unquoted
+					text = strings.Replace(text, "'"+s+"'", s, 1)
+				}
+				planFile := writeTemp(t, "plan.yaml", text)
+				pl, decErr := v1.DecodePlan([]byte(text))
+				valid := decErr == nil && v1.ValidatePlan(pl, pool) == nil
+				// A number that breaks a cross-reference is named by its element (its path
+				// without the last part) beside the other end.
+				leaf, parent := f.path[strings.LastIndex(f.path, ".")+1:], f.path[:strings.LastIndex(f.path, ".")]
+				for _, cmd := range [][]string{{"validate", planFile, "--pool", poolFile}, {"render", planFile, "--pool", poolFile, "--dry-run"},
+					{"simulate", poolFile, "--plan", planFile, "--duration", "2s", "-o", "json"}} {
+					out, errOut, code := bounded(t, cmd...)
+					switch {
+					case code == exitInvalid:
+						if !strings.Contains(out+errOut, parent) && !strings.Contains(out+errOut, leaf) {
+							t.Errorf("%s: exit 1 without naming %s:\n%s%s", cmd[0], f.path, out, errOut)
+						}
+						if valid {
+							t.Errorf("%s: exit 1 for a valid plan:\n%s%s", cmd[0], out, errOut)
+						}
+					case code == exitOK || code == exitPartial:
+						if !valid {
+							t.Errorf("%s: exit %d for a plan that does not validate against its pool", cmd[0], code)
+							continue
+						}
+						checkExtremeAnswer(t, cmd[0], pool, out, code)
+					default:
+						t.Errorf("%s: exit %d:\n%s", cmd[0], code, errOut)
+					}
 				}
 			})
 		}
