@@ -112,6 +112,7 @@ func checkScalar(t reflect.Type, v any, path string, errs *errList) any {
 		case string:
 			return x
 		case json.Number:
+			errs.rewrote = true
 			return x.String()
 		case bool:
 			errs.add(path, "expected a string, got %s (YAML reads yes, no, on, off, y and n as booleans: quote the value)", describe(v))

@@ -142,16 +142,9 @@ func handEdits(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := map[string]string{}
-	for _, line := range strings.Split(string(data), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		sum, path, ok := strings.Cut(line, "  ")
-		if !ok {
-			return []string{markerFile + " (unreadable)"}, nil
-		}
-		want[path] = sum
+	want, ok := parseMarker(data)
+	if !ok {
+		return []string{markerFile + " edited (unreadable)"}, nil
 	}
 	var changed []string
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -269,4 +262,25 @@ func swapDirTwoRenames(tmp, dir string) (string, error) {
 		return "", err
 	}
 	return old, nil
+}
+
+// parseMarker reads the marker's list: path → SHA-256 in hex. It reports false for anything
+// gpupool did not write: a line that is not "<64 hex digits>  <local path>", or a path twice.
+func parseMarker(data []byte) (map[string]string, bool) {
+	want := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		sum, path, ok := strings.Cut(line, "  ")
+		if !ok || len(sum) != 2*sha256.Size || strings.Trim(sum, "0123456789abcdef") != "" ||
+			!filepath.IsLocal(filepath.FromSlash(path)) || path == markerFile {
+			return nil, false
+		}
+		if _, dup := want[path]; dup {
+			return nil, false
+		}
+		want[path] = sum
+	}
+	return want, true
 }

@@ -247,3 +247,35 @@ func appendFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// The marker gpupool writes reads back as exactly its files; anything else parses as a marker
+// only if every line is a digest and a local path, each path once.
+func FuzzParseMarker(f *testing.F) {
+	f.Add(markerData([]outFile{{Path: "plan.yaml", Data: []byte("x")}, {Path: "deploy/a.yaml", Data: nil}}))
+	f.Add([]byte("# comment\n" + strings.Repeat("a", 64) + "  ../escape\n"))
+	f.Add([]byte(strings.Repeat("0", 64) + "  a\n" + strings.Repeat("0", 64) + "  a\n"))
+	f.Add([]byte("nonsense"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want, ok := parseMarker(data)
+		if !ok {
+			return
+		}
+		for path, sum := range want {
+			if len(sum) != 64 || !filepath.IsLocal(filepath.FromSlash(path)) || path == markerFile {
+				t.Fatalf("accepted %q → %q", path, sum)
+			}
+		}
+		// Round trip: a marker written for files with these paths lists the same paths.
+		var files []outFile
+		for path := range want {
+			if strings.ContainsAny(path, "\n") {
+				t.Fatalf("accepted a path with a newline: %q", path)
+			}
+			files = append(files, outFile{Path: path})
+		}
+		back, ok := parseMarker(markerData(files))
+		if !ok || len(back) != len(want) {
+			t.Fatalf("round trip of %v: %v, %v", want, back, ok)
+		}
+	})
+}

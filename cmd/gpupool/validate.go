@@ -132,8 +132,13 @@ func readPlan(ctx context.Context, path, what string) (*v1.Plan, error) {
 	return p, nil
 }
 
-// detectKind tells a gpupool document from a mig-parted config by their top-level keys.
+// detectKind tells a gpupool document from a mig-parted config by their top-level keys. Block
+// YAML is told by a scan of its unindented lines, so that a large pool is parsed once, by the
+// decoder; anything else (JSON, flow style) is parsed here.
 func detectKind(data []byte) (string, error) {
+	if k := scanTopKeys(data); k != "" {
+		return k, nil
+	}
 	var top map[string]json.RawMessage
 	if err := yaml.Unmarshal(data, &top); err != nil {
 		if bytes.Contains(data, []byte("apiVersion")) && !bytes.Contains(data, []byte("mig-configs")) {
@@ -157,6 +162,36 @@ func detectKind(data []byte) (string, error) {
 	}
 	return "", errors.New("cannot tell what this file is: expected a gpupool document " +
 		"(apiVersion: gpupool.dev/v1, kind: Pool or Plan) or a mig-parted config (version: v1, mig-configs: …)")
+}
+
+// scanTopKeys finds the kind from the unindented "key: value" lines of block YAML; "" when they
+// do not say.
+func scanTopKeys(data []byte) string {
+	var kind string
+	var api, mig bool
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		k, v, ok := bytes.Cut(bytes.TrimRight(line, "\r"), []byte(":"))
+		if !ok || len(k) == 0 || !(k[0] >= 'a' && k[0] <= 'z' || k[0] >= 'A' && k[0] <= 'Z') {
+			continue
+		}
+		switch string(k) {
+		case "apiVersion":
+			api = true
+		case "kind":
+			kind = strings.Trim(strings.TrimSpace(string(v)), `"'`)
+		case "mig-configs":
+			mig = true
+		}
+	}
+	switch {
+	case kind == fileKindPlan:
+		return fileKindPlan
+	case api || kind != "":
+		return fileKindPool // Decode checks apiVersion and kind and says what is wrong
+	case mig:
+		return fileKindMigParted
+	}
+	return ""
 }
 
 func validateFile(ctx context.Context, path string, board *gpu.Board, pool *v1.Pool) validateResult {
