@@ -42,6 +42,7 @@ type outFile struct {
 // file, unless force. On any failure, or when ctx is cancelled first, dir is left as it was and
 // the new directory is removed. Errors are the user's to fix (exit 1).
 func writeOutDir(ctx context.Context, dir string, files []outFile, force bool) error {
+	dir = filepath.Clean(dir) // "out/" would make Lstat follow a link at "out"
 	if err := checkOutFiles(files); err != nil {
 		return err // a bug in the renderer, not the user's
 	}

@@ -164,9 +164,11 @@ func TestOutDirSymlinkTarget(t *testing.T) {
 		if err := os.Symlink(target, link); err != nil {
 			t.Fatal(err)
 		}
-		errOut, code := planOut(t, link, "--force")
-		if code != exitInvalid || !strings.Contains(errOut, "symbolic link") {
-			t.Errorf("%s: exit %d, want 1 naming the symbolic link: %s", link, code, errOut)
+		for _, out := range []string{link, link + "/"} {
+			errOut, code := planOut(t, out, "--force")
+			if code != exitInvalid || !strings.Contains(errOut, "symbolic link") {
+				t.Errorf("%s: exit %d, want 1 naming the symbolic link: %s", out, code, errOut)
+			}
 		}
 		if got, _ := os.Readlink(link); got != target {
 			t.Errorf("the link now points to %q", got)
