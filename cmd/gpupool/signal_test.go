@@ -133,3 +133,23 @@ func TestInterruptFit(t *testing.T) {
 	code, stdout, stderr, stop := interrupt(t, 300*time.Millisecond, "fit", "--model-dir", dir, "-o", "json")
 	checkInterrupted(t, "", code, stdout, stderr, stop)
 }
+
+// fair replays a scenario step by step; a thousand tenants asking for a thousand tasks each
+// take long enough to be interrupted.
+func TestInterruptFair(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process that replays a large fairness scenario")
+	}
+	var sb strings.Builder
+	sb.WriteString("capacity: {cpu: 1000000, mem: 2000000}\ntenants:\n")
+	for i := range 1000 {
+		fmt.Fprintf(&sb, "  - {name: t%d, task: {cpu: %d, mem: %d}, demand: 1000}\n", i, 1+i%3, 1+i%5)
+	}
+	sb.WriteString("steps:\n")
+	for k := 1; k < 20; k++ {
+		fmt.Fprintf(&sb, "  - {at: %ds, demand: {t%d: %d}, recompute: true}\n", k, k, k%7)
+	}
+	scenario := writeTemp(t, "scenario.yaml", sb.String())
+	code, stdout, stderr, stop := interrupt(t, 500*time.Millisecond, "fair", scenario, "-o", "json")
+	checkInterrupted(t, "", code, stdout, stderr, stop)
+}
