@@ -12,7 +12,7 @@ import (
 
 // interruptGrace is how long a command may take to stop after SIGINT or SIGTERM before the
 // process exits anyway (commands check their context far more often than this).
-const interruptGrace = 800 * time.Millisecond
+const interruptGrace = 500 * time.Millisecond
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

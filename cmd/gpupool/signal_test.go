@@ -64,6 +64,7 @@ func interrupt(t *testing.T, wait time.Duration, args ...string) (code int, stdo
 // stdout, and the output directory (when given) not created.
 func checkInterrupted(t *testing.T, outDir string, code int, stdout, stderr string, stop time.Duration) {
 	t.Helper()
+	t.Logf("stopped %v after SIGINT, exit %d", stop, code)
 	if code != exitInterrupted || !strings.Contains(stderr, "interrupted") {
 		t.Errorf("exit %d, want %d with a message saying so; stderr:\n%s", code, exitInterrupted, stderr)
 	}
