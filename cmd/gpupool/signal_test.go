@@ -68,8 +68,14 @@ func checkInterrupted(t *testing.T, outDir string, code int, stdout, stderr stri
 	if code != exitInterrupted || !strings.Contains(stderr, "interrupted") {
 		t.Errorf("exit %d, want %d with a message saying so; stderr:\n%s", code, exitInterrupted, stderr)
 	}
-	if stop > time.Second {
-		t.Errorf("stopped %v after SIGINT, want within 1 s", stop)
+	// The bar is 1 s; under the race detector, which slows the child several times over (and
+	// its 45 MB parse far more), the test asks for 3 s.
+	bar := time.Second
+	if raceEnabled {
+		bar = 3 * time.Second
+	}
+	if stop > bar {
+		t.Errorf("stopped %v after SIGINT, want within %v", stop, bar)
 	}
 	if stdout != "" {
 		t.Errorf("wrote %d bytes to stdout, want nothing", len(stdout))
