@@ -93,8 +93,13 @@ func bounded(t *testing.T, args ...string) (string, string, int) {
 	out, errOut, code := runCmd(t, args...)
 	took := time.Since(start)
 	runtime.ReadMemStats(&after)
-	if took > 5*time.Second {
-		t.Errorf("%v took %v, more than 5 s", args[0], took)
+	// The bar is 5 s; the race detector slows a run about ten times over.
+	bar := 5 * time.Second
+	if raceEnabled {
+		bar = 50 * time.Second
+	}
+	if took > bar {
+		t.Errorf("%v took %v, more than %v", args[0], took, bar)
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 500<<20 {
 		t.Errorf("%v allocated %d MB, more than 500 MB", args[0], alloc>>20)
@@ -196,7 +201,7 @@ func TestExtremeFlagValues(t *testing.T) {
 	}
 	pool := writeTemp(t, "pool.yaml", planPool)
 	ints := []string{"-9223372036854775808", "-1", "0", "1", "2000000000", "9223372036854775807", "99999999999999999999"}
-	durs := []string{"-1ns", "0s", "1ns", "25h", "2562047h", "2562048h"}
+	durs := []string{"-1ns", "0s", "1ns", "24h", "25h", "2562047h", "2562048h"}
 	base := map[string][]string{
 		"perf":     {"perf", "--model", "qwen2.5-7b", "--board", "H100"},
 		"fit":      {"fit", "--model", "qwen2.5-7b", "--board", "H100"},

@@ -12,15 +12,16 @@ import (
 // anything is parsed; a pool of 20,000 tenants is about 4 MiB.
 const maxInputBytes = 64 << 20
 
-// openInput opens a file argument for reading after checking, without opening it, that it is a
-// regular file (a FIFO or a device would block or never end) of at most maxInputBytes. what
-// names the argument in errors ("pool", "flag --plan").
+// openInput opens a file argument for reading after checking, without opening it, that it is
+// not a directory and, for a regular file, that it holds at most maxInputBytes. A pipe (a shell's
+// <(…), /dev/stdin) is accepted: readInput stops reading it past the limit, and Ctrl-C ends a
+// wait on one. what names the argument in errors ("pool", "flag --plan").
 func openInput(path, what string) (*os.File, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
-	if !st.Mode().IsRegular() {
+	if st.IsDir() {
 		return nil, fmt.Errorf("read %s: %s is not a regular file (%s)", what, path, fileType(st.Mode()))
 	}
 	if st.Size() > maxInputBytes {
@@ -76,4 +77,29 @@ func fileType(m os.FileMode) string {
 		return "a device"
 	}
 	return "mode " + m.String()
+}
+
+// capped reads at most maxInputBytes from r, then fails: a stream (a pipe given as a trace or a
+// profile) cannot be checked before it is read, and must not be cut silently either.
+type capped struct {
+	r         io.Reader
+	n         int64
+	what, src string
+}
+
+func newCapped(r io.Reader, what, src string) *capped { return &capped{r: r, what: what, src: src} }
+
+func (c *capped) Read(p []byte) (int, error) {
+	if c.n > maxInputBytes {
+		return 0, fmt.Errorf("read %s: %s is more than the %d bytes (64 MiB) gpupool reads", c.what, c.src, maxInputBytes)
+	}
+	if rest := maxInputBytes + 1 - c.n; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.n > maxInputBytes {
+		return n, fmt.Errorf("read %s: %s is more than the %d bytes (64 MiB) gpupool reads", c.what, c.src, maxInputBytes)
+	}
+	return n, err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,5 +104,32 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A pipe is read as a file argument (a shell's <(…)), up to the limit; a stream past the limit
+// is refused, not cut.
+func TestInputPipe(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "pool.fifo")
+	must(t, syscall.Mkfifo(fifo, 0o644))
+	go func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		_, _ = f.WriteString(planPool)
+	}()
+	if _, errOut, code := runCmd(t, "validate", fifo); code != exitOK {
+		t.Fatalf("validate a pipe: exit %d: %s", code, errOut)
+	}
+	c := newCapped(strings.NewReader(strings.Repeat("x", maxInputBytes+10)), "flag --trace", "t.csv")
+	n, err := io.Copy(io.Discard, c)
+	if err == nil || !strings.Contains(err.Error(), "more than the 67108864 bytes") || n > maxInputBytes+1 {
+		t.Errorf("capped read %d bytes, error %v", n, err)
+	}
+	c = newCapped(strings.NewReader("short"), "flag --trace", "t.csv")
+	if b, err := io.ReadAll(c); err != nil || string(b) != "short" {
+		t.Errorf("capped short read = %q, %v", b, err)
 	}
 }

@@ -148,7 +148,7 @@ func readProfile(name, path string) (*perf.Measured, error) {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	}
-	return perf.ParseParvaGPU(name, f)
+	return perf.ParseParvaGPU(name, newCapped(f, "profile", path))
 }
 
 // readCurrent reads the plan in force for --current; nil without one.

@@ -158,7 +158,7 @@ func readTraceFile(path, tenant string, pool *v1.Pool) (*sim.Trace, error) {
 	if tenant == "" && len(names) > 0 {
 		tenant = names[0]
 	}
-	tr, err := sim.ReadTrace(fh, sim.TraceOptions{Tenant: tenant, Tenants: names})
+	tr, err := sim.ReadTrace(newCapped(fh, "flag --trace", path), sim.TraceOptions{Tenant: tenant, Tenants: names})
 	if err != nil {
 		return nil, fmt.Errorf("trace %s: %w", path, err)
 	}
@@ -260,13 +260,14 @@ func ms(v float64) string {
 	return strings.TrimSuffix(strconv.FormatFloat(v, 'f', 1, 64), ".0") + "ms"
 }
 
-// maxSimDuration bounds --duration: a simulated week.
-const maxSimDuration = 7 * 24 * time.Hour
+// maxSimDuration bounds --duration: a simulated day (a run's cost grows with the simulated time
+// as well as with the requests: a day of one replica takes about 0.7 s).
+const maxSimDuration = 24 * time.Hour
 
 // maxSimRequests bounds the requests one simulation generates (the pool's total rate times the
-// duration, or the trace's rows), so that no input makes simulate run for long or hold much
-// memory on one number: 2 million requests take a few seconds.
-const maxSimRequests = 2_000_000
+// duration), so that no input makes simulate run for long or hold much memory on one number: a
+// million requests take about 1.6 s.
+const maxSimRequests = 1_000_000
 
 // checkSimulateSize refuses a simulation that would generate more than maxSimRequests requests.
 func checkSimulateSize(in sim.Input, cfg sim.Config) error {
