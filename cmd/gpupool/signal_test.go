@@ -109,11 +109,11 @@ func TestInterruptSimulate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a child process that simulates")
 	}
-	// The example's tenants offer 4 req/s each; 2 days is within the request limit for 2 tenants
+	// The example's tenants offer 4 req/s each; a day is within the request limit for 2 tenants
 	// and takes far longer than the wait.
 	pool := filepath.Join("..", "..", "examples", "h100-7b-sharing.yaml")
 	plots := filepath.Join(t.TempDir(), "plots")
-	code, stdout, stderr, stop := interrupt(t, 700*time.Millisecond, "simulate", pool, "--strategy", "mps", "--duration", "60h", "--plot", plots)
+	code, stdout, stderr, stop := interrupt(t, 700*time.Millisecond, "simulate", pool, "--strategy", "mps", "--duration", "24h", "--plot", plots)
 	checkInterrupted(t, plots, code, stdout, stderr, stop)
 }
 

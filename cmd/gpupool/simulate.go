@@ -116,7 +116,7 @@ type simulateReport struct {
 func simulateInputs(ctx context.Context, f *simulateFlags, poolPath string, durationSet bool) (sim.Input, sim.Config, error) {
 	var in sim.Input
 	if durationSet && (f.duration <= 0 || f.duration > maxSimDuration) {
-		return in, sim.Config{}, fmt.Errorf("flag --duration: must be between 1ns and %s (got %s)", maxSimDuration, f.duration)
+		return in, sim.Config{}, fmt.Errorf("flag --duration: must be between 1ns and %s (got %s)", v1.Duration(maxSimDuration), v1.Duration(f.duration))
 	}
 	pool, err := readPool(ctx, poolPath)
 	if err != nil {
@@ -280,8 +280,8 @@ func checkSimulateSize(in sim.Input, cfg sim.Config) error {
 		rps += t.Traffic.RPS
 	}
 	if n := rps * d.Seconds(); n > maxSimRequests {
-		return fmt.Errorf("flag --duration: %s at the pool's %.6g req/s is %.3g requests, more than the %d one simulation takes; shorten --duration",
-			d, rps, n, maxSimRequests)
+		return fmt.Errorf("flag --duration: %s at the pool's %.6g req/s (the sum of tenants[].traffic.rps) is %.3g requests, more than the %d one simulation takes; shorten --duration",
+			v1.Duration(d), rps, n, maxSimRequests)
 	}
 	return nil
 }
