@@ -30,6 +30,9 @@ func TestExitCodes(t *testing.T) {
 		{"missing file", []string{"plan", filepath.Join(t.TempDir(), "none.yaml")}, exitInvalid, "no such file"},
 		{"directory as file", []string{"validate", t.TempDir()}, exitInvalid, "not a regular file (a directory)"},
 		{"wrong arg count", []string{"plan"}, exitInvalid, "accepts 1 arg"},
+		{"trace of 1000 days", []string{"simulate", pool, "--strategy", "mps", "--trace",
+			writeTemp(t, "t.csv", "timestamp,tenant,input_tokens,output_tokens\n0,chat,500,100\n86400000,chat,5,5\n")}, exitInvalid,
+			"spans 24000h0m1s, more than the 24h one simulation covers"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

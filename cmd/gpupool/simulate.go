@@ -140,6 +140,10 @@ func simulateInputs(ctx context.Context, f *simulateFlags, poolPath string, dura
 		}
 		if n := len(in.Trace.Requests); !durationSet && n > 0 {
 			cfg.Duration = in.Trace.Requests[n-1].At + time.Second
+			if cfg.Duration > maxSimDuration {
+				return in, cfg, fmt.Errorf("flag --trace: %s spans %s, more than the %s one simulation covers; give --duration to replay its start",
+					f.trace, v1.Duration(cfg.Duration), v1.Duration(maxSimDuration))
+			}
 		}
 	}
 	return in, cfg, nil
