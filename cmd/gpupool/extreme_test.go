@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -345,6 +346,56 @@ func TestExtremePlanValues(t *testing.T) {
 					default:
 						t.Errorf("%s: exit %d:\n%s", cmd[0], code, errOut)
 					}
+				}
+			})
+		}
+	}
+}
+
+// The same property over the numbers of a model directory's config.json, through fit.
+func TestExtremeModelConfigValues(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs fit on every extreme config value")
+	}
+	base, err := os.ReadFile(filepath.Join(tinyLlamaDir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	weights, err := os.ReadFile(filepath.Join(tinyLlamaDir, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []string{"hidden_size", "intermediate_size", "max_position_embeddings", "num_attention_heads",
+		"num_hidden_layers", "num_key_value_heads", "vocab_size"} {
+		for _, val := range extremeValues["int"] {
+			t.Run(field+"="+val, func(t *testing.T) {
+				var cfg map[string]any
+				if err := json.Unmarshal(base, &cfg); err != nil {
+					t.Fatal(err)
+				}
+				cfg[field] = json.Number(val)
+				b, err := json.Marshal(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dir := t.TempDir()
+				writeFile(t, filepath.Join(dir, "config.json"), string(b))
+				writeFile(t, filepath.Join(dir, "model.safetensors"), string(weights))
+				out, errOut, code := bounded(t, "fit", "--model-dir", dir, "--board", "H100", "-o", "json")
+				switch code {
+				case exitInvalid:
+					if !strings.Contains(errOut, field) && !strings.Contains(errOut, "head_dim") {
+						t.Errorf("exit 1 without naming %s:\n%s", field, errOut)
+					}
+				case exitOK:
+					var rep struct {
+						Fits []json.RawMessage `json:"fits"`
+					}
+					if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Fits) == 0 {
+						t.Errorf("exit 0 without fits: %v\n%s", err, out)
+					}
+				default:
+					t.Errorf("exit %d:\n%s", code, errOut)
 				}
 			})
 		}
