@@ -168,7 +168,7 @@ func detectKind(data []byte) (string, error) {
 // do not say.
 func scanTopKeys(data []byte) string {
 	var kind string
-	var api, mig bool
+	var api, hasKind, mig bool
 	for _, line := range bytes.Split(data, []byte("\n")) {
 		k, v, ok := bytes.Cut(bytes.TrimRight(line, "\r"), []byte(":"))
 		if !ok || len(k) == 0 || !(k[0] >= 'a' && k[0] <= 'z' || k[0] >= 'A' && k[0] <= 'Z') {
@@ -178,7 +178,8 @@ func scanTopKeys(data []byte) string {
 		case "apiVersion":
 			api = true
 		case "kind":
-			kind = strings.Trim(strings.TrimSpace(string(v)), `"'`)
+			val, _, _ := strings.Cut(string(v), " #") // a comment after the value
+			hasKind, kind = true, strings.Trim(strings.TrimSpace(val), `"'`)
 		case "mig-configs":
 			mig = true
 		}
@@ -186,7 +187,7 @@ func scanTopKeys(data []byte) string {
 	switch {
 	case kind == fileKindPlan:
 		return fileKindPlan
-	case api || kind != "":
+	case api || hasKind:
 		return fileKindPool // Decode checks apiVersion and kind and says what is wrong
 	case mig:
 		return fileKindMigParted
