@@ -28,6 +28,10 @@ const (
 	MaxCooldown = Duration(365 * 24 * time.Hour)
 	// MaxUnavailableCount bounds an integer policy.maxUnavailable.
 	MaxUnavailableCount = 1_000_000
+	// MaxFleetGPUs bounds the GPUs of a fleet (ten times the largest pool the planner is
+	// measured on), MaxTenants the tenants of a pool.
+	MaxFleetGPUs = 100_000
+	MaxTenants   = 100_000
 	// MaxTimeSliceReplicas bounds a Plan replica's limits.timeSliceReplicas (the device
 	// plugin's replicas per GPU or instance).
 	MaxTimeSliceReplicas = 64

@@ -1,6 +1,7 @@
 package v1
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -89,5 +90,36 @@ tenants:
 	}
 	if _, err := DecodePool([]byte(in)); err == nil || strings.Contains(err.Error(), "weight") {
 		t.Errorf("DecodePool error = %v, want the decoding problems only", err)
+	}
+}
+
+// A fleet or tenant list beyond its bound is reported, and validating it stays cheap: the fleet
+// is not expanded past the bound.
+func TestValidatePoolSizeBounds(t *testing.T) {
+	p := loadValidPool(t)
+	p.Policy.CanaryGPUs = nil
+	node := p.Fleet.Nodes[0]
+	p.Fleet.Nodes = nil
+	for i := range MaxFleetGPUs/8 + 1 { // 8 GPUs each: 100,008 GPUs
+		n := node
+		n.Name = "node-" + strconv.Itoa(i)
+		p.Fleet.Nodes = append(p.Fleet.Nodes, n)
+	}
+	ten := p.Tenants[4]
+	for len(p.Tenants) <= MaxTenants {
+		ten.Name = "t-" + strconv.Itoa(len(p.Tenants))
+		p.Tenants = append(p.Tenants, ten)
+	}
+	err := testValidator.Pool(p)
+	for _, want := range []string{
+		"fleet.nodes: 100008 GPUs in all, more than the 100000 a pool may have",
+		"tenants: 100001 tenants, more than the 100000 a pool may have",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("errors lack %q", want)
+		}
+	}
+	if got := fleetGPUs(p.Fleet); len(got["node-12500"]) != 0 || len(got["node-12499"]) != 8 {
+		t.Errorf("expansion did not stop at %d GPUs: last nodes hold %d and %d", MaxFleetGPUs, len(got["node-12499"]), len(got["node-12500"]))
 	}
 }

@@ -50,6 +50,9 @@ func (c *poolChecker) checkFleet() {
 	if len(nodes) == 0 {
 		c.errs.add("fleet.nodes", "must list at least one node")
 	}
+	if n := fleetSize(c.p.Fleet); n > MaxFleetGPUs {
+		c.errs.add("fleet.nodes", "%d GPUs in all, more than the %d a pool may have", n, MaxFleetGPUs)
+	}
 	names := dupTracker{}
 	for i, n := range nodes {
 		p := index("fleet.nodes", i)
@@ -126,6 +129,9 @@ func (c *poolChecker) checkCanaries() {
 }
 
 func (c *poolChecker) checkTenants() {
+	if n := len(c.p.Tenants); n > MaxTenants {
+		c.errs.add("tenants", "%d tenants, more than the %d a pool may have", n, MaxTenants)
+	}
 	names := dupTracker{}
 	full := map[string]string{} // "path/name" → path of the tenant
 	for i, t := range c.p.Tenants {
