@@ -34,7 +34,9 @@ const maxDocumentBytes = 64 << 20
 // Decode reads one YAML or JSON document (JSON when the first non-blank byte is '{'), checks
 // apiVersion and kind, and decodes it strictly into a *Pool or *Plan: unknown fields, duplicate
 // keys, wrong types and malformed durations, sizes and references are errors, all reported at
-// once as FieldErrors with their paths. Decode neither fills defaults nor validates; the one value
+// once as FieldErrors with their paths; a document whose header is right is returned beside
+// those errors with every well-formed field decoded (LoadPool validates that part). Decode
+// neither fills defaults nor validates; the one value
 // it rewrites is a tenant's model.quantization given as a known alias ("awq", "gptq", "w4a16",
 // "fp8_e4m3", …), which it stores under the canonical name ("int4-awq", "int4-gptq", "fp8").
 func Decode(data []byte) (Document, error) {
