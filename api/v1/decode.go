@@ -28,8 +28,9 @@ func (*Pool) DocumentKind() string { return KindPool }
 // DocumentKind returns KindPlan.
 func (*Plan) DocumentKind() string { return KindPlan }
 
-// maxDocumentBytes bounds the input size; a pool or plan of tens of thousands of GPUs fits.
-const maxDocumentBytes = 64 << 20
+// MaxDocumentBytes bounds the input size; a pool or plan of tens of thousands of GPUs fits. The
+// CLI checks every file it reads against the same limit before reading it.
+const MaxDocumentBytes = 64 << 20
 
 // Decode reads one YAML or JSON document (JSON when the first non-blank byte is '{'), checks
 // apiVersion and kind, and decodes it strictly into a *Pool or *Plan: unknown fields, duplicate
@@ -207,8 +208,8 @@ func parseTree(data []byte) (map[string]any, error) {
 
 // parseTreeRaw is parseTree that also returns the JSON text the tree was read from.
 func parseTreeRaw(data []byte) (map[string]any, []byte, error) {
-	if len(data) > maxDocumentBytes {
-		return nil, nil, docError("document is %d bytes, more than the %d allowed", len(data), maxDocumentBytes)
+	if len(data) > MaxDocumentBytes {
+		return nil, nil, docError("document is %d bytes, more than the %d allowed", len(data), MaxDocumentBytes)
 	}
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	trimmed := bytes.TrimSpace(data)

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 )
 
 // maxInputBytes is the one size limit on every file gpupool reads (pools, plans, mig-parted
 // configs, fairness scenarios and steps, measured profiles, traces). It is checked before
 // anything is parsed; a pool of 20,000 tenants is about 4 MiB.
-const maxInputBytes = 64 << 20
+const maxInputBytes = v1.MaxDocumentBytes
 
 // openInput opens a file argument for reading after checking, without opening it, that it is
 // not a directory and, for a regular file, that it holds at most maxInputBytes. A pipe (a shell's
