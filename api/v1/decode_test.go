@@ -142,7 +142,7 @@ func TestDecodeAcceptsLeadingDocumentMarkerAndBOM(t *testing.T) {
 }
 
 func TestDecodeRejectsHugeInput(t *testing.T) {
-	big := make([]byte, maxDocumentBytes+1)
+	big := make([]byte, MaxDocumentBytes+1)
 	if _, err := Decode(big); err == nil || !strings.Contains(err.Error(), "more than the") {
 		t.Errorf("Decode(%d bytes) error = %v", len(big), err)
 	}

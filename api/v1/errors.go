@@ -88,6 +88,8 @@ func splitPath(p string) []string {
 // errList collects field errors while a document is checked.
 type errList struct {
 	errs FieldErrors
+	// rewrote is set when the shape check changed a value (a number read as a string).
+	rewrote bool
 }
 
 func (e *errList) add(path, format string, args ...any) {

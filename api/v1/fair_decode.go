@@ -23,8 +23,8 @@ const maxFairYAMLBytes = 16 << 20
 // again to name every problem's path. DecodeFairScenario does not validate: see
 // ValidateFairScenario.
 func DecodeFairScenario(data []byte) (*FairScenario, error) {
-	if len(data) > maxDocumentBytes {
-		return nil, docError("document is %d bytes, more than the %d allowed", len(data), maxDocumentBytes)
+	if len(data) > MaxDocumentBytes {
+		return nil, docError("document is %d bytes, more than the %d allowed", len(data), MaxDocumentBytes)
 	}
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	trimmed := bytes.TrimSpace(data)
@@ -34,7 +34,7 @@ func DecodeFairScenario(data []byte) (*FairScenario, error) {
 	}
 	if len(data) > maxFairYAMLBytes {
 		return nil, docError("YAML document is %d bytes, more than the %d allowed for YAML; write large scenarios as JSON (up to %d bytes)",
-			len(data), maxFairYAMLBytes, maxDocumentBytes)
+			len(data), maxFairYAMLBytes, MaxDocumentBytes)
 	}
 	if err := checkSingleDocument(data); err != nil {
 		return nil, err

@@ -47,7 +47,7 @@ func TestDecodeFairScenarioErrors(t *testing.T) {
 			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
 		}
 	}
-	big := make([]byte, maxDocumentBytes+1)
+	big := make([]byte, MaxDocumentBytes+1)
 	if _, err := DecodeFairScenario(big); err == nil || !strings.Contains(err.Error(), "more than the") {
 		t.Errorf("oversized input: %v", err)
 	}

@@ -2,7 +2,9 @@ package v1
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -59,10 +61,21 @@ func checkRoundTrip(t *testing.T, d Document) {
 func FuzzDecodePool(f *testing.F) {
 	seedDecoders(f, "pool-valid.yaml", "pool-invalid.yaml", "pool-undecodable.yaml")
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkRawDecode(t, data)
 		p, err := DecodePool(data)
+		_, lerr := LoadPool(data)
 		if err != nil {
 			if _, ok := err.(FieldErrors); !ok {
 				t.Fatalf("error %T is not FieldErrors", err)
+			}
+			// LoadPool reports every decoding problem too, beside the validation's.
+			if lerr == nil {
+				t.Fatalf("LoadPool accepted a document DecodePool rejects: %v", err)
+			}
+			for _, e := range err.(FieldErrors) {
+				if !strings.Contains(lerr.Error(), e.Error()) {
+					t.Fatalf("LoadPool's errors lack %q:\n%v", e.Error(), lerr)
+				}
 			}
 			return
 		}
@@ -91,4 +104,20 @@ func FuzzDecodePlan(f *testing.F) {
 		_ = testValidator.Plan(p, pool)
 		_ = ValidatePlan(p, pool)
 	})
+}
+
+// checkRawDecode: decoding from the document's own JSON text and from the re-encoded tree give
+// the same Pool and the same errors.
+func checkRawDecode(t *testing.T, data []byte) {
+	t.Helper()
+	tree, raw, err := parseTreeRaw(data)
+	if err != nil {
+		return
+	}
+	again, _, _ := parseTreeRaw(data)
+	a, b := new(Pool), new(Pool)
+	ea, eb := decodeTreeRaw(tree, raw, a), decodeTreeRaw(again, nil, b)
+	if fmt.Sprint(ea) != fmt.Sprint(eb) || !reflect.DeepEqual(a, b) {
+		t.Fatalf("raw decode %+v (%v) differs from re-encoded %+v (%v)", a, ea, b, eb)
+	}
 }

@@ -16,6 +16,10 @@ import (
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
+// rejected stands for a value the shape check reported: its parent drops it, so that the rest
+// of the document still decodes and can be validated (every problem is reported at once).
+type rejected struct{}
+
 // checkShape checks v against t, records problems in errs and returns v with numbers that stand
 // for strings turned into strings (YAML reads `name: 2024` as a number).
 func checkShape(t reflect.Type, v any, path string, errs *errList) any {
@@ -23,7 +27,9 @@ func checkShape(t reflect.Type, v any, path string, errs *errList) any {
 		return nil
 	}
 	if t.Kind() != reflect.Pointer && reflect.PointerTo(t).Implements(unmarshalerType) {
-		checkUnmarshaler(t, v, path, errs)
+		if !checkUnmarshaler(t, v, path, errs) {
+			return rejected{}
+		}
 		return v
 	}
 	switch t.Kind() {
@@ -35,43 +41,49 @@ func checkShape(t reflect.Type, v any, path string, errs *errList) any {
 		arr, ok := v.([]any)
 		if !ok {
 			errs.add(path, "expected a list, got %s", describe(v))
-			return v
+			return rejected{}
 		}
 		for i := range arr {
-			arr[i] = checkShape(t.Elem(), arr[i], index(path, i), errs)
+			if arr[i] = checkShape(t.Elem(), arr[i], index(path, i), errs); arr[i] == (rejected{}) {
+				arr[i] = nil // decodes as the element's zero value; its problem is reported
+			}
 		}
 		return arr
 	case reflect.Map:
 		obj, ok := v.(map[string]any)
 		if !ok {
 			errs.add(path, "expected a mapping, got %s", describe(v))
-			return v
+			return rejected{}
 		}
 		for k, item := range obj {
-			obj[k] = checkShape(t.Elem(), item, key(path, k), errs)
+			if obj[k] = checkShape(t.Elem(), item, key(path, k), errs); obj[k] == (rejected{}) {
+				delete(obj, k)
+			}
 		}
 		return obj
 	}
 	return checkScalar(t, v, path, errs)
 }
 
-func checkUnmarshaler(t reflect.Type, v any, path string, errs *errList) {
+func checkUnmarshaler(t reflect.Type, v any, path string, errs *errList) bool {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		errs.add(path, "%v", err)
-		return
+		return false
 	}
 	target := reflect.New(t).Interface().(json.Unmarshaler)
 	if err := target.UnmarshalJSON(raw); err != nil {
 		errs.add(path, "%v", err)
+		return false
 	}
+	return true
 }
 
 func checkStruct(t reflect.Type, v any, path string, errs *errList) any {
 	obj, ok := v.(map[string]any)
 	if !ok {
 		errs.add(path, "expected a mapping, got %s", describe(v))
-		return v
+		return rejected{}
 	}
 	fields := jsonFields(t)
 	keys := make([]string, 0, len(obj))
@@ -83,9 +95,12 @@ func checkStruct(t reflect.Type, v any, path string, errs *errList) any {
 		f, ok := fields.byName[k]
 		if !ok {
 			errs.add(key(path, k), "unknown field%s", suggest(k, fields.names))
+			delete(obj, k)
 			continue
 		}
-		obj[k] = checkShape(f.Type, obj[k], key(path, k), errs)
+		if obj[k] = checkShape(f.Type, obj[k], key(path, k), errs); obj[k] == (rejected{}) {
+			delete(obj, k)
+		}
 	}
 	return obj
 }
@@ -97,21 +112,24 @@ func checkScalar(t reflect.Type, v any, path string, errs *errList) any {
 		case string:
 			return x
 		case json.Number:
+			errs.rewrote = true
 			return x.String()
 		case bool:
 			errs.add(path, "expected a string, got %s (YAML reads yes, no, on, off, y and n as booleans: quote the value)", describe(v))
-			return v
+			return rejected{}
 		}
 		errs.add(path, "expected a string, got %s", describe(v))
+		return rejected{}
 	case reflect.Bool:
 		if _, ok := v.(bool); !ok {
 			errs.add(path, "expected true or false, got %s", describe(v))
+			return rejected{}
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		n, ok := v.(json.Number)
 		if !ok {
 			errs.add(path, "expected an integer, got %s", describe(v))
-			break
+			return rejected{}
 		}
 		if _, err := strconv.ParseInt(n.String(), 10, t.Bits()); err != nil {
 			if _, ferr := strconv.ParseFloat(n.String(), 64); ferr == nil && strings.ContainsAny(n.String(), ".eE") {
@@ -119,19 +137,22 @@ func checkScalar(t reflect.Type, v any, path string, errs *errList) any {
 			} else {
 				errs.add(path, "integer %s out of range", n)
 			}
+			return rejected{}
 		}
 	case reflect.Float32, reflect.Float64:
 		n, ok := v.(json.Number)
 		if !ok {
 			errs.add(path, "expected a number, got %s", describe(v))
-			break
+			return rejected{}
 		}
 		if _, err := strconv.ParseFloat(n.String(), t.Bits()); err != nil {
 			errs.add(path, "number %s out of range", n)
+			return rejected{}
 		}
 	case reflect.Interface:
 	default:
 		errs.add(path, "cannot decode into %s", t)
+		return rejected{}
 	}
 	return v
 }

@@ -166,9 +166,11 @@ func (d dupTracker) check(errs *errList, path, what, name string) {
 }
 
 // fleetGPUs flattens a fleet: node name → board name per GPU index. Counts outside 0–64 are
-// clamped so that a malformed document cannot make this allocate without bound.
+// clamped, and expansion stops at MaxFleetGPUs GPUs in all (later nodes get none), so that a
+// malformed document cannot make this allocate without bound; Validate reports both.
 func fleetGPUs(f Fleet) map[string][]string {
-	out := make(map[string][]string, len(f.Nodes))
+	out := make(map[string][]string, min(len(f.Nodes), MaxFleetGPUs))
+	total := 0
 	for _, n := range f.Nodes {
 		if _, dup := out[n.Name]; dup {
 			continue
@@ -176,14 +178,26 @@ func fleetGPUs(f Fleet) map[string][]string {
 		var gpus []string
 		for _, g := range n.GPUs {
 			for range min(max(g.Count, 0), maxGPUsPerNode) {
-				if len(gpus) < maxGPUsPerNode {
+				if len(gpus) < maxGPUsPerNode && total < MaxFleetGPUs {
 					gpus = append(gpus, g.Board)
+					total++
 				}
 			}
 		}
 		out[n.Name] = gpus
 	}
 	return out
+}
+
+// fleetSize counts a fleet's GPUs, each group's count clamped to 0–64.
+func fleetSize(f Fleet) int {
+	total := 0
+	for _, n := range f.Nodes {
+		for _, g := range n.GPUs {
+			total += min(max(g.Count, 0), maxGPUsPerNode)
+		}
+	}
+	return total
 }
 
 // maxGPUsPerNode bounds a node's GPU count; the largest single systems today hold 16.

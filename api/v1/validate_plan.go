@@ -86,8 +86,8 @@ func (c *planChecker) checkGPU(p string, g PlanGPU) {
 	if g.Node == "" {
 		c.errs.add(field(p, "node"), "required")
 	}
-	if g.Index < 0 {
-		c.errs.add(field(p, "index"), "must be ≥ 0 (got %d)", g.Index)
+	if g.Index < 0 || g.Index >= maxGPUsPerNode {
+		c.errs.add(field(p, "index"), "must be between 0 and %d (got %d)", maxGPUsPerNode-1, g.Index)
 	}
 	board := c.boards.check(&c.errs, field(p, "board"), g.Board)
 	c.checkAgainstFleet(p, g, board)
@@ -283,8 +283,8 @@ func (c *planChecker) checkReplica(rp string, r PlanReplica, slice SliceKind) {
 	} else if _, ok := c.tenants[r.Tenant]; !ok {
 		c.errs.add(field(rp, "tenant"), "unknown tenant %q", r.Tenant)
 	}
-	if r.Index < 0 {
-		c.errs.add(field(rp, "index"), "must be ≥ 0 (got %d)", r.Index)
+	if r.Index < 0 || r.Index >= MaxReplicaCount {
+		c.errs.add(field(rp, "index"), "must be between 0 and %d (got %d)", MaxReplicaCount-1, r.Index)
 	}
 	lp := field(rp, "limits")
 	switch sm := r.Limits.SMPercent; {
@@ -297,8 +297,8 @@ func (c *planChecker) checkReplica(rp string, r PlanReplica, slice SliceKind) {
 		c.errs.add(field(lp, "memory"), "must be ≥ 0 (got %s)", r.Limits.Memory)
 	}
 	switch ts := r.Limits.TimeSliceReplicas; {
-	case ts < 0:
-		c.errs.add(field(lp, "timeSliceReplicas"), "must be ≥ 0 (got %d)", ts)
+	case ts < 0 || ts > MaxTimeSliceReplicas:
+		c.errs.add(field(lp, "timeSliceReplicas"), "must be between 0 and %d (got %d)", MaxTimeSliceReplicas, ts)
 	case ts > 0 && slice != SliceTimeSlice && slice != SliceMIGTimeSlice:
 		c.errs.add(field(lp, "timeSliceReplicas"), "only for time-sliced slices (slice is %q)", slice)
 	}

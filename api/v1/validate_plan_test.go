@@ -56,7 +56,7 @@ func TestValidatePlanRules(t *testing.T) {
 		{"unknown board", func(p *Plan, _ *Pool) { p.GPUs[8].Board = "B300" },
 			`gpus[8].board: unknown board "B300" (valid: A100-SXM4-80GB, H100-SXM5-80GB, L40S-48GB)`},
 		{"negative index", func(p *Plan, _ *Pool) { p.GPUs[8].Index = -1 },
-			`gpus: missing 1 GPU of the fleet: gpu-node-b/0` + "\n" + `gpus[8].index: must be ≥ 0 (got -1)`},
+			`gpus: missing 1 GPU of the fleet: gpu-node-b/0` + "\n" + `gpus[8].index: must be between 0 and 63 (got -1)`},
 
 		// Role and mode.
 		{"role required", func(p *Plan, _ *Pool) { p.GPUs[6].Role = "" }, `gpus[6].role: required`},

@@ -1,7 +1,6 @@
 package v1
 
 import (
-	"math"
 	"slices"
 	"strings"
 
@@ -50,6 +49,9 @@ func (c *poolChecker) checkFleet() {
 	nodes := c.p.Fleet.Nodes
 	if len(nodes) == 0 {
 		c.errs.add("fleet.nodes", "must list at least one node")
+	}
+	if n := fleetSize(c.p.Fleet); n > MaxFleetGPUs {
+		c.errs.add("fleet.nodes", "%d GPUs in all, more than the %d a pool may have", n, MaxFleetGPUs)
 	}
 	names := dupTracker{}
 	for i, n := range nodes {
@@ -100,12 +102,12 @@ func (c *poolChecker) checkPolicy() {
 		switch {
 		case mu.Percent && (mu.Value < 1 || mu.Value > 100):
 			c.errs.add("policy.maxUnavailable", "must be between 1%% and 100%% (got %q)", mu.String())
-		case !mu.Percent && mu.Value < 1:
-			c.errs.add("policy.maxUnavailable", "must be ≥ 1 (got %d)", mu.Value)
+		case !mu.Percent && (mu.Value < 1 || mu.Value > MaxUnavailableCount):
+			c.errs.add("policy.maxUnavailable", "must be between 1 and %d or a percentage (got %d)", MaxUnavailableCount, mu.Value)
 		}
 	}
-	if d := pol.ReconfigCooldown; d != nil && *d < 0 {
-		c.errs.add("policy.reconfigCooldown", "must be ≥ 0 (got %s)", quoted(*d))
+	if d := pol.ReconfigCooldown; d != nil && (*d < 0 || *d > MaxCooldown) {
+		c.errs.add("policy.reconfigCooldown", "must be between 0s and %s (got %s)", MaxCooldown, quoted(*d))
 	}
 }
 
@@ -127,6 +129,9 @@ func (c *poolChecker) checkCanaries() {
 }
 
 func (c *poolChecker) checkTenants() {
+	if n := len(c.p.Tenants); n > MaxTenants {
+		c.errs.add("tenants", "%d tenants, more than the %d a pool may have", n, MaxTenants)
+	}
 	names := dupTracker{}
 	full := map[string]string{} // "path/name" → path of the tenant
 	for i, t := range c.p.Tenants {
@@ -165,8 +170,8 @@ func (c *poolChecker) checkTenant(p string, t Tenant) {
 			}
 		}
 	}
-	if w := t.Weight; w != nil && !(*w > 0 && !math.IsInf(*w, 1)) {
-		c.errs.add(field(p, "weight"), "must be > 0 and finite (got %v)", *w)
+	if w := t.Weight; w != nil && !(*w >= MinWeight && *w <= MaxWeight) {
+		c.errs.add(field(p, "weight"), "must be between %g and %g (got %v)", MinWeight, MaxWeight, *w)
 	}
 	checkEnum(&c.errs, field(p, "isolation"), t.Isolation, isolations)
 	c.checkIsolationModes(p, t.Isolation)
@@ -237,25 +242,25 @@ func (c *poolChecker) checkModel(p string, m Model, measured bool) int {
 
 func (c *poolChecker) checkLoad(p string, t Tenant, maxPos int) {
 	switch {
-	case t.MaxContext < 0:
-		c.errs.add(field(p, "maxContext"), "must be ≥ 0 (got %d)", t.MaxContext)
+	case t.MaxContext < 0 || t.MaxContext > MaxTokens:
+		c.errs.add(field(p, "maxContext"), "must be between 0 and %d (got %d)", MaxTokens, t.MaxContext)
 	case maxPos > 0 && t.MaxContext > maxPos:
 		// vLLM refuses a max_model_len above the model's max_position_embeddings.
 		c.errs.add(field(p, "maxContext"), "%d tokens is more than the model's maximum of %d", t.MaxContext, maxPos)
 	}
-	if t.Concurrency < 0 {
-		c.errs.add(field(p, "concurrency"), "must be ≥ 0 (got %d)", t.Concurrency)
+	if t.Concurrency < 0 || t.Concurrency > MaxConcurrency {
+		c.errs.add(field(p, "concurrency"), "must be between 0 and %d (got %d)", MaxConcurrency, t.Concurrency)
 	}
 	tp := field(p, "traffic")
 	tr := t.Traffic
-	if !(tr.RPS >= 0) || math.IsInf(tr.RPS, 1) {
-		c.errs.add(field(tp, "rps"), "must be ≥ 0 and finite (got %v)", tr.RPS)
+	if !(tr.RPS >= 0 && tr.RPS <= MaxRPS) {
+		c.errs.add(field(tp, "rps"), "must be between 0 and %d (got %v)", int(MaxRPS), tr.RPS)
 	}
-	if tr.InputTokens < 0 {
-		c.errs.add(field(tp, "inputTokens"), "must be ≥ 0 (got %d)", tr.InputTokens)
+	if tr.InputTokens < 0 || tr.InputTokens > MaxTokens {
+		c.errs.add(field(tp, "inputTokens"), "must be between 0 and %d (got %d)", MaxTokens, tr.InputTokens)
 	}
-	if tr.OutputTokens < 0 {
-		c.errs.add(field(tp, "outputTokens"), "must be ≥ 0 (got %d)", tr.OutputTokens)
+	if tr.OutputTokens < 0 || tr.OutputTokens > MaxTokens {
+		c.errs.add(field(tp, "outputTokens"), "must be between 0 and %d (got %d)", MaxTokens, tr.OutputTokens)
 	}
 	checkEnum(&c.errs, field(tp, "pattern"), tr.Pattern, patterns)
 	limit, what := t.MaxContext, "maxContext"
@@ -272,8 +277,12 @@ func (c *poolChecker) checkSLO(p string, s SLO) {
 		name string
 		d    *Duration
 	}{{"ttftP99", s.TTFTP99}, {"tpotP99", s.TPOTP99}, {"e2eP99", s.E2EP99}} {
-		if f.d != nil && *f.d <= 0 {
+		switch {
+		case f.d == nil:
+		case *f.d <= 0:
 			c.errs.add(field(p, f.name), "must be > 0 (got %s)", quoted(*f.d))
+		case *f.d > MaxSLO:
+			c.errs.add(field(p, f.name), "must be at most %s (got %s)", MaxSLO, quoted(*f.d))
 		}
 	}
 	// End-to-end latency includes the first token, so its p99 cannot be below TTFT's p99.
@@ -283,21 +292,21 @@ func (c *poolChecker) checkSLO(p string, s SLO) {
 }
 
 func (c *poolChecker) checkCounts(p string, t Tenant) {
-	if t.Reservation < 0 {
-		c.errs.add(field(p, "reservation"), "must be ≥ 0 (got %d)", t.Reservation)
+	if t.Reservation < 0 || t.Reservation > MaxReplicaCount {
+		c.errs.add(field(p, "reservation"), "must be between 0 and %d (got %d)", MaxReplicaCount, t.Reservation)
 	}
 	if t.Cap != nil {
 		switch {
-		case *t.Cap < 1:
-			c.errs.add(field(p, "cap"), "must be ≥ 1 (got %d)", *t.Cap)
+		case *t.Cap < 1 || *t.Cap > MaxReplicaCount:
+			c.errs.add(field(p, "cap"), "must be between 1 and %d (got %d)", MaxReplicaCount, *t.Cap)
 		case *t.Cap < t.Reservation:
 			c.errs.add(field(p, "cap"), "must be ≥ reservation %d (got %d)", t.Reservation, *t.Cap)
 		}
 	}
 	if t.Replicas != nil {
 		switch r := *t.Replicas; {
-		case r < 1:
-			c.errs.add(field(p, "replicas"), "must be ≥ 1 (got %d)", r)
+		case r < 1 || r > MaxReplicaCount:
+			c.errs.add(field(p, "replicas"), "must be between 1 and %d (got %d)", MaxReplicaCount, r)
 		case r < t.Reservation:
 			c.errs.add(field(p, "replicas"), "must be ≥ reservation %d (got %d)", t.Reservation, r)
 		case t.Cap != nil && *t.Cap >= 1 && r > *t.Cap:

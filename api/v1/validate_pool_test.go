@@ -78,13 +78,13 @@ func TestValidatePoolRules(t *testing.T) {
 		{"mode duplicate", func(p *Pool) { p.Policy.AllowedModes = []Mode{"mig", "mig"} },
 			`policy.allowedModes[1]: duplicate mode "mig" (first at policy.allowedModes[0])`},
 		{"maxUnavailable 0", func(p *Pool) { p.Policy.MaxUnavailable = &IntOrPercent{Value: 0} },
-			`policy.maxUnavailable: must be ≥ 1 (got 0)`},
+			`policy.maxUnavailable: must be between 1 and 1000000 or a percentage (got 0)`},
 		{"maxUnavailable 0%", func(p *Pool) { p.Policy.MaxUnavailable = &IntOrPercent{Value: 0, Percent: true} },
 			`policy.maxUnavailable: must be between 1% and 100% (got "0%")`},
 		{"maxUnavailable 101%", func(p *Pool) { p.Policy.MaxUnavailable = &IntOrPercent{Value: 101, Percent: true} },
 			`policy.maxUnavailable: must be between 1% and 100% (got "101%")`},
 		{"cooldown negative", func(p *Pool) { p.Policy.ReconfigCooldown = ptr(Duration(-3600e9)) },
-			`policy.reconfigCooldown: must be ≥ 0 (got "-1h")`},
+			`policy.reconfigCooldown: must be between 0s and 8760h (got "-1h")`},
 		{"cooldown 0 is fine", func(p *Pool) { p.Policy.ReconfigCooldown = ptr(Duration(0)) }, ``},
 		{"hard tenant without exclusive or mig", func(p *Pool) { p.Policy.AllowedModes = []Mode{"mps", "timeslice"} },
 			`tenants[0].isolation: "hard" needs one of the modes exclusive, mig, but policy.allowedModes allows only mps, timeslice`},
@@ -104,10 +104,10 @@ func TestValidatePoolRules(t *testing.T) {
 			`tenants[1].path: must be slash-separated DNS-1123 labels, like "org/team" (got "acme//devtools")`},
 		{"path through a tenant", func(p *Pool) { p.Tenants[1].Path = "acme/assistant/chat" },
 			`tenants[1].path: "acme/assistant/chat" is the tenant at tenants[0], so it cannot also be a group`},
-		{"weight 0", func(p *Pool) { p.Tenants[0].Weight = ptr(0.0) }, `tenants[0].weight: must be > 0 and finite (got 0)`},
-		{"weight -1", func(p *Pool) { p.Tenants[0].Weight = ptr(-1.0) }, `tenants[0].weight: must be > 0 and finite (got -1)`},
-		{"weight NaN", func(p *Pool) { p.Tenants[0].Weight = ptr(math.NaN()) }, `tenants[0].weight: must be > 0 and finite (got NaN)`},
-		{"weight Inf", func(p *Pool) { p.Tenants[0].Weight = ptr(math.Inf(1)) }, `tenants[0].weight: must be > 0 and finite (got +Inf)`},
+		{"weight 0", func(p *Pool) { p.Tenants[0].Weight = ptr(0.0) }, `tenants[0].weight: must be between 1e-06 and 1e+06 (got 0)`},
+		{"weight -1", func(p *Pool) { p.Tenants[0].Weight = ptr(-1.0) }, `tenants[0].weight: must be between 1e-06 and 1e+06 (got -1)`},
+		{"weight NaN", func(p *Pool) { p.Tenants[0].Weight = ptr(math.NaN()) }, `tenants[0].weight: must be between 1e-06 and 1e+06 (got NaN)`},
+		{"weight Inf", func(p *Pool) { p.Tenants[0].Weight = ptr(math.Inf(1)) }, `tenants[0].weight: must be between 1e-06 and 1e+06 (got +Inf)`},
 		{"isolation", func(p *Pool) { p.Tenants[0].Isolation = "strict" },
 			`tenants[0].isolation: unknown value "strict" (valid: hard, soft, shared)`},
 
@@ -129,13 +129,13 @@ func TestValidatePoolRules(t *testing.T) {
 			`tenants[4].model.kvCacheDtype: unknown value "int8" (valid: auto, bf16, fp16, fp8, fp8_e4m3, fp8_e5m2)`},
 
 		// Load.
-		{"maxContext negative", func(p *Pool) { p.Tenants[1].MaxContext = -1 }, `tenants[1].maxContext: must be ≥ 0 (got -1)`},
+		{"maxContext negative", func(p *Pool) { p.Tenants[1].MaxContext = -1 }, `tenants[1].maxContext: must be between 0 and 10000000 (got -1)`},
 		{"maxContext above the model", func(p *Pool) { p.Tenants[4].MaxContext = 65536 }, // mistral-7b-v0.3: 32768
 			`tenants[4].maxContext: 65536 tokens is more than the model's maximum of 32768`},
-		{"concurrency", func(p *Pool) { p.Tenants[1].Concurrency = -2 }, `tenants[1].concurrency: must be ≥ 0 (got -2)`},
-		{"rps", func(p *Pool) { p.Tenants[1].Traffic.RPS = -0.5 }, `tenants[1].traffic.rps: must be ≥ 0 and finite (got -0.5)`},
+		{"concurrency", func(p *Pool) { p.Tenants[1].Concurrency = -2 }, `tenants[1].concurrency: must be between 0 and 100000 (got -2)`},
+		{"rps", func(p *Pool) { p.Tenants[1].Traffic.RPS = -0.5 }, `tenants[1].traffic.rps: must be between 0 and 1000000 (got -0.5)`},
 		{"tokens", func(p *Pool) { p.Tenants[1].Traffic.InputTokens = -1; p.Tenants[1].Traffic.OutputTokens = -1 },
-			`tenants[1].traffic.inputTokens: must be ≥ 0 (got -1)` + "\n" + `tenants[1].traffic.outputTokens: must be ≥ 0 (got -1)`},
+			`tenants[1].traffic.inputTokens: must be between 0 and 10000000 (got -1)` + "\n" + `tenants[1].traffic.outputTokens: must be between 0 and 10000000 (got -1)`},
 		{"pattern", func(p *Pool) { p.Tenants[1].Traffic.Pattern = "spiky" },
 			`tenants[1].traffic.pattern: unknown value "spiky" (valid: poisson, constant, bursty, diurnal)`},
 		{"tokens above maxContext", func(p *Pool) { p.Tenants[2].Traffic.InputTokens = 8000 }, // 8000 + 400 > 8192
@@ -150,10 +150,10 @@ func TestValidatePoolRules(t *testing.T) {
 			`tenants[0].slo.e2eP99: must be ≥ ttftP99 "800ms" (got "500ms")`},
 
 		// Counts.
-		{"reservation negative", func(p *Pool) { p.Tenants[1].Reservation = -1 }, `tenants[1].reservation: must be ≥ 0 (got -1)`},
-		{"cap zero", func(p *Pool) { p.Tenants[1].Cap = ptr(0); p.Tenants[1].Reservation = 0 }, `tenants[1].cap: must be ≥ 1 (got 0)`},
+		{"reservation negative", func(p *Pool) { p.Tenants[1].Reservation = -1 }, `tenants[1].reservation: must be between 0 and 100000 (got -1)`},
+		{"cap zero", func(p *Pool) { p.Tenants[1].Cap = ptr(0); p.Tenants[1].Reservation = 0 }, `tenants[1].cap: must be between 1 and 100000 (got 0)`},
 		{"cap below reservation", func(p *Pool) { p.Tenants[0].Cap = ptr(1) }, `tenants[0].cap: must be ≥ reservation 2 (got 1)`},
-		{"replicas zero", func(p *Pool) { p.Tenants[3].Replicas = ptr(0) }, `tenants[3].replicas: must be ≥ 1 (got 0)`},
+		{"replicas zero", func(p *Pool) { p.Tenants[3].Replicas = ptr(0) }, `tenants[3].replicas: must be between 1 and 100000 (got 0)`},
 		{"replicas below reservation", func(p *Pool) { p.Tenants[0].Replicas = ptr(1) }, `tenants[0].replicas: must be ≥ reservation 2 (got 1)`},
 		{"replicas above cap", func(p *Pool) { p.Tenants[0].Replicas = ptr(7) }, `tenants[0].replicas: must be ≤ cap 6 (got 7)`},
 

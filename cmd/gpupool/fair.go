@@ -2,10 +2,10 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -18,29 +18,6 @@ import (
 
 // fairScenario is the document a `gpupool fair` run reads (api/v1 FairScenario).
 type fairScenario = v1.FairScenario
-
-// maxFairInput bounds every file the command reads, checked before reading it all.
-const maxFairInput = 64 << 20
-
-// readFairInput reads a file of at most maxFairInput bytes.
-func readFairInput(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > maxFairInput {
-		return nil, fmt.Errorf("%s is %d bytes, more than the %d allowed", path, fi.Size(), maxFairInput)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxFairInput+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxFairInput {
-		return nil, fmt.Errorf("%s is more than the %d bytes allowed", path, maxFairInput)
-	}
-	return data, nil
-}
 
 // fairStepOut is one step of the output.
 type fairStepOut struct {
@@ -84,7 +61,7 @@ func newFairCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := fairFromArgs(poolPath, planPath, args)
+			res, err := fairFromArgs(e.ctx, poolPath, planPath, args)
 			if err != nil {
 				return err
 			}
@@ -107,14 +84,14 @@ func newFairCmd(e *env) *cobra.Command {
 }
 
 // fairFromArgs reads the scenario, or the pool, plan and optional steps, and replays them.
-func fairFromArgs(poolPath, planPath string, args []string) (fairOut, error) {
+func fairFromArgs(ctx context.Context, poolPath, planPath string, args []string) (fairOut, error) {
 	if poolPath == "" && planPath == "" {
 		if len(args) != 1 {
 			return fairOut{}, invalid(errors.New("fair: give a SCENARIO file, or --pool and --plan"))
 		}
-		data, err := readFairInput(args[0])
+		data, err := readInput(ctx, args[0], "scenario")
 		if err != nil {
-			return fairOut{}, invalid(fmt.Errorf("read scenario: %w", err))
+			return fairOut{}, invalid(err)
 		}
 		res, err := runFairScenario(data)
 		if err != nil {
@@ -127,19 +104,19 @@ func fairFromArgs(poolPath, planPath string, args []string) (fairOut, error) {
 	}
 	var steps []byte
 	if len(args) == 1 {
-		data, err := readFairInput(args[0])
+		data, err := readInput(ctx, args[0], "steps")
 		if err != nil {
-			return fairOut{}, invalid(fmt.Errorf("read steps: %w", err))
+			return fairOut{}, invalid(err)
 		}
 		steps = data
 	}
-	poolData, err := readFairInput(poolPath)
+	poolData, err := readInput(ctx, poolPath, "flag --pool")
 	if err != nil {
-		return fairOut{}, invalid(fmt.Errorf("read pool: %w", err))
+		return fairOut{}, invalid(err)
 	}
-	planData, err := readFairInput(planPath)
+	planData, err := readInput(ctx, planPath, "flag --plan")
 	if err != nil {
-		return fairOut{}, invalid(fmt.Errorf("read plan: %w", err))
+		return fairOut{}, invalid(err)
 	}
 	res, err := runFairPoolPlan(poolData, planData, steps)
 	if err != nil {

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/llm"
 	"gpupool.dev/gpupool/internal/perf"
@@ -186,16 +186,9 @@ func fitLoadModel(f fitFlags) (llm.Model, string, error) {
 		}
 		return llm.FromArch(a), "catalog", nil
 	case f.modelDir != "":
-		st, err := os.Stat(f.modelDir)
+		m, err := loadModelDir(f.modelDir)
 		if err != nil {
-			return llm.Model{}, "", fmt.Errorf("flag --model-dir: %w", err)
-		}
-		if !st.IsDir() {
-			return llm.Model{}, "", fmt.Errorf("flag --model-dir: %s is not a directory", f.modelDir)
-		}
-		m, err := llm.LoadDir(os.DirFS(f.modelDir))
-		if err != nil {
-			return llm.Model{}, "", fmt.Errorf("load model %s: %w", f.modelDir, err)
+			return llm.Model{}, "", fmt.Errorf("flag --model-dir: load model %s: %w", f.modelDir, err)
 		}
 		m.Arch.Name = filepath.Base(filepath.Clean(f.modelDir))
 		return m, f.modelDir, nil
@@ -219,12 +212,13 @@ func fitOptions(f fitFlags) (llm.Options, error) {
 		errs = append(errs, fmt.Errorf("flag --kv-cache-dtype: %w", err))
 	}
 	for _, n := range []struct {
-		name string
-		v    int64
-	}{{"context", int64(f.context)}, {"concurrency", int64(f.concurrency)}, {"token-budget", f.tokenBudget},
-		{"max-num-batched-tokens", int64(f.batched)}, {"max-num-seqs", int64(f.seqs)}} {
-		if n.v < 0 {
-			errs = append(errs, fmt.Errorf("flag --%s: %d is negative", n.name, n.v))
+		name    string
+		v, most int64
+	}{{"context", int64(f.context), v1.MaxTokens}, {"concurrency", int64(f.concurrency), v1.MaxConcurrency},
+		{"token-budget", f.tokenBudget, v1.MaxTokens * v1.MaxConcurrency},
+		{"max-num-batched-tokens", int64(f.batched), v1.MaxTokens}, {"max-num-seqs", int64(f.seqs), v1.MaxConcurrency}} {
+		if n.v < 0 || n.v > n.most {
+			errs = append(errs, fmt.Errorf("flag --%s: must be between 0 and %d (got %d)", n.name, n.most, n.v))
 		}
 	}
 	if f.util < 0 || f.util > 1 || math.IsNaN(f.util) {

@@ -209,7 +209,7 @@ func TestFitRejectsBadInputWithoutOutput(t *testing.T) {
 		{"bad config", []string{"--model-dir", badCfg}, []string{"load model " + badCfg, "config.json", "field hidden_size: want an integer"}},
 		{"bad safetensors", []string{"--model-dir", badST}, []string{"load model " + badST, "model.safetensors", "exceeds the 100000000-byte limit"}},
 		{"bad flags together", []string{"--model", "llama-3.1-8b", "--quantization", "int3", "--kv-cache-dtype", "int4", "--context", "-5"},
-			[]string{"flag --quantization", "flag --kv-cache-dtype", "flag --context: -5 is negative"}},
+			[]string{"flag --quantization", "flag --kv-cache-dtype", "flag --context: must be between 0 and 10000000 (got -5)"}},
 		{"model and flag errors together", []string{"--model", "gpt-5", "--quantization", "int3", "--board", "Z100"},
 			[]string{`"gpt-5"`, "flag --quantization", "flag --board"}},
 		{"context too long", []string{"--model", "llama-2-7b", "--context", "8192"}, []string{"max_position_embeddings 4096"}},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/llm"
 	"gpupool.dev/gpupool/internal/perf"
@@ -161,18 +162,33 @@ func runPerf(e *env, f *perfFlags) error {
 
 func perfInputs(f *perfFlags) (*perf.Model, *gpu.Board, error) {
 	var errs []error
-	if f.input < 1 || f.outputTok < 1 {
-		errs = append(errs, fmt.Errorf("flags --input-tokens/--output-tokens: %d/%d must be at least 1", f.input, f.outputTok))
+	tokensOK := true
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"input-tokens", f.input}, {"output-tokens", f.outputTok}} {
+		if n.v < 1 || n.v > v1.MaxTokens {
+			errs = append(errs, fmt.Errorf("flag --%s: must be between 1 and %d (got %d)", n.name, v1.MaxTokens, n.v))
+			tokensOK = false
+		}
 	}
-	if f.context < 0 || f.context > 0 && f.input+f.outputTok > f.context {
-		errs = append(errs, fmt.Errorf("flag --context: %d is negative or shorter than %d input + %d output tokens", f.context, f.input, f.outputTok))
+	switch {
+	case f.context < 0 || f.context > v1.MaxTokens:
+		errs = append(errs, fmt.Errorf("flag --context: must be between 0 and %d (got %d)", v1.MaxTokens, f.context))
+	case tokensOK && f.context > 0 && f.input+f.outputTok > f.context:
+		errs = append(errs, fmt.Errorf("flag --context: %d is shorter than %d input + %d output tokens", f.context, f.input, f.outputTok))
 	}
-	if f.ttft < 0 || f.tpot < 0 {
-		errs = append(errs, errors.New("flags --ttft-p99/--tpot-p99: must not be negative"))
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"ttft-p99", f.ttft}, {"tpot-p99", f.tpot}} {
+		if d.v < 0 || d.v > v1.MaxSLO.Std() {
+			errs = append(errs, fmt.Errorf("flag --%s: must be between 0s and %s (got %s)", d.name, v1.MaxSLO, d.v))
+		}
 	}
 	for _, c := range f.concurrency {
-		if c < 1 || c > 1<<20 {
-			errs = append(errs, fmt.Errorf("flag --concurrency: %d outside [1, %d]", c, 1<<20))
+		if c < 1 || c > v1.MaxConcurrency {
+			errs = append(errs, fmt.Errorf("flag --concurrency: must be between 1 and %d (got %d)", v1.MaxConcurrency, c))
 		}
 	}
 	if _, err := perf.DefaultOptions().ClockCap(f.energyClass); err != nil {

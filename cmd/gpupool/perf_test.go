@@ -111,7 +111,7 @@ func TestPerfBadInput(t *testing.T) {
 		{[]string{"--model", "qwen2.5-7b", "--board", "H100", "--input-tokens", "0"}, "--input-tokens"},
 		{[]string{"--model", "qwen2.5-7b", "--board", "H100", "--context", "100"}, "--context"},
 		{[]string{"--model", "qwen2.5-7b", "--board", "H100", "--tpot-p99", "fast"}, "invalid argument"},
-		{[]string{"--model", "qwen2.5-7b", "--board", "H100", "--ttft-p99", "-1s"}, "must not be negative"},
+		{[]string{"--model", "qwen2.5-7b", "--board", "H100", "--ttft-p99", "-1s"}, "flag --ttft-p99: must be between 0s and 24h (got -1s)"},
 		{[]string{"--model", "qwen2.5-7b", "--board", "H100", "--concurrency", "0"}, "--concurrency"},
 		{[]string{"--model", "qwen2.5-7b", "--board", "H100", "-o", "xml"}, "unknown output format"},
 		{[]string{"--model", "qwen2.5-7b", "--board", "H100", "extra"}, "unknown command"},

@@ -1,10 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -19,6 +19,7 @@ import (
 
 func newPlanCmd(e *env) *cobra.Command {
 	var outDir, currentFile string
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "plan POOL",
 		Short: "Slice every GPU so that every tenant's SLO holds with the fewest GPUs, and say why",
@@ -28,8 +29,9 @@ func newPlanCmd(e *env) *cobra.Command {
 			"relative to the pool file) is sized from it: a batch's latency within 0.45 × slo.e2eP99. It prints every\n" +
 			"GPU as a row of its slices, every tenant's replicas, a proven lower bound on the GPUs needed and three\n" +
 			"baselines. --out DIR writes plan.yaml and the artifacts (mig-parted, device-plugin, MPS, vLLM, Kubernetes,\n" +
-			"SVG pool map, README.md), and migration.yaml with --current; nothing is written unless every file was\n" +
-			"produced.\n" +
+			"SVG pool map, README.md), and migration.yaml with --current. The directory is replaced as a whole and\n" +
+			"atomically: it holds the old content or all of the new, never a mix, and nothing of an earlier run stays.\n" +
+			"A non-empty directory gpupool did not write (no .gpupool-output file) is refused unless --force.\n" +
 			"--current PLAN re-plans against the plan in force: as few GPUs as possible change, and the migration\n" +
 			"steps (GPUs that run nothing first, then at most policy.maxUnavailable drains per wave) are listed.\n" +
 			"Exit 2 when some tenant is infeasible (the rest is planned and written) or the renderer reports a\n" +
@@ -39,12 +41,13 @@ func newPlanCmd(e *env) *cobra.Command {
 	out := addOutputFlag(cmd)
 	cmd.Flags().StringVar(&outDir, "out", "", "directory to write plan.yaml and the artifacts to")
 	cmd.Flags().StringVar(&currentFile, "current", "", "the plan in force: change as few GPUs as possible and list the migration steps")
+	cmd.Flags().BoolVar(&force, "force", false, "with --out: replace a non-empty directory gpupool did not write")
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
 		format, err := parseOutput(*out)
 		if err != nil {
 			return err
 		}
-		return runPlan(e, planArgs{pool: args[0], format: format, outDir: outDir, current: currentFile})
+		return runPlan(e, planArgs{pool: args[0], format: format, outDir: outDir, current: currentFile, force: force})
 	}
 	return cmd
 }
@@ -53,14 +56,15 @@ func newPlanCmd(e *env) *cobra.Command {
 type planArgs struct {
 	pool, outDir, current string
 	format                outputFormat
+	force                 bool
 }
 
 func runPlan(e *env, a planArgs) error {
-	pool, err := readPool(a.pool)
+	pool, err := readPool(e.ctx, a.pool)
 	if err != nil {
 		return invalid(err)
 	}
-	models, err := loadDirModels(pool, filepath.Dir(a.pool))
+	models, err := loadDirModels(e.ctx, pool, filepath.Dir(a.pool))
 	if err != nil {
 		return invalid(err)
 	}
@@ -68,12 +72,15 @@ func runPlan(e *env, a planArgs) error {
 	if err != nil {
 		return invalid(err)
 	}
-	cur, err := readCurrent(a.current)
+	cur, err := readCurrent(e.ctx, a.current)
 	if err != nil {
 		return invalid(err)
 	}
-	pl, err := plan.Build(pool, plan.Options{Models: models, Profiles: profiles, Current: cur})
+	pl, err := plan.Build(e.ctx, pool, plan.Options{Models: models, Profiles: profiles, Current: cur})
 	if err != nil {
+		if e.ctx.Err() != nil {
+			return err
+		}
 		return invalid(err)
 	}
 	if err := v1.ValidatePlan(pl, pool); err != nil {
@@ -85,7 +92,7 @@ func runPlan(e *env, a planArgs) error {
 	}
 	var problems []string
 	if a.outDir != "" {
-		if problems, err = writePlanDir(a.outDir, pl, pool, steps, cur != nil); err != nil {
+		if problems, err = writePlanDir(e.ctx, a.outDir, a.force, pl, pool, steps, cur != nil); err != nil {
 			return err
 		}
 	}
@@ -133,7 +140,7 @@ func loadProfiles(pool *v1.Pool, base string) (map[string]*perf.Measured, error)
 }
 
 func readProfile(name, path string) (*perf.Measured, error) {
-	f, err := os.Open(path)
+	f, err := openInput(path, "profile")
 	if err != nil {
 		return nil, err
 	}
@@ -141,15 +148,15 @@ func readProfile(name, path string) (*perf.Measured, error) {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	}
-	return perf.ParseParvaGPU(name, f)
+	return perf.ParseParvaGPU(name, newCapped(f, "profile", path))
 }
 
 // readCurrent reads the plan in force for --current; nil without one.
-func readCurrent(path string) (*v1.Plan, error) {
+func readCurrent(ctx context.Context, path string) (*v1.Plan, error) {
 	if path == "" {
 		return nil, nil
 	}
-	cur, err := readPlan(path)
+	cur, err := readPlan(ctx, path, "flag --current")
 	if err != nil {
 		return nil, fmt.Errorf("flag --current: %w", err)
 	}
@@ -178,15 +185,19 @@ func writePlanOutput(w io.Writer, format outputFormat, pl *v1.Plan, steps []plan
 	return err
 }
 
-// writePlanDir renders everything first and writes only when all of it succeeded. It returns
-// the renderer's problems (things the tools cannot express exactly; the files are complete).
-func writePlanDir(dir string, pl *v1.Plan, pool *v1.Pool, steps []plan.Step, replan bool) ([]string, error) {
+// writePlanDir renders everything first, then replaces dir with it atomically (writeOutDir). It
+// returns the renderer's problems (things the tools cannot express exactly; the files are
+// complete).
+func writePlanDir(ctx context.Context, dir string, force bool, pl *v1.Plan, pool *v1.Pool, steps []plan.Step, replan bool) ([]string, error) {
 	y, err := v1.EncodeYAML(pl)
 	if err != nil {
 		return nil, err
 	}
 	var mig []byte
 	if replan {
+		if steps == nil {
+			steps = []plan.Step{} // "steps: []", not "steps: null", when no GPU changes
+		}
 		if mig, err = yaml.Marshal(map[string]any{"steps": steps}); err != nil {
 			return nil, fmt.Errorf("encode migration: %w", err)
 		}
@@ -195,27 +206,11 @@ func writePlanDir(dir string, pl *v1.Plan, pool *v1.Pool, steps []plan.Step, rep
 	if err != nil {
 		return nil, fmt.Errorf("render artifacts: %w", err)
 	}
-	files := append([]planFile{{Path: "plan.yaml", Data: y}}, arts...)
+	files := append([]outFile{{Path: "plan.yaml", Data: y}}, arts...)
 	if replan {
-		files = append(files, planFile{Path: "migration.yaml", Data: mig})
+		files = append(files, outFile{Path: "migration.yaml", Data: mig})
 	}
-	for _, a := range files {
-		if filepath.IsAbs(a.Path) || strings.HasPrefix(filepath.Clean(a.Path), "..") {
-			return nil, fmt.Errorf("render artifacts: path %q leaves the output directory", a.Path)
-		}
-	}
-	var errs []error
-	for _, a := range files {
-		p := filepath.Join(dir, filepath.FromSlash(a.Path))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			errs = append(errs, fmt.Errorf("write %s: %w", p, err))
-			continue
-		}
-		if err := os.WriteFile(p, a.Data, 0o644); err != nil {
-			errs = append(errs, fmt.Errorf("write %s: %w", p, err))
-		}
-	}
-	return problems, errors.Join(errs...)
+	return problems, writeOutDir(ctx, dir, files, force)
 }
 
 // writeMigration lists the migration steps, wave by wave.
@@ -260,7 +255,17 @@ func writePlanTable(w io.Writer, pl *v1.Plan) error {
 	}
 	s := pl.Summary
 	fmt.Fprintf(&sb, "\nGPUs used %d of %d; lower bound %d", s.GPUsUsed, s.GPUsTotal, s.LowerBound)
-	if s.LowerBound > 0 {
+	infeasible := 0
+	for _, t := range pl.Tenants {
+		if t.Infeasible {
+			infeasible++
+		}
+	}
+	switch {
+	case infeasible > 0:
+		// The GPUs used serve only the feasible tenants: a ratio to the bound would mislead.
+		fmt.Fprintf(&sb, " (no gap: %s infeasible)", plural(infeasible, "tenant"))
+	case s.LowerBound > 0:
 		fmt.Fprintf(&sb, " (gap %.2f×)", float64(s.GPUsUsed)/float64(s.LowerBound))
 	}
 	sb.WriteString("; baselines:")

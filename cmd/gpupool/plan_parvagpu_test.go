@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -29,7 +30,7 @@ func planParvaGPU(t *testing.T, k int) (*v1.Plan, *v1.Pool, map[string]*perf.Mea
 	if err != nil {
 		t.Fatalf("scenario %d: %v", k, err)
 	}
-	pool, err := readPool(path)
+	pool, err := readPool(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}

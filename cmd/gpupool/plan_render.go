@@ -7,16 +7,10 @@ import (
 	"gpupool.dev/gpupool/internal/render"
 )
 
-// planFile is one file `plan --out` writes, at a path relative to the output directory.
-type planFile struct {
-	Path string
-	Data []byte
-}
-
 // renderArtifacts returns the artifacts written beside plan.yaml, and the problems the renderer
 // reports when the plan asks for something the target tools cannot express exactly (the
 // artifacts are complete then, and still written).
-func renderArtifacts(pl *v1.Plan, pool *v1.Pool) ([]planFile, []string, error) {
+func renderArtifacts(pl *v1.Plan, pool *v1.Pool) ([]outFile, []string, error) {
 	arts, err := render.Artifacts(pl, pool)
 	var probs *render.ProblemsError
 	if err != nil && !errors.As(err, &probs) {
@@ -28,9 +22,9 @@ func renderArtifacts(pl *v1.Plan, pool *v1.Pool) ([]planFile, []string, error) {
 			lines = append(lines, p.String())
 		}
 	}
-	out := make([]planFile, len(arts))
+	out := make([]outFile, len(arts))
 	for i, a := range arts {
-		out[i] = planFile{Path: a.Path, Data: a.Data}
+		out[i] = outFile{Path: a.Path, Data: a.Data}
 	}
 	return out, lines, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,7 +52,7 @@ func TestPlanOutDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := readPool(poolFile)
+	pool, err := readPool(context.Background(), poolFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,29 +3,58 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
 )
 
-// env is what every subcommand gets: its output streams. Nothing global.
+// env is what every subcommand gets: its context and output streams. Nothing global.
 type env struct {
+	ctx    context.Context
 	stdout io.Writer
 	stderr io.Writer
 }
 
-// run is the whole program behind main; tests call it directly.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	root := newRootCmd(&env{stdout: stdout, stderr: stderr})
+// run is the whole program behind main; tests call it directly. A panic anywhere in a command
+// becomes exit 3 with a request to report it; a cancelled ctx becomes exit 130; a failed write
+// to stdout (a closed pipe, a full disk) is exit 1.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = internalError(fmt.Errorf("panic: %v\n%s", r, debug.Stack()))
+		}
+	}()
+	e := &env{ctx: ctx, stdout: &outWriter{w: stdout}, stderr: stderr}
+	root := newRootCmd(e)
 	root.SetArgs(args)
-	root.SetOut(stdout)
+	root.SetOut(e.stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
-	if err != nil && exitCode(err) == exitInternal && isUsageError(err) {
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return invalid(fmt.Errorf("%w (see gpupool %s --help)", err, c.Name()))
+	})
+	err = root.ExecuteContext(ctx)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return errInterrupted
+	case err != nil && exitCode(err) == exitInternal && isUsageError(err):
 		return invalid(err)
 	}
 	return err
+}
+
+// outWriter marks write errors on stdout as exit 1: the reader went away or the disk is full,
+// which the user fixes, not gpupool.
+type outWriter struct{ w io.Writer }
+
+func (o *outWriter) Write(p []byte) (int, error) {
+	n, err := o.w.Write(p)
+	if err != nil {
+		return n, invalid(fmt.Errorf("write output: %w", err))
+	}
+	return n, nil
 }
 
 func newRootCmd(e *env) *cobra.Command {
@@ -69,18 +98,3 @@ func isUsageError(err error) bool {
 	}
 	return false
 }
-
-func newVersionCmd(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the gpupool version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := io.WriteString(e.stdout, "gpupool "+version+"\n")
-			return err
-		},
-	}
-}
-
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"

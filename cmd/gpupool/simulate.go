@@ -1,10 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,6 +23,7 @@ type simulateFlags struct {
 	output                                               *string
 	duration                                             time.Duration
 	seed                                                 uint64
+	force                                                bool
 }
 
 func newSimulateCmd(e *env) *cobra.Command {
@@ -53,7 +54,8 @@ func newSimulateCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.lengths, "lengths", "fixed", "request token lengths around the pool's means: fixed, uniform, exponential")
 	fl.StringVar(&f.trace, "trace", "", "replay this CSV trace instead of generating traffic (columns timestamp,tenant,input_tokens,output_tokens, or an Azure LLM trace: TIMESTAMP,ContextTokens,GeneratedTokens)")
 	fl.StringVar(&f.traceTenant, "trace-tenant", "", "tenant of an Azure trace's rows (default: the pool's first tenant)")
-	fl.StringVar(&f.plotDir, "plot", "", "write latency CDFs and a utilisation timeline as PNG and SVG into this directory")
+	fl.StringVar(&f.plotDir, "plot", "", "write latency CDFs and a utilisation timeline as PNG and SVG into this directory (replaced as a whole)")
+	fl.BoolVar(&f.force, "force", false, "with --plot: replace a non-empty directory gpupool did not write")
 	f.output = addOutputFlag(cmd)
 	return cmd
 }
@@ -66,8 +68,11 @@ func runSimulate(e *env, f *simulateFlags, poolPath string, durationSet bool) er
 	if (f.plan == "") == (f.strategy == "") {
 		return invalid(errors.New("flags --plan and --strategy: give exactly one"))
 	}
-	in, cfg, err := simulateInputs(f, poolPath, durationSet)
+	in, cfg, err := simulateInputs(e.ctx, f, poolPath, durationSet)
 	if err != nil {
+		return invalid(err)
+	}
+	if err := checkSimulateSize(in, cfg); err != nil {
 		return invalid(err)
 	}
 	bar := newProgress(e.stderr, cfg.Duration)
@@ -78,14 +83,18 @@ func runSimulate(e *env, f *simulateFlags, poolPath string, durationSet bool) er
 	if err != nil {
 		return invalid(err)
 	}
-	res, err := s.Run()
+	res, err := s.Run(e.ctx)
 	bar.finish() // before any output, so that the bar does not mix with it
 	if err != nil {
 		return err
 	}
 	res.Report.Notes = append(res.Report.Notes, simulateNotes(in)...)
 	if f.plotDir != "" {
-		if err := writePlots(f.plotDir, in.Pool, res); err != nil {
+		files, err := renderPlots(in.Pool, res)
+		if err != nil {
+			return err
+		}
+		if err := writeOutDir(e.ctx, f.plotDir, files, f.force); err != nil {
 			return err
 		}
 	}
@@ -104,21 +113,24 @@ type simulateReport struct {
 	sim.Report
 }
 
-func simulateInputs(f *simulateFlags, poolPath string, durationSet bool) (sim.Input, sim.Config, error) {
+func simulateInputs(ctx context.Context, f *simulateFlags, poolPath string, durationSet bool) (sim.Input, sim.Config, error) {
 	var in sim.Input
-	pool, err := readPool(poolPath)
+	if durationSet && (f.duration <= 0 || f.duration > maxSimDuration) {
+		return in, sim.Config{}, fmt.Errorf("flag --duration: must be between 1ns and %s (got %s)", v1.Duration(maxSimDuration), v1.Duration(f.duration))
+	}
+	pool, err := readPool(ctx, poolPath)
 	if err != nil {
 		return in, sim.Config{}, err
 	}
 	in.Pool = pool
-	if in.Models, err = loadDirModels(pool, filepath.Dir(poolPath)); err != nil {
+	if in.Models, err = loadDirModels(ctx, pool, filepath.Dir(poolPath)); err != nil {
 		return in, sim.Config{}, err
 	}
 	if in.Profiles, err = loadProfiles(pool, filepath.Dir(poolPath)); err != nil {
 		return in, sim.Config{}, err
 	}
 	if f.plan != "" {
-		if in.Plan, err = readPlan(f.plan); err != nil {
+		if in.Plan, err = readPlan(ctx, f.plan, "flag --plan"); err != nil {
 			return in, sim.Config{}, err
 		}
 	} else if in.Plan, err = sim.UniformPlan(pool, v1.Mode(f.strategy)); err != nil {
@@ -131,15 +143,19 @@ func simulateInputs(f *simulateFlags, poolPath string, durationSet bool) (sim.In
 		}
 		if n := len(in.Trace.Requests); !durationSet && n > 0 {
 			cfg.Duration = in.Trace.Requests[n-1].At + time.Second
+			if cfg.Duration > maxSimDuration {
+				return in, cfg, fmt.Errorf("flag --trace: %s spans %s, more than the %s one simulation covers; give --duration to replay its start",
+					f.trace, v1.Duration(cfg.Duration), v1.Duration(maxSimDuration))
+			}
 		}
 	}
 	return in, cfg, nil
 }
 
 func readTraceFile(path, tenant string, pool *v1.Pool) (*sim.Trace, error) {
-	fh, err := os.Open(path)
+	fh, err := openInput(path, "flag --trace")
 	if err != nil {
-		return nil, fmt.Errorf("read trace: %w", err)
+		return nil, err
 	}
 	defer fh.Close()
 	names := make([]string, 0, len(pool.Tenants))
@@ -149,7 +165,7 @@ func readTraceFile(path, tenant string, pool *v1.Pool) (*sim.Trace, error) {
 	if tenant == "" && len(names) > 0 {
 		tenant = names[0]
 	}
-	tr, err := sim.ReadTrace(fh, sim.TraceOptions{Tenant: tenant, Tenants: names})
+	tr, err := sim.ReadTrace(newCapped(fh, "flag --trace", path), sim.TraceOptions{Tenant: tenant, Tenants: names})
 	if err != nil {
 		return nil, fmt.Errorf("trace %s: %w", path, err)
 	}
@@ -158,7 +174,7 @@ func readTraceFile(path, tenant string, pool *v1.Pool) (*sim.Trace, error) {
 
 // loadDirModels reads the checkpoint directory of every tenant whose model is one, relative to
 // the pool file's directory.
-func loadDirModels(pool *v1.Pool, base string) (map[string]llm.Model, error) {
+func loadDirModels(ctx context.Context, pool *v1.Pool, base string) (map[string]llm.Model, error) {
 	out := map[string]llm.Model{}
 	var errs []error
 	for _, t := range pool.Tenants {
@@ -169,7 +185,10 @@ func loadDirModels(pool *v1.Pool, base string) (map[string]llm.Model, error) {
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(base, dir)
 		}
-		m, err := llm.LoadDir(os.DirFS(dir))
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		m, err := loadModelDir(dir)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("tenant %s: load model %s: %w", t.Name, t.Model.Dir, err))
 			continue
@@ -202,8 +221,12 @@ func simulateTable(w io.Writer, r simulateReport) error {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "TENANT\tREPL\tDONE\tDROP\tUNFIN\tTTFT p50/p99\tTPOT p50/p99\tE2E p50/p99\tSLO MET\tOUT TOK/S\tSERVED\tJ/TOKEN")
 	for _, t := range r.Tenants {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%.1f%%\t%.0f\t%.1f%%\t%.3f\n", t.Name, t.Replicas, t.Completed, t.Dropped,
-			t.Unfinished, pair(t.TTFT), pair(t.TPOT), pair(t.E2E), 100*t.SLOAttainment, t.OutputTokensPerSec,
+		slo := fmt.Sprintf("%.1f%%", 100*t.SLOAttainment)
+		if t.Completed == 0 {
+			slo = "-" // no request completed: nothing met or missed the SLO
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f\t%.1f%%\t%.3f\n", t.Name, t.Replicas, t.Completed, t.Dropped,
+			t.Unfinished, pair(t.TTFT), pair(t.TPOT), pair(t.E2E), slo, t.OutputTokensPerSec,
 			100*t.NormalisedThroughput, t.JoulesPerToken)
 	}
 	if err := tw.Flush(); err != nil {
@@ -242,4 +265,30 @@ func ms(v float64) string {
 		return strconv.FormatFloat(v, 'f', 0, 64) + "ms"
 	}
 	return strings.TrimSuffix(strconv.FormatFloat(v, 'f', 1, 64), ".0") + "ms"
+}
+
+// maxSimDuration bounds --duration: a simulated day (a run's cost grows with the simulated time
+// as well as with the requests: a day of one replica takes about 0.7 s).
+const maxSimDuration = 24 * time.Hour
+
+// maxSimRequests bounds the requests one simulation generates (the pool's total rate times the
+// duration), so that no input makes simulate run for long or hold much memory on one number: a
+// million requests take about 1.6 s.
+const maxSimRequests = 1_000_000
+
+// checkSimulateSize refuses a simulation that would generate more than maxSimRequests requests.
+func checkSimulateSize(in sim.Input, cfg sim.Config) error {
+	if in.Trace != nil {
+		return nil // a trace is bounded by the file size limit
+	}
+	d := cfg.Defaults().Duration
+	var rps float64
+	for _, t := range in.Pool.Tenants {
+		rps += t.Traffic.RPS
+	}
+	if n := rps * d.Seconds(); n > maxSimRequests {
+		return fmt.Errorf("flag --duration: %s at the pool's %.6g req/s (the sum of tenants[].traffic.rps) is %.3g requests, more than the %d one simulation takes; shorten --duration",
+			v1.Duration(d), rps, n, maxSimRequests)
+	}
+	return nil
 }

@@ -1,9 +1,8 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -14,12 +13,11 @@ import (
 	"gpupool.dev/gpupool/internal/sim"
 )
 
-// writePlots writes into dir, as PNG and SVG: one latency CDF per metric (TTFT, TPOT,
-// end-to-end; one line per tenant, log-scaled milliseconds) and the GPUs' utilisation timeline.
-func writePlots(dir string, pool *v1.Pool, res *sim.Result) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("write plots: %w", err)
-	}
+// renderPlots draws, as PNG and SVG: one latency CDF per metric (TTFT, TPOT, end-to-end; one
+// line per tenant, log-scaled milliseconds) and the GPUs' utilisation timeline. The caller
+// writes them (atomically, with writeOutDir).
+func renderPlots(pool *v1.Pool, res *sim.Result) ([]outFile, error) {
+	var files []outFile
 	metrics := []struct {
 		m          sim.Metric
 		file, name string
@@ -45,21 +43,24 @@ func writePlots(dir string, pool *v1.Pool, res *sim.Result) error {
 				xys = append(xys, plotter.XY{X: max(q.Ms, 0.001), Y: q.Fraction})
 			}
 			if err := addLine(p, t.Name, xys, n); err != nil {
-				return err
+				return nil, err
 			}
 			n++
 		}
 		if n == 0 {
 			continue
 		}
-		if err := savePlot(p, dir, mt.file); err != nil {
-			return err
+		if err := savePlot(&files, p, mt.file); err != nil {
+			return nil, err
 		}
 	}
-	return writeTimeline(dir, pool, res)
+	if err := drawTimeline(&files, pool, res); err != nil {
+		return nil, err
+	}
+	return files, nil
 }
 
-func writeTimeline(dir string, pool *v1.Pool, res *sim.Result) error {
+func drawTimeline(files *[]outFile, pool *v1.Pool, res *sim.Result) error {
 	tl, bucket := res.Timeline()
 	p := plot.New()
 	p.Title.Text = pool.Metadata.Name + ": GPU utilisation"
@@ -75,7 +76,7 @@ func writeTimeline(dir string, pool *v1.Pool, res *sim.Result) error {
 			return err
 		}
 	}
-	return savePlot(p, dir, "utilisation")
+	return savePlot(files, p, "utilisation")
 }
 
 func addLine(p *plot.Plot, name string, xys plotter.XYs, i int) error {
@@ -91,12 +92,17 @@ func addLine(p *plot.Plot, name string, xys plotter.XYs, i int) error {
 	return nil
 }
 
-func savePlot(p *plot.Plot, dir, base string) error {
-	for _, ext := range []string{".png", ".svg"} {
-		path := filepath.Join(dir, base+ext)
-		if err := p.Save(8*vg.Inch, 5*vg.Inch, path); err != nil {
-			return fmt.Errorf("write plot %s: %w", path, err)
+func savePlot(files *[]outFile, p *plot.Plot, base string) error {
+	for _, ext := range []string{"png", "svg"} {
+		w, err := p.WriterTo(8*vg.Inch, 5*vg.Inch, ext)
+		if err != nil {
+			return fmt.Errorf("draw plot %s.%s: %w", base, ext, err)
 		}
+		var b bytes.Buffer
+		if _, err := w.WriteTo(&b); err != nil {
+			return fmt.Errorf("draw plot %s.%s: %w", base, ext, err)
+		}
+		*files = append(*files, outFile{Path: base + "." + ext, Data: b.Bytes()})
 	}
 	return nil
 }

@@ -1,11 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -67,13 +68,16 @@ func newValidateCmd(e *env) *cobra.Command {
 		}
 		var pool *v1.Pool
 		if poolFile != "" {
-			if pool, err = readPool(poolFile); err != nil {
-				return invalid(fmt.Errorf("flag --pool: %w", err))
+			if pool, err = readPoolFlag(e.ctx, poolFile); err != nil {
+				return invalid(err)
 			}
 		}
 		res := validateOutput{Valid: true}
 		for _, f := range args {
-			r := validateFile(f, b, pool)
+			if err := e.ctx.Err(); err != nil {
+				return err
+			}
+			r := validateFile(e.ctx, f, b, pool)
 			res.Valid = res.Valid && r.Valid
 			res.Files = append(res.Files, r)
 		}
@@ -94,10 +98,10 @@ func newValidateCmd(e *env) *cobra.Command {
 }
 
 // readPool reads, defaults and validates a Pool file.
-func readPool(path string) (*v1.Pool, error) {
-	data, err := os.ReadFile(path)
+func readPool(ctx context.Context, path string) (*v1.Pool, error) {
+	data, err := readInput(ctx, path, "pool")
 	if err != nil {
-		return nil, fmt.Errorf("read pool: %w", err)
+		return nil, err
 	}
 	p, err := v1.LoadPool(data)
 	if err != nil {
@@ -106,11 +110,20 @@ func readPool(path string) (*v1.Pool, error) {
 	return p, nil
 }
 
-// readPlan reads and decodes a Plan file.
-func readPlan(path string) (*v1.Plan, error) {
-	data, err := os.ReadFile(path)
+// readPoolFlag is readPool for the --pool flag.
+func readPoolFlag(ctx context.Context, path string) (*v1.Pool, error) {
+	p, err := readPool(ctx, path)
 	if err != nil {
-		return nil, fmt.Errorf("read plan: %w", err)
+		return nil, fmt.Errorf("flag --pool: %w", err)
+	}
+	return p, nil
+}
+
+// readPlan reads and decodes a Plan file; what names the argument in errors.
+func readPlan(ctx context.Context, path, what string) (*v1.Plan, error) {
+	data, err := readInput(ctx, path, what)
+	if err != nil {
+		return nil, err
 	}
 	p, err := v1.DecodePlan(data)
 	if err != nil {
@@ -119,10 +132,18 @@ func readPlan(path string) (*v1.Plan, error) {
 	return p, nil
 }
 
-// detectKind tells a gpupool document from a mig-parted config by their top-level keys.
+// detectKind tells a gpupool document from a mig-parted config by their top-level keys. Block
+// YAML is told by a scan of its unindented lines, so that a large pool is parsed once, by the
+// decoder; anything else (JSON, flow style) is parsed here.
 func detectKind(data []byte) (string, error) {
+	if k := scanTopKeys(data); k != "" {
+		return k, nil
+	}
 	var top map[string]json.RawMessage
 	if err := yaml.Unmarshal(data, &top); err != nil {
+		if bytes.Contains(data, []byte("apiVersion")) && !bytes.Contains(data, []byte("mig-configs")) {
+			return fileKindPool, nil // the document decoder says what is wrong, with the path
+		}
 		return "", fmt.Errorf("parse: %w", err)
 	}
 	_, hasAPI := top["apiVersion"]
@@ -143,11 +164,42 @@ func detectKind(data []byte) (string, error) {
 		"(apiVersion: gpupool.dev/v1, kind: Pool or Plan) or a mig-parted config (version: v1, mig-configs: …)")
 }
 
-func validateFile(path string, board *gpu.Board, pool *v1.Pool) validateResult {
+// scanTopKeys finds the kind from the unindented "key: value" lines of block YAML; "" when they
+// do not say.
+func scanTopKeys(data []byte) string {
+	var kind string
+	var api, hasKind, mig bool
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		k, v, ok := bytes.Cut(bytes.TrimRight(line, "\r"), []byte(":"))
+		if !ok || len(k) == 0 || !(k[0] >= 'a' && k[0] <= 'z' || k[0] >= 'A' && k[0] <= 'Z') {
+			continue
+		}
+		switch string(k) {
+		case "apiVersion":
+			api = true
+		case "kind":
+			val, _, _ := strings.Cut(string(v), " #") // a comment after the value
+			hasKind, kind = true, strings.Trim(strings.TrimSpace(val), `"'`)
+		case "mig-configs":
+			mig = true
+		}
+	}
+	switch {
+	case kind == fileKindPlan:
+		return fileKindPlan
+	case api || hasKind:
+		return fileKindPool // Decode checks apiVersion and kind and says what is wrong
+	case mig:
+		return fileKindMigParted
+	}
+	return ""
+}
+
+func validateFile(ctx context.Context, path string, board *gpu.Board, pool *v1.Pool) validateResult {
 	r := validateResult{File: path}
-	data, err := os.ReadFile(path)
+	data, err := readInput(ctx, path, "file")
 	if err != nil {
-		r.Errors = []string{fmt.Sprintf("read file: %v", err)}
+		r.Errors = []string{err.Error()}
 		return r
 	}
 	if r.Kind, err = detectKind(data); err != nil {
@@ -191,7 +243,7 @@ func validateDocument(r *validateResult, data []byte, pool *v1.Pool) {
 	switch d := doc.(type) {
 	case *v1.Pool:
 		v1.Default(d)
-		if err := v1.Validate(d); err != nil {
+		if err := v1.Validate(d); err != nil { // Decode succeeded: no malformed fields to merge
 			r.Errors = splitErrors(err)
 			return
 		}
@@ -244,7 +296,7 @@ func writeValidateText(w io.Writer, res validateOutput) error {
 	for _, r := range res.Files {
 		status := "ok"
 		if !r.Valid {
-			status = fmt.Sprintf("INVALID (%d problems)", len(r.Errors))
+			status = "INVALID (" + plural(len(r.Errors), "problem") + ")"
 		}
 		kind := r.Kind
 		if kind == "" {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 const (
@@ -101,4 +103,38 @@ func TestValidateRejectsUnknownAndUnreadableFiles(t *testing.T) {
 	if _, _, code := runCmd(t, "validate"); code != exitInvalid {
 		t.Errorf("no arguments: exit %d, want 1", code)
 	}
+}
+
+// The quick scan of unindented lines tells a document's kind as a full parse of its top level
+// would, whenever both say something.
+func FuzzDetectKind(f *testing.F) {
+	f.Add([]byte(planPool))
+	f.Add([]byte("version: v1\nmig-configs:\n  all-disabled: []\n"))
+	f.Add([]byte("apiVersion: gpupool.dev/v1\nkind: Plan\n"))
+	f.Add([]byte("kind: 'Plan'\nmig-configs: {}\n"))
+	f.Add([]byte("{\"kind\": \"Plan\"}"))
+	f.Add([]byte("kind: Plan # the plan in force\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		scanned := scanTopKeys(data)
+		var top map[string]json.RawMessage
+		if scanned == "" || yaml.Unmarshal(data, &top) != nil || top == nil {
+			return
+		}
+		var kind string
+		_ = json.Unmarshal(top["kind"], &kind)
+		_, api := top["apiVersion"]
+		_, mig := top["mig-configs"]
+		var full string
+		switch {
+		case kind == fileKindPlan:
+			full = fileKindPlan
+		case api || top["kind"] != nil:
+			full = fileKindPool
+		case mig:
+			full = fileKindMigParted
+		}
+		if full != "" && full != scanned {
+			t.Fatalf("scan says %s, the parse %s:\n%s", scanned, full, data)
+		}
+	})
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -56,7 +58,13 @@ func FromArch(a Arch) Model { return Model{Arch: a} }
 // safetensors headers — sharded through model.safetensors.index.json, or model.safetensors, or
 // else every *.safetensors file at the top. Without safetensors the model still loads and its
 // weights come from the formula (a note says so). It reads headers only, never tensor data.
-// Errors name the file.
+//
+// It trusts nothing in the directory: every file is checked with fs.Stat before it is opened
+// and must be a regular file (a FIFO would block, a device never end) within its size limit;
+// shard files (model-00001-of-00004.safetensors) need the index, so that a missing shard is an
+// error rather than a model sized at a fraction; byte and weight totals are checked against
+// overflow. Errors name the file and never quote its content. Give it an fs.FS that cannot
+// leave the directory (os.Root's FS), so that symbolic links out of it are refused.
 func LoadDir(fsys fs.FS) (Model, error) {
 	cfg, err := readSmall(fsys, ConfigFile, MaxConfigBytes)
 	if err != nil {
@@ -109,8 +117,44 @@ func quantBits(cfg []byte) int {
 	return c.Q.Bits
 }
 
-// readSmall reads a whole file of at most limit bytes.
+// statRegular checks, without opening it, that name is a regular file and returns its size.
+func statRegular(fsys fs.FS, name string) (int64, error) {
+	st, err := fs.Stat(fsys, name)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", name, err)
+	}
+	if m := st.Mode(); !m.IsRegular() {
+		return 0, fmt.Errorf("read %s: %s, not a regular file", name, fileKind(m))
+	}
+	return st.Size(), nil
+}
+
+// fileKind says what a non-regular file is.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "is a directory"
+	case m&fs.ModeSymlink != 0:
+		return "is a symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "is a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "is a socket"
+	case m&fs.ModeDevice != 0:
+		return "is a device"
+	}
+	return "has mode " + m.String()
+}
+
+// readSmall reads a whole regular file of at most limit bytes, checking the size before reading.
 func readSmall(fsys fs.FS, name string, limit int64) ([]byte, error) {
+	size, err := statRegular(fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	if size > limit {
+		return nil, fmt.Errorf("read %s: %d bytes, larger than the %d-byte limit", name, size, limit)
+	}
 	f, err := fsys.Open(name)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
@@ -149,8 +193,17 @@ func shardList(fsys fs.FS) ([]string, indexInfo, error) {
 	if err != nil {
 		return nil, indexInfo{}, fmt.Errorf("list *.safetensors: %w", err)
 	}
+	for _, f := range files {
+		if shardRE.MatchString(f) {
+			return nil, indexInfo{}, fmt.Errorf("%s is a shard of a sharded checkpoint, but %s is missing: without it a missing shard would go unnoticed and the model would be sized too small",
+				f, IndexFile)
+		}
+	}
 	return files, indexInfo{}, nil
 }
+
+// shardRE matches the names Hugging Face gives the shards of a checkpoint.
+var shardRE = regexp.MustCompile(`-[0-9]{5}-of-[0-9]{5}\.safetensors$`)
 
 func parseIndex(b []byte) ([]string, indexInfo, error) {
 	var idx struct {
@@ -211,8 +264,12 @@ func readCheckpoint(fsys fs.FS, files []string, quantBits int) (checkpointRead, 
 				continue
 			}
 			ck.names[t.Name] = name
-			ck.Bytes += t.Bytes()
-			ck.Params += weightCount(t, quantBits)
+			var ok1, ok2 bool
+			ck.Bytes, ok1 = addChecked(ck.Bytes, t.Bytes())
+			ck.Params, ok2 = addChecked(ck.Params, weightCount(t, quantBits))
+			if !ok1 || !ok2 {
+				return checkpointRead{}, nil, fmt.Errorf("%s: tensor %q: the checkpoint's byte or weight total overflows", name, t.Name)
+			}
 			all = append(all, t)
 		}
 		ck.Files = append(ck.Files, FileSummary{Name: name, HeaderBytes: h.HeaderBytes, DataBytes: h.DataBytes, Tensors: len(h.Tensors)})
@@ -229,8 +286,12 @@ func readCheckpoint(fsys fs.FS, files []string, quantBits int) (checkpointRead, 
 	return ck, notes, nil
 }
 
-// readHeaderFile opens one safetensors file and reads its header.
+// readHeaderFile opens one safetensors file, after checking that it is a regular file, and reads
+// its header.
 func readHeaderFile(fsys fs.FS, name string) (*Header, error) {
+	if _, err := statRegular(fsys, name); err != nil {
+		return nil, err
+	}
 	f, err := fsys.Open(name)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
@@ -285,9 +346,30 @@ func weightCount(t Tensor, quantBits int) int64 {
 		if quantBits <= 0 || quantBits > 32 {
 			quantBits = 4
 		}
-		return t.Elements() * int64(32/quantBits)
+		n, ok := mulChecked(t.Elements(), int64(32/quantBits))
+		if !ok {
+			return -1 // addChecked reports it
+		}
+		return n
 	}
 	return t.Elements()
+}
+
+// addChecked returns a + b for non-negative a and b, and false when the sum overflows or either
+// is negative.
+func addChecked(a, b int64) (int64, bool) {
+	if a < 0 || b < 0 || a > math.MaxInt64-b {
+		return 0, false
+	}
+	return a + b, true
+}
+
+// mulChecked returns a × b for non-negative a and b, and false when the product overflows.
+func mulChecked(a, b int64) (int64, bool) {
+	if a < 0 || b < 0 || (a != 0 && b > math.MaxInt64/a) {
+		return 0, false
+	}
+	return a * b, true
 }
 
 // checkWeightMap compares the index's weight_map with the headers: a listed tensor missing from

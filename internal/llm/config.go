@@ -99,7 +99,7 @@ func clip(v []byte) string {
 func decodeObject(data []byte, what string) (map[string]json.RawMessage, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(data, &obj); err != nil {
-		return nil, fmt.Errorf("parse %s: %w", what, err)
+		return nil, fmt.Errorf("parse %s: %w", what, jsonProblem(err))
 	}
 	if obj == nil {
 		return nil, fmt.Errorf("parse %s: want a JSON object, got null", what)
@@ -342,4 +342,19 @@ func compressedTensors(obj map[string]json.RawMessage) string {
 		}
 	}
 	return "compressed-tensors"
+}
+
+// jsonProblem describes a JSON decoding error without quoting the input: encoding/json's syntax
+// errors name the offending character, which for a file that is not JSON at all is the file's
+// content.
+func jsonProblem(err error) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("not valid JSON (syntax error at byte %d)", se.Offset)
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Errorf("not a JSON object of the expected shape (a %s at byte %d)", te.Value, te.Offset)
+	}
+	return errors.New("not valid JSON")
 }

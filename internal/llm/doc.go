@@ -6,6 +6,15 @@
 // headers through an io.ReaderAt and a size. Only the first 8 + N bytes of a safetensors file are
 // ever read, never the tensor data.
 //
+// A model directory is untrusted input. LoadDir checks every file with fs.Stat before opening
+// it: only regular files are read (a FIFO would block, a device never end), each within its size
+// limit (config.json 4 MiB, the index 64 MiB, a safetensors header 100 MB). Shard files
+// (model-00001-of-00004.safetensors) without their index are an error, not a model sized at a
+// fraction. Byte and weight totals are added with overflow checks. JSON syntax errors name a byte
+// offset, never the offending text, so an error cannot quote a file's content. The caller passes
+// an fs.FS that cannot leave the directory (the CLI uses os.Root's), so symbolic links out of it
+// are refused there.
+//
 // # Architecture and parameters
 //
 // An Arch is a decoder-only transformer as config.json describes it. Its weights (Params) are:

@@ -150,7 +150,7 @@ func parseHeaderJSON(buf []byte, dataBytes int64) (*Header, error) {
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(buf, &raw); err != nil {
-		return nil, fmt.Errorf("header is not a JSON object: %w", err)
+		return nil, fmt.Errorf("header is not a JSON object: %w", jsonProblem(err))
 	}
 	h := &Header{HeaderBytes: int64(len(buf)), DataBytes: dataBytes}
 	var errs []error

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"slices"
 
 	v1 "gpupool.dev/gpupool/api/v1"
@@ -118,7 +119,13 @@ func (p *planner) result() (*v1.Plan, error) {
 	}
 	out.Summary = v1.Summary{GPUsUsed: used, GPUsTotal: len(p.gpus), Objective: p.objective()}
 	out.Summary.LowerBound = p.lowerBound()
+	if err := p.ctx.Err(); err != nil {
+		return nil, fmt.Errorf("build plan: %w", err)
+	}
 	out.Summary.Baselines = p.baselines()
+	if err := p.ctx.Err(); err != nil {
+		return nil, fmt.Errorf("build plan: %w", err)
+	}
 	return out, nil
 }
 

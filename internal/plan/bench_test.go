@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"math/rand/v2"
 	"testing"
 
@@ -18,7 +19,7 @@ func benchPlan(b *testing.B, n, gpus int) {
 	var pl *v1.Plan
 	for b.Loop() {
 		var err error
-		if pl, err = Build(pool, Options{}); err != nil {
+		if pl, err = Build(context.Background(), pool, Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -18,7 +18,14 @@ const boundSlack = 1e-6
 // needs for the feasible tenants: the larger of the Lagrangian volume bound and, when small
 // enough, the LP relaxation of the pattern formulation solved with the simplex method.
 func (p *planner) lowerBound() int {
-	lb := max(p.volumeBound(), p.groupBound())
+	lb := p.volumeBound()
+	if p.stopped() { // Build discards the plan
+		return lb
+	}
+	lb = max(lb, p.groupBound())
+	if p.stopped() {
+		return lb
+	}
 	if v, ok := p.lpBound(); ok && v > lb {
 		lb = v
 	}

@@ -184,6 +184,9 @@ func (p *planner) exclusions(tn *tenant) (v1.ReasonCode, string) {
 // candidates sorted cheapest first.
 func (p *planner) evaluate() {
 	for _, tn := range p.tenants {
+		if p.stopped() {
+			return
+		}
 		for _, b := range p.boards {
 			for _, c := range p.candidates(tn, b) {
 				p.evalCand(tn, c)
@@ -253,6 +256,11 @@ func (p *planner) evalCand(tn *tenant, c *cand) {
 		return
 	}
 	c.replicas = demandReplicas(tn.t, ev.rate.RequestsPerSec)
+	if most := len(p.fleet) * 7 * max(c.share, 1); c.replicas > most { // 7: the most MIG instances a GPU holds
+		c.reject, c.why = v1.ReasonNoCapacity, fmt.Sprintf("needs %d replicas of %.3g req/s each for %.3g req/s, more than the %d GPUs of the fleet can hold on this slice kind (%d)",
+			c.replicas, ev.rate.RequestsPerSec, tn.t.Traffic.RPS, len(p.fleet), most)
+		return
+	}
 	if tn.t.Cap != nil && c.replicas > *tn.t.Cap {
 		c.reject, c.why = v1.ReasonOverCap, fmt.Sprintf("needs %d replicas, more than cap %d", c.replicas, *tn.t.Cap)
 		return

@@ -142,7 +142,7 @@ func (p *planner) chooseFrom(boardWide, vector bool, seed []*cand) {
 
 // localSearch moves tenants to allowed candidates while that lowers the objective.
 func (p *planner) localSearch(f *fractional) {
-	for pass := 0; pass < 8; pass++ {
+	for pass := 0; pass < 8 && !p.stopped(); pass++ {
 		moved := false
 		for _, tn := range p.tenants {
 			if tn.choice == nil || len(tn.feasible) < 2 {

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"math"
 	"slices"
@@ -110,7 +111,7 @@ func TestGroupBoundTightens(t *testing.T) {
 	}
 	rapid.Check(t, func(rt *rapid.T) {
 		pool := synthPoolOn(rapid.IntRange(1, 30).Draw(rt, "tenants"), 40)
-		pl, err := Build(pool, Options{})
+		pl, err := Build(context.Background(), pool, Options{})
 		if err != nil {
 			rt.Fatal(err)
 		}
@@ -154,7 +155,7 @@ func TestBuildDeterministic(t *testing.T) {
 	pool := synthPool(100)
 	var out [2][]byte
 	for i := range out {
-		pl, err := Build(pool, Options{})
+		pl, err := Build(context.Background(), pool, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -134,6 +134,9 @@ func (p *planner) pack() error {
 	pc := newPatternCache()
 	p.nodeUse = map[string]map[string]migUse{}
 	for _, b := range order {
+		if err := p.ctx.Err(); err != nil {
+			return fmt.Errorf("pack: %w", err)
+		}
 		left, err := p.packBucket(byBucket[b], free, pc)
 		if err != nil {
 			return err

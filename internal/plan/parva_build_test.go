@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -41,7 +42,7 @@ func parvaPool(t *testing.T, k, nodes, per int) (*v1.Pool, map[string]*perf.Meas
 func TestParvaGPUBuild(t *testing.T) {
 	for k := range parvaDeployed {
 		pool, profiles := parvaPool(t, k, 3, 8)
-		pl, err := Build(pool, Options{Profiles: profiles})
+		pl, err := Build(context.Background(), pool, Options{Profiles: profiles})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +68,7 @@ func TestParvaGPUBuild(t *testing.T) {
 // thousand times tighter (no batch is that fast) and a rate ten times higher.
 func TestCheckMeasuredFails(t *testing.T) {
 	pool, profiles := parvaPool(t, 5, 3, 8)
-	pl, err := Build(pool, Options{Profiles: profiles})
+	pl, err := Build(context.Background(), pool, Options{Profiles: profiles})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,12 +102,12 @@ func TestMeasuredTenantEdges(t *testing.T) {
 		return p
 	}
 	opts := Options{Profiles: map[string]*perf.Measured{"toy": m}}
-	if _, err := Build(mk(nil, 10), opts); err == nil || !strings.Contains(err.Error(), "tenant toy") || !strings.Contains(err.Error(), "slo.e2eP99") {
+	if _, err := Build(context.Background(), mk(nil, 10), opts); err == nil || !strings.Contains(err.Error(), "tenant toy") || !strings.Contains(err.Error(), "slo.e2eP99") {
 		t.Errorf("no e2eP99: want an error naming the tenant and slo.e2eP99, got %v", err)
 	}
 	// SLO 100 ms: a batch may take 45 ms, so batch 8 (20 ms, 400 req/s) on a whole GPU or 7g.80gb;
 	// 900 req/s needs ceil(900/400) = 3 replicas, on 3 GPUs.
-	pl, err := Build(mk(dur(100*time.Millisecond), 900), opts)
+	pl, err := Build(context.Background(), mk(dur(100*time.Millisecond), 900), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func TestMeasuredTenantEdges(t *testing.T) {
 		}
 	}
 	// SLO 20 ms: a batch may take 9 ms, and the fastest takes 10 ms: SLOUnmet.
-	pl, err = Build(mk(dur(20*time.Millisecond), 10), opts)
+	pl, err = Build(context.Background(), mk(dur(20*time.Millisecond), 10), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -46,8 +47,9 @@ const (
 // Build plans pool: a role, mode and layout for every GPU, and replicas on concrete slices for
 // every tenant, with reasons, a lower bound and baselines. pool must have had v1.Default applied
 // and passed v1.Validate. A tenant that cannot be served is marked infeasible in the plan (the
-// rest is still planned); the error is for input the planner cannot work with at all.
-func Build(pool *v1.Pool, o Options) (*v1.Plan, error) {
+// rest is still planned); the error is for input the planner cannot work with at all. When ctx
+// is cancelled the long loops stop early and Build returns ctx's error and no plan.
+func Build(ctx context.Context, pool *v1.Pool, o Options) (*v1.Plan, error) {
 	if pool == nil {
 		return nil, errors.New("build plan: no pool")
 	}
@@ -55,15 +57,26 @@ func Build(pool *v1.Pool, o Options) (*v1.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.ctx = ctx
 	p.evaluate()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("build plan: %w", err)
+	}
 	if err := p.optimise(); err != nil {
 		return nil, err
 	}
 	if o.Current != nil {
 		p.alignTo(o.Current)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("build plan: %w", err)
+	}
 	return p.result()
 }
+
+// stopped reports whether the run was cancelled; loops that see it return early and Build
+// discards what they left.
+func (p *planner) stopped() bool { return p.ctx != nil && p.ctx.Err() != nil }
 
 // optimise chooses and packs twice — with each MIG profile of a board used one way only, and
 // with that left to the node-aware packer — and keeps the better plan: fewest tenants short of
@@ -81,6 +94,9 @@ func (p *planner) optimise() error {
 		p.choose(v[0], v[1])
 		if err := p.pack(); err != nil {
 			return err
+		}
+		if err := p.ctx.Err(); err != nil {
+			return fmt.Errorf("build plan: %w", err)
 		}
 		s := &snapshot{gpus: p.gpus, score: p.score()}
 		for _, tn := range p.tenants {
@@ -128,6 +144,7 @@ func (p *planner) score() [4]float64 {
 
 // planner holds one planning run.
 type planner struct {
+	ctx     context.Context
 	pool    *v1.Pool
 	o       Options
 	popts   perf.Options
@@ -150,7 +167,7 @@ type fleetGPU struct {
 }
 
 func newPlanner(pool *v1.Pool, o Options) (*planner, error) {
-	p := &planner{pool: pool, o: o, popts: perf.DefaultOptions(), cache: newEvalCache(), modes: map[v1.Mode]bool{}}
+	p := &planner{ctx: context.Background(), pool: pool, o: o, popts: perf.DefaultOptions(), cache: newEvalCache(), modes: map[v1.Mode]bool{}}
 	if o.Perf != nil {
 		p.popts = *o.Perf
 	}

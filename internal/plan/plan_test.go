@@ -2,6 +2,7 @@ package plan
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -15,7 +16,7 @@ import (
 
 func build(t testing.TB, pool *v1.Pool) *v1.Plan {
 	t.Helper()
-	pl, err := Build(pool, Options{})
+	pl, err := Build(context.Background(), pool, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,14 +174,14 @@ func TestPlanProperties(t *testing.T) {
 		if err := v1.Validate(pool); err != nil {
 			rt.Fatalf("generated pool invalid: %v", err)
 		}
-		pl, err := Build(pool, Options{})
+		pl, err := Build(context.Background(), pool, Options{})
 		if err != nil {
 			rt.Fatal(err)
 		}
 		if err := checkPlan(pool, pl); err != nil {
 			rt.Fatal(err)
 		}
-		again, err := Build(pool, Options{})
+		again, err := Build(context.Background(), pool, Options{})
 		if err != nil {
 			rt.Fatal(err)
 		}
@@ -266,14 +267,14 @@ func perturb(rt *rapid.T, pool *v1.Pool) {
 // Build says which tenant lacks one.
 func TestModelDirFromOptions(t *testing.T) {
 	pool := smallPool(v1.Tenant{Name: "ft", Model: v1.Model{Dir: "models/ft"}, Traffic: v1.Traffic{RPS: 1}})
-	if _, err := Build(pool, Options{}); err == nil || !strings.Contains(err.Error(), "tenant ft") {
+	if _, err := Build(context.Background(), pool, Options{}); err == nil || !strings.Contains(err.Error(), "tenant ft") {
 		t.Fatalf("err = %v", err)
 	}
 	a, err := llm.Lookup("qwen2.5-1.5b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, err := Build(pool, Options{Models: map[string]llm.Model{"ft": llm.FromArch(a)}})
+	pl, err := Build(context.Background(), pool, Options{Models: map[string]llm.Model{"ft": llm.FromArch(a)}})
 	if err != nil {
 		t.Fatal(err)
 	}

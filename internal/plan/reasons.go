@@ -202,6 +202,9 @@ func (p *planner) infeasibleReasons(tn *tenant) []v1.Reason {
 	case counts[v1.ReasonSLOUnmet] > 0:
 		out = append(out, v1.NewReason(v1.ReasonSLOUnmet, "no allowed slice meets %s for %d+%d-token requests at %.3g req/s",
 			describeSLO(tn), tn.work.InputTokens, tn.work.OutputTokens, tn.t.Traffic.RPS))
+	case counts[v1.ReasonNoCapacity] > 0 && counts[v1.ReasonOverCap] == 0:
+		out = append(out, v1.NewReason(v1.ReasonNoCapacity, "every slice that holds the model needs more replicas for %.3g req/s than the fleet's %d GPUs can hold",
+			tn.t.Traffic.RPS, len(p.fleet)))
 	default:
 		out = append(out, v1.NewReason(v1.ReasonOverCap, "every slice that holds the model needs more replicas than cap allows"))
 	}

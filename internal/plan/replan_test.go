@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -18,7 +19,7 @@ func TestReplanKeepsShuffledLayouts(t *testing.T) {
 	for i := range cur.GPUs { // the contents move, the GPU names stay in fleet order
 		cur.GPUs[i].Node, cur.GPUs[i].Index = first.GPUs[i].Node, first.GPUs[i].Index
 	}
-	next, err := Build(pool, Options{Current: &cur})
+	next, err := Build(context.Background(), pool, Options{Current: &cur})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestReplanChangesFewGPUs(t *testing.T) {
 		return t.Name == "product-0" || t.Name == "tools-1"
 	})
 	fresh := build(t, &smaller)
-	next, err := Build(&smaller, Options{Current: first})
+	next, err := Build(context.Background(), &smaller, Options{Current: first})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -149,6 +149,9 @@ func sharingGroup(t v1.Tenant) string {
 	return "soft:" + t.Path
 }
 
+// maxDemandReplicas bounds a computed replica count, far above what any fleet holds.
+const maxDemandReplicas = 1 << 30
+
 // demandReplicas is how many replicas a slice that sustains rate req/s needs: ceil(rps / rate)
 // (at least 1), or the fixed count; plus one for redundancy; at least the reservation. It returns
 // 0 when the traffic cannot be carried (rate 0).
@@ -162,7 +165,9 @@ func demandReplicas(t v1.Tenant, rate float64) int {
 	case rate <= 0:
 		return 0
 	default:
-		n = max(1, int(math.Ceil(t.Traffic.RPS/rate-1e-9)))
+		// Checked: a tiny rate would make the quotient overflow int; above maxDemandReplicas
+		// no fleet can place the replicas anyway (the candidate is rejected for capacity).
+		n = max(1, int(min(math.Ceil(t.Traffic.RPS/rate-1e-9), maxDemandReplicas)))
 	}
 	if t.Redundancy {
 		n++

@@ -114,6 +114,8 @@
 //
 // pool-map.svg has one row per GPU (node order, then index): MIG GPUs as their memory slices with
 // each instance over the slices it occupies, other GPUs as one bar; each replica in its tenant's
-// colour (TenantColor: a hue from the FNV-1a hash of the name, so stable across plans), shared
-// devices split between their replicas, with a legend of tenants.
+// colour (TenantColors: tenants in name order take Kelly's colours of maximum contrast in turn,
+// so that tenants of one group are told apart), shared devices split between their
+// replicas, with a legend of tenants. A label that does not fit its cell is set smaller, then
+// cut with "…", then left out (the cell's tooltip still names it).
 package render

@@ -165,9 +165,15 @@ func TestPoolMapSVG(t *testing.T) {
 		}
 	}
 	// chat has 3 replicas, code-complete 2, the others 1 (each also has one legend swatch).
-	for tenant, n := range map[string]int{"chat": 3, "code-complete": 2, "summarizer": 1, "docs-qa": 1, "eval-batch": 1} {
-		if fills[TenantColor(tenant)] != n+1 {
-			t.Errorf("%s: %d shapes in %s, want %d replicas + 1 legend", tenant, fills[TenantColor(tenant)], TenantColor(tenant), n)
+	counts := map[string]int{"chat": 3, "code-complete": 2, "summarizer": 1, "docs-qa": 1, "eval-batch": 1}
+	var names []string
+	for n := range counts {
+		names = append(names, n)
+	}
+	colors := TenantColors(names)
+	for tenant, n := range counts {
+		if fills[colors[tenant]] != n+1 {
+			t.Errorf("%s: %d shapes in %s, want %d replicas + 1 legend", tenant, fills[colors[tenant]], colors[tenant], n)
 		}
 	}
 }
@@ -192,23 +198,5 @@ func TestMPSFile(t *testing.T) {
 	}
 	if len(d.Clients) != 2 || d.Clients[1].Env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] != "0=18432M" {
 		t.Errorf("clients = %+v", d.Clients)
-	}
-}
-
-// TestHSLToRGB: CSS Color 3 examples: hsl(0,100%,50%) is red, hsl(120,100%,25%) is #008000,
-// hsl(240,100%,75%) is #8080ff (0.75 ± 0.25 → 255, 128, 128 after rounding 127.5 up).
-func TestHSLToRGB(t *testing.T) {
-	for _, tc := range []struct {
-		h, s, l float64
-		want    [3]uint8
-	}{{0, 1, 0.5, [3]uint8{255, 0, 0}}, {120, 1, 0.25, [3]uint8{0, 128, 0}}, {240, 1, 0.75, [3]uint8{128, 128, 255}},
-		{300, 0, 0.5, [3]uint8{128, 128, 128}}} {
-		r, g, b := hslToRGB(tc.h, tc.s, tc.l)
-		if [3]uint8{r, g, b} != tc.want {
-			t.Errorf("hsl(%v,%v,%v) = %v, want %v", tc.h, tc.s, tc.l, [3]uint8{r, g, b}, tc.want)
-		}
-	}
-	if TenantColor("chat") != TenantColor("chat") || TenantColor("chat") == TenantColor("code-complete") {
-		t.Error("tenant colours are not stable and distinct")
 	}
 }

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/xml"
 	"fmt"
-	"hash/fnv"
-	"math"
+	"slices"
+	"unicode/utf8"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 )
@@ -18,38 +18,29 @@ const (
 	svgMargin = 10
 )
 
-// TenantColor is the tenant's stable fill colour in the pool map, "#rrggbb": hue from the FNV-1a
-// hash of its name, saturation 65%, lightness 62% (hex rather than hsl() so every SVG 1.1
-// renderer reads it).
-func TenantColor(tenant string) string {
-	h := fnv.New32a()
-	h.Write([]byte(tenant))
-	r, g, b := hslToRGB(float64(h.Sum32()%360), 0.65, 0.62)
-	return fmt.Sprintf("#%02x%02x%02x", r, g, b)
+// tenantPalette is Kelly's colours of maximum contrast (K. L. Kelly, "Twenty-two colors of
+// maximum contrast", Color Engineering 3(6), 1965), in his order, without white and black (the
+// map's background and text) and the two darkest browns and olive (black labels on them are hard
+// to read).
+var tenantPalette = []string{
+	"#f3c300", "#875692", "#f38400", "#a1caf1", "#be0032", "#c2b280", "#848482", "#008856", "#e68fac",
+	"#0067a5", "#f99379", "#604e97", "#f6a600", "#b3446c", "#dcd300", "#882d17", "#8db600", "#e25822",
 }
 
-// hslToRGB converts a colour from HSL (hue in degrees) to 8-bit RGB (the CSS Color 3 formula).
-func hslToRGB(hue, sat, light float64) (r, g, b uint8) {
-	c := (1 - math.Abs(2*light-1)) * sat
-	x := c * (1 - math.Abs(math.Mod(hue/60, 2)-1))
-	var rf, gf, bf float64
-	switch {
-	case hue < 60:
-		rf, gf = c, x
-	case hue < 120:
-		rf, gf = x, c
-	case hue < 180:
-		gf, bf = c, x
-	case hue < 240:
-		gf, bf = x, c
-	case hue < 300:
-		rf, bf = x, c
-	default:
-		rf, bf = c, x
+// TenantColors gives each tenant of a pool map its fill colour, "#rrggbb": tenants in name order
+// take Kelly's colours of maximum contrast in turn, so that tenants of one group (chat-a, chat-b)
+// are told apart at a glance; past 18 tenants the colours repeat and the legend and each cell's
+// tooltip tell them apart. A tenant keeps its colour as long as the set of tenant names does not
+// change.
+func TenantColors(names []string) map[string]string {
+	sorted := slices.Clone(names)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	out := make(map[string]string, len(sorted))
+	for i, n := range sorted {
+		out[n] = tenantPalette[i%len(tenantPalette)]
 	}
-	m := light - c/2
-	to8 := func(v float64) uint8 { return uint8(math.Round((v + m) * 255)) }
-	return to8(rf), to8(gf), to8(bf)
+	return out
 }
 
 type svgWriter struct{ b bytes.Buffer }
@@ -57,6 +48,43 @@ type svgWriter struct{ b bytes.Buffer }
 func (w *svgWriter) text(x, y int, anchor, s string) {
 	fmt.Fprintf(&w.b, `<text x="%d" y="%d" text-anchor="%s">`, x, y, anchor)
 	_ = xml.EscapeText(&w.b, []byte(s))
+	w.b.WriteString("</text>\n")
+}
+
+// Estimated advance per character of the sans-serif labels, in pixels per point of font size
+// (0.6 em covers lower-case letters, digits and punctuation of common fonts).
+const svgCharEm = 0.6
+
+// fitLabel fits a label into a cell wd pixels wide: at the normal 12 px when it fits, else at
+// 9 px, else cut with "…" at 9 px; "" when not even two characters fit (the cell's title still
+// names it). It returns the text and its font size.
+func fitLabel(s string, wd int) (string, int) {
+	room := float64(wd - 4) // 2 px on each side
+	n := utf8.RuneCountInString(s)
+	for _, size := range []int{12, 9} {
+		if float64(n)*svgCharEm*float64(size) <= room {
+			return s, size
+		}
+	}
+	fit := int(room/(svgCharEm*9)) - 1 // one for the ellipsis
+	if fit < 2 {
+		return "", 9
+	}
+	return string([]rune(s)[:fit]) + "…", 9
+}
+
+// cellText writes a label centred in a cell wd pixels wide, fitted by fitLabel.
+func (w *svgWriter) cellText(x, y, wd int, s string) {
+	text, size := fitLabel(s, wd)
+	if text == "" {
+		return
+	}
+	if size == 12 {
+		w.text(x+wd/2, y, "middle", text)
+		return
+	}
+	fmt.Fprintf(&w.b, `<text x="%d" y="%d" text-anchor="middle" font-size="%d">`, x+wd/2, y, size)
+	_ = xml.EscapeText(&w.b, []byte(text))
 	w.b.WriteString("</text>\n")
 }
 
@@ -79,6 +107,7 @@ func poolMapSVG(m *model) []byte {
 		rows += len(n.gpus)
 	}
 	_, tenants := m.replicasByTenant()
+	colors := TenantColors(tenants)
 	height := svgMargin*2 + (rows+1)*svgRow + (len(tenants)+1)*20
 	width := svgMargin*2 + svgLabel + svgBar
 	w := &svgWriter{}
@@ -92,13 +121,13 @@ func poolMapSVG(m *model) []byte {
 		for _, g := range n.gpus {
 			p := g.plan
 			w.text(svgMargin, y+19, "start", fmt.Sprintf("%s/%d %s %s %s", p.Node, p.Index, p.Board, p.Role, p.Mode))
-			drawGPU(w, g, svgMargin+svgLabel, y+3)
+			drawGPU(w, g, svgMargin+svgLabel, y+3, colors)
 			y += svgRow
 		}
 	}
 	y += 10
 	for _, t := range tenants {
-		w.rect(svgMargin, y, 14, 14, TenantColor(t), "")
+		w.rect(svgMargin, y, 14, 14, colors[t], "")
 		w.text(svgMargin+20, y+12, "start", t)
 		y += 20
 	}
@@ -106,12 +135,12 @@ func poolMapSVG(m *model) []byte {
 	return w.b.Bytes()
 }
 
-func drawGPU(w *svgWriter, g *gpuModel, x, y int) {
+func drawGPU(w *svgWriter, g *gpuModel, x, y int, colors map[string]string) {
 	h := svgRow - 6
 	if g.plan.Mode != v1.ModeMIG || g.board.MemorySlices == 0 {
 		w.rect(x, y, svgBar, h, "#eee", "")
 		for _, d := range g.devices {
-			drawDevice(w, d, x, y, svgBar, h)
+			drawDevice(w, d, x, y, svgBar, h, colors)
 		}
 		return
 	}
@@ -124,12 +153,12 @@ func drawGPU(w *svgWriter, g *gpuModel, x, y int) {
 		if err != nil {
 			continue
 		}
-		drawDevice(w, d, x+d.instance.Start*slot, y, p.MemorySlices*slot, h)
+		drawDevice(w, d, x+d.instance.Start*slot, y, p.MemorySlices*slot, h, colors)
 	}
 }
 
 // drawDevice fills a device's span with its replicas side by side and labels it.
-func drawDevice(w *svgWriter, d *device, x, y, wd, h int) {
+func drawDevice(w *svgWriter, d *device, x, y, wd, h int, colors map[string]string) {
 	label := string(d.kind)
 	if d.instance != nil {
 		label = d.instance.Ref().String()
@@ -140,7 +169,7 @@ func drawDevice(w *svgWriter, d *device, x, y, wd, h int) {
 	if len(d.replicas) == 0 {
 		if d.instance != nil {
 			w.rect(x, y, wd, h, "#ccc", label+": no replicas")
-			w.text(x+wd/2, y+16, "middle", label)
+			w.cellText(x, y+16, wd, label)
 		}
 		return
 	}
@@ -153,8 +182,8 @@ func drawDevice(w *svgWriter, d *device, x, y, wd, h int) {
 		if r.Limits.SMPercent > 0 {
 			title += fmt.Sprintf(", %d%% SMs", r.Limits.SMPercent)
 		}
-		w.rect(x+i*part, y, part, h, TenantColor(r.Tenant), title)
-		w.text(x+i*part+part/2, y+16, "middle", fmt.Sprintf("%s/%d", r.Tenant, r.Index))
+		w.rect(x+i*part, y, part, h, colors[r.Tenant], title)
+		w.cellText(x+i*part, y+16, part, fmt.Sprintf("%s/%d", r.Tenant, r.Index))
 	}
 }
 

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"testing"
@@ -50,7 +51,7 @@ func BenchmarkEvents(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				res, err := s.Run()
+				res, err := s.Run(context.Background())
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -70,7 +71,7 @@ func BenchmarkHour100Tenants(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		res, err := s.Run()
+		res, err := s.Run(context.Background())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -92,7 +93,7 @@ func BenchmarkDuration(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				if _, err := s.Run(); err != nil {
+				if _, err := s.Run(context.Background()); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -109,7 +110,7 @@ func runAlloc(t *testing.T, in Input, d time.Duration) uint64 {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	if _, err := s.Run(); err != nil {
+	if _, err := s.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	runtime.ReadMemStats(&after)

@@ -6,7 +6,7 @@
 //
 //	plan, _ := sim.UniformPlan(pool, v1.ModeMPS)            // or a planner's / a user's Plan
 //	s, err := sim.New(sim.Input{Pool: pool, Plan: plan}, sim.Config{Duration: time.Hour, Seed: 7})
-//	res, _ := s.Run()                                      // res.Report; res.CDF, res.Timeline for plots
+//	res, _ := s.Run(ctx)                                    // res.Report; res.CDF, res.Timeline for plots
 //	tr, err := sim.ReadTrace(r, sim.TraceOptions{...})     // Input.Trace replaces generated traffic
 //
 // New rejects, with every reason at once, a plan that v1.ValidatePlan rejects against its pool

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -107,8 +108,9 @@ func New(in Input, cfg Config) (*Sim, error) {
 	return s, nil
 }
 
-// Run simulates the whole duration and returns the result. Calling it twice is an error.
-func (s *Sim) Run() (*Result, error) {
+// Run simulates the whole duration and returns the result. Calling it twice is an error. It
+// checks ctx every 4,096 events and returns ctx's error, and no result, once it is cancelled.
+func (s *Sim) Run(ctx context.Context) (*Result, error) {
 	if s.ran {
 		return nil, fmt.Errorf("run simulation: already ran")
 	}
@@ -127,6 +129,9 @@ func (s *Sim) Run() (*Result, error) {
 		}
 		s.now = e.at
 		s.events++
+		if s.events&0xfff == 0 && ctx.Err() != nil {
+			return nil, fmt.Errorf("run simulation: %w", ctx.Err())
+		}
 		switch e.kind {
 		case evArrival:
 			s.arrive(e.id)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -57,7 +58,7 @@ func runSim(t testing.TB, in Input, cfg Config) (*Sim, *Result) {
 	if err != nil {
 		t.Fatalf("new: %v", err)
 	}
-	res, err := s.Run()
+	res, err := s.Run(context.Background())
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}

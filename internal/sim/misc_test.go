@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -104,7 +105,7 @@ func TestConfigValidate(t *testing.T) {
 
 func TestRunTwice(t *testing.T) {
 	s, _ := small(t, time.Second, 1)
-	if _, err := s.Run(); err == nil {
+	if _, err := s.Run(context.Background()); err == nil {
 		t.Error("second Run succeeded")
 	}
 }

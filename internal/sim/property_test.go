@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func TestConservation(t *testing.T) {
 		if err != nil {
 			t.Skipf("rejected: %v", err) // a slice too small for a model is a valid outcome
 		}
-		res, err := s.Run()
+		res, err := s.Run(context.Background())
 		if err != nil {
 			t.Fatalf("run: %v", err)
 		}
