@@ -222,8 +222,8 @@ func simulateTable(w io.Writer, r simulateReport) error {
 	fmt.Fprintln(tw, "TENANT\tREPL\tDONE\tDROP\tUNFIN\tTTFT p50/p99\tTPOT p50/p99\tE2E p50/p99\tSLO MET\tOUT TOK/S\tSERVED\tJ/TOKEN")
 	for _, t := range r.Tenants {
 		slo := fmt.Sprintf("%.1f%%", 100*t.SLOAttainment)
-		if t.Completed == 0 {
-			slo = "-" // no request completed: nothing met or missed the SLO
+		if t.SLOJudged == 0 {
+			slo = "-" // no request completed or dropped: nothing met or missed the SLO
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f\t%.1f%%\t%.3f\n", t.Name, t.Replicas, t.Completed, t.Dropped,
 			t.Unfinished, pair(t.TTFT), pair(t.TPOT), pair(t.E2E), slo, t.OutputTokensPerSec,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,6 +39,27 @@ func TestSimulateNoCompletionsNoSLO(t *testing.T) {
 		}
 	}
 	t.Fatalf("no row for chat:\n%s", out)
+}
+
+// In JSON the same tenant says how many requests its attainment is over: none.
+func TestSimulateNoCompletionsJSON(t *testing.T) {
+	out, errOut, code := runCmd(t, "simulate", writeTemp(t, "pool.yaml", overloadPool), "--strategy", "mps", "--duration", "100ms", "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep simulateReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range rep.Tenants {
+		if tr.Name == "chat" {
+			if tr.Completed != 0 || tr.SLOJudged != 0 {
+				t.Errorf("chat: %d completed, sloJudged %d, want 0 and 0", tr.Completed, tr.SLOJudged)
+			}
+			return
+		}
+	}
+	t.Fatalf("no tenant chat in %s", out)
 }
 
 // Re-planning with no change writes "steps: []", not "steps: null".

@@ -51,8 +51,12 @@ type TenantReport struct {
 	TPOT Latency `json:"tpotMs"`
 	E2E  Latency `json:"e2eMs"`
 	// SLOAttainment is the fraction of completed and dropped requests whose TTFT, TPOT and
-	// end-to-end latency each met the tenant's p99 objective (1 with no objective).
+	// end-to-end latency each met the tenant's p99 objective (1 with no objective). With no
+	// request completed or dropped there is nothing to judge: SLOJudged is 0 and the attainment
+	// (then 1) says nothing.
 	SLOAttainment float64 `json:"sloAttainment"`
+	// SLOJudged is the number of requests the attainment is over (completed + dropped).
+	SLOJudged int64 `json:"sloJudged"`
 	// GoodputRPS and GoodputTokensPerSec count the requests meeting every objective.
 	GoodputRPS          float64 `json:"goodputRps"`
 	GoodputTokensPerSec float64 `json:"goodputTokensPerSec"`
@@ -191,7 +195,8 @@ func tenantReport(t *tenantState, replicas []*replica, d float64) TenantReport {
 		tr.Dropped += n
 	}
 	tr.SLOAttainment = 1
-	if n := st.completed + tr.Dropped; n > 0 {
+	tr.SLOJudged = st.completed + tr.Dropped
+	if n := tr.SLOJudged; n > 0 {
 		tr.SLOAttainment = round(float64(st.met)/float64(n), 6)
 	}
 	tr.GoodputRPS = round(float64(st.met)/d, 4)
