@@ -60,11 +60,16 @@ func (s State) clone() State {
 	n.LastChange = maps.Clone(s.LastChange)
 	n.Recent = slices.Clone(s.Recent)
 	n.Notes = slices.Clone(s.Notes)
+	n.Counts = maps.Clone(s.Counts)
 	return n
 }
 
 func (s *State) note(now time.Time, gpuID, code, format string, args ...any) {
 	s.Notes = append(s.Notes, Note{At: now, GPU: gpuID, Code: code, Message: fmt.Sprintf(format, args...)})
+	if s.Counts == nil {
+		s.Counts = map[string]int{}
+	}
+	s.Counts[code]++
 	if len(s.Notes) > MaxNotes {
 		s.Notes = slices.Clone(s.Notes[len(s.Notes)-MaxNotes:])
 	}

@@ -135,6 +135,8 @@ type State struct {
 	Recent []time.Time `json:"recent,omitzero"`
 	// Notes are the most recent decisions, newest last (at most MaxNotes).
 	Notes []Note `json:"notes,omitzero"`
+	// Counts counts every note ever recorded, by code (notes are capped; counts are not).
+	Counts map[string]int `json:"counts,omitzero"`
 }
 
 // MaxNotes bounds State.Notes.

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string             { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func agentConfig(t *testing.T) string {
+	t.Helper()
+	src, err := os.ReadFile("../../examples/agent-fake.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := strings.Replace(string(src), "stateDir: .gpupool-agent-demo", "stateDir: "+filepath.Join(dir, "state"), 1)
+	path := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// The README's quick start: one poll on the fake node re-partitions two GPUs and defers the third.
+func TestAgentFakeOnce(t *testing.T) {
+	cfg := agentConfig(t)
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"agent", "--fake", "--config", cfg, "--once"}, &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	s := out.String()
+	for _, want := range []string{`re-partitioned from "7g.80gb@0" to "3g.40gb@0 3g.40gb@4"`,
+		`re-partitioned from "7g.80gb@0" to "2g.20gb@0 2g.20gb@2 3g.40gb@4"`, "GateRateLimit", "gate: phase idle, cordoned false, 1 queued"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	// A second start on the same state: the layouts are kept, nothing is re-done.
+	out.Reset()
+	if err := run(context.Background(), []string{"agent", "--fake", "--config", cfg, "--once"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "GateDone") {
+		t.Errorf("second start re-partitioned again:\n%s", out.String())
+	}
+}
+
+func TestAgentServesMetricsAndHealth(t *testing.T) {
+	cfg := agentConfig(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"agent", "--fake", "--config", cfg, "--listen", "127.0.0.1:0"}, out, io.Discard)
+	}()
+	re := regexp.MustCompile(`http://(127\.0\.0\.1:\d+)`)
+	var addr string
+	for deadline := time.Now().Add(10 * time.Second); addr == ""; {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			addr = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no address printed:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	var body string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, body = get("/metrics")
+		if strings.Contains(body, `gpupool_tenant_energy_joules_total{tenant="chat"}`) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, want := range []string{`gpupool_gate_phase{phase="idle"} 1`, `gpupool_gate_changes_total{outcome="GateDone"} 2`,
+		`gpupool_gpu_info{board="H100-SXM5-80GB"`, `gpupool_tenant_tokens_total{tenant="chat"}`,
+		`gpupool_tenant_energy_joules_total{tenant="chat"}`, `gpupool_slice_memory_planned_bytes{gpu=`, "process_resident_memory_bytes"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if code, b := get("/healthz"); code != 200 || b != "ok\n" {
+		t.Errorf("/healthz = %d %q", code, b)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
