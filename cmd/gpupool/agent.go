@@ -106,7 +106,11 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	}
 	policy := gate.Policy{Cooldown: set.Cooldown, MaxChanges: cfg.Policy.MaxChanges, Window: set.Window}
 	x, err := agent.NewExecutor(ctx, j, rep, gate.State{Policy: policy}, agent.Deps{
-		MIG: lib, Node: &agent.LocalNode{Path: filepath.Join(cfg.StateDir, "cordon.json")}, Smoke: smoke, Now: now, Log: log})
+		MIG: lib, Node: &agent.LocalNode{Path: filepath.Join(cfg.StateDir, "cordon.json")}, Smoke: smoke, Now: now, Log: log,
+		OnAction: func(a gate.Action, at time.Time, err error) { printAction(e.stdout, a, at, err) },
+		OnNote: func(n gate.Note) {
+			fmt.Fprintf(e.stdout, "%s  %-20s %s\n", n.At.Format(time.TimeOnly), n.Code, n.Message)
+		}})
 	if err != nil {
 		return err
 	}
@@ -122,17 +126,8 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	} else {
 		log.Warn("mps: " + mps.DefaultControl + " not found; MPS daemons are not started")
 	}
-	printed := len(x.State().Notes)
-	report := func() {
-		notes := x.State().Notes
-		for _, n := range notes[min(printed, len(notes)):] {
-			fmt.Fprintf(e.stdout, "%s  %-20s %s\n", n.At.Format(time.TimeOnly), n.Code, n.Message)
-		}
-		printed = len(notes)
-	}
 	if once {
 		err := a.Poll(ctx)
-		report()
 		st := x.State()
 		fmt.Fprintf(e.stdout, "gate: phase %s, cordoned %t, %d queued\n", st.Phase(), st.Cordoned, len(st.Queue))
 		return err
@@ -149,7 +144,6 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 		if err := a.Poll(ctx); err != nil {
 			log.Warn("poll", "err", err)
 		}
-		report()
 		advance()
 		select {
 		case <-ctx.Done():
@@ -157,6 +151,24 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 		case <-t.C:
 		}
 	}
+}
+
+// printAction prints one gate action as the executor performed it.
+func printAction(w io.Writer, a gate.Action, at time.Time, err error) {
+	what := string(a.Kind)
+	switch {
+	case a.Instance.Profile != "":
+		what += " " + a.Instance.String()
+	case len(a.Instances) > 0:
+		what += " " + a.Instances.String()
+	case a.Kind == gate.ActDrain || a.Kind == gate.ActSmoke:
+		what += " (no instances)"
+	}
+	result := "ok"
+	if err != nil {
+		result = "failed: " + err.Error()
+	}
+	fmt.Fprintf(w, "%s    %-40s %s\n", at.Format(time.TimeOnly), what, result)
 }
 
 // serveAgent serves /metrics (the agent's collector, plus Go and process metrics) and /healthz.

@@ -32,6 +32,10 @@ type Deps struct {
 	// ActionTimeout bounds one action (drain and smoke are the long ones); 0 means 10 min.
 	ActionTimeout time.Duration
 	Log           *slog.Logger
+	// OnAction, when set, is told of every action performed and its outcome (the CLI prints them).
+	OnAction func(a gate.Action, at time.Time, err error)
+	// OnNote, when set, is told of every note the gate records, as it records it.
+	OnNote func(n gate.Note)
 }
 
 // NewExecutor resumes from the journal's last state (or starts from init) and re-issues the
@@ -88,6 +92,12 @@ func (x *Executor) step(ctx context.Context, ev gate.Event) error {
 		if err := x.Journal.Append(next); err != nil {
 			return fmt.Errorf("journal gate step %s: %w", ev.Kind, err)
 		}
+		if x.OnNote != nil {
+			k := min(total(next.Counts)-total(x.state.Counts), len(next.Notes))
+			for _, n := range next.Notes[len(next.Notes)-max(k, 0):] {
+				x.OnNote(n)
+			}
+		}
 		x.state = next
 		if len(acts) == 0 {
 			return nil
@@ -128,8 +138,19 @@ func (x *Executor) perform(ctx context.Context, a gate.Action) gate.Event {
 		err = errors.New("unknown action")
 	}
 	x.Log.Info("gate action", "id", a.ID, "kind", a.Kind, "gpu", a.GPU, "instance", a.Instance.String(), "err", err)
+	if x.OnAction != nil {
+		x.OnAction(a, x.Now(), err)
+	}
 	if err != nil {
 		return gate.Event{Kind: gate.EvFailed, ID: a.ID, Error: err.Error()}
 	}
 	return ev
+}
+
+func total(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
