@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"time"
 
@@ -89,6 +90,9 @@ func (x *Executor) step(ctx context.Context, ev gate.Event) error {
 	defer x.mu.Unlock()
 	for {
 		next, acts := gate.Step(x.state, ev, x.Now())
+		if len(acts) == 0 && reflect.DeepEqual(next, x.state) {
+			return nil // nothing changed (an idle tick): nothing to make durable
+		}
 		if err := x.Journal.Append(next); err != nil {
 			return fmt.Errorf("journal gate step %s: %w", ev.Kind, err)
 		}
