@@ -3,14 +3,13 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -20,18 +19,25 @@ import (
 	"gpupool.dev/gpupool/internal/nvml"
 )
 
-// The crash test runs the agent's gate executor in a child process (this test binary, re-executed)
+// The crash test runs the agent's gate executor in a child process (testdata/crashchild, built once)
 // that SIGKILLs itself at the k-th crash point (every journal write and fsync, every cordon file
 // write, every MIG call of the fake GPU, before and after), for every k, then runs it again to
 // resume. The fake GPU keeps its MIG state in a file, as hardware keeps it across a process.
 
-const childEnv = "GPUPOOL_AGENT_CRASH_CHILD"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		os.Exit(crashChild())
+// buildChild builds testdata/crashchild once, without the race detector.
+func buildChild(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	os.Exit(m.Run())
+	bin := filepath.Join(t.TempDir(), "crashchild")
+	cmd := exec.Command(goBin, "build", "-o", bin, "./testdata/crashchild")
+	cmd.Env = append(os.Environ(), "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build crash child: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // scenario is one change on GPU 0 of a 2-GPU fake H100 node; GPU 1 must stay untouched.
@@ -55,99 +61,10 @@ var scenarios = []scenario{
 
 const otherLayout = "2g.20gb@0 2g.20gb@2 3g.40gb@4"
 
-func crashChild() int {
-	dir := os.Getenv("DIR")
-	killAt, _ := strconv.Atoi(os.Getenv("KILL_AT"))
-	failNth, _ := strconv.Atoi(os.Getenv("FAIL_NTH"))
-	failCall := os.Getenv("FAIL_CALL")
-	if os.Getenv("INIT") != "" {
-		failCall = ""
-	}
-	var points, calls atomic.Int64
-	hook := func(string) {
-		if n := points.Add(1); killAt > 0 && n == int64(killAt) {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // the signal is on its way
-		}
-	}
-	fake, err := nvml.NewFake(nvml.FakeOptions{Model: "h100", GPUs: 2, StatePath: filepath.Join(dir, "mig.json"), Hook: hook})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	lib := nvml.New(fake.Interface(), nvml.Options{Faults: func(c string) nvml.Fault {
-		if c == failCall && calls.Add(1) == int64(failNth) {
-			return nvml.Fault{Err: true}
-		}
-		return nvml.Fault{}
-	}})
-	u := fake.UUIDs()
-	board := fake.Board().Name
-	if os.Getenv("INIT") != "" { // lay out the starting state, once, without kills
-		for i, s := range []string{os.Getenv("FROM"), otherLayout} {
-			l, _ := gpu.ParseLayout(s)
-			for _, in := range fake.Board().CreationOrder(l) {
-				if err := lib.Create(u[i], board, in); err != nil {
-					fmt.Fprintln(os.Stderr, err)
-					return 2
-				}
-			}
-		}
-		return 0
-	}
-	j, rep, err := OpenJournal(filepath.Join(dir, "gate.journal"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 3
-	}
-	j.Hook = hook
-	node := &LocalNode{Path: filepath.Join(dir, "cordon.json"), Hook: hook}
-	var smoke Smoker = okSmoker{}
-	if os.Getenv("FAIL_SMOKE") != "" {
-		smoke = failSmoker{}
-	}
-	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	now := func() time.Time { clock = clock.Add(time.Second); return clock }
-	ctx := context.Background()
-	x, err := NewExecutor(ctx, j, rep, gate.State{}, Deps{MIG: lib, Node: node, Smoke: smoke, Now: now})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 4
-	}
-	cur, _, err := lib.Observe(u[0], board)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 5
-	}
-	to, _ := gpu.ParseLayout(os.Getenv("TO"))
-	if err := x.Submit(ctx, gate.Desired{GPU: u[0], Board: board, Layout: to, Current: cur}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 6
-	}
-	rolled := 0
-	for _, n := range x.State().Notes {
-		if n.Code == gate.ReasonRolledBack {
-			rolled = 1
-		}
-	}
-	fmt.Printf("points=%d phase=%s rolledBack=%d\n", points.Load(), x.State().Phase(), rolled)
-	return 0
-}
-
-type okSmoker struct{}
-
-func (okSmoker) Smoke(context.Context, string, gpu.Layout) error { return nil }
-
-type failSmoker struct{}
-
-func (failSmoker) Smoke(context.Context, string, gpu.Layout) error {
-	return errors.New("smoke: CUDA program exited 1")
-}
-
-func runChild(t *testing.T, dir string, sc scenario, env ...string) (killed bool, out string) {
+func runChild(t *testing.T, bin, dir string, sc scenario, env ...string) (killed bool, out string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=1", "DIR="+dir, "FROM="+sc.from, "TO="+sc.to,
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "DIR="+dir, "FROM="+sc.from, "TO="+sc.to,
 		"FAIL_CALL="+sc.failCall, "FAIL_NTH="+strconv.Itoa(sc.failNth))
 	if sc.failSmoke {
 		cmd.Env = append(cmd.Env, "FAIL_SMOKE=1")
@@ -170,13 +87,26 @@ func TestCrashAtEveryPoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the crash test runs hundreds of child processes")
 	}
+	bin := buildChild(t)
 	runs, rolledBack := 0, 0
 	start := time.Now()
+	base := t.TempDir()
+	// A SIGKILL loses no page-cache data, so the runs may use a memory file system (fsync is then
+	// nearly free and the test takes seconds, not a minute); power loss is not what is tested here.
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if d, err := os.MkdirTemp("/dev/shm", "gpupool-crash-"); err == nil {
+			base = d
+			defer os.RemoveAll(d)
+		}
+	}
 	for _, sc := range scenarios {
 		for k := 1; ; k++ {
-			dir := t.TempDir()
-			runChild(t, dir, sc, "INIT=1")
-			killed, out := runChild(t, dir, sc, "KILL_AT="+strconv.Itoa(k))
+			dir, err := os.MkdirTemp(base, sc.name+"-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			runChild(t, bin, dir, sc, "INIT=1")
+			killed, out := runChild(t, bin, dir, sc, "KILL_AT="+strconv.Itoa(k))
 			if !killed {
 				if k < 10 {
 					t.Fatalf("%s: only %d crash points (%s)", sc.name, k-1, out)
@@ -185,7 +115,7 @@ func TestCrashAtEveryPoint(t *testing.T) {
 				break
 			}
 			runs++
-			_, out = runChild(t, dir, sc) // restart: resume or roll back
+			_, out = runChild(t, bin, dir, sc) // restart: resume or roll back
 			checkEnd(t, dir, sc, k, out)
 			if sc.failCall != "" && strings.Contains(out, "rolledBack=1") {
 				rolledBack++
@@ -260,3 +190,7 @@ func checkEnd(t *testing.T, dir string, sc scenario, k int, out string) {
 		t.Fatalf("%s kill %d: node left cordoned (%q) err %v", sc.name, k, st.Reason, err)
 	}
 }
+
+type okSmoker struct{}
+
+func (okSmoker) Smoke(context.Context, string, gpu.Layout) error { return nil }

@@ -24,8 +24,8 @@
 //
 // # Failure and rollback
 //
-// A failed cordon gives up the change and records why. A failed drain uncordons with the GPU
-// untouched. A failed destroy, create, verify or smoke rolls back: the target becomes the old
+// A failed cordon gives up the change and records why. A failed drain, or a failure before
+// the first destroy or create, uncordons with the GPU untouched. A failed destroy, create, verify or smoke rolls back: the target becomes the old
 // layout, applied the same way (observe, ops, verify), then the node is uncordoned with the
 // reason on record (ReasonRolledBack). A rollback that fails MaxRollbackAttempts times leaves the
 // node cordoned, phase failed, with the reason in State.CordonReason, until an operator sends

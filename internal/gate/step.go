@@ -275,13 +275,24 @@ func (s *State) failed(a Action, errText string, now time.Time) {
 	case ActSmoke:
 		s.fail(now, ReasonSmokeFailed, fmt.Sprintf("smoke check on GPU %s instances %q failed: %s", c.GPU, a.Instances.String(), errText))
 	default: // observe, destroy, create
-		s.fail(now, ReasonApplyFailed, fmt.Sprintf("%s %s on GPU %s failed: %s", a.Kind, a.Instance.String(), c.GPU, errText))
+		what := string(a.Kind)
+		if a.Instance.Profile != "" {
+			what += " " + a.Instance.String()
+		}
+		s.fail(now, ReasonApplyFailed, fmt.Sprintf("%s on GPU %s failed: %s", what, c.GPU, errText))
 	}
 }
 
 // fail starts (or retries) the rollback, or gives up after MaxRollbackAttempts.
 func (s *State) fail(now time.Time, code, msg string) {
 	c := s.Active
+	if !c.Rollback && !c.Touched {
+		// Nothing was destroyed or created yet: the GPU is as it was; give the change up.
+		s.note(now, c.GPU, code, "%s; nothing was changed on the GPU, uncordoning", msg)
+		s.finish(now)
+		s.issue(Action{Kind: ActUncordon})
+		return
+	}
 	if !c.Rollback {
 		s.note(now, c.GPU, code, "%s; rolling back to %q", msg, c.From.String())
 		c.Cause = &s.Notes[len(s.Notes)-1]
