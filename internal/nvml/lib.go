@@ -43,9 +43,6 @@ type Lib struct {
 	release chan struct{}
 	once    sync.Once
 	stuck   atomic.Int64
-
-	mu       sync.Mutex
-	profiles map[string]map[uint32]string // device UUID → NVML profile info id → catalog profile name
 }
 
 // New wraps n. Call Init before use and Close after.
@@ -53,7 +50,7 @@ func New(n gonvml.Interface, opt Options) *Lib {
 	if opt.Timeout <= 0 {
 		opt.Timeout = 5 * time.Second
 	}
-	return &Lib{n: n, opt: opt, release: make(chan struct{}), profiles: map[string]map[uint32]string{}}
+	return &Lib{n: n, opt: opt, release: make(chan struct{})}
 }
 
 // NewReal wraps the system's NVML library (libnvidia-ml.so.1, loaded at Init).

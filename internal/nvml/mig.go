@@ -63,7 +63,7 @@ func resolveBoard(name string, pciID uint32) *gpu.Board {
 		}
 	}
 	if bs := gpu.ByPCIDeviceID(fmt.Sprintf("0x%08X", pciID)); len(bs) > 0 {
-		// One PCI id may cover variants; prefer the one whose NVML names share the most words.
+		// A PCI id names one board in the catalog (variants share a MIG table).
 		return bs[0]
 	}
 	return nil
@@ -134,7 +134,6 @@ func (l *Lib) describe(i int) (Device, error) {
 // profileInfos returns the board's profiles that the device supports, with their NVML infos.
 func (l *Lib) profileInfos(h gonvml.Device, uuid string, b *gpu.Board) (map[string]gonvml.GpuInstanceProfileInfo, error) {
 	out := map[string]gonvml.GpuInstanceProfileInfo{}
-	ids := map[uint32]string{}
 	for i := range b.Profiles {
 		p := &b.Profiles[i]
 		idx := profileIndex(p)
@@ -150,11 +149,7 @@ func (l *Lib) profileInfos(h gonvml.Device, uuid string, b *gpu.Board) (map[stri
 			return nil, fmt.Errorf("get profile %s on %s: %w", p.Name, uuid, err)
 		}
 		out[p.Name] = info
-		ids[info.Id] = p.Name
 	}
-	l.mu.Lock()
-	l.profiles[uuid] = ids
-	l.mu.Unlock()
 	return out, nil
 }
 
