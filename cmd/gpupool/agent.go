@@ -119,6 +119,18 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	if fake {
 		a.Scraper = &fakeScraper{tokens: map[string]float64{}}
 	}
+	if inv, err := lib.Inventory(); err == nil {
+		uuids := make([]string, len(inv))
+		for i, d := range inv {
+			uuids[i] = d.UUID
+		}
+		if ev, err := lib.WatchXID(uuids); err == nil {
+			defer func() { _ = ev.Close() }()
+			a.XIDs = xidAdapter{ev}
+		} else {
+			log.Warn("xid events not watched", "err", err)
+		}
+	}
 	if _, err := exec.LookPath(mps.DefaultControl); err == nil {
 		sup := mps.New(mps.Options{Dir: filepath.Join(cfg.StateDir, "mps"), Log: log})
 		defer sup.Close()
@@ -282,6 +294,14 @@ func (m mpsAdapter) Status() []metrics.MPSDaemon {
 		out = append(out, metrics.MPSDaemon{UUID: st.UUID, Restarts: st.Restarts, Healthy: st.Healthy})
 	}
 	return out
+}
+
+// xidAdapter adapts nvml.Events to the agent's XIDs port (no wait: events already queued).
+type xidAdapter struct{ ev *nvml.Events }
+
+func (x xidAdapter) Next() (string, uint64, bool, error) {
+	e, ok, err := x.ev.Wait(0)
+	return e.GPU, e.Code, ok, err
 }
 
 type httpScraper struct{ c *http.Client }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +91,48 @@ func BenchmarkPoll(b *testing.B) {
 	}
 	if len(a.Snapshot().Tenants) != 5 || len(a.Snapshot().GPUs) != 8 {
 		b.Fatalf("snapshot: %d tenants, %d GPUs", len(a.Snapshot().Tenants), len(a.Snapshot().GPUs))
+	}
+}
+
+type xidEvents struct{ ev *nvml.Events }
+
+func (x xidEvents) Next() (string, uint64, bool, error) {
+	e, ok, err := x.ev.Wait(0)
+	return e.GPU, e.Code, ok, err
+}
+
+// TestXIDMakesUnhealthy: a critical XID on a GPU turns /healthz's answer into an error naming the
+// GPU and the code, and is counted per GPU and code.
+func TestXIDMakesUnhealthy(t *testing.T) {
+	fake, err := nvml.NewFake(nvml.FakeOptions{Model: "h200", GPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := nvml.New(fake.Interface(), nvml.Options{})
+	ev, err := lib.WatchXID(fake.UUIDs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, rep, _ := OpenJournal(filepath.Join(t.TempDir(), "j"))
+	defer j.Close()
+	ctx := context.Background()
+	x, err := NewExecutor(ctx, j, rep, gate.State{}, Deps{MIG: lib, Node: &LocalNode{Path: filepath.Join(t.TempDir(), "c")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{Settings: Settings{Poll: time.Second}, Tel: fakeTel{lib}, Exec: x, XIDs: xidEvents{ev},
+		Now: time.Now, Log: slog.New(slog.DiscardHandler)}
+	if err := a.Poll(ctx); err != nil || a.Healthy() != nil {
+		t.Fatalf("before any XID: poll %v, healthy %v", err, a.Healthy())
+	}
+	fake.InjectXID(1, 79)
+	if err := a.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Healthy(); err == nil || !strings.Contains(err.Error(), "XID 79") || !strings.Contains(err.Error(), fake.UUIDs()[1]) {
+		t.Fatalf("healthy after XID 79 = %v", err)
+	}
+	if xs := a.Snapshot().XIDs; len(xs) != 1 || xs[0].Code != "79" || xs[0].Count != 1 {
+		t.Fatalf("xids %+v", xs)
 	}
 }

@@ -49,6 +49,11 @@ type Clocks interface {
 	LockClocks(uuid string, minMHz, maxMHz uint32) error
 }
 
+// XIDs reports XID error events; Next returns ok=false when none is queued.
+type XIDs interface {
+	Next() (gpu string, code uint64, ok bool, err error)
+}
+
 // Scraper reads one engine's metrics.
 type Scraper interface {
 	Scrape(ctx context.Context, url string) (metrics.Engine, error)
@@ -64,6 +69,7 @@ type Agent struct {
 	MPS      MPS     // nil: no MPS daemons
 	Clocks   Clocks  // nil: clocks never touched
 	Scraper  Scraper // nil: no engine metrics
+	XIDs     XIDs    // nil: XID events not watched
 	Now      func() time.Time
 	Log      *slog.Logger
 
@@ -73,6 +79,8 @@ type Agent struct {
 	lastPoll time.Time
 	prev     map[string]float64 // last energy reading per GPU (J) and tokens per engine URL
 	tenants  map[string]*metrics.Tenant
+	xids     map[[2]string]int // (GPU, code) → events
+	lastXID  string            // the newest XID, for /healthz
 }
 
 // Snapshot returns the latest measurements.
@@ -94,6 +102,36 @@ func (a *Agent) Healthy() error {
 	}
 	if st := a.Exec.State(); st.Phase() == gate.PhaseFailed {
 		return fmt.Errorf("gate failed: %s", st.CordonReason)
+	}
+	if a.lastXID != "" {
+		return errors.New(a.lastXID)
+	}
+	return nil
+}
+
+// drainXIDs reads every queued XID event (at most 64 per poll).
+func (a *Agent) drainXIDs() error {
+	if a.XIDs == nil {
+		return nil
+	}
+	for range 64 {
+		g, code, ok, err := a.XIDs.Next()
+		if err != nil {
+			return fmt.Errorf("read xid events: %w", err)
+		}
+		if !ok {
+			return nil
+		}
+		a.mu.Lock()
+		if a.xids == nil {
+			a.xids = map[[2]string]int{}
+		}
+		a.xids[[2]string{g, fmt.Sprint(code)}]++
+		// Critical XIDs (NVML's XidCriticalError class) mean the GPU needs attention; the agent
+		// reports unhealthy until restarted.
+		a.lastXID = fmt.Sprintf("GPU %s reported XID %d at %s", g, code, a.Now().Format(time.RFC3339))
+		a.mu.Unlock()
+		a.Log.Warn("xid", "gpu", g, "code", code)
 	}
 	return nil
 }
@@ -158,6 +196,9 @@ func (a *Agent) poll(ctx context.Context) error {
 		}
 	}
 	if err := a.Exec.Tick(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := a.drainXIDs(); err != nil {
 		errs = append(errs, err)
 	}
 	a.measure(ctx, inv, byIndex)
@@ -245,6 +286,9 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 	}
 	if a.MPS != nil {
 		snap.MPS = a.MPS.Status()
+	}
+	for k, n := range a.xids {
+		snap.XIDs = append(snap.XIDs, metrics.XID{GPU: k[0], Code: k[1], Count: n})
 	}
 	st := a.Exec.State()
 	changes := map[string]int{}

@@ -13,6 +13,7 @@ type Snapshot struct {
 	Tenants []Tenant
 	MPS     []MPSDaemon
 	Gate    Gate
+	XIDs    []XID
 	// PollSeconds is how long the last poll took.
 	PollSeconds float64
 }
@@ -46,6 +47,12 @@ type Tenant struct {
 	JoulesPerTok  float64 // over the last interval; 0 when no tokens
 	TTFT, TPOT    *Histogram
 	SLOAttainment float64 // share of requests within the SLO, 0–1; negative when unknown
+}
+
+// XID counts one GPU's XID error events of one code.
+type XID struct {
+	GPU, Code string
+	Count     int
 }
 
 // MPSDaemon is one supervised MPS control daemon.
@@ -97,6 +104,7 @@ func NewCollector(src Source) *Collector {
 		NameGatePhase:          d(NameGatePhase, "1 for the gate's current phase, 0 for the others.", "phase"),
 		NameGateCordoned:       d(NameGateCordoned, "1 while the gate holds the node cordoned.", nil...),
 		NameGateChanges:        d(NameGateChanges, "MIG changes the gate finished, by outcome.", "outcome"),
+		NameGPUXID:             d(NameGPUXID, "Critical XID error events the GPU reported since the agent started, by XID code.", "gpu", "xid"),
 		NamePollDuration:       d(NamePollDuration, "How long the agent's last poll of NVML and the engines took, in seconds.", nil...),
 	}}
 }
@@ -149,6 +157,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	g(NameGateCordoned, b2f(s.Gate.Cordoned))
 	for code, n := range s.Gate.Changes {
 		ctr(NameGateChanges, float64(n), code)
+	}
+	for _, x := range s.XIDs {
+		ctr(NameGPUXID, float64(x.Count), x.GPU, x.Code)
 	}
 	g(NamePollDuration, s.PollSeconds)
 }

@@ -6,7 +6,8 @@
 // disappears disappears from /metrics too. Per tenant and per slice: device memory used (from
 // NVML's per-process numbers) against the plan's budget, SM share, tokens, joules and J/token,
 // TTFT and TPOT histograms re-exposed from vLLM, SLO attainment; per daemon: MPS restarts and
-// health; per node: the gate's phase, cordon and change outcomes.
+// health; per GPU: the energy counter and critical XID events; per node: the gate's phase, cordon
+// and change outcomes.
 //
 // # Energy attribution
 //

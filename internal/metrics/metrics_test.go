@@ -23,6 +23,7 @@ var sample = fixed{
 		TTFT: &Histogram{Count: 100, Sum: 21.5, Buckets: map[float64]uint64{0.1: 40, 0.5: 90}}}},
 	MPS:  []MPSDaemon{{UUID: "MIG-1", Restarts: 2, Healthy: true}},
 	Gate: Gate{Phase: "apply", Cordoned: true, Changes: map[string]int{"GateDone": 3}},
+	XIDs: []XID{{GPU: "GPU-0", Code: "79", Count: 1}},
 }
 
 func TestPromlintClean(t *testing.T) {
@@ -61,8 +62,8 @@ gpupool_tenant_joules_per_token{tenant="chat"} 0.06
 	}
 	// GPU: energy + info = 2; slice: used, planned, SM share = 3; tenant: tokens, energy, J/token,
 	// SLO, TTFT (no TPOT given) = 5; MPS: restarts + healthy = 2; gate: 9 phases + cordoned + one
-	// outcome = 11; poll duration = 1. Total 24.
-	if n := testutil.CollectAndCount(c); n != 2+3+5+2+11+1 {
+	// outcome = 11; one XID = 1; poll duration = 1. Total 25.
+	if n := testutil.CollectAndCount(c); n != 2+3+5+2+11+1+1 {
 		t.Fatalf("collected %d metrics", n)
 	}
 	reg := prometheus.NewPedanticRegistry()
@@ -156,7 +157,7 @@ func TestDashboard(t *testing.T) {
 	known := map[string]bool{}
 	for _, n := range []string{NameSliceMemoryUsed, NameSliceMemoryPlanned, NameSliceSMShare, NameTenantTokens, NameTenantEnergy,
 		NameTenantJPerToken, NameTenantTTFT, NameTenantTPOT, NameTenantSLO, NameGPUEnergy, NameGPUInfo, NameMPSRestarts,
-		NameMPSHealthy, NameGatePhase, NameGateCordoned, NameGateChanges, NamePollDuration} {
+		NameMPSHealthy, NameGatePhase, NameGateCordoned, NameGateChanges, NamePollDuration, NameGPUXID} {
 		known[n] = true
 		known[n+"_bucket"], known[n+"_sum"], known[n+"_count"] = true, true, true
 	}

@@ -16,6 +16,7 @@ const (
 	NameTenantSLO          = "gpupool_tenant_slo_attainment_ratio"
 	NameGPUEnergy          = "gpupool_gpu_energy_joules_total"
 	NameGPUInfo            = "gpupool_gpu_info"
+	NameGPUXID             = "gpupool_gpu_xid_errors_total"
 	NameMPSRestarts        = "gpupool_mps_daemon_restarts_total"
 	NameMPSHealthy         = "gpupool_mps_daemon_healthy"
 	NameGatePhase          = "gpupool_gate_phase"

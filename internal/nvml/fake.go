@@ -318,6 +318,11 @@ func (f *Fake) wrapServer() {
 	f.srv.EventSetCreateFunc = func() (gonvml.EventSet, gonvml.Return) {
 		set := &mock.EventSet{}
 		set.WaitFunc = func(ms uint32) (gonvml.EventData, gonvml.Return) {
+			select { // a queued event first, even with a zero timeout
+			case e := <-f.xids:
+				return e, gonvml.SUCCESS
+			default:
+			}
 			select {
 			case e := <-f.xids:
 				return e, gonvml.SUCCESS

@@ -63,7 +63,7 @@ func resolveBoard(name string, pciID uint32) *gpu.Board {
 		}
 	}
 	if bs := gpu.ByPCIDeviceID(fmt.Sprintf("0x%08X", pciID)); len(bs) > 0 {
-		// A PCI id names one board in the catalog (variants share a MIG table).
+		// The first catalog board that lists the PCI id.
 		return bs[0]
 	}
 	return nil
