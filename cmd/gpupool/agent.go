@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/agent"
 	"gpupool.dev/gpupool/internal/gate"
 	"gpupool.dev/gpupool/internal/gpu"
@@ -53,6 +54,27 @@ func newAgentCmd(e *env) *cobra.Command {
 			}
 			if listen != "" {
 				cfg.Listen = listen
+			}
+			if cfg.Plan != "" {
+				path := cfg.Plan
+				if !filepath.IsAbs(path) {
+					path = filepath.Join(filepath.Dir(cfgPath), path)
+				}
+				data, err := os.ReadFile(path)
+				if err != nil {
+					return invalid(fmt.Errorf("read plan: %w", err))
+				}
+				p, err := v1.DecodePlan(data)
+				if err != nil {
+					return invalid(fmt.Errorf("%s: %w", path, err))
+				}
+				n, err := agent.ApplyPlan(&cfg, &set, p)
+				if err != nil {
+					return invalid(err)
+				}
+				if n == 0 {
+					return invalid(fmt.Errorf("%s: the plan has no GPU on node %q", path, cfg.Node))
+				}
 			}
 			return runAgent(cmd.Context(), e, cfg, set, fake, fakeModel, once)
 		},

@@ -115,3 +115,35 @@ func TestAgentServesMetricsAndHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// With plan: in the config, the node's GPUs take their layouts from the Plan.
+func TestAgentFromPlan(t *testing.T) {
+	dir := t.TempDir()
+	plan := `apiVersion: gpupool.dev/v1
+kind: Plan
+metadata: {name: small}
+pool: small
+gpus:
+- {node: n1, index: 0, board: H100-SXM5-80GB, role: pool, mode: mig, instances: [{profile: 4g.40gb, start: 0}, {profile: 3g.40gb, start: 4}]}
+- {node: n1, index: 1, board: H100-SXM5-80GB, role: idle, mode: exclusive}
+- {node: n2, index: 0, board: H100-SXM5-80GB, role: pool, mode: mig, instances: [{profile: 7g.80gb, start: 0}]}
+`
+	cfg := "node: n1\nstateDir: " + filepath.Join(dir, "state") + "\nplan: plan.yaml\n"
+	for name, body := range map[string]string{"plan.yaml": plan, "agent.yaml": cfg} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"agent", "--fake", "--config", filepath.Join(dir, "agent.yaml"), "--once"}, &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), `re-partitioned from "7g.80gb@0" to "4g.40gb@0 3g.40gb@4"`) || strings.Count(out.String(), "GateDone") != 1 {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	os.WriteFile(filepath.Join(dir, "agent.yaml"), []byte("node: n3\nstateDir: x\nplan: plan.yaml\n"), 0o644)
+	err := run(context.Background(), []string{"agent", "--fake", "--config", filepath.Join(dir, "agent.yaml"), "--once"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), `no GPU on node "n3"`) || exitCode(err) != exitInvalid {
+		t.Fatalf("plan without the node: %v", err)
+	}
+}

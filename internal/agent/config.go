@@ -35,6 +35,9 @@ type Config struct {
 		// Timeout bounds one run; default "2m".
 		Timeout string `json:"timeout,omitzero"`
 	} `json:"smoke,omitzero"`
+	// Plan, when set, is a gpupool Plan file (relative paths from the config's folder): the GPUs
+	// it lists for Node get their layouts and MPS limits from it (ApplyPlan), unless listed below.
+	Plan string `json:"plan,omitzero"`
 	// AllowClocks lets the agent lock clocks and set power limits (per GPU below).
 	AllowClocks bool        `json:"allowClocks,omitzero"`
 	GPUs        []GPUConfig `json:"gpus"`
@@ -112,6 +115,9 @@ func (c *Config) Validate() (Settings, error) {
 	s := Settings{Layouts: map[int]gpu.Layout{}}
 	if c.StateDir == "" {
 		bad("stateDir", "required")
+	}
+	if c.Plan != "" && c.Node == "" {
+		bad("node", "required with plan (the plan's GPUs are found by node name)")
 	}
 	if c.Listen == "" {
 		c.Listen = ":9400"
