@@ -56,6 +56,8 @@ type GPUConfig struct {
 		MinMHz uint32 `json:"minMHz"`
 		MaxMHz uint32 `json:"maxMHz"`
 	} `json:"clocks,omitzero"`
+	// PowerLimitWatts sets the power-management limit (energy class), only with AllowClocks.
+	PowerLimitWatts float64 `json:"powerLimitWatts,omitzero"`
 }
 
 // MPSConfig are an MPS daemon's default client limits.
@@ -151,6 +153,9 @@ func (c *Config) Validate() (Settings, error) {
 		}
 		if g.MPS != nil && (g.MPS.ActiveThreadPercent < 0 || g.MPS.ActiveThreadPercent > 100) {
 			bad(p+".mps.activeThreadPercent", "%d outside 0..100", g.MPS.ActiveThreadPercent)
+		}
+		if g.PowerLimitWatts < 0 || g.PowerLimitWatts > 2000 {
+			bad(p+".powerLimitWatts", "%v outside 0..2000", g.PowerLimitWatts)
 		}
 		if g.Clocks != nil && (g.Clocks.MinMHz == 0 || g.Clocks.MinMHz > g.Clocks.MaxMHz) {
 			bad(p+".clocks", "want 0 < minMHz (%d) <= maxMHz (%d)", g.Clocks.MinMHz, g.Clocks.MaxMHz)

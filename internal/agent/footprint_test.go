@@ -136,3 +136,32 @@ func TestXIDMakesUnhealthy(t *testing.T) {
 		t.Fatalf("xids %+v", xs)
 	}
 }
+
+// TestEnergyClassOnlyWhenAllowed: clocks and power limits are applied once, and only with
+// allowClocks.
+func TestEnergyClassOnlyWhenAllowed(t *testing.T) {
+	fake, _ := nvml.NewFake(nvml.FakeOptions{Model: "h100", GPUs: 1})
+	lib := nvml.New(fake.Interface(), nvml.Options{})
+	u := fake.UUIDs()[0]
+	gc := GPUConfig{Index: 0, PowerLimitWatts: 500}
+	gc.Clocks = &struct {
+		MinMHz uint32 `json:"minMHz"`
+		MaxMHz uint32 `json:"maxMHz"`
+	}{1200, 1500}
+	a := &Agent{Clocks: lib, Config: Config{GPUs: []GPUConfig{gc}}}
+	if err := a.applyEnergy(gc, u); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := fake.LockedClocks(u); ok {
+		t.Fatal("clocks locked without allowClocks")
+	}
+	a.Config.AllowClocks = true
+	if err := a.applyEnergy(gc, u); err != nil {
+		t.Fatal(err)
+	}
+	lo, hi, ok := fake.LockedClocks(u)
+	mw, _ := lib.PowerLimit(u)
+	if !ok || lo != 1200 || hi != 1500 || mw != 500_000 {
+		t.Fatalf("clocks %d-%d (%t), power %d mW; want 1200-1500, 500000", lo, hi, ok, mw)
+	}
+}

@@ -44,9 +44,10 @@ type MPS interface {
 	Status() []metrics.MPSDaemon
 }
 
-// Clocks applies an energy class's clock lock.
+// Clocks applies an energy class's clock lock and power limit.
 type Clocks interface {
 	LockClocks(uuid string, minMHz, maxMHz uint32) error
+	SetPowerLimit(uuid string, milliwatts uint32) error
 }
 
 // XIDs reports XID error events; Next returns ok=false when none is queued.
@@ -81,6 +82,7 @@ type Agent struct {
 	tenants  map[string]*metrics.Tenant
 	xids     map[[2]string]int // (GPU, code) → events
 	lastXID  string            // the newest XID, for /healthz
+	applied  map[string]bool   // GPUs whose clocks and power limit are set
 }
 
 // Snapshot returns the latest measurements.
@@ -189,10 +191,8 @@ func (a *Agent) poll(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("gpus[%d].mps: %w", gc.Index, err))
 			}
 		}
-		if gc.Clocks != nil && a.Config.AllowClocks && a.Clocks != nil {
-			if err := a.Clocks.LockClocks(g.UUID, gc.Clocks.MinMHz, gc.Clocks.MaxMHz); err != nil {
-				errs = append(errs, fmt.Errorf("gpus[%d].clocks: %w", gc.Index, err))
-			}
+		if err := a.applyEnergy(gc, g.UUID); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := a.Exec.Tick(ctx); err != nil {
@@ -203,6 +203,37 @@ func (a *Agent) poll(ctx context.Context) error {
 	}
 	a.measure(ctx, inv, byIndex)
 	return errors.Join(errs...)
+}
+
+// applyEnergy locks clocks and sets the power limit of an energy class, once per GPU, and only
+// when the operator allows it (Config.AllowClocks).
+func (a *Agent) applyEnergy(gc GPUConfig, uuid string) error {
+	if !a.Config.AllowClocks || a.Clocks == nil || (gc.Clocks == nil && gc.PowerLimitWatts == 0) {
+		return nil
+	}
+	a.mu.Lock()
+	if a.applied == nil {
+		a.applied = map[string]bool{}
+	}
+	done := a.applied[uuid]
+	a.mu.Unlock()
+	if done {
+		return nil
+	}
+	if gc.Clocks != nil {
+		if err := a.Clocks.LockClocks(uuid, gc.Clocks.MinMHz, gc.Clocks.MaxMHz); err != nil {
+			return fmt.Errorf("gpus[%d].clocks: %w", gc.Index, err)
+		}
+	}
+	if gc.PowerLimitWatts > 0 {
+		if err := a.Clocks.SetPowerLimit(uuid, uint32(gc.PowerLimitWatts*1000)); err != nil {
+			return fmt.Errorf("gpus[%d].powerLimitWatts: %w", gc.Index, err)
+		}
+	}
+	a.mu.Lock()
+	a.applied[uuid] = true
+	a.mu.Unlock()
+	return nil
 }
 
 // measure reads energy, processes and engines, and attributes each GPU's energy to its tenants.
