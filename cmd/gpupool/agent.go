@@ -30,7 +30,7 @@ import (
 
 func newAgentCmd(e *env) *cobra.Command {
 	var cfgPath, fakeModel, listen string
-	var fake, once bool
+	var fake, once, reset bool
 	cmd := &cobra.Command{
 		Use:   "agent --config FILE",
 		Short: "Run the node agent: apply MIG layouts through the gate, supervise MPS, serve /metrics and /healthz",
@@ -76,6 +76,9 @@ func newAgentCmd(e *env) *cobra.Command {
 					return invalid(fmt.Errorf("%s: the plan has no GPU on node %q", path, cfg.Node))
 				}
 			}
+			if reset {
+				return resetGate(cmd.Context(), e, cfg, set, fake, fakeModel)
+			}
 			return runAgent(cmd.Context(), e, cfg, set, fake, fakeModel, once)
 		},
 	}
@@ -83,6 +86,7 @@ func newAgentCmd(e *env) *cobra.Command {
 	cmd.Flags().BoolVar(&fake, "fake", false, "run on a mock of 8 GPUs and a fake clock (no GPU needed)")
 	cmd.Flags().StringVar(&fakeModel, "fake-model", "h100", "with --fake: a100, h100 or h200")
 	cmd.Flags().BoolVar(&once, "once", false, "poll once, print what the gate did, and exit")
+	cmd.Flags().BoolVar(&reset, "reset", false, "clear a failed change (the node stays cordoned until then), uncordon, and exit")
 	cmd.Flags().StringVar(&listen, "listen", "", "address for /metrics and /healthz (overrides the config's listen)")
 	_ = cmd.MarkFlagRequired("config")
 	return cmd
@@ -185,6 +189,48 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 		case <-t.C:
 		}
 	}
+}
+
+// resetGate is the operator's answer to a failed change: the gate uncordons and forgets it.
+func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings, fake bool, model string) error {
+	var lib *nvml.Lib
+	if fake {
+		fk, err := newFakeNode(cfg, model)
+		if err != nil {
+			return err
+		}
+		lib = nvml.New(fk.Interface(), nvml.Options{})
+	} else {
+		lib = nvml.NewReal(nvml.Options{Timeout: 10 * time.Second})
+		if err := lib.Init(); err != nil {
+			return fmt.Errorf("init nvml: %w", err)
+		}
+	}
+	defer func() { _ = lib.Close() }()
+	j, rep, err := agent.OpenJournal(filepath.Join(cfg.StateDir, "gate.journal"))
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	policy := gate.Policy{Cooldown: set.Cooldown, MaxChanges: cfg.Policy.MaxChanges, Window: set.Window}
+	x, err := agent.NewExecutor(ctx, j, rep, gate.State{Policy: policy}, agent.Deps{MIG: lib,
+		Node:     &agent.LocalNode{Path: filepath.Join(cfg.StateDir, "cordon.json")},
+		OnAction: func(a gate.Action, at time.Time, err error) { printAction(e.stdout, a, at, err) },
+		OnNote: func(n gate.Note) {
+			fmt.Fprintf(e.stdout, "%s  %-20s %s\n", n.At.Format(time.TimeOnly), n.Code, n.Message)
+		}})
+	if err != nil {
+		return err
+	}
+	if x.State().Phase() != gate.PhaseFailed {
+		fmt.Fprintf(e.stdout, "gate: phase %s, nothing to reset\n", x.State().Phase())
+		return nil
+	}
+	if err := x.Reset(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "gate: phase %s, cordoned %t\n", x.State().Phase(), x.State().Cordoned)
+	return nil
 }
 
 // printAction prints one gate action as the executor performed it.

@@ -161,6 +161,9 @@ func (s *State) done(a Action, obs *Observation, now time.Time) {
 	switch a.Kind {
 	case ActCordon:
 		s.Cordoned, s.CordonReason = true, a.Reason
+		if c.Phase == PhaseFailed {
+			return // the failure's reason is now on the node; wait for EvReset
+		}
 		c.Phase = PhaseDrain
 		s.issue(Action{Kind: ActDrain, Instances: s.toDrain()})
 	case ActDrain:
@@ -260,19 +263,22 @@ func (s *State) nextOp() {
 
 func (s *State) failed(a Action, errText string, now time.Time) {
 	c := s.Active
-	switch a.Kind {
-	case ActCordon:
+	switch {
+	case a.Kind == ActCordon && c.Phase == PhaseFailed:
+		// The node is still cordoned with the change's reason; the failure's is in the journal.
+		s.note(now, c.GPU, ReasonCordonFailed, "re-cordon with the failure's reason failed: %s", errText)
+	case a.Kind == ActCordon:
 		s.note(now, c.GPU, ReasonCordonFailed, "cordon for GPU %s failed: %s; change given up", c.GPU, errText)
 		s.finish(now)
 		s.Active = nil
-	case ActDrain:
+	case a.Kind == ActDrain:
 		s.note(now, c.GPU, ReasonDrainFailed, "drain of GPU %s failed: %s; GPU untouched, uncordoning", c.GPU, errText)
 		s.finish(now)
 		s.issue(Action{Kind: ActUncordon})
-	case ActUncordon:
+	case a.Kind == ActUncordon:
 		s.note(now, "", ReasonUncordonFailed, "uncordon failed: %s; retrying", errText)
 		s.issue(Action{Kind: ActUncordon})
-	case ActSmoke:
+	case a.Kind == ActSmoke:
 		s.fail(now, ReasonSmokeFailed, fmt.Sprintf("smoke check on GPU %s instances %q failed: %s", c.GPU, a.Instances.String(), errText))
 	default: // observe, destroy, create
 		what := string(a.Kind)
@@ -307,6 +313,8 @@ func (s *State) fail(now time.Time, code, msg string) {
 		s.CordonReason = fmt.Sprintf("gpupool gate: GPU %s could not be restored to %q after %d attempts (%s); operator reset needed",
 			c.GPU, c.From.String(), c.Attempts-1, causeOf(c))
 		s.note(now, c.GPU, ReasonRollbackFailed, "%s", s.CordonReason)
+		// Cordon again with this reason, so that the node itself says why it stays cordoned.
+		s.issue(Action{Kind: ActCordon, Reason: s.CordonReason})
 		return
 	}
 	c.Phase = PhaseObserve
