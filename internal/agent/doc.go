@@ -7,7 +7,7 @@
 // kill -9 at any instant, NewExecutor reads the journal's last good state and sends EvRecover: the
 // gate re-issues the pending action or, for a destroy or create whose effect is unknown, reads the
 // GPU again and continues from what is there. The journal is an append-only file of CRC-checked
-// records (journal.go; docs/adr/0010): a torn tail is dropped, a damaged record before good
+// records (journal.go; docs/adr/0011): a torn tail is dropped, a damaged record before good
 // ones is an error, and the file is compacted to its last record every 1024 appends.
 //
 // LocalNode is the Node of a bare machine: the cordon is a file with its reason. CommandSmoker

@@ -20,7 +20,7 @@ import (
 //
 // A record is acknowledged once Append returned: it was written and fsynced. A crash during an
 // append leaves a torn tail (short header, short payload or bad checksum) that the reader
-// drops; the record before it is the state to resume from. See docs/adr/0010.
+// drops; the record before it is the state to resume from. See docs/adr/0011.
 const journalMagic = "GPJ1"
 
 // maxRecord bounds one record (a gate state is a few KiB).
