@@ -35,6 +35,7 @@ go build -o "$tmp/gpupool" ./cmd/gpupool
 "$tmp/gpupool" validate --pool examples/h100x8-mixed.yaml "$tmp/out/plan.yaml"
 "$tmp/gpupool" simulate examples/h100x8-mixed.yaml --plan "$tmp/out/plan.yaml" --duration 2m -o json > /dev/null
 sed "s|stateDir: .gpupool-agent-demo|stateDir: $tmp/agent-state|" examples/agent-fake.yaml > "$tmp/agent.yaml"
-"$tmp/gpupool" agent --fake --config "$tmp/agent.yaml" --once | grep -q GateDone
+"$tmp/gpupool" agent --fake --config "$tmp/agent.yaml" --once > "$tmp/agent.txt"
+grep -q GateDone "$tmp/agent.txt"
 tail -n 1 "$tmp/plan.txt"
 echo "all tests passed"
