@@ -280,6 +280,9 @@ func serveAgent(listen string, a *agent.Agent, log *slog.Logger) (*http.Server, 
 // newFakeNode builds the mock node; on its first start every GPU listed in the config gets one
 // full-GPU instance, so the config's layouts make the gate re-partition.
 func newFakeNode(cfg agent.Config, model string) (*nvml.Fake, error) {
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create state dir: %w", err)
+	}
 	path := filepath.Join(cfg.StateDir, "fake-gpus.json")
 	_, statErr := os.Stat(path)
 	fk, err := nvml.NewFake(nvml.FakeOptions{Model: model, StatePath: path})

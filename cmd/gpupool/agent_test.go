@@ -147,3 +147,15 @@ gpus:
 		t.Fatalf("plan without the node: %v", err)
 	}
 }
+
+// --reset on a gate that has nothing failed says so and changes nothing.
+func TestAgentResetNothing(t *testing.T) {
+	cfg := agentConfig(t)
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"agent", "--fake", "--config", cfg, "--reset"}, &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "gate: phase idle, nothing to reset") {
+		t.Fatalf("output: %s", out.String())
+	}
+}

@@ -179,3 +179,28 @@ func BenchmarkJournalAppend(b *testing.B) {
 		}
 	}
 }
+
+// A crash during compaction (before the rename) leaves the old journal and a partial
+// ".compact" file: the journal opens to its last record and the next compaction overwrites it.
+func TestJournalCrashDuringCompaction(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j")
+	writeJournal(t, path, states(5))
+	if err := os.WriteFile(path+".compact", []byte(journalMagic+"\x10\x00"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j, rep, err := OpenJournal(path)
+	if err != nil || rep.Last.Seq != 5 {
+		t.Fatalf("open beside a partial compaction: %v %v", rep.Last, err)
+	}
+	j.compact = 1
+	if err := j.Append(gate.State{Seq: 6}); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	f, _ := os.Open(path)
+	defer f.Close()
+	rep, _, err = ReadJournal(f)
+	if err != nil || rep.Last.Seq != 6 || rep.Records != 1 {
+		t.Fatalf("after compaction: last %v records %d err %v", rep.Last, rep.Records, err)
+	}
+}
