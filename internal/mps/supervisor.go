@@ -308,23 +308,43 @@ var (
 	serverExit  = regexp.MustCompile(`Server (\d+) exited with status (-?\d+)`)
 )
 
+// logEvent is what one control-log line says about MPS servers.
+type logEvent struct {
+	kind   string // "server-started", "server-exited" or ""
+	pid    int
+	status string
+}
+
+// parseLogLine reads one control-log line: "Starting new server N for user U" or "Server N
+// exited with status S".
+func parseLogLine(line string) logEvent {
+	if m := serverStart.FindStringSubmatch(line); m != nil {
+		if pid, err := strconv.Atoi(m[1]); err == nil {
+			return logEvent{kind: "server-started", pid: pid}
+		}
+	}
+	if m := serverExit.FindStringSubmatch(line); m != nil {
+		if pid, err := strconv.Atoi(m[1]); err == nil {
+			return logEvent{kind: "server-exited", pid: pid, status: m[2]}
+		}
+	}
+	return logEvent{}
+}
+
 // follow parses the control log as the daemon writes it.
 func (s *Supervisor) follow(dm *daemon, r io.Reader) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		line := sc.Text()
-		if m := serverStart.FindStringSubmatch(line); m != nil {
-			pid, _ := strconv.Atoi(m[1])
+		switch e := parseLogLine(sc.Text()); e.kind {
+		case "server-started":
 			s.mu.Lock()
-			dm.servers[pid] = true
+			dm.servers[e.pid] = true
 			s.mu.Unlock()
-		}
-		if m := serverExit.FindStringSubmatch(line); m != nil {
-			pid, _ := strconv.Atoi(m[1])
+		case "server-exited":
 			s.mu.Lock()
-			delete(dm.servers, pid)
+			delete(dm.servers, e.pid)
 			s.mu.Unlock()
-			s.emit(Event{UUID: dm.d.UUID, Kind: "server-exited", Servers: []int{pid}, Err: fmt.Errorf("status %s", m[2])})
+			s.emit(Event{UUID: dm.d.UUID, Kind: "server-exited", Servers: []int{e.pid}, Err: fmt.Errorf("status %s", e.status)})
 		}
 	}
 }
