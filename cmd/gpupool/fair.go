@@ -93,7 +93,7 @@ func fairFromArgs(ctx context.Context, poolPath, planPath string, args []string)
 		if err != nil {
 			return fairOut{}, invalid(err)
 		}
-		res, err := runFairScenario(data)
+		res, err := runFairScenario(ctx, data)
 		if err != nil {
 			return fairOut{}, invalid(fmt.Errorf("scenario %s: %w", args[0], err))
 		}
@@ -118,7 +118,7 @@ func fairFromArgs(ctx context.Context, poolPath, planPath string, args []string)
 	if err != nil {
 		return fairOut{}, invalid(err)
 	}
-	res, err := runFairPoolPlan(poolData, planData, steps)
+	res, err := runFairPoolPlan(ctx, poolData, planData, steps)
 	if err != nil {
 		return fairOut{}, invalid(fmt.Errorf("fair %s with %s: %w", poolPath, planPath, err))
 	}
@@ -127,7 +127,7 @@ func fairFromArgs(ctx context.Context, poolPath, planPath string, args []string)
 
 // runFairScenario decodes, validates and replays a scenario; any problem is returned before
 // anything is written.
-func runFairScenario(data []byte) (fairOut, error) {
+func runFairScenario(ctx context.Context, data []byte) (fairOut, error) {
 	sc, err := decodeFairScenario(data)
 	if err != nil {
 		return fairOut{}, err
@@ -137,12 +137,12 @@ func runFairScenario(data []byte) (fairOut, error) {
 		_, aerr := fair.New(cfg) // every problem at once
 		return fairOut{}, errors.Join(err, aerr)
 	}
-	return replayFair(sc, start, cfg, notes)
+	return replayFair(ctx, sc, start, cfg, notes)
 }
 
 // runFairPoolPlan replays a pool and its plan, then the steps of an optional scenario that may
 // hold only start, leaseDuration, groups and steps.
-func runFairPoolPlan(poolData, planData, steps []byte) (fairOut, error) {
+func runFairPoolPlan(ctx context.Context, poolData, planData, steps []byte) (fairOut, error) {
 	pool, err := v1.LoadPool(poolData)
 	if err != nil {
 		return fairOut{}, fmt.Errorf("pool: %w", err)
@@ -184,11 +184,12 @@ func runFairPoolPlan(poolData, planData, steps []byte) (fairOut, error) {
 	// The pool has no weights for interior nodes: every group weighs 1 unless the steps say.
 	cfg.LeaseDuration, cfg.Groups = head.LeaseDuration, head.Groups
 	cfg.MaxMinRuntime, cfg.Limits = head.MaxMinRuntime, head.Limits
-	return replayFair(sc, start, cfg, notes)
+	return replayFair(ctx, sc, start, cfg, notes)
 }
 
-// replayFair runs the allocator over the configuration and then every step of sc.
-func replayFair(sc fairScenario, start time.Time, cfg fair.Config, notes []string) (fairOut, error) {
+// replayFair runs the allocator over the configuration and then every step of sc; it stops at
+// the first step after ctx is cancelled.
+func replayFair(ctx context.Context, sc fairScenario, start time.Time, cfg fair.Config, notes []string) (fairOut, error) {
 	a, err := fair.New(cfg)
 	if err != nil {
 		return fairOut{}, err
@@ -200,6 +201,9 @@ func replayFair(sc fairScenario, start time.Time, cfg fair.Config, notes []strin
 	}
 	out.Steps = append(out.Steps, fairStepOut{At: "0s", Time: start, Tenants: a.Snapshot(), Decisions: d.Clone().Items})
 	for i, st := range sc.Steps {
+		if err := ctx.Err(); err != nil {
+			return fairOut{}, err
+		}
 		at, evs, err := stepEvents(st, i)
 		if err != nil {
 			return fairOut{}, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -295,6 +296,6 @@ func FuzzFairPoolPlanSteps(f *testing.F) {
 		if len(data) > 4096 || yaml.UnmarshalStrict(data, &sc) != nil || !smallScenario(sc) {
 			return
 		}
-		_, _ = runFairPoolPlan(poolData, planData, data)
+		_, _ = runFairPoolPlan(context.Background(), poolData, planData, data)
 	})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"path/filepath"
@@ -163,7 +164,7 @@ func FuzzFairScenario(f *testing.F) {
 		if len(data) > 4096 || yaml.UnmarshalStrict(data, &sc) != nil || !smallScenario(sc) {
 			return
 		}
-		_, _ = runFairScenario(data) // any input: an error or a result, never a panic
+		_, _ = runFairScenario(context.Background(), data) // any input: an error or a result, never a panic
 	})
 }
 

@@ -79,6 +79,7 @@ func newRootCmd(e *env) *cobra.Command {
 		newSimulateCmd(e),
 		newPlanCmd(e),
 		newFairCmd(e),
+		newAgentCmd(e),
 	)
 	return root
 }

@@ -1,0 +1,395 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/agent"
+	"gpupool.dev/gpupool/internal/gate"
+	"gpupool.dev/gpupool/internal/gpu"
+	"gpupool.dev/gpupool/internal/metrics"
+	"gpupool.dev/gpupool/internal/mps"
+	"gpupool.dev/gpupool/internal/nvml"
+)
+
+func newAgentCmd(e *env) *cobra.Command {
+	var cfgPath, fakeModel, listen string
+	var fake, once, reset bool
+	cmd := &cobra.Command{
+		Use:   "agent --config FILE",
+		Short: "Run the node agent: apply MIG layouts through the gate, supervise MPS, serve /metrics and /healthz",
+		Long: "agent runs on a GPU node. It reads the GPUs over NVML, drives each GPU listed in the config to its\n" +
+			"MIG layout through the gate (cordon, drain, apply only the instances that differ, verify, smoke,\n" +
+			"uncordon; journaled, rolled back on failure, rate-limited), keeps MPS daemons up with their limits,\n" +
+			"and serves per-tenant memory, SM share, tokens, joules and latency on /metrics, and /healthz.\n" +
+			"--fake runs the same agent on go-nvml's mock of 8 GPUs (state kept in stateDir) and a fake clock\n" +
+			"that moves one poll interval per poll. --once polls once and exits.",
+		Example: "  gpupool agent --fake --config examples/agent-fake.yaml --once\n" +
+			"  gpupool agent --config /etc/gpupool/agent.yaml",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			data, err := os.ReadFile(cfgPath)
+			if err != nil {
+				return invalid(fmt.Errorf("read agent config: %w", err))
+			}
+			cfg, set, err := agent.ParseConfig(data)
+			if err != nil {
+				return invalid(fmt.Errorf("%s: %w", cfgPath, err))
+			}
+			if listen != "" {
+				cfg.Listen = listen
+			}
+			if cfg.Plan != "" {
+				path := cfg.Plan
+				if !filepath.IsAbs(path) {
+					path = filepath.Join(filepath.Dir(cfgPath), path)
+				}
+				data, err := os.ReadFile(path)
+				if err != nil {
+					return invalid(fmt.Errorf("read plan: %w", err))
+				}
+				p, err := v1.DecodePlan(data)
+				if err != nil {
+					return invalid(fmt.Errorf("%s: %w", path, err))
+				}
+				n, err := agent.ApplyPlan(&cfg, &set, p)
+				if err != nil {
+					return invalid(err)
+				}
+				if n == 0 {
+					return invalid(fmt.Errorf("%s: the plan has no GPU on node %q", path, cfg.Node))
+				}
+			}
+			if reset {
+				return resetGate(cmd.Context(), e, cfg, set, fake, fakeModel)
+			}
+			return runAgent(cmd.Context(), e, cfg, set, fake, fakeModel, once)
+		},
+	}
+	cmd.Flags().StringVar(&cfgPath, "config", "", "agent configuration file (YAML)")
+	cmd.Flags().BoolVar(&fake, "fake", false, "run on a mock of 8 GPUs and a fake clock (no GPU needed)")
+	cmd.Flags().StringVar(&fakeModel, "fake-model", "h100", "with --fake: a100, h100 or h200")
+	cmd.Flags().BoolVar(&once, "once", false, "poll once, print what the gate did, and exit")
+	cmd.Flags().BoolVar(&reset, "reset", false, "clear a failed change (the node stays cordoned until then), uncordon, and exit")
+	cmd.Flags().StringVar(&listen, "listen", "", "address for /metrics and /healthz (overrides the config's listen)")
+	_ = cmd.MarkFlagRequired("config")
+	return cmd
+}
+
+func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings, fake bool, model string, once bool) error {
+	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		return fmt.Errorf("create state dir: %w", err)
+	}
+	var lib *nvml.Lib
+	var fk *nvml.Fake
+	now := time.Now
+	advance := func() {}
+	if fake {
+		var err error
+		if fk, err = newFakeNode(cfg, model); err != nil {
+			return err
+		}
+		lib = nvml.New(fk.Interface(), nvml.Options{})
+		defer func() { _ = lib.Close() }()
+		// The fake clock moves one second per reading (so each gate step takes a second) and one
+		// poll interval per poll; the fake GPUs' energy counters move with it.
+		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		var mu sync.Mutex
+		now = func() time.Time { mu.Lock(); defer mu.Unlock(); clock = clock.Add(time.Second); return clock }
+		advance = func() { mu.Lock(); clock = clock.Add(set.Poll); mu.Unlock(); fk.Advance(set.Poll) }
+	} else {
+		lib = nvml.NewReal(nvml.Options{Timeout: 10 * time.Second})
+		if err := lib.Init(); err != nil {
+			return fmt.Errorf("init nvml (use --fake without a GPU): %w", err)
+		}
+		defer func() { _ = lib.Close() }()
+	}
+	j, rep, err := agent.OpenJournal(filepath.Join(cfg.StateDir, "gate.journal"))
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	var smoke agent.Smoker
+	if len(cfg.Smoke.Command) > 0 {
+		smoke = agent.CommandSmoker{Command: cfg.Smoke.Command, Timeout: set.SmokeTimeout}
+	}
+	policy := gate.Policy{Cooldown: set.Cooldown, MaxChanges: cfg.Policy.MaxChanges, Window: set.Window}
+	x, err := agent.NewExecutor(ctx, j, rep, gate.State{Policy: policy}, agent.Deps{
+		MIG: lib, Node: &agent.LocalNode{Path: filepath.Join(cfg.StateDir, "cordon.json")}, Smoke: smoke, Now: now, Log: log,
+		OnAction: func(a gate.Action, at time.Time, err error) { printAction(e.stdout, a, at, err) },
+		OnNote: func(n gate.Note) {
+			fmt.Fprintf(e.stdout, "%s  %-20s %s\n", n.At.Format(time.TimeOnly), n.Code, n.Message)
+		}})
+	if err != nil {
+		return err
+	}
+	a := &agent.Agent{Config: cfg, Settings: set, Tel: telemetry{lib}, Exec: x, Now: now, Log: log, Clocks: lib,
+		Scraper: httpScraper{&http.Client{Timeout: 2 * time.Second}}}
+	if fake {
+		a.Scraper = &fakeScraper{tokens: map[string]float64{}}
+	}
+	if inv, err := lib.Inventory(); err == nil {
+		uuids := make([]string, len(inv))
+		for i, d := range inv {
+			uuids[i] = d.UUID
+		}
+		if ev, err := lib.WatchXID(uuids); err == nil {
+			defer func() { _ = ev.Close() }()
+			a.XIDs = xidAdapter{ev}
+		} else {
+			log.Warn("xid events not watched", "err", err)
+		}
+	}
+	if _, err := exec.LookPath(mps.DefaultControl); err == nil {
+		sup := mps.New(mps.Options{Dir: filepath.Join(cfg.StateDir, "mps"), Log: log})
+		defer sup.Close()
+		a.MPS = mpsAdapter{sup}
+	} else {
+		log.Warn("mps: " + mps.DefaultControl + " not found; MPS daemons are not started")
+	}
+	if once {
+		err := a.Poll(ctx)
+		st := x.State()
+		fmt.Fprintf(e.stdout, "gate: phase %s, cordoned %t, %d queued\n", st.Phase(), st.Cordoned, len(st.Queue))
+		return err
+	}
+	srv, addr, err := serveAgent(cfg.Listen, a, log)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	fmt.Fprintf(e.stdout, "gpupool agent on node %q: /metrics and /healthz at http://%s\n", cfg.Node, addr)
+	t := time.NewTicker(set.Poll)
+	defer t.Stop()
+	for {
+		if err := a.Poll(ctx); err != nil {
+			log.Warn("poll", "err", err)
+		}
+		advance()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// resetGate is the operator's answer to a failed change: the gate uncordons and forgets it.
+func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings, fake bool, model string) error {
+	var lib *nvml.Lib
+	if fake {
+		fk, err := newFakeNode(cfg, model)
+		if err != nil {
+			return err
+		}
+		lib = nvml.New(fk.Interface(), nvml.Options{})
+	} else {
+		lib = nvml.NewReal(nvml.Options{Timeout: 10 * time.Second})
+		if err := lib.Init(); err != nil {
+			return fmt.Errorf("init nvml: %w", err)
+		}
+	}
+	defer func() { _ = lib.Close() }()
+	j, rep, err := agent.OpenJournal(filepath.Join(cfg.StateDir, "gate.journal"))
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	policy := gate.Policy{Cooldown: set.Cooldown, MaxChanges: cfg.Policy.MaxChanges, Window: set.Window}
+	x, err := agent.NewExecutor(ctx, j, rep, gate.State{Policy: policy}, agent.Deps{MIG: lib,
+		Node:     &agent.LocalNode{Path: filepath.Join(cfg.StateDir, "cordon.json")},
+		OnAction: func(a gate.Action, at time.Time, err error) { printAction(e.stdout, a, at, err) },
+		OnNote: func(n gate.Note) {
+			fmt.Fprintf(e.stdout, "%s  %-20s %s\n", n.At.Format(time.TimeOnly), n.Code, n.Message)
+		}})
+	if err != nil {
+		return err
+	}
+	if x.State().Phase() != gate.PhaseFailed {
+		fmt.Fprintf(e.stdout, "gate: phase %s, nothing to reset\n", x.State().Phase())
+		return nil
+	}
+	if err := x.Reset(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "gate: phase %s, cordoned %t\n", x.State().Phase(), x.State().Cordoned)
+	return nil
+}
+
+// printAction prints one gate action as the executor performed it.
+func printAction(w io.Writer, a gate.Action, at time.Time, err error) {
+	what := string(a.Kind)
+	switch {
+	case a.Instance.Profile != "":
+		what += " " + a.Instance.String()
+	case len(a.Instances) > 0:
+		what += " " + a.Instances.String()
+	case a.Kind == gate.ActDrain || a.Kind == gate.ActSmoke:
+		what += " (no instances)"
+	}
+	result := "ok"
+	if err != nil {
+		result = "failed: " + err.Error()
+	}
+	fmt.Fprintf(w, "%s    %-40s %s\n", at.Format(time.TimeOnly), what, result)
+}
+
+// serveAgent serves /metrics (the agent's collector, plus Go and process metrics) and /healthz.
+func serveAgent(listen string, a *agent.Agent, log *slog.Logger) (*http.Server, string, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewCollector(a), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := a.Healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, "", fmt.Errorf("listen %s: %w", listen, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("serve", "err", err)
+		}
+	}()
+	return srv, ln.Addr().String(), nil
+}
+
+// newFakeNode builds the mock node; on its first start every GPU listed in the config gets one
+// full-GPU instance, so the config's layouts make the gate re-partition.
+func newFakeNode(cfg agent.Config, model string) (*nvml.Fake, error) {
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create state dir: %w", err)
+	}
+	path := filepath.Join(cfg.StateDir, "fake-gpus.json")
+	_, statErr := os.Stat(path)
+	fk, err := nvml.NewFake(nvml.FakeOptions{Model: model, StatePath: path})
+	if err != nil {
+		return nil, err
+	}
+	lib := nvml.New(fk.Interface(), nvml.Options{})
+	b := fk.Board()
+	full := b.Profiles[len(b.Profiles)-1]
+	for _, p := range b.Profiles {
+		if p.ComputeSlices == b.ComputeSlices && !p.MediaExtension {
+			full = p
+		}
+	}
+	for i, u := range fk.UUIDs() {
+		fk.SetPower(u, b.TDPWatts*0.6)
+		if !errors.Is(statErr, os.ErrNotExist) {
+			continue
+		}
+		for _, g := range cfg.GPUs {
+			if g.Index == i {
+				if err := lib.Create(u, b.Name, gpu.Instance{Profile: full.Name, Start: 0}); err != nil {
+					return nil, fmt.Errorf("lay out fake GPU %d: %w", i, err)
+				}
+			}
+		}
+	}
+	return fk, nil
+}
+
+// telemetry adapts nvml.Lib to the agent's Telemetry port.
+type telemetry struct{ l *nvml.Lib }
+
+func (t telemetry) Inventory() ([]agent.GPUInfo, error) {
+	devs, err := t.l.Inventory()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]agent.GPUInfo, len(devs))
+	for i, d := range devs {
+		out[i] = agent.GPUInfo{Index: d.Index, UUID: d.UUID, Board: d.Board, MIG: d.MIG, Instances: d.Instances}
+	}
+	return out, nil
+}
+
+func (t telemetry) EnergyMilliJoules(uuid string) (uint64, error) { return t.l.EnergyMilliJoules(uuid) }
+
+func (t telemetry) Processes(uuid string) ([]agent.Proc, error) {
+	ps, err := t.l.Processes(uuid)
+	if err != nil {
+		return nil, err
+	}
+	us, _ := t.l.ProcessUtilization(uuid, 0)
+	sm := map[uint32]uint32{}
+	for _, u := range us {
+		sm[u.PID] = u.SMPercent
+	}
+	out := make([]agent.Proc, len(ps))
+	for i, p := range ps {
+		out[i] = agent.Proc{PID: p.PID, UsedBytes: p.UsedBytes, SMPercent: sm[p.PID]}
+	}
+	return out, nil
+}
+
+// mpsAdapter adapts the MPS supervisor to the agent's MPS port.
+type mpsAdapter struct{ s *mps.Supervisor }
+
+func (m mpsAdapter) Ensure(ctx context.Context, uuid string, l agent.MPSConfig) error {
+	for _, st := range m.s.Status() {
+		if st.UUID == uuid {
+			return nil
+		}
+	}
+	return m.s.Start(ctx, mps.Daemon{UUID: uuid, Limits: mps.Limits{ActiveThreadPercent: l.ActiveThreadPercent, PinnedMemory: l.PinnedMemory}})
+}
+
+func (m mpsAdapter) Status() []metrics.MPSDaemon {
+	var out []metrics.MPSDaemon
+	for _, st := range m.s.Status() {
+		out = append(out, metrics.MPSDaemon{UUID: st.UUID, Restarts: st.Restarts, Healthy: st.Healthy})
+	}
+	return out
+}
+
+// xidAdapter adapts nvml.Events to the agent's XIDs port (no wait: events already queued).
+type xidAdapter struct{ ev *nvml.Events }
+
+func (x xidAdapter) Next() (string, uint64, bool, error) {
+	e, ok, err := x.ev.Wait(0)
+	return e.GPU, e.Code, ok, err
+}
+
+type httpScraper struct{ c *http.Client }
+
+func (h httpScraper) Scrape(ctx context.Context, url string) (metrics.Engine, error) {
+	return metrics.Scrape(ctx, h.c, url)
+}
+
+// fakeScraper stands in for vLLM under --fake: every engine generates 1000 tokens per poll.
+type fakeScraper struct {
+	mu     sync.Mutex
+	tokens map[string]float64
+}
+
+func (f *fakeScraper) Scrape(_ context.Context, url string) (metrics.Engine, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tokens[url] += 1000
+	return metrics.Engine{GenerationTokens: f.tokens[url]}, nil
+}

@@ -1,0 +1,180 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"gpupool.dev/gpupool/internal/gpu"
+)
+
+// Config is the agent's configuration file. Until the control plane sends desired layouts, they
+// come from here.
+type Config struct {
+	// Node names the node in logs and metrics.
+	Node string `json:"node"`
+	// StateDir holds the gate journal, the cordon file and the MPS daemons' folders.
+	StateDir string `json:"stateDir"`
+	// Listen is the address of /metrics and /healthz; default ":9400".
+	Listen string `json:"listen,omitzero"`
+	// PollInterval is how often NVML and the engines are read; default "1s".
+	PollInterval string `json:"pollInterval,omitzero"`
+	Policy       struct {
+		// ReconfigCooldown is the least time between two changes of one GPU; default "1h".
+		ReconfigCooldown string `json:"reconfigCooldown,omitzero"`
+		// MaxChanges is how many changes may start per Window; 0 means no limit.
+		MaxChanges int `json:"maxChanges,omitzero"`
+		// Window is MaxChanges's period; default "1h".
+		Window string `json:"window,omitzero"`
+	} `json:"policy,omitzero"`
+	Smoke struct {
+		// Command runs once per new MIG instance (GPUPOOL_GPU, GPUPOOL_INSTANCE in its environment).
+		Command []string `json:"command,omitzero"`
+		// Timeout bounds one run; default "2m".
+		Timeout string `json:"timeout,omitzero"`
+	} `json:"smoke,omitzero"`
+	// Plan, when set, is a gpupool Plan file (relative paths from the config's folder): the GPUs
+	// it lists for Node get their layouts and MPS limits from it (ApplyPlan), unless listed below.
+	Plan string `json:"plan,omitzero"`
+	// AllowClocks lets the agent lock clocks and set power limits (per GPU below).
+	AllowClocks bool        `json:"allowClocks,omitzero"`
+	GPUs        []GPUConfig `json:"gpus"`
+	Engines     []Engine    `json:"engines,omitzero"`
+}
+
+// GPUConfig is the desired state of one GPU.
+type GPUConfig struct {
+	Index int `json:"index"`
+	// Layout is the MIG layout, "3g.40gb@0 3g.40gb@4"; empty keeps the GPU as it is.
+	Layout string `json:"layout,omitzero"`
+	// MPS, when set, runs an MPS control daemon for the whole GPU with these limits.
+	MPS *MPSConfig `json:"mps,omitzero"`
+	// Clocks lock the graphics clock (energy class), applied only with AllowClocks.
+	Clocks *struct {
+		MinMHz uint32 `json:"minMHz"`
+		MaxMHz uint32 `json:"maxMHz"`
+	} `json:"clocks,omitzero"`
+	// PowerLimitWatts sets the power-management limit (energy class), only with AllowClocks.
+	PowerLimitWatts float64 `json:"powerLimitWatts,omitzero"`
+}
+
+// MPSConfig are an MPS daemon's default client limits.
+type MPSConfig struct {
+	ActiveThreadPercent int    `json:"activeThreadPercent,omitzero"`
+	PinnedMemory        string `json:"pinnedMemory,omitzero"`
+}
+
+// Engine is one vLLM replica whose /metrics the agent reads.
+type Engine struct {
+	Tenant string `json:"tenant"`
+	GPU    int    `json:"gpu"`
+	// Slice is the MIG instance ("3g.40gb@4"), or "mps", "timeslice" or "whole".
+	Slice string `json:"slice"`
+	URL   string `json:"url"`
+	// PID is the engine's process, to match NVML's per-process memory and utilisation; 0 if unknown.
+	PID uint32 `json:"pid,omitzero"`
+	// MemoryPlanned is the plan's memory budget for the replica, in bytes.
+	MemoryPlanned int64 `json:"memoryPlanned,omitzero"`
+	// SMShare is the plan's SM share of the replica, 0–1.
+	SMShare float64 `json:"smShare,omitzero"`
+}
+
+// Settings are the parsed durations of a Config.
+type Settings struct {
+	Poll, Cooldown, Window, SmokeTimeout time.Duration
+	Layouts                              map[int]gpu.Layout
+}
+
+// ParseConfig decodes strictly (unknown fields are errors) and validates, returning every
+// problem at once with its field path.
+func ParseConfig(data []byte) (Config, Settings, error) {
+	var c Config
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return c, Settings{}, fmt.Errorf("parse agent config: %w", err)
+	}
+	s, err := c.Validate()
+	return c, s, err
+}
+
+// Validate checks the configuration and parses its durations and layouts.
+func (c *Config) Validate() (Settings, error) {
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+	}
+	dur := func(path, v, def string) time.Duration {
+		if v == "" {
+			v = def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			bad(path, "%q is not a duration like 90s or 1h", v)
+		}
+		return d
+	}
+	s := Settings{Layouts: map[int]gpu.Layout{}}
+	if c.StateDir == "" {
+		bad("stateDir", "required")
+	}
+	if c.Plan != "" && c.Node == "" {
+		bad("node", "required with plan (the plan's GPUs are found by node name)")
+	}
+	if c.Listen == "" {
+		c.Listen = ":9400"
+	}
+	s.Poll = dur("pollInterval", c.PollInterval, "1s")
+	if s.Poll > 0 && s.Poll < 100*time.Millisecond {
+		bad("pollInterval", "%s is below 100ms", s.Poll)
+	}
+	s.Cooldown = dur("policy.reconfigCooldown", c.Policy.ReconfigCooldown, "1h")
+	s.Window = dur("policy.window", c.Policy.Window, "1h")
+	s.SmokeTimeout = dur("smoke.timeout", c.Smoke.Timeout, "2m")
+	if c.Policy.MaxChanges < 0 {
+		bad("policy.maxChanges", "%d is negative", c.Policy.MaxChanges)
+	}
+	seen := map[int]bool{}
+	for i, g := range c.GPUs {
+		p := fmt.Sprintf("gpus[%d]", i)
+		if g.Index < 0 || g.Index > 63 {
+			bad(p+".index", "%d outside 0..63", g.Index)
+		}
+		if seen[g.Index] {
+			bad(p+".index", "GPU %d listed twice", g.Index)
+		}
+		seen[g.Index] = true
+		if g.Layout != "" {
+			l, err := gpu.ParseLayout(g.Layout)
+			if err != nil {
+				bad(p+".layout", "%v", err)
+			}
+			s.Layouts[g.Index] = l
+		}
+		if g.MPS != nil && (g.MPS.ActiveThreadPercent < 0 || g.MPS.ActiveThreadPercent > 100) {
+			bad(p+".mps.activeThreadPercent", "%d outside 0..100", g.MPS.ActiveThreadPercent)
+		}
+		if g.PowerLimitWatts < 0 || g.PowerLimitWatts > 2000 {
+			bad(p+".powerLimitWatts", "%v outside 0..2000", g.PowerLimitWatts)
+		}
+		if g.Clocks != nil && (g.Clocks.MinMHz == 0 || g.Clocks.MinMHz > g.Clocks.MaxMHz) {
+			bad(p+".clocks", "want 0 < minMHz (%d) <= maxMHz (%d)", g.Clocks.MinMHz, g.Clocks.MaxMHz)
+		}
+	}
+	for i, e := range c.Engines {
+		p := fmt.Sprintf("engines[%d]", i)
+		if e.Tenant == "" {
+			bad(p+".tenant", "required")
+		}
+		if e.URL == "" {
+			bad(p+".url", "required")
+		}
+		if e.SMShare < 0 || e.SMShare > 1 {
+			bad(p+".smShare", "%v outside 0..1", e.SMShare)
+		}
+		if e.Slice == "" {
+			bad(p+".slice", "required (a MIG instance like 3g.40gb@4, or mps, timeslice, whole)")
+		}
+	}
+	return s, errors.Join(errs...)
+}

@@ -1,0 +1,66 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseConfig(t *testing.T) {
+	c, s, err := ParseConfig([]byte(`
+node: n1
+stateDir: /tmp/x
+policy: {reconfigCooldown: 30m, maxChanges: 2}
+gpus:
+- {index: 0, layout: "3g.40gb@0 3g.40gb@4", mps: {activeThreadPercent: 50, pinnedMemory: 20G}}
+engines:
+- {tenant: chat, gpu: 0, slice: "3g.40gb@0", url: "http://127.0.0.1:8000/metrics"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != ":9400" || s.Poll != time.Second || s.Cooldown != 30*time.Minute || s.Layouts[0].String() != "3g.40gb@0 3g.40gb@4" {
+		t.Fatalf("config %+v settings %+v", c, s)
+	}
+}
+
+// Every problem is reported at once, each with its field path.
+func TestParseConfigAllErrors(t *testing.T) {
+	_, _, err := ParseConfig([]byte(`
+pollInterval: 10ms
+policy: {reconfigCooldown: soon, maxChanges: -1}
+gpus:
+- {index: 0, layout: "3g.40gb"}
+- {index: 0, mps: {activeThreadPercent: 150}, clocks: {minMHz: 2000, maxMHz: 1000}}
+engines:
+- {gpu: 0, smShare: 2}
+`))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{"stateDir: required", "pollInterval: 10ms is below 100ms", "policy.reconfigCooldown:",
+		"policy.maxChanges:", "gpus[0].layout:", "gpus[1].index: GPU 0 listed twice", "gpus[1].mps.activeThreadPercent:",
+		"gpus[1].clocks:", "engines[0].tenant: required", "engines[0].url: required", "engines[0].smShare:", "engines[0].slice:"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+	if _, _, err := ParseConfig([]byte("stateDir: x\nbogus: 1\n")); err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Errorf("unknown field: %v", err)
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte("stateDir: /x\ngpus: [{index: 1, layout: \"7g.80gb@0\"}]\n"))
+	f.Add([]byte("node: a\npolicy: {window: 2h}\n"))
+	f.Add([]byte("{"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, s, err := ParseConfig(b)
+		if err != nil {
+			return
+		}
+		if c.StateDir == "" || s.Poll < 100*time.Millisecond && s.Poll != 0 || len(s.Layouts) > len(c.GPUs) {
+			t.Fatalf("accepted an invalid config: %+v %+v", c, s)
+		}
+	})
+}

@@ -1,0 +1,24 @@
+// Package agent is the node agent: the reconcile loop of `gpupool agent` and the executor of the
+// MIG gate.
+//
+// Executor drives internal/gate's pure state machine: it feeds an event to gate.Step, appends the
+// resulting state to the journal (written and fsynced) and only then performs the action the state
+// names, through its ports (MIG, Node, Smoker), feeding the outcome back as the next event. After
+// kill -9 at any instant, NewExecutor reads the journal's last good state and sends EvRecover: the
+// gate re-issues the pending action or, for a destroy or create whose effect is unknown, reads the
+// GPU again and continues from what is there. The journal is an append-only file of CRC-checked
+// records (journal.go; docs/adr/0012): a torn tail is dropped, a damaged record before good
+// ones is an error, and the file is compacted to its last record every 1024 appends.
+//
+// LocalNode is the Node of a bare machine: the cordon is a file with its reason. CommandSmoker
+// runs the smoke command per new instance with a timeout.
+//
+// Agent polls: inventory (Telemetry), desired layouts from the Config into the gate, MPS daemons
+// kept up (MPS), clocks locked per GPU when allowed (Clocks), energy counters and engine metrics
+// read (Scraper) and each GPU's energy attributed to its tenants (internal/metrics). It is the
+// metrics.Source of the /metrics endpoint and answers /healthz.
+//
+// Ports are declared here and implemented elsewhere: internal/nvml (MIG directly, Telemetry and
+// Clocks through the command's adapters), internal/mps (MPS through an adapter), internal/k8s
+// later for Node.
+package agent

@@ -1,0 +1,341 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"gpupool.dev/gpupool/internal/gate"
+	"gpupool.dev/gpupool/internal/gpu"
+	"gpupool.dev/gpupool/internal/metrics"
+)
+
+// GPUInfo is one GPU as the inventory reports it.
+type GPUInfo struct {
+	Index     int
+	UUID      string
+	Board     string
+	MIG       bool
+	Instances gpu.Layout
+}
+
+// Proc is one compute process on a GPU.
+type Proc struct {
+	PID       uint32
+	UsedBytes uint64
+	SMPercent uint32
+}
+
+// Telemetry reads the GPUs (internal/nvml.Lib through an adapter).
+type Telemetry interface {
+	Inventory() ([]GPUInfo, error)
+	EnergyMilliJoules(uuid string) (uint64, error)
+	Processes(uuid string) ([]Proc, error)
+}
+
+// MPS runs and reports MPS daemons (internal/mps.Supervisor through an adapter).
+type MPS interface {
+	Ensure(ctx context.Context, uuid string, limits MPSConfig) error
+	Status() []metrics.MPSDaemon
+}
+
+// Clocks applies an energy class's clock lock and power limit.
+type Clocks interface {
+	LockClocks(uuid string, minMHz, maxMHz uint32) error
+	SetPowerLimit(uuid string, milliwatts uint32) error
+}
+
+// XIDs reports XID error events; Next returns ok=false when none is queued.
+type XIDs interface {
+	Next() (gpu string, code uint64, ok bool, err error)
+}
+
+// Scraper reads one engine's metrics.
+type Scraper interface {
+	Scrape(ctx context.Context, url string) (metrics.Engine, error)
+}
+
+// Agent is the node's reconcile loop: read the GPUs, drive the gate toward the desired layouts,
+// keep MPS daemons up, measure. It implements metrics.Source.
+type Agent struct {
+	Config   Config
+	Settings Settings
+	Tel      Telemetry
+	Exec     *Executor
+	MPS      MPS     // nil: no MPS daemons
+	Clocks   Clocks  // nil: clocks never touched
+	Scraper  Scraper // nil: no engine metrics
+	XIDs     XIDs    // nil: XID events not watched
+	Now      func() time.Time
+	Log      *slog.Logger
+
+	mu       sync.Mutex
+	snap     metrics.Snapshot
+	lastErr  error
+	lastPoll time.Time
+	prev     map[string]float64 // last energy reading per GPU (J) and tokens per engine URL
+	tenants  map[string]*metrics.Tenant
+	xids     map[[2]string]int // (GPU, code) → events
+	lastXID  string            // the newest XID, for /healthz
+	applied  map[string]bool   // GPUs whose clocks and power limit are set
+}
+
+// Snapshot returns the latest measurements.
+func (a *Agent) Snapshot() metrics.Snapshot {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.snap
+}
+
+// Healthy returns nil when the last poll succeeded and no change failed.
+func (a *Agent) Healthy() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lastPoll.IsZero() {
+		return errors.New("no poll yet")
+	}
+	if a.lastErr != nil {
+		return a.lastErr
+	}
+	if st := a.Exec.State(); st.Phase() == gate.PhaseFailed {
+		return fmt.Errorf("gate failed: %s", st.CordonReason)
+	}
+	if a.lastXID != "" {
+		return errors.New(a.lastXID)
+	}
+	return nil
+}
+
+// drainXIDs reads every queued XID event (at most 64 per poll).
+func (a *Agent) drainXIDs() error {
+	if a.XIDs == nil {
+		return nil
+	}
+	for range 64 {
+		g, code, ok, err := a.XIDs.Next()
+		if err != nil {
+			return fmt.Errorf("read xid events: %w", err)
+		}
+		if !ok {
+			return nil
+		}
+		a.mu.Lock()
+		if a.xids == nil {
+			a.xids = map[[2]string]int{}
+		}
+		a.xids[[2]string{g, fmt.Sprint(code)}]++
+		// Critical XIDs (NVML's XidCriticalError class) mean the GPU needs attention; the agent
+		// reports unhealthy until restarted.
+		a.lastXID = fmt.Sprintf("GPU %s reported XID %d at %s", g, code, a.Now().Format(time.RFC3339))
+		a.mu.Unlock()
+		a.Log.Warn("xid", "gpu", g, "code", code)
+	}
+	return nil
+}
+
+// Run polls every Settings.Poll until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	t := time.NewTicker(a.Settings.Poll)
+	defer t.Stop()
+	for {
+		if err := a.Poll(ctx); err != nil {
+			a.Log.Warn("poll", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Poll does one round: inventory, desired layouts into the gate, MPS, clocks, measurements.
+func (a *Agent) Poll(ctx context.Context) error {
+	start := time.Now()
+	err := a.poll(ctx)
+	a.mu.Lock()
+	a.lastErr, a.lastPoll = err, a.Now()
+	a.snap.PollSeconds = time.Since(start).Seconds()
+	a.mu.Unlock()
+	return err
+}
+
+func (a *Agent) poll(ctx context.Context) error {
+	inv, err := a.Tel.Inventory()
+	if err != nil {
+		return fmt.Errorf("poll inventory: %w", err)
+	}
+	byIndex := map[int]GPUInfo{}
+	for _, g := range inv {
+		byIndex[g.Index] = g
+	}
+	var errs []error
+	for _, gc := range a.Config.GPUs {
+		g, ok := byIndex[gc.Index]
+		if !ok {
+			errs = append(errs, fmt.Errorf("gpus[%d]: no GPU %d on the node", gc.Index, gc.Index))
+			continue
+		}
+		if want, ok := a.Settings.Layouts[gc.Index]; ok && !slices.Equal(want.Sorted(), g.Instances.Sorted()) {
+			if err := a.Exec.Submit(ctx, gate.Desired{GPU: g.UUID, Board: g.Board, Layout: want, Current: g.Instances}); err != nil {
+				errs = append(errs, fmt.Errorf("gpus[%d]: %w", gc.Index, err))
+			}
+		}
+		if gc.MPS != nil && a.MPS != nil {
+			if err := a.MPS.Ensure(ctx, g.UUID, *gc.MPS); err != nil {
+				errs = append(errs, fmt.Errorf("gpus[%d].mps: %w", gc.Index, err))
+			}
+		}
+		if err := a.applyEnergy(gc, g.UUID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := a.Exec.Tick(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := a.drainXIDs(); err != nil {
+		errs = append(errs, err)
+	}
+	a.measure(ctx, inv, byIndex)
+	return errors.Join(errs...)
+}
+
+// applyEnergy locks clocks and sets the power limit of an energy class, once per GPU, and only
+// when the operator allows it (Config.AllowClocks).
+func (a *Agent) applyEnergy(gc GPUConfig, uuid string) error {
+	if !a.Config.AllowClocks || a.Clocks == nil || (gc.Clocks == nil && gc.PowerLimitWatts == 0) {
+		return nil
+	}
+	a.mu.Lock()
+	if a.applied == nil {
+		a.applied = map[string]bool{}
+	}
+	done := a.applied[uuid]
+	a.mu.Unlock()
+	if done {
+		return nil
+	}
+	if gc.Clocks != nil {
+		if err := a.Clocks.LockClocks(uuid, gc.Clocks.MinMHz, gc.Clocks.MaxMHz); err != nil {
+			return fmt.Errorf("gpus[%d].clocks: %w", gc.Index, err)
+		}
+	}
+	if gc.PowerLimitWatts > 0 {
+		if err := a.Clocks.SetPowerLimit(uuid, uint32(gc.PowerLimitWatts*1000)); err != nil {
+			return fmt.Errorf("gpus[%d].powerLimitWatts: %w", gc.Index, err)
+		}
+	}
+	a.mu.Lock()
+	a.applied[uuid] = true
+	a.mu.Unlock()
+	return nil
+}
+
+// measure reads energy, processes and engines, and attributes each GPU's energy to its tenants.
+func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUInfo) {
+	a.mu.Lock()
+	if a.prev == nil {
+		a.prev, a.tenants = map[string]float64{}, map[string]*metrics.Tenant{}
+	}
+	a.mu.Unlock()
+	var snap metrics.Snapshot
+	procs := map[string][]Proc{}
+	for _, g := range inv {
+		mj, err := a.Tel.EnergyMilliJoules(g.UUID)
+		if err != nil {
+			a.Log.Debug("energy", "gpu", g.UUID, "err", err)
+			continue
+		}
+		snap.GPUs = append(snap.GPUs, metrics.GPU{UUID: g.UUID, Board: g.Board, EnergyJoules: float64(mj) / 1000})
+		if ps, err := a.Tel.Processes(g.UUID); err == nil {
+			procs[g.UUID] = ps
+		}
+	}
+	// Per GPU: the shares of its engines (MIG: compute slices of the instance; else SM utilisation).
+	shares := map[string][]metrics.Share{}
+	tokens := map[string]float64{}
+	for _, e := range a.Config.Engines {
+		g, ok := byIndex[e.GPU]
+		if !ok {
+			continue
+		}
+		sl := metrics.Slice{GPU: g.UUID, Slice: e.Slice, Tenant: e.Tenant, MemoryPlanned: float64(e.MemoryPlanned), SMShare: e.SMShare}
+		w := 0.0
+		for _, p := range procs[g.UUID] {
+			if p.PID == e.PID && e.PID != 0 {
+				sl.MemoryUsed, w = float64(p.UsedBytes), float64(p.SMPercent)
+			}
+		}
+		if in, err := gpu.ParseInstance(e.Slice); err == nil {
+			if b, err := gpu.Lookup(g.Board); err == nil {
+				if p, err := b.Profile(in.Profile); err == nil {
+					w = float64(p.ComputeSlices)
+				}
+			}
+		}
+		shares[g.UUID] = append(shares[g.UUID], metrics.Share{Tenant: e.Tenant, Weight: w})
+		snap.Slices = append(snap.Slices, sl)
+		if a.Scraper != nil {
+			if eng, err := a.Scraper.Scrape(ctx, e.URL); err == nil {
+				a.mu.Lock()
+				tokens[e.Tenant] += metrics.CounterDelta(a.prev["tok:"+e.URL], eng.Tokens())
+				a.prev["tok:"+e.URL] = eng.Tokens()
+				t := a.tenant(e.Tenant)
+				t.TTFT, t.TPOT = eng.TTFT, eng.TPOT
+				a.mu.Unlock()
+			}
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	joules := map[string]float64{}
+	for _, g := range snap.GPUs {
+		prev, seen := a.prev["e:"+g.UUID]
+		a.prev["e:"+g.UUID] = g.EnergyJoules
+		if !seen {
+			continue
+		}
+		for t, j := range metrics.Attribute(metrics.CounterDelta(prev, g.EnergyJoules), shares[g.UUID]) {
+			joules[t] += j
+		}
+	}
+	for name, tok := range tokens {
+		t := a.tenant(name)
+		t.Tokens += tok
+		t.JoulesPerTok = metrics.JoulesPerToken(joules[name], tok)
+	}
+	for name, j := range joules {
+		a.tenant(name).EnergyJoules += j
+	}
+	for _, name := range slices.Sorted(maps.Keys(a.tenants)) {
+		snap.Tenants = append(snap.Tenants, *a.tenants[name])
+	}
+	if a.MPS != nil {
+		snap.MPS = a.MPS.Status()
+	}
+	for k, n := range a.xids {
+		snap.XIDs = append(snap.XIDs, metrics.XID{GPU: k[0], Code: k[1], Count: n})
+	}
+	st := a.Exec.State()
+	changes := map[string]int{}
+	for _, code := range []string{gate.ReasonDone, gate.ReasonRolledBack, gate.ReasonRollbackFailed, gate.ReasonCordonFailed, gate.ReasonDrainFailed} {
+		changes[code] = st.Counts[code]
+	}
+	snap.Gate = metrics.Gate{Phase: string(st.Phase()), Cordoned: st.Cordoned, Changes: changes}
+	snap.PollSeconds = a.snap.PollSeconds
+	a.snap = snap
+}
+
+func (a *Agent) tenant(name string) *metrics.Tenant {
+	t, ok := a.tenants[name]
+	if !ok {
+		t = &metrics.Tenant{Name: name, SLOAttainment: -1}
+		a.tenants[name] = t
+	}
+	return t
+}

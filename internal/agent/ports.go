@@ -1,0 +1,31 @@
+package agent
+
+import (
+	"context"
+
+	"gpupool.dev/gpupool/internal/gpu"
+)
+
+// MIG is the part of the GPU driver the gate's executor needs (internal/nvml.Lib implements it).
+type MIG interface {
+	// Observe returns the GPU's complete MIG instances and its half-made ones.
+	Observe(uuid, board string) (complete, partial gpu.Layout, err error)
+	// Create makes one instance (GPU instance, then compute instance).
+	Create(uuid, board string, in gpu.Instance) error
+	// Destroy removes one instance; absent is not an error.
+	Destroy(uuid, board string, in gpu.Instance) error
+}
+
+// Node is the node's scheduling state: cordoned or not, and the replicas on GPU instances. On a
+// bare machine it is a file (LocalNode); under Kubernetes, the k8s package implements it.
+type Node interface {
+	Cordon(ctx context.Context, reason string) error
+	Uncordon(ctx context.Context) error
+	// Drain returns once no replica runs on the instances of the GPU.
+	Drain(ctx context.Context, gpu string, instances gpu.Layout) error
+}
+
+// Smoker runs the smoke check on new instances.
+type Smoker interface {
+	Smoke(ctx context.Context, gpu string, instances gpu.Layout) error
+}

@@ -1,0 +1,45 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"gpupool.dev/gpupool/internal/gpu"
+)
+
+// sleepCh is the drain poll period.
+var sleepCh = func() <-chan time.Time { return time.After(500 * time.Millisecond) }
+
+// CommandSmoker runs a command once per new instance, with GPUPOOL_GPU (the GPU UUID) and
+// GPUPOOL_INSTANCE ("3g.40gb@4") in its environment; it fails on a non-zero exit or after
+// Timeout. A short CUDA program or a vLLM health check fits here.
+type CommandSmoker struct {
+	Command []string
+	Timeout time.Duration
+}
+
+// Smoke runs the command for each instance in turn.
+func (s CommandSmoker) Smoke(ctx context.Context, gpuID string, instances gpu.Layout) error {
+	if len(s.Command) == 0 {
+		return nil
+	}
+	for _, in := range instances {
+		cctx, cancel := context.WithTimeout(ctx, s.Timeout)
+		cmd := exec.CommandContext(cctx, s.Command[0], s.Command[1:]...)
+		cmd.Env = append(os.Environ(), "GPUPOOL_GPU="+gpuID, "GPUPOOL_INSTANCE="+in.String())
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			tail := strings.TrimSpace(string(out))
+			if len(tail) > 200 {
+				tail = tail[len(tail)-200:]
+			}
+			return fmt.Errorf("smoke %s on %s (%s, timeout %s): %w: %s", in, gpuID, strings.Join(s.Command, " "), s.Timeout, err, tail)
+		}
+	}
+	return nil
+}
