@@ -88,12 +88,18 @@ func (p *planner) memoryReason(tn *tenant) v1.Reason {
 func (p *planner) computeReason(tn *tenant) v1.Reason {
 	c := tn.choice
 	r := c.ev.rate
-	msg := fmt.Sprintf("one replica on %s %s sustains %.3g req/s of %d+%d tokens within %s (p99 TTFT %s, TPOT %s; above it %s binds); %.3g req/s needs %d replica(s) = %.3f GPU-equivalents",
+	msg := fmt.Sprintf("one replica on %s %s sustains %.3g req/s of %d+%d tokens within %s (p99 TTFT %s, TPOT %s; above it %s binds)",
 		c.board.Name, c.label(), r.RequestsPerSec, tn.work.InputTokens, tn.work.OutputTokens, describeSLO(tn), roundDur(r.TTFT), roundDur(r.TPOT),
-		limitName(string(r.Limit)), tn.t.Traffic.RPS, c.replicas, c.cost)
-	if c.ev.kv.need > 0 {
-		msg += "; " + c.ev.kv.sentence()
+		limitName(string(r.Limit)))
+	lam := peakRate(tn.t.Traffic)
+	switch {
+	case c.sz.n > 0:
+		msg += fmt.Sprintf("; %.3g req/s over %d replica(s) with %d slot(s) each (max-num-seqs; excess requests queue): p99 TTFT %s with the queue wait, TPOT %s; fewer than %d replica(s) cannot keep up at all",
+			lam, c.sz.n, c.ev.q.slots, roundDur(seconds(c.sz.state.ttft)), roundDur(seconds(c.sz.state.tpot)), c.sz.lowest)
+	case tn.t.Replicas != nil:
+		msg += fmt.Sprintf("; the SLO is not met at %.3g req/s: %s", lam, c.sz.why)
 	}
+	msg += fmt.Sprintf("; %d replica(s) = %.3f GPU-equivalents", c.replicas, c.cost)
 	for _, x := range tn.feasible {
 		if x != c {
 			msg += fmt.Sprintf("; next cheapest: %s on %s, %d replica(s) = %.3f", x.label(), x.board.Name, x.replicas, x.cost)
