@@ -14,18 +14,13 @@ import (
 // A replica is an engine with max-num-seqs slots under continuous batching with chunked prefill.
 // A request holds a slot for its k prefill chunks and its O−1 decode steps; requests beyond the
 // slots wait in the engine's queue, and that wait counts in their TTFT. The tenant's n replicas
-// are fed by a least-loaded router, so their n·c slots form one pool of servers: the wait for a
-// slot is Erlang C's M/M/N wait, scaled by (1 + cs²)/2 for the nearly constant service time of
-// requests of one shape (Allen–Cunneen, cs² = 0). Inside a replica the mean step time t solves
+// are fed by a least-loaded router: a request waits only when all n·c slots are full (Erlang C),
+// and then for the first slot of its own replica to free (slotWaitP99). Inside a replica the mean step time t solves
 // t = T(d, f) where d = λ(O−1)t decode sequences and f = λkt prefill chunks share a step, and T
 // is the performance model's step time (perf.Engine.StepTime) interpolated between whole batches.
 // TPOT p99 is the step time at the 99th percentile of the decode batch (Poisson spread, at most
 // the slots); TTFT p99 is the slot wait's p99, plus the prompt's wait for the step budget (M/D/1,
 // as in perf), plus one step in progress, plus its k chunk steps.
-
-// serviceCV2Factor is (1 + cs²)/2 with cs² = 0: requests of one shape hold a slot for nearly the
-// same time, so their waits are about half of an exponential service's.
-const serviceCV2Factor = 0.5
 
 // maxSearchReplicas bounds the replica search: a tenant needing more is reported, not planned.
 const maxSearchReplicas = 1 << 17
@@ -150,17 +145,20 @@ func (q *qmodel) state(lam float64, n int) qstate {
 			ttft += wq / rho * math.Log(100*rho)
 		}
 	}
-	ttft += slotWaitP99(lam, svc, n*q.slots)
+	ttft += slotWaitP99(lam, svc, n*q.slots, q.slots)
 	return qstate{ttft: ttft, tpot: tpot, inFlight: inFlight}
 }
 
 // zP99 is the standard normal 99th percentile.
 const zP99 = 2.326
 
-// slotWaitP99 is the 99th percentile of the wait for one of servers slots when lam req/s each
-// hold one for svc seconds: Erlang C's tail P(W > x) = C·exp(−(N − a)x/svc), scaled by
-// serviceCV2Factor.
-func slotWaitP99(lam, svc float64, servers int) float64 {
+// slotWaitP99 is the 99th percentile of the wait for a slot when lam req/s each hold one for
+// svc seconds, on replicas of slots slots (servers in all). A request waits when every replica
+// is full (Erlang C's probability C over all servers, the router sending it to an idle slot
+// wherever there is one), and then for the first of its own replica's slots to free: with
+// nearly constant holding times each slot's residual time is uniform on [0, svc], so
+// P(W > x) = C·(1 − x/svc)^slots and the p99 is svc·(1 − (0.01/C)^(1/slots)).
+func slotWaitP99(lam, svc float64, servers, slots int) float64 {
 	a := lam * svc
 	n := float64(servers)
 	if a <= 0 {
@@ -177,7 +175,7 @@ func slotWaitP99(lam, svc float64, servers int) float64 {
 	if c <= 0.01 {
 		return 0
 	}
-	return serviceCV2Factor * svc / (n - a) * math.Log(c/0.01)
+	return svc * (1 - math.Pow(0.01/c, 1/float64(slots)))
 }
 
 // erlangC is the probability that an arrival waits in an M/M/N queue with offered load a < N,
