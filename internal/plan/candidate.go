@@ -368,11 +368,26 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 		return r
 	}
 	e = e.WithKVCapacity(fit.MaxTokens)
-	r.q = newQModel(e, tn.work, perf.Load{Active: c.share - 1}, tn.perfM.Options().MaxSeqs, fit.MaxTokens)
+	r.q = newQModel(e, tn.work, sizingLoad(c), tn.perfM.Options().MaxSeqs, fit.MaxTokens)
 	rate, st := r.q.maxRate(tn.slo)
 	r.rate = perf.Rate{RequestsPerSec: rate, OutputTokensPerSec: rate * float64(tn.work.OutputTokens),
 		TTFT: seconds(st.ttft), TPOT: seconds(st.tpot), Limit: meets(r.q.state(rate*1.01+1e-9, 1), tn.slo)}
 	return r
+}
+
+// sizingLoad is the neighbours a replica is sized against: every other replica of its GPU or
+// instance in a step at the same time (the simulator's and the hardware's worst case, which a
+// tenant whose requests queue meets often), and, on a MIG instance, the rest of the board busy
+// (it lowers the power-limited clock).
+func sizingLoad(c *cand) perf.Load {
+	l := perf.Load{Active: c.share - 1}
+	if l.Active > 0 {
+		l.Duty = 1
+	}
+	if c.profile != nil {
+		l.BoardBusy = 1 - c.compFrac
+	}
+	return l
 }
 
 func roundDur(d time.Duration) time.Duration {

@@ -145,7 +145,9 @@ func (q *qmodel) state(lam float64, n int) qstate {
 			ttft += wq / rho * math.Log(100*rho)
 		}
 	}
-	ttft += slotWaitP99(lam, svc, n*q.slots, q.slots)
+	// While requests wait, the slots are full and every step runs the large batch: the slots
+	// drain at the p99 batch's step time, not the mean's.
+	ttft += slotWaitP99(lam, (q.k+o1)*tpot, n*q.slots, q.slots)
 	return qstate{ttft: ttft, tpot: tpot, inFlight: inFlight}
 }
 
@@ -157,14 +159,19 @@ const zP99 = 2.326
 // is full (Erlang C's probability C over all servers, the router sending it to an idle slot
 // wherever there is one), and then for the first of its own replica's slots to free: with
 // nearly constant holding times each slot's residual time is uniform on [0, svc], so
-// P(W > x) = C·(1 − x/svc)^slots and the p99 is svc·(1 − (0.01/C)^(1/slots)).
+// P(W > x) = C·(1 − x/svc)^slots and the p99 is svc·(1 − (0.01/C)^(1/slots)). Near saturation
+// more than one request waits ahead: then the M/M/N tail C·exp(−(N − a)x/svc), halved for the
+// nearly constant holding time (Allen–Cunneen) and scaled by (1 + 1/slots) because a request
+// waits at the replica the router chose (replicas with few slots each are less pooled than one
+// queue), is longer; the larger of the two is taken. Calibrated against the simulator
+// (simcal_test.go, simrandom_test.go).
 func slotWaitP99(lam, svc float64, servers, slots int) float64 {
 	a := lam * svc
 	n := float64(servers)
 	if a <= 0 {
 		return 0
 	}
-	if a >= n {
+	if a >= maxSlotLoad*n {
 		return math.Inf(1)
 	}
 	// Halfin–Whitt: with N − a ≥ 3√a the chance of waiting is below 0.2 %, so the p99 is 0.
@@ -175,8 +182,20 @@ func slotWaitP99(lam, svc float64, servers, slots int) float64 {
 	if c <= 0.01 {
 		return 0
 	}
-	return svc * (1 - math.Pow(0.01/c, 1/float64(slots)))
+	residual := svc * (1 - math.Pow(0.01/c, 1/float64(slots)))
+	queued := allenCunneen * (1 + 1/float64(slots)) * svc / (n - a) * math.Log(c/0.01)
+	return math.Max(residual, queued)
 }
+
+// maxSlotLoad is the highest mean share of its slots a tenant's replicas are planned to keep
+// busy. Above it the wait grows steeply and the model's approximations fall short of the
+// simulator's tail (misses seen at 76–89 % in simrandom_test.go: the p99 of a run of a few thousand requests varies by ±15 % between seeds there); the requests' own SLO usually binds
+// earlier.
+const maxSlotLoad = 0.75
+
+// allenCunneen is (1 + cs²)/2 with cs² = 0: requests of one shape hold a slot for nearly the
+// same time, so a queue of them drains at about twice the rate of an exponential one.
+const allenCunneen = 0.5
 
 // erlangC is the probability that an arrival waits in an M/M/N queue with offered load a < N,
 // from Erlang B's recursion B(k) = a·B(k−1)/(k + a·B(k−1)).
@@ -190,6 +209,10 @@ func erlangC(servers int, a float64) float64 {
 	return b / (1 - rho + rho*b)
 }
 
+// ttftMargin is the share of the TTFT target the model's p99 may take: near saturation the
+// model's wait is a few per cent short of the simulator's (simrandom_test.go).
+const ttftMargin = 0.95
+
 // meets reports whether s meets slo, or the term that binds.
 func meets(s qstate, slo perf.SLO) perf.Limit {
 	switch {
@@ -197,7 +220,7 @@ func meets(s qstate, slo perf.SLO) perf.Limit {
 		return s.limit
 	case slo.TPOT > 0 && s.tpot > slo.TPOT.Seconds():
 		return perf.LimitTPOT
-	case slo.TTFT > 0 && s.ttft > slo.TTFT.Seconds():
+	case slo.TTFT > 0 && s.ttft > ttftMargin*slo.TTFT.Seconds():
 		return perf.LimitTTFT
 	}
 	return perf.LimitNone
