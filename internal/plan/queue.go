@@ -35,6 +35,7 @@ type qmodel struct {
 	chunk   int     // tokens of one chunk
 	kvSeqs  float64 // requests the KV cache holds at their full length; +Inf when it never binds
 	budget  int
+	memo    map[[2]int]float64 // stepAt by (decodes, chunks)
 }
 
 // qstate is the model's answer at one load.
@@ -45,7 +46,8 @@ type qstate struct {
 }
 
 func newQModel(e *perf.Engine, w perf.Workload, l perf.Load, slots int, kvTokens int64) *qmodel {
-	q := &qmodel{e: e, l: l, in: float64(w.InputTokens), out: float64(w.OutputTokens), slots: max(slots, 1), budget: e.MaxBatchedTokens()}
+	q := &qmodel{e: e, l: l, in: float64(w.InputTokens), out: float64(w.OutputTokens), slots: max(slots, 1), budget: e.MaxBatchedTokens(),
+		memo: map[[2]int]float64{}}
 	q.chunk = min(w.InputTokens, max(q.budget-1, 1))
 	q.k = math.Ceil(q.in / float64(q.chunk))
 	q.kvSeqs = math.Inf(1)
@@ -57,6 +59,16 @@ func newQModel(e *perf.Engine, w perf.Workload, l perf.Load, slots int, kvTokens
 
 // stepAt is the step time in seconds of d decode sequences (whole) with chunks prefill chunks.
 func (q *qmodel) stepAt(d int, chunks int) float64 {
+	k := [2]int{d, chunks}
+	if t, ok := q.memo[k]; ok {
+		return t
+	}
+	t := q.stepTime(d, chunks)
+	q.memo[k] = t
+	return t
+}
+
+func (q *qmodel) stepTime(d int, chunks int) float64 {
 	b := perf.Batch{DecodeSeqs: d, KVTokens: int64(float64(d) * (q.in + q.out/2))}
 	if chunks > 0 {
 		b.PrefillTokens = chunks * q.chunk
