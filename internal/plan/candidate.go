@@ -324,7 +324,10 @@ func maxReplicasName(t v1.Tenant) string {
 	if t.MaxReplicas != nil && (t.Cap == nil || *t.MaxReplicas <= *t.Cap) {
 		return fmt.Sprintf("maxReplicas %d", *t.MaxReplicas)
 	}
-	return fmt.Sprintf("cap %d", *t.Cap)
+	if t.Cap != nil {
+		return fmt.Sprintf("cap %d", *t.Cap)
+	}
+	return "the pool's bounds"
 }
 
 // measure runs the memory fit and the performance model for one replica on c's slice.
