@@ -40,13 +40,15 @@ func BenchmarkPlan20000(b *testing.B) { benchPlan(b, 20000, 10000) }
 // TestSyntheticGap logs GPUs used against the lower bound per size and guards the gap measured
 // (a regression guard, not the goal: the goal is 1.05×). The bound counts every tenant at the
 // replicas that merely keep up with its load (no SLO margin), so it sits below what any plan
-// meeting the SLOs needs; measured 22 / 20 at 100 tenants and 224 / 209 at 1,000.
+// meeting the SLOs needs; and shared MIG instances of one profile hold one trust group per node
+// (the device plugin's pairing), which fragments the soft tenants' ten groups. Measured 24 / 20
+// at 100 tenants and 234 / 209 at 1,000.
 func TestSyntheticGap(t *testing.T) {
 	sizes := []int{100, 1000}
 	if testing.Short() {
 		sizes = sizes[:1]
 	}
-	limit := map[int]float64{100: 1.10, 1000: 1.08}
+	limit := map[int]float64{100: 1.20, 1000: 1.12}
 	for _, n := range sizes {
 		pool := synthPool(n)
 		pl := build(t, pool)

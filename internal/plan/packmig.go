@@ -4,18 +4,35 @@ import (
 	"cmp"
 	"slices"
 
+	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/gpu"
 )
 
 // useOf is how a MIG unit's instance is shared.
-func useOf(u *unit) migUse { return migUse{u.c.kind, u.c.share} }
+func useOf(u *unit) migUse { return migUse{kind: u.c.kind, share: u.c.share, group: pairGroup(u)} }
+
+// pairGroup is who may take the references of a shared instance's resource on its node: any
+// shared-tier tenant, or tenants of the same trust path. Soft tenants without a path are not
+// told apart here (all ""), as the renderer's check does not: Kubernetes may pair two such
+// tenants' pods on one node's shared instances of a profile (docs/planner.md, "Not done yet").
+func pairGroup(u *unit) string {
+	if u.c.share <= 1 || len(u.reps) == 0 {
+		return ""
+	}
+	t := u.reps[0].tn.t
+	if isolationOf(t) == v1.IsolationShared {
+		return "shared"
+	}
+	return "path:" + t.Path
+}
 
 // packMIG packs the MIG units of one board and energy class. The units are split into classes in
 // which every profile is used one way (unshared, or shared k ways), largest use first; each class
 // is packed as cutting stock over the board's patterns, and each of its GPUs goes to the first
 // free GPU whose node does not use one of its profiles another way (the device plugin applies one
-// sharing setting per resource and node). Only when no such GPU is left does a GPU go where it
-// conflicts. It returns the units that found no GPU.
+// sharing setting per resource and node, and hands out the references of any shared device of a
+// resource on a node, so one sharing group per profile and node). A bin with no such GPU left is
+// not placed. It returns the units that found no GPU.
 func (p *planner) packMIG(board *gpu.Board, mig []*unit, free map[string][]*gpuPlan, pc *patternCache) ([]*unit, error) {
 	pats, err := pc.get(board)
 	if err != nil {
@@ -80,7 +97,8 @@ func useClasses(pats *patterns, mig []*unit) [][]*unit {
 			uses = append(uses, u)
 		}
 		slices.SortFunc(uses, func(a, b migUse) int {
-			return cmp.Or(cmp.Compare(len(m[b]), len(m[a])), cmp.Compare(kindRank(a.kind), kindRank(b.kind)), cmp.Compare(a.share, b.share))
+			return cmp.Or(cmp.Compare(len(m[b]), len(m[a])), cmp.Compare(kindRank(a.kind), kindRank(b.kind)), cmp.Compare(a.share, b.share),
+				cmp.Compare(a.group, b.group))
 		})
 		for i, u := range uses {
 			for len(classes) <= i {
@@ -93,18 +111,23 @@ func useClasses(pats *patterns, mig []*unit) [][]*unit {
 }
 
 // takeCompatible takes the first free GPU of board whose node uses none of want's profiles
-// another way, else the first free GPU; it records the node's uses.
+// another way (or for another sharing group), and records the node's uses; nil when there is
+// none: a GPU the device plugin could not serve as planned is not used, and its units are
+// reported short of capacity instead.
 func (p *planner) takeCompatible(board *gpu.Board, free map[string][]*gpuPlan, want map[string]migUse) *gpuPlan {
 	gs := free[board.Name]
 	if len(gs) == 0 {
 		return nil
 	}
-	pick := 0
+	pick := -1
 	for i, g := range gs {
 		if p.compatible(g.fg.ref.Node, want) {
 			pick = i
 			break
 		}
+	}
+	if pick < 0 {
+		return nil
 	}
 	g := gs[pick]
 	free[board.Name] = append(gs[:pick:pick], gs[pick+1:]...)
