@@ -11,12 +11,43 @@ import (
 // useOf is how a MIG unit's instance is shared.
 func useOf(u *unit) migUse { return migUse{kind: u.c.kind, share: u.c.share, group: pairGroup(u)} }
 
+// strategyKey is the node-wide pseudo-resource of the device plugin's sharing strategy:
+// time-slicing and MPS never meet on one node.
+const strategyKey = "~strategy"
+
+// wholeResource is the resource of whole GPUs (nvidia.com/gpu) among the node's uses.
+const wholeResource = "~gpu"
+
+// strategyOf is the device plugin's sharing strategy for a slice kind: "ts" for time-slicing and
+// for MPS inside a MIG instance (handed to Kubernetes as time-sliced references), "mps" for
+// whole-GPU MPS, "" for a device one pod owns.
+func strategyOf(k v1.SliceKind) string {
+	switch k {
+	case v1.SliceTimeSlice, v1.SliceMIGTimeSlice, v1.SliceMIGMPS:
+		return "ts"
+	case v1.SliceMPS:
+		return "mps"
+	}
+	return ""
+}
+
+// wholeWant is what a whole-GPU unit asks of its node: nvidia.com/gpu used its way (and, shared,
+// by its trust path), and the node's sharing strategy.
+func wholeWant(u *unit) map[string]migUse {
+	use := useOf(u)
+	w := map[string]migUse{wholeResource: use}
+	if s := strategyOf(u.c.kind); s != "" {
+		w[strategyKey] = migUse{group: s}
+	}
+	return w
+}
+
 // pairGroup is who may take the references of a shared instance's resource on its node: any
 // shared-tier tenant, or tenants of the same trust path. Soft tenants without a path are not
 // told apart here (all ""), as the renderer's check does not: Kubernetes may pair two such
 // tenants' pods on one node's shared instances of a profile (docs/planner.md, "Not done yet").
 func pairGroup(u *unit) string {
-	if u.c.share <= 1 || len(u.reps) == 0 {
+	if !u.c.shared() || len(u.reps) == 0 {
 		return ""
 	}
 	t := u.reps[0].tn.t
@@ -58,7 +89,11 @@ func (p *planner) packMIG(board *gpu.Board, mig []*unit, free map[string][]*gpuP
 			want := map[string]migUse{}
 			for i, n := range bin {
 				if n > 0 {
-					want[pats.profiles[i].Name] = uses[pats.profiles[i].Name]
+					u := uses[pats.profiles[i].Name]
+					want[pats.profiles[i].Name] = u
+					if s := strategyOf(u.kind); s != "" {
+						want[strategyKey] = migUse{group: s}
+					}
 				}
 			}
 			g := p.takeCompatible(board, free, want)
