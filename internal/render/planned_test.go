@@ -30,7 +30,8 @@ func renderProblems(t *testing.T, pool *v1.Pool) []Problem {
 }
 
 // Every plan the planner produces can be served by the device plugin as planned: the examples'
-// pools and synthetic pools of 1–60 tenants on 16–47 GPUs (mixed tiers, ten trust groups) render
+// pools and synthetic pools of 1–60 tenants on 16–47 GPUs (mixed tiers, ten trust groups; every
+// other pool with varied lengths, SLOs and concurrency) render
 // without problems, so `plan --out` does not exit 2 for the artifacts' sake: no node needs two
 // sharing settings for one resource, time-slicing and MPS together, or shared instances of one
 // profile holding tenants of different trust paths.
@@ -54,7 +55,7 @@ func TestPlannedPoolsRenderClean(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(3, 5))
 	for i := range n {
-		pool := plan.Synthetic(plan.SyntheticOptions{Tenants: 1 + rng.IntN(60), GPUs: 16 + rng.IntN(32)}, rng)
+		pool := plan.Synthetic(plan.SyntheticOptions{Tenants: 1 + rng.IntN(60), GPUs: 16 + rng.IntN(32), Varied: i%2 == 1}, rng)
 		for _, p := range renderProblems(t, pool) {
 			t.Errorf("synthetic pool %d (%d tenants): %s", i, len(pool.Tenants), p)
 		}
