@@ -15,6 +15,10 @@ func useOf(u *unit) migUse { return migUse{kind: u.c.kind, share: u.c.share, gro
 // time-slicing and MPS never meet on one node.
 const strategyKey = "~strategy"
 
+// migStrategyKey is the node's device-plugin migStrategy: whole-GPU MPS needs "none", which a
+// node with MIG GPUs cannot have.
+const migStrategyKey = "~migStrategy"
+
 // wholeResource is the resource of whole GPUs (nvidia.com/gpu) among the node's uses.
 const wholeResource = "~gpu"
 
@@ -32,12 +36,16 @@ func strategyOf(k v1.SliceKind) string {
 }
 
 // wholeWant is what a whole-GPU unit asks of its node: nvidia.com/gpu used its way (and, shared,
-// by its trust path), and the node's sharing strategy.
+// by its trust path), the node's sharing strategy, and for MPS a node without MIG GPUs (the
+// device plugin's MPS sharing of whole GPUs runs with migStrategy none).
 func wholeWant(u *unit) map[string]migUse {
 	use := useOf(u)
 	w := map[string]migUse{wholeResource: use}
 	if s := strategyOf(u.c.kind); s != "" {
 		w[strategyKey] = migUse{group: s}
+	}
+	if u.c.kind == v1.SliceMPS {
+		w[migStrategyKey] = migUse{group: "none"}
 	}
 	return w
 }
@@ -94,6 +102,7 @@ func (p *planner) packMIG(board *gpu.Board, mig []*unit, free map[string][]*gpuP
 					if s := strategyOf(u.kind); s != "" {
 						want[strategyKey] = migUse{group: s}
 					}
+					want[migStrategyKey] = migUse{group: "mixed"}
 				}
 			}
 			g := p.takeCompatible(board, free, want)

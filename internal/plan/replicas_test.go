@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/gpu"
 )
 
 // The first finding: a 7B model at 0.2 req/s with a 5 s TTFT target and concurrency 1
@@ -92,4 +93,43 @@ func hasReason(tn v1.PlanTenant, code v1.ReasonCode, text string) bool {
 		}
 	}
 	return false
+}
+
+// The device plugin shares whole GPUs through MPS only on a node whose migStrategy is none, and
+// never time-slices and MPS-shares on one node. Free GPUs n0/0, n1/0, n1/1, n0/1: a MIG GPU takes
+// n0/0; a whole-GPU MPS unit then skips n0 for n1/0; a time-sliced GPU skips n1 (MPS) for n0/1;
+// the next MPS unit takes n1/1, and one more finds no node it may join and is left unplaced.
+func TestWholeMPSNotBesideMIG(t *testing.T) {
+	b, err := gpu.Lookup("H100-SXM5-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &planner{nodeUse: map[string]map[string]migUse{}}
+	free := map[string][]*gpuPlan{}
+	for _, ref := range []v1.GPURef{{Node: "n0", Index: 0}, {Node: "n1", Index: 0}, {Node: "n1", Index: 1}, {Node: "n0", Index: 1}, {Node: "n0", Index: 2}} {
+		free[b.Name] = append(free[b.Name], &gpuPlan{fg: fleetGPU{ref: ref, board: b}})
+	}
+	tn := &tenant{t: v1.Tenant{Name: "a", Isolation: v1.IsolationShared}, group: "shared"}
+	whole := func(k v1.SliceKind) map[string]migUse {
+		return wholeWant(&unit{key: groupKey{group: "shared"}, c: &cand{board: b, kind: k, share: 2}, reps: []replica{{tn}, {tn}}})
+	}
+	for i, c := range []struct {
+		want map[string]migUse
+		at   string // "" : not placed
+	}{
+		{map[string]migUse{"1g.10gb": {kind: v1.SliceMIG, share: 1}, migStrategyKey: {group: "mixed"}}, "n0/0"},
+		{whole(v1.SliceMPS), "n1/0"},
+		{whole(v1.SliceTimeSlice), "n0/1"},
+		{whole(v1.SliceMPS), "n1/1"},
+		{whole(v1.SliceMPS), ""},
+	} {
+		g := p.takeCompatible(b, free, c.want)
+		got := ""
+		if g != nil {
+			got = g.fg.ref.String()
+		}
+		if got != c.at {
+			t.Errorf("step %d: placed on %q, want %q", i, got, c.at)
+		}
+	}
 }
