@@ -25,6 +25,9 @@ go vet ./...
 echo "== go test -race"
 go test -race -count=1 -timeout 30m ./...
 
+echo "== planner against simulator at full size (without the race detector, which runs them small)"
+go test -count=1 -timeout 20m -run 'TestPlannerSimulatorAgreement|TestQueueSizingAgainstSimulator' ./internal/plan
+
 echo "== CLI smoke: the README quick start, and its output read back"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

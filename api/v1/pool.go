@@ -145,6 +145,10 @@ type Tenant struct {
 	Cap *int `json:"cap,omitzero"`
 	// Replicas fixes the replica count instead of sizing from traffic. Unset: planner decides.
 	Replicas *int `json:"replicas,omitzero"`
+	// MinReplicas and MaxReplicas bound the replica count the planner sizes from traffic (before
+	// redundancy); each ≥ 1, MinReplicas ≤ MaxReplicas. Not with Replicas. Unset: no bound.
+	MinReplicas *int `json:"minReplicas,omitzero"`
+	MaxReplicas *int `json:"maxReplicas,omitzero"`
 	// Redundancy asks for one replica beyond what the load needs, on another GPU.
 	Redundancy bool `json:"redundancy,omitzero"`
 	// EnergyClass is performance, balanced or efficiency. Default balanced.

@@ -52,6 +52,8 @@ const (
 	ReasonRedundancy ReasonCode = "Redundancy"
 	// ReasonFixedReplicas: the replica count comes from the tenant's `replicas`, not from its traffic.
 	ReasonFixedReplicas ReasonCode = "FixedReplicas"
+	// ReasonReplicaBounds: the tenant's minReplicas or maxReplicas set the replica count.
+	ReasonReplicaBounds ReasonCode = "ReplicaBounds"
 	// ReasonMeasuredProfile: predictions come from the tenant's measured performance table.
 	ReasonMeasuredProfile ReasonCode = "MeasuredProfile"
 	// ReasonIdle: the GPU is not needed by this plan.
@@ -91,6 +93,7 @@ var reasonTable = map[ReasonCode]bool{
 	ReasonBurstPool:        false,
 	ReasonRedundancy:       false,
 	ReasonFixedReplicas:    false,
+	ReasonReplicaBounds:    false,
 	ReasonMeasuredProfile:  false,
 	ReasonIdle:             false,
 	ReasonNoFit:            false,

@@ -313,4 +313,19 @@ func (c *poolChecker) checkCounts(p string, t Tenant) {
 			c.errs.add(field(p, "replicas"), "must be ≤ cap %d (got %d)", *t.Cap, r)
 		}
 	}
+	for _, b := range []struct {
+		name string
+		v    *int
+	}{{"minReplicas", t.MinReplicas}, {"maxReplicas", t.MaxReplicas}} {
+		switch {
+		case b.v == nil:
+		case *b.v < 1:
+			c.errs.add(field(p, b.name), "must be ≥ 1 (got %d)", *b.v)
+		case t.Replicas != nil:
+			c.errs.add(field(p, b.name), "must not be set with replicas (got %d)", *b.v)
+		}
+	}
+	if t.MinReplicas != nil && t.MaxReplicas != nil && *t.MinReplicas >= 1 && *t.MaxReplicas < *t.MinReplicas {
+		c.errs.add(field(p, "maxReplicas"), "must be ≥ minReplicas %d (got %d)", *t.MinReplicas, *t.MaxReplicas)
+	}
 }

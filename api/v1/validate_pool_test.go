@@ -156,6 +156,11 @@ func TestValidatePoolRules(t *testing.T) {
 		{"replicas zero", func(p *Pool) { p.Tenants[3].Replicas = ptr(0) }, `tenants[3].replicas: must be between 1 and 100000 (got 0)`},
 		{"replicas below reservation", func(p *Pool) { p.Tenants[0].Replicas = ptr(1) }, `tenants[0].replicas: must be ≥ reservation 2 (got 1)`},
 		{"replicas above cap", func(p *Pool) { p.Tenants[0].Replicas = ptr(7) }, `tenants[0].replicas: must be ≤ cap 6 (got 7)`},
+		{"minReplicas zero", func(p *Pool) { p.Tenants[1].MinReplicas = ptr(0) }, `tenants[1].minReplicas: must be ≥ 1 (got 0)`},
+		{"maxReplicas below minReplicas", func(p *Pool) { p.Tenants[1].MinReplicas, p.Tenants[1].MaxReplicas = ptr(3), ptr(2) },
+			`tenants[1].maxReplicas: must be ≥ minReplicas 3 (got 2)`},
+		{"minReplicas with replicas", func(p *Pool) { p.Tenants[3].Replicas, p.Tenants[3].MinReplicas = ptr(2), ptr(1) },
+			`tenants[3].minReplicas: must not be set with replicas (got 1)`},
 
 		// Rest.
 		{"energyClass", func(p *Pool) { p.Tenants[1].EnergyClass = "turbo" },

@@ -334,7 +334,10 @@ func TestExtremePlanValues(t *testing.T) {
 						if !strings.Contains(out+errOut, parent) && !strings.Contains(out+errOut, leaf) {
 							t.Errorf("%s: exit 1 without naming %s:\n%s%s", cmd[0], f.path, out, errOut)
 						}
-						if valid {
+						// A document that validates may still be refused by a command that checks more
+						// (simulate places the model in the replica's memory limit), but then the
+						// command must name the very field.
+						if valid && !strings.Contains(out+errOut, f.path) {
 							t.Errorf("%s: exit 1 for a valid plan:\n%s%s", cmd[0], out, errOut)
 						}
 					case code == exitOK || code == exitPartial:

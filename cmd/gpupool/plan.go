@@ -32,8 +32,9 @@ func newPlanCmd(e *env) *cobra.Command {
 			"SVG pool map, README.md), and migration.yaml with --current. The directory is replaced as a whole and\n" +
 			"atomically: it holds the old content or all of the new, never a mix, and nothing of an earlier run stays.\n" +
 			"A non-empty directory gpupool did not write (no .gpupool-output file) is refused unless --force.\n" +
-			"--current PLAN re-plans against the plan in force: as few GPUs as possible change, and the migration\n" +
-			"steps (GPUs that run nothing first, then at most policy.maxUnavailable drains per wave) are listed.\n" +
+			"--current PLAN re-plans against the plan in force: as few GPUs as possible change, replicas stay in their\n" +
+			"slots where they can, and the migration steps are listed (GPUs that run nothing first, then replica\n" +
+			"starts and moves, drains, moves onto drained GPUs and stops; at most policy.maxUnavailable per wave).\n" +
 			"Exit 2 when some tenant is infeasible (the rest is planned and written) or the renderer reports a\n" +
 			"problem, 1 for invalid input.",
 		Args: cobra.ExactArgs(1),
@@ -216,15 +217,20 @@ func writePlanDir(ctx context.Context, dir string, force bool, pl *v1.Plan, pool
 // writeMigration lists the migration steps, wave by wave.
 func writeMigration(w io.Writer, steps []plan.Step) error {
 	if len(steps) == 0 {
-		_, err := io.WriteString(w, "\nmigration: no GPU changes\n")
+		_, err := io.WriteString(w, "\nmigration: no GPU changes, no replica moves\n")
 		return err
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\nmigration: %d GPU change(s)\n", len(steps))
+	moves := plan.Moves(steps)
+	fmt.Fprintf(&sb, "\nmigration: %d GPU change(s), %d replica step(s)\n", len(steps)-moves, moves)
 	tw := newTable(&sb)
-	fmt.Fprintln(tw, "WAVE\tGPU\tDRAIN\tFROM\tTO")
+	fmt.Fprintln(tw, "WAVE\tSTEP\tGPU\tTENANT\tDRAIN\tFROM\tTO")
 	for _, s := range steps {
-		fmt.Fprintf(tw, "%d\t%s\t%v\t%s\t%s\n", s.Wave, s.GPU, s.Drain, s.From, s.To)
+		tenant := s.Tenant
+		if tenant == "" {
+			tenant = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\t%s\t%s\n", s.Wave, s.Kind, s.GPU, tenant, s.Drain, s.From, s.To)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

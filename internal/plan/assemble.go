@@ -194,8 +194,12 @@ func (p *planner) planTenant(tn *tenant, refs []v1.ReplicaRef) v1.PlanTenant {
 	}
 	c := tn.choice
 	n := float64(len(refs))
-	e2e := c.ev.rate.TTFT + c.ev.rate.TPOT*timeDur(tn.work.OutputTokens-1)
-	pt.Predicted = v1.Prediction{TTFTP99: v1.Duration(c.ev.rate.TTFT), TPOTP99: v1.Duration(c.ev.rate.TPOT),
+	ttft, tpot := c.ev.rate.TTFT, c.ev.rate.TPOT
+	if c.sz.n > 0 && tn.t.Traffic.RPS > 0 { // at the tenant's own load, over its replicas
+		ttft, tpot = seconds(c.sz.state.ttft), seconds(c.sz.state.tpot)
+	}
+	e2e := ttft + tpot*timeDur(tn.work.OutputTokens-1)
+	pt.Predicted = v1.Prediction{TTFTP99: v1.Duration(ttft), TPOTP99: v1.Duration(tpot),
 		E2EP99: v1.Duration(e2e), TokensPerSecond: round3(n * c.ev.rate.OutputTokensPerSec), MaxRPS: round3(n * c.ev.rate.RequestsPerSec)}
 	if tn.measured != nil {
 		// a request waits at most one batch to start and one to finish: 2 × the batch latency

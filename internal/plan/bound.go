@@ -17,7 +17,30 @@ const boundSlack = 1e-6
 // lowerBound is a proven lower bound on the pool GPUs any plan built from the candidate slices
 // needs for the feasible tenants: the larger of the Lagrangian volume bound and, when small
 // enough, the LP relaxation of the pattern formulation solved with the simplex method.
+//
+// It does not trust the planner's replica counts: every candidate is counted at its lbReplicas,
+// the fewest replicas that keep up with the tenant's load at all on that slice kind (the
+// queueing model's saturation count, with the pool's fixed count, floors and redundancy), so
+// that "no plan from these slice kinds uses fewer GPUs" holds whatever the SLO sizing says.
 func (p *planner) lowerBound() int {
+	type saved struct {
+		c *cand
+		r int
+	}
+	var restore []saved
+	for _, tn := range p.tenants {
+		for _, c := range tn.feasible {
+			if c.lbReplicas > 0 && c.lbReplicas < c.replicas {
+				restore = append(restore, saved{c, c.replicas})
+				c.replicas = c.lbReplicas
+			}
+		}
+	}
+	defer func() {
+		for _, s := range restore {
+			s.c.replicas = s.r
+		}
+	}()
 	lb := p.volumeBound()
 	if p.stopped() { // Build discards the plan
 		return lb

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -34,6 +35,11 @@ type cand struct {
 	cost                        float64 // replicas / share × unitFrac
 	reject                      v1.ReasonCode
 	why                         string
+	// sz is the queueing model's sizing (LLM tenants); lbReplicas is the fewest replicas any
+	// plan on this slice kind can use (the load's saturation count with the pool's bounds), which
+	// the lower bound uses instead of replicas.
+	sz         sizing
+	lbReplicas int
 }
 
 // evalResult is the memory fit and the performance of one replica on a slice.
@@ -42,8 +48,9 @@ type evalResult struct {
 	rate     perf.Rate
 	smPct    int   // MPS active-thread percentage, 0 when not MPS
 	capBytes int64 // memory cap of a shared replica, 0 when not shared
-	// kv is what the KV cache allows; rate is already derated to kv.rate when kv.need > 0.
-	kv  kvHold
+	// q is the replica's queueing model (nil for a measured profile); rate is one replica's
+	// highest rate within the SLO by it.
+	q   *qmodel
 	err error
 	// point is the measured row chosen for a tenant with a measured profile; why says why
 	// none meets its latency limit.
@@ -240,32 +247,100 @@ func (p *planner) evalCand(tn *tenant, c *cand) {
 	case ev.why != "":
 		c.reject, c.why = v1.ReasonSLOUnmet, ev.why
 		return
-	case ev.rate.RequestsPerSec <= 0 && tn.t.Traffic.RPS > 0:
-		c.reject, c.why = v1.ReasonSLOUnmet, fmt.Sprintf("no rate meets the SLO (limit %s: p99 TTFT %s, TPOT %s at a trickle)",
-			ev.rate.Limit, roundDur(ev.rate.TTFT), roundDur(ev.rate.TPOT))
-		if ev.kv.need > 0 {
-			c.why += ": " + ev.kv.sentence()
+	}
+	if ev.q == nil { // a measured profile: ParvaGPU's rule, replicas = ⌈rps / rate⌉
+		p.sizeByRate(tn, c)
+		return
+	}
+	sz := p.cache.size(tn, c, func() sizing { return ev.q.size(peakRate(tn.t.Traffic), tn.slo) })
+	c.sz = sz
+	if sz.n == 0 && tn.t.Replicas == nil {
+		c.reject, c.why = v1.ReasonSLOUnmet, sz.why
+		if sz.tooMany {
+			c.reject = v1.ReasonNoCapacity
 		}
 		return
-	case tn.t.Replicas != nil && float64(*tn.t.Replicas)*ev.rate.RequestsPerSec < tn.t.Traffic.RPS:
-		c.reject, c.why = v1.ReasonSLOUnmet, fmt.Sprintf("the fixed %d replica(s) sustain %.3g req/s within the SLO, less than the %.3g req/s offered",
-			*tn.t.Replicas, float64(*tn.t.Replicas)*ev.rate.RequestsPerSec, tn.t.Traffic.RPS)
-		if ev.kv.need > 0 {
-			c.why += "; " + ev.kv.sentence()
+	}
+	p.setReplicas(tn, c, sz.n, sz.lowest)
+}
+
+// sizeByRate sizes a measured tenant's candidate: ⌈rps / rate⌉ replicas of the measured rate.
+func (p *planner) sizeByRate(tn *tenant, c *cand) {
+	ev := c.ev
+	if ev.rate.RequestsPerSec <= 0 && tn.t.Traffic.RPS > 0 && tn.t.Replicas == nil {
+		c.reject, c.why = v1.ReasonSLOUnmet, fmt.Sprintf("no rate meets the SLO (p99 latency %s at a trickle)", roundDur(ev.rate.TTFT))
+		return
+	}
+	n, lowest := 1, 1
+	if rate := ev.rate.RequestsPerSec; rate > 0 && tn.t.Traffic.RPS > 0 {
+		// Checked: a tiny rate would make the quotient overflow int; above maxDemandReplicas no
+		// fleet can place the replicas anyway (setReplicas rejects them for capacity).
+		n = max(1, int(min(math.Ceil(tn.t.Traffic.RPS/rate-1e-9), maxDemandReplicas)))
+		lowest = n
+	}
+	p.setReplicas(tn, c, n, lowest)
+}
+
+// setReplicas applies the pool's bounds to the replicas the load needs (need; 0: no count meets
+// the SLO) and sets the candidate's replicas, lower bound and cost, or rejects it.
+func (p *planner) setReplicas(tn *tenant, c *cand, need, lowest int) {
+	t := tn.t
+	n, lb := need, lowest
+	if t.Replicas != nil {
+		n, lb = *t.Replicas, *t.Replicas
+		if t.Redundancy {
+			n, lb = n+1, lb+1
 		}
+	} else {
+		if t.Redundancy {
+			n, lb = n+1, lb+1
+		}
+		if m := minReplicasOf(t); n < m {
+			n = m
+		}
+		lb = max(lb, minReplicasOf(t))
+	}
+	n, lb = max(n, t.Reservation, 1), max(lb, t.Reservation, 1)
+	if m := maxReplicasOf(t); m > 0 && n > m {
+		c.reject, c.why = v1.ReasonOverCap, fmt.Sprintf("needs %d replicas, more than %s", n, maxReplicasName(t))
 		return
 	}
-	c.replicas = demandReplicas(tn.t, ev.rate.RequestsPerSec)
-	if most := len(p.fleet) * 7 * max(c.share, 1); c.replicas > most { // 7: the most MIG instances a GPU holds
-		c.reject, c.why = v1.ReasonNoCapacity, fmt.Sprintf("needs %d replicas of %.3g req/s each for %.3g req/s, more than the %d GPUs of the fleet can hold on this slice kind (%d)",
-			c.replicas, ev.rate.RequestsPerSec, tn.t.Traffic.RPS, len(p.fleet), most)
+	if most := len(p.fleet) * 7 * max(c.share, 1); n > most { // 7: the most MIG instances a GPU holds
+		c.reject, c.why = v1.ReasonNoCapacity, fmt.Sprintf("needs %d replicas for %.3g req/s, more than the %d GPUs of the fleet can hold on this slice kind (%d)",
+			n, t.Traffic.RPS, len(p.fleet), most)
 		return
 	}
-	if tn.t.Cap != nil && c.replicas > *tn.t.Cap {
-		c.reject, c.why = v1.ReasonOverCap, fmt.Sprintf("needs %d replicas, more than cap %d", c.replicas, *tn.t.Cap)
-		return
-	}
+	c.replicas, c.lbReplicas = n, min(lb, n)
 	c.cost = float64(c.replicas) / float64(c.share) * c.unitFrac
+}
+
+// minReplicasOf is the pool's floor on the replica count (minReplicas), 0 when unset.
+func minReplicasOf(t v1.Tenant) int {
+	if t.MinReplicas != nil {
+		return *t.MinReplicas
+	}
+	return 0
+}
+
+// maxReplicasOf is the tighter of maxReplicas and cap, 0 when neither is set.
+func maxReplicasOf(t v1.Tenant) int {
+	m := 0
+	for _, x := range []*int{t.MaxReplicas, t.Cap} {
+		if x != nil && (m == 0 || *x < m) {
+			m = *x
+		}
+	}
+	return m
+}
+
+func maxReplicasName(t v1.Tenant) string {
+	if t.MaxReplicas != nil && (t.Cap == nil || *t.MaxReplicas <= *t.Cap) {
+		return fmt.Sprintf("maxReplicas %d", *t.MaxReplicas)
+	}
+	if t.Cap != nil {
+		return fmt.Sprintf("cap %d", *t.Cap)
+	}
+	return "the pool's bounds"
 }
 
 // measure runs the memory fit and the performance model for one replica on c's slice.
@@ -309,16 +384,26 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 		return r
 	}
 	e = e.WithKVCapacity(fit.MaxTokens)
-	load := perf.Load{Active: c.share - 1}
-	if r.rate, r.err = e.MaxRate(tn.work, tn.slo, load); r.err != nil || r.rate.RequestsPerSec <= 0 {
-		return r
-	}
-	if r.kv, r.err = holdKV(e, tn.work, load, fit.MaxTokens, r.rate.RequestsPerSec); r.err == nil && r.kv.need > 0 {
-		r.rate.RequestsPerSec = r.kv.rate
-		r.rate.OutputTokensPerSec = r.kv.rate * float64(tn.work.OutputTokens)
-		r.rate.Limit = perf.LimitKV
-	}
+	r.q = newQModel(e, tn.work, sizingLoad(c), e.MaxSeqs(), fit.MaxTokens) // the engine's resolved max-num-seqs (concurrency, or the device default)
+	rate, st := r.q.maxRate(tn.slo)
+	r.rate = perf.Rate{RequestsPerSec: rate, OutputTokensPerSec: rate * float64(tn.work.OutputTokens),
+		TTFT: seconds(st.ttft), TPOT: seconds(st.tpot), Limit: meets(r.q.state(rate*1.01+1e-9, 1), tn.slo)}
 	return r
+}
+
+// sizingLoad is the neighbours a replica is sized against: every other replica of its GPU or
+// instance in a step at the same time (the simulator's and the hardware's worst case, which a
+// tenant whose requests queue meets often), and, on a MIG instance, the rest of the board busy
+// (it lowers the power-limited clock).
+func sizingLoad(c *cand) perf.Load {
+	l := perf.Load{Active: c.share - 1}
+	if l.Active > 0 {
+		l.Duty = 1
+	}
+	if c.profile != nil {
+		l.BoardBusy = 1 - c.compFrac
+	}
+	return l
 }
 
 func roundDur(d time.Duration) time.Duration {
@@ -333,7 +418,10 @@ func roundDur(d time.Duration) time.Duration {
 
 // evalCache memoises evaluations: the rate one replica sustains does not depend on the tenant's
 // request rate, so tenants with the same model, serving options, request shape and SLO share it.
-type evalCache struct{ m map[evalKey]*evalResult }
+type evalCache struct {
+	m     map[evalKey]*evalResult
+	sizes map[sizeKey]sizing
+}
 
 type evalKey struct {
 	model                string
@@ -346,16 +434,39 @@ type evalKey struct {
 	share                int
 }
 
-func newEvalCache() *evalCache { return &evalCache{m: map[evalKey]*evalResult{}} }
+func newEvalCache() *evalCache {
+	return &evalCache{m: map[evalKey]*evalResult{}, sizes: map[sizeKey]sizing{}}
+}
+
+// sizeKey is an evaluation and the rate its replicas carry.
+type sizeKey struct {
+	evalKey
+	rps float64
+}
+
+// size memoises the queueing model's sizing of a tenant's load on a candidate.
+func (c *evalCache) size(tn *tenant, cd *cand, f func() sizing) sizing {
+	k := sizeKey{c.key(tn, cd), peakRate(tn.t.Traffic)}
+	if r, ok := c.sizes[k]; ok {
+		return r
+	}
+	r := f()
+	c.sizes[k] = r
+	return r
+}
 
 func (c *evalCache) get(tn *tenant, cd *cand, f func() *evalResult) *evalResult {
-	k := evalKey{model: tn.modKey, quant: tn.llmOpt.Quantization, kv: tn.llmOpt.KVCacheDType, ctx: tn.llmOpt.Context,
-		conc: tn.llmOpt.Concurrency, in: tn.work.InputTokens, out: tn.work.OutputTokens, ttft: tn.slo.TTFT, tpot: tn.slo.TPOT, batch: tn.batchLimit,
-		board: cd.board.Name, kind: string(cd.kind), profile: profName(cd.profile), share: cd.share}
+	k := c.key(tn, cd)
 	if r, ok := c.m[k]; ok {
 		return r
 	}
 	r := f()
 	c.m[k] = r
 	return r
+}
+
+func (c *evalCache) key(tn *tenant, cd *cand) evalKey {
+	return evalKey{model: tn.modKey, quant: tn.llmOpt.Quantization, kv: tn.llmOpt.KVCacheDType, ctx: tn.llmOpt.Context,
+		conc: tn.llmOpt.Concurrency, in: tn.work.InputTokens, out: tn.work.OutputTokens, ttft: tn.slo.TTFT, tpot: tn.slo.TPOT, batch: tn.batchLimit,
+		board: cd.board.Name, kind: string(cd.kind), profile: profName(cd.profile), share: cd.share}
 }

@@ -185,10 +185,14 @@ func (p *planner) switchTo(f *fractional, tn *tenant, c *cand) {
 	f.move(keyOf(tn, c), c, c.replicas)
 }
 
-// migUse is how the instances of one MIG profile are shared.
+// migUse is how the instances of one MIG profile are shared. group is the sharing group of a
+// shared instance's tenants: Kubernetes hands out the references of any shared device of a
+// resource on a node, so the packer keeps one group per profile and node; the board-wide choice
+// (consistent) leaves it empty.
 type migUse struct {
 	kind  v1.SliceKind
 	share int
+	group string
 }
 
 func useKey(c *cand) string { return c.board.Name + "/" + c.profile.Name }
@@ -199,7 +203,7 @@ func (p *planner) allowed(c *cand) bool {
 		return true
 	}
 	u, fixed := p.keep[useKey(c)]
-	return !fixed || u == (migUse{c.kind, c.share})
+	return !fixed || u == (migUse{kind: c.kind, share: c.share})
 }
 
 // consistent holds every MIG profile of a board to one sharing setting (unshared, or MPS or
@@ -220,7 +224,7 @@ func (p *planner) consistent(f *fractional) bool {
 			uses[k] = map[migUse]int{}
 			keys = append(keys, k)
 		}
-		uses[k][migUse{c.kind, c.share}] += c.replicas
+		uses[k][migUse{kind: c.kind, share: c.share}] += c.replicas
 	}
 	moved := false
 	for _, k := range keys {

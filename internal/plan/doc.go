@@ -28,32 +28,31 @@
 //
 // Each candidate is evaluated for one replica: llm.FitSlice says whether the model, at the
 // tenant's quantization, KV-cache dtype, maxContext and concurrency, fits the slice and with
-// which vLLM arguments; perf's MaxRate gives the highest Poisson request rate one replica
-// sustains with the p99 TTFT and TPOT targets met, with the other k−1 sharers active (Load
-// {Active: k−1, Duty: 0}) and the KV capacity the fit found. An end-to-end target E is turned
-// into TTFT ≤ E/4 (when no TTFT target is set) and TPOT ≤ (E − TTFT)/(O − 1). Traffic without
-// token counts is sized for 512 prompt and 256 output tokens (a note says so).
+// which vLLM arguments. An end-to-end target E is turned into TTFT ≤ E/4 (when no TTFT target is
+// set) and TPOT ≤ (E − TTFT)/(O − 1). Traffic without token counts is sized for 512 prompt and
+// 256 output tokens (a note says so).
 //
-// The KV cache must also hold the requests in flight, or Poisson bursts fill it and vLLM queues
-// new requests or preempts running ones (recompute), which the p99 approximation above does not
-// see. By Little's law the mean in-flight count is rate × mean end-to-end latency, and with
-// Poisson arrivals the count is Poisson (M/G/∞); each request holds up to its prompt + output
-// tokens. The rate is capped so that the 99.9th percentile, m + 3.09·√m, of requests fits the
-// fit's KV capacity: m is the largest mean with m + 3.09·√m ≤ KV tokens / (prompt + output),
-// and the rate m / E2E, with E2E the performance model's closed-loop mean latency at ⌈m⌉
-// requests in flight (Estimate). The 99.9th, not the 99th, percentile: at the 99th about 1 % of
-// arrivals would meet a full cache, the whole error budget of a p99 target, and each such burst
-// delays several requests. A derated candidate's compute reason (and a rejected one's SLOUnmet
-// reason) says how many KV tokens it holds and how many the unrestricted rate would need.
+// Replicas come from a queueing model of the tenant's replicas (queue.go; docs/planner.md,
+// "Queueing-aware sizing"): each replica has concurrency (max-num-seqs) slots, requests beyond
+// them wait and the wait counts in TTFT, the n replicas' slots are fed by a least-loaded router
+// (Erlang C over all slots, then the wait at the chosen replica), step times come from
+// perf.Engine.StepTime with every sharer in a step (Load{Active: k−1, Duty: 1}, and the rest of
+// the board busy for a MIG instance), TPOT p99 is the step at the p99 decode batch, and the KV
+// cache must hold the 99.9th percentile (m + 3.09·√m) of the requests holding a slot. The fewest
+// replicas n that meet both targets — with a TTFT margin of 5 % and at most 75 % of the slots
+// busy on average — are found by search; a tenant is infeasible by its SLO only when one request
+// alone misses it (the reason names "TTFT at a trickle" or "TPOT at batch 1"). The model was
+// calibrated against internal/sim (simcal_test.go, simrandom_test.go).
 //
-// Replicas = ceil(rps / rate) (at least 1), or the pool's fixed count; plus one with redundancy;
-// at least the reservation. A candidate is rejected — and kept, with its reason, as a rejected
-// alternative — when the model does not fit (NoFit), no rate meets the SLO or a fixed replica
-// count cannot carry the traffic within it (SLOUnmet), or it needs more replicas than the cap
-// (OverCap). Its cost is replicas / k × unit, where the unit is 1 for a
+// Then: the pool's fixed replicas (planned even below the SLO's need, which the compute reason
+// states), plus one with redundancy, at least minReplicas and the reservation; a candidate is
+// rejected — and kept, with its reason, as a rejected alternative — when the model does not fit
+// (NoFit), no count meets the SLO (SLOUnmet), or it needs more replicas than maxReplicas or the
+// cap (OverCap, naming the bound). Its cost is replicas / k × unit, where the unit is 1 for a
 // whole GPU and max(memory slices / board's, compute slices / board's) for a MIG instance.
-// Evaluations are cached by model, options, request shape, SLO and slice, since the rate does
-// not depend on the tenant's rps: tenants alike share them.
+// Evaluations are cached by model, options, request shape, SLO and slice, and the sizing by
+// those and the rate. Each candidate also keeps the replicas that merely keep up with the load
+// (no SLO), which the lower bound uses instead of the planner's counts.
 //
 // A model that fits no slice of any board (Llama-3.1-70B at bf16 on 80 GB boards) makes the
 // tenant infeasible with a NoFit reason that says how many GPUs a replica would need; tensor
@@ -82,7 +81,11 @@
 // tenants move to their best allowed candidate), once leaving it to the packer, which packs each
 // way of a profile as its own class and puts each MIG GPU on the first free GPU whose node does
 // not use its profiles another way — and keeps the better plan: fewest tenants short of GPUs,
-// then fewest node/profile pairs shared two ways (0 unless GPUs run out), then fewest GPUs.
+// then fewest node/profile pairs shared two ways, then fewest GPUs. The device plugin also hands
+// out the references of any shared device of a resource on the node, so for shared instances a
+// "way" includes the trust path (shared-tier tenants count as one): one path per node and
+// profile. A packed GPU no node can take under these rules is not placed; its tenants are short
+// of capacity (NoCapacity) instead of planned onto devices pods could not reach as planned.
 //
 // # 3. Choice and packing (the optimiser)
 //

@@ -153,21 +153,13 @@ func (p *planner) pack() error {
 func (p *planner) packBucket(units []*unit, free map[string][]*gpuPlan, pc *patternCache) ([]*unit, error) {
 	board := units[0].c.board
 	var unplaced []*unit
-	take := func() *gpuPlan {
-		gs := free[board.Name]
-		if len(gs) == 0 {
-			return nil
-		}
-		free[board.Name] = gs[1:]
-		return gs[0]
-	}
 	var mig []*unit
 	for _, u := range units {
 		if !u.c.whole() {
 			mig = append(mig, u)
 			continue
 		}
-		g := take()
+		g := p.takeCompatible(board, free, wholeWant(u))
 		if g == nil {
 			unplaced = append(unplaced, u)
 			continue

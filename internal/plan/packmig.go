@@ -4,18 +4,74 @@ import (
 	"cmp"
 	"slices"
 
+	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/gpu"
 )
 
 // useOf is how a MIG unit's instance is shared.
-func useOf(u *unit) migUse { return migUse{u.c.kind, u.c.share} }
+func useOf(u *unit) migUse { return migUse{kind: u.c.kind, share: u.c.share, group: pairGroup(u)} }
+
+// strategyKey is the node-wide pseudo-resource of the device plugin's sharing strategy:
+// time-slicing and MPS never meet on one node.
+const strategyKey = "~strategy"
+
+// migStrategyKey is the node's device-plugin migStrategy: whole-GPU MPS needs "none", which a
+// node with MIG GPUs cannot have.
+const migStrategyKey = "~migStrategy"
+
+// wholeResource is the resource of whole GPUs (nvidia.com/gpu) among the node's uses.
+const wholeResource = "~gpu"
+
+// strategyOf is the device plugin's sharing strategy for a slice kind: "ts" for time-slicing and
+// for MPS inside a MIG instance (handed to Kubernetes as time-sliced references), "mps" for
+// whole-GPU MPS, "" for a device one pod owns.
+func strategyOf(k v1.SliceKind) string {
+	switch k {
+	case v1.SliceTimeSlice, v1.SliceMIGTimeSlice, v1.SliceMIGMPS:
+		return "ts"
+	case v1.SliceMPS:
+		return "mps"
+	}
+	return ""
+}
+
+// wholeWant is what a whole-GPU unit asks of its node: nvidia.com/gpu used its way (and, shared,
+// by its trust path), the node's sharing strategy, and for MPS a node without MIG GPUs (the
+// device plugin's MPS sharing of whole GPUs runs with migStrategy none).
+func wholeWant(u *unit) map[string]migUse {
+	use := useOf(u)
+	w := map[string]migUse{wholeResource: use}
+	if s := strategyOf(u.c.kind); s != "" {
+		w[strategyKey] = migUse{group: s}
+	}
+	if u.c.kind == v1.SliceMPS {
+		w[migStrategyKey] = migUse{group: "none"}
+	}
+	return w
+}
+
+// pairGroup is who may take the references of a shared instance's resource on its node: any
+// shared-tier tenant, or tenants of the same trust path. Soft tenants without a path are not
+// told apart here (all ""), as the renderer's check does not: Kubernetes may pair two such
+// tenants' pods on one node's shared instances of a profile (docs/planner.md, "Not done yet").
+func pairGroup(u *unit) string {
+	if !u.c.shared() || len(u.reps) == 0 {
+		return ""
+	}
+	t := u.reps[0].tn.t
+	if isolationOf(t) == v1.IsolationShared {
+		return "shared"
+	}
+	return "path:" + t.Path
+}
 
 // packMIG packs the MIG units of one board and energy class. The units are split into classes in
 // which every profile is used one way (unshared, or shared k ways), largest use first; each class
 // is packed as cutting stock over the board's patterns, and each of its GPUs goes to the first
 // free GPU whose node does not use one of its profiles another way (the device plugin applies one
-// sharing setting per resource and node). Only when no such GPU is left does a GPU go where it
-// conflicts. It returns the units that found no GPU.
+// sharing setting per resource and node, and hands out the references of any shared device of a
+// resource on a node, so one sharing group per profile and node). A bin with no such GPU left is
+// not placed. It returns the units that found no GPU.
 func (p *planner) packMIG(board *gpu.Board, mig []*unit, free map[string][]*gpuPlan, pc *patternCache) ([]*unit, error) {
 	pats, err := pc.get(board)
 	if err != nil {
@@ -41,7 +97,12 @@ func (p *planner) packMIG(board *gpu.Board, mig []*unit, free map[string][]*gpuP
 			want := map[string]migUse{}
 			for i, n := range bin {
 				if n > 0 {
-					want[pats.profiles[i].Name] = uses[pats.profiles[i].Name]
+					u := uses[pats.profiles[i].Name]
+					want[pats.profiles[i].Name] = u
+					if s := strategyOf(u.kind); s != "" {
+						want[strategyKey] = migUse{group: s}
+					}
+					want[migStrategyKey] = migUse{group: "mixed"}
 				}
 			}
 			g := p.takeCompatible(board, free, want)
@@ -80,7 +141,8 @@ func useClasses(pats *patterns, mig []*unit) [][]*unit {
 			uses = append(uses, u)
 		}
 		slices.SortFunc(uses, func(a, b migUse) int {
-			return cmp.Or(cmp.Compare(len(m[b]), len(m[a])), cmp.Compare(kindRank(a.kind), kindRank(b.kind)), cmp.Compare(a.share, b.share))
+			return cmp.Or(cmp.Compare(len(m[b]), len(m[a])), cmp.Compare(kindRank(a.kind), kindRank(b.kind)), cmp.Compare(a.share, b.share),
+				cmp.Compare(a.group, b.group))
 		})
 		for i, u := range uses {
 			for len(classes) <= i {
@@ -93,18 +155,23 @@ func useClasses(pats *patterns, mig []*unit) [][]*unit {
 }
 
 // takeCompatible takes the first free GPU of board whose node uses none of want's profiles
-// another way, else the first free GPU; it records the node's uses.
+// another way (or for another sharing group), and records the node's uses; nil when there is
+// none: a GPU the device plugin could not serve as planned is not used, and its units are
+// reported short of capacity instead.
 func (p *planner) takeCompatible(board *gpu.Board, free map[string][]*gpuPlan, want map[string]migUse) *gpuPlan {
 	gs := free[board.Name]
 	if len(gs) == 0 {
 		return nil
 	}
-	pick := 0
+	pick := -1
 	for i, g := range gs {
 		if p.compatible(g.fg.ref.Node, want) {
 			pick = i
 			break
 		}
+	}
+	if pick < 0 {
+		return nil
 	}
 	g := gs[pick]
 	free[board.Name] = append(gs[:pick:pick], gs[pick+1:]...)

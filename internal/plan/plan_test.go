@@ -69,6 +69,9 @@ func TestExampleH100x8Density(t *testing.T) {
 			short = append(short, tn.Name)
 		}
 	}
+	// Under today's vLLM defaults (1,024 sequences, 1 ms step overhead) the bf16-KV node fits all
+	// 24 tenants on its 8 GPUs, and the bound (each tenant at the replicas that merely keep up
+	// with its load) is 8 too; a second node changes neither.
 	if pl.Summary.GPUsUsed != 8 || pl.Summary.LowerBound != 8 || len(short) != 0 {
 		t.Errorf("bf16 KV, 8-GPU node: used %d, bound %d, short %v; want 8, 8 and none short", pl.Summary.GPUsUsed, pl.Summary.LowerBound, short)
 	}

@@ -45,6 +45,9 @@ func (p *planner) tenantReasons(tn *tenant) []v1.Reason {
 	if tn.t.Replicas != nil {
 		out = append(out, v1.NewReason(v1.ReasonFixedReplicas, "replicas fixed at %d by the pool, not sized from traffic", *tn.t.Replicas))
 	}
+	if m := minReplicasOf(tn.t); tn.t.Replicas == nil && m > 0 && c.sz.n > 0 && c.sz.n < m {
+		out = append(out, v1.NewReason(v1.ReasonReplicaBounds, "minReplicas %d raises the %d replica(s) the load needs", m, c.sz.n))
+	}
 	if tn.t.Redundancy {
 		out = append(out, v1.NewReason(v1.ReasonRedundancy, "one replica beyond the load (%d in all), kept on another GPU", c.replicas))
 	}
@@ -88,12 +91,29 @@ func (p *planner) memoryReason(tn *tenant) v1.Reason {
 func (p *planner) computeReason(tn *tenant) v1.Reason {
 	c := tn.choice
 	r := c.ev.rate
-	msg := fmt.Sprintf("one replica on %s %s sustains %.3g req/s of %d+%d tokens within %s (p99 TTFT %s, TPOT %s; above it %s binds); %.3g req/s needs %d replica(s) = %.3f GPU-equivalents",
+	msg := fmt.Sprintf("one replica on %s %s sustains %.3g req/s of %d+%d tokens within %s (p99 TTFT %s, TPOT %s; above it %s binds)",
 		c.board.Name, c.label(), r.RequestsPerSec, tn.work.InputTokens, tn.work.OutputTokens, describeSLO(tn), roundDur(r.TTFT), roundDur(r.TPOT),
-		limitName(string(r.Limit)), tn.t.Traffic.RPS, c.replicas, c.cost)
-	if c.ev.kv.need > 0 {
-		msg += "; " + c.ev.kv.sentence()
+		limitName(string(r.Limit)))
+	lam := peakRate(tn.t.Traffic)
+	switch fixed := tn.t.Replicas; {
+	case fixed != nil && (c.sz.n == 0 || *fixed < c.sz.n):
+		st := c.ev.q.state(lam, *fixed)
+		msg += fmt.Sprintf("; the SLO is not met at %.3g req/s over the fixed %d replica(s) (p99 TTFT %s, TPOT %s", lam, *fixed,
+			roundDur(seconds(st.ttft)), roundDur(seconds(st.tpot)))
+		if st.limit != "" {
+			msg += ", " + string(st.limit)
+		}
+		msg += ")"
+		if c.sz.n > 0 {
+			msg += fmt.Sprintf("; it needs %d", c.sz.n)
+		} else {
+			msg += ": " + c.sz.why
+		}
+	case c.sz.n > 0:
+		msg += fmt.Sprintf("; %.3g req/s over %d replica(s) with %d slot(s) each (max-num-seqs; excess requests queue): p99 TTFT %s with the queue wait, TPOT %s; fewer than %d replica(s) cannot keep up at all",
+			lam, c.sz.n, c.ev.q.slots, roundDur(seconds(c.sz.state.ttft)), roundDur(seconds(c.sz.state.tpot)), c.sz.lowest)
 	}
+	msg += fmt.Sprintf("; %d replica(s) = %.3f GPU-equivalents", c.replicas, c.cost)
 	for _, x := range tn.feasible {
 		if x != c {
 			msg += fmt.Sprintf("; next cheapest: %s on %s, %d replica(s) = %.3f", x.label(), x.board.Name, x.replicas, x.cost)
@@ -200,15 +220,35 @@ func (p *planner) infeasibleReasons(tn *tenant) []v1.Reason {
 		out = append(out, v1.NewReason(v1.ReasonSLOUnmet, "no allowed slice meets %s by measured profile %s",
 			describeSLO(tn), tn.measured.Name()))
 	case counts[v1.ReasonSLOUnmet] > 0:
-		out = append(out, v1.NewReason(v1.ReasonSLOUnmet, "no allowed slice meets %s for %d+%d-token requests at %.3g req/s",
-			describeSLO(tn), tn.work.InputTokens, tn.work.OutputTokens, tn.t.Traffic.RPS))
+		msg := fmt.Sprintf("no allowed slice meets %s for %d+%d-token requests at %.3g req/s",
+			describeSLO(tn), tn.work.InputTokens, tn.work.OutputTokens, tn.t.Traffic.RPS)
+		if c := fastestUnmet(tn); c != nil {
+			msg += fmt.Sprintf(": even the fastest, %s on %s: %s", c.label(), c.board.Name, c.why)
+		}
+		out = append(out, v1.NewReason(v1.ReasonSLOUnmet, "%s", msg))
 	case counts[v1.ReasonNoCapacity] > 0 && counts[v1.ReasonOverCap] == 0:
 		out = append(out, v1.NewReason(v1.ReasonNoCapacity, "every slice that holds the model needs more replicas for %.3g req/s than the fleet's %d GPUs can hold",
 			tn.t.Traffic.RPS, len(p.fleet)))
 	default:
-		out = append(out, v1.NewReason(v1.ReasonOverCap, "every slice that holds the model needs more replicas than cap allows"))
+		out = append(out, v1.NewReason(v1.ReasonOverCap, "every slice that holds the model needs more replicas than %s allows", maxReplicasName(tn.t)))
 	}
 	return append(out, rejected(tn, 4)...)
+}
+
+// fastestUnmet is the SLO-rejected candidate with the shortest TPOT at batch 1 (the one a single
+// request does best on), nil when none.
+func fastestUnmet(tn *tenant) *cand {
+	var best *cand
+	bt := 0.0
+	for _, c := range tn.cands {
+		if c.reject != v1.ReasonSLOUnmet || c.ev == nil || c.ev.q == nil {
+			continue
+		}
+		if t := c.ev.q.trickle().tpot; best == nil || t < bt {
+			best, bt = c, t
+		}
+	}
+	return best
 }
 
 // noFitReason says how far the model is from fitting the largest slice.

@@ -62,6 +62,7 @@ func (p *planner) alignTo(cur *v1.Plan) {
 		}
 		p.assignContents(b, slots, contents, current)
 	}
+	p.keepReplicas(current)
 }
 
 func (p *planner) assignContents(b *gpu.Board, slots []int, contents []*gpuPlan, current map[v1.GPURef]v1.PlanGPU) {
@@ -77,17 +78,23 @@ func (p *planner) assignContents(b *gpu.Board, slots []int, contents []*gpuPlan,
 		g, ok := current[p.fleet[slots[si]].ref]
 		return signature(g.Mode, g.Instances), ok && hasReplicas(g)
 	}
-	// 1. busy configurations onto GPUs that have them now.
+	// 1. busy configurations onto GPUs that have them now, preferring the GPU where most of the
+	// configuration's replicas already run (so that replicas stay where they are).
 	for ci, c := range contents {
 		if !c.busy() {
 			continue
 		}
+		best, bestKeep := -1, -1
 		for si := range slots {
 			if s, busy := curSig(si); !taken[si] && busy && s == c.signature() {
-				put(ci, si)
-				c.adoptStarts(b, current[c.fg.ref])
-				break
+				if k := kept(c, current[p.fleet[slots[si]].ref]); k > bestKeep {
+					best, bestKeep = si, k
+				}
 			}
+		}
+		if best >= 0 {
+			put(ci, best)
+			c.adoptStarts(b, current[c.fg.ref])
 		}
 	}
 	// 2. other busy configurations onto GPUs that run nothing now, then anywhere; 3. the rest.
@@ -121,6 +128,41 @@ func (p *planner) assignContents(b *gpu.Board, slots []int, contents []*gpuPlan,
 	for si, g := range out {
 		p.gpus[slots[si]] = g
 	}
+}
+
+// kept counts the replicas of configuration c whose tenant runs on the same kind of slot of cur
+// now: the whole GPU, or a MIG instance of the same profile and sharing.
+func kept(c *gpuPlan, cur v1.PlanGPU) int {
+	have := map[string]int{}
+	for _, r := range cur.Replicas {
+		have["gpu/"+r.Tenant]++
+	}
+	for _, in := range cur.Instances {
+		for _, r := range in.Replicas {
+			have[in.Profile+"/"+string(in.Sharing.Mode)+"/"+r.Tenant]++
+		}
+	}
+	n := 0
+	take := func(k string) {
+		if have[k] > 0 {
+			have[k]--
+			n++
+		}
+	}
+	if c.whole != nil {
+		for _, r := range c.whole.reps {
+			take("gpu/" + r.tn.t.Name)
+		}
+	}
+	for _, pi := range c.insts {
+		if pi.u == nil {
+			continue
+		}
+		for _, r := range pi.u.reps {
+			take(pi.in.Profile + "/" + string(sharingOf(pi.u.c.kind)) + "/" + r.tn.t.Name)
+		}
+	}
+	return n
 }
 
 // adoptStarts gives a MIG GPU the instance starts it has now when its profiles and sharing match,
@@ -159,14 +201,19 @@ func (g *gpuPlan) adoptStarts(b *gpu.Board, cur v1.PlanGPU) {
 	}
 }
 
-// Step is one GPU change of a migration from a current plan to a new one.
+// Step is one step of a migration from a current plan to a new one: a GPU change or a replica
+// that starts, moves or stops.
 type Step struct {
-	// Wave numbers the steps that may run at once: at most policy.maxUnavailable busy GPUs
-	// are drained in one wave.
+	// Wave numbers the steps that may run at once (see Migration).
 	Wave int `json:"wave"`
-	// GPU is the GPU changed.
+	// Kind is gpu, start, move or stop.
+	Kind string `json:"kind"`
+	// GPU is the GPU changed, or the GPU a replica starts or moves onto (stops: leaves).
 	GPU v1.GPURef `json:"gpu"`
-	// From and To describe its mode and MIG instances before and after.
+	// Tenant is the replica's tenant (replica steps).
+	Tenant string `json:"tenant,omitempty"`
+	// From and To describe the GPU's mode and MIG instances, or the replica's slot, before and
+	// after ("none" for a replica that starts or stops).
 	From string `json:"from"`
 	To   string `json:"to"`
 	// Drain is set when the GPU runs replicas now, which must be moved off first (cordon, drain,
@@ -174,16 +221,18 @@ type Step struct {
 	Drain bool `json:"drain"`
 }
 
-// Migration lists the GPUs whose mode or MIG layout differs between cur and next, in waves: GPUs
-// that run nothing now first (new capacity comes up without disturbing anyone), then busy GPUs,
-// at most maxUnavailable of them per wave, in fleet order.
+// Migration lists the GPUs whose mode or MIG layout differs between cur and next and every
+// replica that starts, moves or stops, in waves: GPUs that run nothing now first (new capacity
+// comes up without disturbing anyone), then replicas moving onto GPUs that are not drained, then
+// busy GPUs, then replicas moving onto them, then stops; at most maxUnavailable replica steps or
+// drains per wave, in fleet and tenant order.
 func Migration(cur, next *v1.Plan, maxUnavailable int) []Step {
 	maxUnavailable = max(maxUnavailable, 1)
 	before := map[v1.GPURef]v1.PlanGPU{}
 	for _, g := range cur.GPUs {
 		before[g.Ref()] = g
 	}
-	var idle, busy []Step
+	var gpus []Step
 	for _, g := range next.GPUs {
 		old, ok := before[g.Ref()]
 		from := signature(old.Mode, old.Instances)
@@ -194,24 +243,20 @@ func Migration(cur, next *v1.Plan, maxUnavailable int) []Step {
 		if ok && from == to && layoutText(old) == layoutText(g) {
 			continue
 		}
-		s := Step{GPU: g.Ref(), From: describeGPU(old, ok), To: describeGPU(g, true), Drain: ok && hasReplicas(old)}
-		if s.Drain {
-			busy = append(busy, s)
-		} else {
-			idle = append(idle, s)
+		gpus = append(gpus, Step{Kind: StepGPU, GPU: g.Ref(), From: describeGPU(old, ok), To: describeGPU(g, true), Drain: ok && hasReplicas(old)})
+	}
+	return order(gpus, replicaSteps(cur, next), maxUnavailable)
+}
+
+// Moves counts the replica steps of a migration.
+func Moves(steps []Step) int {
+	n := 0
+	for _, s := range steps {
+		if s.Kind != StepGPU {
+			n++
 		}
 	}
-	wave := 0
-	if len(idle) > 0 {
-		wave = 1
-		for i := range idle {
-			idle[i].Wave = wave
-		}
-	}
-	for i := range busy {
-		busy[i].Wave = wave + 1 + i/maxUnavailable
-	}
-	return append(idle, busy...)
+	return n
 }
 
 func layoutText(g v1.PlanGPU) string {

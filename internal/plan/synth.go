@@ -17,6 +17,10 @@ type SyntheticOptions struct {
 	Alpha   float64 // popularity exponent: tenant i gets a rate ∝ (i+1)^−Alpha; 0: 0.9
 	// MeanRPS is the mean request rate per tenant; 0: 0.5.
 	MeanRPS float64
+	// Varied also varies each tenant's request lengths (×½, ×1 or ×2), SLO targets (×0.75, ×1 or
+	// ×1.5) and, for a third of the tenants, concurrency (log-uniform on 1–64; the others leave
+	// it to the engine's 256). Off, the pool is the same as before the option existed.
+	Varied bool
 }
 
 // synthModel is one model the generator draws from, with its request shape and SLO class.
@@ -74,6 +78,9 @@ func Synthetic(o SyntheticOptions, rng *rand.Rand) *v1.Pool {
 		t := v1.Tenant{Name: fmt.Sprintf("t-%05d", i), Model: v1.Model{Name: m.name, Quantization: m.quant},
 			MaxContext: m.ctx, Traffic: v1.Traffic{RPS: math.Round(rps*1000) / 1000, InputTokens: m.in, OutputTokens: m.out}}
 		ttft, tpot := v1.Duration(m.ttft), v1.Duration(m.tpot)
+		if o.Varied {
+			vary(&t, &ttft, &tpot, rng)
+		}
 		t.SLO = v1.SLO{TTFTP99: &ttft, TPOTP99: &tpot}
 		switch r := rng.IntN(10); {
 		case r < 2:
@@ -87,4 +94,18 @@ func Synthetic(o SyntheticOptions, rng *rand.Rand) *v1.Pool {
 	}
 	v1.Default(pool)
 	return pool
+}
+
+// vary scales a synthetic tenant's lengths and SLO targets and may set its concurrency.
+func vary(t *v1.Tenant, ttft, tpot *v1.Duration, rng *rand.Rand) {
+	lf := []float64{0.5, 1, 2}[rng.IntN(3)]
+	t.Traffic.InputTokens = max(1, int(float64(t.Traffic.InputTokens)*lf))
+	t.Traffic.OutputTokens = max(2, int(float64(t.Traffic.OutputTokens)*lf))
+	t.MaxContext = max(t.MaxContext, t.Traffic.InputTokens+t.Traffic.OutputTokens)
+	sf := []float64{0.75, 1, 1.5}[rng.IntN(3)]
+	*ttft = v1.Duration(float64(*ttft) * sf)
+	*tpot = v1.Duration(float64(*tpot) * sf)
+	if rng.IntN(3) == 0 {
+		t.Concurrency = max(1, int(math.Round(math.Exp(rng.Float64()*math.Log(64)))))
+	}
 }

@@ -152,6 +152,13 @@ func (m *model) resourceWant(nodeName, res string, devs []*device) (want, bool) 
 	if len(got) == 0 {
 		return want{}, false
 	}
+	if w, ok := mergeCounts(got); ok {
+		if len(got) > 1 {
+			m.notes = append(m.notes, fmt.Sprintf("node %s: %s: devices hold different numbers of replicas; each is advertised as %d references by %s, and the references a device's replicas do not take stay free.",
+				nodeName, res, w.n, w.strat))
+		}
+		return w, true
+	}
 	if len(got) > 1 {
 		parts := make([]string, len(got))
 		for i, w := range got {
@@ -163,6 +170,20 @@ func (m *model) resourceWant(nodeName, res string, devs []*device) (want, bool) 
 		return want{}, false
 	}
 	return got[0], true
+}
+
+// mergeCounts is the one setting that serves every want when they share a sharing strategy: the
+// largest reference count (a device whose replicas take fewer leaves the rest free). ok is false
+// when the strategies differ, which no single setting serves.
+func mergeCounts(ws []want) (want, bool) {
+	w := ws[0]
+	for _, x := range ws[1:] {
+		if x.strat != w.strat || w.strat == stratNone {
+			return want{}, false
+		}
+		w.n = max(w.n, x.n)
+	}
+	return w, true
 }
 
 func describeWant(w want) string {

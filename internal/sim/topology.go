@@ -241,7 +241,11 @@ func (s *Sim) buildDomain(p string, gi int32, name string, b *gpu.Board, prof *g
 		}
 		t := s.tenants[ti].spec
 		if err := checkFit(eng, t); err != nil {
-			errs = append(errs, fmt.Errorf("%s: tenant %s on %s (%s): %w", rp, r.Tenant, name, sl.Name(), err))
+			at := rp
+			if sl.MemoryMiB > 0 { // the replica's own memory limit is what is too small
+				at = fmt.Sprintf("%s.limits.memory (%d MiB)", rp, sl.MemoryMiB)
+			}
+			errs = append(errs, fmt.Errorf("%s: tenant %s on %s (%s): %w", at, r.Tenant, name, sl.Name(), err))
 			continue
 		}
 		seqs := eng.MaxSeqs()

@@ -1,0 +1,369 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/perf"
+)
+
+// The queueing model of a tenant's replicas (docs/planner.md, "Queueing-aware sizing").
+//
+// A replica is an engine with max-num-seqs slots under continuous batching with chunked prefill.
+// A request holds a slot for its k prefill chunks and its O−1 decode steps; requests beyond the
+// slots wait in the engine's queue, and that wait counts in their TTFT. The tenant's n replicas
+// are fed by a least-loaded router: a request waits only when all n·c slots are full (Erlang C),
+// and then for the first slot of its own replica to free (slotWaitP99). Inside a replica the mean step time t solves
+// t = T(d, f) where d = λ(O−1)t decode sequences and f = λkt prefill chunks share a step, and T
+// is the performance model's step time (perf.Engine.StepTime) interpolated between whole batches.
+// TPOT p99 is the step time at the 99th percentile of the decode batch (Poisson spread, at most
+// the slots); TTFT p99 is the slot wait's p99, plus the prompt's wait for the step budget (M/D/1,
+// as in perf), plus one step in progress, plus its k chunk steps.
+
+// maxSearchReplicas bounds the replica search: a tenant needing more is reported, not planned.
+const maxSearchReplicas = 1 << 17
+
+// qmodel is one replica's engine under a symmetric sharing load, with the tenant's request shape.
+type qmodel struct {
+	e       *perf.Engine
+	l       perf.Load
+	in, out float64
+	slots   int     // max-num-seqs
+	k       float64 // prefill chunks per request
+	chunk   int     // tokens of one chunk
+	kvSeqs  float64 // requests the KV cache holds at their full length; +Inf when it never binds
+	budget  int
+	memo    map[[2]int]float64 // stepAt by (decodes, chunks)
+}
+
+// qstate is the model's answer at one load.
+type qstate struct {
+	ttft, tpot float64 // p99, seconds
+	limit      perf.Limit
+	inFlight   float64 // mean requests holding a slot per replica
+}
+
+func newQModel(e *perf.Engine, w perf.Workload, l perf.Load, slots int, kvTokens int64) *qmodel {
+	q := &qmodel{e: e, l: l, in: float64(w.InputTokens), out: float64(w.OutputTokens), slots: max(slots, 1), budget: e.MaxBatchedTokens(),
+		memo: map[[2]int]float64{}}
+	q.chunk = min(w.InputTokens, max(q.budget-1, 1))
+	q.k = math.Ceil(q.in / float64(q.chunk))
+	q.kvSeqs = math.Inf(1)
+	if kvTokens > 0 {
+		q.kvSeqs = float64(kvTokens) / (q.in + q.out)
+	}
+	return q
+}
+
+// stepAt is the step time in seconds of d decode sequences (whole) with chunks prefill chunks.
+func (q *qmodel) stepAt(d int, chunks int) float64 {
+	k := [2]int{d, chunks}
+	if t, ok := q.memo[k]; ok {
+		return t
+	}
+	t := q.stepTime(d, chunks)
+	q.memo[k] = t
+	return t
+}
+
+func (q *qmodel) stepTime(d int, chunks int) float64 {
+	b := perf.Batch{DecodeSeqs: d, KVTokens: int64(float64(d) * (q.in + q.out/2))}
+	if chunks > 0 {
+		b.PrefillTokens = chunks * q.chunk
+		b.PrefillSeqs = chunks
+		b.PrefillPairs = int64(chunks) * int64(math.Round(q.in*(q.in+1)/2/q.k))
+	}
+	return q.e.StepTime(b, q.l).Seconds()
+}
+
+// step is the mean step time with d decode sequences and f prefill chunks per step (both
+// fractional): linear between whole batches.
+func (q *qmodel) step(d, f float64) float64 {
+	d = math.Max(d, 0)
+	f = math.Max(f, 0)
+	d0, f0 := math.Floor(d), math.Floor(f)
+	dd, ff := d-d0, f-f0
+	t00 := q.stepAt(int(d0), int(f0))
+	t10, t01, t11 := t00, t00, t00
+	if dd > 0 {
+		t10 = q.stepAt(int(d0)+1, int(f0))
+	}
+	if ff > 0 {
+		t01 = q.stepAt(int(d0), int(f0)+1)
+		t11 = t01
+		if dd > 0 {
+			t11 = q.stepAt(int(d0)+1, int(f0)+1)
+		}
+	}
+	return (1-dd)*(1-ff)*t00 + dd*(1-ff)*t10 + (1-dd)*ff*t01 + dd*ff*t11
+}
+
+// meanStep solves t = T(1 + λ(O−1)t, λkt) for one replica at lam req/s by iteration from
+// below: the mean step a request sees, its own decode with the others'; false when the replica
+// cannot keep up (no fixed point, or its slots would be over-full).
+func (q *qmodel) meanStep(lam float64) (float64, bool) {
+	o1 := q.out - 1
+	t := q.step(1, 0)
+	for range 400 {
+		nt := q.step(math.Min(float64(q.slots), 1+lam*o1*t), lam*q.k*t)
+		if lam*(q.k+o1)*nt >= float64(q.slots) || nt > 1e3 {
+			return 0, false
+		}
+		if math.Abs(nt-t) <= 1e-9+1e-7*t {
+			return nt, true
+		}
+		t = nt
+	}
+	return 0, false
+}
+
+// state is the p99 TTFT and TPOT of a tenant offering lam req/s to n replicas.
+func (q *qmodel) state(lam float64, n int) qstate {
+	lr := lam / float64(n)
+	t, ok := q.meanStep(lr)
+	if !ok {
+		return qstate{limit: perf.LimitSaturated}
+	}
+	o1 := q.out - 1
+	svc := (q.k + o1) * t
+	inFlight := lr * svc
+	// The KV cache must hold the 99.9th percentile of the requests holding a slot.
+	if math.Min(float64(q.slots), inFlightP999(inFlight)) > q.kvSeqs {
+		return qstate{limit: perf.LimitKV, inFlight: inFlight}
+	}
+	d := lr * o1 * t
+	d99 := math.Min(float64(q.slots), 1+d+zP99*math.Sqrt(d))
+	f := lr * q.k * t
+	tpot := q.step(d99, f)
+	ttft := tpot + q.k*q.step(d99, f+1)
+	// The prompt waits for the step budget: an M/D/1 server of B − d99 prompt tokens per step.
+	if lr > 0 {
+		bp := float64(q.budget) - d99
+		if bp < 1 {
+			return qstate{limit: perf.LimitSaturated}
+		}
+		full := q.e.StepTime(perf.Batch{PrefillTokens: int(bp), PrefillSeqs: max(1, int(bp/q.in)),
+			PrefillPairs: int64(bp * (math.Min(q.in, bp) + 1) / 2), DecodeSeqs: int(d99),
+			KVTokens: int64(d99 * (q.in + q.out/2))}, q.l).Seconds()
+		s := q.in / bp * full
+		rho := lr * s
+		if rho >= 1 {
+			return qstate{limit: perf.LimitSaturated}
+		}
+		if rho > 0.01 {
+			wq := rho * s / (2 * (1 - rho))
+			ttft += wq / rho * math.Log(100*rho)
+		}
+	}
+	// While requests wait, the slots are full and every step runs the large batch: the slots
+	// drain at the p99 batch's step time, not the mean's.
+	ttft += slotWaitP99(lam, (q.k+o1)*tpot, n*q.slots, q.slots)
+	return qstate{ttft: ttft, tpot: tpot, inFlight: inFlight}
+}
+
+// zP99 is the standard normal 99th percentile.
+const zP99 = 2.326
+
+// slotWaitP99 is the 99th percentile of the wait for a slot when lam req/s each hold one for
+// svc seconds, on replicas of slots slots (servers in all). A request waits when every replica
+// is full (Erlang C's probability C over all servers, the router sending it to an idle slot
+// wherever there is one), and then for the first of its own replica's slots to free: with
+// nearly constant holding times each slot's residual time is uniform on [0, svc], so
+// P(W > x) = C·(1 − x/svc)^slots and the p99 is svc·(1 − (0.01/C)^(1/slots)). Near saturation
+// more than one request waits ahead: then the M/M/N tail C·exp(−(N − a)x/svc), halved for the
+// nearly constant holding time (Allen–Cunneen) and scaled by (1 + 1/slots) because a request
+// waits at the replica the router chose (replicas with few slots each are less pooled than one
+// queue), is longer; the larger of the two is taken. Calibrated against the simulator
+// (simcal_test.go, simrandom_test.go).
+func slotWaitP99(lam, svc float64, servers, slots int) float64 {
+	a := lam * svc
+	n := float64(servers)
+	if a <= 0 {
+		return 0
+	}
+	if a >= maxSlotLoad*n {
+		return math.Inf(1)
+	}
+	// Halfin–Whitt: with N − a ≥ 3√a the chance of waiting is below 0.2 %, so the p99 is 0.
+	if n-a >= 3*math.Sqrt(a)+1 {
+		return 0
+	}
+	c := erlangC(servers, a)
+	if c <= 0.01 {
+		return 0
+	}
+	residual := svc * (1 - math.Pow(0.01/c, 1/float64(slots)))
+	queued := allenCunneen * (1 + 1/float64(slots)) * svc / (n - a) * math.Log(c/0.01)
+	return math.Max(residual, queued)
+}
+
+// maxSlotLoad is the highest mean share of its slots a tenant's replicas are planned to keep
+// busy. Above it the wait grows steeply and the model's approximations fall short of the
+// simulator's tail (misses seen at 76–89 % in simrandom_test.go: the p99 of a run of a few thousand requests varies by ±15 % between seeds there); the requests' own SLO usually binds
+// earlier.
+const maxSlotLoad = 0.75
+
+// allenCunneen is (1 + cs²)/2 with cs² = 0: requests of one shape hold a slot for nearly the
+// same time, so a queue of them drains at about twice the rate of an exponential one.
+const allenCunneen = 0.5
+
+// erlangC is the probability that an arrival waits in an M/M/N queue with offered load a < N,
+// from Erlang B's recursion B(k) = a·B(k−1)/(k + a·B(k−1)).
+func erlangC(servers int, a float64) float64 {
+	b := 1.0
+	for k := 1; k <= servers; k++ {
+		b = a * b / (float64(k) + a*b)
+	}
+	n := float64(servers)
+	rho := a / n
+	return b / (1 - rho + rho*b)
+}
+
+// ttftMargin is the share of the TTFT target the model's p99 may take: near saturation the
+// model's wait is a few per cent short of the simulator's (simrandom_test.go).
+const ttftMargin = 0.95
+
+// meets reports whether s meets slo, or the term that binds.
+func meets(s qstate, slo perf.SLO) perf.Limit {
+	switch {
+	case s.limit != perf.LimitNone:
+		return s.limit
+	case slo.TPOT > 0 && s.tpot > slo.TPOT.Seconds():
+		return perf.LimitTPOT
+	case slo.TTFT > 0 && s.ttft > ttftMargin*slo.TTFT.Seconds():
+		return perf.LimitTTFT
+	}
+	return perf.LimitNone
+}
+
+// trickle is the state of one replica with one request at a time: the best any count reaches.
+func (q *qmodel) trickle() qstate {
+	tpot := q.step(1, 0)
+	return qstate{tpot: tpot, ttft: tpot + q.k*q.step(1, 1)}
+}
+
+// sizing is what the queueing model says for one tenant on one slice kind.
+type sizing struct {
+	n      int    // fewest replicas that meet the SLO; 0 when none does
+	state  qstate // at n replicas
+	lowest int    // replicas below which the tenant's load saturates the replicas, whatever the SLO
+	why    string // when n is 0: which term fails
+	// tooMany: n is 0 because more than maxSearchReplicas replicas would be needed, a matter of
+	// capacity (no fleet places them) rather than of the SLO.
+	tooMany bool
+}
+
+// size finds the fewest replicas that carry lam req/s within slo.
+func (q *qmodel) size(lam float64, slo perf.SLO) sizing {
+	tr := q.trickle()
+	if l := meets(tr, slo); l != perf.LimitNone {
+		return sizing{why: trickleWhy(l, tr, slo)}
+	}
+	if q.kvSeqs < 1 {
+		return sizing{why: fmt.Sprintf("the KV cache holds %.2f requests of %d tokens, less than one", q.kvSeqs, int(q.in+q.out))}
+	}
+	if lam <= 0 {
+		return sizing{n: 1, state: tr, lowest: 1}
+	}
+	s := sizing{lowest: q.saturation(lam)}
+	lo, hi := s.lowest-1, max(s.lowest, 1)
+	for meets(q.state(lam, hi), slo) != perf.LimitNone {
+		lo = hi
+		if hi >= maxSearchReplicas {
+			s.why, s.tooMany = fmt.Sprintf("more than %d replicas would be needed", maxSearchReplicas), true
+			return s
+		}
+		hi = min(2*hi, maxSearchReplicas)
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if meets(q.state(lam, mid), slo) == perf.LimitNone {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	s.n, s.state = hi, q.state(lam, hi)
+	return s
+}
+
+// saturation is the fewest replicas whose slots and steps keep up with lam req/s (stable, with
+// no SLO): a lower bound on any replica count, since fewer would let the queue grow without end.
+func (q *qmodel) saturation(lam float64) int {
+	ok := func(n int) bool { _, ok := q.meanStep(lam / float64(n)); return ok }
+	hi := 1
+	for !ok(hi) {
+		if hi >= maxSearchReplicas {
+			return maxSearchReplicas
+		}
+		hi = min(2*hi, maxSearchReplicas)
+	}
+	lo := hi / 2 // !ok(lo) unless lo is 0
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if ok(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+// maxRate is the highest rate one replica carries within slo (for reasons and predictions).
+func (q *qmodel) maxRate(slo perf.SLO) (float64, qstate) {
+	best := q.trickle()
+	if meets(best, slo) != perf.LimitNone {
+		return 0, best
+	}
+	lo, hi := 0.0, 1.0
+	for ; hi < 1e7; hi *= 2 {
+		s := q.state(hi, 1)
+		if meets(s, slo) != perf.LimitNone {
+			break
+		}
+		lo, best = hi, s
+	}
+	for range 40 {
+		if (hi-lo)/hi < 1e-3 {
+			break
+		}
+		mid := (lo + hi) / 2
+		if s := q.state(mid, 1); meets(s, slo) == perf.LimitNone {
+			lo, best = mid, s
+		} else {
+			hi = mid
+		}
+	}
+	return lo, best
+}
+
+// trickleWhy names the term that fails with a single request in flight.
+func trickleWhy(l perf.Limit, s qstate, slo perf.SLO) string {
+	switch l {
+	case perf.LimitTPOT:
+		return fmt.Sprintf("TPOT at batch 1 is %s, above the %s target: no replica count helps", roundDur(seconds(s.tpot)), slo.TPOT)
+	case perf.LimitTTFT:
+		return fmt.Sprintf("TTFT at a trickle is %s, above the %s target: no replica count helps", roundDur(seconds(s.ttft)), slo.TTFT)
+	}
+	return fmt.Sprintf("a single request is limited by %s", l)
+}
+
+func seconds(s float64) time.Duration {
+	if !(s > 0) || math.IsInf(s, 1) {
+		return 0
+	}
+	return time.Duration(s * 1e9)
+}
+
+// peakRate is the rate the replicas must carry: the mean for Poisson and constant traffic, the
+// rate of an on period for bursty traffic (10 s on, 30 s off in the mean: 4×), the peak for
+// diurnal traffic (the pattern's rps is its peak).
+func peakRate(t v1.Traffic) float64 {
+	if t.Pattern == v1.PatternBursty {
+		return 4 * t.RPS
+	}
+	return t.RPS
+}

@@ -1,0 +1,135 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/gpu"
+)
+
+// The first finding: a 7B model at 0.2 req/s with a 5 s TTFT target and concurrency 1
+// on an idle H100 was infeasible ("limit max-seqs"). With the slots as a queue it is served, no
+// reason blames the concurrency, and the count is within one of the fewest the simulator is
+// satisfied with (one replica is busy half the time with 2.5 s requests: its p99 wait is longer
+// than 5 s).
+func TestConcurrencyOneIsFeasible(t *testing.T) {
+	pool := singleTenantPool(t, "qwen2.5-7b", 1, 0.2, 512, 256, "5s", "100ms", 8)
+	pl := build(t, pool)
+	tn := pl.Tenants[0]
+	if tn.Infeasible {
+		t.Fatalf("infeasible: %v", tn.Reasons)
+	}
+	if n, k := len(tn.Replicas), fewestSimulated(t, pool, 8, 2000); n > k+1 || n < k {
+		t.Errorf("%d replicas planned, the simulator is satisfied with %d", n, k)
+	}
+	for _, r := range tn.Reasons {
+		if strings.Contains(r.Message, "max-seqs") {
+			t.Errorf("reason %s blames max-seqs: %s", r.Code, r.Message)
+		}
+	}
+}
+
+// A tenant is infeasible by its SLO only when a single request misses it, and the reason names
+// the term: here a 1 ms TPOT target, which no batch-1 step meets.
+func TestInfeasibleNamesTheTerm(t *testing.T) {
+	pool := singleTenantPool(t, "qwen2.5-7b", 8, 1, 512, 256, "5s", "1ms", 8)
+	pl := build(t, pool)
+	tn := pl.Tenants[0]
+	if !tn.Infeasible {
+		t.Fatalf("a 1 ms TPOT target was planned: %v", tn.Replicas)
+	}
+	if r := tn.Reasons[0]; r.Code != v1.ReasonSLOUnmet || !strings.Contains(r.Message, "TPOT at batch 1") {
+		t.Errorf("first reason %s: %s; want SLOUnmet naming TPOT at batch 1", r.Code, r.Message)
+	}
+	pool = singleTenantPool(t, "qwen2.5-7b", 8, 1, 512, 256, "1ms", "100ms", 8)
+	if r := build(t, pool).Tenants[0].Reasons[0]; r.Code != v1.ReasonSLOUnmet || !strings.Contains(r.Message, "TTFT at a trickle") {
+		t.Errorf("first reason %s: %s; want SLOUnmet naming TTFT at a trickle", r.Code, r.Message)
+	}
+}
+
+// replicas: fixes the count even when the SLO needs more (the compute reason says the SLO is not
+// met); minReplicas raises the sized count (ReplicaBounds); maxReplicas below the need rejects
+// every slice and the reason names the bound.
+func TestReplicaCountsHonoured(t *testing.T) {
+	base := func() *v1.Pool { return singleTenantPool(t, "qwen2.5-7b", 1, 4, 512, 256, "2s", "100ms", 32) }
+	need := len(build(t, base()).Tenants[0].Replicas)
+	if need < 3 {
+		t.Fatalf("the load needs %d replicas; the test wants at least 3", need)
+	}
+
+	fixed := need - 2
+	pool := base()
+	pool.Tenants[0].Replicas = &fixed
+	tn := build(t, pool).Tenants[0]
+	if tn.Infeasible || len(tn.Replicas) != fixed {
+		t.Fatalf("fixed %d: infeasible %v, %d replicas", fixed, tn.Infeasible, len(tn.Replicas))
+	}
+	if !hasReason(tn, v1.ReasonFixedReplicas, "fixed at") || !hasReason(tn, v1.ReasonComputeBound, "the SLO is not met") {
+		t.Errorf("fixed count below the need: reasons %v", tn.Reasons)
+	}
+
+	low := need + 3
+	pool = base()
+	pool.Tenants[0].MinReplicas = &low
+	tn = build(t, pool).Tenants[0]
+	if len(tn.Replicas) != low || !hasReason(tn, v1.ReasonReplicaBounds, "minReplicas") {
+		t.Errorf("minReplicas %d: %d replicas, reasons %v", low, len(tn.Replicas), tn.Reasons)
+	}
+
+	high := need - 1
+	pool = base()
+	pool.Tenants[0].MaxReplicas = &high
+	tn = build(t, pool).Tenants[0]
+	if !tn.Infeasible || !hasReason(tn, v1.ReasonOverCap, "maxReplicas") {
+		t.Errorf("maxReplicas %d below the need %d: infeasible %v, reasons %v", high, need, tn.Infeasible, tn.Reasons)
+	}
+}
+
+func hasReason(tn v1.PlanTenant, code v1.ReasonCode, text string) bool {
+	for _, r := range tn.Reasons {
+		if r.Code == code && strings.Contains(r.Message, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// The device plugin shares whole GPUs through MPS only on a node whose migStrategy is none, and
+// never time-slices and MPS-shares on one node. Free GPUs n0/0, n1/0, n1/1, n0/1: a MIG GPU takes
+// n0/0; a whole-GPU MPS unit then skips n0 for n1/0; a time-sliced GPU skips n1 (MPS) for n0/1;
+// the next MPS unit takes n1/1, and one more finds no node it may join and is left unplaced.
+func TestWholeMPSNotBesideMIG(t *testing.T) {
+	b, err := gpu.Lookup("H100-SXM5-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &planner{nodeUse: map[string]map[string]migUse{}}
+	free := map[string][]*gpuPlan{}
+	for _, ref := range []v1.GPURef{{Node: "n0", Index: 0}, {Node: "n1", Index: 0}, {Node: "n1", Index: 1}, {Node: "n0", Index: 1}, {Node: "n0", Index: 2}} {
+		free[b.Name] = append(free[b.Name], &gpuPlan{fg: fleetGPU{ref: ref, board: b}})
+	}
+	tn := &tenant{t: v1.Tenant{Name: "a", Isolation: v1.IsolationShared}, group: "shared"}
+	whole := func(k v1.SliceKind) map[string]migUse {
+		return wholeWant(&unit{key: groupKey{group: "shared"}, c: &cand{board: b, kind: k, share: 2}, reps: []replica{{tn}, {tn}}})
+	}
+	for i, c := range []struct {
+		want map[string]migUse
+		at   string // "" : not placed
+	}{
+		{map[string]migUse{"1g.10gb": {kind: v1.SliceMIG, share: 1}, migStrategyKey: {group: "mixed"}}, "n0/0"},
+		{whole(v1.SliceMPS), "n1/0"},
+		{whole(v1.SliceTimeSlice), "n0/1"},
+		{whole(v1.SliceMPS), "n1/1"},
+		{whole(v1.SliceMPS), ""},
+	} {
+		g := p.takeCompatible(b, free, c.want)
+		got := ""
+		if g != nil {
+			got = g.fg.ref.String()
+		}
+		if got != c.at {
+			t.Errorf("step %d: placed on %q, want %q", i, got, c.at)
+		}
+	}
+}
