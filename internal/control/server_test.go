@@ -1,0 +1,260 @@
+package control
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestAuthorizationMatrix enumerates every route × role (plus no token) and checks the status,
+// and that whatever a tenant or agent reads names no other tenant or node.
+func TestAuthorizationMatrix(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool()
+	// Concrete paths: "own" is the caller's object, "other" someone else's.
+	fill := func(path, who string, own bool) string {
+		tenant, node := "bob", "n2"
+		if own {
+			switch who {
+			case "alice":
+				tenant = "alice"
+			case "agent-n1":
+				node = "n1"
+			}
+		}
+		if who == "operator" {
+			tenant, node = "alice", "n1"
+		}
+		return strings.NewReplacer("{name}", tenant, "{node}", node).Replace(path)
+	}
+	bodies := map[string]any{
+		"POST /v1/tenants":                Tenant{Name: "carol", Demand: 1},
+		"PUT /v1/tenants/{name}":          Tenant{Demand: 2},
+		"PUT /v1/tenants/{name}/demand":   DemandRequest{Replicas: 1},
+		"POST /v1/tokens":                 TokenRequest{Role: RoleTenant, Tenant: "carol"},
+		"PUT /v1/nodes/{node}":            inv(2, 2, "x"),
+		"GET /v1/nodes/{node}/layout":     nil,
+		"DELETE /v1/tenants/{name}":       nil,
+		"POST /v1/nodes/{node}/heartbeat": nil,
+	}
+	whos := []string{"", "operator", "alice", "agent-n1"}
+	checked := 0
+	for _, rt := range routes {
+		key := rt.Method + " " + rt.Path
+		for _, who := range whos {
+			for _, own := range []bool{true, false} {
+				if who == "operator" && !own {
+					continue
+				}
+				path := fill(rt.Path, who, own)
+				if rt.Method == "DELETE" && who == "operator" {
+					path = "/v1/tenants/carol" // keep alice for later rows
+				}
+				code, body := h.do(who, rt.Method, path, bodies[key])
+				checked++
+				allowed := who != "" && slices.Contains(rt.Roles, principalRole(who))
+				otherObject := strings.Contains(rt.Path, "{") && !own
+				switch {
+				case who == "":
+					if code != http.StatusUnauthorized {
+						t.Errorf("%s %s without token: %d, want 401", rt.Method, path, code)
+					}
+				case !allowed:
+					if code != http.StatusForbidden {
+						t.Errorf("%s %s as %s: %d, want 403", rt.Method, path, who, code)
+					}
+				case otherObject:
+					if code != http.StatusNotFound {
+						t.Errorf("%s %s as %s (another's object): %d %s, want 404", rt.Method, path, who, code, body)
+					}
+				default:
+					if code >= 300 {
+						t.Errorf("%s %s as %s: %d %s, want success", rt.Method, path, who, code, body)
+					}
+					leaks(t, who, path, body)
+				}
+			}
+		}
+	}
+	if want := len(routes) * 7; checked != want {
+		t.Fatalf("checked %d cases, want %d", checked, want)
+	}
+}
+
+func principalRole(who string) Role {
+	switch {
+	case who == "operator":
+		return RoleOperator
+	case strings.HasPrefix(who, "agent-"):
+		return RoleAgent
+	}
+	return RoleTenant
+}
+
+// leaks fails when a tenant's or agent's answer names another tenant or node.
+func leaks(t *testing.T, who, path string, body []byte) {
+	t.Helper()
+	s := string(body)
+	switch who {
+	case "alice":
+		for _, bad := range []string{`"bob"`, `"carol"`, `tenant bob`} {
+			if strings.Contains(s, bad) {
+				t.Errorf("alice's answer to %s names %s: %s", path, bad, s)
+			}
+		}
+	case "agent-n1": // an agent learns the tenants that run on its own node, nothing of others
+		for _, bad := range []string{`"n2"`, `"carol"`} {
+			if strings.Contains(s, bad) {
+				t.Errorf("agent n1's answer to %s names %s: %s", path, bad, s)
+			}
+		}
+	}
+}
+
+func TestTenantSeesOnlyOwnEventsAndGrants(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool()
+	h.must("bob", "PUT", "/v1/tenants/bob/demand", DemandRequest{Replicas: 5}, 200)
+	var evs []Event
+	json.Unmarshal(h.must("alice", "GET", "/v1/events", nil, 200), &evs)
+	if len(evs) == 0 {
+		t.Fatal("alice sees no events at all")
+	}
+	for _, ev := range evs {
+		if ev.Tenant != "alice" {
+			t.Fatalf("alice sees event %+v", ev)
+		}
+	}
+	var gs []Grant
+	json.Unmarshal(h.must("bob", "GET", "/v1/grants", nil, 200), &gs)
+	if len(gs) != 5 {
+		t.Fatalf("bob holds %d grants, want 5 (8 slices, alice 2)", len(gs))
+	}
+	for _, g := range gs {
+		if g.Tenant != "bob" {
+			t.Fatalf("bob sees grant %+v", g)
+		}
+	}
+}
+
+func TestProblemDetailsCarryFieldPaths(t *testing.T) {
+	h := newHarness(t, ServerConfig{MaxBody: 256})
+	h.seedPool()
+	cases := []struct {
+		body       any
+		path       string
+		wantStatus int
+		wantPath   string
+	}{
+		{Tenant{Name: "Bad!", Demand: -1}, "/v1/tenants", 400, "demand"},
+		{[]byte(`{"name":"x","demand":"many"}`), "/v1/tenants", 400, "demand"},
+		{[]byte(`{"name":"x","colour":"red"}`), "/v1/tenants", 400, "colour"},
+		{[]byte(`{"replicas":-3}`), "/v1/tenants/alice/demand", 400, "replicas"},
+		{[]byte(`{"name":"` + strings.Repeat("x", 400) + `"}`), "/v1/tenants", 413, ""},
+	}
+	for _, c := range cases {
+		method := "POST"
+		if strings.HasSuffix(c.path, "demand") {
+			method = "PUT"
+		}
+		code, body := h.do("operator", method, c.path, c.body)
+		if code != c.wantStatus {
+			t.Errorf("%v: %d %s, want %d", c.body, code, body, c.wantStatus)
+			continue
+		}
+		var p struct {
+			Status int          `json:"status"`
+			Title  string       `json:"title"`
+			Errors []FieldError `json:"errors"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil || p.Status != code || p.Title == "" {
+			t.Errorf("not a problem document: %s", body)
+		}
+		if c.wantPath != "" && !slices.ContainsFunc(p.Errors, func(f FieldError) bool { return f.Path == c.wantPath }) {
+			t.Errorf("%v: errors %v do not name %q", c.body, p.Errors, c.wantPath)
+		}
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	h := newHarness(t, ServerConfig{Rate: 1, Burst: 3})
+	codes := map[int]int{}
+	for range 6 {
+		code, _ := h.do("alice", "GET", "/v1/whoami", nil)
+		codes[code]++
+	}
+	if codes[200] != 3 || codes[429] != 3 {
+		t.Fatalf("codes %v, want 3×200 then 3×429 (burst 3, 1/s)", codes)
+	}
+}
+
+// TestOpenAPIMatchesRoutes: the OpenAPI document lists exactly the routes the server serves.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal(openapiJSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	inDoc := map[string]bool{}
+	for p, ops := range doc.Paths {
+		for m := range ops {
+			inDoc[strings.ToUpper(m)+" "+p] = true
+		}
+	}
+	for _, rt := range routes {
+		k := rt.Method + " " + rt.Path
+		if !inDoc[k] {
+			t.Errorf("route %s is not in openapi.json", k)
+		}
+		delete(inDoc, k)
+	}
+	for k := range inDoc {
+		t.Errorf("openapi.json lists %s, which no route serves", k)
+	}
+}
+
+func TestLayoutLongPoll(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool()
+	var l Layout
+	json.Unmarshal(h.must("agent-n1", "GET", "/v1/nodes/n1/layout", nil, 200), &l)
+	got := make(chan Layout, 1)
+	go func() {
+		var l2 Layout
+		_, body := h.do("agent-n1", "GET", fmt.Sprintf("/v1/nodes/n1/layout?after=%d&wait=5s", l.Revision), nil)
+		json.Unmarshal(body, &l2)
+		got <- l2
+	}()
+	h.must("operator", "DELETE", "/v1/tenants/alice", nil, 204)
+	l2 := <-got
+	if l2.Revision <= l.Revision {
+		t.Fatalf("long poll returned revision %d, not past %d", l2.Revision, l.Revision)
+	}
+	for _, s := range l2.Slices {
+		if s.Tenant == "alice" {
+			t.Fatalf("layout still runs alice on %s", s.ID)
+		}
+	}
+}
+
+func FuzzRequestBodies(f *testing.F) {
+	for _, s := range []string{`{"name":"a","demand":1}`, `{"replicas":3}`, `{"gpus":[{"uuid":"G","board":"H100","slices":["1g.10gb"]}]}`,
+		`{"role":"tenant","tenant":"a"}`, `{`, `null`, `[]`, `{"demand":1e400}`, `{"weight":-1,"cap":1,"reservation":9}`} {
+		f.Add(s)
+	}
+	h := newHarness(f, ServerConfig{Rate: 1e9, Burst: 1e9})
+	h.seedPool()
+	f.Fuzz(func(t *testing.T, body string) {
+		h.t = t
+		for _, ep := range [][2]string{{"POST", "/v1/tenants"}, {"PUT", "/v1/tenants/alice/demand"}, {"PUT", "/v1/nodes/n1"}, {"POST", "/v1/tokens"}} {
+			code, out := h.do("operator", ep[0], ep[1], []byte(body))
+			if code >= 500 {
+				t.Fatalf("%s %s %q: %d %s", ep[0], ep[1], body, code, out)
+			}
+		}
+	})
+}
