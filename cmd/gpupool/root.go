@@ -50,6 +50,11 @@ func newRootCmd(e *env) *cobra.Command {
 		newSimulateCmd(e),
 		newPlanCmd(e),
 		newFairCmd(e),
+		newServeCmd(e),
+		newTenantCmd(e),
+		newGrantsCmd(e),
+		newTokenCmd(e),
+		newApplyCmd(e),
 	)
 	return root
 }

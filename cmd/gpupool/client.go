@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/control"
+)
+
+// client talks to a running `gpupool serve`.
+type client struct {
+	base, token string
+	http        *http.Client
+}
+
+// apiError is a problem document returned by the server.
+type apiError struct {
+	Status int                  `json:"status"`
+	Detail string               `json:"detail"`
+	Errors []control.FieldError `json:"errors"`
+}
+
+func (e *apiError) Error() string {
+	s := fmt.Sprintf("server answered %d: %s", e.Status, e.Detail)
+	return s
+}
+
+func (c *client) call(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return fmt.Errorf("build request %s %s: %w", method, path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("call %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		pe := &apiError{Status: resp.StatusCode}
+		json.NewDecoder(resp.Body).Decode(pe)
+		if resp.StatusCode == 400 || resp.StatusCode == 404 || resp.StatusCode == 403 || resp.StatusCode == 401 {
+			return invalid(pe)
+		}
+		return pe
+	}
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// clientFlags adds --server and --token (defaults from GPUPOOL_SERVER and GPUPOOL_TOKEN).
+func clientFlags(c *cobra.Command) *client {
+	cl := &client{http: http.DefaultClient}
+	c.PersistentFlags().StringVar(&cl.base, "server", envOr("GPUPOOL_SERVER", "http://127.0.0.1:8080"), "control plane URL (env GPUPOOL_SERVER)")
+	c.PersistentFlags().StringVar(&cl.token, "token", os.Getenv("GPUPOOL_TOKEN"), "bearer token (env GPUPOOL_TOKEN)")
+	return cl
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func newTenantCmd(e *env) *cobra.Command {
+	c := &cobra.Command{Use: "tenant", Short: "List, show, change and remove tenants on a running control plane"}
+	cl := clientFlags(c)
+	var asJSON bool
+	c.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON")
+	list := &cobra.Command{Use: "list", Short: "List tenants with demand, grants, share and fair share", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var ts []control.TenantStatus
+			if err := cl.call(cmd.Context(), "GET", "/v1/tenants", nil, &ts); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(e.stdout, ts)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TENANT\tDEMAND\tGRANTED\tSHARE\tFAIR SHARE\tVERSION")
+			for _, t := range ts {
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\t%.1f%%\t%d\n", t.Name, t.Demand, t.Granted, 100*t.DominantShare, 100*t.FairShare, t.Version)
+			}
+			return tw.Flush()
+		}}
+	get := &cobra.Command{Use: "get NAME", Short: "Show one tenant", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var t control.TenantStatus
+			if err := cl.call(cmd.Context(), "GET", "/v1/tenants/"+args[0], nil, &t); err != nil {
+				return err
+			}
+			return printJSON(e.stdout, t)
+		}}
+	demand := &cobra.Command{Use: "demand NAME REPLICAS", Short: "Set how many replicas a tenant wants", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := strconv.Atoi(args[1])
+			if err != nil {
+				return invalid(fmt.Errorf("parse replicas %q: %w", args[1], err))
+			}
+			var t control.Tenant
+			if err := cl.call(cmd.Context(), "PUT", "/v1/tenants/"+args[0]+"/demand", control.DemandRequest{Replicas: n}, &t); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(e.stdout, "tenant %s: demand %d (version %d)\n", t.Name, t.Demand, t.Version)
+			return err
+		}}
+	var weight float64
+	var path string
+	var reservation, capN int
+	set := &cobra.Command{Use: "set NAME REPLICAS", Short: "Add or update a tenant", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := strconv.Atoi(args[1])
+			if err != nil {
+				return invalid(fmt.Errorf("parse replicas %q: %w", args[1], err))
+			}
+			t := control.Tenant{Name: args[0], Path: path, Weight: weight, Demand: n, Reservation: reservation, Cap: capN}
+			if err := cl.call(cmd.Context(), "PUT", "/v1/tenants/"+args[0], t, &t); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(e.stdout, "tenant %s: demand %d (version %d)\n", t.Name, t.Demand, t.Version)
+			return err
+		}}
+	set.Flags().Float64Var(&weight, "weight", 0, "weight (0 means 1)")
+	set.Flags().StringVar(&path, "path", "", "place in the hierarchy, e.g. org/team")
+	set.Flags().IntVar(&reservation, "reservation", 0, "replicas guaranteed")
+	set.Flags().IntVar(&capN, "cap", 0, "most steady replicas (0: no cap)")
+	rm := &cobra.Command{Use: "rm NAME", Short: "Remove a tenant and release its grants", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cl.call(cmd.Context(), "DELETE", "/v1/tenants/"+args[0], nil, nil)
+		}}
+	c.AddCommand(list, get, demand, set, rm)
+	return c
+}
+
+func newGrantsCmd(e *env) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{Use: "grants", Short: "List the grants the caller may see (slice, node, tenant, reason)", Args: cobra.NoArgs}
+	cl := clientFlags(c)
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		var gs []control.Grant
+		if err := cl.call(cmd.Context(), "GET", "/v1/grants", nil, &gs); err != nil {
+			return err
+		}
+		if asJSON {
+			return printJSON(e.stdout, gs)
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "GRANT\tTENANT\tSLICE\tREASON")
+		for _, g := range gs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.ID, g.Tenant, g.Slice, g.Reason)
+		}
+		return tw.Flush()
+	}
+	return c
+}
+
+func newTokenCmd(e *env) *cobra.Command {
+	c := &cobra.Command{Use: "token", Short: "Create bearer tokens (operator only)"}
+	cl := clientFlags(c)
+	create := &cobra.Command{Use: "create ROLE [TENANT|NODE]", Short: "Create a token: operator, tenant NAME or agent NODE; the secret is printed once",
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r := control.TokenRequest{Role: control.Role(args[0])}
+			if len(args) == 2 {
+				if r.Role == control.RoleAgent {
+					r.Node = args[1]
+				} else {
+					r.Tenant = args[1]
+				}
+			}
+			var out control.TokenResponse
+			if err := cl.call(cmd.Context(), "POST", "/v1/tokens", r, &out); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintln(e.stdout, out.Token)
+			return err
+		}}
+	c.AddCommand(create)
+	return c
+}
+
+// newApplyCmd sends a Pool file's tenants to the control plane: name, path, weight, reservation,
+// cap, and replicas as demand (1 when unset).
+func newApplyCmd(e *env) *cobra.Command {
+	c := &cobra.Command{Use: "apply POOL", Short: "Add or update the tenants of a Pool file on a running control plane", Args: cobra.ExactArgs(1)}
+	cl := clientFlags(c)
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		raw, err := os.ReadFile(args[0])
+		if err != nil {
+			return invalid(fmt.Errorf("read pool: %w", err))
+		}
+		pool, err := v1.DecodePool(raw)
+		if err != nil {
+			return invalid(fmt.Errorf("decode pool %s: %w", args[0], err))
+		}
+		for _, t := range pool.Tenants {
+			ct := control.Tenant{Name: strings.ToLower(t.Name), Path: t.Path, Reservation: t.Reservation, Demand: 1}
+			if t.Weight != nil {
+				ct.Weight = *t.Weight
+			}
+			if t.Cap != nil {
+				ct.Cap = *t.Cap
+			}
+			if t.Replicas != nil {
+				ct.Demand = *t.Replicas
+			}
+			if err := cl.call(cmd.Context(), "PUT", "/v1/tenants/"+ct.Name, ct, &ct); err != nil {
+				return fmt.Errorf("apply tenant %s: %w", t.Name, err)
+			}
+			fmt.Fprintf(e.stdout, "tenant %s: demand %d (version %d)\n", ct.Name, ct.Demand, ct.Version)
+		}
+		return nil
+	}
+	return c
+}

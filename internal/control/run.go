@@ -1,0 +1,121 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gpupool.dev/gpupool/internal/store"
+)
+
+// Options configure Run.
+type Options struct {
+	// DataDir holds the store file (state.db), the audit log (audit.log) and, unless TokenFile
+	// says otherwise, the operator token (operator.token).
+	DataDir string
+	// Listen is the address to listen on ("127.0.0.1:8080"; port 0 picks one).
+	Listen string
+	// TokenFile holds the operator token's secret; it is created (0600) when missing.
+	TokenFile string
+	Server    ServerConfig
+	Loop      LoopConfig
+	// Ready, when set, is called with the bound address and the operator secret once serving.
+	Ready func(addr, operatorSecret string)
+}
+
+// Run opens the store, restores the engine, and serves until ctx ends.
+func Run(ctx context.Context, o Options, log *slog.Logger) error {
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data directory %s: %w", o.DataDir, err)
+	}
+	st, err := store.OpenBolt(filepath.Join(o.DataDir, "state.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	auditFile, err := os.OpenFile(filepath.Join(o.DataDir, "audit.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("open audit log: %w", err)
+	}
+	defer auditFile.Close()
+	audit := slog.New(slog.NewJSONHandler(auditFile, nil))
+	loop, err := NewLoop(ctx, o.Loop, st, SystemClock{}, log)
+	if err != nil {
+		return err
+	}
+	secret, err := operatorSecret(o)
+	if err != nil {
+		return err
+	}
+	loopCtx, stopLoop := context.WithCancel(context.WithoutCancel(ctx))
+	loopDone := make(chan error, 1)
+	go func() { loopDone <- loop.Run(loopCtx) }()
+	defer func() { stopLoop(); <-loopDone }()
+	if hash := HashToken(secret); loop.View().Tokens[hash].Role != RoleOperator {
+		if _, err := loop.Do(ctx, func(e *Engine, now time.Time) (any, error) {
+			e.AddToken(now, hash, Principal{Role: RoleOperator, Name: "bootstrap"})
+			return nil, nil
+		}); err != nil {
+			return fmt.Errorf("store operator token: %w", err)
+		}
+	}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.Listen, err)
+	}
+	srv := &http.Server{Handler: NewServer(loop, o.Server, log, audit), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- srv.Serve(ln) }()
+	log.Info("serving", "addr", ln.Addr().String(), "data", o.DataDir)
+	if o.Ready != nil {
+		o.Ready(ln.Addr().String(), secret)
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-serveDone:
+		return fmt.Errorf("serve http: %w", err)
+	case err := <-loopDone:
+		loopDone <- err
+		if err != nil {
+			srv.Close()
+			return err
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shut down http: %w", err)
+	}
+	return nil
+}
+
+func operatorSecret(o Options) (string, error) {
+	path := o.TokenFile
+	if path == "" {
+		path = filepath.Join(o.DataDir, "operator.token")
+	}
+	raw, err := os.ReadFile(path)
+	if err == nil {
+		s := strings.TrimSpace(string(raw))
+		if s == "" {
+			return "", fmt.Errorf("read operator token %s: file is empty", path)
+		}
+		return s, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read operator token: %w", err)
+	}
+	s := NewSecret()
+	if err := os.WriteFile(path, []byte(s+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write operator token: %w", err)
+	}
+	return s, nil
+}
