@@ -25,6 +25,13 @@ type SimAgent struct {
 	applied Layout
 }
 
+// SetServer points the agent at another base URL (a restarted server on a new port).
+func (a *SimAgent) SetServer(base string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.Server = base
+}
+
 // Applied returns the last layout the agent applied.
 func (a *SimAgent) Applied() Layout {
 	a.mu.Lock()
@@ -40,7 +47,10 @@ func (a *SimAgent) call(ctx context.Context, method, path string, body, out any)
 	} else {
 		rd = bytes.NewReader(nil)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, a.Server+path, rd)
+	a.mu.Lock()
+	base := a.Server
+	a.mu.Unlock()
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
 		return err
 	}
