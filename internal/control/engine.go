@@ -13,7 +13,7 @@ import (
 type EngineConfig struct {
 	// NodeTimeout is how long a node may stay silent before its slices leave the pool.
 	NodeTimeout time.Duration
-	// EventsKept bounds the event history.
+	// EventsKept bounds the event history: it holds at least this many and at most twice.
 	EventsKept int
 }
 
@@ -281,7 +281,10 @@ func (e *Engine) event(now time.Time, ev Event) {
 	ev.Seq, ev.At = e.nextEvent, now
 	e.events = append(e.events, ev)
 	e.ch.Events = append(e.ch.Events, ev)
-	if over := len(e.events) - e.cfg.EventsKept; over > 0 {
+	// Trim in chunks: the history holds between EventsKept and twice that. Views share the
+	// backing array (they never read past their own length), so trimming makes a new one.
+	if len(e.events) > 2*e.cfg.EventsKept {
+		over := len(e.events) - e.cfg.EventsKept
 		for _, old := range e.events[:over] {
 			e.ch.Dropped = append(e.ch.Dropped, old.Seq)
 		}

@@ -21,7 +21,7 @@ type View struct {
 
 // View returns a copy of the state at revision rev.
 func (e *Engine) View(rev uint64) *View {
-	v := &View{Revision: rev, Capacity: len(e.slices), Tokens: e.tokens, Events: slices.Clone(e.events)}
+	v := &View{Revision: rev, Capacity: len(e.slices), Tokens: e.tokens, Events: slices.Clip(e.events)}
 	count := map[string]int{}
 	for _, id := range slices.Sorted(maps.Keys(e.grants)) {
 		g := e.grants[id]
