@@ -181,8 +181,8 @@ func (e *Engine) PutTenant(now time.Time, t Tenant) (Tenant, error) {
 	} else {
 		ds, err = e.alloc.addTenant(now, t)
 	}
-	if err != nil {
-		return Tenant{}, fmt.Errorf("put tenant %s: %w", t.Name, err)
+	if err != nil { // the allocator refuses what cannot hold (a reservation beyond the pool)
+		return Tenant{}, fmt.Errorf("put tenant %s: %w: %w", t.Name, ErrConflict, err)
 	}
 	code, msg := CodeTenantAdded, fmt.Sprintf("tenant %s added with demand %d, weight %g", t.Name, t.Demand, t.Weight)
 	if ok {

@@ -42,15 +42,21 @@ func fairTenant(t Tenant) fair.Tenant {
 
 // newAllocator builds the allocator over tenants and capacity slices and makes its first decision.
 func newAllocator(now time.Time, tenants []Tenant, capacity int) (*allocator, []decision, error) {
-	cfg := fair.Config{Capacity: fair.Vector{resSlices: float64(capacity)}}
+	// fair.New refuses reservations that do not fit the capacity, but capacity may have shrunk
+	// after they were accepted (a node left). So build over enough room for every reservation
+	// and make the real capacity the first step, exactly as a node leaving does at run time.
+	room := capacity
+	cfg := fair.Config{}
 	for _, t := range tenants {
 		cfg.Tenants = append(cfg.Tenants, fairTenant(t))
+		room += t.Reservation
 	}
+	cfg.Capacity = fair.Vector{resSlices: float64(room)}
 	a, err := fair.New(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("build allocator: %w", err)
 	}
-	d, err := a.Recompute(now)
+	d, err := a.Apply(now, fair.SetCapacity{Capacity: fair.Vector{resSlices: float64(capacity)}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("build allocator: %w", err)
 	}

@@ -190,6 +190,9 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, ErrNotFound):
 		status = http.StatusNotFound
 		body["detail"] = err.Error()
+	case errors.Is(err, ErrConflict):
+		status = http.StatusConflict
+		body["detail"] = err.Error()
 	case errors.Is(err, ErrStopped):
 		status = http.StatusServiceUnavailable
 		body["detail"] = err.Error()

@@ -179,6 +179,15 @@ func TestProblemDetailsCarryFieldPaths(t *testing.T) {
 	}
 }
 
+func TestReservationBeyondPoolIsAConflict(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool() // 8 slices
+	code, body := h.do("operator", "POST", "/v1/tenants", Tenant{Name: "big", Demand: 20, Reservation: 20})
+	if code != http.StatusConflict || !strings.Contains(string(body), "big") {
+		t.Fatalf("reservation 20 on 8 slices: %d %s, want 409 naming the tenant", code, body)
+	}
+}
+
 func TestRateLimit(t *testing.T) {
 	h := newHarness(t, ServerConfig{Rate: 1, Burst: 3})
 	codes := map[int]int{}
