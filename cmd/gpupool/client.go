@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -73,7 +74,7 @@ func (c *client) call(ctx context.Context, method, path string, body, out any) e
 
 // clientFlags adds --server and --token (defaults from GPUPOOL_SERVER and GPUPOOL_TOKEN).
 func clientFlags(c *cobra.Command) *client {
-	cl := &client{http: http.DefaultClient}
+	cl := &client{http: newHTTPClient()}
 	c.PersistentFlags().StringVar(&cl.base, "server", envOr("GPUPOOL_SERVER", "http://127.0.0.1:8080"), "control plane URL (env GPUPOOL_SERVER)")
 	c.PersistentFlags().StringVar(&cl.token, "token", os.Getenv("GPUPOOL_TOKEN"), "bearer token (env GPUPOOL_TOKEN)")
 	return cl
@@ -244,3 +245,5 @@ func newApplyCmd(e *env) *cobra.Command {
 	}
 	return c
 }
+
+func newHTTPClient() *http.Client { return &http.Client{Timeout: 60 * time.Second} }
