@@ -20,7 +20,7 @@
 //     by a test), RFC 9457 problem details with field paths, bearer tokens stored as SHA-256
 //     hashes with roles operator, tenant and agent, per-token rate limits, a body size limit, an
 //     audit record per change, Prometheus /metrics (collectors here until a shared metrics
-//     package exists) and the embedded browser console at /.
+//     package exists), the embedded browser console at /, and optional (mutual) TLS.
 //
 // Ports declared here: Store (Load, Commit; internal/store's Bolt implements it) and Clock (Now).
 // The node side talks to the Server over HTTP (register, heartbeat, layout by long-poll);
@@ -28,5 +28,5 @@
 //
 // Not yet here: the planner (slices come from what agents report, not from internal/plan), MIG
 // gate orchestration (drain, maxUnavailable, cooldown), burst leases, slice kinds per tenant
-// (every replica takes one slice of any kind), mutual TLS.
+// (every replica takes one slice of any kind).
 package control

@@ -1,6 +1,8 @@
 package control
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +28,9 @@ type Options struct {
 	TokenFile string
 	Server    ServerConfig
 	Loop      LoopConfig
+	// TLS, when CertFile is set, serves HTTPS; with ClientCAFile every client must present a
+	// certificate signed by that CA (mutual TLS) in addition to its bearer token.
+	TLS TLSFiles
 	// Ready, when set, is called with the bound address and the operator secret once serving.
 	Ready func(addr, operatorSecret string)
 }
@@ -69,6 +74,14 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.Listen, err)
+	}
+	if o.TLS.CertFile != "" {
+		cfg, err := o.TLS.config()
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		ln = tls.NewListener(ln, cfg)
 	}
 	srv := &http.Server{Handler: NewServer(loop, o.Server, log, audit), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
@@ -118,4 +131,29 @@ func operatorSecret(o Options) (string, error) {
 		return "", fmt.Errorf("write operator token: %w", err)
 	}
 	return s, nil
+}
+
+// TLSFiles names the PEM files of the server's certificate and of the CA for client certificates.
+type TLSFiles struct {
+	CertFile, KeyFile, ClientCAFile string
+}
+
+func (f TLSFiles) config() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load server certificate %s: %w", f.CertFile, err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if f.ClientCAFile != "" {
+		pem, err := os.ReadFile(f.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("read client CA %s: no PEM certificate found", f.ClientCAFile)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
 }
