@@ -1,9 +1,9 @@
 package control
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
