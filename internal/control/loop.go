@@ -157,6 +157,10 @@ func (l *Loop) Run(ctx context.Context) error {
 		if l.onCommit != nil {
 			l.onCommit(len(group), time.Since(start))
 		}
+		// Publish before answering: a caller that got its answer reads its own write.
+		if err == nil && rev != 0 {
+			l.publish(rev)
+		}
 		for i, o := range group {
 			r := replies[i]
 			if err != nil {
@@ -170,9 +174,6 @@ func (l *Loop) Run(ctx context.Context) error {
 			l.log.Error("control loop stops: commit failed", "err", err)
 			l.drain()
 			return err
-		}
-		if rev != 0 {
-			l.publish(rev)
 		}
 	}
 }

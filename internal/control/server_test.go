@@ -267,3 +267,18 @@ func FuzzRequestBodies(f *testing.F) {
 		}
 	})
 }
+
+// TestReadYourWrites: once a change is answered, every read sees it (the view is published
+// before the answer).
+func TestReadYourWrites(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool()
+	for i := range 200 {
+		var put, got Tenant
+		json.Unmarshal(h.must("alice", "PUT", "/v1/tenants/alice/demand", DemandRequest{Replicas: i % 5}, 200), &put)
+		json.Unmarshal(h.must("alice", "GET", "/v1/tenants/alice", nil, 200), &got)
+		if got.Version != put.Version || got.Demand != i%5 {
+			t.Fatalf("write %d answered version %d, then read version %d demand %d", i, put.Version, got.Version, got.Demand)
+		}
+	}
+}
