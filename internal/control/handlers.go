@@ -34,6 +34,7 @@ var routes = []route{
 	{"PUT", "/v1/nodes/{node}", opOrAgent, true, hRegister},
 	{"POST", "/v1/nodes/{node}/heartbeat", opOrAgent, false, hHeartbeat},
 	{"GET", "/v1/nodes/{node}/layout", opOrAgent, false, hLayout},
+	{"POST", "/v1/plans/dry-run", operatorOnly, false, hPlanDryRun},
 }
 
 func hWhoami(_ *Server, w http.ResponseWriter, _ *http.Request, p Principal) error {

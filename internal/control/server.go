@@ -108,7 +108,9 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 		err := s.authorize(r, rt, &p)
 		if err == nil {
 			r = r.WithContext(context.WithValue(r.Context(), viewKey{}, s.loop.View()))
-			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+			if rt.Path != "/v1/plans/dry-run" { // a Pool document has its own, larger bound
+				r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+			}
 			err = rt.h(s, w, r, p)
 		}
 		if err != nil {

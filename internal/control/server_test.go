@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -39,6 +40,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"GET /v1/nodes/{node}/layout":     nil,
 		"DELETE /v1/tenants/{name}":       nil,
 		"POST /v1/nodes/{node}/heartbeat": nil,
+		"POST /v1/plans/dry-run":          readFile(t, "../../examples/h100-7b-exclusive.yaml"),
 	}
 	whos := []string{"", "operator", "alice", "agent-n1"}
 	checked := 0
@@ -280,5 +282,35 @@ func TestReadYourWrites(t *testing.T) {
 		if got.Version != put.Version || got.Demand != i%5 {
 			t.Fatalf("write %d answered version %d, then read version %d demand %d", i, put.Version, got.Version, got.Demand)
 		}
+	}
+}
+
+func readFile(t *testing.T, p string) []byte {
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// TestPlanDryRun: a valid Pool comes back planned; an invalid one is a 400 whose errors carry
+// api/v1's field paths.
+func TestPlanDryRun(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	var p struct {
+		Kind string `json:"kind"`
+		GPUs []any  `json:"gpus"`
+	}
+	body := h.must("operator", "POST", "/v1/plans/dry-run", readFile(t, "../../examples/h100-7b-exclusive.yaml"), 200)
+	if err := json.Unmarshal(body, &p); err != nil || p.Kind != "Plan" || len(p.GPUs) == 0 {
+		t.Fatalf("dry-run answer: %v %.300s", err, body)
+	}
+	code, body := h.do("operator", "POST", "/v1/plans/dry-run", readFile(t, "../../api/v1/testdata/pool-invalid.yaml"))
+	var prob struct {
+		Errors []FieldError `json:"errors"`
+	}
+	json.Unmarshal(body, &prob)
+	if code != 400 || len(prob.Errors) < 2 || prob.Errors[0].Path == "" {
+		t.Fatalf("invalid pool: %d %.500s, want 400 with field paths", code, body)
 	}
 }
