@@ -26,7 +26,8 @@
 // The node side talks to the Server over HTTP (register, heartbeat, layout by long-poll);
 // SimAgent is a simulated agent for `serve --demo` and tests, not a real node agent.
 //
-// Not yet here: the planner (slices come from what agents report, not from internal/plan), MIG
+// Not yet here: the planner in the loop (it is reachable as a dry run only, through the one
+// adapter file planadapter.go; slices come from what agents report), MIG
 // gate orchestration (drain, maxUnavailable, cooldown), burst leases, slice kinds per tenant
 // (every replica takes one slice of any kind).
 package control

@@ -1,6 +1,3 @@
-// Package storetest is the contract every store.Store implementation passes: call Run from the
-// implementation's tests with a constructor that returns a fresh, empty store, and Reopen support
-// when the store is durable.
 package storetest
 
 import (
