@@ -106,11 +106,10 @@ func run(server, token string, d time.Duration, workers int, writes float64, nTe
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	var pace <-chan time.Time
+	var pace chan struct{}
 	if rate > 0 {
-		t := time.NewTicker(time.Duration(float64(time.Second) / rate))
-		defer t.Stop()
-		pace = t.C
+		pace = make(chan struct{}, workers*4)
+		go feed(ctx, pace, rate)
 	}
 	if pid > 0 {
 		go reportRSS(ctx, pid)
@@ -219,6 +218,30 @@ func reportRSS(ctx context.Context, pid int) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// feed hands out rate tokens per second, catching up every millisecond; tokens the workers are
+// too busy to take are dropped (the run then reports the rate it reached).
+func feed(ctx context.Context, pace chan<- struct{}, rate float64) {
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	start, sent := time.Now(), 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		due := int(time.Since(start).Seconds() * rate)
+		for sent < due {
+			select {
+			case pace <- struct{}{}:
+				sent++
+			default:
+				sent = due
+			}
 		}
 	}
 }
