@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +23,25 @@ type harness struct {
 	srv    *httptest.Server
 	tokens map[string]string // label → secret
 	stop   func()
+	audit  *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func newHarness(t testing.TB, cfg ServerConfig) *harness {
@@ -38,8 +58,8 @@ func newHarness(t testing.TB, cfg ServerConfig) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { loop.Run(ctx); close(done) }()
-	h := &harness{t: t, loop: loop, tokens: map[string]string{}}
-	h.srv = httptest.NewServer(NewServer(loop, cfg, log, log))
+	h := &harness{t: t, loop: loop, tokens: map[string]string{}, audit: &syncBuffer{}}
+	h.srv = httptest.NewServer(NewServer(loop, cfg, log, slog.New(slog.NewJSONHandler(h.audit, nil))))
 	h.stop = func() { h.srv.Close(); cancel(); <-done; st.Close() }
 	t.Cleanup(h.stop)
 	// Tokens are seeded straight into the engine (the bootstrap path serve uses).

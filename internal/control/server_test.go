@@ -3,6 +3,7 @@ package control
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -312,5 +313,40 @@ func TestPlanDryRun(t *testing.T) {
 	json.Unmarshal(body, &prob)
 	if code != 400 || len(prob.Errors) < 2 || prob.Errors[0].Path == "" {
 		t.Fatalf("invalid pool: %d %.500s, want 400 with field paths", code, body)
+	}
+}
+
+// TestAuditAndMetrics: every change leaves one audit record naming who did what; reads leave
+// none; /metrics reports grants per tenant and request counts.
+func TestAuditAndMetrics(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool() // 2 registrations + 2 tenants = 4 changes
+	h.must("alice", "PUT", "/v1/tenants/alice/demand", DemandRequest{Replicas: 1}, 200)
+	h.must("alice", "GET", "/v1/tenants/alice", nil, 200)
+	h.do("alice", "PUT", "/v1/tenants/bob/demand", DemandRequest{Replicas: 1}) // refused: no record
+	lines := strings.Split(strings.TrimSpace(h.audit.String()), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("%d audit records, want 5 (4 seed changes + 1 demand change):\n%s", len(lines), h.audit.String())
+	}
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(lines[4]), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec["role"] != "tenant" || rec["tenant"] != "alice" || rec["method"] != "PUT" || rec["path"] != "/v1/tenants/alice/demand" || rec["status"] != 200.0 {
+		t.Fatalf("audit record %v", rec)
+	}
+	resp, err := http.Get(h.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	io.Copy(&b, resp.Body)
+	for _, want := range []string{`gpupool_grants{tenant="alice"} 1`, `gpupool_demand_replicas{tenant="bob"} 3`,
+		`gpupool_capacity_slices 8`, `gpupool_api_requests_total{code="200",route="/v1/tenants/{name}/demand"} 1`,
+		`gpupool_api_requests_total{code="404",route="/v1/tenants/{name}/demand"} 1`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }
