@@ -43,6 +43,8 @@ func newServeCmd(e *env) *cobra.Command {
 	f.Float64Var(&o.Server.Rate, "rate", 1000, "requests per second allowed per token")
 	f.IntVar(&o.Server.Burst, "burst", 2000, "burst of requests allowed per token")
 	f.DurationVar(&o.Loop.Engine.NodeTimeout, "node-timeout", 30*time.Second, "silence after which a node's slices leave the pool")
+	f.Float64Var(&o.Loop.Engine.BurstPoolPercent, "burst-pool-percent", 0, "share of the slices lent only as burst leases")
+	f.DurationVar(&o.Loop.Engine.LeaseDuration, "lease", 0, "how long a burst lease lasts (0: no leases)")
 	f.StringVar(&o.TLS.CertFile, "tls-cert", "", "serve HTTPS with this certificate (PEM)")
 	f.StringVar(&o.TLS.KeyFile, "tls-key", "", "the certificate's private key (PEM)")
 	f.StringVar(&o.TLS.ClientCAFile, "client-ca", "", "require client certificates signed by this CA (mutual TLS)")

@@ -28,6 +28,6 @@
 //
 // Not yet here: the planner in the loop (it is reachable as a dry run only, through the one
 // adapter file planadapter.go; slices come from what agents report), MIG
-// gate orchestration (drain, maxUnavailable, cooldown), burst leases, slice kinds per tenant
+// gate orchestration (drain, maxUnavailable, cooldown), slice kinds per tenant
 // (every replica takes one slice of any kind).
 package control

@@ -13,6 +13,10 @@ import (
 type EngineConfig struct {
 	// NodeTimeout is how long a node may stay silent before its slices leave the pool.
 	NodeTimeout time.Duration
+	// BurstPoolPercent of the slices is lent only as leases; LeaseDuration is how long a lease
+	// lasts (0: no leases). Leases are not kept across a restart: the allocator decides again.
+	BurstPoolPercent float64
+	LeaseDuration    time.Duration
 	// EventsKept bounds the event history: it holds at least this many and at most twice.
 	EventsKept int
 }
@@ -117,7 +121,7 @@ func restoreEngine(cfg EngineConfig, now time.Time, st State) (*Engine, error) {
 	for _, name := range slices.Sorted(maps.Keys(e.tenants)) {
 		ts = append(ts, *e.tenants[name])
 	}
-	a, ds, err := newAllocator(now, ts, len(e.slices))
+	a, ds, err := newAllocator(now, e.cfg, ts, len(e.slices))
 	if err != nil {
 		return nil, fmt.Errorf("restore engine: %w", err)
 	}

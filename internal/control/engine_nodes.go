@@ -117,8 +117,12 @@ func (e *Engine) decide(now time.Time, ds []decision) {
 			}
 			e.event(now, Event{Code: d.code, Tenant: g.Tenant, Node: g.Node, Grant: g.ID, Message: msg})
 		case decGrant:
-			if _, ok := e.taskGrant[d.task]; ok {
-				continue // a lease turned steady: nothing moves
+			if gid, ok := e.taskGrant[d.task]; ok { // a lease turned steady: nothing moves
+				if g := e.grants[gid]; g != nil {
+					g.Reason, g.Expires = d.reason, time.Time{}
+					e.ch.Grants[gid] = true
+				}
+				continue
 			}
 			e.grant(now, d)
 		case decQueue:
@@ -172,7 +176,7 @@ func (e *Engine) grant(now time.Time, d decision) {
 			return // cannot happen: the allocator never grants beyond capacity
 		}
 		e.nextGrant++
-		g = &Grant{ID: fmt.Sprintf("g%d", e.nextGrant), Tenant: d.tenant, Slice: sl.ID, Node: sl.Node, Since: now, Reason: d.reason}
+		g = &Grant{ID: fmt.Sprintf("g%d", e.nextGrant), Tenant: d.tenant, Slice: sl.ID, Node: sl.Node, Since: now, Reason: d.reason, Expires: d.expiry}
 		e.event(now, Event{Code: CodeGranted, Tenant: d.tenant, Node: sl.Node, Grant: g.ID,
 			Message: fmt.Sprintf("tenant %s granted slice %s (%s on %s) as %s: %s (%s)", d.tenant, sl.ID, sl.Kind, sl.Board, g.ID, d.reason, d.text)})
 	}

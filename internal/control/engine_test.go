@@ -195,3 +195,30 @@ func BenchmarkEngineSetDemand(b *testing.B) {
 		e.Take()
 	}
 }
+
+// TestBurstLeases: with a 20% burst pool on 10 slices, a tenant asking 10 runs 8 steady replicas
+// and 2 leased ones that carry their expiry; a second tenant's claim takes the leased slices back.
+func TestBurstLeases(t *testing.T) {
+	e, _ := NewEngine(EngineConfig{BurstPoolPercent: 20, LeaseDuration: 5 * time.Second}, t0)
+	e.Register(t0, "n1", inv(2, 5, "n1"))
+	e.PutTenant(t0, Tenant{Name: "a", Demand: 10})
+	checkInvariants(t, e)
+	leased := 0
+	for _, g := range e.grants {
+		if !g.Expires.IsZero() {
+			leased++
+			if !g.Expires.Equal(t0.Add(5 * time.Second)) {
+				t.Errorf("lease %s expires %s, want %s", g.ID, g.Expires, t0.Add(5*time.Second))
+			}
+		}
+	}
+	if len(e.grants) != 10 || leased != 2 {
+		t.Fatalf("%d grants, %d leased; want 10 with 2 leased (8 steady + 20%% of 10)", len(e.grants), leased)
+	}
+	// b asks 5: its fair half of the 8 steady slices is 4, so a gives up its leases and 2 steady.
+	e.PutTenant(t0.Add(time.Second), Tenant{Name: "b", Demand: 5})
+	checkInvariants(t, e)
+	if a, b := e.granted("a"), e.granted("b"); a+b != 10 || b < 2 {
+		t.Fatalf("after b's claim a=%d b=%d, want 10 in all and b at least the 2 leased slices", a, b)
+	}
+}

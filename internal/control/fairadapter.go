@@ -4,6 +4,7 @@ package control
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"gpupool.dev/gpupool/internal/fair"
@@ -30,6 +31,7 @@ type decision struct {
 	reason string // fair's reason name
 	text   string // fair's item sentence
 	by     string
+	expiry time.Time // leases
 }
 
 // allocator wraps fair.Allocator.
@@ -41,15 +43,18 @@ func fairTenant(t Tenant) fair.Tenant {
 }
 
 // newAllocator builds the allocator over tenants and capacity slices and makes its first decision.
-func newAllocator(now time.Time, tenants []Tenant, capacity int) (*allocator, []decision, error) {
+func newAllocator(now time.Time, cfg0 EngineConfig, tenants []Tenant, capacity int) (*allocator, []decision, error) {
 	// fair.New refuses reservations that do not fit the capacity, but capacity may have shrunk
 	// after they were accepted (a node left). So build over enough room for every reservation
 	// and make the real capacity the first step, exactly as a node leaving does at run time.
 	room := capacity
-	cfg := fair.Config{}
+	cfg := fair.Config{BurstPoolPercent: cfg0.BurstPoolPercent, LeaseDuration: cfg0.LeaseDuration}
 	for _, t := range tenants {
 		cfg.Tenants = append(cfg.Tenants, fairTenant(t))
 		room += t.Reservation
+	}
+	if b := cfg0.BurstPoolPercent; b > 0 && b < 100 {
+		room = int(math.Ceil(float64(room)*100/(100-b))) + 1 // the burst pool is withheld from steady room
 	}
 	cfg.Capacity = fair.Vector{resSlices: float64(room)}
 	a, err := fair.New(cfg)
@@ -115,7 +120,7 @@ func convert(d fair.Decision) []decision {
 	out := make([]decision, 0, len(d.Items))
 	for _, it := range d.Items {
 		dc := decision{tenant: it.Tenant, task: it.Task, count: it.Count, reason: it.Reason.String(),
-			text: it.Reason.Describe(), by: it.By}
+			text: it.Reason.Describe(), by: it.By, expiry: it.Expires}
 		switch it.Kind {
 		case fair.KindGrant, fair.KindLease:
 			dc.kind, dc.code = decGrant, CodeGranted

@@ -30,7 +30,11 @@ func stateOf(e *Engine) State {
 func TestEngineInvariantsProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		now := t0
-		e, _ := NewEngine(EngineConfig{NodeTimeout: 10 * time.Second}, now)
+		cfg := EngineConfig{NodeTimeout: 10 * time.Second}
+		if rapid.Bool().Draw(rt, "leases") {
+			cfg.BurstPoolPercent, cfg.LeaseDuration = 20, 5*time.Second
+		}
+		e, _ := NewEngine(cfg, now)
 		names := []string{"a", "b", "c", "d"}
 		nodes := []string{"n1", "n2", "n3"}
 		steps := rapid.IntRange(1, 40).Draw(rt, "steps")
@@ -56,7 +60,7 @@ func TestEngineInvariantsProperty(t *testing.T) {
 			}
 			checkEngine(rt, e)
 		}
-		r, err := restoreEngine(EngineConfig{NodeTimeout: 10 * time.Second}, now, stateOf(e))
+		r, err := restoreEngine(cfg, now, stateOf(e))
 		if err != nil {
 			rt.Fatal(err)
 		}

@@ -88,6 +88,8 @@ type Grant struct {
 	Node   string    `json:"node"`
 	Since  time.Time `json:"since"`
 	Reason string    `json:"reason"`
+	// Expires is when a burst lease ends (zero for a steady grant).
+	Expires time.Time `json:"expires,omitzero"`
 }
 
 // LayoutSlice is one slice of a node's desired layout and who should run on it.
