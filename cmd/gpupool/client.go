@@ -122,29 +122,40 @@ func newTenantCmd(e *env) *cobra.Command {
 			}
 			return printJSON(e.stdout, t)
 		}}
-	demand := &cobra.Command{Use: "demand NAME REPLICAS", Short: "Set how many replicas a tenant wants", Args: cobra.ExactArgs(2),
+	var rateArg float64
+	demand := &cobra.Command{Use: "demand NAME (REPLICAS | --rate R)", Short: "Set how many replicas a tenant wants, or the request rate it must serve",
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			n, err := strconv.Atoi(args[1])
-			if err != nil {
-				return invalid(fmt.Errorf("parse replicas %q: %w", args[1], err))
+			req := control.DemandRequest{Rate: rateArg}
+			if (len(args) == 2) == (rateArg != 0) {
+				return invalid(fmt.Errorf("set demand of tenant %s: give REPLICAS or --rate, exactly one", args[0]))
+			}
+			if len(args) == 2 {
+				n, err := strconv.Atoi(args[1])
+				if err != nil {
+					return invalid(fmt.Errorf("parse replicas %q: %w", args[1], err))
+				}
+				req.Replicas = n
 			}
 			var t control.Tenant
-			if err := cl.call(cmd.Context(), "PUT", "/v1/tenants/"+args[0]+"/demand", control.DemandRequest{Replicas: n}, &t); err != nil {
+			if err := cl.call(cmd.Context(), "PUT", "/v1/tenants/"+args[0]+"/demand", req, &t); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(e.stdout, "tenant %s: demand %d (version %d)\n", t.Name, t.Demand, t.Version)
+			_, err := fmt.Fprintf(e.stdout, "tenant %s: demand %d (version %d)\n", t.Name, t.Demand, t.Version)
 			return err
 		}}
+	demand.Flags().Float64Var(&rateArg, "rate", 0, "requests/s to serve; replicas = ceil(rate / ratePerReplica)")
 	var weight float64
 	var path string
 	var reservation, capN int
+	var perReplica float64
 	set := &cobra.Command{Use: "set NAME REPLICAS", Short: "Add or update a tenant", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := strconv.Atoi(args[1])
 			if err != nil {
 				return invalid(fmt.Errorf("parse replicas %q: %w", args[1], err))
 			}
-			t := control.Tenant{Name: args[0], Path: path, Weight: weight, Demand: n, Reservation: reservation, Cap: capN}
+			t := control.Tenant{Name: args[0], Path: path, Weight: weight, Demand: n, Reservation: reservation, Cap: capN, RatePerReplica: perReplica}
 			if err := cl.call(cmd.Context(), "PUT", "/v1/tenants/"+args[0], t, &t); err != nil {
 				return err
 			}
@@ -155,6 +166,7 @@ func newTenantCmd(e *env) *cobra.Command {
 	set.Flags().StringVar(&path, "path", "", "place in the hierarchy, e.g. org/team")
 	set.Flags().IntVar(&reservation, "reservation", 0, "replicas guaranteed")
 	set.Flags().IntVar(&capN, "cap", 0, "most steady replicas (0: no cap)")
+	set.Flags().Float64Var(&perReplica, "rate-per-replica", 0, "requests/s one replica serves within its SLO (lets demand be a rate)")
 	rm := &cobra.Command{Use: "rm NAME", Short: "Remove a tenant and release its grants", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cl.call(cmd.Context(), "DELETE", "/v1/tenants/"+args[0], nil, nil)

@@ -52,6 +52,13 @@ func TestClientCommands(t *testing.T) {
 	if out, _, code := cli("tenant", "demand", "alpha", "3"); code != 0 || !strings.Contains(out, "demand 3 (version 2)") {
 		t.Fatalf("tenant demand: %d %q", code, out)
 	}
+	if out, errs, code := cli("tenant", "set", "rated", "1", "--rate-per-replica", "50"); code != 0 {
+		t.Fatalf("tenant set rated: %d %q %q", code, out, errs)
+	}
+	if out, errs, code := cli("tenant", "demand", "rated", "--rate", "120"); code != 0 || !strings.Contains(out, "demand 3 ") {
+		t.Fatalf("tenant demand --rate 120 at 50 per replica: %d %q %q, want demand 3", code, out, errs)
+	}
+	cli("tenant", "rm", "rated")
 	out, _, code := cli("tenant", "list")
 	if code != 0 || !strings.Contains(out, "alpha") || !strings.Contains(out, "100.0%") {
 		t.Fatalf("tenant list: %d %q (alpha alone holds the 3 slices: 100%%)", code, out)

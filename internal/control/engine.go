@@ -3,6 +3,7 @@ package control
 import (
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"sort"
@@ -163,6 +164,9 @@ func checkTenant(t Tenant) error {
 			inv.add(f.path, "must be in [0, 100000] (got %d)", f.v)
 		}
 	}
+	if t.RatePerReplica < 0 || t.RatePerReplica > 1e9 {
+		inv.add("ratePerReplica", "must be in [0, 1e9] (got %g)", t.RatePerReplica)
+	}
 	if t.Cap > 0 && t.Reservation > t.Cap {
 		inv.add("reservation", "must not exceed cap %d (got %d)", t.Cap, t.Reservation)
 	}
@@ -218,6 +222,22 @@ func (e *Engine) DeleteTenant(now time.Time, name string) error {
 	e.decide(now, ds)
 	e.finish()
 	return nil
+}
+
+// SetDemandRate sets a tenant's demand from a request rate: ceil(rate / ratePerReplica) replicas.
+func (e *Engine) SetDemandRate(now time.Time, name string, rate float64) (Tenant, error) {
+	t, ok := e.tenants[name]
+	if !ok {
+		return Tenant{}, fmt.Errorf("set demand of tenant %s: %w", name, ErrNotFound)
+	}
+	if t.RatePerReplica <= 0 {
+		return Tenant{}, &InvalidError{Fields: []FieldError{{Path: "rate", Message: fmt.Sprintf("tenant %s has no ratePerReplica: give replicas, or set ratePerReplica first", name)}}}
+	}
+	if rate < 0 || rate > 1e9 || math.IsNaN(rate) {
+		return Tenant{}, &InvalidError{Fields: []FieldError{{Path: "rate", Message: fmt.Sprintf("must be in [0, 1e9] (got %g)", rate)}}}
+	}
+	n := int(math.Ceil(rate/t.RatePerReplica - 1e-9))
+	return e.SetDemand(now, name, n)
 }
 
 // SetDemand changes how many replicas a tenant wants and returns the stored tenant.

@@ -140,8 +140,11 @@ func hDeleteTenant(s *Server, w http.ResponseWriter, r *http.Request, _ Principa
 }
 
 // DemandRequest is the body of PUT /v1/tenants/{name}/demand.
+// Give either replicas or a rate (requests/s, turned into replicas by the tenant's
+// ratePerReplica).
 type DemandRequest struct {
-	Replicas int `json:"replicas"`
+	Replicas int     `json:"replicas,omitempty"`
+	Rate     float64 `json:"rate,omitempty"`
 }
 
 func hSetDemand(s *Server, w http.ResponseWriter, r *http.Request, p Principal) error {
@@ -153,7 +156,15 @@ func hSetDemand(s *Server, w http.ResponseWriter, r *http.Request, p Principal) 
 	if err := decodeBody(r, &d); err != nil {
 		return err
 	}
-	v, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) { return e.SetDemand(now, name, d.Replicas) })
+	if d.Rate != 0 && d.Replicas != 0 {
+		return &InvalidError{Fields: []FieldError{{Path: "rate", Message: "give replicas or rate, not both"}}}
+	}
+	v, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) {
+		if d.Rate != 0 {
+			return e.SetDemandRate(now, name, d.Rate)
+		}
+		return e.SetDemand(now, name, d.Replicas)
+	})
 	if err != nil {
 		return err
 	}

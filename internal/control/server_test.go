@@ -350,3 +350,24 @@ func TestAuditAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestDemandAsRate: 250 requests/s at 60 per replica is ceil(4.17) = 5 replicas; a tenant without
+// ratePerReplica, or a body with both fields, is a 400 naming "rate".
+func TestDemandAsRate(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool()
+	h.must("operator", "PUT", "/v1/tenants/alice", Tenant{Demand: 1, RatePerReplica: 60}, 200)
+	var got Tenant
+	json.Unmarshal(h.must("alice", "PUT", "/v1/tenants/alice/demand", []byte(`{"rate":250}`), 200), &got)
+	if got.Demand != 5 {
+		t.Fatalf("rate 250 at 60 per replica: demand %d, want 5", got.Demand)
+	}
+	for _, body := range []string{`{"rate":10,"replicas":2}`} {
+		if code, out := h.do("alice", "PUT", "/v1/tenants/alice/demand", []byte(body)); code != 400 || !strings.Contains(string(out), `"path":"rate"`) {
+			t.Errorf("%s: %d %s", body, code, out)
+		}
+	}
+	if code, out := h.do("bob", "PUT", "/v1/tenants/bob/demand", []byte(`{"rate":10}`)); code != 400 || !strings.Contains(string(out), "ratePerReplica") {
+		t.Errorf("rate without ratePerReplica: %d %s", code, out)
+	}
+}

@@ -31,6 +31,9 @@ type Tenant struct {
 	Demand      int `json:"demand"`
 	Reservation int `json:"reservation,omitempty"`
 	Cap         int `json:"cap,omitempty"`
+	// RatePerReplica is the request rate (requests/s) one replica serves within its SLO, e.g. the
+	// maximum rate `gpupool perf` reports; it lets demand be given as a rate.
+	RatePerReplica float64 `json:"ratePerReplica,omitempty"`
 	// Version grows by one on every change of the tenant; clients read it back to know their
 	// write is the one stored.
 	Version uint64 `json:"version"`
