@@ -259,3 +259,46 @@ func newApplyCmd(e *env) *cobra.Command {
 }
 
 func newHTTPClient() *http.Client { return &http.Client{Timeout: 60 * time.Second} }
+
+func newNodeCmd(e *env) *cobra.Command {
+	c := &cobra.Command{Use: "node", Short: "List nodes, cordon and uncordon them (operator only)"}
+	cl := clientFlags(c)
+	list := &cobra.Command{Use: "list", Short: "Nodes with their slices, heartbeat and state", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var ns []control.Node
+			if err := cl.call(cmd.Context(), "GET", "/v1/nodes", nil, &ns); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tGPUS\tSLICES\tSTATE\tLAST SEEN\tLAYOUT")
+			for _, n := range ns {
+				state := "ready"
+				switch {
+				case n.Lost:
+					state = "lost"
+				case n.Cordoned:
+					state = "cordoned"
+				}
+				slices := 0
+				for _, g := range n.Inventory.GPUs {
+					slices += len(g.Slices)
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\n", n.Name, len(n.Inventory.GPUs), slices, state, n.LastSeen.Format(time.RFC3339), n.LayoutRevision)
+			}
+			return tw.Flush()
+		}}
+	cordon := func(use string, on bool) *cobra.Command {
+		return &cobra.Command{Use: use + " NODE", Short: map[bool]string{true: "Take a node's slices out of the pool; its replicas move elsewhere", false: "Return a node's slices to the pool"}[on],
+			Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				var n control.Node
+				if err := cl.call(cmd.Context(), "PUT", "/v1/nodes/"+args[0]+"/cordon", control.CordonRequest{Cordoned: on}, &n); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(e.stdout, "node %s: cordoned %v (layout revision %d)\n", n.Name, n.Cordoned, n.LayoutRevision)
+				return err
+			}}
+	}
+	c.AddCommand(list, cordon("cordon", true), cordon("uncordon", false))
+	return c
+}

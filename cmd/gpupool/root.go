@@ -54,6 +54,7 @@ func newRootCmd(e *env) *cobra.Command {
 		newTenantCmd(e),
 		newGrantsCmd(e),
 		newTokenCmd(e),
+		newNodeCmd(e),
 		newApplyCmd(e),
 	)
 	return root

@@ -87,6 +87,16 @@ func TestClientCommands(t *testing.T) {
 	if code != 0 || strings.Count(out, "tenant ") < 2 {
 		t.Fatalf("apply: %d %q %q", code, out, errs)
 	}
+	if out, _, code := cli("node", "cordon", "n1"); code != 0 || !strings.Contains(out, "cordoned true") {
+		t.Fatalf("node cordon: %d %q", code, out)
+	}
+	if out, _, code := cli("node", "list"); code != 0 || !strings.Contains(out, "cordoned") {
+		t.Fatalf("node list: %d %q", code, out)
+	}
+	out, _, _ = cli("grants", "--json")
+	if json.Unmarshal([]byte(out), &gs) != nil || len(gs) != 0 {
+		t.Fatalf("grants on the only, cordoned node: %q", out)
+	}
 	if _, _, code := cli("tenant", "rm", "alpha"); code != 0 {
 		t.Fatalf("tenant rm: %d", code)
 	}

@@ -65,7 +65,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	h.must("bob", "PUT", "/v1/tenants/bob/demand", DemandRequest{Replicas: 1}, 200)
 	changed := time.Now()
 	for {
-		demand, err := chromedp.Run(ctx, chromedp.Text(`tr[data-tenant="bob"] .demand`))
+		// One expression: the page redraws every 500 ms, so a node found by one call may be gone
+		// by the next.
+		demand, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('tr[data-tenant="bob"] .demand')?.textContent ?? ""`))
 		if err != nil {
 			t.Fatal(err)
 		}

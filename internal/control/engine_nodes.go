@@ -83,6 +83,9 @@ func (e *Engine) Heartbeat(now time.Time, node string) error {
 func sliceID(node, gpu string, i int) string { return node + "/" + gpu + "/" + strconv.Itoa(i) }
 
 func (e *Engine) addSlices(n *Node) {
+	if n.Cordoned {
+		return
+	}
 	for _, g := range n.Inventory.GPUs {
 		for i, k := range g.Slices {
 			id := sliceID(n.Name, g.UUID, i)
@@ -232,4 +235,38 @@ func (e *Engine) moveOrphans(now time.Time) {
 		e.ch.Grants[g.ID] = true
 		e.dirtyNodes[g.Node] = true
 	}
+}
+
+// Cordon takes a node's slices out of the pool (on) or brings them back (off). Its replicas move
+// to free slices elsewhere, or the allocator trims them when the pool is too small.
+func (e *Engine) Cordon(now time.Time, node string, on bool) (Node, error) {
+	n, ok := e.nodes[node]
+	if !ok {
+		return Node{}, fmt.Errorf("cordon node %s: %w", node, ErrNotFound)
+	}
+	if n.Cordoned == on {
+		return *n, nil
+	}
+	if on {
+		if !n.Lost {
+			e.removeSlices(n)
+		}
+		n.Cordoned = true
+		e.event(now, Event{Code: CodeNodeCordoned, Node: node, Message: fmt.Sprintf("node %s cordoned: its %d slices leave the pool", node, countSlices(n.Inventory))})
+	} else {
+		n.Cordoned = false
+		if !n.Lost {
+			e.addSlices(n)
+		}
+		e.event(now, Event{Code: CodeNodeUncordoned, Node: node, Message: fmt.Sprintf("node %s uncordoned: its %d slices return to the pool", node, countSlices(n.Inventory))})
+	}
+	e.ch.Nodes[node] = true
+	e.dirtyNodes[node] = true
+	ds, err := e.alloc.setCapacity(now, len(e.slices))
+	if err != nil {
+		return Node{}, fmt.Errorf("cordon node %s: %w", node, err)
+	}
+	e.decide(now, ds)
+	e.finish()
+	return *n, nil
 }

@@ -222,3 +222,39 @@ func TestBurstLeases(t *testing.T) {
 		t.Fatalf("after b's claim a=%d b=%d, want 10 in all and b at least the 2 leased slices", a, b)
 	}
 }
+
+// TestCordonMovesReplicas: cordoning n2 moves its replicas to n1's free slices; uncordoning
+// returns the room.
+func TestCordonMovesReplicas(t *testing.T) {
+	e, _ := NewEngine(EngineConfig{}, t0)
+	e.Register(t0, "n1", inv(1, 4, "n1"))
+	e.Register(t0, "n2", inv(1, 4, "n2"))
+	e.PutTenant(t0, Tenant{Name: "a", Demand: 3})
+	e.PutTenant(t0, Tenant{Name: "b", Demand: 3}) // 6 of 8 slices
+	if _, err := e.Cordon(t0, "n2", true); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, e)
+	for _, g := range e.grants {
+		if g.Node != "n1" {
+			t.Fatalf("grant %s still on cordoned %s", g.ID, g.Node)
+		}
+	}
+	if len(e.grants) != 4 {
+		t.Fatalf("%d grants on n1's 4 slices, want 4", len(e.grants))
+	}
+	e.Register(t0, "n2", inv(1, 4, "n2")) // a report does not uncordon
+	if len(e.slices) != 4 {
+		t.Fatalf("%d live slices after n2 reported while cordoned, want 4", len(e.slices))
+	}
+	if _, err := e.Cordon(t0, "n2", false); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, e)
+	if len(e.grants) != 6 {
+		t.Fatalf("%d grants after uncordon, want 6", len(e.grants))
+	}
+	if _, err := e.Cordon(t0, "nope", true); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("cordon of unknown node: %v", err)
+	}
+}

@@ -34,6 +34,7 @@ var routes = []route{
 	{"PUT", "/v1/nodes/{node}", opOrAgent, true, hRegister},
 	{"POST", "/v1/nodes/{node}/heartbeat", opOrAgent, false, hHeartbeat},
 	{"GET", "/v1/nodes/{node}/layout", opOrAgent, false, hLayout},
+	{"PUT", "/v1/nodes/{node}/cordon", operatorOnly, true, hCordon},
 	{"POST", "/v1/plans/dry-run", operatorOnly, false, hPlanDryRun},
 }
 
@@ -327,4 +328,22 @@ func hLayout(s *Server, w http.ResponseWriter, r *http.Request, p Principal) err
 			return writeJSON(w, 200, l)
 		}
 	}
+}
+
+// CordonRequest is the body of PUT /v1/nodes/{node}/cordon.
+type CordonRequest struct {
+	Cordoned bool `json:"cordoned"`
+}
+
+func hCordon(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
+	node := r.PathValue("node")
+	var c CordonRequest
+	if err := decodeBody(r, &c); err != nil {
+		return err
+	}
+	v, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) { return e.Cordon(now, node, c.Cordoned) })
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, 200, v)
 }

@@ -41,6 +41,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"GET /v1/nodes/{node}/layout":     nil,
 		"DELETE /v1/tenants/{name}":       nil,
 		"POST /v1/nodes/{node}/heartbeat": nil,
+		"PUT /v1/nodes/{node}/cordon":     CordonRequest{Cordoned: false},
 		"POST /v1/plans/dry-run":          readFile(t, "../../examples/h100-7b-exclusive.yaml"),
 	}
 	whos := []string{"", "operator", "alice", "agent-n1"}

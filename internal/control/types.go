@@ -70,6 +70,9 @@ type Node struct {
 	// Lost says the node missed heartbeats for longer than the node timeout: its slices are out
 	// of the pool until it speaks again.
 	Lost bool `json:"lost,omitempty"`
+	// Cordoned nodes keep running what they run until the allocator moves it: their slices are
+	// out of the pool, so their replicas move to free slices elsewhere (or are trimmed).
+	Cordoned bool `json:"cordoned,omitempty"`
 	// LayoutRevision grows whenever the node's desired layout changes.
 	LayoutRevision uint64 `json:"layoutRevision"`
 }
@@ -137,10 +140,12 @@ const (
 	CodeNodeRegistered Code = "NodeRegistered"
 	CodeNodeLost       Code = "NodeLost"
 	CodeNodeBack       Code = "NodeBack"
+	CodeNodeCordoned   Code = "NodeCordoned"
+	CodeNodeUncordoned Code = "NodeUncordoned"
 	CodeTokenCreated   Code = "TokenCreated"
 )
 
 // Codes lists every event code.
 var Codes = []Code{CodeTenantAdded, CodeTenantUpdated, CodeTenantRemoved, CodeDemandChanged,
 	CodeGranted, CodeReleased, CodePreempted, CodeQueued, CodeMoved, CodeNodeRegistered,
-	CodeNodeLost, CodeNodeBack, CodeTokenCreated}
+	CodeNodeLost, CodeNodeBack, CodeNodeCordoned, CodeNodeUncordoned, CodeTokenCreated}
