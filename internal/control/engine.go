@@ -236,8 +236,11 @@ func (e *Engine) SetDemandRate(now time.Time, name string, rate float64) (Tenant
 	if rate < 0 || rate > 1e9 || math.IsNaN(rate) {
 		return Tenant{}, &InvalidError{Fields: []FieldError{{Path: "rate", Message: fmt.Sprintf("must be in [0, 1e9] (got %g)", rate)}}}
 	}
-	n := int(math.Ceil(rate/t.RatePerReplica - 1e-9))
-	return e.SetDemand(now, name, n)
+	q := math.Ceil(rate/t.RatePerReplica - 1e-9)
+	if q > 100000 {
+		return Tenant{}, &InvalidError{Fields: []FieldError{{Path: "rate", Message: fmt.Sprintf("%g requests/s at %g per replica needs %g replicas, over 100000", rate, t.RatePerReplica, q)}}}
+	}
+	return e.SetDemand(now, name, int(max(q, 0)))
 }
 
 // SetDemand changes how many replicas a tenant wants and returns the stored tenant.

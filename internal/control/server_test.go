@@ -256,14 +256,14 @@ func TestLayoutLongPoll(t *testing.T) {
 
 func FuzzRequestBodies(f *testing.F) {
 	for _, s := range []string{`{"name":"a","demand":1}`, `{"replicas":3}`, `{"gpus":[{"uuid":"G","board":"H100","slices":["1g.10gb"]}]}`,
-		`{"role":"tenant","tenant":"a"}`, `{`, `null`, `[]`, `{"demand":1e400}`, `{"weight":-1,"cap":1,"reservation":9}`} {
+		`{"role":"tenant","tenant":"a"}`, `{"rate":1e308}`, `{"cordoned":true}`, `{`, `null`, `[]`, `{"demand":1e400}`, `{"weight":-1,"cap":1,"reservation":9}`} {
 		f.Add(s)
 	}
 	h := newHarness(f, ServerConfig{Rate: 1e9, Burst: 1e9})
 	h.seedPool()
 	f.Fuzz(func(t *testing.T, body string) {
 		h.t = t
-		for _, ep := range [][2]string{{"POST", "/v1/tenants"}, {"PUT", "/v1/tenants/alice/demand"}, {"PUT", "/v1/nodes/n1"}, {"POST", "/v1/tokens"}} {
+		for _, ep := range [][2]string{{"POST", "/v1/tenants"}, {"PUT", "/v1/tenants/alice/demand"}, {"PUT", "/v1/nodes/n1"}, {"POST", "/v1/tokens"}, {"PUT", "/v1/nodes/n2/cordon"}} {
 			code, out := h.do("operator", ep[0], ep[1], []byte(body))
 			if code >= 500 {
 				t.Fatalf("%s %s %q: %d %s", ep[0], ep[1], body, code, out)
