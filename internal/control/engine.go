@@ -39,7 +39,8 @@ type Engine struct {
 	alloc      *allocator
 	tenants    map[string]*Tenant
 	nodes      map[string]*Node
-	slices     map[string]Slice  // live slices (of nodes not lost)
+	slices     map[string]Slice  // live slices (of nodes not lost or cordoned)
+	sliceList  []Slice           // slices sorted by id; nil when they changed (views share it)
 	sliceGrant map[string]string // slice → grant id
 	grants     map[string]*Grant
 	taskGrant  map[uint64]string

@@ -86,6 +86,7 @@ func (e *Engine) addSlices(n *Node) {
 	if n.Cordoned {
 		return
 	}
+	e.sliceList = nil
 	for _, g := range n.Inventory.GPUs {
 		for i, k := range g.Slices {
 			id := sliceID(n.Name, g.UUID, i)
@@ -95,6 +96,7 @@ func (e *Engine) addSlices(n *Node) {
 }
 
 func (e *Engine) removeSlices(n *Node) {
+	e.sliceList = nil
 	for _, g := range n.Inventory.GPUs {
 		for i := range g.Slices {
 			delete(e.slices, sliceID(n.Name, g.UUID, i))
@@ -215,7 +217,14 @@ func (e *Engine) freeSlice(tenant string) (Slice, bool) {
 
 // moveOrphans puts grants whose slice left the pool onto free slices.
 func (e *Engine) moveOrphans(now time.Time) {
-	for _, id := range slices.Sorted(maps.Keys(e.grants)) {
+	var orphans []string
+	for id, g := range e.grants {
+		if _, ok := e.slices[g.Slice]; !ok {
+			orphans = append(orphans, id)
+		}
+	}
+	slices.Sort(orphans) // deterministic moves
+	for _, id := range orphans {
 		g := e.grants[id]
 		if _, ok := e.slices[g.Slice]; ok {
 			continue

@@ -258,3 +258,17 @@ func TestCordonMovesReplicas(t *testing.T) {
 		t.Fatalf("cordon of unknown node: %v", err)
 	}
 }
+
+func BenchmarkEngineView(b *testing.B) {
+	e, _ := NewEngine(EngineConfig{}, t0)
+	for i := range 4 {
+		n := fmt.Sprintf("n%d", i)
+		e.Register(t0, n, inv(8, 4, n))
+	}
+	for i := range 50 {
+		e.PutTenant(t0, Tenant{Name: fmt.Sprintf("t%d", i), Demand: 1 + i%4})
+	}
+	for b.Loop() {
+		e.View(1)
+	}
+}

@@ -37,9 +37,13 @@ func (e *Engine) View(rev uint64) *View {
 	for _, name := range slices.Sorted(maps.Keys(e.nodes)) {
 		v.Nodes = append(v.Nodes, *e.nodes[name])
 	}
-	for _, id := range slices.Sorted(maps.Keys(e.slices)) {
-		v.Slices = append(v.Slices, e.slices[id])
+	if e.sliceList == nil {
+		e.sliceList = make([]Slice, 0, len(e.slices))
+		for _, id := range slices.Sorted(maps.Keys(e.slices)) {
+			e.sliceList = append(e.sliceList, e.slices[id])
+		}
 	}
+	v.Slices = e.sliceList // never changed in place: a change makes a new list
 	return v
 }
 
