@@ -119,61 +119,116 @@ func (l *Loop) Do(ctx context.Context, fn func(e *Engine, now time.Time) (any, e
 	}
 }
 
-// Run processes commands until ctx ends or a commit fails. A failed commit ends the loop with
-// the error: the engine then holds state the store does not, and only a restart (which restores
-// from the store) makes them agree again.
+// stage is one applied group on its way to disk: its batch, the view it makes, its answers.
+type stage struct {
+	batch   store.Batch
+	changed bool
+	view    *View
+	ops     []op
+	replies []result
+}
+
+// Run processes commands until ctx ends or a commit fails. It is a two-step pipeline: this
+// goroutine applies group N+1 to the engine while a committer writes group N, so the engine's
+// work overlaps the fsync. Commits, publications and answers keep the groups' order, and a
+// group is answered only after its own commit (and every earlier one) is on disk. A failed commit
+// ends the loop with the error: the engine then holds state the store does not, and only a
+// restart (which restores from the store) makes them agree again.
 func (l *Loop) Run(ctx context.Context) error {
 	t := time.NewTicker(l.tick)
 	defer t.Stop()
-	group := make([]op, 0, l.maxGroup)
-	replies := make([]result, 0, l.maxGroup)
+	stages := make(chan *stage, 1)
+	failed := make(chan error, 1)
+	done := make(chan struct{})
+	go func() { defer close(done); l.committer(ctx, stages, failed) }()
+	stop := func(err error) error {
+		close(stages)
+		<-done
+		l.drain()
+		return err
+	}
 	for {
-		group = group[:0]
+		st := &stage{ops: make([]op, 0, 8)}
 		select {
 		case <-ctx.Done():
-			l.drain()
-			return nil
+			return stop(nil)
+		case err := <-failed:
+			return stop(err)
 		case <-t.C:
-			group = append(group, op{run: func(e *Engine, now time.Time) (any, error) { return nil, e.Tick(now) }})
+			st.ops = append(st.ops, op{run: func(e *Engine, now time.Time) (any, error) { return nil, e.Tick(now) }})
 		case o := <-l.ops:
-			group = append(group, o)
+			st.ops = append(st.ops, o)
 		}
 	fill:
-		for len(group) < l.maxGroup {
+		for len(st.ops) < l.maxGroup {
 			select {
 			case o := <-l.ops:
-				group = append(group, o)
+				st.ops = append(st.ops, o)
 			default:
 				break fill
 			}
 		}
-		replies = replies[:0]
-		for _, o := range group {
+		for _, o := range st.ops {
 			v, err := o.run(l.engine, l.clock.Now())
-			replies = append(replies, result{v, err})
+			st.replies = append(st.replies, result{v, err})
 		}
-		start := time.Now()
-		rev, err := l.commit(ctx)
-		if l.onCommit != nil {
-			l.onCommit(len(group), time.Since(start))
-		}
-		// Publish before answering: a caller that got its answer reads its own write.
-		if err == nil && rev != 0 {
-			l.publish(rev)
-		}
-		for i, o := range group {
-			r := replies[i]
+		c := l.engine.Take()
+		if !c.Empty() {
+			b, err := l.engine.batchFor(c)
 			if err != nil {
-				r = result{nil, err}
+				l.answer(st, fmt.Errorf("commit changes: %w", err))
+				return stop(err)
 			}
-			if o.reply != nil {
-				o.reply <- r
+			st.batch, st.changed, st.view = b, true, l.engine.View(0)
+		}
+		select {
+		case stages <- st:
+		case err := <-failed:
+			l.answer(st, ErrStopped)
+			return stop(err)
+		}
+	}
+}
+
+// committer writes stages in order, publishes their views, then answers their callers. After a
+// failed commit it answers every later stage with ErrStopped.
+func (l *Loop) committer(ctx context.Context, stages <-chan *stage, failed chan<- error) {
+	var dead error
+	for st := range stages {
+		if dead != nil {
+			l.answer(st, ErrStopped)
+			continue
+		}
+		if st.changed {
+			start := time.Now()
+			rev, err := l.store.Commit(context.WithoutCancel(ctx), st.batch)
+			if l.onCommit != nil {
+				l.onCommit(len(st.ops), time.Since(start))
 			}
+			if err != nil {
+				dead = fmt.Errorf("commit changes: %w", err)
+				l.log.Error("control loop stops: commit failed", "err", dead)
+				l.answer(st, dead)
+				failed <- dead
+				continue
+			}
+			// Publish before answering: a caller that got its answer reads its own write.
+			st.view.Revision = rev
+			l.publishView(st.view)
+		}
+		l.answer(st, nil)
+	}
+}
+
+func (l *Loop) answer(st *stage, err error) {
+	for i, o := range st.ops {
+		if o.reply == nil {
+			continue
 		}
 		if err != nil {
-			l.log.Error("control loop stops: commit failed", "err", err)
-			l.drain()
-			return err
+			o.reply <- result{nil, err}
+		} else {
+			o.reply <- st.replies[i]
 		}
 	}
 }
@@ -206,8 +261,8 @@ func (l *Loop) commit(ctx context.Context) (uint64, error) {
 	return rev, nil
 }
 
-func (l *Loop) publish(rev uint64) {
-	l.view.Store(l.engine.View(rev))
+func (l *Loop) publishView(v *View) {
+	l.view.Store(v)
 	ch := make(chan struct{})
 	old := l.changed.Swap(&ch)
 	close(*old)
