@@ -10,9 +10,10 @@
 //     each tenant gets (weighted hierarchical DRF, one resource "slices"), the Engine decides which
 //     slice (a node where the tenant already runs, else the lowest free id) and moves grants whose
 //     slice left the pool. Every change is an Event with a closed Code and a sentence with numbers.
-//   - Loop: the one goroutine that owns the Engine. It takes commands in groups, writes each
-//     group's changes through the Store port in one commit (one fsync), then answers the callers
-//     and publishes an immutable View that readers use without locks. A write is acknowledged only
+//   - Loop: the one goroutine that owns the Engine. It takes commands in groups and applies them;
+//     a committer writes each group's changes through the Store port in one commit (one fsync),
+//     publishes the group's immutable View (readers use it without locks) and then answers the
+//     callers, while the engine already applies the next group. A write is acknowledged only
 //     after it is on disk; a failed commit stops the loop (a restart restores from the store).
 //     On start the Engine is rebuilt from the store: the allocator decides again and each task
 //     takes over a stored grant of its tenant (same id and slice), so a restart moves nothing.
