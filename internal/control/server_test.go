@@ -372,3 +372,27 @@ func TestDemandAsRate(t *testing.T) {
 		t.Errorf("rate without ratePerReplica: %d %s", code, out)
 	}
 }
+
+// BenchmarkAPIReadTenant is one authenticated read through the whole HTTP stack on loopback.
+func BenchmarkAPIReadTenant(b *testing.B) {
+	h := newHarness(b, ServerConfig{Rate: 1e9, Burst: 1e9})
+	h.seedPool()
+	for b.Loop() {
+		if code, _ := h.do("alice", "GET", "/v1/tenants/alice", nil); code != 200 {
+			b.Fatal(code)
+		}
+	}
+}
+
+// BenchmarkAPISetDemand is one acknowledged (fsynced) demand change through the HTTP stack.
+func BenchmarkAPISetDemand(b *testing.B) {
+	h := newHarness(b, ServerConfig{Rate: 1e9, Burst: 1e9})
+	h.seedPool()
+	i := 0
+	for b.Loop() {
+		i++
+		if code, _ := h.do("alice", "PUT", "/v1/tenants/alice/demand", DemandRequest{Replicas: i % 4}); code != 200 {
+			b.Fatal(code)
+		}
+	}
+}
