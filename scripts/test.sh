@@ -2,7 +2,8 @@
 # The one command that runs every gpupool test: formatting, vet, the race-enabled test suite
 # (unit, property, fuzz seed corpora, golden files, architecture rules) and a CLI smoke run.
 # Usage: bash scripts/test.sh        (from the repository root; needs Go and gcc; as root it also
-#        installs the MPS control daemon the internal/mps tests run against)
+#        installs the MPS control daemon the internal/mps tests run against; chromium for the
+#        console test, which skips without it outside CI)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,15 @@ fi
 
 echo "== go vet"
 go vet ./...
+
+# The console test drives Debian's chromium; outside CI it skips (saying so) when chromium is
+# absent, in CI it must run, so CI installs it once (apt keeps the package cached).
+if [[ "${CI:-}" == "true" ]] && ! command -v chromium >/dev/null 2>&1; then
+  echo "== installing Debian's chromium for the console test"
+  sudo=""; [[ $(id -u) -eq 0 ]] || sudo="sudo -n"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium
+fi
 
 echo "== go test -race"
 go test -race -count=1 -timeout 30m ./...

@@ -80,6 +80,12 @@ func newRootCmd(e *env) *cobra.Command {
 		newPlanCmd(e),
 		newFairCmd(e),
 		newAgentCmd(e),
+		newServeCmd(e),
+		newTenantCmd(e),
+		newGrantsCmd(e),
+		newTokenCmd(e),
+		newNodeCmd(e),
+		newApplyCmd(e),
 	)
 	return root
 }

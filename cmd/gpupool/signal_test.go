@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -23,6 +24,14 @@ const childEnv = "GPUPOOL_TEST_RUN_MAIN"
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
 		main()
+	}
+	// The control plane's SIGKILL test starts the server this way (serve_kill_test.go).
+	if os.Getenv("GPUPOOL_TEST_CHILD") == "1" {
+		err := run(context.Background(), strings.Fields(os.Getenv("GPUPOOL_TEST_ARGS")), os.Stdout, os.Stderr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gpupool: "+err.Error())
+		}
+		os.Exit(exitCode(err))
 	}
 	os.Exit(m.Run())
 }

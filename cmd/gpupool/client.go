@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/control"
+)
+
+// client talks to a running `gpupool serve`.
+type client struct {
+	base, token string
+	http        *http.Client
+}
+
+// apiError is a problem document returned by the server.
+type apiError struct {
+	Status int                  `json:"status"`
+	Detail string               `json:"detail"`
+	Errors []control.FieldError `json:"errors"`
+}
+
+func (e *apiError) Error() string {
+	s := fmt.Sprintf("server answered %d: %s", e.Status, e.Detail)
+	return s
+}
+
+func (c *client) call(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return fmt.Errorf("build request %s %s: %w", method, path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("call %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		pe := &apiError{Status: resp.StatusCode}
+		json.NewDecoder(resp.Body).Decode(pe)
+		if resp.StatusCode == 400 || resp.StatusCode == 404 || resp.StatusCode == 403 || resp.StatusCode == 401 {
+			return invalid(pe)
+		}
+		return pe
+	}
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// clientFlags adds --server and --token (defaults from GPUPOOL_SERVER and GPUPOOL_TOKEN).
+func clientFlags(c *cobra.Command) *client {
+	cl := &client{http: newHTTPClient()}
+	c.PersistentFlags().StringVar(&cl.base, "server", envOr("GPUPOOL_SERVER", "http://127.0.0.1:8080"), "control plane URL (env GPUPOOL_SERVER)")
+	c.PersistentFlags().StringVar(&cl.token, "token", os.Getenv("GPUPOOL_TOKEN"), "bearer token (env GPUPOOL_TOKEN)")
+	return cl
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func newTenantCmd(e *env) *cobra.Command {
+	c := &cobra.Command{Use: "tenant", Short: "List, show, change and remove tenants on a running control plane"}
+	cl := clientFlags(c)
+	var asJSON bool
+	c.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON")
+	list := &cobra.Command{Use: "list", Short: "List tenants with demand, grants, share and fair share", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var ts []control.TenantStatus
+			if err := cl.call(cmd.Context(), "GET", "/v1/tenants", nil, &ts); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(e.stdout, ts)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TENANT\tDEMAND\tGRANTED\tSHARE\tFAIR SHARE\tVERSION")
+			for _, t := range ts {
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\t%.1f%%\t%d\n", t.Name, t.Demand, t.Granted, 100*t.DominantShare, 100*t.FairShare, t.Version)
+			}
+			return tw.Flush()
+		}}
+	get := &cobra.Command{Use: "get NAME", Short: "Show one tenant", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var t control.TenantStatus
+			if err := cl.call(cmd.Context(), "GET", "/v1/tenants/"+args[0], nil, &t); err != nil {
+				return err
+			}
+			return printJSON(e.stdout, t)
+		}}
+	var rateArg float64
+	demand := &cobra.Command{Use: "demand NAME (REPLICAS | --rate R)", Short: "Set how many replicas a tenant wants, or the request rate it must serve",
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := control.DemandRequest{Rate: rateArg}
+			if (len(args) == 2) == (rateArg != 0) {
+				return invalid(fmt.Errorf("set demand of tenant %s: give REPLICAS or --rate, exactly one", args[0]))
+			}
+			if len(args) == 2 {
+				n, err := strconv.Atoi(args[1])
+				if err != nil {
+					return invalid(fmt.Errorf("parse replicas %q: %w", args[1], err))
+				}
+				req.Replicas = n
+			}
+			var t control.Tenant
+			if err := cl.call(cmd.Context(), "PUT", "/v1/tenants/"+args[0]+"/demand", req, &t); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(e.stdout, "tenant %s: demand %d (version %d)\n", t.Name, t.Demand, t.Version)
+			return err
+		}}
+	demand.Flags().Float64Var(&rateArg, "rate", 0, "requests/s to serve; replicas = ceil(rate / ratePerReplica)")
+	var weight float64
+	var path string
+	var reservation, capN int
+	var perReplica float64
+	set := &cobra.Command{Use: "set NAME REPLICAS", Short: "Add or update a tenant", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := strconv.Atoi(args[1])
+			if err != nil {
+				return invalid(fmt.Errorf("parse replicas %q: %w", args[1], err))
+			}
+			t := control.Tenant{Name: args[0], Path: path, Weight: weight, Demand: n, Reservation: reservation, Cap: capN, RatePerReplica: perReplica}
+			if err := cl.call(cmd.Context(), "PUT", "/v1/tenants/"+args[0], t, &t); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(e.stdout, "tenant %s: demand %d (version %d)\n", t.Name, t.Demand, t.Version)
+			return err
+		}}
+	set.Flags().Float64Var(&weight, "weight", 0, "weight (0 means 1)")
+	set.Flags().StringVar(&path, "path", "", "place in the hierarchy, e.g. org/team")
+	set.Flags().IntVar(&reservation, "reservation", 0, "replicas guaranteed")
+	set.Flags().IntVar(&capN, "cap", 0, "most steady replicas (0: no cap)")
+	set.Flags().Float64Var(&perReplica, "rate-per-replica", 0, "requests/s one replica serves within its SLO (lets demand be a rate)")
+	rm := &cobra.Command{Use: "rm NAME", Short: "Remove a tenant and release its grants", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cl.call(cmd.Context(), "DELETE", "/v1/tenants/"+args[0], nil, nil)
+		}}
+	c.AddCommand(list, get, demand, set, rm)
+	return c
+}
+
+func newGrantsCmd(e *env) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{Use: "grants", Short: "List the grants the caller may see (slice, node, tenant, reason)", Args: cobra.NoArgs}
+	cl := clientFlags(c)
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		var gs []control.Grant
+		if err := cl.call(cmd.Context(), "GET", "/v1/grants", nil, &gs); err != nil {
+			return err
+		}
+		if asJSON {
+			return printJSON(e.stdout, gs)
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "GRANT\tTENANT\tSLICE\tREASON")
+		for _, g := range gs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.ID, g.Tenant, g.Slice, g.Reason)
+		}
+		return tw.Flush()
+	}
+	return c
+}
+
+func newTokenCmd(e *env) *cobra.Command {
+	c := &cobra.Command{Use: "token", Short: "Create bearer tokens (operator only)"}
+	cl := clientFlags(c)
+	create := &cobra.Command{Use: "create ROLE [TENANT|NODE]", Short: "Create a token: operator, tenant NAME or agent NODE; the secret is printed once",
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r := control.TokenRequest{Role: control.Role(args[0])}
+			if len(args) == 2 {
+				if r.Role == control.RoleAgent {
+					r.Node = args[1]
+				} else {
+					r.Tenant = args[1]
+				}
+			}
+			var out control.TokenResponse
+			if err := cl.call(cmd.Context(), "POST", "/v1/tokens", r, &out); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintln(e.stdout, out.Token)
+			return err
+		}}
+	c.AddCommand(create)
+	return c
+}
+
+// newApplyCmd sends a Pool file's tenants to the control plane: name, path, weight, reservation,
+// cap, and replicas as demand (1 when unset).
+func newApplyCmd(e *env) *cobra.Command {
+	c := &cobra.Command{Use: "apply POOL", Short: "Add or update the tenants of a Pool file on a running control plane", Args: cobra.ExactArgs(1)}
+	cl := clientFlags(c)
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		raw, err := os.ReadFile(args[0])
+		if err != nil {
+			return invalid(fmt.Errorf("read pool: %w", err))
+		}
+		pool, err := v1.DecodePool(raw)
+		if err != nil {
+			return invalid(fmt.Errorf("decode pool %s: %w", args[0], err))
+		}
+		for _, t := range pool.Tenants {
+			ct := control.Tenant{Name: strings.ToLower(t.Name), Path: t.Path, Reservation: t.Reservation, Demand: 1}
+			if t.Weight != nil {
+				ct.Weight = *t.Weight
+			}
+			if t.Cap != nil {
+				ct.Cap = *t.Cap
+			}
+			if t.Replicas != nil {
+				ct.Demand = *t.Replicas
+			}
+			if err := cl.call(cmd.Context(), "PUT", "/v1/tenants/"+ct.Name, ct, &ct); err != nil {
+				return fmt.Errorf("apply tenant %s: %w", t.Name, err)
+			}
+			fmt.Fprintf(e.stdout, "tenant %s: demand %d (version %d)\n", ct.Name, ct.Demand, ct.Version)
+		}
+		return nil
+	}
+	return c
+}
+
+func newHTTPClient() *http.Client { return &http.Client{Timeout: 60 * time.Second} }
+
+func newNodeCmd(e *env) *cobra.Command {
+	c := &cobra.Command{Use: "node", Short: "List nodes, cordon and uncordon them (operator only)"}
+	cl := clientFlags(c)
+	list := &cobra.Command{Use: "list", Short: "Nodes with their slices, heartbeat and state", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var ns []control.Node
+			if err := cl.call(cmd.Context(), "GET", "/v1/nodes", nil, &ns); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tGPUS\tSLICES\tSTATE\tLAST SEEN\tLAYOUT")
+			for _, n := range ns {
+				state := "ready"
+				switch {
+				case n.Lost:
+					state = "lost"
+				case n.Cordoned:
+					state = "cordoned"
+				}
+				slices := 0
+				for _, g := range n.Inventory.GPUs {
+					slices += len(g.Slices)
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\n", n.Name, len(n.Inventory.GPUs), slices, state, n.LastSeen.Format(time.RFC3339), n.LayoutRevision)
+			}
+			return tw.Flush()
+		}}
+	cordon := func(use string, on bool) *cobra.Command {
+		return &cobra.Command{Use: use + " NODE", Short: map[bool]string{true: "Take a node's slices out of the pool; its replicas move elsewhere", false: "Return a node's slices to the pool"}[on],
+			Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				var n control.Node
+				if err := cl.call(cmd.Context(), "PUT", "/v1/nodes/"+args[0]+"/cordon", control.CordonRequest{Cordoned: on}, &n); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(e.stdout, "node %s: cordoned %v (layout revision %d)\n", n.Name, n.Cordoned, n.LayoutRevision)
+				return err
+			}}
+	}
+	c.AddCommand(list, cordon("cordon", true), cordon("uncordon", false))
+	return c
+}

@@ -1,0 +1,112 @@
+package control
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// findChromium returns a Chromium binary, or skips (fails in CI) when there is none.
+func findChromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium not found: CI must install Debian's chromium package (see scripts/test.sh)")
+	}
+	t.Skip("chromium not found: install Debian's chromium package to run the console test in a real browser")
+	return ""
+}
+
+func browser(t *testing.T) (context.Context, context.CancelFunc) {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(findChromium(t)),
+		chromedp.NoSandbox, chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelB := chromedp.NewContext(actx)
+	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	return ctx, func() { cancelT(); cancelB(); cancelA() }
+}
+
+// TestConsoleInBrowser: the console loads in headless Chromium, draws every slice of the pool,
+// shows a demand change within 2 s, and a tenant's view holds only its own tenant.
+func TestConsoleInBrowser(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool()
+	ctx, cancel := browser(t)
+	defer cancel()
+
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(h.srv.URL+"/#token="+h.tokens["operator"]),
+		chromedp.WaitVisible(`tr[data-tenant="bob"]`),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("[data-slice]").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenants, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#tenants tbody tr").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices != 8 || tenants != 2 {
+		t.Fatalf("console shows %d slices and %d tenants, want 8 and 2", slices, tenants)
+	}
+
+	// A demand change made through the API appears in the page within 2 s.
+	h.must("bob", "PUT", "/v1/tenants/bob/demand", DemandRequest{Replicas: 1}, 200)
+	changed := time.Now()
+	for {
+		// One expression: the page redraws every 500 ms, so a node found by one call may be gone
+		// by the next.
+		demand, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('tr[data-tenant="bob"] .demand')?.textContent ?? ""`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if demand == "1" {
+			break
+		}
+		if time.Since(changed) > 2*time.Second {
+			t.Fatalf("demand change not shown after 2s (page says %q)", demand)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("demand change shown after %s", time.Since(changed).Round(time.Millisecond))
+
+	// A tenant user sees its own tenant only.
+	tctx, tcancel := chromedp.NewContext(ctx)
+	defer tcancel()
+	err = chromedp.Do(tctx,
+		chromedp.Navigate(h.srv.URL+"/#token="+h.tokens["alice"]),
+		chromedp.WaitVisible(`tr[data-tenant="alice"]`),
+		chromedp.Sleep(700*time.Millisecond), // one more refresh with events
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := chromedp.Run(tctx, chromedp.Evaluate[string](`[...document.querySelectorAll("#tenants tbody tr")].map(r => r.dataset.tenant).join(",")`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := chromedp.Run(tctx, chromedp.Evaluate[string](`document.body.innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows != "alice" {
+		t.Fatalf("alice's console lists tenants %q, want only alice", rows)
+	}
+	if strings.Contains(body, "bob") {
+		t.Fatalf("alice's console mentions bob:\n%s", body)
+	}
+	if !strings.Contains(body, "(other)") {
+		t.Errorf("alice's console does not show other tenants' slices as occupied")
+	}
+}

@@ -1,0 +1,34 @@
+// Package control is the control plane behind `gpupool serve`: it holds the pool's tenants and
+// their demand, grants slices to tenant replicas through the fair allocator (internal/fair), keeps
+// the inventories agents report, and hands every node its desired layout.
+//
+// Three layers:
+//
+//   - Engine: single-threaded and IO-free. Every method takes the time as an argument and
+//     returns decisions; what changed is collected (Take) for the caller to persist. A grant is a
+//     tenant replica placed on one concrete slice (NODE/GPU/INDEX); the allocator decides how many
+//     each tenant gets (weighted hierarchical DRF, one resource "slices"), the Engine decides which
+//     slice (a node where the tenant already runs, else the lowest free id) and moves grants whose
+//     slice left the pool. Every change is an Event with a closed Code and a sentence with numbers.
+//   - Loop: the one goroutine that owns the Engine. It takes commands in groups and applies them;
+//     a committer writes each group's changes through the Store port in one commit (one fsync),
+//     publishes the group's immutable View (readers use it without locks) and then answers the
+//     callers, while the engine already applies the next group. A write is acknowledged only
+//     after it is on disk; a failed commit stops the loop (a restart restores from the store).
+//     On start the Engine is rebuilt from the store: the allocator decides again and each task
+//     takes over a stored grant of its tenant (same id and slice), so a restart moves nothing.
+//   - Server: HTTP/JSON under /v1 (openapi.json is the reference, kept equal to the route table
+//     by a test), RFC 9457 problem details with field paths, bearer tokens stored as SHA-256
+//     hashes with roles operator, tenant and agent, per-token rate limits, a body size limit, an
+//     audit record per change, Prometheus /metrics (collectors here until a shared metrics
+//     package exists), the embedded browser console at /, and optional (mutual) TLS.
+//
+// Ports declared here: Store (Load, Commit; internal/store's Bolt implements it) and Clock (Now).
+// The node side talks to the Server over HTTP (register, heartbeat, layout by long-poll);
+// SimAgent is a simulated agent for `serve --demo` and tests, not a real node agent.
+//
+// Not yet here: the planner in the loop (it is reachable as a dry run only, through the one
+// adapter file planadapter.go; slices come from what agents report), MIG
+// gate orchestration (drain, maxUnavailable, cooldown), slice kinds per tenant
+// (every replica takes one slice of any kind).
+package control

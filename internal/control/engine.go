@@ -1,0 +1,340 @@
+package control
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"regexp"
+	"slices"
+	"sort"
+	"time"
+)
+
+// EngineConfig tunes the Engine.
+type EngineConfig struct {
+	// NodeTimeout is how long a node may stay silent before its slices leave the pool.
+	NodeTimeout time.Duration
+	// BurstPoolPercent of the slices is lent only as leases; LeaseDuration is how long a lease
+	// lasts (0: no leases). Leases are not kept across a restart: the allocator decides again.
+	BurstPoolPercent float64
+	LeaseDuration    time.Duration
+	// EventsKept bounds the event history: it holds at least this many and at most twice.
+	EventsKept int
+}
+
+func (c EngineConfig) withDefaults() EngineConfig {
+	if c.NodeTimeout <= 0 {
+		c.NodeTimeout = 30 * time.Second
+	}
+	if c.EventsKept <= 0 {
+		c.EventsKept = 1000
+	}
+	return c
+}
+
+// Engine owns the pool state. It is single-threaded and does no IO: every method takes the time
+// as an argument, and what changed is collected for the caller to persist (Take).
+type Engine struct {
+	cfg        EngineConfig
+	alloc      *allocator
+	tenants    map[string]*Tenant
+	nodes      map[string]*Node
+	slices     map[string]Slice  // live slices (of nodes not lost or cordoned)
+	sliceList  []Slice           // slices sorted by id; nil when they changed (views share it)
+	sliceGrant map[string]string // slice → grant id
+	grants     map[string]*Grant
+	taskGrant  map[uint64]string
+	hints      map[string][]*Grant // restored grants waiting to be matched, per tenant
+	queued     map[string]int
+	tokens     map[string]Principal // token hash → principal (replaced, never mutated)
+	events     []Event
+	nextGrant  uint64
+	nextEvent  uint64
+	nextTenant uint64
+	ch         Changes
+	dirtyNodes map[string]bool
+}
+
+// Changes is what a command changed: the records the caller must write (a name present in a map
+// with false means deleted).
+type Changes struct {
+	Tenants map[string]bool
+	Grants  map[string]bool
+	Nodes   map[string]bool
+	Tokens  map[string]bool
+	Events  []Event
+	Dropped []uint64 // event sequence numbers that fell out of the history
+}
+
+func (c *Changes) reset() {
+	*c = Changes{Tenants: map[string]bool{}, Grants: map[string]bool{}, Nodes: map[string]bool{}, Tokens: map[string]bool{}}
+}
+
+// Empty reports whether nothing changed.
+func (c Changes) Empty() bool {
+	return len(c.Tenants)+len(c.Grants)+len(c.Nodes)+len(c.Tokens)+len(c.Events)+len(c.Dropped) == 0
+}
+
+// NewEngine returns an empty engine at now.
+func NewEngine(cfg EngineConfig, now time.Time) (*Engine, error) {
+	return restoreEngine(cfg, now, State{})
+}
+
+// State is what a store holds for an Engine.
+type State struct {
+	Tenants   []Tenant
+	Nodes     []Node
+	Grants    []Grant
+	Tokens    map[string]Principal
+	Events    []Event
+	NextGrant uint64
+	NextEvent uint64
+}
+
+// restoreEngine rebuilds an engine from stored state: nodes count as just seen, the allocator
+// decides again, and each new task takes over a stored grant of its tenant where one is left
+// (same id, same slice), so a restart moves nothing that need not move.
+func restoreEngine(cfg EngineConfig, now time.Time, st State) (*Engine, error) {
+	e := &Engine{cfg: cfg.withDefaults(), tenants: map[string]*Tenant{}, nodes: map[string]*Node{},
+		slices: map[string]Slice{}, sliceGrant: map[string]string{}, grants: map[string]*Grant{},
+		taskGrant: map[uint64]string{}, hints: map[string][]*Grant{}, queued: map[string]int{},
+		tokens: maps.Clone(st.Tokens), dirtyNodes: map[string]bool{},
+		nextGrant: st.NextGrant, nextEvent: st.NextEvent}
+	if e.tokens == nil {
+		e.tokens = map[string]Principal{}
+	}
+	e.ch.reset()
+	e.events = append(e.events, st.Events...)
+	for _, t := range st.Tenants {
+		e.tenants[t.Name] = &t
+	}
+	for _, n := range st.Nodes {
+		n.LastSeen, n.Lost = now, false
+		e.nodes[n.Name] = &n
+		e.addSlices(&n)
+	}
+	for _, g := range st.Grants {
+		e.hints[g.Tenant] = append(e.hints[g.Tenant], &g)
+	}
+	for _, gs := range e.hints {
+		sort.Slice(gs, func(i, j int) bool { return gs[i].ID < gs[j].ID })
+	}
+	ts := make([]Tenant, 0, len(e.tenants))
+	for _, name := range slices.Sorted(maps.Keys(e.tenants)) {
+		ts = append(ts, *e.tenants[name])
+	}
+	a, ds, err := newAllocator(now, e.cfg, ts, len(e.slices))
+	if err != nil {
+		return nil, fmt.Errorf("restore engine: %w", err)
+	}
+	e.alloc = a
+	e.decide(now, ds)
+	for _, gs := range e.hints { // stored grants no task took over
+		for _, g := range gs {
+			e.ch.Grants[g.ID] = false
+			e.dirtyNodes[g.Node] = true
+		}
+	}
+	e.hints = nil
+	e.finish()
+	return e, nil
+}
+
+// Take returns what changed since the last Take.
+func (e *Engine) Take() Changes {
+	c := e.ch
+	e.ch.reset()
+	return c
+}
+
+var namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$`)
+
+func checkTenant(t Tenant) error {
+	inv := &InvalidError{}
+	if !namePattern.MatchString(t.Name) {
+		inv.add("name", "must be 1-63 lower-case letters, digits, '.', '_' or '-', starting and ending with a letter or digit (got %q)", t.Name)
+	}
+	if t.Weight < 0 || t.Weight > 1e6 {
+		inv.add("weight", "must be in [0, 1e6] (got %g)", t.Weight)
+	}
+	for _, f := range []struct {
+		path string
+		v    int
+	}{{"demand", t.Demand}, {"reservation", t.Reservation}, {"cap", t.Cap}} {
+		if f.v < 0 || f.v > 100000 {
+			inv.add(f.path, "must be in [0, 100000] (got %d)", f.v)
+		}
+	}
+	if t.RatePerReplica < 0 || t.RatePerReplica > 1e9 {
+		inv.add("ratePerReplica", "must be in [0, 1e9] (got %g)", t.RatePerReplica)
+	}
+	if t.Cap > 0 && t.Reservation > t.Cap {
+		inv.add("reservation", "must not exceed cap %d (got %d)", t.Cap, t.Reservation)
+	}
+	return inv.err()
+}
+
+// PutTenant adds a tenant or updates one (its path cannot change).
+func (e *Engine) PutTenant(now time.Time, t Tenant) (Tenant, error) {
+	if err := checkTenant(t); err != nil {
+		return Tenant{}, err
+	}
+	old, ok := e.tenants[t.Name]
+	var ds []decision
+	var err error
+	if ok {
+		if old.Path != t.Path {
+			return Tenant{}, &InvalidError{Fields: []FieldError{{Path: "path", Message: fmt.Sprintf("cannot change from %q to %q: remove the tenant and add it again", old.Path, t.Path)}}}
+		}
+		ds, err = e.alloc.updateTenant(now, t)
+	} else {
+		ds, err = e.alloc.addTenant(now, t)
+	}
+	if err != nil { // the allocator refuses what cannot hold (a reservation beyond the pool)
+		return Tenant{}, fmt.Errorf("put tenant %s: %w: %w", t.Name, ErrConflict, err)
+	}
+	code, msg := CodeTenantAdded, fmt.Sprintf("tenant %s added with demand %d, weight %g", t.Name, t.Demand, t.Weight)
+	if ok {
+		t.Version = old.Version
+		code, msg = CodeTenantUpdated, fmt.Sprintf("tenant %s updated: demand %d, weight %g, reservation %d, cap %d", t.Name, t.Demand, t.Weight, t.Reservation, t.Cap)
+	}
+	t.Version++
+	e.tenants[t.Name] = &t
+	e.ch.Tenants[t.Name] = true
+	e.event(now, Event{Code: code, Tenant: t.Name, Message: msg})
+	e.decide(now, ds)
+	e.finish()
+	return t, nil
+}
+
+// DeleteTenant removes a tenant and releases its grants.
+func (e *Engine) DeleteTenant(now time.Time, name string) error {
+	if _, ok := e.tenants[name]; !ok {
+		return fmt.Errorf("delete tenant %s: %w", name, ErrNotFound)
+	}
+	ds, err := e.alloc.removeTenant(now, name)
+	if err != nil {
+		return fmt.Errorf("delete tenant %s: %w", name, err)
+	}
+	delete(e.tenants, name)
+	delete(e.queued, name)
+	e.ch.Tenants[name] = false
+	e.event(now, Event{Code: CodeTenantRemoved, Tenant: name, Message: fmt.Sprintf("tenant %s removed", name)})
+	e.decide(now, ds)
+	e.finish()
+	return nil
+}
+
+// SetDemandRate sets a tenant's demand from a request rate: ceil(rate / ratePerReplica) replicas.
+func (e *Engine) SetDemandRate(now time.Time, name string, rate float64) (Tenant, error) {
+	t, ok := e.tenants[name]
+	if !ok {
+		return Tenant{}, fmt.Errorf("set demand of tenant %s: %w", name, ErrNotFound)
+	}
+	if t.RatePerReplica <= 0 {
+		return Tenant{}, &InvalidError{Fields: []FieldError{{Path: "rate", Message: fmt.Sprintf("tenant %s has no ratePerReplica: give replicas, or set ratePerReplica first", name)}}}
+	}
+	if rate < 0 || rate > 1e9 || math.IsNaN(rate) {
+		return Tenant{}, &InvalidError{Fields: []FieldError{{Path: "rate", Message: fmt.Sprintf("must be in [0, 1e9] (got %g)", rate)}}}
+	}
+	q := math.Ceil(rate/t.RatePerReplica - 1e-9)
+	if q > 100000 {
+		return Tenant{}, &InvalidError{Fields: []FieldError{{Path: "rate", Message: fmt.Sprintf("%g requests/s at %g per replica needs %g replicas, over 100000", rate, t.RatePerReplica, q)}}}
+	}
+	return e.SetDemand(now, name, int(max(q, 0)))
+}
+
+// SetDemand changes how many replicas a tenant wants and returns the stored tenant.
+func (e *Engine) SetDemand(now time.Time, name string, demand int) (Tenant, error) {
+	t, ok := e.tenants[name]
+	if !ok {
+		return Tenant{}, fmt.Errorf("set demand of tenant %s: %w", name, ErrNotFound)
+	}
+	if demand < 0 || demand > 100000 {
+		return Tenant{}, &InvalidError{Fields: []FieldError{{Path: "replicas", Message: fmt.Sprintf("must be in [0, 100000] (got %d)", demand)}}}
+	}
+	ds, err := e.alloc.setDemand(now, name, demand)
+	if err != nil {
+		return Tenant{}, fmt.Errorf("set demand of tenant %s: %w", name, err)
+	}
+	old := t.Demand
+	t.Demand = demand
+	t.Version++
+	e.ch.Tenants[name] = true
+	e.event(now, Event{Code: CodeDemandChanged, Tenant: name, Message: fmt.Sprintf("tenant %s demand %d → %d replicas", name, old, demand)})
+	e.decide(now, ds)
+	e.finish()
+	return *t, nil
+}
+
+// AddToken records a token hash for a principal.
+func (e *Engine) AddToken(now time.Time, hash string, p Principal) {
+	e.tokens = maps.Clone(e.tokens)
+	e.tokens[hash] = p
+	e.ch.Tokens[hash] = true
+	e.event(now, Event{Code: CodeTokenCreated, Tenant: p.Tenant, Node: p.Node,
+		Message: fmt.Sprintf("%s token %q created", p.Role, p.Name)})
+}
+
+// Tick is the periodic step: nodes silent past the timeout leave the pool, and the allocator
+// re-examines waiting claims.
+func (e *Engine) Tick(now time.Time) error {
+	lost := false
+	for _, name := range slices.Sorted(maps.Keys(e.nodes)) {
+		n := e.nodes[name]
+		if !n.Lost && now.Sub(n.LastSeen) > e.cfg.NodeTimeout {
+			n.Lost, lost = true, true
+			e.removeSlices(n)
+			e.ch.Nodes[name] = true
+			e.event(now, Event{Code: CodeNodeLost, Node: name, Message: fmt.Sprintf("node %s silent for %s (timeout %s): its %d slices leave the pool", name, now.Sub(n.LastSeen).Round(time.Millisecond), e.cfg.NodeTimeout, countSlices(n.Inventory))})
+		}
+	}
+	var ds []decision
+	var err error
+	if lost {
+		ds, err = e.alloc.setCapacity(now, len(e.slices))
+	} else {
+		ds, err = e.alloc.tick(now)
+	}
+	if err != nil {
+		return fmt.Errorf("tick: %w", err)
+	}
+	e.decide(now, ds)
+	e.finish()
+	return nil
+}
+
+func (e *Engine) event(now time.Time, ev Event) {
+	e.nextEvent++
+	ev.Seq, ev.At = e.nextEvent, now
+	e.events = append(e.events, ev)
+	e.ch.Events = append(e.ch.Events, ev)
+	// Trim in chunks: the history holds between EventsKept and twice that. Views share the
+	// backing array (they never read past their own length), so trimming makes a new one.
+	if len(e.events) > 2*e.cfg.EventsKept {
+		over := len(e.events) - e.cfg.EventsKept
+		for _, old := range e.events[:over] {
+			e.ch.Dropped = append(e.ch.Dropped, old.Seq)
+		}
+		e.events = slices.Clone(e.events[over:])
+	}
+}
+
+// finish bumps the layout revision of every node whose layout changed.
+func (e *Engine) finish() {
+	for name := range e.dirtyNodes {
+		if n, ok := e.nodes[name]; ok {
+			n.LayoutRevision++
+			e.ch.Nodes[name] = true
+		}
+	}
+	clear(e.dirtyNodes)
+}
+
+func countSlices(inv Inventory) int {
+	n := 0
+	for _, g := range inv.GPUs {
+		n += len(g.Slices)
+	}
+	return n
+}

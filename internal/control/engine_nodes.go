@@ -1,0 +1,281 @@
+package control
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+)
+
+func checkInventory(node string, inv Inventory) error {
+	bad := &InvalidError{}
+	if !namePattern.MatchString(node) {
+		bad.add("node", "must be 1-63 lower-case letters, digits, '.', '_' or '-' (got %q)", node)
+	}
+	if len(inv.GPUs) > 64 {
+		bad.add("inventory.gpus", "at most 64 GPUs per node (got %d)", len(inv.GPUs))
+	}
+	seen := map[string]bool{}
+	for i, g := range inv.GPUs {
+		p := fmt.Sprintf("inventory.gpus[%d]", i)
+		if g.UUID == "" || len(g.UUID) > 128 {
+			bad.add(p+".uuid", "must be 1-128 characters (got %d)", len(g.UUID))
+		} else if seen[g.UUID] {
+			bad.add(p+".uuid", "duplicate %q", g.UUID)
+		}
+		seen[g.UUID] = true
+		if len(g.Slices) > 64 {
+			bad.add(p+".slices", "at most 64 slices per GPU (got %d)", len(g.Slices))
+		}
+		for j, k := range g.Slices {
+			if k == "" || len(k) > 64 {
+				bad.add(fmt.Sprintf("%s.slices[%d]", p, j), "must be 1-64 characters")
+			}
+		}
+	}
+	return bad.err()
+}
+
+// Register records a node's inventory (a first registration or a new report) and marks it seen.
+func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, error) {
+	if err := checkInventory(node, inv); err != nil {
+		return Node{}, err
+	}
+	n, ok := e.nodes[node]
+	if !ok {
+		n = &Node{Name: node}
+		e.nodes[node] = n
+		e.event(now, Event{Code: CodeNodeRegistered, Node: node, Message: fmt.Sprintf("node %s registered with %d GPUs and %d slices", node, len(inv.GPUs), countSlices(inv))})
+	} else if n.Lost {
+		e.event(now, Event{Code: CodeNodeBack, Node: node, Message: fmt.Sprintf("node %s is back with %d slices", node, countSlices(inv))})
+	}
+	if !n.Lost {
+		e.removeSlices(n)
+	}
+	n.Inventory, n.LastSeen, n.Lost = inv, now, false
+	e.addSlices(n)
+	e.ch.Nodes[node] = true
+	e.dirtyNodes[node] = true
+	ds, err := e.alloc.setCapacity(now, len(e.slices))
+	if err != nil {
+		return Node{}, fmt.Errorf("register node %s: %w", node, err)
+	}
+	e.decide(now, ds)
+	e.finish()
+	return *n, nil
+}
+
+// Heartbeat marks a node seen. A lost node's heartbeat brings its slices back.
+func (e *Engine) Heartbeat(now time.Time, node string) error {
+	n, ok := e.nodes[node]
+	if !ok {
+		return fmt.Errorf("heartbeat of node %s: %w: register first", node, ErrNotFound)
+	}
+	n.LastSeen = now
+	if n.Lost {
+		_, err := e.Register(now, node, n.Inventory)
+		return err
+	}
+	return nil
+}
+
+func sliceID(node, gpu string, i int) string { return node + "/" + gpu + "/" + strconv.Itoa(i) }
+
+func (e *Engine) addSlices(n *Node) {
+	if n.Cordoned {
+		return
+	}
+	e.sliceList = nil
+	for _, g := range n.Inventory.GPUs {
+		for i, k := range g.Slices {
+			id := sliceID(n.Name, g.UUID, i)
+			e.slices[id] = Slice{ID: id, Node: n.Name, GPU: g.UUID, Board: g.Board, Kind: k}
+		}
+	}
+}
+
+func (e *Engine) removeSlices(n *Node) {
+	e.sliceList = nil
+	for _, g := range n.Inventory.GPUs {
+		for i := range g.Slices {
+			delete(e.slices, sliceID(n.Name, g.UUID, i))
+		}
+	}
+}
+
+// decide maps allocator decisions onto slices, then moves grants whose slice left the pool.
+func (e *Engine) decide(now time.Time, ds []decision) {
+	for _, d := range ds {
+		switch d.kind {
+		case decStop:
+			gid, ok := e.taskGrant[d.task]
+			if !ok {
+				continue
+			}
+			g := e.grants[gid]
+			e.dropGrant(g)
+			delete(e.taskGrant, d.task)
+			msg := fmt.Sprintf("grant %s of tenant %s on slice %s stopped: %s (%s)", g.ID, g.Tenant, g.Slice, d.reason, d.text)
+			if d.by != "" {
+				msg += "; made room for tenant " + d.by
+			}
+			e.event(now, Event{Code: d.code, Tenant: g.Tenant, Node: g.Node, Grant: g.ID, Message: msg})
+		case decGrant:
+			if gid, ok := e.taskGrant[d.task]; ok { // a lease turned steady: nothing moves
+				if g := e.grants[gid]; g != nil {
+					g.Reason, g.Expires = d.reason, time.Time{}
+					e.ch.Grants[gid] = true
+				}
+				continue
+			}
+			e.grant(now, d)
+		case decQueue:
+			if e.queued[d.tenant] != d.count {
+				e.queued[d.tenant] = d.count
+				e.event(now, Event{Code: CodeQueued, Tenant: d.tenant, Message: fmt.Sprintf("tenant %s waits for %d more replicas: %s (%s)", d.tenant, d.count, d.reason, d.text)})
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(e.queued)) {
+		if t, ok := e.tenants[name]; ok && e.granted(name) >= t.Demand {
+			delete(e.queued, name)
+		}
+	}
+	e.moveOrphans(now)
+}
+
+func (e *Engine) granted(tenant string) int {
+	n := 0
+	for _, g := range e.grants {
+		if g.Tenant == tenant {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *Engine) dropGrant(g *Grant) {
+	if e.sliceGrant[g.Slice] == g.ID {
+		delete(e.sliceGrant, g.Slice)
+	}
+	delete(e.grants, g.ID)
+	e.ch.Grants[g.ID] = false
+	e.dirtyNodes[g.Node] = true
+}
+
+func (e *Engine) grant(now time.Time, d decision) {
+	var g *Grant
+	if hs := e.hints[d.tenant]; len(hs) > 0 { // restore: take over a stored grant
+		for i, h := range hs {
+			if _, live := e.slices[h.Slice]; live && e.sliceGrant[h.Slice] == "" {
+				g = h
+				e.hints[d.tenant] = slices.Delete(hs, i, i+1)
+				break
+			}
+		}
+	}
+	if g == nil {
+		sl, ok := e.freeSlice(d.tenant)
+		if !ok {
+			return // cannot happen: the allocator never grants beyond capacity
+		}
+		e.nextGrant++
+		g = &Grant{ID: fmt.Sprintf("g%d", e.nextGrant), Tenant: d.tenant, Slice: sl.ID, Node: sl.Node, Since: now, Reason: d.reason, Expires: d.expiry}
+		e.event(now, Event{Code: CodeGranted, Tenant: d.tenant, Node: sl.Node, Grant: g.ID,
+			Message: fmt.Sprintf("tenant %s granted slice %s (%s on %s) as %s: %s (%s)", d.tenant, sl.ID, sl.Kind, sl.Board, g.ID, d.reason, d.text)})
+	}
+	e.grants[g.ID] = g
+	e.sliceGrant[g.Slice] = g.ID
+	e.taskGrant[d.task] = g.ID
+	e.ch.Grants[g.ID] = true
+	e.dirtyNodes[g.Node] = true
+}
+
+// freeSlice picks a free slice: on a node where the tenant already runs if possible, else the
+// first free one by id, so choices are deterministic.
+func (e *Engine) freeSlice(tenant string) (Slice, bool) {
+	onNode := map[string]bool{}
+	for _, g := range e.grants {
+		if g.Tenant == tenant {
+			onNode[g.Node] = true
+		}
+	}
+	var best Slice
+	found, bestLocal := false, false
+	for id, s := range e.slices {
+		if e.sliceGrant[id] != "" {
+			continue
+		}
+		local := onNode[s.Node]
+		if !found || (local && !bestLocal) || (local == bestLocal && id < best.ID) {
+			best, found, bestLocal = s, true, local
+		}
+	}
+	return best, found
+}
+
+// moveOrphans puts grants whose slice left the pool onto free slices.
+func (e *Engine) moveOrphans(now time.Time) {
+	var orphans []string
+	for id, g := range e.grants {
+		if _, ok := e.slices[g.Slice]; !ok {
+			orphans = append(orphans, id)
+		}
+	}
+	slices.Sort(orphans) // deterministic moves
+	for _, id := range orphans {
+		g := e.grants[id]
+		if _, ok := e.slices[g.Slice]; ok {
+			continue
+		}
+		sl, ok := e.freeSlice(g.Tenant)
+		if !ok {
+			continue
+		}
+		if e.sliceGrant[g.Slice] == g.ID {
+			delete(e.sliceGrant, g.Slice)
+		}
+		e.dirtyNodes[g.Node] = true
+		e.event(now, Event{Code: CodeMoved, Tenant: g.Tenant, Node: sl.Node, Grant: g.ID,
+			Message: fmt.Sprintf("grant %s of tenant %s moved from slice %s (gone) to %s", g.ID, g.Tenant, g.Slice, sl.ID)})
+		g.Slice, g.Node = sl.ID, sl.Node
+		e.sliceGrant[sl.ID] = g.ID
+		e.ch.Grants[g.ID] = true
+		e.dirtyNodes[g.Node] = true
+	}
+}
+
+// Cordon takes a node's slices out of the pool (on) or brings them back (off). Its replicas move
+// to free slices elsewhere, or the allocator trims them when the pool is too small.
+func (e *Engine) Cordon(now time.Time, node string, on bool) (Node, error) {
+	n, ok := e.nodes[node]
+	if !ok {
+		return Node{}, fmt.Errorf("cordon node %s: %w", node, ErrNotFound)
+	}
+	if n.Cordoned == on {
+		return *n, nil
+	}
+	if on {
+		if !n.Lost {
+			e.removeSlices(n)
+		}
+		n.Cordoned = true
+		e.event(now, Event{Code: CodeNodeCordoned, Node: node, Message: fmt.Sprintf("node %s cordoned: its %d slices leave the pool", node, countSlices(n.Inventory))})
+	} else {
+		n.Cordoned = false
+		if !n.Lost {
+			e.addSlices(n)
+		}
+		e.event(now, Event{Code: CodeNodeUncordoned, Node: node, Message: fmt.Sprintf("node %s uncordoned: its %d slices return to the pool", node, countSlices(n.Inventory))})
+	}
+	e.ch.Nodes[node] = true
+	e.dirtyNodes[node] = true
+	ds, err := e.alloc.setCapacity(now, len(e.slices))
+	if err != nil {
+		return Node{}, fmt.Errorf("cordon node %s: %w", node, err)
+	}
+	e.decide(now, ds)
+	e.finish()
+	return *n, nil
+}

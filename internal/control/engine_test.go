@@ -1,0 +1,274 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func inv(gpus, slicesPer int, node string) Inventory {
+	var in Inventory
+	for g := range gpus {
+		s := make([]string, slicesPer)
+		for i := range s {
+			s[i] = "3g.40gb"
+		}
+		in.GPUs = append(in.GPUs, GPU{UUID: fmt.Sprintf("GPU-%s-%d", node, g), Board: "H100-SXM5-80GB", Slices: s})
+	}
+	return in
+}
+
+// checkInvariants: every slice holds at most one grant, every grant's slice is live, no tenant
+// holds more grants than its demand, and the engine's indexes agree.
+func checkInvariants(t *testing.T, e *Engine) {
+	t.Helper()
+	perSlice := map[string]string{}
+	perTenant := map[string]int{}
+	for id, g := range e.grants {
+		if other, dup := perSlice[g.Slice]; dup {
+			t.Fatalf("slice %s holds grants %s and %s", g.Slice, other, id)
+		}
+		perSlice[g.Slice] = id
+		if _, ok := e.slices[g.Slice]; !ok {
+			t.Fatalf("grant %s on slice %s that is not live", id, g.Slice)
+		}
+		if e.sliceGrant[g.Slice] != id {
+			t.Fatalf("slice index says %q for %s, grant %s", e.sliceGrant[g.Slice], g.Slice, id)
+		}
+		perTenant[g.Tenant]++
+	}
+	for name, n := range perTenant {
+		if tn, ok := e.tenants[name]; !ok || n > tn.Demand {
+			t.Fatalf("tenant %s holds %d grants, demand %v", name, n, tn)
+		}
+	}
+	if len(e.taskGrant) != len(e.grants) {
+		t.Fatalf("%d tasks for %d grants", len(e.taskGrant), len(e.grants))
+	}
+}
+
+func TestEngineGrantsFollowDemandAndNodes(t *testing.T) {
+	e, err := NewEngine(EngineConfig{NodeTimeout: 10 * time.Second}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2 nodes × 2 GPUs × 2 slices = 8 slices.
+	for _, n := range []string{"node-a", "node-b"} {
+		if _, err := e.Register(t0, n, inv(2, 2, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.PutTenant(t0, Tenant{Name: "alpha", Demand: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.PutTenant(t0, Tenant{Name: "beta", Demand: 10}); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, e)
+	// alpha wants 3 of 8 (its fair half is 4): 3; beta gets the other 5.
+	if a, b := e.granted("alpha"), e.granted("beta"); a != 3 || b != 5 {
+		t.Fatalf("granted alpha=%d beta=%d, want 3, 5", a, b)
+	}
+	// alpha asks 6. Its sharing-incentive floor is half of the 8 slices, and a claim may leave the
+	// claimant level with the victim (docs/fairness.md): one slice moves, 4 and 4.
+	tn, err := e.SetDemand(t0.Add(time.Second), "alpha", 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tn.Version != 2 {
+		t.Errorf("version %d after one change, want 2", tn.Version)
+	}
+	checkInvariants(t, e)
+	if a, b := e.granted("alpha"), e.granted("beta"); a != 4 || b != 4 {
+		t.Fatalf("granted alpha=%d beta=%d, want 4, 4", a, b)
+	}
+	// node-b goes silent: 4 slices left, 2 each; every grant sits on node-a.
+	if err := e.Heartbeat(t0.Add(5*time.Second), "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Tick(t0.Add(12 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, e)
+	if a, b := e.granted("alpha"), e.granted("beta"); a+b != 4 {
+		t.Fatalf("after node loss alpha=%d beta=%d, want 4 in all", a, b)
+	}
+	for _, g := range e.grants {
+		if g.Node != "node-a" {
+			t.Fatalf("grant %s still on %s", g.ID, g.Node)
+		}
+	}
+	c := e.Take()
+	if !c.Nodes["node-b"] || len(c.Events) == 0 {
+		t.Fatalf("changes do not name node-b or carry events: %+v", c)
+	}
+	// The lost node speaks again: 8 slices.
+	if err := e.Heartbeat(t0.Add(13*time.Second), "node-b"); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, e)
+	if a, b := e.granted("alpha"), e.granted("beta"); a+b != 8 || a < 3 {
+		t.Fatalf("after return alpha=%d beta=%d, want 8 in all and alpha at least 3", a, b)
+	}
+	if err := e.DeleteTenant(t0.Add(14*time.Second), "alpha"); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, e)
+	if b := e.granted("beta"); b != 8 {
+		t.Fatalf("beta alone has %d, want 8", b)
+	}
+}
+
+func TestEngineRejectsWithFieldPaths(t *testing.T) {
+	e, _ := NewEngine(EngineConfig{}, t0)
+	_, err := e.PutTenant(t0, Tenant{Name: "Bad Name", Demand: -1, Weight: -2, Reservation: 5, Cap: 2})
+	var inv *InvalidError
+	if !errors.As(err, &inv) {
+		t.Fatalf("err %v, want *InvalidError", err)
+	}
+	want := map[string]bool{"name": true, "demand": true, "weight": true, "reservation": true}
+	for _, f := range inv.Fields {
+		delete(want, f.Path)
+	}
+	if len(want) != 0 {
+		t.Fatalf("missing paths %v in %v", want, inv.Fields)
+	}
+	if _, err := e.SetDemand(t0, "nobody", 1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("set demand of unknown tenant: %v", err)
+	}
+}
+
+// TestRestoreKeepsGrants: a restored engine takes over the stored grants (ids and slices).
+func TestRestoreKeepsGrants(t *testing.T) {
+	e, _ := NewEngine(EngineConfig{}, t0)
+	e.Register(t0, "n1", inv(1, 4, "n1"))
+	e.PutTenant(t0, Tenant{Name: "a", Demand: 2})
+	e.PutTenant(t0, Tenant{Name: "b", Demand: 2})
+	before := e.View(1).Grants
+	st := State{Tenants: []Tenant{*e.tenants["a"], *e.tenants["b"]}, Nodes: []Node{*e.nodes["n1"]},
+		Grants: before, NextGrant: e.nextGrant, NextEvent: e.nextEvent}
+	r, err := restoreEngine(EngineConfig{}, t0.Add(time.Minute), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, r)
+	after := r.View(2).Grants
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Fatalf("grants moved on restore:\n%v\n%v", before, after)
+	}
+	if c := r.Take(); len(c.Grants) != 4 {
+		t.Fatalf("restore wrote %d grants, want the 4 it took over", len(c.Grants))
+	}
+}
+
+func TestFairShares(t *testing.T) {
+	// capacity 10; a wants 2 (w1), b wants 10 (w1), c wants 10 (w2):
+	// a gets 2; 8 left over weights 3: b 8/3, c 16/3.
+	got := fairShares(map[string]*Tenant{"a": {Name: "a", Demand: 2}, "b": {Name: "b", Demand: 10}, "c": {Name: "c", Demand: 10, Weight: 2}}, 10)
+	want := map[string]float64{"a": 0.2, "b": 8.0 / 30, "c": 16.0 / 30}
+	for k, v := range want {
+		if d := got[k] - v; d > 1e-9 || d < -1e-9 {
+			t.Errorf("%s: %g, want %g", k, got[k], v)
+		}
+	}
+}
+
+func BenchmarkEngineSetDemand(b *testing.B) {
+	e, _ := NewEngine(EngineConfig{}, t0)
+	for i := range 8 {
+		n := fmt.Sprintf("n%d", i)
+		e.Register(t0, n, inv(8, 4, n))
+	}
+	for i := range 50 {
+		e.PutTenant(t0, Tenant{Name: fmt.Sprintf("t%d", i), Demand: 4})
+	}
+	e.Take()
+	i := 0
+	for b.Loop() {
+		i++
+		if _, err := e.SetDemand(t0, fmt.Sprintf("t%d", i%50), 2+i%5); err != nil {
+			b.Fatal(err)
+		}
+		e.Take()
+	}
+}
+
+// TestBurstLeases: with a 20% burst pool on 10 slices, a tenant asking 10 runs 8 steady replicas
+// and 2 leased ones that carry their expiry; a second tenant's claim takes the leased slices back.
+func TestBurstLeases(t *testing.T) {
+	e, _ := NewEngine(EngineConfig{BurstPoolPercent: 20, LeaseDuration: 5 * time.Second}, t0)
+	e.Register(t0, "n1", inv(2, 5, "n1"))
+	e.PutTenant(t0, Tenant{Name: "a", Demand: 10})
+	checkInvariants(t, e)
+	leased := 0
+	for _, g := range e.grants {
+		if !g.Expires.IsZero() {
+			leased++
+			if !g.Expires.Equal(t0.Add(5 * time.Second)) {
+				t.Errorf("lease %s expires %s, want %s", g.ID, g.Expires, t0.Add(5*time.Second))
+			}
+		}
+	}
+	if len(e.grants) != 10 || leased != 2 {
+		t.Fatalf("%d grants, %d leased; want 10 with 2 leased (8 steady + 20%% of 10)", len(e.grants), leased)
+	}
+	// b asks 5: its fair half of the 8 steady slices is 4, so a gives up its leases and 2 steady.
+	e.PutTenant(t0.Add(time.Second), Tenant{Name: "b", Demand: 5})
+	checkInvariants(t, e)
+	if a, b := e.granted("a"), e.granted("b"); a+b != 10 || b < 2 {
+		t.Fatalf("after b's claim a=%d b=%d, want 10 in all and b at least the 2 leased slices", a, b)
+	}
+}
+
+// TestCordonMovesReplicas: cordoning n2 moves its replicas to n1's free slices; uncordoning
+// returns the room.
+func TestCordonMovesReplicas(t *testing.T) {
+	e, _ := NewEngine(EngineConfig{}, t0)
+	e.Register(t0, "n1", inv(1, 4, "n1"))
+	e.Register(t0, "n2", inv(1, 4, "n2"))
+	e.PutTenant(t0, Tenant{Name: "a", Demand: 3})
+	e.PutTenant(t0, Tenant{Name: "b", Demand: 3}) // 6 of 8 slices
+	if _, err := e.Cordon(t0, "n2", true); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, e)
+	for _, g := range e.grants {
+		if g.Node != "n1" {
+			t.Fatalf("grant %s still on cordoned %s", g.ID, g.Node)
+		}
+	}
+	if len(e.grants) != 4 {
+		t.Fatalf("%d grants on n1's 4 slices, want 4", len(e.grants))
+	}
+	e.Register(t0, "n2", inv(1, 4, "n2")) // a report does not uncordon
+	if len(e.slices) != 4 {
+		t.Fatalf("%d live slices after n2 reported while cordoned, want 4", len(e.slices))
+	}
+	if _, err := e.Cordon(t0, "n2", false); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, e)
+	if len(e.grants) != 6 {
+		t.Fatalf("%d grants after uncordon, want 6", len(e.grants))
+	}
+	if _, err := e.Cordon(t0, "nope", true); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("cordon of unknown node: %v", err)
+	}
+}
+
+func BenchmarkEngineView(b *testing.B) {
+	e, _ := NewEngine(EngineConfig{}, t0)
+	for i := range 4 {
+		n := fmt.Sprintf("n%d", i)
+		e.Register(t0, n, inv(8, 4, n))
+	}
+	for i := range 50 {
+		e.PutTenant(t0, Tenant{Name: fmt.Sprintf("t%d", i), Demand: 1 + i%4})
+	}
+	for b.Loop() {
+		e.View(1)
+	}
+}

@@ -1,0 +1,41 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// FieldError is one problem with one field of a request, named by its JSON path.
+type FieldError struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// InvalidError lists every problem of a request at once.
+type InvalidError struct{ Fields []FieldError }
+
+func (e *InvalidError) Error() string {
+	parts := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		parts[i] = f.Path + ": " + f.Message
+	}
+	return "invalid request: " + strings.Join(parts, "; ")
+}
+
+func (e *InvalidError) add(path, format string, args ...any) {
+	e.Fields = append(e.Fields, FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+func (e *InvalidError) err() error {
+	if e == nil || len(e.Fields) == 0 {
+		return nil
+	}
+	return e
+}
+
+// ErrNotFound and ErrConflict classify engine errors (wrapped with the identifiers).
+var (
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("conflict")
+)

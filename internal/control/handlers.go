@@ -1,0 +1,349 @@
+package control
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+var (
+	anyRole      = []Role{RoleOperator, RoleTenant, RoleAgent}
+	operatorOnly = []Role{RoleOperator}
+	opOrTenant   = []Role{RoleOperator, RoleTenant}
+	opOrAgent    = []Role{RoleOperator, RoleAgent}
+)
+
+// routes is every authenticated endpoint. Visibility inside a route: an operator sees all; a
+// tenant sees only its own tenant's objects (others' are "not found"); an agent only its node's.
+var routes = []route{
+	{"GET", "/v1/whoami", anyRole, false, hWhoami},
+	{"GET", "/v1/pool", anyRole, false, hPool},
+	{"GET", "/v1/tenants", opOrTenant, false, hListTenants},
+	{"POST", "/v1/tenants", operatorOnly, true, hPutTenant},
+	{"GET", "/v1/tenants/{name}", opOrTenant, false, hGetTenant},
+	{"PUT", "/v1/tenants/{name}", operatorOnly, true, hPutTenant},
+	{"DELETE", "/v1/tenants/{name}", operatorOnly, true, hDeleteTenant},
+	{"PUT", "/v1/tenants/{name}/demand", opOrTenant, true, hSetDemand},
+	{"GET", "/v1/grants", anyRole, false, hGrants},
+	{"GET", "/v1/events", anyRole, false, hEvents},
+	{"POST", "/v1/tokens", operatorOnly, true, hCreateToken},
+	{"GET", "/v1/nodes", operatorOnly, false, hNodes},
+	{"PUT", "/v1/nodes/{node}", opOrAgent, true, hRegister},
+	{"POST", "/v1/nodes/{node}/heartbeat", opOrAgent, false, hHeartbeat},
+	{"GET", "/v1/nodes/{node}/layout", opOrAgent, false, hLayout},
+	{"PUT", "/v1/nodes/{node}/cordon", operatorOnly, true, hCordon},
+	{"POST", "/v1/plans/dry-run", operatorOnly, false, hPlanDryRun},
+}
+
+func hWhoami(_ *Server, w http.ResponseWriter, _ *http.Request, p Principal) error {
+	return writeJSON(w, 200, p)
+}
+
+// PoolSlice is one slice as a principal may see it: another tenant's slice shows as occupied
+// without its name.
+type PoolSlice struct {
+	Slice
+	Tenant   string `json:"tenant,omitempty"`
+	Occupied bool   `json:"occupied"`
+}
+
+// PoolView is the pool map.
+type PoolView struct {
+	Revision uint64         `json:"revision"`
+	Capacity int            `json:"capacity"`
+	Slices   []PoolSlice    `json:"slices"`
+	Tenants  []TenantStatus `json:"tenants"`
+}
+
+func hPool(_ *Server, w http.ResponseWriter, r *http.Request, p Principal) error {
+	v := r.Context().Value(viewKey{}).(*View)
+	owner := map[string]string{}
+	for _, g := range v.Grants {
+		owner[g.Slice] = g.Tenant
+	}
+	out := PoolView{Revision: v.Revision, Capacity: v.Capacity, Slices: []PoolSlice{}, Tenants: visibleTenants(v, p)}
+	for _, s := range v.Slices {
+		if p.Role == RoleAgent && s.Node != p.Node {
+			continue
+		}
+		ps := PoolSlice{Slice: s, Occupied: owner[s.ID] != ""}
+		if p.Role != RoleTenant || owner[s.ID] == p.Tenant {
+			ps.Tenant = owner[s.ID]
+		}
+		out.Slices = append(out.Slices, ps)
+	}
+	return writeJSON(w, 200, out)
+}
+
+type viewKey struct{}
+
+func visibleTenants(v *View, p Principal) []TenantStatus {
+	out := []TenantStatus{}
+	for _, t := range v.Tenants {
+		if p.Role == RoleOperator || (p.Role == RoleTenant && t.Name == p.Tenant) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func hListTenants(_ *Server, w http.ResponseWriter, r *http.Request, p Principal) error {
+	v := r.Context().Value(viewKey{}).(*View)
+	return writeJSON(w, 200, visibleTenants(v, p))
+}
+
+func canSeeTenant(p Principal, name string) bool {
+	return p.Role == RoleOperator || (p.Role == RoleTenant && p.Tenant == name)
+}
+
+func hGetTenant(_ *Server, w http.ResponseWriter, r *http.Request, p Principal) error {
+	name := r.PathValue("name")
+	if canSeeTenant(p, name) {
+		for _, t := range r.Context().Value(viewKey{}).(*View).Tenants {
+			if t.Name == name {
+				return writeJSON(w, 200, t)
+			}
+		}
+	}
+	return errStatus(http.StatusNotFound, "tenant %s not found", name)
+}
+
+func hPutTenant(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
+	var t Tenant
+	if err := decodeBody(r, &t); err != nil {
+		return err
+	}
+	if name := r.PathValue("name"); name != "" && t.Name != name {
+		if t.Name != "" {
+			return &InvalidError{Fields: []FieldError{{Path: "name", Message: "must equal the path's tenant " + strconv.Quote(name)}}}
+		}
+		t.Name = name
+	}
+	t.Version = 0
+	v, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) { return e.PutTenant(now, t) })
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, 200, v)
+}
+
+func hDeleteTenant(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
+	name := r.PathValue("name")
+	_, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) { return nil, e.DeleteTenant(now, name) })
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// DemandRequest is the body of PUT /v1/tenants/{name}/demand.
+// Give either replicas or a rate (requests/s, turned into replicas by the tenant's
+// ratePerReplica).
+type DemandRequest struct {
+	Replicas int     `json:"replicas,omitempty"`
+	Rate     float64 `json:"rate,omitempty"`
+}
+
+func hSetDemand(s *Server, w http.ResponseWriter, r *http.Request, p Principal) error {
+	name := r.PathValue("name")
+	if !canSeeTenant(p, name) {
+		return errStatus(http.StatusNotFound, "tenant %s not found", name)
+	}
+	var d DemandRequest
+	if err := decodeBody(r, &d); err != nil {
+		return err
+	}
+	if d.Rate != 0 && d.Replicas != 0 {
+		return &InvalidError{Fields: []FieldError{{Path: "rate", Message: "give replicas or rate, not both"}}}
+	}
+	v, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) {
+		if d.Rate != 0 {
+			return e.SetDemandRate(now, name, d.Rate)
+		}
+		return e.SetDemand(now, name, d.Replicas)
+	})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, 200, v)
+}
+
+func hGrants(_ *Server, w http.ResponseWriter, r *http.Request, p Principal) error {
+	out := []Grant{}
+	for _, g := range r.Context().Value(viewKey{}).(*View).Grants {
+		if p.Role == RoleOperator || (p.Role == RoleTenant && g.Tenant == p.Tenant) || (p.Role == RoleAgent && g.Node == p.Node) {
+			out = append(out, g)
+		}
+	}
+	return writeJSON(w, 200, out)
+}
+
+// hEvents lists events after ?after=SEQ. A tenant sees its own tenant's events; an agent its node's
+// events that name no tenant.
+func hEvents(_ *Server, w http.ResponseWriter, r *http.Request, p Principal) error {
+	after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
+	out := []Event{}
+	for _, ev := range r.Context().Value(viewKey{}).(*View).Events {
+		if ev.Seq <= after {
+			continue
+		}
+		if p.Role == RoleOperator || (p.Role == RoleTenant && ev.Tenant == p.Tenant) ||
+			(p.Role == RoleAgent && ev.Node == p.Node && ev.Tenant == "") {
+			out = append(out, ev)
+		}
+	}
+	return writeJSON(w, 200, out)
+}
+
+// TokenRequest is the body of POST /v1/tokens.
+type TokenRequest struct {
+	Role   Role   `json:"role"`
+	Tenant string `json:"tenant,omitempty"`
+	Node   string `json:"node,omitempty"`
+	Name   string `json:"name,omitempty"`
+}
+
+// TokenResponse carries the secret, shown once.
+type TokenResponse struct {
+	Principal
+	Token string `json:"token"`
+}
+
+// NewSecret returns a random token secret.
+func NewSecret() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return "gp_" + hex.EncodeToString(b)
+}
+
+func checkTokenRequest(t TokenRequest) error {
+	bad := &InvalidError{}
+	switch t.Role {
+	case RoleOperator:
+	case RoleTenant:
+		if !namePattern.MatchString(t.Tenant) {
+			bad.add("tenant", "a tenant token needs a tenant name (got %q)", t.Tenant)
+		}
+	case RoleAgent:
+		if !namePattern.MatchString(t.Node) {
+			bad.add("node", "an agent token needs a node name (got %q)", t.Node)
+		}
+	default:
+		bad.add("role", "must be operator, tenant or agent (got %q)", t.Role)
+	}
+	if len(t.Name) > 128 {
+		bad.add("name", "at most 128 characters (got %d)", len(t.Name))
+	}
+	return bad.err()
+}
+
+func hCreateToken(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
+	var t TokenRequest
+	if err := decodeBody(r, &t); err != nil {
+		return err
+	}
+	if err := checkTokenRequest(t); err != nil {
+		return err
+	}
+	secret := NewSecret()
+	p := Principal{Role: t.Role, Tenant: t.Tenant, Node: t.Node, Name: t.Name}
+	if _, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) {
+		e.AddToken(now, HashToken(secret), p)
+		return nil, nil
+	}); err != nil {
+		return err
+	}
+	return writeJSON(w, 201, TokenResponse{Principal: p, Token: secret})
+}
+
+func hNodes(_ *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
+	return writeJSON(w, 200, r.Context().Value(viewKey{}).(*View).Nodes)
+}
+
+func ownNode(p Principal, node string) error {
+	if p.Role == RoleAgent && p.Node != node {
+		return errStatus(http.StatusNotFound, "node %s not found", node)
+	}
+	return nil
+}
+
+func hRegister(s *Server, w http.ResponseWriter, r *http.Request, p Principal) error {
+	node := r.PathValue("node")
+	if err := ownNode(p, node); err != nil {
+		return err
+	}
+	var in Inventory
+	if err := decodeBody(r, &in); err != nil {
+		return err
+	}
+	v, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) { return e.Register(now, node, in) })
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, 200, v)
+}
+
+func hHeartbeat(s *Server, w http.ResponseWriter, r *http.Request, p Principal) error {
+	node := r.PathValue("node")
+	if err := ownNode(p, node); err != nil {
+		return err
+	}
+	if _, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) { return nil, e.Heartbeat(now, node) }); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// hLayout returns the node's desired layout; with ?after=REV it waits (up to ?wait=, bounded by
+// the server's long-poll limit) until the layout's revision is past REV.
+func hLayout(s *Server, w http.ResponseWriter, r *http.Request, p Principal) error {
+	node := r.PathValue("node")
+	if err := ownNode(p, node); err != nil {
+		return err
+	}
+	after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
+	wait := s.cfg.LongPoll
+	if d, err := time.ParseDuration(r.URL.Query().Get("wait")); err == nil && d >= 0 && d < wait {
+		wait = d
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	for {
+		changed := s.loop.Changed()
+		l, ok := s.loop.View().Layout(node)
+		if !ok {
+			return errStatus(http.StatusNotFound, "node %s not found", node)
+		}
+		if l.Revision > after || r.URL.Query().Get("after") == "" {
+			return writeJSON(w, 200, l)
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return writeJSON(w, 200, l)
+		}
+	}
+}
+
+// CordonRequest is the body of PUT /v1/nodes/{node}/cordon.
+type CordonRequest struct {
+	Cordoned bool `json:"cordoned"`
+}
+
+func hCordon(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
+	node := r.PathValue("node")
+	var c CordonRequest
+	if err := decodeBody(r, &c); err != nil {
+		return err
+	}
+	v, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) { return e.Cordon(now, node, c.Cordoned) })
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, 200, v)
+}

@@ -1,0 +1,241 @@
+package control
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// ServerConfig tunes the HTTP API.
+type ServerConfig struct {
+	// MaxBody bounds a request body in bytes (default 64 KiB).
+	MaxBody int64
+	// Rate and Burst bound each token's requests per second (defaults 1000 and 2000).
+	Rate  float64
+	Burst int
+	// LongPoll bounds how long a layout request waits for a change (default 30s).
+	LongPoll time.Duration
+}
+
+// Server is the HTTP/JSON API under /v1, the console and /metrics.
+type Server struct {
+	loop    *Loop
+	cfg     ServerConfig
+	log     *slog.Logger
+	audit   *slog.Logger
+	metrics *apiMetrics
+	mux     *http.ServeMux
+	limMu   sync.Mutex
+	limits  map[string]*rate.Limiter
+}
+
+// NewServer builds the API over a loop. audit receives one record per change.
+func NewServer(loop *Loop, cfg ServerConfig, log, audit *slog.Logger) *Server {
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = 64 << 10
+	}
+	if cfg.Rate <= 0 {
+		cfg.Rate = 1000
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = 2000
+	}
+	if cfg.LongPoll <= 0 {
+		cfg.LongPoll = 30 * time.Second
+	}
+	s := &Server{loop: loop, cfg: cfg, log: log, audit: audit, mux: http.NewServeMux(),
+		limits: map[string]*rate.Limiter{}, metrics: newAPIMetrics(loop)}
+	for _, rt := range routes {
+		s.mux.HandleFunc(rt.Method+" "+rt.Path, s.wrap(rt))
+	}
+	s.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(openapiJSON)
+	})
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	s.mux.Handle("GET /metrics", s.metrics.handler())
+	s.mux.Handle("GET /", consoleHandler())
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// HashToken is how tokens are stored: the hex SHA-256 of the secret. Tokens are 256-bit random
+// values, so a fast hash is enough (there is nothing to brute-force as with passwords).
+func HashToken(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
+}
+
+// handlerFunc serves one route for an authenticated, authorized principal.
+type handlerFunc func(s *Server, w http.ResponseWriter, r *http.Request, p Principal) error
+
+// route is one endpoint: the table the mux, the OpenAPI test and the authorization test share.
+type route struct {
+	Method, Path string
+	Roles        []Role
+	Change       bool
+	h            handlerFunc
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (s *Server) wrap(rt route) http.HandlerFunc {
+	return func(w0 http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		w := &statusWriter{ResponseWriter: w0, status: 200}
+		var p Principal
+		err := s.authorize(r, rt, &p)
+		if err == nil {
+			r = r.WithContext(context.WithValue(r.Context(), viewKey{}, s.loop.View()))
+			if rt.Path != "/v1/plans/dry-run" { // a Pool document has its own, larger bound
+				r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+			}
+			err = rt.h(s, w, r, p)
+		}
+		if err != nil {
+			s.problem(w, r, err)
+		}
+		s.metrics.observe(rt.Path, w.status, time.Since(start))
+		if rt.Change && w.status < 300 {
+			s.audit.Info("change", "role", p.Role, "tenant", p.Tenant, "node", p.Node, "token", p.Name,
+				"method", r.Method, "path", r.URL.Path, "status", w.status)
+		}
+	}
+}
+
+// Problem errors carry an HTTP status.
+type httpError struct {
+	status int
+	title  string
+	detail string
+}
+
+func (e *httpError) Error() string { return e.detail }
+
+func errStatus(status int, format string, args ...any) error {
+	return &httpError{status: status, title: http.StatusText(status), detail: fmt.Sprintf(format, args...)}
+}
+
+func (s *Server) authorize(r *http.Request, rt route, p *Principal) error {
+	h := r.Header.Get("Authorization")
+	secret, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || secret == "" {
+		return errStatus(http.StatusUnauthorized, "missing bearer token")
+	}
+	hash := HashToken(secret)
+	pr, ok := s.loop.View().Tokens[hash]
+	if !ok {
+		return errStatus(http.StatusUnauthorized, "unknown token")
+	}
+	*p = pr
+	if !s.limiter(hash).Allow() {
+		return errStatus(http.StatusTooManyRequests, "rate limit of %g requests/s exceeded for this token", s.cfg.Rate)
+	}
+	for _, role := range rt.Roles {
+		if role == pr.Role {
+			return nil
+		}
+	}
+	return errStatus(http.StatusForbidden, "role %s may not %s %s", pr.Role, rt.Method, rt.Path)
+}
+
+func (s *Server) limiter(hash string) *rate.Limiter {
+	s.limMu.Lock()
+	defer s.limMu.Unlock()
+	l, ok := s.limits[hash]
+	if !ok {
+		l = rate.NewLimiter(rate.Limit(s.cfg.Rate), s.cfg.Burst)
+		s.limits[hash] = l
+	}
+	return l
+}
+
+// problem writes err as RFC 9457 problem details.
+func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
+	body := map[string]any{"type": "about:blank", "instance": r.URL.Path}
+	status := http.StatusInternalServerError
+	var he *httpError
+	var inv *InvalidError
+	var mb *http.MaxBytesError
+	switch {
+	case errors.As(err, &inv):
+		status = http.StatusBadRequest
+		body["errors"] = inv.Fields
+		body["detail"] = inv.Error()
+	case errors.As(err, &mb):
+		status = http.StatusRequestEntityTooLarge
+		body["detail"] = fmt.Sprintf("request body over %d bytes", mb.Limit)
+	case errors.As(err, &he):
+		status = he.status
+		body["detail"] = he.detail
+	case errors.Is(err, ErrNotFound):
+		status = http.StatusNotFound
+		body["detail"] = err.Error()
+	case errors.Is(err, ErrConflict):
+		status = http.StatusConflict
+		body["detail"] = err.Error()
+	case errors.Is(err, ErrStopped):
+		status = http.StatusServiceUnavailable
+		body["detail"] = err.Error()
+	default:
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		body["detail"] = "internal error"
+	}
+	body["status"] = status
+	body["title"] = http.StatusText(status)
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	return json.NewEncoder(w).Encode(v)
+}
+
+// decodeBody reads a JSON body strictly: unknown fields and trailing data are errors, reported
+// with the field path where Go's decoder names one.
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return err
+		}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return &InvalidError{Fields: []FieldError{{Path: te.Field, Message: fmt.Sprintf("must be %s (got %s)", te.Type, te.Value)}}}
+		}
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return &InvalidError{Fields: []FieldError{{Path: strings.Trim(f, `"`), Message: "unknown field"}}}
+		}
+		return &InvalidError{Fields: []FieldError{{Path: "", Message: "body is not valid JSON: " + err.Error()}}}
+	}
+	if dec.More() {
+		return &InvalidError{Fields: []FieldError{{Path: "", Message: "trailing data after the JSON value"}}}
+	}
+	return nil
+}

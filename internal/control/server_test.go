@@ -1,0 +1,398 @@
+package control
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestAuthorizationMatrix enumerates every route × role (plus no token) and checks the status,
+// and that whatever a tenant or agent reads names no other tenant or node.
+func TestAuthorizationMatrix(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool()
+	// Concrete paths: "own" is the caller's object, "other" someone else's.
+	fill := func(path, who string, own bool) string {
+		tenant, node := "bob", "n2"
+		if own {
+			switch who {
+			case "alice":
+				tenant = "alice"
+			case "agent-n1":
+				node = "n1"
+			}
+		}
+		if who == "operator" {
+			tenant, node = "alice", "n1"
+		}
+		return strings.NewReplacer("{name}", tenant, "{node}", node).Replace(path)
+	}
+	bodies := map[string]any{
+		"POST /v1/tenants":                Tenant{Name: "carol", Demand: 1},
+		"PUT /v1/tenants/{name}":          Tenant{Demand: 2},
+		"PUT /v1/tenants/{name}/demand":   DemandRequest{Replicas: 1},
+		"POST /v1/tokens":                 TokenRequest{Role: RoleTenant, Tenant: "carol"},
+		"PUT /v1/nodes/{node}":            inv(2, 2, "x"),
+		"GET /v1/nodes/{node}/layout":     nil,
+		"DELETE /v1/tenants/{name}":       nil,
+		"POST /v1/nodes/{node}/heartbeat": nil,
+		"PUT /v1/nodes/{node}/cordon":     CordonRequest{Cordoned: false},
+		"POST /v1/plans/dry-run":          readFile(t, "../../examples/h100-7b-exclusive.yaml"),
+	}
+	whos := []string{"", "operator", "alice", "agent-n1"}
+	checked := 0
+	for _, rt := range routes {
+		key := rt.Method + " " + rt.Path
+		for _, who := range whos {
+			for _, own := range []bool{true, false} {
+				if who == "operator" && !own {
+					continue
+				}
+				path := fill(rt.Path, who, own)
+				if rt.Method == "DELETE" && who == "operator" {
+					path = "/v1/tenants/carol" // keep alice for later rows
+				}
+				code, body := h.do(who, rt.Method, path, bodies[key])
+				checked++
+				allowed := who != "" && slices.Contains(rt.Roles, principalRole(who))
+				otherObject := strings.Contains(rt.Path, "{") && !own
+				switch {
+				case who == "":
+					if code != http.StatusUnauthorized {
+						t.Errorf("%s %s without token: %d, want 401", rt.Method, path, code)
+					}
+				case !allowed:
+					if code != http.StatusForbidden {
+						t.Errorf("%s %s as %s: %d, want 403", rt.Method, path, who, code)
+					}
+				case otherObject:
+					if code != http.StatusNotFound {
+						t.Errorf("%s %s as %s (another's object): %d %s, want 404", rt.Method, path, who, code, body)
+					}
+				default:
+					if code >= 300 {
+						t.Errorf("%s %s as %s: %d %s, want success", rt.Method, path, who, code, body)
+					}
+					leaks(t, who, path, body)
+				}
+			}
+		}
+	}
+	if want := len(routes) * 7; checked != want {
+		t.Fatalf("checked %d cases, want %d", checked, want)
+	}
+}
+
+func principalRole(who string) Role {
+	switch {
+	case who == "operator":
+		return RoleOperator
+	case strings.HasPrefix(who, "agent-"):
+		return RoleAgent
+	}
+	return RoleTenant
+}
+
+// leaks fails when a tenant's or agent's answer names another tenant or node.
+func leaks(t *testing.T, who, path string, body []byte) {
+	t.Helper()
+	s := string(body)
+	switch who {
+	case "alice":
+		for _, bad := range []string{`"bob"`, `"carol"`, `tenant bob`} {
+			if strings.Contains(s, bad) {
+				t.Errorf("alice's answer to %s names %s: %s", path, bad, s)
+			}
+		}
+	case "agent-n1": // an agent learns the tenants that run on its own node, nothing of others
+		for _, bad := range []string{`"n2"`, `"carol"`} {
+			if strings.Contains(s, bad) {
+				t.Errorf("agent n1's answer to %s names %s: %s", path, bad, s)
+			}
+		}
+	}
+}
+
+func TestTenantSeesOnlyOwnEventsAndGrants(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool()
+	h.must("bob", "PUT", "/v1/tenants/bob/demand", DemandRequest{Replicas: 5}, 200)
+	var evs []Event
+	json.Unmarshal(h.must("alice", "GET", "/v1/events", nil, 200), &evs)
+	if len(evs) == 0 {
+		t.Fatal("alice sees no events at all")
+	}
+	for _, ev := range evs {
+		if ev.Tenant != "alice" {
+			t.Fatalf("alice sees event %+v", ev)
+		}
+	}
+	var gs []Grant
+	json.Unmarshal(h.must("bob", "GET", "/v1/grants", nil, 200), &gs)
+	if len(gs) != 5 {
+		t.Fatalf("bob holds %d grants, want 5 (8 slices, alice 2)", len(gs))
+	}
+	for _, g := range gs {
+		if g.Tenant != "bob" {
+			t.Fatalf("bob sees grant %+v", g)
+		}
+	}
+}
+
+func TestProblemDetailsCarryFieldPaths(t *testing.T) {
+	h := newHarness(t, ServerConfig{MaxBody: 256})
+	h.seedPool()
+	cases := []struct {
+		body       any
+		path       string
+		wantStatus int
+		wantPath   string
+	}{
+		{Tenant{Name: "Bad!", Demand: -1}, "/v1/tenants", 400, "demand"},
+		{[]byte(`{"name":"x","demand":"many"}`), "/v1/tenants", 400, "demand"},
+		{[]byte(`{"name":"x","colour":"red"}`), "/v1/tenants", 400, "colour"},
+		{[]byte(`{"replicas":-3}`), "/v1/tenants/alice/demand", 400, "replicas"},
+		{[]byte(`{"name":"` + strings.Repeat("x", 400) + `"}`), "/v1/tenants", 413, ""},
+	}
+	for _, c := range cases {
+		method := "POST"
+		if strings.HasSuffix(c.path, "demand") {
+			method = "PUT"
+		}
+		code, body := h.do("operator", method, c.path, c.body)
+		if code != c.wantStatus {
+			t.Errorf("%v: %d %s, want %d", c.body, code, body, c.wantStatus)
+			continue
+		}
+		var p struct {
+			Status int          `json:"status"`
+			Title  string       `json:"title"`
+			Errors []FieldError `json:"errors"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil || p.Status != code || p.Title == "" {
+			t.Errorf("not a problem document: %s", body)
+		}
+		if c.wantPath != "" && !slices.ContainsFunc(p.Errors, func(f FieldError) bool { return f.Path == c.wantPath }) {
+			t.Errorf("%v: errors %v do not name %q", c.body, p.Errors, c.wantPath)
+		}
+	}
+}
+
+func TestReservationBeyondPoolIsAConflict(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool() // 8 slices
+	code, body := h.do("operator", "POST", "/v1/tenants", Tenant{Name: "big", Demand: 20, Reservation: 20})
+	if code != http.StatusConflict || !strings.Contains(string(body), "big") {
+		t.Fatalf("reservation 20 on 8 slices: %d %s, want 409 naming the tenant", code, body)
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	h := newHarness(t, ServerConfig{Rate: 1, Burst: 3})
+	codes := map[int]int{}
+	for range 6 {
+		code, _ := h.do("alice", "GET", "/v1/whoami", nil)
+		codes[code]++
+	}
+	if codes[200] != 3 || codes[429] != 3 {
+		t.Fatalf("codes %v, want 3×200 then 3×429 (burst 3, 1/s)", codes)
+	}
+}
+
+// TestOpenAPIMatchesRoutes: the OpenAPI document lists exactly the routes the server serves.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal(openapiJSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	inDoc := map[string]bool{}
+	for p, ops := range doc.Paths {
+		for m := range ops {
+			inDoc[strings.ToUpper(m)+" "+p] = true
+		}
+	}
+	for _, rt := range routes {
+		k := rt.Method + " " + rt.Path
+		if !inDoc[k] {
+			t.Errorf("route %s is not in openapi.json", k)
+		}
+		delete(inDoc, k)
+	}
+	for k := range inDoc {
+		t.Errorf("openapi.json lists %s, which no route serves", k)
+	}
+}
+
+func TestLayoutLongPoll(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool()
+	var l Layout
+	json.Unmarshal(h.must("agent-n1", "GET", "/v1/nodes/n1/layout", nil, 200), &l)
+	got := make(chan Layout, 1)
+	go func() {
+		var l2 Layout
+		_, body := h.do("agent-n1", "GET", fmt.Sprintf("/v1/nodes/n1/layout?after=%d&wait=5s", l.Revision), nil)
+		json.Unmarshal(body, &l2)
+		got <- l2
+	}()
+	h.must("operator", "DELETE", "/v1/tenants/alice", nil, 204)
+	l2 := <-got
+	if l2.Revision <= l.Revision {
+		t.Fatalf("long poll returned revision %d, not past %d", l2.Revision, l.Revision)
+	}
+	for _, s := range l2.Slices {
+		if s.Tenant == "alice" {
+			t.Fatalf("layout still runs alice on %s", s.ID)
+		}
+	}
+}
+
+func FuzzRequestBodies(f *testing.F) {
+	for _, s := range []string{`{"name":"a","demand":1}`, `{"replicas":3}`, `{"gpus":[{"uuid":"G","board":"H100","slices":["1g.10gb"]}]}`,
+		`{"role":"tenant","tenant":"a"}`, `{"rate":1e308}`, `{"cordoned":true}`, `{`, `null`, `[]`, `{"demand":1e400}`, `{"weight":-1,"cap":1,"reservation":9}`} {
+		f.Add(s)
+	}
+	h := newHarness(f, ServerConfig{Rate: 1e9, Burst: 1e9})
+	h.seedPool()
+	f.Fuzz(func(t *testing.T, body string) {
+		h.t = t
+		for _, ep := range [][2]string{{"POST", "/v1/tenants"}, {"PUT", "/v1/tenants/alice/demand"}, {"PUT", "/v1/nodes/n1"}, {"POST", "/v1/tokens"}, {"PUT", "/v1/nodes/n2/cordon"}} {
+			code, out := h.do("operator", ep[0], ep[1], []byte(body))
+			if code >= 500 {
+				t.Fatalf("%s %s %q: %d %s", ep[0], ep[1], body, code, out)
+			}
+		}
+	})
+}
+
+// TestReadYourWrites: once a change is answered, every read sees it (the view is published
+// before the answer).
+func TestReadYourWrites(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool()
+	for i := range 200 {
+		var put, got Tenant
+		json.Unmarshal(h.must("alice", "PUT", "/v1/tenants/alice/demand", DemandRequest{Replicas: i % 5}, 200), &put)
+		json.Unmarshal(h.must("alice", "GET", "/v1/tenants/alice", nil, 200), &got)
+		if got.Version != put.Version || got.Demand != i%5 {
+			t.Fatalf("write %d answered version %d, then read version %d demand %d", i, put.Version, got.Version, got.Demand)
+		}
+	}
+}
+
+func readFile(t *testing.T, p string) []byte {
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// TestPlanDryRun: a valid Pool comes back planned; an invalid one is a 400 whose errors carry
+// api/v1's field paths.
+func TestPlanDryRun(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	var p struct {
+		Kind string `json:"kind"`
+		GPUs []any  `json:"gpus"`
+	}
+	body := h.must("operator", "POST", "/v1/plans/dry-run", readFile(t, "../../examples/h100-7b-exclusive.yaml"), 200)
+	if err := json.Unmarshal(body, &p); err != nil || p.Kind != "Plan" || len(p.GPUs) == 0 {
+		t.Fatalf("dry-run answer: %v %.300s", err, body)
+	}
+	code, body := h.do("operator", "POST", "/v1/plans/dry-run", readFile(t, "../../api/v1/testdata/pool-invalid.yaml"))
+	var prob struct {
+		Errors []FieldError `json:"errors"`
+	}
+	json.Unmarshal(body, &prob)
+	if code != 400 || len(prob.Errors) < 2 || prob.Errors[0].Path == "" {
+		t.Fatalf("invalid pool: %d %.500s, want 400 with field paths", code, body)
+	}
+}
+
+// TestAuditAndMetrics: every change leaves one audit record naming who did what; reads leave
+// none; /metrics reports grants per tenant and request counts.
+func TestAuditAndMetrics(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool() // 2 registrations + 2 tenants = 4 changes
+	h.must("alice", "PUT", "/v1/tenants/alice/demand", DemandRequest{Replicas: 1}, 200)
+	h.must("alice", "GET", "/v1/tenants/alice", nil, 200)
+	h.do("alice", "PUT", "/v1/tenants/bob/demand", DemandRequest{Replicas: 1}) // refused: no record
+	lines := strings.Split(strings.TrimSpace(h.audit.String()), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("%d audit records, want 5 (4 seed changes + 1 demand change):\n%s", len(lines), h.audit.String())
+	}
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(lines[4]), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec["role"] != "tenant" || rec["tenant"] != "alice" || rec["method"] != "PUT" || rec["path"] != "/v1/tenants/alice/demand" || rec["status"] != 200.0 {
+		t.Fatalf("audit record %v", rec)
+	}
+	resp, err := http.Get(h.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	io.Copy(&b, resp.Body)
+	for _, want := range []string{`gpupool_grants{tenant="alice"} 1`, `gpupool_demand_replicas{tenant="bob"} 3`,
+		`gpupool_capacity_slices 8`, `gpupool_api_requests_total{code="200",route="/v1/tenants/{name}/demand"} 1`,
+		`gpupool_api_requests_total{code="404",route="/v1/tenants/{name}/demand"} 1`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// TestDemandAsRate: 250 requests/s at 60 per replica is ceil(4.17) = 5 replicas; a tenant without
+// ratePerReplica, or a body with both fields, is a 400 naming "rate".
+func TestDemandAsRate(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool()
+	h.must("operator", "PUT", "/v1/tenants/alice", Tenant{Demand: 1, RatePerReplica: 60}, 200)
+	var got Tenant
+	json.Unmarshal(h.must("alice", "PUT", "/v1/tenants/alice/demand", []byte(`{"rate":250}`), 200), &got)
+	if got.Demand != 5 {
+		t.Fatalf("rate 250 at 60 per replica: demand %d, want 5", got.Demand)
+	}
+	for _, body := range []string{`{"rate":10,"replicas":2}`} {
+		if code, out := h.do("alice", "PUT", "/v1/tenants/alice/demand", []byte(body)); code != 400 || !strings.Contains(string(out), `"path":"rate"`) {
+			t.Errorf("%s: %d %s", body, code, out)
+		}
+	}
+	if code, out := h.do("bob", "PUT", "/v1/tenants/bob/demand", []byte(`{"rate":10}`)); code != 400 || !strings.Contains(string(out), "ratePerReplica") {
+		t.Errorf("rate without ratePerReplica: %d %s", code, out)
+	}
+}
+
+// BenchmarkAPIReadTenant is one authenticated read through the whole HTTP stack on loopback.
+func BenchmarkAPIReadTenant(b *testing.B) {
+	h := newHarness(b, ServerConfig{Rate: 1e9, Burst: 1e9})
+	h.seedPool()
+	for b.Loop() {
+		if code, _ := h.do("alice", "GET", "/v1/tenants/alice", nil); code != 200 {
+			b.Fatal(code)
+		}
+	}
+}
+
+// BenchmarkAPISetDemand is one acknowledged (fsynced) demand change through the HTTP stack.
+func BenchmarkAPISetDemand(b *testing.B) {
+	h := newHarness(b, ServerConfig{Rate: 1e9, Burst: 1e9})
+	h.seedPool()
+	i := 0
+	for b.Loop() {
+		i++
+		if code, _ := h.do("alice", "PUT", "/v1/tenants/alice/demand", DemandRequest{Replicas: i % 4}); code != 200 {
+			b.Fatal(code)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package control
+
+import (
+	"maps"
+	"slices"
+	"sort"
+)
+
+// View is an immutable copy of the engine's state for readers. HTTP handlers read the latest
+// View without taking any lock.
+type View struct {
+	Revision uint64
+	Capacity int
+	Tenants  []TenantStatus // by name
+	Grants   []Grant        // by id
+	Nodes    []Node         // by name
+	Slices   []Slice        // live slices, by id
+	Events   []Event        // oldest first
+	Tokens   map[string]Principal
+}
+
+// View returns a copy of the state at revision rev.
+func (e *Engine) View(rev uint64) *View {
+	v := &View{Revision: rev, Capacity: len(e.slices), Tokens: e.tokens, Events: slices.Clip(e.events)}
+	count := map[string]int{}
+	for _, id := range slices.Sorted(maps.Keys(e.grants)) {
+		g := e.grants[id]
+		v.Grants = append(v.Grants, *g)
+		count[g.Tenant]++
+	}
+	shares := e.alloc.shares()
+	fairs := fairShares(e.tenants, len(e.slices))
+	for _, name := range slices.Sorted(maps.Keys(e.tenants)) {
+		v.Tenants = append(v.Tenants, TenantStatus{Tenant: *e.tenants[name], Granted: count[name],
+			DominantShare: shares[name], FairShare: fairs[name]})
+	}
+	for _, name := range slices.Sorted(maps.Keys(e.nodes)) {
+		v.Nodes = append(v.Nodes, *e.nodes[name])
+	}
+	if e.sliceList == nil {
+		e.sliceList = make([]Slice, 0, len(e.slices))
+		for _, id := range slices.Sorted(maps.Keys(e.slices)) {
+			e.sliceList = append(e.sliceList, e.slices[id])
+		}
+	}
+	v.Slices = e.sliceList // never changed in place: a change makes a new list
+	return v
+}
+
+// fairShares is weighted max-min water-filling of capacity over the tenants' demands (flat: the
+// hierarchy is left to the allocator), as a fraction of capacity.
+func fairShares(ts map[string]*Tenant, capacity int) map[string]float64 {
+	out := map[string]float64{}
+	if capacity == 0 {
+		return out
+	}
+	type claim struct {
+		name   string
+		w, dem float64
+	}
+	var cs []claim
+	for _, t := range ts {
+		w := t.Weight
+		if w == 0 {
+			w = 1
+		}
+		if t.Demand > 0 {
+			cs = append(cs, claim{t.Name, w, float64(t.Demand)})
+		}
+	}
+	// Fill in order of demand per weight: a tenant whose demand is met leaves its rest to others.
+	sort.Slice(cs, func(i, j int) bool { return cs[i].dem/cs[i].w < cs[j].dem/cs[j].w })
+	left, wsum := float64(capacity), 0.0
+	for _, c := range cs {
+		wsum += c.w
+	}
+	for _, c := range cs {
+		give := min(c.dem, left*c.w/wsum)
+		out[c.name] = give / float64(capacity)
+		left -= give
+		wsum -= c.w
+	}
+	return out
+}
+
+// Layout returns a node's desired layout in this view.
+func (v *View) Layout(node string) (Layout, bool) {
+	i, ok := slices.BinarySearchFunc(v.Nodes, node, func(n Node, name string) int {
+		switch {
+		case n.Name < name:
+			return -1
+		case n.Name > name:
+			return 1
+		}
+		return 0
+	})
+	if !ok {
+		return Layout{}, false
+	}
+	l := Layout{Node: node, Revision: v.Nodes[i].LayoutRevision, Slices: []LayoutSlice{}}
+	bySlice := map[string]Grant{}
+	for _, g := range v.Grants {
+		if g.Node == node {
+			bySlice[g.Slice] = g
+		}
+	}
+	for _, s := range v.Slices {
+		if s.Node == node {
+			g := bySlice[s.ID]
+			l.Slices = append(l.Slices, LayoutSlice{Slice: s, Tenant: g.Tenant, Grant: g.ID})
+		}
+	}
+	return l, true
+}

@@ -1,0 +1,18 @@
+// Package store owns the control plane's durable state: the Store port, its embedded bbolt
+// implementation and the contract suite (package storetest) that every implementation passes.
+//
+// The model is deliberately small. State is a set of records, each named by a kind ("tenants",
+// "grants", "tokens", …) and a key, holding opaque bytes (the control package encodes JSON). A
+// Commit applies a batch of puts and deletes atomically and returns the new revision, a counter
+// that grows by one per commit; Load returns every record and the revision. The bbolt
+// implementation syncs the file to disk before Commit returns (bbolt's default), so a commit that
+// returned survives SIGKILL and power loss of the process.
+//
+// Schema versions. The file records its schema version in the "meta" bucket:
+//
+//	1: every record in one bucket "data" under the key "KIND/KEY"; no revision.
+//	2: one bucket per kind under the bucket "kinds"; the revision in meta.
+//
+// Open migrates a version-1 file to version 2 in one transaction (so a crash leaves either the
+// old or the new layout) and refuses a file whose version is newer than it knows.
+package store
