@@ -58,6 +58,7 @@ func (a *Allocator) step(full bool) Decision {
 // begin starts a step at now.
 func (a *Allocator) begin(now time.Time) {
 	a.now, a.nowNS = now, now.UnixNano()
+	a.advanceHistory(a.nowNS)
 	a.stamp++
 	a.out = a.out[:0]
 	a.touched = a.touched[:0]

@@ -20,9 +20,11 @@ type tree struct {
 	kids   [][]int32
 	tenant []int32 // node → tenant index, -1 for interior nodes
 	usage  []int64 // node-major, one per share dimension (dims) per node
-	share  []float64
-	inv    []float64 // 1/capT per share dimension
-	invW   []float64 // 1/weight per node
+	// hist is the part of usage that is usage history (history.go), same layout; nil without.
+	hist  []int64
+	share []float64
+	inv   []float64 // 1/capT per share dimension
+	invW  []float64 // 1/weight per node
 
 	actOrd, preOrd nodeOrder
 	act            [][]hent
