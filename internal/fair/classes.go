@@ -255,7 +255,10 @@ func (a *Allocator) fill(t *tree, used, capv []int64, batch bool, grant func(*te
 	for t.rootActive() {
 		leaf := t.pick()
 		tr := a.tenants[t.tenant[leaf]]
-		if !fits(used, capv, tr.d) {
+		// The class's vector equals the tenant's and is shared by every tenant of the class, so
+		// it is likely in cache where the tenant's own copy is not.
+		d := t.ci.d[t.class[leaf]]
+		if !fits(used, capv, d) {
 			t.block(leaf, used, capv)
 			continue
 		}
@@ -273,8 +276,8 @@ func (a *Allocator) fill(t *tree, used, capv []int64, batch bool, grant func(*te
 		n := int64(1)
 		// A run is only safe while no blocked class is waiting to be woken between grants.
 		if batch && !waking && len(t.ci.fitting) == 0 && len(tr.leases) == 0 && len(tr.steady) >= tr.resTarget() {
-			limit := min(int64(tr.steadyWant()-len(tr.steady)), fitCount(used, capv, tr.d), fitCount(a.tUsed, a.capT, tr.d), room)
-			n = t.runLength(leaf, tr.d, limit)
+			limit := min(int64(tr.steadyWant()-len(tr.steady)), fitCount(used, capv, d), fitCount(a.tUsed, a.capT, d), room)
+			n = t.runLength(leaf, d, limit)
 		}
 		grant(tr, n)
 		if waking || len(t.ci.fitting) > 0 {

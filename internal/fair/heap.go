@@ -230,19 +230,27 @@ func (ah actHeap) swap(h []hent, i, j int32) {
 	ah.pos[h[j].node] = j
 }
 
+// up and down move the entry at i through a hole: the entries it passes move one step each and
+// it is written once, where a chain of swaps would write it at every step.
 func (ah actHeap) up(h []hent, i int32) {
+	start, e := i, h[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if !entBefore(h[i], h[p]) {
-			return
+		if !entBefore(e, h[p]) {
+			break
 		}
-		ah.swap(h, i, p)
+		h[i] = h[p]
+		ah.pos[h[i].node] = i
 		i = p
+	}
+	if i != start {
+		h[i] = e
+		ah.pos[e.node] = i
 	}
 }
 
 func (ah actHeap) down(h []hent, i int32) bool {
-	start, n := i, int32(len(h))
+	start, n, e := i, int32(len(h)), h[i]
 	for {
 		l := 2*i + 1
 		if l >= n {
@@ -252,11 +260,16 @@ func (ah actHeap) down(h []hent, i int32) bool {
 		if r := l + 1; r < n && entBefore(h[r], h[l]) {
 			c = r
 		}
-		if !entBefore(h[c], h[i]) {
+		if !entBefore(h[c], e) {
 			break
 		}
-		ah.swap(h, i, c)
+		h[i] = h[c]
+		ah.pos[h[i].node] = i
 		i = c
+	}
+	if i != start {
+		h[i] = e
+		ah.pos[e.node] = i
 	}
 	return i > start
 }
