@@ -276,8 +276,11 @@ func (a *Allocator) fill(t *tree, used, capv []int64, batch bool, grant func(*te
 		n := int64(1)
 		// A run is only safe while no blocked class is waiting to be woken between grants.
 		if batch && !waking && len(t.ci.fitting) == 0 && len(tr.leases) == 0 && len(tr.steady) >= tr.resTarget() {
-			limit := min(int64(tr.steadyWant()-len(tr.steady)), fitCount(used, capv, d), fitCount(a.tUsed, a.capT, d), room)
-			n = t.runLength(leaf, d, limit)
+			// runLength(min(a, b)) = min(runLength(a), b) for b ≥ 1, and a run is mostly one task:
+			// the room is counted only when the shares allow more.
+			if n = t.runLength(leaf, d, min(int64(tr.steadyWant()-len(tr.steady)), room)); n > 1 {
+				n = max(1, min(n, fitCount(used, capv, d), fitCount(a.tUsed, a.capT, d)))
+			}
 		}
 		grant(tr, n)
 		if waking || len(t.ci.fitting) > 0 {

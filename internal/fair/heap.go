@@ -249,6 +249,39 @@ func (ah actHeap) up(h []hent, i int32) {
 	}
 }
 
+// sink moves the entry at i down as down does, for an entry expected to go near the bottom (a
+// leaf that was just granted a task rises past most of its siblings): it first moves the hole
+// along the path of lower children to the bottom, one comparison per level, then moves the entry
+// back up to its place. The place is the same as down's: along that path the entries are in heap
+// order, so those before the entry form a prefix.
+func (ah actHeap) sink(h []hent, i int32) {
+	start, n, e := i, int32(len(h)), h[i]
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		c := l
+		if r := l + 1; r < n && entBefore(h[r], h[l]) {
+			c = r
+		}
+		h[i] = h[c]
+		ah.pos[h[i].node] = i
+		i = c
+	}
+	for i > start {
+		p := (i - 1) / 2
+		if entBefore(h[p], e) {
+			break
+		}
+		h[i] = h[p]
+		ah.pos[h[i].node] = i
+		i = p
+	}
+	h[i] = e
+	ah.pos[e.node] = i
+}
+
 func (ah actHeap) down(h []hent, i int32) bool {
 	start, n, e := i, int32(len(h)), h[i]
 	for {

@@ -202,7 +202,9 @@ func (t *tree) add(leaf int32, d []int64, k int64) {
 		// up in the max-heap), k < 0 only lower it.
 		if i := t.actPos[n]; i >= 0 {
 			t.act[p][i].share = t.share[n]
-			if k > 0 {
+			if k > 0 && n == leaf {
+				t.actH().sink(t.act[p], i)
+			} else if k > 0 {
 				t.actH().down(t.act[p], i)
 			} else {
 				t.actH().up(t.act[p], i)
