@@ -1,22 +1,32 @@
 package fair
 
-import "math"
+import (
+	"math"
+	"time"
+)
 
 // Usage history (Config.HistoryHalfLife, docs/fairness.md §2 "Usage history").
 //
 // Each tenant keeps h, its decayed task count: the exponentially weighted mean of how many tasks
-// (steady and leased) it held, with weight 2^(−age/halfLife). A tenant's use is piecewise
-// constant between steps, so from the previous step at t0 to the step at t1, having held n tasks
-// throughout,
+// (steady and leased) it held, with weight 2^(−age/halfLife). h is brought forward from its last
+// update at t0 at the first step t1 at least historyTick after it, counting the n tasks the tenant
+// held just before t1 as held since t0:
 //
 //	h(t1) = h(t0)·δ + n·(1 − δ),  δ = 2^(−(t1 − t0)/halfLife),
 //
-// exactly the integral ∫ n(τ)·(ln 2/halfLife)·2^(−(t1−τ)/halfLife) dτ over the past: a tenant that
-// held n tasks for ever has h = n, and h moves half way to n every half-life.
+// the integral ∫ n(τ)·(ln 2/halfLife)·2^(−(t1−τ)/halfLife) dτ over the past when n did not change
+// since t0 (exact then): a tenant that held n tasks for ever has h = n, and h moves half way to n
+// every half-life. Updating at most every halfLife/64 keeps incremental decisions incremental (an
+// update derives every index again); a change of tasks counts from the last update on, an error
+// of at most 1/64 of a half-life's weight.
 //
 // In every share comparison (filling, claims, victim order, lease filling) a node's usage is its
 // tasks' use plus its tenants' history h·task; floors, reservations, caps, limits and capacity
 // use only the tasks.
+
+// historyTick is how long after its last update the history is brought forward: a 64th of the
+// half-life (at least 1 ns).
+func historyTick(halfLife time.Duration) int64 { return max(int64(halfLife)/64, 1) }
 
 // decayFactor is δ = 2^(−elapsed/halfLife) for elapsed and halfLife in nanoseconds.
 func decayFactor(elapsed, halfLife int64) float64 {
@@ -39,7 +49,7 @@ func (a *Allocator) advanceHistory(ns int64) {
 		a.histAt = ns
 		return
 	}
-	if ns <= a.histAt {
+	if ns-a.histAt < historyTick(a.histHL) {
 		return
 	}
 	d := decayFactor(ns-a.histAt, int64(a.histHL))

@@ -276,3 +276,31 @@ func TestNoPreemptionCycleWithHistory(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryTick: the history is brought forward at most every half-life/64, and then over the
+// whole time since its last update.
+func TestHistoryTick(t *testing.T) {
+	a, err := New(Config{Capacity: Vector{"cpu": 10}, HistoryHalfLife: 64 * time.Minute,
+		Tenants: []Tenant{{Name: "a", Task: Vector{"cpu": 1}, Demand: 4}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist := func(want float64, what string) {
+		t.Helper()
+		if got := a.Snapshot()[0].History; math.Abs(got-want) > 1e-12 {
+			t.Fatalf("%s: history %v, want %v", what, got, want)
+		}
+	}
+	mustDo(t)(a.Recompute(t0))
+	mustDo(t)(a.Apply(t0.Add(30 * time.Second)))
+	hist(0, "half a tick") // a tick is 64 min / 64 = 1 min
+	mustDo(t)(a.Apply(t0.Add(time.Minute)))
+	step := 4 * (1 - math.Exp2(-1.0/64)) // 4·(1 − 2^(−1/64)) = 0.043089…
+	hist(step, "one tick")
+	mustDo(t)(a.Apply(t0.Add(90 * time.Second)))
+	hist(step, "half a tick after the update")
+	mustDo(t)(a.Apply(t0.Add(3 * time.Minute)))
+	// two minutes since the update: h·2^(−2/64) + 4·(1 − 2^(−2/64))
+	d := math.Exp2(-2.0 / 64)
+	hist(step*d+4*(1-d), "two ticks later")
+}
