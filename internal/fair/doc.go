@@ -54,13 +54,14 @@
 // # Usage history
 //
 // With Config.HistoryHalfLife set, each tenant keeps h, the tasks it held in the past decayed by
-// half every half-life (h ← h·δ + n·(1 − δ) from one step to the next, δ = 2^(−elapsed/halfLife),
-// n the tasks held in between; the time is the step's now, the package reads no clock). Every
+// half every half-life (h ← h·δ + n·(1 − δ), δ = 2^(−elapsed/halfLife), n the tasks held, at the
+// first step at least halfLife/64 after the last update; the time is the step's now, the package
+// reads no clock). Every
 // share comparison counts a node's usage as its tasks' use plus h·task summed over its tenants, so
 // a tenant that used much recently yields what lies above floors and reservations to one that used
 // little; floors, reservations, caps, limits and capacity ignore history. At a fixed time the
 // offsets are constants and the potential argument holds as without history; as time passes
-// shares move, so a claim may become valid later. With history on, every step at a later time
+// shares move, so a claim may become valid later. With history on, the step that updates h
 // derives the indexes again (a pass over every tenant). Off (zero) by default.
 //
 // A group's Limit caps its steady use of every shared resource (filling and claims respect it;
