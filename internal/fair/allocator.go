@@ -415,6 +415,39 @@ func (a *Allocator) limitRoom(t *tenantRec) int64 {
 	return max(room, 0)
 }
 
+// limitShort raises short (per resource, what must be freed for one more task of t) by what every
+// group limit on t's path that one more task would exceed needs, and returns the innermost such
+// group (0 when none binds): tasks stopped below it lower every binding group's use.
+func (a *Allocator) limitShort(t *tenantRec, short []int64) int32 {
+	tr := &a.st
+	inner := int32(0)
+	for n := tr.parent[t.sLeaf]; n > 0; n = tr.parent[n] {
+		l := tr.limit[n]
+		if l == 0 {
+			continue
+		}
+		u, h := tr.u(n), tr.histOf(n)
+		for i, j := range tr.dims {
+			x := t.d[j]
+			if x <= 0 {
+				continue
+			}
+			used := u[i]
+			if h != nil {
+				used -= h[i]
+			}
+			allowed := int64(math.Floor(l * (1 + tieTolerance) * float64(a.capT[j])))
+			if s := used + x - allowed; s > 0 {
+				short[j] = max(short[j], s)
+				if inner == 0 {
+					inner = n
+				}
+			}
+		}
+	}
+	return inner
+}
+
 // overLimit reports whether one more steady task of t would take a group above its limit.
 func (a *Allocator) overLimit(t *tenantRec) bool { return a.limitRoom(t) < 1 }
 

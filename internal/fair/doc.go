@@ -65,7 +65,8 @@
 // derives the indexes again (a pass over every tenant). Off (zero) by default.
 //
 // A group's Limit caps its steady use of every shared resource (filling and claims respect it;
-// reservations and leases do not), and floors are capped by it. A tenant's Classes rank its
+// reservations and leases do not), and floors are capped by it; a tenant below its floor in a
+// group at its limit takes, by a floor claim, from its siblings inside the group. A tenant's Classes rank its
 // replicas: the least important eligible tasks are stopped first, and items name the class.
 //
 // # Leases
