@@ -276,10 +276,11 @@ func (a *Allocator) fill(t *tree, used, capv []int64, batch bool, grant func(*te
 		}
 		n := int64(1)
 		// A run is only safe while no blocked class is waiting to be woken between grants. A run
-		// gives what the picks would give one by one, so when to look for one is free: only when
-		// the leaf granted last is picked again (with many tenants of similar shares a leaf almost
-		// never is, and looking costs a share computation per grant).
-		if batch && leaf == prev && !waking && len(t.ci.fitting) == 0 && len(tr.leases) == 0 && len(tr.steady) >= tr.resTarget() {
+		// gives what the picks would give one by one, so when to look for one is free: at the
+		// first pick (an event often leaves one tenant to fill) and when the leaf granted last is
+		// picked again (with many tenants of similar shares a leaf almost never is, and looking
+		// costs a share computation per grant).
+		if batch && (leaf == prev || prev < 0) && !waking && len(t.ci.fitting) == 0 && len(tr.leases) == 0 && len(tr.steady) >= tr.resTarget() {
 			// runLength(min(a, b)) = min(runLength(a), b) for b ≥ 1, and a run is mostly one task:
 			// the room is counted only when the shares allow more.
 			if n = t.runLength(leaf, d, min(int64(tr.steadyWant()-len(tr.steady)), room)); n > 1 {
