@@ -55,7 +55,7 @@ func TestDecodeFairScenarioErrors(t *testing.T) {
 
 func TestValidateFairScenario(t *testing.T) {
 	sc, err := DecodeFairScenario([]byte("apiVersion: v2\nkind: Pool\nstart: noon\ncapacity: {cpu: .inf, 'a b': 1}\nslices: {X/y: -1}\n" +
-		"burstPoolPercent: .nan\nleaseDuration: soon\nmaxMinRuntime: -1s\nlimits: {maxTenants: -1}\n" +
+		"burstPoolPercent: .nan\nleaseDuration: soon\nmaxMinRuntime: -1s\nhistoryHalfLife: 1 day\nlimits: {maxTenants: -1}\n" +
 		"groups: [{path: '', weight: 1}, {path: g, weight: 5e-324, maxMinRuntime: x, deserved: 2, limit: -1}]\n" +
 		"tenants: [{name: 'a/b', path: 'x//y', weight: .nan, task: {cpu: 1}, slice: S/k, demand: -1, reservation: 1e16, cap: 2, minRuntime: 1 hour}, {name: c, task: {cpu: 1}, classes: [{name: '', replicas: 0}]}]\n" +
 		"steps: [{at: 2s, demand: {c: -2}, add: [{name: '', task: {cpu: 1e300}}], remove: ['']}, {at: 1s}, {at: later}]\n"))
@@ -71,7 +71,7 @@ func TestValidateFairScenario(t *testing.T) {
 	for _, e := range fe {
 		paths = append(paths, e.Path)
 	}
-	want := "apiVersion burstPoolPercent capacity[\"a b\"] capacity.cpu groups[0].path groups[1].deserved groups[1].limit groups[1].maxMinRuntime groups[1].weight kind " +
+	want := "apiVersion burstPoolPercent capacity[\"a b\"] capacity.cpu groups[0].path groups[1].deserved groups[1].limit groups[1].maxMinRuntime groups[1].weight historyHalfLife kind " +
 		"leaseDuration limits.maxTenants maxMinRuntime slices[\"X/y\"] start steps[0].add[0].name steps[0].add[0].task.cpu " +
 		"steps[0].demand.c steps[0].remove[0] steps[1].at steps[2].at tenants[0] tenants[0].demand tenants[0].minRuntime tenants[0].name " +
 		"tenants[0].path tenants[0].reservation tenants[0].weight tenants[1].classes[0].name tenants[1].classes[0].replicas"
@@ -87,6 +87,7 @@ func FuzzDecodeFairScenario(f *testing.F) {
 	f.Add([]byte("slices: {H100-SXM5-80GB/1g.10gb: 7}\ngroups: [{path: o, weight: 2, maxMinRuntime: 1m}]\ntenants: [{name: yes, path: o, slice: H100-SXM5-80GB/1g.10gb, demand: 3}]\n"))
 	f.Add([]byte(`{"capacity": {"gpu": 4}, "limits": {"maxDemand": 10}, "tenants": [{"name": "007", "task": {"gpu": 1}, "demand": 2}]}`))
 	f.Add([]byte("tenants: [{name: a, weight: .nan, demand: 1e13}]\n"))
+	f.Add([]byte("capacity: {cpu: 2}\nhistoryHalfLife: 1h\ntenants: [{name: a, task: {cpu: 1}, demand: 2}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sc, err := DecodeFairScenario(data)
 		if err != nil {

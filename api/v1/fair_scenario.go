@@ -20,11 +20,14 @@ type FairScenario struct {
 	BurstPoolPercent float64            `json:"burstPoolPercent,omitempty" yaml:"burstPoolPercent,omitempty"`
 	LeaseDuration    string             `json:"leaseDuration,omitempty" yaml:"leaseDuration,omitempty"`
 	// MaxMinRuntime caps every tenant's minRuntime (the operator's bound).
-	MaxMinRuntime string       `json:"maxMinRuntime,omitempty" yaml:"maxMinRuntime,omitempty"`
-	Limits        *FairLimits  `json:"limits,omitempty" yaml:"limits,omitempty"`
-	Groups        []FairGroup  `json:"groups,omitempty" yaml:"groups,omitempty"`
-	Tenants       []FairTenant `json:"tenants,omitempty" yaml:"tenants,omitempty"`
-	Steps         []FairStep   `json:"steps,omitempty" yaml:"steps,omitempty"`
+	MaxMinRuntime string `json:"maxMinRuntime,omitempty" yaml:"maxMinRuntime,omitempty"`
+	// HistoryHalfLife turns usage history on: shares are compared over the tasks held now plus
+	// the tasks held before, decayed by half every HistoryHalfLife (unset: no history).
+	HistoryHalfLife string       `json:"historyHalfLife,omitempty" yaml:"historyHalfLife,omitempty"`
+	Limits          *FairLimits  `json:"limits,omitempty" yaml:"limits,omitempty"`
+	Groups          []FairGroup  `json:"groups,omitempty" yaml:"groups,omitempty"`
+	Tenants         []FairTenant `json:"tenants,omitempty" yaml:"tenants,omitempty"`
+	Steps           []FairStep   `json:"steps,omitempty" yaml:"steps,omitempty"`
 }
 
 // FairLimits override the allocator's input limits (0 keeps its default).

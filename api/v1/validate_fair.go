@@ -40,6 +40,7 @@ func ValidateFairScenario(sc *FairScenario) error {
 	}
 	checkFairDuration(sc.LeaseDuration, "leaseDuration", &errs)
 	checkFairDuration(sc.MaxMinRuntime, "maxMinRuntime", &errs)
+	checkFairDuration(sc.HistoryHalfLife, "historyHalfLife", &errs)
 	if l := sc.Limits; l != nil {
 		checkFairCount(l.MaxTenants, "limits.maxTenants", &errs)
 		checkFairCount(l.MaxDemand, "limits.maxDemand", &errs)

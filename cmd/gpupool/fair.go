@@ -30,6 +30,8 @@ type fairStepOut struct {
 type fairOut struct {
 	Notes []string      `json:"notes,omitempty"`
 	Steps []fairStepOut `json:"steps"`
+	// History says the table has a HISTORY column (usage history is on).
+	History bool `json:"-" yaml:"-"`
 }
 
 func newFairCmd(e *env) *cobra.Command {
@@ -49,8 +51,9 @@ func newFairCmd(e *env) *cobra.Command {
 			"count nothing; burst GPUs count and form the burst pool (burstPoolPercent is their part of the\n" +
 			"counted SMs). Tenants come from the pool (path, weight, reservation, cap); a tenant's task is\n" +
 			"the slice its replicas use and its demand its replica count in the plan. The optional STEPS\n" +
-			"file is a scenario with only start, leaseDuration (default 5m here), maxMinRuntime, limits,\n" +
-			"groups and steps.\n\n" +
+			"file is a scenario with only start, leaseDuration (default 5m here), maxMinRuntime,\n" +
+			"historyHalfLife, limits, groups and steps. With historyHalfLife set, shares count past use too,\n" +
+			"decayed by half every half-life (the HISTORY column: decayed task count).\n\n" +
 			"The scenario is a gpupool.dev/v1 FairScenario document (apiVersion and kind optional), YAML\n" +
 			"(up to 16 MiB; names kept as written) or JSON (up to 64 MiB, the fast path for large files).",
 		Example: "  gpupool fair examples/fair/drf-paper.yaml\n  gpupool fair examples/fair/burst-preemption.yaml -o json\n" +
@@ -183,7 +186,7 @@ func runFairPoolPlan(ctx context.Context, poolData, planData, steps []byte) (fai
 	}
 	// The pool has no weights for interior nodes: every group weighs 1 unless the steps say.
 	cfg.LeaseDuration, cfg.Groups = head.LeaseDuration, head.Groups
-	cfg.MaxMinRuntime, cfg.Limits = head.MaxMinRuntime, head.Limits
+	cfg.MaxMinRuntime, cfg.Limits, cfg.HistoryHalfLife = head.MaxMinRuntime, head.Limits, head.HistoryHalfLife
 	return replayFair(ctx, sc, start, cfg, notes)
 }
 
@@ -194,7 +197,7 @@ func replayFair(ctx context.Context, sc fairScenario, start time.Time, cfg fair.
 	if err != nil {
 		return fairOut{}, err
 	}
-	out := fairOut{Notes: notes}
+	out := fairOut{Notes: notes, History: cfg.HistoryHalfLife > 0}
 	d, err := a.Recompute(start)
 	if err != nil {
 		return fairOut{}, err
@@ -306,6 +309,7 @@ func scenarioConfig(sc fairScenario) (time.Time, fair.Config, []string, error) {
 	cfg := fair.Config{Capacity: capv, BurstPoolPercent: sc.BurstPoolPercent}
 	cfg.LeaseDuration = fairDur(sc.LeaseDuration)
 	cfg.MaxMinRuntime = fairDur(sc.MaxMinRuntime)
+	cfg.HistoryHalfLife = fairDur(sc.HistoryHalfLife)
 	if l := sc.Limits; l != nil {
 		cfg.Limits = fair.Limits{MaxTenants: fairCount(l.MaxTenants), MaxDemand: fairCount(l.MaxDemand),
 			MaxTotalDemand: fairCount(l.MaxTotalDemand)}
@@ -429,10 +433,19 @@ func fairTable(w io.Writer, res fairOut) error {
 	for i, st := range res.Steps {
 		fmt.Fprintf(w, "\nstep %d at +%s (%s): %d decisions\n", i, st.At, st.Time.Format(time.RFC3339), len(st.Decisions))
 		tw := newTable(w)
-		fmt.Fprintln(tw, "TENANT\tPATH\tDEMAND\tTASKS\tSTEADY\tLEASED\tDOMINANT SHARE\tWEIGHTED")
+		hist := res.History
+		head := "TENANT\tPATH\tDEMAND\tTASKS\tSTEADY\tLEASED\tDOMINANT SHARE\tWEIGHTED"
+		if hist {
+			head += "\tHISTORY"
+		}
+		fmt.Fprintln(tw, head)
 		for _, t := range st.Tenants {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.4f\t%.4f\n", t.Name, t.Path, t.Demand, t.Tasks, t.Steady, t.Leased,
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.4f\t%.4f", t.Name, t.Path, t.Demand, t.Tasks, t.Steady, t.Leased,
 				t.DominantShare, t.WeightedShare)
+			if hist {
+				fmt.Fprintf(tw, "\t%.4f", t.History)
+			}
+			fmt.Fprintln(tw)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -59,6 +59,7 @@ func TestFairExamples(t *testing.T) {
 		{"drf-paper.yaml", []string{"grant/FairShare", "release/DemandDropped", "queue/PoolFull"}},
 		{"hierarchical-gpu.yaml", []string{"grant/Reservation", "preempt/CapacityLost", "queue/OverCap"}},
 		{"burst-preemption.yaml", []string{"lease/Burst", "reclaim/NeededBySteady", "preempt/OverShare", "reclaim/LeaseExpired"}},
+		{"usage-history.yaml", []string{"preempt/BelowFloor", "preempt/OverShare"}},
 	}
 	for _, c := range cases {
 		stdout, stderr, code := runCmd(t, "fair", filepath.Join("..", "..", "examples", "fair", c.file), "-o", "json")
@@ -69,6 +70,16 @@ func TestFairExamples(t *testing.T) {
 		for _, w := range c.want {
 			if !has(res, w) {
 				t.Errorf("%s: no %s decision", c.file, w)
+			}
+		}
+		if c.file == "usage-history.yaml" {
+			// research used the pool for an hour (history 11·½): serving gets the odd GPU.
+			got := map[string]fair.TenantState{}
+			for _, s := range res.Steps[1].Tenants {
+				got[s.Name] = s
+			}
+			if got["research"].Steady != 5 || got["serving"].Steady != 6 || math.Abs(got["research"].History-5.5) > 1e-12 {
+				t.Errorf("usage history: %+v", got)
 			}
 		}
 		if c.file == "drf-paper.yaml" {
@@ -92,6 +103,13 @@ func TestFairTableAndYAML(t *testing.T) {
 		!strings.Contains(stdout, "retry at ") {
 		t.Errorf("table: exit %d\n%s\n%s", code, stdout, stderr)
 	}
+	if strings.Contains(stdout, "HISTORY") {
+		t.Errorf("table without usage history has a HISTORY column")
+	}
+	stdout, _, code = runCmd(t, "fair", filepath.Join("..", "..", "examples", "fair", "usage-history.yaml"))
+	if code != exitOK || !strings.Contains(stdout, "HISTORY") || !strings.Contains(stdout, "5.5000") {
+		t.Errorf("table with usage history: exit %d\n%s", code, stdout)
+	}
 	stdout, _, code = runCmd(t, "fair", path, "-o", "yaml")
 	var v map[string]any
 	if code != exitOK || yaml.Unmarshal([]byte(stdout), &v) != nil || v["steps"] == nil {
@@ -107,6 +125,8 @@ func TestFairBadInput(t *testing.T) {
 		{"unknown fields", "capacity: {cpu: 1}\ntenants: [{name: a, task: {cpu: 1}, demand: 1, colour: red}]\nsteps: [{at: 1s, demnd: {a: 2}}]\n",
 			[]string{"tenants[0].colour: unknown field", "steps[0].demnd: unknown field"}},
 		{"wrong type", "capacity: {cpu: 1}\ntenants: [{name: a, task: {cpu: 1}, demand: many}]\n", []string{"demand"}},
+		{"negative half-life", "capacity: {cpu: 1}\nhistoryHalfLife: -1m\ntenants: [{name: a, task: {cpu: 1}, demand: 1}]\n",
+			[]string{"historyHalfLife: -1m0s is negative"}},
 		{"task and slice", "capacity: {cpu: 1}\ntenants: [{name: a, task: {cpu: 1}, slice: H100-SXM5-80GB/3g.40gb}]\n",
 			[]string{"tenants[0]: give task or slice, not both"}},
 		{"no shape", "capacity: {cpu: 1}\ntenants: [{name: a, demand: 1}]\n", []string{"tenants[0]: task or slice is required"}},

@@ -76,6 +76,8 @@ type tenantRec struct {
 	fCache, fWant int
 	fEpoch        uint64
 	fOK           bool
+	// hist is its usage history, a decayed task count (history.go); 0 without history.
+	hist float64
 }
 
 func (t *tenantRec) steadyWant() int {
@@ -106,6 +108,8 @@ type Allocator struct {
 	capT, capS []int64 // whole pool; steady pool (whole minus burst)
 	burstPct   float64
 	leaseDur   time.Duration
+	histHL     time.Duration // usage history half-life (0: no history)
+	histAt     int64         // Unix nanoseconds the history was last decayed to
 	groups     map[string]float64
 	known      map[string]bool // every resource the pool has had
 
@@ -189,6 +193,7 @@ func New(cfg Config) (*Allocator, error) {
 		capacity:   cloneVector(cfg.Capacity),
 		burstPct:   cfg.BurstPoolPercent,
 		leaseDur:   cfg.LeaseDuration,
+		histHL:     cfg.HistoryHalfLife,
 		maxMinRun:  cfg.MaxMinRuntime,
 		limits:     cfg.Limits,
 		groupMaxMR: map[string]time.Duration{},
@@ -395,15 +400,52 @@ func (a *Allocator) limitRoom(t *tenantRec) int64 {
 		if l == 0 {
 			continue
 		}
-		u := tr.u(n)
+		u, h := tr.u(n), tr.histOf(n)
 		for i, j := range tr.dims {
 			if x := t.d[j]; x > 0 {
+				used := u[i]
+				if h != nil {
+					used -= h[i] // limits bound tasks, not history
+				}
 				allowed := l * (1 + tieTolerance) * float64(a.capT[j])
-				room = min(room, int64(math.Floor((allowed-float64(u[i]))/float64(x))))
+				room = min(room, int64(math.Floor((allowed-float64(used))/float64(x))))
 			}
 		}
 	}
 	return max(room, 0)
+}
+
+// limitShort raises short (per resource, what must be freed for one more task of t) by what every
+// group limit on t's path that one more task would exceed needs, and returns the innermost such
+// group (0 when none binds): tasks stopped below it lower every binding group's use.
+func (a *Allocator) limitShort(t *tenantRec, short []int64) int32 {
+	tr := &a.st
+	inner := int32(0)
+	for n := tr.parent[t.sLeaf]; n > 0; n = tr.parent[n] {
+		l := tr.limit[n]
+		if l == 0 {
+			continue
+		}
+		u, h := tr.u(n), tr.histOf(n)
+		for i, j := range tr.dims {
+			x := t.d[j]
+			if x <= 0 {
+				continue
+			}
+			used := u[i]
+			if h != nil {
+				used -= h[i]
+			}
+			allowed := int64(math.Floor(l * (1 + tieTolerance) * float64(a.capT[j])))
+			if s := used + x - allowed; s > 0 {
+				short[j] = max(short[j], s)
+				if inner == 0 {
+					inner = n
+				}
+			}
+		}
+	}
+	return inner
 }
 
 // overLimit reports whether one more steady task of t would take a group above its limit.
@@ -631,6 +673,7 @@ func (a *Allocator) recount() {
 		a.st.setPre(t.sLeaf, t.preemptible())
 		a.lt.setPre(t.lLeaf, len(t.leases) > 0)
 	}
+	a.addHistory()
 	for n := range a.st.share {
 		a.st.recalc(int32(n))
 	}
@@ -677,7 +720,7 @@ func (a *Allocator) Snapshot() []TenantState {
 			Name: t.cfg.Name, Path: t.cfg.Path, Demand: t.cfg.Demand,
 			Tasks: t.total(), Steady: len(t.steady), Leased: len(t.leases),
 			Reservation: t.cfg.Reservation, Cap: t.cfg.Cap,
-			DominantShare: ds, WeightedShare: ds / t.weight(),
+			DominantShare: ds, WeightedShare: ds / t.weight(), History: t.hist,
 		})
 	}
 	return out
@@ -687,7 +730,7 @@ func (a *Allocator) Snapshot() []TenantState {
 // current demand), sorted by tenant name.
 func (a *Allocator) Config() Config {
 	cfg := Config{Capacity: cloneVector(a.capacity), BurstPoolPercent: a.burstPct, LeaseDuration: a.leaseDur,
-		MaxMinRuntime: a.maxMinRun, Limits: a.limits}
+		MaxMinRuntime: a.maxMinRun, Limits: a.limits, HistoryHalfLife: a.histHL}
 	for _, p := range sortedKeys(a.groups) {
 		cfg.Groups = append(cfg.Groups, Group{Path: p, Weight: a.groups[p], MaxMinRuntime: a.groupMaxMR[p], Deserved: a.groupDes[p],
 			Limit: a.groupLim[p]})
@@ -707,6 +750,7 @@ func (a *Allocator) Config() Config {
 func (a *Allocator) Clone() *Allocator {
 	c := &Allocator{
 		capacity: cloneVector(a.capacity), burstPct: a.burstPct, leaseDur: a.leaseDur,
+		histHL: a.histHL, histAt: a.histAt,
 		maxMinRun: a.maxMinRun, limits: a.limits, groupMaxMR: map[string]time.Duration{}, groupDes: map[string]float64{},
 		groupLim: map[string]float64{},
 		groups:   map[string]float64{}, byName: map[string]int32{}, known: map[string]bool{},
@@ -737,6 +781,7 @@ func (a *Allocator) Clone() *Allocator {
 		n.steady = append([]taskRec(nil), t.steady...)
 		n.leases = append([]leaseRec(nil), t.leases...)
 		n.pending, n.retryAt, n.resRetryAt, n.minRunWait = t.pending, t.retryAt, t.resRetryAt, t.minRunWait
+		n.hist = t.hist
 	}
 	c.needRebuild, c.allPending = true, a.allPending
 	return c

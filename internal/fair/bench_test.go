@@ -148,13 +148,18 @@ func BenchmarkRecomputeLoaded(b *testing.B) {
 // BenchmarkSetDemand: one replica more or fewer for a random tenant of the loaded fleet (what
 // an autoscaler step looks like) → one decision, incremental. The clock moves 100 ms per event,
 // so leases expire and minimum runtimes pass as they would.
-func BenchmarkSetDemand(b *testing.B) { benchDemand(b, 1) }
+func BenchmarkSetDemand(b *testing.B) { benchDemand(b, 1, 0) }
 
 // BenchmarkSetDemandJump: the same with jumps of up to ±10 replicas per event.
-func BenchmarkSetDemandJump(b *testing.B) { benchDemand(b, 10) }
+func BenchmarkSetDemandJump(b *testing.B) { benchDemand(b, 10, 0) }
 
-func benchDemand(b *testing.B, step int) {
+// BenchmarkSetDemandHistory: BenchmarkSetDemand with usage history on (one-hour half-life): every
+// event at a later time decays every tenant's history and derives the indexes again.
+func BenchmarkSetDemandHistory(b *testing.B) { benchDemand(b, 1, time.Hour) }
+
+func benchDemand(b *testing.B, step int, halfLife time.Duration) {
 	cfg := fleetConfig(b)
+	cfg.HistoryHalfLife = halfLife
 	a, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)

@@ -252,10 +252,14 @@ func fitCount(used, c, d []int64) int64 {
 func (a *Allocator) fill(t *tree, used, capv []int64, batch bool, grant func(*tenantRec, int64)) {
 	t.unpark(used, capv)
 	waking := t.wakeRound(used, capv)
+	prev := int32(-1) // the leaf granted last
 	for t.rootActive() {
 		leaf := t.pick()
 		tr := a.tenants[t.tenant[leaf]]
-		if !fits(used, capv, tr.d) {
+		// The class's vector equals the tenant's and is shared by every tenant of the class, so
+		// it is likely in cache where the tenant's own copy is not.
+		d := t.ci.d[t.class[leaf]]
+		if !fits(used, capv, d) {
 			t.block(leaf, used, capv)
 			continue
 		}
@@ -271,12 +275,20 @@ func (a *Allocator) fill(t *tree, used, capv []int64, batch bool, grant func(*te
 			}
 		}
 		n := int64(1)
-		// A run is only safe while no blocked class is waiting to be woken between grants.
-		if batch && !waking && len(t.ci.fitting) == 0 && len(tr.leases) == 0 && len(tr.steady) >= tr.resTarget() {
-			limit := min(int64(tr.steadyWant()-len(tr.steady)), fitCount(used, capv, tr.d), fitCount(a.tUsed, a.capT, tr.d), room)
-			n = t.runLength(leaf, tr.d, limit)
+		// A run is only safe while no blocked class is waiting to be woken between grants. A run
+		// gives what the picks would give one by one, so when to look for one is free: at the
+		// first pick (an event often leaves one tenant to fill) and when the leaf granted last is
+		// picked again (with many tenants of similar shares a leaf almost never is, and looking
+		// costs a share computation per grant).
+		if batch && (leaf == prev || prev < 0) && !waking && len(t.ci.fitting) == 0 && len(tr.leases) == 0 && len(tr.steady) >= tr.resTarget() {
+			// runLength(min(a, b)) = min(runLength(a), b) for b ≥ 1, and a run is mostly one task:
+			// the room is counted only when the shares allow more.
+			if n = t.runLength(leaf, d, min(int64(tr.steadyWant()-len(tr.steady)), room)); n > 1 {
+				n = max(1, min(n, fitCount(used, capv, d), fitCount(a.tUsed, a.capT, d)))
+			}
 		}
 		grant(tr, n)
+		prev = leaf
 		if waking || len(t.ci.fitting) > 0 {
 			waking = t.wakeRound(used, capv)
 		}

@@ -51,8 +51,22 @@
 // allocation comes back. Recompute runs claims to a fixed point: a Recompute right after it moves
 // nothing. A victim granted again in the same step gets its stopped task back instead of a new one.
 //
+// # Usage history
+//
+// With Config.HistoryHalfLife set, each tenant keeps h, the tasks it held in the past decayed by
+// half every half-life (h ← h·δ + n·(1 − δ), δ = 2^(−elapsed/halfLife), n the tasks held, at the
+// first step at least halfLife/64 after the last update; the time is the step's now, the package
+// reads no clock). Every
+// share comparison counts a node's usage as its tasks' use plus h·task summed over its tenants, so
+// a tenant that used much recently yields what lies above floors and reservations to one that used
+// little; floors, reservations, caps, limits and capacity ignore history. At a fixed time the
+// offsets are constants and the potential argument holds as without history; as time passes
+// shares move, so a claim may become valid later. With history on, the step that updates h
+// derives the indexes again (a pass over every tenant). Off (zero) by default.
+//
 // A group's Limit caps its steady use of every shared resource (filling and claims respect it;
-// reservations and leases do not), and floors are capped by it. A tenant's Classes rank its
+// reservations and leases do not), and floors are capped by it; a tenant below its floor in a
+// group at its limit takes, by a floor claim, from its siblings inside the group. A tenant's Classes rank its
 // replicas: the least important eligible tasks are stopped first, and items name the class.
 //
 // # Leases

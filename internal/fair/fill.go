@@ -6,7 +6,13 @@ import (
 )
 
 // refreshSteady puts t's steady leaf where its counts say it belongs.
-func (a *Allocator) refreshSteady(t *tenantRec) {
+func (a *Allocator) refreshSteady(t *tenantRec) { a.refreshSteadyAppended(t, 0) }
+
+// refreshSteadyAppended is refreshSteady after tasks were appended to t.steady (newest last) when
+// it held old of them: its oldest task is the same unless it held none, so when it was
+// preemptible before (old above its reservation) its eligibility time is unchanged and is not
+// read again (refreshSteady passes 0).
+func (a *Allocator) refreshSteadyAppended(t *tenantRec, old int) {
 	if a.needRebuild {
 		return
 	}
@@ -16,7 +22,9 @@ func (a *Allocator) refreshSteady(t *tenantRec) {
 		a.st.setSur(t.sLeaf, len(t.steady) > a.keep(t))
 	}
 	a.st.setPre(t.sLeaf, t.preemptible())
-	a.st.setElig(t.sLeaf, eligValue(t))
+	if old <= t.cfg.Reservation {
+		a.st.setElig(t.sLeaf, eligValue(t))
+	}
 	if len(t.steady) < t.resTarget() && !t.inRes {
 		t.inRes = true
 		a.resList = append(a.resList, t.idx)
@@ -63,6 +71,7 @@ func (a *Allocator) grantFair(t *tenantRec, n int64) {
 		}
 		return
 	}
+	old := len(t.steady)
 	for range n {
 		a.seq++
 		r := taskRec{seq: a.seq, start: a.nowNS}
@@ -75,7 +84,7 @@ func (a *Allocator) grantFair(t *tenantRec, n int64) {
 	}
 	a.steadyDelta(t, n)
 	a.totalDelta(t, n)
-	a.refreshSteady(t)
+	a.refreshSteadyAppended(t, old)
 	a.refreshLease(t)
 }
 
@@ -134,6 +143,9 @@ func (a *Allocator) grantSteady(t *tenantRec, reason Reason) {
 		a.steadyDelta(t, 1)
 		a.totalDelta(t, 1)
 		a.emit(t, Item{Kind: KindGrant, Task: a.seq, Reason: reason, Class: t.className(r.class)})
+		a.refreshSteadyAppended(t, len(t.steady)-1)
+		a.refreshLease(t)
+		return
 	}
 	a.refreshSteady(t)
 	a.refreshLease(t)

@@ -230,19 +230,32 @@ func (ah actHeap) swap(h []hent, i, j int32) {
 	ah.pos[h[j].node] = j
 }
 
+// up and down move the entry at i through a hole: the entries it passes move one step each and
+// it is written once, where a chain of swaps would write it at every step.
 func (ah actHeap) up(h []hent, i int32) {
+	start, e := i, h[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if !entBefore(h[i], h[p]) {
-			return
+		if !entBefore(e, h[p]) {
+			break
 		}
-		ah.swap(h, i, p)
+		h[i] = h[p]
+		ah.pos[h[i].node] = i
 		i = p
+	}
+	if i != start {
+		h[i] = e
+		ah.pos[e.node] = i
 	}
 }
 
-func (ah actHeap) down(h []hent, i int32) bool {
-	start, n := i, int32(len(h))
+// sink moves the entry at i down as down does, for an entry expected to go near the bottom (a
+// leaf that was just granted a task rises past most of its siblings): it first moves the hole
+// along the path of lower children to the bottom, one comparison per level, then moves the entry
+// back up to its place. The place is the same as down's: along that path the entries are in heap
+// order, so those before the entry form a prefix.
+func (ah actHeap) sink(h []hent, i int32) {
+	start, n, e := i, int32(len(h)), h[i]
 	for {
 		l := 2*i + 1
 		if l >= n {
@@ -252,11 +265,44 @@ func (ah actHeap) down(h []hent, i int32) bool {
 		if r := l + 1; r < n && entBefore(h[r], h[l]) {
 			c = r
 		}
-		if !entBefore(h[c], h[i]) {
+		h[i] = h[c]
+		ah.pos[h[i].node] = i
+		i = c
+	}
+	for i > start {
+		p := (i - 1) / 2
+		if entBefore(h[p], e) {
 			break
 		}
-		ah.swap(h, i, c)
+		h[i] = h[p]
+		ah.pos[h[i].node] = i
+		i = p
+	}
+	h[i] = e
+	ah.pos[e.node] = i
+}
+
+func (ah actHeap) down(h []hent, i int32) bool {
+	start, n, e := i, int32(len(h)), h[i]
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		c := l
+		if r := l + 1; r < n && entBefore(h[r], h[l]) {
+			c = r
+		}
+		if !entBefore(h[c], e) {
+			break
+		}
+		h[i] = h[c]
+		ah.pos[h[i].node] = i
 		i = c
+	}
+	if i != start {
+		h[i] = e
+		ah.pos[e.node] = i
 	}
 	return i > start
 }

@@ -58,6 +58,7 @@ func (a *Allocator) step(full bool) Decision {
 // begin starts a step at now.
 func (a *Allocator) begin(now time.Time) {
 	a.now, a.nowNS = now, now.UnixNano()
+	a.advanceHistory(a.nowNS)
 	a.stamp++
 	a.out = a.out[:0]
 	a.touched = a.touched[:0]
@@ -233,9 +234,19 @@ func (a *Allocator) groupClaim(c *tenantRec, floor bool) bool {
 	vs := &a.vs
 	vs.mode, vs.claim, vs.floor, vs.retry, vs.pruned, vs.plan = vsReserve, c, floor, time.Time{}, time.Time{}, vs.plan[:0]
 	vs.short = append(vs.short[:0], a.sUsed...)
-	var short uint64
 	for j := range vs.short {
 		vs.short[j] += c.d[j] - a.capS[j]
+	}
+	// A floor claim of a tenant at a group's limit takes from inside the innermost group whose
+	// limit binds, enough to bring it under every binding limit as well as into the pool.
+	root := int32(0)
+	if floor && a.overLimit(c) {
+		if root = a.limitShort(c, vs.short); root <= 0 {
+			return false
+		}
+	}
+	var short uint64
+	for j := range vs.short {
 		if vs.short[j] > 0 && j < 64 {
 			short |= 1 << j
 		}
@@ -249,7 +260,7 @@ func (a *Allocator) groupClaim(c *tenantRec, floor bool) bool {
 		}
 	}
 	a.st.ensurePre()
-	if a.descend(&a.st, 0, 0) < 0 {
+	if a.descend(&a.st, root, 0) < 0 {
 		return false
 	}
 	a.trimPlan()
@@ -275,7 +286,7 @@ func (a *Allocator) claims() bool {
 	for _, i := range a.pendingList {
 		t := a.tenants[i]
 		t.inPending = false
-		if t.pending && a.st.state[t.sLeaf] == blocked && len(t.steady) >= t.resTarget() {
+		if st := a.st.state[t.sLeaf]; t.pending && (st == blocked || st == limited) && len(t.steady) >= t.resTarget() {
 			ids = append(ids, i)
 		}
 		t.pending = false
@@ -290,8 +301,8 @@ func (a *Allocator) claims() bool {
 	for _, i := range ids {
 		t := a.tenants[i]
 		t.retryAt, t.minRunWait, t.floorPruned = time.Time{}, time.Time{}, time.Time{}
-		for len(t.steady) < a.floor(t) && !a.overLimit(t) {
-			if fits(a.sUsed, a.capS, t.d) {
+		for len(t.steady) < a.floor(t) {
+			if fits(a.sUsed, a.capS, t.d) && !a.overLimit(t) {
 				a.grantSteady(t, ReasonFairShare)
 			} else if !a.groupClaim(t, true) {
 				t.minRunWait, t.floorPruned = a.vs.retry, a.vs.pruned

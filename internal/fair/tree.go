@@ -20,9 +20,12 @@ type tree struct {
 	kids   [][]int32
 	tenant []int32 // node → tenant index, -1 for interior nodes
 	usage  []int64 // node-major, one per share dimension (dims) per node
-	share  []float64
-	inv    []float64 // 1/capT per share dimension
-	invW   []float64 // 1/weight per node
+	delta  []int64 // add's scratch: one amount per share dimension
+	// hist is the part of usage that is usage history (history.go), same layout; nil without.
+	hist  []int64
+	share []float64
+	inv   []float64 // 1/capT per share dimension
+	invW  []float64 // 1/weight per node
 
 	actOrd, preOrd nodeOrder
 	act            [][]hent
@@ -81,7 +84,7 @@ func (t *tree) reset(dims []int, capT []int64, nodes int) {
 	for i, j := range dims {
 		inv[i] = 1 / float64(capT[j]) // +Inf for a zero capacity: any use of it is an infinite share
 	}
-	*t = tree{dims: dims, capT: capT, inv: inv, preEager: true,
+	*t = tree{dims: dims, capT: capT, inv: inv, preEager: true, delta: make([]int64, len(dims)),
 		parent: make([]int32, 0, nodes), name: make([]string, 0, nodes), full: make([]string, 0, nodes),
 		weight: make([]float64, 0, nodes), kids: make([][]int32, 0, nodes), tenant: make([]int32, 0, nodes),
 		class: make([]int32, 0, nodes)}
@@ -190,17 +193,45 @@ func (t *tree) addUse(n int32, d []int64, k int64) {
 	t.share[n] = s * t.invW[n]
 }
 
+// addDelta adds delta (one amount per share dimension) to node n's usage and recomputes its
+// share, as addUse does.
+func (t *tree) addDelta(n int32, delta []int64) {
+	k := len(t.dims)
+	u := t.usage[int(n)*k : int(n+1)*k]
+	inv := t.inv[:len(u)]
+	delta = delta[:len(u)]
+	var s float64
+	for i, x := range u {
+		x += delta[i]
+		u[i] = x
+		if x == 0 {
+			continue
+		}
+		if f := float64(x) * inv[i]; f > s {
+			s = f
+		}
+	}
+	t.share[n] = s * t.invW[n]
+}
+
 // add changes a leaf's usage by k·d and updates every ancestor below the root (whose share is
 // never compared) and its heap positions.
 func (t *tree) add(leaf int32, d []int64, k int64) {
+	// The change is the same at every level: k·d on the share dimensions, computed once.
+	delta := t.delta[:len(t.dims)]
+	for i, j := range t.dims {
+		delta[i] = k * d[j]
+	}
 	for n := leaf; n != 0; n = t.parent[n] {
-		t.addUse(n, d, k)
+		t.addDelta(n, delta)
 		p := t.parent[n]
 		// Task vectors are never negative: k > 0 can only raise the share (down in the min-heap,
 		// up in the max-heap), k < 0 only lower it.
 		if i := t.actPos[n]; i >= 0 {
 			t.act[p][i].share = t.share[n]
-			if k > 0 {
+			if k > 0 && n == leaf {
+				t.actH().sink(t.act[p], i)
+			} else if k > 0 {
 				t.actH().down(t.act[p], i)
 			} else {
 				t.actH().up(t.act[p], i)

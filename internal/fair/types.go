@@ -77,6 +77,10 @@ type Config struct {
 	Tenants       []Tenant
 	// Limits bound the configuration (zero fields take DefaultLimits' values).
 	Limits Limits
+	// HistoryHalfLife turns usage history on (0: off): shares are compared over the tasks held
+	// now plus the tasks held in the past, decayed by half every HistoryHalfLife
+	// (docs/fairness.md §2). Floors, reservations, caps and limits ignore history.
+	HistoryHalfLife time.Duration
 }
 
 // Limits bound what a configuration and its events may ask for, so that a mistaken or hostile
@@ -214,4 +218,7 @@ type TenantState struct {
 	DominantShare float64 `json:"dominantShare"`
 	// WeightedShare is DominantShare divided by the tenant's own weight.
 	WeightedShare float64 `json:"weightedShare"`
+	// History is the tenant's usage history, its decayed task count (Config.HistoryHalfLife):
+	// the tasks it held, weighted by 2^(−age/halfLife); 0 without history.
+	History float64 `json:"history,omitempty"`
 }

@@ -30,6 +30,9 @@ func validateConfig(cfg Config, checkRes bool, extra ...string) error {
 	if cfg.MaxMinRuntime < 0 {
 		errs = append(errs, fmt.Errorf("maxMinRuntime: %s is negative", cfg.MaxMinRuntime))
 	}
+	if cfg.HistoryHalfLife < 0 {
+		errs = append(errs, fmt.Errorf("historyHalfLife: %s is negative", cfg.HistoryHalfLife))
+	}
 	errs = append(errs, validateLimits(cfg.Limits)...)
 	lim := cfg.Limits.withDefaults()
 	if n := len(cfg.Tenants); n > lim.MaxTenants {

@@ -1,6 +1,7 @@
 package fair
 
 import (
+	"math"
 	"slices"
 	"time"
 )
@@ -12,10 +13,38 @@ import (
 type descIter struct {
 	t        *tree
 	h        []int32
-	front    []int32 // positions in h, itself a max-heap
+	front    []fent // positions in h, with their node's share and rank: itself a max-heap
 	bound    float64
 	useBound bool
 	skip     int32
+}
+
+// fent is a frontier entry: a position in the walked heap, with the share and name rank of the
+// node there held inline so that sifting compares adjacent entries.
+type fent struct {
+	share float64
+	pos   int32
+	rank  int32
+}
+
+// fentBefore is nodeOrder.before in max order (preOrd) on frontier entries: higher share first,
+// shares within the tie tolerance by the larger name.
+func fentBefore(a, b fent) bool {
+	if a.share < b.share {
+		if d := b.share - a.share; d > tieTolerance*b.share || d > math.MaxFloat64 {
+			return false
+		}
+	} else if a.share > b.share {
+		if d := a.share - b.share; d > tieTolerance*a.share || d > math.MaxFloat64 {
+			return true
+		}
+	}
+	return a.rank >= b.rank
+}
+
+func (it *descIter) entry(pos int32) fent {
+	n := it.h[pos]
+	return fent{share: it.t.share[n], pos: pos, rank: it.t.preOrd.rank[n]}
 }
 
 func (a *Allocator) iter(depth int) *descIter {
@@ -30,7 +59,7 @@ func (it *descIter) start(t *tree, p, skip int32) {
 	it.t, it.h, it.skip = t, t.pre[p], skip
 	it.front, it.useBound = it.front[:0], false
 	if len(it.h) > 0 {
-		it.front = append(it.front, 0)
+		it.front = append(it.front, it.entry(0))
 	}
 }
 
@@ -55,57 +84,62 @@ func (it *descIter) next() int32 {
 	}
 }
 
-func (it *descIter) frontBefore(i, j int) bool {
-	return it.t.preOrd.before(it.h[it.front[i]], it.h[it.front[j]])
-}
-
 // popFront takes the best heap position off the frontier and adds its heap children.
 func (it *descIter) popFront() int32 {
 	if len(it.front) == 0 {
 		return -1
 	}
-	top := it.front[0]
+	top := it.front[0].pos
 	last := len(it.front) - 1
 	it.front[0] = it.front[last]
 	it.front = it.front[:last]
 	it.siftDown(0)
 	for _, c := range [2]int32{2*top + 1, 2*top + 2} {
 		if int(c) < len(it.h) {
-			it.front = append(it.front, c)
+			it.front = append(it.front, it.entry(c))
 			it.siftUp(len(it.front) - 1)
 		}
 	}
 	return it.h[top]
 }
 
+// siftUp and siftDown move one entry through a hole (see actHeap.up).
 func (it *descIter) siftUp(i int) {
+	f, e := it.front, it.front[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if !it.frontBefore(i, p) {
-			return
+		if !fentBefore(e, f[p]) {
+			break
 		}
-		it.front[i], it.front[p] = it.front[p], it.front[i]
+		f[i] = f[p]
 		i = p
 	}
+	f[i] = e
 }
 
 func (it *descIter) siftDown(i int) {
-	n := len(it.front)
+	f := it.front
+	n := len(f)
+	if n == 0 {
+		return
+	}
+	e := f[i]
 	for {
 		l := 2*i + 1
 		if l >= n {
-			return
+			break
 		}
 		c := l
-		if r := l + 1; r < n && it.frontBefore(r, l) {
+		if r := l + 1; r < n && fentBefore(f[r], f[l]) {
 			c = r
 		}
-		if !it.frontBefore(c, i) {
-			return
+		if !fentBefore(f[c], e) {
+			break
 		}
-		it.front[i], it.front[c] = it.front[c], it.front[i]
+		f[i] = f[c]
 		i = c
 	}
+	f[i] = e
 }
 
 // vsMode is what a victim search looks for.
