@@ -6,7 +6,6 @@ import (
 	"testing"
 )
 
-
 func validCost() *CostPolicy {
 	return &CostPolicy{
 		Currency:        "USD",
