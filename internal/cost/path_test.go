@@ -77,4 +77,3 @@ func SimUses(rep sim.Report) map[string]ReplicaUse {
 	}
 	return out
 }
-
