@@ -80,6 +80,7 @@ func newRootCmd(e *env) *cobra.Command {
 		newPlanCmd(e),
 		newFairCmd(e),
 		newAgentCmd(e),
+		newCostCmd(e),
 	)
 	return root
 }

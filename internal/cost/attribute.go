@@ -118,6 +118,8 @@ func attributeDevice(d Device, hourly float64, out *split) error {
 		}
 	}
 	out.idle.IdleJ += idleJ
+	out.idle.ReservedGPUSeconds += max(0, 1-usedRes) * d.Seconds // unallocated capacity
+	out.idle.ActiveGPUSeconds += max(0, 1-usedAct) * d.Seconds   // unused time
 	out.idle.Chargeback += hw * max(0, 1-usedRes)
 	out.idle.Showback += hw * max(0, 1-usedAct)
 	if sumAct == 0 {

@@ -58,6 +58,8 @@ func TestMIGExample(t *testing.T) {
 	near(t, "a idle share J", r.Tenants[0].IdleShare.IdleJ, 3.6e5*3/6)
 	near(t, "c chargeback with spread", r.Tenants[2].Chargeback, 2.0/7+2.0/7*1/6)
 	near(t, "idle line left", r.Idle.Chargeback+r.Idle.IdleJ, 0)
+	near(t, "unallocated GPU-seconds stay", r.Idle.ReservedGPUSeconds, 3600.0/7)
+	near(t, "idle before policy", r.IdleBeforePolicy.Chargeback, 2.0/7)
 }
 
 // TestMissingPricesSaySo: without prices a bill has energy but no money, and says why.
@@ -148,6 +150,8 @@ func checkConservation(t fatalf, r *Report) {
 		}
 	}
 	check("IT energy", sum.ActiveJ+sum.IdleJ, tot.ActiveJ+tot.IdleJ)
+	check("reserved GPU-seconds", sum.ReservedGPUSeconds, tot.ReservedGPUSeconds)
+	check("active GPU-seconds", sum.ActiveGPUSeconds, tot.ActiveGPUSeconds)
 	check("chargeback", sum.Chargeback, tot.Chargeback)
 	check("showback", sum.Showback, tot.Showback)
 	if tot.ChargebackPerHour != nil {

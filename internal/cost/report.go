@@ -108,8 +108,11 @@ type Report struct {
 	Currency   string        `json:"currency,omitempty"`
 	IdlePolicy v1.IdlePolicy `json:"idlePolicy"`
 	Tenants    []Line        `json:"tenants"`
-	// Idle is idle energy, unallocated capacity and unused time left after the idle policy.
-	Idle Line `json:"idle"`
+	// Idle is idle energy, unallocated capacity and unused time left after the idle policy; its
+	// GPU-seconds are the unallocated (reserved) and unused (active) GPU-seconds, which stay on
+	// the line whatever the policy. IdleBeforePolicy is the line before the policy spread it.
+	Idle             Line `json:"idle"`
+	IdleBeforePolicy Line `json:"idleBeforePolicy"`
 	// Total is the devices' own totals (not the sum of the lines: a test checks they agree).
 	Total Line `json:"total"`
 	// Attribution says how each figure was obtained.
@@ -142,7 +145,7 @@ func Compute(devs []Device, p Prices) (*Report, error) {
 		}
 		hw := h * d.Seconds / 3600
 		total.add(Figures{IdleJ: min(d.IdleWatts*d.Seconds, d.EnergyJ), ActiveJ: d.EnergyJ - min(d.IdleWatts*d.Seconds, d.EnergyJ),
-			Chargeback: hw, Showback: hw, ReservedGPUSeconds: d.Seconds})
+			Chargeback: hw, Showback: hw, ReservedGPUSeconds: d.Seconds, ActiveGPUSeconds: d.Seconds})
 		for _, sl := range d.Slices {
 			total.OutputTokens += sl.OutputTokens
 			total.Tokens += sl.Tokens
@@ -152,6 +155,8 @@ func Compute(devs []Device, p Prices) (*Report, error) {
 		return nil, err
 	}
 	names := sortedNames(s.tenants)
+	priced := len(unpriced) == 0
+	r.IdleBeforePolicy = r.line("(idle before policy)", s.idle, Figures{}, p, priced)
 	var shares map[string]Figures
 	switch p.IdlePolicy {
 	case v1.IdleReservation:
@@ -159,7 +164,6 @@ func Compute(devs []Device, p Prices) (*Report, error) {
 	case v1.IdleUse:
 		shares = spread(s, names, func(f *Figures) float64 { return f.ActiveJ })
 	}
-	priced := len(unpriced) == 0
 	for _, n := range names {
 		r.Tenants = append(r.Tenants, r.line(n, *s.tenants[n], shares[n], p, priced))
 	}

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/cost"
+	"gpupool.dev/gpupool/internal/perf"
+	"gpupool.dev/gpupool/internal/sim"
+)
+
+func newCostCmd(e *env) *cobra.Command {
+	var poolFile, from string
+	var csvOut bool
+	cmd := &cobra.Command{
+		Use:   "cost PLAN --pool POOL",
+		Short: "Bill a plan per tenant: monthly chargeback and showback, energy and carbon (docs/cost.md)",
+		Long: "cost applies gpupool's attribution rule (docs/cost.md) to a plan with the prices and factors of the\n" +
+			"pool's policy.cost and prints the monthly table (730 h): per tenant the reserved GPUs, cost on the allocation\n" +
+			"basis (chargeback) and the usage basis (showback), the idle-cost share, facility energy, joules per output\n" +
+			"token, cost per 1M output tokens and gCO2e per 1M tokens; then the idle line and the total. Without --from\n" +
+			"the load is the plan's prediction (planned); --from REPORT takes it from a `gpupool simulate -o json`\n" +
+			"report of the same plan (simulated). Prices the pool does not give are not made up: the figures that\n" +
+			"need them are left out and the notes say why. -o csv (or --csv) writes the table as CSV.",
+		Args: cobra.ExactArgs(1),
+	}
+	out := cmd.Flags().StringP("output", "o", string(outTable), "output format: table|json|yaml|csv")
+	cmd.Flags().StringVar(&poolFile, "pool", "", "the Pool the plan was made for (required)")
+	cmd.Flags().StringVar(&from, "from", "", "a `gpupool simulate -o json` report of the plan: bill the simulated run")
+	cmd.Flags().BoolVar(&csvOut, "csv", false, "write the monthly table as CSV (same as -o csv)")
+	_ = cmd.MarkFlagRequired("pool")
+	cmd.RunE = func(_ *cobra.Command, args []string) error {
+		format := *out
+		if csvOut {
+			format = "csv"
+		}
+		if format != "csv" {
+			if _, err := parseOutput(format); err != nil {
+				return invalid(fmt.Errorf("flag -o: unknown output format %q (valid: table, json, yaml, csv)", format))
+			}
+		}
+		return runCost(e, args[0], poolFile, from, format)
+	}
+	return cmd
+}
+
+// costOutput is the structured output of `gpupool cost`: the monthly rows and the report they
+// come from (over its own period).
+type costOutput struct {
+	Pool    string       `json:"pool"`
+	Plan    string       `json:"plan"`
+	Monthly []monthlyRow `json:"monthly"`
+	Report  *cost.Report `json:"report"`
+}
+
+func runCost(e *env, planPath, poolPath, from, format string) error {
+	pool, err := readPoolFlag(e.ctx, poolPath)
+	if err != nil {
+		return invalid(err)
+	}
+	pl, err := readPlan(e.ctx, planPath, "plan")
+	if err != nil {
+		return invalid(err)
+	}
+	if err := v1.ValidatePlan(pl, pool); err != nil {
+		return invalid(fmt.Errorf("plan %s against pool %s: %w", planPath, poolPath, err))
+	}
+	idle := perf.DefaultOptions().IdlePowerFraction
+	var devs []cost.Device
+	if from == "" {
+		devs, err = cost.FromPlan(pl, pool, cost.PlanOptions{IdlePowerFraction: idle})
+	} else {
+		data, rerr := readInput(e.ctx, from, "flag --from")
+		if rerr != nil {
+			return invalid(rerr)
+		}
+		ro, perr := parseSimUse(data, pl)
+		if perr != nil {
+			return invalid(fmt.Errorf("flag --from: %s: %w", from, perr))
+		}
+		devs, err = cost.FromRun(pl, ro)
+	}
+	if err != nil {
+		return invalid(err)
+	}
+	rep, err := cost.Compute(devs, cost.PricesFrom(pool.Policy.Cost))
+	if err != nil {
+		return invalid(err)
+	}
+	o := costOutput{Pool: pool.Metadata.Name, Plan: pl.Metadata.Name, Monthly: monthly(rep), Report: rep}
+	switch format {
+	case "csv":
+		return writeCostCSV(e.stdout, o.Monthly)
+	case string(outTable):
+		return writeCostTable(e.stdout, rep, o.Monthly)
+	}
+	return writeStructured(e.stdout, outputFormat(format), o)
+}
+
+// parseSimUse reads a `gpupool simulate -o json` report: the run's length and each replica's
+// dynamic energy and tokens, which must name replicas of pl.
+func parseSimUse(data []byte, pl *v1.Plan) (cost.RunOptions, error) {
+	var rep sim.Report
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&rep); err != nil {
+		return cost.RunOptions{}, fmt.Errorf("decode simulate report: %w", err)
+	}
+	if !(rep.DurationSeconds > 0 && rep.DurationSeconds < 1e9) {
+		return cost.RunOptions{}, fmt.Errorf("durationSeconds: must be positive (got %g)", rep.DurationSeconds)
+	}
+	known := map[string]bool{}
+	for _, t := range pl.Tenants {
+		for _, r := range t.Replicas {
+			known[t.Name+"/"+strconv.Itoa(r.Index)] = true
+		}
+	}
+	ro := cost.RunOptions{Basis: cost.Simulated, Seconds: rep.DurationSeconds, IdlePowerFraction: perf.DefaultOptions().IdlePowerFraction,
+		Replicas: map[string]cost.ReplicaUse{}}
+	var errs []error
+	for i, r := range rep.Replicas {
+		switch {
+		case !known[r.Name]:
+			errs = append(errs, fmt.Errorf("replicas[%d].name: %q is not a replica of plan %s", i, r.Name, pl.Metadata.Name))
+		case !(r.DynamicJoules >= 0 && r.DynamicJoules < math.MaxFloat64) || r.OutputTokens < 0 || r.PromptTokens < 0:
+			errs = append(errs, fmt.Errorf("replicas[%d]: energy and tokens must be finite and not negative", i))
+		default:
+			ro.Replicas[r.Name] = cost.ReplicaUse{DynamicJ: r.DynamicJoules, OutputTokens: float64(r.OutputTokens),
+				Tokens: float64(r.OutputTokens) + float64(r.PromptTokens)}
+		}
+	}
+	return ro, errors.Join(errs...)
+}
+
+// monthlyRow is one line of the monthly table; nil where a price is missing.
+type monthlyRow struct {
+	Name            string   `json:"name"`
+	Basis           string   `json:"basis"`
+	ReservedGPUs    float64  `json:"reservedGpus"`
+	Chargeback      *float64 `json:"chargebackPerMonth,omitempty"`
+	Showback        *float64 `json:"showbackPerMonth,omitempty"`
+	IdleShare       *float64 `json:"idleSharePerMonth,omitempty"`
+	EnergyKWh       float64  `json:"energyKWhPerMonth"` // facility energy when PUE is known, else IT
+	JPerOutputToken float64  `json:"joulesPerOutputToken,omitempty"`
+	CostPer1MOutput *float64 `json:"costPer1MOutputTokens,omitempty"`
+	GCO2ePer1MLoc   *float64 `json:"gCO2ePer1MTokensLocationBased,omitempty"`
+	GCO2ePer1MMkt   *float64 `json:"gCO2ePer1MTokensMarketBased,omitempty"`
+}
+
+func monthly(r *cost.Report) []monthlyRow {
+	perMonth := func(v *float64) *float64 {
+		if v == nil {
+			return nil
+		}
+		x := *v * cost.HoursPerMonth
+		return &x
+	}
+	kwhScale := cost.HoursPerMonth * 3600 / r.Seconds
+	row := func(l cost.Line) monthlyRow {
+		kwh := l.ITEnergyKWh
+		if l.FacilityKWh != nil {
+			kwh = *l.FacilityKWh
+		}
+		return monthlyRow{Name: l.Name, Basis: string(l.Basis), ReservedGPUs: l.ReservedGPUs, Chargeback: perMonth(l.ChargebackPerHour),
+			Showback: perMonth(l.ShowbackPerHour), IdleShare: perMonth(l.IdleCostPerHour), EnergyKWh: kwh * kwhScale,
+			JPerOutputToken: l.JPerOutputToken, CostPer1MOutput: l.CostPer1MOutput, GCO2ePer1MLoc: l.GCO2ePer1MLoc, GCO2ePer1MMkt: l.GCO2ePer1MMarket}
+	}
+	var out []monthlyRow
+	for _, l := range r.Tenants {
+		out = append(out, row(l))
+	}
+	return append(out, row(r.Idle), row(r.Total))
+}
+
+var costHeader = []string{"TENANT", "GPUS", "CHARGEBACK/MO", "SHOWBACK/MO", "IDLE SHARE/MO", "KWH/MO", "J/OUT TOK", "PER 1M OUT", "GCO2E/1M TOK LOC", "GCO2E/1M TOK MKT"}
+
+func (m monthlyRow) cells(money func(*float64) string) []string {
+	return []string{m.Name, strconv.FormatFloat(m.ReservedGPUs, 'f', 3, 64), money(m.Chargeback), money(m.Showback), money(m.IdleShare),
+		strconv.FormatFloat(m.EnergyKWh, 'f', 1, 64), strconv.FormatFloat(m.JPerOutputToken, 'f', 3, 64), money(m.CostPer1MOutput),
+		num(m.GCO2ePer1MLoc, 1), num(m.GCO2ePer1MMkt, 1)}
+}
+
+func num(v *float64, digits int) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*v, 'f', digits, 64)
+}
+
+func writeCostTable(w io.Writer, r *cost.Report, rows []monthlyRow) error {
+	fmt.Fprintf(w, "basis %s, idle policy %s, per month of %g h", r.Basis, r.IdlePolicy, cost.HoursPerMonth)
+	if r.Currency != "" {
+		fmt.Fprintf(w, ", %s", r.Currency)
+	}
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	for i, h := range costHeader {
+		if i > 0 {
+			fmt.Fprint(tw, "\t")
+		}
+		fmt.Fprint(tw, h)
+	}
+	fmt.Fprintln(tw)
+	for _, m := range rows {
+		for i, c := range m.cells(func(v *float64) string { return num(v, 2) }) {
+			if i > 0 {
+				fmt.Fprint(tw, "\t")
+			}
+			fmt.Fprint(tw, c)
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if b := r.IdleBeforePolicy; b.Chargeback > 0 || b.IdleJ > 0 {
+		fmt.Fprintf(w, "note: (idle) GPUS are unallocated GPUs; before the idle policy the idle line held %.2f/mo of hardware and %.1f kWh/mo of idle IT energy\n",
+			b.Chargeback/(r.Seconds/3600)*cost.HoursPerMonth, (b.IdleJ/3.6e6)*cost.HoursPerMonth*3600/r.Seconds)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+	return nil
+}
+
+func writeCostCSV(w io.Writer, rows []monthlyRow) error {
+	cw := csv.NewWriter(w)
+	hdr := append([]string{}, costHeader...)
+	hdr = append(hdr, "BASIS")
+	if err := cw.Write(hdr); err != nil {
+		return err
+	}
+	for _, m := range rows {
+		rec := m.cells(func(v *float64) string {
+			if v == nil {
+				return ""
+			}
+			return strconv.FormatFloat(*v, 'f', 4, 64)
+		})
+		for i, c := range rec {
+			if c == "-" {
+				rec[i] = ""
+			}
+		}
+		if err := cw.Write(append(rec, m.Basis)); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// planCostLine is the plan's cost per hour beside its GPU count and the baselines' at the mean
+// price of a pool GPU, for the plan table; empty without policy.cost.
+func planCostLine(pl *v1.Plan, pool *v1.Pool) string {
+	if pool.Policy.Cost == nil {
+		return ""
+	}
+	devs, err := cost.FromPlan(pl, pool, cost.PlanOptions{IdlePowerFraction: perf.DefaultOptions().IdlePowerFraction})
+	if err != nil {
+		return ""
+	}
+	r, err := cost.Compute(devs, cost.PricesFrom(pool.Policy.Cost))
+	if err != nil || r.Total.ChargebackPerHour == nil {
+		return "cost: not computed (" + firstNote(r) + ")"
+	}
+	// Hardware of the GPUs used only: idle GPUs of the fleet could be sold or switched off.
+	perGPU := r.Total.Chargeback / float64(max(len(pl.GPUs), 1))
+	used := perGPU * float64(pl.Summary.GPUsUsed)
+	s := fmt.Sprintf("cost (planned, %s/h): %d GPUs used %.2f hardware + %.2f energy (fleet %.2f)",
+		r.Currency, pl.Summary.GPUsUsed, used, *r.Total.EnergyCostPerHour, *r.Total.ChargebackPerHour)
+	for _, b := range pl.Summary.Baselines {
+		s += fmt.Sprintf("; %s %.2f hardware", b.Name, perGPU*float64(b.GPUs))
+	}
+	return s
+}
+
+func firstNote(r *cost.Report) string {
+	if r == nil || len(r.Notes) == 0 {
+		return "no report"
+	}
+	return r.Notes[0]
+}
