@@ -1,0 +1,140 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// costPool is planPool with prices: 2 USD per GPU-hour, 0.1 USD/kWh, PUE 1.5, 400 g/kWh.
+var costPool = strings.Replace(planPool, "policy: {burstPoolPercent: 0}", `policy:
+  burstPoolPercent: 0
+  cost:
+    currency: USD
+    boards: [{board: H100, hourlyPrice: 2, source: "test price"}]
+    energyPricePerKWh: {value: 0.1, source: "test tariff"}
+    pue: {value: 1.5, source: "test facility"}
+    carbonIntensity: {locationBased: {value: 400, source: "test grid"}}`, 1)
+
+func planFile(t *testing.T, pool string) (poolFile, planPath string) {
+	t.Helper()
+	poolFile = writeTemp(t, "pool.yaml", pool)
+	out, errOut, code := runCmd(t, "plan", poolFile, "-o", "yaml")
+	if code != exitOK {
+		t.Fatalf("plan: exit %d: %s", code, errOut)
+	}
+	return poolFile, writeTemp(t, "plan.yaml", out)
+}
+
+// The JSON bill of a 2-GPU plan: hardware is 2 GPUs × 2 USD/h whatever the split, and the
+// tenants plus the idle line add up to the total.
+func TestCostJSONAddsUp(t *testing.T) {
+	poolFile, planPath := planFile(t, costPool)
+	out, errOut, code := runCmd(t, "cost", planPath, "--pool", poolFile, "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var o costOutput
+	if err := json.Unmarshal([]byte(out), &o); err != nil {
+		t.Fatal(err)
+	}
+	r := o.Report
+	if r.Basis != "planned" || r.Total.Chargeback != 4 || len(r.Tenants) != 1 {
+		t.Fatalf("basis %s, hardware %g/h (want 4), %d tenants", r.Basis, r.Total.Chargeback, len(r.Tenants))
+	}
+	sum := *r.Tenants[0].ChargebackPerHour + *r.Idle.ChargebackPerHour
+	if math.Abs(sum-*r.Total.ChargebackPerHour) > 1e-9 {
+		t.Errorf("chat %g + idle %g != total %g", *r.Tenants[0].ChargebackPerHour, *r.Idle.ChargebackPerHour, *r.Total.ChargebackPerHour)
+	}
+	// chat reserves one of the two GPUs (exclusive or smaller); the month has 730 h.
+	if m := o.Monthly[len(o.Monthly)-1]; m.Name != "(total)" || math.Abs(*m.Chargeback-*r.Total.ChargebackPerHour*730) > 1e-6 {
+		t.Errorf("monthly total row %+v", m)
+	}
+}
+
+func TestCostCSVAndTable(t *testing.T) {
+	poolFile, planPath := planFile(t, costPool)
+	out, errOut, code := runCmd(t, "cost", planPath, "--pool", poolFile, "--csv")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 4 || recs[0][0] != "TENANT" || recs[1][0] != "chat" || recs[3][0] != "(total)" || recs[1][len(recs[1])-1] != "planned" {
+		t.Errorf("csv:\n%s", out)
+	}
+	out, _, code = runCmd(t, "cost", planPath, "--pool", poolFile)
+	if code != exitOK || !strings.Contains(out, "CHARGEBACK/MO") || !strings.Contains(out, "basis planned, idle policy none") {
+		t.Errorf("table (exit %d):\n%s", code, out)
+	}
+	out, _, code = runCmd(t, "plan", poolFile)
+	if code != exitOK || !strings.Contains(out, "cost (planned, USD/h): 1 GPUs used 2.00 hardware") {
+		t.Errorf("plan table lacks its cost (exit %d):\n%s", code, out)
+	}
+}
+
+// Without policy.cost the bill has energy but no money, and says so.
+func TestCostWithoutPrices(t *testing.T) {
+	poolFile, planPath := planFile(t, planPool)
+	out, errOut, code := runCmd(t, "cost", planPath, "--pool", poolFile)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "note: no price for board(s) H100-SXM5-80GB in policy.cost.boards: no cost figures") {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+// --from bills a simulated run of the plan; a report of another plan is refused by name.
+func TestCostFromSimulation(t *testing.T) {
+	poolFile, planPath := planFile(t, costPool)
+	rep, errOut, code := runCmd(t, "simulate", poolFile, "--plan", planPath, "--duration", "5s", "-o", "json")
+	if code != exitOK {
+		t.Fatalf("simulate: exit %d: %s", code, errOut)
+	}
+	repFile := writeTemp(t, "report.json", rep)
+	out, errOut, code := runCmd(t, "cost", planPath, "--pool", poolFile, "--from", repFile, "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var o costOutput
+	if err := json.Unmarshal([]byte(out), &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.Report.Basis != "simulated" || o.Report.Seconds != 5 || o.Report.Tenants[0].OutputTokens == 0 {
+		t.Errorf("report: basis %s over %g s, %g output tokens", o.Report.Basis, o.Report.Seconds, o.Report.Tenants[0].OutputTokens)
+	}
+	bad := writeTemp(t, "bad.json", strings.ReplaceAll(rep, `"chat/0"`, `"other/0"`))
+	_, errOut, code = runCmd(t, "cost", planPath, "--pool", poolFile, "--from", bad)
+	if code != exitInvalid || !strings.Contains(errOut, `replicas[0].name: "other/0" is not a replica of plan`) {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+}
+
+func FuzzParseSimUse(f *testing.F) {
+	f.Add([]byte(`{"durationSeconds": 10, "replicas": [{"name": "chat/0", "dynamicJoules": 5, "outputTokens": 3, "promptTokens": 4}]}`))
+	f.Add([]byte(`{"durationSeconds": -1}`))
+	f.Add([]byte(`{"durationSeconds": 1, "replicas": [{"name": "chat/0", "dynamicJoules": -5}]}`))
+	f.Add([]byte(`[]`))
+	pl := &v1.Plan{Metadata: v1.Metadata{Name: "p"}, Tenants: []v1.PlanTenant{{Name: "chat", Replicas: []v1.ReplicaRef{{Index: 0}}}}}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ro, err := parseSimUse(data, pl)
+		if err != nil {
+			return
+		}
+		if !(ro.Seconds > 0) {
+			t.Fatalf("accepted a period of %g s", ro.Seconds)
+		}
+		for name, u := range ro.Replicas {
+			if name != "chat/0" || !(u.DynamicJ >= 0) || u.Tokens < u.OutputTokens || u.OutputTokens < 0 {
+				t.Fatalf("accepted %s: %+v", name, u)
+			}
+		}
+	})
+}
