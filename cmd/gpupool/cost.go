@@ -289,3 +289,44 @@ func firstNote(r *cost.Report) string {
 	}
 	return r.Notes[0]
 }
+
+// simulateCost bills a simulated run of pl; nil when the run cannot be billed (no replicas).
+func simulateCost(pl *v1.Plan, pool *v1.Pool, rep sim.Report) *cost.Report {
+	uses := map[string]cost.ReplicaUse{}
+	for _, r := range rep.Replicas {
+		uses[r.Name] = cost.ReplicaUse{DynamicJ: r.DynamicJoules, OutputTokens: float64(r.OutputTokens),
+			Tokens: float64(r.OutputTokens) + float64(r.PromptTokens)}
+	}
+	devs, err := cost.FromRun(pl, cost.RunOptions{Basis: cost.Simulated, Seconds: rep.DurationSeconds,
+		IdlePowerFraction: perf.DefaultOptions().IdlePowerFraction, Replicas: uses})
+	if err != nil || len(devs) == 0 {
+		return nil
+	}
+	r, err := cost.Compute(devs, cost.PricesFrom(pool.Policy.Cost))
+	if err != nil {
+		return nil
+	}
+	return r
+}
+
+// simulateCostTable prints the run's bill per tenant: energy, J per output token, cost per hour
+// on both bases and per 1M output tokens, carbon per 1M tokens.
+func simulateCostTable(w io.Writer, r *cost.Report) error {
+	if r == nil {
+		return nil
+	}
+	fmt.Fprintf(w, "\ncost (simulated, idle policy %s%s):\n", r.IdlePolicy, map[bool]string{true: ", " + r.Currency, false: ""}[r.Currency != ""])
+	tw := newTable(w)
+	fmt.Fprintln(tw, "TENANT\tGPUS\tIT WH\tJ/OUT TOK\tJ/TOK\tCHARGEBACK/H\tSHOWBACK/H\tIDLE SHARE/H\tPER 1M OUT\tGCO2E/1M TOK LOC\tGCO2E/1M TOK MKT")
+	for _, l := range append(append([]cost.Line{}, r.Tenants...), r.Idle, r.Total) {
+		fmt.Fprintf(tw, "%s\t%.3f\t%.1f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, l.ReservedGPUs, l.ITEnergyKWh*1000, l.JPerOutputToken, l.JPerToken,
+			num(l.ChargebackPerHour, 2), num(l.ShowbackPerHour, 2), num(l.IdleCostPerHour, 2), num(l.CostPer1MOutput, 2), num(l.GCO2ePer1MLoc, 1), num(l.GCO2ePer1MMarket, 1))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+	return nil
+}

@@ -138,3 +138,28 @@ func FuzzParseSimUse(f *testing.F) {
 		}
 	})
 }
+
+// simulate reports the run's cost per tenant, in its JSON and under its table.
+func TestSimulateReportsCost(t *testing.T) {
+	poolFile, planPath := planFile(t, costPool)
+	out, errOut, code := runCmd(t, "simulate", poolFile, "--plan", planPath, "--duration", "5s")
+	if code != exitOK || !strings.Contains(out, "cost (simulated, idle policy none, USD):") || !strings.Contains(out, "CHARGEBACK/H") {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	out, _, _ = runCmd(t, "simulate", poolFile, "--plan", planPath, "--duration", "5s", "-o", "json")
+	var rep simulateReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	// The bill's energy is the simulator's energy of the GPUs it ran (rounded there to 0.1 J),
+	// plus idle power (15 % of 700 W) over the run for the fleet's GPUs it left out.
+	var gpuJ float64
+	for _, g := range rep.GPUs {
+		gpuJ += g.EnergyJoules
+	}
+	gpuJ += float64(2-len(rep.GPUs)) * 0.15 * 700 * 5
+	c := rep.Cost
+	if c == nil || math.Abs(c.Total.ActiveJ+c.Total.IdleJ-gpuJ) > 0.1*float64(len(rep.GPUs)) {
+		t.Fatalf("bill %g J, simulator's GPU energy and idle GPUs %g J", c.Total.ActiveJ+c.Total.IdleJ, gpuJ)
+	}
+}
