@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	v1 "gpupool.dev/gpupool/api/v1"
-	"gpupool.dev/gpupool/internal/llm"
 	"gpupool.dev/gpupool/internal/cost"
+	"gpupool.dev/gpupool/internal/llm"
 	"gpupool.dev/gpupool/internal/sim"
 )
 
