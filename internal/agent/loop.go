@@ -294,15 +294,20 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	joules := map[string]float64{}
-	for _, g := range snap.GPUs {
+	now := float64(a.Now().UnixNano()) / 1e9
+	for i, g := range snap.GPUs {
 		prev, seen := a.prev["e:"+g.UUID]
-		a.prev["e:"+g.UUID] = g.EnergyJoules
-		if !seen {
-			continue
+		prevT := a.prev["t:"+g.UUID]
+		a.prev["e:"+g.UUID], a.prev["t:"+g.UUID] = g.EnergyJoules, now
+		if seen {
+			// Idle power stays on the GPU's idle line; only the energy above it goes to tenants.
+			active, idle := metrics.SplitIdle(metrics.CounterDelta(prev, g.EnergyJoules), idleWatts(g.Board), now-prevT, len(shares[g.UUID]) > 0)
+			a.prev["idle:"+g.UUID] += idle
+			for t, j := range metrics.Attribute(active, shares[g.UUID]) {
+				joules[t] += j
+			}
 		}
-		for t, j := range metrics.Attribute(metrics.CounterDelta(prev, g.EnergyJoules), shares[g.UUID]) {
-			joules[t] += j
-		}
+		snap.GPUs[i].IdleEnergyJoules = a.prev["idle:"+g.UUID]
 	}
 	for name, tok := range tokens {
 		t := a.tenant(name)
@@ -338,4 +343,17 @@ func (a *Agent) tenant(name string) *metrics.Tenant {
 		a.tenants[name] = t
 	}
 	return t
+}
+
+// idlePowerFraction is a board's idle power as a fraction of its TDP, the performance model's
+// default (perf.Options.IdlePowerFraction; docs/cost.md).
+const idlePowerFraction = 0.15
+
+// idleWatts is the idle power of a board, 0 for a board the catalog does not know.
+func idleWatts(board string) float64 {
+	b, err := gpu.Lookup(board)
+	if err != nil {
+		return 0
+	}
+	return idlePowerFraction * b.TDPWatts
 }

@@ -22,6 +22,9 @@ type Snapshot struct {
 type GPU struct {
 	UUID, Board  string
 	EnergyJoules float64 // the counter, since driver load
+	// IdleEnergyJoules is the part of the energy since the agent started that no tenant was
+	// charged: idle power over each interval, and all of it while no tenant ran (docs/cost.md).
+	IdleEnergyJoules float64
 }
 
 // Slice is one slice a tenant replica runs on.
@@ -98,6 +101,7 @@ func NewCollector(src Source) *Collector {
 		NameTenantTPOT:         d(NameTenantTPOT, "Time per output token of the tenant's requests, from vLLM, in seconds.", "tenant"),
 		NameTenantSLO:          d(NameTenantSLO, "Share of the tenant's requests that met its latency SLO, 0-1.", "tenant"),
 		NameGPUEnergy:          d(NameGPUEnergy, "The GPU's total-energy counter (NVML), in joules.", "gpu"),
+		NameGPUIdleEnergy:      d(NameGPUIdleEnergy, "Energy of the GPU since the agent started that no tenant was charged (idle power, or no tenant on the GPU), in joules; tenants plus this add up to the counter's increase.", "gpu"),
 		NameGPUInfo:            d(NameGPUInfo, "The GPU's catalog board; always 1.", "gpu", "board"),
 		NameMPSRestarts:        d(NameMPSRestarts, "Restarts of the MPS control daemon by the supervisor.", "uuid"),
 		NameMPSHealthy:         d(NameMPSHealthy, "1 when the MPS control daemon answers with its limits applied.", "uuid"),
@@ -127,6 +131,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, x := range s.GPUs {
 		ctr(NameGPUEnergy, x.EnergyJoules, x.UUID)
+		ctr(NameGPUIdleEnergy, x.IdleEnergyJoules, x.UUID)
 		g(NameGPUInfo, 1, x.UUID, x.Board)
 	}
 	for _, x := range s.Slices {

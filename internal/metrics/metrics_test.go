@@ -60,10 +60,10 @@ gpupool_tenant_joules_per_token{tenant="chat"} 0.06
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), NameGatePhase, NameMPSRestarts, NameTenantJPerToken); err != nil {
 		t.Fatal(err)
 	}
-	// GPU: energy + info = 2; slice: used, planned, SM share = 3; tenant: tokens, energy, J/token,
+	// GPU: energy + idle energy + info = 3; slice: used, planned, SM share = 3; tenant: tokens, energy, J/token,
 	// SLO, TTFT (no TPOT given) = 5; MPS: restarts + healthy = 2; gate: 9 phases + cordoned + one
-	// outcome = 11; one XID = 1; poll duration = 1. Total 25.
-	if n := testutil.CollectAndCount(c); n != 2+3+5+2+11+1+1 {
+	// outcome = 11; one XID = 1; poll duration = 1. Total 26.
+	if n := testutil.CollectAndCount(c); n != 3+3+5+2+11+1+1 {
 		t.Fatalf("collected %d metrics", n)
 	}
 	reg := prometheus.NewPedanticRegistry()
@@ -175,5 +175,25 @@ func TestDashboard(t *testing.T) {
 	}
 	if exprs < 8 {
 		t.Fatalf("dashboard has %d queries", exprs)
+	}
+}
+
+// TestSplitIdle: 4,000 J over 10 s on a GPU idling at 105 W: 1,050 J idle, 2,950 J to tenants;
+// with no tenant all 4,000 J are idle; below idle power everything is idle.
+func TestSplitIdle(t *testing.T) {
+	for _, tc := range []struct {
+		j, w, s      float64
+		tenants      bool
+		active, idle float64
+	}{
+		{4000, 105, 10, true, 2950, 1050},
+		{4000, 105, 10, false, 0, 4000},
+		{500, 105, 10, true, 0, 500},
+		{0, 105, 10, true, 0, 0},
+	} {
+		a, i := SplitIdle(tc.j, tc.w, tc.s, tc.tenants)
+		if a != tc.active || i != tc.idle || a+i != max(tc.j, 0) {
+			t.Errorf("SplitIdle(%g, %g, %g, %v) = %g, %g; want %g, %g", tc.j, tc.w, tc.s, tc.tenants, a, i, tc.active, tc.idle)
+		}
 	}
 }

@@ -15,6 +15,7 @@ const (
 	NameTenantTPOT         = "gpupool_tenant_time_per_output_token_seconds"
 	NameTenantSLO          = "gpupool_tenant_slo_attainment_ratio"
 	NameGPUEnergy          = "gpupool_gpu_energy_joules_total"
+	NameGPUIdleEnergy      = "gpupool_gpu_idle_energy_joules_total"
 	NameGPUInfo            = "gpupool_gpu_info"
 	NameGPUXID             = "gpupool_gpu_xid_errors_total"
 	NameMPSRestarts        = "gpupool_mps_daemon_restarts_total"
