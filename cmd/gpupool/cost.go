@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -269,25 +270,24 @@ func planCostLine(pl *v1.Plan, pool *v1.Pool) string {
 		return ""
 	}
 	r, err := cost.Compute(devs, cost.PricesFrom(pool.Policy.Cost))
-	if err != nil || r.Total.ChargebackPerHour == nil {
-		return "cost: not computed (" + firstNote(r) + ")"
+	if err != nil {
+		return "cost: not computed (" + err.Error() + ")"
+	}
+	for _, n := range r.Notes {
+		if strings.HasPrefix(n, "no price for board") {
+			return "cost: not computed (" + n + ")"
+		}
 	}
 	// Hardware of the GPUs used only: idle GPUs of the fleet could be sold or switched off.
 	perGPU := r.Total.Chargeback / float64(max(len(pl.GPUs), 1))
-	used := perGPU * float64(pl.Summary.GPUsUsed)
-	s := fmt.Sprintf("cost (planned, %s/h): %d GPUs used %.2f hardware + %.2f energy (fleet %.2f)",
-		r.Currency, pl.Summary.GPUsUsed, used, *r.Total.EnergyCostPerHour, *r.Total.ChargebackPerHour)
+	s := fmt.Sprintf("cost (planned, %s/h): %d GPUs used %.2f hardware", r.Currency, pl.Summary.GPUsUsed, perGPU*float64(pl.Summary.GPUsUsed))
+	if e := r.Total.EnergyCostPerHour; e != nil {
+		s += fmt.Sprintf(" + %.2f energy (fleet %.2f)", *e, *r.Total.ChargebackPerHour)
+	}
 	for _, b := range pl.Summary.Baselines {
 		s += fmt.Sprintf("; %s %.2f hardware", b.Name, perGPU*float64(b.GPUs))
 	}
 	return s
-}
-
-func firstNote(r *cost.Report) string {
-	if r == nil || len(r.Notes) == 0 {
-		return "no report"
-	}
-	return r.Notes[0]
 }
 
 // simulateCost bills a simulated run of pl; nil when the run cannot be billed (no replicas).

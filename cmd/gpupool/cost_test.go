@@ -163,3 +163,18 @@ func TestSimulateReportsCost(t *testing.T) {
 		t.Fatalf("bill %g J, simulator's GPU energy and idle GPUs %g J", c.Total.ActiveJ+c.Total.IdleJ, gpuJ)
 	}
 }
+
+// With a board price but no energy price, plan still prints the hardware; with no board price
+// it says why there is no cost.
+func TestPlanCostLinePartialPrices(t *testing.T) {
+	hwOnly := strings.Replace(costPool, "    energyPricePerKWh: {value: 0.1, source: \"test tariff\"}\n", "", 1)
+	out, _, code := runCmd(t, "plan", writeTemp(t, "pool.yaml", hwOnly))
+	if code != exitOK || !strings.Contains(out, "cost (planned, USD/h): 1 GPUs used 2.00 hardware; exclusive 2.00 hardware") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	other := strings.Replace(costPool, "board: H100,", "board: A100,", 1)
+	out, _, code = runCmd(t, "plan", writeTemp(t, "pool.yaml", other))
+	if code != exitOK || !strings.Contains(out, "cost: not computed (no price for board(s) H100-SXM5-80GB in policy.cost.boards: no cost figures)") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+}

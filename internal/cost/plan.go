@@ -83,7 +83,11 @@ func FromRun(pl *v1.Plan, o RunOptions) ([]Device, error) {
 	return devices(pl, o.Basis, PlanOptions{Seconds: o.Seconds, IdlePowerFraction: o.IdlePowerFraction},
 		func(d *Device, tdp float64, r v1.PlanReplica, reserved float64) {
 			u := o.Replicas[fmt.Sprintf("%s/%d", r.Tenant, r.Index)]
-			d.Slices = append(d.Slices, Slice{Tenant: r.Tenant, Reserved: reserved, Active: u.DynamicJ / (tdp - d.IdleWatts),
+			act := 0.0
+			if span := tdp - d.IdleWatts; span > 0 {
+				act = u.DynamicJ / span
+			}
+			d.Slices = append(d.Slices, Slice{Tenant: r.Tenant, Reserved: reserved, Active: act,
 				OutputTokens: u.OutputTokens, Tokens: u.Tokens})
 			d.EnergyJ += u.DynamicJ
 		})
