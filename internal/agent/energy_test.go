@@ -62,4 +62,8 @@ func TestEnergyIdleLine(t *testing.T) {
 	if math.Abs(idle-1050) > 1e-6 || math.Abs(s.Tenants[0].EnergyJoules-1475) > 1e-6 || math.Abs(sum-4000) > 1e-6 {
 		t.Errorf("idle %g J, a %g J, b %g J; want 1,050, 1,475, 1,475 adding up to 4,000", idle, s.Tenants[0].EnergyJoules, s.Tenants[1].EnergyJoules)
 	}
+	// The same split per GPU, and where the GPU sits in a plan.
+	if len(s.TenantGPUs) != 2 || s.TenantGPUs[0].GPU != u || math.Abs(s.TenantGPUs[0].EnergyJoules-1475) > 1e-6 || s.GPUs[0].Index != 0 {
+		t.Errorf("per GPU: %+v, gpu %+v", s.TenantGPUs, s.GPUs[0])
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -251,7 +252,7 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 			a.Log.Debug("energy", "gpu", g.UUID, "err", err)
 			continue
 		}
-		snap.GPUs = append(snap.GPUs, metrics.GPU{UUID: g.UUID, Board: g.Board, EnergyJoules: float64(mj) / 1000})
+		snap.GPUs = append(snap.GPUs, metrics.GPU{UUID: g.UUID, Board: g.Board, Node: a.Config.Node, Index: g.Index, EnergyJoules: float64(mj) / 1000})
 		if ps, err := a.Tel.Processes(g.UUID); err == nil {
 			procs[g.UUID] = ps
 		}
@@ -305,6 +306,7 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 			a.prev["idle:"+g.UUID] += idle
 			for t, j := range metrics.Attribute(active, shares[g.UUID]) {
 				joules[t] += j
+				a.prev["tg:"+g.UUID+"\x00"+t] += j
 			}
 		}
 		snap.GPUs[i].IdleEnergyJoules = a.prev["idle:"+g.UUID]
@@ -316,6 +318,12 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 	}
 	for name, j := range joules {
 		a.tenant(name).EnergyJoules += j
+	}
+	for _, k := range slices.Sorted(maps.Keys(a.prev)) {
+		if rest, ok := strings.CutPrefix(k, "tg:"); ok {
+			uuid, tenant, _ := strings.Cut(rest, "\x00")
+			snap.TenantGPUs = append(snap.TenantGPUs, metrics.TenantGPU{GPU: uuid, Tenant: tenant, EnergyJoules: a.prev[k]})
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(a.tenants)) {
 		snap.Tenants = append(snap.Tenants, *a.tenants[name])

@@ -60,7 +60,7 @@ gpupool_tenant_joules_per_token{tenant="chat"} 0.06
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), NameGatePhase, NameMPSRestarts, NameTenantJPerToken); err != nil {
 		t.Fatal(err)
 	}
-	// GPU: energy + idle energy + info = 3; slice: used, planned, SM share = 3; tenant: tokens, energy, J/token,
+	// GPU: energy + idle energy + info = 3 (no tenant-per-GPU energy given); slice: used, planned, SM share = 3; tenant: tokens, energy, J/token,
 	// SLO, TTFT (no TPOT given) = 5; MPS: restarts + healthy = 2; gate: 9 phases + cordoned + one
 	// outcome = 11; one XID = 1; poll duration = 1. Total 26.
 	if n := testutil.CollectAndCount(c); n != 3+3+5+2+11+1+1 {

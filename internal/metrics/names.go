@@ -10,6 +10,7 @@ const (
 	NameSliceSMShare       = "gpupool_slice_sm_share_ratio"
 	NameTenantTokens       = "gpupool_tenant_tokens_total"
 	NameTenantEnergy       = "gpupool_tenant_energy_joules_total"
+	NameTenantGPUEnergy    = "gpupool_tenant_gpu_energy_joules_total"
 	NameTenantJPerToken    = "gpupool_tenant_joules_per_token"
 	NameTenantTTFT         = "gpupool_tenant_time_to_first_token_seconds"
 	NameTenantTPOT         = "gpupool_tenant_time_per_output_token_seconds"
