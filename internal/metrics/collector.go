@@ -9,15 +9,15 @@ import (
 
 // Snapshot is what the agent knows at one instant.
 type Snapshot struct {
-	GPUs    []GPU
+	GPUs []GPU
 	// TenantGPUs is each tenant's energy on each GPU since the agent started (the per-GPU parts
 	// of Tenant.EnergyJoules), for bills per GPU (docs/cost.md).
 	TenantGPUs []TenantGPU
-	Slices  []Slice
-	Tenants []Tenant
-	MPS     []MPSDaemon
-	Gate    Gate
-	XIDs    []XID
+	Slices     []Slice
+	Tenants    []Tenant
+	MPS        []MPSDaemon
+	Gate       Gate
+	XIDs       []XID
 	// PollSeconds is how long the last poll took.
 	PollSeconds float64
 }
@@ -26,8 +26,8 @@ type Snapshot struct {
 type GPU struct {
 	UUID, Board string
 	// Node and Index place the GPU as a Plan does ("node/index").
-	Node  string
-	Index int
+	Node         string
+	Index        int
 	EnergyJoules float64 // the counter, since driver load
 	// IdleEnergyJoules is the part of the energy since the agent started that no tenant was
 	// charged: idle power over each interval, and all of it while no tenant ran (docs/cost.md).

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
 )
 
 type fixed Snapshot
@@ -196,4 +198,49 @@ func TestSplitIdle(t *testing.T) {
 			t.Errorf("SplitIdle(%g, %g, %g, %v) = %g, %g; want %g, %g", tc.j, tc.w, tc.s, tc.tenants, a, i, tc.active, tc.idle)
 		}
 	}
+}
+
+// An agent's exposition read back: the collector's own output parses to the snapshot's values.
+func TestParseAgentRoundTrip(t *testing.T) {
+	snap := Snapshot(sample)
+	snap.GPUs = []GPU{{UUID: "GPU-0", Board: "H100-SXM5-80GB", Node: "n1", Index: 3, EnergyJoules: 1234.5, IdleEnergyJoules: 100}}
+	snap.TenantGPUs = []TenantGPU{{GPU: "GPU-0", Tenant: "chat", EnergyJoules: 900}}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(fixed(snap)))
+	var buf bytes.Buffer
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if _, err := expfmt.MetricFamilyToText(&buf, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := ParseAgent(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := s.GPUs["GPU-0"]
+	if g.Node != "n1" || g.Index != 3 || g.EnergyJoules != 1234.5 || g.IdleJ != 100 || s.TenantGPU["GPU-0"]["chat"] != 900 || s.TenantTokens["chat"] != 15000 {
+		t.Errorf("parsed %+v", s)
+	}
+}
+
+func FuzzParseAgent(f *testing.F) {
+	f.Add([]byte("gpupool_gpu_info{gpu=\"G\",board=\"H100\",node=\"n\",index=\"0\"} 1\ngpupool_gpu_energy_joules_total{gpu=\"G\"} 5\n"))
+	f.Add([]byte("gpupool_gpu_energy_joules_total{gpu=\"G\"} 5\n"))
+	f.Add([]byte("gpupool_tenant_gpu_energy_joules_total{gpu=\"G\",tenant=\"t\"} NaN\n"))
+	f.Add([]byte("gpupool_gpu_info{gpu=\"G\",index=\"x\"} 1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ParseAgent(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		for u, g := range s.GPUs {
+			if !(g.EnergyJoules >= 0) || !(g.IdleJ >= 0) || (g.hasCounters && !g.hasInfo) {
+				t.Fatalf("accepted gpu %q: %+v", u, g)
+			}
+		}
+	})
 }
