@@ -10,17 +10,21 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/cost"
+	"gpupool.dev/gpupool/internal/metrics"
 	"gpupool.dev/gpupool/internal/perf"
 	"gpupool.dev/gpupool/internal/sim"
 )
 
 func newCostCmd(e *env) *cobra.Command {
-	var poolFile, from string
+	var poolFile string
+	var from []string
+	var period time.Duration
 	var csvOut bool
 	cmd := &cobra.Command{
 		Use:   "cost PLAN --pool POOL",
@@ -30,13 +34,16 @@ func newCostCmd(e *env) *cobra.Command {
 			"basis (chargeback) and the usage basis (showback), the idle-cost share, facility energy, joules per output\n" +
 			"token, cost per 1M output tokens and gCO2e per 1M tokens; then the idle line and the total. Without --from\n" +
 			"the load is the plan's prediction (planned); --from REPORT takes it from a `gpupool simulate -o json`\n" +
-			"report of the same plan (simulated). Prices the pool does not give are not made up: the figures that\n" +
+			"report of the same plan (simulated); --from START --from END --period D takes it from two reads of the\n" +
+			"node agents' /metrics, D apart (measured: the energy counters' increase, the agents' idle line and each\n" +
+			"tenant's energy per GPU). Prices the pool does not give are not made up: the figures that\n" +
 			"need them are left out and the notes say why. -o csv (or --csv) writes the table as CSV.",
 		Args: cobra.ExactArgs(1),
 	}
 	out := cmd.Flags().StringP("output", "o", string(outTable), "output format: table|json|yaml|csv")
 	cmd.Flags().StringVar(&poolFile, "pool", "", "the Pool the plan was made for (required)")
-	cmd.Flags().StringVar(&from, "from", "", "a `gpupool simulate -o json` report of the plan: bill the simulated run")
+	cmd.Flags().StringArrayVar(&from, "from", nil, "a `gpupool simulate -o json` report of the plan (simulated), or twice: two reads of the agents' /metrics (measured, with --period)")
+	cmd.Flags().DurationVar(&period, "period", 0, "with two --from reads of the agents' metrics: the time between them")
 	cmd.Flags().BoolVar(&csvOut, "csv", false, "write the monthly table as CSV (same as -o csv)")
 	_ = cmd.MarkFlagRequired("pool")
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
@@ -49,7 +56,7 @@ func newCostCmd(e *env) *cobra.Command {
 				return invalid(fmt.Errorf("flag -o: unknown output format %q (valid: table, json, yaml, csv)", format))
 			}
 		}
-		return runCost(e, args[0], poolFile, from, format)
+		return runCost(e, args[0], poolFile, from, period, format)
 	}
 	return cmd
 }
@@ -63,7 +70,7 @@ type costOutput struct {
 	Report  *cost.Report `json:"report"`
 }
 
-func runCost(e *env, planPath, poolPath, from, format string) error {
+func runCost(e *env, planPath, poolPath string, from []string, period time.Duration, format string) error {
 	pool, err := readPoolFlag(e.ctx, poolPath)
 	if err != nil {
 		return invalid(err)
@@ -75,21 +82,7 @@ func runCost(e *env, planPath, poolPath, from, format string) error {
 	if err := v1.ValidatePlan(pl, pool); err != nil {
 		return invalid(fmt.Errorf("plan %s against pool %s: %w", planPath, poolPath, err))
 	}
-	idle := perf.DefaultOptions().IdlePowerFraction
-	var devs []cost.Device
-	if from == "" {
-		devs, err = cost.FromPlan(pl, pool, cost.PlanOptions{IdlePowerFraction: idle})
-	} else {
-		data, rerr := readInput(e.ctx, from, "flag --from")
-		if rerr != nil {
-			return invalid(rerr)
-		}
-		ro, perr := parseSimUse(data, pl)
-		if perr != nil {
-			return invalid(fmt.Errorf("flag --from: %s: %w", from, perr))
-		}
-		devs, err = cost.FromRun(pl, ro)
-	}
+	devs, err := costDevices(e, pl, pool, from, period)
 	if err != nil {
 		return invalid(err)
 	}
@@ -105,6 +98,73 @@ func runCost(e *env, planPath, poolPath, from, format string) error {
 		return writeCostTable(e.stdout, rep, o.Monthly)
 	}
 	return writeStructured(e.stdout, outputFormat(format), o)
+}
+
+// costDevices builds the devices to bill: planned without --from, simulated from one report,
+// measured from two reads of the agents' metrics.
+func costDevices(e *env, pl *v1.Plan, pool *v1.Pool, from []string, period time.Duration) ([]cost.Device, error) {
+	idle := perf.DefaultOptions().IdlePowerFraction
+	if period != 0 && len(from) != 2 {
+		return nil, errors.New("flag --period: only with two --from reads of the agents' metrics")
+	}
+	var data [][]byte
+	for _, f := range from {
+		b, err := readInput(e.ctx, f, "flag --from")
+		if err != nil {
+			return nil, err
+		}
+		data = append(data, b)
+	}
+	switch len(from) {
+	case 0:
+		return cost.FromPlan(pl, pool, cost.PlanOptions{IdlePowerFraction: idle})
+	case 1:
+		ro, err := parseSimUse(data[0], pl)
+		if err != nil {
+			return nil, fmt.Errorf("flag --from: %s: %w", from[0], err)
+		}
+		return cost.FromRun(pl, ro)
+	case 2:
+		if !(period > 0) {
+			return nil, errors.New("flag --period: required with two --from reads, the time between them (e.g. 720h)")
+		}
+		mo, err := measuredUse(data[0], data[1], period)
+		if err != nil {
+			return nil, fmt.Errorf("flag --from: %w", err)
+		}
+		return cost.FromMeasured(pl, mo)
+	}
+	return nil, fmt.Errorf("flag --from: give one simulate report or two reads of the agents' metrics (got %d)", len(from))
+}
+
+// measuredUse turns two reads of the agents' metrics into the increases over the period. A
+// counter that went down (the agent or the driver restarted) counts its later value.
+func measuredUse(start, end []byte, period time.Duration) (cost.MeasuredOptions, error) {
+	a, err := metrics.ParseAgent(bytes.NewReader(start))
+	if err != nil {
+		return cost.MeasuredOptions{}, fmt.Errorf("first read: %w", err)
+	}
+	b, err := metrics.ParseAgent(bytes.NewReader(end))
+	if err != nil {
+		return cost.MeasuredOptions{}, fmt.Errorf("second read: %w", err)
+	}
+	mo := cost.MeasuredOptions{Seconds: period.Seconds(), GPUs: map[string]cost.MeasuredGPU{}, Tokens: map[string]float64{}}
+	for uuid, g := range b.GPUs {
+		if g.Node == "" {
+			continue
+		}
+		p := a.GPUs[uuid]
+		m := cost.MeasuredGPU{EnergyJ: metrics.CounterDelta(p.EnergyJoules, g.EnergyJoules), IdleJ: metrics.CounterDelta(p.IdleJ, g.IdleJ),
+			Tenants: map[string]float64{}}
+		for t, j := range b.TenantGPU[uuid] {
+			m.Tenants[t] = metrics.CounterDelta(a.TenantGPU[uuid][t], j)
+		}
+		mo.GPUs[g.Node+"/"+strconv.Itoa(g.Index)] = m
+	}
+	for t, n := range b.TenantTokens {
+		mo.Tokens[t] = metrics.CounterDelta(a.TenantTokens[t], n)
+	}
+	return mo, nil
 }
 
 // parseSimUse reads a `gpupool simulate -o json` report: the run's length and each replica's

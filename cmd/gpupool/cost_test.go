@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -176,5 +177,49 @@ func TestPlanCostLinePartialPrices(t *testing.T) {
 	out, _, code = runCmd(t, "plan", writeTemp(t, "pool.yaml", other))
 	if code != exitOK || !strings.Contains(out, "cost: not computed (no price for board(s) H100-SXM5-80GB in policy.cost.boards: no cost figures)") {
 		t.Errorf("exit %d:\n%s", code, out)
+	}
+}
+
+// Two reads of an agent's metrics an hour apart bill the measured increase: n1/0 drew 1.8 MJ
+// (378 kJ idle, the rest chat's), n1/1 only idle power; tenants plus idle add up to the 2.178 MJ.
+func TestCostFromAgentMetrics(t *testing.T) {
+	poolFile, planPath := planFile(t, costPool)
+	pl, err := readPlan(t.Context(), planPath, "plan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := pl.Tenants[0].Replicas[0].GPU.String()
+	other := map[string]string{"n1/0": "n1/1", "n1/1": "n1/0"}[ref]
+	read := func(e0, i0, c, e1, i1, tok float64) string {
+		return fmt.Sprintf(`gpupool_gpu_info{gpu="GPU-A",board="H100-SXM5-80GB",node="n1",index="%s"} 1
+gpupool_gpu_info{gpu="GPU-B",board="H100-SXM5-80GB",node="n1",index="%s"} 1
+gpupool_gpu_energy_joules_total{gpu="GPU-A"} %g
+gpupool_gpu_idle_energy_joules_total{gpu="GPU-A"} %g
+gpupool_tenant_gpu_energy_joules_total{gpu="GPU-A",tenant="chat"} %g
+gpupool_gpu_energy_joules_total{gpu="GPU-B"} %g
+gpupool_gpu_idle_energy_joules_total{gpu="GPU-B"} %g
+gpupool_tenant_tokens_total{tenant="chat"} %g
+`, ref[3:], other[3:], e0, i0, c, e1, i1, tok)
+	}
+	start := writeTemp(t, "start.prom", read(1e6, 1e5, 9e5, 5e5, 5e5, 1e6))
+	end := writeTemp(t, "end.prom", read(2.8e6, 4.78e5, 2.322e6, 8.78e5, 8.78e5, 2e6))
+	out, errOut, code := runCmd(t, "cost", planPath, "--pool", poolFile, "--from", start, "--from", end, "--period", "1h", "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var o costOutput
+	if err := json.Unmarshal([]byte(out), &o); err != nil {
+		t.Fatal(err)
+	}
+	r := o.Report
+	chat := r.Tenants[0]
+	if r.Basis != "measured" || math.Abs(chat.ActiveJ-1.422e6) > 1e-3 || math.Abs(r.Total.ActiveJ+r.Total.IdleJ-2.178e6) > 1e-3 ||
+		math.Abs(chat.ActiveJ+chat.IdleJ+r.Idle.ActiveJ+r.Idle.IdleJ-2.178e6) > 1e-3 || chat.Tokens != 1e6 {
+		t.Errorf("basis %s, chat %g J (want 1,422,000) and %g tokens, total %g J (want 2,178,000), idle line %g J",
+			r.Basis, chat.ActiveJ, chat.Tokens, r.Total.ActiveJ+r.Total.IdleJ, r.Idle.ActiveJ+r.Idle.IdleJ)
+	}
+	_, errOut, code = runCmd(t, "cost", planPath, "--pool", poolFile, "--from", start, "--from", end)
+	if code != exitInvalid || !strings.Contains(errOut, "flag --period: required") {
+		t.Errorf("without --period: exit %d: %s", code, errOut)
 	}
 }
