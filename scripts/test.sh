@@ -47,6 +47,8 @@ go build -o "$tmp/gpupool" ./cmd/gpupool
 "$tmp/gpupool" validate "$tmp/out/mig-parted/config.yaml" examples/h100x8-mixed.yaml
 "$tmp/gpupool" validate --pool examples/h100x8-mixed.yaml "$tmp/out/plan.yaml"
 "$tmp/gpupool" simulate examples/h100x8-mixed.yaml --plan "$tmp/out/plan.yaml" --duration 2m -o json > /dev/null
+"$tmp/gpupool" cost "$tmp/out/plan.yaml" --pool examples/h100x8-mixed.yaml --csv > "$tmp/cost.csv"
+grep -q '^(total),8.000,' "$tmp/cost.csv"
 sed "s|stateDir: .gpupool-agent-demo|stateDir: $tmp/agent-state|" examples/agent-fake.yaml > "$tmp/agent.yaml"
 "$tmp/gpupool" agent --fake --config "$tmp/agent.yaml" --once > "$tmp/agent.txt"
 grep -q GateDone "$tmp/agent.txt"

@@ -30,6 +30,7 @@ func seedDecoders(f *testing.F, files ...string) {
 		"apiVersion: gpupool.dev/v1\nkind: Plan\ngpus: [{node: a, index: 0, instances: [{profile: x, replicas: [{limits: {memory: 1.5Gi}}]}]}]\n",
 		"apiVersion: gpupool.dev/v1\nkind: Pool\nmetadata: &a {name: x}\nfleet: {nodes: [{name: *a}]}\n",
 		"apiVersion: gpupool.dev/v1\nkind: Pool\nfleet: {nodes: [{name: n1, labels: {\"<<\": x, \"\": y}}]}\n",
+		"apiVersion: gpupool.dev/v1\nkind: Pool\npolicy: {cost: {currency: USD, boards: [{board: H100, capex: 3e4, amortizationYears: 5, source: q}], pue: {value: 1.5, source: s}, carbonIntensity: {locationBased: {value: 390, source: g}}, idlePolicy: use}}\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -78,6 +78,8 @@ type Policy struct {
 	MaxUnavailable *IntOrPercent `json:"maxUnavailable,omitzero"`
 	// ReconfigCooldown is the least time between two MIG re-partitions of one GPU. Default 1h.
 	ReconfigCooldown *Duration `json:"reconfigCooldown,omitzero"`
+	// Cost holds prices, energy and carbon factors for bills (docs/cost.md). Unset: no bill.
+	Cost *CostPolicy `json:"cost,omitzero"`
 }
 
 // Isolation is a tenant's isolation tier.

@@ -100,6 +100,9 @@ func runPlan(e *env, a planArgs) error {
 	if err := writePlanOutput(e.stdout, a.format, pl, steps, cur != nil); err != nil {
 		return err
 	}
+	if line := planCostLine(pl, pool); line != "" && a.format == outTable {
+		fmt.Fprintln(e.stdout, line)
+	}
 	var errs []error
 	var bad []string
 	for _, t := range pl.Tenants {

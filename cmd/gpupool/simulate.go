@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/cost"
 	"gpupool.dev/gpupool/internal/llm"
 	"gpupool.dev/gpupool/internal/sim"
 )
@@ -98,11 +99,15 @@ func runSimulate(e *env, f *simulateFlags, poolPath string, durationSet bool) er
 			return err
 		}
 	}
-	rep := simulateReport{Pool: in.Pool.Metadata.Name, Plan: in.Plan.Metadata.Name, Strategy: f.strategy, Report: res.Report}
+	rep := simulateReport{Pool: in.Pool.Metadata.Name, Plan: in.Plan.Metadata.Name, Strategy: f.strategy, Report: res.Report,
+		Cost: simulateCost(in.Plan, in.Pool, res.Report)}
 	if out != outTable {
 		return writeStructured(e.stdout, out, rep)
 	}
-	return simulateTable(e.stdout, rep)
+	if err := simulateTable(e.stdout, rep); err != nil {
+		return err
+	}
+	return simulateCostTable(e.stdout, rep.Cost)
 }
 
 // simulateReport is the command's output: the simulator's report and what it ran.
@@ -111,6 +116,8 @@ type simulateReport struct {
 	Plan     string `json:"plan"`
 	Strategy string `json:"strategy,omitempty"`
 	sim.Report
+	// Cost bills the run per tenant (docs/cost.md) with the pool's policy.cost.
+	Cost *cost.Report `json:"cost,omitempty"`
 }
 
 func simulateInputs(ctx context.Context, f *simulateFlags, poolPath string, durationSet bool) (sim.Input, sim.Config, error) {

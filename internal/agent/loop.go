@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -251,7 +252,7 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 			a.Log.Debug("energy", "gpu", g.UUID, "err", err)
 			continue
 		}
-		snap.GPUs = append(snap.GPUs, metrics.GPU{UUID: g.UUID, Board: g.Board, EnergyJoules: float64(mj) / 1000})
+		snap.GPUs = append(snap.GPUs, metrics.GPU{UUID: g.UUID, Board: g.Board, Node: a.Config.Node, Index: g.Index, EnergyJoules: float64(mj) / 1000})
 		if ps, err := a.Tel.Processes(g.UUID); err == nil {
 			procs[g.UUID] = ps
 		}
@@ -294,15 +295,21 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	joules := map[string]float64{}
-	for _, g := range snap.GPUs {
+	now := float64(a.Now().UnixNano()) / 1e9
+	for i, g := range snap.GPUs {
 		prev, seen := a.prev["e:"+g.UUID]
-		a.prev["e:"+g.UUID] = g.EnergyJoules
-		if !seen {
-			continue
+		prevT := a.prev["t:"+g.UUID]
+		a.prev["e:"+g.UUID], a.prev["t:"+g.UUID] = g.EnergyJoules, now
+		if seen {
+			// Idle power stays on the GPU's idle line; only the energy above it goes to tenants.
+			active, idle := metrics.SplitIdle(metrics.CounterDelta(prev, g.EnergyJoules), idleWatts(g.Board), now-prevT, len(shares[g.UUID]) > 0)
+			a.prev["idle:"+g.UUID] += idle
+			for t, j := range metrics.Attribute(active, shares[g.UUID]) {
+				joules[t] += j
+				a.prev["tg:"+g.UUID+"\x00"+t] += j
+			}
 		}
-		for t, j := range metrics.Attribute(metrics.CounterDelta(prev, g.EnergyJoules), shares[g.UUID]) {
-			joules[t] += j
-		}
+		snap.GPUs[i].IdleEnergyJoules = a.prev["idle:"+g.UUID]
 	}
 	for name, tok := range tokens {
 		t := a.tenant(name)
@@ -311,6 +318,12 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 	}
 	for name, j := range joules {
 		a.tenant(name).EnergyJoules += j
+	}
+	for _, k := range slices.Sorted(maps.Keys(a.prev)) {
+		if rest, ok := strings.CutPrefix(k, "tg:"); ok {
+			uuid, tenant, _ := strings.Cut(rest, "\x00")
+			snap.TenantGPUs = append(snap.TenantGPUs, metrics.TenantGPU{GPU: uuid, Tenant: tenant, EnergyJoules: a.prev[k]})
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(a.tenants)) {
 		snap.Tenants = append(snap.Tenants, *a.tenants[name])
@@ -338,4 +351,17 @@ func (a *Agent) tenant(name string) *metrics.Tenant {
 		a.tenants[name] = t
 	}
 	return t
+}
+
+// idlePowerFraction is a board's idle power as a fraction of its TDP, the performance model's
+// default (perf.Options.IdlePowerFraction; docs/cost.md).
+const idlePowerFraction = 0.15
+
+// idleWatts is the idle power of a board, 0 for a board the catalog does not know.
+func idleWatts(board string) float64 {
+	b, err := gpu.Lookup(board)
+	if err != nil {
+		return 0
+	}
+	return idlePowerFraction * b.TDPWatts
 }

@@ -153,7 +153,7 @@ func TestCoreDoesNoIO(t *testing.T) {
 }
 
 func isCore(dir string) bool {
-	for _, c := range corePackages {
+	for _, c := range append(corePackages, purePackages...) {
 		if dir == "internal/"+c || strings.HasPrefix(dir, "internal/"+c+"/") {
 			return true
 		}

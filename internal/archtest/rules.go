@@ -20,6 +20,9 @@ type rule struct {
 // corePackages are the IO-free policy packages ("core" in the table).
 var corePackages = []string{"gpu", "llm", "perf", "plan", "fair", "gate"}
 
+// purePackages are held to the core's IO-free rules without being "core" in the table.
+var purePackages = []string{"cost"}
+
 // parseRules reads the package table (the first Markdown table whose header starts with
 // "| package") from design.md.
 func parseRules(r io.Reader) ([]rule, error) {

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strconv"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -8,20 +9,35 @@ import (
 
 // Snapshot is what the agent knows at one instant.
 type Snapshot struct {
-	GPUs    []GPU
-	Slices  []Slice
-	Tenants []Tenant
-	MPS     []MPSDaemon
-	Gate    Gate
-	XIDs    []XID
+	GPUs []GPU
+	// TenantGPUs is each tenant's energy on each GPU since the agent started (the per-GPU parts
+	// of Tenant.EnergyJoules), for bills per GPU (docs/cost.md).
+	TenantGPUs []TenantGPU
+	Slices     []Slice
+	Tenants    []Tenant
+	MPS        []MPSDaemon
+	Gate       Gate
+	XIDs       []XID
 	// PollSeconds is how long the last poll took.
 	PollSeconds float64
 }
 
 // GPU is one GPU.
 type GPU struct {
-	UUID, Board  string
+	UUID, Board string
+	// Node and Index place the GPU as a Plan does ("node/index").
+	Node         string
+	Index        int
 	EnergyJoules float64 // the counter, since driver load
+	// IdleEnergyJoules is the part of the energy since the agent started that no tenant was
+	// charged: idle power over each interval, and all of it while no tenant ran (docs/cost.md).
+	IdleEnergyJoules float64
+}
+
+// TenantGPU is one tenant's energy on one GPU.
+type TenantGPU struct {
+	GPU, Tenant  string
+	EnergyJoules float64
 }
 
 // Slice is one slice a tenant replica runs on.
@@ -98,7 +114,9 @@ func NewCollector(src Source) *Collector {
 		NameTenantTPOT:         d(NameTenantTPOT, "Time per output token of the tenant's requests, from vLLM, in seconds.", "tenant"),
 		NameTenantSLO:          d(NameTenantSLO, "Share of the tenant's requests that met its latency SLO, 0-1.", "tenant"),
 		NameGPUEnergy:          d(NameGPUEnergy, "The GPU's total-energy counter (NVML), in joules.", "gpu"),
-		NameGPUInfo:            d(NameGPUInfo, "The GPU's catalog board; always 1.", "gpu", "board"),
+		NameGPUIdleEnergy:      d(NameGPUIdleEnergy, "Energy of the GPU since the agent started that no tenant was charged (idle power, or no tenant on the GPU), in joules; tenants plus this add up to the counter's increase.", "gpu"),
+		NameGPUInfo:            d(NameGPUInfo, "The GPU's catalog board and its place in a plan (node and index); always 1.", "gpu", "board", "node", "index"),
+		NameTenantGPUEnergy:    d(NameTenantGPUEnergy, "Energy attributed to the tenant on one GPU since the agent started, in joules; per GPU, tenants plus the GPU's idle energy add up to the counter's increase.", "gpu", "tenant"),
 		NameMPSRestarts:        d(NameMPSRestarts, "Restarts of the MPS control daemon by the supervisor.", "uuid"),
 		NameMPSHealthy:         d(NameMPSHealthy, "1 when the MPS control daemon answers with its limits applied.", "uuid"),
 		NameGatePhase:          d(NameGatePhase, "1 for the gate's current phase, 0 for the others.", "phase"),
@@ -127,7 +145,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, x := range s.GPUs {
 		ctr(NameGPUEnergy, x.EnergyJoules, x.UUID)
-		g(NameGPUInfo, 1, x.UUID, x.Board)
+		ctr(NameGPUIdleEnergy, x.IdleEnergyJoules, x.UUID)
+		g(NameGPUInfo, 1, x.UUID, x.Board, x.Node, strconv.Itoa(x.Index))
+	}
+	for _, x := range s.TenantGPUs {
+		ctr(NameTenantGPUEnergy, x.EnergyJoules, x.GPU, x.Tenant)
 	}
 	for _, x := range s.Slices {
 		g(NameSliceMemoryUsed, x.MemoryUsed, x.GPU, x.Slice, x.Tenant)

@@ -6,13 +6,14 @@
 // disappears disappears from /metrics too. Per tenant and per slice: device memory used (from
 // NVML's per-process numbers) against the plan's budget, SM share, tokens, joules and J/token,
 // TTFT and TPOT histograms re-exposed from vLLM, SLO attainment; per daemon: MPS restarts and
-// health; per GPU: the energy counter and critical XID events; per node: the gate's phase, cordon
+// health; per GPU: the energy counter, its idle line and critical XID events; per node: the gate's phase, cordon
 // and change outcomes.
 //
 // # Energy attribution
 //
-// NVML's energy counter is per GPU. Attribute splits a GPU's energy over an interval among the
-// slices on it:
+// NVML's energy counter is per GPU. SplitIdle first keeps the GPU's idle power over the interval
+// on its idle line (all of the energy while no tenant runs on it; docs/cost.md); Attribute then
+// splits the energy above it among the slices on it:
 //
 //   - MIG: by instance, in proportion to each occupied instance's compute slices (a 3g instance
 //     carries 3/7 of a 7-slice GPU's draw when every slice is occupied; unoccupied slices' share

@@ -34,6 +34,20 @@ func Attribute(joules float64, shares []Share) map[string]float64 {
 	return out
 }
 
+// SplitIdle splits a GPU's energy over an interval into active energy, which goes to its tenants,
+// and idle energy, which stays on the GPU's idle line (docs/cost.md): idle is the idle power over
+// the interval, at most the energy; with no tenant on the GPU everything is idle.
+func SplitIdle(joules, idleWatts, seconds float64, tenants bool) (active, idle float64) {
+	if !(joules > 0) {
+		return 0, 0
+	}
+	idle = min(joules, max(0, idleWatts*seconds))
+	if !tenants {
+		idle = joules
+	}
+	return joules - idle, idle
+}
+
 // JoulesPerToken returns joules/tokens, or 0 without tokens.
 func JoulesPerToken(joules, tokens float64) float64 {
 	if tokens <= 0 {

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
 )
 
 type fixed Snapshot
@@ -60,10 +62,10 @@ gpupool_tenant_joules_per_token{tenant="chat"} 0.06
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), NameGatePhase, NameMPSRestarts, NameTenantJPerToken); err != nil {
 		t.Fatal(err)
 	}
-	// GPU: energy + info = 2; slice: used, planned, SM share = 3; tenant: tokens, energy, J/token,
+	// GPU: energy + idle energy + info = 3 (no tenant-per-GPU energy given); slice: used, planned, SM share = 3; tenant: tokens, energy, J/token,
 	// SLO, TTFT (no TPOT given) = 5; MPS: restarts + healthy = 2; gate: 9 phases + cordoned + one
-	// outcome = 11; one XID = 1; poll duration = 1. Total 25.
-	if n := testutil.CollectAndCount(c); n != 2+3+5+2+11+1+1 {
+	// outcome = 11; one XID = 1; poll duration = 1. Total 26.
+	if n := testutil.CollectAndCount(c); n != 3+3+5+2+11+1+1 {
 		t.Fatalf("collected %d metrics", n)
 	}
 	reg := prometheus.NewPedanticRegistry()
@@ -176,4 +178,69 @@ func TestDashboard(t *testing.T) {
 	if exprs < 8 {
 		t.Fatalf("dashboard has %d queries", exprs)
 	}
+}
+
+// TestSplitIdle: 4,000 J over 10 s on a GPU idling at 105 W: 1,050 J idle, 2,950 J to tenants;
+// with no tenant all 4,000 J are idle; below idle power everything is idle.
+func TestSplitIdle(t *testing.T) {
+	for _, tc := range []struct {
+		j, w, s      float64
+		tenants      bool
+		active, idle float64
+	}{
+		{4000, 105, 10, true, 2950, 1050},
+		{4000, 105, 10, false, 0, 4000},
+		{500, 105, 10, true, 0, 500},
+		{0, 105, 10, true, 0, 0},
+	} {
+		a, i := SplitIdle(tc.j, tc.w, tc.s, tc.tenants)
+		if a != tc.active || i != tc.idle || a+i != max(tc.j, 0) {
+			t.Errorf("SplitIdle(%g, %g, %g, %v) = %g, %g; want %g, %g", tc.j, tc.w, tc.s, tc.tenants, a, i, tc.active, tc.idle)
+		}
+	}
+}
+
+// An agent's exposition read back: the collector's own output parses to the snapshot's values.
+func TestParseAgentRoundTrip(t *testing.T) {
+	snap := Snapshot(sample)
+	snap.GPUs = []GPU{{UUID: "GPU-0", Board: "H100-SXM5-80GB", Node: "n1", Index: 3, EnergyJoules: 1234.5, IdleEnergyJoules: 100}}
+	snap.TenantGPUs = []TenantGPU{{GPU: "GPU-0", Tenant: "chat", EnergyJoules: 900}}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(fixed(snap)))
+	var buf bytes.Buffer
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if _, err := expfmt.MetricFamilyToText(&buf, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := ParseAgent(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := s.GPUs["GPU-0"]
+	if g.Node != "n1" || g.Index != 3 || g.EnergyJoules != 1234.5 || g.IdleJ != 100 || s.TenantGPU["GPU-0"]["chat"] != 900 || s.TenantTokens["chat"] != 15000 {
+		t.Errorf("parsed %+v", s)
+	}
+}
+
+func FuzzParseAgent(f *testing.F) {
+	f.Add([]byte("gpupool_gpu_info{gpu=\"G\",board=\"H100\",node=\"n\",index=\"0\"} 1\ngpupool_gpu_energy_joules_total{gpu=\"G\"} 5\n"))
+	f.Add([]byte("gpupool_gpu_energy_joules_total{gpu=\"G\"} 5\n"))
+	f.Add([]byte("gpupool_tenant_gpu_energy_joules_total{gpu=\"G\",tenant=\"t\"} NaN\n"))
+	f.Add([]byte("gpupool_gpu_info{gpu=\"G\",index=\"x\"} 1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ParseAgent(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		for u, g := range s.GPUs {
+			if !(g.EnergyJoules >= 0) || !(g.IdleJ >= 0) || (g.hasCounters && !g.hasInfo) {
+				t.Fatalf("accepted gpu %q: %+v", u, g)
+			}
+		}
+	})
 }

@@ -17,6 +17,7 @@ func (s *Sim) startStep(ri int32) {
 	stepT, joules := r.eng.StepTimeEnergy(b, load)
 	dt := int64(stepT)
 	s.gpus[r.gpu].dynJ += joules
+	r.dynJ += joules
 	s.tenants[r.tenant].stats.joules += joules
 	if dt < 1 {
 		dt = 1 // time always moves forward: a step takes at least a nanosecond
@@ -148,10 +149,14 @@ func (s *Sim) stepDone(ri int32) {
 	done := false
 	for _, it := range r.sched {
 		q := s.reqs.at(it.req)
+		if it.prefill {
+			r.inTokens += int64(it.tokens)
+		}
 		if it.prefill && q.kv < q.target {
 			continue // a chunk of a longer prompt
 		}
 		q.gen++
+		r.outTokens++
 		g.tokens++
 		st.tokens++
 		if q.first < 0 {

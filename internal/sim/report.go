@@ -99,6 +99,12 @@ type ReplicaReport struct {
 	MaxSeqs          int    `json:"maxSeqs"`
 	Steps            int64  `json:"steps"`
 	Preemptions      int64  `json:"preemptions"`
+	// DynamicJoules is the energy above idle of the replica's steps (the power model); OutputTokens
+	// the tokens it generated and PromptTokens the prompt tokens it computed (a prompt recomputed
+	// after a preemption counts again). Exact, for cost attribution (docs/cost.md).
+	DynamicJoules float64 `json:"dynamicJoules"`
+	OutputTokens  int64   `json:"outputTokens"`
+	PromptTokens  int64   `json:"promptTokens"`
 }
 
 // Result is a run's report with the distributions behind it, for plots.
@@ -174,7 +180,7 @@ func (s *Sim) result() *Result {
 	for _, r := range s.replicas {
 		rep.Replicas = append(rep.Replicas, ReplicaReport{Name: r.name, Slice: r.eng.Slice().Name(),
 			Domain: s.domains[r.domain].name, KVCapacityTokens: r.kvCap, MaxBatchedTokens: r.budget, MaxSeqs: r.maxSeqs,
-			Steps: r.steps, Preemptions: r.preemptions})
+			Steps: r.steps, Preemptions: r.preemptions, DynamicJoules: round(r.dynJ, 3), OutputTokens: r.outTokens, PromptTokens: r.inTokens})
 	}
 	rep.Notes = []string{
 		"latencies are over completed requests; requests still in flight at the end are counted as unfinished",

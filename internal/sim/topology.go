@@ -60,6 +60,8 @@ type replica struct {
 	inStep              bool
 	stepStart           int64
 	steps, preemptions  int64
+	dynJ                float64 // dynamic energy of the replica's steps, joules above idle
+	outTokens, inTokens int64   // output tokens generated, prompt tokens computed (recomputes included)
 }
 
 // schedItem is one request's share of a step: tokens computed and whether they are prefill.

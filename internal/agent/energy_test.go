@@ -1,0 +1,69 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"gpupool.dev/gpupool/internal/gate"
+	"gpupool.dev/gpupool/internal/gpu"
+	"gpupool.dev/gpupool/internal/nvml"
+)
+
+// TestEnergyIdleLine: an H100 with two 3g.40gb instances, one tenant each, draws 400 W for 10 s
+// (4,000 J on its one counter). Idle power (15 % of 700 W) over the 10 s, 1,050 J, stays on the
+// GPU's idle line; the 2,950 J above it are split 3:3 by the instances' compute slices. Tenants
+// plus idle equal the counter's increase: the parent's energy is not repeated per instance.
+func TestEnergyIdleLine(t *testing.T) {
+	fake, err := nvml.NewFake(nvml.FakeOptions{Model: "h100", GPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := nvml.New(fake.Interface(), nvml.Options{})
+	u := fake.UUIDs()[0]
+	layout, _ := gpu.ParseLayout("3g.40gb@0 3g.40gb@4")
+	for _, in := range layout {
+		if err := lib.Create(u, fake.Board().Name, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fake.SetPower(u, 400)
+	cfg := Config{StateDir: t.TempDir(), GPUs: []GPUConfig{{Index: 0, Layout: layout.String()}}}
+	for k, in := range layout {
+		cfg.Engines = append(cfg.Engines, Engine{Tenant: []string{"a", "b"}[k], GPU: 0, Slice: in.String()})
+	}
+	j, rep, _ := OpenJournal(filepath.Join(t.TempDir(), "j"))
+	defer j.Close()
+	ctx := context.Background()
+	x, err := NewExecutor(ctx, j, rep, gate.State{Policy: gate.Policy{Cooldown: time.Hour}}, Deps{MIG: lib, Node: &LocalNode{Path: filepath.Join(t.TempDir(), "c")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	a := &Agent{Config: cfg, Settings: Settings{Poll: time.Second, Layouts: map[int]gpu.Layout{0: layout}}, Tel: fakeTel{lib}, Exec: x,
+		Now: func() time.Time { return now }, Log: slog.New(slog.DiscardHandler)}
+	if err := a.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fake.Advance(10 * time.Second)
+	now = now.Add(10 * time.Second)
+	if err := a.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := a.Snapshot()
+	if len(s.GPUs) != 1 || len(s.Tenants) != 2 {
+		t.Fatalf("snapshot: %d GPUs, %d tenants", len(s.GPUs), len(s.Tenants))
+	}
+	idle := s.GPUs[0].IdleEnergyJoules
+	sum := idle + s.Tenants[0].EnergyJoules + s.Tenants[1].EnergyJoules
+	if math.Abs(idle-1050) > 1e-6 || math.Abs(s.Tenants[0].EnergyJoules-1475) > 1e-6 || math.Abs(sum-4000) > 1e-6 {
+		t.Errorf("idle %g J, a %g J, b %g J; want 1,050, 1,475, 1,475 adding up to 4,000", idle, s.Tenants[0].EnergyJoules, s.Tenants[1].EnergyJoules)
+	}
+	// The same split per GPU, and where the GPU sits in a plan.
+	if len(s.TenantGPUs) != 2 || s.TenantGPUs[0].GPU != u || math.Abs(s.TenantGPUs[0].EnergyJoules-1475) > 1e-6 || s.GPUs[0].Index != 0 {
+		t.Errorf("per GPU: %+v, gpu %+v", s.TenantGPUs, s.GPUs[0])
+	}
+}

@@ -1,0 +1,71 @@
+package cost
+
+import (
+	"fmt"
+	"testing"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// TestArticleEightH100 reproduces the source articles' corollary 10 from their own inputs: an
+// 8×H100 node, 30,000 USD per H100 written off over 5 years, serving 4 tenants exclusively (2
+// GPUs each) or 12 tenants by MIG/MPS (2/3 of a GPU each, here as two 1/3 slices).
+//
+//	per GPU-hour   30,000 / 5 / 8,760 = 0.684932 USD
+//	node per year  8 × 30,000 / 5     = 48,000 USD (the articles say 480,000: 10× too much)
+//	4 tenants      48,000 / 4         = 12,000 USD per tenant-year
+//	12 tenants     48,000 / 12        =  4,000 USD per tenant-year (the articles say 40,000)
+func TestArticleEightH100(t *testing.T) {
+	hourly := HourlyPrice(v1.BoardCost{Capex: fp(30000), AmortizationYears: fp(5)})
+	near(t, "per GPU-hour", hourly, 30000.0/5/8760)
+	p := Prices{Currency: "USD", Hourly: map[string]float64{"H100-SXM5-80GB": hourly}, EnergyPerKWh: fp(0), IdlePolicy: v1.IdleNone}
+	year := 8760.0 * 3600
+	node := func(tenants int) []Device {
+		var devs []Device
+		for g := range 8 {
+			d := Device{GPU: fmt.Sprint(g), Board: "H100-SXM5-80GB", Basis: Planned, Seconds: year, EnergyJ: 0, IdleWatts: 0}
+			switch tenants {
+			case 4: // tenant g/2 owns GPUs 2k and 2k+1
+				d.Slices = []Slice{{Tenant: fmt.Sprint(g / 2), Reserved: 1}}
+			case 12: // 24 slices of 1/3, two per tenant
+				for k := range 3 {
+					d.Slices = append(d.Slices, Slice{Tenant: fmt.Sprint((3*g + k) / 2), Reserved: 1.0 / 3})
+				}
+			}
+			devs = append(devs, d)
+		}
+		return devs
+	}
+	for _, tc := range []struct {
+		tenants int
+		perYear float64
+	}{{4, 12000}, {12, 4000}} {
+		r, err := Compute(node(tc.tenants), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Tenants) != tc.tenants {
+			t.Fatalf("%d tenants billed, want %d", len(r.Tenants), tc.tenants)
+		}
+		for _, l := range r.Tenants {
+			near(t, fmt.Sprintf("%d tenants: tenant %s per year", tc.tenants, l.Name), l.Chargeback, tc.perYear)
+		}
+		near(t, "node per year", r.Total.Chargeback, 48000)
+	}
+}
+
+// TestArticleCarbonHour checks corollary 9: an H100 at its 700 W TDP for one hour with PUE 1.5
+// is 1.05 kWh of facility energy (as the article says). At China's grid factor of 0.5703
+// kgCO2/kWh (the Ministry of Ecology and Environment's 2022 national grid average) that is
+// 598.8 g, not the article's "about 0.4 kg": 0.4 kg is 0.7 kWh × 0.57, the IT energy with the
+// PUE left out.
+func TestArticleCarbonHour(t *testing.T) {
+	d := Device{GPU: "0", Board: "H100-SXM5-80GB", Basis: Planned, Seconds: 3600, EnergyJ: 700 * 3600, IdleWatts: 105,
+		Slices: []Slice{{Tenant: "a", Reserved: 1, Active: 3600}}}
+	r, err := Compute([]Device{d}, Prices{PUE: fp(1.5), CarbonLocation: fp(570.3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "facility kWh", *r.Total.FacilityKWh, 1.05)
+	near(t, "gCO2", *r.Total.GCO2eLocation, 1.05*570.3)
+}
