@@ -20,6 +20,8 @@ type EngineConfig struct {
 	LeaseDuration    time.Duration
 	// EventsKept bounds the event history: it holds at least this many and at most twice.
 	EventsKept int
+	// Gate says which GPUs may change their MIG layout now.
+	Gate GatePolicy
 }
 
 func (c EngineConfig) withDefaults() EngineConfig {
@@ -300,6 +302,9 @@ func (e *Engine) Tick(now time.Time) error {
 		return fmt.Errorf("tick: %w", err)
 	}
 	e.decide(now, ds)
+	if err := e.schedule(now); err != nil {
+		return fmt.Errorf("tick: %w", err)
+	}
 	e.finish()
 	return nil
 }

@@ -54,6 +54,7 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 		e.removeSlices(n)
 	}
 	n.Inventory, n.LastSeen, n.Lost = inv, now, false
+	e.settleGates(now, n)
 	e.addSlices(n)
 	e.ch.Nodes[node] = true
 	e.dirtyNodes[node] = true
@@ -62,6 +63,9 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 		return Node{}, fmt.Errorf("register node %s: %w", node, err)
 	}
 	e.decide(now, ds)
+	if err := e.schedule(now); err != nil {
+		return Node{}, fmt.Errorf("register node %s: %w", node, err)
+	}
 	e.finish()
 	return *n, nil
 }
@@ -88,6 +92,9 @@ func (e *Engine) addSlices(n *Node) {
 	}
 	e.sliceList = nil
 	for _, g := range n.Inventory.GPUs {
+		if applying(n, g.UUID) { // out of the pool while its gate changes it
+			continue
+		}
 		for i, k := range g.Slices {
 			id := sliceID(n.Name, g.UUID, i)
 			e.slices[id] = Slice{ID: id, Node: n.Name, GPU: g.UUID, Board: g.Board, Kind: k}
@@ -276,6 +283,9 @@ func (e *Engine) Cordon(now time.Time, node string, on bool) (Node, error) {
 		return Node{}, fmt.Errorf("cordon node %s: %w", node, err)
 	}
 	e.decide(now, ds)
+	if err := e.schedule(now); err != nil {
+		return Node{}, fmt.Errorf("cordon node %s: %w", node, err)
+	}
 	e.finish()
 	return *n, nil
 }

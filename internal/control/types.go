@@ -54,7 +54,52 @@ type GPU struct {
 	UUID   string   `json:"uuid"`
 	Board  string   `json:"board"`
 	Slices []string `json:"slices"` // slice kinds, e.g. "3g.40gb", "mps-50", "exclusive"
+	// MIG is the GPU's MIG layout as the agent reads it ("3g.40gb@0 3g.40gb@4"); empty when the
+	// GPU is not in MIG mode or the agent does not say.
+	MIG string `json:"mig,omitempty"`
+	// Gate is the outcome of the last layout change the agent ran on this GPU for a gate
+	// operation of the control plane.
+	Gate *GateReport `json:"gate,omitempty"`
 }
+
+// GateReport is what an agent says about a gate operation it ran: the operation's id and the
+// gate's closed outcome code (GateDone, GateRolledBack, GateRollbackFailed, GateCordonFailed,
+// GateDrainFailed, GateCooldown, GateRateLimit) with its sentence.
+type GateReport struct {
+	Op      uint64 `json:"op"`
+	Code    string `json:"code"`
+	Message string `json:"message,omitempty"`
+}
+
+// GateOp is one MIG layout change asked of one GPU: it waits until the orchestration lets it
+// start (maxUnavailable, cooldown, maintenance window), then its GPU's slices leave the pool (the
+// replicas on them move first) and the node's agent receives the new layout, which its gate
+// applies; the agent's next inventory report ends it (done, or failed and retried or given up).
+type GateOp struct {
+	ID     uint64 `json:"id"`
+	GPU    string `json:"gpu"`
+	Board  string `json:"board"`
+	From   string `json:"from"`
+	Layout string `json:"layout"`
+	// State is "waiting" (not handed to the agent yet) or "applying".
+	State GateState `json:"state"`
+	// Reason says why a waiting operation waits (GateMaxUnavailable, GateCooldown, GateWindow,
+	// GateNodeUnavailable) or, after a failure, what failed.
+	Reason   string    `json:"reason,omitempty"`
+	Attempts int       `json:"attempts"`
+	Since    time.Time `json:"since"`
+	// NotBefore is the earliest start (a retry waits for the cooldown).
+	NotBefore time.Time `json:"notBefore,omitzero"`
+}
+
+// GateState is a gate operation's state.
+type GateState string
+
+// The gate operation states.
+const (
+	GateWaiting  GateState = "waiting"
+	GateApplying GateState = "applying"
+)
 
 // Inventory is what an agent reports about its node.
 type Inventory struct {
@@ -75,6 +120,11 @@ type Node struct {
 	Cordoned bool `json:"cordoned,omitempty"`
 	// LayoutRevision grows whenever the node's desired layout changes.
 	LayoutRevision uint64 `json:"layoutRevision"`
+	// Gates are the MIG changes asked of the node's GPUs and not finished (replaced, never
+	// changed in place: views share them).
+	Gates []GateOp `json:"gates,omitempty"`
+	// Changed is when each GPU (by UUID) last finished a MIG change, for the cooldown.
+	Changed map[string]time.Time `json:"changed,omitempty"`
 }
 
 // Slice is one unit a replica runs on.
@@ -110,6 +160,17 @@ type Layout struct {
 	Node     string        `json:"node"`
 	Revision uint64        `json:"revision"`
 	Slices   []LayoutSlice `json:"slices"`
+	// GPUs are the MIG layouts the node's gate should apply now, one per GPU with a gate
+	// operation handed to the agent.
+	GPUs []GPULayout `json:"gpus,omitempty"`
+}
+
+// GPULayout is a GPU's desired MIG layout and the gate operation it belongs to.
+type GPULayout struct {
+	UUID  string `json:"uuid"`
+	Board string `json:"board"`
+	MIG   string `json:"mig"`
+	Op    uint64 `json:"op"`
 }
 
 // Event is one thing that happened, with a closed reason code and a sentence with numbers.
@@ -143,9 +204,18 @@ const (
 	CodeNodeCordoned   Code = "NodeCordoned"
 	CodeNodeUncordoned Code = "NodeUncordoned"
 	CodeTokenCreated   Code = "TokenCreated"
+	CodeGateRequested  Code = "GateRequested"
+	CodeGateWaiting    Code = "GateWaiting"
+	CodeGateStarted    Code = "GateStarted"
+	CodeGateDone       Code = "GateDone"
+	CodeGateFailed     Code = "GateFailed"
+	CodeGateGaveUp     Code = "GateGaveUp"
+	CodeGateCancelled  Code = "GateCancelled"
 )
 
 // Codes lists every event code.
 var Codes = []Code{CodeTenantAdded, CodeTenantUpdated, CodeTenantRemoved, CodeDemandChanged,
 	CodeGranted, CodeReleased, CodePreempted, CodeQueued, CodeMoved, CodeNodeRegistered,
-	CodeNodeLost, CodeNodeBack, CodeNodeCordoned, CodeNodeUncordoned, CodeTokenCreated}
+	CodeNodeLost, CodeNodeBack, CodeNodeCordoned, CodeNodeUncordoned, CodeTokenCreated,
+	CodeGateRequested, CodeGateWaiting, CodeGateStarted, CodeGateDone, CodeGateFailed, CodeGateGaveUp,
+	CodeGateCancelled}

@@ -98,6 +98,11 @@ func (v *View) Layout(node string) (Layout, bool) {
 		return Layout{}, false
 	}
 	l := Layout{Node: node, Revision: v.Nodes[i].LayoutRevision, Slices: []LayoutSlice{}}
+	for _, op := range v.Nodes[i].Gates {
+		if op.State == GateApplying {
+			l.GPUs = append(l.GPUs, GPULayout{UUID: op.GPU, Board: op.Board, MIG: op.Layout, Op: op.ID})
+		}
+	}
 	bySlice := map[string]Grant{}
 	for _, g := range v.Grants {
 		if g.Node == node {

@@ -1,0 +1,277 @@
+package control
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"gpupool.dev/gpupool/internal/gpu"
+)
+
+// GatePolicy says which GPUs may change their MIG layout now.
+type GatePolicy struct {
+	// MaxUnavailable is how many GPUs of the pool may be out of it for a change at once
+	// (default 1).
+	MaxUnavailable int
+	// Cooldown is the least time between two changes of one GPU, and the wait before a retry.
+	Cooldown time.Duration
+	// MaxAttempts is how often a failed change is tried in all before it is given up (default 2).
+	MaxAttempts int
+	// Window, when its Length is set, is the daily maintenance window (UTC) in which changes may
+	// start.
+	Window Window
+}
+
+// Window is a daily time window: Start after midnight UTC, for Length.
+type Window struct {
+	Start, Length time.Duration
+}
+
+// Open reports whether t is inside the window (a zero Length is always open).
+func (w Window) Open(t time.Time) bool {
+	if w.Length <= 0 || w.Length >= 24*time.Hour {
+		return true
+	}
+	t = t.UTC()
+	since := t.Sub(time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC))
+	off := (since - w.Start + 24*time.Hour) % (24 * time.Hour)
+	return off < w.Length
+}
+
+func (p GatePolicy) withDefaults() GatePolicy {
+	if p.MaxUnavailable <= 0 {
+		p.MaxUnavailable = 1
+	}
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = 2
+	}
+	return p
+}
+
+// gate outcome codes an agent reports that end an attempt without the new layout.
+var gateFailures = map[string]bool{"GateRolledBack": true, "GateRollbackFailed": true,
+	"GateCordonFailed": true, "GateDrainFailed": true}
+
+// The reasons a gate operation waits.
+const (
+	waitMaxUnavailable = "GateMaxUnavailable"
+	waitCooldown       = "GateCooldown"
+	waitWindow         = "GateWindow"
+	waitNode           = "GateNodeUnavailable"
+)
+
+// normLayout parses a layout and returns its canonical sorted text.
+func normLayout(s string) (string, error) {
+	l, err := gpu.ParseLayout(s)
+	if err != nil {
+		return "", err
+	}
+	return l.Sorted().String(), nil
+}
+
+// RequestLayout asks for a GPU's MIG layout to change (a gate operation). It waits until the gate
+// policy lets it start; a waiting operation on the same GPU is replaced, an applying one is a
+// conflict. An empty layout cancels a waiting operation.
+func (e *Engine) RequestLayout(now time.Time, node, gpuID, layout string) (GateOp, error) {
+	n, ok := e.nodes[node]
+	if !ok {
+		return GateOp{}, fmt.Errorf("gate on node %s: %w", node, ErrNotFound)
+	}
+	var g *GPU
+	for i := range n.Inventory.GPUs {
+		if n.Inventory.GPUs[i].UUID == gpuID {
+			g = &n.Inventory.GPUs[i]
+		}
+	}
+	if g == nil {
+		return GateOp{}, fmt.Errorf("gate on node %s: GPU %s: %w", node, gpuID, ErrNotFound)
+	}
+	i := slices.IndexFunc(n.Gates, func(op GateOp) bool { return op.GPU == gpuID })
+	if i >= 0 && n.Gates[i].State == GateApplying {
+		return GateOp{}, fmt.Errorf("gate on GPU %s of node %s: %w: operation %d is being applied", gpuID, node, ErrConflict, n.Gates[i].ID)
+	}
+	if layout == "" {
+		if i < 0 {
+			return GateOp{}, fmt.Errorf("cancel gate on GPU %s of node %s: %w: no operation waits", gpuID, node, ErrNotFound)
+		}
+		op := n.Gates[i]
+		n.Gates = slices.Delete(slices.Clone(n.Gates), i, i+1)
+		e.ch.Nodes[node] = true
+		e.event(now, Event{Code: CodeGateCancelled, Node: node, Message: fmt.Sprintf("gate operation %d on GPU %s cancelled before it started", op.ID, gpuID)})
+		return op, nil
+	}
+	inv := &InvalidError{}
+	want, err := normLayout(layout)
+	if err != nil {
+		inv.add("layout", "%v", err)
+	} else if b, err := gpu.Lookup(g.Board); err != nil {
+		inv.add("layout", "GPU %s has board %q, which has no MIG profile table: %v", gpuID, g.Board, err)
+	} else if l, _ := gpu.ParseLayout(want); b.Validate(l) != nil {
+		inv.add("layout", "%v", b.Validate(l))
+	}
+	if err := inv.err(); err != nil {
+		return GateOp{}, err
+	}
+	if cur, _ := normLayout(g.MIG); cur == want {
+		return GateOp{}, &InvalidError{Fields: []FieldError{{Path: "layout", Message: fmt.Sprintf("GPU %s already has layout %q", gpuID, want)}}}
+	}
+	e.event(now, Event{Code: CodeGateRequested, Node: node, Message: fmt.Sprintf("GPU %s of node %s asked to change from %q to %q", gpuID, node, g.MIG, want)})
+	op := GateOp{ID: e.nextEvent, GPU: gpuID, Board: g.Board, From: g.MIG, Layout: want, State: GateWaiting, Since: now}
+	gates := slices.Clone(n.Gates)
+	if i >= 0 {
+		gates[i] = op
+	} else {
+		gates = append(gates, op)
+	}
+	n.Gates = gates
+	e.ch.Nodes[node] = true
+	if err := e.schedule(now); err != nil {
+		return GateOp{}, err
+	}
+	e.finish()
+	for _, o := range n.Gates {
+		if o.ID == op.ID {
+			return o, nil
+		}
+	}
+	return op, nil
+}
+
+// Gates returns every unfinished gate operation by node.
+func (e *Engine) Gates() map[string][]GateOp {
+	out := map[string][]GateOp{}
+	for name, n := range e.nodes {
+		if len(n.Gates) > 0 {
+			out[name] = n.Gates
+		}
+	}
+	return out
+}
+
+// applying reports whether a GPU of the node is being changed (its slices are out of the pool).
+func applying(n *Node, gpuID string) bool {
+	for _, op := range n.Gates {
+		if op.GPU == gpuID && op.State == GateApplying {
+			return true
+		}
+	}
+	return false
+}
+
+// schedule starts the waiting gate operations the policy allows, oldest first. Starting one takes
+// its GPU's slices out of the pool, so the replicas on them move to free slices elsewhere (or the
+// allocator trims them) in the same step, before the node's agent receives the new layout.
+func (e *Engine) schedule(now time.Time) error {
+	p := e.cfg.Gate.withDefaults()
+	busy := 0
+	var waiting []*GateOp
+	owner := map[*GateOp]*Node{}
+	for _, name := range slices.Sorted(maps.Keys(e.nodes)) {
+		n := e.nodes[name]
+		if len(n.Gates) == 0 {
+			continue
+		}
+		n.Gates = slices.Clone(n.Gates) // views may hold the old slice
+		for i := range n.Gates {
+			op := &n.Gates[i]
+			if op.State == GateApplying {
+				busy++
+			} else {
+				waiting = append(waiting, op)
+				owner[op] = n
+			}
+		}
+	}
+	slices.SortFunc(waiting, func(a, b *GateOp) int { return int(a.ID) - int(b.ID) })
+	started := false
+	for _, op := range waiting {
+		n := owner[op]
+		why := ""
+		switch {
+		case n.Lost || n.Cordoned:
+			why = waitNode
+		case now.Before(op.NotBefore) || now.Sub(n.Changed[op.GPU]) < p.Cooldown && !n.Changed[op.GPU].IsZero():
+			why = waitCooldown
+		case !p.Window.Open(now):
+			why = waitWindow
+		case busy >= p.MaxUnavailable:
+			why = waitMaxUnavailable
+		}
+		if why != "" {
+			if op.Reason != why {
+				op.Reason = why
+				e.ch.Nodes[n.Name] = true
+				e.event(now, Event{Code: CodeGateWaiting, Node: n.Name, Message: fmt.Sprintf("gate operation %d on GPU %s waits: %s (%d of %d GPUs changing, cooldown %s)", op.ID, op.GPU, why, busy, p.MaxUnavailable, p.Cooldown)})
+			}
+			continue
+		}
+		busy++
+		started = true
+		op.State, op.Reason, op.Attempts, op.Since = GateApplying, "", op.Attempts+1, now
+		e.removeSlices(n)
+		e.addSlices(n)
+		e.ch.Nodes[n.Name] = true
+		e.dirtyNodes[n.Name] = true
+		e.event(now, Event{Code: CodeGateStarted, Node: n.Name, Message: fmt.Sprintf("gate operation %d (attempt %d of %d): GPU %s leaves the pool, its replicas move, and node %s's agent applies %q (was %q)", op.ID, op.Attempts, p.MaxAttempts, op.GPU, n.Name, op.Layout, op.From)})
+	}
+	if !started {
+		return nil
+	}
+	ds, err := e.alloc.setCapacity(now, len(e.slices))
+	if err != nil {
+		return fmt.Errorf("start gate operations: %w", err)
+	}
+	e.decide(now, ds)
+	return nil
+}
+
+// settleGates ends the node's applying operations that its new inventory answers: the GPU shows
+// the target layout (done), or the agent reports a failed attempt for the operation (retried after
+// the cooldown, or given up after MaxAttempts; the agent's gate has rolled the GPU back).
+func (e *Engine) settleGates(now time.Time, n *Node) {
+	if len(n.Gates) == 0 {
+		return
+	}
+	p := e.cfg.Gate.withDefaults()
+	byUUID := map[string]GPU{}
+	for _, g := range n.Inventory.GPUs {
+		byUUID[g.UUID] = g
+	}
+	var keep []GateOp
+	for _, op := range n.Gates {
+		g, present := byUUID[op.GPU]
+		if op.State != GateApplying {
+			keep = append(keep, op)
+			continue
+		}
+		cur, _ := normLayout(g.MIG)
+		switch {
+		case !present:
+			e.event(now, Event{Code: CodeGateGaveUp, Node: n.Name, Message: fmt.Sprintf("gate operation %d given up: GPU %s is no longer reported by node %s", op.ID, op.GPU, n.Name)})
+		case cur == op.Layout:
+			if n.Changed == nil {
+				n.Changed = map[string]time.Time{}
+			} else {
+				n.Changed = maps.Clone(n.Changed)
+			}
+			n.Changed[op.GPU] = now
+			e.event(now, Event{Code: CodeGateDone, Node: n.Name, Message: fmt.Sprintf("gate operation %d done: GPU %s changed from %q to %q in %s (attempt %d); its %d slices rejoin the pool", op.ID, op.GPU, op.From, op.Layout, now.Sub(op.Since).Round(time.Millisecond), op.Attempts, len(g.Slices))})
+		case g.Gate != nil && g.Gate.Op == op.ID && gateFailures[g.Gate.Code]:
+			e.event(now, Event{Code: CodeGateFailed, Node: n.Name, Message: fmt.Sprintf("gate operation %d attempt %d of %d failed on GPU %s: %s: %s; the GPU keeps %q", op.ID, op.Attempts, p.MaxAttempts, op.GPU, g.Gate.Code, g.Gate.Message, g.MIG)})
+			if op.Attempts >= p.MaxAttempts || g.Gate.Code == "GateRollbackFailed" {
+				e.event(now, Event{Code: CodeGateGaveUp, Node: n.Name, Message: fmt.Sprintf("gate operation %d given up after %d attempts (%s); ask again once the cause is fixed", op.ID, op.Attempts, g.Gate.Code)})
+				continue
+			}
+			op.State, op.Reason, op.NotBefore = GateWaiting, g.Gate.Code, now.Add(p.Cooldown)
+			keep = append(keep, op)
+		default:
+			keep = append(keep, op)
+		}
+	}
+	if len(keep) != len(n.Gates) || !slices.Equal(keep, n.Gates) {
+		n.Gates = keep
+		e.ch.Nodes[n.Name] = true
+		e.dirtyNodes[n.Name] = true
+	}
+}

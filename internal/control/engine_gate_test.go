@@ -1,0 +1,144 @@
+package control
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// migInv is a node of H100s each cut into one 7g.80gb instance, as an agent reports it.
+func migInv(node string, gpus int) Inventory {
+	in := inv(gpus, 1, node)
+	for i := range in.GPUs {
+		in.GPUs[i].Slices, in.GPUs[i].MIG = []string{"7g.80gb"}, "7g.80gb@0"
+	}
+	return in
+}
+
+func lastCode(e *Engine, code Code) (Event, bool) {
+	for i := len(e.events) - 1; i >= 0; i-- {
+		if e.events[i].Code == code {
+			return e.events[i], true
+		}
+	}
+	return Event{}, false
+}
+
+func TestGateOperationsFollowPolicy(t *testing.T) {
+	e, err := NewEngine(EngineConfig{NodeTimeout: time.Hour, Gate: GatePolicy{MaxUnavailable: 1, Cooldown: time.Minute, MaxAttempts: 2}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := migInv("node-a", 3)
+	if _, err := e.Register(t0, "node-a", in); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.PutTenant(t0, Tenant{Name: "alpha", Demand: 1}); err != nil {
+		t.Fatal(err)
+	}
+	g0, g1 := in.GPUs[0].UUID, in.GPUs[1].UUID
+	// alpha's one replica sits on GPU 0 (lowest slice id).
+	if gs := e.grants; len(gs) != 1 || e.grants["g1"].Slice != sliceID("node-a", g0, 0) {
+		t.Fatalf("grants %+v, want g1 on GPU 0", e.grants)
+	}
+	bad := []string{"7g.80gb@1", "9g.80gb@0", ""}
+	for _, l := range bad {
+		if _, err := e.RequestLayout(t0, "node-a", g0, l); err == nil {
+			t.Errorf("layout %q accepted", l)
+		}
+	}
+	op0, err := e.RequestLayout(t0, "node-a", g0, "3g.40gb@4 3g.40gb@0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op0.State != GateApplying || op0.Layout != "3g.40gb@0 3g.40gb@4" {
+		t.Fatalf("first operation %+v, want applying the sorted layout", op0)
+	}
+	checkInvariants(t, e)
+	// Drain first: the replica left GPU 0 before the agent is handed the layout.
+	if g := e.grants["g1"]; g.Slice == sliceID("node-a", g0, 0) {
+		t.Fatalf("grant still on the changing GPU: %+v", g)
+	}
+	l, _ := e.View(1).Layout("node-a")
+	if len(l.GPUs) != 1 || l.GPUs[0].UUID != g0 || l.GPUs[0].Op != op0.ID {
+		t.Fatalf("agent's layout GPUs %+v, want GPU 0 with op %d", l.GPUs, op0.ID)
+	}
+	// maxUnavailable 1: the second waits, and says why.
+	op1, err := e.RequestLayout(t0, "node-a", g1, "3g.40gb@0 3g.40gb@4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op1.State != GateWaiting || op1.Reason != waitMaxUnavailable {
+		t.Fatalf("second operation %+v, want waiting for GateMaxUnavailable", op1)
+	}
+	if _, err := e.RequestLayout(t0, "node-a", g0, "7g.80gb@0"); !errors.Is(err, ErrConflict) {
+		t.Fatalf("changing an applying operation: %v, want a conflict", err)
+	}
+	// The agent reports GPU 0 done: its two slices rejoin, and GPU 1's operation starts.
+	in.GPUs[0].MIG, in.GPUs[0].Slices = "3g.40gb@0 3g.40gb@4", []string{"3g.40gb", "3g.40gb"}
+	if _, err := e.Register(t0.Add(10*time.Second), "node-a", in); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, e)
+	if _, ok := lastCode(e, CodeGateDone); !ok {
+		t.Fatal("no GateDone event")
+	}
+	if len(e.nodes["node-a"].Gates) != 1 || e.nodes["node-a"].Gates[0].State != GateApplying || e.nodes["node-a"].Gates[0].GPU != g1 {
+		t.Fatalf("gates %+v, want GPU 1 applying", e.nodes["node-a"].Gates)
+	}
+	if len(e.slices) != 3 { // GPU 0's two, GPU 2's one; GPU 1 is out
+		t.Fatalf("%d live slices, want 3", len(e.slices))
+	}
+	// GPU 0 again within the cooldown: it waits for the cooldown.
+	op, err := e.RequestLayout(t0.Add(11*time.Second), "node-a", g0, "7g.80gb@0")
+	if err != nil || op.Reason != waitCooldown {
+		t.Fatalf("operation %+v, %v; want waiting for GateCooldown", op, err)
+	}
+	if _, err := e.RequestLayout(t0.Add(11*time.Second), "node-a", g0, ""); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	// GPU 1's gate rolls back twice: retried once after the cooldown, then given up.
+	fail := func(at time.Time, id uint64) {
+		t.Helper()
+		in.GPUs[1].Gate = &GateReport{Op: id, Code: "GateRolledBack", Message: "smoke failed"}
+		if _, err := e.Register(at, "node-a", in); err != nil {
+			t.Fatal(err)
+		}
+		checkInvariants(t, e)
+	}
+	fail(t0.Add(20*time.Second), op1.ID)
+	if gs := e.nodes["node-a"].Gates; len(gs) != 1 || gs[0].State != GateWaiting || gs[0].Reason != waitCooldown {
+		t.Fatalf("after a failure %+v, want waiting for the cooldown", gs)
+	}
+	if len(e.slices) != 4 {
+		t.Fatalf("%d live slices after the rollback, want 4", len(e.slices))
+	}
+	if err := e.Tick(t0.Add(90 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if gs := e.nodes["node-a"].Gates; len(gs) != 1 || gs[0].State != GateApplying || gs[0].Attempts != 2 {
+		t.Fatalf("after the cooldown %+v, want attempt 2 applying", gs)
+	}
+	fail(t0.Add(100*time.Second), op1.ID)
+	if gs := e.nodes["node-a"].Gates; len(gs) != 0 {
+		t.Fatalf("gates %+v after the last attempt failed, want none", gs)
+	}
+	if _, ok := lastCode(e, CodeGateGaveUp); !ok {
+		t.Fatal("no GateGaveUp event")
+	}
+}
+
+func TestMaintenanceWindow(t *testing.T) {
+	w := Window{Start: 22 * time.Hour, Length: 4 * time.Hour} // 22:00-02:00 UTC
+	for _, c := range []struct {
+		h    int
+		open bool
+	}{{21, false}, {22, true}, {23, true}, {1, true}, {2, false}, {12, false}} {
+		if got := w.Open(time.Date(2026, 1, 1, c.h, 30, 0, 0, time.UTC)); got != c.open {
+			t.Errorf("%02d:30 open=%t, want %t", c.h, got, c.open)
+		}
+	}
+	if !(Window{}).Open(t0) {
+		t.Error("a zero window is closed")
+	}
+}
