@@ -257,7 +257,7 @@ func (e *Engine) settleGates(now time.Time, n *Node) {
 			}
 			n.Changed[op.GPU] = now
 			e.event(now, Event{Code: CodeGateDone, Node: n.Name, Message: fmt.Sprintf("gate operation %d done: GPU %s changed from %q to %q in %s (attempt %d); its %d slices rejoin the pool", op.ID, op.GPU, op.From, op.Layout, now.Sub(op.Since).Round(time.Millisecond), op.Attempts, len(g.Slices))})
-		case g.Gate != nil && g.Gate.Op == op.ID && gateFailures[g.Gate.Code]:
+		case g.Gate != nil && g.Gate.Op == op.ID && g.Gate.Attempt == op.Attempts && gateFailures[g.Gate.Code]:
 			e.event(now, Event{Code: CodeGateFailed, Node: n.Name, Message: fmt.Sprintf("gate operation %d attempt %d of %d failed on GPU %s: %s: %s; the GPU keeps %q", op.ID, op.Attempts, p.MaxAttempts, op.GPU, g.Gate.Code, g.Gate.Message, g.MIG)})
 			if op.Attempts >= p.MaxAttempts || g.Gate.Code == "GateRollbackFailed" {
 				e.event(now, Event{Code: CodeGateGaveUp, Node: n.Name, Message: fmt.Sprintf("gate operation %d given up after %d attempts (%s); ask again once the cause is fixed", op.ID, op.Attempts, g.Gate.Code)})

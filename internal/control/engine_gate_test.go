@@ -98,15 +98,15 @@ func TestGateOperationsFollowPolicy(t *testing.T) {
 		t.Fatalf("cancel: %v", err)
 	}
 	// GPU 1's gate rolls back twice: retried once after the cooldown, then given up.
-	fail := func(at time.Time, id uint64) {
+	fail := func(at time.Time, id uint64, attempt int) {
 		t.Helper()
-		in.GPUs[1].Gate = &GateReport{Op: id, Code: "GateRolledBack", Message: "smoke failed"}
+		in.GPUs[1].Gate = &GateReport{Op: id, Attempt: attempt, Code: "GateRolledBack", Message: "smoke failed"}
 		if _, err := e.Register(at, "node-a", in); err != nil {
 			t.Fatal(err)
 		}
 		checkInvariants(t, e)
 	}
-	fail(t0.Add(20*time.Second), op1.ID)
+	fail(t0.Add(20*time.Second), op1.ID, 1)
 	if gs := e.nodes["node-a"].Gates; len(gs) != 1 || gs[0].State != GateWaiting || gs[0].Reason != waitCooldown {
 		t.Fatalf("after a failure %+v, want waiting for the cooldown", gs)
 	}
@@ -119,7 +119,7 @@ func TestGateOperationsFollowPolicy(t *testing.T) {
 	if gs := e.nodes["node-a"].Gates; len(gs) != 1 || gs[0].State != GateApplying || gs[0].Attempts != 2 {
 		t.Fatalf("after the cooldown %+v, want attempt 2 applying", gs)
 	}
-	fail(t0.Add(100*time.Second), op1.ID)
+	fail(t0.Add(100*time.Second), op1.ID, 2)
 	if gs := e.nodes["node-a"].Gates; len(gs) != 0 {
 		t.Fatalf("gates %+v after the last attempt failed, want none", gs)
 	}

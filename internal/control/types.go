@@ -67,6 +67,7 @@ type GPU struct {
 // GateDrainFailed, GateCooldown, GateRateLimit) with its sentence.
 type GateReport struct {
 	Op      uint64 `json:"op"`
+	Attempt int    `json:"attempt"`
 	Code    string `json:"code"`
 	Message string `json:"message,omitempty"`
 }
@@ -171,6 +172,8 @@ type GPULayout struct {
 	Board string `json:"board"`
 	MIG   string `json:"mig"`
 	Op    uint64 `json:"op"`
+	// Attempt numbers the tries of the operation (a retry is a new attempt for the agent).
+	Attempt int `json:"attempt"`
 }
 
 // Event is one thing that happened, with a closed reason code and a sentence with numbers.

@@ -100,7 +100,7 @@ func (v *View) Layout(node string) (Layout, bool) {
 	l := Layout{Node: node, Revision: v.Nodes[i].LayoutRevision, Slices: []LayoutSlice{}}
 	for _, op := range v.Nodes[i].Gates {
 		if op.State == GateApplying {
-			l.GPUs = append(l.GPUs, GPULayout{UUID: op.GPU, Board: op.Board, MIG: op.Layout, Op: op.ID})
+			l.GPUs = append(l.GPUs, GPULayout{UUID: op.GPU, Board: op.Board, MIG: op.Layout, Op: op.ID, Attempt: op.Attempts})
 		}
 	}
 	bySlice := map[string]Grant{}
