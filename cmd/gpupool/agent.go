@@ -112,6 +112,8 @@ type controlLink struct {
 	server, token string
 	// heartbeat overrides the link's default (tests, the demo).
 	heartbeat time.Duration
+	// fakeGPUs is how many mock GPUs --fake makes (default 8).
+	fakeGPUs int
 }
 
 func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings, fake bool, model string, once bool, cp controlLink) error {
@@ -125,7 +127,7 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	advance := func() {}
 	if fake {
 		var err error
-		if fk, err = newFakeNode(cfg, model, cp.server != ""); err != nil {
+		if fk, err = newFakeNode(cfg, model, cp.server != "", cp.fakeGPUs); err != nil {
 			return err
 		}
 		lib = nvml.New(fk.Interface(), nvml.Options{})
@@ -235,7 +237,7 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings, fake bool, model string) error {
 	var lib *nvml.Lib
 	if fake {
-		fk, err := newFakeNode(cfg, model, false)
+		fk, err := newFakeNode(cfg, model, false, 0)
 		if err != nil {
 			return err
 		}
@@ -319,13 +321,13 @@ func serveAgent(listen string, a *agent.Agent, log *slog.Logger) (*http.Server, 
 
 // newFakeNode builds the mock node; on its first start every GPU listed in the config (every GPU
 // with all) gets one full-GPU instance, so the config's layouts make the gate re-partition.
-func newFakeNode(cfg agent.Config, model string, all bool) (*nvml.Fake, error) {
+func newFakeNode(cfg agent.Config, model string, all bool, gpus int) (*nvml.Fake, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
 	path := filepath.Join(cfg.StateDir, "fake-gpus.json")
 	_, statErr := os.Stat(path)
-	fk, err := nvml.NewFake(nvml.FakeOptions{Model: model, StatePath: path})
+	fk, err := nvml.NewFake(nvml.FakeOptions{Model: model, StatePath: path, GPUs: gpus})
 	if err != nil {
 		return nil, err
 	}
