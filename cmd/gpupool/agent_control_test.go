@@ -100,6 +100,17 @@ func TestAgentFollowsControlPlane(t *testing.T) {
 	if kinds != 2 {
 		t.Errorf("pool has %d 3g.40gb slices on GPU 0, want 2", kinds)
 	}
+	// The same through the CLI: back to one instance.
+	if o, errs, code := runCmd(t, "gate", "set", "fake-a", g0.UUID, "7g.80gb@0", "--server", url, "--token", op); code != 0 || !strings.Contains(o, `"3g.40gb@0 3g.40gb@4" → "7g.80gb@0", applying`) {
+		t.Fatalf("gate set: %d %q %q", code, o, errs)
+	}
+	waitFor(t, 30*time.Second, out, "GPU 0 to be one instance again", func() bool {
+		n := node()
+		return len(n.Gates) == 0 && n.Inventory.GPUs[0].MIG == "7g.80gb@0"
+	})
+	if o, _, code := runCmd(t, "gate", "list", "--server", url, "--token", op); code != 0 || strings.Count(o, "\n") != 1 {
+		t.Errorf("gate list after both changes: %d %q, want the header only", code, o)
+	}
 }
 
 func waitFor(t *testing.T, d time.Duration, out *syncBuffer, what string, ok func() bool) {

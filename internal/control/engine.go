@@ -2,6 +2,8 @@ package control
 
 import (
 	"fmt"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 	"maps"
 	"math"
 	"regexp"
@@ -55,6 +57,7 @@ type Engine struct {
 	nextTenant uint64
 	ch         Changes
 	dirtyNodes map[string]bool
+	plan       *v1.Plan // the last plan applied (in memory only), the base of the next re-plan
 }
 
 // Changes is what a command changed: the records the caller must write (a name present in a map

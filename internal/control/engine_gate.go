@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/gpu"
 )
 
@@ -116,16 +117,7 @@ func (e *Engine) RequestLayout(now time.Time, node, gpuID, layout string) (GateO
 	if cur, _ := normLayout(g.MIG); cur == want {
 		return GateOp{}, &InvalidError{Fields: []FieldError{{Path: "layout", Message: fmt.Sprintf("GPU %s already has layout %q", gpuID, want)}}}
 	}
-	e.event(now, Event{Code: CodeGateRequested, Node: node, Message: fmt.Sprintf("GPU %s of node %s asked to change from %q to %q", gpuID, node, g.MIG, want)})
-	op := GateOp{ID: e.nextEvent, GPU: gpuID, Board: g.Board, From: g.MIG, Layout: want, State: GateWaiting, Since: now}
-	gates := slices.Clone(n.Gates)
-	if i >= 0 {
-		gates[i] = op
-	} else {
-		gates = append(gates, op)
-	}
-	n.Gates = gates
-	e.ch.Nodes[node] = true
+	op := e.addGateOp(now, n, *g, want)
 	if err := e.schedule(now); err != nil {
 		return GateOp{}, err
 	}
@@ -136,6 +128,90 @@ func (e *Engine) RequestLayout(now time.Time, node, gpuID, layout string) (GateO
 		}
 	}
 	return op, nil
+}
+
+// addGateOp records a waiting gate operation (replacing a waiting one on the same GPU).
+func (e *Engine) addGateOp(now time.Time, n *Node, g GPU, want string) GateOp {
+	e.event(now, Event{Code: CodeGateRequested, Node: n.Name, Message: fmt.Sprintf("GPU %s of node %s asked to change from %q to %q", g.UUID, n.Name, g.MIG, want)})
+	op := GateOp{ID: e.nextEvent, GPU: g.UUID, Board: g.Board, From: g.MIG, Layout: want, State: GateWaiting, Since: now}
+	gates := slices.Clone(n.Gates)
+	if i := slices.IndexFunc(gates, func(o GateOp) bool { return o.GPU == g.UUID }); i >= 0 {
+		gates[i] = op
+	} else {
+		gates = append(gates, op)
+	}
+	n.Gates = gates
+	e.ch.Nodes[n.Name] = true
+	return op
+}
+
+// ApplyPlan makes the MIG layouts of a plan's GPUs the desired layouts of the nodes: every mig GPU
+// whose layout differs from what its agent reports gets a gate operation (the plan's GPU index i
+// is the i-th GPU the node's agent reports, in NVML order). Nothing changes unless every such GPU
+// is known, of the plan's board, and not being changed already; the problems are returned at
+// once with the plan's field paths. The plan is kept as the current plan for the next re-plan.
+func (e *Engine) ApplyPlan(now time.Time, p *v1.Plan) ([]GateOp, error) {
+	bad := &InvalidError{}
+	type change struct {
+		n    *Node
+		g    GPU
+		want string
+	}
+	var cs []change
+	for i, pg := range p.GPUs {
+		if pg.Mode != v1.ModeMIG {
+			continue
+		}
+		path := fmt.Sprintf("gpus[%d]", i)
+		n, ok := e.nodes[pg.Node]
+		if !ok {
+			bad.add(path+".node", "node %s is not registered", pg.Node)
+			continue
+		}
+		if pg.Index < 0 || pg.Index >= len(n.Inventory.GPUs) {
+			bad.add(path+".index", "node %s reports %d GPUs, no GPU %d", pg.Node, len(n.Inventory.GPUs), pg.Index)
+			continue
+		}
+		g := n.Inventory.GPUs[pg.Index]
+		if b, err := gpu.Lookup(g.Board); err != nil || b.Name != pg.Board {
+			bad.add(path+".board", "node %s reports board %q for GPU %d, the plan has %q", pg.Node, g.Board, pg.Index, pg.Board)
+			continue
+		}
+		l := gpu.Layout{}
+		for _, in := range pg.Instances {
+			l = append(l, gpu.Instance{Profile: in.Profile, Start: in.Start})
+		}
+		want := l.Sorted().String()
+		if cur, _ := normLayout(g.MIG); cur == want {
+			continue
+		}
+		if applying(n, g.UUID) {
+			bad.add(path, "GPU %d of node %s is being changed by another gate operation", pg.Index, pg.Node)
+			continue
+		}
+		cs = append(cs, change{n, g, want})
+	}
+	if err := bad.err(); err != nil {
+		return nil, err
+	}
+	var ids []uint64
+	for _, c := range cs {
+		ids = append(ids, e.addGateOp(now, c.n, c.g, c.want).ID)
+	}
+	e.plan = p
+	if err := e.schedule(now); err != nil {
+		return nil, err
+	}
+	e.finish()
+	out := []GateOp{}
+	for _, c := range cs {
+		for _, o := range c.n.Gates {
+			if slices.Contains(ids, o.ID) {
+				out = append(out, o)
+			}
+		}
+	}
+	return out, nil
 }
 
 // Gates returns every unfinished gate operation by node.

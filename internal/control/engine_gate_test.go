@@ -2,8 +2,11 @@ package control
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 )
 
 // migInv is a node of H100s each cut into one 7g.80gb instance, as an agent reports it.
@@ -140,5 +143,43 @@ func TestMaintenanceWindow(t *testing.T) {
 	}
 	if !(Window{}).Open(t0) {
 		t.Error("a zero window is closed")
+	}
+}
+
+// A plan's MIG layouts become gate operations for the GPUs whose layout differs; a plan naming
+// an unknown node or GPU changes nothing and says every problem.
+func TestApplyPlan(t *testing.T) {
+	e, err := NewEngine(EngineConfig{NodeTimeout: time.Hour}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Register(t0, "node-a", migInv("node-a", 2)); err != nil {
+		t.Fatal(err)
+	}
+	mig := func(node string, i int, board string, ins ...v1.PlanInstance) v1.PlanGPU {
+		return v1.PlanGPU{Node: node, Index: i, Board: board, Role: v1.RolePool, Mode: v1.ModeMIG, Instances: ins}
+	}
+	full := v1.PlanInstance{Profile: "7g.80gb"}
+	half := []v1.PlanInstance{{Profile: "3g.40gb", Start: 4}, {Profile: "3g.40gb"}}
+	_, err = e.ApplyPlan(t0, &v1.Plan{GPUs: []v1.PlanGPU{mig("node-a", 0, "H100-SXM5-80GB", half...),
+		mig("node-z", 0, "H100-SXM5-80GB", full), mig("node-a", 5, "H100-SXM5-80GB", full), mig("node-a", 1, "A100-SXM4-40GB", full)}})
+	for _, want := range []string{"gpus[1].node", "gpus[2].index", "gpus[3].board"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %s", err, want)
+		}
+	}
+	if len(e.nodes["node-a"].Gates) != 0 {
+		t.Fatalf("a refused plan left gate operations: %+v", e.nodes["node-a"].Gates)
+	}
+	p := &v1.Plan{Pool: "p", GPUs: []v1.PlanGPU{mig("node-a", 0, "H100-SXM5-80GB", half...), mig("node-a", 1, "H100-SXM5-80GB", full)}}
+	ops, err := e.ApplyPlan(t0, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) != 1 || ops[0].GPU != "GPU-node-a-0" || ops[0].Layout != "3g.40gb@0 3g.40gb@4" || ops[0].State != GateApplying {
+		t.Fatalf("operations %+v, want GPU 0 to 3g.40gb@0 3g.40gb@4, applying", ops)
+	}
+	if e.View(1).Plan != p {
+		t.Error("the applied plan is not the view's current plan")
 	}
 }

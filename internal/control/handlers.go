@@ -38,6 +38,7 @@ var routes = []route{
 	{"PUT", "/v1/nodes/{node}/gpus/{gpu}/layout", operatorOnly, true, hRequestLayout},
 	{"GET", "/v1/gates", operatorOnly, false, hGates},
 	{"POST", "/v1/plans/dry-run", operatorOnly, false, hPlanDryRun},
+	{"POST", "/v1/plans/apply", operatorOnly, true, hPlanApply},
 }
 
 func hWhoami(_ *Server, w http.ResponseWriter, _ *http.Request, p Principal) error {

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -45,6 +46,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"PUT /v1/nodes/{node}/cordon":            CordonRequest{Cordoned: false},
 		"PUT /v1/nodes/{node}/gpus/{gpu}/layout": LayoutRequest{Layout: "7g.80gb@0"},
 		"POST /v1/plans/dry-run":                 readFile(t, "../../examples/h100-7b-exclusive.yaml"),
+		"POST /v1/plans/apply":                   bytes.ReplaceAll(readFile(t, "../../examples/h100-7b-exclusive.yaml"), []byte("name: node-a"), []byte("name: n2")),
 	}
 	whos := []string{"", "operator", "alice", "agent-n1"}
 	checked := 0

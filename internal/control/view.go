@@ -2,6 +2,8 @@ package control
 
 import (
 	"maps"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 	"slices"
 	"sort"
 )
@@ -17,11 +19,13 @@ type View struct {
 	Slices   []Slice        // live slices, by id
 	Events   []Event        // oldest first
 	Tokens   map[string]Principal
+	// Plan is the last plan applied (never changed in place), the base of an incremental re-plan.
+	Plan *v1.Plan
 }
 
 // View returns a copy of the state at revision rev.
 func (e *Engine) View(rev uint64) *View {
-	v := &View{Revision: rev, Capacity: len(e.slices), Tokens: e.tokens, Events: slices.Clip(e.events)}
+	v := &View{Revision: rev, Capacity: len(e.slices), Tokens: e.tokens, Events: slices.Clip(e.events), Plan: e.plan}
 	count := map[string]int{}
 	for _, id := range slices.Sorted(maps.Keys(e.grants)) {
 		g := e.grants[id]
