@@ -23,12 +23,19 @@
 //     audit record per change, Prometheus /metrics (collectors here until a shared metrics
 //     package exists), the embedded browser console at /, and optional (mutual) TLS.
 //
-// Ports declared here: Store (Load, Commit; internal/store's Bolt implements it) and Clock (Now).
-// The node side talks to the Server over HTTP (register, heartbeat, layout by long-poll);
-// SimAgent is a simulated agent for `serve --demo` and tests, not a real node agent.
+// Gate operations (engine_gate.go) change a GPU's MIG layout across the pool: asked by an operator
+// or by applying a plan (planadapter.go, the one file that speaks to internal/plan; it re-plans
+// from the plan applied last), they wait for GatePolicy (maxUnavailable, cooldown, a maintenance
+// window), then take the GPU's slices out of the pool (its replicas move in the same step) and
+// put the target into the node's layout; the agent's report settles them (done, or failed and
+// retried after the cooldown up to MaxAttempts, then given up).
 //
-// Not yet here: the planner in the loop (it is reachable as a dry run only, through the one
-// adapter file planadapter.go; slices come from what agents report), MIG
-// gate orchestration (drain, maxUnavailable, cooldown), slice kinds per tenant
-// (every replica takes one slice of any kind).
+// Ports declared here: Store (Load, Commit; internal/store's Bolt implements it) and Clock (Now).
+// The node side talks to the Server over HTTP (register and report, heartbeat, layout by
+// long-poll): internal/agent's Link is the real agent's side; SimAgent is a simulated agent for
+// the demo's MPS node and tests.
+//
+// Not yet here: re-planning by itself on demand-rate or inventory changes (a plan is applied on
+// request), slice kinds per tenant (every replica takes one slice of any kind), and a drain that
+// waits for the moved replica to be ready before the old one stops.
 package control
