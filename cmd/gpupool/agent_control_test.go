@@ -13,9 +13,10 @@ import (
 )
 
 // TestAgentFollowsControlPlane runs the control plane and a real agent on the NVML fake in this
-// process: the agent registers the node with its GPUs read over NVML, a gate operation asked
-// through the API moves the replica off the GPU, reaches the agent by long-poll, passes the gate
-// (cordon, drain, destroy, create, verify, uncordon) on the fake GPU, and the agent's report ends
+// process: the agent registers the node with its GPUs read over NVML; a gate operation asked
+// through the API drains the GPU (the replica's standby starts on another GPU, the agent reports
+// it ready, the old replica stops), reaches the agent by long-poll, passes the gate (cordon,
+// drain, destroy, create, verify, smoke, uncordon) on the fake GPU, and the agent's report ends
 // the operation with the GPU's new slices back in the pool.
 func TestAgentFollowsControlPlane(t *testing.T) {
 	url, op := startInProcess(t)
@@ -62,12 +63,12 @@ func TestAgentFollowsControlPlane(t *testing.T) {
 
 	var gop control.GateOp
 	must(t, c.call(ctx, "PUT", "/v1/nodes/fake-a/gpus/"+g0.UUID+"/layout", control.LayoutRequest{Layout: "3g.40gb@4 3g.40gb@0"}, &gop))
-	if gop.State != control.GateApplying {
-		t.Fatalf("gate operation %+v, want applying at once (nothing else changes)", gop)
+	if gop.State != control.GateDraining {
+		t.Fatalf("gate operation %+v, want draining at once (nothing else changes; a replica runs there)", gop)
 	}
-	if onGPU0() {
-		t.Fatal("the replica is still on GPU 0 after the gate operation started")
-	}
+	// The replica's standby starts on another GPU; the agent reports it ready, the old one stops,
+	// and only then does the agent get the new layout.
+	waitFor(t, 20*time.Second, out, "the replica to leave GPU 0", func() bool { return !onGPU0() })
 	waitFor(t, 30*time.Second, out, "GPU 0 to have its new layout and the operation to end", func() bool {
 		n := node()
 		return len(n.Gates) == 0 && n.Inventory.GPUs[0].MIG == "3g.40gb@0 3g.40gb@4"
@@ -86,8 +87,15 @@ func TestAgentFollowsControlPlane(t *testing.T) {
 			codes = append(codes, string(ev.Code))
 		}
 	}
-	if strings.Join(codes, " ") != "GateRequested GateStarted GateDone" {
-		t.Errorf("gate events %v, want GateRequested GateStarted GateDone", codes)
+	if strings.Join(codes, " ") != "GateRequested GateDraining GateStarted GateDone" {
+		t.Errorf("gate events %v, want GateRequested GateDraining GateStarted GateDone", codes)
+	}
+	var moved bool
+	for _, ev := range evs {
+		moved = moved || (ev.Code == control.CodeMoved && strings.Contains(ev.Message, "standby reported ready"))
+	}
+	if !moved {
+		t.Error("no Moved event for a standby reported ready")
 	}
 	var pool control.PoolView
 	must(t, c.call(ctx, "GET", "/v1/pool", nil, &pool))

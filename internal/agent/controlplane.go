@@ -20,8 +20,8 @@ import (
 // ControlPlane is the control plane's agent API as the agent uses it (HTTPControlPlane speaks it
 // to `gpupool serve`).
 type ControlPlane interface {
-	// Report registers the node or reports its GPUs again.
-	Report(ctx context.Context, gpus []ReportedGPU) error
+	// Report registers the node or reports its GPUs (and ready standbys) again.
+	Report(ctx context.Context, r NodeReport) error
 	// Heartbeat marks the node alive; ErrNotRegistered means Report first.
 	Heartbeat(ctx context.Context) error
 	// Desired returns the node's desired layout once its revision passes after, or after wait.
@@ -30,6 +30,13 @@ type ControlPlane interface {
 
 // ErrNotRegistered is a heartbeat the control plane does not know the node for.
 var ErrNotRegistered = errors.New("node not registered")
+
+// NodeReport is what the agent reports: its GPUs, and the standby replicas of its layout that
+// run and are ready (the control plane then stops the replicas they replace).
+type NodeReport struct {
+	GPUs  []ReportedGPU `json:"gpus"`
+	Ready []string      `json:"ready,omitempty"`
+}
 
 // ReportedGPU is one GPU as the agent reports it: the slice kinds it is cut into now (MIG
 // instance profiles, or "exclusive" for a whole GPU), its MIG layout, and the outcome of the
@@ -50,11 +57,26 @@ type GateOutcome struct {
 	Message string `json:"message,omitempty"`
 }
 
-// DesiredLayout is what the control plane wants of the node now: MIG layouts of the GPUs with a
-// gate operation handed to the agent.
+// DesiredLayout is what the control plane wants of the node now: the replicas on its slices, and
+// the MIG layouts of the GPUs with a gate operation handed to the agent.
 type DesiredLayout struct {
-	Revision uint64       `json:"revision"`
-	GPUs     []DesiredGPU `json:"gpus,omitempty"`
+	Revision uint64         `json:"revision"`
+	Slices   []DesiredSlice `json:"slices,omitempty"`
+	GPUs     []DesiredGPU   `json:"gpus,omitempty"`
+}
+
+// DesiredSlice is one slice of the node and the replica (grant) that should run on it.
+type DesiredSlice struct {
+	ID     string `json:"id"`
+	GPU    string `json:"gpu"`
+	Kind   string `json:"kind"`
+	Tenant string `json:"tenant,omitempty"`
+	Grant  string `json:"grant,omitempty"`
+	// Standby replicas start before the replicas they replace stop (a draining GPU's).
+	Standby bool `json:"standby,omitempty"`
+	// Draining slices are on a GPU about to change; their replicas stop once their standbys
+	// elsewhere are ready.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // DesiredGPU is one GPU's desired MIG layout and the operation it belongs to.
@@ -76,14 +98,23 @@ func (o GateOutcome) failed() bool {
 	return o.Code != gate.ReasonDone && o.Code != gate.ReasonGateCooldown && o.Code != gate.ReasonGateRateLimit
 }
 
-// SetDesired replaces the layouts the control plane wants (GPUs not listed keep what they have).
+// SetDesired replaces the layouts the control plane wants (GPUs not listed keep what they have)
+// and the standby replicas to report ready. The agent does not start engines yet (they come from
+// the config), so a standby counts as ready once the agent holds it in its layout.
 func (a *Agent) SetDesired(d DesiredLayout) {
 	m := map[string]DesiredGPU{}
 	for _, g := range d.GPUs {
 		m[g.UUID] = g
 	}
+	var ready []string
+	for _, s := range d.Slices {
+		if s.Standby && s.Grant != "" {
+			ready = append(ready, s.Grant)
+		}
+	}
+	slices.Sort(ready)
 	a.mu.Lock()
-	a.desired = m
+	a.desired, a.ready = m, ready
 	a.mu.Unlock()
 }
 
@@ -105,13 +136,13 @@ func (a *Agent) NoteGate(n gate.Note) {
 	a.outcomes[n.GPU] = GateOutcome{Op: d.Op, Attempt: d.Attempt, Code: n.Code, Message: n.Message}
 }
 
-// Report returns the node's GPUs as of the last poll, for the control plane (nil before the
-// first poll).
-func (a *Agent) Report() []ReportedGPU {
+// Report returns the node's GPUs as of the last poll and its ready standbys, for the control
+// plane (nil GPUs before the first poll).
+func (a *Agent) Report() NodeReport {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.inventory == nil {
-		return nil
+		return NodeReport{}
 	}
 	out := []ReportedGPU{}
 	for _, g := range a.inventory {
@@ -130,7 +161,7 @@ func (a *Agent) Report() []ReportedGPU {
 		}
 		out = append(out, r)
 	}
-	return out
+	return NodeReport{GPUs: out, Ready: slices.Clone(a.ready)}
 }
 
 // controlDesired returns the control plane's desired layout for each GPU, leaving out an attempt
@@ -188,7 +219,7 @@ func (l *Link) Run(ctx context.Context) error {
 		rep := l.Agent.Report()
 		raw, _ := json.Marshal(rep)
 		switch {
-		case rep == nil: // no poll yet
+		case rep.GPUs == nil: // no poll yet
 		case !bytes.Equal(raw, last):
 			if err := l.CP.Report(ctx, rep); err != nil {
 				l.Agent.Log.Warn("report to control plane", "err", err)
@@ -303,10 +334,8 @@ func (h *HTTPControlPlane) do(ctx context.Context, method, path string, body, ou
 func (h *HTTPControlPlane) nodePath() string { return "/v1/nodes/" + url.PathEscape(h.Node) }
 
 // Report registers the node or reports its GPUs (PUT /v1/nodes/{node}).
-func (h *HTTPControlPlane) Report(ctx context.Context, gpus []ReportedGPU) error {
-	return h.do(ctx, "PUT", h.nodePath(), struct {
-		GPUs []ReportedGPU `json:"gpus"`
-	}{slices.Clip(gpus)}, nil)
+func (h *HTTPControlPlane) Report(ctx context.Context, r NodeReport) error {
+	return h.do(ctx, "PUT", h.nodePath(), r, nil)
 }
 
 // Heartbeat marks the node alive (POST /v1/nodes/{node}/heartbeat).

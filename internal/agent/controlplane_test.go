@@ -21,7 +21,7 @@ func TestControlPlaneAttempts(t *testing.T) {
 	a.NoteGate(gate.Note{GPU: "GPU-0", Code: gate.ReasonStarted})
 	a.NoteGate(gate.Note{GPU: "GPU-9", Code: gate.ReasonRolledBack}) // no operation on it
 	a.NoteGate(gate.Note{GPU: "GPU-0", Code: gate.ReasonRolledBack, Message: "smoke failed"})
-	r := a.Report()
+	r := a.Report().GPUs
 	if len(r) != 1 || r[0].Gate == nil || *r[0].Gate != (GateOutcome{Op: 7, Attempt: 1, Code: gate.ReasonRolledBack, Message: "smoke failed"}) {
 		t.Fatalf("report %+v, want the rollback of op 7 attempt 1", r)
 	}
@@ -31,8 +31,12 @@ func TestControlPlaneAttempts(t *testing.T) {
 	if got := a.controlDesired(); len(got) != 0 {
 		t.Fatalf("a failed attempt is submitted again: %v", got)
 	}
-	a.SetDesired(DesiredLayout{Revision: 4, GPUs: []DesiredGPU{{UUID: "GPU-0", MIG: "3g.40gb@0 3g.40gb@4", Op: 7, Attempt: 2}}})
+	a.SetDesired(DesiredLayout{Revision: 4, GPUs: []DesiredGPU{{UUID: "GPU-0", MIG: "3g.40gb@0 3g.40gb@4", Op: 7, Attempt: 2}},
+		Slices: []DesiredSlice{{ID: "n/GPU-1/0", Grant: "g9", Standby: true}, {ID: "n/GPU-1/1", Grant: "g3"}}})
 	if got := a.controlDesired(); len(got) != 1 {
 		t.Fatalf("the retry is not submitted: %v", got)
+	}
+	if got := a.Report().Ready; len(got) != 1 || got[0] != "g9" {
+		t.Fatalf("ready %v, want the standby g9", got)
 	}
 }

@@ -87,6 +87,7 @@ type Agent struct {
 	// From the control plane (Link): desired layouts by GPU UUID, the gate's outcome of each
 	// GPU's last operation, and the GPUs of the last poll.
 	desired   map[string]DesiredGPU
+	ready     []string
 	outcomes  map[string]GateOutcome
 	inventory []GPUInfo
 }

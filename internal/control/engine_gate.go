@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
@@ -22,6 +23,9 @@ type GatePolicy struct {
 	// Window, when its Length is set, is the daily maintenance window (UTC) in which changes may
 	// start.
 	Window Window
+	// DrainTimeout bounds how long a draining GPU waits for its replicas' standbys to be ready;
+	// past it, the old replicas stop anyway (default 5 min).
+	DrainTimeout time.Duration
 }
 
 // Window is a daily time window: Start after midnight UTC, for Length.
@@ -46,6 +50,9 @@ func (p GatePolicy) withDefaults() GatePolicy {
 	}
 	if p.MaxAttempts <= 0 {
 		p.MaxAttempts = 2
+	}
+	if p.DrainTimeout <= 0 {
+		p.DrainTimeout = 5 * time.Minute
 	}
 	return p
 }
@@ -89,7 +96,7 @@ func (e *Engine) RequestLayout(now time.Time, node, gpuID, layout string) (GateO
 		return GateOp{}, fmt.Errorf("gate on node %s: GPU %s: %w", node, gpuID, ErrNotFound)
 	}
 	i := slices.IndexFunc(n.Gates, func(op GateOp) bool { return op.GPU == gpuID })
-	if i >= 0 && n.Gates[i].State == GateApplying {
+	if i >= 0 && n.Gates[i].State != GateWaiting {
 		return GateOp{}, fmt.Errorf("gate on GPU %s of node %s: %w: operation %d is being applied", gpuID, node, ErrConflict, n.Gates[i].ID)
 	}
 	if layout == "" {
@@ -225,14 +232,131 @@ func (e *Engine) Gates() map[string][]GateOp {
 	return out
 }
 
-// applying reports whether a GPU of the node is being changed (its slices are out of the pool).
+// applying reports whether a GPU of the node is draining or being changed (its slices are out
+// of the pool).
 func applying(n *Node, gpuID string) bool {
 	for _, op := range n.Gates {
-		if op.GPU == gpuID && op.State == GateApplying {
+		if op.GPU == gpuID && op.State != GateWaiting {
 			return true
 		}
 	}
 	return false
+}
+
+// draining reports whether a slice id is on a GPU of the node that drains.
+func (e *Engine) drainingSlice(sliceID string) bool {
+	node, rest, _ := strings.Cut(sliceID, "/")
+	gpuID, _, _ := strings.Cut(rest, "/")
+	n, ok := e.nodes[node]
+	if !ok {
+		return false
+	}
+	for _, op := range n.Gates {
+		if op.GPU == gpuID && op.State == GateDraining {
+			return true
+		}
+	}
+	return false
+}
+
+// startStandbys starts a standby replica on a free slice for every grant on a draining GPU that
+// has none. The allocator counts the old grant, not the standby, and the draining GPU's slices
+// are out of its capacity, so a free slice is there for each.
+func (e *Engine) startStandbys(now time.Time) {
+	has := map[string]bool{}
+	for _, g := range e.grants {
+		if g.Replaces != "" {
+			has[g.Replaces] = true
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(e.grants)) {
+		g := e.grants[id]
+		if g.Replaces != "" || has[id] || !e.drainingSlice(g.Slice) {
+			continue
+		}
+		sl, ok := e.freeSlice(g.Tenant)
+		if !ok {
+			continue // cannot happen (see above); the drain timeout stops the old one
+		}
+		e.nextGrant++
+		sb := &Grant{ID: fmt.Sprintf("g%d", e.nextGrant), Tenant: g.Tenant, Slice: sl.ID, Node: sl.Node, Since: now, Reason: g.Reason, Replaces: g.ID}
+		e.grants[sb.ID] = sb
+		e.sliceGrant[sl.ID] = sb.ID
+		e.ch.Grants[sb.ID] = true
+		e.dirtyNodes[sl.Node] = true
+		e.event(now, Event{Code: CodeMoveStarted, Tenant: g.Tenant, Node: sl.Node, Grant: sb.ID,
+			Message: fmt.Sprintf("grant %s of tenant %s leaves draining slice %s: standby %s starts on %s (%s); %s stops once %s is ready", g.ID, g.Tenant, g.Slice, sb.ID, sl.ID, sl.Kind, g.ID, sb.ID)})
+	}
+}
+
+// promote makes a ready standby the tenant's replica and stops the grant it replaces.
+func (e *Engine) promote(now time.Time, sb *Grant, why string) {
+	old, ok := e.grants[sb.Replaces]
+	sb.Replaces = ""
+	e.ch.Grants[sb.ID] = true
+	e.dirtyNodes[sb.Node] = true
+	if !ok {
+		return
+	}
+	for task, gid := range e.taskGrant {
+		if gid == old.ID {
+			e.taskGrant[task] = sb.ID
+		}
+	}
+	e.dropGrant(old)
+	e.event(now, Event{Code: CodeMoved, Tenant: sb.Tenant, Node: sb.Node, Grant: sb.ID,
+		Message: fmt.Sprintf("grant %s of tenant %s moved from slice %s to %s as %s: %s", old.ID, old.Tenant, old.Slice, sb.Slice, sb.ID, why)})
+}
+
+// advanceDrains promotes the standbys the node reports ready (and, past the drain timeout, those
+// not ready), and hands every draining GPU with no replica left to its agent.
+func (e *Engine) advanceDrains(now time.Time, ready []string) {
+	p := e.cfg.Gate.withDefaults()
+	for _, id := range ready {
+		if sb, ok := e.grants[id]; ok && sb.Replaces != "" {
+			e.promote(now, sb, "standby reported ready")
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(e.nodes)) {
+		n := e.nodes[name]
+		for i := range n.Gates {
+			op := n.Gates[i]
+			if op.State != GateDraining {
+				continue
+			}
+			left := 0
+			for _, id := range slices.Sorted(maps.Keys(e.grants)) {
+				g := e.grants[id]
+				if g.Replaces == "" && strings.HasPrefix(g.Slice, name+"/"+op.GPU+"/") {
+					if now.Sub(op.Since) >= p.DrainTimeout {
+						if sb := e.standbyOf(id); sb != nil {
+							e.promote(now, sb, fmt.Sprintf("standby not ready after the drain timeout %s", p.DrainTimeout))
+							continue
+						}
+					}
+					left++
+				}
+			}
+			if left > 0 {
+				continue
+			}
+			gates := slices.Clone(n.Gates)
+			gates[i].State, gates[i].Since = GateApplying, now
+			n.Gates = gates
+			e.ch.Nodes[name] = true
+			e.dirtyNodes[name] = true
+			e.event(now, Event{Code: CodeGateStarted, Node: name, Message: fmt.Sprintf("gate operation %d: GPU %s is drained; node %s's agent applies %q (was %q)", op.ID, op.GPU, name, op.Layout, op.From)})
+		}
+	}
+}
+
+func (e *Engine) standbyOf(id string) *Grant {
+	for _, g := range e.grants {
+		if g.Replaces == id {
+			return g
+		}
+	}
+	return nil
 }
 
 // schedule starts the waiting gate operations the policy allows, oldest first. Starting one takes
@@ -251,7 +375,7 @@ func (e *Engine) schedule(now time.Time) error {
 		n.Gates = slices.Clone(n.Gates) // views may hold the old slice
 		for i := range n.Gates {
 			op := &n.Gates[i]
-			if op.State == GateApplying {
+			if op.State != GateWaiting { // draining or applying
 				busy++
 			} else {
 				waiting = append(waiting, op)
@@ -284,21 +408,22 @@ func (e *Engine) schedule(now time.Time) error {
 		}
 		busy++
 		started = true
-		op.State, op.Reason, op.Attempts, op.Since = GateApplying, "", op.Attempts+1, now
+		op.State, op.Reason, op.Attempts, op.Since = GateDraining, "", op.Attempts+1, now
 		e.removeSlices(n)
 		e.addSlices(n)
 		e.ch.Nodes[n.Name] = true
 		e.dirtyNodes[n.Name] = true
-		e.event(now, Event{Code: CodeGateStarted, Node: n.Name, Message: fmt.Sprintf("gate operation %d (attempt %d of %d): GPU %s leaves the pool, its replicas move, and node %s's agent applies %q (was %q)", op.ID, op.Attempts, p.MaxAttempts, op.GPU, n.Name, op.Layout, op.From)})
+		e.event(now, Event{Code: CodeGateDraining, Node: n.Name, Message: fmt.Sprintf("gate operation %d (attempt %d of %d) drains GPU %s of node %s: it leaves the pool, its replicas' standbys start elsewhere, then its agent applies %q", op.ID, op.Attempts, p.MaxAttempts, op.GPU, n.Name, op.Layout)})
 	}
-	if !started {
-		return nil
+	if started {
+		ds, err := e.alloc.setCapacity(now, len(e.slices))
+		if err != nil {
+			return fmt.Errorf("start gate operations: %w", err)
+		}
+		e.decide(now, ds)
 	}
-	ds, err := e.alloc.setCapacity(now, len(e.slices))
-	if err != nil {
-		return fmt.Errorf("start gate operations: %w", err)
-	}
-	e.decide(now, ds)
+	e.startStandbys(now)
+	e.advanceDrains(now, nil)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package control
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func lastCode(e *Engine, code Code) (Event, bool) {
 }
 
 func TestGateOperationsFollowPolicy(t *testing.T) {
-	e, err := NewEngine(EngineConfig{NodeTimeout: time.Hour, Gate: GatePolicy{MaxUnavailable: 1, Cooldown: time.Minute, MaxAttempts: 2}}, t0)
+	e, err := NewEngine(EngineConfig{NodeTimeout: time.Hour, Gate: GatePolicy{MaxUnavailable: 1, Cooldown: 10 * time.Minute, MaxAttempts: 2}}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,15 +55,47 @@ func TestGateOperationsFollowPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if op0.State != GateApplying || op0.Layout != "3g.40gb@0 3g.40gb@4" {
-		t.Fatalf("first operation %+v, want applying the sorted layout", op0)
+	if op0.State != GateDraining || op0.Layout != "3g.40gb@0 3g.40gb@4" {
+		t.Fatalf("first operation %+v, want draining to the sorted layout", op0)
 	}
 	checkInvariants(t, e)
-	// Drain first: the replica left GPU 0 before the agent is handed the layout.
-	if g := e.grants["g1"]; g.Slice == sliceID("node-a", g0, 0) {
-		t.Fatalf("grant still on the changing GPU: %+v", g)
+	// Drain: alpha's replica keeps running on GPU 0 while its standby starts elsewhere; the agent
+	// is not handed the layout yet.
+	sb := e.standbyOf("g1")
+	if sb == nil || e.grants["g1"].Slice != sliceID("node-a", g0, 0) || sb.Node != "node-a" || strings.Contains(sb.Slice, g0) {
+		t.Fatalf("grants %+v, want g1 on GPU 0 and a standby on another GPU", e.grants)
 	}
 	l, _ := e.View(1).Layout("node-a")
+	if len(l.GPUs) != 0 {
+		t.Fatalf("agent handed %+v while the GPU drains", l.GPUs)
+	}
+	marks := map[string]string{}
+	for _, s := range l.Slices {
+		if s.Grant != "" {
+			marks[s.Grant] = fmt.Sprintf("draining=%t standby=%t", s.Draining, s.Standby)
+		}
+	}
+	if marks["g1"] != "draining=true standby=false" || marks[sb.ID] != "draining=false standby=true" {
+		t.Fatalf("layout marks %v, want g1 draining and %s standby", marks, sb.ID)
+	}
+	if e.granted("alpha") != 1 {
+		t.Fatalf("alpha counts %d replicas with its standby, want 1", e.granted("alpha"))
+	}
+	// The agent reports the standby ready: g1 stops, the standby is alpha's replica, and the
+	// layout goes to the agent.
+	in.Ready = []string{sb.ID}
+	if _, err := e.Register(t0.Add(time.Second), "node-a", in); err != nil {
+		t.Fatal(err)
+	}
+	in.Ready = nil
+	checkInvariants(t, e)
+	if _, ok := e.grants["g1"]; ok || e.grants[sb.ID].Replaces != "" {
+		t.Fatalf("grants %+v after the standby was ready, want only %s, promoted", e.grants, sb.ID)
+	}
+	if gs := e.nodes["node-a"].Gates; len(gs) != 1 || gs[0].State != GateApplying {
+		t.Fatalf("gates %+v, want applying", gs)
+	}
+	l, _ = e.View(2).Layout("node-a")
 	if len(l.GPUs) != 1 || l.GPUs[0].UUID != g0 || l.GPUs[0].Op != op0.ID {
 		t.Fatalf("agent's layout GPUs %+v, want GPU 0 with op %d", l.GPUs, op0.ID)
 	}
@@ -86,18 +119,27 @@ func TestGateOperationsFollowPolicy(t *testing.T) {
 	if _, ok := lastCode(e, CodeGateDone); !ok {
 		t.Fatal("no GateDone event")
 	}
-	if len(e.nodes["node-a"].Gates) != 1 || e.nodes["node-a"].Gates[0].State != GateApplying || e.nodes["node-a"].Gates[0].GPU != g1 {
-		t.Fatalf("gates %+v, want GPU 1 applying", e.nodes["node-a"].Gates)
+	// alpha's replica (the promoted standby) sits on GPU 1, so GPU 1 drains first.
+	if gs := e.nodes["node-a"].Gates; len(gs) != 1 || gs[0].State != GateDraining || gs[0].GPU != g1 {
+		t.Fatalf("gates %+v, want GPU 1 draining", gs)
 	}
 	if len(e.slices) != 3 { // GPU 0's two, GPU 2's one; GPU 1 is out
 		t.Fatalf("%d live slices, want 3", len(e.slices))
 	}
+	// Its standby is never reported ready: past the drain timeout the old replica stops anyway.
+	if err := e.Tick(t0.Add(10*time.Second + 5*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, e)
+	if gs := e.nodes["node-a"].Gates; gs[0].State != GateApplying || e.granted("alpha") != 1 {
+		t.Fatalf("GPU 1's operation %+v (alpha %d replicas), want applying after the drain timeout", gs[0], e.granted("alpha"))
+	}
 	// GPU 0 again within the cooldown: it waits for the cooldown.
-	op, err := e.RequestLayout(t0.Add(11*time.Second), "node-a", g0, "7g.80gb@0")
+	op, err := e.RequestLayout(t0.Add(5*time.Minute+11*time.Second), "node-a", g0, "7g.80gb@0")
 	if err != nil || op.Reason != waitCooldown {
 		t.Fatalf("operation %+v, %v; want waiting for GateCooldown", op, err)
 	}
-	if _, err := e.RequestLayout(t0.Add(11*time.Second), "node-a", g0, ""); err != nil {
+	if _, err := e.RequestLayout(t0.Add(5*time.Minute+11*time.Second), "node-a", g0, ""); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
 	// GPU 1's gate rolls back twice: retried once after the cooldown, then given up.
@@ -109,20 +151,20 @@ func TestGateOperationsFollowPolicy(t *testing.T) {
 		}
 		checkInvariants(t, e)
 	}
-	fail(t0.Add(20*time.Second), op1.ID, 1)
+	fail(t0.Add(5*time.Minute+20*time.Second), op1.ID, 1)
 	if gs := e.nodes["node-a"].Gates; len(gs) != 1 || gs[0].State != GateWaiting || gs[0].Reason != waitCooldown {
 		t.Fatalf("after a failure %+v, want waiting for the cooldown", gs)
 	}
 	if len(e.slices) != 4 {
 		t.Fatalf("%d live slices after the rollback, want 4", len(e.slices))
 	}
-	if err := e.Tick(t0.Add(90 * time.Second)); err != nil {
+	if err := e.Tick(t0.Add(15*time.Minute + 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if gs := e.nodes["node-a"].Gates; len(gs) != 1 || gs[0].State != GateApplying || gs[0].Attempts != 2 {
 		t.Fatalf("after the cooldown %+v, want attempt 2 applying", gs)
 	}
-	fail(t0.Add(100*time.Second), op1.ID, 2)
+	fail(t0.Add(15*time.Minute+40*time.Second), op1.ID, 2)
 	if gs := e.nodes["node-a"].Gates; len(gs) != 0 {
 		t.Fatalf("gates %+v after the last attempt failed, want none", gs)
 	}

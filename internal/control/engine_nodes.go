@@ -53,6 +53,8 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 	if !n.Lost {
 		e.removeSlices(n)
 	}
+	ready := inv.Ready
+	inv.Ready = nil // a report, not state
 	n.Inventory, n.LastSeen, n.Lost = inv, now, false
 	e.settleGates(now, n)
 	e.addSlices(n)
@@ -63,6 +65,7 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 		return Node{}, fmt.Errorf("register node %s: %w", node, err)
 	}
 	e.decide(now, ds)
+	e.advanceDrains(now, ready)
 	if err := e.schedule(now); err != nil {
 		return Node{}, fmt.Errorf("register node %s: %w", node, err)
 	}
@@ -122,6 +125,9 @@ func (e *Engine) decide(now time.Time, ds []decision) {
 			}
 			g := e.grants[gid]
 			e.dropGrant(g)
+			if sb := e.standbyOf(g.ID); sb != nil {
+				e.dropGrant(sb)
+			}
 			delete(e.taskGrant, d.task)
 			msg := fmt.Sprintf("grant %s of tenant %s on slice %s stopped: %s (%s)", g.ID, g.Tenant, g.Slice, d.reason, d.text)
 			if d.by != "" {
@@ -155,7 +161,7 @@ func (e *Engine) decide(now time.Time, ds []decision) {
 func (e *Engine) granted(tenant string) int {
 	n := 0
 	for _, g := range e.grants {
-		if g.Tenant == tenant {
+		if g.Tenant == tenant && g.Replaces == "" {
 			n++
 		}
 	}
@@ -177,6 +183,7 @@ func (e *Engine) grant(now time.Time, d decision) {
 		for i, h := range hs {
 			if _, live := e.slices[h.Slice]; live && e.sliceGrant[h.Slice] == "" {
 				g = h
+				g.Replaces = "" // a standby taken over at restart is the replica now
 				e.hints[d.tenant] = slices.Delete(hs, i, i+1)
 				break
 			}
@@ -226,8 +233,8 @@ func (e *Engine) freeSlice(tenant string) (Slice, bool) {
 func (e *Engine) moveOrphans(now time.Time) {
 	var orphans []string
 	for id, g := range e.grants {
-		if _, ok := e.slices[g.Slice]; !ok {
-			orphans = append(orphans, id)
+		if _, ok := e.slices[g.Slice]; !ok && (g.Replaces != "" || !e.drainingSlice(g.Slice)) {
+			orphans = append(orphans, id) // a draining GPU's replicas wait for their standbys
 		}
 	}
 	slices.Sort(orphans) // deterministic moves

@@ -82,7 +82,8 @@ type GateOp struct {
 	Board  string `json:"board"`
 	From   string `json:"from"`
 	Layout string `json:"layout"`
-	// State is "waiting" (not handed to the agent yet) or "applying".
+	// State is "waiting" (not started), "draining" (the GPU is out of the pool and its replicas'
+	// standbys start elsewhere) or "applying" (handed to the agent).
 	State GateState `json:"state"`
 	// Reason says why a waiting operation waits (GateMaxUnavailable, GateCooldown, GateWindow,
 	// GateNodeUnavailable) or, after a failure, what failed.
@@ -99,12 +100,15 @@ type GateState string
 // The gate operation states.
 const (
 	GateWaiting  GateState = "waiting"
+	GateDraining GateState = "draining"
 	GateApplying GateState = "applying"
 )
 
 // Inventory is what an agent reports about its node.
 type Inventory struct {
 	GPUs []GPU `json:"gpus"`
+	// Ready lists the standby grants of the node's layout that run and are ready.
+	Ready []string `json:"ready,omitempty"`
 }
 
 // Node is one registered node.
@@ -147,6 +151,10 @@ type Grant struct {
 	Reason string    `json:"reason"`
 	// Expires is when a burst lease ends (zero for a steady grant).
 	Expires time.Time `json:"expires,omitzero"`
+	// Replaces names the grant this one stands in for while that grant's GPU drains for a MIG
+	// change: the standby starts first, and the old grant stops once the standby's agent reports
+	// it ready; then this grant is the tenant's replica.
+	Replaces string `json:"replaces,omitempty"`
 }
 
 // LayoutSlice is one slice of a node's desired layout and who should run on it.
@@ -154,6 +162,12 @@ type LayoutSlice struct {
 	Slice
 	Tenant string `json:"tenant,omitempty"`
 	Grant  string `json:"grant,omitempty"`
+	// Standby marks a replica started for a grant that moves off a draining GPU: the agent
+	// reports it in Inventory.Ready once it runs.
+	Standby bool `json:"standby,omitempty"`
+	// Draining marks a slice of a GPU that leaves the pool for a MIG change: its replica keeps
+	// running until its standby elsewhere is ready.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // Layout is what a node's agent should make true.
@@ -209,16 +223,18 @@ const (
 	CodeTokenCreated   Code = "TokenCreated"
 	CodeGateRequested  Code = "GateRequested"
 	CodeGateWaiting    Code = "GateWaiting"
+	CodeGateDraining   Code = "GateDraining"
 	CodeGateStarted    Code = "GateStarted"
 	CodeGateDone       Code = "GateDone"
 	CodeGateFailed     Code = "GateFailed"
 	CodeGateGaveUp     Code = "GateGaveUp"
 	CodeGateCancelled  Code = "GateCancelled"
+	CodeMoveStarted    Code = "MoveStarted"
 )
 
 // Codes lists every event code.
 var Codes = []Code{CodeTenantAdded, CodeTenantUpdated, CodeTenantRemoved, CodeDemandChanged,
 	CodeGranted, CodeReleased, CodePreempted, CodeQueued, CodeMoved, CodeNodeRegistered,
 	CodeNodeLost, CodeNodeBack, CodeNodeCordoned, CodeNodeUncordoned, CodeTokenCreated,
-	CodeGateRequested, CodeGateWaiting, CodeGateStarted, CodeGateDone, CodeGateFailed, CodeGateGaveUp,
-	CodeGateCancelled}
+	CodeGateRequested, CodeGateWaiting, CodeGateDraining, CodeGateStarted, CodeGateDone, CodeGateFailed, CodeGateGaveUp,
+	CodeGateCancelled, CodeMoveStarted}

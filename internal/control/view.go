@@ -30,7 +30,9 @@ func (e *Engine) View(rev uint64) *View {
 	for _, id := range slices.Sorted(maps.Keys(e.grants)) {
 		g := e.grants[id]
 		v.Grants = append(v.Grants, *g)
-		count[g.Tenant]++
+		if g.Replaces == "" {
+			count[g.Tenant]++
+		}
 	}
 	shares := e.alloc.shares()
 	fairs := fairShares(e.tenants, len(e.slices))
@@ -116,7 +118,26 @@ func (v *View) Layout(node string) (Layout, bool) {
 	for _, s := range v.Slices {
 		if s.Node == node {
 			g := bySlice[s.ID]
-			l.Slices = append(l.Slices, LayoutSlice{Slice: s, Tenant: g.Tenant, Grant: g.ID})
+			l.Slices = append(l.Slices, LayoutSlice{Slice: s, Tenant: g.Tenant, Grant: g.ID, Standby: g.Replaces != ""})
+		}
+	}
+	// A draining GPU's slices are out of the pool, but their replicas run until their standbys
+	// are ready.
+	for _, op := range v.Nodes[i].Gates {
+		if op.State != GateDraining {
+			continue
+		}
+		for _, gp := range v.Nodes[i].Inventory.GPUs {
+			if gp.UUID != op.GPU {
+				continue
+			}
+			for k, kind := range gp.Slices {
+				id := sliceID(node, gp.UUID, k)
+				if g, ok := bySlice[id]; ok {
+					l.Slices = append(l.Slices, LayoutSlice{Slice: Slice{ID: id, Node: node, GPU: gp.UUID, Board: gp.Board, Kind: kind},
+						Tenant: g.Tenant, Grant: g.ID, Draining: true})
+				}
+			}
 		}
 	}
 	return l, true
