@@ -57,6 +57,7 @@ func newServeCmd(e *env) *cobra.Command {
 	f.IntVar(&o.Loop.Engine.Gate.MaxUnavailable, "max-unavailable", 1, "GPUs that may be out of the pool for a MIG change at once")
 	f.DurationVar(&o.Loop.Engine.Gate.Cooldown, "gate-cooldown", 10*time.Minute, "least time between two MIG changes of one GPU, and before a retry")
 	f.IntVar(&o.Loop.Engine.Gate.MaxAttempts, "gate-attempts", 2, "tries of a MIG change before it is given up")
+	f.DurationVar(&o.Loop.Engine.Gate.DrainTimeout, "drain-timeout", 5*time.Minute, "how long a draining GPU waits for its replicas' standbys to be ready before the old replicas stop anyway")
 	f.Var(&windowFlag{&o.Loop.Engine.Gate.Window}, "maintenance-window", "daily UTC window in which MIG changes may start, HH:MM-HH:MM (default always)")
 	f.StringVar(&o.TLS.CertFile, "tls-cert", "", "serve HTTPS with this certificate (PEM)")
 	f.StringVar(&o.TLS.KeyFile, "tls-key", "", "the certificate's private key (PEM)")

@@ -26,8 +26,9 @@
 // Gate operations (engine_gate.go) change a GPU's MIG layout across the pool: asked by an operator
 // or by applying a plan (planadapter.go, the one file that speaks to internal/plan; it re-plans
 // from the plan applied last), they wait for GatePolicy (maxUnavailable, cooldown, a maintenance
-// window), then take the GPU's slices out of the pool (its replicas move in the same step) and
-// put the target into the node's layout; the agent's report settles them (done, or failed and
+// window), then take the GPU's slices out of the pool and drain it (a standby replica starts
+// elsewhere for each replica on it; the old one stops once the standby's agent reports it ready,
+// or after DrainTimeout), then put the target into the node's layout; the agent's report settles them (done, or failed and
 // retried after the cooldown up to MaxAttempts, then given up).
 //
 // Ports declared here: Store (Load, Commit; internal/store's Bolt implements it) and Clock (Now).
@@ -36,6 +37,6 @@
 // the demo's MPS node and tests.
 //
 // Not yet here: re-planning by itself on demand-rate or inventory changes (a plan is applied on
-// request), slice kinds per tenant (every replica takes one slice of any kind), and a drain that
-// waits for the moved replica to be ready before the old one stops.
+// request), slice kinds per tenant (every replica takes one slice of any kind), and standbys for
+// moves off a cordoned or lost node.
 package control
