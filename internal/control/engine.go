@@ -58,6 +58,24 @@ type Engine struct {
 	ch         Changes
 	dirtyNodes map[string]bool
 	plan       *v1.Plan // the last plan applied (in memory only), the base of the next re-plan
+	pool       *v1.Pool // the Pool document of the last plan applied (in memory only)
+	replan     Replan
+}
+
+// Replan says whether the pool should be planned again: Wanted grows on every demand-rate or
+// inventory change once a plan has been applied; Done is the Wanted a re-plan last answered.
+type Replan struct {
+	Wanted, Done uint64
+	Why          string
+}
+
+// wantReplan asks for a re-plan when a plan is in force.
+func (e *Engine) wantReplan(why string) {
+	if e.pool == nil {
+		return
+	}
+	e.replan.Wanted++
+	e.replan.Why = why
 }
 
 // Changes is what a command changed: the records the caller must write (a name present in a map
@@ -246,7 +264,15 @@ func (e *Engine) SetDemandRate(now time.Time, name string, rate float64) (Tenant
 	if q > 100000 {
 		return Tenant{}, &InvalidError{Fields: []FieldError{{Path: "rate", Message: fmt.Sprintf("%g requests/s at %g per replica needs %g replicas, over 100000", rate, t.RatePerReplica, q)}}}
 	}
-	return e.SetDemand(now, name, int(max(q, 0)))
+	oldRate := t.Rate
+	out, err := e.SetDemand(now, name, int(max(q, 0)))
+	if err == nil {
+		t.Rate, out.Rate = rate, rate
+	}
+	if err == nil && oldRate != rate {
+		e.wantReplan(fmt.Sprintf("tenant %s asks %g requests/s", name, rate))
+	}
+	return out, err
 }
 
 // SetDemand changes how many replicas a tenant wants and returns the stored tenant.
@@ -263,7 +289,7 @@ func (e *Engine) SetDemand(now time.Time, name string, demand int) (Tenant, erro
 		return Tenant{}, fmt.Errorf("set demand of tenant %s: %w", name, err)
 	}
 	old := t.Demand
-	t.Demand = demand
+	t.Demand, t.Rate = demand, 0
 	t.Version++
 	e.ch.Tenants[name] = true
 	e.event(now, Event{Code: CodeDemandChanged, Tenant: name, Message: fmt.Sprintf("tenant %s demand %d → %d replicas", name, old, demand)})
@@ -289,6 +315,7 @@ func (e *Engine) Tick(now time.Time) error {
 		n := e.nodes[name]
 		if !n.Lost && now.Sub(n.LastSeen) > e.cfg.NodeTimeout {
 			n.Lost, lost = true, true
+			e.wantReplan("node " + name + " lost")
 			e.removeSlices(n)
 			e.ch.Nodes[name] = true
 			e.event(now, Event{Code: CodeNodeLost, Node: name, Message: fmt.Sprintf("node %s silent for %s (timeout %s): its %d slices leave the pool", name, now.Sub(n.LastSeen).Round(time.Millisecond), e.cfg.NodeTimeout, countSlices(n.Inventory))})

@@ -156,8 +156,8 @@ func (e *Engine) addGateOp(now time.Time, n *Node, g GPU, want string) GateOp {
 // whose layout differs from what its agent reports gets a gate operation (the plan's GPU index i
 // is the i-th GPU the node's agent reports, in NVML order). Nothing changes unless every such GPU
 // is known, of the plan's board, and not being changed already; the problems are returned at
-// once with the plan's field paths. The plan is kept as the current plan for the next re-plan.
-func (e *Engine) ApplyPlan(now time.Time, p *v1.Plan) ([]GateOp, error) {
+// once with the plan's field paths. The plan and its pool are kept for the next re-plan.
+func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, error) {
 	bad := &InvalidError{}
 	type change struct {
 		n    *Node
@@ -205,7 +205,7 @@ func (e *Engine) ApplyPlan(now time.Time, p *v1.Plan) ([]GateOp, error) {
 	for _, c := range cs {
 		ids = append(ids, e.addGateOp(now, c.n, c.g, c.want).ID)
 	}
-	e.plan = p
+	e.plan, e.pool = p, pool
 	if err := e.schedule(now); err != nil {
 		return nil, err
 	}
@@ -475,4 +475,23 @@ func (e *Engine) settleGates(now time.Time, n *Node) {
 		e.ch.Nodes[n.Name] = true
 		e.dirtyNodes[n.Name] = true
 	}
+}
+
+// Replanned applies a re-plan made for Replan.Wanted gen (by the loop's planner, off the engine's
+// goroutine), or records why it failed. A re-plan that names GPUs gone meanwhile is asked again.
+func (e *Engine) Replanned(now time.Time, gen uint64, pool *v1.Pool, p *v1.Plan, planErr error) error {
+	e.replan.Done = max(e.replan.Done, gen)
+	why := e.replan.Why
+	if planErr == nil {
+		ops, err := e.ApplyPlan(now, pool, p)
+		if err == nil {
+			e.event(now, Event{Code: CodeReplanned, Message: fmt.Sprintf("pool %s planned again (%s): %d GPUs, %d gate operations", pool.Metadata.Name, why, len(p.GPUs), len(ops))})
+			return nil
+		}
+		planErr = err
+		e.replan.Wanted++ // the fleet moved under the planner: try again
+	}
+	e.event(now, Event{Code: CodeReplanFailed, Message: fmt.Sprintf("re-plan of pool %s (%s) failed: %v", pool.Metadata.Name, why, planErr)})
+	e.finish()
+	return nil
 }

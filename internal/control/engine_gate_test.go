@@ -1,8 +1,11 @@
 package control
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -203,7 +206,7 @@ func TestApplyPlan(t *testing.T) {
 	}
 	full := v1.PlanInstance{Profile: "7g.80gb"}
 	half := []v1.PlanInstance{{Profile: "3g.40gb", Start: 4}, {Profile: "3g.40gb"}}
-	_, err = e.ApplyPlan(t0, &v1.Plan{GPUs: []v1.PlanGPU{mig("node-a", 0, "H100-SXM5-80GB", half...),
+	_, err = e.ApplyPlan(t0, &v1.Pool{}, &v1.Plan{GPUs: []v1.PlanGPU{mig("node-a", 0, "H100-SXM5-80GB", half...),
 		mig("node-z", 0, "H100-SXM5-80GB", full), mig("node-a", 5, "H100-SXM5-80GB", full), mig("node-a", 1, "A100-SXM4-40GB", full)}})
 	for _, want := range []string{"gpus[1].node", "gpus[2].index", "gpus[3].board"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -214,7 +217,7 @@ func TestApplyPlan(t *testing.T) {
 		t.Fatalf("a refused plan left gate operations: %+v", e.nodes["node-a"].Gates)
 	}
 	p := &v1.Plan{Pool: "p", GPUs: []v1.PlanGPU{mig("node-a", 0, "H100-SXM5-80GB", half...), mig("node-a", 1, "H100-SXM5-80GB", full)}}
-	ops, err := e.ApplyPlan(t0, p)
+	ops, err := e.ApplyPlan(t0, &v1.Pool{}, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,5 +226,44 @@ func TestApplyPlan(t *testing.T) {
 	}
 	if e.View(1).Plan != p {
 		t.Error("the applied plan is not the view's current plan")
+	}
+}
+
+// TestReplanOnRateAndFleet: once a plan is applied, a tenant's new demand rate and a new node
+// make the Replanner plan again (off the engine's goroutine) and apply the result.
+func TestReplanOnRateAndFleet(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		(&Replanner{Loop: h.loop, Every: 20 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	h100 := func(node string) Inventory {
+		return Inventory{GPUs: []GPU{{UUID: "GPU-" + node, Board: "H100-SXM5-80GB", MIG: "7g.80gb@0", Slices: []string{"7g.80gb"}}}}
+	}
+	h.must("operator", "PUT", "/v1/nodes/node-a", h100("node-a"), 200)
+	h.must("operator", "PUT", "/v1/tenants/chat", Tenant{Demand: 1, RatePerReplica: 10}, 200)
+	h.must("operator", "POST", "/v1/plans/apply", readFile(t, "../../examples/h100-7b-exclusive.yaml"), 200)
+	waitEvent := func(code Code, text string) {
+		t.Helper()
+		end := time.Now().Add(20 * time.Second)
+		for time.Now().Before(end) {
+			for _, ev := range h.loop.View().Events {
+				if ev.Code == code && strings.Contains(ev.Message, text) {
+					return
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("no %s event with %q; events: %+v", code, text, h.loop.View().Events)
+	}
+	h.must("operator", "PUT", "/v1/tenants/chat/demand", DemandRequest{Rate: 40}, 200)
+	waitEvent(CodeReplanned, "tenant chat asks 40 requests/s")
+	h.must("operator", "PUT", "/v1/nodes/node-b", h100("node-b"), 200)
+	waitEvent(CodeReplanned, "node node-b reports 1 GPUs")
+	if v := h.loop.View(); v.Plan == nil || len(v.Plan.GPUs) != 2 {
+		t.Fatalf("the plan in force does not cover the two nodes: %+v", v.Plan)
 	}
 }

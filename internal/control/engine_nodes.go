@@ -55,6 +55,9 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 	}
 	ready := inv.Ready
 	inv.Ready = nil // a report, not state
+	if !ok || n.Lost || fleetOf(n.Inventory) != fleetOf(inv) {
+		e.wantReplan(fmt.Sprintf("node %s reports %d GPUs (%s)", node, len(inv.GPUs), fleetOf(inv)))
+	}
 	n.Inventory, n.LastSeen, n.Lost = inv, now, false
 	e.settleGates(now, n)
 	e.addSlices(n)
@@ -85,6 +88,18 @@ func (e *Engine) Heartbeat(now time.Time, node string) error {
 		return err
 	}
 	return nil
+}
+
+// fleetOf is a node's GPUs as the planner sees them: boards in order.
+func fleetOf(inv Inventory) string {
+	var b []byte
+	for i, g := range inv.GPUs {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = append(b, g.Board...)
+	}
+	return string(b)
 }
 
 func sliceID(node, gpu string, i int) string { return node + "/" + gpu + "/" + strconv.Itoa(i) }

@@ -34,6 +34,9 @@ type Tenant struct {
 	// RatePerReplica is the request rate (requests/s) one replica serves within its SLO, e.g. the
 	// maximum rate `gpupool perf` reports; it lets demand be given as a rate.
 	RatePerReplica float64 `json:"ratePerReplica,omitempty"`
+	// Rate is the request rate last given as demand (requests/s); 0 when demand was given as
+	// replicas. A re-plan sizes the tenant from it.
+	Rate float64 `json:"rate,omitempty"`
 	// Version grows by one on every change of the tenant; clients read it back to know their
 	// write is the one stored.
 	Version uint64 `json:"version"`
@@ -230,6 +233,8 @@ const (
 	CodeGateGaveUp     Code = "GateGaveUp"
 	CodeGateCancelled  Code = "GateCancelled"
 	CodeMoveStarted    Code = "MoveStarted"
+	CodeReplanned      Code = "Replanned"
+	CodeReplanFailed   Code = "ReplanFailed"
 )
 
 // Codes lists every event code.
@@ -237,4 +242,4 @@ var Codes = []Code{CodeTenantAdded, CodeTenantUpdated, CodeTenantRemoved, CodeDe
 	CodeGranted, CodeReleased, CodePreempted, CodeQueued, CodeMoved, CodeNodeRegistered,
 	CodeNodeLost, CodeNodeBack, CodeNodeCordoned, CodeNodeUncordoned, CodeTokenCreated,
 	CodeGateRequested, CodeGateWaiting, CodeGateDraining, CodeGateStarted, CodeGateDone, CodeGateFailed, CodeGateGaveUp,
-	CodeGateCancelled, CodeMoveStarted}
+	CodeGateCancelled, CodeMoveStarted, CodeReplanned, CodeReplanFailed}

@@ -19,13 +19,18 @@ type View struct {
 	Slices   []Slice        // live slices, by id
 	Events   []Event        // oldest first
 	Tokens   map[string]Principal
-	// Plan is the last plan applied (never changed in place), the base of an incremental re-plan.
+	// Plan is the last plan applied (never changed in place), the base of an incremental re-plan;
+	// Pool is its Pool document.
 	Plan *v1.Plan
+	Pool *v1.Pool
+	// Replan says whether a re-plan is wanted (Wanted > Done) and why.
+	Replan Replan
 }
 
 // View returns a copy of the state at revision rev.
 func (e *Engine) View(rev uint64) *View {
-	v := &View{Revision: rev, Capacity: len(e.slices), Tokens: e.tokens, Events: slices.Clip(e.events), Plan: e.plan}
+	v := &View{Revision: rev, Capacity: len(e.slices), Tokens: e.tokens, Events: slices.Clip(e.events), Plan: e.plan,
+		Pool: e.pool, Replan: e.replan}
 	count := map[string]int{}
 	for _, id := range slices.Sorted(maps.Keys(e.grants)) {
 		g := e.grants[id]
