@@ -36,7 +36,10 @@
 // long-poll): internal/agent's Link is the real agent's side; SimAgent is a simulated agent for
 // the demo's MPS node and tests.
 //
-// Not yet here: re-planning by itself on demand-rate or inventory changes (a plan is applied on
-// request), slice kinds per tenant (every replica takes one slice of any kind), and standbys for
-// moves off a cordoned or lost node.
+// Once a plan is applied, a tenant's demand rate or a fleet change asks for a re-plan (Replan in
+// the View); the Replanner goroutine plans again from the plan in force and feeds the result back
+// as a command (Engine.Replanned), so the engine's goroutine never runs the planner.
+//
+// Not yet here: slice kinds per tenant from the plan (every replica takes one slice of any kind),
+// the applied plan kept across restarts, and standbys for moves off a cordoned or lost node.
 package control
