@@ -25,7 +25,7 @@
 //
 // Gate operations (engine_gate.go) change a GPU's MIG layout across the pool: asked by an operator
 // or by applying a plan (planadapter.go, the one file that speaks to internal/plan; it re-plans
-// from the plan applied last), they wait for GatePolicy (maxUnavailable, cooldown, a maintenance
+// from the plan applied last, which is stored), they wait for GatePolicy (maxUnavailable, cooldown, a maintenance
 // window), then take the GPU's slices out of the pool and drain it (a standby replica starts
 // elsewhere for each replica on it; the old one stops once the standby's agent reports it ready,
 // or after DrainTimeout), then put the target into the node's layout; the agent's report settles them (done, or failed and
@@ -40,6 +40,6 @@
 // the View); the Replanner goroutine plans again from the plan in force and feeds the result back
 // as a command (Engine.Replanned), so the engine's goroutine never runs the planner.
 //
-// Not yet here: slice kinds per tenant from the plan (every replica takes one slice of any kind),
-// the applied plan kept across restarts, and standbys for moves off a cordoned or lost node.
+// Not yet here: slice kinds per tenant from the plan (every replica takes one slice of any kind)
+// and standbys for moves off a cordoned or lost node.
 package control

@@ -87,6 +87,8 @@ type Changes struct {
 	Tokens  map[string]bool
 	Events  []Event
 	Dropped []uint64 // event sequence numbers that fell out of the history
+	// Plan says the applied plan (and its Pool document) changed.
+	Plan bool
 }
 
 func (c *Changes) reset() {
@@ -95,7 +97,7 @@ func (c *Changes) reset() {
 
 // Empty reports whether nothing changed.
 func (c Changes) Empty() bool {
-	return len(c.Tenants)+len(c.Grants)+len(c.Nodes)+len(c.Tokens)+len(c.Events)+len(c.Dropped) == 0
+	return len(c.Tenants)+len(c.Grants)+len(c.Nodes)+len(c.Tokens)+len(c.Events)+len(c.Dropped) == 0 && !c.Plan
 }
 
 // NewEngine returns an empty engine at now.
@@ -112,6 +114,9 @@ type State struct {
 	Events    []Event
 	NextGrant uint64
 	NextEvent uint64
+	// Plan and Pool are the plan applied last and its Pool document (nil when none was).
+	Plan *v1.Plan
+	Pool *v1.Pool
 }
 
 // restoreEngine rebuilds an engine from stored state: nodes count as just seen, the allocator
@@ -122,7 +127,7 @@ func restoreEngine(cfg EngineConfig, now time.Time, st State) (*Engine, error) {
 		slices: map[string]Slice{}, sliceGrant: map[string]string{}, grants: map[string]*Grant{},
 		taskGrant: map[uint64]string{}, hints: map[string][]*Grant{}, queued: map[string]int{},
 		tokens: maps.Clone(st.Tokens), dirtyNodes: map[string]bool{},
-		nextGrant: st.NextGrant, nextEvent: st.NextEvent}
+		nextGrant: st.NextGrant, nextEvent: st.NextEvent, plan: st.Plan, pool: st.Pool}
 	if e.tokens == nil {
 		e.tokens = map[string]Principal{}
 	}

@@ -206,6 +206,7 @@ func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, 
 		ids = append(ids, e.addGateOp(now, c.n, c.g, c.want).ID)
 	}
 	e.plan, e.pool = p, pool
+	e.ch.Plan = true
 	if err := e.schedule(now); err != nil {
 		return nil, err
 	}

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/store"
 )
 
 // migInv is a node of H100s each cut into one 7g.80gb instance, as an agent reports it.
@@ -265,5 +267,37 @@ func TestReplanOnRateAndFleet(t *testing.T) {
 	waitEvent(CodeReplanned, "node node-b reports 1 GPUs")
 	if v := h.loop.View(); v.Plan == nil || len(v.Plan.GPUs) != 2 {
 		t.Fatalf("the plan in force does not cover the two nodes: %+v", v.Plan)
+	}
+}
+
+// The applied plan and its pool are acknowledged state: they survive a restart from the store.
+func TestAppliedPlanSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	open := func() (*Loop, func()) {
+		st, err := store.OpenBolt(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loop, err := NewLoop(context.Background(), LoopConfig{}, st, SystemClock{}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { loop.Run(ctx); close(done) }()
+		return loop, func() { cancel(); <-done; st.Close() }
+	}
+	loop, stop := open()
+	pool := &v1.Pool{Metadata: v1.Metadata{Name: "p1"}}
+	p := &v1.Plan{Pool: "p1", GPUs: []v1.PlanGPU{{Node: "n", Index: 0, Board: "H100-SXM5-80GB", Mode: v1.ModeExclusive}}}
+	if _, err := loop.Do(context.Background(), func(e *Engine, now time.Time) (any, error) { return e.ApplyPlan(now, pool, p) }); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	loop, stop = open()
+	defer stop()
+	if v := loop.View(); v.Plan == nil || v.Pool == nil || v.Plan.Pool != "p1" || v.Pool.Metadata.Name != "p1" || len(v.Plan.GPUs) != 1 {
+		t.Fatalf("after a restart the plan is %+v and the pool %+v, want p1's", v.Plan, v.Pool)
 	}
 }
