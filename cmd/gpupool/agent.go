@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -92,6 +94,9 @@ func newAgentCmd(e *env) *cobra.Command {
 			if (cp.server == "") != (cp.token == "") {
 				return invalid(errors.New("--server and --token go together"))
 			}
+			if (cp.cert == "") != (cp.key == "") {
+				return invalid(errors.New("--client-cert and --client-key go together"))
+			}
 			return runAgent(cmd.Context(), e, cfg, set, fake, fakeModel, once, cp)
 		},
 	}
@@ -103,6 +108,9 @@ func newAgentCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&listen, "listen", "", "address for /metrics and /healthz (overrides the config's listen)")
 	cmd.Flags().StringVar(&cp.server, "server", "", "control plane URL (gpupool serve): take gate operations from it and report the node to it")
 	cmd.Flags().StringVar(&cp.token, "token", "", "the node's agent token for --server")
+	cmd.Flags().StringVar(&cp.ca, "server-ca", "", "with an https --server: trust server certificates signed by this CA (PEM) instead of the system's")
+	cmd.Flags().StringVar(&cp.cert, "client-cert", "", "with an https --server: present this client certificate (PEM; mutual TLS)")
+	cmd.Flags().StringVar(&cp.key, "client-key", "", "the client certificate's private key (PEM)")
 	_ = cmd.MarkFlagRequired("config")
 	return cmd
 }
@@ -110,6 +118,8 @@ func newAgentCmd(e *env) *cobra.Command {
 // controlLink names the control plane an agent follows (empty server: config file only).
 type controlLink struct {
 	server, token string
+	// ca, cert and key are PEM files for TLS: the CA to trust, the client certificate and key.
+	ca, cert, key string
 	// heartbeat overrides the link's default (tests, the demo).
 	heartbeat time.Duration
 	// fakeGPUs is how many mock GPUs --fake makes (default 8).
@@ -206,9 +216,13 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	defer srv.Close()
 	fmt.Fprintf(e.stdout, "gpupool agent on node %q: /metrics and /healthz at http://%s\n", cfg.Node, addr)
 	if cp.server != "" {
+		tcfg, err := cp.tlsConfig()
+		if err != nil {
+			return err
+		}
 		link := &agent.Link{Agent: a, Heartbeat: cp.heartbeat, Every: min(set.Poll, 250*time.Millisecond),
 			CP: &agent.HTTPControlPlane{Server: strings.TrimRight(cp.server, "/"), Token: cp.token, Node: cfg.Node,
-				Client: &http.Client{Timeout: time.Minute}},
+				Client: &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: tcfg, Proxy: http.ProxyFromEnvironment}}},
 			OnLayout: func(d agent.DesiredLayout) {
 				fmt.Fprintf(e.stdout, "control plane: layout revision %d, %d GPU changes\n", d.Revision, len(d.GPUs))
 			}}
@@ -231,6 +245,30 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 		case <-t.C:
 		}
 	}
+}
+
+// tlsConfig is the agent's TLS client configuration for the control plane.
+func (cp controlLink) tlsConfig() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cp.ca != "" {
+		pem, err := os.ReadFile(cp.ca)
+		if err != nil {
+			return nil, fmt.Errorf("read server CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("read server CA %s: no PEM certificate found", cp.ca)
+		}
+		cfg.RootCAs = pool
+	}
+	if cp.cert != "" {
+		c, err := tls.LoadX509KeyPair(cp.cert, cp.key)
+		if err != nil {
+			return nil, fmt.Errorf("load client certificate %s: %w", cp.cert, err)
+		}
+		cfg.Certificates = []tls.Certificate{c}
+	}
+	return cfg, nil
 }
 
 // resetGate is the operator's answer to a failed change: the gate uncordons and forgets it.
