@@ -131,3 +131,61 @@ func waitFor(t *testing.T, d time.Duration, out *syncBuffer, what string, ok fun
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestAgentGateFailureRetried: the agent's smoke check fails, so its gate rolls the GPU back and
+// reports it; the control plane retries once (--gate-attempts 2) and then gives the operation up,
+// with the GPU in its old layout and its slice back in the pool.
+func TestAgentGateFailureRetried(t *testing.T) {
+	url, op := startInProcess(t)
+	ctx := context.Background()
+	c := &client{base: url, token: op, http: newHTTPClient()}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "agent.yaml")
+	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf("node: fake-b\nstateDir: %s\nlisten: 127.0.0.1:0\npollInterval: 100ms\npolicy: {reconfigCooldown: 0s}\nsmoke: {command: [\"false\"], timeout: 5s}\ngpus: []\n", filepath.Join(dir, "state"))), 0o644))
+	actx, stop := context.WithCancel(ctx)
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(actx, []string{"agent", "--fake", "--config", cfg, "--server", url, "--token", op}, out, out)
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	var n control.Node
+	waitFor(t, 20*time.Second, out, "the node to register", func() bool {
+		var ns []control.Node
+		must(t, c.call(ctx, "GET", "/v1/nodes", nil, &ns))
+		if len(ns) == 1 && len(ns[0].Inventory.GPUs) == 8 {
+			n = ns[0]
+			return true
+		}
+		return false
+	})
+	g0 := n.Inventory.GPUs[0].UUID
+	must(t, c.call(ctx, "PUT", "/v1/nodes/fake-b/gpus/"+g0+"/layout", control.LayoutRequest{Layout: "3g.40gb@0 3g.40gb@4"}, nil))
+	var codes []string
+	waitFor(t, 30*time.Second, out, "the operation to be given up", func() bool {
+		var evs []control.Event
+		must(t, c.call(ctx, "GET", "/v1/events", nil, &evs))
+		codes = codes[:0]
+		for _, ev := range evs {
+			if strings.HasPrefix(string(ev.Code), "Gate") {
+				codes = append(codes, string(ev.Code))
+			}
+		}
+		return strings.HasSuffix(strings.Join(codes, " "), "GateGaveUp")
+	})
+	if got := strings.Join(codes, " "); got != "GateRequested GateDraining GateStarted GateFailed GateDraining GateStarted GateFailed GateGaveUp" {
+		t.Errorf("gate events %q, want two attempts, each started and failed, then given up", got)
+	}
+	if strings.Count(out.String(), "GateRolledBack") != 2 {
+		t.Errorf("agent output has %d rollbacks, want 2:\n%s", strings.Count(out.String(), "GateRolledBack"), out.String())
+	}
+	var pool control.PoolView
+	must(t, c.call(ctx, "GET", "/v1/pool", nil, &pool))
+	back := false
+	for _, s := range pool.Slices {
+		back = back || (s.GPU == g0 && s.Kind == "7g.80gb")
+	}
+	if !back {
+		t.Error("GPU 0's 7g.80gb slice is not back in the pool after the rollback")
+	}
+}
