@@ -85,17 +85,24 @@ func newAgentCmd(e *env) *cobra.Command {
 					return invalid(fmt.Errorf("%s: the plan has no GPU on node %q", path, cfg.Node))
 				}
 			}
-			if reset {
-				return resetGate(cmd.Context(), e, cfg, set, fake, fakeModel)
-			}
+			var bad []error
 			if cp.server != "" && cfg.Node == "" {
-				return invalid(fmt.Errorf("%s: node: required with --server (the node's name in the pool)", cfgPath))
+				bad = append(bad, fmt.Errorf("%s: node: required with --server (the node's name in the pool)", cfgPath))
 			}
 			if (cp.server == "") != (cp.token == "") {
-				return invalid(errors.New("--server and --token go together"))
+				bad = append(bad, errors.New("--server and --token go together"))
+			}
+			if cp.server != "" && (once || reset) {
+				bad = append(bad, errors.New("--once and --reset run without the control plane: leave out --server"))
 			}
 			if (cp.cert == "") != (cp.key == "") {
-				return invalid(errors.New("--client-cert and --client-key go together"))
+				bad = append(bad, errors.New("--client-cert and --client-key go together"))
+			}
+			if len(bad) > 0 {
+				return invalid(errors.Join(bad...))
+			}
+			if reset {
+				return resetGate(cmd.Context(), e, cfg, set, fake, fakeModel)
 			}
 			return runAgent(cmd.Context(), e, cfg, set, fake, fakeModel, once, cp)
 		},

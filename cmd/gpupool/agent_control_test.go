@@ -189,3 +189,13 @@ func TestAgentGateFailureRetried(t *testing.T) {
 		t.Error("GPU 0's 7g.80gb slice is not back in the pool after the rollback")
 	}
 }
+
+// The control-plane flags are checked together, every problem at once.
+func TestAgentServerFlags(t *testing.T) {
+	_, errs, code := runCmd(t, "agent", "--config", "../../examples/agent-fake.yaml", "--fake", "--once", "--server", "http://127.0.0.1:1", "--client-cert", "c.pem")
+	for _, want := range []string{"--server and --token go together", "--once and --reset run without the control plane", "--client-cert and --client-key go together"} {
+		if code != exitInvalid || !strings.Contains(errs, want) {
+			t.Errorf("exit %d, stderr %q: want exit %d and %q", code, errs, exitInvalid, want)
+		}
+	}
+}
