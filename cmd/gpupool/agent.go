@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +13,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +35,7 @@ import (
 func newAgentCmd(e *env) *cobra.Command {
 	var cfgPath, fakeModel, listen string
 	var fake, once, reset bool
+	var cp controlLink
 	cmd := &cobra.Command{
 		Use:   "agent --config FILE",
 		Short: "Run the node agent: apply MIG layouts through the gate, supervise MPS, serve /metrics and /healthz",
@@ -39,9 +44,13 @@ func newAgentCmd(e *env) *cobra.Command {
 			"uncordon; journaled, rolled back on failure, rate-limited), keeps MPS daemons up with their limits,\n" +
 			"and serves per-tenant memory, SM share, tokens, joules and latency on /metrics, and /healthz.\n" +
 			"--fake runs the same agent on go-nvml's mock of 8 GPUs (state kept in stateDir) and a fake clock\n" +
-			"that moves one poll interval per poll. --once polls once and exits.",
+			"that moves one poll interval per poll. --once polls once and exits.\n" +
+			"--server and --token connect the agent to gpupool serve: it registers the node with its GPUs,\n" +
+			"heartbeats, reports changes, and applies the MIG layouts of the control plane's gate operations\n" +
+			"(the config's layouts still apply to the GPUs the control plane does not name).",
 		Example: "  gpupool agent --fake --config examples/agent-fake.yaml --once\n" +
-			"  gpupool agent --config /etc/gpupool/agent.yaml",
+			"  gpupool agent --config /etc/gpupool/agent.yaml\n" +
+			"  gpupool agent --config /etc/gpupool/agent.yaml --server https://pool:8080 --token \"$(cat agent.token)\"",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			data, err := os.ReadFile(cfgPath)
@@ -76,10 +85,26 @@ func newAgentCmd(e *env) *cobra.Command {
 					return invalid(fmt.Errorf("%s: the plan has no GPU on node %q", path, cfg.Node))
 				}
 			}
+			var bad []error
+			if cp.server != "" && cfg.Node == "" {
+				bad = append(bad, fmt.Errorf("%s: node: required with --server (the node's name in the pool)", cfgPath))
+			}
+			if (cp.server == "") != (cp.token == "") {
+				bad = append(bad, errors.New("--server and --token go together"))
+			}
+			if cp.server != "" && (once || reset) {
+				bad = append(bad, errors.New("--once and --reset run without the control plane: leave out --server"))
+			}
+			if (cp.cert == "") != (cp.key == "") {
+				bad = append(bad, errors.New("--client-cert and --client-key go together"))
+			}
+			if len(bad) > 0 {
+				return invalid(errors.Join(bad...))
+			}
 			if reset {
 				return resetGate(cmd.Context(), e, cfg, set, fake, fakeModel)
 			}
-			return runAgent(cmd.Context(), e, cfg, set, fake, fakeModel, once)
+			return runAgent(cmd.Context(), e, cfg, set, fake, fakeModel, once, cp)
 		},
 	}
 	cmd.Flags().StringVar(&cfgPath, "config", "", "agent configuration file (YAML)")
@@ -88,11 +113,27 @@ func newAgentCmd(e *env) *cobra.Command {
 	cmd.Flags().BoolVar(&once, "once", false, "poll once, print what the gate did, and exit")
 	cmd.Flags().BoolVar(&reset, "reset", false, "clear a failed change (the node stays cordoned until then), uncordon, and exit")
 	cmd.Flags().StringVar(&listen, "listen", "", "address for /metrics and /healthz (overrides the config's listen)")
+	cmd.Flags().StringVar(&cp.server, "server", "", "control plane URL (gpupool serve): take gate operations from it and report the node to it")
+	cmd.Flags().StringVar(&cp.token, "token", "", "the node's agent token for --server")
+	cmd.Flags().StringVar(&cp.ca, "server-ca", "", "with an https --server: trust server certificates signed by this CA (PEM) instead of the system's")
+	cmd.Flags().StringVar(&cp.cert, "client-cert", "", "with an https --server: present this client certificate (PEM; mutual TLS)")
+	cmd.Flags().StringVar(&cp.key, "client-key", "", "the client certificate's private key (PEM)")
 	_ = cmd.MarkFlagRequired("config")
 	return cmd
 }
 
-func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings, fake bool, model string, once bool) error {
+// controlLink names the control plane an agent follows (empty server: config file only).
+type controlLink struct {
+	server, token string
+	// ca, cert and key are PEM files for TLS: the CA to trust, the client certificate and key.
+	ca, cert, key string
+	// heartbeat overrides the link's default (tests, the demo).
+	heartbeat time.Duration
+	// fakeGPUs is how many mock GPUs --fake makes (default 8).
+	fakeGPUs int
+}
+
+func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings, fake bool, model string, once bool, cp controlLink) error {
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return fmt.Errorf("create state dir: %w", err)
@@ -103,7 +144,7 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	advance := func() {}
 	if fake {
 		var err error
-		if fk, err = newFakeNode(cfg, model); err != nil {
+		if fk, err = newFakeNode(cfg, model, cp.server != "", cp.fakeGPUs); err != nil {
 			return err
 		}
 		lib = nvml.New(fk.Interface(), nvml.Options{})
@@ -131,17 +172,22 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 		smoke = agent.CommandSmoker{Command: cfg.Smoke.Command, Timeout: set.SmokeTimeout}
 	}
 	policy := gate.Policy{Cooldown: set.Cooldown, MaxChanges: cfg.Policy.MaxChanges, Window: set.Window}
+	var noteTo atomic.Pointer[agent.Agent] // set once the agent exists
 	x, err := agent.NewExecutor(ctx, j, rep, gate.State{Policy: policy}, agent.Deps{
 		MIG: lib, Node: &agent.LocalNode{Path: filepath.Join(cfg.StateDir, "cordon.json")}, Smoke: smoke, Now: now, Log: log,
 		OnAction: func(a gate.Action, at time.Time, err error) { printAction(e.stdout, a, at, err) },
 		OnNote: func(n gate.Note) {
 			fmt.Fprintf(e.stdout, "%s  %-20s %s\n", n.At.Format(time.TimeOnly), n.Code, n.Message)
+			if a := noteTo.Load(); a != nil {
+				a.NoteGate(n)
+			}
 		}})
 	if err != nil {
 		return err
 	}
 	a := &agent.Agent{Config: cfg, Settings: set, Tel: telemetry{lib}, Exec: x, Now: now, Log: log, Clocks: lib,
 		Scraper: httpScraper{&http.Client{Timeout: 2 * time.Second}}}
+	noteTo.Store(a)
 	if fake {
 		a.Scraper = &fakeScraper{tokens: map[string]float64{}}
 	}
@@ -176,6 +222,23 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	}
 	defer srv.Close()
 	fmt.Fprintf(e.stdout, "gpupool agent on node %q: /metrics and /healthz at http://%s\n", cfg.Node, addr)
+	if cp.server != "" {
+		tcfg, err := cp.tlsConfig()
+		if err != nil {
+			return err
+		}
+		link := &agent.Link{Agent: a, Heartbeat: cp.heartbeat, Every: min(set.Poll, 250*time.Millisecond),
+			CP: &agent.HTTPControlPlane{Server: strings.TrimRight(cp.server, "/"), Token: cp.token, Node: cfg.Node,
+				Client: &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: tcfg, Proxy: http.ProxyFromEnvironment}}},
+			OnLayout: func(d agent.DesiredLayout) {
+				fmt.Fprintf(e.stdout, "control plane: layout revision %d, %d GPU changes\n", d.Revision, len(d.GPUs))
+			}}
+		lctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = link.Run(lctx) }()
+		defer func() { stop(); <-done }()
+		fmt.Fprintf(e.stdout, "following the control plane at %s\n", cp.server)
+	}
 	t := time.NewTicker(set.Poll)
 	defer t.Stop()
 	for {
@@ -191,11 +254,35 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	}
 }
 
+// tlsConfig is the agent's TLS client configuration for the control plane.
+func (cp controlLink) tlsConfig() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cp.ca != "" {
+		pem, err := os.ReadFile(cp.ca)
+		if err != nil {
+			return nil, fmt.Errorf("read server CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("read server CA %s: no PEM certificate found", cp.ca)
+		}
+		cfg.RootCAs = pool
+	}
+	if cp.cert != "" {
+		c, err := tls.LoadX509KeyPair(cp.cert, cp.key)
+		if err != nil {
+			return nil, fmt.Errorf("load client certificate %s: %w", cp.cert, err)
+		}
+		cfg.Certificates = []tls.Certificate{c}
+	}
+	return cfg, nil
+}
+
 // resetGate is the operator's answer to a failed change: the gate uncordons and forgets it.
 func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings, fake bool, model string) error {
 	var lib *nvml.Lib
 	if fake {
-		fk, err := newFakeNode(cfg, model)
+		fk, err := newFakeNode(cfg, model, false, 0)
 		if err != nil {
 			return err
 		}
@@ -277,15 +364,15 @@ func serveAgent(listen string, a *agent.Agent, log *slog.Logger) (*http.Server, 
 	return srv, ln.Addr().String(), nil
 }
 
-// newFakeNode builds the mock node; on its first start every GPU listed in the config gets one
-// full-GPU instance, so the config's layouts make the gate re-partition.
-func newFakeNode(cfg agent.Config, model string) (*nvml.Fake, error) {
+// newFakeNode builds the mock node; on its first start every GPU listed in the config (every GPU
+// with all) gets one full-GPU instance, so the config's layouts make the gate re-partition.
+func newFakeNode(cfg agent.Config, model string, all bool, gpus int) (*nvml.Fake, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
 	path := filepath.Join(cfg.StateDir, "fake-gpus.json")
 	_, statErr := os.Stat(path)
-	fk, err := nvml.NewFake(nvml.FakeOptions{Model: model, StatePath: path})
+	fk, err := nvml.NewFake(nvml.FakeOptions{Model: model, StatePath: path, GPUs: gpus})
 	if err != nil {
 		return nil, err
 	}
@@ -302,8 +389,13 @@ func newFakeNode(cfg agent.Config, model string) (*nvml.Fake, error) {
 		if !errors.Is(statErr, os.ErrNotExist) {
 			continue
 		}
+		if all {
+			if err := lib.Create(u, b.Name, gpu.Instance{Profile: full.Name, Start: 0}); err != nil {
+				return nil, fmt.Errorf("lay out fake GPU %d: %w", i, err)
+			}
+		}
 		for _, g := range cfg.GPUs {
-			if g.Index == i {
+			if g.Index == i && !all {
 				if err := lib.Create(u, b.Name, gpu.Instance{Profile: full.Name, Start: 0}); err != nil {
 					return nil, fmt.Errorf("lay out fake GPU %d: %w", i, err)
 				}

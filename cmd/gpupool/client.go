@@ -39,7 +39,9 @@ func (e *apiError) Error() string {
 
 func (c *client) call(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
-	if body != nil {
+	if raw, ok := body.([]byte); ok { // a document sent as it is
+		rd = bytes.NewReader(raw)
+	} else if body != nil {
 		raw, err := json.Marshal(body)
 		if err != nil {
 			return fmt.Errorf("encode request: %w", err)
@@ -226,8 +228,11 @@ func newTokenCmd(e *env) *cobra.Command {
 // newApplyCmd sends a Pool file's tenants to the control plane: name, path, weight, reservation,
 // cap, and replicas as demand (1 when unset).
 func newApplyCmd(e *env) *cobra.Command {
-	c := &cobra.Command{Use: "apply POOL", Short: "Add or update the tenants of a Pool file on a running control plane", Args: cobra.ExactArgs(1)}
+	c := &cobra.Command{Use: "apply POOL", Short: "Add or update the tenants of a Pool file on a running control plane", Args: cobra.ExactArgs(1),
+		Long: "apply adds or updates the Pool file's tenants. With --plan it also plans the pool on the server\n" +
+			"(from the plan applied last) and turns the plan's MIG layouts into gate operations."}
 	cl := clientFlags(c)
+	withPlan := c.Flags().Bool("plan", false, "also plan the pool and hand its MIG layouts to the gate orchestration")
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		raw, err := os.ReadFile(args[0])
 		if err != nil {
@@ -253,9 +258,25 @@ func newApplyCmd(e *env) *cobra.Command {
 			}
 			fmt.Fprintf(e.stdout, "tenant %s: demand %d (version %d)\n", ct.Name, ct.Demand, ct.Version)
 		}
+		if *withPlan {
+			return applyPlan(cmd.Context(), e, cl, raw)
+		}
 		return nil
 	}
 	return c
+}
+
+// applyPlan has the server plan the Pool document and prints the gate operations it asked.
+func applyPlan(ctx context.Context, e *env, cl *client, pool []byte) error {
+	var out control.PlanApplied
+	if err := cl.call(ctx, "POST", "/v1/plans/apply", pool, &out); err != nil {
+		return fmt.Errorf("apply plan: %w", err)
+	}
+	fmt.Fprintf(e.stdout, "plan applied: %d gate operations\n", len(out.Gates))
+	for _, g := range out.Gates {
+		fmt.Fprintf(e.stdout, "  %d  GPU %s: %q → %q  %s %s\n", g.ID, g.GPU, g.From, g.Layout, g.State, g.Reason)
+	}
+	return nil
 }
 
 func newHTTPClient() *http.Client { return &http.Client{Timeout: 60 * time.Second} }
@@ -300,5 +321,35 @@ func newNodeCmd(e *env) *cobra.Command {
 			}}
 	}
 	c.AddCommand(list, cordon("cordon", true), cordon("uncordon", false))
+	return c
+}
+
+func newGateCmd(e *env) *cobra.Command {
+	c := &cobra.Command{Use: "gate", Short: "MIG layout changes of GPUs: list them, ask for one, cancel a waiting one (operator only)"}
+	cl := clientFlags(c)
+	list := &cobra.Command{Use: "list", Short: "Gate operations not finished (waiting or applying)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var gs []control.NodeGate
+			if err := cl.call(cmd.Context(), "GET", "/v1/gates", nil, &gs); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNODE\tGPU\tFROM\tTO\tSTATE\tATTEMPTS\tREASON")
+			for _, g := range gs {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", g.ID, g.Node, g.GPU, g.From, g.Layout, g.State, g.Attempts, g.Reason)
+			}
+			return tw.Flush()
+		}}
+	set := &cobra.Command{Use: "set NODE GPU-UUID LAYOUT", Short: `Ask for a GPU's MIG layout ("3g.40gb@0 3g.40gb@4"); "" cancels a waiting request`,
+		Args: cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var g control.GateOp
+			if err := cl.call(cmd.Context(), "PUT", "/v1/nodes/"+args[0]+"/gpus/"+args[1]+"/layout", control.LayoutRequest{Layout: args[2]}, &g); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(e.stdout, "gate operation %d on GPU %s: %q → %q, %s %s\n", g.ID, g.GPU, g.From, g.Layout, g.State, g.Reason)
+			return err
+		}}
+	c.AddCommand(list, set)
 	return c
 }

@@ -85,6 +85,7 @@ func newRootCmd(e *env) *cobra.Command {
 		newGrantsCmd(e),
 		newTokenCmd(e),
 		newNodeCmd(e),
+		newGateCmd(e),
 		newApplyCmd(e),
 		newCostCmd(e),
 	)

@@ -110,8 +110,9 @@ func mustRead(t *testing.T, p string) string {
 	return string(raw)
 }
 
-// TestServeDemo runs `gpupool serve --demo` as a child process and waits until the simulated
-// agents registered every demo node and the demo tenants hold grants.
+// TestServeDemo runs `gpupool serve --demo` as a child process and waits until its agents (two
+// real agents on mock H100s, one simulated MPS node) registered, the demo tenants hold grants,
+// and a MIG change asked by the demo passed a real agent's gate.
 func TestServeDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a child server")
@@ -131,21 +132,26 @@ func TestServeDemo(t *testing.T) {
 	}
 	secret, _ := os.ReadFile(filepath.Join(dir, "operator.token"))
 	c := &client{base: base, token: strings.TrimSpace(string(secret)), http: newHTTPClient()}
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(25 * time.Second)
 	for {
 		var nodes []control.Node
 		var ts []control.TenantStatus
+		var evs []control.Event
 		err1 := c.call(context.Background(), "GET", "/v1/nodes", nil, &nodes)
 		err2 := c.call(context.Background(), "GET", "/v1/tenants", nil, &ts)
-		granted := 0
+		err3 := c.call(context.Background(), "GET", "/v1/events", nil, &evs)
+		granted, gated := 0, false
 		for _, x := range ts {
 			granted += x.Granted
 		}
-		if err1 == nil && err2 == nil && len(nodes) == len(demoNodes) && len(ts) >= 3 && granted > 0 {
+		for _, ev := range evs {
+			gated = gated || ev.Code == control.CodeGateDone
+		}
+		if err1 == nil && err2 == nil && err3 == nil && len(nodes) == 3 && len(ts) >= 3 && granted > 0 && gated {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("demo: %d nodes, %d tenants, %d grants after 15s (%v, %v)", len(nodes), len(ts), granted, err1, err2)
+			t.Fatalf("demo: %d nodes, %d tenants, %d grants, a gate done %t after 25s (%v, %v, %v)", len(nodes), len(ts), granted, gated, err1, err2, err3)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

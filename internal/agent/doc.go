@@ -18,6 +18,11 @@
 // read (Scraper) and each GPU's energy attributed to its tenants (internal/metrics). It is the
 // metrics.Source of the /metrics endpoint and answers /healthz.
 //
+// Link connects an Agent to the control plane through the ControlPlane port (HTTPControlPlane
+// speaks `gpupool serve`'s agent API): register and report the GPUs, heartbeat, long-poll the
+// desired layout, whose MIG layouts the poll submits to the gate; the gate's outcomes are reported
+// against the control plane's operation and attempt.
+//
 // Ports are declared here and implemented elsewhere: internal/nvml (MIG directly, Telemetry and
 // Clocks through the command's adapters), internal/mps (MPS through an adapter), internal/k8s
 // later for Node.

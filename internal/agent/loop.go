@@ -84,6 +84,13 @@ type Agent struct {
 	xids     map[[2]string]int // (GPU, code) → events
 	lastXID  string            // the newest XID, for /healthz
 	applied  map[string]bool   // GPUs whose clocks and power limit are set
+
+	// From the control plane (Link): desired layouts by GPU UUID, the gate's outcome of each
+	// GPU's last operation, and the GPUs of the last poll.
+	desired   map[string]DesiredGPU
+	ready     []string
+	outcomes  map[string]GateOutcome
+	inventory []GPUInfo
 }
 
 // Snapshot returns the latest measurements.
@@ -171,18 +178,39 @@ func (a *Agent) poll(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("poll inventory: %w", err)
 	}
+	a.mu.Lock()
+	a.inventory = inv
+	a.mu.Unlock()
 	byIndex := map[int]GPUInfo{}
+	byUUID := map[string]GPUInfo{}
 	for _, g := range inv {
 		byIndex[g.Index] = g
+		byUUID[g.UUID] = g
 	}
 	var errs []error
+	// The control plane's layouts come first; the config's apply to the GPUs it does not name.
+	control := a.controlDesired()
+	for _, uuid := range slices.Sorted(maps.Keys(control)) {
+		g, ok := byUUID[uuid]
+		if !ok {
+			errs = append(errs, fmt.Errorf("control plane layout: no GPU %s on the node", uuid))
+			continue
+		}
+		if want := control[uuid]; !slices.Equal(want.Sorted(), g.Instances.Sorted()) {
+			if err := a.Exec.Submit(ctx, gate.Desired{GPU: g.UUID, Board: g.Board, Layout: want, Current: g.Instances}); err != nil {
+				errs = append(errs, fmt.Errorf("control plane layout of GPU %s: %w", uuid, err))
+			}
+		}
+	}
 	for _, gc := range a.Config.GPUs {
 		g, ok := byIndex[gc.Index]
 		if !ok {
 			errs = append(errs, fmt.Errorf("gpus[%d]: no GPU %d on the node", gc.Index, gc.Index))
 			continue
 		}
-		if want, ok := a.Settings.Layouts[gc.Index]; ok && !slices.Equal(want.Sorted(), g.Instances.Sorted()) {
+		if _, ok := control[g.UUID]; ok {
+			// the control plane's layout was submitted above
+		} else if want, ok := a.Settings.Layouts[gc.Index]; ok && !slices.Equal(want.Sorted(), g.Instances.Sorted()) {
 			if err := a.Exec.Submit(ctx, gate.Desired{GPU: g.UUID, Board: g.Board, Layout: want, Current: g.Instances}); err != nil {
 				errs = append(errs, fmt.Errorf("gpus[%d]: %w", gc.Index, err))
 			}

@@ -61,6 +61,23 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("console shows %d slices and %d tenants, want 8 and 2", slices, tenants)
 	}
 
+	// A gate operation asked through the API appears in the gate panel within 2 s.
+	h.must("operator", "PUT", "/v1/nodes/n1/gpus/GPU-n1-0/layout", LayoutRequest{Layout: "7g.80gb@0"}, 200)
+	asked := time.Now()
+	for {
+		row, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#gates tr[data-gate]')?.innerText ?? ""`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(row, "GPU-n1-0") && strings.Contains(row, "7g.80gb@0") {
+			break
+		}
+		if time.Since(asked) > 2*time.Second {
+			t.Fatalf("gate operation not shown after 2s (panel row %q)", row)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
 	// A demand change made through the API appears in the page within 2 s.
 	h.must("bob", "PUT", "/v1/tenants/bob/demand", DemandRequest{Replicas: 1}, 200)
 	changed := time.Now()

@@ -23,12 +23,23 @@
 //     audit record per change, Prometheus /metrics (collectors here until a shared metrics
 //     package exists), the embedded browser console at /, and optional (mutual) TLS.
 //
-// Ports declared here: Store (Load, Commit; internal/store's Bolt implements it) and Clock (Now).
-// The node side talks to the Server over HTTP (register, heartbeat, layout by long-poll);
-// SimAgent is a simulated agent for `serve --demo` and tests, not a real node agent.
+// Gate operations (engine_gate.go) change a GPU's MIG layout across the pool: asked by an operator
+// or by applying a plan (planadapter.go, the one file that speaks to internal/plan; it re-plans
+// from the plan applied last, which is stored), they wait for GatePolicy (maxUnavailable, cooldown, a maintenance
+// window), then take the GPU's slices out of the pool and drain it (a standby replica starts
+// elsewhere for each replica on it; the old one stops once the standby's agent reports it ready,
+// or after DrainTimeout), then put the target into the node's layout; the agent's report settles them (done, or failed and
+// retried after the cooldown up to MaxAttempts, then given up).
 //
-// Not yet here: the planner in the loop (it is reachable as a dry run only, through the one
-// adapter file planadapter.go; slices come from what agents report), MIG
-// gate orchestration (drain, maxUnavailable, cooldown), slice kinds per tenant
-// (every replica takes one slice of any kind).
+// Ports declared here: Store (Load, Commit; internal/store's Bolt implements it) and Clock (Now).
+// The node side talks to the Server over HTTP (register and report, heartbeat, layout by
+// long-poll): internal/agent's Link is the real agent's side; SimAgent is a simulated agent for
+// the demo's MPS node and tests.
+//
+// Once a plan is applied, a tenant's demand rate or a fleet change asks for a re-plan (Replan in
+// the View); the Replanner goroutine plans again from the plan in force and feeds the result back
+// as a command (Engine.Replanned), so the engine's goroutine never runs the planner.
+//
+// Not yet here: slice kinds per tenant from the plan (every replica takes one slice of any kind)
+// and standbys for moves off a cordoned or lost node.
 package control

@@ -2,6 +2,8 @@ package control
 
 import (
 	"fmt"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 	"maps"
 	"math"
 	"regexp"
@@ -20,6 +22,8 @@ type EngineConfig struct {
 	LeaseDuration    time.Duration
 	// EventsKept bounds the event history: it holds at least this many and at most twice.
 	EventsKept int
+	// Gate says which GPUs may change their MIG layout now.
+	Gate GatePolicy
 }
 
 func (c EngineConfig) withDefaults() EngineConfig {
@@ -53,6 +57,25 @@ type Engine struct {
 	nextTenant uint64
 	ch         Changes
 	dirtyNodes map[string]bool
+	plan       *v1.Plan // the last plan applied (in memory only), the base of the next re-plan
+	pool       *v1.Pool // the Pool document of the last plan applied (in memory only)
+	replan     Replan
+}
+
+// Replan says whether the pool should be planned again: Wanted grows on every demand-rate or
+// inventory change once a plan has been applied; Done is the Wanted a re-plan last answered.
+type Replan struct {
+	Wanted, Done uint64
+	Why          string
+}
+
+// wantReplan asks for a re-plan when a plan is in force.
+func (e *Engine) wantReplan(why string) {
+	if e.pool == nil {
+		return
+	}
+	e.replan.Wanted++
+	e.replan.Why = why
 }
 
 // Changes is what a command changed: the records the caller must write (a name present in a map
@@ -64,6 +87,8 @@ type Changes struct {
 	Tokens  map[string]bool
 	Events  []Event
 	Dropped []uint64 // event sequence numbers that fell out of the history
+	// Plan says the applied plan (and its Pool document) changed.
+	Plan bool
 }
 
 func (c *Changes) reset() {
@@ -72,7 +97,7 @@ func (c *Changes) reset() {
 
 // Empty reports whether nothing changed.
 func (c Changes) Empty() bool {
-	return len(c.Tenants)+len(c.Grants)+len(c.Nodes)+len(c.Tokens)+len(c.Events)+len(c.Dropped) == 0
+	return len(c.Tenants)+len(c.Grants)+len(c.Nodes)+len(c.Tokens)+len(c.Events)+len(c.Dropped) == 0 && !c.Plan
 }
 
 // NewEngine returns an empty engine at now.
@@ -89,6 +114,9 @@ type State struct {
 	Events    []Event
 	NextGrant uint64
 	NextEvent uint64
+	// Plan and Pool are the plan applied last and its Pool document (nil when none was).
+	Plan *v1.Plan
+	Pool *v1.Pool
 }
 
 // restoreEngine rebuilds an engine from stored state: nodes count as just seen, the allocator
@@ -99,7 +127,7 @@ func restoreEngine(cfg EngineConfig, now time.Time, st State) (*Engine, error) {
 		slices: map[string]Slice{}, sliceGrant: map[string]string{}, grants: map[string]*Grant{},
 		taskGrant: map[uint64]string{}, hints: map[string][]*Grant{}, queued: map[string]int{},
 		tokens: maps.Clone(st.Tokens), dirtyNodes: map[string]bool{},
-		nextGrant: st.NextGrant, nextEvent: st.NextEvent}
+		nextGrant: st.NextGrant, nextEvent: st.NextEvent, plan: st.Plan, pool: st.Pool}
 	if e.tokens == nil {
 		e.tokens = map[string]Principal{}
 	}
@@ -241,7 +269,15 @@ func (e *Engine) SetDemandRate(now time.Time, name string, rate float64) (Tenant
 	if q > 100000 {
 		return Tenant{}, &InvalidError{Fields: []FieldError{{Path: "rate", Message: fmt.Sprintf("%g requests/s at %g per replica needs %g replicas, over 100000", rate, t.RatePerReplica, q)}}}
 	}
-	return e.SetDemand(now, name, int(max(q, 0)))
+	oldRate := t.Rate
+	out, err := e.SetDemand(now, name, int(max(q, 0)))
+	if err == nil {
+		t.Rate, out.Rate = rate, rate
+	}
+	if err == nil && oldRate != rate {
+		e.wantReplan(fmt.Sprintf("tenant %s asks %g requests/s", name, rate))
+	}
+	return out, err
 }
 
 // SetDemand changes how many replicas a tenant wants and returns the stored tenant.
@@ -258,7 +294,7 @@ func (e *Engine) SetDemand(now time.Time, name string, demand int) (Tenant, erro
 		return Tenant{}, fmt.Errorf("set demand of tenant %s: %w", name, err)
 	}
 	old := t.Demand
-	t.Demand = demand
+	t.Demand, t.Rate = demand, 0
 	t.Version++
 	e.ch.Tenants[name] = true
 	e.event(now, Event{Code: CodeDemandChanged, Tenant: name, Message: fmt.Sprintf("tenant %s demand %d → %d replicas", name, old, demand)})
@@ -284,6 +320,7 @@ func (e *Engine) Tick(now time.Time) error {
 		n := e.nodes[name]
 		if !n.Lost && now.Sub(n.LastSeen) > e.cfg.NodeTimeout {
 			n.Lost, lost = true, true
+			e.wantReplan("node " + name + " lost")
 			e.removeSlices(n)
 			e.ch.Nodes[name] = true
 			e.event(now, Event{Code: CodeNodeLost, Node: name, Message: fmt.Sprintf("node %s silent for %s (timeout %s): its %d slices leave the pool", name, now.Sub(n.LastSeen).Round(time.Millisecond), e.cfg.NodeTimeout, countSlices(n.Inventory))})
@@ -300,6 +337,9 @@ func (e *Engine) Tick(now time.Time) error {
 		return fmt.Errorf("tick: %w", err)
 	}
 	e.decide(now, ds)
+	if err := e.schedule(now); err != nil {
+		return fmt.Errorf("tick: %w", err)
+	}
 	e.finish()
 	return nil
 }

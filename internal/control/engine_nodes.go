@@ -53,7 +53,13 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 	if !n.Lost {
 		e.removeSlices(n)
 	}
+	ready := inv.Ready
+	inv.Ready = nil // a report, not state
+	if !ok || n.Lost || fleetOf(n.Inventory) != fleetOf(inv) {
+		e.wantReplan(fmt.Sprintf("node %s reports %d GPUs (%s)", node, len(inv.GPUs), fleetOf(inv)))
+	}
 	n.Inventory, n.LastSeen, n.Lost = inv, now, false
+	e.settleGates(now, n)
 	e.addSlices(n)
 	e.ch.Nodes[node] = true
 	e.dirtyNodes[node] = true
@@ -62,6 +68,10 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 		return Node{}, fmt.Errorf("register node %s: %w", node, err)
 	}
 	e.decide(now, ds)
+	e.advanceDrains(now, ready)
+	if err := e.schedule(now); err != nil {
+		return Node{}, fmt.Errorf("register node %s: %w", node, err)
+	}
 	e.finish()
 	return *n, nil
 }
@@ -80,6 +90,18 @@ func (e *Engine) Heartbeat(now time.Time, node string) error {
 	return nil
 }
 
+// fleetOf is a node's GPUs as the planner sees them: boards in order.
+func fleetOf(inv Inventory) string {
+	var b []byte
+	for i, g := range inv.GPUs {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = append(b, g.Board...)
+	}
+	return string(b)
+}
+
 func sliceID(node, gpu string, i int) string { return node + "/" + gpu + "/" + strconv.Itoa(i) }
 
 func (e *Engine) addSlices(n *Node) {
@@ -88,6 +110,9 @@ func (e *Engine) addSlices(n *Node) {
 	}
 	e.sliceList = nil
 	for _, g := range n.Inventory.GPUs {
+		if applying(n, g.UUID) { // out of the pool while its gate changes it
+			continue
+		}
 		for i, k := range g.Slices {
 			id := sliceID(n.Name, g.UUID, i)
 			e.slices[id] = Slice{ID: id, Node: n.Name, GPU: g.UUID, Board: g.Board, Kind: k}
@@ -115,6 +140,9 @@ func (e *Engine) decide(now time.Time, ds []decision) {
 			}
 			g := e.grants[gid]
 			e.dropGrant(g)
+			if sb := e.standbyOf(g.ID); sb != nil {
+				e.dropGrant(sb)
+			}
 			delete(e.taskGrant, d.task)
 			msg := fmt.Sprintf("grant %s of tenant %s on slice %s stopped: %s (%s)", g.ID, g.Tenant, g.Slice, d.reason, d.text)
 			if d.by != "" {
@@ -148,7 +176,7 @@ func (e *Engine) decide(now time.Time, ds []decision) {
 func (e *Engine) granted(tenant string) int {
 	n := 0
 	for _, g := range e.grants {
-		if g.Tenant == tenant {
+		if g.Tenant == tenant && g.Replaces == "" {
 			n++
 		}
 	}
@@ -170,6 +198,7 @@ func (e *Engine) grant(now time.Time, d decision) {
 		for i, h := range hs {
 			if _, live := e.slices[h.Slice]; live && e.sliceGrant[h.Slice] == "" {
 				g = h
+				g.Replaces = "" // a standby taken over at restart is the replica now
 				e.hints[d.tenant] = slices.Delete(hs, i, i+1)
 				break
 			}
@@ -219,8 +248,8 @@ func (e *Engine) freeSlice(tenant string) (Slice, bool) {
 func (e *Engine) moveOrphans(now time.Time) {
 	var orphans []string
 	for id, g := range e.grants {
-		if _, ok := e.slices[g.Slice]; !ok {
-			orphans = append(orphans, id)
+		if _, ok := e.slices[g.Slice]; !ok && (g.Replaces != "" || !e.drainingSlice(g.Slice)) {
+			orphans = append(orphans, id) // a draining GPU's replicas wait for their standbys
 		}
 	}
 	slices.Sort(orphans) // deterministic moves
@@ -276,6 +305,9 @@ func (e *Engine) Cordon(now time.Time, node string, on bool) (Node, error) {
 		return Node{}, fmt.Errorf("cordon node %s: %w", node, err)
 	}
 	e.decide(now, ds)
+	if err := e.schedule(now); err != nil {
+		return Node{}, fmt.Errorf("cordon node %s: %w", node, err)
+	}
 	e.finish()
 	return *n, nil
 }

@@ -21,22 +21,31 @@ func inv(gpus, slicesPer int, node string) Inventory {
 	return in
 }
 
-// checkInvariants: every slice holds at most one grant, every grant's slice is live, no tenant
-// holds more grants than its demand, and the engine's indexes agree.
+// checkInvariants: every slice holds at most one grant, every grant's slice is live (or drains
+// for a MIG change), every standby stands in for a draining grant, no tenant holds more grants
+// than its demand, and the engine's indexes agree.
 func checkInvariants(t *testing.T, e *Engine) {
 	t.Helper()
 	perSlice := map[string]string{}
 	perTenant := map[string]int{}
+	standbys := 0
 	for id, g := range e.grants {
 		if other, dup := perSlice[g.Slice]; dup {
 			t.Fatalf("slice %s holds grants %s and %s", g.Slice, other, id)
 		}
 		perSlice[g.Slice] = id
-		if _, ok := e.slices[g.Slice]; !ok {
+		if _, ok := e.slices[g.Slice]; !ok && !e.drainingSlice(g.Slice) {
 			t.Fatalf("grant %s on slice %s that is not live", id, g.Slice)
 		}
 		if e.sliceGrant[g.Slice] != id {
 			t.Fatalf("slice index says %q for %s, grant %s", e.sliceGrant[g.Slice], g.Slice, id)
+		}
+		if g.Replaces != "" {
+			if old, ok := e.grants[g.Replaces]; !ok || !e.drainingSlice(old.Slice) || old.Tenant != g.Tenant {
+				t.Fatalf("standby %s replaces %s, which is not a draining grant of tenant %s", id, g.Replaces, g.Tenant)
+			}
+			standbys++
+			continue
 		}
 		perTenant[g.Tenant]++
 	}
@@ -45,7 +54,7 @@ func checkInvariants(t *testing.T, e *Engine) {
 			t.Fatalf("tenant %s holds %d grants, demand %v", name, n, tn)
 		}
 	}
-	if len(e.taskGrant) != len(e.grants) {
+	if len(e.taskGrant) != len(e.grants)-standbys {
 		t.Fatalf("%d tasks for %d grants", len(e.taskGrant), len(e.grants))
 	}
 }

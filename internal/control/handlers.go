@@ -35,7 +35,10 @@ var routes = []route{
 	{"POST", "/v1/nodes/{node}/heartbeat", opOrAgent, false, hHeartbeat},
 	{"GET", "/v1/nodes/{node}/layout", opOrAgent, false, hLayout},
 	{"PUT", "/v1/nodes/{node}/cordon", operatorOnly, true, hCordon},
+	{"PUT", "/v1/nodes/{node}/gpus/{gpu}/layout", operatorOnly, true, hRequestLayout},
+	{"GET", "/v1/gates", operatorOnly, false, hGates},
 	{"POST", "/v1/plans/dry-run", operatorOnly, false, hPlanDryRun},
+	{"POST", "/v1/plans/apply", operatorOnly, true, hPlanApply},
 }
 
 func hWhoami(_ *Server, w http.ResponseWriter, _ *http.Request, p Principal) error {
@@ -346,4 +349,41 @@ func hCordon(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) err
 		return err
 	}
 	return writeJSON(w, 200, v)
+}
+
+// LayoutRequest is the body of PUT /v1/nodes/{node}/gpus/{gpu}/layout: the GPU's new MIG layout
+// ("3g.40gb@0 3g.40gb@4"); empty cancels a waiting gate operation.
+type LayoutRequest struct {
+	Layout string `json:"layout"`
+}
+
+func hRequestLayout(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
+	node, gpuID := r.PathValue("node"), r.PathValue("gpu")
+	var lr LayoutRequest
+	if err := decodeBody(r, &lr); err != nil {
+		return err
+	}
+	v, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) {
+		return e.RequestLayout(now, node, gpuID, lr.Layout)
+	})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, 200, v)
+}
+
+// NodeGate is a gate operation with its node.
+type NodeGate struct {
+	Node string `json:"node"`
+	GateOp
+}
+
+func hGates(_ *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
+	out := []NodeGate{}
+	for _, n := range r.Context().Value(viewKey{}).(*View).Nodes {
+		for _, op := range n.Gates {
+			out = append(out, NodeGate{Node: n.Name, GateOp: op})
+		}
+	}
+	return writeJSON(w, 200, out)
 }

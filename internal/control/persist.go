@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/store"
 )
 
@@ -17,7 +18,15 @@ const (
 	kindEvents  = "events"
 	kindMeta    = "meta"
 	metaCounter = "counters"
+	kindPlans   = "plans"
+	planCurrent = "current"
 )
+
+// appliedPlan is the plan in force and its Pool document, the base of the next re-plan.
+type appliedPlan struct {
+	Pool *v1.Pool `json:"pool"`
+	Plan *v1.Plan `json:"plan"`
+}
 
 type counters struct {
 	NextGrant uint64 `json:"nextGrant"`
@@ -55,6 +64,9 @@ func (e *Engine) batchFor(c Changes) (store.Batch, error) {
 		if err == nil {
 			err = put(kindEvents, eventKey(ev.Seq), ev)
 		}
+	}
+	if c.Plan && err == nil {
+		err = put(kindPlans, planCurrent, appliedPlan{Pool: e.pool, Plan: e.plan})
 	}
 	for _, seq := range c.Dropped {
 		b.Deletes = append(b.Deletes, store.Ref{Kind: kindEvents, Key: eventKey(seq)})
@@ -110,6 +122,12 @@ func stateFrom(s store.Snapshot) (State, error) {
 		var ev Event
 		if dec(kindEvents, k, s.Records[kindEvents][k], &ev) {
 			st.Events = append(st.Events, ev)
+		}
+	}
+	if raw, ok := s.Get(kindPlans, planCurrent); ok {
+		var ap appliedPlan
+		if dec(kindPlans, planCurrent, raw, &ap) {
+			st.Pool, st.Plan = ap.Pool, ap.Plan
 		}
 	}
 	if raw, ok := s.Get(kindMeta, metaCounter); ok {

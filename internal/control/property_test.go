@@ -2,10 +2,13 @@ package control
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
+
+	"gpupool.dev/gpupool/internal/gpu"
 )
 
 // stateOf is what the store would hold for e.
@@ -40,7 +43,7 @@ func TestEngineInvariantsProperty(t *testing.T) {
 		steps := rapid.IntRange(1, 40).Draw(rt, "steps")
 		for range steps {
 			now = now.Add(time.Duration(rapid.IntRange(0, 6).Draw(rt, "dt")) * time.Second)
-			switch rapid.IntRange(0, 5).Draw(rt, "op") {
+			switch rapid.IntRange(0, 7).Draw(rt, "op") {
 			case 0:
 				n := rapid.SampledFrom(nodes).Draw(rt, "node")
 				e.Register(now, n, inv(rapid.IntRange(0, 3).Draw(rt, "gpus"), rapid.IntRange(1, 3).Draw(rt, "per"), n))
@@ -57,6 +60,47 @@ func TestEngineInvariantsProperty(t *testing.T) {
 				if err := e.Tick(now); err != nil {
 					rt.Fatal(err)
 				}
+			case 6: // an operator asks a GPU for a new MIG layout
+				n := rapid.SampledFrom(nodes).Draw(rt, "node")
+				if nd, ok := e.nodes[n]; ok && len(nd.Inventory.GPUs) > 0 {
+					g := nd.Inventory.GPUs[rapid.IntRange(0, len(nd.Inventory.GPUs)-1).Draw(rt, "gpu")]
+					e.RequestLayout(now, n, g.UUID, rapid.SampledFrom([]string{"7g.80gb@0", "3g.40gb@0 3g.40gb@4", "2g.20gb@0 2g.20gb@2 3g.40gb@4", ""}).Draw(rt, "layout"))
+				}
+			case 7: // a node's agent reports: standbys ready, applied layouts done or failed
+				n := rapid.SampledFrom(nodes).Draw(rt, "node")
+				nd, ok := e.nodes[n]
+				if !ok {
+					continue
+				}
+				in := Inventory{GPUs: slices.Clone(nd.Inventory.GPUs)}
+				if rapid.Bool().Draw(rt, "ready") {
+					for _, g := range e.grants {
+						if g.Node == n && g.Replaces != "" {
+							in.Ready = append(in.Ready, g.ID)
+						}
+					}
+				}
+				fail := rapid.Bool().Draw(rt, "fail")
+				for _, op := range nd.Gates {
+					if op.State != GateApplying {
+						continue
+					}
+					for i := range in.GPUs {
+						if in.GPUs[i].UUID != op.GPU {
+							continue
+						}
+						if fail {
+							in.GPUs[i].Gate = &GateReport{Op: op.ID, Attempt: op.Attempts, Code: "GateRolledBack"}
+							continue
+						}
+						l, _ := gpu.ParseLayout(op.Layout)
+						in.GPUs[i].MIG, in.GPUs[i].Slices = op.Layout, nil
+						for _, x := range l {
+							in.GPUs[i].Slices = append(in.GPUs[i].Slices, x.Profile)
+						}
+					}
+				}
+				e.Register(now, n, in)
 			}
 			checkEngine(rt, e)
 		}
@@ -80,13 +124,23 @@ type fataler interface {
 func checkEngine(t fataler, e *Engine) {
 	perSlice := map[string]string{}
 	perTenant := map[string]int{}
+	standbys, onLive := 0, 0
 	for id, g := range e.grants {
 		if other, dup := perSlice[g.Slice]; dup {
 			t.Fatalf("slice %s holds grants %s and %s", g.Slice, other, id)
 		}
 		perSlice[g.Slice] = id
-		if _, ok := e.slices[g.Slice]; !ok {
-			t.Fatalf("grant %s on slice %s that is not live", id, g.Slice)
+		if _, ok := e.slices[g.Slice]; ok {
+			onLive++
+		} else if !e.drainingSlice(g.Slice) || g.Replaces != "" {
+			t.Fatalf("grant %s on slice %s that is neither live nor draining", id, g.Slice)
+		}
+		if g.Replaces != "" {
+			if old, ok := e.grants[g.Replaces]; !ok || old.Tenant != g.Tenant || !e.drainingSlice(old.Slice) {
+				t.Fatalf("standby %s stands in for %s, not a draining grant of %s", id, g.Replaces, g.Tenant)
+			}
+			standbys++
+			continue
 		}
 		perTenant[g.Tenant]++
 	}
@@ -95,10 +149,10 @@ func checkEngine(t fataler, e *Engine) {
 			t.Fatalf("tenant %s holds %d grants, tenant %v", name, n, tn)
 		}
 	}
-	if len(e.grants) > len(e.slices) {
-		t.Fatalf("%d grants on %d slices", len(e.grants), len(e.slices))
+	if onLive > len(e.slices) {
+		t.Fatalf("%d grants on %d live slices", onLive, len(e.slices))
 	}
-	if len(e.taskGrant) != len(e.grants) {
+	if len(e.taskGrant) != len(e.grants)-standbys {
 		t.Fatalf("%d tasks for %d grants: %v", len(e.taskGrant), len(e.grants), fmt.Sprint(e.taskGrant))
 	}
 }

@@ -63,6 +63,10 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- loop.Run(loopCtx) }()
 	defer func() { stopLoop(); <-loopDone }()
+	rp := &Replanner{Loop: loop, Log: log}
+	rpDone := make(chan struct{})
+	go func() { defer close(rpDone); rp.Run(loopCtx) }()
+	defer func() { stopLoop(); <-rpDone }()
 	if hash := HashToken(secret); loop.View().Tokens[hash].Role != RoleOperator {
 		if _, err := loop.Do(ctx, func(e *Engine, now time.Time) (any, error) {
 			e.AddToken(now, hash, Principal{Role: RoleOperator, Name: "bootstrap"})

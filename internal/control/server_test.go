@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,19 +31,22 @@ func TestAuthorizationMatrix(t *testing.T) {
 		if who == "operator" {
 			tenant, node = "alice", "n1"
 		}
-		return strings.NewReplacer("{name}", tenant, "{node}", node).Replace(path)
+		// The GPU is one of the inventory the PUT /v1/nodes/{node} row registers before.
+		return strings.NewReplacer("{name}", tenant, "{node}", node, "{gpu}", "GPU-x-0").Replace(path)
 	}
 	bodies := map[string]any{
-		"POST /v1/tenants":                Tenant{Name: "carol", Demand: 1},
-		"PUT /v1/tenants/{name}":          Tenant{Demand: 2},
-		"PUT /v1/tenants/{name}/demand":   DemandRequest{Replicas: 1},
-		"POST /v1/tokens":                 TokenRequest{Role: RoleTenant, Tenant: "carol"},
-		"PUT /v1/nodes/{node}":            inv(2, 2, "x"),
-		"GET /v1/nodes/{node}/layout":     nil,
-		"DELETE /v1/tenants/{name}":       nil,
-		"POST /v1/nodes/{node}/heartbeat": nil,
-		"PUT /v1/nodes/{node}/cordon":     CordonRequest{Cordoned: false},
-		"POST /v1/plans/dry-run":          readFile(t, "../../examples/h100-7b-exclusive.yaml"),
+		"POST /v1/tenants":                       Tenant{Name: "carol", Demand: 1},
+		"PUT /v1/tenants/{name}":                 Tenant{Demand: 2},
+		"PUT /v1/tenants/{name}/demand":          DemandRequest{Replicas: 1},
+		"POST /v1/tokens":                        TokenRequest{Role: RoleTenant, Tenant: "carol"},
+		"PUT /v1/nodes/{node}":                   inv(2, 2, "x"),
+		"GET /v1/nodes/{node}/layout":            nil,
+		"DELETE /v1/tenants/{name}":              nil,
+		"POST /v1/nodes/{node}/heartbeat":        nil,
+		"PUT /v1/nodes/{node}/cordon":            CordonRequest{Cordoned: false},
+		"PUT /v1/nodes/{node}/gpus/{gpu}/layout": LayoutRequest{Layout: "7g.80gb@0"},
+		"POST /v1/plans/dry-run":                 readFile(t, "../../examples/h100-7b-exclusive.yaml"),
+		"POST /v1/plans/apply":                   bytes.ReplaceAll(readFile(t, "../../examples/h100-7b-exclusive.yaml"), []byte("name: node-a"), []byte("name: n2")),
 	}
 	whos := []string{"", "operator", "alice", "agent-n1"}
 	checked := 0

@@ -118,6 +118,20 @@ func (a *SimAgent) follow(ctx context.Context, hb time.Duration) {
 		a.applied = l
 		a.mu.Unlock()
 		after = l.Revision
+		// Standbys "run" at once: report them ready so the replicas they replace can stop.
+		var ready []string
+		for _, s := range l.Slices {
+			if s.Standby {
+				ready = append(ready, s.Grant)
+			}
+		}
+		if len(ready) > 0 {
+			inv := a.Inventory
+			inv.Ready = ready
+			if err := a.call(fctx, "PUT", "/v1/nodes/"+a.Node, inv, nil); err != nil {
+				return
+			}
+		}
 	}
 }
 

@@ -34,6 +34,9 @@ type Tenant struct {
 	// RatePerReplica is the request rate (requests/s) one replica serves within its SLO, e.g. the
 	// maximum rate `gpupool perf` reports; it lets demand be given as a rate.
 	RatePerReplica float64 `json:"ratePerReplica,omitempty"`
+	// Rate is the request rate last given as demand (requests/s); 0 when demand was given as
+	// replicas. A re-plan sizes the tenant from it.
+	Rate float64 `json:"rate,omitempty"`
 	// Version grows by one on every change of the tenant; clients read it back to know their
 	// write is the one stored.
 	Version uint64 `json:"version"`
@@ -54,11 +57,61 @@ type GPU struct {
 	UUID   string   `json:"uuid"`
 	Board  string   `json:"board"`
 	Slices []string `json:"slices"` // slice kinds, e.g. "3g.40gb", "mps-50", "exclusive"
+	// MIG is the GPU's MIG layout as the agent reads it ("3g.40gb@0 3g.40gb@4"); empty when the
+	// GPU is not in MIG mode or the agent does not say.
+	MIG string `json:"mig,omitempty"`
+	// Gate is the outcome of the last layout change the agent ran on this GPU for a gate
+	// operation of the control plane.
+	Gate *GateReport `json:"gate,omitempty"`
 }
+
+// GateReport is what an agent says about a gate operation it ran: the operation's id and the
+// gate's closed outcome code (GateDone, GateRolledBack, GateRollbackFailed, GateCordonFailed,
+// GateDrainFailed, GateCooldown, GateRateLimit) with its sentence.
+type GateReport struct {
+	Op      uint64 `json:"op"`
+	Attempt int    `json:"attempt"`
+	Code    string `json:"code"`
+	Message string `json:"message,omitempty"`
+}
+
+// GateOp is one MIG layout change asked of one GPU: it waits until the orchestration lets it
+// start (maxUnavailable, cooldown, maintenance window), then its GPU's slices leave the pool (the
+// replicas on them move first) and the node's agent receives the new layout, which its gate
+// applies; the agent's next inventory report ends it (done, or failed and retried or given up).
+type GateOp struct {
+	ID     uint64 `json:"id"`
+	GPU    string `json:"gpu"`
+	Board  string `json:"board"`
+	From   string `json:"from"`
+	Layout string `json:"layout"`
+	// State is "waiting" (not started), "draining" (the GPU is out of the pool and its replicas'
+	// standbys start elsewhere) or "applying" (handed to the agent).
+	State GateState `json:"state"`
+	// Reason says why a waiting operation waits (GateMaxUnavailable, GateCooldown, GateWindow,
+	// GateNodeUnavailable) or, after a failure, what failed.
+	Reason   string    `json:"reason,omitempty"`
+	Attempts int       `json:"attempts"`
+	Since    time.Time `json:"since"`
+	// NotBefore is the earliest start (a retry waits for the cooldown).
+	NotBefore time.Time `json:"notBefore,omitzero"`
+}
+
+// GateState is a gate operation's state.
+type GateState string
+
+// The gate operation states.
+const (
+	GateWaiting  GateState = "waiting"
+	GateDraining GateState = "draining"
+	GateApplying GateState = "applying"
+)
 
 // Inventory is what an agent reports about its node.
 type Inventory struct {
 	GPUs []GPU `json:"gpus"`
+	// Ready lists the standby grants of the node's layout that run and are ready.
+	Ready []string `json:"ready,omitempty"`
 }
 
 // Node is one registered node.
@@ -75,6 +128,11 @@ type Node struct {
 	Cordoned bool `json:"cordoned,omitempty"`
 	// LayoutRevision grows whenever the node's desired layout changes.
 	LayoutRevision uint64 `json:"layoutRevision"`
+	// Gates are the MIG changes asked of the node's GPUs and not finished (replaced, never
+	// changed in place: views share them).
+	Gates []GateOp `json:"gates,omitempty"`
+	// Changed is when each GPU (by UUID) last finished a MIG change, for the cooldown.
+	Changed map[string]time.Time `json:"changed,omitempty"`
 }
 
 // Slice is one unit a replica runs on.
@@ -96,6 +154,10 @@ type Grant struct {
 	Reason string    `json:"reason"`
 	// Expires is when a burst lease ends (zero for a steady grant).
 	Expires time.Time `json:"expires,omitzero"`
+	// Replaces names the grant this one stands in for while that grant's GPU drains for a MIG
+	// change: the standby starts first, and the old grant stops once the standby's agent reports
+	// it ready; then this grant is the tenant's replica.
+	Replaces string `json:"replaces,omitempty"`
 }
 
 // LayoutSlice is one slice of a node's desired layout and who should run on it.
@@ -103,6 +165,12 @@ type LayoutSlice struct {
 	Slice
 	Tenant string `json:"tenant,omitempty"`
 	Grant  string `json:"grant,omitempty"`
+	// Standby marks a replica started for a grant that moves off a draining GPU: the agent
+	// reports it in Inventory.Ready once it runs.
+	Standby bool `json:"standby,omitempty"`
+	// Draining marks a slice of a GPU that leaves the pool for a MIG change: its replica keeps
+	// running until its standby elsewhere is ready.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // Layout is what a node's agent should make true.
@@ -110,6 +178,19 @@ type Layout struct {
 	Node     string        `json:"node"`
 	Revision uint64        `json:"revision"`
 	Slices   []LayoutSlice `json:"slices"`
+	// GPUs are the MIG layouts the node's gate should apply now, one per GPU with a gate
+	// operation handed to the agent.
+	GPUs []GPULayout `json:"gpus,omitempty"`
+}
+
+// GPULayout is a GPU's desired MIG layout and the gate operation it belongs to.
+type GPULayout struct {
+	UUID  string `json:"uuid"`
+	Board string `json:"board"`
+	MIG   string `json:"mig"`
+	Op    uint64 `json:"op"`
+	// Attempt numbers the tries of the operation (a retry is a new attempt for the agent).
+	Attempt int `json:"attempt"`
 }
 
 // Event is one thing that happened, with a closed reason code and a sentence with numbers.
@@ -143,9 +224,22 @@ const (
 	CodeNodeCordoned   Code = "NodeCordoned"
 	CodeNodeUncordoned Code = "NodeUncordoned"
 	CodeTokenCreated   Code = "TokenCreated"
+	CodeGateRequested  Code = "GateRequested"
+	CodeGateWaiting    Code = "GateWaiting"
+	CodeGateDraining   Code = "GateDraining"
+	CodeGateStarted    Code = "GateStarted"
+	CodeGateDone       Code = "GateDone"
+	CodeGateFailed     Code = "GateFailed"
+	CodeGateGaveUp     Code = "GateGaveUp"
+	CodeGateCancelled  Code = "GateCancelled"
+	CodeMoveStarted    Code = "MoveStarted"
+	CodeReplanned      Code = "Replanned"
+	CodeReplanFailed   Code = "ReplanFailed"
 )
 
 // Codes lists every event code.
 var Codes = []Code{CodeTenantAdded, CodeTenantUpdated, CodeTenantRemoved, CodeDemandChanged,
 	CodeGranted, CodeReleased, CodePreempted, CodeQueued, CodeMoved, CodeNodeRegistered,
-	CodeNodeLost, CodeNodeBack, CodeNodeCordoned, CodeNodeUncordoned, CodeTokenCreated}
+	CodeNodeLost, CodeNodeBack, CodeNodeCordoned, CodeNodeUncordoned, CodeTokenCreated,
+	CodeGateRequested, CodeGateWaiting, CodeGateDraining, CodeGateStarted, CodeGateDone, CodeGateFailed, CodeGateGaveUp,
+	CodeGateCancelled, CodeMoveStarted, CodeReplanned, CodeReplanFailed}

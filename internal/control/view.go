@@ -2,6 +2,8 @@ package control
 
 import (
 	"maps"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 	"slices"
 	"sort"
 )
@@ -17,16 +19,25 @@ type View struct {
 	Slices   []Slice        // live slices, by id
 	Events   []Event        // oldest first
 	Tokens   map[string]Principal
+	// Plan is the last plan applied (never changed in place), the base of an incremental re-plan;
+	// Pool is its Pool document.
+	Plan *v1.Plan
+	Pool *v1.Pool
+	// Replan says whether a re-plan is wanted (Wanted > Done) and why.
+	Replan Replan
 }
 
 // View returns a copy of the state at revision rev.
 func (e *Engine) View(rev uint64) *View {
-	v := &View{Revision: rev, Capacity: len(e.slices), Tokens: e.tokens, Events: slices.Clip(e.events)}
+	v := &View{Revision: rev, Capacity: len(e.slices), Tokens: e.tokens, Events: slices.Clip(e.events), Plan: e.plan,
+		Pool: e.pool, Replan: e.replan}
 	count := map[string]int{}
 	for _, id := range slices.Sorted(maps.Keys(e.grants)) {
 		g := e.grants[id]
 		v.Grants = append(v.Grants, *g)
-		count[g.Tenant]++
+		if g.Replaces == "" {
+			count[g.Tenant]++
+		}
 	}
 	shares := e.alloc.shares()
 	fairs := fairShares(e.tenants, len(e.slices))
@@ -98,6 +109,11 @@ func (v *View) Layout(node string) (Layout, bool) {
 		return Layout{}, false
 	}
 	l := Layout{Node: node, Revision: v.Nodes[i].LayoutRevision, Slices: []LayoutSlice{}}
+	for _, op := range v.Nodes[i].Gates {
+		if op.State == GateApplying {
+			l.GPUs = append(l.GPUs, GPULayout{UUID: op.GPU, Board: op.Board, MIG: op.Layout, Op: op.ID, Attempt: op.Attempts})
+		}
+	}
 	bySlice := map[string]Grant{}
 	for _, g := range v.Grants {
 		if g.Node == node {
@@ -107,7 +123,26 @@ func (v *View) Layout(node string) (Layout, bool) {
 	for _, s := range v.Slices {
 		if s.Node == node {
 			g := bySlice[s.ID]
-			l.Slices = append(l.Slices, LayoutSlice{Slice: s, Tenant: g.Tenant, Grant: g.ID})
+			l.Slices = append(l.Slices, LayoutSlice{Slice: s, Tenant: g.Tenant, Grant: g.ID, Standby: g.Replaces != ""})
+		}
+	}
+	// A draining GPU's slices are out of the pool, but their replicas run until their standbys
+	// are ready.
+	for _, op := range v.Nodes[i].Gates {
+		if op.State != GateDraining {
+			continue
+		}
+		for _, gp := range v.Nodes[i].Inventory.GPUs {
+			if gp.UUID != op.GPU {
+				continue
+			}
+			for k, kind := range gp.Slices {
+				id := sliceID(node, gp.UUID, k)
+				if g, ok := bySlice[id]; ok {
+					l.Slices = append(l.Slices, LayoutSlice{Slice: Slice{ID: id, Node: node, GPU: gp.UUID, Board: gp.Board, Kind: kind},
+						Tenant: g.Tenant, Grant: g.ID, Draining: true})
+				}
+			}
 		}
 	}
 	return l, true

@@ -2,6 +2,7 @@
 "use strict";
 let token = sessionStorage.getItem("gpupool-token") || "";
 let lastEvent = 0;
+let role = "";
 const events = [];
 const palette = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
 function colour(name) {
@@ -62,6 +63,17 @@ function drawTenants(tenants) {
     body.append(tr);
   }
 }
+function drawGates(gates) {
+  const panel = document.getElementById("gates-panel");
+  panel.hidden = role !== "operator";
+  const body = document.querySelector("#gates tbody");
+  body.replaceChildren(...(gates || []).map(g => {
+    const tr = el("tr", { "data-gate": String(g.id) });
+    for (const v of [g.id, g.node, g.gpu, g.from || "—", g.layout, g.state, g.attempts, g.reason || ""]) tr.append(el("td", {}, String(v)));
+    return tr;
+  }));
+  if (!gates || gates.length === 0) body.append(el("tr", {}, "none in progress"));
+}
 function drawEvents(fresh) {
   for (const e of fresh) { events.push(e); lastEvent = e.seq; }
   while (events.length > 200) events.shift();
@@ -71,8 +83,9 @@ function drawEvents(fresh) {
 async function refresh() {
   if (!token) return;
   try {
-    const [pool, fresh] = await Promise.all([get("/v1/pool"), get("/v1/events?after=" + lastEvent)]);
-    drawPool(pool); drawTenants(pool.tenants); drawEvents(fresh);
+    const [pool, fresh, gates] = await Promise.all([get("/v1/pool"), get("/v1/events?after=" + lastEvent),
+      role === "operator" ? get("/v1/gates") : Promise.resolve([])]);
+    drawPool(pool); drawTenants(pool.tenants); drawEvents(fresh); drawGates(gates);
     document.getElementById("status").textContent = "revision " + pool.revision + ", " + pool.capacity + " slices";
   } catch (err) {
     document.getElementById("status").textContent = String(err);
@@ -81,6 +94,7 @@ async function refresh() {
 async function start() {
   try {
     const me = await get("/v1/whoami");
+    role = me.role;
     document.getElementById("who").textContent = "— " + me.role + (me.tenant ? " " + me.tenant : "");
   } catch (err) { document.getElementById("status").textContent = String(err); return; }
   await refresh();

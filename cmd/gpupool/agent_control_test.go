@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gpupool.dev/gpupool/internal/control"
+)
+
+// TestAgentFollowsControlPlane runs the control plane and a real agent on the NVML fake in this
+// process: the agent registers the node with its GPUs read over NVML; a gate operation asked
+// through the API drains the GPU (the replica's standby starts on another GPU, the agent reports
+// it ready, the old replica stops), reaches the agent by long-poll, passes the gate (cordon,
+// drain, destroy, create, verify, smoke, uncordon) on the fake GPU, and the agent's report ends
+// the operation with the GPU's new slices back in the pool.
+func TestAgentFollowsControlPlane(t *testing.T) {
+	url, op := startInProcess(t)
+	ctx := context.Background()
+	c := &client{base: url, token: op, http: newHTTPClient()}
+	var tok control.TokenResponse
+	must(t, c.call(ctx, "POST", "/v1/tokens", control.TokenRequest{Role: control.RoleAgent, Node: "fake-a", Name: "test"}, &tok))
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "agent.yaml")
+	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf("node: fake-a\nstateDir: %s\nlisten: 127.0.0.1:0\npollInterval: 100ms\npolicy: {reconfigCooldown: 0s}\ngpus: []\n", filepath.Join(dir, "state"))), 0o644))
+	actx, stop := context.WithCancel(ctx)
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(actx, []string{"agent", "--fake", "--config", cfg, "--server", url, "--token", tok.Token}, out, out)
+	}()
+	t.Cleanup(func() { stop(); <-done })
+
+	node := func() control.Node {
+		var ns []control.Node
+		must(t, c.call(ctx, "GET", "/v1/nodes", nil, &ns))
+		for _, n := range ns {
+			if n.Name == "fake-a" {
+				return n
+			}
+		}
+		return control.Node{}
+	}
+	waitFor(t, 20*time.Second, out, "the node to register with 8 GPUs", func() bool { return len(node().Inventory.GPUs) == 8 })
+	n := node()
+	g0 := n.Inventory.GPUs[0]
+	if g0.MIG != "7g.80gb@0" || len(g0.Slices) != 1 {
+		t.Fatalf("GPU 0 reported as %+v, want one 7g.80gb@0 instance", g0)
+	}
+	must(t, c.call(ctx, "PUT", "/v1/tenants/alpha", control.Tenant{Demand: 1}, nil))
+	onGPU0 := func() bool {
+		var gs []control.Grant
+		must(t, c.call(ctx, "GET", "/v1/grants", nil, &gs))
+		return len(gs) == 1 && strings.Contains(gs[0].Slice, "/"+g0.UUID+"/")
+	}
+	if !onGPU0() {
+		t.Fatal("alpha's replica is not on GPU 0 (the lowest slice id)")
+	}
+
+	var gop control.GateOp
+	must(t, c.call(ctx, "PUT", "/v1/nodes/fake-a/gpus/"+g0.UUID+"/layout", control.LayoutRequest{Layout: "3g.40gb@4 3g.40gb@0"}, &gop))
+	if gop.State != control.GateDraining {
+		t.Fatalf("gate operation %+v, want draining at once (nothing else changes; a replica runs there)", gop)
+	}
+	// The replica's standby starts on another GPU; the agent reports it ready, the old one stops,
+	// and only then does the agent get the new layout.
+	waitFor(t, 20*time.Second, out, "the replica to leave GPU 0", func() bool { return !onGPU0() })
+	waitFor(t, 30*time.Second, out, "GPU 0 to have its new layout and the operation to end", func() bool {
+		n := node()
+		return len(n.Gates) == 0 && n.Inventory.GPUs[0].MIG == "3g.40gb@0 3g.40gb@4"
+	})
+	for _, want := range []string{"cordon", "destroy 7g.80gb@0", "create 3g.40gb@0", "create 3g.40gb@4", "GateDone", "uncordon"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("agent output lacks %q:\n%s", want, out.String())
+		}
+	}
+	t.Logf("agent output:\n%s", out.String())
+	var evs []control.Event
+	must(t, c.call(ctx, "GET", "/v1/events", nil, &evs))
+	var codes []string
+	for _, ev := range evs {
+		if strings.HasPrefix(string(ev.Code), "Gate") {
+			codes = append(codes, string(ev.Code))
+		}
+	}
+	if strings.Join(codes, " ") != "GateRequested GateDraining GateStarted GateDone" {
+		t.Errorf("gate events %v, want GateRequested GateDraining GateStarted GateDone", codes)
+	}
+	var moved bool
+	for _, ev := range evs {
+		moved = moved || (ev.Code == control.CodeMoved && strings.Contains(ev.Message, "standby reported ready"))
+	}
+	if !moved {
+		t.Error("no Moved event for a standby reported ready")
+	}
+	var pool control.PoolView
+	must(t, c.call(ctx, "GET", "/v1/pool", nil, &pool))
+	kinds := 0
+	for _, s := range pool.Slices {
+		if s.GPU == g0.UUID && s.Kind == "3g.40gb" {
+			kinds++
+		}
+	}
+	if kinds != 2 {
+		t.Errorf("pool has %d 3g.40gb slices on GPU 0, want 2", kinds)
+	}
+	// The same through the CLI: back to one instance.
+	if o, errs, code := runCmd(t, "gate", "set", "fake-a", g0.UUID, "7g.80gb@0", "--server", url, "--token", op); code != 0 || !strings.Contains(o, `"3g.40gb@0 3g.40gb@4" → "7g.80gb@0", applying`) {
+		t.Fatalf("gate set: %d %q %q", code, o, errs)
+	}
+	waitFor(t, 30*time.Second, out, "GPU 0 to be one instance again", func() bool {
+		n := node()
+		return len(n.Gates) == 0 && n.Inventory.GPUs[0].MIG == "7g.80gb@0"
+	})
+	if o, _, code := runCmd(t, "gate", "list", "--server", url, "--token", op); code != 0 || strings.Count(o, "\n") != 1 {
+		t.Errorf("gate list after both changes: %d %q, want the header only", code, o)
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, out *syncBuffer, what string, ok func() bool) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s; agent output:\n%s", what, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestAgentGateFailureRetried: the agent's smoke check fails, so its gate rolls the GPU back and
+// reports it; the control plane retries once (--gate-attempts 2) and then gives the operation up,
+// with the GPU in its old layout and its slice back in the pool.
+func TestAgentGateFailureRetried(t *testing.T) {
+	url, op := startInProcess(t)
+	ctx := context.Background()
+	c := &client{base: url, token: op, http: newHTTPClient()}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "agent.yaml")
+	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf("node: fake-b\nstateDir: %s\nlisten: 127.0.0.1:0\npollInterval: 100ms\npolicy: {reconfigCooldown: 0s}\nsmoke: {command: [\"false\"], timeout: 5s}\ngpus: []\n", filepath.Join(dir, "state"))), 0o644))
+	actx, stop := context.WithCancel(ctx)
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(actx, []string{"agent", "--fake", "--config", cfg, "--server", url, "--token", op}, out, out)
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	var n control.Node
+	waitFor(t, 20*time.Second, out, "the node to register", func() bool {
+		var ns []control.Node
+		must(t, c.call(ctx, "GET", "/v1/nodes", nil, &ns))
+		if len(ns) == 1 && len(ns[0].Inventory.GPUs) == 8 {
+			n = ns[0]
+			return true
+		}
+		return false
+	})
+	g0 := n.Inventory.GPUs[0].UUID
+	must(t, c.call(ctx, "PUT", "/v1/nodes/fake-b/gpus/"+g0+"/layout", control.LayoutRequest{Layout: "3g.40gb@0 3g.40gb@4"}, nil))
+	var codes []string
+	waitFor(t, 30*time.Second, out, "the operation to be given up", func() bool {
+		var evs []control.Event
+		must(t, c.call(ctx, "GET", "/v1/events", nil, &evs))
+		codes = codes[:0]
+		for _, ev := range evs {
+			if strings.HasPrefix(string(ev.Code), "Gate") {
+				codes = append(codes, string(ev.Code))
+			}
+		}
+		return strings.HasSuffix(strings.Join(codes, " "), "GateGaveUp")
+	})
+	if got := strings.Join(codes, " "); got != "GateRequested GateDraining GateStarted GateFailed GateDraining GateStarted GateFailed GateGaveUp" {
+		t.Errorf("gate events %q, want two attempts, each started and failed, then given up", got)
+	}
+	if strings.Count(out.String(), "GateRolledBack") != 2 {
+		t.Errorf("agent output has %d rollbacks, want 2:\n%s", strings.Count(out.String(), "GateRolledBack"), out.String())
+	}
+	var pool control.PoolView
+	must(t, c.call(ctx, "GET", "/v1/pool", nil, &pool))
+	back := false
+	for _, s := range pool.Slices {
+		back = back || (s.GPU == g0 && s.Kind == "7g.80gb")
+	}
+	if !back {
+		t.Error("GPU 0's 7g.80gb slice is not back in the pool after the rollback")
+	}
+}
+
+// The control-plane flags are checked together, every problem at once.
+func TestAgentServerFlags(t *testing.T) {
+	_, errs, code := runCmd(t, "agent", "--config", "../../examples/agent-fake.yaml", "--fake", "--once", "--server", "http://127.0.0.1:1", "--client-cert", "c.pem")
+	for _, want := range []string{"--server and --token go together", "--once and --reset run without the control plane", "--client-cert and --client-key go together"} {
+		if code != exitInvalid || !strings.Contains(errs, want) {
+			t.Errorf("exit %d, stderr %q: want exit %d and %q", code, errs, exitInvalid, want)
+		}
+	}
+}

@@ -1,0 +1,303 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/store"
+)
+
+// migInv is a node of H100s each cut into one 7g.80gb instance, as an agent reports it.
+func migInv(node string, gpus int) Inventory {
+	in := inv(gpus, 1, node)
+	for i := range in.GPUs {
+		in.GPUs[i].Slices, in.GPUs[i].MIG = []string{"7g.80gb"}, "7g.80gb@0"
+	}
+	return in
+}
+
+func lastCode(e *Engine, code Code) (Event, bool) {
+	for i := len(e.events) - 1; i >= 0; i-- {
+		if e.events[i].Code == code {
+			return e.events[i], true
+		}
+	}
+	return Event{}, false
+}
+
+func TestGateOperationsFollowPolicy(t *testing.T) {
+	e, err := NewEngine(EngineConfig{NodeTimeout: time.Hour, Gate: GatePolicy{MaxUnavailable: 1, Cooldown: 10 * time.Minute, MaxAttempts: 2}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := migInv("node-a", 3)
+	if _, err := e.Register(t0, "node-a", in); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.PutTenant(t0, Tenant{Name: "alpha", Demand: 1}); err != nil {
+		t.Fatal(err)
+	}
+	g0, g1 := in.GPUs[0].UUID, in.GPUs[1].UUID
+	// alpha's one replica sits on GPU 0 (lowest slice id).
+	if gs := e.grants; len(gs) != 1 || e.grants["g1"].Slice != sliceID("node-a", g0, 0) {
+		t.Fatalf("grants %+v, want g1 on GPU 0", e.grants)
+	}
+	bad := []string{"7g.80gb@1", "9g.80gb@0", ""}
+	for _, l := range bad {
+		if _, err := e.RequestLayout(t0, "node-a", g0, l); err == nil {
+			t.Errorf("layout %q accepted", l)
+		}
+	}
+	op0, err := e.RequestLayout(t0, "node-a", g0, "3g.40gb@4 3g.40gb@0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op0.State != GateDraining || op0.Layout != "3g.40gb@0 3g.40gb@4" {
+		t.Fatalf("first operation %+v, want draining to the sorted layout", op0)
+	}
+	checkInvariants(t, e)
+	// Drain: alpha's replica keeps running on GPU 0 while its standby starts elsewhere; the agent
+	// is not handed the layout yet.
+	sb := e.standbyOf("g1")
+	if sb == nil || e.grants["g1"].Slice != sliceID("node-a", g0, 0) || sb.Node != "node-a" || strings.Contains(sb.Slice, g0) {
+		t.Fatalf("grants %+v, want g1 on GPU 0 and a standby on another GPU", e.grants)
+	}
+	l, _ := e.View(1).Layout("node-a")
+	if len(l.GPUs) != 0 {
+		t.Fatalf("agent handed %+v while the GPU drains", l.GPUs)
+	}
+	marks := map[string]string{}
+	for _, s := range l.Slices {
+		if s.Grant != "" {
+			marks[s.Grant] = fmt.Sprintf("draining=%t standby=%t", s.Draining, s.Standby)
+		}
+	}
+	if marks["g1"] != "draining=true standby=false" || marks[sb.ID] != "draining=false standby=true" {
+		t.Fatalf("layout marks %v, want g1 draining and %s standby", marks, sb.ID)
+	}
+	if e.granted("alpha") != 1 {
+		t.Fatalf("alpha counts %d replicas with its standby, want 1", e.granted("alpha"))
+	}
+	// The agent reports the standby ready: g1 stops, the standby is alpha's replica, and the
+	// layout goes to the agent.
+	in.Ready = []string{sb.ID}
+	if _, err := e.Register(t0.Add(time.Second), "node-a", in); err != nil {
+		t.Fatal(err)
+	}
+	in.Ready = nil
+	checkInvariants(t, e)
+	if _, ok := e.grants["g1"]; ok || e.grants[sb.ID].Replaces != "" {
+		t.Fatalf("grants %+v after the standby was ready, want only %s, promoted", e.grants, sb.ID)
+	}
+	if gs := e.nodes["node-a"].Gates; len(gs) != 1 || gs[0].State != GateApplying {
+		t.Fatalf("gates %+v, want applying", gs)
+	}
+	l, _ = e.View(2).Layout("node-a")
+	if len(l.GPUs) != 1 || l.GPUs[0].UUID != g0 || l.GPUs[0].Op != op0.ID {
+		t.Fatalf("agent's layout GPUs %+v, want GPU 0 with op %d", l.GPUs, op0.ID)
+	}
+	// maxUnavailable 1: the second waits, and says why.
+	op1, err := e.RequestLayout(t0, "node-a", g1, "3g.40gb@0 3g.40gb@4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op1.State != GateWaiting || op1.Reason != waitMaxUnavailable {
+		t.Fatalf("second operation %+v, want waiting for GateMaxUnavailable", op1)
+	}
+	if _, err := e.RequestLayout(t0, "node-a", g0, "7g.80gb@0"); !errors.Is(err, ErrConflict) {
+		t.Fatalf("changing an applying operation: %v, want a conflict", err)
+	}
+	// The agent reports GPU 0 done: its two slices rejoin, and GPU 1's operation starts.
+	in.GPUs[0].MIG, in.GPUs[0].Slices = "3g.40gb@0 3g.40gb@4", []string{"3g.40gb", "3g.40gb"}
+	if _, err := e.Register(t0.Add(10*time.Second), "node-a", in); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, e)
+	if _, ok := lastCode(e, CodeGateDone); !ok {
+		t.Fatal("no GateDone event")
+	}
+	// alpha's replica (the promoted standby) sits on GPU 1, so GPU 1 drains first.
+	if gs := e.nodes["node-a"].Gates; len(gs) != 1 || gs[0].State != GateDraining || gs[0].GPU != g1 {
+		t.Fatalf("gates %+v, want GPU 1 draining", gs)
+	}
+	if len(e.slices) != 3 { // GPU 0's two, GPU 2's one; GPU 1 is out
+		t.Fatalf("%d live slices, want 3", len(e.slices))
+	}
+	// Its standby is never reported ready: past the drain timeout the old replica stops anyway.
+	if err := e.Tick(t0.Add(10*time.Second + 5*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, e)
+	if gs := e.nodes["node-a"].Gates; gs[0].State != GateApplying || e.granted("alpha") != 1 {
+		t.Fatalf("GPU 1's operation %+v (alpha %d replicas), want applying after the drain timeout", gs[0], e.granted("alpha"))
+	}
+	// GPU 0 again within the cooldown: it waits for the cooldown.
+	op, err := e.RequestLayout(t0.Add(5*time.Minute+11*time.Second), "node-a", g0, "7g.80gb@0")
+	if err != nil || op.Reason != waitCooldown {
+		t.Fatalf("operation %+v, %v; want waiting for GateCooldown", op, err)
+	}
+	if _, err := e.RequestLayout(t0.Add(5*time.Minute+11*time.Second), "node-a", g0, ""); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	// GPU 1's gate rolls back twice: retried once after the cooldown, then given up.
+	fail := func(at time.Time, id uint64, attempt int) {
+		t.Helper()
+		in.GPUs[1].Gate = &GateReport{Op: id, Attempt: attempt, Code: "GateRolledBack", Message: "smoke failed"}
+		if _, err := e.Register(at, "node-a", in); err != nil {
+			t.Fatal(err)
+		}
+		checkInvariants(t, e)
+	}
+	fail(t0.Add(5*time.Minute+20*time.Second), op1.ID, 1)
+	if gs := e.nodes["node-a"].Gates; len(gs) != 1 || gs[0].State != GateWaiting || gs[0].Reason != waitCooldown {
+		t.Fatalf("after a failure %+v, want waiting for the cooldown", gs)
+	}
+	if len(e.slices) != 4 {
+		t.Fatalf("%d live slices after the rollback, want 4", len(e.slices))
+	}
+	if err := e.Tick(t0.Add(15*time.Minute + 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if gs := e.nodes["node-a"].Gates; len(gs) != 1 || gs[0].State != GateApplying || gs[0].Attempts != 2 {
+		t.Fatalf("after the cooldown %+v, want attempt 2 applying", gs)
+	}
+	fail(t0.Add(15*time.Minute+40*time.Second), op1.ID, 2)
+	if gs := e.nodes["node-a"].Gates; len(gs) != 0 {
+		t.Fatalf("gates %+v after the last attempt failed, want none", gs)
+	}
+	if _, ok := lastCode(e, CodeGateGaveUp); !ok {
+		t.Fatal("no GateGaveUp event")
+	}
+}
+
+func TestMaintenanceWindow(t *testing.T) {
+	w := Window{Start: 22 * time.Hour, Length: 4 * time.Hour} // 22:00-02:00 UTC
+	for _, c := range []struct {
+		h    int
+		open bool
+	}{{21, false}, {22, true}, {23, true}, {1, true}, {2, false}, {12, false}} {
+		if got := w.Open(time.Date(2026, 1, 1, c.h, 30, 0, 0, time.UTC)); got != c.open {
+			t.Errorf("%02d:30 open=%t, want %t", c.h, got, c.open)
+		}
+	}
+	if !(Window{}).Open(t0) {
+		t.Error("a zero window is closed")
+	}
+}
+
+// A plan's MIG layouts become gate operations for the GPUs whose layout differs; a plan naming
+// an unknown node or GPU changes nothing and says every problem.
+func TestApplyPlan(t *testing.T) {
+	e, err := NewEngine(EngineConfig{NodeTimeout: time.Hour}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Register(t0, "node-a", migInv("node-a", 2)); err != nil {
+		t.Fatal(err)
+	}
+	mig := func(node string, i int, board string, ins ...v1.PlanInstance) v1.PlanGPU {
+		return v1.PlanGPU{Node: node, Index: i, Board: board, Role: v1.RolePool, Mode: v1.ModeMIG, Instances: ins}
+	}
+	full := v1.PlanInstance{Profile: "7g.80gb"}
+	half := []v1.PlanInstance{{Profile: "3g.40gb", Start: 4}, {Profile: "3g.40gb"}}
+	_, err = e.ApplyPlan(t0, &v1.Pool{}, &v1.Plan{GPUs: []v1.PlanGPU{mig("node-a", 0, "H100-SXM5-80GB", half...),
+		mig("node-z", 0, "H100-SXM5-80GB", full), mig("node-a", 5, "H100-SXM5-80GB", full), mig("node-a", 1, "A100-SXM4-40GB", full)}})
+	for _, want := range []string{"gpus[1].node", "gpus[2].index", "gpus[3].board"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %s", err, want)
+		}
+	}
+	if len(e.nodes["node-a"].Gates) != 0 {
+		t.Fatalf("a refused plan left gate operations: %+v", e.nodes["node-a"].Gates)
+	}
+	p := &v1.Plan{Pool: "p", GPUs: []v1.PlanGPU{mig("node-a", 0, "H100-SXM5-80GB", half...), mig("node-a", 1, "H100-SXM5-80GB", full)}}
+	ops, err := e.ApplyPlan(t0, &v1.Pool{}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) != 1 || ops[0].GPU != "GPU-node-a-0" || ops[0].Layout != "3g.40gb@0 3g.40gb@4" || ops[0].State != GateApplying {
+		t.Fatalf("operations %+v, want GPU 0 to 3g.40gb@0 3g.40gb@4, applying", ops)
+	}
+	if e.View(1).Plan != p {
+		t.Error("the applied plan is not the view's current plan")
+	}
+}
+
+// TestReplanOnRateAndFleet: once a plan is applied, a tenant's new demand rate and a new node
+// make the Replanner plan again (off the engine's goroutine) and apply the result.
+func TestReplanOnRateAndFleet(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		(&Replanner{Loop: h.loop, Every: 20 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	h100 := func(node string) Inventory {
+		return Inventory{GPUs: []GPU{{UUID: "GPU-" + node, Board: "H100-SXM5-80GB", MIG: "7g.80gb@0", Slices: []string{"7g.80gb"}}}}
+	}
+	h.must("operator", "PUT", "/v1/nodes/node-a", h100("node-a"), 200)
+	h.must("operator", "PUT", "/v1/tenants/chat", Tenant{Demand: 1, RatePerReplica: 10}, 200)
+	h.must("operator", "POST", "/v1/plans/apply", readFile(t, "../../examples/h100-7b-exclusive.yaml"), 200)
+	waitEvent := func(code Code, text string) {
+		t.Helper()
+		end := time.Now().Add(20 * time.Second)
+		for time.Now().Before(end) {
+			for _, ev := range h.loop.View().Events {
+				if ev.Code == code && strings.Contains(ev.Message, text) {
+					return
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("no %s event with %q; events: %+v", code, text, h.loop.View().Events)
+	}
+	h.must("operator", "PUT", "/v1/tenants/chat/demand", DemandRequest{Rate: 40}, 200)
+	waitEvent(CodeReplanned, "tenant chat asks 40 requests/s")
+	h.must("operator", "PUT", "/v1/nodes/node-b", h100("node-b"), 200)
+	waitEvent(CodeReplanned, "node node-b reports 1 GPUs")
+	if v := h.loop.View(); v.Plan == nil || len(v.Plan.GPUs) != 2 {
+		t.Fatalf("the plan in force does not cover the two nodes: %+v", v.Plan)
+	}
+}
+
+// The applied plan and its pool are acknowledged state: they survive a restart from the store.
+func TestAppliedPlanSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	open := func() (*Loop, func()) {
+		st, err := store.OpenBolt(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loop, err := NewLoop(context.Background(), LoopConfig{}, st, SystemClock{}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { loop.Run(ctx); close(done) }()
+		return loop, func() { cancel(); <-done; st.Close() }
+	}
+	loop, stop := open()
+	pool := &v1.Pool{Metadata: v1.Metadata{Name: "p1"}}
+	p := &v1.Plan{Pool: "p1", GPUs: []v1.PlanGPU{{Node: "n", Index: 0, Board: "H100-SXM5-80GB", Mode: v1.ModeExclusive}}}
+	if _, err := loop.Do(context.Background(), func(e *Engine, now time.Time) (any, error) { return e.ApplyPlan(now, pool, p) }); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	loop, stop = open()
+	defer stop()
+	if v := loop.View(); v.Plan == nil || v.Pool == nil || v.Plan.Pool != "p1" || v.Pool.Metadata.Name != "p1" || len(v.Plan.GPUs) != 1 {
+		t.Fatalf("after a restart the plan is %+v and the pool %+v, want p1's", v.Plan, v.Pool)
+	}
+}
