@@ -1,11 +1,14 @@
 package plan
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/sim"
 )
 
 // tpOf returns the tensor-parallel size in a replica's vLLM arguments, 0 without.
@@ -96,5 +99,70 @@ func TestTensorParallelNeverSpansNodes(t *testing.T) {
 				t.Errorf("%s/%d: tensorParallel %+v on a node of 2", g.Node, g.Index, r.TensorParallel)
 			}
 		}
+	}
+}
+
+// The simulator runs a tensor-parallel plan as one engine per group (perf's tensor-parallel
+// model on the group's first GPU) and the planned 70B bf16 tenant meets both p99 SLOs there for
+// at least 99 % of over 2,000 requests, at both degrees the cost picks.
+func TestTensorParallelSimulated(t *testing.T) {
+	for _, rps := range []float64{0.5, 2} {
+		pool := singleTenantPool(t, "llama-3.1-70b", 32, rps, 1024, 256, "5s", "100ms", 16)
+		pl := build(t, pool)
+		if pl.Tenants[0].Infeasible {
+			t.Fatalf("%g req/s: infeasible", rps)
+		}
+		d := time.Duration(2200/rps*1e9) + 30*time.Second
+		s, err := sim.New(sim.Input{Pool: pool, Plan: pl}, sim.Config{Duration: d, Seed: 7})
+		if err != nil {
+			t.Fatalf("%g req/s: %v", rps, err)
+		}
+		res, err := s.Run(context.Background())
+		if err != nil {
+			t.Fatalf("%g req/s: %v", rps, err)
+		}
+		tr := res.Report.Tenants[0]
+		if tr.Completed < 2000 || tr.SLOAttainment < 0.99 {
+			t.Errorf("%g req/s: %d requests, attainment %.2f %% (TTFT p99 %.0f ms, TPOT p99 %.1f ms; predicted %s, %s)", rps,
+				tr.Completed, 100*tr.SLOAttainment, tr.TTFT.P99, tr.TPOT.P99, pl.Tenants[0].Predicted.TTFTP99.Std(), pl.Tenants[0].Predicted.TPOTP99.Std())
+		}
+		t.Logf("%g req/s: %d GPUs, %d requests, attainment %.2f %%, TTFT p99 %.0f ms, TPOT p99 %.1f ms", rps,
+			pl.Summary.GPUsUsed, tr.Completed, 100*tr.SLOAttainment, tr.TTFT.P99, tr.TPOT.P99)
+	}
+}
+
+// Re-planning keeps a tensor-parallel group whole: against its own plan nothing moves, and when
+// the load grows from one TP-2 replica to a TP-4 one, the migration lists one step for the
+// replica (not one per GPU) and the new plan is valid.
+func TestTensorParallelReplan(t *testing.T) {
+	pool := singleTenantPool(t, "llama-3.1-70b", 32, 0.5, 1024, 256, "5s", "100ms", 16)
+	first := build(t, pool)
+	again, err := Build(context.Background(), pool, Options{Current: first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPlan(pool, again); err != nil {
+		t.Fatal(err)
+	}
+	if steps := Migration(first, again, 1); len(steps) != 0 {
+		t.Errorf("%d steps re-planning an unchanged pool: %+v", len(steps), steps)
+	}
+	more := singleTenantPool(t, "llama-3.1-70b", 32, 2, 1024, 256, "5s", "100ms", 16)
+	next, err := Build(context.Background(), more, Options{Current: first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPlan(more, next); err != nil {
+		t.Fatal(err)
+	}
+	reps := 0
+	for _, s := range Migration(first, next, 1) {
+		if s.Kind != StepGPU {
+			reps++
+			t.Logf("%s %s: %s -> %s", s.Kind, s.Tenant, s.From, s.To)
+		}
+	}
+	if reps != 1 {
+		t.Errorf("%d replica steps from one TP-2 replica to one TP-4 replica, want 1", reps)
 	}
 }
