@@ -105,4 +105,13 @@ func TestPlanCurrent(t *testing.T) {
 	if _, _, code := runCmd(t, "plan", poolFile, "--current", writeTemp(t, "bad.yaml", "kind: Plan\n")); code != exitInvalid {
 		t.Errorf("bad --current: exit %d", code)
 	}
+	// the same plan again moves nothing, so a budget of 0 keeps the re-packed plan
+	if _, errOut, code := runCmd(t, "plan", poolFile, "--current", writeTemp(t, "cur2.yaml", cur), "--max-moves", "0"); code != exitOK {
+		t.Errorf("--max-moves 0 with nothing to move: exit %d: %s", code, errOut)
+	}
+	for _, args := range [][]string{{"plan", poolFile, "--max-moves", "3"}, {"plan", poolFile, "--current", writeTemp(t, "cur3.yaml", cur), "--max-moves", "-2"}} {
+		if _, errOut, code := runCmd(t, args...); code != exitInvalid || !strings.Contains(errOut, "--max-moves") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
 }
