@@ -82,7 +82,7 @@ func TestSyntheticGap(t *testing.T) {
 
 // TestSyntheticVariedGap plans the varied generator's 1,000 tenants (lengths, SLOs and a third
 // of the tenants with concurrency 1–64) and guards the gap measured, 397 / 314 = 1.26 (18 of the
-// tenants, infeasible on one GPU, run tensor-parallel): tenants whose replicas queue for their
+// tenants, whose concurrency × context one GPU's KV cache does not hold, run tensor-parallel): tenants whose replicas queue for their
 // few slots are planned at most 75 % busy to meet their TTFT, and the bound counts them at 100 %.
 // Every plan is checked (checkPlan) on the way.
 func TestSyntheticVariedGap(t *testing.T) {
