@@ -166,3 +166,15 @@ func TestTensorParallelReplan(t *testing.T) {
 		t.Errorf("%d replica steps from one TP-2 replica to one TP-4 replica, want 1", reps)
 	}
 }
+
+// The baselines count a tenant that only tensor-parallel groups serve at its groups' GPUs, not
+// one GPU per replica: none of them can undercut the plan by ignoring the group.
+func TestTensorParallelBaselines(t *testing.T) {
+	pool := singleTenantPool(t, "llama-3.1-70b", 32, 0.5, 1024, 256, "5s", "100ms", 16)
+	pl := build(t, pool)
+	for _, b := range pl.Summary.Baselines {
+		if b.GPUs < pl.Summary.GPUsUsed {
+			t.Errorf("baseline %s: %d GPUs, fewer than the plan's %d tensor-parallel GPUs", b.Name, b.GPUs, pl.Summary.GPUsUsed)
+		}
+	}
+}
