@@ -61,10 +61,11 @@ func TestPlanOutDir(t *testing.T) {
 	}
 }
 
-// A 70B model at bf16 fits no H100 slice: exit 2, and the rest is still planned and written.
+// A 405B model at bf16 fits no H100 slice, nor a tensor-parallel group of the node's GPUs: exit
+// 2, and the rest is still planned and written.
 func TestPlanInfeasibleExit2(t *testing.T) {
 	pool := planPool + `- name: big
-  model: {name: llama-3.1-70b, quantization: bf16}
+  model: {name: llama-3.1-405b, quantization: bf16}
   traffic: {rps: 1}
 `
 	dir := t.TempDir()
