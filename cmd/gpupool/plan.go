@@ -260,12 +260,13 @@ func writePlanTable(w io.Writer, pl *v1.Plan) error {
 	sb.WriteString("\n")
 	tw := newTable(&sb)
 	fmt.Fprintln(tw, "TENANT\tREPLICAS\tSLICES\tMAX RPS\tP99 TTFT\tP99 TPOT\tSTATUS")
+	tps := tpSizes(pl)
 	for _, t := range pl.Tenants {
 		status := "ok"
 		if t.Infeasible {
 			status = "INFEASIBLE: " + firstReason(t.Reasons)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.3g\t%s\t%s\t%s\n", t.Name, len(t.Replicas), tenantSlices(t), t.Predicted.MaxRPS,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.3g\t%s\t%s\t%s\n", t.Name, len(t.Replicas), tenantSlices(t, tps), t.Predicted.MaxRPS,
 			shortDur(t.Predicted.TTFTP99), shortDur(t.Predicted.TPOTP99), status)
 	}
 	if err := tw.Flush(); err != nil {
@@ -333,11 +334,27 @@ func replicaNames(rs []v1.PlanReplica) string {
 	return strings.Join(names, " ")
 }
 
-func tenantSlices(t v1.PlanTenant) string {
+// tpSizes maps tenant/index to the tensor-parallel size of each tensor-parallel replica.
+func tpSizes(pl *v1.Plan) map[string]int {
+	out := map[string]int{}
+	for _, g := range pl.GPUs {
+		for _, r := range g.Replicas {
+			if r.TensorParallel.Size > 1 {
+				out[fmt.Sprintf("%s/%d", r.Tenant, r.Index)] = r.TensorParallel.Size
+			}
+		}
+	}
+	return out
+}
+
+func tenantSlices(t v1.PlanTenant, tp map[string]int) string {
 	seen := map[string]int{}
 	var order []string
 	for _, r := range t.Replicas {
 		k := string(r.Slice)
+		if n := tp[fmt.Sprintf("%s/%d", t.Name, r.Index)]; n > 1 {
+			k = fmt.Sprintf("tp%d", n)
+		}
 		if r.Instance.Profile != "" {
 			k += " " + r.Instance.Profile
 		}

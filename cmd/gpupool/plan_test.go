@@ -116,3 +116,35 @@ func TestPlanCurrent(t *testing.T) {
 		}
 	}
 }
+
+// Llama-3.1-70B at bf16 on a node of 8 H100s: planned tensor-parallel, shown as such in the
+// tenant table, and `plan --out` exits 0 with one pod asking for the group's GPUs.
+func TestPlanTensorParallel(t *testing.T) {
+	pool := `apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: tp}
+fleet:
+  nodes:
+  - name: n0
+    gpus: [{board: H100-SXM5-80GB, count: 8}]
+policy: {burstPoolPercent: 0}
+tenants:
+- name: big
+  model: {name: llama-3.1-70b, quantization: bf16}
+  concurrency: 32
+  traffic: {rps: 0.5, inputTokens: 1024, outputTokens: 256}
+  slo: {ttftP99: 5s, tpotP99: 100ms}
+`
+	dir := t.TempDir()
+	out, errOut, code := runCmd(t, "plan", writeTemp(t, "pool.yaml", pool), "--out", dir)
+	if code != exitOK || !strings.Contains(out, "1×tp2") {
+		t.Fatalf("exit %d, stderr %q, out:\n%s", code, errOut, out)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "k8s", "big.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `nvidia.com/gpu: "2"`) || !strings.Contains(string(data), "--tensor-parallel-size") {
+		t.Errorf("k8s/big.yaml:\n%s", data)
+	}
+}
