@@ -166,6 +166,8 @@ type planner struct {
 	gpus    []*gpuPlan
 	keep    map[string]migUse            // the one sharing setting of each board's MIG profile, where fixed
 	nodeUse map[string]map[string]migUse // node → MIG profile → how it is shared there
+	// nodeGPUs caches maxNodeGPUs per board
+	nodeGPUs map[*gpu.Board]int
 }
 
 // fleetGPU is one GPU of the fleet.

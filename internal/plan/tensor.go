@@ -11,8 +11,11 @@ import (
 )
 
 // maxNodeGPUs is the most GPUs of board b one node of the fleet offers the pool (canaries
-// excluded): a tensor-parallel group never spans nodes.
+// excluded): a tensor-parallel group never spans nodes. Computed once per board.
 func (p *planner) maxNodeGPUs(b *gpu.Board) int {
+	if n, ok := p.nodeGPUs[b]; ok {
+		return n
+	}
 	per := map[string]int{}
 	most := 0
 	for _, g := range p.fleet {
@@ -21,6 +24,10 @@ func (p *planner) maxNodeGPUs(b *gpu.Board) int {
 			most = max(most, per[g.ref.Node])
 		}
 	}
+	if p.nodeGPUs == nil {
+		p.nodeGPUs = map[*gpu.Board]int{}
+	}
+	p.nodeGPUs[b] = most
 	return most
 }
 
