@@ -114,7 +114,26 @@ type PlanReplica struct {
 	Limits Limits `json:"limits,omitzero"`
 	// VLLMArgs are the vLLM command-line arguments for this replica, in order.
 	VLLMArgs []string `json:"vllmArgs,omitzero"`
+	// TensorParallel, when set, spreads the replica over several whole GPUs of its node: the
+	// replica is listed, identically, under each of them.
+	TensorParallel TensorParallel `json:"tensorParallel,omitzero"`
 }
+
+// TensorParallel is a tensor-parallel replica's GPU group: Size whole GPUs (mode exclusive) of
+// one node, named by index in ascending order. The first is the replica's GPU in the tenant's
+// replica list; vLLM runs with --tensor-parallel-size Size in one pod that requests Size GPUs.
+type TensorParallel struct {
+	// Size is the tensor-parallel degree: 2, 4 or 8.
+	Size int `json:"size,omitzero"`
+	// GPUs are the indices on the replica's node of the group's GPUs, ascending, Size of them.
+	GPUs []int `json:"gpus,omitzero"`
+}
+
+// IsZero reports whether the replica runs on one GPU or instance.
+func (t TensorParallel) IsZero() bool { return t.Size == 0 && len(t.GPUs) == 0 }
+
+// TensorParallelSizes are the tensor-parallel degrees a plan may use.
+var TensorParallelSizes = []int{2, 4, 8}
 
 // Limits are what one replica may use of a shared slice. Zero fields are unset.
 type Limits struct {

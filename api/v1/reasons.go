@@ -77,11 +77,15 @@ const (
 	ReasonMaxUnavailable ReasonCode = "MaxUnavailable"
 	// ReasonPreempted: the grant was reclaimed for a tenant below its fair share or reservation.
 	ReasonPreempted ReasonCode = "Preempted"
+	// ReasonMoveBudget: re-planning kept the plan in force because re-packing would move more
+	// replicas than the move budget allows.
+	ReasonMoveBudget ReasonCode = "MoveBudget"
 )
 
 // reasonTable holds each code's usual Retryable value; a code is known iff it is listed here.
 var reasonTable = map[ReasonCode]bool{
 	ReasonMemoryBound:      false,
+	ReasonMoveBudget:       false,
 	ReasonComputeBound:     false,
 	ReasonSLOShapeUniform:  false,
 	ReasonSLOShapeMixed:    false,

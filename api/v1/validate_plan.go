@@ -18,6 +18,9 @@ var (
 type placed struct {
 	path string
 	ref  ReplicaRef
+	// tp is the replica's tensor-parallel group and on, the GPU indices it was found on.
+	tp TensorParallel
+	on []int
 }
 
 // domain is the set of replicas that share one GPU (non-MIG modes) or one MIG instance.
@@ -71,6 +74,7 @@ func (v Validator) Plan(plan *Plan, pool *Pool) error {
 		c.checkGPU(index("gpus", i), plan.GPUs[i])
 	}
 	c.checkMissingGPUs()
+	c.checkTPGroups()
 	c.checkTenants()
 	c.checkSummary()
 	return c.errs.result()
@@ -269,7 +273,14 @@ func (c *planChecker) checkDomain(g PlanGPU, d domain) {
 		if r.Limits.Memory > 0 {
 			mem += r.Limits.Memory
 		}
-		c.place(rp, r, ReplicaRef{Index: r.Index, GPU: g.Ref(), Instance: d.instance, Slice: d.slice})
+		ref := ReplicaRef{Index: r.Index, GPU: g.Ref(), Instance: d.instance, Slice: d.slice}
+		if !r.TensorParallel.IsZero() {
+			c.checkTP(field(rp, "tensorParallel"), g, r.TensorParallel, d.slice)
+			if len(r.TensorParallel.GPUs) > 0 {
+				ref.GPU.Index = r.TensorParallel.GPUs[0] // the group's first GPU stands for it
+			}
+		}
+		c.place(rp, r, ref, g.Index)
 		c.checkIsolation(rp, r.Tenant, d)
 	}
 	if d.capacity > 0 && mem > d.capacity {
@@ -311,7 +322,9 @@ func (c *planChecker) checkReplica(rp string, r PlanReplica, slice SliceKind) {
 
 // place records a replica found under gpus and reports a second replica with the same tenant
 // and index.
-func (c *planChecker) place(rp string, r PlanReplica, ref ReplicaRef) {
+//
+// A tensor-parallel replica is listed under each GPU of its group, identically.
+func (c *planChecker) place(rp string, r PlanReplica, ref ReplicaRef, gpuIndex int) {
 	if r.Tenant == "" || r.Index < 0 {
 		return
 	}
@@ -320,11 +333,73 @@ func (c *planChecker) place(rp string, r PlanReplica, ref ReplicaRef) {
 		byIndex = map[int]placed{}
 		c.replicas[r.Tenant] = byIndex
 	}
-	if first, dup := byIndex[r.Index]; dup {
+	first, dup := byIndex[r.Index]
+	switch {
+	case dup && !first.tp.IsZero() && sameTP(first.tp, r.TensorParallel) && first.ref.GPU.Node == ref.GPU.Node &&
+		!slices.Contains(first.on, gpuIndex):
+		first.on = append(first.on, gpuIndex)
+		byIndex[r.Index] = first
+	case dup && (!first.tp.IsZero() || !r.TensorParallel.IsZero()):
+		c.errs.add(rp, "replica %d of tenant %q is listed again with another tensor-parallel group or on another node (first at %s)",
+			r.Index, r.Tenant, first.path)
+	case dup:
 		c.errs.add(rp, "duplicate replica %d of tenant %q (first at %s)", r.Index, r.Tenant, first.path)
-		return
+	default:
+		byIndex[r.Index] = placed{path: rp, ref: ref, tp: r.TensorParallel, on: []int{gpuIndex}}
 	}
-	byIndex[r.Index] = placed{path: rp, ref: ref}
+}
+
+func sameTP(a, b TensorParallel) bool { return a.Size == b.Size && slices.Equal(a.GPUs, b.GPUs) }
+
+// checkTP checks one listing of a tensor-parallel replica: a degree of TensorParallelSizes, that
+// many ascending GPU indices of the node including this GPU's, on an exclusive whole GPU.
+func (c *planChecker) checkTP(p string, g PlanGPU, tp TensorParallel, slice SliceKind) {
+	if !slices.Contains(TensorParallelSizes, tp.Size) {
+		c.errs.add(field(p, "size"), "must be one of %v (got %d)", TensorParallelSizes, tp.Size)
+	}
+	if len(tp.GPUs) != tp.Size {
+		c.errs.add(field(p, "gpus"), "must list size (%d) GPUs of the node (got %d)", tp.Size, len(tp.GPUs))
+	}
+	for k, i := range tp.GPUs {
+		if i < 0 || i >= maxGPUsPerNode {
+			c.errs.add(index(field(p, "gpus"), k), "must be between 0 and %d (got %d)", maxGPUsPerNode-1, i)
+		}
+		if k > 0 && i <= tp.GPUs[k-1] {
+			c.errs.add(index(field(p, "gpus"), k), "indices must ascend (%d after %d)", i, tp.GPUs[k-1])
+		}
+	}
+	if !slices.Contains(tp.GPUs, g.Index) {
+		c.errs.add(field(p, "gpus"), "%v does not include this GPU's index %d", tp.GPUs, g.Index)
+	}
+	if slice != SliceExclusive {
+		c.errs.add(p, "only on whole GPUs of mode %q (this replica's slice is %q)", ModeExclusive, slice)
+	}
+}
+
+// checkTPGroups reports a tensor-parallel replica missing from a GPU its group names.
+func (c *planChecker) checkTPGroups() {
+	names := make([]string, 0, len(c.replicas))
+	for t := range c.replicas {
+		names = append(names, t)
+	}
+	slices.Sort(names)
+	for _, t := range names {
+		byIndex := c.replicas[t]
+		idx := make([]int, 0, len(byIndex))
+		for i := range byIndex {
+			idx = append(idx, i)
+		}
+		slices.Sort(idx)
+		for _, i := range idx {
+			pl := byIndex[i]
+			for _, gi := range pl.tp.GPUs {
+				if !slices.Contains(pl.on, gi) {
+					c.errs.add(field(pl.path, "tensorParallel.gpus"), "names GPU %s/%d, which does not list replica %d of tenant %q",
+						pl.ref.GPU.Node, gi, i, t)
+				}
+			}
+		}
+	}
 }
 
 // checkIsolation reports a replica whose tenant's isolation tier forbids its co-residents.

@@ -210,6 +210,34 @@ func TestValidatePlanRules(t *testing.T) {
 			`tenants[0].predicted.tokensPerSecond: must be ≥ 0 and finite (got +Inf)` + "\n" +
 			`tenants[0].predicted.ttftP99: must be ≥ 0 (got "-1ns")`},
 
+		// Tensor parallelism: chat's replica 1 over gpu-node-a/1 and /2 (its replica 2 dropped).
+		{"tensor parallel", func(p *Plan, _ *Pool) { tp2(p, TensorParallel{Size: 2, GPUs: []int{1, 2}}) }, ``},
+		{"tensor parallel bad group", func(p *Plan, _ *Pool) {
+			tp2(p, TensorParallel{Size: 3, GPUs: []int{2, 1}})
+		}, `gpus[1].replicas[0].tensorParallel.gpus: must list size (3) GPUs of the node (got 2)` + "\n" +
+			`gpus[1].replicas[0].tensorParallel.gpus[1]: indices must ascend (1 after 2)` + "\n" +
+			`gpus[1].replicas[0].tensorParallel.size: must be one of [2 4 8] (got 3)` + "\n" +
+			`gpus[2].replicas[0].tensorParallel.gpus: must list size (3) GPUs of the node (got 2)` + "\n" +
+			`gpus[2].replicas[0].tensorParallel.gpus[1]: indices must ascend (1 after 2)` + "\n" +
+			`gpus[2].replicas[0].tensorParallel.size: must be one of [2 4 8] (got 3)` + "\n" +
+			`tenants[0].replicas[1].gpu: "gpu-node-a/1", but gpus[1].replicas[0] places it on "gpu-node-a/2"`},
+		{"tensor parallel member missing", func(p *Plan, _ *Pool) {
+			tp2(p, TensorParallel{Size: 2, GPUs: []int{1, 2}})
+			p.GPUs[2].Replicas = nil
+			p.Summary.GPUsUsed = 4
+		}, `gpus[1].replicas[0].tensorParallel.gpus: names GPU gpu-node-a/2, which does not list replica 1 of tenant "chat"`},
+		{"tensor parallel on a shared GPU", func(p *Plan, _ *Pool) {
+			tp2(p, TensorParallel{Size: 2, GPUs: []int{1, 2}})
+			p.GPUs[1].Mode, p.GPUs[2].Mode = ModeMPS, ModeMPS
+		}, `gpus[1].replicas[0].tensorParallel: only on whole GPUs of mode "exclusive" (this replica's slice is "mps")` + "\n" +
+			`gpus[2].replicas[0].tensorParallel: only on whole GPUs of mode "exclusive" (this replica's slice is "mps")` + "\n" +
+			`tenants[0].replicas[1].slice: "exclusive", but gpus[1].replicas[0] gives it a "mps" slice`},
+		{"tensor parallel listed apart", func(p *Plan, _ *Pool) {
+			tp2(p, TensorParallel{Size: 2, GPUs: []int{1, 2}})
+			p.GPUs[2].Replicas[0].TensorParallel = TensorParallel{}
+		}, `gpus[1].replicas[0].tensorParallel.gpus: names GPU gpu-node-a/2, which does not list replica 1 of tenant "chat"` + "\n" +
+			`gpus[2].replicas[0]: replica 1 of tenant "chat" is listed again with another tensor-parallel group or on another node (first at gpus[1].replicas[0])`},
+
 		// Summary.
 		{"gpusTotal", func(p *Plan, _ *Pool) { p.Summary.GPUsTotal = 8 }, `summary.gpusTotal: must equal the number of GPUs listed, 12 (got 8)`},
 		{"gpusUsed", func(p *Plan, _ *Pool) { p.Summary.GPUsUsed = 4 },
@@ -260,4 +288,13 @@ func TestValidateNilPlan(t *testing.T) {
 	if err := ValidatePlan(nil, nil); err == nil {
 		t.Error("ValidatePlan(nil, nil): no error")
 	}
+}
+
+// tp2 makes chat's replica 1 one tensor-parallel replica listed under gpu-node-a/1 and /2 with
+// group tp, in place of chat's replicas 1 and 2.
+func tp2(p *Plan, tp TensorParallel) {
+	r := PlanReplica{Tenant: "chat", Index: 1, TensorParallel: tp}
+	p.GPUs[1].Replicas = []PlanReplica{r}
+	p.GPUs[2].Replicas = []PlanReplica{r}
+	p.Tenants[0].Replicas = p.Tenants[0].Replicas[:2]
 }

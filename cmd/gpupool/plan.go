@@ -20,6 +20,7 @@ import (
 func newPlanCmd(e *env) *cobra.Command {
 	var outDir, currentFile string
 	var force bool
+	var maxMoves int
 	cmd := &cobra.Command{
 		Use:   "plan POOL",
 		Short: "Slice every GPU so that every tenant's SLO holds with the fewest GPUs, and say why",
@@ -35,6 +36,8 @@ func newPlanCmd(e *env) *cobra.Command {
 			"--current PLAN re-plans against the plan in force: as few GPUs as possible change, replicas stay in their\n" +
 			"slots where they can, and the migration steps are listed (GPUs that run nothing first, then replica\n" +
 			"starts and moves, drains, moves onto drained GPUs and stops; at most policy.maxUnavailable per wave).\n" +
+			"--max-moves N (with --current) never moves more than N replicas: when re-packing would, the plan in force\n" +
+			"is kept if it still serves the pool (every tenant's reasons say how many GPUs that gives up), else it fails.\n" +
 			"Exit 2 when some tenant is infeasible (the rest is planned and written) or the renderer reports a\n" +
 			"problem, 1 for invalid input.",
 		Args: cobra.ExactArgs(1),
@@ -43,12 +46,16 @@ func newPlanCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&outDir, "out", "", "directory to write plan.yaml and the artifacts to")
 	cmd.Flags().StringVar(&currentFile, "current", "", "the plan in force: change as few GPUs as possible and list the migration steps")
 	cmd.Flags().BoolVar(&force, "force", false, "with --out: replace a non-empty directory gpupool did not write")
+	cmd.Flags().IntVar(&maxMoves, "max-moves", -1, "with --current: the most replicas the migration may move (-1: no limit)")
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
 		format, err := parseOutput(*out)
 		if err != nil {
 			return err
 		}
-		return runPlan(e, planArgs{pool: args[0], format: format, outDir: outDir, current: currentFile, force: force})
+		if maxMoves < -1 || maxMoves >= 0 && currentFile == "" {
+			return invalid(fmt.Errorf("plan: --max-moves: must be -1 (no limit) or ≥ 0 with --current (got %d)", maxMoves))
+		}
+		return runPlan(e, planArgs{pool: args[0], format: format, outDir: outDir, current: currentFile, force: force, maxMoves: maxMoves})
 	}
 	return cmd
 }
@@ -58,6 +65,7 @@ type planArgs struct {
 	pool, outDir, current string
 	format                outputFormat
 	force                 bool
+	maxMoves              int // -1: no limit
 }
 
 func runPlan(e *env, a planArgs) error {
@@ -77,7 +85,11 @@ func runPlan(e *env, a planArgs) error {
 	if err != nil {
 		return invalid(err)
 	}
-	pl, err := plan.Build(e.ctx, pool, plan.Options{Models: models, Profiles: profiles, Current: cur})
+	o := plan.Options{Models: models, Profiles: profiles, Current: cur}
+	if a.maxMoves >= 0 {
+		o.MaxMoves = &a.maxMoves
+	}
+	pl, err := plan.Build(e.ctx, pool, o)
 	if err != nil {
 		if e.ctx.Err() != nil {
 			return err
@@ -251,12 +263,13 @@ func writePlanTable(w io.Writer, pl *v1.Plan) error {
 	sb.WriteString("\n")
 	tw := newTable(&sb)
 	fmt.Fprintln(tw, "TENANT\tREPLICAS\tSLICES\tMAX RPS\tP99 TTFT\tP99 TPOT\tSTATUS")
+	tps := tpSizes(pl)
 	for _, t := range pl.Tenants {
 		status := "ok"
 		if t.Infeasible {
 			status = "INFEASIBLE: " + firstReason(t.Reasons)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.3g\t%s\t%s\t%s\n", t.Name, len(t.Replicas), tenantSlices(t), t.Predicted.MaxRPS,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.3g\t%s\t%s\t%s\n", t.Name, len(t.Replicas), tenantSlices(t, tps), t.Predicted.MaxRPS,
 			shortDur(t.Predicted.TTFTP99), shortDur(t.Predicted.TPOTP99), status)
 	}
 	if err := tw.Flush(); err != nil {
@@ -324,11 +337,27 @@ func replicaNames(rs []v1.PlanReplica) string {
 	return strings.Join(names, " ")
 }
 
-func tenantSlices(t v1.PlanTenant) string {
+// tpSizes maps tenant/index to the tensor-parallel size of each tensor-parallel replica.
+func tpSizes(pl *v1.Plan) map[string]int {
+	out := map[string]int{}
+	for _, g := range pl.GPUs {
+		for _, r := range g.Replicas {
+			if r.TensorParallel.Size > 1 {
+				out[fmt.Sprintf("%s/%d", r.Tenant, r.Index)] = r.TensorParallel.Size
+			}
+		}
+	}
+	return out
+}
+
+func tenantSlices(t v1.PlanTenant, tp map[string]int) string {
 	seen := map[string]int{}
 	var order []string
 	for _, r := range t.Replicas {
 		k := string(r.Slice)
+		if n := tp[fmt.Sprintf("%s/%d", t.Name, r.Index)]; n > 1 {
+			k = fmt.Sprintf("tp%d", n)
+		}
 		if r.Instance.Profile != "" {
 			k += " " + r.Instance.Profile
 		}

@@ -61,10 +61,11 @@ func TestPlanOutDir(t *testing.T) {
 	}
 }
 
-// A 70B model at bf16 fits no H100 slice: exit 2, and the rest is still planned and written.
+// A 405B model at bf16 fits no H100 slice, nor a tensor-parallel group of the node's GPUs: exit
+// 2, and the rest is still planned and written.
 func TestPlanInfeasibleExit2(t *testing.T) {
 	pool := planPool + `- name: big
-  model: {name: llama-3.1-70b, quantization: bf16}
+  model: {name: llama-3.1-405b, quantization: bf16}
   traffic: {rps: 1}
 `
 	dir := t.TempDir()
@@ -104,5 +105,46 @@ func TestPlanCurrent(t *testing.T) {
 	}
 	if _, _, code := runCmd(t, "plan", poolFile, "--current", writeTemp(t, "bad.yaml", "kind: Plan\n")); code != exitInvalid {
 		t.Errorf("bad --current: exit %d", code)
+	}
+	// the same plan again moves nothing, so a budget of 0 keeps the re-packed plan
+	if _, errOut, code := runCmd(t, "plan", poolFile, "--current", writeTemp(t, "cur2.yaml", cur), "--max-moves", "0"); code != exitOK {
+		t.Errorf("--max-moves 0 with nothing to move: exit %d: %s", code, errOut)
+	}
+	for _, args := range [][]string{{"plan", poolFile, "--max-moves", "3"}, {"plan", poolFile, "--current", writeTemp(t, "cur3.yaml", cur), "--max-moves", "-2"}} {
+		if _, errOut, code := runCmd(t, args...); code != exitInvalid || !strings.Contains(errOut, "--max-moves") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+}
+
+// Llama-3.1-70B at bf16 on a node of 8 H100s: planned tensor-parallel, shown as such in the
+// tenant table, and `plan --out` exits 0 with one pod asking for the group's GPUs.
+func TestPlanTensorParallel(t *testing.T) {
+	pool := `apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: tp}
+fleet:
+  nodes:
+  - name: n0
+    gpus: [{board: H100-SXM5-80GB, count: 8}]
+policy: {burstPoolPercent: 0}
+tenants:
+- name: big
+  model: {name: llama-3.1-70b, quantization: bf16}
+  concurrency: 32
+  traffic: {rps: 0.5, inputTokens: 1024, outputTokens: 256}
+  slo: {ttftP99: 5s, tpotP99: 100ms}
+`
+	dir := t.TempDir()
+	out, errOut, code := runCmd(t, "plan", writeTemp(t, "pool.yaml", pool), "--out", dir)
+	if code != exitOK || !strings.Contains(out, "1×tp2") {
+		t.Fatalf("exit %d, stderr %q, out:\n%s", code, errOut, out)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "k8s", "big.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `nvidia.com/gpu: "2"`) || !strings.Contains(string(data), "--tensor-parallel-size") {
+		t.Errorf("k8s/big.yaml:\n%s", data)
 	}
 }

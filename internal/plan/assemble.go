@@ -90,13 +90,23 @@ func (p *planner) result() (*v1.Plan, error) {
 	refs := map[*tenant][]v1.ReplicaRef{}
 	burstMode := p.idleMode()
 	used := 0
+	tpDone := map[*unit][]v1.PlanReplica{} // a tensor-parallel unit's replicas, listed under each of its GPUs
 	for _, g := range p.gpus {
 		pg := v1.PlanGPU{Node: g.fg.ref.Node, Index: g.fg.ref.Index, Board: g.fg.board.Name, Role: g.role, Mode: g.mode}
 		if g.mode == "" {
 			pg.Mode = burstMode
 		}
-		if g.whole != nil && len(g.whole.reps) > 0 {
-			pg.Replicas = p.replicas(g.whole, pg.Ref(), v1.InstanceRef{}, next, refs)
+		switch u := g.whole; {
+		case u != nil && len(u.reps) > 0 && u.tp.Size > 0:
+			if tpDone[u] == nil { // the group's first GPU in fleet order, its lowest index
+				tpDone[u] = p.replicas(u, pg.Ref(), v1.InstanceRef{}, next, refs)
+				for i := range tpDone[u] {
+					tpDone[u][i].TensorParallel = u.tp
+				}
+			}
+			pg.Replicas = slices.Clone(tpDone[u])
+		case u != nil && len(u.reps) > 0:
+			pg.Replicas = p.replicas(u, pg.Ref(), v1.InstanceRef{}, next, refs)
 		}
 		for _, pi := range g.insts {
 			in := v1.PlanInstance{Profile: pi.in.Profile, Start: pi.in.Start}
@@ -170,7 +180,7 @@ func (p *planner) replicas(u *unit, g v1.GPURef, in v1.InstanceRef, next map[*te
 		next[r.tn]++
 		pr := v1.PlanReplica{Tenant: r.tn.t.Name, Index: idx}
 		if r.tn.measured == nil { // a measured tenant's server is not vLLM
-			pr.VLLMArgs = c.ev.fit.Args.Flags()
+			pr.VLLMArgs = vllmFlags(c)
 		}
 		switch c.kind {
 		case v1.SliceMPS, v1.SliceMIGMPS:

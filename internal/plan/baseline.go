@@ -34,7 +34,7 @@ func (p *planner) baselines() []v1.Baseline {
 
 // probe evaluates one extra candidate of tn (cached like the others); nil when it does not serve.
 func (p *planner) probe(tn *tenant, b *gpu.Board, kind v1.SliceKind, prof *gpu.Profile, share int) *cand {
-	c := &cand{board: b, kind: kind, profile: prof, share: share, unitFrac: 1, memFrac: 1, compFrac: 1}
+	c := &cand{board: b, kind: kind, profile: prof, share: share, tp: 1, unitFrac: 1, memFrac: 1, compFrac: 1}
 	p.evalCand(tn, c)
 	if c.reject != "" {
 		return nil
@@ -42,8 +42,9 @@ func (p *planner) probe(tn *tenant, b *gpu.Board, kind v1.SliceKind, prof *gpu.P
 	return c
 }
 
-// exclusiveReplicas is the fewest replicas tn needs on whole GPUs of any board, or its chosen
-// replica count when no whole GPU serves it.
+// exclusiveReplicas is the fewest replicas tn needs on whole GPUs of any board, one GPU each, or
+// the GPUs its chosen replicas take when no whole GPU serves it (tp each for a tensor-parallel
+// choice, one each otherwise).
 func (p *planner) exclusiveReplicas(tn *tenant) int {
 	best := math.MaxInt
 	for _, b := range p.boards {
@@ -52,7 +53,7 @@ func (p *planner) exclusiveReplicas(tn *tenant) int {
 		}
 	}
 	if best == math.MaxInt {
-		return tn.choice.replicas
+		return tn.choice.replicas * max(tn.choice.tp, 1)
 	}
 	return best
 }

@@ -58,7 +58,7 @@ func (p *planner) lowerBound() int {
 // volumeBound: with prices π(P) = λ·memory share + (1−λ)·compute share for a MIG instance of
 // profile P and 1 for a whole GPU, every GPU's contents cost at most 1 (a legal layout uses at
 // most all memory slices and all compute slices), so Σ over tenants of its cheapest candidate's
-// price (replicas / share × π) is a lower bound for every λ in [0, 1] (weak LP duality). The
+// price (replicas / share × π, π = tp for a tensor-parallel group) is a lower bound for every λ in [0, 1] (weak LP duality). The
 // bound takes the best λ on a grid of 21 points.
 func (p *planner) volumeBound() int {
 	best := 0.0
@@ -71,7 +71,7 @@ func (p *planner) volumeBound() int {
 			}
 			m := math.Inf(1)
 			for _, c := range tn.feasible {
-				price := 1.0
+				price := float64(max(c.tp, 1)) // a whole GPU, or a tensor-parallel group of tp
 				if c.profile != nil {
 					price = lam*c.memFrac + (1-lam)*c.compFrac
 				}
@@ -144,7 +144,7 @@ func (p *planner) lpClasses() (classes [][]lpChoice, count []float64) {
 		var rows []lpRow
 		for _, c := range tn.feasible {
 			r := lpRow{c.board.Name, profName(c.profile)}
-			size := float64(c.replicas) / float64(c.share)
+			size := float64(c.replicas) / float64(c.share) * float64(max(c.tp, 1)) // GPUs, or instances
 			if v, seen := best[r]; !seen || size < v {
 				if !seen {
 					rows = append(rows, r)

@@ -27,6 +27,9 @@ type cand struct {
 	kind    v1.SliceKind
 	profile *gpu.Profile // MIG kinds
 	share   int          // replicas per GPU or instance: 1 for exclusive and mig
+	// tp is the tensor-parallel degree: an exclusive replica over tp whole GPUs of one node
+	// (unitFrac, memFrac and compFrac are tp); 1 otherwise.
+	tp int
 	// unitFrac is the GPU-equivalents of one unit (a GPU, or a MIG instance:
 	// max(memory slices / board's, compute slices / board's)); memFrac and compFrac are its two parts.
 	unitFrac, memFrac, compFrac float64
@@ -62,6 +65,9 @@ type evalResult struct {
 func (c *cand) label() string {
 	switch c.kind {
 	case v1.SliceExclusive:
+		if c.tp > 1 {
+			return fmt.Sprintf("tensor-parallel %d GPUs", c.tp)
+		}
 		return "exclusive GPU"
 	case v1.SliceMIG:
 		return "mig " + c.profile.Name
@@ -114,7 +120,7 @@ func migProfiles(b *gpu.Board) []*gpu.Profile {
 func (p *planner) candidates(tn *tenant, b *gpu.Board) []*cand {
 	var out []*cand
 	add := func(kind v1.SliceKind, prof *gpu.Profile, share int) {
-		c := &cand{board: b, kind: kind, profile: prof, share: share, unitFrac: 1, memFrac: 1, compFrac: 1}
+		c := &cand{board: b, kind: kind, profile: prof, share: share, tp: 1, unitFrac: 1, memFrac: 1, compFrac: 1}
 		if prof != nil {
 			c.memFrac = float64(prof.MemorySlices) / float64(b.MemorySlices)
 			c.compFrac = float64(prof.ComputeSlices) / float64(b.ComputeSlices)
@@ -130,6 +136,16 @@ func (p *planner) candidates(tn *tenant, b *gpu.Board) []*cand {
 	}
 	if p.modes[v1.ModeExclusive] {
 		add(v1.SliceExclusive, nil, 1)
+		if tn.measured == nil && tn.perfM != nil {
+			// tensor parallelism over whole GPUs of one node, at the degrees the model's heads and
+			// the board's link allow, no more than a node of the fleet holds
+			for _, tp := range tn.perfM.TensorParallelDegrees(b) {
+				if tp <= p.maxNodeGPUs(b) {
+					out = append(out, &cand{board: b, kind: v1.SliceExclusive, share: 1, tp: tp,
+						unitFrac: float64(tp), memFrac: float64(tp), compFrac: float64(tp)})
+				}
+			}
+		}
 	}
 	if p.modes[v1.ModeMIG] {
 		for _, prof := range migProfiles(b) {
@@ -214,6 +230,8 @@ func sortCands(cs []*cand) {
 			return -1
 		case a.cost > b.cost+1e-12:
 			return 1
+		case a.tp != b.tp: // at equal cost, fewer GPUs per replica: no tensor parallelism unless cheaper
+			return a.tp - b.tp
 		case a.replicas != b.replicas:
 			return a.replicas - b.replicas
 		case kindRank(a.kind) != kindRank(b.kind):
@@ -348,6 +366,9 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 	if tn.measured != nil {
 		return p.measureProfile(tn, c)
 	}
+	if c.tp > 1 {
+		return p.measureTP(tn, c)
+	}
 	b := c.board
 	ps := perf.Slice{Board: b, Profile: c.profile, Replicas: c.share}
 	devBytes := llm.VisibleBytes(b.MemoryMiB)
@@ -431,7 +452,7 @@ type evalKey struct {
 	in, out              int
 	ttft, tpot, batch    time.Duration
 	board, kind, profile string
-	share                int
+	share, tp            int
 }
 
 func newEvalCache() *evalCache {
@@ -468,5 +489,5 @@ func (c *evalCache) get(tn *tenant, cd *cand, f func() *evalResult) *evalResult 
 func (c *evalCache) key(tn *tenant, cd *cand) evalKey {
 	return evalKey{model: tn.modKey, quant: tn.llmOpt.Quantization, kv: tn.llmOpt.KVCacheDType, ctx: tn.llmOpt.Context,
 		conc: tn.llmOpt.Concurrency, in: tn.work.InputTokens, out: tn.work.OutputTokens, ttft: tn.slo.TTFT, tpot: tn.slo.TPOT, batch: tn.batchLimit,
-		board: cd.board.Name, kind: string(cd.kind), profile: profName(cd.profile), share: cd.share}
+		board: cd.board.Name, kind: string(cd.kind), profile: profName(cd.profile), share: cd.share, tp: cd.tp}
 }

@@ -14,11 +14,12 @@ type groupKey struct {
 	energy         v1.EnergyClass
 	kind           v1.SliceKind
 	share          int
+	tp             int // tensor-parallel degree, 1 without
 	group          string
 }
 
 func keyOf(tn *tenant, c *cand) groupKey {
-	k := groupKey{board: c.board.Name, profile: profName(c.profile), energy: energyOf(tn.t), kind: c.kind, share: c.share}
+	k := groupKey{board: c.board.Name, profile: profName(c.profile), energy: energyOf(tn.t), kind: c.kind, share: c.share, tp: max(c.tp, 1)}
 	if c.share > 1 {
 		k.group = tn.group
 	}

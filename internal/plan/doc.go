@@ -16,6 +16,7 @@
 // isolation tier and policy.allowedModes allow:
 //
 //	exclusive       a whole GPU                                   every tier
+//	tensor-parallel tp whole GPUs of one node, tp = 2, 4, 8         every tier
 //	mig P           an unshared MIG instance of profile P          every tier
 //	mig P + mps 1/k MPS inside an instance, k = 2, 3, 4            soft, shared
 //	mps 1/k         MPS on a whole GPU, k = 2 … 8                  soft, shared
@@ -54,9 +55,12 @@
 // those and the rate. Each candidate also keeps the replicas that merely keep up with the load
 // (no SLO), which the lower bound uses instead of the planner's counts.
 //
-// A model that fits no slice of any board (Llama-3.1-70B at bf16 on 80 GB boards) makes the
-// tenant infeasible with a NoFit reason that says how many GPUs a replica would need; tensor
-// parallelism across GPUs is not planned. The other tenants are still planned.
+// Tensor-parallel groups (docs/planner.md, "Tensor parallelism") are offered at the degrees the
+// model's heads and the board's link allow and one node of the fleet holds, sized by perf's
+// tensor-parallel engine, and cost tp GPUs per replica; at equal cost the smaller degree wins.
+// A model that fits no slice of any board, nor the largest such group (Llama-3.1-405B at bf16
+// on nodes of 4 H100s), makes the tenant infeasible with a NoFit reason that says how many GPUs
+// a replica would need. The other tenants are still planned.
 //
 // # 2. Isolation, trust groups and energy
 //

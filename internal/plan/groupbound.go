@@ -62,7 +62,7 @@ func (p *planner) groupBound() int {
 
 func unitPrice(c *cand, lam float64) float64 {
 	if c.profile == nil {
-		return 1
+		return float64(max(c.tp, 1)) // a whole GPU, or a tensor-parallel group of tp
 	}
 	return lam*c.memFrac + (1-lam)*c.compFrac
 }

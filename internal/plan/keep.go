@@ -102,6 +102,9 @@ func (p *planner) swapClasses() [][]pos {
 			if slices.ContainsFunc(x.unit().reps, func(r replica) bool { return r.tn.t.Redundancy }) {
 				continue
 			}
+			if x.unit().tp.Size > 0 { // a tensor-parallel group moves as a whole or not at all
+				continue
+			}
 			k := classKey{g.fg.ref.Node, x.unit().key}
 			i, ok := index[k]
 			if !ok {

@@ -2,6 +2,8 @@ package plan
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 )
@@ -18,9 +20,13 @@ const (
 type slot struct {
 	gpu  v1.GPURef
 	inst v1.InstanceRef
+	tp   string // a tensor-parallel group's GPU indices ("0,1"); gpu is its first
 }
 
 func (s slot) String() string {
+	if s.tp != "" {
+		return s.gpu.Node + "/" + s.tp
+	}
 	if s.inst.Profile == "" {
 		return s.gpu.String()
 	}
@@ -33,7 +39,18 @@ func replicaSlots(pl *v1.Plan) map[string][]slot {
 	out := map[string][]slot{}
 	for _, g := range pl.GPUs {
 		for _, r := range g.Replicas {
-			out[r.Tenant] = append(out[r.Tenant], slot{gpu: g.Ref()})
+			s := slot{gpu: g.Ref()}
+			if tp := r.TensorParallel.GPUs; len(tp) > 0 {
+				if tp[0] != g.Index {
+					continue // one slot per tensor-parallel replica, at its group's first GPU
+				}
+				parts := make([]string, len(tp))
+				for i, x := range tp {
+					parts[i] = strconv.Itoa(x)
+				}
+				s.tp = strings.Join(parts, ",")
+			}
+			out[r.Tenant] = append(out[r.Tenant], s)
 		}
 		for _, in := range g.Instances {
 			for _, r := range in.Replicas {

@@ -44,7 +44,7 @@ func (f *fractional) change(k groupKey, c *cand, r int) unitChange {
 	du := unitsOf(cur+r, k.share) - unitsOf(cur, k.share)
 	ch := unitChange{b: bucketKey{k.board, k.energy}}
 	if c.whole() {
-		ch.whole = du
+		ch.whole = du * float64(max(c.tp, 1))
 	} else {
 		ch.mem, ch.comp = du*c.memFrac, du*c.compFrac
 	}

@@ -18,6 +18,8 @@ type unit struct {
 	key  groupKey
 	c    *cand // the candidate of the unit's first replica: board, kind, profile, share
 	reps []replica
+	// tp is the GPU group of a tensor-parallel unit once placed; each of its GPUs holds the unit.
+	tp v1.TensorParallel
 }
 
 // gpuPlan is the plan of one fleet GPU while it is built.
@@ -92,7 +94,7 @@ func energyRank(e v1.EnergyClass) int {
 func compareKeys(a, b groupKey) int {
 	return cmp.Or(cmp.Compare(a.board, b.board), cmp.Compare(energyRank(a.energy), energyRank(b.energy)),
 		cmp.Compare(kindRank(a.kind), kindRank(b.kind)), cmp.Compare(a.profile, b.profile),
-		cmp.Compare(a.share, b.share), cmp.Compare(a.group, b.group))
+		cmp.Compare(a.share, b.share), cmp.Compare(a.tp, b.tp), cmp.Compare(a.group, b.group))
 }
 
 // pack places every unit on a GPU: whole-GPU units one per GPU, MIG instances by cutting stock
@@ -157,6 +159,18 @@ func (p *planner) packBucket(units []*unit, free map[string][]*gpuPlan, pc *patt
 	for _, u := range units {
 		if !u.c.whole() {
 			mig = append(mig, u)
+			continue
+		}
+		if u.c.tp > 1 {
+			gs := p.takeGroup(board, free, wholeWant(u), u.c.tp)
+			if gs == nil {
+				unplaced = append(unplaced, u)
+				continue
+			}
+			u.tp = tpGroup(gs)
+			for _, g := range gs {
+				g.role, g.whole, g.mode = v1.RolePool, u, v1.ModeExclusive
+			}
 			continue
 		}
 		g := p.takeCompatible(board, free, wholeWant(u))

@@ -33,6 +33,11 @@ type Options struct {
 	// between GPUs of the same board so that as many GPUs as possible keep theirs (see
 	// Migration for the steps). nil: plan from scratch.
 	Current *v1.Plan
+	// MaxMoves, with Current, is the most replicas the migration may move (StepMove). When the
+	// re-packed plan moves more, the plan in force is kept if it still serves the pool (see
+	// keepCurrent), with a MoveBudget reason on every tenant saying what was given up; otherwise
+	// Build fails. nil: no limit.
+	MaxMoves *int
 	// LPVariables is the largest LP (tenant choices + layout patterns) solved with the simplex
 	// method for the lower bound; larger inputs use the Lagrangian volume bound. 0: DefaultLPVariables.
 	LPVariables int
@@ -71,7 +76,11 @@ func Build(ctx context.Context, pool *v1.Pool, o Options) (*v1.Plan, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("build plan: %w", err)
 	}
-	return p.result()
+	next, err := p.result()
+	if err != nil || o.Current == nil || o.MaxMoves == nil {
+		return next, err
+	}
+	return p.limitMoves(next)
 }
 
 // stopped reports whether the run was cancelled; loops that see it return early and Build
@@ -157,6 +166,8 @@ type planner struct {
 	gpus    []*gpuPlan
 	keep    map[string]migUse            // the one sharing setting of each board's MIG profile, where fixed
 	nodeUse map[string]map[string]migUse // node → MIG profile → how it is shared there
+	// nodeGPUs caches maxNodeGPUs per board
+	nodeGPUs map[*gpu.Board]int
 }
 
 // fleetGPU is one GPU of the fleet.

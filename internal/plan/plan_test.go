@@ -106,16 +106,17 @@ func setKV(pool *v1.Pool, model, dtype string) {
 	}
 }
 
-// Llama-3.1-70B at bf16 holds 70.55 B × 2 bytes = 131.4 GiB of weights: no H100 slice holds it.
-// The tenant is infeasible with NoFit and the other tenant is still planned.
+// Llama-3.1-405B at bf16 holds 756 GiB of weights: no H100 slice holds it, nor a tensor-parallel
+// group of the node's 4 GPUs. The tenant is infeasible with NoFit and the other tenant is still
+// planned.
 func TestInfeasibleModelIsReported(t *testing.T) {
 	pool := smallPool(
-		v1.Tenant{Name: "big", Model: v1.Model{Name: "llama-3.1-70b", Quantization: "bf16"}, Traffic: v1.Traffic{RPS: 1}},
+		v1.Tenant{Name: "big", Model: v1.Model{Name: "llama-3.1-405b", Quantization: "bf16"}, Traffic: v1.Traffic{RPS: 1}},
 		v1.Tenant{Name: "small", Model: v1.Model{Name: "qwen2.5-1.5b"}, Traffic: v1.Traffic{RPS: 1}},
 	)
 	pl := build(t, pool)
 	big, small := pl.Tenants[0], pl.Tenants[1]
-	if !big.Infeasible || big.Reasons[0].Code != v1.ReasonNoFit || !strings.Contains(big.Reasons[0].Message, "131.") {
+	if !big.Infeasible || big.Reasons[0].Code != v1.ReasonNoFit || !strings.Contains(big.Reasons[0].Message, "755.96 GiB of weights") {
 		t.Errorf("big: infeasible=%v reasons=%v", big.Infeasible, big.Reasons)
 	}
 	if small.Infeasible || len(small.Replicas) == 0 {

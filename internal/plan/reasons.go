@@ -266,9 +266,16 @@ func (p *planner) noFitReason(tn *tenant) v1.Reason {
 		return v1.NewReason(v1.ReasonNoFit, "the model fits no allowed slice")
 	}
 	m := best.ev.fit.Memory
-	budget := float64(best.ev.fit.Slice.MemoryBytes) * llm.DefaultUtilization
+	budget := float64(best.ev.fit.Slice.GPUBytes) * llm.DefaultUtilization
+	if best.ev.fit.Slice.GPUBytes == 0 {
+		budget = float64(best.ev.fit.Slice.MemoryBytes) * llm.DefaultUtilization
+	}
 	gpus := int(math.Ceil(float64(m.Budget()) / budget))
+	group := 1
+	for _, c := range tn.cands {
+		group = max(group, c.tp)
+	}
 	return v1.NewReason(v1.ReasonNoFit,
-		"%s needs %s of weights (%s with KV cache and workspace): no slice of %s holds it (the largest, %s, has %s); %d GPUs per replica would be needed, and tensor parallelism across GPUs is not planned — quantize (fp8, int4) or shorten maxContext",
-		tn.describeModel(), gib(m.Weights), gib(m.Budget()), best.board.Name, best.label(), gib(best.ev.fit.Slice.MemoryBytes), max(gpus, 2))
+		"%s needs %s of weights (%s with KV cache and workspace): no slice of %s holds it (the largest, %s, has %s); at least %d GPUs per replica would be needed, more than the largest tensor-parallel group the model, the board's link and one node of the fleet allow (%d) — quantize (fp8, int4) or shorten maxContext",
+		tn.describeModel(), gib(m.Weights), gib(m.Budget()), best.board.Name, best.label(), gib(best.ev.fit.Slice.MemoryBytes), max(gpus, group+1), group)
 }

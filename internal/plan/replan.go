@@ -55,7 +55,9 @@ func (p *planner) alignTo(cur *v1.Plan) {
 		var slots []int // indices into p.gpus of the board's non-canary GPUs
 		var contents []*gpuPlan
 		for i, g := range p.gpus {
-			if g.fg.board == b && !g.fg.canary {
+			// tensor-parallel groups stay where the packer put them: moving their GPUs one by
+			// one could split a group over nodes
+			if g.fg.board == b && !g.fg.canary && (g.whole == nil || g.whole.tp.Size == 0) {
 				slots = append(slots, i)
 				contents = append(contents, g)
 			}

@@ -77,7 +77,9 @@ func TestReplicaCountsHonoured(t *testing.T) {
 		t.Errorf("minReplicas %d: %d replicas, reasons %v", low, len(tn.Replicas), tn.Reasons)
 	}
 
-	high := need - 1
+	// below what any slice kind needs: tensor-parallel groups, faster per replica, need fewer
+	// replicas than whole GPUs (8 of TP 2 here), so the bound is set below all of them
+	high := 2
 	pool = base()
 	pool.Tenants[0].MaxReplicas = &high
 	tn = build(t, pool).Tenants[0]

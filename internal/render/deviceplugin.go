@@ -58,6 +58,27 @@ type ReplicatedResource struct {
 	Replicas int    `json:"replicas"`
 }
 
+// The device plugin's migStrategy values the configs use.
+const (
+	// MigStrategyMixed advertises MIG instances as nvidia.com/mig-<profile>; the plugin refuses
+	// MPS sharing with it.
+	MigStrategyMixed = "mixed"
+	// MigStrategyNone advertises whole GPUs only; the plugin's MPS sharing needs it.
+	MigStrategyNone = "none"
+)
+
+// migStrategyOf is the node's migStrategy: mixed when the plan gives one of its GPUs MIG mode
+// (any role: a canary's instances are advertised too), none otherwise, so whole-GPU MPS can run
+// there.
+func migStrategyOf(n *node) string {
+	for _, g := range n.gpus {
+		if g.plan.Mode == v1.ModeMIG {
+			return MigStrategyMixed
+		}
+	}
+	return MigStrategyNone
+}
+
 // strategy is how the device plugin must hand out one device.
 type strategy string
 
@@ -116,7 +137,13 @@ func (m *model) devicePluginConfig(n *node) DevicePluginConfig {
 		m.checkPairing(n.name, res, byRes[res])
 		m.noteUnused(n.name, res, w, byRes[res])
 	}
-	cfg := DevicePluginConfig{Version: "v1", Flags: DevicePluginFlags{MigStrategy: "mixed"}}
+	cfg := DevicePluginConfig{Version: "v1", Flags: DevicePluginFlags{MigStrategy: migStrategyOf(n)}}
+	if cfg.Flags.MigStrategy == MigStrategyMixed && len(shared[stratMPS]) > 0 {
+		m.problem(n.name, "nvidia.com/gpu", "the plan MPS-shares whole GPUs on a node with MIG GPUs, but the device "+
+			"plugin runs MPS only with migStrategy none (it refuses mixed) and MIG devices are advertised only "+
+			"with mixed; the node's config shares no whole GPU, so pods asking for nvidia.com/gpu.shared there stay Pending")
+		shared[stratMPS] = nil
+	}
 	switch {
 	case len(shared[stratTS]) > 0 && len(shared[stratMPS]) > 0:
 		m.problem(n.name, "", "the plan time-slices %s and MPS-shares %s, but the device plugin's time-slicing and "+

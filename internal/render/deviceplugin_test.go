@@ -77,7 +77,16 @@ var dpCases = []struct {
 			whole(p, "n0", 0, v1.ModeMPS, rep("c", mps(50, 30*v1.GiB)), rep("d", mps(50, 30*v1.GiB)))
 			mig(p, "n0", 1, inst("1g.10gb", 0, v1.SharingTimeSlice, rep("a", ts(1)), rep("b", ts(1))))
 		},
-		problems: []string{"node n0: the plan time-slices nvidia.com/mig-1g.10gb and MPS-shares nvidia.com/gpu"}},
+		// The MIG GPU makes the node mixed, where the plugin refuses MPS: whole-GPU MPS is dropped
+		// (a problem) and the MIG instances keep their time-slicing.
+		ts:       []ReplicatedResource{{"nvidia.com/mig-1g.10gb", 2}},
+		problems: []string{"node n0: nvidia.com/gpu: the plan MPS-shares whole GPUs on a node with MIG GPUs"}},
+	{name: "time-slicing and MPS on one node without MIG",
+		edit: func(p *v1.Plan) {
+			whole(p, "n0", 0, v1.ModeMPS, rep("c", mps(50, 30*v1.GiB)), rep("d", mps(50, 30*v1.GiB)))
+			whole(p, "n0", 1, v1.ModeTimeSlice, rep("a", ts(1)), rep("b", ts(1)))
+		},
+		problems: []string{"node n0: nvidia.com/gpu: the plan wants 2 references per device by mps (n0/0) and 2 references per device by time-slicing (n0/1)"}},
 	{name: "exclusive and time-sliced GPUs on one node",
 		edit: func(p *v1.Plan) {
 			whole(p, "n0", 0, v1.ModeExclusive, rep("c", v1.Limits{}))
@@ -126,8 +135,16 @@ func TestDevicePluginConfigs(t *testing.T) {
 			}
 			files := artifactMap(arts)
 			c := decodeDP(t, files["device-plugin/n0.yaml"])
-			if c.Version != "v1" || c.Flags.MigStrategy != "mixed" {
-				t.Errorf("header = %+v", c)
+			// mixed where n0 has a MIG GPU (instances are advertised by profile), none elsewhere
+			// (the plugin runs MPS only with none).
+			wantStrat := MigStrategyNone
+			for _, g := range plan.GPUs {
+				if g.Node == "n0" && g.Mode == v1.ModeMIG {
+					wantStrat = MigStrategyMixed
+				}
+			}
+			if c.Version != "v1" || c.Flags.MigStrategy != wantStrat {
+				t.Errorf("header = %+v, want migStrategy %s", c, wantStrat)
 			}
 			var gotTS, gotMPS []ReplicatedResource
 			if c.Sharing != nil && c.Sharing.TimeSlicing != nil {

@@ -40,7 +40,12 @@
 //
 // # Device plugin
 //
-// Each node gets a config with `flags.migStrategy: mixed` and, when it shares devices, either
+// Each node gets a config with `flags.migStrategy: mixed` when the plan gives one of its GPUs MIG
+// mode and `none` otherwise (the plugin refuses MPS sharing with mixed: "using
+// --mig-strategy=mixed is not supported with MPS"; the per-node config overrides the GPU
+// Operator's ClusterPolicy `mig.strategy`, which stays mixed, when the plugin runs without the
+// --mig-strategy flag and MIG_STRATEGY variable, which take precedence over the file). Whole-GPU MPS on a node with MIG
+// GPUs is a Problem and the node shares no whole GPU. When it shares devices, a config has either
 // `sharing.timeSlicing` (renameByDefault and failRequestsGreaterThanOne true) or `sharing.mps`
 // (renameByDefault true), with `resources: [{name, replicas}]` as in the k8s-device-plugin README.
 // A resource is nvidia.com/gpu (whole GPUs) or nvidia.com/mig-<profile>; with renameByDefault a

@@ -39,6 +39,7 @@ type group struct {
 	tenant   string
 	kind     v1.SliceKind
 	resource string
+	count    int // devices of resource per pod: the tensor-parallel size, else 1
 	args     []string
 	env      map[string]string
 	replicas []placedReplica
@@ -46,7 +47,7 @@ type group struct {
 }
 
 func (g *group) key() string {
-	return fmt.Sprint(g.kind, "|", g.resource, "|", strings.Join(g.args, "\x00"), "|", envString(g.env))
+	return fmt.Sprint(g.kind, "|", g.resource, "|", g.count, "|", strings.Join(g.args, "\x00"), "|", envString(g.env))
 }
 
 func envString(env map[string]string) string {
@@ -67,7 +68,7 @@ func (m *model) groups(tenant string, rs []placedReplica) []*group {
 	var out []*group
 	t := m.tenants[tenant]
 	for k, pr := range rs {
-		g := &group{tenant: tenant, kind: pr.d.kind, resource: pr.d.resource(), args: vllmArgs(t, rs, k), env: replicaEnv(pr)}
+		g := &group{tenant: tenant, kind: pr.d.kind, resource: pr.d.resource(), count: pr.count(), args: vllmArgs(t, rs, k), env: replicaEnv(pr)}
 		i := slices.IndexFunc(out, func(o *group) bool { return o.key() == g.key() })
 		if i < 0 {
 			out = append(out, g)
@@ -78,6 +79,9 @@ func (m *model) groups(tenant string, rs []placedReplica) []*group {
 	used := map[string]int{}
 	for _, g := range out {
 		base := deploymentName(tenant, g.kind, g.replicas[0].d)
+		if g.count > 1 {
+			base += fmt.Sprintf("-tp%d", g.count)
+		}
 		used[base]++
 		g.name = base
 		if used[base] > 1 {
@@ -88,7 +92,8 @@ func (m *model) groups(tenant string, rs []placedReplica) []*group {
 	return out
 }
 
-// deploymentName is "<tenant>-<slice>", like chat-gpu, code-complete-mig-3g-40gb, docs-qa-mig-3g-40gb-mps.
+// deploymentName is "<tenant>-<slice>", like chat-gpu, code-complete-mig-3g-40gb, docs-qa-mig-3g-40gb-mps;
+// groups add "-tp<N>" for tensor-parallel replicas (chat-gpu-tp4).
 func deploymentName(tenant string, k v1.SliceKind, d *device) string {
 	s := "gpu"
 	if d.instance != nil {
@@ -120,7 +125,11 @@ func (m *model) deployment(g *group) appsv1.Deployment {
 	var slots []string
 	for _, pr := range g.replicas {
 		nodes[pr.d.node] = true
-		slots = append(slots, fmt.Sprintf("%d@%s", pr.r.Index, pr.d.where()))
+		where := pr.d.where()
+		if pr.count() > 1 {
+			where = pr.gpus()
+		}
+		slots = append(slots, fmt.Sprintf("%d@%s", pr.r.Index, where))
 	}
 	hosts := make([]string, 0, len(nodes))
 	for n := range nodes {
@@ -172,7 +181,7 @@ func (m *model) podSpec(g *group, hosts []string) corev1.PodSpec {
 	c := corev1.Container{Name: "vllm", Image: Image, Args: g.args,
 		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000, Protocol: corev1.ProtocolTCP}},
 		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
-			corev1.ResourceName(g.resource): resource.MustParse("1")}}}
+			corev1.ResourceName(g.resource): *resource.NewQuantity(int64(max(g.count, 1)), resource.DecimalSI)}}}
 	keys := make([]string, 0, len(g.env))
 	for k := range g.env {
 		keys = append(keys, k)
@@ -199,6 +208,13 @@ func (m *model) podSpec(g *group, hosts []string) corev1.PodSpec {
 		spec.Volumes = []corev1.Volume{{Name: "mps-pipe", VolumeSource: corev1.VolumeSource{
 			HostPath: &corev1.HostPathVolumeSource{Path: pipe, Type: &hp}}}}
 		c.VolumeMounts = []corev1.VolumeMount{{Name: "mps-pipe", MountPath: pipe}}
+	}
+	if g.count > 1 {
+		// tensor-parallel workers exchange tensors through shared memory: a memory-backed
+		// /dev/shm, as vLLM's Kubernetes deployment guide sets for tensor parallelism
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "dshm", VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "dshm", MountPath: "/dev/shm"})
 	}
 	spec.Containers = []corev1.Container{c}
 	return spec

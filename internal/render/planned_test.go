@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	v1 "gpupool.dev/gpupool/api/v1"
@@ -60,5 +62,76 @@ func TestPlannedPoolsRenderClean(t *testing.T) {
 		for _, p := range renderProblems(t, pool) {
 			t.Errorf("synthetic pool %d (%d tenants): %s", i, len(pool.Tenants), p)
 		}
+	}
+}
+
+// A tensor-parallel plan renders as one pod per replica requesting the group's GPUs, vLLM told
+// the degree, a memory-backed /dev/shm, and an unshared nvidia.com/gpu on a node with
+// migStrategy none: Llama-3.1-70B in bf16 on H100s, which the planner gives groups of 2 GPUs.
+func TestTensorParallelRendered(t *testing.T) {
+	pool, err := v1.LoadPool([]byte(`apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: tp}
+fleet:
+  nodes:
+  - name: n0
+    gpus: [{board: H100-SXM5-80GB, count: 8}]
+policy:
+  burstPoolPercent: 0
+tenants:
+- name: big
+  model: {name: llama-3.1-70b, quantization: bf16}
+  isolation: hard
+  concurrency: 32
+  traffic: {rps: 0.5, inputTokens: 1024, outputTokens: 256}
+  slo: {ttftP99: 5s, tpotP99: 100ms}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := plan.Build(context.Background(), pool, plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.Tenants[0].Infeasible {
+		t.Fatalf("infeasible: %v", pl.Tenants[0].Reasons)
+	}
+	size := 0
+	for _, g := range pl.GPUs {
+		for _, r := range g.Replicas {
+			size = r.TensorParallel.Size
+		}
+	}
+	if size < 2 {
+		t.Fatalf("no tensor-parallel replica in the plan")
+	}
+	arts, err := Artifacts(pl, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := artifactMap(arts)
+	deps := decodeDeployments(t, files["k8s/big.yaml"])
+	if len(deps) != 1 || *deps[0].Spec.Replicas != int32(len(pl.Tenants[0].Replicas)) {
+		t.Fatalf("%d deployments for %d replicas", len(deps), len(pl.Tenants[0].Replicas))
+	}
+	c := deps[0].Spec.Template.Spec.Containers[0]
+	if q := c.Resources.Limits["nvidia.com/gpu"]; q.Value() != int64(size) || len(c.Resources.Limits) != 1 {
+		t.Errorf("limits %v, want nvidia.com/gpu: %d", c.Resources.Limits, size)
+	}
+	if v := flagValue(c.Args, "--tensor-parallel-size"); v != strconv.Itoa(size) {
+		t.Errorf("args %v: --tensor-parallel-size %q, want %d", c.Args, v, size)
+	}
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/dev/shm" {
+		t.Errorf("mounts %v, want a /dev/shm", c.VolumeMounts)
+	}
+	if !strings.HasSuffix(deps[0].Name, "-tp"+strconv.Itoa(size)) {
+		t.Errorf("deployment %q does not name the degree", deps[0].Name)
+	}
+	dp := decodeDP(t, files["device-plugin/n0.yaml"])
+	if dp.Flags.MigStrategy != MigStrategyNone || dp.Sharing != nil {
+		t.Errorf("device plugin config %+v, want migStrategy none and no sharing", dp)
+	}
+	if !strings.Contains(string(files["vllm/big.yaml"]), "gpuCount: "+strconv.Itoa(size)) {
+		t.Errorf("vllm/big.yaml does not give the GPU count:\n%s", files["vllm/big.yaml"])
 	}
 }

@@ -40,8 +40,11 @@ func readmeArtifact(m *model, arts []Artifact) Artifact {
 	b.WriteString(`
 ## How to apply
 
-1. Run the NVIDIA GPU Operator with ` + "`mig.strategy=mixed`" + ` (MIG instances are advertised as
-   ` + "`nvidia.com/mig-<profile>`" + `), ` + "`kubectl apply -f mig-parted/configmap.yaml -n <operator namespace>`" + `
+1. Run the NVIDIA GPU Operator with ` + "`mig.strategy=mixed`" + ` in its ClusterPolicy (MIG instances are
+   advertised as ` + "`nvidia.com/mig-<profile>`" + `; each node's device-plugin config below overrides it with
+   ` + "`migStrategy: none`" + ` on nodes without MIG GPUs, since the plugin refuses MPS with ` + "`mixed`" + `;
+   the plugin's documentation gives its ` + "`--mig-strategy`" + ` flag and ` + "`MIG_STRATEGY`" + ` variable precedence over
+   the config file, so check that the plugin's DaemonSet sets neither), ` + "`kubectl apply -f mig-parted/configmap.yaml -n <operator namespace>`" + `
    and set ` + "`migManager.config.name=" + MigPartedConfigMap + "`" + `. Without the operator:
    ` + "`nvidia-mig-parted apply -f " + MigPartedPath + " -c <config>`" + ` on each node.
 2. ` + "`kubectl apply -f device-plugin/configmap.yaml -n <device-plugin namespace>`" + ` and point the device

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -12,10 +13,26 @@ import (
 	"gpupool.dev/gpupool/internal/llm"
 )
 
-// placedReplica is one tenant replica and the device it runs on.
+// placedReplica is one tenant replica and the device it runs on (the first of a tensor-parallel
+// group).
 type placedReplica struct {
 	r v1.PlanReplica
 	d *device
+}
+
+// count is how many devices the replica's pod requests: its tensor-parallel size, else 1.
+func (pr placedReplica) count() int { return max(pr.r.TensorParallel.Size, 1) }
+
+// gpus names the replica's GPUs: "node/3", or "node/0,1" for a tensor-parallel group.
+func (pr placedReplica) gpus() string {
+	if g := pr.r.TensorParallel.GPUs; len(g) > 0 {
+		parts := make([]string, len(g))
+		for i, x := range g {
+			parts[i] = strconv.Itoa(x)
+		}
+		return pr.d.node + "/" + strings.Join(parts, ",")
+	}
+	return fmt.Sprintf("%s/%d", pr.d.node, pr.d.gpu)
 }
 
 // replicasByTenant lists every replica of the plan per tenant, in index order.
@@ -23,6 +40,9 @@ func (m *model) replicasByTenant() (map[string][]placedReplica, []string) {
 	by := map[string][]placedReplica{}
 	for _, d := range m.devices() {
 		for _, r := range d.replicas {
+			if tp := r.TensorParallel.GPUs; len(tp) > 0 && tp[0] != d.gpu {
+				continue // a tensor-parallel replica runs once, from its group's first GPU
+			}
 			by[r.Tenant] = append(by[r.Tenant], placedReplica{r, d})
 		}
 	}
@@ -50,7 +70,8 @@ func modelName(t v1.Tenant) string {
 // vllmArgs returns the arguments one replica runs with: the plan's (a replica without any takes
 // those of the tenant's lowest-indexed replica that has them), with --model added when missing
 // and --gpu-memory-utilization added when missing and the replica has a memory limit (the limit
-// over the device's memory, rounded down to hundredths, so vLLM stays inside the plan's budget).
+// over the device's memory, rounded down to hundredths, so vLLM stays inside the plan's budget),
+// and --tensor-parallel-size for a tensor-parallel replica, when missing.
 func vllmArgs(t v1.Tenant, rs []placedReplica, k int) []string {
 	args := rs[k].r.VLLMArgs
 	for i := 0; len(args) == 0 && i < len(rs); i++ {
@@ -59,6 +80,9 @@ func vllmArgs(t v1.Tenant, rs []placedReplica, k int) []string {
 	out := append([]string(nil), args...)
 	if !hasFlag(out, "--model") {
 		out = append([]string{"--model", modelName(t)}, out...)
+	}
+	if n := rs[k].r.TensorParallel.Size; n > 1 && !hasFlag(out, "--tensor-parallel-size") {
+		out = append(out, "--tensor-parallel-size", strconv.Itoa(n))
 	}
 	d, l := rs[k].d, rs[k].r.Limits
 	if !hasFlag(out, "--gpu-memory-utilization") && !hasFlag(out, "--kv-cache-memory-bytes") && l.Memory > 0 && d.capacity > 0 {
@@ -99,11 +123,14 @@ type VLLMTenant struct {
 
 // VLLMReplica is one replica's slice and arguments.
 type VLLMReplica struct {
-	Index    int               `json:"index"`
-	GPU      string            `json:"gpu"`
-	Instance string            `json:"instance,omitempty"`
-	Slice    v1.SliceKind      `json:"slice"`
-	Resource string            `json:"resource"`
+	Index    int          `json:"index"`
+	GPU      string       `json:"gpu"`
+	Instance string       `json:"instance,omitempty"`
+	Slice    v1.SliceKind `json:"slice"`
+	Resource string       `json:"resource"`
+	// GPUCount is how many devices of Resource the replica takes: its tensor-parallel size; 1
+	// when omitted.
+	GPUCount int               `json:"gpuCount,omitempty"`
 	Args     []string          `json:"args"`
 	Env      map[string]string `json:"env,omitempty"`
 }
@@ -116,8 +143,11 @@ func vllmArtifacts(m *model) ([]Artifact, error) {
 		f := VLLMTenant{Tenant: name}
 		rs := by[name]
 		for k, pr := range rs {
-			vr := VLLMReplica{Index: pr.r.Index, GPU: fmt.Sprintf("%s/%d", pr.d.node, pr.d.gpu), Slice: pr.d.kind,
+			vr := VLLMReplica{Index: pr.r.Index, GPU: pr.gpus(), Slice: pr.d.kind,
 				Resource: pr.d.resource(), Args: vllmArgs(t, rs, k), Env: replicaEnv(pr)}
+			if n := pr.count(); n > 1 {
+				vr.GPUCount = n
+			}
 			if f.Model == "" {
 				f.Model = flagValue(vr.Args, "--model")
 			}

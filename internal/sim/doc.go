@@ -51,6 +51,12 @@
 // busy (power only). So a noisy tenant slows its MPS and time-slice neighbours and never its MIG
 // neighbours. A replica with work starts its next step as soon as one ends.
 //
+// A tensor-parallel replica (the plan's tensorParallel group) is one engine, perf's
+// tensor-parallel model over the group (all-reduce over the board's link, KV cache per GPU),
+// placed on the group's first GPU; the group's other GPUs hold no engine, so their busy timeline
+// stays empty while the first GPU's stands for the group (the engine's energy counts every GPU
+// of the group).
+//
 // An arrival goes to its tenant's least-loaded replica (fewest requests running and waiting,
 // ties to the first in plan order). It is dropped, and counted, when the tenant has no replica,
 // when prompt + output cannot fit the replica's KV cache, or when the replica already has

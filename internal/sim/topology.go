@@ -172,7 +172,15 @@ func (s *Sim) buildGPU(p string, g v1.PlanGPU, models map[string]*perf.Model) []
 		case v1.ModeTimeSlice:
 			mode = perf.TimeSlice
 		}
-		errs = append(errs, s.buildDomain(p, gi, gs.ref, board, nil, mode, g.Replicas, models)...)
+		// A tensor-parallel replica runs once, on its group's first GPU, as one engine over the
+		// group (perf's tensor-parallel model); the group's other GPUs hold no engine.
+		reps := make([]v1.PlanReplica, 0, len(g.Replicas))
+		for _, r := range g.Replicas {
+			if tp := r.TensorParallel.GPUs; len(tp) == 0 || tp[0] == g.Index {
+				reps = append(reps, r)
+			}
+		}
+		errs = append(errs, s.buildDomain(p, gi, gs.ref, board, nil, mode, reps, models)...)
 		return errs
 	}
 	for ii, in := range g.Instances {
@@ -216,6 +224,9 @@ func (s *Sim) buildDomain(p string, gi int32, name string, b *gpu.Board, prof *g
 			continue // reported by ValidatePlan or models
 		}
 		sl := perf.Slice{Board: b, Profile: prof, Mode: mode, Replicas: len(reps)}
+		if n := r.TensorParallel.Size; n > 1 {
+			sl.TensorParallel = n
+		}
 		// The tenant's energy class locks the GPU's clocks (the planner puts one class per GPU).
 		cp, err := s.cfg.Perf.ClockCap(string(s.tenants[ti].spec.EnergyClass))
 		if err != nil {

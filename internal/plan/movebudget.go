@@ -1,0 +1,154 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// countMoves counts the replicas a migration moves.
+func countMoves(steps []Step) int {
+	n := 0
+	for _, s := range steps {
+		if s.Kind == StepMove {
+			n++
+		}
+	}
+	return n
+}
+
+// limitMoves applies Options.MaxMoves to the re-packed plan next: within the budget it stands;
+// above it the plan in force is kept when it still serves the pool, with a MoveBudget reason on
+// every tenant saying how many GPUs that gives up; otherwise it is an error, never a plan that
+// moves more replicas than allowed.
+func (p *planner) limitMoves(next *v1.Plan) (*v1.Plan, error) {
+	limit := *p.o.MaxMoves
+	moves := countMoves(replicaSteps(p.o.Current, next))
+	if moves <= limit {
+		return next, nil
+	}
+	kept, err := p.keepCurrent(next)
+	if err != nil {
+		return nil, fmt.Errorf("build plan: re-packing moves %d replicas, more than max-moves %d, and the plan in force cannot be kept: %w",
+			moves, limit, err)
+	}
+	r := v1.NewReason(v1.ReasonMoveBudget, "the plan in force is kept: re-packing would run the pool on %d GPUs instead of %d (%d fewer) but move %d replicas, more than max-moves %d",
+		next.Summary.GPUsUsed, kept.Summary.GPUsUsed, kept.Summary.GPUsUsed-next.Summary.GPUsUsed, moves, limit)
+	for i := range kept.Tenants {
+		kept.Tenants[i].Reasons = append(kept.Tenants[i].Reasons, r)
+	}
+	return kept, nil
+}
+
+// keepCurrent is the plan in force for the pool as it is now: replicas of tenants no longer in
+// the pool stop (their GPUs become idle when nothing else runs there), everything else stays.
+// It serves the pool only when every tenant the re-packed plan next serves runs, in the plan in
+// force, at least next's replica count on the slice kind next chose (same board, kind, MIG
+// profile and tensor-parallel group size) with no more replicas per GPU or instance than next's
+// share, so each replica has no more neighbours than the sizing assumed; and the result must pass
+// v1.ValidatePlan against the pool (caps, fixed counts, policy, the new lower bound). The error
+// says which tenant or rule fails.
+func (p *planner) keepCurrent(next *v1.Plan) (*v1.Plan, error) {
+	cur := p.o.Current
+	inPool := map[string]*tenant{}
+	for _, tn := range p.tenants {
+		inPool[tn.t.Name] = tn
+	}
+	kept := &v1.Plan{APIVersion: next.APIVersion, Kind: next.Kind, Metadata: next.Metadata, Pool: next.Pool}
+	type slotUse struct {
+		board, kind, profile string
+		share, tp            int
+	}
+	uses := map[string][]slotUse{}
+	for _, g := range cur.GPUs {
+		g.Replicas = slices.DeleteFunc(slices.Clone(g.Replicas), func(r v1.PlanReplica) bool { return inPool[r.Tenant] == nil })
+		for _, r := range g.Replicas {
+			if tp := r.TensorParallel.GPUs; len(tp) > 0 && tp[0] != g.Index {
+				continue
+			}
+			uses[r.Tenant] = append(uses[r.Tenant], slotUse{g.Board, string(modeSlice(g.Mode)), "", len(g.Replicas), max(r.TensorParallel.Size, 1)})
+		}
+		g.Instances = slices.Clone(g.Instances)
+		for i := range g.Instances {
+			in := &g.Instances[i]
+			in.Replicas = slices.DeleteFunc(slices.Clone(in.Replicas), func(r v1.PlanReplica) bool { return inPool[r.Tenant] == nil })
+			for _, r := range in.Replicas {
+				uses[r.Tenant] = append(uses[r.Tenant], slotUse{g.Board, string(instSlice(in.Sharing.Mode)), in.Profile, len(in.Replicas), 1})
+			}
+		}
+		if g.Role == v1.RolePool && g.ReplicaCount() == 0 {
+			g.Role = v1.RoleIdle
+		}
+		kept.GPUs = append(kept.GPUs, g)
+	}
+	var errs []error
+	for _, tn := range p.tenants {
+		c := tn.choice
+		if c == nil {
+			continue
+		}
+		var have []slotUse
+		for _, u := range uses[tn.t.Name] {
+			if u.board == c.board.Name && u.kind == string(c.kind) && u.profile == profName(c.profile) && u.tp == max(c.tp, 1) && u.share <= c.share {
+				have = append(have, u)
+			}
+		}
+		if want := planned(next, tn.t.Name); len(have) < want || len(have) < len(uses[tn.t.Name]) {
+			errs = append(errs, fmt.Errorf("tenant %s runs %d replicas there, %d of them on %s of %s with at most %d per slice; the pool now needs %d",
+				tn.t.Name, len(uses[tn.t.Name]), len(have), c.label(), c.board.Name, c.share, want))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	for _, t := range cur.Tenants {
+		if inPool[t.Name] != nil {
+			kept.Tenants = append(kept.Tenants, t)
+		}
+	}
+	used := 0
+	for _, g := range kept.GPUs {
+		if g.ReplicaCount() > 0 {
+			used++
+		}
+	}
+	kept.Summary = v1.Summary{GPUsUsed: used, GPUsTotal: len(kept.GPUs), LowerBound: next.Summary.LowerBound,
+		Baselines: next.Summary.Baselines, Objective: cur.Summary.Objective}
+	if err := v1.ValidatePlan(kept, p.pool); err != nil {
+		return nil, fmt.Errorf("it is not valid for the pool: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	return kept, nil
+}
+
+// planned is how many replicas next gives tenant name.
+func planned(next *v1.Plan, name string) int {
+	for _, t := range next.Tenants {
+		if t.Name == name {
+			return len(t.Replicas)
+		}
+	}
+	return 0
+}
+
+func modeSlice(m v1.Mode) v1.SliceKind {
+	switch m {
+	case v1.ModeMPS:
+		return v1.SliceMPS
+	case v1.ModeTimeSlice:
+		return v1.SliceTimeSlice
+	}
+	return v1.SliceExclusive
+}
+
+func instSlice(s v1.SharingMode) v1.SliceKind {
+	switch s {
+	case v1.SharingMPS:
+		return v1.SliceMIGMPS
+	case v1.SharingTimeSlice:
+		return v1.SliceMIGTimeSlice
+	}
+	return v1.SliceMIG
+}

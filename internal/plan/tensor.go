@@ -1,0 +1,139 @@
+package plan
+
+import (
+	"fmt"
+	"strconv"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/gpu"
+	"gpupool.dev/gpupool/internal/llm"
+	"gpupool.dev/gpupool/internal/perf"
+)
+
+// maxNodeGPUs is the most GPUs of board b one node of the fleet offers the pool (canaries
+// excluded): a tensor-parallel group never spans nodes. Computed once per board.
+func (p *planner) maxNodeGPUs(b *gpu.Board) int {
+	if n, ok := p.nodeGPUs[b]; ok {
+		return n
+	}
+	per := map[string]int{}
+	most := 0
+	for _, g := range p.fleet {
+		if g.board == b && !g.canary {
+			per[g.ref.Node]++
+			most = max(most, per[g.ref.Node])
+		}
+	}
+	if p.nodeGPUs == nil {
+		p.nodeGPUs = map[*gpu.Board]int{}
+	}
+	p.nodeGPUs[b] = most
+	return most
+}
+
+// measureTP evaluates one replica over c.tp whole GPUs: perf's tensor-parallel engine (its KV
+// capacity: memory × utilization − weights/tp − reserve per GPU), which must hold vLLM's
+// max-model-len (vLLM refuses to start otherwise), and the queueing model over that engine.
+// vLLM's arguments are those of one GPU (context, quantization, KV dtype) with the engine's
+// batch limits and --tensor-parallel-size.
+func (p *planner) measureTP(tn *tenant, c *cand) *evalResult {
+	b := c.board
+	r := &evalResult{}
+	dev := llm.VisibleBytes(b.MemoryMiB)
+	one, err := llm.FitSlice(tn.model, tn.llmOpt, llm.Slice{Board: b.Name, Kind: llm.SliceGPU, Name: "gpu",
+		MemoryBytes: dev, GPUBytes: dev, SMs: b.SMs})
+	if err != nil {
+		r.err = fmt.Errorf("fit %s on %s %s: %w", tn.t.Name, b.Name, c.label(), err)
+		return r
+	}
+	e, err := tn.perfM.Place(perf.Slice{Board: b, TensorParallel: c.tp})
+	if err != nil {
+		r.err = err
+		return r
+	}
+	kv := e.KVCapacityTokens()
+	args := one.Args
+	args.GPUMemoryUtilization = p.popts.GPUMemoryUtilization
+	args.MaxNumSeqs, args.MaxNumBatchedTokens = e.MaxSeqs(), e.MaxBatchedTokens()
+	args.EnforceEager = tn.llmOpt.EnforceEager
+	r.fit = llm.Fit{Slice: llm.Slice{Board: b.Name, Kind: llm.SliceGPU, Name: "tp" + strconv.Itoa(c.tp),
+		MemoryBytes: dev * int64(c.tp), GPUBytes: dev, SMs: b.SMs * c.tp}, MaxTokens: kv, Args: args,
+		Memory: one.Memory} // what the model needs (weights, KV cache at its context, workspace), as on one GPU
+	if need := int64(max(args.MaxModelLen, tn.work.InputTokens+tn.work.OutputTokens)); kv < need {
+		r.fit.Reasons = []string{fmt.Sprintf("%d GPUs tensor-parallel leave a KV cache of %d tokens, less than max-model-len %d",
+			c.tp, max(kv, 0), need)}
+		return r
+	}
+	r.fit.Fits = true
+	r.q = newQModel(e, tn.work, sizingLoad(c), e.MaxSeqs(), kv)
+	rate, st := r.q.maxRate(tn.slo)
+	r.rate = perf.Rate{RequestsPerSec: rate, OutputTokensPerSec: rate * float64(tn.work.OutputTokens),
+		TTFT: seconds(st.ttft), TPOT: seconds(st.tpot), Limit: meets(r.q.state(rate*1.01+1e-9, 1), tn.slo)}
+	return r
+}
+
+// vllmFlags are the replica's vLLM flags: the fit's, and --tensor-parallel-size for a
+// tensor-parallel replica.
+func vllmFlags(c *cand) []string {
+	f := c.ev.fit.Args.Flags()
+	if c.tp > 1 {
+		f = append(f, "--tensor-parallel-size", strconv.Itoa(c.tp))
+	}
+	return f
+}
+
+// takeGroup takes n free GPUs of board on one node (the node whose free GPUs come first in fleet
+// order among those with n free and a compatible use) for a tensor-parallel unit, and records the
+// node's use; nil when no node has n.
+func (p *planner) takeGroup(board *gpu.Board, free map[string][]*gpuPlan, want map[string]migUse, n int) []*gpuPlan {
+	gs := free[board.Name]
+	byNode := map[string][]int{}
+	var order []string
+	for i, g := range gs {
+		node := g.fg.ref.Node
+		if _, ok := byNode[node]; !ok {
+			order = append(order, node)
+		}
+		byNode[node] = append(byNode[node], i)
+	}
+	for _, node := range order {
+		idx := byNode[node]
+		if len(idx) < n || !p.compatible(node, want) {
+			continue
+		}
+		take := map[int]bool{}
+		var out []*gpuPlan
+		for _, i := range idx[:n] {
+			take[i] = true
+			out = append(out, gs[i])
+		}
+		rest := make([]*gpuPlan, 0, len(gs)-n)
+		for i, g := range gs {
+			if !take[i] {
+				rest = append(rest, g)
+			}
+		}
+		free[board.Name] = rest
+		nu := p.nodeUse[node]
+		if nu == nil {
+			nu = map[string]migUse{}
+			p.nodeUse[node] = nu
+		}
+		for k, u := range want {
+			if _, set := nu[k]; !set {
+				nu[k] = u
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// tpGroup is the plan's tensorParallel field of a unit placed on gs.
+func tpGroup(gs []*gpuPlan) v1.TensorParallel {
+	t := v1.TensorParallel{Size: len(gs)}
+	for _, g := range gs {
+		t.GPUs = append(t.GPUs, g.fg.ref.Index)
+	}
+	return t
+}
