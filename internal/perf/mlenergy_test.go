@@ -70,3 +70,57 @@ func TestJoulesPerTokenMLEnergyH100(t *testing.T) {
 		}
 	}
 }
+
+// mlEnergy70BOnFour are the same leaderboard's rows for Llama-3.1-70B-Instruct (bf16) on four
+// H100s, tensor-parallel 4, lm-arena-chat, vLLM 0.11.1 (public/data/models/
+// meta-llama__Llama-3.1-70B-Instruct__lm-arena-chat.json): max_num_seqs, mean output tokens,
+// average power of the four GPUs together, output throughput, J per output token. All out of
+// sample: nothing was fitted to them.
+var mlEnergy70BOnFour = []struct {
+	seqs    int
+	out     int
+	watts   float64
+	tokPerS float64
+	jPerTok float64
+}{
+	{8, 350, 1765, 470, 3.7587},
+	{16, 354, 1804, 863, 2.0910},
+	{32, 351, 1794, 1487, 1.2069},
+	{64, 352, 2002, 2511, 0.7972},
+	{128, 359, 2184, 3876, 0.5634},
+	{256, 349, 2354, 4915, 0.4790},
+}
+
+// The 70B-on-four reference check is NOT met at 25 %: the model's J per output token is within
+// 25 % at batch 8 and 64 only, 27-60 % high elsewhere (power 15-43 % high at batch 8-32, where
+// all-reduces are drawn at the memory-bound power; throughput 22-35 % low at 128-256). This test
+// logs every row and guards only against a regression beyond a factor of 2 of the measurement,
+// so that the gap is visible in `go test -v -run MLEnergy` until the model closes it.
+func TestJoulesPerTokenMLEnergy70BOnFour(t *testing.T) {
+	a, err := llm.Lookup("llama-3.1-70b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(a, llm.QuantBF16, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := mustEngine(t, m, Slice{Board: h100(t), TensorParallel: 4})
+	within := 0
+	for _, row := range mlEnergy70BOnFour {
+		r, err := e.Estimate(Workload{InputTokens: 1024, OutputTokens: row.out, Concurrency: row.seqs}, Load{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := r.JoulesPerToken/row.jPerTok - 1
+		if math.Abs(off) <= 0.25 {
+			within++
+		}
+		t.Logf("batch %3d: %4.0f W (measured %4.0f), %5.0f tok/s (%5.0f), %.3f J/token (%.3f): %+.0f %%",
+			row.seqs, r.PowerWatts, row.watts, r.OutputTokensPerSec, row.tokPerS, r.JoulesPerToken, row.jPerTok, 100*off)
+		if r.JoulesPerToken > 2*row.jPerTok || r.JoulesPerToken < row.jPerTok/2 {
+			t.Errorf("batch %d: %.3f J/token, more than a factor of 2 from the measured %.3f", row.seqs, r.JoulesPerToken, row.jPerTok)
+		}
+	}
+	t.Logf("%d of %d rows within 25 %%", within, len(mlEnergy70BOnFour))
+}
