@@ -12,47 +12,51 @@ type costSlice struct {
 	kind   string  // "mig", "mps", "timeslice", "whole"
 	inst   string  // the MIG instance, "3g.40gb@4"
 	size   float64 // MIG: the instance's compute slices over the board's
-	smPct  float64 // NVML's SM utilisation of the engine's process, percent; -1 unknown
 	share  float64 // the plan's SM share (MPS), 0 when unset
 }
 
-// costDevice builds one GPU's device over an interval of dt seconds with energy joules: each
-// slice's reserved fraction by docs/cost.md's table (MIG: its size, divided among the replicas
-// sharing the instance; MPS: its SM share, even when unset; time-slice of k: 1/k; whole: 1) and
-// its activity (MPS, time-slicing, whole: SM utilisation × dt; MIG: size × dt, as NVML gives no
-// per-instance activity the agent reads, so on MIG showback equals chargeback).
-func costDevice(uuid, board string, dt, joules float64, sl []costSlice) cost.Device {
+// costDevice builds one GPU's device over an interval of dt seconds with energy joules, of which
+// tenantJ is what the agent's energy attribution gave each tenant: each slice's reserved fraction
+// by docs/cost.md's table (MIG: its size, divided among the replicas sharing the instance; MPS:
+// its SM share, even when unset; time-slice of k: 1/k; whole: 1) and its activity as the measured
+// bill (`gpupool cost --from`, cost.FromMeasured) takes it: its tenant's energy on the GPU, split
+// evenly over the tenant's slices there, over the board's dynamic range (TDP − idle), in
+// GPU-seconds at full power. The agent's energy metrics and its cost counters thus split a GPU's
+// active energy alike.
+func costDevice(uuid, board string, dt, joules float64, sl []costSlice, tenantJ map[string]float64) cost.Device {
 	d := cost.Device{GPU: uuid, Board: board, Basis: cost.Measured, Seconds: dt, EnergyJ: max(joules, 0), IdleWatts: idleWatts(board)}
+	span := 0.0
 	if b, err := gpu.Lookup(board); err == nil {
-		d.Board = b.Name
+		d.Board, span = b.Name, b.TDPWatts-d.IdleWatts
 	}
-	perInst, n := map[string]int{}, map[string]int{}
+	perInst, n, perTenant := map[string]int{}, map[string]int{}, map[string]int{}
 	for _, s := range sl {
 		n[s.kind]++
+		perTenant[s.tenant]++
 		if s.kind == "mig" {
 			perInst[s.inst]++
 		}
 	}
 	for _, s := range sl {
-		var r, a float64
+		var r float64
 		switch s.kind {
 		case "mig":
 			r = s.size / float64(perInst[s.inst])
-			a = r
 		case "mps":
 			r = s.share
 			if !(r > 0) {
 				r = 1 / float64(n["mps"])
 			}
-			a = max(s.smPct, 0) / 100
 		case "timeslice":
 			r = 1 / float64(n["timeslice"])
-			a = max(s.smPct, 0) / 100
 		default:
 			r = 1
-			a = max(s.smPct, 0) / 100
 		}
-		d.Slices = append(d.Slices, cost.Slice{Tenant: s.tenant, Reserved: r, Active: a * dt})
+		a := 0.0
+		if span > 0 {
+			a = max(tenantJ[s.tenant], 0) / float64(perTenant[s.tenant]) / span
+		}
+		d.Slices = append(d.Slices, cost.Slice{Tenant: s.tenant, Reserved: r, Active: a})
 	}
 	return d
 }

@@ -307,11 +307,10 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 		}
 		sl := metrics.Slice{GPU: g.UUID, Slice: e.Slice, Tenant: e.Tenant, MemoryPlanned: float64(e.MemoryPlanned), SMShare: e.SMShare}
 		w := 0.0
-		cs := costSlice{tenant: e.Tenant, kind: e.Slice, smPct: -1, share: e.SMShare}
+		cs := costSlice{tenant: e.Tenant, kind: e.Slice, share: e.SMShare}
 		for _, p := range procs[g.UUID] {
 			if p.PID == e.PID && e.PID != 0 {
 				sl.MemoryUsed, w = float64(p.UsedBytes), float64(p.SMPercent)
-				cs.smPct = w
 			}
 		}
 		if in, err := gpu.ParseInstance(e.Slice); err == nil {
@@ -349,15 +348,16 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 			// Idle power stays on the GPU's idle line; only the energy above it goes to tenants.
 			delta := metrics.CounterDelta(prev, g.EnergyJoules)
 			active, idle := metrics.SplitIdle(delta, idleWatts(g.Board), now-prevT, len(shares[g.UUID]) > 0)
-			if a.cost != nil {
-				if err := addCost(a.cost, a.prices, costDevice(g.UUID, g.Board, now-prevT, delta, costSlices[g.UUID])); err != nil {
-					a.Log.Debug("cost", "gpu", g.UUID, "err", err)
-				}
-			}
 			a.prev["idle:"+g.UUID] += idle
-			for t, j := range metrics.Attribute(active, shares[g.UUID]) {
+			split := metrics.Attribute(active, shares[g.UUID])
+			for t, j := range split {
 				joules[t] += j
 				a.prev["tg:"+g.UUID+"\x00"+t] += j
+			}
+			if a.cost != nil {
+				if err := addCost(a.cost, a.prices, costDevice(g.UUID, g.Board, now-prevT, delta, costSlices[g.UUID], split)); err != nil {
+					a.Log.Debug("cost", "gpu", g.UUID, "err", err)
+				}
 			}
 		}
 		snap.GPUs[i].IdleEnergyJoules = a.prev["idle:"+g.UUID]
