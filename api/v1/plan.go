@@ -194,6 +194,42 @@ type Summary struct {
 	Baselines []Baseline `json:"baselines,omitzero"`
 	// Objective is the value of the planner's objective for this plan (lower is better).
 	Objective float64 `json:"objective,omitzero"`
+	// Cost is the plan's cost per hour by docs/cost.md's rule on the planned basis, with the
+	// Pool's policy.cost; absent when the Pool has none.
+	Cost *PlanCost `json:"cost,omitzero"`
+}
+
+// PlanCost is a plan's cost per hour (planned basis: each replica busy in proportion to its
+// tenant's offered rate over the rate its replicas sustain, a GPU at idle power plus TDP above
+// idle while busy; docs/cost.md). A money figure is absent when the policy lacks a price it
+// needs, a carbon figure when it lacks that intensity.
+type PlanCost struct {
+	// Basis is "planned".
+	Basis string `json:"basis"`
+	// Currency is the policy's currency, with any money figure.
+	Currency string `json:"currency,omitzero"`
+	// UsedHardwarePerHour is the hourly price of the GPUs that run a replica; FleetHardwarePerHour
+	// of every GPU of the plan (the fleet, used or not).
+	UsedHardwarePerHour  *float64 `json:"usedHardwarePerHour,omitzero"`
+	FleetHardwarePerHour *float64 `json:"fleetHardwarePerHour,omitzero"`
+	// EnergyPerHour is the fleet's energy cost per hour (facility energy when a PUE is given);
+	// TotalPerHour is FleetHardwarePerHour + EnergyPerHour.
+	EnergyPerHour *float64 `json:"energyPerHour,omitzero"`
+	TotalPerHour  *float64 `json:"totalPerHour,omitzero"`
+	// ITEnergyKWhPerHour is the fleet's IT energy in an hour, in kWh.
+	ITEnergyKWhPerHour float64 `json:"itEnergyKWhPerHour"`
+	// GCO2ePerHour* are the fleet's emissions in an hour, location- and market-based.
+	GCO2ePerHourLocationBased *float64 `json:"gCO2ePerHourLocationBased,omitzero"`
+	GCO2ePerHourMarketBased   *float64 `json:"gCO2ePerHourMarketBased,omitzero"`
+	// Baselines price each of Summary.Baselines' GPU counts at the fleet's mean hourly price per
+	// GPU (hardware only).
+	Baselines []BaselineCost `json:"baselines,omitzero"`
+}
+
+// BaselineCost is one baseline's hardware per hour.
+type BaselineCost struct {
+	Name            string  `json:"name"`
+	HardwarePerHour float64 `json:"hardwarePerHour"`
 }
 
 // Baseline is one comparison strategy's result.

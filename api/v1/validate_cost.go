@@ -7,13 +7,24 @@ import (
 
 var currencyRe = regexp.MustCompile(`^[A-Z]{3}$`)
 
+// Cost checks a cost policy given outside a Pool (the node agent's config carries the pool's
+// policy.cost), reporting every problem at once with its field path under base.
+func (v Validator) Cost(cp *CostPolicy, base string) error {
+	c := &poolChecker{cat: v.catalog()}
+	c.boards = newBoards(c.cat)
+	c.checkCostAt(cp, base)
+	return c.errs.result()
+}
+
 // checkCost validates policy.cost; every problem is reported with its field path.
 func (c *poolChecker) checkCost() {
-	cp := c.p.Policy.Cost
+	c.checkCostAt(c.p.Policy.Cost, "policy.cost")
+}
+
+func (c *poolChecker) checkCostAt(cp *CostPolicy, base string) {
 	if cp == nil {
 		return
 	}
-	const base = "policy.cost"
 	priced := len(cp.Boards) > 0 || cp.EnergyPrice != nil
 	switch {
 	case cp.Currency == "" && priced:

@@ -207,4 +207,56 @@ func (c *planChecker) checkSummary() {
 	if math.IsNaN(s.Objective) || math.IsInf(s.Objective, 0) {
 		c.errs.add("summary.objective", "must be finite (got %v)", s.Objective)
 	}
+	c.checkPlanCost(s)
+}
+
+// checkPlanCost checks summary.cost: basis planned, a currency with money, every figure finite
+// and not negative, the total the fleet's hardware plus energy, and baselines that
+// summary.baselines lists.
+func (c *planChecker) checkPlanCost(s Summary) {
+	pc := s.Cost
+	if pc == nil {
+		return
+	}
+	const base = "summary.cost"
+	if pc.Basis != "planned" {
+		c.errs.add(field(base, "basis"), `must be "planned" (got %q)`, pc.Basis)
+	}
+	money := pc.UsedHardwarePerHour != nil || pc.FleetHardwarePerHour != nil || pc.EnergyPerHour != nil || pc.TotalPerHour != nil || len(pc.Baselines) > 0
+	switch {
+	case money && pc.Currency == "":
+		c.errs.add(field(base, "currency"), "required with a money figure")
+	case pc.Currency != "" && !currencyRe.MatchString(pc.Currency):
+		c.errs.add(field(base, "currency"), "must be an ISO 4217 code, three upper-case letters (got %q)", pc.Currency)
+	}
+	num := func(name string, v *float64) {
+		if v != nil && !(*v >= 0 && !math.IsInf(*v, 0)) {
+			c.errs.add(field(base, name), "must be finite and not negative (got %v)", *v)
+		}
+	}
+	num("usedHardwarePerHour", pc.UsedHardwarePerHour)
+	num("fleetHardwarePerHour", pc.FleetHardwarePerHour)
+	num("energyPerHour", pc.EnergyPerHour)
+	num("totalPerHour", pc.TotalPerHour)
+	num("itEnergyKWhPerHour", &pc.ITEnergyKWhPerHour)
+	num("gCO2ePerHourLocationBased", pc.GCO2ePerHourLocationBased)
+	num("gCO2ePerHourMarketBased", pc.GCO2ePerHourMarketBased)
+	if u, f := pc.UsedHardwarePerHour, pc.FleetHardwarePerHour; u != nil && f != nil && *u > *f*(1+1e-9) {
+		c.errs.add(field(base, "usedHardwarePerHour"), "%v is more than the fleet's %v", *u, *f)
+	}
+	if f, e, t := pc.FleetHardwarePerHour, pc.EnergyPerHour, pc.TotalPerHour; f != nil && e != nil && t != nil &&
+		math.Abs(*f+*e-*t) > 1e-9*max(1, math.Abs(*t)) {
+		c.errs.add(field(base, "totalPerHour"), "must be fleetHardwarePerHour + energyPerHour, %v (got %v)", *f+*e, *t)
+	}
+	listed := map[string]bool{}
+	for _, b := range s.Baselines {
+		listed[b.Name] = true
+	}
+	for i, b := range pc.Baselines {
+		p := index(field(base, "baselines"), i)
+		if !listed[b.Name] {
+			c.errs.add(field(p, "name"), "%q is not in summary.baselines", b.Name)
+		}
+		num(field(index("baselines", i), "hardwarePerHour"), &b.HardwarePerHour)
+	}
 }

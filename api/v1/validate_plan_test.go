@@ -251,6 +251,27 @@ func TestValidatePlanRules(t *testing.T) {
 			`summary.baselines[1].name: duplicate baseline "exclusive" (first at summary.baselines[0].name)` + "\n" +
 			`summary.baselines[2].name: required`},
 		{"objective NaN", func(p *Plan, _ *Pool) { p.Summary.Objective = math.NaN() }, `summary.objective: must be finite (got NaN)`},
+		{"cost valid", func(p *Plan, _ *Pool) {
+			p.Summary.Baselines = []Baseline{{Name: "exclusive", GPUs: 8}}
+			p.Summary.Cost = &PlanCost{Basis: "planned", Currency: "USD", UsedHardwarePerHour: ptr(2.0), FleetHardwarePerHour: ptr(8.0),
+				EnergyPerHour: ptr(0.5), TotalPerHour: ptr(8.5), ITEnergyKWhPerHour: 3, Baselines: []BaselineCost{{Name: "exclusive", HardwarePerHour: 5.33}}}
+		}, ""},
+		{"cost, all errors at once", func(p *Plan, _ *Pool) {
+			p.Summary.Cost = &PlanCost{Basis: "measured", UsedHardwarePerHour: ptr(9.0), FleetHardwarePerHour: ptr(8.0),
+				EnergyPerHour: ptr(math.NaN()), TotalPerHour: ptr(8.5), ITEnergyKWhPerHour: -1, GCO2ePerHourMarketBased: ptr(math.Inf(1)),
+				Baselines: []BaselineCost{{Name: "greedy", HardwarePerHour: -2}}}
+		}, `summary.cost.baselines[0].hardwarePerHour: must be finite and not negative (got -2)` + "\n" +
+			`summary.cost.baselines[0].name: "greedy" is not in summary.baselines` + "\n" +
+			`summary.cost.basis: must be "planned" (got "measured")` + "\n" +
+			`summary.cost.currency: required with a money figure` + "\n" +
+			`summary.cost.energyPerHour: must be finite and not negative (got NaN)` + "\n" +
+			`summary.cost.gCO2ePerHourMarketBased: must be finite and not negative (got +Inf)` + "\n" +
+			`summary.cost.itEnergyKWhPerHour: must be finite and not negative (got -1)` + "\n" +
+			`summary.cost.usedHardwarePerHour: 9 is more than the fleet's 8`},
+		{"cost total", func(p *Plan, _ *Pool) {
+			p.Summary.Cost = &PlanCost{Basis: "planned", Currency: "usd", FleetHardwarePerHour: ptr(8.0), EnergyPerHour: ptr(0.5), TotalPerHour: ptr(9.0)}
+		}, `summary.cost.currency: must be an ISO 4217 code, three upper-case letters (got "usd")` + "\n" +
+			`summary.cost.totalPerHour: must be fleetHardwarePerHour + energyPerHour, 8.5 (got 9)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

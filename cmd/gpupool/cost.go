@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/cost"
+	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/metrics"
 	"gpupool.dev/gpupool/internal/perf"
 	"gpupool.dev/gpupool/internal/sim"
@@ -321,6 +323,52 @@ func writeCostCSV(w io.Writer, rows []monthlyRow) error {
 
 // planCostLine is the plan's cost per hour beside its GPU count and the baselines' at the mean
 // price of a pool GPU, for the plan table; empty without policy.cost.
+// planCostSummary is the plan's summary.cost: its cost per hour on the planned basis with the
+// Pool's policy.cost; nil without one or when the plan cannot be billed.
+func planCostSummary(pl *v1.Plan, pool *v1.Pool) *v1.PlanCost {
+	if pool.Policy.Cost == nil {
+		return nil
+	}
+	devs, err := cost.FromPlan(pl, pool, cost.PlanOptions{Seconds: 3600, IdlePowerFraction: perf.DefaultOptions().IdlePowerFraction})
+	if err != nil || len(devs) == 0 {
+		return nil
+	}
+	prices := cost.PricesFrom(pool.Policy.Cost)
+	r, err := cost.Compute(devs, prices)
+	if err != nil {
+		return nil
+	}
+	pc := &v1.PlanCost{Basis: string(cost.Planned), ITEnergyKWhPerHour: r.Total.ITEnergyKWh,
+		GCO2ePerHourLocationBased: r.Total.GCO2eLocation, GCO2ePerHourMarketBased: r.Total.GCO2eMarket}
+	priced := true
+	used, fleet := 0.0, 0.0
+	for _, g := range pl.GPUs {
+		b, err := gpu.Lookup(g.Board)
+		if err != nil {
+			return nil
+		}
+		h, ok := prices.Hourly[b.Name]
+		priced = priced && ok
+		fleet += h
+		if len(g.Replicas) > 0 || slices.ContainsFunc(g.Instances, func(in v1.PlanInstance) bool { return len(in.Replicas) > 0 }) {
+			used += h
+		}
+	}
+	if priced {
+		pc.Currency = r.Currency
+		pc.UsedHardwarePerHour, pc.FleetHardwarePerHour = &used, &fleet
+		perGPU := fleet / float64(max(len(pl.GPUs), 1))
+		for _, b := range pl.Summary.Baselines {
+			pc.Baselines = append(pc.Baselines, v1.BaselineCost{Name: b.Name, HardwarePerHour: perGPU * float64(b.GPUs)})
+		}
+		if e := r.Total.EnergyCostPerHour; e != nil {
+			total := fleet + *e
+			pc.EnergyPerHour, pc.TotalPerHour = e, &total
+		}
+	}
+	return pc
+}
+
 func planCostLine(pl *v1.Plan, pool *v1.Pool) string {
 	if pool.Policy.Cost == nil {
 		return ""

@@ -223,3 +223,40 @@ gpupool_tenant_tokens_total{tenant="chat"} %g
 		t.Errorf("without --period: exit %d: %s", code, errOut)
 	}
 }
+
+// The plan's YAML carries its cost per hour (summary.cost) and it agrees with the bill: 2 GPUs
+// at 2 USD/h are 4 USD/h of fleet hardware, chat's one GPU 2 USD/h, the exclusive baseline's GPUs
+// at 2 USD/h each; energy is IT kWh × PUE 1.5 × 0.1 USD and carbon IT kWh × 1.5 × 400 g; the
+// total is hardware plus energy. Without policy.cost there is no summary.cost.
+func TestPlanCarriesCost(t *testing.T) {
+	_, planPath := planFile(t, costPool)
+	pl, err := readPlan(t.Context(), planPath, "plan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pl.Summary.Cost
+	if c == nil || c.Basis != "planned" || c.Currency != "USD" || c.FleetHardwarePerHour == nil || c.UsedHardwarePerHour == nil ||
+		c.EnergyPerHour == nil || c.TotalPerHour == nil || c.GCO2ePerHourLocationBased == nil || c.GCO2ePerHourMarketBased != nil {
+		t.Fatalf("summary.cost %+v", c)
+	}
+	if *c.FleetHardwarePerHour != 4 || *c.UsedHardwarePerHour != 2*float64(pl.Summary.GPUsUsed) {
+		t.Errorf("hardware: fleet %g (want 4), used %g (want 2 × %d)", *c.FleetHardwarePerHour, *c.UsedHardwarePerHour, pl.Summary.GPUsUsed)
+	}
+	kwh := c.ITEnergyKWhPerHour
+	if !(kwh > 2*0.105) || math.Abs(*c.EnergyPerHour-kwh*1.5*0.1) > 1e-9 || math.Abs(*c.GCO2ePerHourLocationBased-kwh*1.5*400) > 1e-6 ||
+		math.Abs(*c.TotalPerHour-4-*c.EnergyPerHour) > 1e-9 {
+		t.Errorf("energy %g kWh (more than two GPUs' idle 0.21), %g USD, %g g, total %g", kwh, *c.EnergyPerHour, *c.GCO2ePerHourLocationBased, *c.TotalPerHour)
+	}
+	if len(c.Baselines) != len(pl.Summary.Baselines) {
+		t.Fatalf("baselines %+v for %+v", c.Baselines, pl.Summary.Baselines)
+	}
+	for i, b := range pl.Summary.Baselines {
+		if c.Baselines[i].Name != b.Name || c.Baselines[i].HardwarePerHour != 2*float64(b.GPUs) {
+			t.Errorf("baseline %s: %+v, want %d GPUs × 2", b.Name, c.Baselines[i], b.GPUs)
+		}
+	}
+	_, planPath = planFile(t, planPool)
+	if pl, err = readPlan(t.Context(), planPath, "plan"); err != nil || pl.Summary.Cost != nil {
+		t.Errorf("without policy.cost: summary.cost %+v, %v", pl.Summary.Cost, err)
+	}
+}

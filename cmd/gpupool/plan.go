@@ -96,6 +96,7 @@ func runPlan(e *env, a planArgs) error {
 		}
 		return invalid(err)
 	}
+	pl.Summary.Cost = planCostSummary(pl, pool)
 	if err := v1.ValidatePlan(pl, pool); err != nil {
 		return fmt.Errorf("plan %s: the planner produced an invalid plan: %w", a.pool, err)
 	}

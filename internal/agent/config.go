@@ -7,6 +7,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/gpu"
 )
 
@@ -39,9 +40,12 @@ type Config struct {
 	// it lists for Node get their layouts and MPS limits from it (ApplyPlan), unless listed below.
 	Plan string `json:"plan,omitzero"`
 	// AllowClocks lets the agent lock clocks and set power limits (per GPU below).
-	AllowClocks bool        `json:"allowClocks,omitzero"`
-	GPUs        []GPUConfig `json:"gpus"`
-	Engines     []Engine    `json:"engines,omitzero"`
+	AllowClocks bool `json:"allowClocks,omitzero"`
+	// Cost is the pool's policy.cost (the same block, copied): with it the agent exports each
+	// tenant's cost and carbon by docs/cost.md's rule; without it, energy only.
+	Cost    *v1.CostPolicy `json:"cost,omitzero"`
+	GPUs    []GPUConfig    `json:"gpus"`
+	Engines []Engine       `json:"engines,omitzero"`
 }
 
 // GPUConfig is the desired state of one GPU.
@@ -174,6 +178,11 @@ func (c *Config) Validate() (Settings, error) {
 		}
 		if e.Slice == "" {
 			bad(p+".slice", "required (a MIG instance like 3g.40gb@4, or mps, timeslice, whole)")
+		}
+	}
+	if c.Cost != nil {
+		if err := (v1.Validator{}).Cost(c.Cost, "cost"); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return s, errors.Join(errs...)

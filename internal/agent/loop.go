@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/cost"
 	"gpupool.dev/gpupool/internal/gate"
 	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/metrics"
@@ -81,6 +83,8 @@ type Agent struct {
 	lastPoll time.Time
 	prev     map[string]float64 // last energy reading per GPU (J) and tokens per engine URL
 	tenants  map[string]*metrics.Tenant
+	cost     *metrics.Cost // the node's bill since the agent started; nil without Config.Cost
+	prices   cost.Prices
 	xids     map[[2]string]int // (GPU, code) → events
 	lastXID  string            // the newest XID, for /healthz
 	applied  map[string]bool   // GPUs whose clocks and power limit are set
@@ -270,6 +274,13 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 	a.mu.Lock()
 	if a.prev == nil {
 		a.prev, a.tenants = map[string]float64{}, map[string]*metrics.Tenant{}
+		if c := a.Config.Cost; c != nil {
+			a.prices = cost.PricesFrom(c)
+			a.prices.IdlePolicy = v1.IdleNone
+			a.cost = &metrics.Cost{Currency: c.Currency, Money: c.Currency != "" && c.EnergyPrice != nil,
+				Location: c.CarbonIntensity != nil && c.CarbonIntensity.LocationBased != nil,
+				Market:   c.CarbonIntensity != nil && c.CarbonIntensity.MarketBased != nil}
+		}
 	}
 	a.mu.Unlock()
 	var snap metrics.Snapshot
@@ -287,6 +298,7 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 	}
 	// Per GPU: the shares of its engines (MIG: compute slices of the instance; else SM utilisation).
 	shares := map[string][]metrics.Share{}
+	costSlices := map[string][]costSlice{}
 	tokens := map[string]float64{}
 	for _, e := range a.Config.Engines {
 		g, ok := byIndex[e.GPU]
@@ -295,18 +307,22 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 		}
 		sl := metrics.Slice{GPU: g.UUID, Slice: e.Slice, Tenant: e.Tenant, MemoryPlanned: float64(e.MemoryPlanned), SMShare: e.SMShare}
 		w := 0.0
+		cs := costSlice{tenant: e.Tenant, kind: e.Slice, share: e.SMShare}
 		for _, p := range procs[g.UUID] {
 			if p.PID == e.PID && e.PID != 0 {
 				sl.MemoryUsed, w = float64(p.UsedBytes), float64(p.SMPercent)
 			}
 		}
 		if in, err := gpu.ParseInstance(e.Slice); err == nil {
+			cs.kind, cs.inst = "mig", e.Slice
 			if b, err := gpu.Lookup(g.Board); err == nil {
 				if p, err := b.Profile(in.Profile); err == nil {
 					w = float64(p.ComputeSlices)
+					cs.size = w / float64(max(b.ComputeSlices, 1))
 				}
 			}
 		}
+		costSlices[g.UUID] = append(costSlices[g.UUID], cs)
 		shares[g.UUID] = append(shares[g.UUID], metrics.Share{Tenant: e.Tenant, Weight: w})
 		snap.Slices = append(snap.Slices, sl)
 		if a.Scraper != nil {
@@ -330,11 +346,18 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 		a.prev["e:"+g.UUID], a.prev["t:"+g.UUID] = g.EnergyJoules, now
 		if seen {
 			// Idle power stays on the GPU's idle line; only the energy above it goes to tenants.
-			active, idle := metrics.SplitIdle(metrics.CounterDelta(prev, g.EnergyJoules), idleWatts(g.Board), now-prevT, len(shares[g.UUID]) > 0)
+			delta := metrics.CounterDelta(prev, g.EnergyJoules)
+			active, idle := metrics.SplitIdle(delta, idleWatts(g.Board), now-prevT, len(shares[g.UUID]) > 0)
 			a.prev["idle:"+g.UUID] += idle
-			for t, j := range metrics.Attribute(active, shares[g.UUID]) {
+			split := metrics.Attribute(active, shares[g.UUID])
+			for t, j := range split {
 				joules[t] += j
 				a.prev["tg:"+g.UUID+"\x00"+t] += j
+			}
+			if a.cost != nil {
+				if err := addCost(a.cost, a.prices, costDevice(g.UUID, g.Board, now-prevT, delta, costSlices[g.UUID], split)); err != nil {
+					a.Log.Debug("cost", "gpu", g.UUID, "err", err)
+				}
 			}
 		}
 		snap.GPUs[i].IdleEnergyJoules = a.prev["idle:"+g.UUID]
@@ -369,6 +392,12 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 	}
 	snap.Gate = metrics.Gate{Phase: string(st.Phase()), Cordoned: st.Cordoned, Changes: changes}
 	snap.PollSeconds = a.snap.PollSeconds
+	if a.cost != nil {
+		c := *a.cost
+		c.Tenants = slices.Clone(c.Tenants)
+		slices.SortFunc(c.Tenants, func(x, y metrics.TenantCost) int { return strings.Compare(x.Tenant, y.Tenant) })
+		snap.Cost = &c
+	}
 	a.snap = snap
 }
 

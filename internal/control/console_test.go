@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 )
 
 // findChromium returns a Chromium binary, or skips (fails in CI) when there is none.
@@ -126,4 +128,38 @@ func TestConsoleInBrowser(t *testing.T) {
 	if !strings.Contains(body, "(other)") {
 		t.Errorf("alice's console does not show other tenants' slices as occupied")
 	}
+
+	// An applied plan whose Pool has policy.cost: alice's row shows her cost per hour. One
+	// exclusive H100 at 2 EUR/h, offered 1 req/s of the 2 its replica sustains (load 0.5): she
+	// reserves the whole GPU (chargeback 2 EUR/h of hardware) and uses half of it (showback 1),
+	// and her active energy is 0.5 × (700 − 105) W = 297.5 W, 0.2975 kWh an hour at 0.25 EUR
+	// (0.074 EUR) and 400 gCO2e/kWh (119 g). Bob is not in the plan: dashes.
+	pool := &v1.Pool{Metadata: v1.Metadata{Name: "p1"},
+		Tenants: []v1.Tenant{{Name: "alice", Traffic: v1.Traffic{RPS: 1, InputTokens: 100, OutputTokens: 100}}},
+		Policy: v1.Policy{Cost: &v1.CostPolicy{Currency: "EUR",
+			Boards:          []v1.BoardCost{{Board: "H100-SXM5-80GB", HourlyPrice: ptrTo(2.0), Source: "test"}},
+			EnergyPrice:     &v1.SourcedValue{Value: 0.25, Source: "test"},
+			CarbonIntensity: &v1.CarbonIntensity{LocationBased: &v1.SourcedValue{Value: 400, Source: "test"}}}}}
+	plan := &v1.Plan{Pool: "p1",
+		GPUs:    []v1.PlanGPU{{Node: "n2", Index: 1, Board: "H100-SXM5-80GB", Mode: v1.ModeExclusive, Replicas: []v1.PlanReplica{{Tenant: "alice"}}}},
+		Tenants: []v1.PlanTenant{{Name: "alice", Predicted: v1.Prediction{MaxRPS: 2}}}}
+	if _, err := h.loop.Do(context.Background(), func(e *Engine, now time.Time) (any, error) { return e.ApplyPlan(now, pool, plan) }); err != nil {
+		t.Fatal(err)
+	}
+	applied := time.Now()
+	for {
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`["alice", "bob"].map(n => [...document.querySelectorAll('tr[data-tenant="' + n + '"] .chargeback, tr[data-tenant="' + n + '"] .showback, tr[data-tenant="' + n + '"] .carbon')].map(c => c.textContent).join("|")).join(" / ")`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == "2.07 EUR|1.07 EUR|119 / —|—|—" {
+			break
+		}
+		if time.Since(applied) > 2*time.Second {
+			t.Fatalf("cost not shown after 2s: %q", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
+
+func ptrTo[T any](v T) *T { return &v }

@@ -45,6 +45,7 @@ type Engine struct {
 	nodes      map[string]*Node
 	slices     map[string]Slice  // live slices (of nodes not lost or cordoned)
 	sliceList  []Slice           // slices sorted by id; nil when they changed (views share it)
+	costs      planCosts         // the applied plan's cost per tenant, computed once per plan
 	sliceGrant map[string]string // slice → grant id
 	grants     map[string]*Grant
 	taskGrant  map[uint64]string

@@ -50,6 +50,22 @@ type TenantStatus struct {
 	// FairShare is the share the tenant would get if every tenant wanted everything: its weight
 	// over the sum of the weights of tenants with demand, capped by its own demand's share.
 	FairShare float64 `json:"fairShare"`
+	// Cost is the tenant's cost per hour in the applied plan (planned basis, docs/cost.md); nil
+	// without an applied plan, a policy.cost in its Pool or the tenant in the plan.
+	Cost *TenantCost `json:"cost,omitempty"`
+}
+
+// TenantCost is one tenant's line of the applied plan's bill, per hour. Money is absent when the
+// policy lacks a board's price or the energy price, carbon when it lacks that intensity.
+type TenantCost struct {
+	Basis             string   `json:"basis"` // "planned"
+	Currency          string   `json:"currency,omitempty"`
+	ReservedGPUs      float64  `json:"reservedGpus"`
+	ITEnergyKWh       float64  `json:"itEnergyKWhPerHour"`
+	ChargebackPerHour *float64 `json:"chargebackPerHour,omitempty"`
+	ShowbackPerHour   *float64 `json:"showbackPerHour,omitempty"`
+	GCO2eLocation     *float64 `json:"gCO2ePerHourLocationBased,omitempty"`
+	GCO2eMarket       *float64 `json:"gCO2ePerHourMarketBased,omitempty"`
 }
 
 // GPU is one GPU an agent reports, with the slices it is cut into now.

@@ -41,9 +41,10 @@ func (e *Engine) View(rev uint64) *View {
 	}
 	shares := e.alloc.shares()
 	fairs := fairShares(e.tenants, len(e.slices))
+	costs := e.costs.of(e.plan, e.pool)
 	for _, name := range slices.Sorted(maps.Keys(e.tenants)) {
 		v.Tenants = append(v.Tenants, TenantStatus{Tenant: *e.tenants[name], Granted: count[name],
-			DominantShare: shares[name], FairShare: fairs[name]})
+			DominantShare: shares[name], FairShare: fairs[name], Cost: costs[name]})
 	}
 	for _, name := range slices.Sorted(maps.Keys(e.nodes)) {
 		v.Nodes = append(v.Nodes, *e.nodes[name])

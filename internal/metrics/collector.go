@@ -20,6 +20,34 @@ type Snapshot struct {
 	XIDs       []XID
 	// PollSeconds is how long the last poll took.
 	PollSeconds float64
+	// Cost is the node's bill since the agent started; nil without a cost policy.
+	Cost *Cost
+}
+
+// Cost is the node's bill since the agent started, by docs/cost.md's rule: each tenant's line and
+// the idle line, which add up to the node's GPUs' hardware and energy cost and carbon.
+type Cost struct {
+	// Currency is the policy's currency; Money is false when a board or the energy price is
+	// missing (no cost figures, as a bill without a price has none).
+	Currency string
+	Money    bool
+	// Location and Market say which carbon intensities the policy gives.
+	Location, Market bool
+	Tenants          []TenantCost
+	Idle             CostFigures
+}
+
+// TenantCost is one tenant's line.
+type TenantCost struct {
+	Tenant string
+	CostFigures
+}
+
+// CostFigures are cumulative: chargeback (hardware on the allocation basis plus energy cost),
+// showback (hardware on the usage basis plus energy cost), and gCO2e location- and market-based.
+type CostFigures struct {
+	Chargeback, Showback         float64
+	CarbonLocation, CarbonMarket float64
 }
 
 // GPU is one GPU.
@@ -104,26 +132,34 @@ func NewCollector(src Source) *Collector {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &Collector{src: src, descs: map[string]*prometheus.Desc{
-		NameSliceMemoryUsed:    d(NameSliceMemoryUsed, "Device memory the tenant's processes use on the slice (NVML per-process), in bytes.", "gpu", "slice", "tenant"),
-		NameSliceMemoryPlanned: d(NameSliceMemoryPlanned, "Device memory the plan budgets for the tenant on the slice, in bytes.", "gpu", "slice", "tenant"),
-		NameSliceSMShare:       d(NameSliceSMShare, "Share of the GPU's SMs the tenant's slice holds (MIG: the instance's SMs; MPS: the active thread percentage), 0-1.", "gpu", "slice", "tenant"),
-		NameTenantTokens:       d(NameTenantTokens, "Tokens (prompt and generated) the tenant's engines on this node processed, from vLLM.", "tenant"),
-		NameTenantEnergy:       d(NameTenantEnergy, "Energy attributed to the tenant on this node, in joules (see package metrics for the split).", "tenant"),
-		NameTenantJPerToken:    d(NameTenantJPerToken, "Joules per token of the tenant over the last polling interval.", "tenant"),
-		NameTenantTTFT:         d(NameTenantTTFT, "Time to first token of the tenant's requests, from vLLM, in seconds.", "tenant"),
-		NameTenantTPOT:         d(NameTenantTPOT, "Time per output token of the tenant's requests, from vLLM, in seconds.", "tenant"),
-		NameTenantSLO:          d(NameTenantSLO, "Share of the tenant's requests that met its latency SLO, 0-1.", "tenant"),
-		NameGPUEnergy:          d(NameGPUEnergy, "The GPU's total-energy counter (NVML), in joules.", "gpu"),
-		NameGPUIdleEnergy:      d(NameGPUIdleEnergy, "Energy of the GPU since the agent started that no tenant was charged (idle power, or no tenant on the GPU), in joules; tenants plus this add up to the counter's increase.", "gpu"),
-		NameGPUInfo:            d(NameGPUInfo, "The GPU's catalog board and its place in a plan (node and index); always 1.", "gpu", "board", "node", "index"),
-		NameTenantGPUEnergy:    d(NameTenantGPUEnergy, "Energy attributed to the tenant on one GPU since the agent started, in joules; per GPU, tenants plus the GPU's idle energy add up to the counter's increase.", "gpu", "tenant"),
-		NameMPSRestarts:        d(NameMPSRestarts, "Restarts of the MPS control daemon by the supervisor.", "uuid"),
-		NameMPSHealthy:         d(NameMPSHealthy, "1 when the MPS control daemon answers with its limits applied.", "uuid"),
-		NameGatePhase:          d(NameGatePhase, "1 for the gate's current phase, 0 for the others.", "phase"),
-		NameGateCordoned:       d(NameGateCordoned, "1 while the gate holds the node cordoned.", nil...),
-		NameGateChanges:        d(NameGateChanges, "MIG changes the gate finished, by outcome.", "outcome"),
-		NameGPUXID:             d(NameGPUXID, "Critical XID error events the GPU reported since the agent started, by XID code.", "gpu", "xid"),
-		NamePollDuration:       d(NamePollDuration, "How long the agent's last poll of NVML and the engines took, in seconds.", nil...),
+		NameSliceMemoryUsed:      d(NameSliceMemoryUsed, "Device memory the tenant's processes use on the slice (NVML per-process), in bytes.", "gpu", "slice", "tenant"),
+		NameSliceMemoryPlanned:   d(NameSliceMemoryPlanned, "Device memory the plan budgets for the tenant on the slice, in bytes.", "gpu", "slice", "tenant"),
+		NameSliceSMShare:         d(NameSliceSMShare, "Share of the GPU's SMs the tenant's slice holds (MIG: the instance's SMs; MPS: the active thread percentage), 0-1.", "gpu", "slice", "tenant"),
+		NameTenantTokens:         d(NameTenantTokens, "Tokens (prompt and generated) the tenant's engines on this node processed, from vLLM.", "tenant"),
+		NameTenantEnergy:         d(NameTenantEnergy, "Energy attributed to the tenant on this node, in joules (see package metrics for the split).", "tenant"),
+		NameTenantJPerToken:      d(NameTenantJPerToken, "Joules per token of the tenant over the last polling interval.", "tenant"),
+		NameTenantTTFT:           d(NameTenantTTFT, "Time to first token of the tenant's requests, from vLLM, in seconds.", "tenant"),
+		NameTenantTPOT:           d(NameTenantTPOT, "Time per output token of the tenant's requests, from vLLM, in seconds.", "tenant"),
+		NameTenantSLO:            d(NameTenantSLO, "Share of the tenant's requests that met its latency SLO, 0-1.", "tenant"),
+		NameGPUEnergy:            d(NameGPUEnergy, "The GPU's total-energy counter (NVML), in joules.", "gpu"),
+		NameGPUIdleEnergy:        d(NameGPUIdleEnergy, "Energy of the GPU since the agent started that no tenant was charged (idle power, or no tenant on the GPU), in joules; tenants plus this add up to the counter's increase.", "gpu"),
+		NameGPUInfo:              d(NameGPUInfo, "The GPU's catalog board and its place in a plan (node and index); always 1.", "gpu", "board", "node", "index"),
+		NameTenantGPUEnergy:      d(NameTenantGPUEnergy, "Energy attributed to the tenant on one GPU since the agent started, in joules; per GPU, tenants plus the GPU's idle energy add up to the counter's increase.", "gpu", "tenant"),
+		NameMPSRestarts:          d(NameMPSRestarts, "Restarts of the MPS control daemon by the supervisor.", "uuid"),
+		NameMPSHealthy:           d(NameMPSHealthy, "1 when the MPS control daemon answers with its limits applied.", "uuid"),
+		NameGatePhase:            d(NameGatePhase, "1 for the gate's current phase, 0 for the others.", "phase"),
+		NameGateCordoned:         d(NameGateCordoned, "1 while the gate holds the node cordoned.", nil...),
+		NameGateChanges:          d(NameGateChanges, "MIG changes the gate finished, by outcome.", "outcome"),
+		NameGPUXID:               d(NameGPUXID, "Critical XID error events the GPU reported since the agent started, by XID code.", "gpu", "xid"),
+		NameTenantChargeback:     d(NameTenantChargeback, "Cost of the tenant on this node since the agent started on the allocation basis (chargeback: hardware by reserved fraction plus energy), in the policy's currency (docs/cost.md).", "tenant", "currency"),
+		NameTenantShowback:       d(NameTenantShowback, "Cost of the tenant on this node since the agent started on the usage basis (showback: hardware by activity plus energy), in the policy's currency (docs/cost.md).", "tenant", "currency"),
+		NameTenantCarbonLocation: d(NameTenantCarbonLocation, "Emissions of the tenant's energy on this node since the agent started, location-based, in grams CO2e.", "tenant"),
+		NameTenantCarbonMarket:   d(NameTenantCarbonMarket, "Emissions of the tenant's energy on this node since the agent started, market-based, in grams CO2e.", "tenant"),
+		NameIdleChargeback:       d(NameIdleChargeback, "The node's idle line on the allocation basis since the agent started (idle energy and unallocated capacity), in the policy's currency; tenants plus this add up to the GPUs' cost.", "currency"),
+		NameIdleShowback:         d(NameIdleShowback, "The node's idle line on the usage basis since the agent started (idle energy and unused time), in the policy's currency; tenants plus this add up to the GPUs' cost.", "currency"),
+		NameIdleCarbonLocation:   d(NameIdleCarbonLocation, "Emissions of the node's idle energy since the agent started, location-based, in grams CO2e.", nil...),
+		NameIdleCarbonMarket:     d(NameIdleCarbonMarket, "Emissions of the node's idle energy since the agent started, market-based, in grams CO2e.", nil...),
+		NamePollDuration:         d(NamePollDuration, "How long the agent's last poll of NVML and the engines took, in seconds.", nil...),
 	}}
 }
 
@@ -150,6 +186,30 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, x := range s.TenantGPUs {
 		ctr(NameTenantGPUEnergy, x.EnergyJoules, x.GPU, x.Tenant)
+	}
+	if k := s.Cost; k != nil {
+		for _, t := range k.Tenants {
+			if k.Money {
+				ctr(NameTenantChargeback, t.Chargeback, t.Tenant, k.Currency)
+				ctr(NameTenantShowback, t.Showback, t.Tenant, k.Currency)
+			}
+			if k.Location {
+				ctr(NameTenantCarbonLocation, t.CarbonLocation, t.Tenant)
+			}
+			if k.Market {
+				ctr(NameTenantCarbonMarket, t.CarbonMarket, t.Tenant)
+			}
+		}
+		if k.Money {
+			ctr(NameIdleChargeback, k.Idle.Chargeback, k.Currency)
+			ctr(NameIdleShowback, k.Idle.Showback, k.Currency)
+		}
+		if k.Location {
+			ctr(NameIdleCarbonLocation, k.Idle.CarbonLocation)
+		}
+		if k.Market {
+			ctr(NameIdleCarbonMarket, k.Idle.CarbonMarket)
+		}
 	}
 	for _, x := range s.Slices {
 		g(NameSliceMemoryUsed, x.MemoryUsed, x.GPU, x.Slice, x.Tenant)

@@ -159,7 +159,9 @@ func TestDashboard(t *testing.T) {
 	known := map[string]bool{}
 	for _, n := range []string{NameSliceMemoryUsed, NameSliceMemoryPlanned, NameSliceSMShare, NameTenantTokens, NameTenantEnergy,
 		NameTenantJPerToken, NameTenantTTFT, NameTenantTPOT, NameTenantSLO, NameGPUEnergy, NameGPUInfo, NameMPSRestarts,
-		NameMPSHealthy, NameGatePhase, NameGateCordoned, NameGateChanges, NamePollDuration, NameGPUXID} {
+		NameMPSHealthy, NameGatePhase, NameGateCordoned, NameGateChanges, NamePollDuration, NameGPUXID,
+		NameTenantChargeback, NameTenantShowback, NameTenantCarbonLocation, NameTenantCarbonMarket, NameIdleChargeback,
+		NameIdleShowback, NameIdleCarbonLocation, NameIdleCarbonMarket} {
 		known[n] = true
 		known[n+"_bucket"], known[n+"_sum"], known[n+"_count"] = true, true, true
 	}

@@ -25,6 +25,18 @@ const (
 	NameGateCordoned       = "gpupool_gate_cordoned"
 	NameGateChanges        = "gpupool_gate_changes_total"
 	NamePollDuration       = "gpupool_agent_poll_duration_seconds"
+
+	// Cost, from the pool's policy.cost in the agent's config, by docs/cost.md's rule per GPU
+	// and polling interval (idle policy none: the idle line stays the node's). Per hour:
+	// rate(…[1h]) × 3600.
+	NameTenantChargeback     = "gpupool_tenant_chargeback_cost_total"
+	NameTenantShowback       = "gpupool_tenant_showback_cost_total"
+	NameTenantCarbonLocation = "gpupool_tenant_carbon_location_based_grams_total"
+	NameTenantCarbonMarket   = "gpupool_tenant_carbon_market_based_grams_total"
+	NameIdleChargeback       = "gpupool_idle_chargeback_cost_total"
+	NameIdleShowback         = "gpupool_idle_showback_cost_total"
+	NameIdleCarbonLocation   = "gpupool_idle_carbon_location_based_grams_total"
+	NameIdleCarbonMarket     = "gpupool_idle_carbon_market_based_grams_total"
 )
 
 // vLLM's metric names (vLLM v0.6 and later; TPOT became inter-token latency in v0.10).

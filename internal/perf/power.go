@@ -10,9 +10,13 @@ import (
 // on; above it, a step's kernels draw dynamic power by what bounds them:
 //
 //	compute-bound   (TDP − idle) · R · s · c³   s: the engine's share of the SMs, c: its clock
-//	memory-bound    (TDP − idle) · MemoryPowerFraction · b · (1 + c³)/2   b: its bandwidth share
+//	memory-bound    (TDP − idle) · MemoryPowerFraction · b · (1 + c³)/2   b: its bandwidth share,
+//	                plus the compute power over the time its FLOPs would take at the compute rate
 //	latency, comm   as memory-bound (kernels in flight, few SMs busy)
 //	host time, wait nothing above idle
+//
+// and the step's dynamic energy is capped at (TDP − idle) · max(s, b) over the whole step: the
+// board's power limit.
 //
 // R is PowerDemandRatio, so a whole GPU running tensor work at the power-limited clock
 // c = (1/R)^(1/3) draws exactly TDP, as boards do under a power cap; a clock cap (an energy
@@ -73,7 +77,11 @@ func (e *Engine) StepTimeEnergy(b Batch, l Load) (time.Duration, float64) {
 	return t, e.energy(s)
 }
 
-// energy is the dynamic energy of a step with parts s, in joules, over the replica's GPUs.
+// energy is the dynamic energy of a step with parts s, in joules, over the replica's GPUs: the
+// compute power over the compute-bound time and over the arithmetic that memory-bound kernels
+// hide under their streaming, plus the memory power over the memory-bound time, layer latency
+// and all-reduces; capped, as a board's power limit caps it, at the dynamic range of the
+// engine's share over the whole step.
 func (e *Engine) energy(s stepParts) float64 {
 	o, r := e.m.opts, e.r
 	dyn := e.s.Board.TDPWatts * (1 - o.IdlePowerFraction)
@@ -83,5 +91,6 @@ func (e *Engine) energy(s stepParts) float64 {
 	}
 	compute := dyn * math.Min(1, o.PowerDemandRatio*r.sm*c*c*c)
 	memory := dyn * o.MemoryPowerFraction * r.bw * (1 + c*c*c) / 2
-	return r.tp * (compute*s.compute + memory*(s.memory+s.latency+s.comm))
+	j := compute*(s.compute+s.hidden) + memory*(s.memory+s.latency+s.comm)
+	return r.tp * math.Min(j, dyn*math.Max(r.sm, r.bw)*s.total)
 }

@@ -15,8 +15,8 @@ func powerAt(e *Engine, b Batch) float64 {
 
 // A whole H100 (700 W) running a long prefill is compute-bound at the power-limited clock and
 // draws nearly its TDP (host time and layer latency draw less); a batch-1 decode is
-// memory-bound and draws idle + about half the dynamic range: 105 + 595 × 0.5 × (share of the
-// step streaming) ≈ 300-400 W.
+// memory-bound and draws idle + 0.7 of the dynamic range over the share of the step streaming,
+// ≈ 400-450 W (ML.ENERGY measures Llama-3.1-8B at batch 8 on an H100 at 486 W: mlenergy_test.go).
 func TestPowerByWhatBoundsTheStep(t *testing.T) {
 	h := h100(t)
 	e := mustEngine(t, mustModel(t, llama7B), Slice{Board: h})
@@ -26,8 +26,8 @@ func TestPowerByWhatBoundsTheStep(t *testing.T) {
 	if pre < 0.95*h.TDPWatts || pre > h.TDPWatts*1.0001 {
 		t.Errorf("prefill draws %.0f W, want 95-100 %% of the %.0f W TDP", pre, h.TDPWatts)
 	}
-	if dec < 0.15*h.TDPWatts || dec > 0.6*h.TDPWatts {
-		t.Errorf("batch-1 decode draws %.0f W, want between idle (105 W) and 60 %% of TDP", dec)
+	if dec < 0.15*h.TDPWatts || dec > 0.7*h.TDPWatts {
+		t.Errorf("batch-1 decode draws %.0f W, want between idle (105 W) and 70 %% of TDP", dec)
 	}
 	// A MIG 3g.40gb instance is charged its share of the idle power: 60 of 132 SMs.
 	mig := mustEngine(t, mustModel(t, llama7B), Slice{Board: h, Profile: profile(t, h, "3g.40gb")})

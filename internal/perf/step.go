@@ -5,8 +5,11 @@ import "math"
 // stepParts is one step's time in seconds, by what bounds it.
 type stepParts struct {
 	compute, memory, comm, latency float64 // GPU time
-	overhead, wait                 float64
-	total, clock                   float64
+	// hidden is the compute time of the kernels that memory bounds (their FLOPs at the compute
+	// rate): it adds no time, but the SMs do that arithmetic and draw power for it (power.go).
+	hidden         float64
+	overhead, wait float64
+	total, clock   float64
 }
 
 func (s stepParts) gpu() float64 { return s.compute + s.memory + s.comm + s.latency }
@@ -158,6 +161,7 @@ func (e *Engine) gpuTime(w work, q rates) stepParts {
 			s.compute += c
 		} else {
 			s.memory += mem
+			s.hidden += c
 		}
 	}
 	// GEMMs: every token through the layers, one logits row per finishing prefill and decode;

@@ -184,7 +184,7 @@ func (s *Sim) result() *Result {
 	}
 	rep.Notes = []string{
 		"latencies are over completed requests; requests still in flight at the end are counted as unfinished",
-		"energy: idle power plus each step's dynamic power from the performance model (compute-bound kernels at the clock cubed, memory-bound ones at half the dynamic range); energy classes lock clocks (efficiency: 70 % of boost)",
+		"energy: idle power plus each step's dynamic power from the performance model (compute-bound kernels at the clock cubed, memory-bound ones at 0.7 of the dynamic range plus their arithmetic, fitted to ML.ENERGY's H100 measurements); energy classes lock clocks (efficiency: 70 % of boost)",
 	}
 	rep.Notes = append(rep.Notes, s.notes...)
 	res.Report = rep

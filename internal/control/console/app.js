@@ -60,6 +60,10 @@ function drawTenants(tenants) {
     const f = el("span", { class: "fair" }); f.style.width = (200 * Math.max(0, t.fairShare - t.dominantShare)) + "px";
     bars.append(b, f);
     tr.append(bars);
+    const c = t.cost || {};
+    const money = v => v === undefined || v === null ? "—" : v.toFixed(2) + " " + c.currency;
+    tr.append(el("td", { class: "chargeback" }, money(c.chargebackPerHour)), el("td", { class: "showback" }, money(c.showbackPerHour)),
+      el("td", { class: "carbon" }, c.gCO2ePerHourLocationBased === undefined ? "—" : c.gCO2ePerHourLocationBased.toFixed(0)));
     body.append(tr);
   }
 }
