@@ -8,13 +8,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"gpupool.dev/gpupool/internal/render"
 )
 
-// createGatedPods creates perTenant gated pods for each of tenants tenants in ns, 16 at a time.
+// createGatedPods creates perTenant gated pods for each of tenants tenants in ns, 16 at a time,
+// each asking for one nvidia.com/gpu.
 func createGatedPods(t *testing.T, c client.Client, ns string, tenants, perTenant int) {
 	t.Helper()
 	ctx := context.Background()
@@ -35,7 +37,8 @@ func createGatedPods(t *testing.T, c client.Client, ns string, tenants, perTenan
 			work <- &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("t%02d-%02d", tn, i), Namespace: ns, Labels: map[string]string{render.LabelTenant: fmt.Sprintf("t%02d", tn)}},
 				Spec: corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: SchedulingGate}},
-					Containers: []corev1.Container{{Name: "vllm", Image: render.Image}}},
+					Containers: []corev1.Container{{Name: "vllm", Image: render.Image, Resources: corev1.ResourceRequirements{
+						Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}},
 			}
 		}
 	}

@@ -19,6 +19,8 @@ import (
 var (
 	testCfg    *rest.Config
 	testClient client.Client
+	testEnv    *envtest.Environment
+	testBins   string
 	// noAPI says why the API server is missing; tests that need it skip with it (fail under CI).
 	noAPI string
 )
@@ -86,7 +88,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	testCfg, testClient = cfg, c
+	testCfg, testClient, testEnv, testBins = cfg, c, env, dir
 	return m.Run()
 }
 
