@@ -86,6 +86,7 @@ func newRootCmd(e *env) *cobra.Command {
 		newTokenCmd(e),
 		newNodeCmd(e),
 		newApplyCmd(e),
+		newControllerCmd(e),
 	)
 	return root
 }
