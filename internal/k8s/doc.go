@@ -9,7 +9,12 @@
 //     pods on the node's GPUs through the Eviction API, set nvidia.com/mig.config, wait for
 //     nvidia.com/mig.config.state=success, verify allocatable, uncordon; restore the previous label
 //     on failure or timeout. Its progress lives in node annotations, so a restarted controller
-//     resumes where the previous one stopped.
+//     resumes where the previous one stopped;
+//   - Admitter, fair admission of tenant pods through the scheduling gate gpupool.dev/admission,
+//     and preemption through the Eviction API;
+//   - NewController, a leader-elected controller-runtime manager that drives the gate of every
+//     node with a request (the `gpupool controller` command);
+//   - LoadConfig and InstallCRDs, the connection and the CRD installer the command uses.
 //
 // Tests run against a real kube-apiserver and etcd (see docs/kubernetes.md for how the binaries are
 // built and found); nothing in this package's tests fakes API behaviour.
