@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -108,5 +109,37 @@ func TestCRDValidation(t *testing.T) {
 				t.Fatalf("error %q does not name %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestInferenceTenantsFromExample stores every tenant of the example pool as an InferenceTenant
+// and reads back exactly the tenant the Pool document holds (nothing pruned or rewritten).
+func TestInferenceTenantsFromExample(t *testing.T) {
+	c := needAPI(t)
+	ctx := context.Background()
+	data, err := os.ReadFile("../../examples/h100x8-mixed.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := v1.LoadPool(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := newNamespace(t, c, "example")
+	for _, tn := range pool.Tenants {
+		it := &InferenceTenant{ObjectMeta: metav1.ObjectMeta{Name: tn.Name, Namespace: ns}, Spec: InferenceTenantSpec{Pool: pool.Metadata.Name, Tenant: tn}}
+		if err := c.Create(ctx, it); err != nil {
+			t.Fatalf("tenant %s: %v", tn.Name, err)
+		}
+		got := &InferenceTenant{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(it), got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.Spec.Tenant, tn) {
+			t.Errorf("tenant %s after the API server:\n got %+v\nwant %+v", tn.Name, got.Spec.Tenant, tn)
+		}
+	}
+	if len(pool.Tenants) == 0 {
+		t.Fatal("example pool has no tenants")
 	}
 }
