@@ -76,6 +76,13 @@ func TestAdmission(t *testing.T) {
 	c := needAPI(t)
 	ctx := context.Background()
 	ns := newNamespace(t, c, "admit")
+	// No namespace controller runs here to empty a deleted namespace; remove the pods, or a later
+	// test's kube-scheduler would place the ones admitted here on its nodes.
+	t.Cleanup(func() {
+		if err := c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0)); err != nil {
+			t.Error(err)
+		}
+	})
 	const tenants, perTenant = 50, 20
 	createGatedPods(t, c, ns, tenants, perTenant)
 	grants := map[string]int{}
