@@ -156,6 +156,11 @@ func (g *MIGGate) Step(ctx context.Context, node string) (done bool, err error) 
 	case StepRestoring:
 		return false, g.waitRestored(ctx, n)
 	case StepStuck:
+		// mig-manager may still bring the previous config back (late, or after an operator fixed
+		// the node): then the gate finishes the rollback and uncordons.
+		if n.Labels[LabelMIGConfigState] == MIGStateSuccess && n.Labels[LabelMIGConfig] == a[AnnotGatePrevious] {
+			return false, g.finish(ctx, n, fmt.Sprintf("rolled-back %s: %s (previous config restored late)", a[AnnotGateTarget], a[AnnotGateReason]))
+		}
 		return true, fmt.Errorf("gate node %s: %w (%s)", node, ErrGateStuck, a[AnnotGateResult])
 	default:
 		return false, fmt.Errorf("gate node %s: unknown step %q in annotation %s", node, step, AnnotGateStep)

@@ -278,3 +278,44 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestGateStuckThenRestored: mig-manager answers neither the new config nor the restored one in
+// time, so the gate stops at Stuck with the node cordoned (Run reports ErrGateStuck); once
+// mig-manager reports the previous config applied, the gate finishes the rollback and uncordons.
+func TestGateStuckThenRestored(t *testing.T) {
+	c := needAPI(t)
+	ctx := context.Background()
+	ns := newNamespace(t, c, "stuck")
+	node := nextNode("stuck")
+	newGPUNode(t, c, node, "all-1g.10gb", ns)
+	d := &nodeDouble{c: c, node: node, configs: gateConfigs}
+	d.mute.Store(true)
+	startDouble(t, d)
+	g := fastGate(c)
+	g.ApplyTimeout = time.Second
+	if err := g.Request(ctx, node, "all-3g.40gb", gateConfigs["all-3g.40gb"]); err != nil {
+		t.Fatal(err)
+	}
+	if err := runGate(t, g, node); !errors.Is(err, ErrGateStuck) {
+		t.Fatalf("run returned %v, want ErrGateStuck", err)
+	}
+	n := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		t.Fatal(err)
+	}
+	if !n.Spec.Unschedulable || n.Labels[LabelMIGConfig] != "all-1g.10gb" || n.Annotations[AnnotGateStep] != string(StepStuck) {
+		t.Fatalf("stuck node: unschedulable %v label %q step %q; want true, all-1g.10gb, Stuck",
+			n.Spec.Unschedulable, n.Labels[LabelMIGConfig], n.Annotations[AnnotGateStep])
+	}
+	d.mute.Store(false)
+	waitFor(t, "mig-manager to restore the previous config", func(n *corev1.Node) bool {
+		return n.Labels[LabelMIGConfigState] == MIGStateSuccess
+	}, c, node)
+	if err := runGate(t, g, node); err != nil {
+		t.Fatal(err)
+	}
+	n = checkSettled(t, c, node, "all-1g.10gb", "")
+	if r := n.Annotations[AnnotGateResult]; !strings.Contains(r, "restored late") {
+		t.Errorf("result %q", r)
+	}
+}
