@@ -175,6 +175,7 @@ func (g *MIGGate) write(ctx context.Context, n *corev1.Node, to GateStep) error 
 	if err := g.C.Update(ctx, n); err != nil {
 		return fmt.Errorf("gate node %s: write step %s: %w", n.Name, to, err)
 	}
+	g.event(ctx, n, to)
 	if g.Hook != nil {
 		g.Hook("after:" + string(to))
 	}

@@ -84,6 +84,21 @@ func TestGateReconfigures(t *testing.T) {
 	if got, want := podNames(t, c, node), fmtNames(node, "cpu", "ds"); !slices.Equal(got, want) {
 		t.Errorf("pods left %v, want %v", got, want)
 	}
+	// One Event per step (creation times have one-second resolution, so compared as a set).
+	var evs corev1.EventList
+	if err := c.List(ctx, &evs, client.InNamespace("default"), client.MatchingFields{"involvedObject.name": node}); err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, e := range evs.Items {
+		reasons = append(reasons, e.Reason)
+	}
+	want := []string{"GateCordoned", "GateLabeled", "GateApplied", "GateSucceeded"}
+	slices.Sort(reasons)
+	slices.Sort(want)
+	if !slices.Equal(reasons, want) {
+		t.Errorf("events %v, want %v", reasons, want)
+	}
 }
 
 // TestGateRollsBack covers the failures: mig-manager reports failed, never answers, or the device
