@@ -88,6 +88,7 @@ func newRootCmd(e *env) *cobra.Command {
 		newGateCmd(e),
 		newApplyCmd(e),
 		newCostCmd(e),
+		newControllerCmd(e),
 	)
 	return root
 }

@@ -110,7 +110,12 @@
 // nvidia.com/gpu taint, and is labelled with its tenant, trust group (path with '/' as '.'), slice
 // kind and Deployment; the annotation gpupool.dev/replicas records where the plan puts each
 // replica. Kubernetes does not choose devices by position: a pod gets some device of its resource
-// on its node. The image is vllm/vllm-openai:latest; pin the version you validated.
+// on its node. The image is pinned (Image). Each vLLM container requests 2 CPUs and 16Gi of
+// memory, has startup (up to 30 min for the model load), readiness and liveness probes on
+// vLLM's /health, a 2Gi memory-backed /dev/shm, and HF_TOKEN from the Secret gpupool-hf-token
+// (key token) when that Secret exists (optional, for gated models). Tenants whose model is only
+// a measured profile outside the LLM catalog (ParvaGPU's bert, resnet50) get no vLLM launch file
+// and no Deployment; the README says so.
 //
 // A node's pool (gpupool.dev/pool) is its most shared kind of slice with replicas: gpu-mps, else
 // gpu-timeslice, else gpu-mig-shared, else gpu-mig, else gpu-exclusive.

@@ -27,8 +27,9 @@ const (
 	AnnotationPath  = "gpupool.dev/path"
 	AnnotationPlan  = "gpupool.dev/plan"
 	AnnotationSlots = "gpupool.dev/replicas" // where the plan puts each replica
-	// Image is the vLLM OpenAI-compatible server image; pin the tag you have validated.
-	Image = "vllm/vllm-openai:latest"
+	// Image is the vLLM OpenAI-compatible server image, pinned: a moving tag would change what
+	// runs without a new plan. Re-validate before changing it.
+	Image = "vllm/vllm-openai:v0.12.0"
 	// HostnameLabel is the well-known node label the Deployments' node affinity uses.
 	HostnameLabel = "kubernetes.io/hostname"
 )
@@ -209,13 +210,8 @@ func (m *model) podSpec(g *group, hosts []string) corev1.PodSpec {
 			HostPath: &corev1.HostPathVolumeSource{Path: pipe, Type: &hp}}}}
 		c.VolumeMounts = []corev1.VolumeMount{{Name: "mps-pipe", MountPath: pipe}}
 	}
-	if g.count > 1 {
-		// tensor-parallel workers exchange tensors through shared memory: a memory-backed
-		// /dev/shm, as vLLM's Kubernetes deployment guide sets for tensor parallelism
-		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "dshm", VolumeSource: corev1.VolumeSource{
-			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}})
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "dshm", MountPath: "/dev/shm"})
-	}
+	// vllmContainerDefaults mounts a memory-backed /dev/shm, which tensor-parallel workers need too.
+	vllmContainerDefaults(&c, &spec)
 	spec.Containers = []corev1.Container{c}
 	return spec
 }
@@ -224,6 +220,9 @@ func k8sArtifacts(m *model) ([]Artifact, error) {
 	by, names := m.replicasByTenant()
 	var out []Artifact
 	for _, name := range names {
+		if !servesLLM(m.tenants[name]) {
+			continue
+		}
 		var docs []string
 		for _, g := range m.groups(name, by[name]) {
 			data, err := yaml.Marshal(m.deployment(g))

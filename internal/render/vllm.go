@@ -137,9 +137,13 @@ type VLLMReplica struct {
 
 func vllmArtifacts(m *model) ([]Artifact, error) {
 	by, names := m.replicasByTenant()
+	m.noteNonLLM(names)
 	var out []Artifact
 	for _, name := range names {
 		t := m.tenants[name]
+		if !servesLLM(t) {
+			continue
+		}
 		f := VLLMTenant{Tenant: name}
 		rs := by[name]
 		for k, pr := range rs {

@@ -1,0 +1,25 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestControllerInputErrors: the controller command refuses a missing --namespace and an
+// unreadable kubeconfig as input errors (exit 1) before contacting any API server. Its behaviour
+// against a real API server is tested in internal/k8s (TestControllerLeaderTakesOver).
+func TestControllerInputErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"controller"}, "--namespace: must be set"},
+		{[]string{"controller", "--namespace", "gpupool-system", "--kubeconfig", filepath.Join(t.TempDir(), "missing")}, "load kubeconfig"},
+	} {
+		_, stderr, code := runCmd(t, tc.args...)
+		if code != 1 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}

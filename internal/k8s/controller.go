@@ -1,0 +1,129 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// ControllerOptions configure NewController.
+type ControllerOptions struct {
+	// Namespace holds the leader-election Lease.
+	Namespace string
+	// LeaseName names the Lease (default "gpupool-controller").
+	LeaseName string
+	// Gate configures the MIG gate; its C is set by NewController.
+	Gate MIGGate
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election (defaults 15 s, 10 s, 2 s).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	Log                                       *slog.Logger
+}
+
+// NewController returns a manager that, while it holds the leader Lease, drives the MIG gate of
+// every node that has a gate request or a gate in progress. Start it with mgr.Start(ctx); a second
+// replica waits on the Lease and takes over, resuming each gate from the node's annotations.
+func NewController(cfg *rest.Config, o ControllerOptions) (manager.Manager, error) {
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	lease := o.LeaseName
+	if lease == "" {
+		lease = "gpupool-controller"
+	}
+	d := func(v, def time.Duration) *time.Duration { v = orDefault(v, def); return &v }
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		LeaderElection:          true,
+		LeaderElectionID:        lease,
+		LeaderElectionNamespace: o.Namespace,
+		LeaseDuration:           d(o.LeaseDuration, 15*time.Second),
+		RenewDeadline:           d(o.RenewDeadline, 10*time.Second),
+		RetryPeriod:             d(o.RetryPeriod, 2*time.Second),
+		// The Lease is given up on a clean stop, so a successor takes over at once.
+		LeaderElectionReleaseOnCancel: true,
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        "0",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("new controller manager: %w", err)
+	}
+	// The gate reads what it just wrote, so it talks to the API server directly, not the cache.
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("new controller client: %w", err)
+	}
+	g := o.Gate
+	g.C = direct
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &gateReconciler{gate: &g, log: log}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("mig-gate").
+		For(&corev1.Node{}, builder.WithPredicates(gatePredicate())).
+		// Several managers in one process (tests, or a restart in place) register the same name
+		// with the global metrics registry; the name is fixed, so skip that uniqueness check.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4, SkipNameValidation: ptrTo(true)}).
+		Complete(r)
+	if err != nil {
+		return nil, fmt.Errorf("register mig gate controller: %w", err)
+	}
+	return mgr, nil
+}
+
+// gatePredicate lets through the node events that concern a gate (each replica's identity in the
+// Lease is its host name plus a random suffix, so several replicas on one host are told apart).
+func gatePredicate() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return gateWanted(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return gateWanted(e.ObjectNew) },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// gateWanted: the node has a gate in progress, or a request its label does not meet yet.
+func gateWanted(o client.Object) bool {
+	a := o.GetAnnotations()
+	if a[AnnotGateStep] != "" {
+		return true
+	}
+	t, ok := a[AnnotGateTarget]
+	return ok && t != o.GetLabels()[LabelMIGConfig]
+}
+
+type gateReconciler struct {
+	gate *MIGGate
+	log  *slog.Logger
+}
+
+// Reconcile advances one node's gate by one step and comes back after the gate's poll interval
+// until the gate is finished.
+func (r *gateReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	done, err := r.gate.Step(ctx, req.Name)
+	if err != nil {
+		r.log.Warn("mig gate step", "node", req.Name, "err", err)
+		return reconcile.Result{}, err // requeued with backoff; a conflict is retried the same way
+	}
+	if done {
+		return reconcile.Result{}, nil
+	}
+	return reconcile.Result{RequeueAfter: orDefault(r.gate.Poll, 200*time.Millisecond)}, nil
+}
+
+func ptrTo[T any](v T) *T { return &v }

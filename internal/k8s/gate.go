@@ -1,0 +1,380 @@
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Labels NVIDIA's mig-manager reads and writes (GPU Operator).
+const (
+	LabelMIGConfig      = "nvidia.com/mig.config"
+	LabelMIGConfigState = "nvidia.com/mig.config.state"
+	MIGStateSuccess     = "success"
+	MIGStateFailed      = "failed"
+)
+
+// Node annotations holding the gate's progress. Everything the gate needs to resume lives here,
+// written in the same update as the change it describes, so a restarted controller continues
+// from the last step that reached the API server.
+const (
+	AnnotGateTarget   = "gpupool.dev/gate-target"   // requested nvidia.com/mig.config value
+	AnnotGateExpect   = "gpupool.dev/gate-expect"   // JSON resource name → quantity the node must offer after
+	AnnotGateStep     = "gpupool.dev/gate-step"     // current step (GateStep)
+	AnnotGatePrevious = "gpupool.dev/gate-previous" // the label before the gate began ("" = absent)
+	AnnotGateCordoned = "gpupool.dev/gate-cordoned" // "true" when the gate cordoned the node
+	AnnotGateSince    = "gpupool.dev/gate-since"    // RFC 3339 start of the current step
+	AnnotGateReason   = "gpupool.dev/gate-reason"   // why a rollback began
+	AnnotGateResult   = "gpupool.dev/gate-result"   // outcome of the last gate: "success <cfg>", "rolled-back <cfg>: reason", "stuck …"
+)
+
+// GateStep is one step of the per-node gate.
+type GateStep string
+
+// The steps, in order; rollback steps follow a failure in Draining, Applying or Verifying.
+const (
+	StepDraining  GateStep = "Draining"  // node cordoned; evicting GPU pods through the Eviction API
+	StepApplying  GateStep = "Applying"  // label set; waiting for mig.config.state=success
+	StepVerifying GateStep = "Verifying" // waiting for allocatable to equal the expectation
+	StepRestoring GateStep = "Restoring" // previous label restored; waiting for success
+	StepStuck     GateStep = "Stuck"     // restoring failed: node left cordoned for an operator
+	stepNone      GateStep = ""
+	stepFinished  GateStep = "Finished" // the write that uncordons and clears the gate
+)
+
+// MIGGate runs the reconfiguration gate around mig-manager for one node at a time. Each Step call
+// makes at most one change on the API server and records it in the node's annotations, so the
+// gate can be stopped between any two calls (or inside one) and resumed by a new MIGGate.
+type MIGGate struct {
+	C client.Client
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// DrainTimeout, ApplyTimeout and VerifyTimeout bound the waiting steps; past one, the gate
+	// restores the previous label. Zero means 10 min, 15 min and 5 min.
+	DrainTimeout, ApplyTimeout, VerifyTimeout time.Duration
+	// Poll is the pause between Step calls in Run (default 200 ms).
+	Poll time.Duration
+	// Hook, when set, is called before ("before:STEP") and after ("after:STEP") every write the
+	// gate makes; tests use it to stop the controller at each step.
+	Hook func(point string)
+}
+
+// Request asks for node's MIG config to become target, with expect the node's allocatable GPU
+// resources afterwards. It refuses while a gate is in progress on the node.
+func (g *MIGGate) Request(ctx context.Context, node, target string, expect map[string]int64) error {
+	n := &corev1.Node{}
+	if err := g.C.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		return fmt.Errorf("request mig config %s on node %s: %w", target, node, err)
+	}
+	if s := n.Annotations[AnnotGateStep]; s != "" {
+		return fmt.Errorf("request mig config %s on node %s: gate in progress at step %s", target, node, s)
+	}
+	b, err := json.Marshal(expect)
+	if err != nil {
+		return err
+	}
+	setAnnot(n, AnnotGateTarget, target)
+	setAnnot(n, AnnotGateExpect, string(b))
+	if err := g.C.Update(ctx, n); err != nil {
+		return fmt.Errorf("request mig config %s on node %s: %w", target, node, err)
+	}
+	return nil
+}
+
+func setAnnot(n *corev1.Node, k, v string) {
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	n.Annotations[k] = v
+}
+
+func (g *MIGGate) now() time.Time {
+	if g.Now != nil {
+		return g.Now()
+	}
+	return time.Now()
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// Run calls Step until the node's gate is finished (nil), stuck (an error) or ctx ends.
+func (g *MIGGate) Run(ctx context.Context, node string) error {
+	poll := orDefault(g.Poll, 200*time.Millisecond)
+	for {
+		done, err := g.Step(ctx, node)
+		if err != nil && !apierrors.IsConflict(err) {
+			return err
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(poll):
+		}
+	}
+}
+
+// ErrGateStuck is returned when restoring the previous config failed; the node stays cordoned.
+var ErrGateStuck = errors.New("mig gate stuck: restoring the previous config failed")
+
+// Step advances node's gate by at most one write. It returns done when no gate is in progress.
+func (g *MIGGate) Step(ctx context.Context, node string) (done bool, err error) {
+	n := &corev1.Node{}
+	if err := g.C.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		return false, fmt.Errorf("gate node %s: %w", node, err)
+	}
+	a := n.Annotations
+	step := GateStep(a[AnnotGateStep])
+	switch step {
+	case stepNone:
+		target, ok := a[AnnotGateTarget]
+		if !ok || target == n.Labels[LabelMIGConfig] {
+			return true, nil
+		}
+		return false, g.begin(ctx, n, target)
+	case StepDraining:
+		return false, g.drain(ctx, n)
+	case StepApplying:
+		return false, g.waitApplied(ctx, n)
+	case StepVerifying:
+		return false, g.verify(ctx, n)
+	case StepRestoring:
+		return false, g.waitRestored(ctx, n)
+	case StepStuck:
+		// mig-manager may still bring the previous config back (late, or after an operator fixed
+		// the node): then the gate finishes the rollback and uncordons.
+		if n.Labels[LabelMIGConfigState] == MIGStateSuccess && n.Labels[LabelMIGConfig] == a[AnnotGatePrevious] {
+			return false, g.finish(ctx, n, fmt.Sprintf("rolled-back %s: %s (previous config restored late)", a[AnnotGateTarget], a[AnnotGateReason]))
+		}
+		return true, fmt.Errorf("gate node %s: %w (%s)", node, ErrGateStuck, a[AnnotGateResult])
+	default:
+		return false, fmt.Errorf("gate node %s: unknown step %q in annotation %s", node, step, AnnotGateStep)
+	}
+}
+
+// write updates n (guarded by its resourceVersion) around the hook calls.
+func (g *MIGGate) write(ctx context.Context, n *corev1.Node, to GateStep) error {
+	if g.Hook != nil {
+		g.Hook("before:" + string(to))
+	}
+	if err := g.C.Update(ctx, n); err != nil {
+		return fmt.Errorf("gate node %s: write step %s: %w", n.Name, to, err)
+	}
+	g.event(ctx, n, to)
+	if g.Hook != nil {
+		g.Hook("after:" + string(to))
+	}
+	return nil
+}
+
+func (g *MIGGate) since(n *corev1.Node) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, n.Annotations[AnnotGateSince])
+	if err != nil {
+		return g.now() // a missing stamp restarts the step's clock rather than failing at once
+	}
+	return t
+}
+
+func (g *MIGGate) enter(n *corev1.Node, s GateStep) {
+	setAnnot(n, AnnotGateStep, string(s))
+	setAnnot(n, AnnotGateSince, g.now().UTC().Format(time.RFC3339Nano))
+}
+
+// begin records the previous label and cordons the node in one write.
+func (g *MIGGate) begin(ctx context.Context, n *corev1.Node, target string) error {
+	prev := n.Labels[LabelMIGConfig]
+	setAnnot(n, AnnotGatePrevious, prev)
+	setAnnot(n, AnnotGateCordoned, fmt.Sprint(!n.Spec.Unschedulable))
+	delete(n.Annotations, AnnotGateReason)
+	n.Spec.Unschedulable = true
+	g.enter(n, StepDraining)
+	return g.write(ctx, n, StepDraining)
+}
+
+// gpuPods lists the pods on n that hold NVIDIA resources and are not DaemonSet pods (the GPU
+// Operator's own daemons stay).
+func (g *MIGGate) gpuPods(ctx context.Context, n *corev1.Node) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := g.C.List(ctx, &pods, client.MatchingFields{"spec.nodeName": n.Name}); err != nil {
+		return nil, fmt.Errorf("gate node %s: list pods: %w", n.Name, err)
+	}
+	var out []corev1.Pod
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || ownedByDaemonSet(p) {
+			continue
+		}
+		if usesNVIDIA(p) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func ownedByDaemonSet(p corev1.Pod) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
+}
+
+func usesNVIDIA(p corev1.Pod) bool {
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range cs {
+			for r := range c.Resources.Limits {
+				if strings.HasPrefix(string(r), "nvidia.com/") {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// drain evicts the node's GPU pods; PodDisruptionBudgets are enforced by the API server, which
+// answers 429 while a budget forbids the eviction. When none is left it sets the label.
+func (g *MIGGate) drain(ctx context.Context, n *corev1.Node) error {
+	pods, err := g.gpuPods(ctx, n)
+	if err != nil {
+		return err
+	}
+	if len(pods) == 0 {
+		return g.setLabel(ctx, n, n.Annotations[AnnotGateTarget], StepApplying)
+	}
+	if g.now().Sub(g.since(n)) > orDefault(g.DrainTimeout, 10*time.Minute) {
+		// the label was never changed, so there is nothing to restore: uncordon and drop the request
+		return g.finish(ctx, n, fmt.Sprintf("rolled-back %s: drain timed out with %d GPU pods left (first %s/%s)",
+			n.Annotations[AnnotGateTarget], len(pods), pods[0].Namespace, pods[0].Name))
+	}
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil {
+			continue // evicted; waiting for the kubelet to finish it
+		}
+		if _, err := evict(ctx, g.C, p); err != nil {
+			return fmt.Errorf("gate node %s: evict pod %s/%s: %w", n.Name, p.Namespace, p.Name, err)
+		}
+	}
+	return nil
+}
+
+// setLabel writes the MIG config label and removes mig-manager's state label in the same write,
+// so a later state=success can only come from mig-manager acting on this label.
+func (g *MIGGate) setLabel(ctx context.Context, n *corev1.Node, cfg string, to GateStep) error {
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	if cfg == "" {
+		delete(n.Labels, LabelMIGConfig)
+	} else {
+		n.Labels[LabelMIGConfig] = cfg
+	}
+	delete(n.Labels, LabelMIGConfigState)
+	g.enter(n, to)
+	return g.write(ctx, n, to)
+}
+
+func (g *MIGGate) waitApplied(ctx context.Context, n *corev1.Node) error {
+	switch st := n.Labels[LabelMIGConfigState]; {
+	case st == MIGStateSuccess:
+		g.enter(n, StepVerifying)
+		return g.write(ctx, n, StepVerifying)
+	case st == MIGStateFailed:
+		return g.rollback(ctx, n, "mig-manager reported state failed for "+n.Annotations[AnnotGateTarget])
+	case g.now().Sub(g.since(n)) > orDefault(g.ApplyTimeout, 15*time.Minute):
+		return g.rollback(ctx, n, fmt.Sprintf("mig-manager did not report success within the apply timeout (state %q)", st))
+	}
+	return nil
+}
+
+// allocatableMismatch says how n's allocatable differs from the expectation: every expected
+// resource at its quantity and no other nvidia.com/ resource above zero.
+func allocatableMismatch(n *corev1.Node) (string, error) {
+	want := map[string]int64{}
+	if s := n.Annotations[AnnotGateExpect]; s != "" {
+		if err := json.Unmarshal([]byte(s), &want); err != nil {
+			return "", fmt.Errorf("gate node %s: annotation %s: %w", n.Name, AnnotGateExpect, err)
+		}
+	}
+	var diffs []string
+	for r, q := range want {
+		got := n.Status.Allocatable[corev1.ResourceName(r)]
+		if got.Cmp(*resource.NewQuantity(q, resource.DecimalSI)) != 0 {
+			diffs = append(diffs, fmt.Sprintf("%s=%s want %d", r, got.String(), q))
+		}
+	}
+	for r, q := range n.Status.Allocatable {
+		if _, ok := want[string(r)]; !ok && strings.HasPrefix(string(r), "nvidia.com/") && !q.IsZero() {
+			diffs = append(diffs, fmt.Sprintf("%s=%s want 0", r, q.String()))
+		}
+	}
+	return strings.Join(diffs, ", "), nil
+}
+
+func (g *MIGGate) verify(ctx context.Context, n *corev1.Node) error {
+	diff, err := allocatableMismatch(n)
+	if err != nil {
+		return err
+	}
+	if diff == "" {
+		return g.finish(ctx, n, "success "+n.Annotations[AnnotGateTarget])
+	}
+	if g.now().Sub(g.since(n)) > orDefault(g.VerifyTimeout, 5*time.Minute) {
+		return g.rollback(ctx, n, "allocatable does not match the plan: "+diff)
+	}
+	return nil
+}
+
+// rollback restores the previous label (the node stays cordoned until it is back).
+func (g *MIGGate) rollback(ctx context.Context, n *corev1.Node, reason string) error {
+	setAnnot(n, AnnotGateReason, reason)
+	return g.setLabel(ctx, n, n.Annotations[AnnotGatePrevious], StepRestoring)
+}
+
+func (g *MIGGate) waitRestored(ctx context.Context, n *corev1.Node) error {
+	reason := n.Annotations[AnnotGateReason]
+	prev := n.Annotations[AnnotGatePrevious]
+	st := n.Labels[LabelMIGConfigState]
+	switch {
+	case st == MIGStateSuccess || prev == "":
+		// with no previous config there is nothing for mig-manager to restore
+		return g.finish(ctx, n, fmt.Sprintf("rolled-back %s: %s", n.Annotations[AnnotGateTarget], reason))
+	case st == MIGStateFailed || g.now().Sub(g.since(n)) > orDefault(g.ApplyTimeout, 15*time.Minute):
+		setAnnot(n, AnnotGateResult, fmt.Sprintf("stuck restoring %s (state %q) after: %s", prev, st, reason))
+		g.enter(n, StepStuck)
+		return g.write(ctx, n, StepStuck)
+	}
+	return nil
+}
+
+// finish uncordons the node (when the gate cordoned it) and clears the gate's annotations, in one
+// write. After a rollback the request is dropped too, so the gate does not retry at once.
+func (g *MIGGate) finish(ctx context.Context, n *corev1.Node, result string) error {
+	if n.Annotations[AnnotGateCordoned] == "true" {
+		n.Spec.Unschedulable = false
+	}
+	for _, k := range []string{AnnotGateStep, AnnotGatePrevious, AnnotGateCordoned, AnnotGateSince, AnnotGateExpect} {
+		delete(n.Annotations, k)
+	}
+	if !strings.HasPrefix(result, "success") {
+		delete(n.Annotations, AnnotGateTarget)
+	}
+	setAnnot(n, AnnotGateResult, result)
+	return g.write(ctx, n, stepFinished)
+}

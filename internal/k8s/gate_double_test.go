@@ -1,0 +1,195 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// nodeDouble plays, for one Node object on the real API server, what runs on a GPU node:
+// mig-manager (answers a changed nvidia.com/mig.config with nvidia.com/mig.config.state), the
+// device plugin (then publishes the config's resources as allocatable) and the kubelet (finishes
+// pods that were evicted, which without a kubelet would stay Terminating).
+type nodeDouble struct {
+	c    client.Client
+	node string
+	// configs maps a MIG config name to the allocatable it yields.
+	configs map[string]map[string]int64
+	// fail lists configs mig-manager reports failed; silent lists configs it never answers.
+	fail, silent map[string]bool
+	// mute, while set, keeps mig-manager from answering any config (a stalled node).
+	mute atomic.Bool
+	// wrongAlloc lists configs whose allocatable differs from configs[] (a device plugin that
+	// does not come back with the planned resources).
+	wrongAlloc map[string]bool
+}
+
+func (d *nodeDouble) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		d.tick(ctx)
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (d *nodeDouble) tick(ctx context.Context) {
+	n := &corev1.Node{}
+	if err := d.c.Get(ctx, client.ObjectKey{Name: d.node}, n); err != nil {
+		return
+	}
+	cfg, state := n.Labels[LabelMIGConfig], n.Labels[LabelMIGConfigState]
+	switch {
+	case cfg == "" || d.silent[cfg] || d.mute.Load():
+	case state == "":
+		n.Labels[LabelMIGConfigState] = "pending"
+		_ = d.c.Update(ctx, n)
+	case state == "pending":
+		if d.fail[cfg] {
+			n.Labels[LabelMIGConfigState] = MIGStateFailed
+		} else {
+			n.Labels[LabelMIGConfigState] = MIGStateSuccess
+		}
+		_ = d.c.Update(ctx, n)
+	case state == MIGStateSuccess:
+		alloc := d.configs[cfg]
+		if d.wrongAlloc[cfg] {
+			alloc = map[string]int64{"nvidia.com/gpu": 1}
+		}
+		if !allocEqual(n, alloc) {
+			setAllocatable(n, alloc)
+			_ = d.c.Status().Update(ctx, n)
+		}
+	}
+	var pods corev1.PodList
+	if err := d.c.List(ctx, &pods, client.MatchingFields{"spec.nodeName": d.node}); err != nil {
+		return
+	}
+	for i := range pods.Items {
+		if pods.Items[i].DeletionTimestamp != nil {
+			_ = d.c.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0))
+		}
+	}
+}
+
+func allocEqual(n *corev1.Node, want map[string]int64) bool {
+	got := 0
+	for r, q := range n.Status.Allocatable {
+		if len(r) > 11 && r[:11] == "nvidia.com/" {
+			if w, ok := want[string(r)]; !ok || q.Value() != w {
+				return false
+			}
+			got++
+		}
+	}
+	return got == len(want)
+}
+
+func setAllocatable(n *corev1.Node, res map[string]int64) {
+	alloc := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("64"),
+		corev1.ResourceMemory: resource.MustParse("512Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	for r, q := range res {
+		alloc[corev1.ResourceName(r)] = *resource.NewQuantity(q, resource.DecimalSI)
+	}
+	n.Status.Allocatable, n.Status.Capacity = alloc, alloc.DeepCopy()
+}
+
+// Two mig-parted configs of an 8-GPU H100 node, with what the device plugin offers for each.
+var gateConfigs = map[string]map[string]int64{
+	"all-1g.10gb": {"nvidia.com/mig-1g.10gb": 56},
+	"all-3g.40gb": {"nvidia.com/mig-3g.40gb": 16},
+	"all-bad":     {"nvidia.com/mig-7g.80gb": 8},
+}
+
+// newGPUNode creates a Ready node at config cfg (state success, matching allocatable) with
+// two GPU pods, one CPU pod and one DaemonSet GPU pod (the operator's own) in namespace ns.
+func newGPUNode(t *testing.T, c client.Client, name, cfg, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		LabelMIGConfig: cfg, LabelMIGConfigState: MIGStateSuccess}}}
+	if err := c.Create(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	setAllocatable(n, gateConfigs[cfg])
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	if err := c.Status().Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	pod := func(pname string, gpu bool, ds bool) {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pname, Namespace: ns, Labels: map[string]string{"app": "llm"}},
+			Spec: corev1.PodSpec{NodeName: name, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+		if gpu {
+			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/mig-1g.10gb": resource.MustParse("1")}
+		}
+		if ds {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "nvidia-device-plugin", UID: types.UID("ds-" + name)}}
+		}
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		// The kubelet's part: the pod runs and is ready. The Eviction API ignores budgets for
+		// Pending pods, so this is what makes PodDisruptionBudgets count.
+		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+		if err := c.Status().Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod(name+"-llm-0", true, false)
+	pod(name+"-llm-1", true, false)
+	pod(name+"-cpu", false, false)
+	pod(name+"-ds", true, true)
+}
+
+// checkSettled asserts the invariants that must hold whenever the gate is not running: the node
+// is schedulable, its label is old or new, and no gate step is recorded.
+func checkSettled(t *testing.T, c client.Client, name, old, new string) *corev1.Node {
+	t.Helper()
+	n := &corev1.Node{}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: name}, n); err != nil {
+		t.Fatal(err)
+	}
+	if n.Spec.Unschedulable {
+		t.Errorf("node %s left cordoned (annotations %v)", name, n.Annotations)
+	}
+	if l := n.Labels[LabelMIGConfig]; l != old && l != new {
+		t.Errorf("node %s label %s=%q, want %q or %q", name, LabelMIGConfig, l, old, new)
+	}
+	if s := n.Annotations[AnnotGateStep]; s != "" {
+		t.Errorf("node %s still at gate step %s", name, s)
+	}
+	return n
+}
+
+func podNames(t *testing.T, c client.Client, node string) []string {
+	t.Helper()
+	var pods corev1.PodList
+	if err := c.List(context.Background(), &pods, client.MatchingFields{"spec.nodeName": node}); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range pods.Items {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func fmtNames(prefix string, suffixes ...string) []string {
+	var out []string
+	for _, s := range suffixes {
+		out = append(out, fmt.Sprintf("%s-%s", prefix, s))
+	}
+	return out
+}
