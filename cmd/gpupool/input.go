@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/llm"
 )
 
 // maxInputBytes is the one size limit on every file gpupool reads (pools, plans, mig-parted
@@ -24,7 +26,7 @@ func openInput(path, what string) (*os.File, error) {
 		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	if st.IsDir() {
-		return nil, fmt.Errorf("read %s: %s is not a regular file (%s)", what, path, fileType(st.Mode()))
+		return nil, fmt.Errorf("read %s: %s is not a regular file (%s)", what, path, strings.TrimPrefix(llm.FileKind(st.Mode()), "is "))
 	}
 	if st.Size() > maxInputBytes {
 		return nil, fmt.Errorf("read %s: %s is %d bytes, more than the %d (64 MiB) gpupool reads", what, path, st.Size(), maxInputBytes)
@@ -65,20 +67,6 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
-}
-
-func fileType(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	}
-	return "mode " + m.String()
 }
 
 // capped reads at most maxInputBytes from r, then fails: a stream (a pipe given as a trace or a

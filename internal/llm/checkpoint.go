@@ -124,13 +124,14 @@ func statRegular(fsys fs.FS, name string) (int64, error) {
 		return 0, fmt.Errorf("read %s: %w", name, err)
 	}
 	if m := st.Mode(); !m.IsRegular() {
-		return 0, fmt.Errorf("read %s: %s, not a regular file", name, fileKind(m))
+		return 0, fmt.Errorf("read %s: %s, not a regular file", name, FileKind(m))
 	}
 	return st.Size(), nil
 }
 
-// fileKind says what a non-regular file is.
-func fileKind(m fs.FileMode) string {
+// FileKind says what a non-regular file is ("is a directory", "is a named pipe (FIFO)", …), for
+// the messages of every reader that accepts regular files only.
+func FileKind(m fs.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "is a directory"
