@@ -281,17 +281,7 @@ func (f *Fake) wrapGI(gi *server.GpuInstance) {
 		if busy {
 			return gonvml.ERROR_IN_USE
 		}
-		point := fmt.Sprintf("destroy-gi %s %s", d.UUID, in)
-		f.hook("before " + point)
-		r := destroyGI()
-		if r == gonvml.SUCCESS {
-			f.destroys.Add(1)
-			if err := f.save(); err != nil {
-				return gonvml.ERROR_UNKNOWN
-			}
-		}
-		f.hook("after " + point)
-		return r
+		return f.destroyAt(fmt.Sprintf("destroy-gi %s %s", d.UUID, in), destroyGI)
 	}
 }
 
@@ -300,18 +290,23 @@ func (f *Fake) wrapCI(ci *server.ComputeInstance, d *server.Device, in gpu.Insta
 	ci.DestroyFunc = func() gonvml.Return {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		point := fmt.Sprintf("destroy-ci %s %s", d.UUID, in)
-		f.hook("before " + point)
-		r := destroy()
-		if r == gonvml.SUCCESS {
-			f.destroys.Add(1)
-			if err := f.save(); err != nil {
-				return gonvml.ERROR_UNKNOWN
-			}
-		}
-		f.hook("after " + point)
-		return r
+		return f.destroyAt(fmt.Sprintf("destroy-ci %s %s", d.UUID, in), destroy)
 	}
+}
+
+// destroyAt runs a mock destroy between the crash hooks of its point, counting it and saving the
+// state when it succeeds (f.mu is held).
+func (f *Fake) destroyAt(point string, destroy func() gonvml.Return) gonvml.Return {
+	f.hook("before " + point)
+	r := destroy()
+	if r == gonvml.SUCCESS {
+		f.destroys.Add(1)
+		if err := f.save(); err != nil {
+			return gonvml.ERROR_UNKNOWN
+		}
+	}
+	f.hook("after " + point)
+	return r
 }
 
 func (f *Fake) wrapServer() {
