@@ -103,7 +103,7 @@ func (c *planChecker) checkGPU(p string, g PlanGPU) {
 		if len(g.Instances) > 0 {
 			c.errs.add(field(p, "instances"), "only for mode %q (mode is %q)", ModeMIG, g.Mode)
 		}
-		c.checkDomain(g, domain{path: field(p, "replicas"), slice: sliceOf(g.Mode, ""),
+		c.checkDomain(g, domain{path: field(p, "replicas"), slice: SliceOf(g.Mode, ""),
 			capacity: boardMemory(board), replicas: g.Replicas})
 	}
 	if n := g.ReplicaCount(); n > 0 {
@@ -186,7 +186,7 @@ func (c *planChecker) checkMIG(p string, g PlanGPU, board *gpu.Board) {
 		}
 		prof := c.checkProfile(ip, in, board)
 		legal = legal && prof != nil && slices.Contains(prof.Starts, in.Start)
-		c.checkDomain(g, domain{path: field(ip, "replicas"), slice: sliceOf(ModeMIG, in.Sharing.Mode),
+		c.checkDomain(g, domain{path: field(ip, "replicas"), slice: SliceOf(ModeMIG, in.Sharing.Mode),
 			instance: in.Ref(), capacity: profileMemory(prof), replicas: in.Replicas})
 		layout = append(layout, gpu.Instance{Profile: in.Profile, Start: in.Start})
 	}
@@ -240,7 +240,7 @@ func profileMemory(p *gpu.Profile) Bytes {
 }
 
 // sliceOf returns the slice kind a replica gets from a GPU mode and, under MIG, a sharing mode.
-func sliceOf(m Mode, s SharingMode) SliceKind {
+func SliceOf(m Mode, s SharingMode) SliceKind {
 	switch m {
 	case ModeExclusive:
 		return SliceExclusive

@@ -69,14 +69,14 @@ func (p *planner) keepCurrent(next *v1.Plan) (*v1.Plan, error) {
 			if tp := r.TensorParallel.GPUs; len(tp) > 0 && tp[0] != g.Index {
 				continue
 			}
-			uses[r.Tenant] = append(uses[r.Tenant], slotUse{g.Board, string(modeSlice(g.Mode)), "", len(g.Replicas), max(r.TensorParallel.Size, 1)})
+			uses[r.Tenant] = append(uses[r.Tenant], slotUse{g.Board, string(v1.SliceOf(g.Mode, "")), "", len(g.Replicas), max(r.TensorParallel.Size, 1)})
 		}
 		g.Instances = slices.Clone(g.Instances)
 		for i := range g.Instances {
 			in := &g.Instances[i]
 			in.Replicas = slices.DeleteFunc(slices.Clone(in.Replicas), func(r v1.PlanReplica) bool { return inPool[r.Tenant] == nil })
 			for _, r := range in.Replicas {
-				uses[r.Tenant] = append(uses[r.Tenant], slotUse{g.Board, string(instSlice(in.Sharing.Mode)), in.Profile, len(in.Replicas), 1})
+				uses[r.Tenant] = append(uses[r.Tenant], slotUse{g.Board, string(v1.SliceOf(v1.ModeMIG, in.Sharing.Mode)), in.Profile, len(in.Replicas), 1})
 			}
 		}
 		if g.Role == v1.RolePool && g.ReplicaCount() == 0 {
@@ -131,24 +131,4 @@ func planned(next *v1.Plan, name string) int {
 		}
 	}
 	return 0
-}
-
-func modeSlice(m v1.Mode) v1.SliceKind {
-	switch m {
-	case v1.ModeMPS:
-		return v1.SliceMPS
-	case v1.ModeTimeSlice:
-		return v1.SliceTimeSlice
-	}
-	return v1.SliceExclusive
-}
-
-func instSlice(s v1.SharingMode) v1.SliceKind {
-	switch s {
-	case v1.SharingMPS:
-		return v1.SliceMIGMPS
-	case v1.SharingTimeSlice:
-		return v1.SliceMIGTimeSlice
-	}
-	return v1.SliceMIG
 }
