@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,7 +28,7 @@ func buildChild(t *testing.T) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("build crash child: the go command is not on PATH: %v", err)
 	}
 	bin := filepath.Join(t.TempDir(), "crashchild")
 	cmd := exec.Command(goBin, "build", "-o", bin, "./testdata/crashchild")

@@ -55,7 +55,6 @@ type Engine struct {
 	events     []Event
 	nextGrant  uint64
 	nextEvent  uint64
-	nextTenant uint64
 	ch         Changes
 	dirtyNodes map[string]bool
 	plan       *v1.Plan // the last plan applied (in memory only), the base of the next re-plan

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -25,7 +26,7 @@ func newAPIMetrics(loop *Loop) *apiMetrics {
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gpupool_api_request_duration_seconds",
 		Help: "API request latency by route.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"route"})
 	m.reg.MustRegister(m.requests, m.latency, grantsCollector{loop},
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -5,16 +5,11 @@ import (
 	"strings"
 )
 
-// refFill is a deliberately plain re-statement of the filling semantics, for comparison: every
-// pick scans every node. Reservations first (lowest share, then name; all shares are zero in a
-// fresh allocation, so by name), then recursive progressive filling with the skip rule.
-// Caps bound steady tasks; there are no leases.
-func refFill(cfg Config) map[string]int {
-	n, _ := refFillOrder(cfg)
-	return n
-}
-
-// refFillOrder also returns the names of the grantees in grant order.
+// refFillOrder is a deliberately plain re-statement of the filling semantics, for comparison:
+// every pick scans every node. Reservations first (lowest share, then name; all shares are zero
+// in a fresh allocation, so by name), then recursive progressive filling with the skip rule.
+// Caps bound steady tasks; there are no leases. It returns the tasks per tenant and the names of
+// the grantees in grant order.
 func refFillOrder(cfg Config) (map[string]int, []string) {
 	var order []string
 	names := sortedKeys(cfg.Capacity)

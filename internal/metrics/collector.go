@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"strconv"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -123,7 +122,6 @@ type Source interface {
 type Collector struct {
 	src   Source
 	descs map[string]*prometheus.Desc
-	once  sync.Once
 }
 
 // NewCollector returns a collector over src.

@@ -3,8 +3,6 @@ package metrics
 // Every metric the agent exposes. Units follow Prometheus conventions (base units, _total for
 // counters, _ratio for 0–1 shares).
 const (
-	namespace = "gpupool"
-
 	NameSliceMemoryUsed    = "gpupool_slice_memory_used_bytes"
 	NameSliceMemoryPlanned = "gpupool_slice_memory_planned_bytes"
 	NameSliceSMShare       = "gpupool_slice_sm_share_ratio"

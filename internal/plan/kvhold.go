@@ -1,9 +1,6 @@
 package plan
 
-import (
-	"fmt"
-	"math"
-)
+import "math"
 
 // zKVHold is the standard normal quantile of the in-flight requests the KV cache must hold:
 // the 99.9th percentile. With the 99th, about 1 % of arrivals would find a full cache (and wait
@@ -22,24 +19,4 @@ func meanInFlight(n float64) float64 {
 	}
 	s := (-zKVHold + math.Sqrt(zKVHold*zKVHold+4*n)) / 2
 	return s * s
-}
-
-// group writes n with thousands separators: 7328 → "7,328".
-func group(n int64) string {
-	s := fmt.Sprint(n)
-	neg := n < 0
-	if neg {
-		s = s[1:]
-	}
-	var out []byte
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	if neg {
-		return "-" + string(out)
-	}
-	return string(out)
 }

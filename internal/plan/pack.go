@@ -24,12 +24,11 @@ type unit struct {
 
 // gpuPlan is the plan of one fleet GPU while it is built.
 type gpuPlan struct {
-	fg     fleetGPU
-	role   v1.Role
-	mode   v1.Mode
-	whole  *unit // exclusive, mps, timeslice
-	insts  []placedInst
-	reason []v1.Reason
+	fg    fleetGPU
+	role  v1.Role
+	mode  v1.Mode
+	whole *unit // exclusive, mps, timeslice
+	insts []placedInst
 }
 
 type placedInst struct {
