@@ -170,9 +170,9 @@
 //
 // A board draws IdlePowerFraction × TDP whenever it is on; above it a step's compute-bound
 // kernels draw (TDP − idle) · R · s · c³ (s: the engine's SM share, c: its clock; a whole GPU at
-// the power-limited clock draws TDP) and its memory-bound kernels, layer latency and all-reduces
-// (TDP − idle) · MemoryPowerFraction · b · (1 + c³)/2 (b: its bandwidth share), memory-bound
-// kernels also the compute power over the time their FLOPs take at the compute rate; a step's
+// the power-limited clock draws TDP) and its memory-bound kernels and layer latency
+// (TDP − idle) · MemoryPowerFraction · b · (1 + c³)/2 (b: its bandwidth share), all-reduces that
+// power times the share of the SMs their kernel occupies (AllReduceSMs), memory-bound kernels also the compute power over the time their FLOPs take at the compute rate; a step's
 // dynamic energy is capped at (TDP − idle) · max(s, b) over the step (the power limit); host time
 // and time-slice waits draw nothing above idle. StepEnergy and StepTimeEnergy give a step's dynamic
 // joules, IdleWatts the engine's share of idle power, and Estimate the mean power and joules per

@@ -47,6 +47,7 @@ func (m *Model) Place(s Slice) (*Engine, error) {
 	e := &Engine{m: m, s: s, r: s.resolve(peak)}
 	e.r.kvShare = m.kvShare(e.r.tp)
 	e.r.busBW = m.busBandwidth(s.Board)
+	e.r.commSM = m.commSMShare(s.Board)
 	e.alone = e.aloneRates(0)
 	e.maxSeqs, e.maxBatchedTokens = e.batchLimits()
 	e.kvCap = e.kvCapacity()

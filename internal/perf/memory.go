@@ -145,3 +145,14 @@ func (m *Model) kvShare(tp float64) float64 {
 	}
 	return math.Max(1/tp, 1/kvh)
 }
+
+// commSMShare is the fraction of the board's SMs a tensor-parallel all-reduce keeps busy:
+// Options.AllReduceSMs thread blocks, one per SM, over the board's SMs (132 when the catalog
+// does not say).
+func (m *Model) commSMShare(b *gpu.Board) float64 {
+	sms := 132.0
+	if b != nil && b.SMs > 0 {
+		sms = float64(b.SMs)
+	}
+	return math.Min(1, float64(m.opts.AllReduceSMs)/sms)
+}

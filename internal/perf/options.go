@@ -59,6 +59,10 @@ type Options struct {
 	// link from the catalog (gpu.Board.Interconnect) at 80 % (NCCL's bus bandwidth).
 	AllReduceLatency time.Duration `json:"allReduceLatency"`
 	InterconnectGBs  float64       `json:"interconnectGBs"`
+	// AllReduceSMs is how many SMs an all-reduce kernel occupies: the thread blocks it
+	// launches, one per SM. An all-reduce is bound by the links, not by the SMs or HBM, so over
+	// its time the board draws the memory-bound power of these SMs only (power.go).
+	AllReduceSMs int `json:"allReduceSMs"`
 	// IdlePowerFraction is a board's idle power as a fraction of its TDP; MemoryPowerFraction the
 	// dynamic power (above idle) of memory-bound kernels pulling the whole bandwidth, as a
 	// fraction of TDP − idle (power.go).
@@ -134,6 +138,11 @@ type Options struct {
 //   - AllReduceLatency 15 µs: NCCL all-reduce of small messages on NVLink (nccl-tests: ~10-20 µs).
 //     InterconnectGBs 0: the board's link from the catalog at 80 %, NCCL's bus bandwidth on
 //     large messages (about 360 of 450 GB/s on NVLink-4 H100s, 230 of 300 on NVLink-3 A100s).
+//   - AllReduceSMs 36: vLLM's custom all-reduce, which serves the all-reduces of a node's
+//     tensor-parallel decode and prefill steps, launches at most 36 thread blocks
+//     (csrc/custom_all_reduce.cuh, defaultBlockLimit); the H100 has 132 SMs. Drawing all-reduces
+//     at the whole board's memory-bound power put Llama-3.1-70B on four H100s 15-43 % high on
+//     power against ML.ENERGY (out of sample, docs/cost.md).
 //   - KVElemBytes 2: vLLM's --kv-cache-dtype auto stores the KV cache in bf16/fp16.
 //   - IdlePowerFraction 0.15: data-centre boards report roughly 60-100 W idle against 400-700 W
 //     TDP in nvidia-smi (an assumption, not a measurement of this project).
@@ -172,6 +181,7 @@ func DefaultOptions() Options {
 		MPSOverlapGain:       false,
 		AllReduceLatency:     15 * time.Microsecond,
 		InterconnectGBs:      0,
+		AllReduceSMs:         36,
 		KVElemBytes:          2,
 		IdlePowerFraction:    0.15,
 		MemoryPowerFraction:  0.7,
@@ -222,6 +232,7 @@ func (o Options) Validate() error {
 	nonneg("actInterPasses", o.ActInterPasses)
 	nonneg("contextSwitch", float64(o.ContextSwitch))
 	nonneg("allReduceLatency", float64(o.AllReduceLatency))
+	nonneg("allReduceSMs", float64(o.AllReduceSMs))
 	nonneg("runtimeReserveMiB", float64(o.RuntimeReserveMiB))
 	if o.KVElemBytes < 1 || o.KVElemBytes > 4 {
 		errs = append(errs, fmt.Errorf("option kvElemBytes: %d is outside [1, 4]", o.KVElemBytes))

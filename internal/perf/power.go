@@ -12,7 +12,9 @@ import (
 //	compute-bound   (TDP − idle) · R · s · c³   s: the engine's share of the SMs, c: its clock
 //	memory-bound    (TDP − idle) · MemoryPowerFraction · b · (1 + c³)/2   b: its bandwidth share,
 //	                plus the compute power over the time its FLOPs would take at the compute rate
-//	latency, comm   as memory-bound (kernels in flight, few SMs busy)
+//	latency         as memory-bound (kernels in flight, few SMs busy)
+//	all-reduce      as memory-bound times the share of the board's SMs the all-reduce kernel
+//	                occupies (Options.AllReduceSMs): it is bound by the links, not by HBM
 //	host time, wait nothing above idle
 //
 // and the step's dynamic energy is capped at (TDP − idle) · max(s, b) over the whole step: the
@@ -79,8 +81,8 @@ func (e *Engine) StepTimeEnergy(b Batch, l Load) (time.Duration, float64) {
 
 // energy is the dynamic energy of a step with parts s, in joules, over the replica's GPUs: the
 // compute power over the compute-bound time and over the arithmetic that memory-bound kernels
-// hide under their streaming, plus the memory power over the memory-bound time, layer latency
-// and all-reduces; capped, as a board's power limit caps it, at the dynamic range of the
+// hide under their streaming, plus the memory power over the memory-bound time and layer latency,
+// plus the all-reduce kernel's SMs' share of the memory power over the all-reduces; capped, as a board's power limit caps it, at the dynamic range of the
 // engine's share over the whole step.
 func (e *Engine) energy(s stepParts) float64 {
 	o, r := e.m.opts, e.r
@@ -91,6 +93,6 @@ func (e *Engine) energy(s stepParts) float64 {
 	}
 	compute := dyn * math.Min(1, o.PowerDemandRatio*r.sm*c*c*c)
 	memory := dyn * o.MemoryPowerFraction * r.bw * (1 + c*c*c) / 2
-	j := compute*(s.compute+s.hidden) + memory*(s.memory+s.latency+s.comm)
+	j := compute*(s.compute+s.hidden) + memory*(s.memory+s.latency) + memory*r.commSM*s.comm
 	return r.tp * math.Min(j, dyn*math.Max(r.sm, r.bw)*s.total)
 }

@@ -195,6 +195,7 @@ type resources struct {
 	tp           float64 // tensor-parallel degree, ≥ 1
 	kvShare      float64 // the part of each token's KV cache one tensor-parallel GPU holds
 	busBW        float64 // all-reduce bus bandwidth between the tensor-parallel GPUs, bytes/s
+	commSM       float64 // SMs an all-reduce kernel occupies, as a fraction of the board's SMs
 }
 
 // resolve turns a validated slice into its shares of the board.
