@@ -150,7 +150,8 @@ func measuredUse(start, end []byte, period time.Duration) (cost.MeasuredOptions,
 	if err != nil {
 		return cost.MeasuredOptions{}, fmt.Errorf("second read: %w", err)
 	}
-	mo := cost.MeasuredOptions{Seconds: period.Seconds(), GPUs: map[string]cost.MeasuredGPU{}, Tokens: map[string]float64{}}
+	mo := cost.MeasuredOptions{Seconds: period.Seconds(), GPUs: map[string]cost.MeasuredGPU{}, Tokens: map[string]float64{},
+		OutputTokens: map[string]float64{}}
 	for uuid, g := range b.GPUs {
 		if g.Node == "" {
 			continue
@@ -165,6 +166,9 @@ func measuredUse(start, end []byte, period time.Duration) (cost.MeasuredOptions,
 	}
 	for t, n := range b.TenantTokens {
 		mo.Tokens[t] = metrics.CounterDelta(a.TenantTokens[t], n)
+	}
+	for t, n := range b.TenantOutputTokens {
+		mo.OutputTokens[t] = metrics.CounterDelta(a.TenantOutputTokens[t], n)
 	}
 	return mo, nil
 }

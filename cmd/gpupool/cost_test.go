@@ -190,7 +190,7 @@ func TestCostFromAgentMetrics(t *testing.T) {
 	}
 	ref := pl.Tenants[0].Replicas[0].GPU.String()
 	other := map[string]string{"n1/0": "n1/1", "n1/1": "n1/0"}[ref]
-	read := func(e0, i0, c, e1, i1, tok float64) string {
+	read := func(e0, i0, c, e1, i1, tok, out float64) string {
 		return fmt.Sprintf(`gpupool_gpu_info{gpu="GPU-A",board="H100-SXM5-80GB",node="n1",index="%s"} 1
 gpupool_gpu_info{gpu="GPU-B",board="H100-SXM5-80GB",node="n1",index="%s"} 1
 gpupool_gpu_energy_joules_total{gpu="GPU-A"} %g
@@ -199,10 +199,11 @@ gpupool_tenant_gpu_energy_joules_total{gpu="GPU-A",tenant="chat"} %g
 gpupool_gpu_energy_joules_total{gpu="GPU-B"} %g
 gpupool_gpu_idle_energy_joules_total{gpu="GPU-B"} %g
 gpupool_tenant_tokens_total{tenant="chat"} %g
-`, ref[3:], other[3:], e0, i0, c, e1, i1, tok)
+gpupool_tenant_output_tokens_total{tenant="chat"} %g
+`, ref[3:], other[3:], e0, i0, c, e1, i1, tok, out)
 	}
-	start := writeTemp(t, "start.prom", read(1e6, 1e5, 9e5, 5e5, 5e5, 1e6))
-	end := writeTemp(t, "end.prom", read(2.8e6, 4.78e5, 2.322e6, 8.78e5, 8.78e5, 2e6))
+	start := writeTemp(t, "start.prom", read(1e6, 1e5, 9e5, 5e5, 5e5, 1e6, 2e5))
+	end := writeTemp(t, "end.prom", read(2.8e6, 4.78e5, 2.322e6, 8.78e5, 8.78e5, 2e6, 4e5))
 	out, errOut, code := runCmd(t, "cost", planPath, "--pool", poolFile, "--from", start, "--from", end, "--period", "1h", "-o", "json")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -214,9 +215,13 @@ gpupool_tenant_tokens_total{tenant="chat"} %g
 	r := o.Report
 	chat := r.Tenants[0]
 	if r.Basis != "measured" || math.Abs(chat.ActiveJ-1.422e6) > 1e-3 || math.Abs(r.Total.ActiveJ+r.Total.IdleJ-2.178e6) > 1e-3 ||
-		math.Abs(chat.ActiveJ+chat.IdleJ+r.Idle.ActiveJ+r.Idle.IdleJ-2.178e6) > 1e-3 || chat.Tokens != 1e6 {
-		t.Errorf("basis %s, chat %g J (want 1,422,000) and %g tokens, total %g J (want 2,178,000), idle line %g J",
-			r.Basis, chat.ActiveJ, chat.Tokens, r.Total.ActiveJ+r.Total.IdleJ, r.Idle.ActiveJ+r.Idle.IdleJ)
+		math.Abs(chat.ActiveJ+chat.IdleJ+r.Idle.ActiveJ+r.Idle.IdleJ-2.178e6) > 1e-3 || chat.Tokens != 1e6 || chat.OutputTokens != 2e5 {
+		t.Errorf("basis %s, chat %g J (want 1,422,000), %g tokens (1,000,000) and %g output (200,000), total %g J (want 2,178,000), idle line %g J",
+			r.Basis, chat.ActiveJ, chat.Tokens, chat.OutputTokens, r.Total.ActiveJ+r.Total.IdleJ, r.Idle.ActiveJ+r.Idle.IdleJ)
+	}
+	// J per output token: the tenant's IT energy over its 200,000 output tokens.
+	if want := (chat.ActiveJ + chat.IdleJ) / 2e5; math.Abs(chat.JPerOutputToken-want) > 1e-9*want || chat.JPerOutputToken == 0 {
+		t.Errorf("chat: %g J/output token, want %g", chat.JPerOutputToken, want)
 	}
 	_, errOut, code = runCmd(t, "cost", planPath, "--pool", poolFile, "--from", start, "--from", end)
 	if code != exitInvalid || !strings.Contains(errOut, "flag --period: required") {

@@ -10,6 +10,7 @@ import (
 
 	"gpupool.dev/gpupool/internal/gate"
 	"gpupool.dev/gpupool/internal/gpu"
+	"gpupool.dev/gpupool/internal/metrics"
 	"gpupool.dev/gpupool/internal/nvml"
 )
 
@@ -65,5 +66,47 @@ func TestEnergyIdleLine(t *testing.T) {
 	// The same split per GPU, and where the GPU sits in a plan.
 	if len(s.TenantGPUs) != 2 || s.TenantGPUs[0].GPU != u || math.Abs(s.TenantGPUs[0].EnergyJoules-1475) > 1e-6 || s.GPUs[0].Index != 0 {
 		t.Errorf("per GPU: %+v, gpu %+v", s.TenantGPUs, s.GPUs[0])
+	}
+}
+
+// splitScraper reports, per scrape, 300 more prompt tokens and 100 more generated ones.
+type splitScraper struct{ n map[string]float64 }
+
+func (c *splitScraper) Scrape(_ context.Context, url string) (metrics.Engine, error) {
+	c.n[url]++
+	return metrics.Engine{PromptTokens: 300 * c.n[url], GenerationTokens: 100 * c.n[url]}, nil
+}
+
+// TestOutputTokensCountedApart: the agent counts a tenant's generated tokens apart from its
+// prompt tokens (vLLM's vllm:generation_tokens_total and vllm:prompt_tokens_total), summed over
+// its engines: two engines of tenant a, three polls, 400 tokens each per poll of which 100 are
+// output.
+func TestOutputTokensCountedApart(t *testing.T) {
+	fake, err := nvml.NewFake(nvml.FakeOptions{Model: "h100", GPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := nvml.New(fake.Interface(), nvml.Options{})
+	cfg := Config{StateDir: t.TempDir(), GPUs: []GPUConfig{{Index: 0}},
+		Engines: []Engine{{Tenant: "a", GPU: 0, URL: "http://e1"}, {Tenant: "a", GPU: 0, URL: "http://e2"}}}
+	j, rep, _ := OpenJournal(filepath.Join(t.TempDir(), "j"))
+	defer j.Close()
+	x, err := NewExecutor(context.Background(), j, rep, gate.State{Policy: gate.Policy{Cooldown: time.Hour}}, Deps{MIG: lib, Node: &LocalNode{Path: filepath.Join(t.TempDir(), "c")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	a := &Agent{Config: cfg, Settings: Settings{Poll: time.Second}, Tel: fakeTel{lib}, Exec: x, Scraper: &splitScraper{n: map[string]float64{}},
+		Now: func() time.Time { return now }, Log: slog.New(slog.DiscardHandler)}
+	for range 3 {
+		if err := a.Poll(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		fake.Advance(time.Second)
+		now = now.Add(time.Second)
+	}
+	s := a.Snapshot()
+	if len(s.Tenants) != 1 || s.Tenants[0].Tokens != 2400 || s.Tenants[0].OutputTokens != 600 {
+		t.Errorf("tenants %+v: want 2,400 tokens, 600 of them output", s.Tenants)
 	}
 }

@@ -299,7 +299,7 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 	// Per GPU: the shares of its engines (MIG: compute slices of the instance; else SM utilisation).
 	shares := map[string][]metrics.Share{}
 	costSlices := map[string][]costSlice{}
-	tokens := map[string]float64{}
+	tokens, outTokens := map[string]float64{}, map[string]float64{}
 	for _, e := range a.Config.Engines {
 		g, ok := byIndex[e.GPU]
 		if !ok {
@@ -330,6 +330,8 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 				a.mu.Lock()
 				tokens[e.Tenant] += metrics.CounterDelta(a.prev["tok:"+e.URL], eng.Tokens())
 				a.prev["tok:"+e.URL] = eng.Tokens()
+				outTokens[e.Tenant] += metrics.CounterDelta(a.prev["out:"+e.URL], eng.GenerationTokens)
+				a.prev["out:"+e.URL] = eng.GenerationTokens
 				t := a.tenant(e.Tenant)
 				t.TTFT, t.TPOT = eng.TTFT, eng.TPOT
 				a.mu.Unlock()
@@ -365,6 +367,7 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 	for name, tok := range tokens {
 		t := a.tenant(name)
 		t.Tokens += tok
+		t.OutputTokens += outTokens[name]
 		t.JoulesPerTok = metrics.JoulesPerToken(joules[name], tok)
 	}
 	for name, j := range joules {

@@ -21,9 +21,12 @@ type MeasuredOptions struct {
 	Seconds float64
 	// GPUs by plan reference, "node/index"; GPUs of the plan not listed are left out of the bill.
 	GPUs map[string]MeasuredGPU
-	// Tokens are each tenant's tokens (prompt and generated) over the period; the agent does not
-	// tell output tokens apart, so per-output-token figures are not computed.
-	Tokens map[string]float64
+	// Tokens are each tenant's tokens (prompt and generated) over the period, OutputTokens the
+	// generated ones (the agent's gpupool_tenant_output_tokens_total, from vLLM's
+	// vllm:generation_tokens_total). A tenant missing from OutputTokens gets no per-output-token
+	// figures.
+	Tokens       map[string]float64
+	OutputTokens map[string]float64
 }
 
 // FromMeasured builds the devices of plan pl's measured GPUs (Measured basis): a GPU's energy is
@@ -71,6 +74,7 @@ func FromMeasured(pl *v1.Plan, o MeasuredOptions) ([]Device, error) {
 			}
 			if !tokensGiven[s.Tenant] {
 				s.Tokens, tokensGiven[s.Tenant] = o.Tokens[s.Tenant], true
+				s.OutputTokens = o.OutputTokens[s.Tenant]
 			}
 		}
 		out = append(out, d)

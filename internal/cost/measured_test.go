@@ -19,7 +19,7 @@ func TestFromMeasured(t *testing.T) {
 		{Node: "n", Index: 1, Board: "H100-SXM5-80GB", Role: v1.RoleIdle, Mode: v1.ModeExclusive},
 	}}
 	o := MeasuredOptions{Seconds: 10, GPUs: map[string]MeasuredGPU{"n/0": {EnergyJ: 4000, IdleJ: 1050, Tenants: map[string]float64{"a": 2000, "b": 950}}},
-		Tokens: map[string]float64{"a": 1000}}
+		Tokens: map[string]float64{"a": 1000}, OutputTokens: map[string]float64{"a": 250}}
 	devs, err := FromMeasured(pl, o)
 	if err != nil {
 		t.Fatal(err)
@@ -30,8 +30,13 @@ func TestFromMeasured(t *testing.T) {
 	}
 	checkConservation(t, r)
 	if len(devs) != 1 || r.Basis != Measured || math.Abs(r.Tenants[0].ActiveJ-2000) > 1e-9 || math.Abs(r.Tenants[1].ActiveJ-950) > 1e-9 ||
-		math.Abs(r.Idle.IdleJ-1050) > 1e-9 || r.Tenants[0].JPerToken != 2 {
-		t.Errorf("devices %d, basis %s, a %g J, b %g J, idle %g J, a J/token %g", len(devs), r.Basis, r.Tenants[0].ActiveJ, r.Tenants[1].ActiveJ, r.Idle.IdleJ, r.Tenants[0].JPerToken)
+		math.Abs(r.Idle.IdleJ-1050) > 1e-9 || r.Tenants[0].JPerToken != 2 || r.Tenants[0].JPerOutputToken != 8 {
+		t.Errorf("devices %d, basis %s, a %g J, b %g J, idle %g J, a J/token %g, J/output token %g", len(devs), r.Basis,
+			r.Tenants[0].ActiveJ, r.Tenants[1].ActiveJ, r.Idle.IdleJ, r.Tenants[0].JPerToken, r.Tenants[0].JPerOutputToken)
+	}
+	// b's engines reported no output tokens: no per-output-token figure rather than a made-up one.
+	if r.Tenants[1].JPerOutputToken != 0 || r.Tenants[1].CostPer1MOutput != nil {
+		t.Errorf("b: J/output token %g, cost per 1M output %v: want none", r.Tenants[1].JPerOutputToken, r.Tenants[1].CostPer1MOutput)
 	}
 	o.GPUs["n/0"].Tenants["c"] = 5
 	if _, err := FromMeasured(pl, o); err == nil || err.Error() != "cost of measurements: 1 problem(s):\ngpu n/0: tenant c drew 5.0 J but has no replica there in the plan" {

@@ -19,6 +19,9 @@ type AgentScrape struct {
 	TenantGPU map[string]map[string]float64
 	// TenantTokens are the tokens (prompt and generated) of each tenant's engines.
 	TenantTokens map[string]float64
+	// TenantOutputTokens are the tokens each tenant's engines generated; a tenant is absent when
+	// the agent did not export them (agents before output tokens were counted apart).
+	TenantOutputTokens map[string]float64
 }
 
 // ScrapedGPU is one GPU's place and counters.
@@ -37,7 +40,8 @@ func ParseAgent(r io.Reader) (AgentScrape, error) {
 	if err != nil {
 		return AgentScrape{}, fmt.Errorf("parse agent metrics: %w", err)
 	}
-	s := AgentScrape{GPUs: map[string]ScrapedGPU{}, TenantGPU: map[string]map[string]float64{}, TenantTokens: map[string]float64{}}
+	s := AgentScrape{GPUs: map[string]ScrapedGPU{}, TenantGPU: map[string]map[string]float64{}, TenantTokens: map[string]float64{},
+		TenantOutputTokens: map[string]float64{}}
 	var bad error
 	each := func(name string, f func(labels map[string]string, v float64)) {
 		for _, m := range fams[name].GetMetric() {
@@ -80,6 +84,7 @@ func ParseAgent(r io.Reader) (AgentScrape, error) {
 		s.TenantGPU[l["gpu"]][l["tenant"]] = v
 	})
 	each(NameTenantTokens, func(l map[string]string, v float64) { s.TenantTokens[l["tenant"]] = v })
+	each(NameTenantOutputTokens, func(l map[string]string, v float64) { s.TenantOutputTokens[l["tenant"]] = v })
 	if bad != nil {
 		return AgentScrape{}, bad
 	}

@@ -85,7 +85,8 @@ type Histogram struct {
 // Tenant is one tenant on the node.
 type Tenant struct {
 	Name          string
-	Tokens        float64
+	Tokens        float64 // prompt and generated
+	OutputTokens  float64 // generated only
 	EnergyJoules  float64
 	JoulesPerTok  float64 // over the last interval; 0 when no tokens
 	TTFT, TPOT    *Histogram
@@ -134,6 +135,7 @@ func NewCollector(src Source) *Collector {
 		NameSliceMemoryPlanned:   d(NameSliceMemoryPlanned, "Device memory the plan budgets for the tenant on the slice, in bytes.", "gpu", "slice", "tenant"),
 		NameSliceSMShare:         d(NameSliceSMShare, "Share of the GPU's SMs the tenant's slice holds (MIG: the instance's SMs; MPS: the active thread percentage), 0-1.", "gpu", "slice", "tenant"),
 		NameTenantTokens:         d(NameTenantTokens, "Tokens (prompt and generated) the tenant's engines on this node processed, from vLLM.", "tenant"),
+		NameTenantOutputTokens:   d(NameTenantOutputTokens, "Tokens the tenant's engines on this node generated (output tokens), from vLLM.", "tenant"),
 		NameTenantEnergy:         d(NameTenantEnergy, "Energy attributed to the tenant on this node, in joules (see package metrics for the split).", "tenant"),
 		NameTenantJPerToken:      d(NameTenantJPerToken, "Joules per token of the tenant over the last polling interval.", "tenant"),
 		NameTenantTTFT:           d(NameTenantTTFT, "Time to first token of the tenant's requests, from vLLM, in seconds.", "tenant"),
@@ -216,6 +218,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, t := range s.Tenants {
 		ctr(NameTenantTokens, t.Tokens, t.Name)
+		ctr(NameTenantOutputTokens, t.OutputTokens, t.Name)
 		ctr(NameTenantEnergy, t.EnergyJoules, t.Name)
 		g(NameTenantJPerToken, t.JoulesPerTok, t.Name)
 		if t.SLOAttainment >= 0 {

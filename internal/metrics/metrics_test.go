@@ -21,7 +21,7 @@ func (f fixed) Snapshot() Snapshot { return Snapshot(f) }
 var sample = fixed{
 	GPUs:   []GPU{{UUID: "GPU-0", Board: "H100-SXM5-80GB", EnergyJoules: 1234.5}},
 	Slices: []Slice{{GPU: "GPU-0", Slice: "3g.40gb@4", Tenant: "chat", MemoryUsed: 30e9, MemoryPlanned: 38e9, SMShare: 60.0 / 132}},
-	Tenants: []Tenant{{Name: "chat", Tokens: 15000, EnergyJoules: 900, JoulesPerTok: 0.06, SLOAttainment: 0.99,
+	Tenants: []Tenant{{Name: "chat", Tokens: 15000, OutputTokens: 5000, EnergyJoules: 900, JoulesPerTok: 0.06, SLOAttainment: 0.99,
 		TTFT: &Histogram{Count: 100, Sum: 21.5, Buckets: map[float64]uint64{0.1: 40, 0.5: 90}}}},
 	MPS:  []MPSDaemon{{UUID: "MIG-1", Restarts: 2, Healthy: true}},
 	Gate: Gate{Phase: "apply", Cordoned: true, Changes: map[string]int{"GateDone": 3}},
@@ -62,10 +62,10 @@ gpupool_tenant_joules_per_token{tenant="chat"} 0.06
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), NameGatePhase, NameMPSRestarts, NameTenantJPerToken); err != nil {
 		t.Fatal(err)
 	}
-	// GPU: energy + idle energy + info = 3 (no tenant-per-GPU energy given); slice: used, planned, SM share = 3; tenant: tokens, energy, J/token,
-	// SLO, TTFT (no TPOT given) = 5; MPS: restarts + healthy = 2; gate: 9 phases + cordoned + one
-	// outcome = 11; one XID = 1; poll duration = 1. Total 26.
-	if n := testutil.CollectAndCount(c); n != 3+3+5+2+11+1+1 {
+	// GPU: energy + idle energy + info = 3 (no tenant-per-GPU energy given); slice: used, planned, SM share = 3; tenant: tokens, output
+	// tokens, energy, J/token, SLO, TTFT (no TPOT given) = 6; MPS: restarts + healthy = 2; gate: 9 phases + cordoned + one
+	// outcome = 11; one XID = 1; poll duration = 1. Total 27.
+	if n := testutil.CollectAndCount(c); n != 3+3+6+2+11+1+1 {
 		t.Fatalf("collected %d metrics", n)
 	}
 	reg := prometheus.NewPedanticRegistry()
@@ -157,7 +157,7 @@ func TestDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	known := map[string]bool{}
-	for _, n := range []string{NameSliceMemoryUsed, NameSliceMemoryPlanned, NameSliceSMShare, NameTenantTokens, NameTenantEnergy,
+	for _, n := range []string{NameSliceMemoryUsed, NameSliceMemoryPlanned, NameSliceSMShare, NameTenantTokens, NameTenantOutputTokens, NameTenantEnergy,
 		NameTenantJPerToken, NameTenantTTFT, NameTenantTPOT, NameTenantSLO, NameGPUEnergy, NameGPUInfo, NameMPSRestarts,
 		NameMPSHealthy, NameGatePhase, NameGateCordoned, NameGateChanges, NamePollDuration, NameGPUXID,
 		NameTenantChargeback, NameTenantShowback, NameTenantCarbonLocation, NameTenantCarbonMarket, NameIdleChargeback,
@@ -224,7 +224,8 @@ func TestParseAgentRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := s.GPUs["GPU-0"]
-	if g.Node != "n1" || g.Index != 3 || g.EnergyJoules != 1234.5 || g.IdleJ != 100 || s.TenantGPU["GPU-0"]["chat"] != 900 || s.TenantTokens["chat"] != 15000 {
+	if g.Node != "n1" || g.Index != 3 || g.EnergyJoules != 1234.5 || g.IdleJ != 100 || s.TenantGPU["GPU-0"]["chat"] != 900 || s.TenantTokens["chat"] != 15000 ||
+		s.TenantOutputTokens["chat"] != 5000 {
 		t.Errorf("parsed %+v", s)
 	}
 }

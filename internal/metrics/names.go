@@ -7,6 +7,7 @@ const (
 	NameSliceMemoryPlanned = "gpupool_slice_memory_planned_bytes"
 	NameSliceSMShare       = "gpupool_slice_sm_share_ratio"
 	NameTenantTokens       = "gpupool_tenant_tokens_total"
+	NameTenantOutputTokens = "gpupool_tenant_output_tokens_total"
 	NameTenantEnergy       = "gpupool_tenant_energy_joules_total"
 	NameTenantGPUEnergy    = "gpupool_tenant_gpu_energy_joules_total"
 	NameTenantJPerToken    = "gpupool_tenant_joules_per_token"
