@@ -422,6 +422,11 @@ func (t telemetry) Inventory() ([]agent.GPUInfo, error) {
 
 func (t telemetry) EnergyMilliJoules(uuid string) (uint64, error) { return t.l.EnergyMilliJoules(uuid) }
 
+// InstanceActivity gives the agent each MIG instance's GPM activity (agent.InstanceActivity).
+func (t telemetry) InstanceActivity(uuid, board string) (map[gpu.Instance]float64, error) {
+	return t.l.InstanceActivity(uuid, board)
+}
+
 func (t telemetry) Processes(uuid string) ([]agent.Proc, error) {
 	ps, err := t.l.Processes(uuid)
 	if err != nil {

@@ -158,7 +158,7 @@ func measuredUse(start, end []byte, period time.Duration) (cost.MeasuredOptions,
 		}
 		p := a.GPUs[uuid]
 		m := cost.MeasuredGPU{EnergyJ: metrics.CounterDelta(p.EnergyJoules, g.EnergyJoules), IdleJ: metrics.CounterDelta(p.IdleJ, g.IdleJ),
-			Tenants: map[string]float64{}}
+			Tenants: map[string]float64{}, Split: g.Split}
 		for t, j := range b.TenantGPU[uuid] {
 			m.Tenants[t] = metrics.CounterDelta(a.TenantGPU[uuid][t], j)
 		}

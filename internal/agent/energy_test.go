@@ -67,6 +67,77 @@ func TestEnergyIdleLine(t *testing.T) {
 	if len(s.TenantGPUs) != 2 || s.TenantGPUs[0].GPU != u || math.Abs(s.TenantGPUs[0].EnergyJoules-1475) > 1e-6 || s.GPUs[0].Index != 0 {
 		t.Errorf("per GPU: %+v, gpu %+v", s.TenantGPUs, s.GPUs[0])
 	}
+	// The fake reports no GPM, so the split is by instance size, and says so.
+	if s.GPUs[0].Split != SplitMIGSize {
+		t.Errorf("split %q, want %q", s.GPUs[0].Split, SplitMIGSize)
+	}
+}
+
+// TestEnergySplitByInstanceActivity: with GPM, a GPU's energy above idle is split by each MIG
+// instance's SM activity × its size. An H100 with 4g.40gb@0 (tenant a, 30 % busy) and 3g.40gb@4
+// (tenant b, 80 % busy) draws 400 W for 10 s: 1,050 J idle, 2,950 J split 4×0.3 : 3×0.8 = 1 : 2
+// (983.3 and 1,966.7 J; by size alone a would get 4/7). Tenants plus idle add up to the counter's
+// 4,000 J: the parent's energy is not repeated per instance. On the first poll GPM has no earlier
+// sample, so that interval is split by size, and the GPU says which.
+func TestEnergySplitByInstanceActivity(t *testing.T) {
+	fake, err := nvml.NewFake(nvml.FakeOptions{Model: "h100", GPUs: 1, GPM: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := nvml.New(fake.Interface(), nvml.Options{})
+	u := fake.UUIDs()[0]
+	layout, _ := gpu.ParseLayout("4g.40gb@0 3g.40gb@4")
+	for _, in := range layout {
+		if err := lib.Create(u, fake.Board().Name, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fake.SetInstanceActivity(u, layout[0], 0.3)
+	fake.SetInstanceActivity(u, layout[1], 0.8)
+	fake.SetPower(u, 400)
+	cfg := Config{StateDir: t.TempDir(), GPUs: []GPUConfig{{Index: 0, Layout: layout.String()}}}
+	for k, in := range layout {
+		cfg.Engines = append(cfg.Engines, Engine{Tenant: []string{"a", "b"}[k], GPU: 0, Slice: in.String()})
+	}
+	j, rep, _ := OpenJournal(filepath.Join(t.TempDir(), "j"))
+	defer j.Close()
+	ctx := context.Background()
+	x, err := NewExecutor(ctx, j, rep, gate.State{Policy: gate.Policy{Cooldown: time.Hour}}, Deps{MIG: lib, Node: &LocalNode{Path: filepath.Join(t.TempDir(), "c")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	a := &Agent{Config: cfg, Settings: Settings{Poll: time.Second, Layouts: map[int]gpu.Layout{0: layout}}, Tel: fakeTel{lib}, Exec: x,
+		Now: func() time.Time { return now }, Log: slog.New(slog.DiscardHandler)}
+	if err := a.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := a.Snapshot(); s.GPUs[0].Split != SplitMIGSize {
+		t.Errorf("first poll: split %q, want %q (no earlier GPM sample)", s.GPUs[0].Split, SplitMIGSize)
+	}
+	fake.Advance(10 * time.Second)
+	now = now.Add(10 * time.Second)
+	if err := a.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := a.Snapshot()
+	if len(s.GPUs) != 1 || len(s.Tenants) != 2 {
+		t.Fatalf("snapshot: %d GPUs, %d tenants", len(s.GPUs), len(s.Tenants))
+	}
+	idle, ja, jb := s.GPUs[0].IdleEnergyJoules, s.Tenants[0].EnergyJoules, s.Tenants[1].EnergyJoules
+	if math.Abs(idle-1050) > 1e-6 || math.Abs(ja-2950.0/3) > 1e-6 || math.Abs(jb-2*2950.0/3) > 1e-6 || math.Abs(idle+ja+jb-4000) > 1e-6 {
+		t.Errorf("idle %g J, a %g J, b %g J; want 1,050, 983.3, 1,966.7 adding up to 4,000", idle, ja, jb)
+	}
+	if s.GPUs[0].Split != SplitMIGActivity {
+		t.Errorf("split %q, want %q", s.GPUs[0].Split, SplitMIGActivity)
+	}
+	per := 0.0
+	for _, tg := range s.TenantGPUs {
+		per += tg.EnergyJoules
+	}
+	if math.Abs(per+idle-4000) > 1e-6 {
+		t.Errorf("per-GPU tenant energy %g J + idle %g J: want the counter's 4,000 J", per, idle)
+	}
 }
 
 // splitScraper reports, per scrape, 300 more prompt tokens and 100 more generated ones.

@@ -27,6 +27,9 @@ func (f fakeTel) Inventory() ([]GPUInfo, error) {
 	return out, err
 }
 func (f fakeTel) EnergyMilliJoules(u string) (uint64, error) { return f.l.EnergyMilliJoules(u) }
+func (f fakeTel) InstanceActivity(u, board string) (map[gpu.Instance]float64, error) {
+	return f.l.InstanceActivity(u, board)
+}
 func (f fakeTel) Processes(u string) ([]Proc, error) {
 	ps, err := f.l.Processes(u)
 	out := make([]Proc, len(ps))

@@ -41,6 +41,22 @@ type Telemetry interface {
 	Processes(uuid string) ([]Proc, error)
 }
 
+// InstanceActivity is an optional part of Telemetry: each MIG instance's SM activity, 0-1,
+// since the previous call for the GPU (NVML's GPM; nvml.Lib.InstanceActivity). An instance
+// sampled for the first time has no entry; an error (no GPM on the GPU) leaves the GPU's energy
+// split by instance size.
+type InstanceActivity interface {
+	InstanceActivity(uuid, board string) (map[gpu.Instance]float64, error)
+}
+
+// Energy split bases a GPU's active energy is attributed by (metrics.GPU.Split, docs/cost.md).
+const (
+	SplitMIGActivity = "mig-activity-x-size" // GPM SM activity × instance size
+	SplitMIGSize     = "mig-size"            // instance size alone (no GPM, or no activity yet)
+	SplitProcessSM   = "process-sm"          // MPS or time-slicing: each process's SM utilisation
+	SplitEven        = "even"                // no utilisation reported: evenly
+)
+
 // MPS runs and reports MPS daemons (internal/mps.Supervisor through an adapter).
 type MPS interface {
 	Ensure(ctx context.Context, uuid string, limits MPSConfig) error
@@ -285,7 +301,16 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 	a.mu.Unlock()
 	var snap metrics.Snapshot
 	procs := map[string][]Proc{}
+	activity := map[string]map[gpu.Instance]float64{}
+	ia, withActivity := a.Tel.(InstanceActivity)
 	for _, g := range inv {
+		if withActivity && g.MIG {
+			if act, err := ia.InstanceActivity(g.UUID, g.Board); err == nil {
+				activity[g.UUID] = act
+			} else {
+				a.Log.Debug("instance activity", "gpu", g.UUID, "err", err)
+			}
+		}
 		mj, err := a.Tel.EnergyMilliJoules(g.UUID)
 		if err != nil {
 			a.Log.Debug("energy", "gpu", g.UUID, "err", err)
@@ -298,6 +323,7 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 	}
 	// Per GPU: the shares of its engines (MIG: compute slices of the instance; else SM utilisation).
 	shares := map[string][]metrics.Share{}
+	migShares := map[string][]migShare{} // per GPU: its MIG shares, to reweigh by activity
 	costSlices := map[string][]costSlice{}
 	tokens, outTokens := map[string]float64{}, map[string]float64{}
 	for _, e := range a.Config.Engines {
@@ -319,6 +345,7 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 				if p, err := b.Profile(in.Profile); err == nil {
 					w = float64(p.ComputeSlices)
 					cs.size = w / float64(max(b.ComputeSlices, 1))
+					migShares[g.UUID] = append(migShares[g.UUID], migShare{i: len(shares[g.UUID]), in: in, size: w})
 				}
 			}
 		}
@@ -337,6 +364,10 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 				a.mu.Unlock()
 			}
 		}
+	}
+	split := map[string]string{}
+	for uuid, sh := range shares {
+		split[uuid] = splitBy(sh, migShares[uuid], activity[uuid])
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -363,6 +394,7 @@ func (a *Agent) measure(ctx context.Context, inv []GPUInfo, byIndex map[int]GPUI
 			}
 		}
 		snap.GPUs[i].IdleEnergyJoules = a.prev["idle:"+g.UUID]
+		snap.GPUs[i].Split = split[g.UUID]
 	}
 	for name, tok := range tokens {
 		t := a.tenant(name)
@@ -424,4 +456,41 @@ func idleWatts(board string) float64 {
 		return 0
 	}
 	return idlePowerFraction * b.TDPWatts
+}
+
+// migShare is a MIG engine's share on its GPU: its index in the GPU's shares, its instance and
+// its compute slices.
+type migShare struct {
+	i    int
+	in   gpu.Instance
+	size float64
+}
+
+// splitBy reweighs a GPU's MIG shares by their instances' activity when GPM gave one for every
+// MIG share and not all are idle (weight: activity × compute slices), and returns the basis the
+// GPU's active energy is split by. Without activity the MIG shares keep their size.
+func splitBy(sh []metrics.Share, mig []migShare, act map[gpu.Instance]float64) string {
+	if len(mig) > 0 {
+		busy := 0.0
+		for _, m := range mig {
+			a, ok := act[m.in]
+			if !ok {
+				return SplitMIGSize
+			}
+			busy += a * m.size
+		}
+		if !(busy > 0) {
+			return SplitMIGSize
+		}
+		for _, m := range mig {
+			sh[m.i].Weight = act[m.in] * m.size
+		}
+		return SplitMIGActivity
+	}
+	for _, s := range sh {
+		if s.Weight > 0 {
+			return SplitProcessSM
+		}
+	}
+	return SplitEven
 }

@@ -39,6 +39,10 @@ type Device struct {
 	// idle fraction of TDP, or the measured floor).
 	EnergyJ, IdleWatts float64
 	Slices             []Slice
+	// Split, when known, says how the device's active energy was split among its slices
+	// ("mig-activity-x-size", "mig-size", ...: the agent's split); the report counts the devices
+	// of each split in its attribution.
+	Split string
 }
 
 // Figures are the additive quantities of one line of the bill (a tenant, the idle line, the

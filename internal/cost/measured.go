@@ -14,6 +14,9 @@ import (
 type MeasuredGPU struct {
 	EnergyJ, IdleJ float64
 	Tenants        map[string]float64
+	// Split is how the agent split the GPU's active energy (its gpupool_gpu_energy_split_info;
+	// empty when not exported).
+	Split string
 }
 
 // MeasuredOptions are the measurements of a running pool over a period.
@@ -56,7 +59,7 @@ func FromMeasured(pl *v1.Plan, o MeasuredOptions) ([]Device, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cost of measurements: gpu %s: %w", d.GPU, err)
 		}
-		d.EnergyJ, d.IdleWatts = m.EnergyJ, m.IdleJ/o.Seconds
+		d.EnergyJ, d.IdleWatts, d.Split = m.EnergyJ, m.IdleJ/o.Seconds, m.Split
 		count := map[string]int{}
 		for _, s := range d.Slices {
 			count[s.Tenant]++

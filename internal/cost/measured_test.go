@@ -18,7 +18,8 @@ func TestFromMeasured(t *testing.T) {
 			{Profile: "3g.40gb", Start: 4, Replicas: []v1.PlanReplica{{Tenant: "b"}}}}},
 		{Node: "n", Index: 1, Board: "H100-SXM5-80GB", Role: v1.RoleIdle, Mode: v1.ModeExclusive},
 	}}
-	o := MeasuredOptions{Seconds: 10, GPUs: map[string]MeasuredGPU{"n/0": {EnergyJ: 4000, IdleJ: 1050, Tenants: map[string]float64{"a": 2000, "b": 950}}},
+	o := MeasuredOptions{Seconds: 10, GPUs: map[string]MeasuredGPU{"n/0": {EnergyJ: 4000, IdleJ: 1050, Tenants: map[string]float64{"a": 2000, "b": 950},
+		Split: "mig-activity-x-size"}},
 		Tokens: map[string]float64{"a": 1000}, OutputTokens: map[string]float64{"a": 250}}
 	devs, err := FromMeasured(pl, o)
 	if err != nil {
@@ -37,6 +38,9 @@ func TestFromMeasured(t *testing.T) {
 	// b's engines reported no output tokens: no per-output-token figure rather than a made-up one.
 	if r.Tenants[1].JPerOutputToken != 0 || r.Tenants[1].CostPer1MOutput != nil {
 		t.Errorf("b: J/output token %g, cost per 1M output %v: want none", r.Tenants[1].JPerOutputToken, r.Tenants[1].CostPer1MOutput)
+	}
+	if got := r.Attribution["activeSplit"]; got != "mig-activity-x-size on 1 GPU(s)" {
+		t.Errorf("attribution activeSplit %q: want the agent's split named", got)
 	}
 	o.GPUs["n/0"].Tenants["c"] = 5
 	if _, err := FromMeasured(pl, o); err == nil || err.Error() != "cost of measurements: 1 problem(s):\ngpu n/0: tenant c drew 5.0 J but has no replica there in the plan" {

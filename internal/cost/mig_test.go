@@ -75,3 +75,72 @@ func TestMIGNoOverCount(t *testing.T) {
 	near(t, "a", r.Tenants[0].ActiveJ, 1.242e6*2.7/3.5)
 	near(t, "c", r.Tenants[2].ActiveJ, 0)
 }
+
+// TestMIGNoOverCountGPM is the same check with the activity NVML really has for MIG instances:
+// GPM's per-instance SM utilisation (nvmlGpmMigSampleGet), read through the NVML fake over the
+// same hour as the energy counter. 3g.40gb (a) 90 % busy, 2g.20gb (b) 40 %, 1g.10gb (c) idle:
+// active energy split 3×0.9 : 2×0.4 : 0, tenants plus idle equal to the one counter's delta.
+func TestMIGNoOverCountGPM(t *testing.T) {
+	fake, err := nvml.NewFake(nvml.FakeOptions{Model: "h100", GPUs: 1, GPM: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := nvml.New(fake.Interface(), nvml.Options{})
+	uuid := fake.UUIDs()[0]
+	board, _ := gpu.Lookup("H100-SXM5-80GB")
+	tenants := map[gpu.Instance]string{}
+	for in, c := range map[string]struct {
+		tenant string
+		busy   float64
+	}{"3g.40gb@0": {"a", 0.9}, "2g.20gb@4": {"b", 0.4}, "1g.10gb@6": {"c", 0}} {
+		i, err := gpu.ParseInstance(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lib.Create(uuid, board.Name, i); err != nil {
+			t.Fatal(err)
+		}
+		fake.SetInstanceActivity(uuid, i, c.busy)
+		tenants[i] = c.tenant
+	}
+	fake.SetPower(uuid, 450)
+	if _, err := lib.InstanceActivity(uuid, board.Name); err != nil { // the first samples
+		t.Fatal(err)
+	}
+	e0, _ := lib.EnergyMilliJoules(uuid)
+	fake.Advance(time.Hour)
+	e1, _ := lib.EnergyMilliJoules(uuid)
+	act, err := lib.InstanceActivity(uuid, board.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delta := float64(e1-e0) / 1000
+	d := Device{GPU: uuid, Board: board.Name, Basis: Measured, Seconds: 3600, EnergyJ: delta, IdleWatts: 0.15 * board.TDPWatts,
+		Split: "mig-activity-x-size"}
+	for in, tenant := range tenants {
+		prof, _ := board.Profile(in.Profile)
+		size := float64(prof.ComputeSlices) / float64(board.ComputeSlices)
+		a, ok := act[in]
+		if !ok {
+			t.Fatalf("no GPM activity for %s", in)
+		}
+		d.Slices = append(d.Slices, Slice{Tenant: tenant, Reserved: size, Active: a * size * 3600})
+	}
+	r, err := Compute([]Device{d}, fullPrices(v1.IdleNone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := r.Idle.ActiveJ + r.Idle.IdleJ
+	for _, l := range r.Tenants {
+		sum += l.ActiveJ + l.IdleJ
+	}
+	if math.Abs(sum-delta) > 1e-9*delta {
+		t.Fatalf("tenants + idle = %.3f J, the board's counter %.3f J", sum, delta)
+	}
+	near(t, "a", r.Tenants[0].ActiveJ, 1.242e6*2.7/3.5)
+	near(t, "b", r.Tenants[1].ActiveJ, 1.242e6*0.8/3.5)
+	near(t, "c", r.Tenants[2].ActiveJ, 0)
+	if got := r.Attribution["activeSplit"]; got != "mig-activity-x-size on 1 GPU(s)" {
+		t.Errorf("attribution activeSplit %q", got)
+	}
+}

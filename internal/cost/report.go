@@ -170,6 +170,9 @@ func Compute(devs []Device, p Prices) (*Report, error) {
 	r.Idle = r.line("(idle)", s.idle, Figures{}, p, priced)
 	r.Total = r.line("(total)", total, Figures{}, p, priced)
 	r.Attribution = attribution(r.Basis, p.IdlePolicy)
+	if s := splits(devs); s != "" {
+		r.Attribution["activeSplit"] = s
+	}
 	r.Notes = notes(p, unpriced)
 	return r, nil
 }
@@ -238,6 +241,27 @@ func attribution(b Basis, idle v1.IdlePolicy) map[string]string {
 		"showback":   "GPU price × active GPU-seconds, plus energy cost; unused time " + spreadBy,
 		"carbon":     "facility energy (IT × PUE) × grid intensity, location- and market-based",
 	}
+}
+
+// splits counts the devices by the split their active energy was attributed by, where known:
+// "mig-activity-x-size on 3 GPU(s), mig-size on 1 GPU(s)".
+func splits(devs []Device) string {
+	n := map[string]int{}
+	for _, d := range devs {
+		if d.Split != "" {
+			n[d.Split]++
+		}
+	}
+	names := make([]string, 0, len(n))
+	for k := range n {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s on %d GPU(s)", k, n[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 func notes(p Prices, unpriced map[string]bool) []string {

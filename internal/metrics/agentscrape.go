@@ -26,9 +26,11 @@ type AgentScrape struct {
 
 // ScrapedGPU is one GPU's place and counters.
 type ScrapedGPU struct {
-	Board, Node          string
-	Index                int
-	EnergyJoules, IdleJ  float64
+	Board, Node         string
+	Index               int
+	EnergyJoules, IdleJ float64
+	// Split is how the agent split the GPU's active energy in its last interval (GPU.Split).
+	Split                string
 	hasInfo, hasCounters bool
 }
 
@@ -75,6 +77,11 @@ func ParseAgent(r io.Reader) (AgentScrape, error) {
 	each(NameGPUIdleEnergy, func(l map[string]string, v float64) {
 		g := s.GPUs[l["gpu"]]
 		g.IdleJ = v
+		s.GPUs[l["gpu"]] = g
+	})
+	each(NameGPUEnergySplit, func(l map[string]string, _ float64) {
+		g := s.GPUs[l["gpu"]]
+		g.Split = l["split"]
 		s.GPUs[l["gpu"]] = g
 	})
 	each(NameTenantGPUEnergy, func(l map[string]string, v float64) {

@@ -59,6 +59,10 @@ type GPU struct {
 	// IdleEnergyJoules is the part of the energy since the agent started that no tenant was
 	// charged: idle power over each interval, and all of it while no tenant ran (docs/cost.md).
 	IdleEnergyJoules float64
+	// Split is how the GPU's active energy was split among its tenants over the last interval
+	// (MIG: "mig-activity-x-size" from GPM, or "mig-size" without it; docs/cost.md); empty when
+	// no tenant runs on it.
+	Split string
 }
 
 // TenantGPU is one tenant's energy on one GPU.
@@ -143,6 +147,7 @@ func NewCollector(src Source) *Collector {
 		NameTenantSLO:            d(NameTenantSLO, "Share of the tenant's requests that met its latency SLO, 0-1.", "tenant"),
 		NameGPUEnergy:            d(NameGPUEnergy, "The GPU's total-energy counter (NVML), in joules.", "gpu"),
 		NameGPUIdleEnergy:        d(NameGPUIdleEnergy, "Energy of the GPU since the agent started that no tenant was charged (idle power, or no tenant on the GPU), in joules; tenants plus this add up to the counter's increase.", "gpu"),
+		NameGPUEnergySplit:       d(NameGPUEnergySplit, "How the GPU's energy above idle was split among its tenants over the last interval: mig-activity-x-size (GPM), mig-size, process-sm or even; always 1.", "gpu", "split"),
 		NameGPUInfo:              d(NameGPUInfo, "The GPU's catalog board and its place in a plan (node and index); always 1.", "gpu", "board", "node", "index"),
 		NameTenantGPUEnergy:      d(NameTenantGPUEnergy, "Energy attributed to the tenant on one GPU since the agent started, in joules; per GPU, tenants plus the GPU's idle energy add up to the counter's increase.", "gpu", "tenant"),
 		NameMPSRestarts:          d(NameMPSRestarts, "Restarts of the MPS control daemon by the supervisor.", "uuid"),
@@ -183,6 +188,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ctr(NameGPUEnergy, x.EnergyJoules, x.UUID)
 		ctr(NameGPUIdleEnergy, x.IdleEnergyJoules, x.UUID)
 		g(NameGPUInfo, 1, x.UUID, x.Board, x.Node, strconv.Itoa(x.Index))
+		if x.Split != "" {
+			g(NameGPUEnergySplit, 1, x.UUID, x.Split)
+		}
 	}
 	for _, x := range s.TenantGPUs {
 		ctr(NameTenantGPUEnergy, x.EnergyJoules, x.GPU, x.Tenant)

@@ -158,7 +158,7 @@ func TestDashboard(t *testing.T) {
 	}
 	known := map[string]bool{}
 	for _, n := range []string{NameSliceMemoryUsed, NameSliceMemoryPlanned, NameSliceSMShare, NameTenantTokens, NameTenantOutputTokens, NameTenantEnergy,
-		NameTenantJPerToken, NameTenantTTFT, NameTenantTPOT, NameTenantSLO, NameGPUEnergy, NameGPUInfo, NameMPSRestarts,
+		NameTenantJPerToken, NameTenantTTFT, NameTenantTPOT, NameTenantSLO, NameGPUEnergy, NameGPUInfo, NameGPUEnergySplit, NameMPSRestarts,
 		NameMPSHealthy, NameGatePhase, NameGateCordoned, NameGateChanges, NamePollDuration, NameGPUXID,
 		NameTenantChargeback, NameTenantShowback, NameTenantCarbonLocation, NameTenantCarbonMarket, NameIdleChargeback,
 		NameIdleShowback, NameIdleCarbonLocation, NameIdleCarbonMarket} {
@@ -205,7 +205,7 @@ func TestSplitIdle(t *testing.T) {
 // An agent's exposition read back: the collector's own output parses to the snapshot's values.
 func TestParseAgentRoundTrip(t *testing.T) {
 	snap := Snapshot(sample)
-	snap.GPUs = []GPU{{UUID: "GPU-0", Board: "H100-SXM5-80GB", Node: "n1", Index: 3, EnergyJoules: 1234.5, IdleEnergyJoules: 100}}
+	snap.GPUs = []GPU{{UUID: "GPU-0", Board: "H100-SXM5-80GB", Node: "n1", Index: 3, EnergyJoules: 1234.5, IdleEnergyJoules: 100, Split: "mig-activity-x-size"}}
 	snap.TenantGPUs = []TenantGPU{{GPU: "GPU-0", Tenant: "chat", EnergyJoules: 900}}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(NewCollector(fixed(snap)))
@@ -225,7 +225,7 @@ func TestParseAgentRoundTrip(t *testing.T) {
 	}
 	g := s.GPUs["GPU-0"]
 	if g.Node != "n1" || g.Index != 3 || g.EnergyJoules != 1234.5 || g.IdleJ != 100 || s.TenantGPU["GPU-0"]["chat"] != 900 || s.TenantTokens["chat"] != 15000 ||
-		s.TenantOutputTokens["chat"] != 5000 {
+		s.TenantOutputTokens["chat"] != 5000 || g.Split != "mig-activity-x-size" {
 		t.Errorf("parsed %+v", s)
 	}
 }

@@ -17,6 +17,7 @@ const (
 	NameGPUEnergy          = "gpupool_gpu_energy_joules_total"
 	NameGPUIdleEnergy      = "gpupool_gpu_idle_energy_joules_total"
 	NameGPUInfo            = "gpupool_gpu_info"
+	NameGPUEnergySplit     = "gpupool_gpu_energy_split_info"
 	NameGPUXID             = "gpupool_gpu_xid_errors_total"
 	NameMPSRestarts        = "gpupool_mps_daemon_restarts_total"
 	NameMPSHealthy         = "gpupool_mps_daemon_healthy"

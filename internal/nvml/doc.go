@@ -6,7 +6,9 @@
 // What it does: inventory (index, UUID, board, memory, MIG mode, instances and half-made
 // instances), MIG create and destroy per instance (a GPU instance at a placement, then one
 // compute instance spanning it; destroy removes the compute instances first), per-process memory
-// and SM utilisation, the total-energy counter, locked clocks and power limits, and XID events.
+// and SM utilisation, the total-energy counter, each MIG instance's SM activity through GPM
+// (InstanceActivity: nvmlGpmMigSampleGet between two calls; ErrGPMUnsupported before Hopper),
+// locked clocks and power limits, and XID events.
 //
 // Every NVML call goes through one funnel (Lib.do) that bounds it with Options.Timeout, so a hung
 // driver call returns an error instead of hanging the agent (the goroutine left behind is counted
@@ -16,7 +18,8 @@
 // NewFake builds a fake node on go-nvml's mocks (dgxa100, dgxh100, dgxh200) and adds what they
 // lack: the real MIG placement rules of internal/gpu (an overlapping create fails with
 // Insufficient Resources), destroy of a GPU instance that still has compute instances fails with
-// In Use, per-process memory and utilisation, an energy counter, clocks and power limits, an XID
+// In Use, per-process memory and utilisation, an energy counter, GPM per-instance activity
+// (FakeOptions.GPM, SetInstanceActivity; go-nvml's mocks have none), clocks and power limits, an XID
 // event queue, call counters, and, with FakeOptions.StatePath, the MIG state persisted to a file
 // after every change, so that a process killed with SIGKILL and started again sees the
 // "hardware" as it was, as a real GPU would keep it.

@@ -35,6 +35,9 @@ type FakeOptions struct {
 	// Hook, when set, is called before and after every MIG change with a short description
 	// ("before create-gi GPU-… 3g.40gb@0"); crash tests kill the process from it.
 	Hook func(point string)
+	// GPM makes the GPUs report GPU Performance Monitoring, so that MIG instances have an SM
+	// activity (SetInstanceActivity). Real GPM needs Hopper or newer: ignored for a100.
+	GPM bool
 }
 
 // Fake is a node of fake GPUs on go-nvml's mocks, with the real MIG rules, telemetry and state
@@ -55,6 +58,7 @@ type Fake struct {
 	locked map[string][2]uint32
 	power  map[string]uint32 // mW
 	xids   chan gonvml.EventData
+	gpm    fakeGPM
 }
 
 // fakeInstance is one GPU instance in the state file.
@@ -104,8 +108,10 @@ func NewFake(opt FakeOptions) (*Fake, error) {
 		dev.MigMode = gonvml.DEVICE_MIG_ENABLE
 		f.power[dev.UUID] = uint32(b.TDPWatts * 1000)
 		f.wrapDevice(dev)
+		f.wrapGPM(dev)
 	}
 	f.wrapServer()
+	f.wrapGPMServer()
 	if opt.StatePath != "" {
 		if err := f.restore(); err != nil {
 			return nil, err

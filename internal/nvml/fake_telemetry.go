@@ -31,13 +31,15 @@ func (f *Fake) SetPower(uuid string, watts float64) {
 	f.watts[uuid] = watts
 }
 
-// Advance moves the fake's time: every GPU's energy counter grows by its power × d.
+// Advance moves the fake's time: every GPU's energy counter grows by its power × d, and every MIG
+// instance's GPM SM-busy time by its activity × d.
 func (f *Fake) Advance(d time.Duration) {
 	f.tmu.Lock()
 	defer f.tmu.Unlock()
 	for u, w := range f.watts {
 		f.energy[u] += uint64(w * d.Seconds() * 1000)
 	}
+	f.advanceGPM(d)
 }
 
 // LockedClocks returns the GPU's clock lock, if any.

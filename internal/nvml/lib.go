@@ -43,6 +43,9 @@ type Lib struct {
 	release chan struct{}
 	once    sync.Once
 	stuck   atomic.Int64
+
+	gmu     sync.Mutex
+	gpmPrev map[string]gonvml.GpmSample // the last GPM sample of each MIG instance (gpm.go)
 }
 
 // New wraps n. Call Init before use and Close after.
