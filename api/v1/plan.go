@@ -199,10 +199,10 @@ type Summary struct {
 	Cost *PlanCost `json:"cost,omitzero"`
 }
 
-// PlanCost is a plan's cost per hour (planned basis: each replica busy in proportion to its
-// tenant's offered rate over the rate its replicas sustain, a GPU at idle power plus TDP above
-// idle while busy; docs/cost.md). A money figure is absent when the policy lacks a price it
-// needs, a carbon figure when it lacks that intensity.
+// PlanCost is a plan's cost per hour (planned basis: a GPU at idle power plus each replica's
+// power at its tenant's offered rate through the fitted step power model; docs/cost.md). A money
+// figure is absent when the policy lacks a price it needs, a carbon figure when it lacks that
+// intensity.
 type PlanCost struct {
 	// Basis is "planned".
 	Basis string `json:"basis"`

@@ -20,6 +20,7 @@ import (
 	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/metrics"
 	"gpupool.dev/gpupool/internal/perf"
+	"gpupool.dev/gpupool/internal/plan"
 	"gpupool.dev/gpupool/internal/sim"
 )
 
@@ -119,7 +120,9 @@ func costDevices(e *env, pl *v1.Plan, pool *v1.Pool, from []string, period time.
 	}
 	switch len(from) {
 	case 0:
-		return cost.FromPlan(pl, pool, cost.PlanOptions{IdlePowerFraction: idle})
+		o := plannedOptions(pl, pool, 0)
+		o.IdlePowerFraction = idle
+		return cost.FromPlan(pl, pool, o)
 	case 1:
 		ro, err := parseSimUse(data[0], pl)
 		if err != nil {
@@ -333,7 +336,7 @@ func planCostSummary(pl *v1.Plan, pool *v1.Pool) *v1.PlanCost {
 	if pool.Policy.Cost == nil {
 		return nil
 	}
-	devs, err := cost.FromPlan(pl, pool, cost.PlanOptions{Seconds: 3600, IdlePowerFraction: perf.DefaultOptions().IdlePowerFraction})
+	devs, err := cost.FromPlan(pl, pool, plannedOptions(pl, pool, 3600))
 	if err != nil || len(devs) == 0 {
 		return nil
 	}
@@ -377,7 +380,7 @@ func planCostLine(pl *v1.Plan, pool *v1.Pool) string {
 	if pool.Policy.Cost == nil {
 		return ""
 	}
-	devs, err := cost.FromPlan(pl, pool, cost.PlanOptions{IdlePowerFraction: perf.DefaultOptions().IdlePowerFraction})
+	devs, err := cost.FromPlan(pl, pool, plannedOptions(pl, pool, 0))
 	if err != nil {
 		return ""
 	}
@@ -441,4 +444,12 @@ func simulateCostTable(w io.Writer, r *cost.Report) error {
 		fmt.Fprintln(w, "note:", n)
 	}
 	return nil
+}
+
+// plannedOptions are the planned basis's options over seconds (0: an hour): the performance
+// model's idle power, and each replica's power at its planned load from the fitted step power
+// model (plan.ReplicaPower).
+func plannedOptions(pl *v1.Plan, pool *v1.Pool, seconds float64) cost.PlanOptions {
+	o := perf.DefaultOptions()
+	return cost.PlanOptions{Seconds: seconds, IdlePowerFraction: o.IdlePowerFraction, DynamicWatts: plan.ReplicaPower(pool, pl, o)}
 }

@@ -4,6 +4,7 @@ import (
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/cost"
 	"gpupool.dev/gpupool/internal/perf"
+	"gpupool.dev/gpupool/internal/plan"
 )
 
 // planCosts caches the applied plan's bill per tenant: plans and Pool documents are never
@@ -25,7 +26,9 @@ func (c *planCosts) of(pl *v1.Plan, pool *v1.Pool) map[string]*TenantCost {
 	if pl == nil || pool == nil || pool.Policy.Cost == nil {
 		return nil
 	}
-	devs, err := cost.FromPlan(pl, pool, cost.PlanOptions{Seconds: 3600, IdlePowerFraction: perf.DefaultOptions().IdlePowerFraction})
+	o := perf.DefaultOptions()
+	devs, err := cost.FromPlan(pl, pool, cost.PlanOptions{Seconds: 3600, IdlePowerFraction: o.IdlePowerFraction,
+		DynamicWatts: plan.ReplicaPower(pool, pl, o)})
 	if err != nil || len(devs) == 0 {
 		return nil
 	}

@@ -41,7 +41,7 @@ func FromMeasured(pl *v1.Plan, o MeasuredOptions) ([]Device, error) {
 	if !(o.Seconds > 0) {
 		return nil, fmt.Errorf("cost of measurements: period %g s must be positive", o.Seconds)
 	}
-	all, err := devices(pl, Measured, PlanOptions{Seconds: o.Seconds}, func(d *Device, _ float64, r v1.PlanReplica, reserved float64) {
+	all, err := devices(pl, Measured, PlanOptions{Seconds: o.Seconds}, func(d *Device, _ float64, r v1.PlanReplica, reserved, _ float64) {
 		d.Slices = append(d.Slices, Slice{Tenant: r.Tenant, Reserved: reserved})
 	})
 	if err != nil {

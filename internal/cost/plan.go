@@ -14,13 +14,22 @@ type PlanOptions struct {
 	// IdlePowerFraction is a board's idle power as a fraction of its TDP (perf.Options'
 	// IdlePowerFraction).
 	IdlePowerFraction float64
+	// DynamicWatts is each replica's mean power above idle at its planned load, by
+	// "tenant/index", over all its GPUs: the fitted step power model (plan.ReplicaPower, through
+	// perf.Engine.PowerAt). A replica without an entry gets the coarse estimate: TDP above idle
+	// while busy, in proportion to its slice's size.
+	DynamicWatts map[string]float64
 }
 
 // FromPlan estimates every GPU of a plan over a period (Planned basis): each replica's reserved
-// fraction follows its slice; its load is the tenant's offered rate over the rate its replicas
-// sustain within the SLOs (Prediction.MaxRPS), capped at 1; a GPU draws its idle power and, while
-// a slice is busy, TDP above idle in proportion to the slice's size. Tokens are the offered
-// tokens, divided evenly over the tenant's replicas. Infeasible tenants serve nothing.
+// fraction follows its slice; a GPU draws its idle power plus its replicas' dynamic power. A
+// replica with an entry in o.DynamicWatts draws that (the step power model at its planned load);
+// its activity is that energy over the board's dynamic range, as FromRun counts it. Otherwise its
+// load is the tenant's offered rate over the rate its replicas sustain within the SLOs
+// (Prediction.MaxRPS), capped at 1, and it draws TDP above idle while busy, in proportion to its
+// slice's size. Tokens are the offered tokens, divided evenly over the tenant's replicas; a
+// tensor-parallel replica's energy and tokens are divided evenly over its GPUs. Infeasible
+// tenants serve nothing.
 func FromPlan(pl *v1.Plan, pool *v1.Pool, o PlanOptions) ([]Device, error) {
 	if o.Seconds == 0 {
 		o.Seconds = 3600
@@ -42,16 +51,23 @@ func FromPlan(pl *v1.Plan, pool *v1.Pool, o PlanOptions) ([]Device, error) {
 			load[t.Name] = 1
 		}
 	}
-	return devices(pl, Planned, o, func(d *Device, tdp float64, r v1.PlanReplica, reserved float64) {
+	return devices(pl, Planned, o, func(d *Device, tdp float64, r v1.PlanReplica, reserved, part float64) {
 		tr := traffic[r.Tenant]
 		served := 0.0
 		if load[r.Tenant] > 0 {
-			served = tr.RPS * o.Seconds / float64(max(count[r.Tenant], 1))
+			served = tr.RPS * o.Seconds / float64(max(count[r.Tenant], 1)) * part
 		}
 		act := reserved * load[r.Tenant] * o.Seconds
+		dyn := (tdp - d.IdleWatts) * act
+		if w, ok := o.DynamicWatts[fmt.Sprintf("%s/%d", r.Tenant, r.Index)]; ok && load[r.Tenant] > 0 {
+			dyn, act = w*part*o.Seconds, 0
+			if span := tdp - d.IdleWatts; span > 0 {
+				act = dyn / span
+			}
+		}
 		d.Slices = append(d.Slices, Slice{Tenant: r.Tenant, Reserved: reserved, Active: act,
 			OutputTokens: served * float64(tr.OutputTokens), Tokens: served * float64(tr.InputTokens+tr.OutputTokens)})
-		d.EnergyJ += (tdp - d.IdleWatts) * act
+		d.EnergyJ += dyn
 	})
 }
 
@@ -81,21 +97,23 @@ func FromRun(pl *v1.Plan, o RunOptions) ([]Device, error) {
 		return nil, fmt.Errorf("cost of run: period %g s must be positive", o.Seconds)
 	}
 	return devices(pl, o.Basis, PlanOptions{Seconds: o.Seconds, IdlePowerFraction: o.IdlePowerFraction},
-		func(d *Device, tdp float64, r v1.PlanReplica, reserved float64) {
+		func(d *Device, tdp float64, r v1.PlanReplica, reserved, part float64) {
 			u := o.Replicas[fmt.Sprintf("%s/%d", r.Tenant, r.Index)]
 			act := 0.0
 			if span := tdp - d.IdleWatts; span > 0 {
-				act = u.DynamicJ / span
+				act = u.DynamicJ * part / span
 			}
 			d.Slices = append(d.Slices, Slice{Tenant: r.Tenant, Reserved: reserved, Active: act,
-				OutputTokens: u.OutputTokens, Tokens: u.Tokens})
-			d.EnergyJ += u.DynamicJ
+				OutputTokens: u.OutputTokens * part, Tokens: u.Tokens * part})
+			d.EnergyJ += u.DynamicJ * part
 		})
 }
 
-// devices walks the plan's GPUs and calls add for every replica with its reserved fraction; the
-// device's energy starts at its idle power over the period.
-func devices(pl *v1.Plan, basis Basis, o PlanOptions, add func(d *Device, tdp float64, r v1.PlanReplica, reserved float64)) ([]Device, error) {
+// devices walks the plan's GPUs and calls add for every listing of a replica with its reserved
+// fraction and the part of the replica the listing stands for: 1, or 1/size for each GPU of a
+// tensor-parallel group (listed under every GPU of it); the device's energy starts at its idle
+// power over the period.
+func devices(pl *v1.Plan, basis Basis, o PlanOptions, add func(d *Device, tdp float64, r v1.PlanReplica, reserved, part float64)) ([]Device, error) {
 	var out []Device
 	for _, g := range pl.GPUs {
 		b, err := gpu.Lookup(g.Board)
@@ -111,11 +129,15 @@ func devices(pl *v1.Plan, basis Basis, o PlanOptions, add func(d *Device, tdp fl
 				size = float64(p.ComputeSlices) / float64(b.ComputeSlices)
 			}
 			for _, r := range in.Replicas {
-				add(&d, b.TDPWatts, r, size/float64(len(in.Replicas)))
+				add(&d, b.TDPWatts, r, size/float64(len(in.Replicas)), 1)
 			}
 		}
 		for _, r := range g.Replicas {
-			add(&d, b.TDPWatts, r, wholeGPUShare(g, r))
+			part := 1.0
+			if n := r.TensorParallel.Size; n > 1 {
+				part = 1 / float64(n)
+			}
+			add(&d, b.TDPWatts, r, wholeGPUShare(g, r), part)
 		}
 		out = append(out, d)
 	}

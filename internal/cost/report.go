@@ -226,7 +226,7 @@ func attribution(b Basis, idle v1.IdlePolicy) map[string]string {
 	src := map[Basis]string{
 		Measured:  "each GPU's energy counter over the period",
 		Simulated: "the simulator's steps through the power model, plus idle power over the period",
-		Planned:   "the plan's predicted load (offered rate / the rate its replicas sustain) through the power model: idle power plus TDP above idle while busy",
+		Planned:   "idle power plus each replica's power at its planned load (the tenant's offered rate over its replicas) through the fitted step power model; a replica the model cannot evaluate: TDP above idle while busy (offered rate / the rate its replicas sustain)",
 	}[b]
 	spreadBy := map[v1.IdlePolicy]string{
 		v1.IdleNone:        "kept on the idle line",
