@@ -87,3 +87,16 @@ func TestReplicaPowerAcrossLoad(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReplicaPower is the planned power of every replica of the mixed 8×H100 example's plan,
+// as plan's cost line and summary.cost compute it.
+func BenchmarkReplicaPower(b *testing.B) {
+	pool := loadPool(b, "../../examples/h100x8-mixed.yaml")
+	pl := build(b, pool)
+	o := perf.DefaultOptions()
+	for b.Loop() {
+		if len(ReplicaPower(pool, pl, o)) == 0 {
+			b.Fatal("no replica evaluated")
+		}
+	}
+}
