@@ -222,6 +222,12 @@
 // ParvaGPU's six scenarios plan to 2, 3, 5, 7, 13 and 16 GPUs, as ParvaGPU deployed
 // (TestParvaGPUBuild).
 //
+// # 10. Planned power
+//
+// ReplicaPower gives every replica of a plan its mean power above idle at its tenant's offered
+// rate (perf.Engine.PowerAt on the replica's slice), for the cost rule's planned basis
+// (docs/cost.md); replicas it cannot model are left to the rule's coarse estimate.
+//
 // # Not done
 //
 // Tensor parallelism across GPUs. The measured table does not name its board: it is applied by
