@@ -1,16 +1,12 @@
 package agent
 
 import (
-	"context"
-	"log/slog"
 	"math"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
-	"gpupool.dev/gpupool/internal/gate"
 	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/nvml"
 )
@@ -25,50 +21,17 @@ func f64(v float64) *float64 { return &v }
 // (2.48 GPU-seconds of the 10), the rest of the hardware going to the idle line. Tenants plus the
 // idle line add up to the GPU's hardware and energy cost on both bases.
 func TestCostCounters(t *testing.T) {
-	fake, err := nvml.NewFake(nvml.FakeOptions{Model: "h100", GPUs: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib := nvml.New(fake.Interface(), nvml.Options{})
-	u := fake.UUIDs()[0]
 	layout, _ := gpu.ParseLayout("3g.40gb@0 3g.40gb@4")
-	for _, in := range layout {
-		if err := lib.Create(u, fake.Board().Name, in); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fake.SetPower(u, 400)
-	cfg := Config{StateDir: t.TempDir(), GPUs: []GPUConfig{{Index: 0, Layout: layout.String()}}, Cost: &v1.CostPolicy{
+	r := newMIGRig(t, nvml.FakeOptions{Model: "h100", GPUs: 1}, layout, &v1.CostPolicy{
 		Currency:        "EUR",
 		Boards:          []v1.BoardCost{{Board: "H100-SXM5-80GB", HourlyPrice: f64(3.5), Source: "test"}},
 		EnergyPrice:     &v1.SourcedValue{Value: 0.2, Source: "test"},
 		PUE:             &v1.SourcedValue{Value: 1.5, Source: "test"},
 		CarbonIntensity: &v1.CarbonIntensity{LocationBased: &v1.SourcedValue{Value: 400, Source: "test"}, MarketBased: &v1.SourcedValue{Value: 100, Source: "test"}},
-	}}
-	if _, err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	for k, in := range layout {
-		cfg.Engines = append(cfg.Engines, Engine{Tenant: []string{"a", "b"}[k], GPU: 0, Slice: in.String()})
-	}
-	j, rep, _ := OpenJournal(filepath.Join(t.TempDir(), "j"))
-	defer j.Close()
-	ctx := context.Background()
-	x, err := NewExecutor(ctx, j, rep, gate.State{Policy: gate.Policy{Cooldown: time.Hour}}, Deps{MIG: lib, Node: &LocalNode{Path: filepath.Join(t.TempDir(), "c")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Unix(1_800_000_000, 0)
-	a := &Agent{Config: cfg, Settings: Settings{Poll: time.Second, Layouts: map[int]gpu.Layout{0: layout}}, Tel: fakeTel{lib}, Exec: x,
-		Now: func() time.Time { return now }, Log: slog.New(slog.DiscardHandler)}
-	for range 2 {
-		if err := a.Poll(ctx); err != nil {
-			t.Fatal(err)
-		}
-		fake.Advance(10 * time.Second)
-		now = now.Add(10 * time.Second)
-	}
-	s := a.Snapshot() // two polls: one 10 s interval billed
+	})
+	r.poll(t, 10*time.Second)
+	r.poll(t, 10*time.Second)
+	s := r.a.Snapshot() // two polls: one 10 s interval billed
 	c := s.Cost
 	if c == nil || !c.Money || !c.Location || !c.Market || c.Currency != "EUR" || len(c.Tenants) != 2 || c.Tenants[0].Tenant != "a" {
 		t.Fatalf("cost snapshot %+v", c)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/gate"
 	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/metrics"
@@ -19,42 +20,12 @@ import (
 // GPU's idle line; the 2,950 J above it are split 3:3 by the instances' compute slices. Tenants
 // plus idle equal the counter's increase: the parent's energy is not repeated per instance.
 func TestEnergyIdleLine(t *testing.T) {
-	fake, err := nvml.NewFake(nvml.FakeOptions{Model: "h100", GPUs: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib := nvml.New(fake.Interface(), nvml.Options{})
-	u := fake.UUIDs()[0]
 	layout, _ := gpu.ParseLayout("3g.40gb@0 3g.40gb@4")
-	for _, in := range layout {
-		if err := lib.Create(u, fake.Board().Name, in); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fake.SetPower(u, 400)
-	cfg := Config{StateDir: t.TempDir(), GPUs: []GPUConfig{{Index: 0, Layout: layout.String()}}}
-	for k, in := range layout {
-		cfg.Engines = append(cfg.Engines, Engine{Tenant: []string{"a", "b"}[k], GPU: 0, Slice: in.String()})
-	}
-	j, rep, _ := OpenJournal(filepath.Join(t.TempDir(), "j"))
-	defer j.Close()
-	ctx := context.Background()
-	x, err := NewExecutor(ctx, j, rep, gate.State{Policy: gate.Policy{Cooldown: time.Hour}}, Deps{MIG: lib, Node: &LocalNode{Path: filepath.Join(t.TempDir(), "c")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Unix(1_800_000_000, 0)
-	a := &Agent{Config: cfg, Settings: Settings{Poll: time.Second, Layouts: map[int]gpu.Layout{0: layout}}, Tel: fakeTel{lib}, Exec: x,
-		Now: func() time.Time { return now }, Log: slog.New(slog.DiscardHandler)}
-	if err := a.Poll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	fake.Advance(10 * time.Second)
-	now = now.Add(10 * time.Second)
-	if err := a.Poll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s := a.Snapshot()
+	r := newMIGRig(t, nvml.FakeOptions{Model: "h100", GPUs: 1}, layout, nil)
+	u := r.uuid
+	r.poll(t, 10*time.Second)
+	r.poll(t, 0)
+	s := r.a.Snapshot()
 	if len(s.GPUs) != 1 || len(s.Tenants) != 2 {
 		t.Fatalf("snapshot: %d GPUs, %d tenants", len(s.GPUs), len(s.Tenants))
 	}
@@ -80,47 +51,16 @@ func TestEnergyIdleLine(t *testing.T) {
 // 4,000 J: the parent's energy is not repeated per instance. On the first poll GPM has no earlier
 // sample, so that interval is split by size, and the GPU says which.
 func TestEnergySplitByInstanceActivity(t *testing.T) {
-	fake, err := nvml.NewFake(nvml.FakeOptions{Model: "h100", GPUs: 1, GPM: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib := nvml.New(fake.Interface(), nvml.Options{})
-	u := fake.UUIDs()[0]
 	layout, _ := gpu.ParseLayout("4g.40gb@0 3g.40gb@4")
-	for _, in := range layout {
-		if err := lib.Create(u, fake.Board().Name, in); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fake.SetInstanceActivity(u, layout[0], 0.3)
-	fake.SetInstanceActivity(u, layout[1], 0.8)
-	fake.SetPower(u, 400)
-	cfg := Config{StateDir: t.TempDir(), GPUs: []GPUConfig{{Index: 0, Layout: layout.String()}}}
-	for k, in := range layout {
-		cfg.Engines = append(cfg.Engines, Engine{Tenant: []string{"a", "b"}[k], GPU: 0, Slice: in.String()})
-	}
-	j, rep, _ := OpenJournal(filepath.Join(t.TempDir(), "j"))
-	defer j.Close()
-	ctx := context.Background()
-	x, err := NewExecutor(ctx, j, rep, gate.State{Policy: gate.Policy{Cooldown: time.Hour}}, Deps{MIG: lib, Node: &LocalNode{Path: filepath.Join(t.TempDir(), "c")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Unix(1_800_000_000, 0)
-	a := &Agent{Config: cfg, Settings: Settings{Poll: time.Second, Layouts: map[int]gpu.Layout{0: layout}}, Tel: fakeTel{lib}, Exec: x,
-		Now: func() time.Time { return now }, Log: slog.New(slog.DiscardHandler)}
-	if err := a.Poll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if s := a.Snapshot(); s.GPUs[0].Split != SplitMIGSize {
+	r := newMIGRig(t, nvml.FakeOptions{Model: "h100", GPUs: 1, GPM: true}, layout, nil)
+	r.fake.SetInstanceActivity(r.uuid, layout[0], 0.3)
+	r.fake.SetInstanceActivity(r.uuid, layout[1], 0.8)
+	r.poll(t, 10*time.Second)
+	if s := r.a.Snapshot(); s.GPUs[0].Split != SplitMIGSize {
 		t.Errorf("first poll: split %q, want %q (no earlier GPM sample)", s.GPUs[0].Split, SplitMIGSize)
 	}
-	fake.Advance(10 * time.Second)
-	now = now.Add(10 * time.Second)
-	if err := a.Poll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s := a.Snapshot()
+	r.poll(t, 0)
+	s := r.a.Snapshot()
 	if len(s.GPUs) != 1 || len(s.Tenants) != 2 {
 		t.Fatalf("snapshot: %d GPUs, %d tenants", len(s.GPUs), len(s.Tenants))
 	}
@@ -153,31 +93,70 @@ func (c *splitScraper) Scrape(_ context.Context, url string) (metrics.Engine, er
 // its engines: two engines of tenant a, three polls, 400 tokens each per poll of which 100 are
 // output.
 func TestOutputTokensCountedApart(t *testing.T) {
-	fake, err := nvml.NewFake(nvml.FakeOptions{Model: "h100", GPUs: 1})
+	layout, _ := gpu.ParseLayout("7g.80gb@0")
+	r := newMIGRig(t, nvml.FakeOptions{Model: "h100", GPUs: 1}, layout, nil)
+	r.a.Config.Engines = []Engine{{Tenant: "a", GPU: 0, Slice: "7g.80gb@0", URL: "http://e1"}, {Tenant: "a", GPU: 0, Slice: "7g.80gb@0", URL: "http://e2"}}
+	r.a.Scraper = &splitScraper{n: map[string]float64{}}
+	for range 3 {
+		r.poll(t, time.Second)
+	}
+	s := r.a.Snapshot()
+	if len(s.Tenants) != 1 || s.Tenants[0].Tokens != 2400 || s.Tenants[0].OutputTokens != 600 {
+		t.Errorf("tenants %+v: want 2,400 tokens, 600 of them output", s.Tenants)
+	}
+}
+
+// migRig is an agent over one fake H100 with a MIG layout created and one engine per instance,
+// tenants a, b, … in layout order, the GPU drawing 400 W; poll polls and then moves the fake's
+// time and the agent's clock on by d.
+type migRig struct {
+	a    *Agent
+	fake *nvml.Fake
+	uuid string
+	now  time.Time
+}
+
+func newMIGRig(t *testing.T, o nvml.FakeOptions, layout gpu.Layout, cost *v1.CostPolicy) *migRig {
+	t.Helper()
+	fake, err := nvml.NewFake(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lib := nvml.New(fake.Interface(), nvml.Options{})
-	cfg := Config{StateDir: t.TempDir(), GPUs: []GPUConfig{{Index: 0}},
-		Engines: []Engine{{Tenant: "a", GPU: 0, URL: "http://e1"}, {Tenant: "a", GPU: 0, URL: "http://e2"}}}
-	j, rep, _ := OpenJournal(filepath.Join(t.TempDir(), "j"))
-	defer j.Close()
-	x, err := NewExecutor(context.Background(), j, rep, gate.State{Policy: gate.Policy{Cooldown: time.Hour}}, Deps{MIG: lib, Node: &LocalNode{Path: filepath.Join(t.TempDir(), "c")}})
+	r := &migRig{fake: fake, uuid: fake.UUIDs()[0], now: time.Unix(1_800_000_000, 0)}
+	for _, in := range layout {
+		if err := lib.Create(r.uuid, fake.Board().Name, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fake.SetPower(r.uuid, 400)
+	cfg := Config{StateDir: t.TempDir(), GPUs: []GPUConfig{{Index: 0, Layout: layout.String()}}, Cost: cost}
+	if _, err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for k, in := range layout {
+		cfg.Engines = append(cfg.Engines, Engine{Tenant: string(rune('a' + k)), GPU: 0, Slice: in.String()})
+	}
+	j, rep, err := OpenJournal(filepath.Join(t.TempDir(), "j"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Unix(1_800_000_000, 0)
-	a := &Agent{Config: cfg, Settings: Settings{Poll: time.Second}, Tel: fakeTel{lib}, Exec: x, Scraper: &splitScraper{n: map[string]float64{}},
-		Now: func() time.Time { return now }, Log: slog.New(slog.DiscardHandler)}
-	for range 3 {
-		if err := a.Poll(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		fake.Advance(time.Second)
-		now = now.Add(time.Second)
+	t.Cleanup(func() { j.Close() })
+	x, err := NewExecutor(context.Background(), j, rep, gate.State{Policy: gate.Policy{Cooldown: time.Hour}},
+		Deps{MIG: lib, Node: &LocalNode{Path: filepath.Join(t.TempDir(), "c")}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	s := a.Snapshot()
-	if len(s.Tenants) != 1 || s.Tenants[0].Tokens != 2400 || s.Tenants[0].OutputTokens != 600 {
-		t.Errorf("tenants %+v: want 2,400 tokens, 600 of them output", s.Tenants)
+	r.a = &Agent{Config: cfg, Settings: Settings{Poll: time.Second, Layouts: map[int]gpu.Layout{0: layout}}, Tel: fakeTel{lib}, Exec: x,
+		Now: func() time.Time { return r.now }, Log: slog.New(slog.DiscardHandler)}
+	return r
+}
+
+func (r *migRig) poll(t *testing.T, d time.Duration) {
+	t.Helper()
+	if err := r.a.Poll(context.Background()); err != nil {
+		t.Fatal(err)
 	}
+	r.fake.Advance(d)
+	r.now = r.now.Add(d)
 }

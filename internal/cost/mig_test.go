@@ -60,17 +60,7 @@ func TestMIGNoOverCount(t *testing.T) {
 		size := float64(prof.ComputeSlices) / float64(board.ComputeSlices)
 		d.Slices = append(d.Slices, Slice{Tenant: in.tenant, Reserved: size, Active: sm[p.PID] * size * 3600})
 	}
-	r, err := Compute([]Device{d}, fullPrices(v1.IdleNone))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := r.Idle.ActiveJ + r.Idle.IdleJ
-	for _, l := range r.Tenants {
-		sum += l.ActiveJ + l.IdleJ
-	}
-	if math.Abs(sum-delta) > 1e-9*delta {
-		t.Fatalf("tenants + idle = %.3f J, the board's counter %.3f J (per-instance repetition would give %.0f)", sum, delta, 3*delta)
-	}
+	r := billOnce(t, d, delta)
 	// Active energy 1,620,000 − 105 W·3,600 s = 1,242,000 J, split 3/7·0.9 : 2/7·0.4 : 0 = 2.7 : 0.8 : 0.
 	near(t, "a", r.Tenants[0].ActiveJ, 1.242e6*2.7/3.5)
 	near(t, "c", r.Tenants[2].ActiveJ, 0)
@@ -126,6 +116,20 @@ func TestMIGNoOverCountGPM(t *testing.T) {
 		}
 		d.Slices = append(d.Slices, Slice{Tenant: tenant, Reserved: size, Active: a * size * 3600})
 	}
+	r := billOnce(t, d, delta)
+	near(t, "a", r.Tenants[0].ActiveJ, 1.242e6*2.7/3.5)
+	near(t, "b", r.Tenants[1].ActiveJ, 1.242e6*0.8/3.5)
+	near(t, "c", r.Tenants[2].ActiveJ, 0)
+	if got := r.Attribution["activeSplit"]; got != "mig-activity-x-size on 1 GPU(s)" {
+		t.Errorf("attribution activeSplit %q", got)
+	}
+}
+
+// billOnce bills one MIG device and checks that its tenants plus the idle line add up to the
+// board's one counter delta, not to a multiple of it (an exporter repeating the parent's energy
+// on each of its instances would give as many times the counter as there are instances).
+func billOnce(t *testing.T, d Device, delta float64) *Report {
+	t.Helper()
 	r, err := Compute([]Device{d}, fullPrices(v1.IdleNone))
 	if err != nil {
 		t.Fatal(err)
@@ -135,12 +139,7 @@ func TestMIGNoOverCountGPM(t *testing.T) {
 		sum += l.ActiveJ + l.IdleJ
 	}
 	if math.Abs(sum-delta) > 1e-9*delta {
-		t.Fatalf("tenants + idle = %.3f J, the board's counter %.3f J", sum, delta)
+		t.Fatalf("tenants + idle = %.3f J, the board's counter %.3f J (repeated per instance: %.0f)", sum, delta, float64(len(d.Slices))*delta)
 	}
-	near(t, "a", r.Tenants[0].ActiveJ, 1.242e6*2.7/3.5)
-	near(t, "b", r.Tenants[1].ActiveJ, 1.242e6*0.8/3.5)
-	near(t, "c", r.Tenants[2].ActiveJ, 0)
-	if got := r.Attribution["activeSplit"]; got != "mig-activity-x-size on 1 GPU(s)" {
-		t.Errorf("attribution activeSplit %q", got)
-	}
+	return r
 }

@@ -233,6 +233,7 @@ func TestParseAgentRoundTrip(t *testing.T) {
 func FuzzParseAgent(f *testing.F) {
 	f.Add([]byte("gpupool_gpu_info{gpu=\"G\",board=\"H100\",node=\"n\",index=\"0\"} 1\ngpupool_gpu_energy_joules_total{gpu=\"G\"} 5\n"))
 	f.Add([]byte("gpupool_gpu_energy_joules_total{gpu=\"G\"} 5\n"))
+	f.Add([]byte("gpupool_gpu_energy_split_info{gpu=\"G\",split=\"mig-size\"} 1\ngpupool_tenant_output_tokens_total{tenant=\"t\"} 7\n"))
 	f.Add([]byte("gpupool_tenant_gpu_energy_joules_total{gpu=\"G\",tenant=\"t\"} NaN\n"))
 	f.Add([]byte("gpupool_gpu_info{gpu=\"G\",index=\"x\"} 1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -10,17 +10,15 @@ import (
 // PowerAt grows with the offered rate up to half the engine's capacity (near saturation the power
 // model's mixed steps turn compute-bound and draw less, as its ML.ENERGY check shows above batch
 // 64), is zero at zero, stays within the board's dynamic range, is the saturated engine's beyond
-// what it sustains, and at low rates is the rate times one request's energy served alone (a prefill step of its
-// prompt and O−1 decode steps at batch 1), within 15 %: at 0.02 req/s requests rarely overlap.
+// what it sustains, and at low rates is the rate times one request's energy served alone (a
+// prefill step of its prompt and O−1 decode steps at batch 1), within 15 %: at 0.02 req/s
+// requests rarely overlap.
 func TestPowerAtRate(t *testing.T) {
 	a, err := llm.Lookup("llama-3.1-8b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(a, llm.QuantBF16, DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustModel(t, a)
 	b := h100(t)
 	e := mustEngine(t, m, Slice{Board: b})
 	w := Workload{InputTokens: 512, OutputTokens: 256}

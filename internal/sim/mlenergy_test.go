@@ -18,17 +18,23 @@ import (
 // inter-token latency with 1,024). Every 70B row is out of sample.
 const mlEnergyPrompt = 600
 
-// mlEnergySim8B runs the simulator on one exclusive H100 serving Llama-3.1-8B at batch seqs
-// (the engine held at max_num_seqs requests in flight, offered far above what it serves) for
+// mlEnergyPool is a pool of gpus H100s on one node serving model at batch seqs (the engine held
+// at max_num_seqs requests in flight, offered far above what it serves), in + out tokens.
+func mlEnergyPool(model string, gpus, seqs, in, out int) *v1.Pool {
+	pool := &v1.Pool{APIVersion: v1.APIVersion, Kind: v1.KindPool, Metadata: v1.Metadata{Name: "mlenergy"},
+		Fleet: v1.Fleet{Nodes: []v1.Node{{Name: "n", GPUs: []v1.GPUGroup{{Board: "H100-SXM5-80GB", Count: gpus}}}}},
+		Tenants: []v1.Tenant{{Name: "chat", Path: "org/chat", Isolation: v1.IsolationShared,
+			Model: v1.Model{Name: model, Quantization: "bf16"}, MaxContext: 4096, Concurrency: seqs,
+			Traffic: v1.Traffic{RPS: 100, InputTokens: in, OutputTokens: out}}}}
+	v1.Default(pool)
+	return pool
+}
+
+// mlEnergySim8B runs the simulator on one exclusive H100 serving Llama-3.1-8B at batch seqs for
 // 120 s, and returns the GPU's report and the tenant's.
 func mlEnergySim8B(t *testing.T, seqs, in, out int) (GPUReport, TenantReport) {
 	t.Helper()
-	pool := &v1.Pool{APIVersion: v1.APIVersion, Kind: v1.KindPool, Metadata: v1.Metadata{Name: "mlenergy"},
-		Fleet: v1.Fleet{Nodes: []v1.Node{{Name: "n", GPUs: []v1.GPUGroup{{Board: "H100-SXM5-80GB", Count: 1}}}}},
-		Tenants: []v1.Tenant{{Name: "chat", Path: "org/chat", Isolation: v1.IsolationShared,
-			Model: v1.Model{Name: "llama-3.1-8b", Quantization: "bf16"}, MaxContext: 4096, Concurrency: seqs,
-			Traffic: v1.Traffic{RPS: 100, InputTokens: in, OutputTokens: out}}}}
-	v1.Default(pool)
+	pool := mlEnergyPool("llama-3.1-8b", 1, seqs, in, out)
 	plan, err := UniformPlan(pool, v1.ModeExclusive)
 	if err != nil {
 		t.Fatal(err)
@@ -115,12 +121,7 @@ func TestJoulesPerTokenMLEnergy70BOnFour(t *testing.T) {
 		{128, 359, 2184, 3876, 0.5634},
 		{256, 349, 2354, 4915, 0.4790},
 	} {
-		pool := &v1.Pool{APIVersion: v1.APIVersion, Kind: v1.KindPool, Metadata: v1.Metadata{Name: "mlenergy70b"},
-			Fleet: v1.Fleet{Nodes: []v1.Node{{Name: "n", GPUs: []v1.GPUGroup{{Board: "H100-SXM5-80GB", Count: 4}}}}},
-			Tenants: []v1.Tenant{{Name: "chat", Path: "org/chat", Isolation: v1.IsolationShared,
-				Model: v1.Model{Name: "llama-3.1-70b", Quantization: "bf16"}, MaxContext: 4096, Concurrency: row.seqs,
-				Traffic: v1.Traffic{RPS: 100, InputTokens: mlEnergyPrompt, OutputTokens: row.out}}}}
-		v1.Default(pool)
+		pool := mlEnergyPool("llama-3.1-70b", 4, row.seqs, mlEnergyPrompt, row.out)
 		plan, err := UniformPlan(pool, v1.ModeExclusive)
 		if err != nil {
 			t.Fatal(err)
