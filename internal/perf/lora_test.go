@@ -104,9 +104,9 @@ func TestLoRALoadTime(t *testing.T) {
 // loraRow is one row of testdata/fidelity/lora.csv.
 type loraRow struct {
 	source, link, model, board, metric, note string
-	in, out, maxLoras, rank, adapters      int
-	value                                  float64
-	inSample                               bool
+	in, out, maxLoras, rank, adapters        int
+	value                                    float64
+	inSample                                 bool
 }
 
 func loadLoRARows(t *testing.T) []loraRow {
