@@ -135,6 +135,9 @@ func (c *LoRACost) StepOverhead(tokens, adapters, maxRank int) time.Duration {
 	return seconds(c.kernels*c.o.KernelLatency.Seconds() + busy)
 }
 
+// SlotBytes is one adapter slot of rank on one GPU of the engine (llm.LoRASlotBytes).
+func (c *LoRACost) SlotBytes(rank int) int64 { return int64(c.perRank) * int64(rank) * 2 }
+
 // LoadTime is how long activating an adapter of bytes takes: a copy from pinned host memory over
 // the host link plus vLLM's per-slice copies, and first a read from disk when it is not among
 // the max_cpu_loras adapters kept in host memory.
