@@ -77,6 +77,11 @@ type LoRAResult struct {
 	DiskLoads int64         `json:"diskLoads"`
 	LoadTime  time.Duration `json:"loadTime"`
 	Steps     int64         `json:"steps"`
+	// ActiveMean and ActiveMax are the distinct adapters in a step (time-weighted mean, and most);
+	// InFlightMean the requests in the engine (waiting or running, time-weighted).
+	ActiveMean   float64 `json:"activeMean"`
+	ActiveMax    int     `json:"activeMax"`
+	InFlightMean float64 `json:"inFlightMean"`
 	// Busy is the engine's time in steps; End when the last request finished.
 	Busy time.Duration `json:"busy"`
 	End  time.Duration `json:"end"`
@@ -113,6 +118,8 @@ type loraState struct {
 	kvUsed   int64
 	stats    []loraStats
 	res      LoRAResult
+	// activeSum and inFlightSum integrate distinct adapters and requests over busy time.
+	activeSum, inFlightSum float64
 }
 
 type loraStats struct {

@@ -54,6 +54,9 @@ func (s *loraState) step(now int64) int64 {
 	dt = max(dt, time.Microsecond) // time always moves
 	s.res.Steps++
 	s.res.Busy += dt
+	s.res.ActiveMax = max(s.res.ActiveMax, len(active))
+	s.activeSum += float64(len(active)) * dt.Seconds()
+	s.inFlightSum += float64(len(s.running)+len(s.waiting)) * dt.Seconds()
 	s.advance(now + int64(dt))
 	return int64(dt)
 }
@@ -135,6 +138,9 @@ func (s *loraState) complete(q *loraReq, end int64) {
 
 // finish turns the counters into the result.
 func (s *loraState) finish() {
+	if b := s.res.Busy.Seconds(); b > 0 {
+		s.res.ActiveMean, s.res.InFlightMean = s.activeSum/b, s.inFlightSum/b
+	}
 	for i, a := range s.cfg.Adapters {
 		st := s.stats[i]
 		r := LoRAAdapterResult{Name: a.Name, Arrived: st.arrived, Completed: st.completed, Met: st.met,
