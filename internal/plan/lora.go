@@ -118,7 +118,10 @@ type LoRAEngine struct {
 	Name                           string
 	MaxLoRAs, MaxRank, MaxCPULoRAs int
 	Adapters                       []string // tenant names
-	RPS                            float64
+	// Load is each adapter's req/s on this engine: all of its traffic, or its part when it is
+	// spread over several engines.
+	Load map[string]float64
+	RPS  float64
 	// ActiveP99 is the 99th percentile of distinct adapters with a request in flight (what
 	// MaxLoRAs covers).
 	ActiveP99 int
@@ -205,13 +208,16 @@ func PlanLoRAWith(in LoRAInput, n int) (LoRAPlan, bool, error) {
 		maxRank = max(maxRank, a.Rank)
 	}
 	maxRank = llm.RankFor(maxRank)
-	bins := lptAssign(g.Adapters, n)
+	parts := splitHot(g.Adapters, n)
+	bins := lptAssign(parts, n)
 	p := LoRAPlan{Group: g.Key, Reasons: map[string]string{}}
+	engines := map[string][]string{} // tenant → its engines
 	ok := true
 	for i, bin := range bins {
-		eng := LoRAEngine{Name: fmt.Sprintf("%s-%d", in.Prefix, i), MaxRank: maxRank, MaxCPULoRAs: len(bin)}
+		eng := LoRAEngine{Name: fmt.Sprintf("%s-%d", in.Prefix, i), MaxRank: maxRank, MaxCPULoRAs: len(bin), Load: map[string]float64{}}
 		for _, a := range bin {
 			eng.Adapters = append(eng.Adapters, a.Tenant)
+			eng.Load[a.Tenant] = a.RPS
 			eng.RPS += a.RPS
 		}
 		eng.ActiveP99 = activeP99(in.Engine, in.Cost, maxRank, bin)
@@ -226,12 +232,44 @@ func PlanLoRAWith(in LoRAInput, n int) (LoRAPlan, bool, error) {
 			wsum += weightOf(a)
 		}
 		for _, a := range bin {
-			p.Reasons[a.Tenant] = fmt.Sprintf("shares engine %s with %d other adapters of %s (max_loras %d covers the p99 of %d adapters in flight; %.3g of the engine's %.3g req/s)",
+			engines[a.Tenant] = append(engines[a.Tenant], eng.Name)
+			p.Reasons[a.Tenant] = fmt.Sprintf("shares engine %s with %d other adapters of %s (max_loras %d covers twice the p99 of %d adapters in flight; %.3g of the engine's %.3g req/s)",
 				eng.Name, len(bin)-1, g.Key, eng.MaxLoRAs, eng.ActiveP99, a.RPS, eng.RPS)
 			p.Shares = append(p.Shares, LoRAShare{Tenant: a.Tenant, Engine: eng.Name, Weight: weightOf(a), Share: weightOf(a) / wsum})
 		}
 	}
+	for t, es := range engines {
+		if len(es) > 1 {
+			p.Reasons[t] = fmt.Sprintf("its traffic is more than an engine's share: served by %d engines of %s (%s), the gateway spreading its requests",
+				len(es), g.Key, strings.Join(es, ", "))
+		}
+	}
 	return p, ok, nil
+}
+
+// splitHot cuts an adapter whose rate is above the mean engine's load (total / n) into equal
+// parts, one per engine, so that LPT can spread it; weights are split alike, so that an adapter's
+// shares still add up to its weight.
+func splitHot(as []LoRAAdapter, n int) []LoRAAdapter {
+	var total float64
+	for _, a := range as {
+		total += a.RPS
+	}
+	mean := total / float64(n)
+	out := make([]LoRAAdapter, 0, len(as))
+	for _, a := range as {
+		k := 1
+		if mean > 0 && a.RPS > mean {
+			k = min(n, int(math.Ceil(a.RPS/mean)))
+		}
+		w := weightOf(a) / float64(k)
+		for range k {
+			part := a
+			part.RPS, part.Weight = a.RPS/float64(k), w
+			out = append(out, part)
+		}
+	}
+	return out
 }
 
 func weightOf(a LoRAAdapter) float64 {
@@ -242,7 +280,8 @@ func weightOf(a LoRAAdapter) float64 {
 }
 
 // lptAssign spreads adapters over n engines, largest rate first onto the least loaded engine
-// (ties to the lower index); each engine keeps its adapters in tenant order.
+// that does not yet have a part of the same adapter (ties to the fewer adapters, then the lower
+// index); each engine keeps its adapters in tenant order. splitHot makes at most n parts.
 func lptAssign(as []LoRAAdapter, n int) [][]LoRAAdapter {
 	order := append([]LoRAAdapter(nil), as...)
 	sort.SliceStable(order, func(i, j int) bool {
@@ -253,13 +292,21 @@ func lptAssign(as []LoRAAdapter, n int) [][]LoRAAdapter {
 	})
 	bins := make([][]LoRAAdapter, n)
 	load := make([]float64, n)
+	has := make([]map[string]bool, n) // parts of one adapter go to different engines
+	for i := range has {
+		has[i] = map[string]bool{}
+	}
 	for _, a := range order {
-		best := 0
-		for i := 1; i < n; i++ {
-			if load[i] < load[best] || load[i] == load[best] && len(bins[i]) < len(bins[best]) {
+		best := -1
+		for i := range n {
+			if has[i][a.Tenant] {
+				continue
+			}
+			if best < 0 || load[i] < load[best] || load[i] == load[best] && len(bins[i]) < len(bins[best]) {
 				best = i
 			}
 		}
+		has[best][a.Tenant] = true
 		bins[best] = append(bins[best], a)
 		load[best] += a.RPS
 	}

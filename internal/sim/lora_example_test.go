@@ -73,7 +73,7 @@ func simulateLoRAPlan(t *testing.T, in plan.LoRAInput, p plan.LoRAPlan, d time.D
 			MaxCPULoRAs: eng.MaxCPULoRAs, Duration: d}
 		for _, name := range eng.Adapters {
 			a := by[name]
-			cfg.Adapters = append(cfg.Adapters, LoRAAdapter{Name: name, RPS: a.RPS, InputTokens: a.InputTokens,
+			cfg.Adapters = append(cfg.Adapters, LoRAAdapter{Name: name, RPS: eng.Load[name], InputTokens: a.InputTokens,
 				OutputTokens: a.OutputTokens, Bytes: a.Bytes, Rank: a.Rank, TTFT: a.SLO.TTFT, TPOT: a.SLO.TPOT})
 		}
 		res, err := SimulateLoRA(cfg, rand.New(rand.NewPCG(uint64(i)+1, 14)))
