@@ -113,3 +113,38 @@ func TestLoRACommandRankMismatch(t *testing.T) {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
 }
+
+// fit with --max-loras: the slots come out of the KV cache (8 × 80 MiB at rank 16 for
+// Llama-3.1-8B: 640 MiB, 5,120 KV tokens of 128 KiB), and the flags carry the LoRA limits; bad
+// LoRA flags are all reported at once.
+func TestFitWithLoRAFlags(t *testing.T) {
+	kv := func(args ...string) (int64, string) {
+		stdout, stderr, code := runCmd(t, append([]string{"fit", "--model", "llama-3.1-8b", "--board", "H100-SXM5-80GB", "-o", "json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var rep struct {
+			Fits []struct {
+				Slice     struct{ Name string }
+				MaxTokens int64
+				Args      json.RawMessage `json:"vllmArgs"`
+			}
+		}
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep.Fits[0].MaxTokens, string(rep.Fits[0].Args)
+	}
+	base, _ := kv()
+	with, args := kv("--max-loras", "8", "--max-lora-rank", "16", "--max-cpu-loras", "64")
+	if base-with != 5120 {
+		t.Errorf("KV tokens %d → %d, want 5,120 fewer", base, with)
+	}
+	if !strings.Contains(args, `"maxLoras": 8`) || !strings.Contains(args, `"maxCpuLoras": 64`) {
+		t.Errorf("args %s", args)
+	}
+	_, stderr, code := runCmd(t, "fit", "--model", "llama-3.1-8b", "--max-loras", "8", "--max-lora-rank", "12", "--max-cpu-loras", "2")
+	if code != 1 || !strings.Contains(stderr, "--max-lora-rank") || !strings.Contains(stderr, "--max-cpu-loras") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+}
