@@ -119,4 +119,6 @@
 // max_loras distinct adapters in the batch), LRU GPU slots and host cache with every adapter load
 // charged to its step (perf.LoRACost.LoadTime), and the LoRA kernels' time on every step. It
 // reports per-adapter p99s, attainment and the tokens the engine computed for each adapter.
+// LoRAFairCaps turns the planner's per-engine adapter shares into per-adapter concurrency caps
+// with the fair allocator (the engine's slots as capacity, weighted DRF over its adapters).
 package sim
