@@ -142,15 +142,7 @@ func planLoRA(pool *v1.Pool, base, boardName string, simFor time.Duration, seed 
 				g.Adapters[i].Bytes, _ = llm.LoRAAdapterBytes(a, g.Adapters[i].Rank, nil)
 			}
 		}
-		m, err := perf.New(a, t.Model.Quantization, perf.DefaultOptions())
-		if err != nil {
-			return loraOut{}, nil, nil, fmt.Errorf("group %s: %w", g.Key, err)
-		}
-		eng, err := m.Place(perf.Slice{Board: b})
-		if err != nil {
-			return loraOut{}, nil, nil, fmt.Errorf("group %s: %w", g.Key, err)
-		}
-		cost, err := eng.LoRA(perf.LoRAOptions{})
+		eng, cost, err := perf.PlaceLoRA(a, t.Model.Quantization, b)
 		if err != nil {
 			return loraOut{}, nil, nil, fmt.Errorf("group %s: %w", g.Key, err)
 		}

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -173,7 +175,7 @@ func rankPattern(msg json.RawMessage, rank int, bad func(string, string, ...any)
 		return nil, rank
 	}
 	out := map[string]int{}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if len(k) > 256 || !utf8Printable(k) {
 			bad("rank_pattern", "has a key that is not a printable string of at most 256 bytes")
 			continue
@@ -255,7 +257,7 @@ func (a *Adapter) fromHeader(h *Header) error {
 		}
 	}
 	a.Bytes = total
-	a.Modules = sortedKeys(mods)
+	a.Modules = slices.Sorted(maps.Keys(mods))
 	if list := a.Config.TargetModules; len(list) > 0 {
 		for _, m := range a.Modules {
 			if !targets(list, m) {
@@ -360,13 +362,4 @@ func compactStrings(s []string) []string {
 		}
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }

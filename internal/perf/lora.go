@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/llm"
 )
 
@@ -164,4 +165,22 @@ func HostLinkGBs(board string) float64 {
 		return 32
 	}
 	return 64
+}
+
+// PlaceLoRA is a on a whole GPU of b at quantization q with DefaultOptions and DefaultLoRAOptions:
+// the engine of a shared LoRA group and its cost model.
+func PlaceLoRA(a llm.Arch, q llm.Quantization, b *gpu.Board) (*Engine, *LoRACost, error) {
+	m, err := New(a, q, DefaultOptions())
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := m.Place(Slice{Board: b})
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := e.LoRA(LoRAOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return e, c, nil
 }

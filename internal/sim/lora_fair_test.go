@@ -12,8 +12,9 @@ import (
 // share keeps what it wants and the rest goes to the others by weight; a reservation is served
 // first.
 func TestLoRAFairCaps(t *testing.T) {
-	shares := []plan.LoRAShare{{Tenant: "a", Engine: "e", Weight: 1}, {Tenant: "b", Engine: "e", Weight: 1},
-		{Tenant: "c", Engine: "e", Weight: 2}, {Tenant: "d", Engine: "e", Weight: 4}, {Tenant: "x", Engine: "other", Weight: 9}}
+	p := plan.LoRAPlan{Shares: []plan.LoRAShare{{Tenant: "a", Engine: "e", Weight: 1}, {Tenant: "b", Engine: "e", Weight: 1},
+		{Tenant: "c", Engine: "e", Weight: 2}, {Tenant: "d", Engine: "e", Weight: 4}, {Tenant: "x", Engine: "other", Weight: 9}}}
+	shares := weightsOn(p, "e")
 	now := time.Unix(0, 0)
 	all := map[string]int{"a": 64, "b": 64, "c": 64, "d": 64}
 	caps, err := LoRAFairCaps("e", shares, 64, all, nil, now)
@@ -40,9 +41,20 @@ func TestLoRAFairCaps(t *testing.T) {
 	if caps["a"] < 20 || caps["a"]+caps["b"]+caps["c"]+caps["d"] > 64 {
 		t.Errorf("reservation: %v", caps)
 	}
-	if _, err := LoRAFairCaps("none", shares, 64, all, nil, now); err == nil {
+	if _, err := LoRAFairCaps("none", weightsOn(p, "none"), 64, all, nil, now); err == nil {
 		t.Error("an engine without adapters was accepted")
 	}
+}
+
+// weightsOn is the weights of engine's adapters in a plan's shares.
+func weightsOn(p plan.LoRAPlan, engine string) map[string]float64 {
+	w := map[string]float64{}
+	for _, s := range p.Shares {
+		if s.Engine == engine {
+			w[s.Tenant] += s.Weight
+		}
+	}
+	return w
 }
 
 // The fair allocator's caps protect the neighbours of a noisy adapter in simulation, as the
@@ -51,10 +63,10 @@ func TestLoRAFairCaps(t *testing.T) {
 func TestLoRAFairCapsInSimulation(t *testing.T) {
 	cfg := loraSetup(t, 8, 0.5, 8)
 	cfg.Adapters[0].Burst = LoRABurst{Start: 30 * time.Second, End: 50 * time.Second, RPS: 150}
-	var shares []plan.LoRAShare
+	shares := map[string]float64{}
 	want := map[string]int{}
 	for _, a := range cfg.Adapters {
-		shares = append(shares, plan.LoRAShare{Tenant: a.Name, Engine: "e", Weight: 1})
+		shares[a.Name] = 1
 		want[a.Name] = cfg.Engine.MaxSeqs()
 	}
 	caps, err := LoRAFairCaps("e", shares, cfg.Engine.MaxSeqs(), want, nil, time.Unix(0, 0))

@@ -24,15 +24,7 @@ func loraSetup(t testing.TB, n int, rps float64, maxLoras int) LoRAConfig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := perf.New(a, llm.QuantBF16, perf.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := m.Place(perf.Slice{Board: b})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := e.LoRA(perf.LoRAOptions{})
+	e, c, err := perf.PlaceLoRA(a, llm.QuantBF16, b)
 	if err != nil {
 		t.Fatal(err)
 	}
