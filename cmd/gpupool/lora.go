@@ -26,13 +26,16 @@ type loraGroupOut struct {
 	Board string `json:"board"`
 	// GPUs is the engines' GPU count (one whole GPU each); OnePerAdapter what one replica per
 	// adapter would take.
-	GPUs          int                     `json:"gpus"`
-	OnePerAdapter int                     `json:"onePerAdapter"`
-	Engines       []loraEngineOut         `json:"engines"`
-	Reasons       map[string]string       `json:"reasons"`
-	Shares        []plan.LoRAShare        `json:"shares"`
-	Simulated     *loraSimOut             `json:"simulated,omitempty"`
-	Adapters      []sim.LoRAAdapterResult `json:"adapters,omitempty"`
+	GPUs          int               `json:"gpus"`
+	OnePerAdapter int               `json:"onePerAdapter"`
+	Engines       []loraEngineOut   `json:"engines"`
+	Reasons       map[string]string `json:"reasons"`
+	Shares        []plan.LoRAShare  `json:"shares"`
+	// FairCaps are each adapter's concurrency cap per engine when every adapter wants the whole
+	// engine: its weighted fair part of the engine's sequence slots (sim.LoRAFairCaps).
+	FairCaps  map[string]map[string]int `json:"fairCaps"`
+	Simulated *loraSimOut               `json:"simulated,omitempty"`
+	Adapters  []sim.LoRAAdapterResult   `json:"adapters,omitempty"`
 }
 
 type loraEngineOut struct {
@@ -154,10 +157,8 @@ func planLoRA(pool *v1.Pool, base, boardName string, simFor time.Duration, seed 
 		plans = append(plans, p)
 		gout := loraGroupOut{Group: g.Key, Board: b.Name, GPUs: len(p.Engines), OnePerAdapter: len(g.Adapters),
 			Reasons: p.Reasons, Shares: p.Shares}
-		paths := adapterPaths(pool)
-		for _, en := range p.Engines {
-			gout.Engines = append(gout.Engines, loraEngineOut{Name: en.Name, Adapters: len(en.Adapters), RPS: en.RPS,
-				MaxLoRAs: en.MaxLoRAs, ActiveP99: en.ActiveP99, VLLMFlags: en.LoRAArgs(paths).Flags()})
+		if gout.Engines, gout.FairCaps, err = engineOuts(p, eng, adapterPaths(pool)); err != nil {
+			return loraOut{}, nil, nil, err
 		}
 		if simFor > 0 {
 			gout.Simulated, gout.Adapters, err = simulateGroup(in, p, simFor, seed)
@@ -168,6 +169,31 @@ func planLoRA(pool *v1.Pool, base, boardName string, simFor time.Duration, seed 
 		res.Groups = append(res.Groups, gout)
 	}
 	return res, plans, names, nil
+}
+
+// engineOuts lists a plan's engines with their vLLM flags, and each engine's fair caps: every
+// adapter's weighted part of the engine's sequence slots when all want the whole engine.
+func engineOuts(p plan.LoRAPlan, eng *perf.Engine, paths map[string]string) ([]loraEngineOut, map[string]map[string]int, error) {
+	var outs []loraEngineOut
+	fairCaps := map[string]map[string]int{}
+	for _, en := range p.Engines {
+		weights := map[string]float64{}
+		want := map[string]int{}
+		for _, s := range p.Shares {
+			if s.Engine == en.Name {
+				weights[s.Tenant] += s.Weight
+				want[s.Tenant] = eng.MaxSeqs()
+			}
+		}
+		caps, err := sim.LoRAFairCaps(en.Name, weights, eng.MaxSeqs(), want, nil, time.Unix(0, 0))
+		if err != nil {
+			return nil, nil, err
+		}
+		fairCaps[en.Name] = caps
+		outs = append(outs, loraEngineOut{Name: en.Name, Adapters: len(en.Adapters), RPS: en.RPS,
+			MaxLoRAs: en.MaxLoRAs, ActiveP99: en.ActiveP99, VLLMFlags: en.LoRAArgs(paths).Flags()})
+	}
+	return outs, fairCaps, nil
 }
 
 // loadAdapters reads every adapter given by dir (through an os.Root) and returns them by tenant,

@@ -99,6 +99,12 @@ func TestLoRACommand(t *testing.T) {
 	if s == nil || !s.MeetsAll || len(out.Groups[0].Adapters) != 2 || out.Groups[0].Adapters[0].OutputTokens == 0 {
 		t.Errorf("simulation %+v %+v", s, out.Groups[0].Adapters)
 	}
+	// Equal weights: the engine's 1,024 slots split evenly between the two adapters.
+	for en, caps := range out.Groups[0].FairCaps {
+		if caps["a"] != 512 || caps["b"] != 512 {
+			t.Errorf("engine %s: fair caps %v, want 512 each", en, caps)
+		}
+	}
 	gw, _, code := runCmd(t, "lora", pool, "--simulate", "0", "--gateway", "gw")
 	if code != 0 || !strings.Contains(gw, "kind: InferencePool") || !strings.Contains(gw, "value: b-lora") {
 		t.Errorf("gateway output (exit %d):\n%s", code, gw)

@@ -201,3 +201,18 @@ func TestLoRAFidelity(t *testing.T) {
 	}
 	t.Logf("LoRA rows: %d, within ±20 %%: %d\n%s", len(rows), within, b.String())
 }
+
+// StepOverhead runs once per simulated step: it must not allocate.
+func BenchmarkLoRAStepOverhead(b *testing.B) {
+	a, err := llm.Lookup("llama-3.1-8b")
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, c := loraEngine(b, a, "H100-SXM5-80GB", 1)
+	b.ReportAllocs()
+	var sink time.Duration
+	for i := 0; b.Loop(); i++ {
+		sink += c.StepOverhead(32+i%256, 1+i%64, 16)
+	}
+	_ = sink
+}

@@ -55,7 +55,7 @@ func TestGroupLoRA(t *testing.T) {
 	}
 }
 
-func loraInput(t *testing.T, n int, rps float64) LoRAInput {
+func loraInput(t testing.TB, n int, rps float64) LoRAInput {
 	t.Helper()
 	a, err := llm.Lookup("llama-3.1-8b")
 	if err != nil {
@@ -176,5 +176,15 @@ func TestPlanLoRAErrors(t *testing.T) {
 	args := LoRAEngine{MaxLoRAs: 4, MaxRank: 16, MaxCPULoRAs: 8, Adapters: []string{"a", "b"}}.LoRAArgs(map[string]string{"a": "/x/a"})
 	if f := strings.Join(args.Flags(), " "); f != "--enable-lora --max-loras 4 --max-lora-rank 16 --max-cpu-loras 8 --lora-modules a=/x/a" {
 		t.Errorf("flags %q", f)
+	}
+}
+
+// PlanLoRA for 200 adapters (the example's size) at 80 req/s.
+func BenchmarkPlanLoRA(b *testing.B) {
+	in := loraInput(b, 200, 14)
+	for b.Loop() {
+		if _, err := PlanLoRA(in); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
