@@ -177,6 +177,24 @@ type Model struct {
 	// KVCacheDtype is the KV-cache element type: auto (the model's dtype), bf16, fp16, fp8,
 	// fp8_e4m3 or fp8_e5m2. Default auto.
 	KVCacheDtype string `json:"kvCacheDtype,omitzero"`
+	// Adapter, when set, makes the tenant a LoRA adapter on this base model: it may share one
+	// engine (vLLM --enable-lora) with other adapters of the same base model and quantization.
+	Adapter *Adapter `json:"adapter,omitzero"`
+}
+
+// Adapter is a LoRA adapter that a tenant serves on its base model.
+type Adapter struct {
+	// Name is what requests name (the OpenAI API's model field, vLLM's --lora-modules name=…):
+	// 1-128 letters, digits, '-', '_' or '.', starting with a letter or digit; unique in the pool.
+	Name string `json:"name"`
+	// Dir is a Hugging Face PEFT folder (adapter_config.json and adapter_model.safetensors);
+	// rank, target modules and size are read from it. Exactly one of Dir and Repo is set.
+	Dir string `json:"dir,omitzero"`
+	// Repo is the adapter's Hugging Face repository, "owner/name".
+	Repo string `json:"repo,omitzero"`
+	// Rank is the adapter's LoRA rank r, 1-512: required with repo; with dir, when set, it must
+	// agree with adapter_config.json.
+	Rank int `json:"rank,omitzero"`
 }
 
 // Traffic is a tenant's offered load.

@@ -28,6 +28,8 @@ type poolChecker struct {
 	boards *boards
 	p      *Pool
 	fleet  map[string][]string
+	// adapters maps each LoRA adapter name to the path that first named it.
+	adapters map[string]string
 }
 
 // Pool checks p and returns every problem as FieldErrors, or nil.
@@ -228,6 +230,9 @@ func (c *poolChecker) checkModel(p string, m Model, measured bool) int {
 		checkEnum(&c.errs, field(p, "quantization"), m.Quantization, llm.Quantizations())
 	}
 	checkEnum(&c.errs, field(p, "kvCacheDtype"), m.KVCacheDtype, kvCacheDtypes)
+	if m.Adapter != nil {
+		c.checkAdapter(field(p, "adapter"), *m.Adapter)
+	}
 	if m.Name == "" {
 		return 0
 	}

@@ -125,6 +125,25 @@ func TestValidatePoolRules(t *testing.T) {
 			`tenants[4].model.quantization: "awq" is an alias of "int4-awq": Default or Decode stores the canonical name`},
 		{"quantization", func(p *Pool) { p.Tenants[4].Model.Quantization = "nf4" },
 			`tenants[4].model.quantization: unknown value "nf4" (valid: bf16, fp16, fp8, int8, int4-awq, int4-gptq)`},
+		{"adapter from a repo", func(p *Pool) {
+			p.Tenants[4].Model.Adapter = &Adapter{Name: "acme-sql.v2", Repo: "acme/llama-sql-lora", Rank: 16}
+		}, ``},
+		{"adapter from a folder without rank", func(p *Pool) { p.Tenants[4].Model.Adapter = &Adapter{Name: "a", Dir: "adapters/a"} }, ``},
+		{"adapter everything wrong", func(p *Pool) {
+			p.Tenants[4].Model.Adapter = &Adapter{Name: "-x y", Dir: "d", Repo: "no slash", Rank: 1024}
+		}, `tenants[4].model.adapter: set exactly one of dir or repo (got both)
+tenants[4].model.adapter.name: must be 1-128 letters, digits, '-', '_' or '.', starting with a letter or digit (got "-x y")
+tenants[4].model.adapter.rank: must be between 1 and 512 (got 1024)
+tenants[4].model.adapter.repo: must be a Hugging Face repository id, "owner/name" (got "no slash")`},
+		{"adapter without source or name", func(p *Pool) { p.Tenants[4].Model.Adapter = &Adapter{} },
+			`tenants[4].model.adapter: set exactly one of dir or repo (got neither)
+tenants[4].model.adapter.name: required`},
+		{"adapter repo needs rank", func(p *Pool) { p.Tenants[4].Model.Adapter = &Adapter{Name: "a", Repo: "o/a"} },
+			`tenants[4].model.adapter.rank: required with repo (the rank sizes the engine's adapter slots)`},
+		{"adapter names unique", func(p *Pool) {
+			p.Tenants[3].Model.Adapter = &Adapter{Name: "a", Repo: "o/a", Rank: 8}
+			p.Tenants[4].Model.Adapter = &Adapter{Name: "a", Repo: "o/b", Rank: 8}
+		}, `tenants[4].model.adapter.name: duplicate adapter name "a" (first at tenants[3].model.adapter.name)`},
 		{"kvCacheDtype", func(p *Pool) { p.Tenants[4].Model.KVCacheDtype = "int8" },
 			`tenants[4].model.kvCacheDtype: unknown value "int8" (valid: auto, bf16, fp16, fp8, fp8_e4m3, fp8_e5m2)`},
 

@@ -22,6 +22,7 @@ type fitFlags struct {
 	model, modelDir, quant, kvDType, output string
 	boards, sharedCaps                      []string
 	context, concurrency, batched, seqs     int
+	maxLoRAs, loraRank, cpuLoRAs            int
 	tokenBudget                             int64
 	util                                    float64
 	eager                                   bool
@@ -58,6 +59,9 @@ func newFitCmd(e *env) *cobra.Command {
 	fl.IntVar(&f.batched, "max-num-batched-tokens", 0, "vLLM's batched tokens per step (default: vLLM's, by device memory)")
 	fl.IntVar(&f.seqs, "max-num-seqs", 0, "vLLM's sequences per step (default: --concurrency, else vLLM's per device: 1024 on 70 GiB or more but A100s, 256 elsewhere)")
 	fl.BoolVar(&f.eager, "enforce-eager", false, "no CUDA graphs (fit falls back to this by itself when graphs do not fit)")
+	fl.IntVar(&f.maxLoRAs, "max-loras", 0, "serve LoRA adapters: vLLM's --max-loras adapter slots on the GPU (0: no LoRA)")
+	fl.IntVar(&f.loraRank, "max-lora-rank", 16, "with --max-loras: vLLM's --max-lora-rank, the slots' rank (1, 8, 16, 32, 64, 128, 256, 320 or 512)")
+	fl.IntVar(&f.cpuLoRAs, "max-cpu-loras", 0, "with --max-loras: adapters kept in host memory (default --max-loras)")
 	out = addOutputFlag(cmd)
 	return cmd
 }
@@ -224,6 +228,18 @@ func fitOptions(f fitFlags) (llm.Options, error) {
 	if f.util < 0 || f.util > 1 || math.IsNaN(f.util) {
 		errs = append(errs, fmt.Errorf("flag --gpu-memory-utilization: %v is outside (0, 1]", f.util))
 	}
+	switch {
+	case f.maxLoRAs < 0 || f.maxLoRAs > v1.MaxConcurrency:
+		errs = append(errs, fmt.Errorf("flag --max-loras: must be between 0 and %d (got %d)", v1.MaxConcurrency, f.maxLoRAs))
+	case f.maxLoRAs > 0:
+		if llm.RankFor(f.loraRank) != f.loraRank {
+			errs = append(errs, fmt.Errorf("flag --max-lora-rank: %d is not one of vLLM's %v", f.loraRank, llm.LoRARanks))
+		}
+		if f.cpuLoRAs != 0 && (f.cpuLoRAs < f.maxLoRAs || f.cpuLoRAs > v1.MaxConcurrency) {
+			errs = append(errs, fmt.Errorf("flag --max-cpu-loras: must be between --max-loras (%d) and %d (got %d)", f.maxLoRAs, v1.MaxConcurrency, f.cpuLoRAs))
+		}
+		o.LoRA = &llm.LoRAOptions{MaxLoRAs: f.maxLoRAs, MaxRank: f.loraRank, MaxCPULoRAs: f.cpuLoRAs}
+	}
 	return o, errors.Join(errs...)
 }
 
@@ -307,7 +323,7 @@ func writeFitTable(w io.Writer, rep fitReport) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", f.Slice.Board, f.Slice.Name, gibCell(f.Slice.MemoryBytes),
 			fits, f.MaxConcurrency, f.MaxTokens, gibCell(mem.Weights), gibCell(mem.KVCache),
-			gibCell(mem.Activations+mem.NonTorch+mem.CUDAGraphs), detail)
+			gibCell(mem.Activations+mem.NonTorch+mem.CUDAGraphs+mem.LoRA), detail)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -327,7 +343,7 @@ func writeFitTable(w io.Writer, rep fitReport) error {
 			return err
 		}
 	}
-	fmt.Fprintf(w, "\nSEQS = sequences of %s tokens the KV cache holds; WORKSPACE = activations + non-torch + CUDA graphs; yes* = see notes below.\n",
+	fmt.Fprintf(w, "\nSEQS = sequences of %s tokens the KV cache holds; WORKSPACE = activations + non-torch + CUDA graphs (+ LoRA adapter slots); yes* = see notes below.\n",
 		contextLabel(rep.Fits))
 	if len(rep.TensorParallel) > 0 {
 		fmt.Fprintln(w, "TENSOR PARALLEL rows: one replica over whole GPUs of one node (never MIG instances); KV tokens over all its GPUs, from a rougher estimate than the single-GPU rows.")

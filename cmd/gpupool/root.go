@@ -78,6 +78,7 @@ func newRootCmd(e *env) *cobra.Command {
 		newRenderCmd(e),
 		newSimulateCmd(e),
 		newPlanCmd(e),
+		newLoRACmd(e),
 		newFairCmd(e),
 		newAgentCmd(e),
 		newServeCmd(e),

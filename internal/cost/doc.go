@@ -16,4 +16,7 @@
 //
 // The package is pure: devices and prices in, a Report out. Prices come only from the Pool's
 // policy.cost; a figure whose price is missing is left out and the Report's notes say why.
+//
+// Inside a shared LoRA engine, SplitByTokens divides the engine's figures among its adapters by the
+// tokens it computed for each (docs/lora.md); the parts add up to the whole.
 package cost

@@ -152,4 +152,18 @@
 // model.safetensors.index.json's weight_map names, says when the index's metadata.total_size
 // disagrees with the headers, and counts parameters per dtype (packed int4 I32 tensors — AWQ/GPTQ
 // qweight — hold 32/bits weights each; scales, zero points and g_idx are not weights).
+//
+// # LoRA adapters
+//
+// LoadAdapterDir reads a Hugging Face PEFT folder as LoadDir reads a model folder (regular files
+// only, adapter_config.json within 1 MiB, the safetensors header within its limit, never tensor
+// data): ParseAdapterConfig takes r, lora_alpha, target_modules (names or a regular expression),
+// rank_pattern (its largest rank is what --max-lora-rank must cover) and refuses what vLLM refuses
+// (modules_to_save, use_dora; vllm/lora/peft_helper.py), every problem under its field. The header
+// must agree: LoRA tensor names, 2-D shapes, ranks within the config's, modules among its targets.
+// LoRASlotBytes is one slot of vLLM's preallocated adapter weights (vllm/lora/layers/base_linear.py:
+// lora_a_stacked (max_loras, 1, max_lora_rank, in) and lora_b_stacked (max_loras, 1, out,
+// max_lora_rank) per slice of qkv_proj, o_proj, gate_up_proj and down_proj, in the model's dtype,
+// sharded under tensor parallelism); Options.LoRA puts max_loras of them into the estimate before
+// the KV cache, and VLLMArgs gains --enable-lora and its limits. Dense GQA models only.
 package llm

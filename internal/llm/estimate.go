@@ -67,6 +67,9 @@ type Options struct {
 	GPUMemoryUtilization float64 `json:"gpuMemoryUtilization,omitempty"`
 	// EnforceEager drops CUDA graphs (vLLM --enforce-eager); Fit also falls back to it by itself.
 	EnforceEager bool `json:"enforceEager,omitempty"`
+	// LoRA turns on LoRA adapters (vLLM --enable-lora): their slots take GPU memory before the
+	// KV cache does. Nil: no LoRA.
+	LoRA *LoRAOptions `json:"lora,omitempty"`
 }
 
 // Memory is an estimate of a vLLM instance's memory, every term in bytes.
@@ -78,6 +81,8 @@ type Memory struct {
 	Activations int64 `json:"activations"`
 	NonTorch    int64 `json:"nonTorch"`
 	CUDAGraphs  int64 `json:"cudaGraphs"`
+	// LoRA is the adapter slots LoRA preallocates (LoRAMemory.GPUBytes), 0 without LoRA.
+	LoRA        int64 `json:"lora,omitempty"`
 	CUDAContext int64 `json:"cudaContext"`
 	Headroom    int64 `json:"headroom"`
 	Total       int64 `json:"total"`
@@ -93,7 +98,7 @@ type Memory struct {
 
 // Budget is what vLLM must hold inside gpu_memory_utilization × device memory.
 func (m Memory) Budget() int64 {
-	return m.Weights + m.KVCache + m.Activations + m.NonTorch + m.CUDAGraphs
+	return m.Weights + m.KVCache + m.Activations + m.NonTorch + m.CUDAGraphs + m.LoRA
 }
 
 // plan is Options resolved against a model and a device size.
@@ -107,6 +112,7 @@ type plan struct {
 	perToken  int64
 	seqTokens int64 // KV tokens one sequence of Context holds (window-capped, block-rounded)
 	concGiven bool  // Options.Concurrency was set
+	lora      int64 // LoRA slot bytes, 0 without LoRA
 }
 
 // Estimate sizes m under o on a device whose total memory vLLM does not know yet: the
@@ -158,6 +164,13 @@ func resolve(m Model, o Options) (plan, error) {
 	if u := o.GPUMemoryUtilization; u < 0 || u > 1 || math.IsNaN(u) {
 		errs = append(errs, fmt.Errorf("option gpu-memory-utilization: %v is outside (0, 1]", u))
 	}
+	if o.LoRA != nil {
+		lm, err := EstimateLoRA(a, *o.LoRA)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		p.lora = lm.GPUBytes
+	}
 	if len(errs) > 0 {
 		return plan{}, errors.Join(errs...)
 	}
@@ -199,7 +212,7 @@ func (p plan) memory(board string, deviceBytes int64, util float64, eager bool) 
 		Weights: p.weights, WeightsSource: p.source, Quantization: p.q,
 		KVBytesPerToken: p.perToken, KVTokens: p.kvTokens(),
 		Activations: activationWorkspace(a, t, min(seqs, t)),
-		NonTorch:    nonTorchBytes, CUDAContext: cudaContextBytes,
+		NonTorch:    nonTorchBytes, CUDAContext: cudaContextBytes, LoRA: p.lora,
 		MaxNumBatchedTokens: int(t), MaxNumSeqs: int(seqs), Utilization: util,
 	}
 	m.KVCache = m.KVTokens * p.perToken

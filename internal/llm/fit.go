@@ -105,6 +105,8 @@ type VLLMArgs struct {
 	KVCacheDType         string  `json:"kvCacheDtype,omitempty"`
 	EnforceEager         bool    `json:"enforceEager,omitempty"`
 	Quantization         string  `json:"quantization,omitempty"`
+	// LoRA holds the LoRA flags of an engine that serves adapters; nil without LoRA.
+	LoRA *LoRAArgs `json:"lora,omitempty"`
 }
 
 // Flags renders the arguments as vLLM command-line flags.
@@ -123,6 +125,9 @@ func (v VLLMArgs) Flags() []string {
 	}
 	if v.EnforceEager {
 		f = append(f, "--enforce-eager")
+	}
+	if v.LoRA != nil {
+		f = append(f, v.LoRA.Flags()...)
 	}
 	return f
 }
@@ -256,7 +261,7 @@ func (p plan) evaluate(s Slice, t attempt) Fit {
 		f.Memory.Total = mem.Budget() + mem.CUDAContext // the cap this request needs
 		f.Memory.Headroom = 0
 	}
-	fixed := mem.Weights + mem.Activations + mem.NonTorch + mem.CUDAGraphs
+	fixed := mem.Weights + mem.Activations + mem.NonTorch + mem.CUDAGraphs + mem.LoRA
 	f.KVAvailableBytes = budget - fixed
 	if blockBytes := p.perToken * DefaultBlockSize; f.KVAvailableBytes > 0 && blockBytes > 0 {
 		f.MaxTokens = f.KVAvailableBytes / blockBytes * DefaultBlockSize
@@ -277,6 +282,9 @@ func (p plan) evaluate(s Slice, t attempt) Fit {
 	}
 	if p.kvElem == 1 {
 		f.Args.KVCacheDType = KVCacheFP8
+	}
+	if l := p.o.LoRA; l != nil {
+		f.Args.LoRA = &LoRAArgs{MaxLoRAs: l.MaxLoRAs, MaxRank: l.MaxRank, MaxCPULoRAs: max(l.MaxCPULoRAs, l.MaxLoRAs)}
 	}
 	return f
 }

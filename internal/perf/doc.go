@@ -291,4 +291,24 @@
 // third of those totals. Its 1g.10gb row cannot run as stated — 15.2 GB of BF16 weights do not
 // fit 9.75 GiB — and its p99 latencies (680-1,240 ms) contradict its own throughputs by Little's
 // law (16 requests × 768 tokens / 12,800 tokens/s = 0.96 s mean end-to-end, above its 680 ms p99).
+//
+// # LoRA
+//
+// An engine with LoRA (vLLM --enable-lora) runs, besides the base model, a shrink (x·A) and an
+// expand ((x·A)·B) kernel for each of the four LoRA-wrapped linear layers of every decoder layer
+// (qkv, o, gate_up, down). LoRACost.StepOverhead charges a step with t tokens that use d distinct
+// adapters on slots of rank r:
+//
+//	8 × layers × KernelLatency + max(min(d, t) × r × W × 2 bytes / BW, 2 × t × r × W / FLOPS) / KernelEfficiency
+//
+// where W is the LoRA weights per unit of rank on one GPU (llm.LoRASlotBytes / 2) and BW, FLOPS
+// are the engine's rates alone. vLLM's kernels run over the slot's max_lora_rank, so r is the
+// engine's --max-lora-rank, not the adapter's own. LoadTime is the cost of activating an adapter
+// that is not in a GPU slot: its bytes over the host link (PCIe Gen4 32 GB/s, Gen5 64 GB/s,
+// NVLink-C2C 450 GB/s, at HostLinkEfficiency), 14 small copies per layer (A and B of every slice,
+// vLLM's set_lora) at CopyLatency each, and, for an adapter outside the max_cpu_loras host cache,
+// a read from disk at DiskGBs first. KernelLatency (4 µs) and KernelEfficiency (0.25) are
+// assumptions: the one published pair of runs with and without LoRA (vLLM V0, A100, ShareGPT)
+// shows a third of the throughput lost, which today's kernels no longer cost, and the model
+// misses it by 1.47× (TestLoRAFidelity, testdata/fidelity/lora.csv).
 package perf

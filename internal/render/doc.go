@@ -128,4 +128,11 @@
 // so that tenants of one group are told apart), shared devices split between their
 // replicas, with a legend of tenants. A label that does not fit its cell is set smaller, then
 // cut with "…", then left out (the cell's tooltip still names it).
+//
+// # LoRA gateway objects
+//
+// LoRAGateway renders a planned LoRA group for the Gateway API Inference Extension: an
+// InferencePool (inference.networking.k8s.io/v1) per engine, an InferenceObjective
+// (inference.networking.x-k8s.io/v1alpha2) per adapter and engine, and HTTPRoutes matching the
+// X-Gateway-Model-Name header to the pools, weighted by each engine's part of the adapter's traffic.
 package render

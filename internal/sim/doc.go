@@ -110,4 +110,15 @@
 // TestSimulateParvaGPUScenarios). An active neighbour counts the same whatever its batch (the
 // performance model's Load carries how many neighbours are busy, not how much work each step
 // has). Requests are not cancelled by clients. Replicas start warm.
+//
+// # Shared LoRA engines
+//
+// SimulateLoRA is a separate loop for one engine serving many adapters of its base model: Poisson
+// arrivals per adapter with optional bursts, a per-adapter gateway cap, vLLM's LoRA scheduling
+// (running requests first, then waiting ones in order, skipping any whose adapter would exceed
+// max_loras distinct adapters in the batch), LRU GPU slots and host cache with every adapter load
+// charged to its step (perf.LoRACost.LoadTime), and the LoRA kernels' time on every step. It
+// reports per-adapter p99s, attainment and the tokens the engine computed for each adapter.
+// LoRAFairCaps turns the planner's per-engine adapter shares into per-adapter concurrency caps
+// with the fair allocator (the engine's slots as capacity, weighted DRF over its adapters).
 package sim

@@ -1,0 +1,339 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/gpu"
+	"gpupool.dev/gpupool/internal/llm"
+	"gpupool.dev/gpupool/internal/perf"
+	"gpupool.dev/gpupool/internal/plan"
+	"gpupool.dev/gpupool/internal/render"
+	"gpupool.dev/gpupool/internal/sim"
+)
+
+// loraGroupOut is one shared group's plan and simulation.
+type loraGroupOut struct {
+	Group string `json:"group"`
+	Board string `json:"board"`
+	// GPUs is the engines' GPU count (one whole GPU each); OnePerAdapter what one replica per
+	// adapter would take.
+	GPUs          int               `json:"gpus"`
+	OnePerAdapter int               `json:"onePerAdapter"`
+	Engines       []loraEngineOut   `json:"engines"`
+	Reasons       map[string]string `json:"reasons"`
+	Shares        []plan.LoRAShare  `json:"shares"`
+	// FairCaps are each adapter's concurrency cap per engine when every adapter wants the whole
+	// engine: its weighted fair part of the engine's sequence slots (sim.LoRAFairCaps).
+	FairCaps  map[string]map[string]int `json:"fairCaps"`
+	Simulated *loraSimOut               `json:"simulated,omitempty"`
+	Adapters  []sim.LoRAAdapterResult   `json:"adapters,omitempty"`
+}
+
+type loraEngineOut struct {
+	Name      string   `json:"name"`
+	Adapters  int      `json:"adapters"`
+	RPS       float64  `json:"rps"`
+	MaxLoRAs  int      `json:"maxLoras"`
+	ActiveP99 int      `json:"activeP99"`
+	VLLMFlags []string `json:"vllmFlags"`
+}
+
+type loraSimOut struct {
+	Duration        string  `json:"duration"`
+	MeetsAll        bool    `json:"meetsAll"`
+	WorstAttainment float64 `json:"worstAttainment"`
+	WorstTTFTP99    string  `json:"worstTtftP99"`
+	Loads           int64   `json:"loads"`
+}
+
+type loraOut struct {
+	Groups []loraGroupOut  `json:"groups"`
+	Solos  []plan.LoRASolo `json:"solos,omitempty"`
+}
+
+func newLoRACmd(e *env) *cobra.Command {
+	var board, gateway, namespace string
+	var simFor time.Duration
+	var seed uint64
+	cmd := &cobra.Command{
+		Use:   "lora POOL",
+		Short: "Plan LoRA-adapter tenants onto shared engines, simulate them, render their gateway objects",
+		Long: "lora groups the Pool's adapter tenants (model.adapter) by base model, quantization and trust\n" +
+			"group, plans the fewest engines (one whole GPU of --board each) that keep every adapter's\n" +
+			"objectives, chooses each engine's --max-loras, and simulates every engine with its adapters'\n" +
+			"traffic. With --gateway it prints the Gateway API Inference Extension objects instead: an\n" +
+			"InferencePool per engine, an InferenceObjective per adapter, and HTTPRoutes by model name.\n" +
+			"Adapters given by dir are read from their PEFT folders (headers only).",
+		Args: cobra.ExactArgs(1),
+	}
+	out := addOutputFlag(cmd)
+	cmd.Flags().StringVar(&board, "board", "", "the engines' board (default: the fleet's first)")
+	cmd.Flags().DurationVar(&simFor, "simulate", 300*time.Second, "simulate each engine this long (0: do not)")
+	cmd.Flags().Uint64Var(&seed, "seed", 1, "the simulation's random seed")
+	cmd.Flags().StringVar(&gateway, "gateway", "", "print the gateway objects for this Gateway instead of the plan")
+	cmd.Flags().StringVar(&namespace, "namespace", "default", "the gateway objects' namespace")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		format, err := parseOutput(*out)
+		if err != nil {
+			return err
+		}
+		if simFor < 0 || simFor > 24*time.Hour {
+			return invalid(fmt.Errorf("flag --simulate: %v is outside [0, 24h]", simFor))
+		}
+		pool, err := readPool(e.ctx, args[0])
+		if err != nil {
+			return invalid(err)
+		}
+		res, plans, names, err := planLoRA(pool, filepath.Dir(args[0]), board, simFor, seed)
+		if err != nil {
+			return err
+		}
+		if gateway != "" {
+			for _, p := range plans {
+				y, err := render.LoRAGateway(render.LoRAGatewayInput{Namespace: namespace, Gateway: gateway, Plan: p, AdapterName: names})
+				if err != nil {
+					return err
+				}
+				if _, err := fmt.Fprintf(e.stdout, "---\n%s", y); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if format != outTable {
+			return writeStructured(e.stdout, format, res)
+		}
+		return writeLoRATable(e, res)
+	}
+	return cmd
+}
+
+// planLoRA plans and simulates every shared group of pool; relative model and adapter folders
+// are read from base, the Pool file's folder.
+func planLoRA(pool *v1.Pool, base, boardName string, simFor time.Duration, seed uint64) (loraOut, []plan.LoRAPlan, map[string]string, error) {
+	if boardName == "" && len(pool.Fleet.Nodes) > 0 && len(pool.Fleet.Nodes[0].GPUs) > 0 {
+		boardName = pool.Fleet.Nodes[0].GPUs[0].Board
+	}
+	b, err := gpu.Lookup(boardName)
+	if err != nil {
+		return loraOut{}, nil, nil, invalid(fmt.Errorf("flag --board: %w", err))
+	}
+	loaded, names, err := loadAdapters(pool, base)
+	if err != nil {
+		return loraOut{}, nil, nil, invalid(err)
+	}
+	groups, solos := plan.GroupLoRA(pool, loaded)
+	res := loraOut{Solos: solos}
+	var plans []plan.LoRAPlan
+	for _, g := range groups {
+		t := tenantNamed(pool, g.Adapters[0].Tenant)
+		a, err := baseArch(t, base)
+		if err != nil {
+			return loraOut{}, nil, nil, err
+		}
+		for i := range g.Adapters {
+			if g.Adapters[i].Bytes == 0 {
+				g.Adapters[i].Bytes, _ = llm.LoRAAdapterBytes(a, g.Adapters[i].Rank, nil)
+			}
+		}
+		eng, cost, err := perf.PlaceLoRA(a, t.Model.Quantization, b)
+		if err != nil {
+			return loraOut{}, nil, nil, fmt.Errorf("group %s: %w", g.Key, err)
+		}
+		in := plan.LoRAInput{Group: g, Engine: eng, Cost: cost, Prefix: engineName(t)}
+		p, err := plan.PlanLoRA(in)
+		if err != nil {
+			return loraOut{}, nil, nil, err
+		}
+		plans = append(plans, p)
+		gout := loraGroupOut{Group: g.Key, Board: b.Name, GPUs: len(p.Engines), OnePerAdapter: len(g.Adapters),
+			Reasons: p.Reasons, Shares: p.Shares}
+		if gout.Engines, gout.FairCaps, err = engineOuts(p, eng, adapterPaths(pool)); err != nil {
+			return loraOut{}, nil, nil, err
+		}
+		if simFor > 0 {
+			gout.Simulated, gout.Adapters, err = simulateGroup(in, p, simFor, seed)
+			if err != nil {
+				return loraOut{}, nil, nil, err
+			}
+		}
+		res.Groups = append(res.Groups, gout)
+	}
+	return res, plans, names, nil
+}
+
+// engineOuts lists a plan's engines with their vLLM flags, and each engine's fair caps: every
+// adapter's weighted part of the engine's sequence slots when all want the whole engine.
+func engineOuts(p plan.LoRAPlan, eng *perf.Engine, paths map[string]string) ([]loraEngineOut, map[string]map[string]int, error) {
+	var outs []loraEngineOut
+	fairCaps := map[string]map[string]int{}
+	for _, en := range p.Engines {
+		weights := map[string]float64{}
+		want := map[string]int{}
+		for _, s := range p.Shares {
+			if s.Engine == en.Name {
+				weights[s.Tenant] += s.Weight
+				want[s.Tenant] = eng.MaxSeqs()
+			}
+		}
+		caps, err := sim.LoRAFairCaps(en.Name, weights, eng.MaxSeqs(), want, nil, time.Unix(0, 0))
+		if err != nil {
+			return nil, nil, err
+		}
+		fairCaps[en.Name] = caps
+		outs = append(outs, loraEngineOut{Name: en.Name, Adapters: len(en.Adapters), RPS: en.RPS,
+			MaxLoRAs: en.MaxLoRAs, ActiveP99: en.ActiveP99, VLLMFlags: en.LoRAArgs(paths).Flags()})
+	}
+	return outs, fairCaps, nil
+}
+
+// loadAdapters reads every adapter given by dir (through an os.Root) and returns them by tenant,
+// with every tenant's adapter name.
+func loadAdapters(pool *v1.Pool, base string) (map[string]llm.Adapter, map[string]string, error) {
+	loaded := map[string]llm.Adapter{}
+	names := map[string]string{}
+	var errs []error
+	for i, t := range pool.Tenants {
+		a := t.Model.Adapter
+		if a == nil {
+			continue
+		}
+		names[t.Name] = a.Name
+		if a.Dir == "" {
+			continue
+		}
+		ad, err := loadAdapterDir(relTo(base, a.Dir))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tenants[%d].model.adapter.dir: %w", i, err))
+			continue
+		}
+		if a.Rank != 0 && a.Rank != ad.Config.Rank {
+			errs = append(errs, fmt.Errorf("tenants[%d].model.adapter.rank: %d, but %s says r = %d", i, a.Rank, llm.AdapterConfigFile, ad.Config.Rank))
+			continue
+		}
+		loaded[t.Name] = ad
+	}
+	return loaded, names, errors.Join(errs...)
+}
+
+// loadAdapterDir reads a PEFT folder through an os.Root, as loadModelDir reads checkpoints.
+func loadAdapterDir(dir string) (llm.Adapter, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return llm.Adapter{}, err
+	}
+	defer root.Close()
+	return llm.LoadAdapterDir(root.FS())
+}
+
+func tenantNamed(p *v1.Pool, name string) v1.Tenant {
+	for _, t := range p.Tenants {
+		if t.Name == name {
+			return t
+		}
+	}
+	return v1.Tenant{}
+}
+
+// relTo is p, or p under base when p is relative.
+func relTo(base, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(base, p)
+}
+
+func baseArch(t v1.Tenant, base string) (llm.Arch, error) {
+	if t.Model.Dir != "" {
+		m, err := loadModelDir(relTo(base, t.Model.Dir))
+		if err != nil {
+			return llm.Arch{}, fmt.Errorf("tenant %s: load model %s: %w", t.Name, t.Model.Dir, err)
+		}
+		return m.Arch, nil
+	}
+	return llm.Lookup(t.Model.Name)
+}
+
+func engineName(t v1.Tenant) string {
+	n := t.Model.Name
+	if n == "" {
+		n = "model"
+	}
+	return strings.ReplaceAll(n, ".", "-") + "-lora"
+}
+
+func adapterPaths(p *v1.Pool) map[string]string {
+	paths := map[string]string{}
+	for _, t := range p.Tenants {
+		if a := t.Model.Adapter; a != nil {
+			paths[t.Name] = a.Dir
+			if a.Repo != "" {
+				paths[t.Name] = a.Repo
+			}
+		}
+	}
+	return paths
+}
+
+// simulateGroup runs every engine of p with its adapters' traffic.
+func simulateGroup(in plan.LoRAInput, p plan.LoRAPlan, d time.Duration, seed uint64) (*loraSimOut, []sim.LoRAAdapterResult, error) {
+	by := map[string]plan.LoRAAdapter{}
+	for _, a := range in.Group.Adapters {
+		by[a.Tenant] = a
+	}
+	out := &loraSimOut{Duration: d.String(), MeetsAll: true, WorstAttainment: 1}
+	var worst time.Duration
+	var all []sim.LoRAAdapterResult
+	for i, en := range p.Engines {
+		cfg := sim.LoRAConfig{Engine: in.Engine, Cost: in.Cost, MaxLoRAs: en.MaxLoRAs, MaxRank: en.MaxRank,
+			MaxCPULoRAs: en.MaxCPULoRAs, Duration: d}
+		for _, name := range en.Adapters {
+			a := by[name]
+			cfg.Adapters = append(cfg.Adapters, sim.LoRAAdapter{Name: name, RPS: en.Load[name], InputTokens: a.InputTokens,
+				OutputTokens: a.OutputTokens, Bytes: a.Bytes, Rank: a.Rank, TTFT: a.SLO.TTFT, TPOT: a.SLO.TPOT})
+		}
+		r, err := sim.SimulateLoRA(cfg, rand.New(rand.NewPCG(seed, uint64(i))))
+		if err != nil {
+			return nil, nil, fmt.Errorf("simulate engine %s: %w", en.Name, err)
+		}
+		out.MeetsAll = out.MeetsAll && r.MeetsAll()
+		out.Loads += r.Loads
+		for _, a := range r.Adapters {
+			out.WorstAttainment = min(out.WorstAttainment, a.Attainment)
+			worst = max(worst, a.TTFTP99)
+		}
+		all = append(all, r.Adapters...)
+	}
+	out.WorstTTFTP99 = worst.String()
+	return out, all, nil
+}
+
+func writeLoRATable(e *env, res loraOut) error {
+	tw := newTable(e.stdout)
+	for _, g := range res.Groups {
+		fmt.Fprintf(tw, "group %s: %d adapters on %d × %s (one replica per adapter: %d GPUs, %.1f× more)\n",
+			g.Group, g.OnePerAdapter, g.GPUs, g.Board, g.OnePerAdapter, float64(g.OnePerAdapter)/float64(max(g.GPUs, 1)))
+		fmt.Fprintln(tw, "ENGINE\tADAPTERS\tREQ/S\tMAX_LORAS\tIN FLIGHT P99")
+		for _, en := range g.Engines {
+			fmt.Fprintf(tw, "%s\t%d\t%.3g\t%d\t%d\n", en.Name, en.Adapters, en.RPS, en.MaxLoRAs, en.ActiveP99)
+		}
+		if s := g.Simulated; s != nil {
+			fmt.Fprintf(tw, "simulated %s: every adapter meets its SLO: %v; worst attainment %.4f; worst TTFT p99 %s; %d adapter loads\n",
+				s.Duration, s.MeetsAll, s.WorstAttainment, s.WorstTTFTP99, s.Loads)
+		}
+		fmt.Fprintln(tw)
+	}
+	for _, s := range res.Solos {
+		fmt.Fprintf(tw, "%s: %s\n", s.Tenant, s.Reason)
+	}
+	return tw.Flush()
+}

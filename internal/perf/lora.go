@@ -1,0 +1,186 @@
+package perf
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"gpupool.dev/gpupool/internal/gpu"
+	"gpupool.dev/gpupool/internal/llm"
+)
+
+// LoRAOptions are the constants of the LoRA cost model (doc.go, "LoRA"). Zero values take the
+// defaults of DefaultLoRAOptions.
+type LoRAOptions struct {
+	// KernelLatency is the fixed time of one LoRA kernel launch inside a CUDA graph: vLLM runs a
+	// shrink (x·A) and an expand ((x·A)·B) kernel per LoRA-wrapped linear layer, four per decoder
+	// layer (qkv, o, gate_up, down), so 8 × layers per step whatever the batch.
+	KernelLatency time.Duration `json:"kernelLatency,omitempty"`
+	// KernelEfficiency is the part of the roofline (FLOPs or bandwidth, whichever bounds) the
+	// SGMV/BGMV kernels reach: they are thin GEMMs (rank columns) that use the tensor cores poorly.
+	KernelEfficiency float64 `json:"kernelEfficiency,omitempty"`
+	// HostLinkEfficiency is the part of the host link's bandwidth a pinned host-to-device copy
+	// reaches.
+	HostLinkEfficiency float64 `json:"hostLinkEfficiency,omitempty"`
+	// CopyLatency is the fixed cost of one of the small copies that activating an adapter issues:
+	// vLLM's set_lora copies each wrapped layer's A and B slices separately.
+	CopyLatency time.Duration `json:"copyLatency,omitempty"`
+	// DiskGBs is how fast an adapter that is not in host memory is read from local disk, GB/s.
+	DiskGBs float64 `json:"diskGBs,omitempty"`
+}
+
+// DefaultLoRAOptions are the constants doc.go justifies. KernelLatency and KernelEfficiency are
+// assumptions, not fitted: testdata/fidelity/lora.csv holds no published run of today's kernels
+// with a base run beside it (docs/lora.md, "Fidelity").
+func DefaultLoRAOptions() LoRAOptions {
+	return LoRAOptions{
+		KernelLatency:      4 * time.Microsecond,
+		KernelEfficiency:   0.25,
+		HostLinkEfficiency: 0.8,
+		CopyLatency:        8 * time.Microsecond,
+		DiskGBs:            2,
+	}
+}
+
+func (o LoRAOptions) withDefaults() LoRAOptions {
+	d := DefaultLoRAOptions()
+	if o.KernelLatency == 0 {
+		o.KernelLatency = d.KernelLatency
+	}
+	if o.KernelEfficiency == 0 {
+		o.KernelEfficiency = d.KernelEfficiency
+	}
+	if o.HostLinkEfficiency == 0 {
+		o.HostLinkEfficiency = d.HostLinkEfficiency
+	}
+	if o.CopyLatency == 0 {
+		o.CopyLatency = d.CopyLatency
+	}
+	if o.DiskGBs == 0 {
+		o.DiskGBs = d.DiskGBs
+	}
+	return o
+}
+
+func (o LoRAOptions) validate() error {
+	var errs []error
+	if o.KernelLatency < 0 || o.KernelLatency > time.Millisecond {
+		errs = append(errs, fmt.Errorf("kernelLatency: %v is outside [0, 1ms]", o.KernelLatency))
+	}
+	if !(o.KernelEfficiency > 0 && o.KernelEfficiency <= 1) {
+		errs = append(errs, fmt.Errorf("kernelEfficiency: %v is outside (0, 1]", o.KernelEfficiency))
+	}
+	if !(o.HostLinkEfficiency > 0 && o.HostLinkEfficiency <= 1) {
+		errs = append(errs, fmt.Errorf("hostLinkEfficiency: %v is outside (0, 1]", o.HostLinkEfficiency))
+	}
+	if o.CopyLatency < 0 || o.CopyLatency > time.Millisecond {
+		errs = append(errs, fmt.Errorf("copyLatency: %v is outside [0, 1ms]", o.CopyLatency))
+	}
+	if !(o.DiskGBs > 0 && o.DiskGBs <= 1000) {
+		errs = append(errs, fmt.Errorf("diskGBs: %v is outside (0, 1000]", o.DiskGBs))
+	}
+	return errors.Join(errs...)
+}
+
+// LoRACost is the LoRA cost model of one engine: what adapters add to a step and what bringing
+// an adapter into a GPU slot costs. It is immutable.
+type LoRACost struct {
+	e        *Engine
+	o        LoRAOptions
+	perRank  float64 // LoRA weights per unit of rank on one GPU, all wrapped layers (llm.LoRASlotBytes / 2)
+	kernels  float64 // LoRA kernel launches per step
+	copies   float64 // small copies per adapter activation
+	hostLink float64 // host-to-device bytes/s
+}
+
+// loraKernelsPerLayer: shrink and expand for each of qkv_proj, o_proj, gate_up_proj, down_proj.
+const loraKernelsPerLayer = 8
+
+// loraCopiesPerLayer: A and B of qkv (3 slices each), o, gate_up (2 slices each), down.
+const loraCopiesPerLayer = 2 * (3 + 1 + 2 + 1)
+
+// LoRA returns e's LoRA cost model under o.
+func (e *Engine) LoRA(o LoRAOptions) (*LoRACost, error) {
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, fmt.Errorf("lora cost of %s: %w", e.m.name, err)
+	}
+	slot, err := llm.LoRASlotBytes(e.m.arch, 1, int(e.r.tp))
+	if err != nil {
+		return nil, fmt.Errorf("lora cost of %s: %w", e.m.name, err)
+	}
+	return &LoRACost{
+		e: e, o: o, perRank: float64(slot) / 2,
+		kernels:  loraKernelsPerLayer * e.m.layers,
+		copies:   loraCopiesPerLayer * e.m.layers,
+		hostLink: HostLinkGBs(e.s.Board.Name) * 1e9 * o.HostLinkEfficiency,
+	}, nil
+}
+
+// StepOverhead is the time the LoRA kernels add to a step of tokens tokens (prefill and decode)
+// that use adapters distinct adapters, on slots of rank maxRank (vLLM's kernels run over the
+// slot's full max_lora_rank): the launches, plus the larger of reading each distinct adapter's
+// weights once and the 2 × tokens × rank FLOPs per LoRA weight, at KernelEfficiency of the
+// engine's rates alone. A step without adapters costs nothing extra.
+func (c *LoRACost) StepOverhead(tokens, adapters, maxRank int) time.Duration {
+	if tokens <= 0 || adapters <= 0 || maxRank <= 0 {
+		return 0
+	}
+	r := c.e.alone
+	weights := c.perRank * float64(maxRank)
+	bytes := float64(min(adapters, tokens)) * weights * 2
+	flops := 2 * float64(tokens) * weights
+	busy := math.Max(bytes/r.bwW, flops/r.flops) / c.o.KernelEfficiency
+	return seconds(c.kernels*c.o.KernelLatency.Seconds() + busy)
+}
+
+// SlotBytes is one adapter slot of rank on one GPU of the engine (llm.LoRASlotBytes).
+func (c *LoRACost) SlotBytes(rank int) int64 { return int64(c.perRank) * int64(rank) * 2 }
+
+// LoadTime is how long activating an adapter of bytes takes: a copy from pinned host memory over
+// the host link plus vLLM's per-slice copies, and first a read from disk when it is not among
+// the max_cpu_loras adapters kept in host memory.
+func (c *LoRACost) LoadTime(bytes int64, fromDisk bool) time.Duration {
+	if bytes <= 0 {
+		return 0
+	}
+	t := float64(bytes)/c.hostLink + c.copies*c.o.CopyLatency.Seconds()
+	if fromDisk {
+		t += float64(bytes) / (c.o.DiskGBs * 1e9)
+	}
+	return seconds(t)
+}
+
+// HostLinkGBs is the bandwidth of a board's link to host memory, GB/s per direction: PCIe Gen4
+// x16 on Ampere boards (32), PCIe Gen5 x16 on Hopper and Blackwell boards (64), NVLink-C2C on
+// Grace superchips (450, GH200/GB200/GB300 datasheets).
+func HostLinkGBs(board string) float64 {
+	switch {
+	case strings.HasPrefix(board, "GH200"), strings.HasPrefix(board, "GB200"), strings.HasPrefix(board, "GB300"):
+		return 450
+	case strings.HasPrefix(board, "A100"), strings.HasPrefix(board, "A30"), strings.HasPrefix(board, "A10"),
+		strings.HasPrefix(board, "L4"), strings.HasPrefix(board, "L40"):
+		return 32
+	}
+	return 64
+}
+
+// PlaceLoRA is a on a whole GPU of b at quantization q with DefaultOptions and DefaultLoRAOptions:
+// the engine of a shared LoRA group and its cost model.
+func PlaceLoRA(a llm.Arch, q llm.Quantization, b *gpu.Board) (*Engine, *LoRACost, error) {
+	m, err := New(a, q, DefaultOptions())
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := m.Place(Slice{Board: b})
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := e.LoRA(LoRAOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return e, c, nil
+}

@@ -1,0 +1,81 @@
+package sim
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"gpupool.dev/gpupool/internal/plan"
+)
+
+// loraAgreeMisses are scenarios where the planner's engines miss an objective in simulation,
+// with why. A listed scenario that the planner gets right must leave the list.
+var loraAgreeMisses = map[string]string{
+	"100 uniform at 30 req/s": "the planner gives 1 engine, simulation needs 2: at 0.3 req/s each, 62 distinct adapters " +
+		"share a step on average, the LoRA kernels take the engine to ~92 % busy and TTFT p99 to 1.5 s; the queueing " +
+		"model, scaled by the LoRA time per step, still sees room (docs/lora.md, \"What is missing\")",
+}
+
+// TestLoRAPlannerAgainstSimulation plans four more groups (Llama-3.1-8B on H100s, 512/128 tokens,
+// TTFT ≤ 1 s, TPOT ≤ 50 ms) and compares the planner's engine count with the fewest engines that
+// meet every objective in simulation, found by trying 1, 2, … engines with the planner's
+// grouping: the planner must be within 1.25× of it and, except for the listed misses, meet the
+// objectives itself.
+func TestLoRAPlannerAgainstSimulation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates several groups")
+	}
+	base := loraExample(t)
+	for _, sc := range []struct {
+		n     int
+		total float64
+		zipf  bool
+	}{{100, 30, false}, {50, 120, true}, {300, 40, true}, {20, 10, false}} {
+		shape := "uniform"
+		if sc.zipf {
+			shape = "zipf"
+		}
+		name := fmt.Sprintf("%d %s at %g req/s", sc.n, shape, sc.total)
+		in := base
+		in.Group = plan.LoRAGroup{Key: name}
+		var h float64
+		for k := 1; k <= sc.n; k++ {
+			h += 1 / float64(k)
+		}
+		for k := 1; k <= sc.n; k++ {
+			a := base.Group.Adapters[0]
+			a.Tenant, a.RPS = fmt.Sprintf("t%03d", k), sc.total/float64(sc.n)
+			if sc.zipf {
+				a.RPS = sc.total / float64(k) / h
+			}
+			in.Group.Adapters = append(in.Group.Adapters, a)
+		}
+		p, err := plan.PlanLoRA(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, worst, ttft, _ := simulateLoRAPlan(t, in, p, 300*time.Second)
+		fewest := 0
+		for m := 1; m <= 12 && fewest == 0; m++ {
+			pm, _, err := plan.PlanLoRAWith(in, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if okm, _, _, _ := simulateLoRAPlan(t, in, pm, 300*time.Second); okm {
+				fewest = m
+			}
+		}
+		t.Logf("%s: planner %d engines (in simulation: meets %v, worst attainment %.3f, TTFT p99 %v), fewest in simulation %d",
+			name, len(p.Engines), ok, worst, ttft, fewest)
+		if fewest == 0 || float64(len(p.Engines)) > 1.25*float64(fewest) {
+			t.Errorf("%s: planner %d engines against %d in simulation", name, len(p.Engines), fewest)
+		}
+		_, listed := loraAgreeMisses[name]
+		switch {
+		case !ok && !listed:
+			t.Errorf("%s: the planner's %d engines miss an objective in simulation", name, len(p.Engines))
+		case ok && listed:
+			t.Errorf("%s: the planner's engines meet the objectives now: take it off loraAgreeMisses", name)
+		}
+	}
+}

@@ -1,0 +1,150 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"gpupool.dev/gpupool/internal/gpu"
+	"gpupool.dev/gpupool/internal/llm"
+	"gpupool.dev/gpupool/internal/perf"
+)
+
+// loraSetup is Llama-3.1-8B on a whole H100 with LoRA, and n adapters of rank 16 (80 MiB, every
+// linear layer) at rps each, 512 prompt and 128 output tokens, TTFT p99 ≤ 1 s, TPOT p99 ≤ 50 ms.
+func loraSetup(t testing.TB, n int, rps float64, maxLoras int) LoRAConfig {
+	t.Helper()
+	a, err := llm.Lookup("llama-3.1-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := gpu.Lookup("H100-SXM5-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, c, err := perf.PlaceLoRA(a, llm.QuantBF16, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := LoRAConfig{Engine: e, Cost: c, MaxLoRAs: maxLoras, MaxRank: 16, MaxCPULoRAs: n, Duration: 120 * time.Second}
+	for i := range n {
+		cfg.Adapters = append(cfg.Adapters, LoRAAdapter{Name: fmt.Sprintf("a%d", i), RPS: rps, InputTokens: 512,
+			OutputTokens: 128, Bytes: 83_886_080, Rank: 16, TTFT: time.Second, TPOT: 50 * time.Millisecond})
+	}
+	return cfg
+}
+
+func runLoRA(t testing.TB, cfg LoRAConfig, seed uint64) LoRAResult {
+	t.Helper()
+	res, err := SimulateLoRA(cfg, rand.New(rand.NewPCG(seed, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// Every arrival completes, and the tokens the engine computed per adapter add up to what the
+// requests asked for: what splitting a shared engine's energy by tokens relies on.
+func TestLoRATokensConserved(t *testing.T) {
+	res := runLoRA(t, loraSetup(t, 12, 0.5, 4), 1)
+	for _, a := range res.Adapters {
+		if a.Completed != a.Arrived || a.Arrived == 0 {
+			t.Fatalf("%s: %d of %d completed", a.Name, a.Completed, a.Arrived)
+		}
+		if a.OutputTokens != a.Completed*128 || a.InputTokens != a.Completed*512 {
+			t.Errorf("%s: %d/%d tokens for %d requests", a.Name, a.InputTokens, a.OutputTokens, a.Completed)
+		}
+	}
+	again := runLoRA(t, loraSetup(t, 12, 0.5, 4), 1)
+	if fmt.Sprint(again) != fmt.Sprint(res) {
+		t.Error("the same seed gave another run")
+	}
+}
+
+// With as many slots as adapters, each adapter loads once (the first time, from disk); with 2
+// slots for 12 busy adapters the engine swaps all the time, and TTFT pays for it.
+func TestLoRASwapsWhenSlotsAreFew(t *testing.T) {
+	many := runLoRA(t, loraSetup(t, 12, 0.5, 12), 2)
+	few := runLoRA(t, loraSetup(t, 12, 0.5, 2), 2)
+	if many.Loads != 12 || many.DiskLoads != 12 {
+		t.Errorf("12 slots: %d loads (%d from disk), want 12 and 12", many.Loads, many.DiskLoads)
+	}
+	if few.Loads < 10*many.Loads || few.DiskLoads != 12 {
+		t.Errorf("2 slots: %d loads (%d from disk), want ≥ %d and 12 (the host cache holds all)", few.Loads, few.DiskLoads, 10*many.Loads)
+	}
+	worst := func(r LoRAResult) time.Duration {
+		var w time.Duration
+		for _, a := range r.Adapters {
+			w = max(w, a.TTFTP99)
+		}
+		return w
+	}
+	t.Logf("TTFT p99: 12 slots %v (%d loads), 2 slots %v (%d loads, %v loading)", worst(many), many.Loads, worst(few), few.Loads, few.LoadTime)
+	if worst(few) <= worst(many) {
+		t.Errorf("swapping did not cost TTFT: %v ≤ %v", worst(few), worst(many))
+	}
+}
+
+// A noisy adapter's burst (150 rps for 20 s on top of its 0.5, more than the engine serves) degrades its neighbours on the same
+// engine; a per-adapter cap of 16 requests in the engine keeps them within their objectives and
+// puts the wait on the noisy adapter alone. The three runs share a seed and the same arrivals.
+func TestLoRANoisyNeighbourAndCap(t *testing.T) {
+	calm := loraSetup(t, 8, 0.5, 8)
+	noisy := loraSetup(t, 8, 0.5, 8)
+	noisy.Adapters[0].Burst = LoRABurst{Start: 30 * time.Second, End: 50 * time.Second, RPS: 150}
+	capped := loraSetup(t, 8, 0.5, 8)
+	capped.Adapters[0].Burst = noisy.Adapters[0].Burst
+	for i := range capped.Adapters {
+		capped.Adapters[i].Cap = 16
+	}
+	victims := func(r LoRAResult) (time.Duration, float64) {
+		var w time.Duration
+		att := 1.0
+		for _, a := range r.Adapters[1:] {
+			w, att = max(w, a.TTFTP99), min(att, a.Attainment)
+		}
+		return w, att
+	}
+	rc, rn, rk := runLoRA(t, calm, 3), runLoRA(t, noisy, 3), runLoRA(t, capped, 3)
+	wc, ac := victims(rc)
+	wn, an := victims(rn)
+	wk, ak := victims(rk)
+	t.Logf("neighbours' worst TTFT p99 / attainment: calm %v / %.3f, burst %v / %.3f, burst with cap 16 %v / %.3f; noisy adapter's own TTFT p99: %v uncapped, %v capped",
+		wc, ac, wn, an, wk, ak, rn.Adapters[0].TTFTP99, rk.Adapters[0].TTFTP99)
+	if !rc.MeetsAll() {
+		t.Fatalf("the calm engine misses objectives: %+v", rc.Adapters)
+	}
+	if wn < 2*wc || an >= ac {
+		t.Errorf("the burst did not hurt the neighbours: TTFT %v against %v calm, attainment %.3f against %.3f", wn, wc, an, ac)
+	}
+	if wk >= wn || ak <= an {
+		t.Errorf("the cap bought nothing: TTFT %v against %v uncapped, attainment %.3f against %.3f", wk, wn, ak, an)
+	}
+	if rk.Adapters[0].TTFTP99 <= rn.Adapters[0].TTFTP99/2 {
+		t.Logf("note: the capped noisy adapter's own TTFT p99 fell too: %v against %v", rk.Adapters[0].TTFTP99, rn.Adapters[0].TTFTP99)
+	}
+}
+
+func TestLoRAConfigErrors(t *testing.T) {
+	cfg := loraSetup(t, 2, 1, 2)
+	cfg.MaxRank, cfg.Duration = 12, 0
+	cfg.Adapters[1].InputTokens, cfg.Adapters[0].Rank = 0, 64
+	_, err := SimulateLoRA(cfg, rand.New(rand.NewPCG(1, 1)))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, w := range []string{"maxRank", "duration", "adapters[1]: inputTokens", "adapters[0].rank"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not name %s: %v", w, err)
+		}
+	}
+}
+
+func BenchmarkSimulateLoRA(b *testing.B) {
+	cfg := loraSetup(b, 50, 0.2, 8)
+	for b.Loop() {
+		runLoRA(b, cfg, 1)
+	}
+}
