@@ -9,11 +9,11 @@ import (
 	v1 "gpupool.dev/gpupool/api/v1"
 )
 
-// countMoves counts the replicas a migration moves.
+// countMoves counts the replicas a migration moves (moves and restarts).
 func countMoves(steps []Step) int {
 	n := 0
 	for _, s := range steps {
-		if s.Kind == StepMove {
+		if s.Kind == StepMove || s.Kind == StepRestart {
 			n++
 		}
 	}

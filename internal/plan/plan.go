@@ -33,7 +33,7 @@ type Options struct {
 	// between GPUs of the same board so that as many GPUs as possible keep theirs (see
 	// Migration for the steps). nil: plan from scratch.
 	Current *v1.Plan
-	// MaxMoves, with Current, is the most replicas the migration may move (StepMove). When the
+	// MaxMoves, with Current, is the most replicas the migration may move (StepMove, StepRestart). When the
 	// re-packed plan moves more, the plan in force is kept if it still serves the pool (see
 	// keepCurrent), with a MoveBudget reason on every tenant saying what was given up; otherwise
 	// Build fails. nil: no limit.
