@@ -39,12 +39,7 @@ func (p *planner) limitMoves(next *v1.Plan) (*v1.Plan, error) {
 	}
 	if partErr == nil && (keepErr != nil || part.Summary.GPUsUsed < kept.Summary.GPUsUsed) {
 		gpus, _ := p.inForce()
-		inForce := 0
-		for _, g := range gpus {
-			if g.ReplicaCount() > 0 {
-				inForce++
-			}
-		}
+		inForce := usedGPUs(gpus)
 		r := v1.NewReason(v1.ReasonMoveBudget, "partly re-packed within max-moves %d: %d of the re-pack's %d replica moves, those that free the most GPUs; the pool runs on %d GPUs (re-packed: %d, plan in force: %d)",
 			limit, made, moves, part.Summary.GPUsUsed, next.Summary.GPUsUsed, inForce)
 		for i := range part.Tenants {
@@ -155,18 +150,23 @@ func (p *planner) keepCurrent(next *v1.Plan) (*v1.Plan, error) {
 			kept.Tenants = append(kept.Tenants, t)
 		}
 	}
-	used := 0
-	for _, g := range kept.GPUs {
-		if g.ReplicaCount() > 0 {
-			used++
-		}
-	}
-	kept.Summary = v1.Summary{GPUsUsed: used, GPUsTotal: len(kept.GPUs), LowerBound: next.Summary.LowerBound,
+	kept.Summary = v1.Summary{GPUsUsed: usedGPUs(kept.GPUs), GPUsTotal: len(kept.GPUs), LowerBound: next.Summary.LowerBound,
 		Baselines: next.Summary.Baselines, Objective: cur.Summary.Objective}
 	if err := v1.ValidatePlan(kept, p.pool); err != nil {
 		return nil, fmt.Errorf("it is not valid for the pool: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	return kept, nil
+}
+
+// usedGPUs counts the GPUs that run a replica.
+func usedGPUs(gpus []v1.PlanGPU) int {
+	n := 0
+	for _, g := range gpus {
+		if g.ReplicaCount() > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // planned is how many replicas next gives tenant name.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 )
@@ -155,7 +156,7 @@ func (p *planner) repackParts(cur, next *v1.Plan, uses map[string][]slotUse) []r
 	slices.Sort(keys)
 	for _, k := range keys {
 		pt := partOf(k)
-		if t, ok := cutPrefix(k, "tenant:"); ok {
+		if t, ok := strings.CutPrefix(k, "tenant:"); ok {
 			pt.tenants = append(pt.tenants, t)
 			pt.moves += movesOf[t]
 			if tn := byTenant[t]; tn != nil && servedInForce(tn, uses[t], next) != nil {
@@ -172,13 +173,6 @@ func (p *planner) repackParts(cur, next *v1.Plan, uses map[string][]slotUse) []r
 		}
 	}
 	return parts
-}
-
-func cutPrefix(s, prefix string) (string, bool) {
-	if len(s) >= len(prefix) && s[:len(prefix)] == prefix {
-		return s[len(prefix):], true
-	}
-	return "", false
 }
 
 // bestParts chooses among the optional components those that save the most GPUs with at most
@@ -313,13 +307,7 @@ func mixPlans(pool *v1.Pool, cur, next *v1.Plan, adopt, keep map[string]bool) (*
 		t.Replicas = newRefs[t.Name]
 		mixed.Tenants = append(mixed.Tenants, t)
 	}
-	used := 0
-	for _, g := range mixed.GPUs {
-		if g.ReplicaCount() > 0 {
-			used++
-		}
-	}
-	mixed.Summary = v1.Summary{GPUsUsed: used, GPUsTotal: len(mixed.GPUs), LowerBound: next.Summary.LowerBound,
+	mixed.Summary = v1.Summary{GPUsUsed: usedGPUs(mixed.GPUs), GPUsTotal: len(mixed.GPUs), LowerBound: next.Summary.LowerBound,
 		Baselines: next.Summary.Baselines, Objective: next.Summary.Objective}
 	if err := v1.ValidatePlan(mixed, pool); err != nil {
 		return nil, fmt.Errorf("the partial re-pack is not valid for the pool: %w", err)
