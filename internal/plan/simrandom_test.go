@@ -181,7 +181,7 @@ func fewestOfPlan(t testing.TB, pool *v1.Pool, pl *v1.Plan, d time.Duration, see
 }
 
 // firstReplicas is pl with only the replicas of index < m (of every tenant) left; a GPU left
-// with none is idle.
+// with none is idle, and the summary counts the GPUs left.
 func firstReplicas(pl *v1.Plan, m int) *v1.Plan {
 	keep := func(rs []v1.PlanReplica) []v1.PlanReplica {
 		var out []v1.PlanReplica
@@ -218,6 +218,8 @@ func firstReplicas(pl *v1.Plan, m int) *v1.Plan {
 		tn.Replicas = refs
 		out.Tenants[i] = tn
 	}
+	out.Summary.GPUsUsed = usedGPUs(out.GPUs)
+	out.Summary.LowerBound = min(out.Summary.LowerBound, out.Summary.GPUsUsed) // a test's cut, not a plan's claim
 	return &out
 }
 
