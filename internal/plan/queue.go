@@ -11,7 +11,8 @@ import (
 
 // The queueing model of a tenant's replicas (docs/planner.md, "Queueing-aware sizing").
 //
-// A replica is an engine with max-num-seqs slots under continuous batching with chunked prefill.
+// A replica is an engine with slots under continuous batching with chunked prefill: max-num-seqs,
+// or the requests its KV cache runs at once when fewer (perf's admission rule).
 // A request holds a slot for its k prefill chunks and its O−1 decode steps; requests beyond the
 // slots wait in the engine's queue, and that wait counts in their TTFT. The tenant's n replicas
 // are fed by a least-loaded router: a request waits only when all n·c slots are full (Erlang C),
@@ -19,8 +20,9 @@ import (
 // t = T(d, f) where d = λ(O−1)t decode sequences and f = λkt prefill chunks share a step, and T
 // is the performance model's step time (perf.Engine.StepTime) interpolated between whole batches.
 // TPOT p99 is the step time at the 99th percentile of the decode batch (Poisson spread, at most
-// the slots); TTFT p99 is the slot wait's p99, plus the prompt's wait for the step budget (M/D/1,
-// as in perf), plus one step in progress, plus its k chunk steps.
+// the slots) and of the prompts a request's decode meets; TTFT p99 is the slot wait's p99 (with a
+// margin), plus the prompt's wait for the step budget (M/D/1, as in perf), plus one step in
+// progress, plus its k chunk steps.
 
 // maxSearchReplicas bounds the replica search: a tenant needing more is reported, not planned.
 const maxSearchReplicas = 1 << 17
@@ -259,8 +261,8 @@ func slotWaitP99(lam, svc float64, servers, slots int) float64 {
 // slotWaitSafety scales the slot wait's p99. slotWaitP99 takes the busy slots' residual times as
 // independent and uniform, but when every slot is full the slots were mostly filled by the same
 // burst of arrivals, so they free later than that: the simulator's wait was up to 1.32× the
-// approximation's where the slot wait dominates TTFT (one replica of 15 slots at 54 % of them,
-// 17 single-slot replicas at 65 %; simrandom_test.go).
+// approximation's where the slot wait dominates TTFT (one replica of 15 slots, 8 of them busy on
+// average; simrandom_test.go).
 const slotWaitSafety = 1.4
 
 // slotWaitSafetyOne is slotWaitSafety for replicas of one slot, whose one request's residual
