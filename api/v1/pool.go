@@ -135,7 +135,8 @@ type Tenant struct {
 	// --max-model-len; 0 means min(8192, the model's max_position_embeddings), raised to
 	// traffic.inputTokens + traffic.outputTokens when those are longer.
 	MaxContext int `json:"maxContext,omitzero"`
-	// Concurrency is the most requests in flight per replica; 0 lets the planner derive it.
+	// Concurrency is the most requests a replica runs at once (vLLM --max-num-seqs; more wait
+	// in its queue), fewer when its KV cache holds fewer; 0 leaves vLLM's default for the device.
 	Concurrency int `json:"concurrency,omitzero"`
 	// Traffic is the offered load.
 	Traffic Traffic `json:"traffic,omitzero"`

@@ -77,8 +77,8 @@ const (
 	ReasonMaxUnavailable ReasonCode = "MaxUnavailable"
 	// ReasonPreempted: the grant was reclaimed for a tenant below its fair share or reservation.
 	ReasonPreempted ReasonCode = "Preempted"
-	// ReasonMoveBudget: re-planning kept the plan in force because re-packing would move more
-	// replicas than the move budget allows.
+	// ReasonMoveBudget: re-planning kept the plan in force, or re-packed only part of the pool,
+	// because re-packing all of it would move more replicas than the move budget allows.
 	ReasonMoveBudget ReasonCode = "MoveBudget"
 )
 

@@ -36,8 +36,9 @@ func newPlanCmd(e *env) *cobra.Command {
 			"--current PLAN re-plans against the plan in force: as few GPUs as possible change, replicas stay in their\n" +
 			"slots where they can, and the migration steps are listed (GPUs that run nothing first, then replica\n" +
 			"starts and moves, drains, moves onto drained GPUs and stops; at most policy.maxUnavailable per wave).\n" +
-			"--max-moves N (with --current) never moves more than N replicas: when re-packing would, the plan in force\n" +
-			"is kept if it still serves the pool (every tenant's reasons say how many GPUs that gives up), else it fails.\n" +
+			"--max-moves N (with --current) never moves more than N replicas: when re-packing would, only the changes\n" +
+			"that free the most GPUs within N moves are made, or the plan in force is kept if it still serves the pool\n" +
+			"(every tenant's reasons say how many GPUs that gives up), else it fails.\n" +
 			"Exit 2 when some tenant is infeasible (the rest is planned and written) or the renderer reports a\n" +
 			"problem, 1 for invalid input.",
 		Args: cobra.ExactArgs(1),

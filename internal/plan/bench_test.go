@@ -81,9 +81,11 @@ func TestSyntheticGap(t *testing.T) {
 }
 
 // TestSyntheticVariedGap plans the varied generator's 1,000 tenants (lengths, SLOs and a third
-// of the tenants with concurrency 1–64) and guards the gap measured, 397 / 314 = 1.26 (18 of the
-// tenants, whose concurrency × context one GPU's KV cache does not hold, run tensor-parallel): tenants whose replicas queue for their
-// few slots are planned at most 75 % busy to meet their TTFT, and the bound counts them at 100 %.
+// of the tenants with concurrency 1–64) and guards the gap measured, 313 / 235 = 1.33: tenants
+// whose replicas queue for their few slots (max-num-seqs, or what the KV cache runs) are planned
+// at most 75 % busy and with a margin on their slot wait to meet their TTFT, and the bound counts
+// them at 100 %. (When the memory fit still asked for concurrency × context of KV cache, 18
+// tenants ran tensor-parallel on two GPUs each and the plan took 397 GPUs against a bound of 314.)
 // Every plan is checked (checkPlan) on the way.
 func TestSyntheticVariedGap(t *testing.T) {
 	if testing.Short() {
@@ -102,8 +104,8 @@ func TestSyntheticVariedGap(t *testing.T) {
 	s := build(t, pool).Summary
 	gap := float64(s.GPUsUsed) / float64(max(s.LowerBound, 1))
 	t.Logf("varied 1,000 tenants: %d GPUs used, lower bound %d, gap %.3f; baselines %v", s.GPUsUsed, s.LowerBound, gap, s.Baselines)
-	if gap > 1.33 {
-		t.Errorf("gap %.3f above 1.33", gap)
+	if gap > 1.34 {
+		t.Errorf("gap %.3f above 1.34", gap)
 	}
 }
 

@@ -405,7 +405,7 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 		return r
 	}
 	e = e.WithKVCapacity(fit.MaxTokens)
-	r.q = newQModel(e, tn.work, sizingLoad(c), e.MaxSeqs(), fit.MaxTokens) // the engine's resolved max-num-seqs (concurrency, or the device default)
+	r.q = newQModel(e, tn.work, sizingLoad(c)) // max-num-seqs (concurrency, or the device default) or what the KV cache runs
 	rate, st := r.q.maxRate(tn.slo)
 	r.rate = perf.Rate{RequestsPerSec: rate, OutputTokensPerSec: rate * float64(tn.work.OutputTokens),
 		TTFT: seconds(st.ttft), TPOT: seconds(st.tpot), Limit: meets(r.q.state(rate*1.01+1e-9, 1), tn.slo)}
@@ -488,6 +488,6 @@ func (c *evalCache) get(tn *tenant, cd *cand, f func() *evalResult) *evalResult 
 
 func (c *evalCache) key(tn *tenant, cd *cand) evalKey {
 	return evalKey{model: tn.modKey, quant: tn.llmOpt.Quantization, kv: tn.llmOpt.KVCacheDType, ctx: tn.llmOpt.Context,
-		conc: tn.llmOpt.Concurrency, in: tn.work.InputTokens, out: tn.work.OutputTokens, ttft: tn.slo.TTFT, tpot: tn.slo.TPOT, batch: tn.batchLimit,
+		conc: tn.llmOpt.MaxNumSeqs, in: tn.work.InputTokens, out: tn.work.OutputTokens, ttft: tn.slo.TTFT, tpot: tn.slo.TPOT, batch: tn.batchLimit,
 		board: cd.board.Name, kind: string(cd.kind), profile: profName(cd.profile), share: cd.share, tp: cd.tp}
 }

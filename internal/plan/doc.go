@@ -28,17 +28,20 @@
 // percentage) and memory/k, rounded down to a MiB, as its pinned-memory cap or time-slice budget.
 //
 // Each candidate is evaluated for one replica: llm.FitSlice says whether the model, at the
-// tenant's quantization, KV-cache dtype, maxContext and concurrency, fits the slice and with
-// which vLLM arguments. An end-to-end target E is turned into TTFT ≤ E/4 (when no TTFT target is
+// tenant's quantization, KV-cache dtype and maxContext, fits the slice (its KV cache holding one
+// sequence of the context, as vLLM needs to start; concurrency is --max-num-seqs, not a memory
+// reservation) and with which vLLM arguments. An end-to-end target E is turned into TTFT ≤ E/4 (when no TTFT target is
 // set) and TPOT ≤ (E − TTFT)/(O − 1). Traffic without token counts is sized for 512 prompt and
 // 256 output tokens (a note says so).
 //
 // Replicas come from a queueing model of the tenant's replicas (queue.go; docs/planner.md,
-// "Queueing-aware sizing"): each replica has concurrency (max-num-seqs) slots, requests beyond
-// them wait and the wait counts in TTFT, the n replicas' slots are fed by a least-loaded router
+// "Queueing-aware sizing"): each replica has as many slots as it runs requests at once —
+// concurrency (max-num-seqs), or fewer when its KV cache binds, by perf.Engine.Running — requests
+// beyond them wait and the wait counts in TTFT (with a margin on the slot wait), the n replicas' slots are fed by a least-loaded router
 // (Erlang C over all slots, then the wait at the chosen replica), step times come from
 // perf.Engine.StepTime with every sharer in a step (Load{Active: k−1, Duty: 1}, and the rest of
-// the board busy for a MIG instance), TPOT p99 is the step at the p99 decode batch, and the KV
+// the board busy for a MIG instance), TPOT p99 is the step at the p99 decode batch and the p99
+// of the prompts a request's decode meets, and the KV
 // cache must hold the 99.9th percentile (m + 3.09·√m) of the requests holding a slot. The fewest
 // replicas n that meet both targets — with a TTFT margin of 5 % and at most 75 % of the slots
 // busy on average — are found by search; a tenant is infeasible by its SLO only when one request
@@ -203,8 +206,12 @@
 // instance starts), then to a GPU that runs nothing now. Replicas may still move between equal
 // slices (a pod move, not a GPU change). Migration lists the GPUs whose mode or layout changes:
 // GPUs that run nothing first, in one wave, then busy GPUs, each drained, at most
-// policy.maxUnavailable per wave. The packing itself does not yet weigh changes against GPUs
-// saved: a plan that needs one GPU fewer but moves many layouts is taken.
+// policy.maxUnavailable per wave; replicas start, move (start, wait, stop), restart (stop, then
+// start: a tensor-parallel group onto GPUs its tenant's old groups hold, after clearing stops) or
+// stop. With Options.MaxMoves the re-pack is taken whole within the budget; above it the
+// components of the change that free the most GPUs within the budget (partialmoves.go), or the
+// plan in force when none does and it still serves the pool. The packing itself does not weigh
+// changes against GPUs saved.
 //
 // # 9. Measured profiles
 //

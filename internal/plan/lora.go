@@ -398,7 +398,7 @@ func engineMeets(in LoRAInput, bin []LoRAAdapter, eng LoRAEngine) bool {
 	// The LoRA kernels lengthen every step: requests stay longer, so more are in flight, as if
 	// the rate were higher by (t + o)/t at a mean step t and LoRA time o; and each p99 step is
 	// longer by o, which comes off the objectives.
-	q := newQModel(e, w, perf.Load{}, e.MaxSeqs(), e.KVCapacityTokens())
+	q := newQModel(e, w, perf.Load{})
 	active := max(1, eng.ActiveP99)
 	eff := lam
 	var o time.Duration

@@ -2,9 +2,12 @@ package plan
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 )
@@ -86,4 +89,124 @@ func TestMaxMovesCannotKeep(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "tenant "+busier.Tenants[0].Name) || !strings.Contains(err.Error(), "max-moves 0") {
 		t.Errorf("err = %v, want one naming tenant %s and max-moves 0", err, busier.Tenants[0].Name)
 	}
+}
+
+// mpsPool is one node of eight H100s, MPS only, with a shared qwen2.5-1.5b tenant per name at a
+// light load (eight of them share a GPU).
+func mpsPool(t *testing.T, names []string) *v1.Pool {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("apiVersion: gpupool.dev/v1\nkind: Pool\nmetadata: {name: mps}\nfleet:\n  nodes:\n  - name: n0\n    gpus: [{board: H100-SXM5-80GB, count: 8}]\npolicy: {burstPoolPercent: 0, allowedModes: [mps]}\ntenants:\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "- name: %s\n  model: {name: qwen2.5-1.5b}\n  isolation: shared\n  concurrency: 8\n  traffic: {rps: 0.2, inputTokens: 256, outputTokens: 64}\n  slo: {ttftP99: 2s, tpotP99: 100ms}\n", n)
+	}
+	pool, err := v1.LoadPool([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+// A move budget below what re-packing needs re-packs part of the pool: 32 tenants on four MPS
+// GPUs lose half of each GPU's tenants; re-packing moves four tenants from GPU 1 to GPU 0 and four
+// from GPU 3 to GPU 2 (two independent changes, each freeing one GPU for four moves). With 4–7
+// moves allowed one of them is made (three GPUs), with fewer none (the plan in force, four GPUs,
+// only the dropped tenants stop), with 8 both; never more moves than allowed, every plan valid,
+// and more budget never uses more GPUs.
+func TestMaxMovesPartial(t *testing.T) {
+	var names, half []string
+	for i := range 32 {
+		names = append(names, fmt.Sprintf("t%02d", i))
+		if i%8 < 4 {
+			half = append(half, names[i])
+		}
+	}
+	first := build(t, mpsPool(t, names))
+	if first.Summary.GPUsUsed != 4 {
+		t.Fatalf("setup: 32 tenants on %d GPUs, want 4 of 8 each", first.Summary.GPUsUsed)
+	}
+	pool := mpsPool(t, half)
+	free, err := Build(context.Background(), pool, Options{Current: first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := countMoves(Migration(first, free, 1)); m != 8 || free.Summary.GPUsUsed != 2 {
+		t.Fatalf("setup: re-packing moves %d replicas onto %d GPUs, want 8 onto 2", m, free.Summary.GPUsUsed)
+	}
+	prev := 5
+	for budget := 0; budget <= 8; budget++ {
+		pl, err := Build(context.Background(), pool, Options{Current: first, MaxMoves: &budget})
+		if err != nil {
+			t.Fatalf("max-moves %d: %v", budget, err)
+		}
+		if err := checkPlan(pool, pl); err != nil {
+			t.Fatalf("max-moves %d: %v", budget, err)
+		}
+		steps := Migration(first, pl, 1)
+		moves := countMoves(steps)
+		want := map[bool]int{true: 4, false: 3}[budget < 4]
+		if budget == 8 {
+			want = 2
+		}
+		if pl.Summary.GPUsUsed != want || moves > budget {
+			t.Errorf("max-moves %d: %d GPUs with %d moves, want %d GPUs within the budget", budget, pl.Summary.GPUsUsed, moves, want)
+		}
+		if pl.Summary.GPUsUsed > prev {
+			t.Errorf("max-moves %d: %d GPUs, more than with a smaller budget (%d)", budget, pl.Summary.GPUsUsed, prev)
+		}
+		prev = pl.Summary.GPUsUsed
+		if budget >= 4 && budget < 8 {
+			r := pl.Tenants[0].Reasons[len(pl.Tenants[0].Reasons)-1]
+			if r.Code != v1.ReasonMoveBudget || !strings.Contains(r.Message, "partly re-packed") {
+				t.Errorf("max-moves %d: last reason %s: %s", budget, r.Code, r.Message)
+			}
+			// every tenant's replica list mirrors the GPUs, numbered from 0
+			for _, tn := range pl.Tenants {
+				for i, r := range tn.Replicas {
+					if r.Index != i {
+						t.Errorf("max-moves %d: tenant %s replica %d has index %d", budget, tn.Name, i, r.Index)
+					}
+				}
+			}
+		}
+	}
+}
+
+// bestParts is a 0/1 knapsack: within the budget, and as good as every subset (enumerated) for
+// up to 10 components.
+func TestBestPartsKnapsack(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(0, 10).Draw(rt, "n")
+		parts := make([]repackPart, n)
+		var optional []int
+		for i := range parts {
+			parts[i] = repackPart{moves: rapid.IntRange(0, 6).Draw(rt, "moves"), saved: rapid.IntRange(1, 4).Draw(rt, "saved")}
+			optional = append(optional, i)
+		}
+		budget := rapid.IntRange(0, 20).Draw(rt, "budget")
+		got, gotMoves := 0, 0
+		for _, i := range bestParts(parts, optional, budget) {
+			got += parts[i].saved
+			gotMoves += parts[i].moves
+		}
+		if gotMoves > budget {
+			rt.Fatalf("%d moves over budget %d", gotMoves, budget)
+		}
+		best := 0
+		for mask := 0; mask < 1<<n; mask++ {
+			v, m := 0, 0
+			for i := range n {
+				if mask>>i&1 == 1 {
+					v += parts[i].saved
+					m += parts[i].moves
+				}
+			}
+			if m <= budget && v > best {
+				best = v
+			}
+		}
+		if got != best {
+			rt.Fatalf("saves %d GPUs, the best subset %d", got, best)
+		}
+	})
 }

@@ -14,6 +14,10 @@ const (
 	StepStart = "start" // a new replica starts (nothing stops)
 	StepMove  = "move"  // a replica moves: start the new one, wait until it is ready, stop the old
 	StepStop  = "stop"  // a replica stops (nothing replaces it)
+	// StepRestart: a replica moves onto GPUs its old slot holds (a tensor-parallel group that
+	// grows, shrinks or shifts on its node), so the two cannot run side by side: stop the old,
+	// then start the new; the tenant is a replica short meanwhile.
+	StepRestart = "restart"
 )
 
 // slot is where a replica runs: a GPU and, under MIG, its instance.
@@ -21,6 +25,35 @@ type slot struct {
 	gpu  v1.GPURef
 	inst v1.InstanceRef
 	tp   string // a tensor-parallel group's GPU indices ("0,1"); gpu is its first
+}
+
+// gpuIndices are the GPUs of its node the slot holds: a tensor-parallel group's, else its GPU's.
+func (s slot) gpuIndices() []int {
+	if s.tp == "" {
+		return []int{s.gpu.Index}
+	}
+	var out []int
+	for _, f := range strings.Split(s.tp, ",") {
+		if i, err := strconv.Atoi(f); err == nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// overlaps reports whether a replica on s and one on o would need a GPU at the same time, one of
+// them being a tensor-parallel group (two slots on one whole GPU are the same slot; MIG
+// instances of one GPU are told apart by the GPU's layout step).
+func (s slot) overlaps(o slot) bool {
+	if s.gpu.Node != o.gpu.Node || s.tp == "" && o.tp == "" {
+		return false
+	}
+	for _, i := range s.gpuIndices() {
+		if slices.Contains(o.gpuIndices(), i) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s slot) String() string {
@@ -63,8 +96,11 @@ func replicaSlots(pl *v1.Plan) map[string][]slot {
 
 // replicaSteps compares where each tenant's replicas run in cur and next. Replicas are matched by
 // slot, not by index (indices are renumbered when a plan is assembled): a slot in both plans is
-// no step; the tenant's other new slots are paired with its other old slots as moves, in order,
-// and what is left over starts or stops.
+// no step. A new slot that overlaps old slots of the tenant that go away (a tensor-parallel group
+// that grows, shrinks or shifts on its node) takes the first of them as a restart (stop, then
+// start) after the others stop (clearing stops); the tenant's other new slots are paired with
+// its other old slots as moves (start the new, wait, stop the old), in order; what is left over
+// starts or stops.
 func replicaSteps(cur, next *v1.Plan) []Step {
 	before, after := replicaSlots(cur), replicaSlots(next)
 	var names []string
@@ -88,6 +124,27 @@ func replicaSteps(cur, next *v1.Plan) []Step {
 			}
 			i++
 		}
+		var rest []slot
+		for _, to := range now {
+			var hit []int
+			for j, from := range old {
+				if from.overlaps(to) {
+					hit = append(hit, j)
+				}
+			}
+			if len(hit) == 0 {
+				rest = append(rest, to)
+				continue
+			}
+			for _, j := range hit[1:] {
+				out = append(out, Step{Tenant: n, Kind: StepStop, GPU: old[j].gpu, From: old[j].String(), To: "none", clears: true})
+			}
+			out = append(out, Step{Tenant: n, Kind: StepRestart, GPU: to.gpu, From: old[hit[0]].String(), To: to.String()})
+			for k := len(hit) - 1; k >= 0; k-- {
+				old = slices.Delete(old, hit[k], hit[k]+1)
+			}
+		}
+		now = rest
 		for i := 0; i < max(len(old), len(now)); i++ {
 			s := Step{Tenant: n}
 			switch {
@@ -107,8 +164,9 @@ func replicaSteps(cur, next *v1.Plan) []Step {
 // order numbers the waves of a migration: GPUs that run nothing now are reconfigured first
 // (wave 1); then replicas start or move onto GPUs that are not drained, at most maxUnavailable
 // per wave (a move starts the new replica and waits for it before stopping the old one, so the
-// tenant keeps its capacity); then busy GPUs are drained, at most maxUnavailable per wave; then
-// replicas start or move onto the drained GPUs; stops come last.
+// tenant keeps its capacity; a restart's clearing stops come in the waves before it); then busy
+// GPUs are drained, at most maxUnavailable per wave; then replicas start or move onto the drained
+// GPUs; stops come last.
 func order(gpuSteps, repSteps []Step, maxUnavailable int) []Step {
 	var idle, busy []Step
 	drained := map[v1.GPURef]bool{}
@@ -120,9 +178,16 @@ func order(gpuSteps, repSteps []Step, maxUnavailable int) []Step {
 			idle = append(idle, s)
 		}
 	}
-	var early, late, stops []Step
-	for _, s := range repSteps {
+	var early, late, stops, earlyClear, lateClear []Step
+	for i, s := range repSteps {
 		switch {
+		case s.clears:
+			// a stop that frees GPUs for the restart after it: in waves before the restart's
+			if r := restartAfter(repSteps, i); r != nil && drained[r.GPU] {
+				lateClear = append(lateClear, s)
+			} else {
+				earlyClear = append(earlyClear, s)
+			}
 		case s.Kind == StepStop:
 			stops = append(stops, s)
 		case drained[s.GPU]:
@@ -143,9 +208,21 @@ func order(gpuSteps, repSteps []Step, maxUnavailable int) []Step {
 		}
 	}
 	put(idle, max(len(idle), 1))
+	put(earlyClear, maxUnavailable)
 	put(early, maxUnavailable)
 	put(busy, maxUnavailable)
+	put(lateClear, maxUnavailable)
 	put(late, maxUnavailable)
 	put(stops, maxUnavailable)
 	return out
+}
+
+// restartAfter is the restart that the clearing stops from steps[i] on lead to.
+func restartAfter(steps []Step, i int) *Step {
+	for ; i < len(steps); i++ {
+		if steps[i].Kind == StepRestart {
+			return &steps[i]
+		}
+	}
+	return nil
 }

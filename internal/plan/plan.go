@@ -33,10 +33,12 @@ type Options struct {
 	// between GPUs of the same board so that as many GPUs as possible keep theirs (see
 	// Migration for the steps). nil: plan from scratch.
 	Current *v1.Plan
-	// MaxMoves, with Current, is the most replicas the migration may move (StepMove). When the
-	// re-packed plan moves more, the plan in force is kept if it still serves the pool (see
-	// keepCurrent), with a MoveBudget reason on every tenant saying what was given up; otherwise
-	// Build fails. nil: no limit.
+	// MaxMoves, with Current, is the most replicas the migration may move (StepMove,
+	// StepRestart). When the re-packed plan moves more, part of the pool is re-packed (the
+	// changes that free the most GPUs within the budget, see partialRepack) or, when that frees
+	// nothing, the plan in force is kept if it still serves the pool (see keepCurrent), with a
+	// MoveBudget reason on every tenant saying what was given up; otherwise Build fails. nil: no
+	// limit.
 	MaxMoves *int
 	// LPVariables is the largest LP (tenant choices + layout patterns) solved with the simplex
 	// method for the lower bound; larger inputs use the Lagrangian volume bound. 0: DefaultLPVariables.

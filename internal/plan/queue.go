@@ -11,7 +11,8 @@ import (
 
 // The queueing model of a tenant's replicas (docs/planner.md, "Queueing-aware sizing").
 //
-// A replica is an engine with max-num-seqs slots under continuous batching with chunked prefill.
+// A replica is an engine with slots under continuous batching with chunked prefill: max-num-seqs,
+// or the requests its KV cache runs at once when fewer (perf's admission rule).
 // A request holds a slot for its k prefill chunks and its O−1 decode steps; requests beyond the
 // slots wait in the engine's queue, and that wait counts in their TTFT. The tenant's n replicas
 // are fed by a least-loaded router: a request waits only when all n·c slots are full (Erlang C),
@@ -19,8 +20,9 @@ import (
 // t = T(d, f) where d = λ(O−1)t decode sequences and f = λkt prefill chunks share a step, and T
 // is the performance model's step time (perf.Engine.StepTime) interpolated between whole batches.
 // TPOT p99 is the step time at the 99th percentile of the decode batch (Poisson spread, at most
-// the slots); TTFT p99 is the slot wait's p99, plus the prompt's wait for the step budget (M/D/1,
-// as in perf), plus one step in progress, plus its k chunk steps.
+// the slots) and of the prompts a request's decode meets; TTFT p99 is the slot wait's p99 (with a
+// margin), plus the prompt's wait for the step budget (M/D/1, as in perf), plus one step in
+// progress, plus its k chunk steps.
 
 // maxSearchReplicas bounds the replica search: a tenant needing more is reported, not planned.
 const maxSearchReplicas = 1 << 17
@@ -30,7 +32,8 @@ type qmodel struct {
 	e       *perf.Engine
 	l       perf.Load
 	in, out float64
-	slots   int     // max-num-seqs
+	slots   int     // requests run at once: max-num-seqs, or what the KV cache holds (kvBound)
+	kvBound bool    // the KV cache, not max-num-seqs, sets slots
 	k       float64 // prefill chunks per request
 	chunk   int     // tokens of one chunk
 	kvSeqs  float64 // requests the KV cache holds at their full length; +Inf when it never binds
@@ -45,9 +48,14 @@ type qstate struct {
 	inFlight   float64 // mean requests holding a slot per replica
 }
 
-func newQModel(e *perf.Engine, w perf.Workload, l perf.Load, slots int, kvTokens int64) *qmodel {
+// newQModel is the queueing model of one replica on e (whose KV capacity is the replica's) under
+// l. Its slots are the requests the engine runs at once: max-num-seqs, or fewer when the KV cache
+// binds, by perf's admission rule (perf.Engine.Running); the rest wait in the queue.
+func newQModel(e *perf.Engine, w perf.Workload, l perf.Load) *qmodel {
+	slots, lim := e.Running(w, e.MaxSeqs())
+	kvTokens := e.KVCapacityTokens()
 	q := &qmodel{e: e, l: l, in: float64(w.InputTokens), out: float64(w.OutputTokens), slots: max(slots, 1), budget: e.MaxBatchedTokens(),
-		memo: map[[2]int]float64{}}
+		kvBound: lim == perf.LimitKV, memo: map[[2]int]float64{}}
 	q.chunk = min(w.InputTokens, max(q.budget-1, 1))
 	q.k = math.Ceil(q.in / float64(q.chunk))
 	q.kvSeqs = math.Inf(1)
@@ -55,6 +63,15 @@ func newQModel(e *perf.Engine, w perf.Workload, l perf.Load, slots int, kvTokens
 		q.kvSeqs = float64(kvTokens) / (q.in + q.out)
 	}
 	return q
+}
+
+// slotsWhy names what sets the slots, for reasons.
+func (q *qmodel) slotsWhy() string {
+	if q.kvBound {
+		w := perf.Workload{InputTokens: int(q.in), OutputTokens: int(q.out)}
+		return fmt.Sprintf("the KV cache's %d tokens at %.0f per running request, perf's admission rule; max-num-seqs %d", q.e.KVCapacityTokens(), w.KVTokensPerSeq(), q.e.MaxSeqs())
+	}
+	return "max-num-seqs"
 }
 
 // stepAt is the step time in seconds of d decode sequences (whole) with chunks prefill chunks.
@@ -134,10 +151,27 @@ func (q *qmodel) state(lam float64, n int) qstate {
 		return qstate{limit: perf.LimitKV, inFlight: inFlight}
 	}
 	d := lr * o1 * t
-	d99 := math.Min(float64(q.slots), 1+d+zP99*math.Sqrt(d))
+	d99 := math.Min(float64(q.slots), 1+poissonP99(d))
 	f := lr * q.k * t
-	tpot := q.step(d99, f)
-	ttft := tpot + q.k*q.step(d99, f+1)
+	// A request's TPOT is the mean of its O−1 decode steps, and the prompts that share them
+	// arrive as a Poisson count over its decode, which lasts (O−1)·TPOT: the 1 % of requests
+	// whose decode meets the most prompts see poissonP99(λk(O−1)·TPOT) chunks over their steps,
+	// not the mean, and a request slowed by them stays longer and meets more (a fixed point,
+	// reached from below). On a small slice a prompt's chunk costs many decode steps, so this,
+	// not the decode batch, sets the TPOT tail there.
+	batchStep := q.step(d99, f)
+	tpot := batchStep
+	if o1 >= 1 {
+		for range 20 {
+			f99 := math.Max(f, poissonP99(lr*q.k*o1*tpot)/o1)
+			nt := q.step(d99, f99)
+			if nt <= tpot*(1+1e-6) {
+				break
+			}
+			tpot = nt
+		}
+	}
+	ttft := batchStep + q.k*q.step(d99, f+1)
 	// The prompt waits for the step budget: an M/D/1 server of B − d99 prompt tokens per step.
 	if lr > 0 {
 		bp := float64(q.budget) - d99
@@ -159,12 +193,37 @@ func (q *qmodel) state(lam float64, n int) qstate {
 	}
 	// While requests wait, the slots are full and every step runs the large batch: the slots
 	// drain at the p99 batch's step time, not the mean's.
-	ttft += slotWaitP99(lam, (q.k+o1)*tpot, n*q.slots, q.slots)
+	safety := slotWaitSafety
+	if q.slots == 1 {
+		safety = slotWaitSafetyOne
+	}
+	ttft += safety * slotWaitP99(lam, (q.k+o1)*batchStep, n*q.slots, q.slots)
 	return qstate{ttft: ttft, tpot: tpot, inFlight: inFlight}
 }
 
 // zP99 is the standard normal 99th percentile.
 const zP99 = 2.326
+
+// poissonP99 is the 99th percentile of a Poisson count of mean m: the least c with
+// P(N ≤ c) ≥ 0.99, summed term by term up to a mean of 50, and above it the Cornish–Fisher
+// expansion m + z√m + (z² − 1)/6 (within one count of the exact quantile there).
+func poissonP99(m float64) float64 {
+	if m <= 0 {
+		return 0
+	}
+	if m > 50 {
+		return m + zP99*math.Sqrt(m) + (zP99*zP99-1)/6
+	}
+	term := math.Exp(-m)
+	cdf := term
+	c := 0
+	for cdf < 0.99 {
+		c++
+		term *= m / float64(c)
+		cdf += term
+	}
+	return float64(c)
+}
 
 // slotWaitP99 is the 99th percentile of the wait for a slot when lam req/s each hold one for
 // svc seconds, on replicas of slots slots (servers in all). A request waits when every replica
@@ -198,6 +257,19 @@ func slotWaitP99(lam, svc float64, servers, slots int) float64 {
 	queued := allenCunneen * (1 + 1/float64(slots)) * svc / (n - a) * math.Log(c/0.01)
 	return math.Max(residual, queued)
 }
+
+// slotWaitSafety scales the slot wait's p99. slotWaitP99 takes the busy slots' residual times as
+// independent and uniform, but when every slot is full the slots were mostly filled by the same
+// burst of arrivals, so they free later than that: the simulator's wait was up to 1.32× the
+// approximation's where the slot wait dominates TTFT (one replica of 15 slots, 8 of them busy on
+// average; simrandom_test.go).
+const slotWaitSafety = 1.4
+
+// slotWaitSafetyOne is slotWaitSafety for replicas of one slot, whose one request's residual
+// time is uniform indeed; the router's choice of replica (a request waits at its replica, not in
+// one queue for all) left the simulator's wait up to 1.16× the approximation's (17 replicas of
+// one slot at 65 %), and more margin over-sizes the single-slot sweep of simcal_test.go.
+const slotWaitSafetyOne = 1.2
 
 // maxSlotLoad is the highest mean share of its slots a tenant's replicas are planned to keep
 // busy. Above it the wait grows steeply and the model's approximations fall short of the

@@ -2,10 +2,13 @@ package plan
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 
 	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/llm"
@@ -33,7 +36,7 @@ func h100Model(t testing.TB, slots int, in, out int) *qmodel {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newQModel(e, perf.Workload{InputTokens: in, OutputTokens: out}, perf.Load{}, slots, e.KVCapacityTokens())
+	return newQModel(e, perf.Workload{InputTokens: in, OutputTokens: out}, perf.Load{})
 }
 
 // Erlang C against values computed by hand: one server is M/M/1 (C = ρ); two servers with a = 1
@@ -90,5 +93,100 @@ func BenchmarkQueueSize(b *testing.B) {
 	for b.Loop() {
 		lam = math.Mod(lam*1.37, 20) + 0.05
 		q.size(lam, slo)
+	}
+}
+
+// poissonP99 against the exact quantiles (the least c with P(N ≤ c) ≥ 0.99, summed by hand from
+// the Poisson pmf): 0 at a mean of 0.01 (e^−0.01 ≥ 0.99), 3 at 0.5, 4 at 1, 16 at 8.4, 67 at 50;
+// at 100 (exact 124) the expansion is within one count; and it never falls as the mean grows.
+func TestPoissonP99(t *testing.T) {
+	for _, c := range []struct{ m, want float64 }{{0, 0}, {0.01, 0}, {0.5, 3}, {1, 4}, {8.4, 16}, {50, 67}} {
+		if got := poissonP99(c.m); got != c.want {
+			t.Errorf("poissonP99(%g) = %g, want %g", c.m, got, c.want)
+		}
+	}
+	if got := poissonP99(100); math.Abs(got-124) > 1 {
+		t.Errorf("poissonP99(100) = %g, want 124 ± 1", got)
+	}
+	prev := 0.0
+	for m := 0.0; m < 200; m += 0.05 {
+		if got := poissonP99(m); got < prev-1e-9 {
+			t.Fatalf("poissonP99(%g) = %g < %g at a smaller mean", m, got, prev)
+		} else {
+			prev = got
+		}
+	}
+}
+
+// The slots are what the engine runs at once, by perf's admission rule: max-num-seqs when the KV
+// cache holds that many requests, else the cache's tokens over a request's prompt and half its
+// output (8,192 tokens of 512 + 256-token requests: ⌊8192 / 640⌋ = 12 of 64). A cache that
+// binds never needs fewer replicas than one that does not.
+func TestSlotsFollowKVCache(t *testing.T) {
+	full := h100Model(t, 64, 512, 256)
+	if full.slots != 64 || full.kvBound {
+		t.Fatalf("an H100 with 64 sequences: %d slots (kv-bound %v), want 64 set by max-num-seqs", full.slots, full.kvBound)
+	}
+	w := perf.Workload{InputTokens: 512, OutputTokens: 256}
+	small := newQModel(full.e.WithKVCapacity(8192), w, perf.Load{})
+	if want := 8192 / (512 + 256/2); small.slots != want || !small.kvBound {
+		t.Fatalf("8,192 KV tokens: %d slots (kv-bound %v), want %d set by the KV cache", small.slots, small.kvBound, want)
+	}
+	if n, _ := full.e.WithKVCapacity(8192).Running(w, 64); n != small.slots {
+		t.Fatalf("slots %d differ from perf's Running %d", small.slots, n)
+	}
+	if !strings.Contains(small.slotsWhy(), "KV cache") {
+		t.Errorf("reason for KV-bound slots: %q", small.slotsWhy())
+	}
+	slo := perf.SLO{TTFT: 2 * time.Second, TPOT: 100 * time.Millisecond}
+	for _, lam := range []float64{0.5, 2, 5, 10, 20} {
+		a, b := full.size(lam, slo), small.size(lam, slo)
+		if b.n < a.n {
+			t.Errorf("%g req/s: %d replicas with a binding KV cache, %d without", lam, b.n, a.n)
+		}
+	}
+}
+
+// A request's TPOT tail on a small MIG instance, where one prompt's prefill costs several decode
+// steps: llama-3.1-8b on an A100's 1g.20gb at 1.1 req/s of 512 + 128 tokens. The model's p99 TPOT
+// must not fall below the simulator's (it did by 5 % when it charged every step the mean number
+// of prompts, and a tenant planned there met its TPOT target for 98.6 % of its requests), nor
+// exceed it by more than 25 %.
+func TestTPOTTailOnSmallSlice(t *testing.T) {
+	doc := `apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: small}
+fleet:
+  nodes:
+  - name: n0
+    gpus: [{board: A100-SXM4-80GB, count: 1}]
+policy: {burstPoolPercent: 0, allowedModes: [mig]}
+tenants:
+- name: t
+  model: {name: llama-3.1-8b}
+  concurrency: 23
+  replicas: 1
+  isolation: hard
+  traffic: {rps: 1.1, inputTokens: 512, outputTokens: 128}
+  slo: {ttftP99: 10s, tpotP99: 300ms}
+`
+	pool, err := v1.LoadPool([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl := build(t, pool)
+	tn := pl.Tenants[0]
+	if tn.Infeasible || len(tn.Replicas) != 1 || tn.Replicas[0].Instance.Profile != "1g.20gb" {
+		t.Fatalf("setup: want one replica on 1g.20gb, got %+v", tn)
+	}
+	requests := 3000
+	if testing.Short() || raceEnabled {
+		requests = 1500
+	}
+	res := simulate(t, pool, pl, time.Duration(float64(requests)/1.1*1e9), 3)
+	got, want := res.Report.Tenants[0].TPOT.P99, float64(tn.Predicted.TPOTP99.Std())/1e6
+	t.Logf("TPOT p99: simulated %.1f ms, predicted %.1f ms", got, want)
+	if got > want || want > 1.25*got {
+		t.Errorf("TPOT p99: simulated %.1f ms, predicted %.1f ms (want simulated ≤ predicted ≤ 1.25 × simulated)", got, want)
 	}
 }

@@ -208,7 +208,7 @@ func (g *gpuPlan) adoptStarts(b *gpu.Board, cur v1.PlanGPU) {
 type Step struct {
 	// Wave numbers the steps that may run at once (see Migration).
 	Wave int `json:"wave"`
-	// Kind is gpu, start, move or stop.
+	// Kind is gpu, start, move, restart or stop.
 	Kind string `json:"kind"`
 	// GPU is the GPU changed, or the GPU a replica starts or moves onto (stops: leaves).
 	GPU v1.GPURef `json:"gpu"`
@@ -221,6 +221,8 @@ type Step struct {
 	// Drain is set when the GPU runs replicas now, which must be moved off first (cordon, drain,
 	// reconfigure, verify, uncordon).
 	Drain bool `json:"drain"`
+	// clears marks a stop that frees GPUs for the restart listed after it (it is ordered before).
+	clears bool
 }
 
 // Migration lists the GPUs whose mode or MIG layout differs between cur and next and every

@@ -150,3 +150,64 @@ func clonePlan(pl *v1.Plan) *v1.Plan {
 	}
 	return &c
 }
+
+// tpPlan is a plan of node n0 whose GPUs run the given replicas: tenant → GPU groups (one index:
+// an exclusive GPU; more: a tensor-parallel group).
+func tpPlan(reps map[string][][]int) *v1.Plan {
+	pl := &v1.Plan{}
+	byGPU := map[int][]v1.PlanReplica{}
+	for tn, groups := range reps {
+		for i, g := range groups {
+			r := v1.PlanReplica{Tenant: tn, Index: i}
+			if len(g) > 1 {
+				r.TensorParallel = v1.TensorParallel{Size: len(g), GPUs: g}
+			}
+			for _, x := range g {
+				byGPU[x] = append(byGPU[x], r)
+			}
+		}
+	}
+	for i := range 8 {
+		g := v1.PlanGPU{Node: "n0", Index: i, Board: "H100-SXM5-80GB", Role: v1.RoleIdle, Mode: v1.ModeExclusive}
+		if rs := byGPU[i]; len(rs) > 0 {
+			g.Role, g.Replicas = v1.RolePool, rs
+		}
+		pl.GPUs = append(pl.GPUs, g)
+	}
+	return pl
+}
+
+// A tensor-parallel group that grows over GPUs its tenant's old groups hold cannot start before
+// they stop: two TP-2 replicas on GPUs 0–1 and 2–3 becoming one TP-4 on 0–3 is a stop of one
+// (in an earlier wave) and a restart of the other, not a move that starts first. A group moving
+// to GPUs nobody of its tenant holds stays a move (start, wait, stop), and a replica move budget
+// counts restarts.
+func TestTensorParallelOverlapSteps(t *testing.T) {
+	cur := tpPlan(map[string][][]int{"t": {{0, 1}, {2, 3}}, "u": {{4, 5}}})
+	next := tpPlan(map[string][][]int{"t": {{0, 1, 2, 3}}, "u": {{6, 7}}})
+	steps := Migration(cur, next, 1)
+	var stop, restart, move *Step
+	for i, s := range steps {
+		t.Logf("wave %d %s %s: %s -> %s", s.Wave, s.Kind, s.Tenant, s.From, s.To)
+		switch {
+		case s.Tenant == "t" && s.Kind == StepStop:
+			stop = &steps[i]
+		case s.Tenant == "t" && s.Kind == StepRestart:
+			restart = &steps[i]
+		case s.Tenant == "u" && s.Kind == StepMove:
+			move = &steps[i]
+		}
+	}
+	if len(steps) != 3 || stop == nil || restart == nil || move == nil {
+		t.Fatalf("want a stop and a restart of t and a move of u, got %+v", steps)
+	}
+	if stop.From != "n0/2,3" || restart.From != "n0/0,1" || restart.To != "n0/0,1,2,3" {
+		t.Errorf("stop %s, restart %s -> %s; want stop n0/2,3 and restart n0/0,1 -> n0/0,1,2,3", stop.From, restart.From, restart.To)
+	}
+	if stop.Wave >= restart.Wave {
+		t.Errorf("the clearing stop is in wave %d, the restart in wave %d: it must come first", stop.Wave, restart.Wave)
+	}
+	if n := countMoves(replicaSteps(cur, next)); n != 2 {
+		t.Errorf("countMoves = %d, want 2 (the restart and the move)", n)
+	}
+}

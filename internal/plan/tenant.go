@@ -67,8 +67,11 @@ func newTenant(i int, t v1.Tenant, o Options, po perf.Options) (*tenant, error) 
 	if err != nil {
 		return nil, fmt.Errorf("build plan: tenant %s: %w", t.Name, err)
 	}
+	// The memory fit asks for one sequence of the full context, as vLLM does to start; the engine
+	// runs as many of the tenant's requests as its KV cache holds (perf's admission rule) and the
+	// queueing model sizes the replicas for that batch, so concurrency is only --max-num-seqs.
 	tn.llmOpt = llm.Options{Quantization: t.Model.Quantization, KVCacheDType: kv,
-		Context: contextFor(t, tn.model.Arch.MaxPositions), Concurrency: t.Concurrency, MaxNumSeqs: t.Concurrency}
+		Context: contextFor(t, tn.model.Arch.MaxPositions), MaxNumSeqs: t.Concurrency}
 	q := t.Model.Quantization
 	if q == "" {
 		if mem, err := llm.Estimate(tn.model, llm.Options{KVCacheDType: kv}); err == nil {

@@ -160,6 +160,10 @@ func TestTensorParallelReplan(t *testing.T) {
 		if s.Kind != StepGPU {
 			reps++
 			t.Logf("%s %s: %s -> %s", s.Kind, s.Tenant, s.From, s.To)
+			// the TP-4 group holds the TP-2 group's GPUs: the old replica must stop first
+			if s.Kind != StepRestart {
+				t.Errorf("%s -> %s is a %s, want a restart (the groups overlap)", s.From, s.To, s.Kind)
+			}
 		}
 	}
 	if reps != 1 {
