@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -13,7 +14,8 @@ import (
 func newControllerCmd(e *env) *cobra.Command {
 	var kubeconfig, namespace string
 	var installCRDs bool
-	var drainTimeout, applyTimeout, verifyTimeout time.Duration
+	var drainTimeout, applyTimeout, verifyTimeout, poll time.Duration
+	var leaseDuration, renewDeadline, retryPeriod time.Duration
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run gpupool's Kubernetes controller: the MIG gate around mig-manager, with leader election",
@@ -27,8 +29,23 @@ func newControllerCmd(e *env) *cobra.Command {
 			"  gpupool controller --kubeconfig ~/.kube/config --namespace gpupool-system",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var problems []error
 			if namespace == "" {
-				return invalid(fmt.Errorf("--namespace: must be set (the leader-election Lease lives there)"))
+				problems = append(problems, fmt.Errorf("--namespace: must be set (the leader-election Lease lives there)"))
+			}
+			for _, d := range []struct {
+				flag string
+				v    time.Duration
+			}{{"--poll", poll}, {"--lease-duration", leaseDuration}, {"--renew-deadline", renewDeadline}, {"--retry-period", retryPeriod}} {
+				if d.v <= 0 {
+					problems = append(problems, fmt.Errorf("%s: must be positive, got %s", d.flag, d.v))
+				}
+			}
+			if renewDeadline >= leaseDuration || retryPeriod >= renewDeadline {
+				problems = append(problems, fmt.Errorf("--retry-period (%s) < --renew-deadline (%s) < --lease-duration (%s) must hold", retryPeriod, renewDeadline, leaseDuration))
+			}
+			if err := errors.Join(problems...); err != nil {
+				return invalid(err)
 			}
 			log := slog.New(slog.NewTextHandler(e.stderr, nil))
 			k8s.SetLogger(log)
@@ -42,7 +59,8 @@ func newControllerCmd(e *env) *cobra.Command {
 				}
 			}
 			mgr, err := k8s.NewController(cfg, k8s.ControllerOptions{Namespace: namespace, Log: log,
-				Gate: k8s.MIGGate{DrainTimeout: drainTimeout, ApplyTimeout: applyTimeout, VerifyTimeout: verifyTimeout, Poll: 2 * time.Second}})
+				LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
+				Gate: k8s.MIGGate{DrainTimeout: drainTimeout, ApplyTimeout: applyTimeout, VerifyTimeout: verifyTimeout, Poll: poll}})
 			if err != nil {
 				return err
 			}
@@ -57,5 +75,9 @@ func newControllerCmd(e *env) *cobra.Command {
 	f.DurationVar(&drainTimeout, "drain-timeout", 10*time.Minute, "give up evicting a node's GPU pods after this long (the label is left unchanged)")
 	f.DurationVar(&applyTimeout, "apply-timeout", 15*time.Minute, "restore the previous label when mig-manager has not reported success after this long")
 	f.DurationVar(&verifyTimeout, "verify-timeout", 5*time.Minute, "restore the previous label when allocatable does not match after this long")
+	f.DurationVar(&poll, "poll", 2*time.Second, "pause between two steps of a node's gate while it waits")
+	f.DurationVar(&leaseDuration, "lease-duration", 15*time.Second, "leader election: how long a standby waits before taking a Lease its holder stopped renewing")
+	f.DurationVar(&renewDeadline, "renew-deadline", 10*time.Second, "leader election: the leader stops when it cannot renew the Lease for this long")
+	f.DurationVar(&retryPeriod, "retry-period", 2*time.Second, "leader election: pause between tries to acquire or renew the Lease")
 	return cmd
 }

@@ -30,6 +30,9 @@ type nodeDouble struct {
 	// wrongAlloc lists configs whose allocatable differs from configs[] (a device plugin that
 	// does not come back with the planned resources).
 	wrongAlloc map[string]bool
+	// every is the pause between two ticks (20 ms when zero); a longer one keeps each gate step
+	// visible for longer.
+	every time.Duration
 }
 
 func (d *nodeDouble) run(ctx context.Context) {
@@ -37,7 +40,7 @@ func (d *nodeDouble) run(ctx context.Context) {
 		d.tick(ctx)
 		select {
 		case <-ctx.Done():
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(orDefault(d.every, 20*time.Millisecond)):
 		}
 	}
 }
