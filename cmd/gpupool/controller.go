@@ -16,6 +16,9 @@ func newControllerCmd(e *env) *cobra.Command {
 	var installCRDs bool
 	var drainTimeout, applyTimeout, verifyTimeout, poll time.Duration
 	var leaseDuration, renewDeadline, retryPeriod time.Duration
+	var qps float32
+	var burst int
+	var operatorNamespace string
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run gpupool's Kubernetes controller: the MIG gate around mig-manager, with leader election",
@@ -24,7 +27,13 @@ func newControllerCmd(e *env) *cobra.Command {
 			"nvidia.com/mig.config label through the gate: cordon, evict the node's GPU pods through the Eviction\n" +
 			"API, set the label, wait for nvidia.com/mig.config.state=success, verify allocatable, uncordon; on\n" +
 			"failure or timeout it restores the previous label. Progress lives in node annotations, so a restarted\n" +
-			"or new replica resumes each gate. See docs/kubernetes.md.",
+			"or new replica resumes each gate.\n\n" +
+			"With --operator-namespace set (the default) it also plans every GPUPool: nodes by the pool's\n" +
+			"nodeSelector and GPU Feature Discovery's nvidia.com/gpu.product and nvidia.com/gpu.count labels,\n" +
+			"tenants from the InferenceTenants naming the pool. It server-side applies the mig-parted and\n" +
+			"device-plugin ConfigMaps there, the nvidia.com/device-plugin.config and gpupool.dev/pool node labels\n" +
+			"and each tenant's Deployments (owned by its InferenceTenant), requests the gate for each node whose\n" +
+			"MIG config changes, and writes GPUPool and InferenceTenant status. See docs/kubernetes.md.",
 		Example: "  gpupool controller --namespace gpupool-system --install-crds\n" +
 			"  gpupool controller --kubeconfig ~/.kube/config --namespace gpupool-system",
 		Args: cobra.NoArgs,
@@ -44,6 +53,9 @@ func newControllerCmd(e *env) *cobra.Command {
 			if renewDeadline >= leaseDuration || retryPeriod >= renewDeadline {
 				problems = append(problems, fmt.Errorf("--retry-period (%s) < --renew-deadline (%s) < --lease-duration (%s) must hold", retryPeriod, renewDeadline, leaseDuration))
 			}
+			if qps <= 0 || burst < 1 {
+				problems = append(problems, fmt.Errorf("--kube-api-qps and --kube-api-burst: must be positive, got %g and %d", qps, burst))
+			}
 			if err := errors.Join(problems...); err != nil {
 				return invalid(err)
 			}
@@ -53,13 +65,16 @@ func newControllerCmd(e *env) *cobra.Command {
 			if err != nil {
 				return invalid(err)
 			}
+			// client-go's default (5 requests/s) starves the gate and then the Lease renewal, and a
+			// leader that cannot renew stops.
+			cfg.QPS, cfg.Burst = qps, burst
 			if installCRDs {
 				if err := k8s.InstallCRDsWith(e.ctx, cfg); err != nil {
 					return err
 				}
 			}
 			mgr, err := k8s.NewController(cfg, k8s.ControllerOptions{Namespace: namespace, Log: log,
-				LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
+				LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod, OperatorNamespace: operatorNamespace,
 				Gate: k8s.MIGGate{DrainTimeout: drainTimeout, ApplyTimeout: applyTimeout, VerifyTimeout: verifyTimeout, Poll: poll}})
 			if err != nil {
 				return err
@@ -75,6 +90,9 @@ func newControllerCmd(e *env) *cobra.Command {
 	f.DurationVar(&drainTimeout, "drain-timeout", 10*time.Minute, "give up evicting a node's GPU pods after this long (the label is left unchanged)")
 	f.DurationVar(&applyTimeout, "apply-timeout", 15*time.Minute, "restore the previous label when mig-manager has not reported success after this long")
 	f.DurationVar(&verifyTimeout, "verify-timeout", 5*time.Minute, "restore the previous label when allocatable does not match after this long")
+	f.Float32Var(&qps, "kube-api-qps", 50, "requests per second to the API server (client-side limit)")
+	f.IntVar(&burst, "kube-api-burst", 100, "burst of requests to the API server above --kube-api-qps")
+	f.StringVar(&operatorNamespace, "operator-namespace", "gpu-operator", "the GPU Operator's namespace, where the mig-parted and device-plugin ConfigMaps are applied; empty turns planning off (the gate alone runs)")
 	f.DurationVar(&poll, "poll", 2*time.Second, "pause between two steps of a node's gate while it waits")
 	f.DurationVar(&leaseDuration, "lease-duration", 15*time.Second, "leader election: how long a standby waits before taking a Lease its holder stopped renewing")
 	f.DurationVar(&renewDeadline, "renew-deadline", 10*time.Second, "leader election: the leader stops when it cannot renew the Lease for this long")

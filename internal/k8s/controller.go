@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -30,6 +32,9 @@ type ControllerOptions struct {
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election (defaults 15 s, 10 s, 2 s).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	Log                                       *slog.Logger
+	// OperatorNamespace, when set, turns on the pool reconciler (PoolReconciler): GPUPools are
+	// planned and their artifacts applied, the ConfigMaps into this namespace (the GPU Operator's).
+	OperatorNamespace string
 }
 
 // NewController returns a manager that, while it holds the leader Lease, drives the MIG gate of
@@ -83,6 +88,34 @@ func NewController(cfg *rest.Config, o ControllerOptions) (manager.Manager, erro
 	if err != nil {
 		return nil, fmt.Errorf("register mig gate controller: %w", err)
 	}
+	if o.OperatorNamespace == "" {
+		return mgr, nil
+	}
+	pr := &PoolReconciler{C: direct, OperatorNamespace: o.OperatorNamespace, Gate: &g, Log: log}
+	allPools := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var l GPUPoolList
+		if err := direct.List(ctx, &l); err != nil {
+			log.Warn("list GPUPools", "err", err)
+			return nil
+		}
+		out := make([]reconcile.Request, len(l.Items))
+		for i, p := range l.Items {
+			out[i] = reconcile.Request{NamespacedName: client.ObjectKey{Name: p.Name}}
+		}
+		return out
+	})
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("gpupool-planner").
+		For(&GPUPool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&InferenceTenant{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: o.(*InferenceTenant).Spec.Pool}}}
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Node{}, allPools, builder.WithPredicates(fleetPredicate())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1, SkipNameValidation: ptrTo(true)}).
+		Complete(pr)
+	if err != nil {
+		return nil, fmt.Errorf("register pool controller: %w", err)
+	}
 	return mgr, nil
 }
 
@@ -124,6 +157,27 @@ func (r *gateReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, nil
 	}
 	return reconcile.Result{RequeueAfter: orDefault(r.gate.Poll, 200*time.Millisecond)}, nil
+}
+
+// fleetPredicate lets through node events that can change a pool's fleet: a node added or
+// removed, or a label changed other than those gpupool and the GPU Operator's mig-manager write
+// while reconfiguring (each gate step would otherwise re-plan).
+func fleetPredicate() predicate.Funcs {
+	own := map[string]bool{LabelMIGConfig: true, LabelMIGConfigState: true, LabelDevicePluginConfig: true, LabelPool: true}
+	strip := func(m map[string]string) map[string]string {
+		out := map[string]string{}
+		for k, v := range m {
+			if !own[k] {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return !maps.Equal(strip(e.ObjectOld.GetLabels()), strip(e.ObjectNew.GetLabels()))
+		},
+	}
 }
 
 func ptrTo[T any](v T) *T { return &v }

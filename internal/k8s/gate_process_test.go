@@ -71,7 +71,7 @@ type ctrlProc struct {
 func startControllerProc(t *testing.T, bin, kubeconfig, ns string, log *os.File) *ctrlProc {
 	t.Helper()
 	cmd := exec.Command(bin, "controller", "--kubeconfig", kubeconfig, "--namespace", ns,
-		"--poll", "50ms", "--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms",
+		"--poll", "100ms", "--kube-api-qps", "200", "--kube-api-burst", "400", "--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms",
 		"--drain-timeout", "1m", "--apply-timeout", "1m", "--verify-timeout", "1500ms")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -252,6 +252,9 @@ func TestGateControllerProcessKilled(t *testing.T) {
 					seen = seen || gateState(&n) == target
 				}
 				if !seen {
+					if proc.exited() {
+						restart()
+					}
 					time.Sleep(10 * time.Millisecond)
 				}
 			}
