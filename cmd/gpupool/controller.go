@@ -19,6 +19,7 @@ func newControllerCmd(e *env) *cobra.Command {
 	var qps float32
 	var burst int
 	var operatorNamespace string
+	var admitEvery time.Duration
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run gpupool's Kubernetes controller: the MIG gate around mig-manager, with leader election",
@@ -33,7 +34,11 @@ func newControllerCmd(e *env) *cobra.Command {
 			"tenants from the InferenceTenants naming the pool. It server-side applies the mig-parted and\n" +
 			"device-plugin ConfigMaps there, the nvidia.com/device-plugin.config and gpupool.dev/pool node labels\n" +
 			"and each tenant's Deployments (owned by its InferenceTenant), requests the gate for each node whose\n" +
-			"MIG config changes, and writes GPUPool and InferenceTenant status. See docs/kubernetes.md.",
+			"MIG config changes, and writes GPUPool and InferenceTenant status.\n\n" +
+			"With --admit-every above zero (the default) it admits tenant pods: the fair allocator shares the\n" +
+			"devices the pools' nodes advertise among the InferenceTenants by weight, each demanding its live\n" +
+			"pods; pods within a tenant's grant lose the gpupool.dev/admission scheduling gate, admitted pods\n" +
+			"beyond it are evicted. See docs/kubernetes.md.",
 		Example: "  gpupool controller --namespace gpupool-system --install-crds\n" +
 			"  gpupool controller --kubeconfig ~/.kube/config --namespace gpupool-system",
 		Args: cobra.NoArgs,
@@ -74,7 +79,7 @@ func newControllerCmd(e *env) *cobra.Command {
 				}
 			}
 			mgr, err := k8s.NewController(cfg, k8s.ControllerOptions{Namespace: namespace, Log: log,
-				LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod, OperatorNamespace: operatorNamespace,
+				LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod, OperatorNamespace: operatorNamespace, AdmitEvery: admitEvery,
 				Gate: k8s.MIGGate{DrainTimeout: drainTimeout, ApplyTimeout: applyTimeout, VerifyTimeout: verifyTimeout, Poll: poll}})
 			if err != nil {
 				return err
@@ -93,6 +98,7 @@ func newControllerCmd(e *env) *cobra.Command {
 	f.Float32Var(&qps, "kube-api-qps", 50, "requests per second to the API server (client-side limit)")
 	f.IntVar(&burst, "kube-api-burst", 100, "burst of requests to the API server above --kube-api-qps")
 	f.StringVar(&operatorNamespace, "operator-namespace", "gpu-operator", "the GPU Operator's namespace, where the mig-parted and device-plugin ConfigMaps are applied; empty turns planning off (the gate alone runs)")
+	f.DurationVar(&admitEvery, "admit-every", time.Second, "admit tenant pods (remove the gpupool.dev/admission scheduling gate) by the fair allocator's grants this often; 0 turns admission off")
 	f.DurationVar(&poll, "poll", 2*time.Second, "pause between two steps of a node's gate while it waits")
 	f.DurationVar(&leaseDuration, "lease-duration", 15*time.Second, "leader election: how long a standby waits before taking a Lease its holder stopped renewing")
 	f.DurationVar(&renewDeadline, "renew-deadline", 10*time.Second, "leader election: the leader stops when it cannot renew the Lease for this long")

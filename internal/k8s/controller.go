@@ -35,6 +35,9 @@ type ControllerOptions struct {
 	// OperatorNamespace, when set, turns on the pool reconciler (PoolReconciler): GPUPools are
 	// planned and their artifacts applied, the ConfigMaps into this namespace (the GPU Operator's).
 	OperatorNamespace string
+	// AdmitEvery, when positive, runs GrantAdmission this often: tenant pods are admitted by the
+	// fair allocator's grants (and preempted through the Eviction API).
+	AdmitEvery time.Duration
 }
 
 // NewController returns a manager that, while it holds the leader Lease, drives the MIG gate of
@@ -87,6 +90,29 @@ func NewController(cfg *rest.Config, o ControllerOptions) (manager.Manager, erro
 		Complete(r)
 	if err != nil {
 		return nil, fmt.Errorf("register mig gate controller: %w", err)
+	}
+	if o.AdmitEvery > 0 {
+		ga := &GrantAdmission{C: direct, Admitter: &Admitter{C: direct}}
+		// a Runnable without NeedLeaderElection runs only on the leader
+		err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			t := time.NewTicker(o.AdmitEvery)
+			defer t.Stop()
+			for {
+				if _, res, err := ga.Sync(ctx); err != nil {
+					log.Warn("admission", "err", err)
+				} else if len(res.Admitted)+len(res.Evicted) > 0 {
+					log.Info("admission", "admitted", len(res.Admitted), "evicted", len(res.Evicted))
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-t.C:
+				}
+			}
+		}))
+		if err != nil {
+			return nil, fmt.Errorf("register admission: %w", err)
+		}
 	}
 	if o.OperatorNamespace == "" {
 		return mgr, nil
