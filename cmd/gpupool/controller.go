@@ -20,6 +20,8 @@ func newControllerCmd(e *env) *cobra.Command {
 	var burst int
 	var operatorNamespace string
 	var admitEvery time.Duration
+	var webhookPort int
+	var webhookCertDir string
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run gpupool's Kubernetes controller: the MIG gate around mig-manager, with leader election",
@@ -80,6 +82,7 @@ func newControllerCmd(e *env) *cobra.Command {
 			}
 			mgr, err := k8s.NewController(cfg, k8s.ControllerOptions{Namespace: namespace, Log: log,
 				LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod, OperatorNamespace: operatorNamespace, AdmitEvery: admitEvery,
+				WebhookPort: webhookPort, WebhookCertDir: webhookCertDir,
 				Gate: k8s.MIGGate{DrainTimeout: drainTimeout, ApplyTimeout: applyTimeout, VerifyTimeout: verifyTimeout, Poll: poll}})
 			if err != nil {
 				return err
@@ -99,6 +102,8 @@ func newControllerCmd(e *env) *cobra.Command {
 	f.IntVar(&burst, "kube-api-burst", 100, "burst of requests to the API server above --kube-api-qps")
 	f.StringVar(&operatorNamespace, "operator-namespace", "gpu-operator", "the GPU Operator's namespace, where the mig-parted and device-plugin ConfigMaps are applied; empty turns planning off (the gate alone runs)")
 	f.DurationVar(&admitEvery, "admit-every", time.Second, "admit tenant pods (remove the gpupool.dev/admission scheduling gate) by the fair allocator's grants this often; 0 turns admission off")
+	f.IntVar(&webhookPort, "webhook-port", 0, "serve the mutating webhook that adds the gpupool.dev/admission scheduling gate to tenant pods on this port (TLS; 0: off)")
+	f.StringVar(&webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook's tls.crt and tls.key")
 	f.DurationVar(&poll, "poll", 2*time.Second, "pause between two steps of a node's gate while it waits")
 	f.DurationVar(&leaseDuration, "lease-duration", 15*time.Second, "leader election: how long a standby waits before taking a Lease its holder stopped renewing")
 	f.DurationVar(&renewDeadline, "renew-deadline", 10*time.Second, "leader election: the leader stops when it cannot renew the Lease for this long")

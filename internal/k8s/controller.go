@@ -19,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
 // ControllerOptions configure NewController.
@@ -38,6 +39,11 @@ type ControllerOptions struct {
 	// AdmitEvery, when positive, runs GrantAdmission this often: tenant pods are admitted by the
 	// fair allocator's grants (and preempted through the Eviction API).
 	AdmitEvery time.Duration
+	// WebhookPort, when positive, serves the admission-gate webhook (PodGateHandler at
+	// WebhookPath) over TLS on this port with the certificate tls.crt/tls.key in WebhookCertDir.
+	// Every replica serves it, leader or not.
+	WebhookPort    int
+	WebhookCertDir string
 }
 
 // NewController returns a manager that, while it holds the leader Lease, drives the MIG gate of
@@ -53,7 +59,13 @@ func NewController(cfg *rest.Config, o ControllerOptions) (manager.Manager, erro
 		lease = "gpupool-controller"
 	}
 	d := func(v, def time.Duration) *time.Duration { v = orDefault(v, def); return &v }
+	var wh webhook.Server
+	if o.WebhookPort > 0 {
+		wh = webhook.NewServer(webhook.Options{Port: o.WebhookPort, CertDir: o.WebhookCertDir})
+		wh.Register(WebhookPath, &webhook.Admission{Handler: PodGateHandler()})
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		WebhookServer:           wh,
 		Scheme:                  scheme,
 		LeaderElection:          true,
 		LeaderElectionID:        lease,
@@ -68,6 +80,9 @@ func NewController(cfg *rest.Config, o ControllerOptions) (manager.Manager, erro
 	})
 	if err != nil {
 		return nil, fmt.Errorf("new controller manager: %w", err)
+	}
+	if wh != nil {
+		mgr.GetWebhookServer() // adds the server to the manager's runnables
 	}
 	// The gate reads what it just wrote, so it talks to the API server directly, not the cache.
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
