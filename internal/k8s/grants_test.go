@@ -22,6 +22,12 @@ import (
 // going NotReady takes its devices out of the pool.
 func TestGrantAdmission(t *testing.T) {
 	c := needAPI(t)
+	grantScenario(t, c, c)
+}
+
+// grantScenario is TestGrantAdmission with GrantAdmission talking through gc; c (an
+// administrator) plays the rest.
+func grantScenario(t *testing.T, c, gc client.Client) {
 	ctx := context.Background()
 	ns := newNamespace(t, c, "grants")
 	poolName := fmt.Sprintf("grants-%d", nsSeq.Add(1))
@@ -63,7 +69,7 @@ func TestGrantAdmission(t *testing.T) {
 			}
 		}
 	}
-	ga := &GrantAdmission{C: c, Admitter: &Admitter{C: c, Namespace: ns}}
+	ga := &GrantAdmission{C: gc, Admitter: &Admitter{C: gc, Namespace: ns}}
 	check := func(step string, wantGrants, wantAdmitted map[string]int, wantEvicted int) {
 		t.Helper()
 		grants, res, err := ga.Sync(ctx)

@@ -66,10 +66,12 @@ func runMain(m *testing.M) int {
 	a.Set("endpoint-reconciler-type", "none")
 	// The admission-gate webhook, installed as the chart installs it but served from this process
 	// (envtest points its client config at a local port with its own certificates).
+	// Its name differs from the manifests' so that TestDeployDryRun applies theirs afresh.
 	path := strings.TrimPrefix(WebhookPath, "/")
-	env.WebhookInstallOptions = envtest.WebhookInstallOptions{MutatingWebhooks: []*admissionregistrationv1.MutatingWebhookConfiguration{
-		PodGateWebhookConfiguration(admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
-			Namespace: "gpupool-system", Name: "gpupool-webhook", Path: &path}})}}
+	wh := PodGateWebhookConfiguration(admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+		Namespace: "gpupool-system", Name: "gpupool-webhook", Path: &path}})
+	wh.Name += "-test"
+	env.WebhookInstallOptions = envtest.WebhookInstallOptions{MutatingWebhooks: []*admissionregistrationv1.MutatingWebhookConfiguration{wh}}
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start etcd and kube-apiserver from %s: %v\n", dir, err)

@@ -13,6 +13,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -100,10 +101,33 @@ func configMapAlloc(c client.Client, ns string) func(context.Context, *corev1.No
 // the statuses.
 func TestPoolReconciler(t *testing.T) {
 	c := needAPI(t)
+	poolScenario(t, c, testCfg, newNamespace(t, c, "gpu-operator"), newNamespace(t, c, "planner"))
+}
+
+// TestDeployRBACAllows runs the pool and the admission scenarios with the controller
+// impersonating the manifests' ServiceAccount (deploy/kubernetes/rbac.yaml applied for real):
+// planning, server-side apply of the ConfigMaps, labels and Deployments, the MIG gate, statuses,
+// Events, the Lease, removing scheduling gates and evicting all pass its RBAC.
+func TestDeployRBACAllows(t *testing.T) {
+	c := needAPI(t)
+	cfg := applyRBAC(t, c)
+	poolScenario(t, c, cfg, "gpu-operator", "gpupool-system")
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grantScenario(t, c, sa)
+}
+
+// poolScenario is TestPoolReconciler with the controller connecting with cfg, applying the
+// ConfigMaps in opNS and holding its Lease in leaseNS; c (an administrator) plays everything else.
+func poolScenario(t *testing.T, c client.Client, cfg *rest.Config, opNS, leaseNS string) {
 	ctx := context.Background()
-	opNS := newNamespace(t, c, "gpu-operator")
 	tenNS := newNamespace(t, c, "tenants")
-	leaseNS := newNamespace(t, c, "planner")
 	poolName := "pool-" + strconv.Itoa(int(nsSeq.Add(1)))
 	var nodes []string
 	for range 2 {
@@ -142,7 +166,7 @@ func TestPoolReconciler(t *testing.T) {
 	if err := c.Create(ctx, gp); err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewController(testCfg, ControllerOptions{Namespace: leaseNS, OperatorNamespace: opNS, Gate: MIGGate{Poll: 20 * time.Millisecond},
+	m, err := NewController(cfg, ControllerOptions{Namespace: leaseNS, OperatorNamespace: opNS, Gate: MIGGate{Poll: 20 * time.Millisecond},
 		LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
