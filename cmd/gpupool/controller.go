@@ -20,7 +20,8 @@ func newControllerCmd(e *env) *cobra.Command {
 	var burst int
 	var operatorNamespace string
 	var admitEvery time.Duration
-	var webhookPort int
+	var webhookPort, maxUnavailable int
+	var cooldown time.Duration
 	var webhookCertDir string
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -60,6 +61,9 @@ func newControllerCmd(e *env) *cobra.Command {
 			if renewDeadline >= leaseDuration || retryPeriod >= renewDeadline {
 				problems = append(problems, fmt.Errorf("--retry-period (%s) < --renew-deadline (%s) < --lease-duration (%s) must hold", retryPeriod, renewDeadline, leaseDuration))
 			}
+			if maxUnavailable < 0 || cooldown < 0 {
+				problems = append(problems, fmt.Errorf("--max-unavailable and --cooldown: must not be negative, got %d and %s", maxUnavailable, cooldown))
+			}
 			if qps <= 0 || burst < 1 {
 				problems = append(problems, fmt.Errorf("--kube-api-qps and --kube-api-burst: must be positive, got %g and %d", qps, burst))
 			}
@@ -83,7 +87,8 @@ func newControllerCmd(e *env) *cobra.Command {
 			mgr, err := k8s.NewController(cfg, k8s.ControllerOptions{Namespace: namespace, Log: log,
 				LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod, OperatorNamespace: operatorNamespace, AdmitEvery: admitEvery,
 				WebhookPort: webhookPort, WebhookCertDir: webhookCertDir,
-				Gate: k8s.MIGGate{DrainTimeout: drainTimeout, ApplyTimeout: applyTimeout, VerifyTimeout: verifyTimeout, Poll: poll}})
+				Gate: k8s.MIGGate{DrainTimeout: drainTimeout, ApplyTimeout: applyTimeout, VerifyTimeout: verifyTimeout, Poll: poll,
+					MaxUnavailable: maxUnavailable, Cooldown: cooldown}})
 			if err != nil {
 				return err
 			}
@@ -104,6 +109,8 @@ func newControllerCmd(e *env) *cobra.Command {
 	f.DurationVar(&admitEvery, "admit-every", time.Second, "admit tenant pods (remove the gpupool.dev/admission scheduling gate) by the fair allocator's grants this often; 0 turns admission off")
 	f.IntVar(&webhookPort, "webhook-port", 0, "serve the mutating webhook that adds the gpupool.dev/admission scheduling gate to tenant pods on this port (TLS; 0: off)")
 	f.StringVar(&webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook's tls.crt and tls.key")
+	f.IntVar(&maxUnavailable, "max-unavailable", 1, "nodes that may be in a MIG gate (cordoned by it) at once; 0: no limit")
+	f.DurationVar(&cooldown, "cooldown", time.Hour, "least time between the end of a node's MIG gate and the start of its next")
 	f.DurationVar(&poll, "poll", 2*time.Second, "pause between two steps of a node's gate while it waits")
 	f.DurationVar(&leaseDuration, "lease-duration", 15*time.Second, "leader election: how long a standby waits before taking a Lease its holder stopped renewing")
 	f.DurationVar(&renewDeadline, "renew-deadline", 10*time.Second, "leader election: the leader stops when it cannot renew the Lease for this long")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,6 +92,7 @@ func NewController(cfg *rest.Config, o ControllerOptions) (manager.Manager, erro
 	}
 	g := o.Gate
 	g.C = direct
+	g.Slots = &sync.Mutex{}
 	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -72,7 +72,8 @@ func startControllerProc(t *testing.T, bin, kubeconfig, ns string, log *os.File)
 	t.Helper()
 	cmd := exec.Command(bin, "controller", "--kubeconfig", kubeconfig, "--namespace", ns,
 		"--poll", "100ms", "--kube-api-qps", "200", "--kube-api-burst", "400", "--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms",
-		"--drain-timeout", "1m", "--apply-timeout", "1m", "--verify-timeout", "1500ms")
+		"--drain-timeout", "1m", "--apply-timeout", "1m", "--verify-timeout", "1500ms",
+		"--max-unavailable", strconv.Itoa(killMaxUnavailable), "--cooldown", "0s")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -138,6 +139,10 @@ func processKillRuns() int {
 	}
 	return 10
 }
+
+// killMaxUnavailable is the controller's --max-unavailable in the kill test: no kill may let more
+// nodes than this be in a gate at once.
+const killMaxUnavailable = 4
 
 // killScenario is what one node of a round asks for and how it must end.
 type killScenario struct {
@@ -267,6 +272,15 @@ func TestGateControllerProcessKilled(t *testing.T) {
 			}
 			restart()
 			kills++
+			busy := 0
+			for _, n := range snapshot() {
+				if n.Annotations[AnnotGateStep] != "" {
+					busy++
+				}
+			}
+			if busy > killMaxUnavailable {
+				t.Errorf("after a kill: %d nodes in a gate, more than --max-unavailable %d", busy, killMaxUnavailable)
+			}
 			for i, n := range snapshot() {
 				landed[gateState(&n)]++
 				if l := n.Labels[LabelMIGConfig]; l != "all-1g.10gb" && l != scen[i].to {
