@@ -3,9 +3,7 @@ package k8s
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -45,19 +42,11 @@ func deployObjects(t *testing.T) []*unstructured.Unstructured {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-		for {
-			u := &unstructured.Unstructured{}
-			if err := dec.Decode(&u.Object); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				t.Fatalf("%s: %v", r, err)
-			}
-			if len(u.Object) > 0 {
-				out = append(out, u)
-			}
+		objs, err := DecodeObjects(b)
+		if err != nil {
+			t.Fatalf("%s: %v", r, err)
 		}
+		out = append(out, objs...)
 	}
 	return out
 }
@@ -178,14 +167,7 @@ func applyRBAC(t *testing.T, c client.Client) *rest.Config {
 func TestDeployRBACDenies(t *testing.T) {
 	c := needAPI(t)
 	cfg := applyRBAC(t, c)
-	scheme, err := NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sa, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sa := clientFor(t, cfg)
 	ctx := context.Background()
 	ns := newNamespace(t, c, "rbac")
 	for what, err := range map[string]error{

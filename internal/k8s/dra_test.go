@@ -1,11 +1,8 @@
 package k8s
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"gpupool.dev/gpupool/internal/render"
@@ -44,18 +40,11 @@ func TestDRAClaimsAccepted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-		for {
-			u := &unstructured.Unstructured{}
-			if err := dec.Decode(&u.Object); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				t.Fatalf("%s: %v", f, err)
-			}
-			if len(u.Object) == 0 {
-				continue
-			}
+		objs, err := DecodeObjects(b)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, u := range objs {
 			u.SetNamespace(ns)
 			if err := c.Create(ctx, u); err != nil {
 				t.Errorf("%s: %s %s: %v", f, u.GetKind(), u.GetName(), err)
@@ -98,16 +87,17 @@ func renderedClaim(t *testing.T, name string) *unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			t.Fatalf("claim %s not rendered: %v", name, err)
-		}
+	objs, err := DecodeObjects(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range objs {
 		if u.GetName() == name {
 			return u
 		}
 	}
+	t.Fatalf("claim %s not rendered", name)
+	return nil
 }
 
 // TestDRAClaimsScheduled: a driver double publishes, as NVIDIA's DRA driver does, a ResourceSlice

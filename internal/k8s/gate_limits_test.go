@@ -3,7 +3,6 @@ package k8s
 import (
 	"context"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,14 +30,7 @@ func TestGateMaxUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := m.Start(mctx); err != nil {
-			t.Error(err)
-		}
-	})
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	startManager(t, m)
 	for _, n := range nodes {
 		if err := (&MIGGate{C: c}).Request(ctx, n, "all-3g.40gb", gateConfigs["all-3g.40gb"]); err != nil {
 			t.Fatal(err)

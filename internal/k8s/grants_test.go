@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "gpupool.dev/gpupool/api/v1"
@@ -45,20 +44,10 @@ func grantScenario(t *testing.T, c, gc client.Client) {
 	if err := c.Status().Update(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Create(ctx, &GPUPool{ObjectMeta: metav1.ObjectMeta{Name: poolName},
-		Spec: GPUPoolSpec{NodeSelector: map[string]string{"gpupool.dev/test-pool": poolName}}}); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile("../../examples/h100-7b-sharing.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ex, err := v1.DecodePool(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	createPool(t, c, poolName, v1.Policy{})
+	ex := exampleTenants(t)
 	tenant := func(name string, weight float64) {
-		tn := ex.Tenants[0]
+		tn := ex[0]
 		tn.Name, tn.Weight = name, &weight
 		if err := c.Create(ctx, &InferenceTenant{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: InferenceTenantSpec{Pool: poolName, Tenant: tn}}); err != nil {
 			t.Fatal(err)
@@ -137,21 +126,11 @@ func TestGrantAdmissionWithScheduler(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := c.Create(ctx, &GPUPool{ObjectMeta: metav1.ObjectMeta{Name: poolName},
-		Spec: GPUPoolSpec{NodeSelector: map[string]string{"gpupool.dev/test-pool": poolName}}}); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile("../../examples/h100-7b-sharing.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ex, err := v1.DecodePool(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	createPool(t, c, poolName, v1.Policy{})
+	ex := exampleTenants(t)
 	const tenants, perTenant, grant = 50, 20, 12
 	for tn := range tenants {
-		spec := ex.Tenants[0]
+		spec := ex[0]
 		spec.Name = fmt.Sprintf("t%02d", tn)
 		if err := c.Create(ctx, &InferenceTenant{ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: ns}, Spec: InferenceTenantSpec{Pool: poolName, Tenant: spec}}); err != nil {
 			t.Fatal(err)
@@ -199,20 +178,7 @@ func TestGrantAdmissionWithScheduler(t *testing.T) {
 	if len(res.Admitted) != tenants*grant {
 		t.Fatalf("admitted %d, want %d", len(res.Admitted), tenants*grant)
 	}
-	bound := 0
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
-			return false, nil
-		}
-		bound = 0
-		for _, p := range pods.Items {
-			if p.Spec.NodeName != "" {
-				bound++
-			}
-		}
-		return bound == tenants*grant, nil
-	})
+	bound, err := waitBound(c, ns, tenants*grant, 2*time.Minute)
 	elapsed := time.Since(start)
 	t.Logf("1000 pods of 50 tenants, 600 GPUs: grants (12 each) decided and gates removed in %v, %d pods bound by kube-scheduler after %v", synced, bound, elapsed)
 	if err != nil {

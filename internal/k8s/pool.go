@@ -305,21 +305,33 @@ func (r *PoolReconciler) requestMIG(ctx context.Context, node, cfg string, expec
 	return false, nil
 }
 
-// applyDocs server-side applies every YAML document of a, in namespace ns, with owner when set.
-func (r *PoolReconciler) applyDocs(ctx context.Context, a render.Artifact, ns string, owner *metav1.OwnerReference) error {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(a.Data), 4096)
-	var errs []error
+// DecodeObjects decodes every object of a multi-document YAML (or JSON) stream, skipping empty
+// documents.
+func DecodeObjects(data []byte) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
 	for {
 		u := &unstructured.Unstructured{}
 		if err := dec.Decode(&u.Object); err != nil {
 			if errors.Is(err, io.EOF) {
-				break
+				return out, nil
 			}
-			return fmt.Errorf("artifact %s: %w", a.Path, err)
+			return nil, fmt.Errorf("document %d: %w", len(out)+1, err)
 		}
-		if len(u.Object) == 0 {
-			continue
+		if len(u.Object) > 0 {
+			out = append(out, u)
 		}
+	}
+}
+
+// applyDocs server-side applies every YAML document of a, in namespace ns, with owner when set.
+func (r *PoolReconciler) applyDocs(ctx context.Context, a render.Artifact, ns string, owner *metav1.OwnerReference) error {
+	objs, err := DecodeObjects(a.Data)
+	if err != nil {
+		return fmt.Errorf("artifact %s: %w", a.Path, err)
+	}
+	var errs []error
+	for _, u := range objs {
 		u.SetNamespace(ns)
 		if owner != nil {
 			u.SetOwnerReferences([]metav1.OwnerReference{*owner})

@@ -2,7 +2,6 @@ package k8s
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -112,15 +111,7 @@ func TestDeployRBACAllows(t *testing.T) {
 	c := needAPI(t)
 	cfg := applyRBAC(t, c)
 	poolScenario(t, c, cfg, "gpu-operator", "gpupool-system")
-	scheme, err := NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sa, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	grantScenario(t, c, sa)
+	grantScenario(t, c, clientFor(t, cfg))
 }
 
 // poolScenario is TestPoolReconciler with the controller connecting with cfg, applying the
@@ -146,40 +137,20 @@ func poolScenario(t *testing.T, c client.Client, cfg *rest.Config, opNS, leaseNS
 		}
 		startDouble(t, &nodeDouble{c: c, node: name, allocOf: configMapAlloc(c, opNS)})
 	}
-	data, err := os.ReadFile("../../examples/h100-7b-sharing.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ex, err := v1.DecodePool(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tn := range ex.Tenants {
+	tenants := exampleTenants(t)
+	for _, tn := range tenants {
 		it := &InferenceTenant{ObjectMeta: metav1.ObjectMeta{Name: tn.Name, Namespace: tenNS}, Spec: InferenceTenantSpec{Pool: poolName, Tenant: tn}}
 		if err := c.Create(ctx, it); err != nil {
 			t.Fatal(err)
 		}
 	}
-	gp := &GPUPool{ObjectMeta: metav1.ObjectMeta{Name: poolName}, Spec: GPUPoolSpec{
-		NodeSelector: map[string]string{"gpupool.dev/test-pool": poolName},
-		Policy:       v1.Policy{AllowedModes: []v1.Mode{v1.ModeMIG}, BurstPoolPercent: ptrTo(0)}}}
-	if err := c.Create(ctx, gp); err != nil {
-		t.Fatal(err)
-	}
+	gp := createPool(t, c, poolName, v1.Policy{AllowedModes: []v1.Mode{v1.ModeMIG}, BurstPoolPercent: ptrTo(0)})
 	m, err := NewController(cfg, ControllerOptions{Namespace: leaseNS, OperatorNamespace: opNS, Gate: MIGGate{Poll: 20 * time.Millisecond},
 		LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- m.Start(mctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	startManager(t, m)
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, client.ObjectKey{Name: poolName}, gp); err != nil {
 			return false, nil
@@ -238,7 +209,7 @@ func poolScenario(t *testing.T, c client.Client, cfg *rest.Config, opNS, leaseNS
 			t.Errorf("deployment %s: owners %v", d.Name, d.OwnerReferences)
 		}
 	}
-	for _, tn := range ex.Tenants {
+	for _, tn := range tenants {
 		it := &InferenceTenant{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: tenNS, Name: tn.Name}, it); err != nil {
 			t.Fatal(err)
