@@ -247,6 +247,7 @@ func (r *PoolReconciler) apply(ctx context.Context, in *poolInputs, arts []rende
 		}
 	}
 	names := slices.Sorted(maps.Keys(nodeLabels))
+	budget := r.gateBudget(ctx, in, names)
 	for _, node := range names {
 		want := nodeLabels[node]
 		direct := map[string]any{}
@@ -261,7 +262,7 @@ func (r *PoolReconciler) apply(ctx context.Context, in *poolInputs, arts []rende
 			errs = append(errs, fmt.Errorf("node %s: apply labels: %w", node, e))
 			continue
 		}
-		done, e := r.requestMIG(ctx, node, want[LabelMIGConfig], alloc[node])
+		done, e := r.requestMIG(ctx, node, want[LabelMIGConfig], alloc[node], budget)
 		if e != nil {
 			errs = append(errs, e)
 		}
@@ -272,9 +273,58 @@ func (r *PoolReconciler) apply(ctx context.Context, in *poolInputs, arts []rende
 	return pending, errors.Join(errs...)
 }
 
-// requestMIG asks the gate for node's MIG config when it differs; done says the node is at it
-// with no gate in progress.
-func (r *PoolReconciler) requestMIG(ctx context.Context, node, cfg string, expect map[string]int64) (done bool, err error) {
+// gateBudget is the pool's policy.maxUnavailable (in GPUs) and policy.reconfigCooldown as they
+// stand: the GPUs of the pool's nodes with a gate requested or running count against the limit.
+type gateBudget struct {
+	gpus     map[string]int // GPUs per node of the pool
+	free     int            // GPUs that may still go into a gate
+	busy     bool           // some node of the pool is in a gate or has one requested
+	cooldown time.Duration
+}
+
+func (r *PoolReconciler) gateBudget(ctx context.Context, in *poolInputs, nodes []string) *gateBudget {
+	b := &gateBudget{gpus: map[string]int{}}
+	total := 0
+	for _, n := range in.pool.Fleet.Nodes {
+		for _, g := range n.GPUs {
+			b.gpus[n.Name] += g.Count
+			total += g.Count
+		}
+	}
+	pol := in.pool.Policy // defaulted by inputs
+	b.free = total
+	if pol.MaxUnavailable != nil {
+		b.free = pol.MaxUnavailable.Resolve(total)
+	}
+	if pol.ReconfigCooldown != nil {
+		b.cooldown = time.Duration(*pol.ReconfigCooldown)
+	}
+	for _, name := range nodes {
+		n := &corev1.Node{}
+		if err := r.C.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+			continue
+		}
+		if gateBusy(n) {
+			b.free -= b.gpus[name]
+			b.busy = true
+		}
+	}
+	return b
+}
+
+// gateBusy: the node is in a gate, or has a request the gate has not met yet.
+func gateBusy(n *corev1.Node) bool {
+	a := n.Annotations
+	if a[AnnotGateStep] != "" {
+		return true
+	}
+	t, ok := a[AnnotGateTarget]
+	return ok && t != n.Labels[LabelMIGConfig] && !strings.HasPrefix(a[AnnotGateResult], "rolled-back "+t+":")
+}
+
+// requestMIG asks the gate for node's MIG config when it differs and the pool's budget allows;
+// done says the node is at it with no gate in progress.
+func (r *PoolReconciler) requestMIG(ctx context.Context, node, cfg string, expect map[string]int64, budget *gateBudget) (done bool, err error) {
 	n := &corev1.Node{}
 	if err := r.C.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
 		return false, fmt.Errorf("node %s: %w", node, err)
@@ -299,8 +349,22 @@ func (r *PoolReconciler) requestMIG(ctx context.Context, node, cfg string, expec
 	if r.Gate == nil {
 		return false, fmt.Errorf("node %s: mig config %s wanted but no gate configured", node, cfg)
 	}
+	// The pool's budget: at most maxUnavailable GPUs in gates (a node larger than the budget
+	// goes alone), and no node before its reconfigCooldown has passed.
+	if budget != nil {
+		if budget.busy && budget.gpus[node] > budget.free {
+			return false, nil
+		}
+		if t, err := time.Parse(time.RFC3339Nano, n.Annotations[AnnotGateDone]); err == nil && r.now().Before(t.Add(budget.cooldown)) {
+			return false, nil
+		}
+	}
 	if err := r.Gate.Request(ctx, node, cfg, expect); err != nil {
 		return false, err
+	}
+	if budget != nil {
+		budget.free -= budget.gpus[node]
+		budget.busy = true
 	}
 	return false, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,6 +152,27 @@ func poolScenario(t *testing.T, c client.Client, cfg *rest.Config, opNS, leaseNS
 		t.Fatal(err)
 	}
 	startManager(t, m)
+	// The pool's policy.maxUnavailable defaults to one GPU: the two one-GPU nodes must go through
+	// the gate one at a time.
+	var most atomic.Int32
+	octx, stopObserver := context.WithCancel(ctx)
+	observed := make(chan struct{})
+	go func() {
+		defer close(observed)
+		for octx.Err() == nil {
+			busy := int32(0)
+			for _, name := range nodes {
+				n := &corev1.Node{}
+				if err := c.Get(octx, client.ObjectKey{Name: name}, n); err == nil && n.Annotations[AnnotGateStep] != "" {
+					busy++
+				}
+			}
+			if busy > most.Load() {
+				most.Store(busy)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, client.ObjectKey{Name: poolName}, gp); err != nil {
 			return false, nil
@@ -159,6 +181,11 @@ func poolScenario(t *testing.T, c client.Client, cfg *rest.Config, opNS, leaseNS
 	})
 	if err != nil {
 		t.Fatalf("pool not applied: %v (status %+v)", err, gp.Status)
+	}
+	stopObserver()
+	<-observed
+	if most.Load() != 1 {
+		t.Errorf("at most %d nodes in a gate at once, want 1 (the pool's maxUnavailable)", most.Load())
 	}
 	if !apimeta.IsStatusConditionTrue(gp.Status.Conditions, CondPlanned) || gp.Status.Nodes != 2 || gp.Status.GPUs != 2 || gp.Status.PlanDigest == "" {
 		t.Errorf("pool status %+v", gp.Status)
@@ -217,5 +244,47 @@ func poolScenario(t *testing.T, c client.Client, cfg *rest.Config, opNS, leaseNS
 		if it.Status.ReplicasGranted < 1 || it.Status.ReplicasGranted != replicas[tn.Name] || !apimeta.IsStatusConditionTrue(it.Status.Conditions, CondGranted) {
 			t.Errorf("tenant %s: status %+v, deployments run %d replicas", tn.Name, it.Status, replicas[tn.Name])
 		}
+	}
+}
+
+// TestPoolBudget: the reconciler requests no gate for a node inside the pool's reconfigCooldown
+// (from the end of its last gate) nor beyond the pool's maxUnavailable GPUs, and requests it once
+// the cooldown has passed and GPUs are free.
+func TestPoolBudget(t *testing.T) {
+	c := needAPI(t)
+	ctx := context.Background()
+	ns := newNamespace(t, c, "budget")
+	node := nextNode("budget")
+	newGPUNode(t, c, node, "all-1g.10gb", ns)
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	n := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		t.Fatal(err)
+	}
+	setAnnot(n, AnnotGateDone, now.Add(-30*time.Minute).Format(time.RFC3339Nano))
+	if err := c.Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	r := &PoolReconciler{C: c, Gate: &MIGGate{C: c}, Now: func() time.Time { return now }}
+	requested := func() bool {
+		if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+			t.Fatal(err)
+		}
+		return n.Annotations[AnnotGateTarget] == "all-3g.40gb"
+	}
+	b := &gateBudget{gpus: map[string]int{node: 8}, free: 8, cooldown: time.Hour}
+	if _, err := r.requestMIG(ctx, node, "all-3g.40gb", gateConfigs["all-3g.40gb"], b); err != nil || requested() {
+		t.Fatalf("30 min after the last gate with a 1 h cooldown: requested %v, err %v", requested(), err)
+	}
+	b = &gateBudget{gpus: map[string]int{node: 8, "other": 8}, free: 0, busy: true}
+	if _, err := r.requestMIG(ctx, node, "all-3g.40gb", gateConfigs["all-3g.40gb"], b); err != nil || requested() {
+		t.Fatalf("no GPUs left in the budget: requested %v, err %v", requested(), err)
+	}
+	b = &gateBudget{gpus: map[string]int{node: 8}, free: 1, cooldown: 20 * time.Minute}
+	if _, err := r.requestMIG(ctx, node, "all-3g.40gb", gateConfigs["all-3g.40gb"], b); err != nil || !requested() {
+		t.Fatalf("cooldown passed, nothing else in a gate (a node larger than the budget goes alone): requested %v, err %v", requested(), err)
+	}
+	if b.free != -7 || !b.busy {
+		t.Errorf("budget after the request: %+v", b)
 	}
 }
