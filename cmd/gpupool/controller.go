@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -13,7 +14,15 @@ import (
 func newControllerCmd(e *env) *cobra.Command {
 	var kubeconfig, namespace string
 	var installCRDs bool
-	var drainTimeout, applyTimeout, verifyTimeout time.Duration
+	var drainTimeout, applyTimeout, verifyTimeout, poll time.Duration
+	var leaseDuration, renewDeadline, retryPeriod time.Duration
+	var qps float32
+	var burst int
+	var operatorNamespace string
+	var admitEvery time.Duration
+	var webhookPort, maxUnavailable int
+	var cooldown time.Duration
+	var webhookCertDir string
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run gpupool's Kubernetes controller: the MIG gate around mig-manager, with leader election",
@@ -22,13 +31,44 @@ func newControllerCmd(e *env) *cobra.Command {
 			"nvidia.com/mig.config label through the gate: cordon, evict the node's GPU pods through the Eviction\n" +
 			"API, set the label, wait for nvidia.com/mig.config.state=success, verify allocatable, uncordon; on\n" +
 			"failure or timeout it restores the previous label. Progress lives in node annotations, so a restarted\n" +
-			"or new replica resumes each gate. See docs/kubernetes.md.",
+			"or new replica resumes each gate.\n\n" +
+			"With --operator-namespace set (the default) it also plans every GPUPool: nodes by the pool's\n" +
+			"nodeSelector and GPU Feature Discovery's nvidia.com/gpu.product and nvidia.com/gpu.count labels,\n" +
+			"tenants from the InferenceTenants naming the pool. It server-side applies the mig-parted and\n" +
+			"device-plugin ConfigMaps there, the nvidia.com/device-plugin.config and gpupool.dev/pool node labels\n" +
+			"and each tenant's Deployments (owned by its InferenceTenant), requests the gate for each node whose\n" +
+			"MIG config changes, and writes GPUPool and InferenceTenant status.\n\n" +
+			"With --admit-every above zero (the default) it admits tenant pods: the fair allocator shares the\n" +
+			"devices the pools' nodes advertise among the InferenceTenants by weight, each demanding its live\n" +
+			"pods; pods within a tenant's grant lose the gpupool.dev/admission scheduling gate, admitted pods\n" +
+			"beyond it are evicted. See docs/kubernetes.md.",
 		Example: "  gpupool controller --namespace gpupool-system --install-crds\n" +
 			"  gpupool controller --kubeconfig ~/.kube/config --namespace gpupool-system",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var problems []error
 			if namespace == "" {
-				return invalid(fmt.Errorf("--namespace: must be set (the leader-election Lease lives there)"))
+				problems = append(problems, fmt.Errorf("--namespace: must be set (the leader-election Lease lives there)"))
+			}
+			for _, d := range []struct {
+				flag string
+				v    time.Duration
+			}{{"--poll", poll}, {"--lease-duration", leaseDuration}, {"--renew-deadline", renewDeadline}, {"--retry-period", retryPeriod}} {
+				if d.v <= 0 {
+					problems = append(problems, fmt.Errorf("%s: must be positive, got %s", d.flag, d.v))
+				}
+			}
+			if renewDeadline >= leaseDuration || retryPeriod >= renewDeadline {
+				problems = append(problems, fmt.Errorf("--retry-period (%s) < --renew-deadline (%s) < --lease-duration (%s) must hold", retryPeriod, renewDeadline, leaseDuration))
+			}
+			if maxUnavailable < 0 || cooldown < 0 {
+				problems = append(problems, fmt.Errorf("--max-unavailable and --cooldown: must not be negative, got %d and %s", maxUnavailable, cooldown))
+			}
+			if qps <= 0 || burst < 1 {
+				problems = append(problems, fmt.Errorf("--kube-api-qps and --kube-api-burst: must be positive, got %g and %d", qps, burst))
+			}
+			if err := errors.Join(problems...); err != nil {
+				return invalid(err)
 			}
 			log := slog.New(slog.NewTextHandler(e.stderr, nil))
 			k8s.SetLogger(log)
@@ -36,13 +76,19 @@ func newControllerCmd(e *env) *cobra.Command {
 			if err != nil {
 				return invalid(err)
 			}
+			// client-go's default (5 requests/s) starves the gate and then the Lease renewal, and a
+			// leader that cannot renew stops.
+			cfg.QPS, cfg.Burst = qps, burst
 			if installCRDs {
 				if err := k8s.InstallCRDsWith(e.ctx, cfg); err != nil {
 					return err
 				}
 			}
 			mgr, err := k8s.NewController(cfg, k8s.ControllerOptions{Namespace: namespace, Log: log,
-				Gate: k8s.MIGGate{DrainTimeout: drainTimeout, ApplyTimeout: applyTimeout, VerifyTimeout: verifyTimeout, Poll: 2 * time.Second}})
+				LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod, OperatorNamespace: operatorNamespace, AdmitEvery: admitEvery,
+				WebhookPort: webhookPort, WebhookCertDir: webhookCertDir,
+				Gate: k8s.MIGGate{DrainTimeout: drainTimeout, ApplyTimeout: applyTimeout, VerifyTimeout: verifyTimeout, Poll: poll,
+					MaxUnavailable: maxUnavailable, Cooldown: cooldown}})
 			if err != nil {
 				return err
 			}
@@ -57,5 +103,17 @@ func newControllerCmd(e *env) *cobra.Command {
 	f.DurationVar(&drainTimeout, "drain-timeout", 10*time.Minute, "give up evicting a node's GPU pods after this long (the label is left unchanged)")
 	f.DurationVar(&applyTimeout, "apply-timeout", 15*time.Minute, "restore the previous label when mig-manager has not reported success after this long")
 	f.DurationVar(&verifyTimeout, "verify-timeout", 5*time.Minute, "restore the previous label when allocatable does not match after this long")
+	f.Float32Var(&qps, "kube-api-qps", 50, "requests per second to the API server (client-side limit)")
+	f.IntVar(&burst, "kube-api-burst", 100, "burst of requests to the API server above --kube-api-qps")
+	f.StringVar(&operatorNamespace, "operator-namespace", "gpu-operator", "the GPU Operator's namespace, where the mig-parted and device-plugin ConfigMaps are applied; empty turns planning off (the gate alone runs)")
+	f.DurationVar(&admitEvery, "admit-every", time.Second, "admit tenant pods (remove the gpupool.dev/admission scheduling gate) by the fair allocator's grants this often; 0 turns admission off")
+	f.IntVar(&webhookPort, "webhook-port", 0, "serve the mutating webhook that adds the gpupool.dev/admission scheduling gate to tenant pods on this port (TLS; 0: off)")
+	f.StringVar(&webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook's tls.crt and tls.key")
+	f.IntVar(&maxUnavailable, "max-unavailable", 1, "nodes that may be in a MIG gate (cordoned by it) at once; 0: no limit")
+	f.DurationVar(&cooldown, "cooldown", time.Hour, "least time between the end of a node's MIG gate and the start of its next")
+	f.DurationVar(&poll, "poll", 2*time.Second, "pause between two steps of a node's gate while it waits")
+	f.DurationVar(&leaseDuration, "lease-duration", 15*time.Second, "leader election: how long a standby waits before taking a Lease its holder stopped renewing")
+	f.DurationVar(&renewDeadline, "renew-deadline", 10*time.Second, "leader election: the leader stops when it cannot renew the Lease for this long")
+	f.DurationVar(&retryPeriod, "retry-period", 2*time.Second, "leader election: pause between tries to acquire or renew the Lease")
 	return cmd
 }

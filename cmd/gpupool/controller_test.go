@@ -15,6 +15,7 @@ func TestControllerInputErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"controller"}, "--namespace: must be set"},
+		{[]string{"controller", "--poll", "0s", "--lease-duration", "1s"}, "the leader-election Lease lives there)\n--poll: must be positive, got 0s\n--retry-period (2s) < --renew-deadline (10s) < --lease-duration (1s) must hold"},
 		{[]string{"controller", "--namespace", "gpupool-system", "--kubeconfig", filepath.Join(t.TempDir(), "missing")}, "load kubeconfig"},
 	} {
 		_, stderr, code := runCmd(t, tc.args...)

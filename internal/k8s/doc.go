@@ -11,11 +11,18 @@
 //     on failure or timeout. Its progress lives in node annotations, so a restarted controller
 //     resumes where the previous one stopped;
 //   - Admitter, fair admission of tenant pods through the scheduling gate gpupool.dev/admission,
-//     and preemption through the Eviction API;
-//   - NewController, a leader-elected controller-runtime manager that drives the gate of every
-//     node with a request (the `gpupool controller` command);
+//     and preemption through the Eviction API; GrantAdmission, which takes the grants from the
+//     control plane's Engine (the fair allocator) over the devices the pools' nodes advertise;
+//     PodGateHandler and PodGateWebhookConfiguration, the mutating webhook that adds the gate to
+//     tenant pods;
+//   - PoolReconciler, which plans each GPUPool from its nodes and InferenceTenants, renders the
+//     plan and server-side applies the mig-parted and device-plugin ConfigMaps, node labels and
+//     tenant Deployments, requests the MIG gate where a node's config changes, and writes status;
+//   - NewController, a leader-elected controller-runtime manager running all of the above (the
+//     `gpupool controller` command);
 //   - LoadConfig and InstallCRDs, the connection and the CRD installer the command uses.
 //
-// Tests run against a real kube-apiserver and etcd (see docs/kubernetes.md for how the binaries are
+// deploy/kubernetes at the repository root is the kustomize base that installs it; its tests
+// live here. Tests run against a real kube-apiserver and etcd (see docs/kubernetes.md for how the binaries are
 // built and found); nothing in this package's tests fakes API behaviour.
 package k8s

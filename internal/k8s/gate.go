@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,8 @@ const (
 	AnnotGateSince    = "gpupool.dev/gate-since"    // RFC 3339 start of the current step
 	AnnotGateReason   = "gpupool.dev/gate-reason"   // why a rollback began
 	AnnotGateResult   = "gpupool.dev/gate-result"   // outcome of the last gate: "success <cfg>", "rolled-back <cfg>: reason", "stuck …"
+	AnnotGateDone     = "gpupool.dev/gate-done"     // RFC 3339 end of the last gate (the cooldown's start)
+	AnnotGateWaiting  = "gpupool.dev/gate-waiting"  // why a requested gate has not begun yet
 )
 
 // GateStep is one step of the per-node gate.
@@ -65,6 +68,14 @@ type MIGGate struct {
 	// Hook, when set, is called before ("before:STEP") and after ("after:STEP") every write the
 	// gate makes; tests use it to stop the controller at each step.
 	Hook func(point string)
+	// MaxUnavailable, when positive, is how many nodes may be in a gate at once (cordoned by it);
+	// a requested gate waits for a free place. It needs Slots, which serialises the decision
+	// among the goroutines of one controller (NewController sets it).
+	MaxUnavailable int
+	Slots          *sync.Mutex
+	// Cooldown is the least time between the end of a node's gate and the start of its next one
+	// (mig-manager applies a config to the whole node, so the cooldown covers the node's GPUs).
+	Cooldown time.Duration
 }
 
 // Request asks for node's MIG config to become target, with expect the node's allocatable GPU
@@ -146,6 +157,17 @@ func (g *MIGGate) Step(ctx context.Context, node string) (done bool, err error) 
 		if !ok || target == n.Labels[LabelMIGConfig] {
 			return true, nil
 		}
+		if g.Slots != nil {
+			g.Slots.Lock()
+			defer g.Slots.Unlock()
+		}
+		if why, err := g.mustWait(ctx, n); err != nil || why != "" {
+			if err == nil && a[AnnotGateWaiting] != why {
+				setAnnot(n, AnnotGateWaiting, why)
+				err = g.C.Update(ctx, n)
+			}
+			return false, err
+		}
 		return false, g.begin(ctx, n, target)
 	case StepDraining:
 		return false, g.drain(ctx, n)
@@ -195,12 +217,43 @@ func (g *MIGGate) enter(n *corev1.Node, s GateStep) {
 	setAnnot(n, AnnotGateSince, g.now().UTC().Format(time.RFC3339Nano))
 }
 
+// mustWait says why a requested gate may not begin now: the node is not Ready (its kubelet would
+// not finish the evicted pods, nor mig-manager apply anything), its cooldown has not passed, or
+// MaxUnavailable nodes are in a gate already.
+func (g *MIGGate) mustWait(ctx context.Context, n *corev1.Node) (string, error) {
+	if !nodeReady(n) {
+		return "node not Ready", nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, n.Annotations[AnnotGateDone]); err == nil && g.Cooldown > 0 {
+		if left := t.Add(g.Cooldown).Sub(g.now()); left > 0 {
+			return fmt.Sprintf("cooldown: the last gate ended at %s", t.UTC().Format(time.RFC3339)), nil
+		}
+	}
+	if g.MaxUnavailable > 0 {
+		var nodes corev1.NodeList
+		if err := g.C.List(ctx, &nodes); err != nil {
+			return "", fmt.Errorf("gate node %s: list nodes: %w", n.Name, err)
+		}
+		busy := 0
+		for _, o := range nodes.Items {
+			if o.Annotations[AnnotGateStep] != "" {
+				busy++
+			}
+		}
+		if busy >= g.MaxUnavailable {
+			return fmt.Sprintf("%d nodes in a gate (max unavailable %d)", busy, g.MaxUnavailable), nil
+		}
+	}
+	return "", nil
+}
+
 // begin records the previous label and cordons the node in one write.
 func (g *MIGGate) begin(ctx context.Context, n *corev1.Node, target string) error {
 	prev := n.Labels[LabelMIGConfig]
 	setAnnot(n, AnnotGatePrevious, prev)
 	setAnnot(n, AnnotGateCordoned, fmt.Sprint(!n.Spec.Unschedulable))
 	delete(n.Annotations, AnnotGateReason)
+	delete(n.Annotations, AnnotGateWaiting)
 	n.Spec.Unschedulable = true
 	g.enter(n, StepDraining)
 	return g.write(ctx, n, StepDraining)
@@ -376,5 +429,6 @@ func (g *MIGGate) finish(ctx context.Context, n *corev1.Node, result string) err
 		delete(n.Annotations, AnnotGateTarget)
 	}
 	setAnnot(n, AnnotGateResult, result)
+	setAnnot(n, AnnotGateDone, g.now().UTC().Format(time.RFC3339Nano))
 	return g.write(ctx, n, stepFinished)
 }

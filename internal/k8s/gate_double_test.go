@@ -30,6 +30,12 @@ type nodeDouble struct {
 	// wrongAlloc lists configs whose allocatable differs from configs[] (a device plugin that
 	// does not come back with the planned resources).
 	wrongAlloc map[string]bool
+	// every is the pause between two ticks (20 ms when zero); a longer one keeps each gate step
+	// visible for longer.
+	every time.Duration
+	// allocOf, when set, says what the device plugin offers once the node's config is applied
+	// (instead of configs); ok false makes mig-manager report failed (an unknown config).
+	allocOf func(ctx context.Context, n *corev1.Node) (alloc map[string]int64, ok bool)
 }
 
 func (d *nodeDouble) run(ctx context.Context) {
@@ -37,7 +43,7 @@ func (d *nodeDouble) run(ctx context.Context) {
 		d.tick(ctx)
 		select {
 		case <-ctx.Done():
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(orDefault(d.every, 20*time.Millisecond)):
 		}
 	}
 }
@@ -53,6 +59,13 @@ func (d *nodeDouble) tick(ctx context.Context) {
 	case state == "":
 		n.Labels[LabelMIGConfigState] = "pending"
 		_ = d.c.Update(ctx, n)
+	case state == "pending" && d.allocOf != nil:
+		if _, ok := d.allocOf(ctx, n); ok {
+			n.Labels[LabelMIGConfigState] = MIGStateSuccess
+		} else {
+			n.Labels[LabelMIGConfigState] = MIGStateFailed
+		}
+		_ = d.c.Update(ctx, n)
 	case state == "pending":
 		if d.fail[cfg] {
 			n.Labels[LabelMIGConfigState] = MIGStateFailed
@@ -62,6 +75,9 @@ func (d *nodeDouble) tick(ctx context.Context) {
 		_ = d.c.Update(ctx, n)
 	case state == MIGStateSuccess:
 		alloc := d.configs[cfg]
+		if d.allocOf != nil {
+			alloc, _ = d.allocOf(ctx, n)
+		}
 		if d.wrongAlloc[cfg] {
 			alloc = map[string]int64{"nvidia.com/gpu": 1}
 		}

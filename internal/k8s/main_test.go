@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
 // The tests in this package run against a real etcd and kube-apiserver started once per test
@@ -61,6 +64,14 @@ func runMain(m *testing.M) int {
 	a := env.ControlPlane.GetAPIServer().Configure()
 	a.Set("advertise-address", "127.0.0.1")
 	a.Set("endpoint-reconciler-type", "none")
+	// The admission-gate webhook, installed as the chart installs it but served from this process
+	// (envtest points its client config at a local port with its own certificates).
+	// Its name differs from the manifests' so that TestDeployDryRun applies theirs afresh.
+	path := strings.TrimPrefix(WebhookPath, "/")
+	wh := PodGateWebhookConfiguration(admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+		Namespace: "gpupool-system", Name: "gpupool-webhook", Path: &path}})
+	wh.Name += "-test"
+	env.WebhookInstallOptions = envtest.WebhookInstallOptions{MutatingWebhooks: []*admissionregistrationv1.MutatingWebhookConfiguration{wh}}
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start etcd and kube-apiserver from %s: %v\n", dir, err)
@@ -71,6 +82,22 @@ func runMain(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "stop control plane: %v\n", err)
 		}
 	}()
+	wo := env.WebhookInstallOptions
+	srv := webhook.NewServer(webhook.Options{Host: wo.LocalServingHost, Port: wo.LocalServingPort, CertDir: wo.LocalServingCertDir})
+	srv.Register(WebhookPath, &webhook.Admission{Handler: PodGateHandler()})
+	wctx, stopWebhook := context.WithCancel(context.Background())
+	defer stopWebhook()
+	go func() {
+		if err := srv.Start(wctx); err != nil {
+			fmt.Fprintf(os.Stderr, "webhook server: %v\n", err)
+		}
+	}()
+	for start := time.Now(); srv.StartedChecker()(nil) != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Since(start) > time.Minute {
+			fmt.Fprintln(os.Stderr, "webhook server did not start within a minute")
+			return 1
+		}
+	}
 	cfg.QPS, cfg.Burst = 500, 1000
 	scheme, err := NewScheme()
 	if err != nil {

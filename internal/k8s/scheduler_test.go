@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -127,20 +126,7 @@ func TestAdmissionWithScheduler(t *testing.T) {
 			}
 		}
 	}
-	bound := 0
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
-			return false, nil
-		}
-		bound = 0
-		for _, p := range pods.Items {
-			if p.Spec.NodeName != "" {
-				bound++
-			}
-		}
-		return bound == tenants*perTenant, nil
-	})
+	bound, err := waitBound(c, ns, tenants*perTenant, 2*time.Minute)
 	elapsed := time.Since(start)
 	t.Logf("1000 gated pods of 50 tenants: gates removed in %v, all bound by kube-scheduler after %v", ungated, elapsed)
 	if err != nil {

@@ -13,7 +13,23 @@
 //	mps/<node>.yaml              MPS daemons of the node (only nodes with MPS slices)
 //	vllm/<tenant>.yaml           vLLM arguments and MPS environment of every replica
 //	k8s/<tenant>.yaml            the tenant's Deployments (apps/v1), one YAML document each
+//	dra/<tenant>.yaml            DRA path: ResourceClaimTemplates of the tenant's unshared devices
+//	dra/shared.yaml              DRA path: one ResourceClaim per shared device (see below)
 //	pool-map.svg                 every GPU as a row of its memory, replicas coloured by tenant
+//
+// Allocatable says, per node, which nvidia.com/ resources the device plugin advertises under the
+// plan (the MIG gate's expectation).
+//
+// # DRA
+//
+// The second device path, for NVIDIA's DRA driver (resource.k8s.io/v1, DeviceClasses
+// gpu.nvidia.com and mig.nvidia.com): a ResourceClaimTemplate per Deployment group of unshared
+// devices (MIG ones select the profile), and a named ResourceClaim per shared device whose opaque
+// config is the driver's GpuConfig or MigDeviceConfig with strategy TimeSlicing (interval Default
+// on whole GPUs; MigDeviceConfig has no time-slicing settings) or MPS (the daemon's default
+// thread percentage and pinned-memory limit are the largest of the device's replicas). Claims do
+// not pin a MIG instance's start, which mig-parted leaves to the driver. The driver's
+// TimeSlicingSettings and MPSSupport feature gates (Alpha, off by default) must be on.
 //
 // The plan must pass v1.ValidatePlan against the pool (defaulted here on a copy); otherwise
 // Artifacts fails and returns nothing.

@@ -22,6 +22,10 @@ func describe(path string) string {
 		return "MPS daemons of one node: pipe directory, default active-thread percentage and pinned-memory limit, control commands, per-client environment"
 	case strings.HasPrefix(path, "vllm/"):
 		return "vLLM arguments and environment of every replica of one tenant"
+	case path == "dra/shared.yaml":
+		return "DRA path (NVIDIA's DRA driver): one ResourceClaim per shared device, referenced by every pod on it"
+	case strings.HasPrefix(path, "dra/"):
+		return "DRA path: ResourceClaimTemplates of one tenant's unshared devices, one per Deployment"
 	case strings.HasPrefix(path, "k8s/"):
 		return "Deployments of one tenant, one per slice kind and resource"
 	case path == "pool-map.svg":

@@ -1,0 +1,243 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"gpupool.dev/gpupool/internal/control"
+	"gpupool.dev/gpupool/internal/render"
+)
+
+// GrantAdmission ties admission to the control plane's fair allocator: it runs a control.Engine
+// whose slices are the nvidia.com/ devices the GPUPools' nodes advertise (allocatable, one slice
+// per device) and whose tenants are the InferenceTenants, each demanding as many replicas as it
+// has live tenant pods. The Engine's grants are what Admitter admits: a tenant's pods beyond its
+// grant stay gated, and admitted pods beyond it are evicted.
+//
+// The Engine lives in memory. The API server holds everything it is built from (nodes, tenants,
+// pods), so a new leader rebuilds it on its first Sync and the allocator decides again.
+type GrantAdmission struct {
+	C        client.Client
+	Admitter *Admitter
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+
+	mu      sync.Mutex
+	engine  *control.Engine
+	inv     map[string]string // node → inventory signature last registered
+	tenants map[string]control.Tenant
+}
+
+func (g *GrantAdmission) now() time.Time {
+	if g.Now != nil {
+		return g.Now()
+	}
+	return time.Now()
+}
+
+// Sync brings the Engine up to date with the cluster and admits by its grants; it returns the
+// grants it admitted by.
+func (g *GrantAdmission) Sync(ctx context.Context) (map[string]int, AdmitResult, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	if g.engine == nil {
+		e, err := control.NewEngine(control.EngineConfig{NodeTimeout: time.Hour}, now)
+		if err != nil {
+			return nil, AdmitResult{}, err
+		}
+		g.engine, g.inv, g.tenants = e, map[string]string{}, map[string]control.Tenant{}
+	}
+	its, err := g.inferenceTenants(ctx)
+	if err != nil {
+		return nil, AdmitResult{}, err
+	}
+	pools := map[string]bool{}
+	for _, it := range its {
+		pools[it.Spec.Pool] = true
+	}
+	if err := g.syncNodes(ctx, now, pools); err != nil {
+		return nil, AdmitResult{}, err
+	}
+	if err := g.syncTenants(ctx, now, its); err != nil {
+		return nil, AdmitResult{}, err
+	}
+	// Tenants put in this Sync were granted one after another, at one instant; the allocator
+	// preempts only tasks that started before the claim, so the first ones may hold more than
+	// their share. A few ticks a microsecond apart let its share claims run to their fixed point
+	// before anything is admitted.
+	grants := map[string]int{}
+	for i := range 8 {
+		if err := g.engine.Tick(now.Add(time.Duration(i) * time.Microsecond)); err != nil {
+			return nil, AdmitResult{}, fmt.Errorf("admission: engine tick: %w", err)
+		}
+		next := map[string]int{}
+		for _, t := range g.engine.View(0).Tenants {
+			next[t.Name] = t.Granted
+		}
+		if maps.Equal(next, grants) {
+			break
+		}
+		grants = next
+	}
+	g.engine.Take() // nothing is persisted: the cluster is the record
+	res, err := g.Admitter.Admit(ctx, grants)
+	return grants, res, err
+}
+
+// inferenceTenants lists the InferenceTenants in the Admitter's namespace ("" = all) that are
+// not being deleted.
+func (g *GrantAdmission) inferenceTenants(ctx context.Context) ([]InferenceTenant, error) {
+	var l InferenceTenantList
+	if err := g.C.List(ctx, &l, client.InNamespace(g.Admitter.Namespace)); err != nil {
+		return nil, fmt.Errorf("admission: list InferenceTenants: %w", err)
+	}
+	return slices.DeleteFunc(l.Items, func(it InferenceTenant) bool { return it.DeletionTimestamp != nil }), nil
+}
+
+// poolNodes lists the nodes of the GPUPools named in pools, by name.
+func (g *GrantAdmission) poolNodes(ctx context.Context, pools map[string]bool) (map[string]*corev1.Node, error) {
+	var pl GPUPoolList
+	if err := g.C.List(ctx, &pl); err != nil {
+		return nil, fmt.Errorf("admission: list GPUPools: %w", err)
+	}
+	out := map[string]*corev1.Node{}
+	for _, p := range pl.Items {
+		if !pools[p.Name] || len(p.Spec.NodeSelector) == 0 {
+			continue
+		}
+		var nodes corev1.NodeList
+		if err := g.C.List(ctx, &nodes, client.MatchingLabels(p.Spec.NodeSelector)); err != nil {
+			return nil, fmt.Errorf("admission: list nodes of pool %s: %w", p.Name, err)
+		}
+		for i := range nodes.Items {
+			out[nodes.Items[i].Name] = &nodes.Items[i]
+		}
+	}
+	return out, nil
+}
+
+// inventory is the node's devices as the Engine's slices: one per unit of each nvidia.com/
+// resource the node advertises (none while it is not Ready), grouped 64 to an entry, the Engine's
+// limit per GPU. A cordoned node still counts: the MIG gate cordons while it drains the node's own
+// pods, and taking its devices out of the pool would shrink every grant at once.
+func inventory(n *corev1.Node) control.Inventory {
+	var inv control.Inventory
+	if !nodeReady(n) {
+		return inv
+	}
+	names := slices.Sorted(maps.Keys(n.Status.Allocatable))
+	for _, r := range names {
+		kind, ok := strings.CutPrefix(string(r), "nvidia.com/")
+		if !ok {
+			continue
+		}
+		q := n.Status.Allocatable[r]
+		left := q.Value()
+		for chunk := 0; left > 0; chunk++ {
+			k := min(left, 64)
+			inv.GPUs = append(inv.GPUs, control.GPU{UUID: fmt.Sprintf("%s/%s/%d", n.Name, kind, chunk),
+				Board: n.Labels[LabelGPUProduct], Slices: slices.Repeat([]string{kind}, int(k))})
+			left -= k
+		}
+	}
+	return inv
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func invSignature(inv control.Inventory) string {
+	var b strings.Builder
+	for _, g := range inv.GPUs {
+		fmt.Fprintf(&b, "%s:%d;", g.UUID, len(g.Slices))
+	}
+	return b.String()
+}
+
+func (g *GrantAdmission) syncNodes(ctx context.Context, now time.Time, pools map[string]bool) error {
+	nodes, err := g.poolNodes(ctx, pools)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(nodes)) {
+		inv := inventory(nodes[name])
+		sig := invSignature(inv)
+		if old, ok := g.inv[name]; ok && old == sig {
+			continue
+		}
+		if _, err := g.engine.Register(now, name, inv); err != nil {
+			errs = append(errs, fmt.Errorf("admission: node %s: %w", name, err))
+			continue
+		}
+		g.inv[name] = sig
+	}
+	for name := range g.inv { // a node that left every pool offers nothing
+		if _, ok := nodes[name]; !ok {
+			if _, err := g.engine.Register(now, name, control.Inventory{}); err != nil {
+				errs = append(errs, fmt.Errorf("admission: node %s: %w", name, err))
+				continue
+			}
+			delete(g.inv, name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (g *GrantAdmission) syncTenants(ctx context.Context, now time.Time, its []InferenceTenant) error {
+	var pods corev1.PodList
+	if err := g.C.List(ctx, &pods, client.InNamespace(g.Admitter.Namespace), client.HasLabels{render.LabelTenant}); err != nil {
+		return fmt.Errorf("admission: list tenant pods: %w", err)
+	}
+	demand := map[string]int{}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			demand[p.Labels[render.LabelTenant]]++
+		}
+	}
+	want := map[string]control.Tenant{}
+	for _, it := range its {
+		t := control.Tenant{Name: it.Name, Path: it.Spec.Tenant.Path, Weight: 1, Demand: demand[it.Name]}
+		if w := it.Spec.Tenant.Weight; w != nil {
+			t.Weight = *w
+		}
+		want[it.Name] = t
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(g.tenants)) {
+		if w, ok := want[name]; !ok || w.Path != g.tenants[name].Path {
+			if err := g.engine.DeleteTenant(now, name); err != nil {
+				errs = append(errs, fmt.Errorf("admission: tenant %s: %w", name, err))
+			}
+			delete(g.tenants, name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		w := want[name]
+		if old, ok := g.tenants[name]; ok && old.Demand == w.Demand && old.Weight == w.Weight {
+			continue
+		}
+		if _, err := g.engine.PutTenant(now, w); err != nil {
+			errs = append(errs, fmt.Errorf("admission: InferenceTenant %s: %w", name, err))
+			continue
+		}
+		g.tenants[name] = w
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,244 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
+)
+
+// The DRA driver's opaque config as its decoder sees it (api/nvidia.com/resource/v1beta1 of
+// NVIDIA/k8s-dra-driver-gpu: gpuconfig.go, migconfig.go, sharing.go), decoded strictly.
+type driverGpuConfig struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Sharing    *driverGpuSharing `json:"sharing,omitempty"`
+}
+
+type driverGpuSharing struct {
+	Strategy          string `json:"strategy"`
+	TimeSlicingConfig *struct {
+		Interval *string `json:"interval,omitempty"`
+	} `json:"timeSlicingConfig,omitempty"`
+	MpsConfig *driverMpsConfig `json:"mpsConfig,omitempty"`
+}
+
+type driverMigConfig struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Sharing    *struct {
+		Strategy  string           `json:"strategy"`
+		MpsConfig *driverMpsConfig `json:"mpsConfig,omitempty"`
+	} `json:"sharing,omitempty"`
+}
+
+type driverMpsConfig struct {
+	DefaultActiveThreadPercentage     *int                         `json:"defaultActiveThreadPercentage,omitempty"`
+	DefaultPinnedDeviceMemoryLimit    *resource.Quantity           `json:"defaultPinnedDeviceMemoryLimit,omitempty"`
+	DefaultPerDevicePinnedMemoryLimit map[string]resource.Quantity `json:"defaultPerDevicePinnedMemoryLimit,omitempty"`
+}
+
+// driverGates are the driver's feature gates that matter here (both Alpha, off by default).
+type driverGates struct{ TimeSlicingSettings, MPSSupport bool }
+
+// checkDriverConfig applies the rules of the driver's decoder and validate.go (with the gates),
+// plus what its Normalize and MPS daemon setup refuse: a pinned limit below 1 MiB.
+func checkDriverConfig(raw []byte, gates driverGates) error {
+	strict := func(v any) error {
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.DisallowUnknownFields()
+		return d.Decode(v)
+	}
+	var head struct{ APIVersion, Kind string }
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return err
+	}
+	if head.APIVersion != DRAConfigAPIVersion {
+		return fmt.Errorf("apiVersion %q", head.APIVersion)
+	}
+	strategy := func(s string) error {
+		switch s {
+		case DRAStrategyTS:
+			if !gates.TimeSlicingSettings {
+				return fmt.Errorf("%q is selected as the GPU sharing strategy, but the %q feature gate is not enabled", s, "TimeSlicingSettings")
+			}
+		case DRAStrategyMPS:
+			if !gates.MPSSupport {
+				return fmt.Errorf("%q is selected as the GPU sharing strategy, but the %q feature gate is not enabled", s, "MPSSupport")
+			}
+		default:
+			return fmt.Errorf("unknown GPU sharing strategy: %v", s)
+		}
+		return nil
+	}
+	mps := func(m *driverMpsConfig) error {
+		if m == nil {
+			return nil
+		}
+		if p := m.DefaultActiveThreadPercentage; p != nil && (*p < 0 || *p > 100) {
+			return fmt.Errorf("active thread percentage %d not in 0-100", *p)
+		}
+		if q := m.DefaultPinnedDeviceMemoryLimit; q != nil && q.Value()/1024/1024 <= 0 {
+			return fmt.Errorf("invalid limit: default value set too low: %v", q)
+		}
+		return nil
+	}
+	switch head.Kind {
+	case DRAKindGpuConfig:
+		var c driverGpuConfig
+		if err := strict(&c); err != nil {
+			return err
+		}
+		if c.Sharing == nil {
+			return nil
+		}
+		if err := strategy(c.Sharing.Strategy); err != nil {
+			return err
+		}
+		if c.Sharing.Strategy == DRAStrategyTS {
+			if c.Sharing.MpsConfig != nil {
+				return errors.New("cannot use MpsConfig with the 'TimeSlicing' strategy")
+			}
+			if tc := c.Sharing.TimeSlicingConfig; tc != nil {
+				if tc.Interval == nil {
+					return errors.New("timeSlicingConfig without interval (the driver dereferences it)")
+				}
+				switch *tc.Interval {
+				case "Default", "Short", "Medium", "Long":
+				default:
+					return fmt.Errorf("unknown time-slice interval: %v", *tc.Interval)
+				}
+			}
+			return nil
+		}
+		if c.Sharing.TimeSlicingConfig != nil {
+			return errors.New("cannot use TimeSlicingConfig with the 'MPS' strategy")
+		}
+		return mps(c.Sharing.MpsConfig)
+	case DRAKindMigConfig:
+		var c driverMigConfig
+		if err := strict(&c); err != nil {
+			return err
+		}
+		if c.Sharing == nil {
+			return nil
+		}
+		if err := strategy(c.Sharing.Strategy); err != nil {
+			return err
+		}
+		return mps(c.Sharing.MpsConfig)
+	}
+	return fmt.Errorf("kind %q", head.Kind)
+}
+
+// renderedDRA returns the opaque configs and the device requests of every claim and template the
+// all-modes plan renders.
+func renderedDRA(t *testing.T) (configs [][]byte, requests []resourcev1.DeviceRequest, claims int) {
+	t.Helper()
+	plan, pool := allModesPlan(t)
+	arts, err := Artifacts(plan, pool)
+	var pe *ProblemsError
+	if err != nil && !errors.As(err, &pe) {
+		t.Fatal(err)
+	}
+	for _, a := range arts {
+		if !strings.HasPrefix(a.Path, "dra/") {
+			continue
+		}
+		for _, doc := range strings.Split(string(a.Data), "\n---\n") {
+			var kind struct{ Kind string }
+			if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
+				t.Fatal(err)
+			}
+			var spec resourcev1.ResourceClaimSpec
+			switch kind.Kind {
+			case "ResourceClaim":
+				var c resourcev1.ResourceClaim
+				if err := yaml.UnmarshalStrict([]byte(doc), &c); err != nil {
+					t.Fatalf("%s: %v", a.Path, err)
+				}
+				spec = c.Spec
+			case "ResourceClaimTemplate":
+				var c resourcev1.ResourceClaimTemplate
+				if err := yaml.UnmarshalStrict([]byte(doc), &c); err != nil {
+					t.Fatalf("%s: %v", a.Path, err)
+				}
+				spec = c.Spec.Spec
+			default:
+				t.Fatalf("%s: kind %q", a.Path, kind.Kind)
+			}
+			claims++
+			requests = append(requests, spec.Devices.Requests...)
+			for _, c := range spec.Devices.Config {
+				if c.Opaque == nil || c.Opaque.Driver != DRADriver {
+					t.Errorf("%s: config %+v is not the driver's opaque config", a.Path, c)
+					continue
+				}
+				configs = append(configs, c.Opaque.Parameters.Raw)
+			}
+		}
+	}
+	return configs, requests, claims
+}
+
+// TestDRAConfigsPassDriverRules: every opaque config the all-modes plan renders (time-slicing and
+// MPS, whole GPU and MIG instance) passes the DRA driver's decoder and validation with its
+// TimeSlicingSettings and MPSSupport gates on, and fails with them off, with the driver's message
+// (the docs say to turn them on).
+func TestDRAConfigsPassDriverRules(t *testing.T) {
+	configs, requests, claims := renderedDRA(t)
+	kinds := map[string]int{}
+	for _, raw := range configs {
+		var h struct{ Kind string }
+		_ = json.Unmarshal(raw, &h)
+		var s struct {
+			Sharing struct{ Strategy string }
+		}
+		_ = json.Unmarshal(raw, &s)
+		kinds[h.Kind+"/"+s.Sharing.Strategy]++
+		if err := checkDriverConfig(raw, driverGates{TimeSlicingSettings: true, MPSSupport: true}); err != nil {
+			t.Errorf("%s: %v", raw, err)
+		}
+		if err := checkDriverConfig(raw, driverGates{}); err == nil || !strings.Contains(err.Error(), "feature gate is not enabled") {
+			t.Errorf("%s with the gates off: %v, want the feature-gate error", raw, err)
+		}
+	}
+	for _, k := range []string{"GpuConfig/TimeSlicing", "GpuConfig/MPS", "MigDeviceConfig/TimeSlicing", "MigDeviceConfig/MPS"} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s config rendered (got %v)", k, kinds)
+		}
+	}
+	for _, r := range requests {
+		if r.Exactly == nil || (r.Exactly.DeviceClassName != DeviceClassGPU && r.Exactly.DeviceClassName != DeviceClassMIG) || r.Exactly.Count < 1 {
+			t.Errorf("request %+v: want exactly count ≥ 1 of %s or %s", r, DeviceClassGPU, DeviceClassMIG)
+		}
+	}
+	t.Logf("%d claims and templates, %d opaque configs: %v", claims, len(configs), kinds)
+}
+
+// TestDriverRulesRefuse: the rules checkDriverConfig applies refuse what the driver refuses, so
+// the test above is not passing on a checker that accepts everything.
+func TestDriverRulesRefuse(t *testing.T) {
+	on := driverGates{TimeSlicingSettings: true, MPSSupport: true}
+	for _, tc := range []struct{ name, raw, want string }{
+		{"interval", `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicingConfig":{"interval":"Fast"}}}`, "unknown time-slice interval"},
+		{"no interval", `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicingConfig":{}}}`, "without interval"},
+		{"mig time-slicing config", `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"MigDeviceConfig","sharing":{"strategy":"TimeSlicing","timeSlicingConfig":{"interval":"Default"}}}`, "unknown field"},
+		{"percentage", `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"MPS","mpsConfig":{"defaultActiveThreadPercentage":101}}}`, "not in 0-100"},
+		{"pinned limit", `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"MigDeviceConfig","sharing":{"strategy":"MPS","mpsConfig":{"defaultPinnedDeviceMemoryLimit":"1000Ki"}}}`, "too low"},
+		{"mps with time-slicing", `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"MPS","timeSlicingConfig":{"interval":"Default"}}}`, "cannot use TimeSlicingConfig"},
+		{"time-slicing with mps", `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","mpsConfig":{}}}`, "cannot use MpsConfig"},
+		{"strategy", `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"Exclusive"}}`, "unknown GPU sharing strategy"},
+		{"version", `{"apiVersion":"resource.nvidia.com/v1","kind":"GpuConfig"}`, "apiVersion"},
+	} {
+		if err := checkDriverConfig([]byte(tc.raw), on); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
