@@ -88,19 +88,30 @@ func extremePool(ph, value string) string {
 // 500 MB (the total allocated bounds the peak from above).
 func bounded(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	start := time.Now()
-	out, errOut, code := runCmd(t, args...)
-	took := time.Since(start)
-	runtime.ReadMemStats(&after)
-	// The bar is 5 s; the race detector slows a run about ten times over.
+	// The bar is 5 s; the race detector slows a run about ten times over. The time is wall time
+	// on a machine that may be busy with other work, so a slow run is tried again, twice at
+	// most: a command that is always slow still fails.
 	bar := 5 * time.Second
 	if raceEnabled {
 		bar = 50 * time.Second
 	}
-	if took > bar {
-		t.Errorf("%v took %v, more than %v", args[0], took, bar)
+	var before, after runtime.MemStats
+	var out, errOut string
+	var code int
+	for attempt := 1; ; attempt++ {
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		out, errOut, code = runCmd(t, args...)
+		took := time.Since(start)
+		runtime.ReadMemStats(&after)
+		if took <= bar {
+			break
+		}
+		if attempt == 3 {
+			t.Errorf("%v took %v, more than %v, three times", args[0], took, bar)
+			break
+		}
+		t.Logf("attempt %d of %v took %v, more than %v: trying again", attempt, args[0], took, bar)
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 500<<20 {
 		t.Errorf("%v allocated %d MB, more than 500 MB", args[0], alloc>>20)
