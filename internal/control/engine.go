@@ -17,7 +17,8 @@ type EngineConfig struct {
 	// NodeTimeout is how long a node may stay silent before its slices leave the pool.
 	NodeTimeout time.Duration
 	// BurstPoolPercent of the slices is lent only as leases; LeaseDuration is how long a lease
-	// lasts (0: no leases). Leases are not kept across a restart: the allocator decides again.
+	// lasts (0: no leases). A lease is kept across a restart: the allocator decides again, and a
+	// lease it lends the same tenant takes over the stored one (same grant, slice and expiry).
 	BurstPoolPercent float64
 	LeaseDuration    time.Duration
 	// EventsKept bounds the event history: it holds at least this many and at most twice.

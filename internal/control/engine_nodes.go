@@ -150,9 +150,9 @@ func (e *Engine) decide(now time.Time, ds []decision) {
 			}
 			e.event(now, Event{Code: d.code, Tenant: g.Tenant, Node: g.Node, Grant: g.ID, Message: msg})
 		case decGrant:
-			if gid, ok := e.taskGrant[d.task]; ok { // a lease turned steady: nothing moves
+			if gid, ok := e.taskGrant[d.task]; ok { // a lease renewed or turned steady: nothing moves
 				if g := e.grants[gid]; g != nil {
-					g.Reason, g.Expires = d.reason, time.Time{}
+					g.Reason, g.Expires = d.reason, d.expiry // zero when steady
 					e.ch.Grants[gid] = true
 				}
 				continue
@@ -195,12 +195,28 @@ func (e *Engine) dropGrant(g *Grant) {
 func (e *Engine) grant(now time.Time, d decision) {
 	var g *Grant
 	if hs := e.hints[d.tenant]; len(hs) > 0 { // restore: take over a stored grant
+		// A lease takes over a stored lease, a steady grant a steady one, where one is left;
+		// else any.
+		pick := -1
 		for i, h := range hs {
 			if _, live := e.slices[h.Slice]; live && e.sliceGrant[h.Slice] == "" {
-				g = h
-				g.Replaces = "" // a standby taken over at restart is the replica now
-				e.hints[d.tenant] = slices.Delete(hs, i, i+1)
-				break
+				if pick < 0 || h.Expires.IsZero() == d.expiry.IsZero() && hs[pick].Expires.IsZero() != d.expiry.IsZero() {
+					pick = i
+				}
+			}
+		}
+		if pick >= 0 {
+			g = hs[pick]
+			g.Replaces = "" // a standby taken over at restart is the replica now
+			e.hints[d.tenant] = slices.Delete(hs, pick, pick+1)
+			switch {
+			case d.expiry.IsZero(): // steady now
+				g.Expires, g.Reason = time.Time{}, d.reason
+			case !g.Expires.IsZero() && g.Expires.Before(d.expiry):
+				// The lease keeps its term: the rebuilt allocator's fresh one would extend it.
+				e.alloc.a.RestoreLeaseExpiry(d.tenant, d.task, g.Expires)
+			default:
+				g.Expires, g.Reason = d.expiry, d.reason
 			}
 		}
 	}
