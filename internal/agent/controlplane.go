@@ -31,11 +31,18 @@ type ControlPlane interface {
 // ErrNotRegistered is a heartbeat the control plane does not know the node for.
 var ErrNotRegistered = errors.New("node not registered")
 
+// ErrFenced is a heartbeat or report the control plane refused because the node was declared
+// lost and its epoch moved on: the agent takes the node's layout (which carries the new epoch),
+// drops what it held for the old one and reports again.
+var ErrFenced = errors.New("node fenced: its epoch moved on")
+
 // NodeReport is what the agent reports: its GPUs, and the standby replicas of its layout that
 // run and are ready (the control plane then stops the replicas they replace).
 type NodeReport struct {
 	GPUs  []ReportedGPU `json:"gpus"`
 	Ready []string      `json:"ready,omitempty"`
+	// Epoch is the epoch of the last desired layout the agent took (0 before its first).
+	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 // ReportedGPU is one GPU as the agent reports it: the slice kinds it is cut into now (MIG
@@ -60,9 +67,12 @@ type GateOutcome struct {
 // DesiredLayout is what the control plane wants of the node now: the replicas on its slices, and
 // the MIG layouts of the GPUs with a gate operation handed to the agent.
 type DesiredLayout struct {
-	Revision uint64         `json:"revision"`
-	Slices   []DesiredSlice `json:"slices,omitempty"`
-	GPUs     []DesiredGPU   `json:"gpus,omitempty"`
+	Revision uint64 `json:"revision"`
+	// Epoch is the node's fencing epoch; it grows when the control plane declared the node lost
+	// and moved its replicas elsewhere.
+	Epoch  uint64         `json:"epoch,omitempty"`
+	Slices []DesiredSlice `json:"slices,omitempty"`
+	GPUs   []DesiredGPU   `json:"gpus,omitempty"`
 }
 
 // DesiredSlice is one slice of the node and the replica (grant) that should run on it.
@@ -114,7 +124,7 @@ func (a *Agent) SetDesired(d DesiredLayout) {
 	}
 	slices.Sort(ready)
 	a.mu.Lock()
-	a.desired, a.ready = m, ready
+	a.desired, a.ready, a.epoch = m, ready, d.Epoch
 	a.mu.Unlock()
 }
 
@@ -161,7 +171,7 @@ func (a *Agent) Report() NodeReport {
 		}
 		out = append(out, r)
 	}
-	return NodeReport{GPUs: out, Ready: slices.Clone(a.ready)}
+	return NodeReport{GPUs: out, Ready: slices.Clone(a.ready), Epoch: a.epoch}
 }
 
 // controlDesired returns the control plane's desired layout for each GPU, leaving out an attempt
@@ -222,15 +232,21 @@ func (l *Link) Run(ctx context.Context) error {
 		case rep.GPUs == nil: // no poll yet
 		case !bytes.Equal(raw, last):
 			if err := l.CP.Report(ctx, rep); err != nil {
-				l.Agent.Log.Warn("report to control plane", "err", err)
+				if errors.Is(err, ErrFenced) {
+					// The node is known but fenced: follow its layout, whose new epoch the next
+					// report carries.
+					once()
+				} else {
+					l.Agent.Log.Warn("report to control plane", "err", err)
+				}
 				break
 			}
 			last, lastSent = raw, time.Now()
 			once()
 		case time.Since(lastSent) >= hb:
 			err := l.CP.Heartbeat(ctx)
-			if errors.Is(err, ErrNotRegistered) {
-				last = nil // report again
+			if errors.Is(err, ErrNotRegistered) || errors.Is(err, ErrFenced) {
+				last = nil // report again (once fenced, for the epoch of the layout it takes next)
 			} else if err != nil {
 				l.Agent.Log.Warn("heartbeat", "err", err)
 			} else {
@@ -318,6 +334,9 @@ func (h *HTTPControlPlane) do(ctx context.Context, method, path string, body, ou
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound && method == "POST" {
 		return ErrNotRegistered
+	}
+	if resp.StatusCode == http.StatusConflict && method != "GET" { // a report or heartbeat fenced
+		return fmt.Errorf("%s %s: %w", method, path, ErrFenced)
 	}
 	if resp.StatusCode >= 300 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))

@@ -61,6 +61,7 @@ type Engine struct {
 	plan       *v1.Plan // the last plan applied (in memory only), the base of the next re-plan
 	pool       *v1.Pool // the Pool document of the last plan applied (in memory only)
 	replan     Replan
+	fenced     map[string]uint64 // node → the epoch a refused report was last recorded for
 }
 
 // Replan says whether the pool should be planned again: Wanted grows on every demand-rate or
@@ -321,10 +322,12 @@ func (e *Engine) Tick(now time.Time) error {
 		n := e.nodes[name]
 		if !n.Lost && now.Sub(n.LastSeen) > e.cfg.NodeTimeout {
 			n.Lost, lost = true, true
+			n.Epoch++ // fence: what the node runs now is of an old epoch
+			e.dirtyNodes[name] = true
 			e.wantReplan("node " + name + " lost")
 			e.removeSlices(n)
 			e.ch.Nodes[name] = true
-			e.event(now, Event{Code: CodeNodeLost, Node: name, Message: fmt.Sprintf("node %s silent for %s (timeout %s): its %d slices leave the pool", name, now.Sub(n.LastSeen).Round(time.Millisecond), e.cfg.NodeTimeout, countSlices(n.Inventory))})
+			e.event(now, Event{Code: CodeNodeLost, Node: name, Message: fmt.Sprintf("node %s silent for %s (timeout %s): its %d slices leave the pool and its epoch becomes %d", name, now.Sub(n.LastSeen).Round(time.Millisecond), e.cfg.NodeTimeout, countSlices(n.Inventory), n.Epoch)})
 		}
 	}
 	var ds []decision

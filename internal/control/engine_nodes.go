@@ -43,6 +43,16 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 		return Node{}, err
 	}
 	n, ok := e.nodes[node]
+	if ok && inv.Epoch != n.Epoch {
+		if e.fenced == nil {
+			e.fenced = map[string]uint64{}
+		}
+		if e.fenced[node] != n.Epoch { // one event per node and epoch, however often it reports
+			e.fenced[node] = n.Epoch
+			e.event(now, Event{Code: CodeNodeFenced, Node: node, Message: fmt.Sprintf("node %s reported for epoch %d, but it is at epoch %d: refused until its agent stops the replicas of the old epoch", node, inv.Epoch, n.Epoch)})
+		}
+		return Node{}, fmt.Errorf("register node %s: %w: it reports epoch %d, the node is at epoch %d: stop every replica, read the node's layout and report its epoch", node, ErrFenced, inv.Epoch, n.Epoch)
+	}
 	if !ok {
 		n = &Node{Name: node}
 		e.nodes[node] = n
@@ -54,7 +64,7 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 		e.removeSlices(n)
 	}
 	ready := inv.Ready
-	inv.Ready = nil // a report, not state
+	inv.Ready, inv.Epoch = nil, 0 // a report, not state
 	if !ok || n.Lost || fleetOf(n.Inventory) != fleetOf(inv) {
 		e.wantReplan(fmt.Sprintf("node %s reports %d GPUs (%s)", node, len(inv.GPUs), fleetOf(inv)))
 	}
@@ -76,17 +86,17 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 	return *n, nil
 }
 
-// Heartbeat marks a node seen. A lost node's heartbeat brings its slices back.
+// Heartbeat marks a node seen. A lost node's heartbeat is refused (ErrFenced): the node comes
+// back by a report for its new epoch, once its agent stopped the replicas of the old one.
 func (e *Engine) Heartbeat(now time.Time, node string) error {
 	n, ok := e.nodes[node]
 	if !ok {
 		return fmt.Errorf("heartbeat of node %s: %w: register first", node, ErrNotFound)
 	}
-	n.LastSeen = now
 	if n.Lost {
-		_, err := e.Register(now, node, n.Inventory)
-		return err
+		return fmt.Errorf("heartbeat of node %s: %w: the node was lost and is at epoch %d: stop every replica, read the node's layout and report its epoch", node, ErrFenced, n.Epoch)
 	}
+	n.LastSeen = now
 	return nil
 }
 

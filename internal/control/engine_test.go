@@ -114,9 +114,29 @@ func TestEngineGrantsFollowDemandAndNodes(t *testing.T) {
 	if !c.Nodes["node-b"] || len(c.Events) == 0 {
 		t.Fatalf("changes do not name node-b or carry events: %+v", c)
 	}
-	// The lost node speaks again: 8 slices.
-	if err := e.Heartbeat(t0.Add(13*time.Second), "node-b"); err != nil {
+	// The lost node speaks again. It is fenced: its heartbeat and a report for the epoch it ran
+	// are refused; its layout is empty and carries the new epoch; a report for that epoch brings
+	// it back with its 4 slices: 8 in all.
+	if err := e.Heartbeat(t0.Add(13*time.Second), "node-b"); !errors.Is(err, ErrFenced) || !errors.Is(err, ErrConflict) {
+		t.Fatalf("lost node's heartbeat: %v, want ErrFenced (a conflict)", err)
+	}
+	if _, err := e.Register(t0.Add(13*time.Second), "node-b", inv(1, 4, "node-b")); !errors.Is(err, ErrFenced) {
+		t.Fatalf("lost node's report for epoch 0: %v, want ErrFenced", err)
+	}
+	l, _ := e.View(2).Layout("node-b")
+	if l.Epoch != 1 || len(l.Slices) != 0 {
+		t.Fatalf("lost node's layout: epoch %d, %d slices; want epoch 1 and none", l.Epoch, len(l.Slices))
+	}
+	if a, b := e.granted("alpha"), e.granted("beta"); a+b != 4 {
+		t.Fatalf("after refused reports alpha=%d beta=%d, want still 4 in all", a, b)
+	}
+	back := inv(1, 4, "node-b")
+	back.Epoch = l.Epoch
+	if _, err := e.Register(t0.Add(13*time.Second), "node-b", back); err != nil {
 		t.Fatal(err)
+	}
+	if err := e.Heartbeat(t0.Add(14*time.Second), "node-b"); err != nil {
+		t.Fatalf("heartbeat after coming back: %v", err)
 	}
 	checkInvariants(t, e)
 	if a, b := e.granted("alpha"), e.granted("beta"); a+b != 8 || a < 3 {

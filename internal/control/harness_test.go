@@ -46,12 +46,18 @@ func (s *syncBuffer) String() string {
 
 func newHarness(t testing.TB, cfg ServerConfig) *harness {
 	t.Helper()
+	return newHarnessLoop(t, cfg, LoopConfig{Tick: 50 * time.Millisecond})
+}
+
+// newHarnessLoop is newHarness with the loop's (and the engine's) configuration.
+func newHarnessLoop(t testing.TB, cfg ServerConfig, lcfg LoopConfig) *harness {
+	t.Helper()
 	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	loop, err := NewLoop(context.Background(), LoopConfig{Tick: 50 * time.Millisecond}, st, SystemClock{}, log)
+	loop, err := NewLoop(context.Background(), lcfg, st, SystemClock{}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

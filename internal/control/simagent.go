@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -12,7 +13,13 @@ import (
 
 // SimAgent is a simulated node agent: it speaks the agent API over HTTP exactly as a real agent
 // would (register, heartbeat, long-poll the desired layout) but "applies" a layout by recording
-// it. It is for `serve --demo` and tests; the real agent drives NVML and MPS.
+// it: the replicas of its applied layout are the replicas it runs. It is for `serve --demo` and
+// tests; the real agent drives NVML and MPS.
+//
+// It honours fencing: its reports carry the epoch of the layout it runs; a refused report
+// (409, the node was lost and its epoch moved on) makes it read its layout, stop every replica of
+// the old epoch and report again. With Lease set, it stops its replicas itself once it has not
+// reached the server for that long, since the server will have moved them.
 type SimAgent struct {
 	Server    string // base URL
 	Token     string
@@ -20,9 +27,51 @@ type SimAgent struct {
 	Inventory Inventory
 	Heartbeat time.Duration
 	Client    *http.Client
+	// Lease is how long the agent keeps its replicas without reaching the server (0: forever).
+	Lease time.Duration
 
 	mu      sync.Mutex
 	applied Layout
+	contact time.Time // last answer from the server
+	fenced  int       // times it stopped its replicas (lease run out or a newer epoch)
+}
+
+// Fenced returns how many times the agent stopped every replica it ran: its lease ran out, or a
+// layout of a newer epoch arrived.
+func (a *SimAgent) Fenced() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.fenced
+}
+
+// apply makes l the layout the agent runs; a newer epoch stops every replica first.
+func (a *SimAgent) apply(l Layout) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if l.Epoch > a.applied.Epoch && len(a.applied.Slices) > 0 {
+		a.fenced++
+	}
+	a.applied = l
+}
+
+// expire stops the replicas when the lease ran out without an answer from the server.
+func (a *SimAgent) expire(now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.Lease > 0 && !a.contact.IsZero() && now.Sub(a.contact) > a.Lease && len(a.applied.Slices) > 0 {
+		a.applied.Slices = nil
+		a.fenced++
+	}
+}
+
+// statusError is an answer of the server other than success.
+type statusError struct {
+	method, path string
+	status       int
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("%s %s: status %d", e.method, e.path, e.status)
 }
 
 // SetServer points the agent at another base URL (a restarted server on a new port).
@@ -64,8 +113,11 @@ func (a *SimAgent) call(ctx context.Context, method, path string, body, out any)
 		return err
 	}
 	defer resp.Body.Close()
+	a.mu.Lock()
+	a.contact = time.Now()
+	a.mu.Unlock()
 	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: status %d", method, path, resp.StatusCode)
+		return &statusError{method, path, resp.StatusCode}
 	}
 	if out != nil {
 		return json.NewDecoder(resp.Body).Decode(out)
@@ -81,13 +133,39 @@ func (a *SimAgent) Run(ctx context.Context) {
 	if hb <= 0 {
 		hb = time.Second
 	}
+	if a.Lease > 0 {
+		go func() {
+			for sleep(ctx, a.Lease/8) {
+				a.expire(time.Now())
+			}
+		}()
+	}
 	for ctx.Err() == nil {
-		if err := a.call(ctx, "PUT", "/v1/nodes/"+a.Node, a.Inventory, nil); err != nil {
+		if err := a.call(ctx, "PUT", "/v1/nodes/"+a.Node, a.report(nil), nil); err != nil {
+			var se *statusError
+			if errors.As(err, &se) && se.status == http.StatusConflict {
+				// Fenced: take the node's layout (a newer epoch stops every replica), then
+				// report again for that epoch.
+				var l Layout
+				if a.call(ctx, "GET", "/v1/nodes/"+a.Node+"/layout", nil, &l) == nil {
+					a.apply(l)
+					continue
+				}
+			}
 			sleep(ctx, 100*time.Millisecond)
 			continue
 		}
 		a.follow(ctx, hb)
 	}
+}
+
+// report is the agent's inventory for the epoch it runs, with ready standbys.
+func (a *SimAgent) report(ready []string) Inventory {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	inv := a.Inventory
+	inv.Ready, inv.Epoch = ready, a.applied.Epoch
+	return inv
 }
 
 func (a *SimAgent) follow(ctx context.Context, hb time.Duration) {
@@ -114,9 +192,7 @@ func (a *SimAgent) follow(ctx context.Context, hb time.Duration) {
 			return
 		}
 		first = false
-		a.mu.Lock()
-		a.applied = l
-		a.mu.Unlock()
+		a.apply(l)
 		after = l.Revision
 		// Standbys "run" at once: report them ready so the replicas they replace can stop.
 		var ready []string
@@ -126,9 +202,7 @@ func (a *SimAgent) follow(ctx context.Context, hb time.Duration) {
 			}
 		}
 		if len(ready) > 0 {
-			inv := a.Inventory
-			inv.Ready = ready
-			if err := a.call(fctx, "PUT", "/v1/nodes/"+a.Node, inv, nil); err != nil {
+			if err := a.call(fctx, "PUT", "/v1/nodes/"+a.Node, a.report(ready), nil); err != nil {
 				return
 			}
 		}

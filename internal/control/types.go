@@ -128,6 +128,10 @@ type Inventory struct {
 	GPUs []GPU `json:"gpus"`
 	// Ready lists the standby grants of the node's layout that run and are ready.
 	Ready []string `json:"ready,omitempty"`
+	// Epoch is the epoch of the layout the agent runs (Layout.Epoch; 0 before its first). Once
+	// the node has an epoch, a report from another epoch is refused (ErrFenced): the agent runs
+	// replicas the control plane has moved away.
+	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 // Node is one registered node.
@@ -144,6 +148,10 @@ type Node struct {
 	Cordoned bool `json:"cordoned,omitempty"`
 	// LayoutRevision grows whenever the node's desired layout changes.
 	LayoutRevision uint64 `json:"layoutRevision"`
+	// Epoch is the node's fencing token: it grows each time the node is declared lost (its
+	// grants then move to other nodes). The agent must stop every replica of an older epoch
+	// before the node may come back, so the replicas that moved never run twice.
+	Epoch uint64 `json:"epoch,omitempty"`
 	// Gates are the MIG changes asked of the node's GPUs and not finished (replaced, never
 	// changed in place: views share them).
 	Gates []GateOp `json:"gates,omitempty"`
@@ -191,9 +199,12 @@ type LayoutSlice struct {
 
 // Layout is what a node's agent should make true.
 type Layout struct {
-	Node     string        `json:"node"`
-	Revision uint64        `json:"revision"`
-	Slices   []LayoutSlice `json:"slices"`
+	Node     string `json:"node"`
+	Revision uint64 `json:"revision"`
+	// Epoch is the node's epoch (Node.Epoch): an agent holding replicas of an older epoch stops
+	// them all before it runs this layout, and reports this epoch from then on.
+	Epoch  uint64        `json:"epoch,omitempty"`
+	Slices []LayoutSlice `json:"slices"`
 	// GPUs are the MIG layouts the node's gate should apply now, one per GPU with a gate
 	// operation handed to the agent.
 	GPUs []GPULayout `json:"gpus,omitempty"`
@@ -237,6 +248,7 @@ const (
 	CodeNodeRegistered Code = "NodeRegistered"
 	CodeNodeLost       Code = "NodeLost"
 	CodeNodeBack       Code = "NodeBack"
+	CodeNodeFenced     Code = "NodeFenced"
 	CodeNodeCordoned   Code = "NodeCordoned"
 	CodeNodeUncordoned Code = "NodeUncordoned"
 	CodeTokenCreated   Code = "TokenCreated"
@@ -256,6 +268,6 @@ const (
 // Codes lists every event code.
 var Codes = []Code{CodeTenantAdded, CodeTenantUpdated, CodeTenantRemoved, CodeDemandChanged,
 	CodeGranted, CodeReleased, CodePreempted, CodeQueued, CodeMoved, CodeNodeRegistered,
-	CodeNodeLost, CodeNodeBack, CodeNodeCordoned, CodeNodeUncordoned, CodeTokenCreated,
+	CodeNodeLost, CodeNodeBack, CodeNodeFenced, CodeNodeCordoned, CodeNodeUncordoned, CodeTokenCreated,
 	CodeGateRequested, CodeGateWaiting, CodeGateDraining, CodeGateStarted, CodeGateDone, CodeGateFailed, CodeGateGaveUp,
 	CodeGateCancelled, CodeMoveStarted, CodeReplanned, CodeReplanFailed}
