@@ -284,6 +284,12 @@ func (e *Engine) moveOrphans(now time.Time) {
 		if _, ok := e.slices[g.Slice]; ok {
 			continue
 		}
+		if sb := e.standbyOf(id); sb != nil && g.Replaces == "" {
+			// Its standby already runs elsewhere (a drain that cannot finish now: the node was
+			// lost): the standby is the replica from now on.
+			e.promote(now, sb, "slice "+g.Slice+" left the pool before the standby was ready")
+			continue
+		}
 		sl, ok := e.freeSlice(g.Tenant)
 		if !ok {
 			continue
@@ -315,10 +321,10 @@ func (e *Engine) Cordon(now time.Time, node string, on bool) (Node, error) {
 		if !n.Lost {
 			e.removeSlices(n)
 		}
-		n.Cordoned = true
-		e.event(now, Event{Code: CodeNodeCordoned, Node: node, Message: fmt.Sprintf("node %s cordoned: its %d slices leave the pool", node, countSlices(n.Inventory))})
+		n.Cordoned, n.CordonedSince = true, now
+		e.event(now, Event{Code: CodeNodeCordoned, Node: node, Message: fmt.Sprintf("node %s cordoned: its %d slices leave the pool; its replicas run until their standbys elsewhere are ready", node, countSlices(n.Inventory))})
 	} else {
-		n.Cordoned = false
+		n.Cordoned, n.CordonedSince = false, time.Time{}
 		if !n.Lost {
 			e.addSlices(n)
 		}
@@ -331,6 +337,7 @@ func (e *Engine) Cordon(now time.Time, node string, on bool) (Node, error) {
 		return Node{}, fmt.Errorf("cordon node %s: %w", node, err)
 	}
 	e.decide(now, ds)
+	e.dropStaleStandbys(now)
 	if err := e.schedule(now); err != nil {
 		return Node{}, fmt.Errorf("cordon node %s: %w", node, err)
 	}

@@ -146,6 +146,9 @@ type Node struct {
 	// Cordoned nodes keep running what they run until the allocator moves it: their slices are
 	// out of the pool, so their replicas move to free slices elsewhere (or are trimmed).
 	Cordoned bool `json:"cordoned,omitempty"`
+	// CordonedSince is when the node was cordoned: its replicas keep running until their
+	// standbys elsewhere are ready, or the drain timeout (GatePolicy.DrainTimeout) from then.
+	CordonedSince time.Time `json:"cordonedSince,omitzero"`
 	// LayoutRevision grows whenever the node's desired layout changes.
 	LayoutRevision uint64 `json:"layoutRevision"`
 	// Epoch is the node's fencing token: it grows each time the node is declared lost (its
@@ -189,11 +192,11 @@ type LayoutSlice struct {
 	Slice
 	Tenant string `json:"tenant,omitempty"`
 	Grant  string `json:"grant,omitempty"`
-	// Standby marks a replica started for a grant that moves off a draining GPU: the agent
-	// reports it in Inventory.Ready once it runs.
+	// Standby marks a replica started for a grant that moves off a draining GPU or a cordoned
+	// node: the agent reports it in Inventory.Ready once it runs.
 	Standby bool `json:"standby,omitempty"`
-	// Draining marks a slice of a GPU that leaves the pool for a MIG change: its replica keeps
-	// running until its standby elsewhere is ready.
+	// Draining marks a slice of a GPU that leaves the pool for a MIG change, or of a cordoned
+	// node: its replica keeps running until its standby elsewhere is ready.
 	Draining bool `json:"draining,omitempty"`
 }
 

@@ -127,10 +127,23 @@ func (v *View) Layout(node string) (Layout, bool) {
 			l.Slices = append(l.Slices, LayoutSlice{Slice: s, Tenant: g.Tenant, Grant: g.ID, Standby: g.Replaces != ""})
 		}
 	}
+	// A cordoned node's slices are out of the pool, but their replicas run until their standbys
+	// are ready.
+	if v.Nodes[i].Cordoned && !v.Nodes[i].Lost {
+		for _, gp := range v.Nodes[i].Inventory.GPUs {
+			for k, kind := range gp.Slices {
+				id := sliceID(node, gp.UUID, k)
+				if g, ok := bySlice[id]; ok {
+					l.Slices = append(l.Slices, LayoutSlice{Slice: Slice{ID: id, Node: node, GPU: gp.UUID, Board: gp.Board, Kind: kind},
+						Tenant: g.Tenant, Grant: g.ID, Draining: true})
+				}
+			}
+		}
+	}
 	// A draining GPU's slices are out of the pool, but their replicas run until their standbys
 	// are ready.
 	for _, op := range v.Nodes[i].Gates {
-		if op.State != GateDraining {
+		if op.State != GateDraining || v.Nodes[i].Cordoned && !v.Nodes[i].Lost { // listed above
 			continue
 		}
 		for _, gp := range v.Nodes[i].Inventory.GPUs {
