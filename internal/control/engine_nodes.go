@@ -63,8 +63,8 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 	if !n.Lost {
 		e.removeSlices(n)
 	}
-	ready := inv.Ready
-	inv.Ready, inv.Epoch = nil, 0 // a report, not state
+	ready, failed := inv.Ready, inv.Failed
+	inv.Ready, inv.Failed, inv.Epoch = nil, nil, 0 // a report, not state
 	if !ok || n.Lost || fleetOf(n.Inventory) != fleetOf(inv) {
 		e.wantReplan(fmt.Sprintf("node %s reports %d GPUs (%s)", node, len(inv.GPUs), fleetOf(inv)))
 	}
@@ -78,6 +78,13 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 		return Node{}, fmt.Errorf("register node %s: %w", node, err)
 	}
 	e.decide(now, ds)
+	for _, id := range failed {
+		if sb, ok := e.grants[id]; ok && sb.Replaces != "" && sb.Node == node {
+			e.dropGrant(sb)
+			e.event(now, Event{Code: CodeStandbyFailed, Tenant: sb.Tenant, Node: node, Grant: id,
+				Message: fmt.Sprintf("standby %s of tenant %s on slice %s did not become healthy within node %s's startup budget: stopped; grant %s keeps running and a new standby starts", id, sb.Tenant, sb.Slice, node, sb.Replaces)})
+		}
+	}
 	e.advanceDrains(now, ready)
 	if err := e.schedule(now); err != nil {
 		return Node{}, fmt.Errorf("register node %s: %w", node, err)

@@ -128,6 +128,10 @@ type Inventory struct {
 	GPUs []GPU `json:"gpus"`
 	// Ready lists the standby grants of the node's layout that run and are ready.
 	Ready []string `json:"ready,omitempty"`
+	// Failed lists the standby grants whose replicas did not become healthy within the agent's
+	// startup budget: the control plane stops them (the replicas they stand in for keep running)
+	// and starts new standbys.
+	Failed []string `json:"failed,omitempty"`
 	// Epoch is the epoch of the layout the agent runs (Layout.Epoch; 0 before its first). Once
 	// the node has an epoch, a report from another epoch is refused (ErrFenced): the agent runs
 	// replicas the control plane has moved away.
@@ -264,6 +268,7 @@ const (
 	CodeGateGaveUp     Code = "GateGaveUp"
 	CodeGateCancelled  Code = "GateCancelled"
 	CodeMoveStarted    Code = "MoveStarted"
+	CodeStandbyFailed  Code = "StandbyFailed"
 	CodeReplanned      Code = "Replanned"
 	CodeReplanFailed   Code = "ReplanFailed"
 )
@@ -273,4 +278,4 @@ var Codes = []Code{CodeTenantAdded, CodeTenantUpdated, CodeTenantRemoved, CodeDe
 	CodeGranted, CodeReleased, CodePreempted, CodeQueued, CodeMoved, CodeNodeRegistered,
 	CodeNodeLost, CodeNodeBack, CodeNodeFenced, CodeNodeCordoned, CodeNodeUncordoned, CodeTokenCreated,
 	CodeGateRequested, CodeGateWaiting, CodeGateDraining, CodeGateStarted, CodeGateDone, CodeGateFailed, CodeGateGaveUp,
-	CodeGateCancelled, CodeMoveStarted, CodeReplanned, CodeReplanFailed}
+	CodeGateCancelled, CodeMoveStarted, CodeStandbyFailed, CodeReplanned, CodeReplanFailed}
