@@ -62,6 +62,8 @@ type Engine struct {
 	pool       *v1.Pool // the Pool document of the last plan applied (in memory only)
 	replan     Replan
 	fenced     map[string]uint64 // node → the epoch a refused report was last recorded for
+	// planned maps live slices to the applied plan's replicas (placement); nil when stale.
+	planned map[string]plannedSlot
 }
 
 // Replan says whether the pool should be planned again: Wanted grows on every demand-rate or

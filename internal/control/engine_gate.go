@@ -205,7 +205,7 @@ func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, 
 	for _, c := range cs {
 		ids = append(ids, e.addGateOp(now, c.n, c.g, c.want).ID)
 	}
-	e.plan, e.pool = p, pool
+	e.plan, e.pool, e.planned = p, pool, nil
 	e.ch.Plan = true
 	if err := e.schedule(now); err != nil {
 		return nil, err
@@ -283,7 +283,8 @@ func (e *Engine) startStandbys(now time.Time) {
 			continue // cannot happen (see above); the drain timeout stops the old one
 		}
 		e.nextGrant++
-		sb := &Grant{ID: fmt.Sprintf("g%d", e.nextGrant), Tenant: g.Tenant, Slice: sl.ID, Node: sl.Node, Since: now, Reason: g.Reason, Replaces: g.ID}
+		sb := &Grant{ID: fmt.Sprintf("g%d", e.nextGrant), Tenant: g.Tenant, Slice: sl.ID, Node: sl.Node, Since: now, Reason: g.Reason, Replaces: g.ID,
+			Limits: e.limitsFor(g.Tenant, sl.ID)}
 		e.grants[sb.ID] = sb
 		e.sliceGrant[sl.ID] = sb.ID
 		e.ch.Grants[sb.ID] = true

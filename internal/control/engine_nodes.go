@@ -125,7 +125,7 @@ func (e *Engine) addSlices(n *Node) {
 	if n.Cordoned {
 		return
 	}
-	e.sliceList = nil
+	e.sliceList, e.planned = nil, nil
 	for _, g := range n.Inventory.GPUs {
 		if applying(n, g.UUID) { // out of the pool while its gate changes it
 			continue
@@ -138,7 +138,7 @@ func (e *Engine) addSlices(n *Node) {
 }
 
 func (e *Engine) removeSlices(n *Node) {
-	e.sliceList = nil
+	e.sliceList, e.planned = nil, nil
 	for _, g := range n.Inventory.GPUs {
 		for i := range g.Slices {
 			delete(e.slices, sliceID(n.Name, g.UUID, i))
@@ -243,7 +243,8 @@ func (e *Engine) grant(now time.Time, d decision) {
 			return // cannot happen: the allocator never grants beyond capacity
 		}
 		e.nextGrant++
-		g = &Grant{ID: fmt.Sprintf("g%d", e.nextGrant), Tenant: d.tenant, Slice: sl.ID, Node: sl.Node, Since: now, Reason: d.reason, Expires: d.expiry}
+		g = &Grant{ID: fmt.Sprintf("g%d", e.nextGrant), Tenant: d.tenant, Slice: sl.ID, Node: sl.Node, Since: now, Reason: d.reason, Expires: d.expiry,
+			Limits: e.limitsFor(d.tenant, sl.ID)}
 		e.event(now, Event{Code: CodeGranted, Tenant: d.tenant, Node: sl.Node, Grant: g.ID,
 			Message: fmt.Sprintf("tenant %s granted slice %s (%s on %s) as %s: %s (%s)", d.tenant, sl.ID, sl.Kind, sl.Board, g.ID, d.reason, d.text)})
 	}
@@ -254,8 +255,10 @@ func (e *Engine) grant(now time.Time, d decision) {
 	e.dirtyNodes[g.Node] = true
 }
 
-// freeSlice picks a free slice: on a node where the tenant already runs if possible, else the
-// first free one by id, so choices are deterministic.
+// freeSlice picks a free slice. With a plan applied: one the plan places a replica of the tenant
+// on (its node, GPU and slice kind) first, then one the plan leaves to nobody, then any. Among
+// equals: on a node where the tenant already runs if possible, else the first free one by id, so
+// choices are deterministic.
 func (e *Engine) freeSlice(tenant string) (Slice, bool) {
 	onNode := map[string]bool{}
 	for _, g := range e.grants {
@@ -263,15 +266,29 @@ func (e *Engine) freeSlice(tenant string) (Slice, bool) {
 			onNode[g.Node] = true
 		}
 	}
+	var planned map[string]plannedSlot
+	if e.plan != nil {
+		planned = e.placement()
+	}
+	rank := func(id string) int { // 0 planned for the tenant, 1 planned for nobody, 2 for another
+		p, ok := planned[id]
+		switch {
+		case !ok:
+			return 1
+		case p.tenant == tenant:
+			return 0
+		}
+		return 2
+	}
 	var best Slice
-	found, bestLocal := false, false
+	found, bestLocal, bestRank := false, false, 3
 	for id, s := range e.slices {
 		if e.sliceGrant[id] != "" {
 			continue
 		}
-		local := onNode[s.Node]
-		if !found || (local && !bestLocal) || (local == bestLocal && id < best.ID) {
-			best, found, bestLocal = s, true, local
+		local, r := onNode[s.Node], rank(id)
+		if !found || r < bestRank || r == bestRank && ((local && !bestLocal) || (local == bestLocal && id < best.ID)) {
+			best, found, bestLocal, bestRank = s, true, local, r
 		}
 	}
 	return best, found
@@ -307,7 +324,7 @@ func (e *Engine) moveOrphans(now time.Time) {
 		e.dirtyNodes[g.Node] = true
 		e.event(now, Event{Code: CodeMoved, Tenant: g.Tenant, Node: sl.Node, Grant: g.ID,
 			Message: fmt.Sprintf("grant %s of tenant %s moved from slice %s (gone) to %s", g.ID, g.Tenant, g.Slice, sl.ID)})
-		g.Slice, g.Node = sl.ID, sl.Node
+		g.Slice, g.Node, g.Limits = sl.ID, sl.Node, e.limitsFor(g.Tenant, sl.ID)
 		e.sliceGrant[sl.ID] = g.ID
 		e.ch.Grants[g.ID] = true
 		e.dirtyNodes[g.Node] = true

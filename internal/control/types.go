@@ -1,6 +1,10 @@
 package control
 
-import "time"
+import (
+	"time"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
 
 // Role is what a bearer token may do.
 type Role string
@@ -189,6 +193,10 @@ type Grant struct {
 	// change: the standby starts first, and the old grant stops once the standby's agent reports
 	// it ready; then this grant is the tenant's replica.
 	Replaces string `json:"replaces,omitempty"`
+	// Limits are the sharing limits the applied plan gives the replica on this slice (MPS
+	// active-thread percentage and pinned memory); nil when the plan places no replica of the
+	// tenant here or sets none.
+	Limits *v1.Limits `json:"limits,omitempty"`
 }
 
 // LayoutSlice is one slice of a node's desired layout and who should run on it.
@@ -202,6 +210,9 @@ type LayoutSlice struct {
 	// Draining marks a slice of a GPU that leaves the pool for a MIG change, or of a cordoned
 	// node: its replica keeps running until its standby elsewhere is ready.
 	Draining bool `json:"draining,omitempty"`
+	// Limits are the replica's sharing limits (Grant.Limits): for an MPS share, the active
+	// thread percentage and pinned device memory its MPS client gets.
+	Limits *v1.Limits `json:"limits,omitempty"`
 }
 
 // Layout is what a node's agent should make true.

@@ -124,7 +124,7 @@ func (v *View) Layout(node string) (Layout, bool) {
 	for _, s := range v.Slices {
 		if s.Node == node {
 			g := bySlice[s.ID]
-			l.Slices = append(l.Slices, LayoutSlice{Slice: s, Tenant: g.Tenant, Grant: g.ID, Standby: g.Replaces != ""})
+			l.Slices = append(l.Slices, LayoutSlice{Slice: s, Tenant: g.Tenant, Grant: g.ID, Standby: g.Replaces != "", Limits: g.Limits})
 		}
 	}
 	// A cordoned node's slices are out of the pool, but their replicas run until their standbys
@@ -135,7 +135,7 @@ func (v *View) Layout(node string) (Layout, bool) {
 				id := sliceID(node, gp.UUID, k)
 				if g, ok := bySlice[id]; ok {
 					l.Slices = append(l.Slices, LayoutSlice{Slice: Slice{ID: id, Node: node, GPU: gp.UUID, Board: gp.Board, Kind: kind},
-						Tenant: g.Tenant, Grant: g.ID, Draining: true})
+						Tenant: g.Tenant, Grant: g.ID, Draining: true, Limits: g.Limits})
 				}
 			}
 		}
@@ -154,7 +154,7 @@ func (v *View) Layout(node string) (Layout, bool) {
 				id := sliceID(node, gp.UUID, k)
 				if g, ok := bySlice[id]; ok {
 					l.Slices = append(l.Slices, LayoutSlice{Slice: Slice{ID: id, Node: node, GPU: gp.UUID, Board: gp.Board, Kind: kind},
-						Tenant: g.Tenant, Grant: g.ID, Draining: true})
+						Tenant: g.Tenant, Grant: g.ID, Draining: true, Limits: g.Limits})
 				}
 			}
 		}
