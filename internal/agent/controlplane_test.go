@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/gate"
 	"gpupool.dev/gpupool/internal/gpu"
 )
@@ -36,7 +37,7 @@ func TestControlPlaneAttempts(t *testing.T) {
 		t.Fatalf("a failed attempt is submitted again: %v", got)
 	}
 	a.SetDesired(DesiredLayout{Revision: 4, GPUs: []DesiredGPU{{UUID: "GPU-0", MIG: "3g.40gb@0 3g.40gb@4", Op: 7, Attempt: 2}},
-		Slices: []DesiredSlice{{ID: "n/GPU-1/0", Grant: "g9", Standby: true}, {ID: "n/GPU-1/1", Grant: "g3"}}})
+		Slices: []DesiredSlice{{Slice: v1.Slice{ID: "n/GPU-1/0"}, Grant: "g9", Standby: true}, {Slice: v1.Slice{ID: "n/GPU-1/1"}, Grant: "g3"}}})
 	if got := a.controlDesired(); len(got) != 1 {
 		t.Fatalf("the retry is not submitted: %v", got)
 	}
@@ -80,7 +81,7 @@ func (f *fencingCP) Desired(ctx context.Context, after uint64, wait time.Duratio
 		case <-time.After(wait):
 		}
 	}
-	return DesiredLayout{Revision: 9, Epoch: 2, Slices: []DesiredSlice{{ID: "n/GPU-0/0", Grant: "g5", Standby: true}}}, nil
+	return DesiredLayout{Revision: 9, Epoch: 2, Slices: []DesiredSlice{{Slice: v1.Slice{ID: "n/GPU-0/0"}, Grant: "g5", Standby: true}}}, nil
 }
 
 // TestLinkFencing: an agent that ran the layout of epoch 1 is refused (fenced) by a control plane
@@ -89,7 +90,7 @@ func (f *fencingCP) Desired(ctx context.Context, after uint64, wait time.Duratio
 func TestLinkFencing(t *testing.T) {
 	a := &Agent{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	a.inventory = []GPUInfo{{Index: 0, UUID: "GPU-0", Board: "H100-SXM5-80GB"}}
-	a.SetDesired(DesiredLayout{Revision: 4, Epoch: 1, Slices: []DesiredSlice{{ID: "n/GPU-0/0", Grant: "g1", Standby: true}}})
+	a.SetDesired(DesiredLayout{Revision: 4, Epoch: 1, Slices: []DesiredSlice{{Slice: v1.Slice{ID: "n/GPU-0/0"}, Grant: "g1", Standby: true}}})
 	cp := &fencingCP{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

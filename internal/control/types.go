@@ -72,29 +72,6 @@ type TenantCost struct {
 	GCO2eMarket       *float64 `json:"gCO2ePerHourMarketBased,omitempty"`
 }
 
-// GPU is one GPU an agent reports, with the slices it is cut into now.
-type GPU struct {
-	UUID   string   `json:"uuid"`
-	Board  string   `json:"board"`
-	Slices []string `json:"slices"` // slice kinds, e.g. "3g.40gb", "mps-50", "exclusive"
-	// MIG is the GPU's MIG layout as the agent reads it ("3g.40gb@0 3g.40gb@4"); empty when the
-	// GPU is not in MIG mode or the agent does not say.
-	MIG string `json:"mig,omitempty"`
-	// Gate is the outcome of the last layout change the agent ran on this GPU for a gate
-	// operation of the control plane.
-	Gate *GateReport `json:"gate,omitempty"`
-}
-
-// GateReport is what an agent says about a gate operation it ran: the operation's id and the
-// gate's closed outcome code (GateDone, GateRolledBack, GateRollbackFailed, GateCordonFailed,
-// GateDrainFailed, GateCooldown, GateRateLimit) with its sentence.
-type GateReport struct {
-	Op      uint64 `json:"op"`
-	Attempt int    `json:"attempt"`
-	Code    string `json:"code"`
-	Message string `json:"message,omitempty"`
-}
-
 // GateOp is one MIG layout change asked of one GPU: it waits until the orchestration lets it
 // start (maxUnavailable, cooldown, maintenance window), then its GPU's slices leave the pool (the
 // replicas on them move first) and the node's agent receives the new layout, which its gate
@@ -117,6 +94,24 @@ type GateOp struct {
 	NotBefore time.Time `json:"notBefore,omitzero"`
 }
 
+// The node wire types live in api/v1, shared with the node agent; these names are theirs here.
+type (
+	// Inventory is what an agent reports about its node.
+	Inventory = v1.NodeReport
+	// GPU is one GPU an agent reports, with the slices it is cut into now.
+	GPU = v1.NodeGPU
+	// GateReport is what an agent says about a gate operation it ran.
+	GateReport = v1.GateReport
+	// Slice is one unit a replica runs on.
+	Slice = v1.Slice
+	// LayoutSlice is one slice of a node's desired layout and who should run on it.
+	LayoutSlice = v1.LayoutSlice
+	// Layout is what a node's agent should make true.
+	Layout = v1.NodeLayout
+	// GPULayout is a GPU's desired MIG layout and the gate operation it belongs to.
+	GPULayout = v1.GPULayout
+)
+
 // GateState is a gate operation's state.
 type GateState string
 
@@ -126,21 +121,6 @@ const (
 	GateDraining GateState = "draining"
 	GateApplying GateState = "applying"
 )
-
-// Inventory is what an agent reports about its node.
-type Inventory struct {
-	GPUs []GPU `json:"gpus"`
-	// Ready lists the standby grants of the node's layout that run and are ready.
-	Ready []string `json:"ready,omitempty"`
-	// Failed lists the standby grants whose replicas did not become healthy within the agent's
-	// startup budget: the control plane stops them (the replicas they stand in for keep running)
-	// and starts new standbys.
-	Failed []string `json:"failed,omitempty"`
-	// Epoch is the epoch of the layout the agent runs (Layout.Epoch; 0 before its first). Once
-	// the node has an epoch, a report from another epoch is refused (ErrFenced): the agent runs
-	// replicas the control plane has moved away.
-	Epoch uint64 `json:"epoch,omitempty"`
-}
 
 // Node is one registered node.
 type Node struct {
@@ -170,15 +150,6 @@ type Node struct {
 	Changed map[string]time.Time `json:"changed,omitempty"`
 }
 
-// Slice is one unit a replica runs on.
-type Slice struct {
-	ID    string `json:"id"` // NODE/GPU-UUID/INDEX
-	Node  string `json:"node"`
-	GPU   string `json:"gpu"`
-	Board string `json:"board"`
-	Kind  string `json:"kind"`
-}
-
 // Grant places one tenant replica on one slice.
 type Grant struct {
 	ID     string    `json:"id"`
@@ -197,45 +168,6 @@ type Grant struct {
 	// active-thread percentage and pinned memory); nil when the plan places no replica of the
 	// tenant here or sets none.
 	Limits *v1.Limits `json:"limits,omitempty"`
-}
-
-// LayoutSlice is one slice of a node's desired layout and who should run on it.
-type LayoutSlice struct {
-	Slice
-	Tenant string `json:"tenant,omitempty"`
-	Grant  string `json:"grant,omitempty"`
-	// Standby marks a replica started for a grant that moves off a draining GPU or a cordoned
-	// node: the agent reports it in Inventory.Ready once it runs.
-	Standby bool `json:"standby,omitempty"`
-	// Draining marks a slice of a GPU that leaves the pool for a MIG change, or of a cordoned
-	// node: its replica keeps running until its standby elsewhere is ready.
-	Draining bool `json:"draining,omitempty"`
-	// Limits are the replica's sharing limits (Grant.Limits): for an MPS share, the active
-	// thread percentage and pinned device memory its MPS client gets.
-	Limits *v1.Limits `json:"limits,omitempty"`
-}
-
-// Layout is what a node's agent should make true.
-type Layout struct {
-	Node     string `json:"node"`
-	Revision uint64 `json:"revision"`
-	// Epoch is the node's epoch (Node.Epoch): an agent holding replicas of an older epoch stops
-	// them all before it runs this layout, and reports this epoch from then on.
-	Epoch  uint64        `json:"epoch,omitempty"`
-	Slices []LayoutSlice `json:"slices"`
-	// GPUs are the MIG layouts the node's gate should apply now, one per GPU with a gate
-	// operation handed to the agent.
-	GPUs []GPULayout `json:"gpus,omitempty"`
-}
-
-// GPULayout is a GPU's desired MIG layout and the gate operation it belongs to.
-type GPULayout struct {
-	UUID  string `json:"uuid"`
-	Board string `json:"board"`
-	MIG   string `json:"mig"`
-	Op    uint64 `json:"op"`
-	// Attempt numbers the tries of the operation (a retry is a new attempt for the agent).
-	Attempt int `json:"attempt"`
 }
 
 // Event is one thing that happened, with a closed reason code and a sentence with numbers.
