@@ -2,7 +2,6 @@ package control
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -45,42 +44,52 @@ func planSlots(p *v1.Plan) []plannedSlot {
 	return out
 }
 
-// sliceAt describes a live slice as the plan names places: its GPU's index on the node and,
-// under MIG, its instance ("profile@start": the agent reports a GPU's slices in the order of
-// its MIG layout).
-func (e *Engine) sliceAt(s Slice) (gpuIdx int, inst string) {
-	n := e.nodes[s.Node]
-	if n == nil {
-		return -1, ""
-	}
-	k := strings.LastIndexByte(s.ID, '/')
-	for i, g := range n.Inventory.GPUs {
-		if g.UUID != s.GPU {
-			continue
-		}
-		if g.MIG != "" {
-			if l, err := gpu.ParseLayout(g.MIG); err == nil {
-				l = l.Sorted()
-				var j int
-				if _, err := fmt.Sscan(s.ID[k+1:], &j); err == nil && j >= 0 && j < len(l) {
-					inst = fmt.Sprintf("%s@%d", l[j].Profile, l[j].Start)
+// slicePlaces describes the live slices as the plan names places: for each node and GPU index
+// (among the GPUs the node reports), its live slices by id, each with its MIG instance
+// ("profile@start"; the agent reports a GPU's slices in the order of its MIG layout).
+func (e *Engine) slicePlaces() map[placeKey][]placedSlice {
+	out := map[placeKey][]placedSlice{}
+	for _, n := range e.nodes {
+		for gi, g := range n.Inventory.GPUs {
+			var l gpu.Layout
+			if g.MIG != "" {
+				if pl, err := gpu.ParseLayout(g.MIG); err == nil {
+					l = pl.Sorted()
 				}
 			}
+			for k := range g.Slices {
+				id := sliceID(n.Name, g.UUID, k)
+				s, live := e.slices[id]
+				if !live {
+					continue
+				}
+				ps := placedSlice{s: s}
+				if k < len(l) {
+					ps.inst = fmt.Sprintf("%s@%d", l[k].Profile, l[k].Start)
+				}
+				out[placeKey{n.Name, gi}] = append(out[placeKey{n.Name, gi}], ps)
+			}
 		}
-		return i, inst
 	}
-	return -1, ""
+	for _, ps := range out {
+		slices.SortFunc(ps, func(a, b placedSlice) int { return strings.Compare(a.s.ID, b.s.ID) })
+	}
+	return out
 }
 
-// fits reports whether a live slice is the place and kind of a planned replica.
-func (e *Engine) fits(p plannedSlot, s Slice) bool {
-	if s.Node != p.node {
-		return false
-	}
-	gi, inst := e.sliceAt(s)
-	if gi != p.gpu {
-		return false
-	}
+type placeKey struct {
+	node string
+	gpu  int
+}
+
+type placedSlice struct {
+	s    Slice
+	inst string
+}
+
+// fits reports whether a live slice (with its MIG instance) is the kind of a planned replica;
+// the caller matched node and GPU.
+func fits(p plannedSlot, s Slice, inst string) bool {
 	switch p.kind {
 	case v1.SliceExclusive:
 		return s.Kind == "exclusive"
@@ -108,11 +117,11 @@ func (e *Engine) placement() map[string]plannedSlot {
 	if len(slots) == 0 {
 		return e.planned
 	}
-	ids := slices.Sorted(maps.Keys(e.slices))
+	places := e.slicePlaces()
 	for _, p := range slots {
-		for _, id := range ids {
-			if _, taken := e.planned[id]; !taken && e.fits(p, e.slices[id]) {
-				e.planned[id] = p
+		for _, ps := range places[placeKey{p.node, p.gpu}] {
+			if _, taken := e.planned[ps.s.ID]; !taken && fits(p, ps.s, ps.inst) {
+				e.planned[ps.s.ID] = p
 				break
 			}
 		}

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"fmt"
 	"testing"
 
 	v1 "gpupool.dev/gpupool/api/v1"
@@ -69,5 +70,56 @@ func TestGrantsFollowPlan(t *testing.T) {
 	}
 	if !carried {
 		t.Errorf("n2's layout does not carry the MPS limits on the planned mps-25 share: %+v", l.Slices)
+	}
+}
+
+// BenchmarkEnginePlacement compares, side by side, a demand change without a plan and with a plan
+// that places a replica on each of the 256 slices (8 nodes × 8 GPUs × 4 time-sliced slices, 50
+// tenants), and times the placement index's rebuild (after every change of the slices).
+func BenchmarkEnginePlacement(b *testing.B) {
+	for _, planned := range []bool{false, true} {
+		e, _ := NewEngine(EngineConfig{}, t0)
+		p := &v1.Plan{Pool: "p"}
+		for i := range 8 {
+			n := fmt.Sprintf("n%d", i)
+			e.Register(t0, n, inv(8, 4, n))
+			for g := range 8 {
+				pg := v1.PlanGPU{Node: n, Index: g, Board: "H100-SXM5-80GB", Role: v1.RolePool, Mode: v1.ModeTimeSlice}
+				for k := range 4 {
+					pg.Replicas = append(pg.Replicas, v1.PlanReplica{Tenant: fmt.Sprintf("t%d", (i*32+g*4+k)%50), Index: k})
+				}
+				p.GPUs = append(p.GPUs, pg)
+			}
+		}
+		if planned {
+			if _, err := e.ApplyPlan(t0, &v1.Pool{Metadata: v1.Metadata{Name: "p"}}, p); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for i := range 50 {
+			e.PutTenant(t0, Tenant{Name: fmt.Sprintf("t%d", i), Demand: 4})
+		}
+		e.Take()
+		name := map[bool]string{false: "plan=none", true: "plan=256-replicas"}[planned]
+		b.Run("SetDemand/"+name, func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				i++
+				if _, err := e.SetDemand(t0, fmt.Sprintf("t%d", i%50), 2+i%5); err != nil {
+					b.Fatal(err)
+				}
+				e.Take()
+			}
+		})
+		if planned {
+			b.Run("PlacementIndex/"+name, func(b *testing.B) { // rebuilt after a node report
+				for b.Loop() {
+					e.planned = nil
+					if len(e.placement()) != 256 {
+						b.Fatal("placement does not cover the 256 planned slices")
+					}
+				}
+			})
+		}
 	}
 }
