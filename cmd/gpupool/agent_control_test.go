@@ -20,33 +20,8 @@ import (
 // drain, destroy, create, verify, smoke, uncordon) on the fake GPU, and the agent's report ends
 // the operation with the GPU's new slices back in the pool.
 func TestAgentFollowsControlPlane(t *testing.T) {
-	url, op := startInProcess(t)
+	url, op, c, out, node := startFakeAgent(t)
 	ctx := context.Background()
-	c := &client{base: url, token: op, http: newHTTPClient()}
-	var tok control.TokenResponse
-	must(t, c.call(ctx, "POST", "/v1/tokens", control.TokenRequest{Role: control.RoleAgent, Node: "fake-a", Name: "test"}, &tok))
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "agent.yaml")
-	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf("node: fake-a\nstateDir: %s\nlisten: 127.0.0.1:0\npollInterval: 100ms\npolicy: {reconfigCooldown: 0s}\ngpus: []\n", filepath.Join(dir, "state"))), 0o644))
-	actx, stop := context.WithCancel(ctx)
-	out := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(actx, []string{"agent", "--fake", "--config", cfg, "--server", url, "--token", tok.Token}, out, out)
-	}()
-	t.Cleanup(func() { stop(); <-done })
-
-	node := func() control.Node {
-		var ns []control.Node
-		must(t, c.call(ctx, "GET", "/v1/nodes", nil, &ns))
-		for _, n := range ns {
-			if n.Name == "fake-a" {
-				return n
-			}
-		}
-		return control.Node{}
-	}
-	waitFor(t, 20*time.Second, out, "the node to register with 8 GPUs", func() bool { return len(node().Inventory.GPUs) == 8 })
 	n := node()
 	g0 := n.Inventory.GPUs[0]
 	if g0.MIG != "7g.80gb@0" || len(g0.Slices) != 1 {
@@ -120,6 +95,40 @@ func TestAgentFollowsControlPlane(t *testing.T) {
 	if o, _, code := runCmd(t, "gate", "list", "--server", url, "--token", op); code != 0 || strings.Count(o, "\n") != 1 {
 		t.Errorf("gate list after both changes: %d %q, want the header only", code, o)
 	}
+}
+
+// startFakeAgent runs the control plane and a real agent for node fake-a on the NVML fake (8
+// H100s) in this process, and waits until the node registered. It returns the server's URL, the
+// operator token, an operator client, the agent's output and a reader of the node's record.
+func startFakeAgent(t *testing.T) (string, string, *client, *syncBuffer, func() control.Node) {
+	t.Helper()
+	url, op := startInProcess(t)
+	ctx := context.Background()
+	c := &client{base: url, token: op, http: newHTTPClient()}
+	var tok control.TokenResponse
+	must(t, c.call(ctx, "POST", "/v1/tokens", control.TokenRequest{Role: control.RoleAgent, Node: "fake-a", Name: "test"}, &tok))
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "agent.yaml")
+	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf("node: fake-a\nstateDir: %s\nlisten: 127.0.0.1:0\npollInterval: 100ms\npolicy: {reconfigCooldown: 0s}\ngpus: []\n", filepath.Join(dir, "state"))), 0o644))
+	actx, stop := context.WithCancel(ctx)
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(actx, []string{"agent", "--fake", "--config", cfg, "--server", url, "--token", tok.Token}, out, out)
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	node := func() control.Node {
+		var ns []control.Node
+		must(t, c.call(ctx, "GET", "/v1/nodes", nil, &ns))
+		for _, n := range ns {
+			if n.Name == "fake-a" {
+				return n
+			}
+		}
+		return control.Node{}
+	}
+	waitFor(t, 20*time.Second, out, "the node to register with 8 GPUs", func() bool { return len(node().Inventory.GPUs) == 8 })
+	return url, op, c, out, node
 }
 
 func waitFor(t *testing.T, d time.Duration, out *syncBuffer, what string, ok func() bool) {
@@ -208,32 +217,8 @@ func TestAgentServerFlags(t *testing.T) {
 // unplanned tenant first, then chat-b, then chat-a): each planned replica lands on its planned
 // instance, and the unplanned tenant on a slice the plan leaves free.
 func TestGrantsFollowAppliedPlan(t *testing.T) {
-	url, op := startInProcess(t)
+	_, _, c, out, node := startFakeAgent(t)
 	ctx := context.Background()
-	c := &client{base: url, token: op, http: newHTTPClient()}
-	var tok control.TokenResponse
-	must(t, c.call(ctx, "POST", "/v1/tokens", control.TokenRequest{Role: control.RoleAgent, Node: "fake-a", Name: "test"}, &tok))
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "agent.yaml")
-	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf("node: fake-a\nstateDir: %s\nlisten: 127.0.0.1:0\npollInterval: 100ms\npolicy: {reconfigCooldown: 0s}\ngpus: []\n", filepath.Join(dir, "state"))), 0o644))
-	actx, stop := context.WithCancel(ctx)
-	out := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(actx, []string{"agent", "--fake", "--config", cfg, "--server", url, "--token", tok.Token}, out, out)
-	}()
-	t.Cleanup(func() { stop(); <-done })
-	node := func() control.Node {
-		var ns []control.Node
-		must(t, c.call(ctx, "GET", "/v1/nodes", nil, &ns))
-		for _, n := range ns {
-			if n.Name == "fake-a" {
-				return n
-			}
-		}
-		return control.Node{}
-	}
-	waitFor(t, 20*time.Second, out, "the node to register with 8 GPUs", func() bool { return len(node().Inventory.GPUs) == 8 })
 	raw, err := os.ReadFile("../../examples/h100-7b-sharing.yaml")
 	must(t, err)
 	raw = bytes.Replace(raw, []byte("allowedModes: [exclusive, mig, mps, timeslice]"), []byte("allowedModes: [mig]"), 1)

@@ -3,7 +3,6 @@ package control
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -26,16 +25,9 @@ func TestPartitionFencing(t *testing.T) {
 	}{{"lease", 400 * time.Millisecond}, {"no lease", 0}} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarnessLoop(t, ServerConfig{}, LoopConfig{Tick: 50 * time.Millisecond, Engine: EngineConfig{NodeTimeout: time.Second}})
-			ctx, cancel := context.WithCancel(context.Background())
 			agents := map[string]*SimAgent{}
-			var wg sync.WaitGroup
-			defer wg.Wait() // after cancel: deferred calls run last first
-			defer cancel()
 			start := func(n string, lease time.Duration) {
-				a := &SimAgent{Server: h.srv.URL, Token: h.tokens["agent-"+n], Node: n, Inventory: inv(2, 2, n),
-					Heartbeat: 100 * time.Millisecond, Client: &http.Client{Timeout: time.Second}, Lease: lease}
-				agents[n] = a
-				wg.Go(func() { a.Run(ctx) })
+				agents[n] = h.simAgent(t, n, func(a *SimAgent) { a.Lease = lease })
 			}
 			running := func(n string) []string {
 				var gs []string
@@ -57,7 +49,7 @@ func TestPartitionFencing(t *testing.T) {
 			// Watch for a replica running on both nodes at once.
 			var twice []string
 			var wmu sync.Mutex
-			watch, stopWatch := context.WithCancel(ctx)
+			watch, stopWatch := context.WithCancel(context.Background())
 			var ww sync.WaitGroup
 			ww.Go(func() {
 				for sleep(watch, 5*time.Millisecond) {

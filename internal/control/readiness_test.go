@@ -1,11 +1,8 @@
 package control
 
 import (
-	"context"
 	"encoding/json"
-	"net/http"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 )
@@ -25,16 +22,8 @@ func TestStandbyReadinessFromHealth(t *testing.T) {
 	}{{"healthy after 600ms", 600 * time.Millisecond}, {"never healthy", -1}} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t, ServerConfig{})
-			ctx, cancel := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			defer wg.Wait()
-			defer cancel()
 			start := func(n string, run ReplicaRunner) *SimAgent {
-				a := &SimAgent{Server: h.srv.URL, Token: h.tokens["agent-"+n], Node: n, Inventory: inv(2, 2, n),
-					Heartbeat: 100 * time.Millisecond, Client: &http.Client{Timeout: time.Second},
-					Replicas: run, StartupBudget: 1500 * time.Millisecond}
-				wg.Go(func() { a.Run(ctx) })
-				return a
+				return h.simAgent(t, n, func(a *SimAgent) { a.Replicas, a.StartupBudget = run, 1500*time.Millisecond })
 			}
 			grants := func() []Grant {
 				var gs []Grant
