@@ -108,8 +108,10 @@ func runDemo(ctx context.Context, base, operator, dataDir string, seed uint64, l
 			h.Write([]byte(s.Grant))
 			return time.Second + time.Duration(h.Sum32()%2000)*time.Millisecond
 		}
+		// It stops its replicas when it has not reached the server for 20 s, before the server
+		// (node timeout 30 s) moves them.
 		go (&control.SimAgent{Server: base, Token: tok, Node: "h200-c", Inventory: demoMPSNode,
-			Replicas: control.SimReplicas(startup), StartupBudget: 10 * time.Second}).Run(ctx)
+			Replicas: control.SimReplicas(startup), StartupBudget: 10 * time.Second, Lease: 20 * time.Second}).Run(ctx)
 	}
 	rng := rand.New(rand.NewPCG(seed, 0))
 	go demoGates(ctx, cl, rand.New(rand.NewPCG(seed, 1)), log)
