@@ -123,7 +123,8 @@ type State struct {
 	Pool *v1.Pool
 }
 
-// restoreEngine rebuilds an engine from stored state: nodes count as just seen, the allocator
+// restoreEngine rebuilds an engine from stored state: nodes count as just seen (a lost node stays
+// lost: it comes back only by a report for its epoch), the allocator
 // decides again, and each new task takes over a stored grant of its tenant where one is left
 // (same id, same slice), so a restart moves nothing that need not move.
 func restoreEngine(cfg EngineConfig, now time.Time, st State) (*Engine, error) {
@@ -141,9 +142,11 @@ func restoreEngine(cfg EngineConfig, now time.Time, st State) (*Engine, error) {
 		e.tenants[t.Name] = &t
 	}
 	for _, n := range st.Nodes {
-		n.LastSeen, n.Lost = now, false
+		n.LastSeen = now
 		e.nodes[n.Name] = &n
-		e.addSlices(&n)
+		if !n.Lost { // a lost node stays lost (fenced) until its agent reports for its epoch
+			e.addSlices(&n)
+		}
 	}
 	for _, g := range st.Grants {
 		e.hints[g.Tenant] = append(e.hints[g.Tenant], &g)

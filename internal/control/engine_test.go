@@ -132,6 +132,17 @@ func TestEngineGrantsFollowDemandAndNodes(t *testing.T) {
 	if a, b := e.granted("alpha"), e.granted("beta"); a+b != 4 {
 		t.Fatalf("after refused reports alpha=%d beta=%d, want still 4 in all", a, b)
 	}
+	// A restart keeps the node lost and fenced.
+	r, err := restoreEngine(EngineConfig{NodeTimeout: 10 * time.Second}, t0.Add(13*time.Second), stateOf(e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := r.nodes["node-b"]; !n.Lost || n.Epoch != 1 {
+		t.Fatalf("after a restart node-b is %+v, want still lost at epoch 1", n)
+	}
+	if err := r.Heartbeat(t0.Add(13*time.Second), "node-b"); !errors.Is(err, ErrFenced) {
+		t.Fatalf("after a restart the lost node's heartbeat: %v, want ErrFenced", err)
+	}
 	back := inv(1, 4, "node-b")
 	back.Epoch = l.Epoch
 	if _, err := e.Register(t0.Add(13*time.Second), "node-b", back); err != nil {
