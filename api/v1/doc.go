@@ -1,5 +1,7 @@
 // Package v1 is the gpupool.dev/v1 file and API schema: the Pool an operator writes and the Plan
-// the planner produces, their strict decoding, defaults, validation and encoding.
+// the planner produces, their strict decoding, defaults, validation and encoding; and the node
+// wire types (node.go: NodeReport, NodeLayout and their parts) that a node agent and the control
+// plane exchange over `/v1/nodes/{node}`.
 //
 // # Documents
 //

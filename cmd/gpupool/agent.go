@@ -372,7 +372,11 @@ func newFakeNode(cfg agent.Config, model string, all bool, gpus int) (*nvml.Fake
 	}
 	path := filepath.Join(cfg.StateDir, "fake-gpus.json")
 	_, statErr := os.Stat(path)
-	fk, err := nvml.NewFake(nvml.FakeOptions{Model: model, StatePath: path, GPUs: gpus})
+	opt := nvml.FakeOptions{Model: model, StatePath: path, GPUs: gpus}
+	if all { // one of the control plane's nodes: GPU UUIDs distinct across the pool
+		opt.Node = cfg.Node
+	}
+	fk, err := nvml.NewFake(opt)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -19,33 +20,8 @@ import (
 // drain, destroy, create, verify, smoke, uncordon) on the fake GPU, and the agent's report ends
 // the operation with the GPU's new slices back in the pool.
 func TestAgentFollowsControlPlane(t *testing.T) {
-	url, op := startInProcess(t)
+	url, op, c, out, node := startFakeAgent(t)
 	ctx := context.Background()
-	c := &client{base: url, token: op, http: newHTTPClient()}
-	var tok control.TokenResponse
-	must(t, c.call(ctx, "POST", "/v1/tokens", control.TokenRequest{Role: control.RoleAgent, Node: "fake-a", Name: "test"}, &tok))
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "agent.yaml")
-	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf("node: fake-a\nstateDir: %s\nlisten: 127.0.0.1:0\npollInterval: 100ms\npolicy: {reconfigCooldown: 0s}\ngpus: []\n", filepath.Join(dir, "state"))), 0o644))
-	actx, stop := context.WithCancel(ctx)
-	out := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(actx, []string{"agent", "--fake", "--config", cfg, "--server", url, "--token", tok.Token}, out, out)
-	}()
-	t.Cleanup(func() { stop(); <-done })
-
-	node := func() control.Node {
-		var ns []control.Node
-		must(t, c.call(ctx, "GET", "/v1/nodes", nil, &ns))
-		for _, n := range ns {
-			if n.Name == "fake-a" {
-				return n
-			}
-		}
-		return control.Node{}
-	}
-	waitFor(t, 20*time.Second, out, "the node to register with 8 GPUs", func() bool { return len(node().Inventory.GPUs) == 8 })
 	n := node()
 	g0 := n.Inventory.GPUs[0]
 	if g0.MIG != "7g.80gb@0" || len(g0.Slices) != 1 {
@@ -119,6 +95,40 @@ func TestAgentFollowsControlPlane(t *testing.T) {
 	if o, _, code := runCmd(t, "gate", "list", "--server", url, "--token", op); code != 0 || strings.Count(o, "\n") != 1 {
 		t.Errorf("gate list after both changes: %d %q, want the header only", code, o)
 	}
+}
+
+// startFakeAgent runs the control plane and a real agent for node fake-a on the NVML fake (8
+// H100s) in this process, and waits until the node registered. It returns the server's URL, the
+// operator token, an operator client, the agent's output and a reader of the node's record.
+func startFakeAgent(t *testing.T) (string, string, *client, *syncBuffer, func() control.Node) {
+	t.Helper()
+	url, op := startInProcess(t)
+	ctx := context.Background()
+	c := &client{base: url, token: op, http: newHTTPClient()}
+	var tok control.TokenResponse
+	must(t, c.call(ctx, "POST", "/v1/tokens", control.TokenRequest{Role: control.RoleAgent, Node: "fake-a", Name: "test"}, &tok))
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "agent.yaml")
+	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf("node: fake-a\nstateDir: %s\nlisten: 127.0.0.1:0\npollInterval: 100ms\npolicy: {reconfigCooldown: 0s}\ngpus: []\n", filepath.Join(dir, "state"))), 0o644))
+	actx, stop := context.WithCancel(ctx)
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(actx, []string{"agent", "--fake", "--config", cfg, "--server", url, "--token", tok.Token}, out, out)
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	node := func() control.Node {
+		var ns []control.Node
+		must(t, c.call(ctx, "GET", "/v1/nodes", nil, &ns))
+		for _, n := range ns {
+			if n.Name == "fake-a" {
+				return n
+			}
+		}
+		return control.Node{}
+	}
+	waitFor(t, 20*time.Second, out, "the node to register with 8 GPUs", func() bool { return len(node().Inventory.GPUs) == 8 })
+	return url, op, c, out, node
 }
 
 func waitFor(t *testing.T, d time.Duration, out *syncBuffer, what string, ok func() bool) {
@@ -196,6 +206,65 @@ func TestAgentServerFlags(t *testing.T) {
 	for _, want := range []string{"--server and --token go together", "--once and --reset run without the control plane", "--client-cert and --client-key go together"} {
 		if code != exitInvalid || !strings.Contains(errs, want) {
 			t.Errorf("exit %d, stderr %q: want exit %d and %q", code, errs, exitInvalid, want)
+		}
+	}
+}
+
+// TestGrantsFollowAppliedPlan runs the control plane and a real agent on the NVML fake (8 H100s,
+// each one 7g.80gb instance at first), applies a MIG-only plan of two tenants on one H100
+// (2g.20gb@0 for chat-a, 2g.20gb@2 for chat-b), lets the agent's gate re-partition GPU 0, and
+// then asks for the replicas in the order that would defeat a lowest-free-slice placement (an
+// unplanned tenant first, then chat-b, then chat-a): each planned replica lands on its planned
+// instance, and the unplanned tenant on a slice the plan leaves free.
+func TestGrantsFollowAppliedPlan(t *testing.T) {
+	_, _, c, out, node := startFakeAgent(t)
+	ctx := context.Background()
+	raw, err := os.ReadFile("../../examples/h100-7b-sharing.yaml")
+	must(t, err)
+	raw = bytes.Replace(raw, []byte("allowedModes: [exclusive, mig, mps, timeslice]"), []byte("allowedModes: [mig]"), 1)
+	raw = bytes.Replace(raw, []byte("name: node-a"), []byte("name: fake-a"), 1)
+	var applied control.PlanApplied
+	must(t, c.call(ctx, "POST", "/v1/plans/apply", raw, &applied))
+	g0 := node().Inventory.GPUs[0].UUID
+	want := map[string]string{} // tenant → planned slice id
+	for _, pg := range applied.Plan.GPUs {
+		for _, in := range pg.Instances {
+			for _, r := range in.Replicas {
+				if pg.Index != 0 || in.Profile != "2g.20gb" || (in.Start != 0 && in.Start != 2) {
+					t.Fatalf("the planner placed %s on GPU %d %s@%d; this test expects 2g.20gb@0 and 2g.20gb@2 on GPU 0", r.Tenant, pg.Index, in.Profile, in.Start)
+				}
+				want[r.Tenant] = fmt.Sprintf("fake-a/%s/%d", g0, in.Start/2) // the agent reports instances by start
+			}
+		}
+	}
+	if len(want) != 2 {
+		t.Fatalf("plan replicas %v, want chat-a and chat-b", want)
+	}
+	waitFor(t, 60*time.Second, out, "GPU 0 re-partitioned as planned", func() bool {
+		n := node()
+		return len(n.Gates) == 0 && n.Inventory.GPUs[0].MIG == "2g.20gb@0 2g.20gb@2"
+	})
+	for _, name := range []string{"other", "chat-b", "chat-a"} {
+		must(t, c.call(ctx, "PUT", "/v1/tenants/"+name, control.Tenant{Demand: 1}, nil))
+	}
+	var gs []control.Grant
+	must(t, c.call(ctx, "GET", "/v1/grants", nil, &gs))
+	for _, g := range gs {
+		if w, planned := want[g.Tenant]; planned && g.Slice != w {
+			t.Errorf("tenant %s granted %s, the plan placed it on %s", g.Tenant, g.Slice, w)
+		}
+		if g.Tenant == "other" && strings.Contains(g.Slice, "/"+g0+"/") {
+			t.Errorf("the unplanned tenant took %s, a planned instance", g.Slice)
+		}
+	}
+	if len(gs) != 3 {
+		t.Fatalf("grants %v, want one per tenant", gs)
+	}
+	var l control.Layout
+	must(t, c.call(ctx, "GET", "/v1/nodes/fake-a/layout", nil, &l))
+	for _, s := range l.Slices {
+		if w, planned := want[s.Tenant]; planned && (s.ID != w || s.Kind != "2g.20gb") {
+			t.Errorf("layout slice %+v for %s, want %s (2g.20gb)", s.Slice, s.Tenant, w)
 		}
 	}
 }

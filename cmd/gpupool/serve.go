@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -75,8 +76,9 @@ var demoLayouts = []string{"3g.40gb@0 3g.40gb@4", "2g.20gb@0 2g.20gb@2 3g.40gb@4
 	"1g.10gb@0 1g.10gb@1 2g.20gb@2 3g.40gb@4"}
 
 // runDemo runs two real agents on mock H100 nodes (4 GPUs each, one 7g.80gb instance per GPU at
-// first), one simulated MPS node, a tenant driver, and a gate driver that asks a GPU for another
-// MIG layout every 8 seconds (the first after 2), against the server at base.
+// first), one simulated MPS node whose replicas are simulated vLLM processes (ready once their
+// /health answers), a tenant driver, and a gate driver that asks a GPU for another MIG layout
+// every 8 seconds (the first after 2), against the server at base.
 func runDemo(ctx context.Context, base, operator, dataDir string, seed uint64, log *slog.Logger) {
 	cl := &client{base: base, token: operator, http: http.DefaultClient}
 	token := func(node string) (string, bool) {
@@ -99,7 +101,17 @@ func runDemo(ctx context.Context, base, operator, dataDir string, seed uint64, l
 		}()
 	}
 	if tok, ok := token("h200-c"); ok {
-		go (&control.SimAgent{Server: base, Token: tok, Node: "h200-c", Inventory: demoMPSNode}).Run(ctx)
+		// Its replicas are simulated vLLM processes: /health answers 200 after a 1-3 s start-up,
+		// and a standby counts as ready only then.
+		startup := func(s control.LayoutSlice) time.Duration {
+			h := fnv.New32a()
+			h.Write([]byte(s.Grant))
+			return time.Second + time.Duration(h.Sum32()%2000)*time.Millisecond
+		}
+		// It stops its replicas when it has not reached the server for 20 s, before the server
+		// (node timeout 30 s) moves them.
+		go (&control.SimAgent{Server: base, Token: tok, Node: "h200-c", Inventory: demoMPSNode,
+			Replicas: control.SimReplicas(startup), StartupBudget: 10 * time.Second, Lease: 20 * time.Second}).Run(ctx)
 	}
 	rng := rand.New(rand.NewPCG(seed, 0))
 	go demoGates(ctx, cl, rand.New(rand.NewPCG(seed, 1)), log)

@@ -27,11 +27,11 @@ type child struct {
 	addr string
 }
 
-func startServe(t *testing.T, dir string) *child {
+func startServe(t *testing.T, dir string, extra ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "GPUPOOL_TEST_CHILD=1",
-		"GPUPOOL_TEST_ARGS=serve --data "+dir+" --listen 127.0.0.1:0 --rate 100000 --burst 100000")
+		"GPUPOOL_TEST_ARGS=serve --data "+dir+" --listen 127.0.0.1:0 --rate 100000 --burst 100000 "+strings.Join(extra, " "))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +178,81 @@ func TestServeSurvivesSIGKILL(t *testing.T) {
 		clients, kills, time.Since(start).Round(time.Millisecond), total[0], total[1], total[2])
 	if total[1] < clients*kills {
 		t.Errorf("only %d acknowledged writes: the test did not exercise the server", total[1])
+	}
+}
+
+// TestServeKeepsLeasesAcrossSIGKILL: burst leases survive a SIGKILL of the server: after the
+// restart each lease is the same grant on the same slice with the same expiry, and it is renewed
+// at that expiry, not a fresh term after the restart.
+func TestServeKeepsLeasesAcrossSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a child server process")
+	}
+	const lease = 6 * time.Second
+	dir := t.TempDir()
+	c := startServe(t, dir, "--burst-pool-percent 20", "--lease "+lease.String())
+	defer func() { c.cmd.Process.Kill(); c.cmd.Wait() }()
+	secret, _ := os.ReadFile(filepath.Join(dir, "operator.token"))
+	cl := &client{base: "http://" + c.addr, token: strings.TrimSpace(string(secret)), http: &http.Client{Timeout: 5 * time.Second}}
+	ctx := context.Background()
+	inv := control.Inventory{}
+	for g := range 2 {
+		inv.GPUs = append(inv.GPUs, control.GPU{UUID: fmt.Sprintf("GPU-%d", g), Board: "H100-SXM5-80GB",
+			Slices: []string{"1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "3g.40gb"}})
+	}
+	must(t, cl.call(ctx, "PUT", "/v1/nodes/n1", inv, nil))
+	must(t, cl.call(ctx, "PUT", "/v1/tenants/a", control.Tenant{Name: "a", Demand: 10}, nil))
+	leases := func() map[string]control.Grant {
+		var gs []control.Grant
+		must(t, cl.call(ctx, "GET", "/v1/grants", nil, &gs))
+		out := map[string]control.Grant{}
+		for _, g := range gs {
+			if !g.Expires.IsZero() {
+				out[g.ID] = g
+			}
+		}
+		return out
+	}
+	before := leases()
+	if len(before) != 2 {
+		t.Fatalf("%d leases, want 2 (20%% of 10 slices): %v", len(before), before)
+	}
+	var granted time.Time
+	for _, g := range before {
+		granted = g.Since
+	}
+	time.Sleep(time.Until(granted.Add(3 * time.Second))) // restart halfway through the term
+	c.kill(t)
+	restarted := time.Now()
+	c = startServe(t, dir, "--burst-pool-percent 20", "--lease "+lease.String())
+	cl.base = "http://" + c.addr
+	after := leases()
+	if fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("leases changed across the restart:\n%v\n%v", before, after)
+	}
+	// Renewed at the stored expiry (the next tick after it), never a full term after the
+	// restart, which would put the new expiry at or after restarted+2·lease.
+	deadline := time.Now().Add(2*lease + 5*time.Second)
+	for {
+		now := leases()
+		renewed := len(now) == len(before)
+		for id, g := range now {
+			b, ok := before[id]
+			renewed = renewed && ok && g.Slice == b.Slice && g.Expires.After(b.Expires)
+		}
+		if renewed {
+			for id, g := range now {
+				if e := before[id].Expires; g.Expires.Before(e.Add(lease)) || !g.Expires.Before(restarted.Add(2*lease)) {
+					t.Fatalf("lease %s renewed to %s: want at least its stored expiry %s plus %s, and before %s (a full term counted from the restart)",
+						id, g.Expires.Format(time.TimeOnly+".000"), e.Format(time.TimeOnly+".000"), lease, restarted.Add(2*lease).Format(time.TimeOnly+".000"))
+				}
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leases not renewed by %s: before %v, now %v", deadline.Format(time.TimeOnly), before, now)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

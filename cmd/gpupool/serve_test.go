@@ -148,6 +148,15 @@ func TestServeDemo(t *testing.T) {
 			gated = gated || ev.Code == control.CodeGateDone
 		}
 		if err1 == nil && err2 == nil && err3 == nil && len(nodes) == 3 && len(ts) >= 3 && granted > 0 && gated {
+			owner := map[string]string{} // every GPU of the pool is one GPU: UUIDs distinct across nodes
+			for _, nd := range nodes {
+				for _, g := range nd.Inventory.GPUs {
+					if o, dup := owner[g.UUID]; dup {
+						t.Fatalf("GPU %s reported by node %s and node %s", g.UUID, o, nd.Name)
+					}
+					owner[g.UUID] = nd.Name
+				}
+			}
 			return
 		}
 		if time.Now().After(deadline) {

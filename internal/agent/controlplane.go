@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/gate"
 	"gpupool.dev/gpupool/internal/gpu"
 )
@@ -31,70 +32,39 @@ type ControlPlane interface {
 // ErrNotRegistered is a heartbeat the control plane does not know the node for.
 var ErrNotRegistered = errors.New("node not registered")
 
-// NodeReport is what the agent reports: its GPUs, and the standby replicas of its layout that
-// run and are ready (the control plane then stops the replicas they replace).
-type NodeReport struct {
-	GPUs  []ReportedGPU `json:"gpus"`
-	Ready []string      `json:"ready,omitempty"`
-}
+// ErrFenced is a heartbeat or report the control plane refused because the node was declared
+// lost and its epoch moved on: the agent takes the node's layout (which carries the new epoch),
+// drops what it held for the old one and reports again.
+var ErrFenced = errors.New("node fenced: its epoch moved on")
 
-// ReportedGPU is one GPU as the agent reports it: the slice kinds it is cut into now (MIG
-// instance profiles, or "exclusive" for a whole GPU), its MIG layout, and the outcome of the
-// last gate operation the control plane asked of it.
-type ReportedGPU struct {
-	UUID   string       `json:"uuid"`
-	Board  string       `json:"board"`
-	Slices []string     `json:"slices"`
-	MIG    string       `json:"mig,omitempty"`
-	Gate   *GateOutcome `json:"gate,omitempty"`
-}
-
-// GateOutcome is how the gate ended an attempt of a gate operation (a closed gate note code).
-type GateOutcome struct {
-	Op      uint64 `json:"op"`
-	Attempt int    `json:"attempt"`
-	Code    string `json:"code"`
-	Message string `json:"message,omitempty"`
-}
-
-// DesiredLayout is what the control plane wants of the node now: the replicas on its slices, and
-// the MIG layouts of the GPUs with a gate operation handed to the agent.
-type DesiredLayout struct {
-	Revision uint64         `json:"revision"`
-	Slices   []DesiredSlice `json:"slices,omitempty"`
-	GPUs     []DesiredGPU   `json:"gpus,omitempty"`
-}
-
-// DesiredSlice is one slice of the node and the replica (grant) that should run on it.
-type DesiredSlice struct {
-	ID     string `json:"id"`
-	GPU    string `json:"gpu"`
-	Kind   string `json:"kind"`
-	Tenant string `json:"tenant,omitempty"`
-	Grant  string `json:"grant,omitempty"`
-	// Standby replicas start before the replicas they replace stop (a draining GPU's).
-	Standby bool `json:"standby,omitempty"`
-	// Draining slices are on a GPU about to change; their replicas stop once their standbys
-	// elsewhere are ready.
-	Draining bool `json:"draining,omitempty"`
-}
-
-// DesiredGPU is one GPU's desired MIG layout and the operation it belongs to.
-type DesiredGPU struct {
-	UUID    string `json:"uuid"`
-	Board   string `json:"board"`
-	MIG     string `json:"mig"`
-	Op      uint64 `json:"op"`
-	Attempt int    `json:"attempt"`
-}
+// The wire types are api/v1's, shared with the control plane; these are their names here.
+type (
+	// NodeReport is what the agent reports: its GPUs, the standby replicas of its layout that
+	// run and are ready (the control plane then stops the replicas they replace), and the epoch
+	// of the layout it runs.
+	NodeReport = v1.NodeReport
+	// ReportedGPU is one GPU as the agent reports it: the slice kinds it is cut into now (MIG
+	// instance profiles, or "exclusive" for a whole GPU), its MIG layout, and the outcome of the
+	// last gate operation the control plane asked of it.
+	ReportedGPU = v1.NodeGPU
+	// GateOutcome is how the gate ended an attempt of a gate operation (a closed gate note code).
+	GateOutcome = v1.GateReport
+	// DesiredLayout is what the control plane wants of the node now: the replicas on its slices,
+	// the MIG layouts of the GPUs with a gate operation handed to the agent, and the node's epoch.
+	DesiredLayout = v1.NodeLayout
+	// DesiredSlice is one slice of the node and the replica (grant) that should run on it.
+	DesiredSlice = v1.LayoutSlice
+	// DesiredGPU is one GPU's desired MIG layout and the operation it belongs to.
+	DesiredGPU = v1.GPULayout
+)
 
 // outcomeCodes are the gate notes that end an attempt (or say it cannot start now).
 var outcomeCodes = map[string]bool{gate.ReasonDone: true, gate.ReasonRolledBack: true,
 	gate.ReasonRollbackFailed: true, gate.ReasonCordonFailed: true, gate.ReasonDrainFailed: true,
 	gate.ReasonGateCooldown: true, gate.ReasonGateRateLimit: true}
 
-// failed reports whether an outcome ended the attempt without the new layout.
-func (o GateOutcome) failed() bool {
+// outcomeFailed reports whether an outcome ended the attempt without the new layout.
+func outcomeFailed(o GateOutcome) bool {
 	return o.Code != gate.ReasonDone && o.Code != gate.ReasonGateCooldown && o.Code != gate.ReasonGateRateLimit
 }
 
@@ -114,7 +84,7 @@ func (a *Agent) SetDesired(d DesiredLayout) {
 	}
 	slices.Sort(ready)
 	a.mu.Lock()
-	a.desired, a.ready = m, ready
+	a.desired, a.ready, a.epoch = m, ready, d.Epoch
 	a.mu.Unlock()
 }
 
@@ -161,7 +131,7 @@ func (a *Agent) Report() NodeReport {
 		}
 		out = append(out, r)
 	}
-	return NodeReport{GPUs: out, Ready: slices.Clone(a.ready)}
+	return NodeReport{GPUs: out, Ready: slices.Clone(a.ready), Epoch: a.epoch}
 }
 
 // controlDesired returns the control plane's desired layout for each GPU, leaving out an attempt
@@ -171,7 +141,7 @@ func (a *Agent) controlDesired() map[string]gpu.Layout {
 	defer a.mu.Unlock()
 	out := map[string]gpu.Layout{}
 	for uuid, d := range a.desired {
-		if o, ok := a.outcomes[uuid]; ok && o.Op == d.Op && o.Attempt == d.Attempt && o.failed() {
+		if o, ok := a.outcomes[uuid]; ok && o.Op == d.Op && o.Attempt == d.Attempt && outcomeFailed(o) {
 			continue
 		}
 		l, err := gpu.ParseLayout(d.MIG)
@@ -222,15 +192,21 @@ func (l *Link) Run(ctx context.Context) error {
 		case rep.GPUs == nil: // no poll yet
 		case !bytes.Equal(raw, last):
 			if err := l.CP.Report(ctx, rep); err != nil {
-				l.Agent.Log.Warn("report to control plane", "err", err)
+				if errors.Is(err, ErrFenced) {
+					// The node is known but fenced: follow its layout, whose new epoch the next
+					// report carries.
+					once()
+				} else {
+					l.Agent.Log.Warn("report to control plane", "err", err)
+				}
 				break
 			}
 			last, lastSent = raw, time.Now()
 			once()
 		case time.Since(lastSent) >= hb:
 			err := l.CP.Heartbeat(ctx)
-			if errors.Is(err, ErrNotRegistered) {
-				last = nil // report again
+			if errors.Is(err, ErrNotRegistered) || errors.Is(err, ErrFenced) {
+				last = nil // report again (once fenced, for the epoch of the layout it takes next)
 			} else if err != nil {
 				l.Agent.Log.Warn("heartbeat", "err", err)
 			} else {
@@ -318,6 +294,9 @@ func (h *HTTPControlPlane) do(ctx context.Context, method, path string, body, ou
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound && method == "POST" {
 		return ErrNotRegistered
+	}
+	if resp.StatusCode == http.StatusConflict && method != "GET" { // a report or heartbeat fenced
+		return fmt.Errorf("%s %s: %w", method, path, ErrFenced)
 	}
 	if resp.StatusCode >= 300 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))

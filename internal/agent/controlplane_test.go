@@ -1,10 +1,15 @@
 package agent
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
+	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/gate"
 	"gpupool.dev/gpupool/internal/gpu"
 )
@@ -32,11 +37,85 @@ func TestControlPlaneAttempts(t *testing.T) {
 		t.Fatalf("a failed attempt is submitted again: %v", got)
 	}
 	a.SetDesired(DesiredLayout{Revision: 4, GPUs: []DesiredGPU{{UUID: "GPU-0", MIG: "3g.40gb@0 3g.40gb@4", Op: 7, Attempt: 2}},
-		Slices: []DesiredSlice{{ID: "n/GPU-1/0", Grant: "g9", Standby: true}, {ID: "n/GPU-1/1", Grant: "g3"}}})
+		Slices: []DesiredSlice{{Slice: v1.Slice{ID: "n/GPU-1/0"}, Grant: "g9", Standby: true}, {Slice: v1.Slice{ID: "n/GPU-1/1"}, Grant: "g3"}}})
 	if got := a.controlDesired(); len(got) != 1 {
 		t.Fatalf("the retry is not submitted: %v", got)
 	}
 	if got := a.Report().Ready; len(got) != 1 || got[0] != "g9" {
 		t.Fatalf("ready %v, want the standby g9", got)
+	}
+}
+
+// fencingCP is a control plane at epoch 2 for a node it declared lost: it refuses heartbeats and
+// reports of any other epoch, and hands out a layout of epoch 2.
+type fencingCP struct {
+	mu       sync.Mutex
+	reports  []uint64 // epochs of the reports it was sent
+	accepted bool
+}
+
+func (f *fencingCP) Report(_ context.Context, r NodeReport) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reports = append(f.reports, r.Epoch)
+	if r.Epoch != 2 {
+		return ErrFenced
+	}
+	f.accepted = true
+	return nil
+}
+
+func (f *fencingCP) Heartbeat(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.accepted {
+		return ErrFenced
+	}
+	return nil
+}
+
+func (f *fencingCP) Desired(ctx context.Context, after uint64, wait time.Duration) (DesiredLayout, error) {
+	if after == 9 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	return DesiredLayout{Revision: 9, Epoch: 2, Slices: []DesiredSlice{{Slice: v1.Slice{ID: "n/GPU-0/0"}, Grant: "g5", Standby: true}}}, nil
+}
+
+// TestLinkFencing: an agent that ran the layout of epoch 1 is refused (fenced) by a control plane
+// at epoch 2; it takes the layout of epoch 2 (dropping the old epoch's standbys) and reports for
+// epoch 2, which is accepted.
+func TestLinkFencing(t *testing.T) {
+	a := &Agent{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	a.inventory = []GPUInfo{{Index: 0, UUID: "GPU-0", Board: "H100-SXM5-80GB"}}
+	a.SetDesired(DesiredLayout{Revision: 4, Epoch: 1, Slices: []DesiredSlice{{Slice: v1.Slice{ID: "n/GPU-0/0"}, Grant: "g1", Standby: true}}})
+	cp := &fencingCP{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- (&Link{CP: cp, Agent: a, Every: 5 * time.Millisecond, Heartbeat: 20 * time.Millisecond}).Run(ctx)
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		cp.mu.Lock()
+		ok, reports := cp.accepted, slices.Clone(cp.reports)
+		cp.mu.Unlock()
+		if ok {
+			if reports[0] != 1 || reports[len(reports)-1] != 2 {
+				t.Errorf("reports for epochs %v, want 1 first (refused) and 2 last", reports)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never accepted; reports for epochs %v", reports)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if r := a.Report(); r.Epoch != 2 || len(r.Ready) != 1 || r.Ready[0] != "g5" {
+		t.Fatalf("report %+v, want epoch 2 with only the new epoch's standby g5", r)
 	}
 }

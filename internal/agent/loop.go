@@ -109,6 +109,7 @@ type Agent struct {
 	// GPU's last operation, and the GPUs of the last poll.
 	desired   map[string]DesiredGPU
 	ready     []string
+	epoch     uint64 // of the last desired layout from the control plane
 	outcomes  map[string]GateOutcome
 	inventory []GPUInfo
 }

@@ -8,7 +8,9 @@
 //     returns decisions; what changed is collected (Take) for the caller to persist. A grant is a
 //     tenant replica placed on one concrete slice (NODE/GPU/INDEX); the allocator decides how many
 //     each tenant gets (weighted hierarchical DRF, one resource "slices"), the Engine decides which
-//     slice (a node where the tenant already runs, else the lowest free id) and moves grants whose
+//     slice (engine_place.go: the one the applied plan placed a replica of the tenant on, by node,
+//     GPU and slice kind, with the plan's sharing limits; else one the plan leaves free; among
+//     equals a node where the tenant already runs, else the lowest free id) and moves grants whose
 //     slice left the pool. Every change is an Event with a closed Code and a sentence with numbers.
 //   - Loop: the one goroutine that owns the Engine. It takes commands in groups and applies them;
 //     a committer writes each group's changes through the Store port in one commit (one fsync),
@@ -40,6 +42,11 @@
 // the View); the Replanner goroutine plans again from the plan in force and feeds the result back
 // as a command (Engine.Replanned), so the engine's goroutine never runs the planner.
 //
-// Not yet here: slice kinds per tenant from the plan (every replica takes one slice of any kind)
-// and standbys for moves off a cordoned or lost node.
+// Nodes are fenced by epoch: a node declared lost moves to a new epoch, and its agent's reports
+// for an older one are refused (ErrFenced) until it has stopped the old epoch's replicas. A
+// cordoned node's replicas move standby first, like a draining GPU's. Burst leases keep their
+// grant and expiry across a restart (fair.Allocator.RestoreLeaseExpiry).
+//
+// Not yet here: placement by rule (a planned slice that is taken or gone falls back to any free
+// slice) and standbys for moves off a lost node (its replicas are presumed stopped by fencing).
 package control

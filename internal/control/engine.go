@@ -17,7 +17,8 @@ type EngineConfig struct {
 	// NodeTimeout is how long a node may stay silent before its slices leave the pool.
 	NodeTimeout time.Duration
 	// BurstPoolPercent of the slices is lent only as leases; LeaseDuration is how long a lease
-	// lasts (0: no leases). Leases are not kept across a restart: the allocator decides again.
+	// lasts (0: no leases). A lease is kept across a restart: the allocator decides again, and a
+	// lease it lends the same tenant takes over the stored one (same grant, slice and expiry).
 	BurstPoolPercent float64
 	LeaseDuration    time.Duration
 	// EventsKept bounds the event history: it holds at least this many and at most twice.
@@ -60,6 +61,9 @@ type Engine struct {
 	plan       *v1.Plan // the last plan applied (in memory only), the base of the next re-plan
 	pool       *v1.Pool // the Pool document of the last plan applied (in memory only)
 	replan     Replan
+	fenced     map[string]uint64 // node → the epoch a refused report was last recorded for
+	// planned maps live slices to the applied plan's replicas (placement); nil when stale.
+	planned map[string]plannedSlot
 }
 
 // Replan says whether the pool should be planned again: Wanted grows on every demand-rate or
@@ -119,7 +123,8 @@ type State struct {
 	Pool *v1.Pool
 }
 
-// restoreEngine rebuilds an engine from stored state: nodes count as just seen, the allocator
+// restoreEngine rebuilds an engine from stored state: nodes count as just seen (a lost node stays
+// lost: it comes back only by a report for its epoch), the allocator
 // decides again, and each new task takes over a stored grant of its tenant where one is left
 // (same id, same slice), so a restart moves nothing that need not move.
 func restoreEngine(cfg EngineConfig, now time.Time, st State) (*Engine, error) {
@@ -137,9 +142,11 @@ func restoreEngine(cfg EngineConfig, now time.Time, st State) (*Engine, error) {
 		e.tenants[t.Name] = &t
 	}
 	for _, n := range st.Nodes {
-		n.LastSeen, n.Lost = now, false
+		n.LastSeen = now
 		e.nodes[n.Name] = &n
-		e.addSlices(&n)
+		if !n.Lost { // a lost node stays lost (fenced) until its agent reports for its epoch
+			e.addSlices(&n)
+		}
 	}
 	for _, g := range st.Grants {
 		e.hints[g.Tenant] = append(e.hints[g.Tenant], &g)
@@ -320,10 +327,12 @@ func (e *Engine) Tick(now time.Time) error {
 		n := e.nodes[name]
 		if !n.Lost && now.Sub(n.LastSeen) > e.cfg.NodeTimeout {
 			n.Lost, lost = true, true
+			n.Epoch++ // fence: what the node runs now is of an old epoch
+			e.dirtyNodes[name] = true
 			e.wantReplan("node " + name + " lost")
 			e.removeSlices(n)
 			e.ch.Nodes[name] = true
-			e.event(now, Event{Code: CodeNodeLost, Node: name, Message: fmt.Sprintf("node %s silent for %s (timeout %s): its %d slices leave the pool", name, now.Sub(n.LastSeen).Round(time.Millisecond), e.cfg.NodeTimeout, countSlices(n.Inventory))})
+			e.event(now, Event{Code: CodeNodeLost, Node: name, Message: fmt.Sprintf("node %s silent for %s (timeout %s): its %d slices leave the pool and its epoch becomes %d", name, now.Sub(n.LastSeen).Round(time.Millisecond), e.cfg.NodeTimeout, countSlices(n.Inventory), n.Epoch)})
 		}
 	}
 	var ds []decision

@@ -205,7 +205,7 @@ func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, 
 	for _, c := range cs {
 		ids = append(ids, e.addGateOp(now, c.n, c.g, c.want).ID)
 	}
-	e.plan, e.pool = p, pool
+	e.plan, e.pool, e.planned = p, pool, nil
 	e.ch.Plan = true
 	if err := e.schedule(now); err != nil {
 		return nil, err
@@ -252,6 +252,9 @@ func (e *Engine) drainingSlice(sliceID string) bool {
 	if !ok {
 		return false
 	}
+	if n.Cordoned && !n.Lost { // a cordoned node's replicas run until their standbys are ready
+		return true
+	}
 	for _, op := range n.Gates {
 		if op.GPU == gpuID && op.State == GateDraining {
 			return true
@@ -280,7 +283,8 @@ func (e *Engine) startStandbys(now time.Time) {
 			continue // cannot happen (see above); the drain timeout stops the old one
 		}
 		e.nextGrant++
-		sb := &Grant{ID: fmt.Sprintf("g%d", e.nextGrant), Tenant: g.Tenant, Slice: sl.ID, Node: sl.Node, Since: now, Reason: g.Reason, Replaces: g.ID}
+		sb := &Grant{ID: fmt.Sprintf("g%d", e.nextGrant), Tenant: g.Tenant, Slice: sl.ID, Node: sl.Node, Since: now, Reason: g.Reason, Replaces: g.ID,
+			Limits: e.limitsFor(g.Tenant, sl.ID)}
 		e.grants[sb.ID] = sb
 		e.sliceGrant[sl.ID] = sb.ID
 		e.ch.Grants[sb.ID] = true
@@ -320,6 +324,15 @@ func (e *Engine) advanceDrains(now time.Time, ready []string) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(e.nodes)) {
 		n := e.nodes[name]
+		if n.Cordoned && !n.Lost && now.Sub(n.CordonedSince) >= p.DrainTimeout {
+			for _, id := range slices.Sorted(maps.Keys(e.grants)) {
+				if g := e.grants[id]; g.Replaces == "" && g.Node == name {
+					if sb := e.standbyOf(id); sb != nil {
+						e.promote(now, sb, fmt.Sprintf("standby not ready %s after node %s was cordoned (the drain timeout)", p.DrainTimeout, name))
+					}
+				}
+			}
+		}
 		for i := range n.Gates {
 			op := n.Gates[i]
 			if op.State != GateDraining {
@@ -347,6 +360,26 @@ func (e *Engine) advanceDrains(now time.Time, ready []string) {
 			e.ch.Nodes[name] = true
 			e.dirtyNodes[name] = true
 			e.event(now, Event{Code: CodeGateStarted, Node: name, Message: fmt.Sprintf("gate operation %d: GPU %s is drained; node %s's agent applies %q (was %q)", op.ID, op.GPU, name, op.Layout, op.From)})
+		}
+	}
+}
+
+// dropStaleStandbys stops the standbys whose grant no longer drains (its node was uncordoned, or
+// its slice is live again): the grant stays where it runs.
+func (e *Engine) dropStaleStandbys(now time.Time) {
+	for _, id := range slices.Sorted(maps.Keys(e.grants)) {
+		sb := e.grants[id]
+		if sb.Replaces == "" {
+			continue
+		}
+		old, ok := e.grants[sb.Replaces]
+		if !ok {
+			continue
+		}
+		if _, live := e.slices[old.Slice]; live && !e.drainingSlice(old.Slice) {
+			e.dropGrant(sb)
+			e.event(now, Event{Code: CodeReleased, Tenant: sb.Tenant, Node: sb.Node, Grant: sb.ID,
+				Message: fmt.Sprintf("standby %s of grant %s stopped: slice %s is in the pool again, so %s stays", sb.ID, old.ID, old.Slice, old.ID)})
 		}
 	}
 }

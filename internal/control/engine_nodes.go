@@ -43,6 +43,16 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 		return Node{}, err
 	}
 	n, ok := e.nodes[node]
+	if ok && inv.Epoch != n.Epoch {
+		if e.fenced == nil {
+			e.fenced = map[string]uint64{}
+		}
+		if e.fenced[node] != n.Epoch { // one event per node and epoch, however often it reports
+			e.fenced[node] = n.Epoch
+			e.event(now, Event{Code: CodeNodeFenced, Node: node, Message: fmt.Sprintf("node %s reported for epoch %d, but it is at epoch %d: refused until its agent stops the replicas of the old epoch", node, inv.Epoch, n.Epoch)})
+		}
+		return Node{}, fmt.Errorf("register node %s: %w: it reports epoch %d, the node is at epoch %d: stop every replica, read the node's layout and report its epoch", node, ErrFenced, inv.Epoch, n.Epoch)
+	}
 	if !ok {
 		n = &Node{Name: node}
 		e.nodes[node] = n
@@ -53,8 +63,8 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 	if !n.Lost {
 		e.removeSlices(n)
 	}
-	ready := inv.Ready
-	inv.Ready = nil // a report, not state
+	ready, failed := inv.Ready, inv.Failed
+	inv.Ready, inv.Failed, inv.Epoch = nil, nil, 0 // a report, not state
 	if !ok || n.Lost || fleetOf(n.Inventory) != fleetOf(inv) {
 		e.wantReplan(fmt.Sprintf("node %s reports %d GPUs (%s)", node, len(inv.GPUs), fleetOf(inv)))
 	}
@@ -68,6 +78,13 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 		return Node{}, fmt.Errorf("register node %s: %w", node, err)
 	}
 	e.decide(now, ds)
+	for _, id := range failed {
+		if sb, ok := e.grants[id]; ok && sb.Replaces != "" && sb.Node == node {
+			e.dropGrant(sb)
+			e.event(now, Event{Code: CodeStandbyFailed, Tenant: sb.Tenant, Node: node, Grant: id,
+				Message: fmt.Sprintf("standby %s of tenant %s on slice %s did not become healthy within node %s's startup budget: stopped; grant %s keeps running and a new standby starts", id, sb.Tenant, sb.Slice, node, sb.Replaces)})
+		}
+	}
 	e.advanceDrains(now, ready)
 	if err := e.schedule(now); err != nil {
 		return Node{}, fmt.Errorf("register node %s: %w", node, err)
@@ -76,17 +93,17 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 	return *n, nil
 }
 
-// Heartbeat marks a node seen. A lost node's heartbeat brings its slices back.
+// Heartbeat marks a node seen. A lost node's heartbeat is refused (ErrFenced): the node comes
+// back by a report for its new epoch, once its agent stopped the replicas of the old one.
 func (e *Engine) Heartbeat(now time.Time, node string) error {
 	n, ok := e.nodes[node]
 	if !ok {
 		return fmt.Errorf("heartbeat of node %s: %w: register first", node, ErrNotFound)
 	}
-	n.LastSeen = now
 	if n.Lost {
-		_, err := e.Register(now, node, n.Inventory)
-		return err
+		return fmt.Errorf("heartbeat of node %s: %w: the node was lost and is at epoch %d: stop every replica, read the node's layout and report its epoch", node, ErrFenced, n.Epoch)
 	}
+	n.LastSeen = now
 	return nil
 }
 
@@ -108,7 +125,7 @@ func (e *Engine) addSlices(n *Node) {
 	if n.Cordoned {
 		return
 	}
-	e.sliceList = nil
+	e.sliceList, e.planned = nil, nil
 	for _, g := range n.Inventory.GPUs {
 		if applying(n, g.UUID) { // out of the pool while its gate changes it
 			continue
@@ -121,7 +138,7 @@ func (e *Engine) addSlices(n *Node) {
 }
 
 func (e *Engine) removeSlices(n *Node) {
-	e.sliceList = nil
+	e.sliceList, e.planned = nil, nil
 	for _, g := range n.Inventory.GPUs {
 		for i := range g.Slices {
 			delete(e.slices, sliceID(n.Name, g.UUID, i))
@@ -150,9 +167,9 @@ func (e *Engine) decide(now time.Time, ds []decision) {
 			}
 			e.event(now, Event{Code: d.code, Tenant: g.Tenant, Node: g.Node, Grant: g.ID, Message: msg})
 		case decGrant:
-			if gid, ok := e.taskGrant[d.task]; ok { // a lease turned steady: nothing moves
+			if gid, ok := e.taskGrant[d.task]; ok { // a lease renewed or turned steady: nothing moves
 				if g := e.grants[gid]; g != nil {
-					g.Reason, g.Expires = d.reason, time.Time{}
+					g.Reason, g.Expires = d.reason, d.expiry // zero when steady
 					e.ch.Grants[gid] = true
 				}
 				continue
@@ -195,12 +212,28 @@ func (e *Engine) dropGrant(g *Grant) {
 func (e *Engine) grant(now time.Time, d decision) {
 	var g *Grant
 	if hs := e.hints[d.tenant]; len(hs) > 0 { // restore: take over a stored grant
+		// A lease takes over a stored lease, a steady grant a steady one, where one is left;
+		// else any.
+		pick := -1
 		for i, h := range hs {
 			if _, live := e.slices[h.Slice]; live && e.sliceGrant[h.Slice] == "" {
-				g = h
-				g.Replaces = "" // a standby taken over at restart is the replica now
-				e.hints[d.tenant] = slices.Delete(hs, i, i+1)
-				break
+				if pick < 0 || h.Expires.IsZero() == d.expiry.IsZero() && hs[pick].Expires.IsZero() != d.expiry.IsZero() {
+					pick = i
+				}
+			}
+		}
+		if pick >= 0 {
+			g = hs[pick]
+			g.Replaces = "" // a standby taken over at restart is the replica now
+			e.hints[d.tenant] = slices.Delete(hs, pick, pick+1)
+			switch {
+			case d.expiry.IsZero(): // steady now
+				g.Expires, g.Reason = time.Time{}, d.reason
+			case !g.Expires.IsZero() && g.Expires.Before(d.expiry):
+				// The lease keeps its term: the rebuilt allocator's fresh one would extend it.
+				e.alloc.a.RestoreLeaseExpiry(d.tenant, d.task, g.Expires)
+			default:
+				g.Expires, g.Reason = d.expiry, d.reason
 			}
 		}
 	}
@@ -210,7 +243,8 @@ func (e *Engine) grant(now time.Time, d decision) {
 			return // cannot happen: the allocator never grants beyond capacity
 		}
 		e.nextGrant++
-		g = &Grant{ID: fmt.Sprintf("g%d", e.nextGrant), Tenant: d.tenant, Slice: sl.ID, Node: sl.Node, Since: now, Reason: d.reason, Expires: d.expiry}
+		g = &Grant{ID: fmt.Sprintf("g%d", e.nextGrant), Tenant: d.tenant, Slice: sl.ID, Node: sl.Node, Since: now, Reason: d.reason, Expires: d.expiry,
+			Limits: e.limitsFor(d.tenant, sl.ID)}
 		e.event(now, Event{Code: CodeGranted, Tenant: d.tenant, Node: sl.Node, Grant: g.ID,
 			Message: fmt.Sprintf("tenant %s granted slice %s (%s on %s) as %s: %s (%s)", d.tenant, sl.ID, sl.Kind, sl.Board, g.ID, d.reason, d.text)})
 	}
@@ -221,8 +255,10 @@ func (e *Engine) grant(now time.Time, d decision) {
 	e.dirtyNodes[g.Node] = true
 }
 
-// freeSlice picks a free slice: on a node where the tenant already runs if possible, else the
-// first free one by id, so choices are deterministic.
+// freeSlice picks a free slice. With a plan applied: one the plan places a replica of the tenant
+// on (its node, GPU and slice kind) first, then one the plan leaves to nobody, then any. Among
+// equals: on a node where the tenant already runs if possible, else the first free one by id, so
+// choices are deterministic.
 func (e *Engine) freeSlice(tenant string) (Slice, bool) {
 	onNode := map[string]bool{}
 	for _, g := range e.grants {
@@ -230,15 +266,29 @@ func (e *Engine) freeSlice(tenant string) (Slice, bool) {
 			onNode[g.Node] = true
 		}
 	}
+	var planned map[string]plannedSlot
+	if e.plan != nil {
+		planned = e.placement()
+	}
+	rank := func(id string) int { // 0 planned for the tenant, 1 planned for nobody, 2 for another
+		p, ok := planned[id]
+		switch {
+		case !ok:
+			return 1
+		case p.tenant == tenant:
+			return 0
+		}
+		return 2
+	}
 	var best Slice
-	found, bestLocal := false, false
+	found, bestLocal, bestRank := false, false, 3
 	for id, s := range e.slices {
 		if e.sliceGrant[id] != "" {
 			continue
 		}
-		local := onNode[s.Node]
-		if !found || (local && !bestLocal) || (local == bestLocal && id < best.ID) {
-			best, found, bestLocal = s, true, local
+		local, r := onNode[s.Node], rank(id)
+		if !found || r < bestRank || r == bestRank && ((local && !bestLocal) || (local == bestLocal && id < best.ID)) {
+			best, found, bestLocal, bestRank = s, true, local, r
 		}
 	}
 	return best, found
@@ -258,6 +308,12 @@ func (e *Engine) moveOrphans(now time.Time) {
 		if _, ok := e.slices[g.Slice]; ok {
 			continue
 		}
+		if sb := e.standbyOf(id); sb != nil && g.Replaces == "" {
+			// Its standby already runs elsewhere (a drain that cannot finish now: the node was
+			// lost): the standby is the replica from now on.
+			e.promote(now, sb, "slice "+g.Slice+" left the pool before the standby was ready")
+			continue
+		}
 		sl, ok := e.freeSlice(g.Tenant)
 		if !ok {
 			continue
@@ -268,7 +324,7 @@ func (e *Engine) moveOrphans(now time.Time) {
 		e.dirtyNodes[g.Node] = true
 		e.event(now, Event{Code: CodeMoved, Tenant: g.Tenant, Node: sl.Node, Grant: g.ID,
 			Message: fmt.Sprintf("grant %s of tenant %s moved from slice %s (gone) to %s", g.ID, g.Tenant, g.Slice, sl.ID)})
-		g.Slice, g.Node = sl.ID, sl.Node
+		g.Slice, g.Node, g.Limits = sl.ID, sl.Node, e.limitsFor(g.Tenant, sl.ID)
 		e.sliceGrant[sl.ID] = g.ID
 		e.ch.Grants[g.ID] = true
 		e.dirtyNodes[g.Node] = true
@@ -289,10 +345,10 @@ func (e *Engine) Cordon(now time.Time, node string, on bool) (Node, error) {
 		if !n.Lost {
 			e.removeSlices(n)
 		}
-		n.Cordoned = true
-		e.event(now, Event{Code: CodeNodeCordoned, Node: node, Message: fmt.Sprintf("node %s cordoned: its %d slices leave the pool", node, countSlices(n.Inventory))})
+		n.Cordoned, n.CordonedSince = true, now
+		e.event(now, Event{Code: CodeNodeCordoned, Node: node, Message: fmt.Sprintf("node %s cordoned: its %d slices leave the pool; its replicas run until their standbys elsewhere are ready", node, countSlices(n.Inventory))})
 	} else {
-		n.Cordoned = false
+		n.Cordoned, n.CordonedSince = false, time.Time{}
 		if !n.Lost {
 			e.addSlices(n)
 		}
@@ -305,6 +361,7 @@ func (e *Engine) Cordon(now time.Time, node string, on bool) (Node, error) {
 		return Node{}, fmt.Errorf("cordon node %s: %w", node, err)
 	}
 	e.decide(now, ds)
+	e.dropStaleStandbys(now)
 	if err := e.schedule(now); err != nil {
 		return Node{}, fmt.Errorf("cordon node %s: %w", node, err)
 	}

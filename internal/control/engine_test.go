@@ -3,6 +3,8 @@ package control
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 )
@@ -114,9 +116,40 @@ func TestEngineGrantsFollowDemandAndNodes(t *testing.T) {
 	if !c.Nodes["node-b"] || len(c.Events) == 0 {
 		t.Fatalf("changes do not name node-b or carry events: %+v", c)
 	}
-	// The lost node speaks again: 8 slices.
-	if err := e.Heartbeat(t0.Add(13*time.Second), "node-b"); err != nil {
+	// The lost node speaks again. It is fenced: its heartbeat and a report for the epoch it ran
+	// are refused; its layout is empty and carries the new epoch; a report for that epoch brings
+	// it back with its 4 slices: 8 in all.
+	if err := e.Heartbeat(t0.Add(13*time.Second), "node-b"); !errors.Is(err, ErrFenced) || !errors.Is(err, ErrConflict) {
+		t.Fatalf("lost node's heartbeat: %v, want ErrFenced (a conflict)", err)
+	}
+	if _, err := e.Register(t0.Add(13*time.Second), "node-b", inv(1, 4, "node-b")); !errors.Is(err, ErrFenced) {
+		t.Fatalf("lost node's report for epoch 0: %v, want ErrFenced", err)
+	}
+	l, _ := e.View(2).Layout("node-b")
+	if l.Epoch != 1 || len(l.Slices) != 0 {
+		t.Fatalf("lost node's layout: epoch %d, %d slices; want epoch 1 and none", l.Epoch, len(l.Slices))
+	}
+	if a, b := e.granted("alpha"), e.granted("beta"); a+b != 4 {
+		t.Fatalf("after refused reports alpha=%d beta=%d, want still 4 in all", a, b)
+	}
+	// A restart keeps the node lost and fenced.
+	r, err := restoreEngine(EngineConfig{NodeTimeout: 10 * time.Second}, t0.Add(13*time.Second), stateOf(e))
+	if err != nil {
 		t.Fatal(err)
+	}
+	if n := r.nodes["node-b"]; !n.Lost || n.Epoch != 1 {
+		t.Fatalf("after a restart node-b is %+v, want still lost at epoch 1", n)
+	}
+	if err := r.Heartbeat(t0.Add(13*time.Second), "node-b"); !errors.Is(err, ErrFenced) {
+		t.Fatalf("after a restart the lost node's heartbeat: %v, want ErrFenced", err)
+	}
+	back := inv(1, 4, "node-b")
+	back.Epoch = l.Epoch
+	if _, err := e.Register(t0.Add(13*time.Second), "node-b", back); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Heartbeat(t0.Add(14*time.Second), "node-b"); err != nil {
+		t.Fatalf("heartbeat after coming back: %v", err)
 	}
 	checkInvariants(t, e)
 	if a, b := e.granted("alpha"), e.granted("beta"); a+b != 8 || a < 3 {
@@ -232,31 +265,60 @@ func TestBurstLeases(t *testing.T) {
 	}
 }
 
-// TestCordonMovesReplicas: cordoning n2 moves its replicas to n1's free slices; uncordoning
-// returns the room.
+// TestCordonMovesReplicas: cordoning n2 starts a standby on n1 for each of n2's replicas (the
+// allocator trims to n1's 4 slices first); n2's replicas keep running, listed as draining in its
+// layout, until n1's agent reports the standbys ready. A report does not uncordon; uncordoning
+// returns the room. Cordoned again, standbys not reported ready take over at the drain timeout;
+// uncordoned before that, the standbys stop and the replicas stay.
 func TestCordonMovesReplicas(t *testing.T) {
 	e, _ := NewEngine(EngineConfig{}, t0)
 	e.Register(t0, "n1", inv(1, 4, "n1"))
 	e.Register(t0, "n2", inv(1, 4, "n2"))
 	e.PutTenant(t0, Tenant{Name: "a", Demand: 3})
 	e.PutTenant(t0, Tenant{Name: "b", Demand: 3}) // 6 of 8 slices
+	onN2 := func() (olds, standbys []string) {
+		for _, id := range slices.Sorted(maps.Keys(e.grants)) {
+			g := e.grants[id]
+			if g.Node == "n2" {
+				olds = append(olds, id)
+				if sb := e.standbyOf(id); sb == nil || sb.Node != "n1" {
+					t.Fatalf("grant %s on cordoned n2 has no standby on n1: %+v", id, sb)
+				} else {
+					standbys = append(standbys, sb.ID)
+				}
+			}
+		}
+		return olds, standbys
+	}
 	if _, err := e.Cordon(t0, "n2", true); err != nil {
 		t.Fatal(err)
 	}
 	checkInvariants(t, e)
+	olds, standbys := onN2()
+	if len(olds) == 0 || e.granted("a")+e.granted("b") != 4 {
+		t.Fatalf("after cordon: %d replicas still on n2, %d granted; want some on n2 (with standbys) and 4 granted", len(olds), e.granted("a")+e.granted("b"))
+	}
+	l, _ := e.View(1).Layout("n2")
+	if len(l.Slices) != len(olds) || !l.Slices[0].Draining {
+		t.Fatalf("cordoned n2's layout %+v: want its %d replicas, draining", l.Slices, len(olds))
+	}
+	back := inv(1, 4, "n1")
+	back.Ready = standbys
+	e.Register(t0.Add(time.Second), "n1", back) // n1's agent: the standbys run
+	checkInvariants(t, e)
 	for _, g := range e.grants {
-		if g.Node != "n1" {
-			t.Fatalf("grant %s still on cordoned %s", g.ID, g.Node)
+		if g.Node != "n1" || g.Replaces != "" {
+			t.Fatalf("after the standbys were ready: grant %+v, want every grant a replica on n1", g)
 		}
 	}
 	if len(e.grants) != 4 {
 		t.Fatalf("%d grants on n1's 4 slices, want 4", len(e.grants))
 	}
-	e.Register(t0, "n2", inv(1, 4, "n2")) // a report does not uncordon
+	e.Register(t0.Add(2*time.Second), "n2", inv(1, 4, "n2")) // a report does not uncordon
 	if len(e.slices) != 4 {
 		t.Fatalf("%d live slices after n2 reported while cordoned, want 4", len(e.slices))
 	}
-	if _, err := e.Cordon(t0, "n2", false); err != nil {
+	if _, err := e.Cordon(t0.Add(2*time.Second), "n2", false); err != nil {
 		t.Fatal(err)
 	}
 	checkInvariants(t, e)
@@ -265,6 +327,56 @@ func TestCordonMovesReplicas(t *testing.T) {
 	}
 	if _, err := e.Cordon(t0, "nope", true); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("cordon of unknown node: %v", err)
+	}
+	// a's 2 replicas on n2, n1 empty.
+	t1 := t0.Add(time.Minute)
+	setup := func() {
+		e, _ = NewEngine(EngineConfig{NodeTimeout: time.Hour}, t0)
+		e.Register(t0, "n2", inv(1, 4, "n2"))
+		e.PutTenant(t0, Tenant{Name: "a", Demand: 2})
+		e.Register(t0, "n1", inv(1, 4, "n1"))
+		e.Cordon(t1, "n2", true)
+		checkInvariants(t, e)
+	}
+	// Nobody reports the standbys ready: they take over at the drain timeout.
+	setup()
+	if olds, _ = onN2(); len(olds) != 2 {
+		t.Fatalf("cordon: %v on n2, want a's 2 replicas", olds)
+	}
+	e.Tick(t1.Add(4 * time.Minute))
+	if o, _ := onN2(); len(o) != 2 {
+		t.Fatalf("before the drain timeout %d replicas left n2, want none to leave", 2-len(o))
+	}
+	e.Tick(t1.Add(5 * time.Minute))
+	checkInvariants(t, e)
+	if o, _ := onN2(); len(o) != 0 || e.granted("a") != 2 {
+		t.Fatalf("at the drain timeout %v still on n2, a granted %d", o, e.granted("a"))
+	}
+	// Uncordoned before any standby is ready: the standbys stop, the replicas stay.
+	setup()
+	olds, standbys = onN2()
+	e.Cordon(t1, "n2", false)
+	checkInvariants(t, e)
+	for _, id := range olds {
+		if g := e.grants[id]; g == nil || g.Node != "n2" {
+			t.Fatalf("uncordoned before the standbys were ready: grant %s is %+v, want it still on n2", id, g)
+		}
+	}
+	for _, id := range standbys {
+		if _, ok := e.grants[id]; ok {
+			t.Fatalf("standby %s still runs after the uncordon", id)
+		}
+	}
+	// Lost while cordoned: the standbys are the replicas at once.
+	setup()
+	_, standbys = onN2()
+	e.Heartbeat(t1.Add(59*time.Minute), "n1")
+	e.Tick(t1.Add(61 * time.Minute)) // n2 silent since t0, over the 1 h node timeout
+	checkInvariants(t, e)
+	for _, id := range standbys {
+		if g := e.grants[id]; g == nil || g.Replaces != "" {
+			t.Fatalf("n2 lost while cordoned: standby %s is %+v, want the replica", id, g)
+		}
 	}
 }
 
@@ -279,5 +391,45 @@ func BenchmarkEngineView(b *testing.B) {
 	}
 	for b.Loop() {
 		e.View(1)
+	}
+}
+
+// TestRestoreKeepsLeases: a restart keeps each burst lease (same grant, slice and expiry, not a
+// fresh term from the restart), and the lease is renewed at its own expiry with the new expiry
+// on the grant.
+func TestRestoreKeepsLeases(t *testing.T) {
+	cfg := EngineConfig{BurstPoolPercent: 20, LeaseDuration: time.Minute}
+	e, _ := NewEngine(cfg, t0)
+	e.Register(t0, "n1", inv(2, 5, "n1"))
+	e.PutTenant(t0, Tenant{Name: "a", Demand: 10})
+	before := e.View(1).Grants
+	leases := map[string]bool{}
+	for _, g := range before {
+		if !g.Expires.IsZero() {
+			leases[g.ID] = true
+		}
+	}
+	if len(leases) != 2 {
+		t.Fatalf("%d leases before the restart, want 2: %v", len(leases), before)
+	}
+	restart := t0.Add(40 * time.Second)
+	st := State{Tenants: []Tenant{*e.tenants["a"]}, Nodes: []Node{*e.nodes["n1"]},
+		Grants: before, NextGrant: e.nextGrant, NextEvent: e.nextEvent}
+	r, err := restoreEngine(cfg, restart, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, r)
+	if after := r.View(2).Grants; fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Fatalf("grants or leases changed on restart:\n%v\n%v", before, after)
+	}
+	if err := r.Tick(t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for id := range leases {
+		g := r.grants[id]
+		if g == nil || !g.Expires.Equal(t0.Add(2*time.Minute)) {
+			t.Fatalf("lease %s after its own expiry at %s: %+v, want renewed to %s", id, t0.Add(time.Minute), g, t0.Add(2*time.Minute))
+		}
 	}
 }

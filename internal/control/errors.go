@@ -34,8 +34,10 @@ func (e *InvalidError) err() error {
 	return e
 }
 
-// ErrNotFound and ErrConflict classify engine errors (wrapped with the identifiers).
+// ErrNotFound and ErrConflict classify engine errors (wrapped with the identifiers). ErrFenced
+// is a conflict: a node's agent spoke for an epoch the node has left (see Node.Epoch).
 var (
 	ErrNotFound = errors.New("not found")
 	ErrConflict = errors.New("conflict")
+	ErrFenced   = fmt.Errorf("%w: fenced", ErrConflict)
 )

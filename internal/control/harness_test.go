@@ -46,12 +46,18 @@ func (s *syncBuffer) String() string {
 
 func newHarness(t testing.TB, cfg ServerConfig) *harness {
 	t.Helper()
+	return newHarnessLoop(t, cfg, LoopConfig{Tick: 50 * time.Millisecond})
+}
+
+// newHarnessLoop is newHarness with the loop's (and the engine's) configuration.
+func newHarnessLoop(t testing.TB, cfg ServerConfig, lcfg LoopConfig) *harness {
+	t.Helper()
 	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	loop, err := NewLoop(context.Background(), LoopConfig{Tick: 50 * time.Millisecond}, st, SystemClock{}, log)
+	loop, err := NewLoop(context.Background(), lcfg, st, SystemClock{}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,4 +129,20 @@ func (h *harness) seedPool() {
 	}
 	h.must("operator", "POST", "/v1/tenants", Tenant{Name: "alice", Demand: 2}, 200)
 	h.must("operator", "POST", "/v1/tenants", Tenant{Name: "bob", Demand: 3}, 200)
+}
+
+// simAgent runs a simulated agent for node n (4 slices: 2 GPUs × 2) with the node's agent token
+// until the test ends; set adjusts it before it starts.
+func (h *harness) simAgent(t *testing.T, n string, set func(*SimAgent)) *SimAgent {
+	t.Helper()
+	a := &SimAgent{Server: h.srv.URL, Token: h.tokens["agent-"+n], Node: n, Inventory: inv(2, 2, n),
+		Heartbeat: 100 * time.Millisecond, Client: &http.Client{Timeout: time.Second}}
+	if set != nil {
+		set(a)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done }) // before the harness stops: cleanups run last first
+	return a
 }

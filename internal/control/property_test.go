@@ -26,7 +26,8 @@ func stateOf(e *Engine) State {
 	return st
 }
 
-// TestEngineInvariantsProperty: under any sequence of tenant, demand, node and clock changes, no
+// TestEngineInvariantsProperty: under any sequence of tenant, demand, node (reports for the
+// node's epoch or a stale one, standbys ready or failed, cordons) and clock changes, no
 // slice holds two grants, every grant sits on a live slice, no tenant holds more than its demand,
 // grants never exceed live slices, and a restore from the same state keeps the invariants and
 // never gives a tenant more than it held (ids stay unique).
@@ -43,10 +44,17 @@ func TestEngineInvariantsProperty(t *testing.T) {
 		steps := rapid.IntRange(1, 40).Draw(rt, "steps")
 		for range steps {
 			now = now.Add(time.Duration(rapid.IntRange(0, 6).Draw(rt, "dt")) * time.Second)
-			switch rapid.IntRange(0, 7).Draw(rt, "op") {
-			case 0:
+			switch rapid.IntRange(0, 8).Draw(rt, "op") {
+			case 0: // a report for the node's epoch, or now and then a stale one (refused)
 				n := rapid.SampledFrom(nodes).Draw(rt, "node")
-				e.Register(now, n, inv(rapid.IntRange(0, 3).Draw(rt, "gpus"), rapid.IntRange(1, 3).Draw(rt, "per"), n))
+				in := inv(rapid.IntRange(0, 3).Draw(rt, "gpus"), rapid.IntRange(1, 3).Draw(rt, "per"), n)
+				if nd, ok := e.nodes[n]; ok {
+					in.Epoch = nd.Epoch
+					if nd.Epoch > 0 && rapid.Bool().Draw(rt, "stale") {
+						in.Epoch--
+					}
+				}
+				e.Register(now, n, in)
 			case 1:
 				e.Heartbeat(now, rapid.SampledFrom(nodes).Draw(rt, "node"))
 			case 2:
@@ -72,11 +80,15 @@ func TestEngineInvariantsProperty(t *testing.T) {
 				if !ok {
 					continue
 				}
-				in := Inventory{GPUs: slices.Clone(nd.Inventory.GPUs)}
-				if rapid.Bool().Draw(rt, "ready") {
-					for _, g := range e.grants {
-						if g.Node == n && g.Replaces != "" {
+				in := Inventory{GPUs: slices.Clone(nd.Inventory.GPUs), Epoch: nd.Epoch}
+				ready, failed := rapid.Bool().Draw(rt, "ready"), rapid.Bool().Draw(rt, "failed")
+				for _, g := range e.grants {
+					if g.Node == n && g.Replaces != "" {
+						switch {
+						case ready:
 							in.Ready = append(in.Ready, g.ID)
+						case failed:
+							in.Failed = append(in.Failed, g.ID)
 						}
 					}
 				}
@@ -101,6 +113,8 @@ func TestEngineInvariantsProperty(t *testing.T) {
 					}
 				}
 				e.Register(now, n, in)
+			case 8: // an operator cordons or uncordons a node
+				e.Cordon(now, rapid.SampledFrom(nodes).Draw(rt, "node"), rapid.Bool().Draw(rt, "on"))
 			}
 			checkEngine(rt, e)
 		}

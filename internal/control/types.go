@@ -1,6 +1,10 @@
 package control
 
-import "time"
+import (
+	"time"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
 
 // Role is what a bearer token may do.
 type Role string
@@ -68,29 +72,6 @@ type TenantCost struct {
 	GCO2eMarket       *float64 `json:"gCO2ePerHourMarketBased,omitempty"`
 }
 
-// GPU is one GPU an agent reports, with the slices it is cut into now.
-type GPU struct {
-	UUID   string   `json:"uuid"`
-	Board  string   `json:"board"`
-	Slices []string `json:"slices"` // slice kinds, e.g. "3g.40gb", "mps-50", "exclusive"
-	// MIG is the GPU's MIG layout as the agent reads it ("3g.40gb@0 3g.40gb@4"); empty when the
-	// GPU is not in MIG mode or the agent does not say.
-	MIG string `json:"mig,omitempty"`
-	// Gate is the outcome of the last layout change the agent ran on this GPU for a gate
-	// operation of the control plane.
-	Gate *GateReport `json:"gate,omitempty"`
-}
-
-// GateReport is what an agent says about a gate operation it ran: the operation's id and the
-// gate's closed outcome code (GateDone, GateRolledBack, GateRollbackFailed, GateCordonFailed,
-// GateDrainFailed, GateCooldown, GateRateLimit) with its sentence.
-type GateReport struct {
-	Op      uint64 `json:"op"`
-	Attempt int    `json:"attempt"`
-	Code    string `json:"code"`
-	Message string `json:"message,omitempty"`
-}
-
 // GateOp is one MIG layout change asked of one GPU: it waits until the orchestration lets it
 // start (maxUnavailable, cooldown, maintenance window), then its GPU's slices leave the pool (the
 // replicas on them move first) and the node's agent receives the new layout, which its gate
@@ -113,6 +94,24 @@ type GateOp struct {
 	NotBefore time.Time `json:"notBefore,omitzero"`
 }
 
+// The node wire types live in api/v1, shared with the node agent; these names are theirs here.
+type (
+	// Inventory is what an agent reports about its node.
+	Inventory = v1.NodeReport
+	// GPU is one GPU an agent reports, with the slices it is cut into now.
+	GPU = v1.NodeGPU
+	// GateReport is what an agent says about a gate operation it ran.
+	GateReport = v1.GateReport
+	// Slice is one unit a replica runs on.
+	Slice = v1.Slice
+	// LayoutSlice is one slice of a node's desired layout and who should run on it.
+	LayoutSlice = v1.LayoutSlice
+	// Layout is what a node's agent should make true.
+	Layout = v1.NodeLayout
+	// GPULayout is a GPU's desired MIG layout and the gate operation it belongs to.
+	GPULayout = v1.GPULayout
+)
+
 // GateState is a gate operation's state.
 type GateState string
 
@@ -122,13 +121,6 @@ const (
 	GateDraining GateState = "draining"
 	GateApplying GateState = "applying"
 )
-
-// Inventory is what an agent reports about its node.
-type Inventory struct {
-	GPUs []GPU `json:"gpus"`
-	// Ready lists the standby grants of the node's layout that run and are ready.
-	Ready []string `json:"ready,omitempty"`
-}
 
 // Node is one registered node.
 type Node struct {
@@ -142,22 +134,20 @@ type Node struct {
 	// Cordoned nodes keep running what they run until the allocator moves it: their slices are
 	// out of the pool, so their replicas move to free slices elsewhere (or are trimmed).
 	Cordoned bool `json:"cordoned,omitempty"`
+	// CordonedSince is when the node was cordoned: its replicas keep running until their
+	// standbys elsewhere are ready, or the drain timeout (GatePolicy.DrainTimeout) from then.
+	CordonedSince time.Time `json:"cordonedSince,omitzero"`
 	// LayoutRevision grows whenever the node's desired layout changes.
 	LayoutRevision uint64 `json:"layoutRevision"`
+	// Epoch is the node's fencing token: it grows each time the node is declared lost (its
+	// grants then move to other nodes). The agent must stop every replica of an older epoch
+	// before the node may come back, so the replicas that moved never run twice.
+	Epoch uint64 `json:"epoch,omitempty"`
 	// Gates are the MIG changes asked of the node's GPUs and not finished (replaced, never
 	// changed in place: views share them).
 	Gates []GateOp `json:"gates,omitempty"`
 	// Changed is when each GPU (by UUID) last finished a MIG change, for the cooldown.
 	Changed map[string]time.Time `json:"changed,omitempty"`
-}
-
-// Slice is one unit a replica runs on.
-type Slice struct {
-	ID    string `json:"id"` // NODE/GPU-UUID/INDEX
-	Node  string `json:"node"`
-	GPU   string `json:"gpu"`
-	Board string `json:"board"`
-	Kind  string `json:"kind"`
 }
 
 // Grant places one tenant replica on one slice.
@@ -174,39 +164,10 @@ type Grant struct {
 	// change: the standby starts first, and the old grant stops once the standby's agent reports
 	// it ready; then this grant is the tenant's replica.
 	Replaces string `json:"replaces,omitempty"`
-}
-
-// LayoutSlice is one slice of a node's desired layout and who should run on it.
-type LayoutSlice struct {
-	Slice
-	Tenant string `json:"tenant,omitempty"`
-	Grant  string `json:"grant,omitempty"`
-	// Standby marks a replica started for a grant that moves off a draining GPU: the agent
-	// reports it in Inventory.Ready once it runs.
-	Standby bool `json:"standby,omitempty"`
-	// Draining marks a slice of a GPU that leaves the pool for a MIG change: its replica keeps
-	// running until its standby elsewhere is ready.
-	Draining bool `json:"draining,omitempty"`
-}
-
-// Layout is what a node's agent should make true.
-type Layout struct {
-	Node     string        `json:"node"`
-	Revision uint64        `json:"revision"`
-	Slices   []LayoutSlice `json:"slices"`
-	// GPUs are the MIG layouts the node's gate should apply now, one per GPU with a gate
-	// operation handed to the agent.
-	GPUs []GPULayout `json:"gpus,omitempty"`
-}
-
-// GPULayout is a GPU's desired MIG layout and the gate operation it belongs to.
-type GPULayout struct {
-	UUID  string `json:"uuid"`
-	Board string `json:"board"`
-	MIG   string `json:"mig"`
-	Op    uint64 `json:"op"`
-	// Attempt numbers the tries of the operation (a retry is a new attempt for the agent).
-	Attempt int `json:"attempt"`
+	// Limits are the sharing limits the applied plan gives the replica on this slice (MPS
+	// active-thread percentage and pinned memory); nil when the plan places no replica of the
+	// tenant here or sets none.
+	Limits *v1.Limits `json:"limits,omitempty"`
 }
 
 // Event is one thing that happened, with a closed reason code and a sentence with numbers.
@@ -237,6 +198,7 @@ const (
 	CodeNodeRegistered Code = "NodeRegistered"
 	CodeNodeLost       Code = "NodeLost"
 	CodeNodeBack       Code = "NodeBack"
+	CodeNodeFenced     Code = "NodeFenced"
 	CodeNodeCordoned   Code = "NodeCordoned"
 	CodeNodeUncordoned Code = "NodeUncordoned"
 	CodeTokenCreated   Code = "TokenCreated"
@@ -249,6 +211,7 @@ const (
 	CodeGateGaveUp     Code = "GateGaveUp"
 	CodeGateCancelled  Code = "GateCancelled"
 	CodeMoveStarted    Code = "MoveStarted"
+	CodeStandbyFailed  Code = "StandbyFailed"
 	CodeReplanned      Code = "Replanned"
 	CodeReplanFailed   Code = "ReplanFailed"
 )
@@ -256,6 +219,6 @@ const (
 // Codes lists every event code.
 var Codes = []Code{CodeTenantAdded, CodeTenantUpdated, CodeTenantRemoved, CodeDemandChanged,
 	CodeGranted, CodeReleased, CodePreempted, CodeQueued, CodeMoved, CodeNodeRegistered,
-	CodeNodeLost, CodeNodeBack, CodeNodeCordoned, CodeNodeUncordoned, CodeTokenCreated,
+	CodeNodeLost, CodeNodeBack, CodeNodeFenced, CodeNodeCordoned, CodeNodeUncordoned, CodeTokenCreated,
 	CodeGateRequested, CodeGateWaiting, CodeGateDraining, CodeGateStarted, CodeGateDone, CodeGateFailed, CodeGateGaveUp,
-	CodeGateCancelled, CodeMoveStarted, CodeReplanned, CodeReplanFailed}
+	CodeGateCancelled, CodeMoveStarted, CodeStandbyFailed, CodeReplanned, CodeReplanFailed}

@@ -109,7 +109,7 @@ func (v *View) Layout(node string) (Layout, bool) {
 	if !ok {
 		return Layout{}, false
 	}
-	l := Layout{Node: node, Revision: v.Nodes[i].LayoutRevision, Slices: []LayoutSlice{}}
+	l := Layout{Node: node, Revision: v.Nodes[i].LayoutRevision, Epoch: v.Nodes[i].Epoch, Slices: []LayoutSlice{}}
 	for _, op := range v.Nodes[i].Gates {
 		if op.State == GateApplying {
 			l.GPUs = append(l.GPUs, GPULayout{UUID: op.GPU, Board: op.Board, MIG: op.Layout, Op: op.ID, Attempt: op.Attempts})
@@ -124,13 +124,26 @@ func (v *View) Layout(node string) (Layout, bool) {
 	for _, s := range v.Slices {
 		if s.Node == node {
 			g := bySlice[s.ID]
-			l.Slices = append(l.Slices, LayoutSlice{Slice: s, Tenant: g.Tenant, Grant: g.ID, Standby: g.Replaces != ""})
+			l.Slices = append(l.Slices, LayoutSlice{Slice: s, Tenant: g.Tenant, Grant: g.ID, Standby: g.Replaces != "", Limits: g.Limits})
+		}
+	}
+	// A cordoned node's slices are out of the pool, but their replicas run until their standbys
+	// are ready.
+	if v.Nodes[i].Cordoned && !v.Nodes[i].Lost {
+		for _, gp := range v.Nodes[i].Inventory.GPUs {
+			for k, kind := range gp.Slices {
+				id := sliceID(node, gp.UUID, k)
+				if g, ok := bySlice[id]; ok {
+					l.Slices = append(l.Slices, LayoutSlice{Slice: Slice{ID: id, Node: node, GPU: gp.UUID, Board: gp.Board, Kind: kind},
+						Tenant: g.Tenant, Grant: g.ID, Draining: true, Limits: g.Limits})
+				}
+			}
 		}
 	}
 	// A draining GPU's slices are out of the pool, but their replicas run until their standbys
 	// are ready.
 	for _, op := range v.Nodes[i].Gates {
-		if op.State != GateDraining {
+		if op.State != GateDraining || v.Nodes[i].Cordoned && !v.Nodes[i].Lost { // listed above
 			continue
 		}
 		for _, gp := range v.Nodes[i].Inventory.GPUs {
@@ -141,7 +154,7 @@ func (v *View) Layout(node string) (Layout, bool) {
 				id := sliceID(node, gp.UUID, k)
 				if g, ok := bySlice[id]; ok {
 					l.Slices = append(l.Slices, LayoutSlice{Slice: Slice{ID: id, Node: node, GPU: gp.UUID, Board: gp.Board, Kind: kind},
-						Tenant: g.Tenant, Grant: g.ID, Draining: true})
+						Tenant: g.Tenant, Grant: g.ID, Draining: true, Limits: g.Limits})
 				}
 			}
 		}

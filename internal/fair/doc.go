@@ -76,7 +76,8 @@
 // (same task) when no other tenant waits, and otherwise ends and its room goes back to filling. A
 // lease also ends when its tenant wants fewer tasks, when capacity is lost, or when a steady grant
 // within the steady pool needs its room; a lease whose tenant gets steady room becomes a steady
-// task.
+// task. A caller that rebuilt the allocator (a restarted control plane) gives a lease lent again
+// the expiry it had before with RestoreLeaseExpiry, which only ever shortens a term.
 //
 // # Bounds
 //

@@ -256,3 +256,30 @@ func TestXIDAndTelemetry(t *testing.T) {
 		t.Fatal("a 2000 W limit on a 700 W board was accepted")
 	}
 }
+
+// Fake nodes of one pool report distinct GPUs when they are named; unnamed they keep the
+// historical UUIDs, and a named node's UUIDs are stable across restarts.
+func TestFakeNodeUUIDs(t *testing.T) {
+	uuids := func(node string) []string {
+		f, err := NewFake(FakeOptions{Model: "h100", GPUs: 4, Node: node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.UUIDs()
+	}
+	if got := uuids("")[1]; got != "GPU-h1000000-0000-4000-8000-000000000001" {
+		t.Fatalf("unnamed node's GPU 1 = %s", got)
+	}
+	seen := map[string]string{}
+	for _, node := range []string{"h100-a", "h100-b", "node-1", "node-2", ""} {
+		for _, u := range uuids(node) {
+			if other, dup := seen[u]; dup {
+				t.Fatalf("UUID %s of node %q also on node %q", u, node, other)
+			}
+			seen[u] = node
+		}
+	}
+	if a, b := uuids("h100-a"), uuids("h100-a"); !slices.Equal(a, b) {
+		t.Fatalf("node h100-a's UUIDs changed between two starts: %v vs %v", a, b)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,6 +39,10 @@ type FakeOptions struct {
 	// GPM makes the GPUs report GPU Performance Monitoring, so that MIG instances have an SM
 	// activity (SetInstanceActivity). Real GPM needs Hopper or newer: ignored for a100.
 	GPM bool
+	// Node, when set, is folded into the GPU UUIDs (a 16-bit hash of it in the first group), so
+	// that the fake nodes of one pool report distinct GPUs; unset, every fake node's GPUs are
+	// GPU-<model>0000-0000-4000-8000-<index>.
+	Node string
 }
 
 // Fake is a node of fake GPUs on go-nvml's mocks, with the real MIG rules, telemetry and state
@@ -104,7 +109,7 @@ func NewFake(opt FakeOptions) (*Fake, error) {
 		locked: map[string][2]uint32{}, power: map[string]uint32{}, xids: make(chan gonvml.EventData, 64)}
 	for i, d := range srv.Devices {
 		dev := d.(*server.Device)
-		dev.UUID = fmt.Sprintf("GPU-%s0000-0000-4000-8000-%012d", opt.Model, i)
+		dev.UUID = fmt.Sprintf("GPU-%s%04x-0000-4000-8000-%012d", opt.Model, nodeTag(opt.Node), i)
 		dev.MigMode = gonvml.DEVICE_MIG_ENABLE
 		f.power[dev.UUID] = uint32(b.TDPWatts * 1000)
 		f.wrapDevice(dev)
@@ -118,6 +123,17 @@ func NewFake(opt FakeOptions) (*Fake, error) {
 		}
 	}
 	return f, nil
+}
+
+// nodeTag is the 16-bit FNV-1a hash of a node name (0 for none).
+func nodeTag(node string) uint32 {
+	if node == "" {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(node))
+	s := h.Sum32()
+	return (s>>16 ^ s) & 0xffff
 }
 
 // Interface returns the fake as NVML.
