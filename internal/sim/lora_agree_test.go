@@ -10,11 +10,7 @@ import (
 
 // loraAgreeMisses are scenarios where the planner's engines miss an objective in simulation,
 // with why. A listed scenario that the planner gets right must leave the list.
-var loraAgreeMisses = map[string]string{
-	"100 uniform at 30 req/s": "the planner gives 1 engine, simulation needs 2: at 0.3 req/s each, 62 distinct adapters " +
-		"share a step on average, the LoRA kernels take the engine to ~92 % busy and TTFT p99 to 1.5 s; the queueing " +
-		"model, scaled by the LoRA time per step, still sees room (docs/lora.md, \"What is missing\")",
-}
+var loraAgreeMisses = map[string]string{}
 
 // TestLoRAPlannerAgainstSimulation plans four more groups (Llama-3.1-8B on H100s, 512/128 tokens,
 // TTFT ≤ 1 s, TPOT ≤ 50 ms) and compares the planner's engine count with the fewest engines that
@@ -76,6 +72,60 @@ func TestLoRAPlannerAgainstSimulation(t *testing.T) {
 			t.Errorf("%s: the planner's %d engines miss an objective in simulation", name, len(p.Engines))
 		case ok && listed:
 			t.Errorf("%s: the planner's engines meet the objectives now: take it off loraAgreeMisses", name)
+		}
+	}
+}
+
+// TestLoRAActiveP99AgainstSimulation holds the planner's 99th percentile of distinct adapters in
+// flight between the simulator's time-weighted mean and its maximum, on each planned engine:
+// below the mean it would undersize max_loras; above the maximum it would waste slots.
+func TestLoRAActiveP99AgainstSimulation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates several groups")
+	}
+	base := loraExample(t)
+	for _, sc := range []struct {
+		n     int
+		total float64
+		zipf  bool
+	}{{100, 30, false}, {100, 20, false}, {300, 40, true}, {20, 10, false}} {
+		in := base
+		in.Group = plan.LoRAGroup{Key: fmt.Sprintf("%d at %g req/s", sc.n, sc.total)}
+		var h float64
+		for k := 1; k <= sc.n; k++ {
+			h += 1 / float64(k)
+		}
+		for k := 1; k <= sc.n; k++ {
+			a := base.Group.Adapters[0]
+			a.Tenant, a.RPS = fmt.Sprintf("t%03d", k), sc.total/float64(sc.n)
+			if sc.zipf {
+				a.RPS = sc.total / float64(k) / h
+			}
+			in.Group.Adapters = append(in.Group.Adapters, a)
+		}
+		p, err := plan.PlanLoRA(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		by := map[string]plan.LoRAAdapter{}
+		for _, a := range in.Group.Adapters {
+			by[a.Tenant] = a
+		}
+		for i, eng := range p.Engines {
+			cfg := LoRAConfig{Engine: in.Engine, Cost: in.Cost, MaxLoRAs: eng.MaxLoRAs, MaxRank: eng.MaxRank,
+				MaxCPULoRAs: eng.MaxCPULoRAs, Duration: 300 * time.Second}
+			for _, name := range eng.Adapters {
+				a := by[name]
+				cfg.Adapters = append(cfg.Adapters, LoRAAdapter{Name: name, RPS: eng.Load[name], InputTokens: a.InputTokens,
+					OutputTokens: a.OutputTokens, Bytes: a.Bytes, Rank: a.Rank, TTFT: a.SLO.TTFT, TPOT: a.SLO.TPOT})
+			}
+			res := runLoRA(t, cfg, uint64(i)+1)
+			t.Logf("%s, %s: planner p99 %d in flight (max_loras %d); simulation mean %.1f, most %d",
+				in.Group.Key, eng.Name, eng.ActiveP99, eng.MaxLoRAs, res.ActiveMean, res.ActiveMax)
+			if float64(eng.ActiveP99) < res.ActiveMean || eng.ActiveP99 > res.ActiveMax {
+				t.Errorf("%s, %s: planner p99 %d outside the simulation's mean %.1f and most %d",
+					in.Group.Key, eng.Name, eng.ActiveP99, res.ActiveMean, res.ActiveMax)
+			}
 		}
 	}
 }
