@@ -154,3 +154,37 @@ func TestFitWithLoRAFlags(t *testing.T) {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
 }
+
+// plan leaves the adapter tenants that share an engine to `gpupool lora` and says so; a hard
+// adapter tenant (which never shares) and the other tenants are planned as before.
+func TestPlanLeavesSharedAdaptersToLoRA(t *testing.T) {
+	pool := loraPool(t, peftDir(t, 32), 0)
+	stdout, stderr, code := runCmd(t, "plan", pool, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "2 adapter tenants share base-model engines") || !strings.Contains(stderr, "gpupool lora") ||
+		!strings.Contains(stderr, "llama-3.1-8b/as-stored/soft:acme/x: a, b") {
+		t.Errorf("stderr %q", stderr)
+	}
+	var pl struct {
+		Tenants []struct{ Name string }
+	}
+	if err := json.Unmarshal([]byte(stdout), &pl); err != nil {
+		t.Fatal(err)
+	}
+	if len(pl.Tenants) != 1 || pl.Tenants[0].Name != "h" {
+		t.Errorf("planned tenants %+v, want only the hard adapter tenant h", pl.Tenants)
+	}
+
+	// The 200-adapter example is all shared adapters: plan --out exits 0, writes nothing and says
+	// where they are planned.
+	out := filepath.Join(t.TempDir(), "out")
+	_, stderr, code = runCmd(t, "plan", "../../examples/lora-200.yaml", "--out", out)
+	if code != 0 || !strings.Contains(stderr, "200 adapter tenants share base-model engines") || !strings.Contains(stderr, "nothing planned or written") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("%s: %v, want nothing written", out, err)
+	}
+}
