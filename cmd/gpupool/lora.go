@@ -80,7 +80,9 @@ func newLoRACmd(e *env) *cobra.Command {
 		Long: "lora groups the Pool's adapter tenants (model.adapter) by base model, quantization and trust\n" +
 			"group, plans the fewest engines (one whole GPU of --board each) that keep every adapter's\n" +
 			"objectives, chooses each engine's --max-loras, and simulates every engine with its adapters'\n" +
-			"traffic. With --gateway it prints the Gateway API Inference Extension objects instead: an\n" +
+			"traffic; with a price for the board in policy.cost, each engine's monthly GPU cost is split among its\n" +
+			"adapters by the tokens the simulation computed for each. With --gateway it prints the Gateway API\n" +
+			"Inference Extension objects instead: an\n" +
 			"InferencePool per engine, an InferenceObjective per adapter, and HTTPRoutes by model name.\n" +
 			"Adapters given by dir are read from their PEFT folders (headers only).",
 		Args: cobra.ExactArgs(1),
