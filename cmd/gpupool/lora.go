@@ -82,8 +82,8 @@ func newLoRACmd(e *env) *cobra.Command {
 			"objectives, chooses each engine's --max-loras, and simulates every engine with its adapters'\n" +
 			"traffic; with a price for the board in policy.cost, each engine's monthly GPU cost is split among its\n" +
 			"adapters by the tokens the simulation computed for each. With --gateway it prints the Gateway API\n" +
-			"Inference Extension objects instead: an\n" +
-			"InferencePool per engine, an InferenceObjective per adapter, and HTTPRoutes by model name.\n" +
+			"Inference Extension objects instead: an InferencePool per engine, an InferenceObjective per adapter,\n" +
+			"and HTTPRoutes by model name.\n" +
 			"Adapters given by dir are read from their PEFT folders (headers only).",
 		Args: cobra.ExactArgs(1),
 	}
