@@ -32,20 +32,7 @@ func TestLoRAPlannerAgainstSimulation(t *testing.T) {
 			shape = "zipf"
 		}
 		name := fmt.Sprintf("%d %s at %g req/s", sc.n, shape, sc.total)
-		in := base
-		in.Group = plan.LoRAGroup{Key: name}
-		var h float64
-		for k := 1; k <= sc.n; k++ {
-			h += 1 / float64(k)
-		}
-		for k := 1; k <= sc.n; k++ {
-			a := base.Group.Adapters[0]
-			a.Tenant, a.RPS = fmt.Sprintf("t%03d", k), sc.total/float64(sc.n)
-			if sc.zipf {
-				a.RPS = sc.total / float64(k) / h
-			}
-			in.Group.Adapters = append(in.Group.Adapters, a)
-		}
+		in := loraGroupOf(base, name, sc.n, sc.total, sc.zipf)
 		p, err := plan.PlanLoRA(in)
 		if err != nil {
 			t.Fatal(err)
@@ -89,37 +76,13 @@ func TestLoRAActiveP99AgainstSimulation(t *testing.T) {
 		total float64
 		zipf  bool
 	}{{100, 30, false}, {100, 20, false}, {300, 40, true}, {20, 10, false}} {
-		in := base
-		in.Group = plan.LoRAGroup{Key: fmt.Sprintf("%d at %g req/s", sc.n, sc.total)}
-		var h float64
-		for k := 1; k <= sc.n; k++ {
-			h += 1 / float64(k)
-		}
-		for k := 1; k <= sc.n; k++ {
-			a := base.Group.Adapters[0]
-			a.Tenant, a.RPS = fmt.Sprintf("t%03d", k), sc.total/float64(sc.n)
-			if sc.zipf {
-				a.RPS = sc.total / float64(k) / h
-			}
-			in.Group.Adapters = append(in.Group.Adapters, a)
-		}
+		in := loraGroupOf(base, fmt.Sprintf("%d at %g req/s", sc.n, sc.total), sc.n, sc.total, sc.zipf)
 		p, err := plan.PlanLoRA(in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		by := map[string]plan.LoRAAdapter{}
-		for _, a := range in.Group.Adapters {
-			by[a.Tenant] = a
-		}
 		for i, eng := range p.Engines {
-			cfg := LoRAConfig{Engine: in.Engine, Cost: in.Cost, MaxLoRAs: eng.MaxLoRAs, MaxRank: eng.MaxRank,
-				MaxCPULoRAs: eng.MaxCPULoRAs, Duration: 300 * time.Second}
-			for _, name := range eng.Adapters {
-				a := by[name]
-				cfg.Adapters = append(cfg.Adapters, LoRAAdapter{Name: name, RPS: eng.Load[name], InputTokens: a.InputTokens,
-					OutputTokens: a.OutputTokens, Bytes: a.Bytes, Rank: a.Rank, TTFT: a.SLO.TTFT, TPOT: a.SLO.TPOT})
-			}
-			res := runLoRA(t, cfg, uint64(i)+1)
+			res := runLoRA(t, loraEngineConfig(in, eng, 300*time.Second), uint64(i)+1)
 			t.Logf("%s, %s: planner p99 %d in flight (max_loras %d); simulation mean %.1f, most %d",
 				in.Group.Key, eng.Name, eng.ActiveP99, eng.MaxLoRAs, res.ActiveMean, res.ActiveMax)
 			if float64(eng.ActiveP99) < res.ActiveMean || eng.ActiveP99 > res.ActiveMax {
@@ -128,4 +91,24 @@ func TestLoRAActiveP99AgainstSimulation(t *testing.T) {
 			}
 		}
 	}
+}
+
+// loraGroupOf is base's engine with a group of n copies of base's first adapter, total req/s in
+// all: equal rates, or Zipf (adapter k gets total × (1/k) / H(n)).
+func loraGroupOf(base plan.LoRAInput, key string, n int, total float64, zipf bool) plan.LoRAInput {
+	in := base
+	in.Group = plan.LoRAGroup{Key: key}
+	var h float64
+	for k := 1; k <= n; k++ {
+		h += 1 / float64(k)
+	}
+	for k := 1; k <= n; k++ {
+		a := base.Group.Adapters[0]
+		a.Tenant, a.RPS = fmt.Sprintf("t%03d", k), total/float64(n)
+		if zipf {
+			a.RPS = total / float64(k) / h
+		}
+		in.Group.Adapters = append(in.Group.Adapters, a)
+	}
+	return in
 }
