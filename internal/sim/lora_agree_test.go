@@ -22,17 +22,9 @@ func TestLoRAPlannerAgainstSimulation(t *testing.T) {
 		t.Skip("simulates several groups")
 	}
 	base := loraExample(t)
-	for _, sc := range []struct {
-		n     int
-		total float64
-		zipf  bool
-	}{{100, 30, false}, {50, 120, true}, {300, 40, true}, {20, 10, false}} {
-		shape := "uniform"
-		if sc.zipf {
-			shape = "zipf"
-		}
-		name := fmt.Sprintf("%d %s at %g req/s", sc.n, shape, sc.total)
-		in := loraGroupOf(base, name, sc.n, sc.total, sc.zipf)
+	for _, sc := range []loraScenario{{100, 30, false}, {50, 120, true}, {300, 40, true}, {20, 10, false}} {
+		name := sc.String()
+		in := loraGroupOf(base, sc)
 		p, err := plan.PlanLoRA(in)
 		if err != nil {
 			t.Fatal(err)
@@ -71,12 +63,8 @@ func TestLoRAActiveP99AgainstSimulation(t *testing.T) {
 		t.Skip("simulates several groups")
 	}
 	base := loraExample(t)
-	for _, sc := range []struct {
-		n     int
-		total float64
-		zipf  bool
-	}{{100, 30, false}, {100, 20, false}, {300, 40, true}, {20, 10, false}} {
-		in := loraGroupOf(base, fmt.Sprintf("%d at %g req/s", sc.n, sc.total), sc.n, sc.total, sc.zipf)
+	for _, sc := range []loraScenario{{100, 30, false}, {100, 20, false}, {300, 40, true}, {20, 10, false}} {
+		in := loraGroupOf(base, sc)
 		p, err := plan.PlanLoRA(in)
 		if err != nil {
 			t.Fatal(err)
@@ -93,11 +81,27 @@ func TestLoRAActiveP99AgainstSimulation(t *testing.T) {
 	}
 }
 
-// loraGroupOf is base's engine with a group of n copies of base's first adapter, total req/s in
-// all: equal rates, or Zipf (adapter k gets total × (1/k) / H(n)).
-func loraGroupOf(base plan.LoRAInput, key string, n int, total float64, zipf bool) plan.LoRAInput {
+// loraScenario is a group of n adapters with total req/s in all: equal rates, or Zipf (adapter k
+// gets total × (1/k) / H(n)).
+type loraScenario struct {
+	n     int
+	total float64
+	zipf  bool
+}
+
+func (sc loraScenario) String() string {
+	shape := "uniform"
+	if sc.zipf {
+		shape = "zipf"
+	}
+	return fmt.Sprintf("%d %s at %g req/s", sc.n, shape, sc.total)
+}
+
+// loraGroupOf is base's engine with sc's group of copies of base's first adapter.
+func loraGroupOf(base plan.LoRAInput, sc loraScenario) plan.LoRAInput {
+	n, total, zipf := sc.n, sc.total, sc.zipf
 	in := base
-	in.Group = plan.LoRAGroup{Key: key}
+	in.Group = plan.LoRAGroup{Key: sc.String()}
 	var h float64
 	for k := 1; k <= n; k++ {
 		h += 1 / float64(k)
