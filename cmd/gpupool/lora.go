@@ -6,12 +6,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/cost"
 	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/llm"
 	"gpupool.dev/gpupool/internal/perf"
@@ -36,6 +38,14 @@ type loraGroupOut struct {
 	FairCaps  map[string]map[string]int `json:"fairCaps"`
 	Simulated *loraSimOut               `json:"simulated,omitempty"`
 	Adapters  []sim.LoRAAdapterResult   `json:"adapters,omitempty"`
+	// MonthlyCost is each adapter's part of its engines' GPU cost for a month (cost.HoursPerMonth
+	// at the board's hourly price in policy.cost), every engine's cost split among its adapters by
+	// the tokens the simulation computed for each (cost.SplitByTokens); absent without a price or
+	// a simulation.
+	MonthlyCost map[string]float64 `json:"monthlyCost,omitempty"`
+	Currency    string             `json:"currency,omitempty"`
+	// EngineMonthlyCost is one engine's GPU cost for a month.
+	EngineMonthlyCost float64 `json:"engineMonthlyCost,omitempty"`
 }
 
 type loraEngineOut struct {
@@ -70,8 +80,10 @@ func newLoRACmd(e *env) *cobra.Command {
 		Long: "lora groups the Pool's adapter tenants (model.adapter) by base model, quantization and trust\n" +
 			"group, plans the fewest engines (one whole GPU of --board each) that keep every adapter's\n" +
 			"objectives, chooses each engine's --max-loras, and simulates every engine with its adapters'\n" +
-			"traffic. With --gateway it prints the Gateway API Inference Extension objects instead: an\n" +
-			"InferencePool per engine, an InferenceObjective per adapter, and HTTPRoutes by model name.\n" +
+			"traffic; with a price for the board in policy.cost, each engine's monthly GPU cost is split among its\n" +
+			"adapters by the tokens the simulation computed for each. With --gateway it prints the Gateway API\n" +
+			"Inference Extension objects instead: an InferencePool per engine, an InferenceObjective per adapter,\n" +
+			"and HTTPRoutes by model name.\n" +
 			"Adapters given by dir are read from their PEFT folders (headers only).",
 		Args: cobra.ExactArgs(1),
 	}
@@ -145,11 +157,11 @@ func planLoRA(pool *v1.Pool, base, boardName string, simFor time.Duration, seed 
 				g.Adapters[i].Bytes, _ = llm.LoRAAdapterBytes(a, g.Adapters[i].Rank, nil)
 			}
 		}
-		eng, cost, err := perf.PlaceLoRA(a, t.Model.Quantization, b)
+		eng, lc, err := perf.PlaceLoRA(a, t.Model.Quantization, b)
 		if err != nil {
 			return loraOut{}, nil, nil, fmt.Errorf("group %s: %w", g.Key, err)
 		}
-		in := plan.LoRAInput{Group: g, Engine: eng, Cost: cost, Prefix: engineName(t)}
+		in := plan.LoRAInput{Group: g, Engine: eng, Cost: lc, Prefix: engineName(t)}
 		p, err := plan.PlanLoRA(in)
 		if err != nil {
 			return loraOut{}, nil, nil, err
@@ -161,9 +173,17 @@ func planLoRA(pool *v1.Pool, base, boardName string, simFor time.Duration, seed 
 			return loraOut{}, nil, nil, err
 		}
 		if simFor > 0 {
-			gout.Simulated, gout.Adapters, err = simulateGroup(in, p, simFor, seed)
+			var tokens map[string]map[string]int64
+			gout.Simulated, gout.Adapters, tokens, err = simulateGroup(in, p, simFor, seed)
 			if err != nil {
 				return loraOut{}, nil, nil, err
+			}
+			prices := cost.PricesFrom(pool.Policy.Cost)
+			if hourly, ok := prices.Hourly[b.Name]; ok {
+				gout.Currency, gout.EngineMonthlyCost = prices.Currency, hourly*cost.HoursPerMonth
+				if gout.MonthlyCost, err = splitEngineCost(gout.EngineMonthlyCost, tokens); err != nil {
+					return loraOut{}, nil, nil, fmt.Errorf("group %s: %w", g.Key, err)
+				}
 			}
 		}
 		res.Groups = append(res.Groups, gout)
@@ -285,7 +305,9 @@ func adapterPaths(p *v1.Pool) map[string]string {
 }
 
 // simulateGroup runs every engine of p with its adapters' traffic.
-func simulateGroup(in plan.LoRAInput, p plan.LoRAPlan, d time.Duration, seed uint64) (*loraSimOut, []sim.LoRAAdapterResult, error) {
+// simulateGroup also returns, per engine, the tokens (input and output) it computed for each of
+// its adapters.
+func simulateGroup(in plan.LoRAInput, p plan.LoRAPlan, d time.Duration, seed uint64) (*loraSimOut, []sim.LoRAAdapterResult, map[string]map[string]int64, error) {
 	by := map[string]plan.LoRAAdapter{}
 	for _, a := range in.Group.Adapters {
 		by[a.Tenant] = a
@@ -293,6 +315,7 @@ func simulateGroup(in plan.LoRAInput, p plan.LoRAPlan, d time.Duration, seed uin
 	out := &loraSimOut{Duration: d.String(), MeetsAll: true, WorstAttainment: 1}
 	var worst time.Duration
 	var all []sim.LoRAAdapterResult
+	tokens := map[string]map[string]int64{}
 	for i, en := range p.Engines {
 		cfg := sim.LoRAConfig{Engine: in.Engine, Cost: in.Cost, MaxLoRAs: en.MaxLoRAs, MaxRank: en.MaxRank,
 			MaxCPULoRAs: en.MaxCPULoRAs, Duration: d}
@@ -303,18 +326,39 @@ func simulateGroup(in plan.LoRAInput, p plan.LoRAPlan, d time.Duration, seed uin
 		}
 		r, err := sim.SimulateLoRA(cfg, rand.New(rand.NewPCG(seed, uint64(i))))
 		if err != nil {
-			return nil, nil, fmt.Errorf("simulate engine %s: %w", en.Name, err)
+			return nil, nil, nil, fmt.Errorf("simulate engine %s: %w", en.Name, err)
 		}
+		tokens[en.Name] = map[string]int64{}
 		out.MeetsAll = out.MeetsAll && r.MeetsAll()
 		out.Loads += r.Loads
 		for _, a := range r.Adapters {
 			out.WorstAttainment = min(out.WorstAttainment, a.Attainment)
 			worst = max(worst, a.TTFTP99)
+			tokens[en.Name][a.Name] = a.InputTokens + a.OutputTokens
 		}
 		all = append(all, r.Adapters...)
 	}
 	out.WorstTTFTP99 = worst.String()
-	return out, all, nil
+	return out, all, tokens, nil
+}
+
+// splitEngineCost gives each adapter its part of every engine it runs on, amount per engine, by
+// the tokens the engine computed for it; an adapter spread over engines sums its parts.
+func splitEngineCost(amount float64, tokens map[string]map[string]int64) (map[string]float64, error) {
+	out := map[string]float64{}
+	for en, ts := range tokens {
+		if len(ts) == 0 {
+			continue
+		}
+		parts, err := cost.SplitByTokens(amount, ts)
+		if err != nil {
+			return nil, fmt.Errorf("engine %s: %w", en, err)
+		}
+		for a, v := range parts {
+			out[a] += v
+		}
+	}
+	return out, nil
 }
 
 func writeLoRATable(e *env, res loraOut) error {
@@ -330,10 +374,33 @@ func writeLoRATable(e *env, res loraOut) error {
 			fmt.Fprintf(tw, "simulated %s: every adapter meets its SLO: %v; worst attainment %.4f; worst TTFT p99 %s; %d adapter loads\n",
 				s.Duration, s.MeetsAll, s.WorstAttainment, s.WorstTTFTP99, s.Loads)
 		}
+		if len(g.MonthlyCost) > 0 {
+			fmt.Fprintf(tw, "monthly GPU cost: %.2f %s per engine, split by the simulated tokens of its adapters; most: %s\n",
+				g.EngineMonthlyCost, g.Currency, topCosts(g.MonthlyCost, 3))
+		}
 		fmt.Fprintln(tw)
 	}
 	for _, s := range res.Solos {
 		fmt.Fprintf(tw, "%s: %s\n", s.Tenant, s.Reason)
 	}
 	return tw.Flush()
+}
+
+// topCosts lists the n largest parts, largest first ("ad-001 812.34, …").
+func topCosts(parts map[string]float64, n int) string {
+	names := make([]string, 0, len(parts))
+	for a := range parts {
+		names = append(names, a)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if parts[names[i]] != parts[names[j]] {
+			return parts[names[i]] > parts[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	var out []string
+	for _, a := range names[:min(n, len(names))] {
+		out = append(out, fmt.Sprintf("%s %.2f", a, parts[a]))
+	}
+	return strings.Join(out, ", ")
 }

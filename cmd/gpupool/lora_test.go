@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -152,5 +153,69 @@ func TestFitWithLoRAFlags(t *testing.T) {
 	_, stderr, code := runCmd(t, "fit", "--model", "llama-3.1-8b", "--max-loras", "8", "--max-lora-rank", "12", "--max-cpu-loras", "2")
 	if code != 1 || !strings.Contains(stderr, "--max-lora-rank") || !strings.Contains(stderr, "--max-cpu-loras") {
 		t.Errorf("exit %d: %s", code, stderr)
+	}
+}
+
+// plan leaves the adapter tenants that share an engine to `gpupool lora` and says so; a hard
+// adapter tenant (which never shares) and the other tenants are planned as before.
+func TestPlanLeavesSharedAdaptersToLoRA(t *testing.T) {
+	pool := loraPool(t, peftDir(t, 32), 0)
+	stdout, stderr, code := runCmd(t, "plan", pool, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "2 adapter tenants share base-model engines") || !strings.Contains(stderr, "gpupool lora") ||
+		!strings.Contains(stderr, "llama-3.1-8b/as-stored/soft:acme/x: a, b") {
+		t.Errorf("stderr %q", stderr)
+	}
+	var pl struct {
+		Tenants []struct{ Name string }
+	}
+	if err := json.Unmarshal([]byte(stdout), &pl); err != nil {
+		t.Fatal(err)
+	}
+	if len(pl.Tenants) != 1 || pl.Tenants[0].Name != "h" {
+		t.Errorf("planned tenants %+v, want only the hard adapter tenant h", pl.Tenants)
+	}
+
+	// The 200-adapter example is all shared adapters: plan --out exits 0, writes nothing and says
+	// where they are planned.
+	out := filepath.Join(t.TempDir(), "out")
+	_, stderr, code = runCmd(t, "plan", "../../examples/lora-200.yaml", "--out", out)
+	if code != 0 || !strings.Contains(stderr, "200 adapter tenants share base-model engines") || !strings.Contains(stderr, "nothing planned or written") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("%s: %v, want nothing written", out, err)
+	}
+}
+
+// With a price for the board, every engine's monthly GPU cost is split among its adapters by
+// the tokens the simulation computed: the parts add up to the engines' cost, and an adapter
+// with more traffic pays more.
+func TestLoRACommandSplitsEngineCost(t *testing.T) {
+	stdout, stderr, code := runCmd(t, "lora", "../../examples/lora-200.yaml", "--simulate", "30s", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out loraOut
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	g := out.Groups[0]
+	// 30,000 USD over 5 years of 8,760 h, for 730 h.
+	want := 30000.0 / (5 * 8760) * 730
+	if g.Currency != "USD" || math.Abs(g.EngineMonthlyCost-want) > 1e-6 {
+		t.Fatalf("engine cost %v %s, want %v USD", g.EngineMonthlyCost, g.Currency, want)
+	}
+	var sum float64
+	for _, v := range g.MonthlyCost {
+		sum += v
+	}
+	if len(g.MonthlyCost) != 200 || math.Abs(sum-float64(g.GPUs)*want) > 1e-6 {
+		t.Errorf("%d adapters' parts add to %v, want %d × %v", len(g.MonthlyCost), sum, g.GPUs, want)
+	}
+	if !(g.MonthlyCost["ad-001"] > 10*g.MonthlyCost["ad-200"]) {
+		t.Errorf("ad-001 (13.6 req/s) pays %v, ad-200 (0.068 req/s) %v", g.MonthlyCost["ad-001"], g.MonthlyCost["ad-200"])
 	}
 }

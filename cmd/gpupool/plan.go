@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -39,6 +40,8 @@ func newPlanCmd(e *env) *cobra.Command {
 			"--max-moves N (with --current) never moves more than N replicas: when re-packing would, only the changes\n" +
 			"that free the most GPUs within N moves are made, or the plan in force is kept if it still serves the pool\n" +
 			"(every tenant's reasons say how many GPUs that gives up), else it fails.\n" +
+			"Adapter tenants (model.adapter) that may share a base-model engine are left out and named on stderr:\n" +
+			"`gpupool lora` plans them, many adapters to an engine.\n" +
 			"Exit 2 when some tenant is infeasible (the rest is planned and written) or the renderer reports a\n" +
 			"problem, 1 for invalid input.",
 		Args: cobra.ExactArgs(1),
@@ -85,6 +88,14 @@ func runPlan(e *env, a planArgs) error {
 	cur, err := readCurrent(e.ctx, a.current)
 	if err != nil {
 		return invalid(err)
+	}
+	pool, shared := withoutSharedAdapters(pool)
+	if len(shared) > 0 {
+		fmt.Fprintln(e.stderr, sharedAdaptersNote(a.pool, shared))
+		if len(pool.Tenants) == 0 {
+			fmt.Fprintln(e.stderr, "plan: no other tenant: nothing planned or written")
+			return nil
+		}
 	}
 	o := plan.Options{Models: models, Profiles: profiles, Current: cur}
 	if a.maxMoves >= 0 {
@@ -396,4 +407,55 @@ func shortDur(d v1.Duration) string {
 		return x.Round(10 * time.Millisecond).String()
 	}
 	return x.Round(100 * time.Microsecond).String()
+}
+
+// withoutSharedAdapters takes out of pool the adapter tenants that may share a base-model engine
+// (plan.GroupLoRA: not hard-isolated): `gpupool lora` plans them, many adapters to an engine,
+// where this planner would give each its own replica of the base model. It returns the rest of
+// the pool (pool itself when nothing is taken) and the groups taken, by key.
+func withoutSharedAdapters(pool *v1.Pool) (*v1.Pool, map[string][]string) {
+	groups, _ := plan.GroupLoRA(pool, nil)
+	if len(groups) == 0 {
+		return pool, nil
+	}
+	shared := map[string][]string{}
+	taken := map[string]bool{}
+	for _, g := range groups {
+		for _, a := range g.Adapters {
+			shared[g.Key] = append(shared[g.Key], a.Tenant)
+			taken[a.Tenant] = true
+		}
+	}
+	rest := *pool
+	rest.Tenants = nil
+	for _, t := range pool.Tenants {
+		if !taken[t.Name] {
+			rest.Tenants = append(rest.Tenants, t)
+		}
+	}
+	return &rest, shared
+}
+
+// sharedAdaptersNote says which adapter tenants this plan leaves to `gpupool lora`, and why.
+func sharedAdaptersNote(poolFile string, shared map[string][]string) string {
+	keys := make([]string, 0, len(shared))
+	n := 0
+	for k, ts := range shared {
+		keys = append(keys, k)
+		n += len(ts)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "plan: %s share base-model engines and are not in this plan: plan them with `gpupool lora %s` "+
+		"(one engine serves many adapters; this planner would give each adapter a replica of its own base model)",
+		plural(n, "adapter tenant"), poolFile)
+	for _, k := range keys {
+		ts := shared[k]
+		more := ""
+		if len(ts) > 8 {
+			ts, more = ts[:8], fmt.Sprintf(" and %d more", len(shared[k])-8)
+		}
+		fmt.Fprintf(&b, "\n  %s: %s%s", k, strings.Join(ts, ", "), more)
+	}
+	return b.String()
 }

@@ -246,7 +246,8 @@
 // tenant never shares an engine process); PlanLoRA gives a group the fewest whole-GPU engines on
 // which the queueing model (queue.go) keeps the strictest objective of each engine's adapters,
 // with the KV cache the adapter slots leave and the LoRA kernels' time charged; max_loras is twice
-// the p99 of adapters in flight, rounded up to a power of two; adapters go to engines largest rate
+// the p99 of adapters in flight, rounded up to a power of two, or every adapter of the engine when
+// that is fewer; adapters go to engines largest rate
 // first (LPT), a hot one spread over several. Every adapter gets a reason and a fair share of its
 // engine (docs/lora.md).
 package plan

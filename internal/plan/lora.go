@@ -160,7 +160,8 @@ const maxLoRAEngines = 1024
 // with the KV cache its adapter slots leave and the objectives tightened by what the LoRA kernels
 // add to a step (perf.LoRACost at max_loras distinct adapters: an upper bound); adapters go to
 // engines by rate, largest first onto the least loaded (LPT); max_loras is the smallest power of
-// two at or above twice the 99th percentile of distinct adapters in flight on each engine.
+// two at or above twice the 99th percentile of distinct adapters in flight on each engine, or
+// the engine's number of adapters when that is fewer.
 func PlanLoRA(in LoRAInput) (LoRAPlan, error) {
 	if err := in.validate(); err != nil {
 		return LoRAPlan{}, err
@@ -221,7 +222,8 @@ func PlanLoRAWith(in LoRAInput, n int) (LoRAPlan, bool, error) {
 			eng.RPS += a.RPS
 		}
 		eng.ActiveP99 = activeP99(in.Engine, in.Cost, maxRank, bin)
-		eng.MaxLoRAs = max(1, pow2AtLeast(loraSlotHeadroom*eng.ActiveP99))
+		// More slots than adapters buy nothing and cost KV cache: every adapter is resident then.
+		eng.MaxLoRAs = max(1, min(pow2AtLeast(loraSlotHeadroom*eng.ActiveP99), len(bin)))
 		eng.MaxCPULoRAs = max(eng.MaxCPULoRAs, eng.MaxLoRAs)
 		if !engineMeets(in, bin, eng) {
 			ok = false
@@ -233,8 +235,12 @@ func PlanLoRAWith(in LoRAInput, n int) (LoRAPlan, bool, error) {
 		}
 		for _, a := range bin {
 			engines[a.Tenant] = append(engines[a.Tenant], eng.Name)
-			p.Reasons[a.Tenant] = fmt.Sprintf("shares engine %s with %d other adapters of %s (max_loras %d covers twice the p99 of %d adapters in flight; %.3g of the engine's %.3g req/s)",
-				eng.Name, len(bin)-1, g.Key, eng.MaxLoRAs, eng.ActiveP99, a.RPS, eng.RPS)
+			slots := fmt.Sprintf("max_loras %d covers twice the p99 of %d adapters in flight", eng.MaxLoRAs, eng.ActiveP99)
+			if eng.MaxLoRAs == len(bin) && eng.MaxLoRAs < loraSlotHeadroom*eng.ActiveP99 {
+				slots = fmt.Sprintf("max_loras %d keeps every adapter resident (p99 of %d in flight)", eng.MaxLoRAs, eng.ActiveP99)
+			}
+			p.Reasons[a.Tenant] = fmt.Sprintf("shares engine %s with %d other adapters of %s (%s; %.3g of the engine's %.3g req/s)",
+				eng.Name, len(bin)-1, g.Key, slots, a.RPS, eng.RPS)
 			p.Shares = append(p.Shares, LoRAShare{Tenant: a.Tenant, Engine: eng.Name, Weight: weightOf(a), Share: weightOf(a) / wsum})
 		}
 	}
@@ -320,8 +326,8 @@ func lptAssign(as []LoRAAdapter, n int) [][]LoRAAdapter {
 // adapter i is busy with probability 1 − exp(−λᵢ·S), S a request's time in the engine (a
 // Poisson-binomial count, taken as normal with its mean and variance). S is found at the loaded
 // engine: N = λ·S requests in flight decode together, every step paying the LoRA kernels for
-// the adapters among them, so S = its prefill step plus (out − 1) such steps, iterated to a
-// fixed point.
+// the adapters among them and the prompts that arrive meanwhile, so S = its prefill step plus
+// (out − 1) such steps, iterated to a fixed point.
 func activeP99(e *perf.Engine, c *perf.LoRACost, rank int, bin []LoRAAdapter) int {
 	var lam, inTok, outTok float64
 	for _, a := range bin {
@@ -346,9 +352,18 @@ func activeP99(e *perf.Engine, c *perf.LoRACost, rank int, bin []LoRAAdapter) in
 		n := max(1, math.Min(lam*svc, float64(e.MaxSeqs())))
 		d := int(math.Ceil(n))
 		active, _ := busy(svc)
-		lora := c.StepOverhead(d, max(1, int(math.Ceil(active))), rank).Seconds()
-		step := e.StepTime(perf.Batch{DecodeSeqs: d, KVTokens: int64(n * (in + out/2))}, perf.Load{}).Seconds() + lora
-		prefill := e.StepTime(perf.Batch{PrefillTokens: int(in), PrefillSeqs: 1, DecodeSeqs: d}, perf.Load{}).Seconds() + lora
+		k := max(1, int(math.Ceil(active)))
+		kv := int64(n * (in + out/2))
+		decode := e.StepTime(perf.Batch{DecodeSeqs: d, KVTokens: kv}, perf.Load{}).Seconds() + c.StepOverhead(d, k, rank).Seconds()
+		prefill := e.StepTime(perf.Batch{PrefillTokens: int(in), PrefillSeqs: 1, DecodeSeqs: d, KVTokens: kv}, perf.Load{}).Seconds() +
+			c.StepOverhead(d+int(in), k, rank).Seconds()
+		// The other requests' prompts run in the same steps: λ·t prompts arrive during a step of
+		// t, each adding what a prompt adds to a step, so t = decode + λ·t·(prefill − decode).
+		rho := lam * (prefill - decode)
+		if rho >= 1 {
+			return len(bin) // saturated: every adapter is always in flight
+		}
+		step := decode / (1 - rho)
 		next := prefill + (out-1)*step
 		if math.Abs(next-svc) < 1e-6 {
 			break

@@ -97,7 +97,10 @@ func TestPlanLoRA(t *testing.T) {
 			for _, a := range e.Adapters {
 				seen[a] = true
 			}
-			if e.MaxLoRAs < 1 || e.MaxLoRAs&(e.MaxLoRAs-1) != 0 || e.MaxCPULoRAs < e.MaxLoRAs || e.MaxRank != 16 {
+			// max_loras: a power of two, or every adapter of the engine when that is fewer.
+			pow2 := e.MaxLoRAs&(e.MaxLoRAs-1) == 0
+			if e.MaxLoRAs < 1 || e.MaxLoRAs > len(e.Adapters) || !pow2 && e.MaxLoRAs != len(e.Adapters) ||
+				e.MaxLoRAs < min(len(e.Adapters), 2*e.ActiveP99) || e.MaxCPULoRAs < e.MaxLoRAs || e.MaxRank != 16 {
 				t.Errorf("engine %+v", e)
 			}
 		}

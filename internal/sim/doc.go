@@ -117,7 +117,9 @@
 // arrivals per adapter with optional bursts, a per-adapter gateway cap, vLLM's LoRA scheduling
 // (running requests first, then waiting ones in order, skipping any whose adapter would exceed
 // max_loras distinct adapters in the batch), LRU GPU slots and host cache with every adapter load
-// charged to its step (perf.LoRACost.LoadTime), and the LoRA kernels' time on every step. It
+// charged to its step (perf.LoRACost.LoadTime), and the LoRA kernels' time on every step. The host
+// cache starts with the engine's adapters, up to max_cpu_loras, as vLLM loads its --lora-modules
+// at start-up. It
 // reports per-adapter p99s, attainment and the tokens the engine computed for each adapter.
 // LoRAFairCaps turns the planner's per-engine adapter shares into per-adapter concurrency caps
 // with the fair allocator (the engine's slots as capacity, weighted DRF over its adapters).

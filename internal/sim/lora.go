@@ -146,6 +146,12 @@ func SimulateLoRA(cfg LoRAConfig, r *rand.Rand) (LoRAResult, error) {
 	if s.kvCap <= 0 {
 		return LoRAResult{}, errors.New("simulate lora: the adapter slots leave no KV cache")
 	}
+	// vLLM loads the adapters named in --lora-modules into its host cache when the server starts
+	// (serving_models.py init_static_loras → add_lora), before it reports ready: they start in
+	// host memory, up to max_cpu_loras.
+	for i := range min(len(cfg.Adapters), s.host.cap) {
+		s.host.add(i)
+	}
 	for i := range s.stats {
 		s.stats[i] = loraStats{ttft: hdr.New(histLow, histHigh, histDigits), tpot: hdr.New(histLow, histHigh, histDigits)}
 	}

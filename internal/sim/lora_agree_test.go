@@ -10,11 +10,7 @@ import (
 
 // loraAgreeMisses are scenarios where the planner's engines miss an objective in simulation,
 // with why. A listed scenario that the planner gets right must leave the list.
-var loraAgreeMisses = map[string]string{
-	"100 uniform at 30 req/s": "the planner gives 1 engine, simulation needs 2: at 0.3 req/s each, 62 distinct adapters " +
-		"share a step on average, the LoRA kernels take the engine to ~92 % busy and TTFT p99 to 1.5 s; the queueing " +
-		"model, scaled by the LoRA time per step, still sees room (docs/lora.md, \"What is missing\")",
-}
+var loraAgreeMisses = map[string]string{}
 
 // TestLoRAPlannerAgainstSimulation plans four more groups (Llama-3.1-8B on H100s, 512/128 tokens,
 // TTFT ≤ 1 s, TPOT ≤ 50 ms) and compares the planner's engine count with the fewest engines that
@@ -26,30 +22,9 @@ func TestLoRAPlannerAgainstSimulation(t *testing.T) {
 		t.Skip("simulates several groups")
 	}
 	base := loraExample(t)
-	for _, sc := range []struct {
-		n     int
-		total float64
-		zipf  bool
-	}{{100, 30, false}, {50, 120, true}, {300, 40, true}, {20, 10, false}} {
-		shape := "uniform"
-		if sc.zipf {
-			shape = "zipf"
-		}
-		name := fmt.Sprintf("%d %s at %g req/s", sc.n, shape, sc.total)
-		in := base
-		in.Group = plan.LoRAGroup{Key: name}
-		var h float64
-		for k := 1; k <= sc.n; k++ {
-			h += 1 / float64(k)
-		}
-		for k := 1; k <= sc.n; k++ {
-			a := base.Group.Adapters[0]
-			a.Tenant, a.RPS = fmt.Sprintf("t%03d", k), sc.total/float64(sc.n)
-			if sc.zipf {
-				a.RPS = sc.total / float64(k) / h
-			}
-			in.Group.Adapters = append(in.Group.Adapters, a)
-		}
+	for _, sc := range []loraScenario{{100, 30, false}, {50, 120, true}, {300, 40, true}, {20, 10, false}} {
+		name := sc.String()
+		in := loraGroupOf(base, sc)
 		p, err := plan.PlanLoRA(in)
 		if err != nil {
 			t.Fatal(err)
@@ -78,4 +53,66 @@ func TestLoRAPlannerAgainstSimulation(t *testing.T) {
 			t.Errorf("%s: the planner's engines meet the objectives now: take it off loraAgreeMisses", name)
 		}
 	}
+}
+
+// TestLoRAActiveP99AgainstSimulation holds the planner's 99th percentile of distinct adapters in
+// flight between the simulator's time-weighted mean and its maximum, on each planned engine:
+// below the mean it would undersize max_loras; above the maximum it would waste slots.
+func TestLoRAActiveP99AgainstSimulation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates several groups")
+	}
+	base := loraExample(t)
+	for _, sc := range []loraScenario{{100, 30, false}, {100, 20, false}, {300, 40, true}, {20, 10, false}} {
+		in := loraGroupOf(base, sc)
+		p, err := plan.PlanLoRA(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, eng := range p.Engines {
+			res := runLoRA(t, loraEngineConfig(in, eng, 300*time.Second), uint64(i)+1)
+			t.Logf("%s, %s: planner p99 %d in flight (max_loras %d); simulation mean %.1f, most %d",
+				in.Group.Key, eng.Name, eng.ActiveP99, eng.MaxLoRAs, res.ActiveMean, res.ActiveMax)
+			if float64(eng.ActiveP99) < res.ActiveMean || eng.ActiveP99 > res.ActiveMax {
+				t.Errorf("%s, %s: planner p99 %d outside the simulation's mean %.1f and most %d",
+					in.Group.Key, eng.Name, eng.ActiveP99, res.ActiveMean, res.ActiveMax)
+			}
+		}
+	}
+}
+
+// loraScenario is a group of n adapters with total req/s in all: equal rates, or Zipf (adapter k
+// gets total × (1/k) / H(n)).
+type loraScenario struct {
+	n     int
+	total float64
+	zipf  bool
+}
+
+func (sc loraScenario) String() string {
+	shape := "uniform"
+	if sc.zipf {
+		shape = "zipf"
+	}
+	return fmt.Sprintf("%d %s at %g req/s", sc.n, shape, sc.total)
+}
+
+// loraGroupOf is base's engine with sc's group of copies of base's first adapter.
+func loraGroupOf(base plan.LoRAInput, sc loraScenario) plan.LoRAInput {
+	n, total, zipf := sc.n, sc.total, sc.zipf
+	in := base
+	in.Group = plan.LoRAGroup{Key: sc.String()}
+	var h float64
+	for k := 1; k <= n; k++ {
+		h += 1 / float64(k)
+	}
+	for k := 1; k <= n; k++ {
+		a := base.Group.Adapters[0]
+		a.Tenant, a.RPS = fmt.Sprintf("t%03d", k), total/float64(n)
+		if zipf {
+			a.RPS = total / float64(k) / h
+		}
+		in.Group.Adapters = append(in.Group.Adapters, a)
+	}
+	return in
 }

@@ -55,20 +55,9 @@ func loraExample(t *testing.T) plan.LoRAInput {
 // objectives, with the worst adapter's attainment and TTFT p99.
 func simulateLoRAPlan(t *testing.T, in plan.LoRAInput, p plan.LoRAPlan, d time.Duration) (bool, float64, time.Duration, int64) {
 	t.Helper()
-	by := map[string]plan.LoRAAdapter{}
-	for _, a := range in.Group.Adapters {
-		by[a.Tenant] = a
-	}
 	ok, worst, ttft, loads := true, 1.0, time.Duration(0), int64(0)
 	for i, eng := range p.Engines {
-		cfg := LoRAConfig{Engine: in.Engine, Cost: in.Cost, MaxLoRAs: eng.MaxLoRAs, MaxRank: eng.MaxRank,
-			MaxCPULoRAs: eng.MaxCPULoRAs, Duration: d}
-		for _, name := range eng.Adapters {
-			a := by[name]
-			cfg.Adapters = append(cfg.Adapters, LoRAAdapter{Name: name, RPS: eng.Load[name], InputTokens: a.InputTokens,
-				OutputTokens: a.OutputTokens, Bytes: a.Bytes, Rank: a.Rank, TTFT: a.SLO.TTFT, TPOT: a.SLO.TPOT})
-		}
-		res, err := SimulateLoRA(cfg, rand.New(rand.NewPCG(uint64(i)+1, 14)))
+		res, err := SimulateLoRA(loraEngineConfig(in, eng, d), rand.New(rand.NewPCG(uint64(i)+1, 14)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,4 +114,20 @@ func TestLoRA200Example(t *testing.T) {
 	if float64(n) > 1.25*float64(fewest) {
 		t.Errorf("planner's %d engines are more than 1.25× the %d that simulation shows enough", n, fewest)
 	}
+}
+
+// loraEngineConfig is one planned engine of in with its adapters' traffic on it, for d.
+func loraEngineConfig(in plan.LoRAInput, eng plan.LoRAEngine, d time.Duration) LoRAConfig {
+	by := map[string]plan.LoRAAdapter{}
+	for _, a := range in.Group.Adapters {
+		by[a.Tenant] = a
+	}
+	cfg := LoRAConfig{Engine: in.Engine, Cost: in.Cost, MaxLoRAs: eng.MaxLoRAs, MaxRank: eng.MaxRank,
+		MaxCPULoRAs: eng.MaxCPULoRAs, Duration: d}
+	for _, name := range eng.Adapters {
+		a := by[name]
+		cfg.Adapters = append(cfg.Adapters, LoRAAdapter{Name: name, RPS: eng.Load[name], InputTokens: a.InputTokens,
+			OutputTokens: a.OutputTokens, Bytes: a.Bytes, Rank: a.Rank, TTFT: a.SLO.TTFT, TPOT: a.SLO.TPOT})
+	}
+	return cfg
 }
