@@ -59,13 +59,13 @@ func BenchmarkPlan20000(b *testing.B) { benchPlan(b, 20000, 10000) }
 // meeting the SLOs needs; and shared MIG instances of one profile hold one trust group per node
 // (the device plugin's pairing), which fragments the soft tenants' ten groups; the compaction
 // after packing fills part of what that leaves empty. Measured 23 / 20 at 100 tenants and
-// 225 / 213 at 1,000 (24 and 230 before the compaction).
+// 223 / 213 at 1,000 (24 and 230 before the compaction): 1,000 tenants meet the 1.05.
 func TestSyntheticGap(t *testing.T) {
 	sizes := []int{100, 1000}
 	if testing.Short() {
 		sizes = sizes[:1]
 	}
-	limit := map[int]float64{100: 1.15, 1000: 1.06}
+	limit := map[int]float64{100: 1.15, 1000: 1.05}
 	for _, n := range sizes {
 		pool := synthPool(n)
 		pl := build(t, pool)

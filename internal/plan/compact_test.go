@@ -66,7 +66,9 @@ func pathConflicts(pool *v1.Pool, pl *v1.Plan) string {
 // On the 100-tenant synthetic pool the packer leaves three GPUs each holding one shared 3g.40gb
 // (three trust paths, so three nodes) with room for two 1g.20gb each; the compaction moves a
 // GPU's worth of unshared 1g.20gb there: 24 GPUs before, 23 after (the same plan's memory, 171
-// of 8 slices a GPU, needs at least 22). At 1,000 tenants: 230 before, 225 after.
+// of 8 slices a GPU, needs at least 22). At 1,000 tenants: 230 before, 223 after, two of them
+// freed by moving a target's instances to an idle GPU on a node that takes the moved instance's
+// trust path.
 func TestCompactFreesGPUs(t *testing.T) {
 	sizes := []int{100, 1000}
 	if testing.Short() {

@@ -131,8 +131,10 @@
 // of its board and energy class whose profile counts stay within a maximal pattern (laid out
 // again by gpu.Place) and whose node takes the instance's way (compatible, as the packer
 // checks), without leaving a redundant tenant on one GPU; the GPU is freed only when all of its
-// instances move. A freed GPU's node gets back the uses only it had. The work is bounded
-// (compactBudget target GPUs looked at).
+// instances move. When no GPU with room is on a node that takes an instance's way, the fullest
+// GPU with room whose instances, with it, an idle GPU on another node takes is moved there (a
+// GPU for a GPU). A freed GPU's node gets back the uses only it had. The work is bounded
+// (compactBudget target and idle GPUs looked at).
 //
 // GPUs are taken in fleet order per board: whole-GPU units first, then MIG GPUs. canaryGPUs get
 // role canary and nothing else. The burst pool is ceil(burstPoolPercent × pool GPUs / 100) GPUs
