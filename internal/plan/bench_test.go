@@ -130,18 +130,7 @@ func TestGapDecomposition(t *testing.T) {
 		{"varied 1,000", Synthetic(SyntheticOptions{Tenants: 1000, GPUs: 1000, Varied: true}, rand.New(rand.NewPCG(1000, 7)))},
 	}
 	for _, tc := range pools {
-		p, err := newPlanner(tc.pool, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.evaluate()
-		if err := p.optimise(); err != nil {
-			t.Fatal(err)
-		}
-		pl, err := p.result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, pl := planWith(t, tc.pool, func(*planner) {})
 		slo := max(p.volumeBound(), p.groupBound())
 		if v, ok := p.lpBound(); ok {
 			slo = max(slo, v)

@@ -8,14 +8,16 @@ import (
 	v1 "gpupool.dev/gpupool/api/v1"
 )
 
-// buildCompact plans pool with or without the compaction after packing.
-func buildCompact(t *testing.T, pool *v1.Pool, on bool) *v1.Plan {
+// planWith plans pool step by step as Build does (from scratch), after set has adjusted the
+// planner, and returns the planner with its plan.
+func planWith(t *testing.T, pool *v1.Pool, set func(*planner)) (*planner, *v1.Plan) {
 	t.Helper()
 	p, err := newPlanner(pool, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.ctx, p.noCompact = context.Background(), !on
+	p.ctx = context.Background()
+	set(p)
 	p.evaluate()
 	if err := p.optimise(); err != nil {
 		t.Fatal(err)
@@ -24,6 +26,13 @@ func buildCompact(t *testing.T, pool *v1.Pool, on bool) *v1.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p, pl
+}
+
+// buildCompact plans pool with or without the compaction after packing.
+func buildCompact(t *testing.T, pool *v1.Pool, on bool) *v1.Plan {
+	t.Helper()
+	_, pl := planWith(t, pool, func(p *planner) { p.noCompact = !on })
 	if err := checkPlan(pool, pl); err != nil {
 		t.Fatalf("compaction %v: %v", on, err)
 	}
