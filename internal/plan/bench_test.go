@@ -57,14 +57,15 @@ func BenchmarkPlan20000(b *testing.B) { benchPlan(b, 20000, 10000) }
 // (a regression guard, not the goal: the goal is 1.05×). The bound counts every tenant at the
 // replicas that merely keep up with its load (no SLO margin), so it sits below what any plan
 // meeting the SLOs needs; and shared MIG instances of one profile hold one trust group per node
-// (the device plugin's pairing), which fragments the soft tenants' ten groups. Measured 24 / 20
-// at 100 tenants and 230 / 208 at 1,000.
+// (the device plugin's pairing), which fragments the soft tenants' ten groups; the compaction
+// after packing fills part of what that leaves empty. Measured 23 / 20 at 100 tenants and
+// 223 / 213 at 1,000 (24 and 230 before the compaction): 1,000 tenants meet the 1.05.
 func TestSyntheticGap(t *testing.T) {
 	sizes := []int{100, 1000}
 	if testing.Short() {
 		sizes = sizes[:1]
 	}
-	limit := map[int]float64{100: 1.20, 1000: 1.12}
+	limit := map[int]float64{100: 1.15, 1000: 1.05}
 	for _, n := range sizes {
 		pool := synthPool(n)
 		pl := build(t, pool)
@@ -81,7 +82,7 @@ func TestSyntheticGap(t *testing.T) {
 }
 
 // TestSyntheticVariedGap plans the varied generator's 1,000 tenants (lengths, SLOs and a third
-// of the tenants with concurrency 1–64) and guards the gap measured, 313 / 235 = 1.33: tenants
+// of the tenants with concurrency 1–64) and guards the gap measured, 302 / 235 = 1.29 (313 before the compaction): tenants
 // whose replicas queue for their few slots (max-num-seqs, or what the KV cache runs) are planned
 // at most 75 % busy and with a margin on their slot wait to meet their TTFT, and the bound counts
 // them at 100 %. (When the memory fit still asked for concurrency × context of KV cache, 18
@@ -104,8 +105,8 @@ func TestSyntheticVariedGap(t *testing.T) {
 	s := build(t, pool).Summary
 	gap := float64(s.GPUsUsed) / float64(max(s.LowerBound, 1))
 	t.Logf("varied 1,000 tenants: %d GPUs used, lower bound %d, gap %.3f; baselines %v", s.GPUsUsed, s.LowerBound, gap, s.Baselines)
-	if gap > 1.34 {
-		t.Errorf("gap %.3f above 1.34", gap)
+	if gap > 1.29 {
+		t.Errorf("gap %.3f above 1.29", gap)
 	}
 }
 
@@ -129,18 +130,7 @@ func TestGapDecomposition(t *testing.T) {
 		{"varied 1,000", Synthetic(SyntheticOptions{Tenants: 1000, GPUs: 1000, Varied: true}, rand.New(rand.NewPCG(1000, 7)))},
 	}
 	for _, tc := range pools {
-		p, err := newPlanner(tc.pool, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.evaluate()
-		if err := p.optimise(); err != nil {
-			t.Fatal(err)
-		}
-		pl, err := p.result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, pl := planWith(t, tc.pool, func(*planner) {})
 		slo := max(p.volumeBound(), p.groupBound())
 		if v, ok := p.lpBound(); ok {
 			slo = max(slo, v)

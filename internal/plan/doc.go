@@ -126,6 +126,16 @@
 // ≥ best; at most 200,000 nodes. Every GPU's instance starts come from gpu.Place on the multiset it got, so
 // layouts are legal by construction (tests assert gpu.Validate on every layout).
 //
+// Compaction. Packing way by way leaves GPUs part-empty, so after packing the least-filled MIG
+// GPUs are emptied where possible: every instance of a GPU is re-placed on the fullest other GPU
+// of its board and energy class whose profile counts stay within a maximal pattern (laid out
+// again by gpu.Place) and whose node takes the instance's way (compatible, as the packer
+// checks), without leaving a redundant tenant on one GPU; the GPU is freed only when all of its
+// instances move. When no GPU with room is on a node that takes an instance's way, the fullest
+// GPU with room whose instances, with it, an idle GPU on another node takes is moved there (a
+// GPU for a GPU). A freed GPU's node gets back the uses only it had. The work is bounded
+// (compactBudget target and idle GPUs looked at).
+//
 // GPUs are taken in fleet order per board: whole-GPU units first, then MIG GPUs. canaryGPUs get
 // role canary and nothing else. The burst pool is ceil(burstPoolPercent × pool GPUs / 100) GPUs
 // (rounded up, so the pool keeps at least the share the policy asks for), the last pool GPUs in

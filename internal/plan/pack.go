@@ -144,6 +144,9 @@ func (p *planner) pack() error {
 		}
 		unplaced = append(unplaced, left...)
 	}
+	if err := p.compact(pc); err != nil {
+		return err
+	}
 	p.markUnplaced(unplaced)
 	p.spreadRedundant()
 	return nil

@@ -97,12 +97,7 @@ func (p *planner) packMIG(board *gpu.Board, mig []*unit, free map[string][]*gpuP
 			want := map[string]migUse{}
 			for i, n := range bin {
 				if n > 0 {
-					u := uses[pats.profiles[i].Name]
-					want[pats.profiles[i].Name] = u
-					if s := strategyOf(u.kind); s != "" {
-						want[strategyKey] = migUse{group: s}
-					}
-					want[migStrategyKey] = migUse{group: "mixed"}
+					addInstWant(want, pats.profiles[i].Name, uses[pats.profiles[i].Name])
 				}
 			}
 			g := p.takeCompatible(board, free, want)
@@ -175,17 +170,43 @@ func (p *planner) takeCompatible(board *gpu.Board, free map[string][]*gpuPlan, w
 	}
 	g := gs[pick]
 	free[board.Name] = append(gs[:pick:pick], gs[pick+1:]...)
-	nu := p.nodeUse[g.fg.ref.Node]
+	p.reserve(g.fg.ref.Node, want)
+	return g
+}
+
+// addInstWant adds to want what a MIG instance of profile used as u asks of its node: the
+// profile used that way, the node's sharing strategy when shared, and migStrategy mixed.
+func addInstWant(want map[string]migUse, profile string, u migUse) {
+	want[profile] = u
+	if s := strategyOf(u.kind); s != "" {
+		want[strategyKey] = migUse{group: s}
+	}
+	want[migStrategyKey] = migUse{group: "mixed"}
+}
+
+// reserve records want's uses on node (those not set yet) and returns the keys it set, so that
+// a tentative placement can be undone (release).
+func (p *planner) reserve(node string, want map[string]migUse) []string {
+	nu := p.nodeUse[node]
 	if nu == nil {
 		nu = map[string]migUse{}
-		p.nodeUse[g.fg.ref.Node] = nu
+		p.nodeUse[node] = nu
 	}
+	var set []string
 	for prof, u := range want {
-		if _, set := nu[prof]; !set {
+		if _, ok := nu[prof]; !ok {
 			nu[prof] = u
+			set = append(set, prof)
 		}
 	}
-	return g
+	return set
+}
+
+// release undoes a reserve.
+func (p *planner) release(node string, set []string) {
+	for _, k := range set {
+		delete(p.nodeUse[node], k)
+	}
 }
 
 func (p *planner) compatible(node string, want map[string]migUse) bool {

@@ -170,6 +170,8 @@ type planner struct {
 	nodeUse map[string]map[string]migUse // node → MIG profile → how it is shared there
 	// nodeGPUs caches maxNodeGPUs per board
 	nodeGPUs map[*gpu.Board]int
+	// noCompact skips the compaction after packing (tests compare with and without it).
+	noCompact bool
 }
 
 // fleetGPU is one GPU of the fleet.

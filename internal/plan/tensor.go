@@ -114,16 +114,7 @@ func (p *planner) takeGroup(board *gpu.Board, free map[string][]*gpuPlan, want m
 			}
 		}
 		free[board.Name] = rest
-		nu := p.nodeUse[node]
-		if nu == nil {
-			nu = map[string]migUse{}
-			p.nodeUse[node] = nu
-		}
-		for k, u := range want {
-			if _, set := nu[k]; !set {
-				nu[k] = u
-			}
-		}
+		p.reserve(node, want)
 		return out
 	}
 	return nil
