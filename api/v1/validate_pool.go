@@ -111,6 +111,7 @@ func (c *poolChecker) checkPolicy() {
 	if d := pol.ReconfigCooldown; d != nil && (*d < 0 || *d > MaxCooldown) {
 		c.errs.add("policy.reconfigCooldown", "must be between 0s and %s (got %s)", MaxCooldown, quoted(*d))
 	}
+	checkEnum(&c.errs, "policy.kubernetesDeviceAPI", pol.KubernetesDeviceAPI, deviceAPIs)
 	c.checkCost()
 }
 
