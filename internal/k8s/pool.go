@@ -80,6 +80,7 @@ func (r *PoolReconciler) now() time.Time {
 
 // poolInputs is what a GPUPool plans over.
 type poolInputs struct {
+	gp      *GPUPool
 	pool    *v1.Pool
 	tenants map[string]*InferenceTenant // by tenant name
 }
@@ -206,7 +207,7 @@ func (r *PoolReconciler) inputs(ctx context.Context, gp *GPUPool) (*poolInputs, 
 	if err := v1.Validate(pool); err != nil {
 		problems = append(problems, "pool document: "+err.Error())
 	}
-	return &poolInputs{pool: pool, tenants: tenants}, problems, nil
+	return &poolInputs{gp: gp, pool: pool, tenants: tenants}, problems, nil
 }
 
 // artifactsDigest names a rendering by its bytes.
@@ -227,12 +228,17 @@ func artifactsDigest(arts []render.Artifact) string {
 func (r *PoolReconciler) apply(ctx context.Context, in *poolInputs, arts []render.Artifact, alloc map[string]map[string]int64) (pending []string, err error) {
 	var errs []error
 	var nodeLabels map[string]map[string]string
+	dra := in.pool.Policy.DeviceAPI() == v1.DeviceAPIDRA
+	// Artifacts come in path order: the DRA claims (dra/) before the Deployments (k8s/) that
+	// reference them.
 	for _, a := range arts {
 		switch {
 		case a.Path == "mig-parted/configmap.yaml" || a.Path == "device-plugin/configmap.yaml":
 			errs = append(errs, r.applyDocs(ctx, a, r.OperatorNamespace, nil))
-		case strings.HasPrefix(a.Path, "k8s/") && strings.HasSuffix(a.Path, ".yaml"):
-			name := strings.TrimSuffix(strings.TrimPrefix(a.Path, "k8s/"), ".yaml")
+		case dra && a.Path == "dra/shared.yaml":
+			errs = append(errs, r.applySharedClaims(ctx, in, a))
+		case (dra && strings.HasPrefix(a.Path, "dra/") || strings.HasPrefix(a.Path, "k8s/")) && strings.HasSuffix(a.Path, ".yaml"):
+			name := strings.TrimSuffix(a.Path[strings.IndexByte(a.Path, '/')+1:], ".yaml")
 			it := in.tenants[name]
 			if it == nil {
 				errs = append(errs, fmt.Errorf("artifact %s: no InferenceTenant %s", a.Path, name))
@@ -386,6 +392,47 @@ func DecodeObjects(data []byte) ([]*unstructured.Unstructured, error) {
 			out = append(out, u)
 		}
 	}
+}
+
+// applySharedClaims applies the named ResourceClaims of the shared devices (dra/shared.yaml). A
+// claim is namespaced and its pods must be in its namespace, so it goes to the namespace of the
+// InferenceTenants whose replicas it lists (render.AnnotationSlots, "tenant#index, ..."); tenants
+// sharing a device in different namespaces are an error. Claims belong to the GPUPool.
+func (r *PoolReconciler) applySharedClaims(ctx context.Context, in *poolInputs, a render.Artifact) error {
+	objs, err := DecodeObjects(a.Data)
+	if err != nil {
+		return fmt.Errorf("artifact %s: %w", a.Path, err)
+	}
+	owner := metav1.OwnerReference{APIVersion: GroupVersion.String(), Kind: "GPUPool", Name: in.gp.Name, UID: in.gp.UID}
+	var errs []error
+	for _, u := range objs {
+		nss := map[string][]string{}
+		for _, slot := range strings.Split(u.GetAnnotations()[render.AnnotationSlots], ", ") {
+			tenant, _, _ := strings.Cut(slot, "#")
+			it := in.tenants[tenant]
+			if it == nil {
+				errs = append(errs, fmt.Errorf("artifact %s: ResourceClaim %s: metadata.annotations[%s]: no InferenceTenant %s", a.Path, u.GetName(), render.AnnotationSlots, tenant))
+				continue
+			}
+			if !slices.Contains(nss[it.Namespace], tenant) {
+				nss[it.Namespace] = append(nss[it.Namespace], tenant)
+			}
+		}
+		if len(nss) != 1 {
+			if len(nss) > 1 {
+				errs = append(errs, fmt.Errorf("artifact %s: ResourceClaim %s: the tenants sharing the device are in different namespaces (%v); a claim and its pods share one namespace, so put them in one or keep them off shared devices", a.Path, u.GetName(), nss))
+			}
+			continue
+		}
+		for ns := range nss {
+			u.SetNamespace(ns)
+		}
+		u.SetOwnerReferences([]metav1.OwnerReference{owner})
+		if err := r.C.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			errs = append(errs, fmt.Errorf("artifact %s: apply ResourceClaim %s/%s: %w", a.Path, u.GetNamespace(), u.GetName(), err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // applyDocs server-side applies every YAML document of a, in namespace ns, with owner when set.
