@@ -112,6 +112,9 @@ func (c *poolChecker) checkPolicy() {
 		c.errs.add("policy.reconfigCooldown", "must be between 0s and %s (got %s)", MaxCooldown, quoted(*d))
 	}
 	checkEnum(&c.errs, "policy.kubernetesDeviceAPI", pol.KubernetesDeviceAPI, deviceAPIs)
+	if m := pol.MaxMoves; m != nil && (*m < 0 || *m > MaxMovesLimit) {
+		c.errs.add("policy.maxMoves", "must be between 0 and %d (got %d)", MaxMovesLimit, *m)
+	}
 	c.checkCost()
 }
 

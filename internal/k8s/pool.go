@@ -2,8 +2,10 @@ package k8s
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -98,7 +100,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	if len(problems) > 0 {
 		return reconcile.Result{}, r.setPoolStatus(ctx, gp, nil, metav1.ConditionFalse, "InvalidPool", strings.Join(problems, "; "), "", "")
 	}
-	pl, err := plan.Build(ctx, in.pool, plan.Options{})
+	pl, replanNote, err := r.build(ctx, gp, in)
 	if err != nil {
 		return reconcile.Result{}, r.setPoolStatus(ctx, gp, nil, metav1.ConditionFalse, "PlanFailed", err.Error(), "", "")
 	}
@@ -119,7 +121,13 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	if err := r.setTenantStatuses(ctx, in, pl); err != nil {
 		return reconcile.Result{}, err
 	}
-	planMsg := fmt.Sprintf("%d of %d GPUs used (lower bound %d), %d tenants%s", pl.Summary.GPUsUsed, pl.Summary.GPUsTotal, pl.Summary.LowerBound, len(pl.Tenants), renderNote)
+	planMsg := fmt.Sprintf("%d of %d GPUs used (lower bound %d), %d tenants%s%s", pl.Summary.GPUsUsed, pl.Summary.GPUsTotal, pl.Summary.LowerBound, len(pl.Tenants), replanNote, renderNote)
+	if applyErr == nil {
+		// every artifact of pl is applied: pl is the plan in force from now on
+		if gp.Status.CurrentPlan, err = encodePlan(pl); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	applied, appliedMsg := "True", "artifacts applied; every node at its planned MIG config"
 	switch {
 	case applyErr != nil:
@@ -138,6 +146,65 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
 	}
 	return reconcile.Result{}, nil
+}
+
+// build plans the pool. With a plan in force (status.currentPlan) it re-plans against it with the
+// pool's policy.maxMoves, so that as few GPUs and replicas as possible change; when the planner
+// cannot keep to it (the fleet lost GPUs the plan used, or the move budget cannot serve the
+// pool), it plans from scratch and the note says why.
+func (r *PoolReconciler) build(ctx context.Context, gp *GPUPool, in *poolInputs) (*v1.Plan, string, error) {
+	if gp.Status.CurrentPlan == "" {
+		pl, err := plan.Build(ctx, in.pool, plan.Options{})
+		return pl, "", err
+	}
+	cur, err := decodePlan(gp.Status.CurrentPlan)
+	if err == nil {
+		var pl *v1.Plan
+		pl, err = plan.Build(ctx, in.pool, plan.Options{Current: cur, MaxMoves: in.pool.Policy.MaxMoves})
+		if err == nil {
+			return pl, "; re-planned against the plan in force", nil
+		}
+	}
+	pl, err2 := plan.Build(ctx, in.pool, plan.Options{})
+	return pl, fmt.Sprintf("; planned from scratch, the plan in force could not be kept (%v)", err), err2
+}
+
+// encodePlan is status.currentPlan of pl: gzip of its JSON document, base64.
+func encodePlan(pl *v1.Plan) (string, error) {
+	b, err := v1.EncodeJSON(pl)
+	if err != nil {
+		return "", fmt.Errorf("encode the plan in force: %w", err)
+	}
+	var z bytes.Buffer
+	w := gzip.NewWriter(&z)
+	if _, err := w.Write(b); err != nil {
+		return "", err
+	}
+	if err := w.Close(); err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(z.Bytes()), nil
+}
+
+// decodePlan reads status.currentPlan.
+func decodePlan(s string) (*v1.Plan, error) {
+	raw, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("status.currentPlan: %w", err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("status.currentPlan: %w", err)
+	}
+	b, err := io.ReadAll(io.LimitReader(zr, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("status.currentPlan: %w", err)
+	}
+	pl, err := v1.DecodePlan(b)
+	if err != nil {
+		return nil, fmt.Errorf("status.currentPlan: %w", err)
+	}
+	return pl, nil
 }
 
 func (r *PoolReconciler) log() *slog.Logger {

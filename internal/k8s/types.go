@@ -52,8 +52,12 @@ type GPUPoolStatus struct {
 	GPUs     int `json:"gpus,omitempty"`
 	Replicas int `json:"replicas,omitempty"`
 	// PlanDigest names the plan the status describes.
-	PlanDigest string             `json:"planDigest,omitempty"`
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	PlanDigest string `json:"planDigest,omitempty"`
+	// CurrentPlan is the plan in force: the last plan whose artifacts were all applied, as gzip
+	// of its JSON document, base64. The next re-plan starts from it (plan.Options.Current), so a
+	// restarted controller keeps the placements.
+	CurrentPlan string             `json:"currentPlan,omitempty"`
+	Conditions  []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // GPUPoolList is a list of GPUPools.
