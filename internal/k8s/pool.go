@@ -578,7 +578,7 @@ func (r *PoolReconciler) setTenantStatuses(ctx context.Context, in *poolInputs, 
 			cond.Status, cond.Reason = metav1.ConditionFalse, "Infeasible"
 		}
 		it.Status.ObservedGeneration = it.Generation
-		it.Status.ReplicasGranted = len(pt.Replicas)
+		it.Status.ReplicasPlanned = len(pt.Replicas)
 		apimeta.SetStatusCondition(&it.Status.Conditions, cond)
 		if err := r.C.Status().Update(ctx, it); err != nil {
 			errs = append(errs, fmt.Errorf("InferenceTenant %s/%s: update status: %w", it.Namespace, it.Name, err))

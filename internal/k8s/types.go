@@ -82,11 +82,15 @@ type InferenceTenantSpec struct {
 	Tenant v1.Tenant `json:"tenant"`
 }
 
-// InferenceTenantStatus is what the allocator granted and why.
+// InferenceTenantStatus is what the planner placed, what the allocator admitted, and why.
 type InferenceTenantStatus struct {
-	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
-	ReplicasGranted    int                `json:"replicasGranted,omitempty"`
-	Conditions         []metav1.Condition `json:"conditions,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// ReplicasPlanned is the replicas the pool's plan gives the tenant (the PoolReconciler writes it).
+	ReplicasPlanned int `json:"replicasPlanned,omitempty"`
+	// ReplicasAdmitted is the fair allocator's grant: how many of the tenant's pods admission lets
+	// past the scheduling gate now (GrantAdmission writes it).
+	ReplicasAdmitted int                `json:"replicasAdmitted,omitempty"`
+	Conditions       []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // InferenceTenantList is a list of InferenceTenants.
