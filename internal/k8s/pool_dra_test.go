@@ -21,10 +21,10 @@ import (
 	"gpupool.dev/gpupool/internal/render"
 )
 
-// TestPoolDRA plans a pool whose policy.kubernetesDeviceAPI is dra on the real API server, with
+// TestPoolDRA plans pools whose policy.kubernetesDeviceAPI is dra on the real API server, with
 // the reconciler connecting as the manifests' ServiceAccount: two pools of one one-H100 node
-// each: two shared tenants time-sliced on one GPU, and a hard tenant on the other. The reconciler applies the DRA claims (the shared device's named
-// ResourceClaim, owned by the GPUPool, and the hard tenant's ResourceClaimTemplate, owned by its
+// each, one where two shared tenants share the GPU through MPS and one with a hard tenant. The
+// reconciler applies the DRA claims (the shared device's named ResourceClaim, owned by the GPUPool, and the hard tenant's ResourceClaimTemplate, owned by its
 // InferenceTenant) in the tenants' namespace, and Deployments that reference them and request no
 // nvidia.com resource. A driver double publishes each node's GPU in a ResourceSlice as NVIDIA's
 // DRA driver does; the pods of the Deployments on the named claim (created here from the
@@ -40,7 +40,7 @@ func TestPoolDRA(t *testing.T) {
 	ctx := context.Background()
 	sa := clientFor(t, applyRBAC(t, c))
 	opNS, tenNS := "gpu-operator", newNamespace(t, c, "tenants")
-	// Two pools: a time-slicing one where the shared tenants share one GPU (a named claim) and
+	// Two pools: an MPS one where the shared tenants share one GPU (a named claim) and
 	// an exclusive one for the hard tenant (a template).
 	shared := exampleTenants(t) // chat-a, chat-b: shared
 	solo := shared[0]
