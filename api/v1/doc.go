@@ -62,6 +62,8 @@
 //	  maxUnavailable         pool GPUs that may be out of service at once: integer ≥ 1 or
 //	                         percentage "1%"–"100%" (rounded down, at least 1); default 1
 //	  reconfigCooldown       least time between two MIG re-partitions of a GPU, ≥ 0; default 1h
+//	  kubernetesDeviceAPI    deviceplugin | dra: how pods get slices on Kubernetes; unset: deviceplugin
+//	  maxMoves               most replicas a controller re-plan may move, 0–1,000,000; unset: no limit
 //	tenants[]
 //	  name                   DNS-1123 label, unique in the pool
 //	  path                   place in the hierarchy, slash-separated DNS-1123 labels ("org/team");

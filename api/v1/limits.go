@@ -26,6 +26,8 @@ const (
 	MaxSLO = Duration(24 * time.Hour)
 	// MaxCooldown bounds policy.reconfigCooldown: a year.
 	MaxCooldown = Duration(365 * 24 * time.Hour)
+	// MaxMovesLimit bounds policy.maxMoves.
+	MaxMovesLimit = 1_000_000
 	// MaxUnavailableCount bounds an integer policy.maxUnavailable.
 	MaxUnavailableCount = 1_000_000
 	// MaxFleetGPUs bounds the GPUs of a fleet (ten times the largest pool the planner is

@@ -78,8 +78,36 @@ type Policy struct {
 	MaxUnavailable *IntOrPercent `json:"maxUnavailable,omitzero"`
 	// ReconfigCooldown is the least time between two MIG re-partitions of one GPU. Default 1h.
 	ReconfigCooldown *Duration `json:"reconfigCooldown,omitzero"`
+	// KubernetesDeviceAPI is how the pool's pods get their slices on Kubernetes: "deviceplugin"
+	// (resource requests for NVIDIA's device plugin) or "dra" (ResourceClaims for NVIDIA's DRA
+	// driver). Unset means deviceplugin.
+	KubernetesDeviceAPI KubernetesDeviceAPI `json:"kubernetesDeviceAPI,omitzero"`
+	// MaxMoves is the most replicas one re-plan of the Kubernetes controller may move against
+	// the plan in force (plan.Options.MaxMoves). Unset: no limit.
+	MaxMoves *int `json:"maxMoves,omitzero"`
 	// Cost holds prices, energy and carbon factors for bills (docs/cost.md). Unset: no bill.
 	Cost *CostPolicy `json:"cost,omitzero"`
+}
+
+// KubernetesDeviceAPI is the Kubernetes API through which pods get their GPUs or MIG instances.
+type KubernetesDeviceAPI string
+
+// Kubernetes device APIs.
+const (
+	// DeviceAPIDevicePlugin: pods request nvidia.com/* extended resources of the device plugin.
+	DeviceAPIDevicePlugin KubernetesDeviceAPI = "deviceplugin"
+	// DeviceAPIDRA: pods reference ResourceClaims (resource.k8s.io/v1) of NVIDIA's DRA driver.
+	DeviceAPIDRA KubernetesDeviceAPI = "dra"
+)
+
+var deviceAPIs = []KubernetesDeviceAPI{DeviceAPIDevicePlugin, DeviceAPIDRA}
+
+// DeviceAPI is the policy's Kubernetes device API, deviceplugin when unset.
+func (p *Policy) DeviceAPI() KubernetesDeviceAPI {
+	if p.KubernetesDeviceAPI == "" {
+		return DeviceAPIDevicePlugin
+	}
+	return p.KubernetesDeviceAPI
 }
 
 // Isolation is a tenant's isolation tier.

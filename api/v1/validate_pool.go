@@ -111,6 +111,10 @@ func (c *poolChecker) checkPolicy() {
 	if d := pol.ReconfigCooldown; d != nil && (*d < 0 || *d > MaxCooldown) {
 		c.errs.add("policy.reconfigCooldown", "must be between 0s and %s (got %s)", MaxCooldown, quoted(*d))
 	}
+	checkEnum(&c.errs, "policy.kubernetesDeviceAPI", pol.KubernetesDeviceAPI, deviceAPIs)
+	if m := pol.MaxMoves; m != nil && (*m < 0 || *m > MaxMovesLimit) {
+		c.errs.add("policy.maxMoves", "must be between 0 and %d (got %d)", MaxMovesLimit, *m)
+	}
 	c.checkCost()
 }
 

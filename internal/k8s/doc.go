@@ -17,7 +17,9 @@
 //     tenant pods;
 //   - PoolReconciler, which plans each GPUPool from its nodes and InferenceTenants, renders the
 //     plan and server-side applies the mig-parted and device-plugin ConfigMaps, node labels and
-//     tenant Deployments, requests the MIG gate where a node's config changes, and writes status;
+//     tenant Deployments (and, for a pool whose policy.kubernetesDeviceAPI is dra, the DRA
+//     ResourceClaims and ResourceClaimTemplates they reference), requests the MIG gate where a
+//     node's config changes, and writes status;
 //   - NewController, a leader-elected controller-runtime manager running all of the above (the
 //     `gpupool controller` command);
 //   - LoadConfig and InstallCRDs, the connection and the CRD installer the command uses.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"gpupool.dev/gpupool/internal/control"
@@ -91,7 +92,25 @@ func (g *GrantAdmission) Sync(ctx context.Context) (map[string]int, AdmitResult,
 	}
 	g.engine.Take() // nothing is persisted: the cluster is the record
 	res, err := g.Admitter.Admit(ctx, grants)
-	return grants, res, err
+	return grants, res, errors.Join(err, g.writeAdmitted(ctx, its, grants))
+}
+
+// writeAdmitted sets each InferenceTenant's status.replicasAdmitted to its grant where it
+// differs, with a merge patch of that field alone (the PoolReconciler owns the rest of the status).
+func (g *GrantAdmission) writeAdmitted(ctx context.Context, its []InferenceTenant, grants map[string]int) error {
+	var errs []error
+	for i := range its {
+		it := &its[i]
+		if it.Status.ReplicasAdmitted == grants[it.Name] {
+			continue
+		}
+		base := it.DeepCopyObject().(client.Object)
+		it.Status.ReplicasAdmitted = grants[it.Name]
+		if err := g.C.Status().Patch(ctx, it, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("admission: InferenceTenant %s/%s: status.replicasAdmitted: %w", it.Namespace, it.Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // inferenceTenants lists the InferenceTenants in the Admitter's namespace ("" = all) that are

@@ -75,6 +75,15 @@ func grantScenario(t *testing.T, c, gc client.Client) {
 				break
 			}
 		}
+		for k, w := range wantGrants {
+			it := &InferenceTenant{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: k}, it); err != nil {
+				t.Fatal(err)
+			}
+			if it.Status.ReplicasAdmitted != w {
+				t.Errorf("%s: tenant %s status.replicasAdmitted %d, want its grant %d", step, k, it.Status.ReplicasAdmitted, w)
+			}
+		}
 		if len(res.Evicted) != wantEvicted {
 			t.Errorf("%s: evicted %v, want %d pods", step, res.Evicted, wantEvicted)
 		}

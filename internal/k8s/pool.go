@@ -2,8 +2,10 @@ package k8s
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -80,6 +82,7 @@ func (r *PoolReconciler) now() time.Time {
 
 // poolInputs is what a GPUPool plans over.
 type poolInputs struct {
+	gp      *GPUPool
 	pool    *v1.Pool
 	tenants map[string]*InferenceTenant // by tenant name
 }
@@ -97,7 +100,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	if len(problems) > 0 {
 		return reconcile.Result{}, r.setPoolStatus(ctx, gp, nil, metav1.ConditionFalse, "InvalidPool", strings.Join(problems, "; "), "", "")
 	}
-	pl, err := plan.Build(ctx, in.pool, plan.Options{})
+	pl, replanNote, err := r.build(ctx, gp, in)
 	if err != nil {
 		return reconcile.Result{}, r.setPoolStatus(ctx, gp, nil, metav1.ConditionFalse, "PlanFailed", err.Error(), "", "")
 	}
@@ -118,7 +121,13 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	if err := r.setTenantStatuses(ctx, in, pl); err != nil {
 		return reconcile.Result{}, err
 	}
-	planMsg := fmt.Sprintf("%d of %d GPUs used (lower bound %d), %d tenants%s", pl.Summary.GPUsUsed, pl.Summary.GPUsTotal, pl.Summary.LowerBound, len(pl.Tenants), renderNote)
+	planMsg := fmt.Sprintf("%d of %d GPUs used (lower bound %d), %d tenants%s%s", pl.Summary.GPUsUsed, pl.Summary.GPUsTotal, pl.Summary.LowerBound, len(pl.Tenants), replanNote, renderNote)
+	if applyErr == nil {
+		// every artifact of pl is applied: pl is the plan in force from now on
+		if gp.Status.CurrentPlan, err = encodePlan(pl); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	applied, appliedMsg := "True", "artifacts applied; every node at its planned MIG config"
 	switch {
 	case applyErr != nil:
@@ -137,6 +146,65 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
 	}
 	return reconcile.Result{}, nil
+}
+
+// build plans the pool. With a plan in force (status.currentPlan) it re-plans against it with the
+// pool's policy.maxMoves, so that as few GPUs and replicas as possible change; when the planner
+// cannot keep to it (the fleet lost GPUs the plan used, or the move budget cannot serve the
+// pool), it plans from scratch and the note says why.
+func (r *PoolReconciler) build(ctx context.Context, gp *GPUPool, in *poolInputs) (*v1.Plan, string, error) {
+	if gp.Status.CurrentPlan == "" {
+		pl, err := plan.Build(ctx, in.pool, plan.Options{})
+		return pl, "", err
+	}
+	cur, err := decodePlan(gp.Status.CurrentPlan)
+	if err == nil {
+		var pl *v1.Plan
+		pl, err = plan.Build(ctx, in.pool, plan.Options{Current: cur, MaxMoves: in.pool.Policy.MaxMoves})
+		if err == nil {
+			return pl, "; re-planned against the plan in force", nil
+		}
+	}
+	pl, err2 := plan.Build(ctx, in.pool, plan.Options{})
+	return pl, fmt.Sprintf("; planned from scratch, the plan in force could not be kept (%v)", err), err2
+}
+
+// encodePlan is status.currentPlan of pl: gzip of its JSON document, base64.
+func encodePlan(pl *v1.Plan) (string, error) {
+	b, err := v1.EncodeJSON(pl)
+	if err != nil {
+		return "", fmt.Errorf("encode the plan in force: %w", err)
+	}
+	var z bytes.Buffer
+	w := gzip.NewWriter(&z)
+	if _, err := w.Write(b); err != nil {
+		return "", err
+	}
+	if err := w.Close(); err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(z.Bytes()), nil
+}
+
+// decodePlan reads status.currentPlan.
+func decodePlan(s string) (*v1.Plan, error) {
+	raw, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("status.currentPlan: %w", err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("status.currentPlan: %w", err)
+	}
+	b, err := io.ReadAll(io.LimitReader(zr, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("status.currentPlan: %w", err)
+	}
+	pl, err := v1.DecodePlan(b)
+	if err != nil {
+		return nil, fmt.Errorf("status.currentPlan: %w", err)
+	}
+	return pl, nil
 }
 
 func (r *PoolReconciler) log() *slog.Logger {
@@ -206,7 +274,7 @@ func (r *PoolReconciler) inputs(ctx context.Context, gp *GPUPool) (*poolInputs, 
 	if err := v1.Validate(pool); err != nil {
 		problems = append(problems, "pool document: "+err.Error())
 	}
-	return &poolInputs{pool: pool, tenants: tenants}, problems, nil
+	return &poolInputs{gp: gp, pool: pool, tenants: tenants}, problems, nil
 }
 
 // artifactsDigest names a rendering by its bytes.
@@ -227,12 +295,17 @@ func artifactsDigest(arts []render.Artifact) string {
 func (r *PoolReconciler) apply(ctx context.Context, in *poolInputs, arts []render.Artifact, alloc map[string]map[string]int64) (pending []string, err error) {
 	var errs []error
 	var nodeLabels map[string]map[string]string
+	dra := in.pool.Policy.DeviceAPI() == v1.DeviceAPIDRA
+	// Artifacts come in path order: the DRA claims (dra/) before the Deployments (k8s/) that
+	// reference them.
 	for _, a := range arts {
 		switch {
 		case a.Path == "mig-parted/configmap.yaml" || a.Path == "device-plugin/configmap.yaml":
 			errs = append(errs, r.applyDocs(ctx, a, r.OperatorNamespace, nil))
-		case strings.HasPrefix(a.Path, "k8s/") && strings.HasSuffix(a.Path, ".yaml"):
-			name := strings.TrimSuffix(strings.TrimPrefix(a.Path, "k8s/"), ".yaml")
+		case dra && a.Path == "dra/shared.yaml":
+			errs = append(errs, r.applySharedClaims(ctx, in, a))
+		case (dra && strings.HasPrefix(a.Path, "dra/") || strings.HasPrefix(a.Path, "k8s/")) && strings.HasSuffix(a.Path, ".yaml"):
+			name := strings.TrimSuffix(a.Path[strings.IndexByte(a.Path, '/')+1:], ".yaml")
 			it := in.tenants[name]
 			if it == nil {
 				errs = append(errs, fmt.Errorf("artifact %s: no InferenceTenant %s", a.Path, name))
@@ -388,6 +461,47 @@ func DecodeObjects(data []byte) ([]*unstructured.Unstructured, error) {
 	}
 }
 
+// applySharedClaims applies the named ResourceClaims of the shared devices (dra/shared.yaml). A
+// claim is namespaced and its pods must be in its namespace, so it goes to the namespace of the
+// InferenceTenants whose replicas it lists (render.AnnotationSlots, "tenant#index, ..."); tenants
+// sharing a device in different namespaces are an error. Claims belong to the GPUPool.
+func (r *PoolReconciler) applySharedClaims(ctx context.Context, in *poolInputs, a render.Artifact) error {
+	objs, err := DecodeObjects(a.Data)
+	if err != nil {
+		return fmt.Errorf("artifact %s: %w", a.Path, err)
+	}
+	owner := metav1.OwnerReference{APIVersion: GroupVersion.String(), Kind: "GPUPool", Name: in.gp.Name, UID: in.gp.UID}
+	var errs []error
+	for _, u := range objs {
+		nss := map[string][]string{}
+		for _, slot := range strings.Split(u.GetAnnotations()[render.AnnotationSlots], ", ") {
+			tenant, _, _ := strings.Cut(slot, "#")
+			it := in.tenants[tenant]
+			if it == nil {
+				errs = append(errs, fmt.Errorf("artifact %s: ResourceClaim %s: metadata.annotations[%s]: no InferenceTenant %s", a.Path, u.GetName(), render.AnnotationSlots, tenant))
+				continue
+			}
+			if !slices.Contains(nss[it.Namespace], tenant) {
+				nss[it.Namespace] = append(nss[it.Namespace], tenant)
+			}
+		}
+		if len(nss) != 1 {
+			if len(nss) > 1 {
+				errs = append(errs, fmt.Errorf("artifact %s: ResourceClaim %s: the tenants sharing the device are in different namespaces (%v); a claim and its pods share one namespace, so put them in one or keep them off shared devices", a.Path, u.GetName(), nss))
+			}
+			continue
+		}
+		for ns := range nss {
+			u.SetNamespace(ns)
+		}
+		u.SetOwnerReferences([]metav1.OwnerReference{owner})
+		if err := r.C.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			errs = append(errs, fmt.Errorf("artifact %s: apply ResourceClaim %s/%s: %w", a.Path, u.GetNamespace(), u.GetName(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // applyDocs server-side applies every YAML document of a, in namespace ns, with owner when set.
 func (r *PoolReconciler) applyDocs(ctx context.Context, a render.Artifact, ns string, owner *metav1.OwnerReference) error {
 	objs, err := DecodeObjects(a.Data)
@@ -464,7 +578,7 @@ func (r *PoolReconciler) setTenantStatuses(ctx context.Context, in *poolInputs, 
 			cond.Status, cond.Reason = metav1.ConditionFalse, "Infeasible"
 		}
 		it.Status.ObservedGeneration = it.Generation
-		it.Status.ReplicasGranted = len(pt.Replicas)
+		it.Status.ReplicasPlanned = len(pt.Replicas)
 		apimeta.SetStatusCondition(&it.Status.Conditions, cond)
 		if err := r.C.Status().Update(ctx, it); err != nil {
 			errs = append(errs, fmt.Errorf("InferenceTenant %s/%s: update status: %w", it.Namespace, it.Name, err))

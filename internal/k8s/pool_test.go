@@ -241,7 +241,7 @@ func poolScenario(t *testing.T, c client.Client, cfg *rest.Config, opNS, leaseNS
 		if err := c.Get(ctx, client.ObjectKey{Namespace: tenNS, Name: tn.Name}, it); err != nil {
 			t.Fatal(err)
 		}
-		if it.Status.ReplicasGranted < 1 || it.Status.ReplicasGranted != replicas[tn.Name] || !apimeta.IsStatusConditionTrue(it.Status.Conditions, CondGranted) {
+		if it.Status.ReplicasPlanned < 1 || it.Status.ReplicasPlanned != replicas[tn.Name] || !apimeta.IsStatusConditionTrue(it.Status.Conditions, CondGranted) {
 			t.Errorf("tenant %s: status %+v, deployments run %d replicas", tn.Name, it.Status, replicas[tn.Name])
 		}
 	}

@@ -52,8 +52,12 @@ type GPUPoolStatus struct {
 	GPUs     int `json:"gpus,omitempty"`
 	Replicas int `json:"replicas,omitempty"`
 	// PlanDigest names the plan the status describes.
-	PlanDigest string             `json:"planDigest,omitempty"`
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	PlanDigest string `json:"planDigest,omitempty"`
+	// CurrentPlan is the plan in force: the last plan whose artifacts were all applied, as gzip
+	// of its JSON document, base64. The next re-plan starts from it (plan.Options.Current), so a
+	// restarted controller keeps the placements.
+	CurrentPlan string             `json:"currentPlan,omitempty"`
+	Conditions  []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // GPUPoolList is a list of GPUPools.
@@ -78,11 +82,15 @@ type InferenceTenantSpec struct {
 	Tenant v1.Tenant `json:"tenant"`
 }
 
-// InferenceTenantStatus is what the allocator granted and why.
+// InferenceTenantStatus is what the planner placed, what the allocator admitted, and why.
 type InferenceTenantStatus struct {
-	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
-	ReplicasGranted    int                `json:"replicasGranted,omitempty"`
-	Conditions         []metav1.Condition `json:"conditions,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// ReplicasPlanned is the replicas the pool's plan gives the tenant (the PoolReconciler writes it).
+	ReplicasPlanned int `json:"replicasPlanned,omitempty"`
+	// ReplicasAdmitted is the fair allocator's grant: how many of the tenant's pods admission lets
+	// past the scheduling gate now (GrantAdmission writes it).
+	ReplicasAdmitted int                `json:"replicasAdmitted,omitempty"`
+	Conditions       []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // InferenceTenantList is a list of InferenceTenants.

@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 )
 
 // The DRA driver's opaque config as its decoder sees it (api/nvidia.com/resource/v1beta1 of
@@ -239,6 +243,107 @@ func TestDriverRulesRefuse(t *testing.T) {
 	} {
 		if err := checkDriverConfig([]byte(tc.raw), on); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestDRADeployments: with policy.kubernetesDeviceAPI dra, no Deployment requests an nvidia.com
+// resource or mounts an MPS pipe; every pod references exactly one claim, which dra/ renders: the
+// group's ResourceClaimTemplate (unshared devices) or the named claim of its shared device, and
+// then every replica of the Deployment is one the claim lists (one Deployment per shared device).
+func TestDRADeployments(t *testing.T) {
+	plan, pool := allModesPlan(t)
+	pool.Policy.KubernetesDeviceAPI = v1.DeviceAPIDRA
+	arts, err := Artifacts(plan, pool)
+	var pe *ProblemsError
+	if err != nil && !errors.As(err, &pe) {
+		t.Fatal(err)
+	}
+	templates, claimUsers := map[string]bool{}, map[string]string{}
+	var deps []appsv1.Deployment
+	for _, a := range arts {
+		for _, doc := range strings.Split(string(a.Data), "\n---\n") {
+			var head struct {
+				Kind     string
+				Metadata struct {
+					Name        string
+					Annotations map[string]string
+				}
+			}
+			if strings.HasSuffix(a.Path, ".yaml") && yaml.Unmarshal([]byte(doc), &head) != nil {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(a.Path, "dra/") && head.Kind == "ResourceClaimTemplate":
+				templates[head.Metadata.Name] = true
+			case strings.HasPrefix(a.Path, "dra/") && head.Kind == "ResourceClaim":
+				claimUsers[head.Metadata.Name] = head.Metadata.Annotations[AnnotationSlots]
+			case strings.HasPrefix(a.Path, "k8s/") && head.Kind == "Deployment":
+				var d appsv1.Deployment
+				if err := yaml.UnmarshalStrict([]byte(doc), &d); err != nil {
+					t.Fatalf("%s: %v", a.Path, err)
+				}
+				deps = append(deps, d)
+			}
+		}
+	}
+	if len(deps) == 0 || len(templates) == 0 || len(claimUsers) == 0 {
+		t.Fatalf("%d Deployments, %d templates, %d claims: want all", len(deps), len(templates), len(claimUsers))
+	}
+	named := 0
+	for _, d := range deps {
+		spec := d.Spec.Template.Spec
+		c := spec.Containers[0]
+		for r := range c.Resources.Limits {
+			if strings.HasPrefix(string(r), "nvidia.com/") {
+				t.Errorf("%s: requests %s with the DRA device API", d.Name, r)
+			}
+		}
+		if spec.HostIPC || len(spec.Volumes) > 0 && spec.Volumes[0].HostPath != nil {
+			t.Errorf("%s: mounts a host MPS pipe with the DRA device API", d.Name)
+		}
+		for _, e := range c.Env {
+			if e.Name == "CUDA_MPS_PIPE_DIRECTORY" {
+				t.Errorf("%s: sets %s; the driver hands the pipe to the pod", d.Name, e.Name)
+			}
+		}
+		if len(spec.ResourceClaims) != 1 || len(c.Resources.Claims) != 1 || c.Resources.Claims[0].Name != spec.ResourceClaims[0].Name {
+			t.Errorf("%s: claims %+v, container %+v: want one claim the container uses", d.Name, spec.ResourceClaims, c.Resources.Claims)
+			continue
+		}
+		pc := spec.ResourceClaims[0]
+		switch {
+		case pc.ResourceClaimTemplateName != nil:
+			if !templates[*pc.ResourceClaimTemplateName] {
+				t.Errorf("%s: template %s is not rendered", d.Name, *pc.ResourceClaimTemplateName)
+			}
+		case pc.ResourceClaimName != nil:
+			users, ok := claimUsers[*pc.ResourceClaimName]
+			if !ok {
+				t.Errorf("%s: claim %s is not rendered", d.Name, *pc.ResourceClaimName)
+				continue
+			}
+			named++
+			tenant := d.Labels[LabelTenant]
+			for _, slot := range strings.Split(d.Annotations[AnnotationSlots], ", ") {
+				idx, _, _ := strings.Cut(slot, "@")
+				if !slices.Contains(strings.Split(users, ", "), tenant+"#"+idx) {
+					t.Errorf("%s: replica %s#%s is not on claim %s (%s)", d.Name, tenant, idx, *pc.ResourceClaimName, users)
+				}
+			}
+		default:
+			t.Errorf("%s: claim %+v names neither a claim nor a template", d.Name, pc)
+		}
+	}
+	if named == 0 {
+		t.Error("no Deployment uses a named shared claim")
+	}
+	// the device plugin (the default) keeps its resource requests and no claims
+	pool.Policy.KubernetesDeviceAPI = ""
+	arts, _ = Artifacts(plan, pool)
+	for _, a := range arts {
+		if strings.HasPrefix(a.Path, "k8s/") && strings.Contains(string(a.Data), "resourceClaims") {
+			t.Errorf("%s: resourceClaims with the device plugin", a.Path)
 		}
 	}
 }

@@ -45,11 +45,17 @@ type group struct {
 	env      map[string]string
 	replicas []placedReplica
 	name     string
+	// claim is, with the DRA device API, the named ResourceClaim of the shared device every
+	// replica of the group is on (one Deployment per shared device); empty otherwise.
+	claim string
 }
 
 func (g *group) key() string {
-	return fmt.Sprint(g.kind, "|", g.resource, "|", g.count, "|", strings.Join(g.args, "\x00"), "|", envString(g.env))
+	return fmt.Sprint(g.kind, "|", g.resource, "|", g.count, "|", strings.Join(g.args, "\x00"), "|", envString(g.env), "|", g.claim)
 }
+
+// dra tells whether the pool's pods get their devices through DRA claims.
+func (m *model) dra() bool { return m.pool.Policy.DeviceAPI() == v1.DeviceAPIDRA }
 
 func envString(env map[string]string) string {
 	keys := make([]string, 0, len(env))
@@ -70,6 +76,14 @@ func (m *model) groups(tenant string, rs []placedReplica) []*group {
 	t := m.tenants[tenant]
 	for k, pr := range rs {
 		g := &group{tenant: tenant, kind: pr.d.kind, resource: pr.d.resource(), count: pr.count(), args: vllmArgs(t, rs, k), env: replicaEnv(pr)}
+		if m.dra() {
+			// The DRA driver runs the MPS daemon of a claim and hands its pipe to the pod; the
+			// pods of a shared device all reference that device's claim.
+			delete(g.env, "CUDA_MPS_PIPE_DIRECTORY")
+			if pr.d.shared() {
+				g.claim = draClaimName(pr.d)
+			}
+		}
 		i := slices.IndexFunc(out, func(o *group) bool { return o.key() == g.key() })
 		if i < 0 {
 			out = append(out, g)
@@ -180,9 +194,22 @@ func (m *model) podSpec(g *group, hosts []string) corev1.PodSpec {
 		}
 	}
 	c := corev1.Container{Name: "vllm", Image: Image, Args: g.args,
-		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000, Protocol: corev1.ProtocolTCP}},
-		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
-			corev1.ResourceName(g.resource): *resource.NewQuantity(int64(max(g.count, 1)), resource.DecimalSI)}}}
+		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000, Protocol: corev1.ProtocolTCP}}}
+	var claims []corev1.PodResourceClaim
+	switch {
+	case m.dra() && g.claim != "":
+		// a shared device: the named claim of dra/shared.yaml
+		claims = []corev1.PodResourceClaim{{Name: DRARequest, ResourceClaimName: &g.claim}}
+	case m.dra():
+		// unshared devices: a claim per pod from the group's template in dra/<tenant>.yaml
+		claims = []corev1.PodResourceClaim{{Name: DRARequest, ResourceClaimTemplateName: &g.name}}
+	default:
+		c.Resources.Limits = corev1.ResourceList{
+			corev1.ResourceName(g.resource): *resource.NewQuantity(int64(max(g.count, 1)), resource.DecimalSI)}
+	}
+	if claims != nil {
+		c.Resources.Claims = []corev1.ResourceClaim{{Name: DRARequest}}
+	}
 	keys := make([]string, 0, len(g.env))
 	for k := range g.env {
 		keys = append(keys, k)
@@ -195,7 +222,8 @@ func (m *model) podSpec(g *group, hosts []string) corev1.PodSpec {
 		Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: HostnameLabel, Operator: corev1.NodeSelectorOpIn, Values: hosts}}}}}}},
-		Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+		Tolerations:    []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+		ResourceClaims: claims,
 	}
 	if len(pools) == 1 {
 		for p := range pools {
