@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -71,7 +72,8 @@ type loraOut struct {
 }
 
 func newLoRACmd(e *env) *cobra.Command {
-	var board, gateway, namespace string
+	var board, gateway, namespace, outDir string
+	var force bool
 	var simFor time.Duration
 	var seed uint64
 	cmd := &cobra.Command{
@@ -83,7 +85,10 @@ func newLoRACmd(e *env) *cobra.Command {
 			"traffic; with a price for the board in policy.cost, each engine's monthly GPU cost is split among its\n" +
 			"adapters by the tokens the simulation computed for each. With --gateway it prints the Gateway API\n" +
 			"Inference Extension objects instead: an InferencePool per engine, an InferenceObjective per adapter,\n" +
-			"and HTTPRoutes by model name.\n" +
+			"and HTTPRoutes by model name. --out DIR (with --gateway) writes the engines themselves as well: a vLLM\n" +
+			"Deployment per engine (one GPU, --enable-lora and its adapters' --lora-modules, the label its\n" +
+			"InferencePool selects), the gateway objects, lora.json and a README; a non-empty directory gpupool\n" +
+			"did not write (no .gpupool-output file) is refused unless --force.\n" +
 			"Adapters given by dir are read from their PEFT folders (headers only).",
 		Args: cobra.ExactArgs(1),
 	}
@@ -92,7 +97,9 @@ func newLoRACmd(e *env) *cobra.Command {
 	cmd.Flags().DurationVar(&simFor, "simulate", 300*time.Second, "simulate each engine this long (0: do not)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "the simulation's random seed")
 	cmd.Flags().StringVar(&gateway, "gateway", "", "print the gateway objects for this Gateway instead of the plan")
-	cmd.Flags().StringVar(&namespace, "namespace", "default", "the gateway objects' namespace")
+	cmd.Flags().StringVar(&namespace, "namespace", "default", "the gateway objects' and engines' namespace")
+	cmd.Flags().StringVar(&outDir, "out", "", "with --gateway: directory to write the engines' Deployments, the gateway objects and a README to")
+	cmd.Flags().BoolVar(&force, "force", false, "with --out: replace a non-empty directory gpupool did not write")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		format, err := parseOutput(*out)
 		if err != nil {
@@ -100,6 +107,12 @@ func newLoRACmd(e *env) *cobra.Command {
 		}
 		if simFor < 0 || simFor > 24*time.Hour {
 			return invalid(fmt.Errorf("flag --simulate: %v is outside [0, 24h]", simFor))
+		}
+		if outDir != "" && gateway == "" {
+			return invalid(errors.New("flag --gateway: required with --out (the Gateway the written HTTPRoutes attach to)"))
+		}
+		if force && outDir == "" {
+			return invalid(errors.New("flag --force: only with --out"))
 		}
 		pool, err := readPool(e.ctx, args[0])
 		if err != nil {
@@ -109,7 +122,15 @@ func newLoRACmd(e *env) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if gateway != "" {
+		if outDir != "" {
+			files, err := loraOutFiles(pool, res, plans, names, namespace, gateway)
+			if err != nil {
+				return err
+			}
+			if err := writeOutDir(e.ctx, outDir, files, force); err != nil {
+				return err
+			}
+		} else if gateway != "" {
 			for _, p := range plans {
 				y, err := render.LoRAGateway(render.LoRAGatewayInput{Namespace: namespace, Gateway: gateway, Plan: p, AdapterName: names})
 				if err != nil {
@@ -146,6 +167,7 @@ func planLoRA(pool *v1.Pool, base, boardName string, simFor time.Duration, seed 
 	groups, solos := plan.GroupLoRA(pool, loaded)
 	res := loraOut{Solos: solos}
 	var plans []plan.LoRAPlan
+	prefixes := map[string]int{}
 	for _, g := range groups {
 		t := tenantNamed(pool, g.Adapters[0].Tenant)
 		a, err := baseArch(t, base)
@@ -161,7 +183,12 @@ func planLoRA(pool *v1.Pool, base, boardName string, simFor time.Duration, seed 
 		if err != nil {
 			return loraOut{}, nil, nil, fmt.Errorf("group %s: %w", g.Key, err)
 		}
-		in := plan.LoRAInput{Group: g, Engine: eng, Cost: lc, Prefix: engineName(t)}
+		// Groups of one base model in different trust groups get engines of distinct names.
+		prefix := engineName(t)
+		if prefixes[prefix]++; prefixes[prefix] > 1 {
+			prefix = fmt.Sprintf("%s-g%d", prefix, prefixes[prefix])
+		}
+		in := plan.LoRAInput{Group: g, Engine: eng, Cost: lc, Prefix: prefix}
 		p, err := plan.PlanLoRA(in)
 		if err != nil {
 			return loraOut{}, nil, nil, err
@@ -169,7 +196,7 @@ func planLoRA(pool *v1.Pool, base, boardName string, simFor time.Duration, seed 
 		plans = append(plans, p)
 		gout := loraGroupOut{Group: g.Key, Board: b.Name, GPUs: len(p.Engines), OnePerAdapter: len(g.Adapters),
 			Reasons: p.Reasons, Shares: p.Shares}
-		if gout.Engines, gout.FairCaps, err = engineOuts(p, eng, adapterPaths(pool)); err != nil {
+		if gout.Engines, gout.FairCaps, err = engineOuts(p, eng, names, adapterPaths(pool)); err != nil {
 			return loraOut{}, nil, nil, err
 		}
 		if simFor > 0 {
@@ -193,7 +220,7 @@ func planLoRA(pool *v1.Pool, base, boardName string, simFor time.Duration, seed 
 
 // engineOuts lists a plan's engines with their vLLM flags, and each engine's fair caps: every
 // adapter's weighted part of the engine's sequence slots when all want the whole engine.
-func engineOuts(p plan.LoRAPlan, eng *perf.Engine, paths map[string]string) ([]loraEngineOut, map[string]map[string]int, error) {
+func engineOuts(p plan.LoRAPlan, eng *perf.Engine, names, paths map[string]string) ([]loraEngineOut, map[string]map[string]int, error) {
 	var outs []loraEngineOut
 	fairCaps := map[string]map[string]int{}
 	for _, en := range p.Engines {
@@ -210,8 +237,12 @@ func engineOuts(p plan.LoRAPlan, eng *perf.Engine, paths map[string]string) ([]l
 			return nil, nil, err
 		}
 		fairCaps[en.Name] = caps
+		la, err := render.LoRAModuleArgs(en, names, paths)
+		if err != nil {
+			return nil, nil, err
+		}
 		outs = append(outs, loraEngineOut{Name: en.Name, Adapters: len(en.Adapters), RPS: en.RPS,
-			MaxLoRAs: en.MaxLoRAs, ActiveP99: en.ActiveP99, VLLMFlags: en.LoRAArgs(paths).Flags()})
+			MaxLoRAs: en.MaxLoRAs, ActiveP99: en.ActiveP99, VLLMFlags: la.Flags()})
 	}
 	return outs, fairCaps, nil
 }
@@ -403,4 +434,37 @@ func topCosts(parts map[string]float64, n int) string {
 		out = append(out, fmt.Sprintf("%s %.2f", a, parts[a]))
 	}
 	return strings.Join(out, ", ")
+}
+
+// loraOutFiles renders the output directory of lora --out: per engine its Deployment
+// (k8s/<engine>.yaml), per group its gateway objects (gateway/<first engine>.yaml), the plan as
+// lora.json and a README.
+func loraOutFiles(pool *v1.Pool, res loraOut, plans []plan.LoRAPlan, names map[string]string, namespace, gateway string) ([]outFile, error) {
+	paths := adapterPaths(pool)
+	var files []outFile
+	for _, p := range plans {
+		if len(p.Engines) == 0 {
+			continue
+		}
+		deps, err := render.LoRAEngineDeployments(render.LoRAEnginesInput{Namespace: namespace,
+			Base: tenantNamed(pool, p.Engines[0].Adapters[0]), Plan: p, AdapterName: names, AdapterPath: paths})
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range deps {
+			files = append(files, outFile{Path: d.Path, Data: d.Data})
+		}
+		gw, err := render.LoRAGateway(render.LoRAGatewayInput{Namespace: namespace, Gateway: gateway, Plan: p, AdapterName: names})
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, outFile{Path: "gateway/" + p.Engines[0].Name + ".yaml", Data: gw})
+	}
+	var js bytes.Buffer
+	if err := writeStructured(&js, outJSON, res); err != nil {
+		return nil, err
+	}
+	files = append(files, outFile{Path: "lora.json", Data: js.Bytes()},
+		outFile{Path: "README.md", Data: render.LoRAReadme(namespace, gateway, plans, names)})
+	return files, nil
 }

@@ -25,6 +25,8 @@ const (
 	ModelNameHeader              = "X-Gateway-Model-Name"
 	// LoRAEngineLabel selects an engine's pods.
 	LoRAEngineLabel = "gpupool.dev/lora-engine"
+	// AnnotationLoRATenants lists, on an engine's Deployment, the tenants whose adapters it serves.
+	AnnotationLoRATenants = "gpupool.dev/lora-tenants"
 	// vllmPort is the OpenAI server's port; eppPort the endpoint picker's gRPC port.
 	vllmPort = 8000
 	eppPort  = 9002

@@ -1,0 +1,147 @@
+package render
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/llm"
+	"gpupool.dev/gpupool/internal/plan"
+)
+
+// LoRAEnginesInput is a planned shared group and what its engines' Deployments need: the
+// group's base model (any of its tenants: they share model, quantization and trust group), each
+// tenant's adapter name (what requests ask for, and what vLLM serves it as) and path (a Hugging
+// Face repository id, or a folder that must exist at that path inside the pod).
+type LoRAEnginesInput struct {
+	Namespace   string
+	Base        v1.Tenant
+	Plan        plan.LoRAPlan
+	AdapterName map[string]string // tenant → adapter name
+	AdapterPath map[string]string // tenant → repo or folder
+}
+
+// LoRAModuleArgs are an engine's LoRA flags with every adapter under its adapter name (the name
+// requests ask for and the gateway routes on), not its tenant's name.
+func LoRAModuleArgs(e plan.LoRAEngine, name, path map[string]string) (llm.LoRAArgs, error) {
+	a := e.LoRAArgs(nil)
+	a.Modules = map[string]string{}
+	for _, t := range e.Adapters {
+		n, p := name[t], path[t]
+		if n == "" || p == "" {
+			return llm.LoRAArgs{}, fmt.Errorf("engine %s: tenant %s has no adapter name or path", e.Name, t)
+		}
+		if strings.ContainsAny(n, "= ") {
+			return llm.LoRAArgs{}, fmt.Errorf("engine %s: tenant %s: adapter name %q cannot be written as --lora-modules name=path", e.Name, t, n)
+		}
+		if _, dup := a.Modules[n]; dup {
+			return llm.LoRAArgs{}, fmt.Errorf("engine %s: adapter name %q is used twice", e.Name, n)
+		}
+		a.Modules[n] = p
+	}
+	return a, nil
+}
+
+// LoRAEngineDeployments renders one Deployment per engine of a planned group: one replica on one
+// whole GPU (nvidia.com/gpu: 1), the pinned vLLM image with the same probes, requests, Hugging
+// Face token and memory-backed /dev/shm as the plan's Deployments, and the arguments
+// --model <base> followed by the engine's LoRA flags (LoRAModuleArgs). Its pods carry
+// LoRAEngineLabel with the engine's name, which the engine's InferencePool (LoRAGateway)
+// selects. One multi-document YAML per engine, in the plan's engine order.
+func LoRAEngineDeployments(in LoRAEnginesInput) ([]Artifact, error) {
+	if in.Namespace == "" || len(in.Plan.Engines) == 0 {
+		return nil, errors.New("render lora engines: a namespace and at least one engine are required")
+	}
+	var out []Artifact
+	for _, e := range in.Plan.Engines {
+		la, err := LoRAModuleArgs(e, in.AdapterName, in.AdapterPath)
+		if err != nil {
+			return nil, fmt.Errorf("render lora engines: %w", err)
+		}
+		d := loraDeployment(in.Namespace, in.Base, e, la)
+		b, err := yaml.Marshal(d)
+		if err != nil {
+			return nil, fmt.Errorf("render lora engines: engine %s: %w", e.Name, err)
+		}
+		out = append(out, Artifact{Path: "k8s/" + e.Name + ".yaml", Data: b})
+	}
+	return out, nil
+}
+
+func loraDeployment(ns string, base v1.Tenant, e plan.LoRAEngine, la llm.LoRAArgs) appsv1.Deployment {
+	labels := map[string]string{"app.kubernetes.io/name": e.Name, "app.kubernetes.io/managed-by": "gpupool",
+		LoRAEngineLabel: e.Name, LabelSlice: sliceSlug(v1.SliceExclusive)}
+	if base.Path != "" {
+		labels[LabelTrustGroup] = strings.ReplaceAll(base.Path, "/", ".")
+	}
+	tenants := append([]string(nil), e.Adapters...)
+	sort.Strings(tenants)
+	args := append([]string{"--model", modelName(base)}, la.Flags()...)
+	c := corev1.Container{Name: "vllm", Image: Image, Args: args,
+		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: vllmPort, Protocol: corev1.ProtocolTCP}}}
+	c.Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(1, resource.DecimalSI)}
+	spec := corev1.PodSpec{
+		Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+	}
+	vllmContainerDefaults(&c, &spec)
+	spec.Containers = []corev1.Container{c}
+	one := int32(1)
+	zero, maxUnavailable := intstr.FromInt32(0), intstr.FromInt32(1)
+	return appsv1.Deployment{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: ns, Labels: labels, Annotations: map[string]string{
+			AnnotationPath: base.Path, AnnotationLoRATenants: strings.Join(tenants, ",")}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{LoRAEngineLabel: e.Name}},
+			// No surge: the plan counts one GPU per engine, there is no spare one to surge onto.
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &zero, MaxUnavailable: &maxUnavailable}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: maps(labels)}, Spec: spec},
+		},
+	}
+}
+
+// LoRAReadme explains an output directory of `gpupool lora --out`: what each engine serves and
+// how to apply it. plans are the groups in order; names maps a tenant to its adapter name.
+func LoRAReadme(namespace, gateway string, plans []plan.LoRAPlan, names map[string]string) []byte {
+	var b strings.Builder
+	b.WriteString("# LoRA engines\n\n")
+	fmt.Fprintf(&b, "Written by gpupool lora for namespace `%s` and Gateway `%s`. Each engine is one vLLM\n", namespace, gateway)
+	b.WriteString("Deployment on one whole GPU serving its base model with `--enable-lora` and its adapters\n" +
+		"(`--lora-modules name=path`); its InferencePool selects its pods by the label\n" +
+		"`" + LoRAEngineLabel + "`, and the HTTPRoutes send each adapter's requests (by the OpenAI `model`\n" +
+		"field, copied to `" + ModelNameHeader + "`) to the pools of the engines that serve it.\n\n")
+	b.WriteString("Apply after the Gateway API Inference Extension CRDs, the Gateway and an endpoint picker per\n" +
+		"pool (`<engine>-epp`) exist:\n\n```sh\nkubectl apply -f k8s/ -f gateway/\n```\n\n")
+	b.WriteString("A Secret `" + HFTokenSecret + "` with key `" + HFTokenKey + "` in the namespace, when present, gives the pods a\n" +
+		"Hugging Face token for gated models and adapters. An adapter given by `dir` is passed to vLLM\n" +
+		"as that path: it must exist at that path inside the pod (mount it), or be given by `repo`.\n\n")
+	b.WriteString("| group | engine | adapters | req/s | --max-loras | --max-lora-rank | --max-cpu-loras |\n|---|---|---|---|---|---|---|\n")
+	for _, p := range plans {
+		for _, e := range p.Engines {
+			ads := make([]string, 0, len(e.Adapters))
+			for _, t := range e.Adapters {
+				ads = append(ads, names[t])
+			}
+			sort.Strings(ads)
+			list := strings.Join(ads, ", ")
+			if len(ads) > 8 {
+				list = strings.Join(ads[:8], ", ") + fmt.Sprintf(" and %d more", len(ads)-8)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %.3g | %d | %d | %d |\n", p.Group, e.Name, list, e.RPS, e.MaxLoRAs, e.MaxRank,
+				max(e.MaxCPULoRAs, e.MaxLoRAs))
+		}
+	}
+	b.WriteString("\n`lora.json` is the plan (reasons, shares, fair caps, simulation) as `gpupool lora -o json` prints it.\n")
+	return []byte(b.String())
+}
