@@ -93,7 +93,7 @@ func TestLoRACommand(t *testing.T) {
 		t.Fatalf("got %+v", out)
 	}
 	flags := strings.Join(out.Groups[0].Engines[0].VLLMFlags, " ")
-	if !strings.Contains(flags, "--max-lora-rank 32") || !strings.Contains(flags, "--lora-modules a=") || !strings.Contains(flags, "b=acme/b") {
+	if !strings.Contains(flags, "--max-lora-rank 32") || !strings.Contains(flags, "--lora-modules a-lora=") || !strings.Contains(flags, "b-lora=acme/b") {
 		t.Errorf("flags %q", flags)
 	}
 	s := out.Groups[0].Simulated

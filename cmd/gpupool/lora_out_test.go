@@ -1,0 +1,271 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
+
+	"gpupool.dev/gpupool/internal/llm"
+)
+
+var updateLoRAOut = flag.Bool("update-lora-out", false, "rewrite testdata/lora-out/golden")
+
+// vllmServeFlags are the flags the engines' arguments may use, as vLLM v0.12.0's `vllm serve`
+// defines them: --model, --enable-lora, --max-loras, --max-lora-rank and --max-cpu-loras in
+// vllm/engine/arg_utils.py (EngineArgs.add_cli_args; the LoRA ones from LoRAConfig's fields,
+// vllm/config/lora.py), --lora-modules in vllm/entrypoints/openai/cli_args.py (FrontendArgs,
+// nargs "+", each value name=path). The value says whether the flag takes values: 0 none, 1 one,
+// -1 one or more.
+var vllmServeFlags = map[string]int{"--model": 1, "--enable-lora": 0, "--max-loras": 1, "--max-lora-rank": 1,
+	"--max-cpu-loras": 1, "--lora-modules": -1}
+
+// parseServeArgs parses args as vllm serve's argparse would for the flags above; unknown flags,
+// missing values and values without a flag fail the test.
+func parseServeArgs(t *testing.T, args []string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for i := 0; i < len(args); {
+		f := args[i]
+		n, ok := vllmServeFlags[f]
+		if !ok {
+			t.Fatalf("argument %q (at %d) is not a vllm serve flag of v0.12.0: %q", f, i, args)
+		}
+		if _, dup := out[f]; dup {
+			t.Fatalf("flag %s given twice: %q", f, args)
+		}
+		i++
+		vals := []string{}
+		for i < len(args) && !strings.HasPrefix(args[i], "--") && (n == -1 || len(vals) < n) {
+			vals = append(vals, args[i])
+			i++
+		}
+		if (n == 1 && len(vals) != 1) || (n == -1 && len(vals) == 0) {
+			t.Fatalf("flag %s has values %q", f, vals)
+		}
+		out[f] = vals
+	}
+	return out
+}
+
+// lora --out on a pool with a hot adapter the plan spreads over two engines, five small ones
+// and one adapter of another trust group: every engine is a Deployment whose pods its
+// InferencePool selects, with arguments vllm serve parses; every adapter is in the
+// --lora-modules of exactly the engines the plan gives it; the directory is byte-stable and
+// matches the golden copy.
+func TestLoRAOut(t *testing.T) {
+	pool := filepath.Join("testdata", "lora-out", "pool.yaml")
+	dir := filepath.Join(t.TempDir(), "out")
+	args := []string{"lora", pool, "--simulate", "0", "--gateway", "gw", "--namespace", "ml", "--out", dir}
+	if _, stderr, code := runCmd(t, args...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	files := readTree(t, dir)
+
+	// The plan's engines per adapter, from lora.json's shares.
+	var res loraOut
+	if err := json.Unmarshal(files["lora.json"], &res); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{} // adapter name → engines
+	for _, g := range res.Groups {
+		for _, s := range g.Shares {
+			want[s.Tenant+"-lora"] = append(want[s.Tenant+"-lora"], s.Engine)
+		}
+	}
+	if len(want) != 7 || len(want["hot-lora"]) < 2 {
+		t.Fatalf("plan: engines per adapter %v; want 7 adapters, hot-lora on several engines", want)
+	}
+
+	got := map[string][]string{}
+	podLabels := map[string]map[string]string{} // deployment → pod labels
+	for path, data := range files {
+		if !strings.HasPrefix(path, "k8s/") {
+			continue
+		}
+		var d appsv1.Deployment
+		if err := yaml.UnmarshalStrict(data, &d); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if d.Kind != "Deployment" || d.Namespace != "ml" || *d.Spec.Replicas != 1 || path != "k8s/"+d.Name+".yaml" {
+			t.Errorf("%s: %s %s/%s replicas %d", path, d.Kind, d.Namespace, d.Name, *d.Spec.Replicas)
+		}
+		for k, v := range d.Spec.Selector.MatchLabels {
+			if d.Spec.Template.Labels[k] != v {
+				t.Errorf("%s: selector %s=%s does not select its own pods %v", path, k, v, d.Spec.Template.Labels)
+			}
+		}
+		podLabels[d.Name] = d.Spec.Template.Labels
+		c := d.Spec.Template.Spec.Containers[0]
+		if q := c.Resources.Limits["nvidia.com/gpu"]; q.Value() != 1 || !strings.HasPrefix(c.Image, "vllm/vllm-openai:v") {
+			t.Errorf("%s: gpu limit %v, image %s", path, q.String(), c.Image)
+		}
+		a := parseServeArgs(t, c.Args)
+		maxLoRAs, _ := strconv.Atoi(a["--max-loras"][0])
+		rank, _ := strconv.Atoi(a["--max-lora-rank"][0])
+		cpu, _ := strconv.Atoi(a["--max-cpu-loras"][0])
+		if a["--model"][0] != "meta-llama/Llama-3.1-8B" || a["--enable-lora"] == nil || maxLoRAs < 1 ||
+			!slices.Contains(llm.LoRARanks, rank) || cpu < maxLoRAs || cpu < len(a["--lora-modules"]) {
+			t.Errorf("%s: arguments %v", path, a)
+		}
+		for _, m := range a["--lora-modules"] {
+			name, p, ok := strings.Cut(m, "=")
+			if !ok || p != "acme/"+name {
+				t.Errorf("%s: --lora-modules value %q, want name=acme/name", path, m)
+			}
+			got[name] = append(got[name], d.Name)
+		}
+	}
+	for n := range want {
+		sort.Strings(want[n])
+		sort.Strings(got[n])
+		if !slices.Equal(got[n], want[n]) {
+			t.Errorf("adapter %s in the --lora-modules of %v; the plan puts it on %v", n, got[n], want[n])
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("--lora-modules name %d adapters, the plan %d", len(got), len(want))
+	}
+
+	// Every InferencePool selects the pods of exactly one Deployment: its engine's.
+	pools := 0
+	for path, data := range files {
+		if !strings.HasPrefix(path, "gateway/") {
+			continue
+		}
+		for _, doc := range bytes.Split(data, []byte("\n---\n")) {
+			var o struct {
+				Kind     string
+				Metadata struct{ Name string }
+				Spec     struct {
+					Selector struct {
+						MatchLabels map[string]string `json:"matchLabels"`
+					}
+				}
+			}
+			if err := yaml.Unmarshal(doc, &o); err != nil {
+				t.Fatal(err)
+			}
+			if o.Kind != "InferencePool" {
+				continue
+			}
+			pools++
+			var selected []string
+			for dep, labels := range podLabels {
+				match := len(o.Spec.Selector.MatchLabels) > 0
+				for k, v := range o.Spec.Selector.MatchLabels {
+					match = match && labels[k] == v
+				}
+				if match {
+					selected = append(selected, dep)
+				}
+			}
+			if len(selected) != 1 || selected[0] != o.Metadata.Name {
+				t.Errorf("InferencePool %s selects the pods of %v", o.Metadata.Name, selected)
+			}
+		}
+	}
+	if pools != len(podLabels) || pools != 3 {
+		t.Errorf("%d InferencePools for %d Deployments, want 3 each", pools, len(podLabels))
+	}
+
+	// A second run into a fresh directory writes the same bytes; both match the golden copy.
+	dir2 := filepath.Join(t.TempDir(), "out")
+	if _, stderr, code := runCmd(t, append(args[:len(args)-1], dir2)...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	files2 := readTree(t, dir2)
+	golden := filepath.Join("testdata", "lora-out", "golden")
+	if *updateLoRAOut {
+		if err := os.RemoveAll(golden); err != nil {
+			t.Fatal(err)
+		}
+		for p, b := range files {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(golden, p)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(golden, p), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want3 := readTree(t, golden)
+	for _, other := range []map[string][]byte{files2, want3} {
+		if len(other) != len(files) {
+			t.Errorf("%d files, then %d", len(files), len(other))
+		}
+		for p, b := range files {
+			if !bytes.Equal(other[p], b) {
+				t.Errorf("%s differs between runs or from %s (go test ./cmd/gpupool -run TestLoRAOut -update-lora-out rewrites it)", p, golden)
+			}
+		}
+	}
+}
+
+// --out refuses a non-empty directory gpupool did not write, leaving it as it was, unless
+// --force; it needs --gateway.
+func TestLoRAOutRefusesForeignDir(t *testing.T) {
+	pool := filepath.Join("testdata", "lora-out", "pool.yaml")
+	dir := t.TempDir()
+	mine := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(mine, []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"lora", pool, "--simulate", "0", "--gateway", "gw", "--out", dir}
+	_, stderr, code := runCmd(t, args...)
+	if code != 1 || !strings.Contains(stderr, "--force") || !strings.Contains(stderr, "flag --out") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if b, err := os.ReadFile(mine); err != nil || string(b) != "mine" {
+		t.Fatalf("the directory was changed: %q %v", b, err)
+	}
+	if _, stderr, code := runCmd(t, append(args, "--force")...); code != 0 {
+		t.Fatalf("--force: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(mine); !os.IsNotExist(err) {
+		t.Errorf("--force kept %s: %v", mine, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "k8s", "llama-3-1-8b-lora-0.yaml")); err != nil {
+		t.Error(err)
+	}
+	// A second run over its own output needs no --force.
+	if _, stderr, code := runCmd(t, args...); code != 0 {
+		t.Fatalf("rerun: exit %d: %s", code, stderr)
+	}
+	_, stderr, code = runCmd(t, "lora", pool, "--simulate", "0", "--out", t.TempDir())
+	if code != 1 || !strings.Contains(stderr, "flag --gateway: required with --out") {
+		t.Errorf("--out without --gateway: exit %d: %s", code, stderr)
+	}
+}
+
+// readTree reads every regular file under dir by its slash path.
+func readTree(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out[filepath.ToSlash(rel)] = b
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
