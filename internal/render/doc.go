@@ -151,4 +151,8 @@
 // InferencePool (inference.networking.k8s.io/v1) per engine, an InferenceObjective
 // (inference.networking.x-k8s.io/v1alpha2) per adapter and engine, and HTTPRoutes matching the
 // X-Gateway-Model-Name header to the pools, weighted by each engine's part of the adapter's traffic.
+// LoRAEngineDeployments renders the engines themselves: a vLLM Deployment per engine on one GPU,
+// with --enable-lora, its limits and --lora-modules under each adapter's name (LoRAModuleArgs),
+// and the pod label (LoRAEngineLabel) its InferencePool selects; LoRAReadme explains the output
+// directory of `gpupool lora --out`.
 package render
