@@ -43,6 +43,9 @@ type cand struct {
 	// the lower bound uses instead of replicas.
 	sz         sizing
 	lbReplicas int
+	// key is keyOf(keyFor, c), set by its first call.
+	key    groupKey
+	keyFor *tenant
 }
 
 // evalResult is the memory fit and the performance of one replica on a slice.
