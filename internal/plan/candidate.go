@@ -43,6 +43,9 @@ type cand struct {
 	// the lower bound uses instead of replicas.
 	sz         sizing
 	lbReplicas int
+	// key is keyOf(keyFor, c), set by its first call.
+	key    groupKey
+	keyFor *tenant
 }
 
 // evalResult is the memory fit and the performance of one replica on a slice.
@@ -405,7 +408,9 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 		return r
 	}
 	e = e.WithKVCapacity(fit.MaxTokens)
-	r.q = newQModel(e, tn.work, sizingLoad(c)) // max-num-seqs (concurrency, or the device default) or what the KV cache runs
+	// max-num-seqs (concurrency, or the device default) or what the KV cache runs; one model
+	// (and its step-time memo) serves every SLO of the same engine and request shape
+	r.q = p.cache.qmodel(tn, c, func() *qmodel { return newQModel(e, tn.work, sizingLoad(c)) })
 	rate, st := r.q.maxRate(tn.slo)
 	r.rate = perf.Rate{RequestsPerSec: rate, OutputTokensPerSec: rate * float64(tn.work.OutputTokens),
 		TTFT: seconds(st.ttft), TPOT: seconds(st.tpot), Limit: meets(r.q.state(rate*1.01+1e-9, 1), tn.slo)}
@@ -442,6 +447,9 @@ func roundDur(d time.Duration) time.Duration {
 type evalCache struct {
 	m     map[evalKey]*evalResult
 	sizes map[sizeKey]sizing
+	// qs are the queueing models by evaluation without the SLO: the model and its memoised step
+	// times depend only on the engine, the request shape and the neighbours' load.
+	qs map[evalKey]*qmodel
 }
 
 type evalKey struct {
@@ -456,7 +464,19 @@ type evalKey struct {
 }
 
 func newEvalCache() *evalCache {
-	return &evalCache{m: map[evalKey]*evalResult{}, sizes: map[sizeKey]sizing{}}
+	return &evalCache{m: map[evalKey]*evalResult{}, sizes: map[sizeKey]sizing{}, qs: map[evalKey]*qmodel{}}
+}
+
+// qmodel memoises the queueing model of a tenant's replica on a candidate across SLOs.
+func (c *evalCache) qmodel(tn *tenant, cd *cand, f func() *qmodel) *qmodel {
+	k := c.key(tn, cd)
+	k.ttft, k.tpot, k.batch = 0, 0, 0
+	if q, ok := c.qs[k]; ok {
+		return q
+	}
+	q := f()
+	c.qs[k] = q
+	return q
 }
 
 // sizeKey is an evaluation and the rate its replicas carry.

@@ -18,11 +18,17 @@ type groupKey struct {
 	group          string
 }
 
+// keyOf is c's group for tenant tn, kept on c for the next call with the same tenant (the choice's
+// local search asks for it once per candidate and move).
 func keyOf(tn *tenant, c *cand) groupKey {
+	if c.keyFor == tn {
+		return c.key
+	}
 	k := groupKey{board: c.board.Name, profile: profName(c.profile), energy: energyOf(tn.t), kind: c.kind, share: c.share, tp: max(c.tp, 1)}
 	if c.share > 1 {
 		k.group = tn.group
 	}
+	c.key, c.keyFor = k, tn
 	return k
 }
 

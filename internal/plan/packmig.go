@@ -169,7 +169,11 @@ func (p *planner) takeCompatible(board *gpu.Board, free map[string][]*gpuPlan, w
 		return nil
 	}
 	g := gs[pick]
-	free[board.Name] = append(gs[:pick:pick], gs[pick+1:]...)
+	if pick == 0 { // the common case: drop the head without copying the rest of the fleet
+		free[board.Name] = gs[1:]
+	} else {
+		free[board.Name] = append(gs[:pick:pick], gs[pick+1:]...)
+	}
 	p.reserve(g.fg.ref.Node, want)
 	return g
 }

@@ -38,8 +38,19 @@ type qmodel struct {
 	chunk   int     // tokens of one chunk
 	kvSeqs  float64 // requests the KV cache holds at their full length; +Inf when it never binds
 	budget  int
-	memo    map[[2]int]float64 // stepAt by (decodes, chunks)
+	memo    map[[2]int]float64 // stepAt by (decodes, chunks) beyond the dense table
+	dense   [][]float64        // stepAt by [chunks][decodes] for small batches; unsetStep when not yet computed
 }
+
+// The dense step-time table covers batches up to these sizes; larger ones use the map. Both
+// memoise the same exact values, the table only avoids hashing in the sizing's inner loop.
+const (
+	denseChunks  = 64
+	denseDecodes = 1 << 14
+)
+
+// unsetStep marks a dense table entry not yet computed (a NaN no step time equals bitwise).
+var unsetStep = math.Float64frombits(0x7ff8_dead_beef_0001)
 
 // qstate is the model's answer at one load.
 type qstate struct {
@@ -76,12 +87,38 @@ func (q *qmodel) slotsWhy() string {
 
 // stepAt is the step time in seconds of d decode sequences (whole) with chunks prefill chunks.
 func (q *qmodel) stepAt(d int, chunks int) float64 {
+	if d >= 0 && d < denseDecodes && chunks >= 0 && chunks < denseChunks {
+		return q.stepDense(d, chunks)
+	}
 	k := [2]int{d, chunks}
 	if t, ok := q.memo[k]; ok {
 		return t
 	}
 	t := q.stepTime(d, chunks)
 	q.memo[k] = t
+	return t
+}
+
+// stepDense is stepAt through the dense table, grown as larger batches are asked for.
+func (q *qmodel) stepDense(d, chunks int) float64 {
+	if chunks >= len(q.dense) {
+		q.dense = append(q.dense, make([][]float64, chunks+1-len(q.dense))...)
+	}
+	row := q.dense[chunks]
+	if d >= len(row) {
+		n := min(max(2*len(row), d+1, 64), denseDecodes)
+		grown := make([]float64, n)
+		copy(grown, row)
+		for i := len(row); i < n; i++ {
+			grown[i] = unsetStep
+		}
+		row, q.dense[chunks] = grown, grown
+	}
+	if t := row[d]; math.Float64bits(t) != math.Float64bits(unsetStep) {
+		return t
+	}
+	t := q.stepTime(d, chunks)
+	row[d] = t
 	return t
 }
 

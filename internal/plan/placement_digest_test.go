@@ -1,0 +1,78 @@
+package plan
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// placementDigest hashes what a plan decides: the GPUs used and the lower bound, every GPU's
+// mode, instances and replicas (with their limits and vLLM arguments), and every tenant's
+// replica references and feasibility. Reasons and predictions are left out.
+func placementDigest(t *testing.T, pl *v1.Plan) string {
+	t.Helper()
+	type gpuPart struct {
+		Node      string
+		Index     int
+		Board     string
+		Role      v1.Role
+		Mode      v1.Mode
+		Instances []v1.PlanInstance
+		Replicas  []v1.PlanReplica
+	}
+	type tenantPart struct {
+		Name       string
+		Replicas   []v1.ReplicaRef
+		Infeasible bool
+	}
+	var d struct {
+		Used, Bound int
+		GPUs        []gpuPart
+		Tenants     []tenantPart
+	}
+	d.Used, d.Bound = pl.Summary.GPUsUsed, pl.Summary.LowerBound
+	for _, g := range pl.GPUs {
+		d.GPUs = append(d.GPUs, gpuPart{g.Node, g.Index, g.Board, g.Role, g.Mode, g.Instances, g.Replicas})
+	}
+	for _, tn := range pl.Tenants {
+		d.Tenants = append(d.Tenants, tenantPart{tn.Name, tn.Replicas, tn.Infeasible})
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:8])
+}
+
+// TestPlacementDigest pins the placements of a few synthetic pools, standard and varied, to the
+// digests the planner produced before its memoisation of step times, queueing models and group
+// keys: those are speed-ups only, and a change here means a plan changed. A deliberate change of
+// the planner's decisions updates the digests (the test logs the new ones).
+func TestPlacementDigest(t *testing.T) {
+	cases := []struct {
+		name          string
+		tenants, gpus int
+		varied        bool
+		want          string
+	}{
+		{"standard-300", 300, 300, false, "172d347cfe13b4a2"},
+		{"varied-300", 300, 300, true, "9f390ae7a2ab7452"},
+		{"varied-600-on-300", 600, 300, true, "4b15698802b6f33c"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pool := Synthetic(SyntheticOptions{Tenants: c.tenants, GPUs: c.gpus, Varied: c.varied}, rand.New(rand.NewPCG(1, 2)))
+			pl := build(t, pool)
+			got := placementDigest(t, pl)
+			t.Logf("%s: %d GPUs used, lower bound %d, digest %s", c.name, pl.Summary.GPUsUsed, pl.Summary.LowerBound, got)
+			if got != c.want {
+				t.Errorf("%s: placement digest %s, want %s: the plan changed", c.name, got, c.want)
+			}
+		})
+	}
+}
