@@ -6,10 +6,12 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"gpupool.dev/gpupool/internal/migparted"
@@ -23,6 +25,9 @@ import (
 // whichever pool reconciles, under the ConfigMap's resourceVersion so that two pools writing at
 // once cannot drop each other's configs. Config names are digests of their content, so a name two
 // pools share is the same config.
+
+// migApplyAttempts bounds the read-merge-write passes of one apply of the shared mig-parted file.
+const migApplyAttempts = 12
 
 // MigConfigKey is the key mig-manager reads.
 const MigConfigKey = "config.yaml"
@@ -100,7 +105,16 @@ func (r *PoolReconciler) applyMigParted(ctx context.Context, pool string, a rend
 	}
 	key := poolConfigKey(pool)
 	var lastErr error
-	for range 8 {
+	// Writers that lost a race back off with jitter, so that several pools do not collide again.
+	backoff := wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 1, Steps: migApplyAttempts}
+	for attempt := range migApplyAttempts {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(backoff.Step()):
+			}
+		}
 		cm := &corev1.ConfigMap{}
 		err := r.C.Get(ctx, client.ObjectKey{Namespace: r.OperatorNamespace, Name: name}, cm)
 		if apierrors.IsNotFound(err) {

@@ -5,14 +5,18 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/yaml"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/migparted"
@@ -165,5 +169,124 @@ func TestTwoPoolsShareOperatorConfigs(t *testing.T) {
 	a, b := poolNames[defs[0].name], poolNames[defs[1].name]
 	if len(a) == 0 || len(b) == 0 || slices.ContainsFunc(a, func(s string) bool { return slices.Contains(b, s) }) {
 		t.Errorf("pool configs %v and %v: want two non-empty, disjoint sets", a, b)
+	}
+}
+
+// TestMigPartedConcurrentPools: six pools write the shared mig-parted ConfigMap at the same time
+// (the controller reconciles one pool at a time, but two controllers of different releases or a
+// leader change can overlap); the resourceVersion on each write makes the losers merge again, so
+// the final config.yaml holds every pool's configs.
+func TestMigPartedConcurrentPools(t *testing.T) {
+	c := needAPI(t)
+	ctx := context.Background()
+	opNS := newNamespace(t, c, "gpu-operator")
+	const pools = 6
+	errs := make(chan error, pools*3)
+	var wg sync.WaitGroup
+	for i := range pools {
+		name := "race-" + strconv.Itoa(i)
+		data, err := migparted.Encode(migCfg("gpupool-"+name+"-a", "gpupool-"+name+"-b"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm := corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Name: render.MigPartedConfigMap}, Data: map[string]string{MigConfigKey: string(data)}}
+		doc, err := yaml.Marshal(cm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &PoolReconciler{C: c, OperatorNamespace: opNS}
+		wg.Go(func() {
+			for range 3 {
+				errs <- r.applyMigParted(ctx, name, render.Artifact{Path: "mig-parted/configmap.yaml", Data: doc})
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	var mp corev1.ConfigMap
+	if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: render.MigPartedConfigMap}, &mp); err != nil {
+		t.Fatal(err)
+	}
+	shared, err := migparted.Decode([]byte(mp.Data[MigConfigKey]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range pools {
+		name := "race-" + strconv.Itoa(i)
+		for _, cfg := range []string{"gpupool-" + name + "-a", "gpupool-" + name + "-b"} {
+			if _, ok := shared.Lookup(cfg); !ok {
+				t.Errorf("config %s of pool %s lost: %s has %v", cfg, name, MigConfigKey, shared.Names())
+			}
+		}
+		if mp.Data[poolConfigKey(name)] == "" {
+			t.Errorf("pool %s: no key %s", name, poolConfigKey(name))
+		}
+	}
+	if n := len(shared.Names()); n != 1+2*pools {
+		t.Errorf("%d configs, want %d: %v", n, 1+2*pools, shared.Names())
+	}
+}
+
+// TestMigPartedLostUpdate: pool "late" writes the shared file between pool "early"'s read and its
+// write; early's write must then fail on the resourceVersion and merge again, so late's configs
+// stay in config.yaml.
+func TestMigPartedLostUpdate(t *testing.T) {
+	c := needAPI(t)
+	ctx := context.Background()
+	opNS := newNamespace(t, c, "gpu-operator")
+	artifact := func(pool string) render.Artifact {
+		data, err := migparted.Encode(migCfg("gpupool-" + pool))
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := yaml.Marshal(corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Name: render.MigPartedConfigMap}, Data: map[string]string{MigConfigKey: string(data)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return render.Artifact{Path: "mig-parted/configmap.yaml", Data: doc}
+	}
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ww, err := client.NewWithWatch(testCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := &PoolReconciler{C: c, OperatorNamespace: opNS}
+	applies := 0
+	early := &PoolReconciler{OperatorNamespace: opNS, C: interceptor.NewClient(ww, interceptor.Funcs{
+		Apply: func(ctx context.Context, cl client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			applies++
+			if applies == 2 { // early's first merged write (the first one created the ConfigMap)
+				if err := late.applyMigParted(ctx, "late", artifact("late")); err != nil {
+					t.Error(err)
+				}
+			}
+			return cl.Apply(ctx, obj, opts...)
+		}})}
+	if err := early.applyMigParted(ctx, "early", artifact("early")); err != nil {
+		t.Fatal(err)
+	}
+	if applies < 3 {
+		t.Errorf("early applied %d times: its stale write was not refused", applies)
+	}
+	var mp corev1.ConfigMap
+	if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: render.MigPartedConfigMap}, &mp); err != nil {
+		t.Fatal(err)
+	}
+	shared, err := migparted.Decode([]byte(mp.Data[MigConfigKey]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{render.AllDisabled, "gpupool-early", "gpupool-late"}; !slices.Equal(shared.Names(), want) {
+		t.Errorf("%s has %v, want %v", MigConfigKey, shared.Names(), want)
 	}
 }
