@@ -2,6 +2,8 @@ package k8s
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -33,17 +35,26 @@ const migApplyAttempts = 12
 const MigConfigKey = "config.yaml"
 
 // poolConfigKey is the ConfigMap key of one pool's own mig-parted configs.
-func poolConfigKey(pool string) string { return "pool." + pool + ".yaml" }
+func poolConfigKey(pool string) string {
+	return "pool." + shortName(pool, 253-len("pool..yaml")) + ".yaml"
+}
 
 // poolFieldManager is the server-side apply field manager of one pool's part of the shared
 // ConfigMaps: the device-plugin ConfigMap's keys (one per node) and the mig-parted ConfigMap's
 // pool key are owned per pool, so one pool's apply never removes another pool's keys.
 func poolFieldManager(pool string) string {
-	m := FieldOwner + "/pool/" + pool
-	if len(m) > 128 { // the API server's limit on a field manager's name
-		m = m[:128]
+	// the API server takes field manager names up to 128 characters
+	return FieldOwner + "/pool/" + shortName(pool, 128-len(FieldOwner+"/pool/"))
+}
+
+// shortName is name when it has at most limit characters, else its first limit-11 characters, a dash
+// and 10 hex digits of its SHA-256, so that two long names stay apart.
+func shortName(name string, limit int) string {
+	if len(name) <= limit {
+		return name
 	}
-	return m
+	sum := sha256.Sum256([]byte(name))
+	return name[:limit-11] + "-" + hex.EncodeToString(sum[:])[:10]
 }
 
 // mergeMigConfigs is the config.yaml of the shared ConfigMap: all-disabled, then the configs of

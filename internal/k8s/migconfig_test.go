@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,6 +51,29 @@ func TestMergeMigConfigs(t *testing.T) {
 		Annotations: map[string]string{AnnotGateTarget: "y", AnnotGatePrevious: "z"}}}, {}}
 	if use := migConfigsInUse(nodes); !maps.Equal(use, map[string]bool{"x": true, "y": true, "z": true}) {
 		t.Errorf("in use %v", use)
+	}
+}
+
+// TestPoolKeysOfLongNames: a GPUPool's name may be up to 253 characters; its ConfigMap key and
+// field manager stay within the API server's limits (253 and 128) and apart for two long names
+// with a common prefix.
+func TestPoolKeysOfLongNames(t *testing.T) {
+	a, b := strings.Repeat("p", 240)+"-a", strings.Repeat("p", 240)+"-b"
+	for _, f := range []struct {
+		name string
+		of   func(string) string
+		max  int
+	}{{"config key", poolConfigKey, 253}, {"field manager", poolFieldManager, 128}} {
+		ka, kb := f.of(a), f.of(b)
+		if len(ka) > f.max || len(kb) > f.max || ka == kb {
+			t.Errorf("%s: %q (%d) and %q (%d): want distinct, at most %d characters", f.name, ka, len(ka), kb, len(kb), f.max)
+		}
+		if short := f.of("pool-1"); !strings.Contains(short, "pool-1") || len(short) > f.max {
+			t.Errorf("%s of a short name: %q", f.name, short)
+		}
+	}
+	if got := poolConfigKey("h100"); got != "pool.h100.yaml" {
+		t.Errorf("config key %q", got)
 	}
 }
 
