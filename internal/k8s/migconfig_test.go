@@ -33,6 +33,35 @@ func migCfg(names ...string) *migparted.Config {
 	return c
 }
 
+// migPartedArtifact is a rendered mig-parted ConfigMap artifact holding the named configs.
+func migPartedArtifact(t *testing.T, names ...string) render.Artifact {
+	t.Helper()
+	data, err := migparted.Encode(migCfg(names...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := yaml.Marshal(corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: render.MigPartedConfigMap}, Data: map[string]string{MigConfigKey: string(data)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return render.Artifact{Path: "mig-parted/configmap.yaml", Data: doc}
+}
+
+// sharedMigParted reads the shared mig-parted ConfigMap of ns and decodes its config.yaml.
+func sharedMigParted(t *testing.T, c client.Client, ns string) (*corev1.ConfigMap, *migparted.Config) {
+	t.Helper()
+	mp := &corev1.ConfigMap{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: render.MigPartedConfigMap}, mp); err != nil {
+		t.Fatal(err)
+	}
+	shared, err := migparted.Decode([]byte(mp.Data[MigConfigKey]))
+	if err != nil {
+		t.Fatalf("shared %s: %v", MigConfigKey, err)
+	}
+	return mp, shared
+}
+
 // TestMergeMigConfigs: the shared config.yaml holds all-disabled, this pool's configs, every other
 // pool's, and of the previous file only the configs a node still names, each name once.
 func TestMergeMigConfigs(t *testing.T) {
@@ -104,18 +133,7 @@ func TestTwoPoolsShareOperatorConfigs(t *testing.T) {
 		for range d.nodes {
 			name := nextNode("shared")
 			nodesOf[d.name] = append(nodesOf[d.name], name)
-			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-				"gpupool.dev/test-pool": d.name, LabelGPUProduct: d.product, LabelGPUCount: "1",
-				LabelMIGConfig: "all-disabled", LabelMIGConfigState: MIGStateSuccess}}}
-			if err := c.Create(ctx, n); err != nil {
-				t.Fatal(err)
-			}
-			setAllocatable(n, map[string]int64{"nvidia.com/gpu": 1})
-			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-			if err := c.Status().Update(ctx, n); err != nil {
-				t.Fatal(err)
-			}
-			startDouble(t, &nodeDouble{c: c, node: name, allocOf: configMapAlloc(c, opNS)})
+			newPlanNode(t, c, name, d.name, d.product, opNS)
 		}
 		for _, tn := range d.tenants {
 			it := &InferenceTenant{ObjectMeta: metav1.ObjectMeta{Name: tn.Name, Namespace: tenNS}, Spec: InferenceTenantSpec{Pool: d.name, Tenant: tn}}
@@ -145,16 +163,10 @@ func TestTwoPoolsShareOperatorConfigs(t *testing.T) {
 			t.Fatalf("pool %s not applied: %v (status %+v)", gp.Name, err, gp.Status)
 		}
 	}
-	var mp, dp corev1.ConfigMap
-	if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: render.MigPartedConfigMap}, &mp); err != nil {
-		t.Fatal(err)
-	}
+	mp, shared := sharedMigParted(t, c, opNS)
+	var dp corev1.ConfigMap
 	if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: render.DevicePluginConfigMap}, &dp); err != nil {
 		t.Fatal(err)
-	}
-	shared, err := migparted.Decode([]byte(mp.Data[MigConfigKey]))
-	if err != nil {
-		t.Fatalf("shared %s: %v", MigConfigKey, err)
 	}
 	poolNames := map[string][]string{}
 	for _, d := range defs {
@@ -209,20 +221,11 @@ func TestMigPartedConcurrentPools(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range pools {
 		name := "race-" + strconv.Itoa(i)
-		data, err := migparted.Encode(migCfg("gpupool-"+name+"-a", "gpupool-"+name+"-b"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm := corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-			ObjectMeta: metav1.ObjectMeta{Name: render.MigPartedConfigMap}, Data: map[string]string{MigConfigKey: string(data)}}
-		doc, err := yaml.Marshal(cm)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := migPartedArtifact(t, "gpupool-"+name+"-a", "gpupool-"+name+"-b")
 		r := &PoolReconciler{C: c, OperatorNamespace: opNS}
 		wg.Go(func() {
 			for range 3 {
-				errs <- r.applyMigParted(ctx, name, render.Artifact{Path: "mig-parted/configmap.yaml", Data: doc})
+				errs <- r.applyMigParted(ctx, name, a)
 			}
 		})
 	}
@@ -233,14 +236,7 @@ func TestMigPartedConcurrentPools(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	var mp corev1.ConfigMap
-	if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: render.MigPartedConfigMap}, &mp); err != nil {
-		t.Fatal(err)
-	}
-	shared, err := migparted.Decode([]byte(mp.Data[MigConfigKey]))
-	if err != nil {
-		t.Fatal(err)
-	}
+	mp, shared := sharedMigParted(t, c, opNS)
 	for i := range pools {
 		name := "race-" + strconv.Itoa(i)
 		for _, cfg := range []string{"gpupool-" + name + "-a", "gpupool-" + name + "-b"} {
@@ -264,18 +260,6 @@ func TestMigPartedLostUpdate(t *testing.T) {
 	c := needAPI(t)
 	ctx := context.Background()
 	opNS := newNamespace(t, c, "gpu-operator")
-	artifact := func(pool string) render.Artifact {
-		data, err := migparted.Encode(migCfg("gpupool-" + pool))
-		if err != nil {
-			t.Fatal(err)
-		}
-		doc, err := yaml.Marshal(corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-			ObjectMeta: metav1.ObjectMeta{Name: render.MigPartedConfigMap}, Data: map[string]string{MigConfigKey: string(data)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return render.Artifact{Path: "mig-parted/configmap.yaml", Data: doc}
-	}
 	scheme, err := NewScheme()
 	if err != nil {
 		t.Fatal(err)
@@ -290,26 +274,19 @@ func TestMigPartedLostUpdate(t *testing.T) {
 		Apply: func(ctx context.Context, cl client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
 			applies++
 			if applies == 2 { // early's first merged write (the first one created the ConfigMap)
-				if err := late.applyMigParted(ctx, "late", artifact("late")); err != nil {
+				if err := late.applyMigParted(ctx, "late", migPartedArtifact(t, "gpupool-late")); err != nil {
 					t.Error(err)
 				}
 			}
 			return cl.Apply(ctx, obj, opts...)
 		}})}
-	if err := early.applyMigParted(ctx, "early", artifact("early")); err != nil {
+	if err := early.applyMigParted(ctx, "early", migPartedArtifact(t, "gpupool-early")); err != nil {
 		t.Fatal(err)
 	}
 	if applies < 3 {
 		t.Errorf("early applied %d times: its stale write was not refused", applies)
 	}
-	var mp corev1.ConfigMap
-	if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: render.MigPartedConfigMap}, &mp); err != nil {
-		t.Fatal(err)
-	}
-	shared, err := migparted.Decode([]byte(mp.Data[MigConfigKey]))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, shared := sharedMigParted(t, c, opNS)
 	if want := []string{render.AllDisabled, "gpupool-early", "gpupool-late"}; !slices.Equal(shared.Names(), want) {
 		t.Errorf("%s has %v, want %v", MigConfigKey, shared.Names(), want)
 	}
