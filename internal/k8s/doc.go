@@ -16,7 +16,9 @@
 //     PodGateHandler and PodGateWebhookConfiguration, the mutating webhook that adds the gate to
 //     tenant pods;
 //   - PoolReconciler, which plans each GPUPool from its nodes and InferenceTenants, renders the
-//     plan and server-side applies the mig-parted and device-plugin ConfigMaps, node labels and
+//     plan and server-side applies the mig-parted and device-plugin ConfigMaps (shared by all
+//     pools: each pool's keys under its own field manager, and the mig-parted config.yaml merged
+//     from every pool's configs, see migconfig.go), node labels and
 //     tenant Deployments (and, for a pool whose policy.kubernetesDeviceAPI is dra, the DRA
 //     ResourceClaims and ResourceClaimTemplates they reference), requests the MIG gate where a
 //     node's config changes, and writes status;

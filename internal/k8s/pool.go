@@ -56,7 +56,7 @@ const (
 // PoolReconciler plans a GPUPool: it reads the pool's nodes (by spec.nodeSelector, boards from GPU
 // Feature Discovery's labels) and its InferenceTenants, builds a plan (internal/plan), renders it
 // (internal/render) and applies with server-side apply the mig-parted and device-plugin ConfigMaps
-// (in OperatorNamespace), the device-plugin and pool labels of each node, and each tenant's
+// (in OperatorNamespace; shared with the other GPUPools, see applyMigParted), the device-plugin and pool labels of each node, and each tenant's
 // Deployments (in the tenant's namespace, owned by its InferenceTenant). A node whose
 // nvidia.com/mig.config must change gets a gate request (MIGGate.Request) with the allocatable
 // the plan expects; the gate controller does the change. Status goes to the GPUPool (plan summary,
@@ -300,8 +300,11 @@ func (r *PoolReconciler) apply(ctx context.Context, in *poolInputs, arts []rende
 	// reference them.
 	for _, a := range arts {
 		switch {
-		case a.Path == "mig-parted/configmap.yaml" || a.Path == "device-plugin/configmap.yaml":
-			errs = append(errs, r.applyDocs(ctx, a, r.OperatorNamespace, nil))
+		case a.Path == "mig-parted/configmap.yaml":
+			errs = append(errs, r.applyMigParted(ctx, in.gp.Name, a))
+		case a.Path == "device-plugin/configmap.yaml":
+			// keyed by node: the pool's own field manager owns its nodes' keys only
+			errs = append(errs, r.applyDocs(ctx, a, r.OperatorNamespace, nil, poolFieldManager(in.gp.Name)))
 		case dra && a.Path == "dra/shared.yaml":
 			errs = append(errs, r.applySharedClaims(ctx, in, a))
 		case (dra && strings.HasPrefix(a.Path, "dra/") || strings.HasPrefix(a.Path, "k8s/")) && strings.HasSuffix(a.Path, ".yaml"):
@@ -312,7 +315,7 @@ func (r *PoolReconciler) apply(ctx context.Context, in *poolInputs, arts []rende
 				continue
 			}
 			owner := metav1.OwnerReference{APIVersion: GroupVersion.String(), Kind: "InferenceTenant", Name: it.Name, UID: it.UID, Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true)}
-			errs = append(errs, r.applyDocs(ctx, a, it.Namespace, &owner))
+			errs = append(errs, r.applyDocs(ctx, a, it.Namespace, &owner, FieldOwner))
 		case a.Path == "node-labels.yaml":
 			if e := yaml.Unmarshal(a.Data, &nodeLabels); e != nil {
 				errs = append(errs, fmt.Errorf("artifact %s: %w", a.Path, e))
@@ -502,8 +505,9 @@ func (r *PoolReconciler) applySharedClaims(ctx context.Context, in *poolInputs, 
 	return errors.Join(errs...)
 }
 
-// applyDocs server-side applies every YAML document of a, in namespace ns, with owner when set.
-func (r *PoolReconciler) applyDocs(ctx context.Context, a render.Artifact, ns string, owner *metav1.OwnerReference) error {
+// applyDocs server-side applies every YAML document of a, in namespace ns, with owner when set,
+// as field manager manager.
+func (r *PoolReconciler) applyDocs(ctx context.Context, a render.Artifact, ns string, owner *metav1.OwnerReference, manager string) error {
 	objs, err := DecodeObjects(a.Data)
 	if err != nil {
 		return fmt.Errorf("artifact %s: %w", a.Path, err)
@@ -514,7 +518,7 @@ func (r *PoolReconciler) applyDocs(ctx context.Context, a render.Artifact, ns st
 		if owner != nil {
 			u.SetOwnerReferences([]metav1.OwnerReference{*owner})
 		}
-		if err := r.C.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		if err := r.C.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager), client.ForceOwnership); err != nil {
 			errs = append(errs, fmt.Errorf("artifact %s: apply %s %s/%s: %w", a.Path, u.GetKind(), ns, u.GetName(), err))
 		}
 	}

@@ -93,6 +93,26 @@ func configMapAlloc(c client.Client, ns string) func(context.Context, *corev1.No
 	}
 }
 
+// newPlanNode creates a ready one-GPU node of the given GPU Feature Discovery product, selected by
+// the test pool pool, at all-disabled, and runs its mig-manager and device-plugin double playing
+// the ConfigMaps of opNS.
+func newPlanNode(t *testing.T, c client.Client, name, pool, product, opNS string) {
+	t.Helper()
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"gpupool.dev/test-pool": pool, LabelGPUProduct: product, LabelGPUCount: "1",
+		LabelMIGConfig: "all-disabled", LabelMIGConfigState: MIGStateSuccess}}}
+	if err := c.Create(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	setAllocatable(n, map[string]int64{"nvidia.com/gpu": 1})
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	if err := c.Status().Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	startDouble(t, &nodeDouble{c: c, node: name, allocOf: configMapAlloc(c, opNS)})
+}
+
 // TestPoolReconciler runs the controller with the pool reconciler on the real API server: a
 // GPUPool of two one-H100 nodes (found by GPU Feature Discovery's labels) and two InferenceTenants
 // are planned; the controller applies the mig-parted and device-plugin ConfigMaps, labels the
@@ -125,18 +145,7 @@ func poolScenario(t *testing.T, c client.Client, cfg *rest.Config, opNS, leaseNS
 	for range 2 {
 		name := nextNode("plan")
 		nodes = append(nodes, name)
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-			"gpupool.dev/test-pool": poolName, LabelGPUProduct: "NVIDIA-H100-80GB-HBM3", LabelGPUCount: "1",
-			LabelMIGConfig: "all-disabled", LabelMIGConfigState: MIGStateSuccess}}}
-		if err := c.Create(ctx, n); err != nil {
-			t.Fatal(err)
-		}
-		setAllocatable(n, map[string]int64{"nvidia.com/gpu": 1})
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-		if err := c.Status().Update(ctx, n); err != nil {
-			t.Fatal(err)
-		}
-		startDouble(t, &nodeDouble{c: c, node: name, allocOf: configMapAlloc(c, opNS)})
+		newPlanNode(t, c, name, poolName, "NVIDIA-H100-80GB-HBM3", opNS)
 	}
 	tenants := exampleTenants(t)
 	for _, tn := range tenants {
