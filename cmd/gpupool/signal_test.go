@@ -73,10 +73,18 @@ func interruptOnce(t *testing.T, wait time.Duration, args ...string) (code int, 
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		t.Fatalf("gpupool %s ended before the signal (%v): the input is too small to interrupt\n%s", strings.Join(args, " "), err, errb.String())
-	case <-time.After(wait):
+	// The child gets the signal once it has run for wait on a CPU, not after wait of wall time:
+	// on a busy machine a child may not even have installed its signal handler after wait of
+	// wall time, and would die of the signal instead of stopping.
+	started := time.Now()
+	for ready := false; !ready; {
+		select {
+		case err := <-exited:
+			t.Fatalf("gpupool %s ended before the signal (%v): the input is too small to interrupt\n%s", strings.Join(args, " "), err, errb.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		cpu, ok := cpuTime(cmd.Process.Pid)
+		ready = (ok && cpu >= wait) || (!ok && time.Since(started) >= wait) || time.Since(started) > 20*wait
 	}
 	sent := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -185,4 +193,32 @@ func TestInterruptFair(t *testing.T) {
 	scenario := writeTemp(t, "scenario.yaml", sb.String())
 	code, stdout, stderr, stop := interrupt(t, 500*time.Millisecond, "fair", scenario, "-o", "json")
 	checkInterrupted(t, "", code, stdout, stderr, stop)
+}
+
+// cpuTime is the CPU time (user and system) process pid has used, from /proc/PID/stat; false
+// where that cannot be read.
+func cpuTime(pid int) (time.Duration, bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// The command name (field 2) is in parentheses and may hold spaces; fields 14 and 15, utime
+	// and stime in clock ticks, follow its closing parenthesis as the 12th and 13th fields.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	var ut, st int64
+	if _, err := fmt.Sscan(f[11], &ut); err != nil {
+		return 0, false
+	}
+	if _, err := fmt.Sscan(f[12], &st); err != nil {
+		return 0, false
+	}
+	const ticks = 100 // USER_HZ, 100 on every Linux ABI Go supports
+	return time.Duration(ut+st) * time.Second / ticks, true
 }
