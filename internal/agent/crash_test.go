@@ -16,6 +16,7 @@ import (
 	"gpupool.dev/gpupool/internal/gate"
 	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/nvml"
+	"gpupool.dev/gpupool/internal/testbin"
 )
 
 // The crash test runs the agent's gate executor in a child process (testdata/crashchild, built once)
@@ -26,17 +27,7 @@ import (
 // buildChild builds testdata/crashchild once, without the race detector.
 func buildChild(t *testing.T) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("build crash child: the go command is not on PATH: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "crashchild")
-	cmd := exec.Command(goBin, "build", "-o", bin, "./testdata/crashchild")
-	cmd.Env = append(os.Environ(), "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build crash child: %v\n%s", err, out)
-	}
-	return bin
+	return testbin.Build(t, "./testdata/crashchild", "crashchild")
 }
 
 // scenario is one change on GPU 0 of a 2-GPU fake H100 node; GPU 1 must stay untouched.

@@ -20,6 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"gpupool.dev/gpupool/internal/testbin"
 )
 
 // The process kill test runs the real `gpupool controller` binary as a child process against the
@@ -31,17 +33,7 @@ import (
 // buildGpupool builds cmd/gpupool (without the race detector) into a temporary directory.
 func buildGpupool(t *testing.T) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("build gpupool: the go command is not on PATH: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "gpupool")
-	cmd := exec.Command(goBin, "build", "-o", bin, "../../cmd/gpupool")
-	cmd.Env = append(os.Environ(), "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build gpupool: %v\n%s", err, out)
-	}
-	return bin
+	return testbin.Build(t, "../../cmd/gpupool", "gpupool")
 }
 
 // kubeconfigFile writes a kubeconfig for a new cluster-admin user of the test API server.
