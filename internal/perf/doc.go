@@ -308,7 +308,10 @@
 // NVLink-C2C 450 GB/s, at HostLinkEfficiency), 14 small copies per layer (A and B of every slice,
 // vLLM's set_lora) at CopyLatency each, and, for an adapter outside the max_cpu_loras host cache,
 // a read from disk at DiskGBs first. KernelLatency (4 µs) and KernelEfficiency (0.25) are
-// assumptions: the one published pair of runs with and without LoRA (vLLM V0, A100, ShareGPT)
-// shows a third of the throughput lost, which today's kernels no longer cost, and the model
-// misses it by 1.47× (TestLoRAFidelity, testdata/fidelity/lora.csv).
+// assumptions: no published pair of runs of today's kernels with and without LoRA was found.
+// TokenLatency charges a fixed time per token of the step, whatever the rank: vLLM V0's LoRA
+// time follows the tokens (rank 8 cost about 58 µs a token, rank 64 about 36 µs), so
+// VLLMV0LoRAOptions sets it to 58 µs, fitted to one published V0 run and holding a rank-64 run it
+// was not fitted to within 16 %; the defaults leave it at zero (TestLoRAFidelity,
+// testdata/fidelity/lora.csv, docs/perf-fidelity.md "LoRA adapters").
 package perf
