@@ -225,14 +225,40 @@ func predictLoRA(t *testing.T, r loraRow) float64 {
 	return step / (step + c.StepOverhead(tokens, r.adapters, llm.RankFor(r.rank)).Seconds())
 }
 
+// sloraManyAdapters is why the model misses S-LoRA's runs with many adapters: StepOverhead reads
+// every distinct adapter's whole slot once a step, at the largest rank (vLLM pads to
+// max_lora_rank), over all seven projections and at KernelEfficiency of the bandwidth. S-LoRA
+// reads each adapter at its own rank (S2's mix averages 30, S4's 37, against 64) and wraps q, k, v
+// and o only, about a quarter of those bytes; its published cost of 20 to 400 adapters against one
+// is at most 8 % of throughput on the A100 80 GB (16 % on the A100 40 GB, where the adapters share
+// its 14,000-token pool with the KV cache), while the model adds 0.7-2.4 times the base step.
+const sloraManyAdapters = "many distinct adapters: the model reads each one's full max-rank slot over all seven " +
+	"projections at a quarter of the bandwidth; S-LoRA reads q/k/v/o at each adapter's own rank and lost at most 16 % " +
+	"of throughput from one adapter to hundreds (sloraManyAdapters)"
+
 // loraMisses are published rows the model misses by more than loraRowBar, each with why.
 var loraMisses = map[string]string{
 	"vllm-issue-10898/1": "base-model requests on an engine with LoRA on: the model charges a step without adapters nothing, " +
 		"and it has no term for the all-gathers --fully-sharded-loras adds to every wrapped layer at TP 8; " +
 		"the 2.7 ms per token the report shows is about what 4 collectives × 32 layers at 10–20 µs each would cost",
+	"slora-a100-80-s2/20":  sloraManyAdapters,
+	"slora-a100-80-s2/50":  sloraManyAdapters,
+	"slora-a100-80-s2/100": sloraManyAdapters,
+	"slora-a100-80-s2/200": sloraManyAdapters,
+	"slora-a100-80-s4/100": sloraManyAdapters,
+	"slora-a100-80-s4/200": sloraManyAdapters,
+	"slora-a100-80-s4/400": sloraManyAdapters,
+	"slora-a100-40-s4/20":  sloraManyAdapters,
+	"slora-a100-40-s4/50":  sloraManyAdapters,
+	"slora-a100-40-s4/100": sloraManyAdapters,
+	"slora-a100-40-s4/200": sloraManyAdapters,
 }
 
 const loraRowBar = 0.20
+
+// loraHeldOutFloor is the bar of issue 14: at least this many published rows that no constant was
+// fitted to are within loraRowBar.
+const loraHeldOutFloor = 6
 
 // TestLoRAFidelity prints every published LoRA row beside the model, the rows a constant was
 // fitted to apart from the held-out ones, and holds the rows that are not listed as misses to
@@ -259,7 +285,7 @@ func TestLoRAFidelity(t *testing.T) {
 		} else {
 			heldOut++
 		}
-		fmt.Fprintf(&b, "%-19s %-15s TP %d conc %3d rank %2d adapters %d (%s, %s): published %.3f model %.3f (%.2f×) %s\n",
+		fmt.Fprintf(&b, "%-21s %-15s TP %d conc %3d rank %2d adapters %d (%s, %s): published %.3f model %.3f (%.2f×) %s\n",
 			key, r.board, r.tp, r.concurrency, r.rank, r.adapters, r.version, r.profile, r.value, got, ratio, role)
 		ok := math.Abs(ratio-1) <= loraRowBar
 		_, listed := loraMisses[key]
@@ -281,6 +307,9 @@ func TestLoRAFidelity(t *testing.T) {
 		}
 	}
 	t.Logf("LoRA rows: %d, within ±20 %%: %d; held out: %d, within ±20 %%: %d\n%s", len(rows), within, heldOut, heldWithin, b.String())
+	if heldWithin < loraHeldOutFloor {
+		t.Errorf("%d held-out rows within ±20 %%, want at least %d", heldWithin, loraHeldOutFloor)
+	}
 }
 
 // VLLMV0LoRATokenLatency is the fit of the row marked fit: the step time that row's published
