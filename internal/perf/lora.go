@@ -58,7 +58,9 @@ const VLLMV0LoRATokenLatency = 58 * time.Microsecond
 
 // VLLMV0LoRAOptions are DefaultLoRAOptions with the per-token cost of vLLM V0's LoRA kernels
 // (VLLMV0LoRATokenLatency). The engines gpupool renders are not V0; this profile exists so that
-// the published V0 runs are predicted by a stated structure rather than listed as misses.
+// the published runs of kernels that work token by token (vLLM V0's, and S-LoRA's, whose decode
+// kernel is Punica's BGMV too) are predicted by a stated structure rather than listed as misses.
+// No S-LoRA row was fitted: they are held out (testdata/fidelity/lora.csv).
 func VLLMV0LoRAOptions() LoRAOptions {
 	o := DefaultLoRAOptions()
 	o.TokenLatency = VLLMV0LoRATokenLatency

@@ -230,7 +230,7 @@ func predictLoRA(t *testing.T, r loraRow) float64 {
 // max_lora_rank), over all seven projections and at KernelEfficiency of the bandwidth. S-LoRA
 // reads each adapter at its own rank (S2's mix averages 30, S4's 37, against 64) and wraps q, k, v
 // and o only, about a quarter of those bytes; its published cost of 20 to 400 adapters against one
-// is at most 8 % of throughput on the A100 80 GB (16 % on the A100 40 GB, where the adapters share
+// is at most 8.4 % of throughput on the A100 80 GB (16 % on the A100 40 GB, where the adapters share
 // its 14,000-token pool with the KV cache), while the model adds 0.7-2.4 times the base step.
 const sloraManyAdapters = "many distinct adapters: the model reads each one's full max-rank slot over all seven " +
 	"projections at a quarter of the bandwidth; S-LoRA reads q/k/v/o at each adapter's own rank and lost at most 16 % " +
