@@ -18,8 +18,10 @@ type LoRAOptions struct {
 	// shrink (x·A) and an expand ((x·A)·B) kernel per LoRA-wrapped linear layer, four per decoder
 	// layer (qkv, o, gate_up, down), so 8 × layers per step whatever the batch.
 	KernelLatency time.Duration `json:"kernelLatency,omitempty"`
-	// KernelEfficiency is the part of the roofline (FLOPs or bandwidth, whichever bounds) the
-	// SGMV/BGMV kernels reach: they are thin GEMMs (rank columns) that use the tensor cores poorly.
+	// KernelEfficiency is the part of the engine's FLOP rate the SGMV/BGMV kernels reach: they
+	// are thin GEMMs (rank columns) that use the tensor cores poorly. Their weight reads are not
+	// derated by it: each distinct adapter's weights stream at the base weights' bandwidth (the
+	// launches' fixed time covers a lone adapter's small, latency-bound reads).
 	KernelEfficiency float64 `json:"kernelEfficiency,omitempty"`
 	// HostLinkEfficiency is the part of the host link's bandwidth a pinned host-to-device copy
 	// reaches.
@@ -35,7 +37,26 @@ type LoRAOptions struct {
 	// default, leaves the kernels to the launches and the roofline term; VLLMV0LoRAOptions sets
 	// the value fitted to vLLM V0 (doc.go, "LoRA").
 	TokenLatency time.Duration `json:"tokenLatency,omitempty"`
+	// Read is which weights the kernels read for each distinct adapter in a step: LoRAReadSlot
+	// (vLLM, the default) or LoRAReadOwnRankAttention (S-LoRA).
+	Read LoRARead `json:"read,omitempty"`
 }
+
+// LoRARead is which of an adapter's weights the LoRA kernels of a step read once for each
+// distinct adapter in the batch (docs/lora.md, "What a distinct adapter costs").
+type LoRARead string
+
+const (
+	// LoRAReadSlot: the adapter's whole GPU slot, every wrapped layer at the slot's
+	// max_lora_rank. vLLM's lora_shrink and lora_expand take N and K from the stacked tensors
+	// (max_lora_rank; an adapter of lower rank is zero-padded) and run for every wrapped layer,
+	// whatever modules the adapter targets. The default.
+	LoRAReadSlot LoRARead = "slot"
+	// LoRAReadOwnRankAttention: q, k, v and o at the adapter's own rank. S-LoRA keeps only those
+	// four projections' weights and its BGMV kernels return at once from the thread blocks past
+	// the token's own adapter rank (bgmv_multi_lora_rank_shrink_kernel: j >= lora_rank).
+	LoRAReadOwnRankAttention LoRARead = "ownRankAttention"
+)
 
 // DefaultLoRAOptions are the constants doc.go justifies. KernelLatency and KernelEfficiency are
 // assumptions, not fitted: testdata/fidelity/lora.csv holds no published run of today's kernels
@@ -67,6 +88,16 @@ func VLLMV0LoRAOptions() LoRAOptions {
 	return o
 }
 
+// SLoRAOptions are VLLMV0LoRAOptions for S-LoRA's kernels: the same per-token cost (its decode
+// kernel is Punica's BGMV, as vLLM V0's was), with each distinct adapter read as S-LoRA reads it,
+// q, k, v and o at the adapter's own rank (LoRAReadOwnRankAttention). No constant is fitted to
+// S-LoRA: its published runs are held out (testdata/fidelity/lora.csv).
+func SLoRAOptions() LoRAOptions {
+	o := VLLMV0LoRAOptions()
+	o.Read = LoRAReadOwnRankAttention
+	return o
+}
+
 func (o LoRAOptions) withDefaults() LoRAOptions {
 	d := DefaultLoRAOptions()
 	if o.KernelLatency == 0 {
@@ -83,6 +114,9 @@ func (o LoRAOptions) withDefaults() LoRAOptions {
 	}
 	if o.DiskGBs == 0 {
 		o.DiskGBs = d.DiskGBs
+	}
+	if o.Read == "" {
+		o.Read = LoRAReadSlot
 	}
 	return o
 }
@@ -107,6 +141,9 @@ func (o LoRAOptions) validate() error {
 	if o.TokenLatency < 0 || o.TokenLatency > time.Millisecond {
 		errs = append(errs, fmt.Errorf("tokenLatency: %v is outside [0, 1ms]", o.TokenLatency))
 	}
+	if o.Read != LoRAReadSlot && o.Read != LoRAReadOwnRankAttention {
+		errs = append(errs, fmt.Errorf("read: %q is neither %q nor %q", o.Read, LoRAReadSlot, LoRAReadOwnRankAttention))
+	}
 	return errors.Join(errs...)
 }
 
@@ -116,13 +153,19 @@ type LoRACost struct {
 	e        *Engine
 	o        LoRAOptions
 	perRank  float64 // LoRA weights per unit of rank on one GPU, all wrapped layers (llm.LoRASlotBytes / 2)
+	attnRank float64 // LoRA weights per unit of rank on one GPU, q, k, v and o only
 	kernels  float64 // LoRA kernel launches per step
 	copies   float64 // small copies per adapter activation
 	hostLink float64 // host-to-device bytes/s
 }
 
-// loraKernelsPerLayer: shrink and expand for each of qkv_proj, o_proj, gate_up_proj, down_proj.
+// loraKernelsPerLayer: shrink and expand for each of qkv_proj, o_proj, gate_up_proj, down_proj,
+// one launch each whatever the distinct adapters in the batch (vLLM's lora_shrink and
+// lora_expand put every adapter, and every slice of a merged layer, on one grid).
 const loraKernelsPerLayer = 8
+
+// loraAttention are the projections S-LoRA's adapters carry.
+var loraAttention = []string{"q_proj", "k_proj", "v_proj", "o_proj"}
 
 // loraCopiesPerLayer: A and B of qkv (3 slices each), o, gate_up (2 slices each), down.
 const loraCopiesPerLayer = 2 * (3 + 1 + 2 + 1)
@@ -137,8 +180,12 @@ func (e *Engine) LoRA(o LoRAOptions) (*LoRACost, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lora cost of %s: %w", e.m.name, err)
 	}
+	attn, err := llm.LoRAAdapterBytes(e.m.arch, 1, loraAttention)
+	if err != nil {
+		return nil, fmt.Errorf("lora cost of %s: %w", e.m.name, err)
+	}
 	return &LoRACost{
-		e: e, o: o, perRank: float64(slot) / 2,
+		e: e, o: o, perRank: float64(slot) / 2, attnRank: float64(attn) / 2 / e.r.tp,
 		kernels:  loraKernelsPerLayer * e.m.layers,
 		copies:   loraCopiesPerLayer * e.m.layers,
 		hostLink: HostLinkGBs(e.s.Board.Name) * 1e9 * o.HostLinkEfficiency,
@@ -146,19 +193,31 @@ func (e *Engine) LoRA(o LoRAOptions) (*LoRACost, error) {
 }
 
 // StepOverhead is the time the LoRA kernels add to a step of tokens tokens (prefill and decode)
-// that use adapters distinct adapters, on slots of rank maxRank (vLLM's kernels run over the
-// slot's full max_lora_rank): the launches, plus the larger of reading each distinct adapter's
-// weights once and the 2 × tokens × rank FLOPs per LoRA weight, at KernelEfficiency of the
-// engine's rates alone, plus TokenLatency per token. A step without adapters costs nothing extra.
+// that use adapters distinct adapters, on slots of rank maxRank: StepOverheadMix with every
+// adapter of rank maxRank.
 func (c *LoRACost) StepOverhead(tokens, adapters, maxRank int) time.Duration {
+	return c.StepOverheadMix(tokens, adapters, maxRank, float64(maxRank))
+}
+
+// StepOverheadMix is the time the LoRA kernels add to a step of tokens tokens that use adapters
+// distinct adapters of mean rank meanRank on slots of rank maxRank: the launches, a fixed number
+// a step whatever the adapters; the larger of reading each distinct adapter's weights once at the
+// base weights' bandwidth (Read says which weights: vLLM's whole max-rank slot, S-LoRA's q, k, v
+// and o at the adapter's own rank) and the 2 × tokens × rank FLOPs per weight a token's adapter
+// holds, at KernelEfficiency of the FLOP rate; plus TokenLatency per token. A step without
+// adapters costs nothing extra.
+func (c *LoRACost) StepOverheadMix(tokens, adapters, maxRank int, meanRank float64) time.Duration {
 	if tokens <= 0 || adapters <= 0 || maxRank <= 0 {
 		return 0
 	}
 	r := c.e.alone
 	weights := c.perRank * float64(maxRank)
+	if c.o.Read == LoRAReadOwnRankAttention {
+		weights = c.attnRank * math.Min(math.Max(meanRank, 1), float64(maxRank))
+	}
 	bytes := float64(min(adapters, tokens)) * weights * 2
 	flops := 2 * float64(tokens) * weights
-	busy := math.Max(bytes/r.bwW, flops/r.flops) / c.o.KernelEfficiency
+	busy := math.Max(bytes/r.bwW, flops/(r.flops*c.o.KernelEfficiency))
 	return seconds(c.kernels*c.o.KernelLatency.Seconds() + busy + float64(tokens)*c.o.TokenLatency.Seconds())
 }
 
