@@ -40,6 +40,14 @@ type LoRAOptions struct {
 	// Read is which weights the kernels read for each distinct adapter in a step: LoRAReadSlot
 	// (vLLM, the default) or LoRAReadOwnRankAttention (S-LoRA).
 	Read LoRARead `json:"read,omitempty"`
+	// TileRows is how many rows of tokens the kernels compute for a distinct adapter at the
+	// least: vLLM V1's lora_shrink and lora_expand give each adapter's tokens tiles of BLOCK_M
+	// rows (32 and 64 in their default configs), so an adapter with one token in a decode step
+	// still costs a whole tile of multiply-adds. The default, 48, is the mean of the two, the A
+	// and B halves of a slot being about equal (Llama-3.1-8B: 38,912 and 43,008 weights per layer
+	// and unit of rank). 1 is a kernel that works token by token (Punica's and S-LoRA's BGMV, a
+	// thread block per token): no padding, what VLLMV0LoRAOptions and SLoRAOptions set.
+	TileRows int `json:"tileRows,omitempty"`
 }
 
 // LoRARead is which of an adapter's weights the LoRA kernels of a step read once for each
@@ -68,6 +76,8 @@ func DefaultLoRAOptions() LoRAOptions {
 		HostLinkEfficiency: 0.8,
 		CopyLatency:        8 * time.Microsecond,
 		DiskGBs:            2,
+		Read:               LoRAReadSlot,
+		TileRows:           48,
 	}
 }
 
@@ -85,6 +95,7 @@ const VLLMV0LoRATokenLatency = 58 * time.Microsecond
 func VLLMV0LoRAOptions() LoRAOptions {
 	o := DefaultLoRAOptions()
 	o.TokenLatency = VLLMV0LoRATokenLatency
+	o.TileRows = 1
 	return o
 }
 
@@ -116,7 +127,10 @@ func (o LoRAOptions) withDefaults() LoRAOptions {
 		o.DiskGBs = d.DiskGBs
 	}
 	if o.Read == "" {
-		o.Read = LoRAReadSlot
+		o.Read = d.Read
+	}
+	if o.TileRows == 0 {
+		o.TileRows = d.TileRows
 	}
 	return o
 }
@@ -140,6 +154,9 @@ func (o LoRAOptions) validate() error {
 	}
 	if o.TokenLatency < 0 || o.TokenLatency > time.Millisecond {
 		errs = append(errs, fmt.Errorf("tokenLatency: %v is outside [0, 1ms]", o.TokenLatency))
+	}
+	if o.TileRows < 1 || o.TileRows > 256 {
+		errs = append(errs, fmt.Errorf("tileRows: %d is outside [1, 256]", o.TileRows))
 	}
 	if o.Read != LoRAReadSlot && o.Read != LoRAReadOwnRankAttention {
 		errs = append(errs, fmt.Errorf("read: %q is neither %q nor %q", o.Read, LoRAReadSlot, LoRAReadOwnRankAttention))
@@ -203,9 +220,9 @@ func (c *LoRACost) StepOverhead(tokens, adapters, maxRank int) time.Duration {
 // distinct adapters of mean rank meanRank on slots of rank maxRank: the launches, a fixed number
 // a step whatever the adapters; the larger of reading each distinct adapter's weights once at the
 // base weights' bandwidth (Read says which weights: vLLM's whole max-rank slot, S-LoRA's q, k, v
-// and o at the adapter's own rank) and the 2 × tokens × rank FLOPs per weight a token's adapter
-// holds, at KernelEfficiency of the FLOP rate; plus TokenLatency per token. A step without
-// adapters costs nothing extra.
+// and o at the adapter's own rank) and 2 FLOPs per weight for each row computed, at
+// KernelEfficiency of the FLOP rate, the rows being the tokens or, when more, TileRows for each
+// distinct adapter; plus TokenLatency per token. A step without adapters costs nothing extra.
 func (c *LoRACost) StepOverheadMix(tokens, adapters, maxRank int, meanRank float64) time.Duration {
 	if tokens <= 0 || adapters <= 0 || maxRank <= 0 {
 		return 0
@@ -215,8 +232,9 @@ func (c *LoRACost) StepOverheadMix(tokens, adapters, maxRank int, meanRank float
 	if c.o.Read == LoRAReadOwnRankAttention {
 		weights = c.attnRank * math.Min(math.Max(meanRank, 1), float64(maxRank))
 	}
-	bytes := float64(min(adapters, tokens)) * weights * 2
-	flops := 2 * float64(tokens) * weights
+	distinct := float64(min(adapters, tokens))
+	bytes := distinct * weights * 2
+	flops := 2 * math.Max(float64(tokens), distinct*float64(c.o.TileRows)) * weights
 	busy := math.Max(bytes/r.bwW, flops/(r.flops*c.o.KernelEfficiency))
 	return seconds(c.kernels*c.o.KernelLatency.Seconds() + busy + float64(tokens)*c.o.TokenLatency.Seconds())
 }

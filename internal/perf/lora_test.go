@@ -92,8 +92,42 @@ func TestLoRADistinctAdapterCost(t *testing.T) {
 	if own.StepOverheadMix(256, 65, 16, 12) >= own.StepOverheadMix(256, 65, 16, 16) {
 		t.Error("own-rank reads do not follow the adapters' rank")
 	}
-	if _, err := e.LoRA(LoRAOptions{Read: "all"}); err == nil || !strings.Contains(err.Error(), "read") {
-		t.Errorf("unknown read: %v", err)
+	if _, err := e.LoRA(LoRAOptions{Read: "all", TileRows: -1}); err == nil ||
+		!strings.Contains(err.Error(), "read:") || !strings.Contains(err.Error(), "tileRows") {
+		t.Errorf("unknown read, negative tile: %v", err)
+	}
+}
+
+// vLLM's kernels compute each distinct adapter's tokens in tiles of 48 rows (the mean of
+// lora_shrink's and lora_expand's BLOCK_M): 64 adapters with one token each cost 64 × 48 rows of
+// multiply-adds, which on an A100 (a quarter of its FLOP rate against its bandwidth: fewer FLOPs
+// per byte than the tiles' 48) outlast the read of their slots. A kernel that works token by
+// token (TileRows 1) is bound by the read.
+func TestLoRATileRows(t *testing.T) {
+	a, err := llm.Lookup("llama-3.1-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, c := loraEngine(t, a, "A100-SXM4-80GB", 1)
+	perToken, err := e.LoRA(LoRAOptions{TileRows: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const w = 41_943_040.0 // rank-16 slot weights
+	launches := c.kernels * c.o.KernelLatency.Seconds()
+	tiles := 2 * 64 * 48 * w / (e.alone.flops * 0.25)
+	read := 64 * w * 2 / e.alone.bwW
+	if tiles <= read {
+		t.Fatalf("tiles %.2f ms do not outlast the read %.2f ms", tiles*1e3, read*1e3)
+	}
+	if got := c.StepOverhead(64, 64, 16).Seconds(); math.Abs(got-launches-tiles) > 1e-9 {
+		t.Errorf("64 adapters, 64 tokens: %.3f ms, want launches and tiles %.3f ms", got*1e3, (launches+tiles)*1e3)
+	}
+	if got := perToken.StepOverhead(64, 64, 16).Seconds(); math.Abs(got-launches-read) > 1e-9 {
+		t.Errorf("token by token: %.3f ms, want launches and read %.3f ms", got*1e3, (launches+read)*1e3)
+	}
+	if c.StepOverhead(4096, 1, 16) != perToken.StepOverhead(4096, 1, 16) {
+		t.Error("a prefill of one adapter pays for tiles")
 	}
 }
 
