@@ -296,22 +296,34 @@
 //
 // An engine with LoRA (vLLM --enable-lora) runs, besides the base model, a shrink (x·A) and an
 // expand ((x·A)·B) kernel for each of the four LoRA-wrapped linear layers of every decoder layer
-// (qkv, o, gate_up, down). LoRACost.StepOverhead charges a step with t tokens that use d distinct
-// adapters on slots of rank r:
+// (qkv, o, gate_up, down), each one launch whatever the adapters in the batch: vLLM's
+// lora_shrink and lora_expand put every active adapter and every slice on one grid, as Punica's
+// SGMV and BGMV and S-LoRA's BGMV do. LoRACost.StepOverheadMix charges a step with t tokens that
+// use d distinct adapters of mean rank m on slots of rank r:
 //
-//	8 × layers × KernelLatency + max(min(d, t) × r × W × 2 bytes / BW, 2 × t × r × W / FLOPS) / KernelEfficiency
+//	8 × layers × KernelLatency + max(min(d, t) × R × 2 bytes / BW, 2 × max(t, min(d, t) × TileRows) × R / (FLOPS × KernelEfficiency)) + t × TokenLatency
 //
-// where W is the LoRA weights per unit of rank on one GPU (llm.LoRASlotBytes / 2) and BW, FLOPS
-// are the engine's rates alone. vLLM's kernels run over the slot's max_lora_rank, so r is the
-// engine's --max-lora-rank, not the adapter's own. LoadTime is the cost of activating an adapter
+// where BW and FLOPS are the engine's rates alone (BW the base weights' bandwidth) and R the
+// weights the kernels read for one adapter: with Read "slot" (vLLM, the default) its whole slot,
+// r × W with W the LoRA weights per unit of rank on one GPU (llm.LoRASlotBytes / 2), as vLLM's
+// kernels run over the slot's max_lora_rank and every wrapped layer; with Read
+// "ownRankAttention" (S-LoRA) q, k, v and o at the adapter's own rank, m × their weights per unit
+// of rank. TileRows (48) is the rows vLLM's kernels compute for an adapter at the least (default
+// BLOCK_M 32 for the shrink, 64 for the expand); 1 for kernels that work token by token (BGMV).
+// StepOverhead is StepOverheadMix with m = r. LoadTime is the cost of activating an adapter
 // that is not in a GPU slot: its bytes over the host link (PCIe Gen4 32 GB/s, Gen5 64 GB/s,
 // NVLink-C2C 450 GB/s, at HostLinkEfficiency), 14 small copies per layer (A and B of every slice,
 // vLLM's set_lora) at CopyLatency each, and, for an adapter outside the max_cpu_loras host cache,
 // a read from disk at DiskGBs first. KernelLatency (4 µs) and KernelEfficiency (0.25) are
-// assumptions: no published pair of runs of today's kernels with and without LoRA was found.
+// assumptions: no published pair of runs of vLLM V1 with and without LoRA was found.
 // TokenLatency charges a fixed time per token of the step, whatever the rank: vLLM V0's LoRA
 // time follows the tokens (rank 8 cost about 58 µs a token, rank 64 about 36 µs), so
-// VLLMV0LoRAOptions sets it to 58 µs, fitted to one published V0 run and holding a rank-64 run it
-// was not fitted to within 16 %; the defaults leave it at zero (TestLoRAFidelity,
-// testdata/fidelity/lora.csv, docs/perf-fidelity.md "LoRA adapters").
+// VLLMV0LoRAOptions sets it to 58 µs, fitted to one published V0 run, and SLoRAOptions adds
+// S-LoRA's read to it; the defaults leave it at zero. The published rows
+// (testdata/fidelity/lora.csv, TestLoRAFidelity; docs/perf-fidelity.md "LoRA adapters") are five
+// of vLLM (four V0 runs on A100s, one of them the fit; one V1 run without adapters in the batch)
+// and fourteen of S-LoRA's paper data (LLaMA-7B and 13B on A100 40 and 80 GB, one to 400 adapters
+// against base-model requests on the same server and trace): eighteen are within ±20 %,
+// seventeen of them held out; vLLM issue 10898 (a base-model request at TP 8 with
+// --fully-sharded-loras) is the known miss.
 package perf

@@ -170,7 +170,7 @@ type LoRACost struct {
 	e        *Engine
 	o        LoRAOptions
 	perRank  float64 // LoRA weights per unit of rank on one GPU, all wrapped layers (llm.LoRASlotBytes / 2)
-	attnRank float64 // LoRA weights per unit of rank on one GPU, q, k, v and o only
+	attnRank float64 // LoRA weights per unit of rank on one GPU, q, k, v and o only (sharded evenly under TP)
 	kernels  float64 // LoRA kernel launches per step
 	copies   float64 // small copies per adapter activation
 	hostLink float64 // host-to-device bytes/s
