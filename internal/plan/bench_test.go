@@ -82,10 +82,11 @@ func TestSyntheticGap(t *testing.T) {
 }
 
 // TestSyntheticVariedGap plans the varied generator's 1,000 tenants (lengths, SLOs and a third
-// of the tenants with concurrency 1–64) and guards the gap measured, 302 / 235 = 1.29 (313 before the compaction): tenants
-// whose replicas queue for their few slots (max-num-seqs, or what the KV cache runs) are planned
-// at most 75 % busy and with a margin on their slot wait to meet their TTFT, and the bound counts
-// them at 100 %. (When the memory fit still asked for concurrency × context of KV cache, 18
+// of the tenants with concurrency 1–64) and guards the gap measured, 302 / 252 = 1.198 (302 /
+// 235 = 1.29 before the bound's TTFT floor, 313 GPUs before the compaction): tenants whose
+// replicas queue for their few slots (max-num-seqs, or what the KV cache runs) are planned at
+// most 75 % busy and with a margin on their slot wait to meet their TTFT; the bound counts them
+// at the larger of 100 % busy and the TTFT floor (lbfloor.go), which holds for any schedule. (When the memory fit still asked for concurrency × context of KV cache, 18
 // tenants ran tensor-parallel on two GPUs each and the plan took 397 GPUs against a bound of 314.)
 // Every plan is checked (checkPlan) on the way.
 func TestSyntheticVariedGap(t *testing.T) {
@@ -105,8 +106,8 @@ func TestSyntheticVariedGap(t *testing.T) {
 	s := build(t, pool).Summary
 	gap := float64(s.GPUsUsed) / float64(max(s.LowerBound, 1))
 	t.Logf("varied 1,000 tenants: %d GPUs used, lower bound %d, gap %.3f; baselines %v", s.GPUsUsed, s.LowerBound, gap, s.Baselines)
-	if gap > 1.29 {
-		t.Errorf("gap %.3f above 1.29", gap)
+	if gap > 1.2 {
+		t.Errorf("gap %.3f above 1.2", gap)
 	}
 }
 
