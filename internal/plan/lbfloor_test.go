@@ -1,9 +1,11 @@
 package plan
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
+	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/perf"
 )
 
@@ -179,5 +181,102 @@ func TestSizingAboveTTFTFloor(t *testing.T) {
 	t.Logf("%d candidates with the TTFT floor above the saturation count", active)
 	if active == 0 {
 		t.Error("the floor is above the saturation count nowhere: the test checks nothing")
+	}
+}
+
+// tpotFloor is the TPOT floor of docs/planner.md ("The lower bound"), kept in the tests because
+// it never binds on the synthetic pools: the replicas a Poisson tenant needs so that 99 % of its
+// requests meet TPOT target S. On one replica let y_j be the requests meeting S among the d_j
+// decodes of step j, of length s_j ≥ T(y_j) (T: one step of that many decodes over the prompts'
+// caches alone; non-decreasing, TestStepTimeFloorProperties). Over a time H, those requests' x·H
+// tokens satisfy x·H = Σ y_j ≤ Σ s_j·g(y_j) with g(y) = y / T(y) ≤ ĝ(y), ĝ the non-decreasing
+// concave majorant of g on [0, D] (D: the most decodes a step holds), so x ≤ ĝ(Ȳ) by Jensen,
+// Ȳ = Σ s_j·y_j / H ≤ min(x·S, D) (each such request decodes within (O − 1)·S). So x ≤ z* :=
+// max{z : ĝ(min(z·S, D)) ≥ z} on every replica, and the n replicas together carry at least
+// 0.99·λ·(O − 1) such tokens: n ≥ 0.99·λ·(O − 1) / z*.
+func tpotFloor(q *qmodel, lam float64, slo perf.SLO) int {
+	if lam <= 0 || slo.TPOT <= 0 || q.out < 2 {
+		return 0
+	}
+	S, in := slo.TPOT.Seconds(), int(q.in)
+	D := q.e.MaxSeqs()
+	if kv := q.e.KVCapacityTokens(); kv > 0 {
+		D = min(D, int(kv/int64(in+1)))
+	}
+	if D < 1 {
+		return 0
+	}
+	// The upper hull of (d, g(d)), d = 0…D, then ĝ non-decreasing past its top.
+	hx, hy := []float64{0}, []float64{0}
+	for d := 1; d <= D; d++ {
+		x := float64(d)
+		y := x / q.e.StepTime(perf.Batch{DecodeSeqs: d, KVTokens: int64(d * in)}, perf.Load{}).Seconds()
+		for len(hx) >= 2 {
+			x1, y1, x2, y2 := hx[len(hx)-2], hy[len(hy)-2], hx[len(hx)-1], hy[len(hy)-1]
+			if (y2-y1)*(x-x1) > (y-y1)*(x2-x1) {
+				break
+			}
+			hx, hy = hx[:len(hx)-1], hy[:len(hy)-1]
+		}
+		hx, hy = append(hx, x), append(hy, y)
+	}
+	ghat := func(d float64) float64 {
+		best := 0.0
+		for i := 1; i < len(hx); i++ {
+			if d < hx[i] {
+				return math.Max(best, hy[i-1]+(hy[i]-hy[i-1])*(d-hx[i-1])/(hx[i]-hx[i-1]))
+			}
+			best = math.Max(best, hy[i])
+		}
+		return best
+	}
+	// ĝ(z·S) / z falls with z: z* is where ĝ(d) = d / S (d ≤ D), or ĝ(D) when ĝ(D) ≥ D / S.
+	z := ghat(float64(D))
+	if z < float64(D)/S {
+		lo, hi := 0.0, float64(D)
+		for range 60 {
+			if m := (lo + hi) / 2; ghat(m) >= m/S {
+				lo = m
+			} else {
+				hi = m
+			}
+		}
+		z = lo / S
+	}
+	if !(z > 0) {
+		return math.MaxInt32
+	}
+	return int(math.Ceil(0.99*lam*(q.out-1)/z - 1e-9))
+}
+
+// The TPOT floor is never above the bound's count on the gap table's three pools (so it is not
+// part of the bound; docs/planner.md, "The lower bound"), and never above the SLO count either.
+// A failure here means it binds somewhere and should join the TTFT floor in setReplicas.
+func TestTPOTFloorNeverBinds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,000 tenants")
+	}
+	pools := map[string]*v1.Pool{
+		"synthetic 100":   synthPool(100),
+		"synthetic 1,000": synthPool(1000),
+		"varied 1,000":    Synthetic(SyntheticOptions{Tenants: 1000, GPUs: 1000, Varied: true}, rand.New(rand.NewPCG(1000, 7))),
+	}
+	for name, pool := range pools {
+		p, _ := planWith(t, pool, func(*planner) {})
+		checked := 0
+		for _, tn := range p.tenants {
+			for _, c := range tn.feasible {
+				if c.ev.q == nil || c.sz.n == 0 || floorRate(tn.t.Traffic) == 0 {
+					continue
+				}
+				checked++
+				if f := tpotFloor(c.ev.q, floorRate(tn.t.Traffic), tn.slo); f > c.lbReplicas {
+					t.Errorf("%s: %s on %s: TPOT floor %d above the bound's count %d (sized %d)", name, tn.t.Name, c.label(), f, c.lbReplicas, c.sz.n)
+				}
+			}
+		}
+		if checked == 0 {
+			t.Errorf("%s: no candidate checked", name)
+		}
 	}
 }
