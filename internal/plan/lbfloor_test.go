@@ -1,9 +1,11 @@
 package plan
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/perf"
@@ -278,5 +280,72 @@ func TestTPOTFloorNeverBinds(t *testing.T) {
 		if checked == 0 {
 			t.Errorf("%s: no candidate checked", name)
 		}
+	}
+}
+
+// The TTFT floor against the simulator on shared slice kinds (MIG instances, MPS shares, where
+// pf and dec are taken with idle neighbours): single tenants of few slots and short TTFT targets
+// on one node of eight H100s; k is the fewest of the plan's own replicas the simulator is
+// satisfied with (fewestOfPlan, whole slices kept).
+func TestTTFTFloorOnSharedSlicesAgainstSimulator(t *testing.T) {
+	cases := []struct {
+		mode, model string
+		conc        int
+		rps         float64
+		in, out     int
+		ttft        string
+	}{
+		{"mig", "llama-3.2-3b", 1, 2, 400, 150, "300ms"},
+		{"mig", "qwen2.5-7b", 2, 1, 512, 256, "500ms"},
+		{"mps", "qwen2.5-7b", 2, 2, 512, 256, "400ms"},
+		{"mps", "llama-3.2-3b", 1, 3, 400, 150, "300ms"},
+	}
+	if testing.Short() || raceEnabled {
+		cases = cases[:2]
+	}
+	above := 0
+	for _, c := range cases {
+		doc := fmt.Sprintf(`apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: single}
+fleet:
+  nodes:
+%spolicy: {burstPoolPercent: 0, allowedModes: [%s]}
+tenants:
+- name: t
+  model: {name: %s}
+  concurrency: %d
+  traffic: {rps: %g, inputTokens: %d, outputTokens: %d}
+  slo: {ttftP99: %s, tpotP99: 150ms}
+`, nodes(16), c.mode, c.model, c.conc, c.rps, c.in, c.out, c.ttft)
+		pool, err := v1.LoadPool([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, pl := planWith(t, pool, func(*planner) {})
+		tn := p.tenants[0]
+		if tn.choice == nil {
+			t.Errorf("%+v: infeasible", c)
+			continue
+		}
+		ch := tn.choice
+		floor := ch.ev.q.ttftFloor(floorRate(tn.t.Traffic), tn.slo)
+		if floor > ch.sz.lowest {
+			above++
+		}
+		d := time.Duration(2200/c.rps*1e9) + 30*time.Second
+		if a := simulate(t, pool, pl, d, 1).Report.Tenants[0].SLOAttainment; a < 0.99 {
+			t.Errorf("%+v: the plan attains %.2f %% in simulation", c, 100*a)
+			continue
+		}
+		k := fewestOfPlan(t, pool, pl, d, 1)
+		t.Logf("%s %s, concurrency %d, %g req/s, TTFT %s on %s: saturation %d, TTFT floor %d, simulator's fewest %d, planned %d",
+			c.mode, c.model, c.conc, c.rps, c.ttft, ch.label(), ch.sz.lowest, floor, k, len(pl.Tenants[0].Replicas))
+		if floor > k {
+			t.Errorf("%+v on %s: TTFT floor %d above the simulator's fewest %d", c, ch.label(), floor, k)
+		}
+	}
+	if above == 0 {
+		t.Error("the TTFT floor is above the saturation count nowhere: the test checks nothing")
 	}
 }
