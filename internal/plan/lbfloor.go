@@ -9,7 +9,9 @@ import (
 
 // The TTFT floor of the lower bound (docs/planner.md, "The lower bound"): a replica count below
 // which no schedule, whatever its router and engine order, starts 99 % of a Poisson tenant's
-// requests in time. It rests on four facts, none of them the sizing's approximations:
+// requests in time, every request being of the pool's stated lengths (the shape the sizing and
+// the simulator's default use). It rests on four facts, none of them the sizing's
+// approximations:
 //
 //   - a replica holds at most max-num-seqs requests at once (running, prefill included), and
 //     when its KV cache holds that many requests at their full length it never preempts, so a
