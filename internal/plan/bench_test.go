@@ -55,8 +55,8 @@ func BenchmarkPlan20000(b *testing.B) { benchPlan(b, 20000, 10000) }
 
 // TestSyntheticGap logs GPUs used against the lower bound per size and guards the gap measured
 // (a regression guard, not the goal: the goal is 1.05×). The bound counts every tenant at the
-// replicas that merely keep up with its load (no SLO margin), so it sits below what any plan
-// meeting the SLOs needs; and shared MIG instances of one profile hold one trust group per node
+// replicas that merely keep up with its load (no SLO margin; the TTFT floor does not apply here,
+// these tenants' slots are KV-bound), so it sits below what any plan meeting the SLOs needs; and shared MIG instances of one profile hold one trust group per node
 // (the device plugin's pairing), which fragments the soft tenants' ten groups; the compaction
 // after packing fills part of what that leaves empty. Measured 23 / 20 at 100 tenants and
 // 223 / 213 at 1,000 (24 and 230 before the compaction): 1,000 tenants meet the 1.05.
@@ -113,8 +113,8 @@ func TestSyntheticVariedGap(t *testing.T) {
 
 // TestGapDecomposition says which side of the gap to the lower bound is loose. It computes the
 // same bound machinery (volume, per-group and LP bounds) once more with every candidate counted at
-// the replicas the queueing model sizes for the SLO instead of those that merely keep up with the
-// load. That figure is NOT a lower bound (the SLO count is an approximation the simulator may
+// the replicas the queueing model sizes for the SLO instead of the bound's counts (those that
+// merely keep up with the load, or the TTFT floor). That figure is NOT a lower bound (the SLO count is an approximation the simulator may
 // beat by up to 25 %, see the agreement bar); it splits used / bound into
 // (SLO-count volume / bound), the SLO margin, times (used / SLO-count volume), the packing and
 // pairing loss.
