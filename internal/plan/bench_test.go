@@ -55,8 +55,8 @@ func BenchmarkPlan20000(b *testing.B) { benchPlan(b, 20000, 10000) }
 
 // TestSyntheticGap logs GPUs used against the lower bound per size and guards the gap measured
 // (a regression guard, not the goal: the goal is 1.05×). The bound counts every tenant at the
-// replicas that merely keep up with its load (no SLO margin), so it sits below what any plan
-// meeting the SLOs needs; and shared MIG instances of one profile hold one trust group per node
+// replicas that merely keep up with its load (no SLO margin; the TTFT floor does not apply here,
+// these tenants' slots are KV-bound), so it sits below what any plan meeting the SLOs needs; and shared MIG instances of one profile hold one trust group per node
 // (the device plugin's pairing), which fragments the soft tenants' ten groups; the compaction
 // after packing fills part of what that leaves empty. Measured 23 / 20 at 100 tenants and
 // 223 / 213 at 1,000 (24 and 230 before the compaction): 1,000 tenants meet the 1.05.
@@ -82,10 +82,11 @@ func TestSyntheticGap(t *testing.T) {
 }
 
 // TestSyntheticVariedGap plans the varied generator's 1,000 tenants (lengths, SLOs and a third
-// of the tenants with concurrency 1–64) and guards the gap measured, 302 / 235 = 1.29 (313 before the compaction): tenants
-// whose replicas queue for their few slots (max-num-seqs, or what the KV cache runs) are planned
-// at most 75 % busy and with a margin on their slot wait to meet their TTFT, and the bound counts
-// them at 100 %. (When the memory fit still asked for concurrency × context of KV cache, 18
+// of the tenants with concurrency 1–64) and guards the gap measured, 302 / 252 = 1.198 (302 /
+// 235 = 1.29 before the bound's TTFT floor, 313 GPUs before the compaction): tenants whose
+// replicas queue for their few slots (max-num-seqs, or what the KV cache runs) are planned at
+// most 75 % busy and with a margin on their slot wait to meet their TTFT; the bound counts them
+// at the larger of 100 % busy and the TTFT floor (lbfloor.go), which holds for any schedule. (When the memory fit still asked for concurrency × context of KV cache, 18
 // tenants ran tensor-parallel on two GPUs each and the plan took 397 GPUs against a bound of 314.)
 // Every plan is checked (checkPlan) on the way.
 func TestSyntheticVariedGap(t *testing.T) {
@@ -105,15 +106,15 @@ func TestSyntheticVariedGap(t *testing.T) {
 	s := build(t, pool).Summary
 	gap := float64(s.GPUsUsed) / float64(max(s.LowerBound, 1))
 	t.Logf("varied 1,000 tenants: %d GPUs used, lower bound %d, gap %.3f; baselines %v", s.GPUsUsed, s.LowerBound, gap, s.Baselines)
-	if gap > 1.29 {
-		t.Errorf("gap %.3f above 1.29", gap)
+	if gap > 1.2 {
+		t.Errorf("gap %.3f above 1.2", gap)
 	}
 }
 
 // TestGapDecomposition says which side of the gap to the lower bound is loose. It computes the
 // same bound machinery (volume, per-group and LP bounds) once more with every candidate counted at
-// the replicas the queueing model sizes for the SLO instead of those that merely keep up with the
-// load. That figure is NOT a lower bound (the SLO count is an approximation the simulator may
+// the replicas the queueing model sizes for the SLO instead of the bound's counts (those that
+// merely keep up with the load, or the TTFT floor). That figure is NOT a lower bound (the SLO count is an approximation the simulator may
 // beat by up to 25 %, see the agreement bar); it splits used / bound into
 // (SLO-count volume / bound), the SLO margin, times (used / SLO-count volume), the packing and
 // pairing loss.

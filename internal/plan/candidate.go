@@ -39,8 +39,8 @@ type cand struct {
 	reject                      v1.ReasonCode
 	why                         string
 	// sz is the queueing model's sizing (LLM tenants); lbReplicas is the fewest replicas any
-	// plan on this slice kind can use (the load's saturation count with the pool's bounds), which
-	// the lower bound uses instead of replicas.
+	// plan on this slice kind can use (the larger of the load's saturation count and the TTFT
+	// floor, with the pool's bounds), which the lower bound uses instead of replicas.
 	sz         sizing
 	lbReplicas int
 	// key is keyOf(keyFor, c), set by its first call.
@@ -282,7 +282,8 @@ func (p *planner) evalCand(tn *tenant, c *cand) {
 		}
 		return
 	}
-	p.setReplicas(tn, c, sz.n, sz.lowest)
+	// The lower bound's count: the saturation count, or the TTFT floor (lbfloor.go) when higher.
+	p.setReplicas(tn, c, sz.n, max(sz.lowest, ev.q.ttftFloor(floorRate(tn.t.Traffic), tn.slo)))
 }
 
 // sizeByRate sizes a measured tenant's candidate: ⌈rps / rate⌉ replicas of the measured rate.

@@ -55,8 +55,12 @@
 // cap (OverCap, naming the bound). Its cost is replicas / k × unit, where the unit is 1 for a
 // whole GPU and max(memory slices / board's, compute slices / board's) for a MIG instance.
 // Evaluations are cached by model, options, request shape, SLO and slice, and the sizing by
-// those and the rate. Each candidate also keeps the replicas that merely keep up with the load
-// (no SLO), which the lower bound uses instead of the planner's counts.
+// those and the rate. Each candidate also keeps the replicas any plan needs on its slice kind,
+// which the lower bound uses instead of the planner's counts: the replicas that merely keep up
+// with the load (no SLO), or, for Poisson traffic on a replica that cannot preempt, the TTFT
+// floor when higher — the fewest replicas whose max-num-seqs places can start 99 % of the
+// requests in time in any schedule (Erlang B of the interval each such request must hold a
+// place, lbfloor.go; docs/planner.md, "The lower bound").
 //
 // Tensor-parallel groups (docs/planner.md, "Tensor parallelism") are offered at the degrees the
 // model's heads and the board's link allow and one node of the fleet holds, sized by perf's

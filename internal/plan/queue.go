@@ -40,6 +40,8 @@ type qmodel struct {
 	budget  int
 	memo    map[[2]int]float64 // stepAt by (decodes, chunks) beyond the dense table
 	dense   [][]float64        // stepAt by [chunks][decodes] for small batches; unsetStep when not yet computed
+	// floorPF and floorDec are the TTFT floor's step times (floorTimes), 0 until asked for.
+	floorPF, floorDec float64
 }
 
 // The dense step-time table covers batches up to these sizes; larger ones use the map. Both

@@ -89,11 +89,23 @@ func fewestSimulated(t testing.TB, pool *v1.Pool, hi, requests int) int {
 	return hi
 }
 
+// boundCount is the replica count the lower bound gives pool's single tenant on the slice kind
+// the planner chooses (lbReplicas: the saturation count or the TTFT floor).
+func boundCount(t *testing.T, pool *v1.Pool) int {
+	t.Helper()
+	p, _ := planWith(t, pool, func(*planner) {})
+	c := p.tenants[0].choice
+	if c == nil {
+		t.Fatal("the tenant has no choice")
+	}
+	return c.lbReplicas
+}
+
 // The single-tenant sweep, on a grid: qwen2.5-7b on H100 SXM5, 512 + 256 tokens,
 // TTFT 2 s, TPOT 100 ms, concurrency 1 to 32, 0.1 to 8 req/s. For every point the planner's
 // replica count n is feasible (no concurrency-only infeasibility), meets the SLO in simulation
 // (≥ 99 % over ≥ 2,000 requests), and is at most max(k + 1, 1.25 k) where k is the fewest
-// replicas the simulator is satisfied with.
+// replicas the simulator is satisfied with; and the lower bound's count is at most k.
 func TestQueueSizingAgainstSimulator(t *testing.T) {
 	concs := []int{1, 2, 8, 32}
 	rates := []float64{0.1, 1, 4, 8}
@@ -118,7 +130,11 @@ func TestQueueSizingAgainstSimulator(t *testing.T) {
 			}
 			k := fewestSimulated(t, pool, n, requests)
 			ratios = append(ratios, float64(n)/float64(k))
-			t.Logf("concurrency %2d, %4g req/s: planned %3d, simulator's fewest %3d (%.2fx), planned attains %.2f %%", c, r, n, k, float64(n)/float64(k), 100*a)
+			lb := boundCount(t, pool)
+			if lb > k {
+				t.Errorf("concurrency %d, %g req/s: the lower bound's count %d is above the simulator's fewest %d", c, r, lb, k)
+			}
+			t.Logf("concurrency %2d, %4g req/s: planned %3d, simulator's fewest %3d (%.2fx), bound's count %3d, planned attains %.2f %%", c, r, n, k, float64(n)/float64(k), lb, 100*a)
 			if lim := max(float64(k+1), 1.25*float64(k)); float64(n) > lim {
 				t.Errorf("concurrency %d, %g req/s: planned %d > max(k+1, 1.25k) = %g with k = %d", c, r, n, lim, k)
 			}

@@ -111,6 +111,10 @@ func TestPlannerSimulatorAgreement(t *testing.T) {
 			planned := len(pl.Tenants[0].Replicas)
 			k := fewestOfPlan(t, pool, pl, d, uint64(i)+1)
 			ratios = append(ratios, float64(planned)/float64(k))
+			if lb := boundCount(t, pool); lb > k {
+				t.Errorf("pool %d (one tenant, %s): the lower bound's count %d is above the simulator's fewest %d",
+					i, pl.Tenants[0].Replicas[0].Slice, lb, k)
+			}
 			if lim := max(float64(k+1), 1.25*float64(k)); float64(planned) > lim {
 				t.Errorf("pool %d (one tenant, %s): planned %d replicas > max(k+1, 1.25k) = %g with k = %d",
 					i, pl.Tenants[0].Replicas[0].Slice, planned, lim, k)
