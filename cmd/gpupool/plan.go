@@ -89,24 +89,28 @@ func runPlan(e *env, a planArgs) error {
 	if err != nil {
 		return invalid(err)
 	}
-	pool, shared := withoutSharedAdapters(pool)
+	rest, shared := withoutSharedAdapters(pool)
+	var lora []plan.LoRAFleetGroup
 	if len(shared) > 0 {
-		fmt.Fprintln(e.stderr, sharedAdaptersNote(a.pool, shared))
-		if len(pool.Tenants) == 0 {
-			fmt.Fprintln(e.stderr, "plan: no other tenant: nothing planned or written")
-			return nil
+		if lora, _, err = planLoRAFleet(pool, filepath.Dir(a.pool)); err != nil {
+			return invalid(err)
 		}
 	}
 	o := plan.Options{Models: models, Profiles: profiles, Current: cur}
 	if a.maxMoves >= 0 {
 		o.MaxMoves = &a.maxMoves
 	}
-	pl, err := plan.Build(e.ctx, pool, o)
+	pl, err := plan.Build(e.ctx, rest, o)
 	if err != nil {
 		if e.ctx.Err() != nil {
 			return err
 		}
 		return invalid(err)
+	}
+	plan.PlaceLoRAEngines(pl, pool, lora, cur)
+	for _, g := range lora {
+		fmt.Fprintf(e.stderr, "plan: %s on %s (one replica per adapter: %d); lower bound %s\n",
+			plural(len(g.Plan.Engines), "shared LoRA engine"), g.Board, len(g.Plan.Reasons), g.Why)
 	}
 	pl.Summary.Cost = planCostSummary(pl, pool)
 	if err := v1.ValidatePlan(pl, pool); err != nil {
@@ -336,6 +340,9 @@ func gpuCells(g v1.PlanGPU) string {
 	if len(g.Replicas) > 0 {
 		sb.WriteString("[" + replicaNames(g.Replicas) + "]")
 	}
+	if g.LoRAEngine != "" {
+		sb.WriteString("[lora:" + g.LoRAEngine + "]")
+	}
 	if sb.Len() == 0 {
 		return "-"
 	}
@@ -364,6 +371,9 @@ func tpSizes(pl *v1.Plan) map[string]int {
 }
 
 func tenantSlices(t v1.PlanTenant, tp map[string]int) string {
+	if len(t.LoRAEngines) > 0 {
+		return "lora:" + strings.Join(t.LoRAEngines, ",")
+	}
 	seen := map[string]int{}
 	var order []string
 	for _, r := range t.Replicas {

@@ -66,7 +66,7 @@ func Artifacts(plan *v1.Plan, pool *v1.Pool) ([]Artifact, error) {
 	}
 	var out []Artifact
 	steps := []func(*model) ([]Artifact, error){
-		migPartedArtifacts, devicePluginArtifacts, mpsArtifacts, vllmArtifacts, k8sArtifacts, draArtifacts, svgArtifacts,
+		migPartedArtifacts, devicePluginArtifacts, mpsArtifacts, vllmArtifacts, k8sArtifacts, loraEngineArtifacts, draArtifacts, svgArtifacts,
 	}
 	for _, step := range steps {
 		a, err := step(m)

@@ -1,0 +1,208 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/perf"
+)
+
+// LoRABoard is one board the fleet offers a shared group's engines: the base model on one whole
+// GPU of it and its LoRA cost model (perf.PlaceLoRA).
+type LoRABoard struct {
+	Board  string
+	Engine *perf.Engine
+	Cost   *perf.LoRACost
+}
+
+// LoRABound is a lower bound on the whole GPUs any set of engines needs for a shared group, by
+// throughput alone: every request needs outputTokens − 1 decode tokens (its first token comes
+// with its prefill), a decode step of d sequences yields at most d of them, and such a step on
+// one GPU takes at least the step time of d decodes over their prompts' KV cache (each holds at
+// least its prompt) plus the LoRA kernels for one adapter at the group's smallest rank (more
+// adapters, higher ranks, prompts and longer contexts only lengthen a step). So one GPU yields at
+// most R = max over boards and d ≤ max_num_seqs of d / that time decode tokens per second, and
+// the group needs at least ⌈Σ λᵢ·(outᵢ − 1) / R⌉ GPUs. It does not look at the planner's engines.
+// The reason says the numbers. A group without traffic needs 0.
+func LoRABound(g LoRAGroup, boards []LoRABoard) (int, string, error) {
+	if len(boards) == 0 {
+		return 0, "", fmt.Errorf("lora bound %s: no board", g.Key)
+	}
+	var demand float64
+	minRank, minIn := math.MaxInt, math.MaxInt
+	for _, a := range g.Adapters {
+		demand += a.RPS * float64(max(a.OutputTokens-1, 0))
+		minRank, minIn = min(minRank, max(a.Rank, 1)), min(minIn, max(a.InputTokens, 1))
+	}
+	if demand <= 0 {
+		return 0, fmt.Sprintf("group %s asks for no decode tokens", g.Key), nil
+	}
+	best, bestBoard, bestD := 0.0, "", 0
+	for _, b := range boards {
+		if b.Engine == nil || b.Cost == nil {
+			return 0, "", fmt.Errorf("lora bound %s: board %s: engine and cost are required", g.Key, b.Board)
+		}
+		for d := 1; d <= max(b.Engine.MaxSeqs(), 1); d++ {
+			t := b.Engine.StepTime(perf.Batch{DecodeSeqs: d, KVTokens: int64(d) * int64(minIn)}, perf.Load{}) +
+				b.Cost.StepOverhead(d, 1, minRank)
+			if t <= 0 {
+				continue
+			}
+			if r := float64(d) / t.Seconds(); r > best {
+				best, bestBoard, bestD = r, b.Board, d
+			}
+		}
+	}
+	if best <= 0 {
+		return 0, "", fmt.Errorf("lora bound %s: no board yields decode tokens", g.Key)
+	}
+	n := int(math.Ceil(demand/best - 1e-9))
+	return n, fmt.Sprintf("group %s: %.0f decode tokens/s over at most %.0f per GPU (%s, %d sequences, LoRA kernels for one adapter of rank %d) = %d GPUs",
+		g.Key, demand, best, bestBoard, bestD, minRank, n), nil
+}
+
+// LoRAFleetGroup is a planned shared group and what placing its engines on the fleet needs.
+type LoRAFleetGroup struct {
+	Plan LoRAPlan
+	// Board is the board the engines were sized on; they go on whole GPUs of it.
+	Board string
+	// Model or ModelDir is the base model as the tenants give it; Quantization theirs.
+	Model, ModelDir, Quantization string
+	// AdapterName maps each tenant to its adapter's name (model.adapter.name).
+	AdapterName map[string]string
+	// Bound is LoRABound's GPUs for the group and Why its argument.
+	Bound int
+	Why   string
+}
+
+// PlaceLoRAEngines puts the shared groups' engines into pl, a plan of the pool's other tenants
+// made on the whole fleet: each engine takes a whole GPU of its board that pl leaves idle (the
+// one the plan in force, cur, gives the same engine when that is idle, else the first in fleet
+// order), which becomes a pool GPU of mode exclusive naming the engine. Every adapter tenant gets
+// its plan entry with the engines that serve it and the planner's reason; an engine no idle GPU
+// is left for makes its adapters infeasible (NoCapacity). The summary counts the engines' GPUs
+// as used, adds the groups' bounds (LoRABound: the engines run on GPUs of their own, so the
+// bounds add) and adds the engines to every baseline, which plans the rest alike. Tenants are
+// put back in pool order. pl must be a plan of pool less the groups' tenants.
+func PlaceLoRAEngines(pl *v1.Plan, pool *v1.Pool, groups []LoRAFleetGroup, cur *v1.Plan) {
+	was := map[string]v1.GPURef{}
+	if cur != nil {
+		for _, e := range cur.LoRAEngines {
+			was[e.Name] = e.GPU
+		}
+	}
+	free := func(i int) bool { g := pl.GPUs[i]; return g.Role == v1.RoleIdle && g.ReplicaCount() == 0 }
+	entries := map[string]*v1.PlanTenant{}
+	var order []string
+	placed := 0
+	for _, grp := range groups {
+		for _, e := range grp.Plan.Engines {
+			at := -1
+			for i, g := range pl.GPUs {
+				if !free(i) || g.Board != grp.Board {
+					continue
+				}
+				if prev, ok := was[e.Name]; ok && g.Ref() == prev {
+					at = i
+					break
+				}
+				if at < 0 {
+					at = i
+				}
+			}
+			for _, t := range e.Adapters {
+				if entries[t] == nil {
+					entries[t] = &v1.PlanTenant{Name: t}
+					order = append(order, t)
+				}
+			}
+			if at < 0 {
+				for _, t := range e.Adapters {
+					pe := entries[t]
+					pe.Infeasible = true
+					pe.Reasons = append(pe.Reasons, v1.NewReason(v1.ReasonNoCapacity,
+						"engine %s needs a whole %s GPU and the other tenants leave none idle", e.Name, grp.Board))
+				}
+				continue
+			}
+			placed++
+			g := &pl.GPUs[at]
+			g.Role, g.Mode, g.LoRAEngine = v1.RolePool, v1.ModeExclusive, e.Name
+			g.Reasons = []v1.Reason{v1.NewReason(v1.ReasonLoRAEngine, "runs LoRA engine %s: %s with %d adapters of %s, %.3g req/s, max_loras %d",
+				e.Name, baseName(grp), len(e.Adapters), grp.Plan.Group, e.RPS, e.MaxLoRAs)}
+			pe := v1.PlanLoRAEngine{Name: e.Name, Group: grp.Plan.Group, GPU: g.Ref(), Model: grp.Model, ModelDir: grp.ModelDir,
+				Quantization: grp.Quantization, MaxLoRAs: e.MaxLoRAs, MaxLoRARank: e.MaxRank,
+				MaxCPULoRAs: max(e.MaxCPULoRAs, e.MaxLoRAs), ActiveP99: e.ActiveP99}
+			for _, t := range sortedCopy(e.Adapters) {
+				pe.Adapters = append(pe.Adapters, v1.PlanLoRAAdapter{Tenant: t, Adapter: grp.AdapterName[t], RPS: e.Load[t]})
+				entries[t].LoRAEngines = append(entries[t].LoRAEngines, e.Name)
+			}
+			pl.LoRAEngines = append(pl.LoRAEngines, pe)
+		}
+		for t, why := range grp.Plan.Reasons {
+			if pe := entries[t]; pe != nil {
+				pe.Reasons = append([]v1.Reason{v1.NewReason(v1.ReasonLoRAEngine, "%s", why)}, pe.Reasons...)
+			}
+		}
+		pl.Summary.LowerBound += grp.Bound
+	}
+	for _, t := range order {
+		pl.Tenants = append(pl.Tenants, *entries[t])
+	}
+	rank := map[string]int{}
+	for i, t := range pool.Tenants {
+		rank[t.Name] = i
+	}
+	sort.SliceStable(pl.Tenants, func(i, j int) bool { return rank[pl.Tenants[i].Name] < rank[pl.Tenants[j].Name] })
+	pl.Summary.GPUsUsed += placed
+	for i := range pl.Summary.Baselines {
+		pl.Summary.Baselines[i].GPUs += placed
+	}
+}
+
+func baseName(g LoRAFleetGroup) string {
+	if g.Model != "" {
+		return g.Model
+	}
+	return g.ModelDir
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
+
+// LoRAPlanOf is the shared-group plan a Plan file records: its engines of group, with each
+// adapter's load, for rendering the gateway objects of a planned pool.
+func LoRAPlanOf(pl *v1.Plan, group string) LoRAPlan {
+	p := LoRAPlan{Group: group, Reasons: map[string]string{}}
+	for _, e := range pl.LoRAEngines {
+		if e.Group != group {
+			continue
+		}
+		en := LoRAEngine{Name: e.Name, MaxLoRAs: e.MaxLoRAs, MaxRank: e.MaxLoRARank, MaxCPULoRAs: e.MaxCPULoRAs,
+			ActiveP99: e.ActiveP99, Load: map[string]float64{}}
+		for _, a := range e.Adapters {
+			en.Adapters = append(en.Adapters, a.Tenant)
+			en.Load[a.Tenant] = a.RPS
+			en.RPS += a.RPS
+		}
+		p.Engines = append(p.Engines, en)
+	}
+	return p
+}
+
+// LoRAGroupsOf lists the groups of a Plan file's engines, in the order they first appear.
+func LoRAGroupsOf(pl *v1.Plan) []string {
+	var out []string
+	for _, e := range pl.LoRAEngines {
+		if !slices.Contains(out, e.Group) {
+			out = append(out, e.Group)
+		}
+	}
+	return out
+}
