@@ -156,7 +156,7 @@ func loraDeployment(ns string, base v1.Tenant, e plan.LoRAEngine, la llm.LoRAArg
 		ann[AnnotationPlan], ann[AnnotationSlots] = pin.plan, "0@"+pin.where
 	}
 	return appsv1.Deployment{
-		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: ns, Labels: labels, Annotations: ann},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &one,
