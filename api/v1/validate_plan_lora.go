@@ -90,7 +90,7 @@ func (c *planChecker) checkLoRAEngines() {
 	}
 	for i, t := range c.plan.Tenants {
 		p := field(index("tenants", i), "loraEngines")
-		if len(t.LoRAEngines) > 0 && len(t.Replicas) > 0 {
+		if len(t.LoRAEngines) > 0 && (len(t.Replicas) > 0 || len(c.replicas[t.Name]) > 0) {
 			c.errs.add(p, "a tenant served by LoRA engines has no replicas of its own")
 		}
 		if !slices.Equal(sorted(t.LoRAEngines), sorted(serves[t.Name])) {

@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/llm"
 )
 
@@ -52,7 +56,7 @@ metadata: {name: lora}
 fleet:
   nodes:
   - name: node-a
-    gpus: [{board: H100-SXM5-80GB, count: 2}]
+    gpus: [{board: H100-SXM5-80GB, count: 3}]
 tenants:
 - name: a
   path: acme/x
@@ -156,37 +160,145 @@ func TestFitWithLoRAFlags(t *testing.T) {
 	}
 }
 
-// plan leaves the adapter tenants that share an engine to `gpupool lora` and says so; a hard
-// adapter tenant (which never shares) and the other tenants are planned as before.
-func TestPlanLeavesSharedAdaptersToLoRA(t *testing.T) {
+// plan places the adapter tenants that share an engine on a shared LoRA engine of their own on
+// the fleet: a whole GPU the other tenants leave idle (here the hard adapter tenant, which never
+// shares, takes one, and the burst pool holds the last); each adapter tenant names its engine.
+func TestPlanPlacesSharedLoRAEngines(t *testing.T) {
 	pool := loraPool(t, peftDir(t, 32), 0)
 	stdout, stderr, code := runCmd(t, "plan", pool, "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if !strings.Contains(stderr, "2 adapter tenants share base-model engines") || !strings.Contains(stderr, "gpupool lora") ||
-		!strings.Contains(stderr, "llama-3.1-8b/as-stored/soft:acme/x: a, b") {
+	if !strings.Contains(stderr, "1 shared LoRA engine on H100-SXM5-80GB") {
 		t.Errorf("stderr %q", stderr)
 	}
-	var pl struct {
-		Tenants []struct{ Name string }
-	}
+	var pl v1.Plan
 	if err := json.Unmarshal([]byte(stdout), &pl); err != nil {
 		t.Fatal(err)
 	}
-	if len(pl.Tenants) != 1 || pl.Tenants[0].Name != "h" {
-		t.Errorf("planned tenants %+v, want only the hard adapter tenant h", pl.Tenants)
+	if len(pl.LoRAEngines) != 1 {
+		t.Fatalf("loraEngines %+v, want one engine", pl.LoRAEngines)
+	}
+	e := pl.LoRAEngines[0]
+	if e.Model != "llama-3.1-8b" || e.MaxLoRARank != 32 || e.MaxLoRAs < 1 || len(e.Adapters) != 2 ||
+		e.Adapters[0].Adapter != "a-lora" || e.Adapters[1].Adapter != "b-lora" {
+		t.Errorf("engine %+v", e)
+	}
+	onGPU := ""
+	for _, g := range pl.GPUs {
+		if g.Ref() == e.GPU {
+			onGPU = g.LoRAEngine
+			if g.Role != v1.RolePool || g.Mode != v1.ModeExclusive || len(g.Replicas) > 0 {
+				t.Errorf("engine GPU %+v", g)
+			}
+		}
+	}
+	if onGPU != e.Name {
+		t.Errorf("GPU %s names engine %q, want %q", e.GPU, onGPU, e.Name)
+	}
+	got := map[string][]string{}
+	for _, tn := range pl.Tenants {
+		got[tn.Name] = tn.LoRAEngines
+		if len(tn.LoRAEngines) > 0 && (len(tn.Reasons) == 0 || !strings.Contains(tn.Reasons[0].Message, "shares engine "+e.Name+" with 1 other adapters")) {
+			t.Errorf("tenant %s reasons %+v", tn.Name, tn.Reasons)
+		}
+	}
+	if len(got["a"]) != 1 || len(got["b"]) != 1 || len(got["h"]) != 0 || len(pl.Tenants) != 3 {
+		t.Errorf("tenants' engines %v, want a and b on the engine, h on a replica of its own", got)
+	}
+	// The engine's GPU is used, and the bound counts at least one GPU for the engines besides h's.
+	if pl.Summary.GPUsUsed != 2 || pl.Summary.LowerBound < 2 {
+		t.Errorf("summary %+v, want 2 GPUs used and a bound of 2", pl.Summary)
 	}
 
-	// The 200-adapter example is all shared adapters: plan --out exits 0, writes nothing and says
-	// where they are planned.
+	// --out: the engine's Deployment mounts a's PEFT folder read-only from the node and serves it
+	// from there; b (a repo) is passed as its id; --gateway adds the gateway objects.
 	out := filepath.Join(t.TempDir(), "out")
-	_, stderr, code = runCmd(t, "plan", "../../examples/lora-200.yaml", "--out", out)
-	if code != 0 || !strings.Contains(stderr, "200 adapter tenants share base-model engines") || !strings.Contains(stderr, "nothing planned or written") {
-		t.Errorf("exit %d: %s", code, stderr)
+	if _, stderr, code := runCmd(t, "plan", pool, "--out", out, "--gateway", "gw", "--namespace", "ml"); code != 0 {
+		t.Fatalf("plan --out: exit %d: %s", code, stderr)
 	}
-	if _, err := os.Stat(out); !os.IsNotExist(err) {
-		t.Errorf("%s: %v, want nothing written", out, err)
+	y, err := os.ReadFile(filepath.Join(out, "k8s", e.Name+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d appsv1.Deployment
+	if err := yaml.UnmarshalStrict(y, &d); err != nil {
+		t.Fatal(err)
+	}
+	spec := d.Spec.Template.Spec
+	c := spec.Containers[0]
+	args := strings.Join(c.Args, " ")
+	if !strings.Contains(args, "a-lora=/adapters/a-lora") || !strings.Contains(args, "b-lora=acme/b") {
+		t.Errorf("args %s", args)
+	}
+	var mounted bool
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == "/adapters/a-lora" && m.ReadOnly {
+			for _, v := range spec.Volumes {
+				if v.Name == m.Name && v.HostPath != nil && v.HostPath.Path == adapterDirOf(t, pool) {
+					mounted = true
+				}
+			}
+		}
+	}
+	if !mounted {
+		t.Errorf("a's folder is not mounted read-only at /adapters/a-lora: %+v %+v", c.VolumeMounts, spec.Volumes)
+	}
+	if g, err := os.ReadFile(filepath.Join(out, "gateway", e.Name+".yaml")); err != nil || !strings.Contains(string(g), "kind: InferencePool") {
+		t.Errorf("gateway objects: %v\n%s", err, g)
+	}
+}
+
+// adapterDirOf is tenant a's adapter folder in the pool file.
+func adapterDirOf(t *testing.T, poolFile string) string {
+	t.Helper()
+	b, err := os.ReadFile(poolFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := v1.DecodePool(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Tenants[0].Model.Adapter.Dir
+}
+
+// The 200-adapter example is all shared adapters: plan --out exits 0 and renders each engine's
+// Deployment pinned to the node of its planned GPU.
+func TestPlanOutLoRA200(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	_, stderr, code := runCmd(t, "plan", "../../examples/lora-200.yaml", "--out", out)
+	if code != 0 || !strings.Contains(stderr, "3 shared LoRA engines") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "plan.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := v1.DecodePlan(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pl.LoRAEngines) != 3 || pl.Summary.GPUsUsed != 3 {
+		t.Fatalf("%d engines, %d GPUs used, want 3 and 3", len(pl.LoRAEngines), pl.Summary.GPUsUsed)
+	}
+	for _, e := range pl.LoRAEngines {
+		y, err := os.ReadFile(filepath.Join(out, "k8s", e.Name+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d appsv1.Deployment
+		if err := yaml.UnmarshalStrict(y, &d); err != nil {
+			t.Fatal(err)
+		}
+		terms := d.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+		if len(terms) != 1 || terms[0].MatchExpressions[0].Key != "kubernetes.io/hostname" ||
+			strings.Join(terms[0].MatchExpressions[0].Values, ",") != e.GPU.Node {
+			t.Errorf("%s: node affinity %+v, want %s", e.Name, terms, e.GPU.Node)
+		}
+		if d.Annotations["gpupool.dev/replicas"] != "0@"+e.GPU.String() {
+			t.Errorf("%s: annotations %v", e.Name, d.Annotations)
+		}
 	}
 }
 

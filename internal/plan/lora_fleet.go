@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/llm"
 	"gpupool.dev/gpupool/internal/perf"
 )
 
@@ -23,8 +24,10 @@ type LoRABoard struct {
 // with its prefill), a decode step of d sequences yields at most d of them, and such a step on
 // one GPU takes at least the step time of d decodes over their prompts' KV cache (each holds at
 // least its prompt) plus the LoRA kernels for one adapter at the group's smallest rank (more
-// adapters, higher ranks, prompts and longer contexts only lengthen a step). So one GPU yields at
-// most R = max over boards and d ≤ max_num_seqs of d / that time decode tokens per second, and
+// adapters, higher ranks, prompts and longer contexts only lengthen a step); d is at most
+// max_num_seqs and at most the sequences of prompt + 1 tokens the KV cache holds beside one
+// adapter slot. So one GPU yields at most R = max over boards and such d of d / that time decode
+// tokens per second, and
 // the group needs at least ⌈Σ λᵢ·(outᵢ − 1) / R⌉ GPUs. It does not look at the planner's engines.
 // The reason says the numbers. A group without traffic needs 0.
 func LoRABound(g LoRAGroup, boards []LoRABoard) (int, string, error) {
@@ -45,7 +48,14 @@ func LoRABound(g LoRAGroup, boards []LoRABoard) (int, string, error) {
 		if b.Engine == nil || b.Cost == nil {
 			return 0, "", fmt.Errorf("lora bound %s: board %s: engine and cost are required", g.Key, b.Board)
 		}
-		for d := 1; d <= max(b.Engine.MaxSeqs(), 1); d++ {
+		// A decoding sequence holds at least its prompt and one token in the KV cache, which at
+		// least one adapter slot of the smallest rank takes from.
+		dmax := b.Engine.MaxSeqs()
+		if kb := b.Engine.Model().KVBytesPerToken(); kb > 0 {
+			kv := b.Engine.KVCapacityTokens() - b.Cost.SlotBytes(llm.RankFor(minRank))/kb
+			dmax = min(dmax, int(kv/int64(minIn+1)))
+		}
+		for d := 1; d <= dmax; d++ {
 			t := b.Engine.StepTime(perf.Batch{DecodeSeqs: d, KVTokens: int64(d) * int64(minIn)}, perf.Load{}) +
 				b.Cost.StepOverhead(d, 1, minRank)
 			if t <= 0 {

@@ -234,6 +234,11 @@ func loraEngineArtifacts(m *model) ([]Artifact, error) {
 				m.problem(e.GPU.Node, e.Name, "adapter %s of tenant %s is given by the relative dir %q: it is passed to vLLM as written and not mounted (give an absolute folder on the node, or a repo)", names[t], t, d)
 			}
 		}
+		if m.dra() {
+			m.problem(e.GPU.Node, e.Name, "the engine's pod asks for nvidia.com/gpu through the device plugin: engines are not rendered for the DRA device API")
+		}
+		m.notes = append(m.notes, fmt.Sprintf("LoRA engine %s runs on %s with %d adapters (max_loras %d); requests reach it through the "+
+			"gateway objects (plan --out --gateway) and an endpoint picker %s-epp per engine, which is not rendered", e.Name, e.GPU, len(e.Adapters), e.MaxLoRAs, e.Name))
 		la, vols, mounts := mountAdapterDirs(pe.Adapters, names, dirs, la)
 		base := m.tenants[e.Adapters[0].Tenant]
 		pin := enginePin{node: e.GPU.Node, plan: m.plan.Metadata.Name, where: e.GPU.String(), volumes: vols, mounts: mounts}

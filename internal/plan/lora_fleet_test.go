@@ -1,0 +1,231 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/llm"
+)
+
+func loraBoards(t testing.TB) []LoRABoard {
+	in := loraInput(t, 1, 1)
+	return []LoRABoard{{Board: "H100-SXM5-80GB", Engine: in.Engine, Cost: in.Cost}}
+}
+
+// The bound never exceeds the engines the planner chooses, and the planner's own queueing model
+// agrees that one engine fewer than the bound cannot carry the group: at every traffic level,
+// PlanLoRAWith(bound − 1) fails. More traffic never lowers it, and ten times the traffic that
+// one GPU's decode throughput carries needs at least ten GPUs.
+func TestLoRABound(t *testing.T) {
+	prev := 0
+	for _, rps := range []float64{1, 30, 120, 400, 1200} {
+		in := loraInput(t, 60, rps)
+		n, why, err := LoRABound(in.Group, loraBoards(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := PlanLoRA(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n < 1 || n > len(p.Engines) || n < prev || !strings.Contains(why, fmt.Sprintf("= %d GPUs", n)) {
+			t.Errorf("%v req/s: bound %d (%s), planner %d engines, previous bound %d", rps, n, why, len(p.Engines), prev)
+		}
+		if n > 1 {
+			if _, ok, err := PlanLoRAWith(in, n-1); err != nil || ok {
+				t.Errorf("%v req/s: %d engines meet the objectives by the planner's model, below the bound %d", rps, n-1, n)
+			}
+		}
+		prev = n
+		t.Logf("%v req/s: bound %d, planner %d (%s)", rps, n, len(p.Engines), why)
+	}
+	// The per-GPU rate from the reason: demand at ten times it needs ten GPUs.
+	in := loraInput(t, 1, 1)
+	_, why, _ := LoRABound(in.Group, loraBoards(t))
+	var demand, rate float64
+	if _, err := fmt.Sscanf(why, "group g: %f decode tokens/s over at most %f", &demand, &rate); err != nil {
+		t.Fatal(why, err)
+	}
+	// (the reason rounds the rate to a token per second: 0.1 % either side is clear of that)
+	for _, c := range []struct {
+		gpus float64
+		want int
+	}{{9.99, 10}, {10.01, 11}} {
+		in.Group.Adapters[0].RPS = c.gpus * rate / 127
+		if n, _, _ := LoRABound(in.Group, loraBoards(t)); n != c.want {
+			t.Errorf("%v GPUs' decode tokens: bound %d, want %d", c.gpus, n, c.want)
+		}
+	}
+	if n, _, err := LoRABound(LoRAGroup{Key: "none", Adapters: []LoRAAdapter{{RPS: 0, OutputTokens: 10}}}, loraBoards(t)); n != 0 || err != nil {
+		t.Errorf("no traffic: %d, %v", n, err)
+	}
+	if _, _, err := LoRABound(in.Group, nil); err == nil {
+		t.Error("no board: no error")
+	}
+}
+
+// loraFleetPool is a pool of gpus H100s with one ordinary tenant and n soft adapter tenants.
+func loraFleetPool(t testing.TB, gpus, n int) *v1.Pool {
+	y := fmt.Sprintf(`apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: lf}
+fleet:
+  nodes:
+  - name: node-a
+    gpus: [{board: H100-SXM5-80GB, count: %d}]
+policy: {burstPoolPercent: 0}
+tenants:
+- name: chat
+  isolation: hard
+  model: {name: qwen2.5-7b, quantization: bf16}
+  traffic: {rps: 2, inputTokens: 512, outputTokens: 128}
+  slo: {ttftP99: 1s, tpotP99: 50ms}
+`, gpus)
+	for i := range n {
+		y += fmt.Sprintf(`- name: ad-%d
+  path: acme/x
+  isolation: soft
+  model: {name: llama-3.1-8b, quantization: bf16, adapter: {name: ad-%d-lora, repo: acme/ad-%d, rank: 16}}
+  traffic: {rps: 15, inputTokens: 512, outputTokens: 128}
+  slo: {ttftP99: 1s, tpotP99: 50ms}
+`, i, i, i)
+	}
+	p, err := v1.LoadPool([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// planWithLoRA plans pool as `gpupool plan` does: the others by Build, the shared groups by
+// PlanLoRA, placed by PlaceLoRAEngines.
+func planWithLoRA(t testing.TB, pool *v1.Pool, cur *v1.Plan) (*v1.Plan, []LoRAFleetGroup) {
+	t.Helper()
+	groups, _ := GroupLoRA(pool, nil)
+	var fg []LoRAFleetGroup
+	taken := map[string]bool{}
+	for _, g := range groups {
+		in := loraInput(t, 1, 1)
+		in.Group, in.Prefix = g, "llama-lora"
+		p, err := PlanLoRA(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, why, err := LoRABound(g, loraBoards(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]string{}
+		for _, a := range g.Adapters {
+			names[a.Tenant], taken[a.Tenant] = a.Adapter, true
+		}
+		fg = append(fg, LoRAFleetGroup{Plan: p, Board: "H100-SXM5-80GB", Model: "llama-3.1-8b", Quantization: string(llm.QuantBF16),
+			AdapterName: names, Bound: n, Why: why})
+	}
+	rest := *pool
+	rest.Tenants = nil
+	for _, tn := range pool.Tenants {
+		if !taken[tn.Name] {
+			rest.Tenants = append(rest.Tenants, tn)
+		}
+	}
+	pl, err := Build(context.Background(), &rest, Options{Current: cur})
+	if err != nil {
+		t.Fatal(err)
+	}
+	PlaceLoRAEngines(pl, pool, fg, cur)
+	return pl, fg
+}
+
+// Engines take whole idle GPUs of the fleet beside the other tenants; the plan is valid against
+// the whole pool; the summary counts them; every adapter tenant names its engine with the
+// planner's reason.
+func TestPlaceLoRAEngines(t *testing.T) {
+	pool := loraFleetPool(t, 4, 4) // 60 req/s of adapters: more than one engine
+	base, err := Build(context.Background(), &v1.Pool{APIVersion: pool.APIVersion, Kind: pool.Kind, Metadata: pool.Metadata,
+		Fleet: pool.Fleet, Policy: pool.Policy, Tenants: pool.Tenants[:1]}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, fg := planWithLoRA(t, pool, nil)
+	if err := v1.ValidatePlan(pl, pool); err != nil {
+		t.Fatal(err)
+	}
+	engines := len(fg[0].Plan.Engines)
+	if engines < 2 || len(pl.LoRAEngines) != engines {
+		t.Fatalf("%d engines planned, %d in the plan", engines, len(pl.LoRAEngines))
+	}
+	if pl.Summary.GPUsUsed != base.Summary.GPUsUsed+engines || pl.Summary.LowerBound != base.Summary.LowerBound+fg[0].Bound {
+		t.Errorf("summary %+v: want %d GPUs used and bound %d + %d", pl.Summary, base.Summary.GPUsUsed+engines, base.Summary.LowerBound, fg[0].Bound)
+	}
+	for i, b := range pl.Summary.Baselines {
+		if b.GPUs != base.Summary.Baselines[i].GPUs+engines {
+			t.Errorf("baseline %s: %d, want %d + %d engines", b.Name, b.GPUs, base.Summary.Baselines[i].GPUs, engines)
+		}
+	}
+	for i, tn := range pl.Tenants {
+		if tn.Name != pool.Tenants[i].Name {
+			t.Errorf("tenants[%d] = %s, want pool order (%s)", i, tn.Name, pool.Tenants[i].Name)
+		}
+		if i > 0 && (len(tn.LoRAEngines) == 0 || tn.Reasons[0].Code != v1.ReasonLoRAEngine || !strings.Contains(tn.Reasons[0].Message, "engine")) {
+			t.Errorf("tenant %+v", tn)
+		}
+	}
+	// Re-planning keeps each engine on the GPU the plan in force gives it, even when an earlier
+	// idle GPU would do: here the plan in force has them on the last GPUs.
+	cur := *pl
+	cur.GPUs = append([]v1.PlanGPU(nil), pl.GPUs...)
+	cur.LoRAEngines = append([]v1.PlanLoRAEngine(nil), pl.LoRAEngines...)
+	last := len(cur.GPUs) - 1
+	for i := range cur.LoRAEngines {
+		from := cur.LoRAEngines[i].GPU
+		to := cur.GPUs[last-i].Ref()
+		for j := range cur.GPUs {
+			switch cur.GPUs[j].Ref() {
+			case from:
+				cur.GPUs[j].LoRAEngine, cur.GPUs[j].Role = "", v1.RoleIdle
+			}
+		}
+		cur.LoRAEngines[i].GPU = to
+	}
+	for i := range cur.LoRAEngines {
+		cur.GPUs[last-i].LoRAEngine, cur.GPUs[last-i].Role = cur.LoRAEngines[i].Name, v1.RolePool
+	}
+	if err := v1.ValidatePlan(&cur, pool); err != nil {
+		t.Fatalf("moved plan: %v", err)
+	}
+	next, _ := planWithLoRA(t, pool, &cur)
+	for i, e := range next.LoRAEngines {
+		if e.GPU != cur.LoRAEngines[i].GPU {
+			t.Errorf("engine %s re-planned onto %s, want it kept on %s", e.Name, e.GPU, cur.LoRAEngines[i].GPU)
+		}
+	}
+}
+
+// An engine that finds no idle GPU makes its adapters infeasible with a NoCapacity reason; the
+// rest is planned and the plan stays valid.
+func TestPlaceLoRAEnginesShortOfGPUs(t *testing.T) {
+	pool := loraFleetPool(t, 2, 4) // chat takes one GPU; the adapters need more than one engine
+	pl, fg := planWithLoRA(t, pool, nil)
+	if err := v1.ValidatePlan(pl, pool); err != nil {
+		t.Fatal(err)
+	}
+	if len(fg[0].Plan.Engines) < 2 || len(pl.LoRAEngines) != 1 {
+		t.Fatalf("%d engines planned, %d placed, want ≥ 2 and 1", len(fg[0].Plan.Engines), len(pl.LoRAEngines))
+	}
+	short := 0
+	for _, tn := range pl.Tenants {
+		if tn.Infeasible {
+			short++
+			if r := tn.Reasons[len(tn.Reasons)-1]; r.Code != v1.ReasonNoCapacity || !strings.Contains(r.Message, "leave none idle") {
+				t.Errorf("tenant %s reasons %+v", tn.Name, tn.Reasons)
+			}
+		}
+	}
+	if short == 0 {
+		t.Error("no adapter tenant is infeasible")
+	}
+}
