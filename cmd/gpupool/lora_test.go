@@ -263,9 +263,15 @@ func adapterDirOf(t *testing.T, poolFile string) string {
 	return p.Tenants[0].Model.Adapter.Dir
 }
 
-// The 200-adapter example is all shared adapters: plan --out exits 0 and renders each engine's
-// Deployment pinned to the node of its planned GPU.
+// The 200-adapter example is all shared adapters: plan --out exits 0 (no renderer problem) and
+// renders each engine's Deployment pinned to the node of its planned GPU; so does the mixed
+// example, engines beside ordinary tenants.
 func TestPlanOutLoRA200(t *testing.T) {
+	mixed := filepath.Join(t.TempDir(), "mixed")
+	if _, stderr, code := runCmd(t, "plan", "../../examples/lora-mixed.yaml", "--out", mixed, "--gateway", "gw"); code != 0 ||
+		!strings.Contains(stderr, "1 shared LoRA engine") {
+		t.Fatalf("lora-mixed: exit %d: %s", code, stderr)
+	}
 	out := filepath.Join(t.TempDir(), "out")
 	_, stderr, code := runCmd(t, "plan", "../../examples/lora-200.yaml", "--out", out)
 	if code != 0 || !strings.Contains(stderr, "3 shared LoRA engines") {

@@ -91,7 +91,8 @@ type LoRAFleetGroup struct {
 // PlaceLoRAEngines puts the shared groups' engines into pl, a plan of the pool's other tenants
 // made on the whole fleet: each engine takes a whole GPU of its board that pl leaves idle (the
 // one the plan in force, cur, gives the same engine when that is idle, else the first in fleet
-// order), which becomes a pool GPU of mode exclusive naming the engine. Every adapter tenant gets
+// order on a node whose whole GPUs are not shared by MPS or time-slicing, else the first), which
+// becomes a pool GPU of mode exclusive naming the engine. Every adapter tenant gets
 // its plan entry with the engines that serve it and the planner's reason; an engine no idle GPU
 // is left for makes its adapters infeasible (NoCapacity). The summary counts the engines' GPUs
 // as used, adds the groups' bounds (LoRABound: the engines run on GPUs of their own, so the
@@ -105,6 +106,14 @@ func PlaceLoRAEngines(pl *v1.Plan, pool *v1.Pool, groups []LoRAFleetGroup, cur *
 		}
 	}
 	free := func(i int) bool { g := pl.GPUs[i]; return g.Role == v1.RoleIdle && g.ReplicaCount() == 0 }
+	// The device plugin shares every whole GPU of a node alike: an engine (an unshared whole GPU)
+	// goes to a node whose whole GPUs are not MPS- or time-slice-shared when there is one.
+	sharedWhole := map[string]bool{}
+	for _, g := range pl.GPUs {
+		if (g.Mode == v1.ModeMPS || g.Mode == v1.ModeTimeSlice) && len(g.Replicas) > 0 {
+			sharedWhole[g.Node] = true
+		}
+	}
 	entries := map[string]*v1.PlanTenant{}
 	var order []string
 	placed := 0
@@ -119,7 +128,7 @@ func PlaceLoRAEngines(pl *v1.Plan, pool *v1.Pool, groups []LoRAFleetGroup, cur *
 					at = i
 					break
 				}
-				if at < 0 {
+				if at < 0 || sharedWhole[pl.GPUs[at].Node] && !sharedWhole[g.Node] {
 					at = i
 				}
 			}
