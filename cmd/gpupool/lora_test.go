@@ -337,3 +337,72 @@ func TestLoRACommandSplitsEngineCost(t *testing.T) {
 		t.Errorf("ad-001 (13.6 req/s) pays %v, ad-200 (0.068 req/s) %v", g.MonthlyCost["ad-001"], g.MonthlyCost["ad-200"])
 	}
 }
+
+// simulate runs a plan's shared LoRA engines with their adapters beside the other tenants'
+// replicas, and its bill and `cost` (planned, and from the simulation) split each engine among
+// its adapters by tokens: every adapter of the engine pays the same per output token, and the
+// busiest adapter pays most.
+func TestSimulateAndCostWithLoRAEngines(t *testing.T) {
+	pool := "../../examples/lora-mixed.yaml"
+	planY, stderr, code := runCmd(t, "plan", pool, "-o", "yaml")
+	if code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, stderr)
+	}
+	planFile := writeTemp(t, "plan.yaml", planY)
+	repJ, stderr, code := runCmd(t, "simulate", pool, "--plan", planFile, "--duration", "1m", "-o", "json")
+	if code != 0 {
+		t.Fatalf("simulate: exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Tenants     []struct{ Name string }
+		LoRAEngines []loraEngineRun `json:"loraEngines"`
+		Cost        struct{ Tenants []struct{ Name string } }
+	}
+	if err := json.Unmarshal([]byte(repJ), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.LoRAEngines) != 1 || len(rep.LoRAEngines[0].Adapters) != 24 || !rep.LoRAEngines[0].MeetsAll ||
+		rep.LoRAEngines[0].DynamicJoules <= 0 || rep.LoRAEngines[0].Loads < 24 {
+		t.Fatalf("loraEngines %+v", rep.LoRAEngines)
+	}
+	for _, tn := range rep.Tenants {
+		if strings.HasPrefix(tn.Name, "ad-") && tn.Name != "ad-secure" {
+			t.Errorf("adapter tenant %s in the replica simulator", tn.Name)
+		}
+	}
+	if len(rep.Cost.Tenants) != 28 {
+		t.Errorf("the simulation's bill has %d tenants, want all 28", len(rep.Cost.Tenants))
+	}
+	repFile := writeTemp(t, "sim.json", repJ)
+	// (planned: an hour's offered tokens, rounded to whole tokens, so equal to 1e-5; simulated:
+	// the tokens computed, to 1e-9)
+	for i, args := range [][]string{{"cost", planFile, "--pool", pool, "-o", "json"}, {"cost", planFile, "--pool", pool, "--from", repFile, "-o", "json"}} {
+		tol := []float64{1e-5, 1e-9}[i]
+		out, stderr, code := runCmd(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		var c costOutput
+		if err := json.Unmarshal([]byte(out), &c); err != nil {
+			t.Fatal(err)
+		}
+		jpt := map[string]float64{}
+		charge := map[string]float64{}
+		for _, m := range c.Monthly {
+			jpt[m.Name], charge[m.Name] = m.JPerOutputToken, *m.Chargeback
+		}
+		if len(jpt) != 30 || !(jpt["ad-01"] > 0) || charge["ad-01"] <= charge["ad-24"] {
+			t.Fatalf("%v: rows %v", args, charge)
+		}
+		for n, v := range jpt {
+			if strings.HasPrefix(n, "ad-") && n != "ad-secure" && math.Abs(v-jpt["ad-01"]) > tol*jpt["ad-01"] {
+				t.Errorf("%v: %s pays %v J per output token, ad-01 %v: the engine's energy is not split by tokens", args, n, v, jpt["ad-01"])
+			}
+		}
+	}
+	// A report without the engines' runs does not bill them silently as idle.
+	if _, stderr, code := runCmd(t, "cost", planFile, "--pool", pool, "--from", writeTemp(t, "empty.json", `{"durationSeconds": 60}`)); code != 1 ||
+		!strings.Contains(stderr, "the report none") {
+		t.Errorf("report without engines: exit %d: %s", code, stderr)
+	}
+}
