@@ -40,7 +40,9 @@ func newCostCmd(e *env) *cobra.Command {
 			"the load is the plan's prediction (planned); --from REPORT takes it from a `gpupool simulate -o json`\n" +
 			"report of the same plan (simulated); --from START --from END --period D takes it from two reads of the\n" +
 			"node agents' /metrics, D apart (measured: the energy counters' increase, the agents' idle line and each\n" +
-			"tenant's energy per GPU). Prices the pool does not give are not made up: the figures that\n" +
+			"tenant's energy per GPU). A shared LoRA engine's GPU is split among its adapter tenants by the tokens it\n" +
+			"computed for each (planned: their offered tokens; simulated: the report's loraEngines).\n" +
+			"Prices the pool does not give are not made up: the figures that\n" +
 			"need them are left out and the notes say why. -o csv (or --csv) writes the table as CSV.",
 		Args: cobra.ExactArgs(1),
 	}

@@ -435,9 +435,10 @@ func shortDur(d v1.Duration) string {
 }
 
 // withoutSharedAdapters takes out of pool the adapter tenants that may share a base-model engine
-// (plan.GroupLoRA: not hard-isolated): `gpupool lora` plans them, many adapters to an engine,
-// where this planner would give each its own replica of the base model. It returns the rest of
-// the pool (pool itself when nothing is taken) and the groups taken, by key.
+// (plan.GroupLoRA: not hard-isolated): they are planned onto shared engines (planLoRAFleet,
+// plan.PlaceLoRAEngines), where this planner would give each its own replica of the base model.
+// It returns the rest of the pool (pool itself when nothing is taken) and the groups taken, by
+// key.
 func withoutSharedAdapters(pool *v1.Pool) (*v1.Pool, map[string][]string) {
 	groups, _ := plan.GroupLoRA(pool, nil)
 	if len(groups) == 0 {

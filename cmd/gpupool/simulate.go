@@ -37,7 +37,9 @@ func newSimulateCmd(e *env) *cobra.Command {
 			"traffic (or replays --trace) and reports per tenant TTFT, TPOT and end-to-end p50/p95/p99, SLO\n" +
 			"attainment, goodput and tokens/s; per GPU utilisation and energy; and Jain's fairness index.\n" +
 			"--strategy builds a uniform plan (exclusive, mig, mps or timeslice) instead of reading one, so\n" +
-			"that strategies can be compared on the same traffic. The same input and seed give the same\n" +
+			"that strategies can be compared on the same traffic. A plan's shared LoRA engines (loraEngines) run in\n" +
+			"the LoRA engine simulator with their adapters, and the bill splits each among its adapters by tokens.\n" +
+			"The same input and seed give the same\n" +
 			"output. A plan that does not match the pool, or a slice too small for its model, is rejected.",
 		Example: "  gpupool simulate examples/h100-7b-sharing.yaml --strategy mps\n" +
 			"  gpupool simulate pool.yaml --plan plan.yaml --duration 1h --seed 7 -o json --plot out/\n" +
