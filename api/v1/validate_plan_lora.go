@@ -88,6 +88,11 @@ func (c *planChecker) checkLoRAEngines() {
 			}
 		}
 	}
+	for i, g := range c.plan.GPUs {
+		if g.LoRAEngine != "" && !slices.ContainsFunc(c.plan.LoRAEngines, func(e PlanLoRAEngine) bool { return e.Name == g.LoRAEngine }) {
+			c.errs.add(field(index("gpus", i), "loraEngine"), "unknown LoRA engine %q (not in loraEngines)", g.LoRAEngine)
+		}
+	}
 	for i, t := range c.plan.Tenants {
 		p := field(index("tenants", i), "loraEngines")
 		if len(t.LoRAEngines) > 0 && (len(t.Replicas) > 0 || len(c.replicas[t.Name]) > 0) {

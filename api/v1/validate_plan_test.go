@@ -347,6 +347,8 @@ func TestValidatePlanLoRAEngines(t *testing.T) {
 			`gpus[6].mode: a GPU that runs a LoRA engine has mode "exclusive" (got "mps")`},
 		{"GPU does not name it", func(p *Plan, _ *Pool) { p.GPUs[6].LoRAEngine = ""; p.GPUs[6].Role = RoleIdle; p.Summary.GPUsUsed-- },
 			`loraEngines[0].gpu: no GPU names engine "e-0" in loraEngine`},
+		{"GPU names an unknown engine", func(p *Plan, _ *Pool) { p.GPUs[7].LoRAEngine, p.GPUs[7].Role = "e-9", RolePool; p.Summary.GPUsUsed++ },
+			`gpus[7].loraEngine: unknown LoRA engine "e-9" (not in loraEngines)`},
 		{"engine GPU differs", func(p *Plan, _ *Pool) { p.LoRAEngines[0].GPU.Index = 7 },
 			`loraEngines[0].gpu: "gpu-node-a/7", but the engine runs on "gpu-node-a/6"`},
 		{"limits", func(p *Plan, _ *Pool) {
