@@ -234,10 +234,9 @@ func loraInputs(pool *v1.Pool, base, boardName string) ([]loraGroupIn, []plan.Lo
 			return nil, nil, nil, fmt.Errorf("group %s: %w", g.Key, err)
 		}
 		// Groups of one base model in different trust groups get engines of distinct names.
-		prefix := engineName(t)
-		if prefixes[prefix]++; prefixes[prefix] > 1 {
-			prefix = fmt.Sprintf("%s-g%d", prefix, prefixes[prefix])
-		}
+		base := plan.LoRAEnginePrefix(t, 1)
+		prefixes[base]++
+		prefix := plan.LoRAEnginePrefix(t, prefixes[base])
 		out = append(out, loraGroupIn{in: plan.LoRAInput{Group: g, Engine: eng, Cost: lc, Prefix: prefix}, board: b, base: t, arch: a})
 	}
 	return out, solos, names, nil
@@ -337,14 +336,6 @@ func baseArch(t v1.Tenant, base string) (llm.Arch, error) {
 		return m.Arch, nil
 	}
 	return llm.Lookup(t.Model.Name)
-}
-
-func engineName(t v1.Tenant) string {
-	n := t.Model.Name
-	if n == "" {
-		n = "model"
-	}
-	return strings.ReplaceAll(n, ".", "-") + "-lora"
 }
 
 func adapterPaths(p *v1.Pool) map[string]string {

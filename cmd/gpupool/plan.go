@@ -97,25 +97,21 @@ func runPlan(e *env, a planArgs) error {
 	if err != nil {
 		return invalid(err)
 	}
-	rest, shared := withoutSharedAdapters(pool)
-	var lora []plan.LoRAFleetGroup
-	if len(shared) > 0 {
-		if lora, _, err = planLoRAFleet(pool, filepath.Dir(a.pool)); err != nil {
-			return invalid(err)
-		}
+	adapters, _, err := loadAdapters(pool, filepath.Dir(a.pool))
+	if err != nil {
+		return invalid(err)
 	}
 	o := plan.Options{Models: models, Profiles: profiles, Current: cur}
 	if a.maxMoves >= 0 {
 		o.MaxMoves = &a.maxMoves
 	}
-	pl, err := plan.Build(e.ctx, rest, o)
+	pl, lora, err := plan.BuildWithLoRA(e.ctx, pool, o, adapters)
 	if err != nil {
 		if e.ctx.Err() != nil {
 			return err
 		}
 		return invalid(err)
 	}
-	plan.PlaceLoRAEngines(pl, pool, lora, cur)
 	for _, g := range lora {
 		fmt.Fprintf(e.stderr, "plan: %s on %s (one replica per adapter: %d); lower bound %s\n",
 			plural(len(g.Plan.Engines), "shared LoRA engine"), g.Board, len(g.Plan.Reasons), g.Why)
@@ -432,32 +428,4 @@ func shortDur(d v1.Duration) string {
 		return x.Round(10 * time.Millisecond).String()
 	}
 	return x.Round(100 * time.Microsecond).String()
-}
-
-// withoutSharedAdapters takes out of pool the adapter tenants that may share a base-model engine
-// (plan.GroupLoRA: not hard-isolated): they are planned onto shared engines (planLoRAFleet,
-// plan.PlaceLoRAEngines), where this planner would give each its own replica of the base model.
-// It returns the rest of the pool (pool itself when nothing is taken) and the groups taken, by
-// key.
-func withoutSharedAdapters(pool *v1.Pool) (*v1.Pool, map[string][]string) {
-	groups, _ := plan.GroupLoRA(pool, nil)
-	if len(groups) == 0 {
-		return pool, nil
-	}
-	shared := map[string][]string{}
-	taken := map[string]bool{}
-	for _, g := range groups {
-		for _, a := range g.Adapters {
-			shared[g.Key] = append(shared[g.Key], a.Tenant)
-			taken[a.Tenant] = true
-		}
-	}
-	rest := *pool
-	rest.Tenants = nil
-	for _, t := range pool.Tenants {
-		if !taken[t.Name] {
-			rest.Tenants = append(rest.Tenants, t)
-		}
-	}
-	return &rest, shared
 }

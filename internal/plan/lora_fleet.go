@@ -1,12 +1,16 @@
 package plan
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
+	"strings"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/llm"
 	"gpupool.dev/gpupool/internal/perf"
 )
@@ -224,4 +228,128 @@ func LoRAGroupsOf(pl *v1.Plan) []string {
 		}
 	}
 	return out
+}
+
+// LoRAEnginePrefix names a group's engines (PREFIX-0, PREFIX-1, …) after its base model: the
+// catalog name with '.' as '-' ("llama-3-1-8b-lora"), "model-lora" for a checkpoint folder; the
+// n-th group (from 1) of one prefix adds "-g<n>" from the second on.
+func LoRAEnginePrefix(t v1.Tenant, n int) string {
+	name := t.Model.Name
+	if name == "" {
+		name = "model"
+	}
+	p := strings.ReplaceAll(name, ".", "-") + "-lora"
+	if n > 1 {
+		p = fmt.Sprintf("%s-g%d", p, n)
+	}
+	return p
+}
+
+// BuildWithLoRA plans pool with its adapter tenants that may share a base-model engine
+// (GroupLoRA) on shared LoRA engines: each group is planned by PlanLoRA on whole GPUs of the
+// fleet's first board and bounded by LoRABound over every board of the fleet that holds its base
+// model; the other tenants (hard-isolated adapter tenants among them) are planned by Build; then
+// PlaceLoRAEngines puts the engines on the GPUs Build leaves idle. adapters holds the adapters
+// read from PEFT folders, by tenant (their rank and bytes); a base model given by dir comes from
+// o.Models. Without shared adapter tenants it is Build. It returns the groups too.
+func BuildWithLoRA(ctx context.Context, pool *v1.Pool, o Options, adapters map[string]llm.Adapter) (*v1.Plan, []LoRAFleetGroup, error) {
+	if pool == nil {
+		return nil, nil, errors.New("build plan: no pool")
+	}
+	groups, _ := GroupLoRA(pool, adapters)
+	if len(groups) == 0 {
+		pl, err := Build(ctx, pool, o)
+		return pl, nil, err
+	}
+	var boards []*gpu.Board
+	for _, n := range pool.Fleet.Nodes {
+		for _, g := range n.GPUs {
+			if b, err := gpu.Lookup(g.Board); err == nil && !slices.Contains(boards, b) {
+				boards = append(boards, b)
+			}
+		}
+	}
+	if len(boards) == 0 {
+		return nil, nil, errors.New("build plan: shared LoRA engines need a fleet with a known board")
+	}
+	names := map[string]string{}
+	for _, t := range pool.Tenants {
+		if t.Model.Adapter != nil {
+			names[t.Name] = t.Model.Adapter.Name
+		}
+	}
+	var fg []LoRAFleetGroup
+	taken := map[string]bool{}
+	prefixes := map[string]int{}
+	for _, g := range groups {
+		t := tenantOf(pool, g.Adapters[0].Tenant)
+		a, err := baseArchOf(t, o.Models)
+		if err != nil {
+			return nil, nil, fmt.Errorf("build plan: lora group %s: %w", g.Key, err)
+		}
+		for i := range g.Adapters {
+			if g.Adapters[i].Bytes == 0 {
+				g.Adapters[i].Bytes, _ = llm.LoRAAdapterBytes(a, g.Adapters[i].Rank, nil)
+			}
+			taken[g.Adapters[i].Tenant] = true
+		}
+		var lb []LoRABoard
+		for _, b := range boards {
+			eng, lc, err := perf.PlaceLoRA(a, t.Model.Quantization, b)
+			if err != nil {
+				continue // the base model does not fit a whole GPU of this board
+			}
+			lb = append(lb, LoRABoard{Board: b.Name, Engine: eng, Cost: lc})
+		}
+		if len(lb) == 0 || lb[0].Board != boards[0].Name {
+			return nil, nil, fmt.Errorf("build plan: lora group %s: the base model does not fit a whole %s, the fleet's first board", g.Key, boards[0].Name)
+		}
+		base := LoRAEnginePrefix(t, 1)
+		prefixes[base]++
+		p, err := PlanLoRA(LoRAInput{Group: g, Engine: lb[0].Engine, Cost: lb[0].Cost, Prefix: LoRAEnginePrefix(t, prefixes[base])})
+		if err != nil {
+			return nil, nil, fmt.Errorf("build plan: %w", err)
+		}
+		bound, why, err := LoRABound(g, lb)
+		if err != nil {
+			return nil, nil, fmt.Errorf("build plan: %w", err)
+		}
+		fg = append(fg, LoRAFleetGroup{Plan: p, Board: boards[0].Name, Model: t.Model.Name, ModelDir: t.Model.Dir,
+			Quantization: string(t.Model.Quantization), AdapterName: names, Bound: bound, Why: why})
+	}
+	rest := *pool
+	rest.Tenants = nil
+	for _, t := range pool.Tenants {
+		if !taken[t.Name] {
+			rest.Tenants = append(rest.Tenants, t)
+		}
+	}
+	pl, err := Build(ctx, &rest, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	PlaceLoRAEngines(pl, pool, fg, o.Current)
+	return pl, fg, nil
+}
+
+func tenantOf(p *v1.Pool, name string) v1.Tenant {
+	for _, t := range p.Tenants {
+		if t.Name == name {
+			return t
+		}
+	}
+	return v1.Tenant{}
+}
+
+// baseArchOf is a tenant's base model: its checkpoint folder as loaded (models, by tenant), or
+// its catalog entry.
+func baseArchOf(t v1.Tenant, models map[string]llm.Model) (llm.Arch, error) {
+	if t.Model.Dir != "" {
+		m, ok := models[t.Name]
+		if !ok {
+			return llm.Arch{}, fmt.Errorf("tenant %s: model dir %s is not loaded", t.Name, t.Model.Dir)
+		}
+		return m.Arch, nil
+	}
+	return llm.Lookup(t.Model.Name)
 }

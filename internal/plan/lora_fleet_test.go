@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	v1 "gpupool.dev/gpupool/api/v1"
-	"gpupool.dev/gpupool/internal/llm"
 )
 
 func loraBoards(t testing.TB) []LoRABoard {
@@ -100,44 +99,40 @@ tenants:
 	return p
 }
 
-// planWithLoRA plans pool as `gpupool plan` does: the others by Build, the shared groups by
-// PlanLoRA, placed by PlaceLoRAEngines.
+// planWithLoRA plans pool as `gpupool plan` does (BuildWithLoRA).
 func planWithLoRA(t testing.TB, pool *v1.Pool, cur *v1.Plan) (*v1.Plan, []LoRAFleetGroup) {
 	t.Helper()
-	groups, _ := GroupLoRA(pool, nil)
-	var fg []LoRAFleetGroup
-	taken := map[string]bool{}
-	for _, g := range groups {
-		in := loraInput(t, 1, 1)
-		in.Group, in.Prefix = g, "llama-lora"
-		p, err := PlanLoRA(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, why, err := LoRABound(g, loraBoards(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		names := map[string]string{}
-		for _, a := range g.Adapters {
-			names[a.Tenant], taken[a.Tenant] = a.Adapter, true
-		}
-		fg = append(fg, LoRAFleetGroup{Plan: p, Board: "H100-SXM5-80GB", Model: "llama-3.1-8b", Quantization: string(llm.QuantBF16),
-			AdapterName: names, Bound: n, Why: why})
-	}
-	rest := *pool
-	rest.Tenants = nil
-	for _, tn := range pool.Tenants {
-		if !taken[tn.Name] {
-			rest.Tenants = append(rest.Tenants, tn)
-		}
-	}
-	pl, err := Build(context.Background(), &rest, Options{Current: cur})
+	pl, fg, err := BuildWithLoRA(context.Background(), pool, Options{Current: cur}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	PlaceLoRAEngines(pl, pool, fg, cur)
 	return pl, fg
+}
+
+// Without shared adapter tenants BuildWithLoRA is Build; a base model given by dir must be
+// loaded (Options.Models), as for Build.
+func TestBuildWithLoRAWithoutAdapters(t *testing.T) {
+	pool := loraFleetPool(t, 2, 0)
+	a, _, err := BuildWithLoRA(context.Background(), pool, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Build(context.Background(), pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ya, _ := v1.EncodeYAML(a)
+	yb, _ := v1.EncodeYAML(b)
+	if string(ya) != string(yb) || len(a.LoRAEngines) != 0 {
+		t.Errorf("BuildWithLoRA without adapters differs from Build:\n%s\n%s", ya, yb)
+	}
+	pool = loraFleetPool(t, 2, 2)
+	for i := 1; i < len(pool.Tenants); i++ {
+		pool.Tenants[i].Model.Name, pool.Tenants[i].Model.Dir = "", "/models/base"
+	}
+	if _, _, err := BuildWithLoRA(context.Background(), pool, Options{}, nil); err == nil || !strings.Contains(err.Error(), "is not loaded") {
+		t.Errorf("dir base without its model: %v", err)
+	}
 }
 
 // Engines take whole idle GPUs of the fleet beside the other tenants; the plan is valid against
