@@ -130,6 +130,9 @@ func TestPlanLoRAEngineArtifacts(t *testing.T) {
 	if mounts != 2 || ro != 2 {
 		t.Errorf("%d hostPath volumes, %d read-only mounts, want 2 and 2", mounts, ro)
 	}
+	if svg := string(files["pool-map.svg"]); !strings.Contains(svg, "shared LoRA engine base-lora-0") {
+		t.Error("the pool map does not show the engine")
+	}
 	if dp := decodeDP(t, files["device-plugin/n1.yaml"]); dp.Sharing != nil {
 		t.Errorf("n1 shares its GPUs: %+v", dp.Sharing)
 	}
