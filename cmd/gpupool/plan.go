@@ -122,7 +122,8 @@ func runPlan(e *env, a planArgs) error {
 	}
 	var steps []plan.Step
 	if cur != nil {
-		steps = plan.Migration(cur, pl, pool.Policy.MaxUnavailable.Resolve(pl.Summary.GPUsTotal))
+		mu := pool.Policy.MaxUnavailable.Resolve(pl.Summary.GPUsTotal)
+		steps = plan.LoRAEngineSteps(cur, pl, plan.Migration(cur, pl, mu), mu)
 	}
 	var problems []string
 	if a.outDir != "" {
@@ -270,7 +271,10 @@ func writeMigration(w io.Writer, steps []plan.Step) error {
 	fmt.Fprintln(tw, "WAVE\tSTEP\tGPU\tTENANT\tDRAIN\tFROM\tTO")
 	for _, s := range steps {
 		tenant := s.Tenant
-		if tenant == "" {
+		switch {
+		case s.LoRAEngine != "":
+			tenant = "lora:" + s.LoRAEngine
+		case tenant == "":
 			tenant = "-"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\t%s\t%s\n", s.Wave, s.Kind, s.GPU, tenant, s.Drain, s.From, s.To)

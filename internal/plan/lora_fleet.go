@@ -353,3 +353,77 @@ func baseArchOf(t v1.Tenant, models map[string]llm.Model) (llm.Arch, error) {
 	}
 	return llm.Lookup(t.Model.Name)
 }
+
+// LoRAEngineSteps lists the shared LoRA engines that start, move, restart or stop between the
+// plan in force cur and next, after the replica steps (steps, from Migration): an engine of next
+// not in cur starts on its GPU, one whose GPU changes moves (its Deployment stops the old pod and
+// starts the new: no surge), one whose limits or adapters change restarts in place, one of cur not
+// in next stops. Starts come first, in the wave after the last of steps; moves and restarts follow,
+// at most maxUnavailable a wave (each leaves its adapters without that engine for a while); stops
+// last. It returns steps with the engines' steps appended.
+func LoRAEngineSteps(cur, next *v1.Plan, steps []Step, maxUnavailable int) []Step {
+	maxUnavailable = max(maxUnavailable, 1)
+	wave := 0
+	for _, s := range steps {
+		wave = max(wave, s.Wave)
+	}
+	was := map[string]v1.PlanLoRAEngine{}
+	for _, e := range cur.LoRAEngines {
+		was[e.Name] = e
+	}
+	describe := func(e v1.PlanLoRAEngine) string {
+		return fmt.Sprintf("lora engine (%d adapters, max_loras %d)", len(e.Adapters), e.MaxLoRAs)
+	}
+	var starts, changes, stops []Step
+	for _, e := range next.LoRAEngines {
+		old, ok := was[e.Name]
+		switch {
+		case !ok:
+			starts = append(starts, Step{Kind: StepStart, GPU: e.GPU, LoRAEngine: e.Name, From: "none", To: describe(e)})
+		case old.GPU != e.GPU:
+			changes = append(changes, Step{Kind: StepMove, GPU: e.GPU, LoRAEngine: e.Name, From: old.GPU.String(), To: e.GPU.String()})
+		case !sameEngine(old, e):
+			changes = append(changes, Step{Kind: StepRestart, GPU: e.GPU, LoRAEngine: e.Name, From: describe(old), To: describe(e)})
+		}
+		delete(was, e.Name)
+	}
+	for _, e := range cur.LoRAEngines {
+		if _, gone := was[e.Name]; gone {
+			stops = append(stops, Step{Kind: StepStop, GPU: e.GPU, LoRAEngine: e.Name, From: describe(e), To: "none"})
+		}
+	}
+	if len(starts) > 0 {
+		wave++
+		for i := range starts {
+			starts[i].Wave = wave
+		}
+	}
+	for i := range changes {
+		if i%maxUnavailable == 0 {
+			wave++
+		}
+		changes[i].Wave = wave
+	}
+	if len(stops) > 0 {
+		wave++
+		for i := range stops {
+			stops[i].Wave = wave
+		}
+	}
+	return append(append(append(steps, starts...), changes...), stops...)
+}
+
+// sameEngine says whether two listings of an engine run the same server: base model, limits
+// and adapters (rates aside, which the server does not see).
+func sameEngine(a, b v1.PlanLoRAEngine) bool {
+	if a.Model != b.Model || a.ModelDir != b.ModelDir || a.Quantization != b.Quantization || a.MaxLoRAs != b.MaxLoRAs ||
+		a.MaxLoRARank != b.MaxLoRARank || a.MaxCPULoRAs != b.MaxCPULoRAs || len(a.Adapters) != len(b.Adapters) {
+		return false
+	}
+	for i := range a.Adapters {
+		if a.Adapters[i].Tenant != b.Adapters[i].Tenant || a.Adapters[i].Adapter != b.Adapters[i].Adapter {
+			return false
+		}
+	}
+	return true
+}

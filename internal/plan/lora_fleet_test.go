@@ -224,3 +224,34 @@ func TestPlaceLoRAEnginesShortOfGPUs(t *testing.T) {
 		t.Error("no adapter tenant is infeasible")
 	}
 }
+
+// Engines that appear start first, after the replica steps; moved and changed engines follow,
+// maxUnavailable a wave; engines that go stop last; an unchanged engine (rates aside) has no step.
+func TestLoRAEngineSteps(t *testing.T) {
+	eng := func(name string, node string, idx, maxLoRAs int, adapters ...string) v1.PlanLoRAEngine {
+		e := v1.PlanLoRAEngine{Name: name, GPU: v1.GPURef{Node: node, Index: idx}, Model: "m", MaxLoRAs: maxLoRAs, MaxLoRARank: 16, MaxCPULoRAs: maxLoRAs}
+		for _, a := range adapters {
+			e.Adapters = append(e.Adapters, v1.PlanLoRAAdapter{Tenant: a, Adapter: a + "-lora", RPS: 1})
+		}
+		return e
+	}
+	cur := &v1.Plan{LoRAEngines: []v1.PlanLoRAEngine{eng("same", "n", 0, 2, "a", "b"), eng("moved", "n", 1, 2, "c"),
+		eng("changed", "n", 2, 2, "d"), eng("changed2", "n", 3, 2, "e"), eng("gone", "n", 4, 1, "f")}}
+	same := eng("same", "n", 0, 2, "a", "b")
+	same.Adapters[0].RPS = 7 // a rate the server does not see
+	next := &v1.Plan{LoRAEngines: []v1.PlanLoRAEngine{same, eng("moved", "n", 5, 2, "c"), eng("changed", "n", 2, 4, "d"),
+		eng("changed2", "n", 3, 2, "e", "g"), eng("new", "n", 6, 1, "h")}}
+	replica := []Step{{Wave: 3, Kind: StepGPU}}
+	got := LoRAEngineSteps(cur, next, replica, 1)
+	var lines []string
+	for _, s := range got[1:] {
+		lines = append(lines, fmt.Sprintf("%d %s %s %s", s.Wave, s.Kind, s.LoRAEngine, s.GPU))
+	}
+	want := "4 start new n/6|5 move moved n/5|6 restart changed n/2|7 restart changed2 n/3|8 stop gone n/4"
+	if g := strings.Join(lines, "|"); g != want || got[0].Kind != StepGPU {
+		t.Errorf("steps\n%s\nwant\n%s", g, want)
+	}
+	if got := LoRAEngineSteps(cur, cur, nil, 2); len(got) != 0 {
+		t.Errorf("no change: %+v", got)
+	}
+}
