@@ -217,15 +217,7 @@ func TestPlanPlacesSharedLoRAEngines(t *testing.T) {
 	if _, stderr, code := runCmd(t, "plan", pool, "--out", out, "--gateway", "gw", "--namespace", "ml"); code != 0 {
 		t.Fatalf("plan --out: exit %d: %s", code, stderr)
 	}
-	y, err := os.ReadFile(filepath.Join(out, "k8s", e.Name+".yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d appsv1.Deployment
-	if err := yaml.UnmarshalStrict(y, &d); err != nil {
-		t.Fatal(err)
-	}
-	spec := d.Spec.Template.Spec
+	spec := readDeployment(t, filepath.Join(out, "k8s", e.Name+".yaml")).Spec.Template.Spec
 	c := spec.Containers[0]
 	args := strings.Join(c.Args, " ")
 	if !strings.Contains(args, "a-lora=/adapters/a-lora") || !strings.Contains(args, "b-lora=acme/b") {
@@ -247,6 +239,20 @@ func TestPlanPlacesSharedLoRAEngines(t *testing.T) {
 	if g, err := os.ReadFile(filepath.Join(out, "gateway", e.Name+".yaml")); err != nil || !strings.Contains(string(g), "kind: InferencePool") {
 		t.Errorf("gateway objects: %v\n%s", err, g)
 	}
+}
+
+// readDeployment reads one rendered Deployment, strictly.
+func readDeployment(t *testing.T, path string) appsv1.Deployment {
+	t.Helper()
+	y, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d appsv1.Deployment
+	if err := yaml.UnmarshalStrict(y, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // adapterDirOf is tenant a's adapter folder in the pool file.
@@ -289,14 +295,7 @@ func TestPlanOutLoRA200(t *testing.T) {
 		t.Fatalf("%d engines, %d GPUs used, want 3 and 3", len(pl.LoRAEngines), pl.Summary.GPUsUsed)
 	}
 	for _, e := range pl.LoRAEngines {
-		y, err := os.ReadFile(filepath.Join(out, "k8s", e.Name+".yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var d appsv1.Deployment
-		if err := yaml.UnmarshalStrict(y, &d); err != nil {
-			t.Fatal(err)
-		}
+		d := readDeployment(t, filepath.Join(out, "k8s", e.Name+".yaml"))
 		terms := d.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 		if len(terms) != 1 || terms[0].MatchExpressions[0].Key != "kubernetes.io/hostname" ||
 			strings.Join(terms[0].MatchExpressions[0].Values, ",") != e.GPU.Node {
