@@ -255,3 +255,46 @@ func TestLoRAEngineSteps(t *testing.T) {
 		t.Errorf("no change: %+v", got)
 	}
 }
+
+// Re-planning under a move budget of 0 keeps the plan in force, engines included: they are
+// placed again on their GPUs, not kept as GPUs that run nothing the plan knows.
+func TestBuildWithLoRAMoveBudgetKeepsEngines(t *testing.T) {
+	pool := loraFleetPool(t, 4, 4)
+	cur, _ := planWithLoRA(t, pool, nil)
+	zero := 0
+	next, _, err := BuildWithLoRA(context.Background(), pool, Options{Current: cur, MaxMoves: &zero}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v1.ValidatePlan(next, pool); err != nil {
+		t.Fatal(err)
+	}
+	if len(next.LoRAEngines) != len(cur.LoRAEngines) {
+		t.Fatalf("%d engines, want %d", len(next.LoRAEngines), len(cur.LoRAEngines))
+	}
+	for i, e := range next.LoRAEngines {
+		if e.GPU != cur.LoRAEngines[i].GPU {
+			t.Errorf("engine %s on %s, was on %s", e.Name, e.GPU, cur.LoRAEngines[i].GPU)
+		}
+	}
+	if steps := LoRAEngineSteps(cur, next, Migration(cur, next, 1), 1); len(steps) != 0 {
+		t.Errorf("steps %+v, want none", steps)
+	}
+}
+
+// The plan in force as the move budget keeps it (inForce) runs no LoRA engine on its GPUs: they
+// are idle there, and PlaceLoRAEngines puts the engines back on them.
+func TestInForceLeavesLoRAEnginesOut(t *testing.T) {
+	pool := loraFleetPool(t, 4, 4)
+	cur, _ := planWithLoRA(t, pool, nil)
+	p, err := newPlanner(pool, Options{Current: cur})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, _ := p.inForce()
+	for _, g := range gpus {
+		if g.LoRAEngine != "" || g.Role == v1.RolePool && g.ReplicaCount() == 0 {
+			t.Errorf("GPU %s kept with engine %q, role %s", g.Ref(), g.LoRAEngine, g.Role)
+		}
+	}
+}
