@@ -52,6 +52,29 @@ func TestLoRAEngineDeployments(t *testing.T) {
 			t.Errorf("%s: container defaults missing: %+v", e.Name, c)
 		}
 	}
+	// With a given by an absolute dir, its folder is mounted read-only and served from the mount;
+	// a relative dir is passed as written.
+	for dir, want := range map[string]string{"/srv/peft/a": "a-lora=/adapters/a-lora", "peft/a": "a-lora=peft/a"} {
+		paths := map[string]string{"hot": "acme/hot", "a": dir}
+		arts, err := LoRAEngineDeployments(LoRAEnginesInput{Namespace: "ml", Base: base, Plan: p, AdapterName: names, AdapterPath: paths,
+			AdapterDir: map[string]string{"a": dir}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d appsv1.Deployment
+		if err := yaml.UnmarshalStrict(arts[0].Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		spec := d.Spec.Template.Spec
+		if args := strings.Join(spec.Containers[0].Args, " "); !strings.Contains(args, want) {
+			t.Errorf("dir %s: args %s, want %s", dir, args, want)
+		}
+		mounted := len(spec.Volumes) == 2 && spec.Volumes[0].HostPath != nil && spec.Volumes[0].HostPath.Path == dir &&
+			spec.Containers[0].VolumeMounts[0].ReadOnly && spec.Containers[0].VolumeMounts[0].MountPath == "/adapters/a-lora"
+		if mounted != strings.HasPrefix(dir, "/") {
+			t.Errorf("dir %s: volumes %+v, mounts %+v", dir, spec.Volumes, spec.Containers[0].VolumeMounts)
+		}
+	}
 	for _, bad := range []map[string]string{
 		{"hot": "x=y", "a": "a"}, // not writable as name=path
 		{"hot": "same", "a": "same"},
