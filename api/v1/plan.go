@@ -13,6 +13,9 @@ type Plan struct {
 	GPUs []PlanGPU `json:"gpus,omitzero"`
 	// Tenants lists every tenant of the pool exactly once.
 	Tenants []PlanTenant `json:"tenants,omitzero"`
+	// LoRAEngines are the shared engines that serve adapter tenants (model.adapter) of one base
+	// model many to an engine, each on a whole GPU listed under GPUs (docs/lora.md).
+	LoRAEngines []PlanLoRAEngine `json:"loraEngines,omitzero"`
 	// Summary holds the totals.
 	Summary Summary `json:"summary"`
 }
@@ -66,6 +69,9 @@ type PlanGPU struct {
 	Instances []PlanInstance `json:"instances,omitzero"`
 	// Replicas run on the whole GPU (modes exclusive, mps and timeslice).
 	Replicas []PlanReplica `json:"replicas,omitzero"`
+	// LoRAEngine names the shared LoRA engine (Plan.LoRAEngines) that runs on the whole GPU:
+	// mode exclusive, role pool and no Replicas then.
+	LoRAEngine string `json:"loraEngine,omitzero"`
 	// Reasons say why the GPU has this role, mode and layout.
 	Reasons []Reason `json:"reasons,omitzero"`
 }
@@ -74,9 +80,13 @@ type PlanGPU struct {
 func (g PlanGPU) Ref() GPURef { return GPURef{Node: g.Node, Index: g.Index} }
 
 // ReplicaCount returns how many tenant replicas run on the GPU: on the whole GPU and on every MIG
-// instance together. A GPU with none runs nothing and can be re-partitioned without a drain.
+// instance together, a shared LoRA engine counting as one. A GPU with none runs nothing and can
+// be re-partitioned without a drain.
 func (g PlanGPU) ReplicaCount() int {
 	n := len(g.Replicas)
+	if g.LoRAEngine != "" {
+		n++
+	}
 	for _, in := range g.Instances {
 		n += len(in.Replicas)
 	}
@@ -157,6 +167,44 @@ type PlanTenant struct {
 	Reasons []Reason `json:"reasons,omitzero"`
 	// Infeasible is set when the plan does not meet the tenant's demand or SLO; Reasons say why.
 	Infeasible bool `json:"infeasible,omitzero"`
+	// LoRAEngines names the shared engines (Plan.LoRAEngines) that serve an adapter tenant;
+	// such a tenant has no Replicas of its own.
+	LoRAEngines []string `json:"loraEngines,omitzero"`
+}
+
+// PlanLoRAEngine is one shared LoRA engine: a vLLM server of one base model with --enable-lora on
+// one whole GPU, serving many adapter tenants of one sharing group (docs/lora.md).
+type PlanLoRAEngine struct {
+	// Name is unique in the plan; the GPU that runs the engine names it in loraEngine.
+	Name string `json:"name"`
+	// Group names the adapters' sharing group: base model, quantization and trust group.
+	Group string `json:"group,omitzero"`
+	// GPU is the whole GPU the engine runs on (mode exclusive).
+	GPU GPURef `json:"gpu"`
+	// Model (a catalog name) or ModelDir (a checkpoint folder) is the base model, as the
+	// adapter tenants give it; Quantization the base's quantization, when they name one.
+	Model        string `json:"model,omitzero"`
+	ModelDir     string `json:"modelDir,omitzero"`
+	Quantization string `json:"quantization,omitzero"`
+	// MaxLoRAs, MaxLoRARank and MaxCPULoRAs are vLLM's --max-loras, --max-lora-rank and
+	// --max-cpu-loras.
+	MaxLoRAs    int `json:"maxLoras"`
+	MaxLoRARank int `json:"maxLoraRank"`
+	MaxCPULoRAs int `json:"maxCpuLoras"`
+	// ActiveP99 is the planner's 99th percentile of distinct adapters with a request in flight.
+	ActiveP99 int `json:"activeP99,omitzero"`
+	// Adapters are the adapter tenants it serves, in tenant-name order.
+	Adapters []PlanLoRAAdapter `json:"adapters"`
+}
+
+// PlanLoRAAdapter is one adapter tenant on a shared engine.
+type PlanLoRAAdapter struct {
+	// Tenant is the adapter tenant; Adapter the name requests ask for (model.adapter.name).
+	Tenant  string `json:"tenant"`
+	Adapter string `json:"adapter"`
+	// RPS is the part of the tenant's traffic this engine carries (all of it, or its share when
+	// the tenant is spread over several engines).
+	RPS float64 `json:"rps"`
 }
 
 // ReplicaRef locates one tenant replica.

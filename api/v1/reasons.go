@@ -58,6 +58,9 @@ const (
 	ReasonMeasuredProfile ReasonCode = "MeasuredProfile"
 	// ReasonIdle: the GPU is not needed by this plan.
 	ReasonIdle ReasonCode = "Idle"
+	// ReasonLoRAEngine: the adapter tenant is served by a shared LoRA engine of its base model,
+	// or the GPU runs one.
+	ReasonLoRAEngine ReasonCode = "LoRAEngine"
 
 	// ReasonNoFit: the model does not fit in any slice the fleet and policy allow (memory).
 	ReasonNoFit ReasonCode = "NoFit"
@@ -100,6 +103,7 @@ var reasonTable = map[ReasonCode]bool{
 	ReasonReplicaBounds:    false,
 	ReasonMeasuredProfile:  false,
 	ReasonIdle:             false,
+	ReasonLoRAEngine:       false,
 	ReasonNoFit:            false,
 	ReasonSLOUnmet:         false,
 	ReasonOverCap:          false,

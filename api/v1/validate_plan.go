@@ -43,6 +43,7 @@ type planChecker struct {
 	gpuAt    map[GPURef]int
 	replicas map[string]map[int]placed // tenant → index → where
 	used     int
+	loraGPU  map[string]GPURef // LoRA engine → the GPU that names it
 }
 
 // Plan checks plan, and its agreement with pool when pool is not nil, and returns every problem
@@ -76,6 +77,7 @@ func (v Validator) Plan(plan *Plan, pool *Pool) error {
 	c.checkMissingGPUs()
 	c.checkTPGroups()
 	c.checkTenants()
+	c.checkLoRAEngines()
 	c.checkSummary()
 	return c.errs.result()
 }
@@ -96,6 +98,7 @@ func (c *planChecker) checkGPU(p string, g PlanGPU) {
 	board := c.boards.check(&c.errs, field(p, "board"), g.Board)
 	c.checkAgainstFleet(p, g, board)
 	c.checkRoleMode(p, g)
+	c.checkLoRAGPU(p, g)
 	c.checkReasons(field(p, "reasons"), g.Reasons)
 	if g.Mode == ModeMIG {
 		c.checkMIG(p, g, board)

@@ -160,7 +160,8 @@ func (c *planChecker) checkReplicaCount(rp string, t PlanTenant, n int) {
 	if pt.Cap != nil && n > *pt.Cap {
 		c.errs.add(rp, "%s placed, more than cap %d", describeCount(n, "replica"), *pt.Cap)
 	}
-	if t.Infeasible {
+	if t.Infeasible || len(t.LoRAEngines) > 0 {
+		// An adapter tenant on shared engines has no replicas of its own: its engines serve it.
 		return
 	}
 	if pt.Replicas != nil {

@@ -319,3 +319,65 @@ func tp2(p *Plan, tp TensorParallel) {
 	p.GPUs[2].Replicas = []PlanReplica{r}
 	p.Tenants[0].Replicas = p.Tenants[0].Replicas[:2]
 }
+
+// withLoRAEngine adds two soft adapter tenants of one trust group to pool and a valid shared
+// engine for them on gpu-node-a/6 (idle in the valid plan) to plan.
+func withLoRAEngine(p *Plan, pool *Pool) {
+	for _, n := range []string{"ad-1", "ad-2"} {
+		pool.Tenants = append(pool.Tenants, Tenant{Name: n, Path: "acme/x", Isolation: IsolationSoft,
+			Model: Model{Name: "llama-3.1-8b", Adapter: &Adapter{Name: n + "-lora", Repo: "acme/" + n, Rank: 16}}})
+		p.Tenants = append(p.Tenants, PlanTenant{Name: n, LoRAEngines: []string{"e-0"}, Reasons: []Reason{{Code: ReasonLoRAEngine}}})
+	}
+	p.GPUs[6].Role, p.GPUs[6].LoRAEngine = RolePool, "e-0"
+	p.Summary.GPUsUsed++
+	p.LoRAEngines = []PlanLoRAEngine{{Name: "e-0", GPU: GPURef{Node: "gpu-node-a", Index: 6}, Model: "llama-3.1-8b",
+		MaxLoRAs: 2, MaxLoRARank: 16, MaxCPULoRAs: 2,
+		Adapters: []PlanLoRAAdapter{{Tenant: "ad-1", Adapter: "ad-1-lora", RPS: 1}, {Tenant: "ad-2", Adapter: "ad-2-lora", RPS: 0.5}}}}
+}
+
+// A plan with a shared LoRA engine is valid; each broken rule is reported at its field.
+func TestValidatePlanLoRAEngines(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		mutate func(p *Plan, pool *Pool)
+		want   string
+	}{
+		{"valid", func(*Plan, *Pool) {}, ""},
+		{"GPU mode", func(p *Plan, _ *Pool) { p.GPUs[6].Mode = ModeMPS },
+			`gpus[6].mode: a GPU that runs a LoRA engine has mode "exclusive" (got "mps")`},
+		{"GPU does not name it", func(p *Plan, _ *Pool) { p.GPUs[6].LoRAEngine = ""; p.GPUs[6].Role = RoleIdle; p.Summary.GPUsUsed-- },
+			`loraEngines[0].gpu: no GPU names engine "e-0" in loraEngine`},
+		{"GPU names an unknown engine", func(p *Plan, _ *Pool) { p.GPUs[7].LoRAEngine, p.GPUs[7].Role = "e-9", RolePool; p.Summary.GPUsUsed++ },
+			`gpus[7].loraEngine: unknown LoRA engine "e-9" (not in loraEngines)`},
+		{"engine GPU differs", func(p *Plan, _ *Pool) { p.LoRAEngines[0].GPU.Index = 7 },
+			`loraEngines[0].gpu: "gpu-node-a/7", but the engine runs on "gpu-node-a/6"`},
+		{"limits", func(p *Plan, _ *Pool) {
+			p.LoRAEngines[0].MaxLoRAs, p.LoRAEngines[0].MaxLoRARank, p.LoRAEngines[0].MaxCPULoRAs = 0, 12, -1
+		}, `loraEngines[0].maxCpuLoras: must be ≥ maxLoras 0 (got -1)` + "\n" +
+			`loraEngines[0].maxLoraRank: must be one of vLLM's ranks [1 8 16 32 64 128 256 320 512] (got 12)` + "\n" +
+			`loraEngines[0].maxLoras: must be ≥ 1 (got 0)`},
+		{"adapter name", func(p *Plan, _ *Pool) { p.LoRAEngines[0].Adapters[1].Adapter = "other" },
+			`loraEngines[0].adapters[1].adapter: "other", but tenant "ad-2"'s adapter is "ad-2-lora"`},
+		{"hard tenant", func(_ *Plan, pool *Pool) { pool.Tenants[len(pool.Tenants)-1].Isolation = IsolationHard },
+			`loraEngines[0].adapters[1].tenant: tenant "ad-2" is hard-isolated: it never shares an engine process`},
+		{"tenant does not name it", func(p *Plan, _ *Pool) { p.Tenants[len(p.Tenants)-1].LoRAEngines = nil },
+			`tenants[` + "6" + `].loraEngines: [], but the engines that list tenant "ad-2" are [e-0]`},
+		{"replicas beside", func(p *Plan, _ *Pool) { p.GPUs[6].Replicas = []PlanReplica{{Tenant: "ad-1", Index: 0}} },
+			`gpus[6].replicas: a GPU that runs a LoRA engine runs nothing else` + "\n" +
+				`tenants[5].loraEngines: a tenant served by LoRA engines has no replicas of its own` + "\n" +
+				`tenants[5].replicas: replica 0 placed at gpus[6].replicas[0] is not listed`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			plan, pool := loadValidPlan(t), loadValidPool(t)
+			withLoRAEngine(plan, pool)
+			tt.mutate(plan, pool)
+			got := ""
+			if err := testValidator.Plan(plan, pool); err != nil {
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Errorf("errors =\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+}

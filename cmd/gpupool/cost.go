@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +18,7 @@ import (
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/cost"
 	"gpupool.dev/gpupool/internal/gpu"
+	"gpupool.dev/gpupool/internal/llm"
 	"gpupool.dev/gpupool/internal/metrics"
 	"gpupool.dev/gpupool/internal/perf"
 	"gpupool.dev/gpupool/internal/plan"
@@ -39,7 +40,9 @@ func newCostCmd(e *env) *cobra.Command {
 			"the load is the plan's prediction (planned); --from REPORT takes it from a `gpupool simulate -o json`\n" +
 			"report of the same plan (simulated); --from START --from END --period D takes it from two reads of the\n" +
 			"node agents' /metrics, D apart (measured: the energy counters' increase, the agents' idle line and each\n" +
-			"tenant's energy per GPU). Prices the pool does not give are not made up: the figures that\n" +
+			"tenant's energy per GPU). A shared LoRA engine's GPU is split among its adapter tenants by the tokens it\n" +
+			"computed for each (planned: their offered tokens; simulated: the report's loraEngines).\n" +
+			"Prices the pool does not give are not made up: the figures that\n" +
 			"need them are left out and the notes say why. -o csv (or --csv) writes the table as CSV.",
 		Args: cobra.ExactArgs(1),
 	}
@@ -85,7 +88,11 @@ func runCost(e *env, planPath, poolPath string, from []string, period time.Durat
 	if err := v1.ValidatePlan(pl, pool); err != nil {
 		return invalid(fmt.Errorf("plan %s against pool %s: %w", planPath, poolPath, err))
 	}
-	devs, err := costDevices(e, pl, pool, from, period)
+	models, err := loadDirModels(e.ctx, pool, filepath.Dir(poolPath))
+	if err != nil {
+		return invalid(err)
+	}
+	devs, err := costDevices(e, pl, pool, models, from, period)
 	if err != nil {
 		return invalid(err)
 	}
@@ -105,7 +112,7 @@ func runCost(e *env, planPath, poolPath string, from []string, period time.Durat
 
 // costDevices builds the devices to bill: planned without --from, simulated from one report,
 // measured from two reads of the agents' metrics.
-func costDevices(e *env, pl *v1.Plan, pool *v1.Pool, from []string, period time.Duration) ([]cost.Device, error) {
+func costDevices(e *env, pl *v1.Plan, pool *v1.Pool, models map[string]llm.Model, from []string, period time.Duration) ([]cost.Device, error) {
 	idle := perf.DefaultOptions().IdlePowerFraction
 	if period != 0 && len(from) != 2 {
 		return nil, errors.New("flag --period: only with two --from reads of the agents' metrics")
@@ -122,13 +129,29 @@ func costDevices(e *env, pl *v1.Plan, pool *v1.Pool, from []string, period time.
 	case 0:
 		o := plannedOptions(pl, pool, 0)
 		o.IdlePowerFraction = idle
-		return cost.FromPlan(pl, pool, o)
+		devs, err := cost.FromPlan(pl, pool, o)
+		if err != nil || len(pl.LoRAEngines) == 0 {
+			return devs, err
+		}
+		ms, err := loraEngineModels(pl, pool, models)
+		if err != nil {
+			return nil, err
+		}
+		return devs, cost.AddLoRAEngines(devs, pl, plannedEngineUse(pl, pool, ms, 3600), idle)
 	case 1:
 		ro, err := parseSimUse(data[0], pl)
 		if err != nil {
 			return nil, fmt.Errorf("flag --from: %s: %w", from[0], err)
 		}
-		return cost.FromRun(pl, ro)
+		devs, err := cost.FromRun(pl, ro)
+		if err != nil || len(pl.LoRAEngines) == 0 {
+			return devs, err
+		}
+		eu, err := parseSimEngines(data[0], pl)
+		if err != nil {
+			return nil, fmt.Errorf("flag --from: %s: %w", from[0], err)
+		}
+		return devs, cost.AddLoRAEngines(devs, pl, eu, idle)
 	case 2:
 		if !(period > 0) {
 			return nil, errors.New("flag --period: required with two --from reads, the time between them (e.g. 720h)")
@@ -208,6 +231,51 @@ func parseSimUse(data []byte, pl *v1.Plan) (cost.RunOptions, error) {
 		}
 	}
 	return ro, errors.Join(errs...)
+}
+
+// parseSimEngines reads the shared LoRA engines' runs of a `gpupool simulate -o json` report of
+// pl: each must be an engine of pl, with finite energy and tokens only for its own adapters.
+func parseSimEngines(data []byte, pl *v1.Plan) (map[string]cost.EngineUse, error) {
+	var rep struct {
+		LoRAEngines []loraEngineRun `json:"loraEngines"`
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return nil, fmt.Errorf("decode simulate report: %w", err)
+	}
+	adapters := map[string]map[string]bool{}
+	for _, e := range pl.LoRAEngines {
+		adapters[e.Name] = map[string]bool{}
+		for _, a := range e.Adapters {
+			adapters[e.Name][a.Tenant] = true
+		}
+	}
+	var errs []error
+	for i, r := range rep.LoRAEngines {
+		p := fmt.Sprintf("loraEngines[%d]", i)
+		if adapters[r.Name] == nil {
+			errs = append(errs, fmt.Errorf("%s.name: %q is not a LoRA engine of plan %s", p, r.Name, pl.Metadata.Name))
+			continue
+		}
+		if !(r.DynamicJoules >= 0 && r.DynamicJoules < math.MaxFloat64) {
+			errs = append(errs, fmt.Errorf("%s.dynamicJoules: must be finite and not negative (got %v)", p, r.DynamicJoules))
+		}
+		for j, a := range r.Adapters {
+			if !adapters[r.Name][a.Name] {
+				errs = append(errs, fmt.Errorf("%s.adapters[%d].name: %q is not an adapter tenant of engine %s", p, j, a.Name, r.Name))
+			}
+			if a.InputTokens < 0 || a.OutputTokens < 0 || a.InputTokens > math.MaxInt64/2 || a.OutputTokens > math.MaxInt64/2 {
+				errs = append(errs, fmt.Errorf("%s.adapters[%d]: tokens must not be negative", p, j))
+			}
+		}
+	}
+	if len(rep.LoRAEngines) == 0 {
+		errs = append(errs, fmt.Errorf("loraEngines: plan %s has %d shared LoRA engines, the report none (simulate the plan, not a copy without them)",
+			pl.Metadata.Name, len(pl.LoRAEngines)))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return simulatedEngineUse(rep.LoRAEngines), nil
 }
 
 // monthlyRow is one line of the monthly table; nil where a price is missing.
@@ -357,7 +425,7 @@ func planCostSummary(pl *v1.Plan, pool *v1.Pool) *v1.PlanCost {
 		h, ok := prices.Hourly[b.Name]
 		priced = priced && ok
 		fleet += h
-		if len(g.Replicas) > 0 || slices.ContainsFunc(g.Instances, func(in v1.PlanInstance) bool { return len(in.Replicas) > 0 }) {
+		if g.ReplicaCount() > 0 { // replicas on the GPU or its instances, or a shared LoRA engine
 			used += h
 		}
 	}
@@ -406,7 +474,7 @@ func planCostLine(pl *v1.Plan, pool *v1.Pool) string {
 }
 
 // simulateCost bills a simulated run of pl; nil when the run cannot be billed (no replicas).
-func simulateCost(pl *v1.Plan, pool *v1.Pool, rep sim.Report) *cost.Report {
+func simulateCost(pl *v1.Plan, pool *v1.Pool, rep sim.Report, engines map[string]cost.EngineUse) *cost.Report {
 	uses := map[string]cost.ReplicaUse{}
 	for _, r := range rep.Replicas {
 		uses[r.Name] = cost.ReplicaUse{DynamicJ: r.DynamicJoules, OutputTokens: float64(r.OutputTokens),
@@ -415,6 +483,9 @@ func simulateCost(pl *v1.Plan, pool *v1.Pool, rep sim.Report) *cost.Report {
 	devs, err := cost.FromRun(pl, cost.RunOptions{Basis: cost.Simulated, Seconds: rep.DurationSeconds,
 		IdlePowerFraction: perf.DefaultOptions().IdlePowerFraction, Replicas: uses})
 	if err != nil || len(devs) == 0 {
+		return nil
+	}
+	if err := cost.AddLoRAEngines(devs, pl, engines, perf.DefaultOptions().IdlePowerFraction); err != nil {
 		return nil
 	}
 	r, err := cost.Compute(devs, cost.PricesFrom(pool.Policy.Cost))

@@ -153,42 +153,14 @@ func newLoRACmd(e *env) *cobra.Command {
 // planLoRA plans and simulates every shared group of pool; relative model and adapter folders
 // are read from base, the Pool file's folder.
 func planLoRA(pool *v1.Pool, base, boardName string, simFor time.Duration, seed uint64) (loraOut, []plan.LoRAPlan, map[string]string, error) {
-	if boardName == "" && len(pool.Fleet.Nodes) > 0 && len(pool.Fleet.Nodes[0].GPUs) > 0 {
-		boardName = pool.Fleet.Nodes[0].GPUs[0].Board
-	}
-	b, err := gpu.Lookup(boardName)
+	ins, solos, names, err := loraInputs(pool, base, boardName)
 	if err != nil {
-		return loraOut{}, nil, nil, invalid(fmt.Errorf("flag --board: %w", err))
+		return loraOut{}, nil, nil, err
 	}
-	loaded, names, err := loadAdapters(pool, base)
-	if err != nil {
-		return loraOut{}, nil, nil, invalid(err)
-	}
-	groups, solos := plan.GroupLoRA(pool, loaded)
 	res := loraOut{Solos: solos}
 	var plans []plan.LoRAPlan
-	prefixes := map[string]int{}
-	for _, g := range groups {
-		t := tenantNamed(pool, g.Adapters[0].Tenant)
-		a, err := baseArch(t, base)
-		if err != nil {
-			return loraOut{}, nil, nil, err
-		}
-		for i := range g.Adapters {
-			if g.Adapters[i].Bytes == 0 {
-				g.Adapters[i].Bytes, _ = llm.LoRAAdapterBytes(a, g.Adapters[i].Rank, nil)
-			}
-		}
-		eng, lc, err := perf.PlaceLoRA(a, t.Model.Quantization, b)
-		if err != nil {
-			return loraOut{}, nil, nil, fmt.Errorf("group %s: %w", g.Key, err)
-		}
-		// Groups of one base model in different trust groups get engines of distinct names.
-		prefix := engineName(t)
-		if prefixes[prefix]++; prefixes[prefix] > 1 {
-			prefix = fmt.Sprintf("%s-g%d", prefix, prefixes[prefix])
-		}
-		in := plan.LoRAInput{Group: g, Engine: eng, Cost: lc, Prefix: prefix}
+	for _, gi := range ins {
+		in, g, b := gi.in, gi.in.Group, gi.board
 		p, err := plan.PlanLoRA(in)
 		if err != nil {
 			return loraOut{}, nil, nil, err
@@ -196,7 +168,7 @@ func planLoRA(pool *v1.Pool, base, boardName string, simFor time.Duration, seed 
 		plans = append(plans, p)
 		gout := loraGroupOut{Group: g.Key, Board: b.Name, GPUs: len(p.Engines), OnePerAdapter: len(g.Adapters),
 			Reasons: p.Reasons, Shares: p.Shares}
-		if gout.Engines, gout.FairCaps, err = engineOuts(p, eng, names, adapterPaths(pool)); err != nil {
+		if gout.Engines, gout.FairCaps, err = engineOuts(p, in.Engine, names, adapterPaths(pool)); err != nil {
 			return loraOut{}, nil, nil, err
 		}
 		if simFor > 0 {
@@ -216,6 +188,58 @@ func planLoRA(pool *v1.Pool, base, boardName string, simFor time.Duration, seed 
 		res.Groups = append(res.Groups, gout)
 	}
 	return res, plans, names, nil
+}
+
+// loraGroupIn is one shared group ready to plan: its input, the board its engines are sized on,
+// the group's base tenant (any of them: they share model, quantization and trust group) and the
+// base model's architecture.
+type loraGroupIn struct {
+	in    plan.LoRAInput
+	board *gpu.Board
+	base  v1.Tenant
+	arch  llm.Arch
+}
+
+// loraInputs groups pool's adapter tenants (plan.GroupLoRA) and prepares each group for
+// plan.PlanLoRA on boardName (default: the fleet's first board); it returns the hard-isolated
+// adapter tenants apart and every tenant's adapter name.
+func loraInputs(pool *v1.Pool, base, boardName string) ([]loraGroupIn, []plan.LoRASolo, map[string]string, error) {
+	if boardName == "" && len(pool.Fleet.Nodes) > 0 && len(pool.Fleet.Nodes[0].GPUs) > 0 {
+		boardName = pool.Fleet.Nodes[0].GPUs[0].Board
+	}
+	b, err := gpu.Lookup(boardName)
+	if err != nil {
+		return nil, nil, nil, invalid(fmt.Errorf("flag --board: %w", err))
+	}
+	loaded, names, err := loadAdapters(pool, base)
+	if err != nil {
+		return nil, nil, nil, invalid(err)
+	}
+	groups, solos := plan.GroupLoRA(pool, loaded)
+	var out []loraGroupIn
+	prefixes := map[string]int{}
+	for _, g := range groups {
+		t := tenantNamed(pool, g.Adapters[0].Tenant)
+		a, err := baseArch(t, base)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for i := range g.Adapters {
+			if g.Adapters[i].Bytes == 0 {
+				g.Adapters[i].Bytes, _ = llm.LoRAAdapterBytes(a, g.Adapters[i].Rank, nil)
+			}
+		}
+		eng, lc, err := perf.PlaceLoRA(a, t.Model.Quantization, b)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("group %s: %w", g.Key, err)
+		}
+		// Groups of one base model in different trust groups get engines of distinct names.
+		base := plan.LoRAEnginePrefix(t, 1)
+		prefixes[base]++
+		prefix := plan.LoRAEnginePrefix(t, prefixes[base])
+		out = append(out, loraGroupIn{in: plan.LoRAInput{Group: g, Engine: eng, Cost: lc, Prefix: prefix}, board: b, base: t, arch: a})
+	}
+	return out, solos, names, nil
 }
 
 // engineOuts lists a plan's engines with their vLLM flags, and each engine's fair caps: every
@@ -314,14 +338,6 @@ func baseArch(t v1.Tenant, base string) (llm.Arch, error) {
 	return llm.Lookup(t.Model.Name)
 }
 
-func engineName(t v1.Tenant) string {
-	n := t.Model.Name
-	if n == "" {
-		n = "model"
-	}
-	return strings.ReplaceAll(n, ".", "-") + "-lora"
-}
-
 func adapterPaths(p *v1.Pool) map[string]string {
 	paths := map[string]string{}
 	for _, t := range p.Tenants {
@@ -333,6 +349,17 @@ func adapterPaths(p *v1.Pool) map[string]string {
 		}
 	}
 	return paths
+}
+
+// adapterDirs maps each tenant whose adapter is given by dir to that folder, as written.
+func adapterDirs(p *v1.Pool) map[string]string {
+	dirs := map[string]string{}
+	for _, t := range p.Tenants {
+		if a := t.Model.Adapter; a != nil && a.Dir != "" {
+			dirs[t.Name] = a.Dir
+		}
+	}
+	return dirs
 }
 
 // simulateGroup runs every engine of p with its adapters' traffic.
@@ -447,7 +474,8 @@ func loraOutFiles(pool *v1.Pool, res loraOut, plans []plan.LoRAPlan, names map[s
 			continue
 		}
 		deps, err := render.LoRAEngineDeployments(render.LoRAEnginesInput{Namespace: namespace,
-			Base: tenantNamed(pool, p.Engines[0].Adapters[0]), Plan: p, AdapterName: names, AdapterPath: paths})
+			Base: tenantNamed(pool, p.Engines[0].Adapters[0]), Plan: p, AdapterName: names, AdapterPath: paths,
+			AdapterDir: adapterDirs(pool)})
 		if err != nil {
 			return nil, err
 		}

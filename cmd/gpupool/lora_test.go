@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/llm"
 )
 
@@ -52,7 +56,7 @@ metadata: {name: lora}
 fleet:
   nodes:
   - name: node-a
-    gpus: [{board: H100-SXM5-80GB, count: 2}]
+    gpus: [{board: H100-SXM5-80GB, count: 3}]
 tenants:
 - name: a
   path: acme/x
@@ -156,37 +160,150 @@ func TestFitWithLoRAFlags(t *testing.T) {
 	}
 }
 
-// plan leaves the adapter tenants that share an engine to `gpupool lora` and says so; a hard
-// adapter tenant (which never shares) and the other tenants are planned as before.
-func TestPlanLeavesSharedAdaptersToLoRA(t *testing.T) {
+// plan places the adapter tenants that share an engine on a shared LoRA engine of their own on
+// the fleet: a whole GPU the other tenants leave idle (here the hard adapter tenant, which never
+// shares, takes one, and the burst pool holds the last); each adapter tenant names its engine.
+func TestPlanPlacesSharedLoRAEngines(t *testing.T) {
 	pool := loraPool(t, peftDir(t, 32), 0)
 	stdout, stderr, code := runCmd(t, "plan", pool, "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if !strings.Contains(stderr, "2 adapter tenants share base-model engines") || !strings.Contains(stderr, "gpupool lora") ||
-		!strings.Contains(stderr, "llama-3.1-8b/as-stored/soft:acme/x: a, b") {
+	if !strings.Contains(stderr, "1 shared LoRA engine on H100-SXM5-80GB") {
 		t.Errorf("stderr %q", stderr)
 	}
-	var pl struct {
-		Tenants []struct{ Name string }
-	}
+	var pl v1.Plan
 	if err := json.Unmarshal([]byte(stdout), &pl); err != nil {
 		t.Fatal(err)
 	}
-	if len(pl.Tenants) != 1 || pl.Tenants[0].Name != "h" {
-		t.Errorf("planned tenants %+v, want only the hard adapter tenant h", pl.Tenants)
+	if len(pl.LoRAEngines) != 1 {
+		t.Fatalf("loraEngines %+v, want one engine", pl.LoRAEngines)
+	}
+	e := pl.LoRAEngines[0]
+	if e.Model != "llama-3.1-8b" || e.MaxLoRARank != 32 || e.MaxLoRAs < 1 || len(e.Adapters) != 2 ||
+		e.Adapters[0].Adapter != "a-lora" || e.Adapters[1].Adapter != "b-lora" {
+		t.Errorf("engine %+v", e)
+	}
+	onGPU := ""
+	for _, g := range pl.GPUs {
+		if g.Ref() == e.GPU {
+			onGPU = g.LoRAEngine
+			if g.Role != v1.RolePool || g.Mode != v1.ModeExclusive || len(g.Replicas) > 0 {
+				t.Errorf("engine GPU %+v", g)
+			}
+		}
+	}
+	if onGPU != e.Name {
+		t.Errorf("GPU %s names engine %q, want %q", e.GPU, onGPU, e.Name)
+	}
+	got := map[string][]string{}
+	for _, tn := range pl.Tenants {
+		got[tn.Name] = tn.LoRAEngines
+		if len(tn.LoRAEngines) > 0 && (len(tn.Reasons) == 0 || !strings.Contains(tn.Reasons[0].Message, "shares engine "+e.Name+" with 1 other adapters")) {
+			t.Errorf("tenant %s reasons %+v", tn.Name, tn.Reasons)
+		}
+	}
+	if len(got["a"]) != 1 || len(got["b"]) != 1 || len(got["h"]) != 0 || len(pl.Tenants) != 3 {
+		t.Errorf("tenants' engines %v, want a and b on the engine, h on a replica of its own", got)
+	}
+	// The engine's GPU is used, and the bound counts at least one GPU for the engines besides h's.
+	if pl.Summary.GPUsUsed != 2 || pl.Summary.LowerBound < 2 {
+		t.Errorf("summary %+v, want 2 GPUs used and a bound of 2", pl.Summary)
 	}
 
-	// The 200-adapter example is all shared adapters: plan --out exits 0, writes nothing and says
-	// where they are planned.
+	// --out: the engine's Deployment mounts a's PEFT folder read-only from the node and serves it
+	// from there; b (a repo) is passed as its id; --gateway adds the gateway objects.
 	out := filepath.Join(t.TempDir(), "out")
-	_, stderr, code = runCmd(t, "plan", "../../examples/lora-200.yaml", "--out", out)
-	if code != 0 || !strings.Contains(stderr, "200 adapter tenants share base-model engines") || !strings.Contains(stderr, "nothing planned or written") {
-		t.Errorf("exit %d: %s", code, stderr)
+	if _, stderr, code := runCmd(t, "plan", pool, "--out", out, "--gateway", "gw", "--namespace", "ml"); code != 0 {
+		t.Fatalf("plan --out: exit %d: %s", code, stderr)
 	}
-	if _, err := os.Stat(out); !os.IsNotExist(err) {
-		t.Errorf("%s: %v, want nothing written", out, err)
+	spec := readDeployment(t, filepath.Join(out, "k8s", e.Name+".yaml")).Spec.Template.Spec
+	c := spec.Containers[0]
+	args := strings.Join(c.Args, " ")
+	if !strings.Contains(args, "a-lora=/adapters/a-lora") || !strings.Contains(args, "b-lora=acme/b") {
+		t.Errorf("args %s", args)
+	}
+	var mounted bool
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == "/adapters/a-lora" && m.ReadOnly {
+			for _, v := range spec.Volumes {
+				if v.Name == m.Name && v.HostPath != nil && v.HostPath.Path == adapterDirOf(t, pool) {
+					mounted = true
+				}
+			}
+		}
+	}
+	if !mounted {
+		t.Errorf("a's folder is not mounted read-only at /adapters/a-lora: %+v %+v", c.VolumeMounts, spec.Volumes)
+	}
+	if g, err := os.ReadFile(filepath.Join(out, "gateway", e.Name+".yaml")); err != nil || !strings.Contains(string(g), "kind: InferencePool") {
+		t.Errorf("gateway objects: %v\n%s", err, g)
+	}
+}
+
+// readDeployment reads one rendered Deployment, strictly.
+func readDeployment(t *testing.T, path string) appsv1.Deployment {
+	t.Helper()
+	y, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d appsv1.Deployment
+	if err := yaml.UnmarshalStrict(y, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// adapterDirOf is tenant a's adapter folder in the pool file.
+func adapterDirOf(t *testing.T, poolFile string) string {
+	t.Helper()
+	b, err := os.ReadFile(poolFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := v1.DecodePool(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Tenants[0].Model.Adapter.Dir
+}
+
+// The 200-adapter example is all shared adapters: plan --out exits 0 (no renderer problem) and
+// renders each engine's Deployment pinned to the node of its planned GPU; so does the mixed
+// example, engines beside ordinary tenants.
+func TestPlanOutLoRA200(t *testing.T) {
+	mixed := filepath.Join(t.TempDir(), "mixed")
+	if _, stderr, code := runCmd(t, "plan", "../../examples/lora-mixed.yaml", "--out", mixed, "--gateway", "gw"); code != 0 ||
+		!strings.Contains(stderr, "1 shared LoRA engine") {
+		t.Fatalf("lora-mixed: exit %d: %s", code, stderr)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	_, stderr, code := runCmd(t, "plan", "../../examples/lora-200.yaml", "--out", out)
+	if code != 0 || !strings.Contains(stderr, "3 shared LoRA engines") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "plan.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := v1.DecodePlan(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pl.LoRAEngines) != 3 || pl.Summary.GPUsUsed != 3 {
+		t.Fatalf("%d engines, %d GPUs used, want 3 and 3", len(pl.LoRAEngines), pl.Summary.GPUsUsed)
+	}
+	for _, e := range pl.LoRAEngines {
+		d := readDeployment(t, filepath.Join(out, "k8s", e.Name+".yaml"))
+		terms := d.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+		if len(terms) != 1 || terms[0].MatchExpressions[0].Key != "kubernetes.io/hostname" ||
+			strings.Join(terms[0].MatchExpressions[0].Values, ",") != e.GPU.Node {
+			t.Errorf("%s: node affinity %+v, want %s", e.Name, terms, e.GPU.Node)
+		}
+		if d.Annotations["gpupool.dev/replicas"] != "0@"+e.GPU.String() {
+			t.Errorf("%s: annotations %v", e.Name, d.Annotations)
+		}
 	}
 }
 
@@ -217,5 +334,74 @@ func TestLoRACommandSplitsEngineCost(t *testing.T) {
 	}
 	if !(g.MonthlyCost["ad-001"] > 10*g.MonthlyCost["ad-200"]) {
 		t.Errorf("ad-001 (13.6 req/s) pays %v, ad-200 (0.068 req/s) %v", g.MonthlyCost["ad-001"], g.MonthlyCost["ad-200"])
+	}
+}
+
+// simulate runs a plan's shared LoRA engines with their adapters beside the other tenants'
+// replicas, and its bill and `cost` (planned, and from the simulation) split each engine among
+// its adapters by tokens: every adapter of the engine pays the same per output token, and the
+// busiest adapter pays most.
+func TestSimulateAndCostWithLoRAEngines(t *testing.T) {
+	pool := "../../examples/lora-mixed.yaml"
+	planY, stderr, code := runCmd(t, "plan", pool, "-o", "yaml")
+	if code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, stderr)
+	}
+	planFile := writeTemp(t, "plan.yaml", planY)
+	repJ, stderr, code := runCmd(t, "simulate", pool, "--plan", planFile, "--duration", "1m", "-o", "json")
+	if code != 0 {
+		t.Fatalf("simulate: exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Tenants     []struct{ Name string }
+		LoRAEngines []loraEngineRun `json:"loraEngines"`
+		Cost        struct{ Tenants []struct{ Name string } }
+	}
+	if err := json.Unmarshal([]byte(repJ), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.LoRAEngines) != 1 || len(rep.LoRAEngines[0].Adapters) != 24 || !rep.LoRAEngines[0].MeetsAll ||
+		rep.LoRAEngines[0].DynamicJoules <= 0 || rep.LoRAEngines[0].Loads < 24 {
+		t.Fatalf("loraEngines %+v", rep.LoRAEngines)
+	}
+	for _, tn := range rep.Tenants {
+		if strings.HasPrefix(tn.Name, "ad-") && tn.Name != "ad-secure" {
+			t.Errorf("adapter tenant %s in the replica simulator", tn.Name)
+		}
+	}
+	if len(rep.Cost.Tenants) != 28 {
+		t.Errorf("the simulation's bill has %d tenants, want all 28", len(rep.Cost.Tenants))
+	}
+	repFile := writeTemp(t, "sim.json", repJ)
+	// (planned: an hour's offered tokens, rounded to whole tokens, so equal to 1e-5; simulated:
+	// the tokens computed, to 1e-9)
+	for i, args := range [][]string{{"cost", planFile, "--pool", pool, "-o", "json"}, {"cost", planFile, "--pool", pool, "--from", repFile, "-o", "json"}} {
+		tol := []float64{1e-5, 1e-9}[i]
+		out, stderr, code := runCmd(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		var c costOutput
+		if err := json.Unmarshal([]byte(out), &c); err != nil {
+			t.Fatal(err)
+		}
+		jpt := map[string]float64{}
+		charge := map[string]float64{}
+		for _, m := range c.Monthly {
+			jpt[m.Name], charge[m.Name] = m.JPerOutputToken, *m.Chargeback
+		}
+		if len(jpt) != 30 || !(jpt["ad-01"] > 0) || charge["ad-01"] <= charge["ad-24"] {
+			t.Fatalf("%v: rows %v", args, charge)
+		}
+		for n, v := range jpt {
+			if strings.HasPrefix(n, "ad-") && n != "ad-secure" && math.Abs(v-jpt["ad-01"]) > tol*jpt["ad-01"] {
+				t.Errorf("%v: %s pays %v J per output token, ad-01 %v: the engine's energy is not split by tokens", args, n, v, jpt["ad-01"])
+			}
+		}
+	}
+	// A report without the engines' runs does not bill them silently as idle.
+	if _, stderr, code := runCmd(t, "cost", planFile, "--pool", pool, "--from", writeTemp(t, "empty.json", `{"durationSeconds": 60}`)); code != 1 ||
+		!strings.Contains(stderr, "the report none") {
+		t.Errorf("report without engines: exit %d: %s", code, stderr)
 	}
 }

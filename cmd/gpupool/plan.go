@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -19,7 +18,7 @@ import (
 )
 
 func newPlanCmd(e *env) *cobra.Command {
-	var outDir, currentFile string
+	var outDir, currentFile, gateway, namespace string
 	var force bool
 	var maxMoves int
 	cmd := &cobra.Command{
@@ -40,8 +39,10 @@ func newPlanCmd(e *env) *cobra.Command {
 			"--max-moves N (with --current) never moves more than N replicas: when re-packing would, only the changes\n" +
 			"that free the most GPUs within N moves are made, or the plan in force is kept if it still serves the pool\n" +
 			"(every tenant's reasons say how many GPUs that gives up), else it fails.\n" +
-			"Adapter tenants (model.adapter) that may share a base-model engine are left out and named on stderr:\n" +
-			"`gpupool lora` plans them, many adapters to an engine.\n" +
+			"Adapter tenants (model.adapter) that may share a base-model engine are served by shared LoRA engines\n" +
+			"(planned as `gpupool lora` plans them), each on a whole GPU of the fleet that the other tenants leave\n" +
+			"idle, recorded in loraEngines; --out renders each engine's Deployment pinned to its node, and with\n" +
+			"--gateway GW the Gateway API Inference Extension objects that route each adapter to its engines.\n" +
 			"Exit 2 when some tenant is infeasible (the rest is planned and written) or the renderer reports a\n" +
 			"problem, 1 for invalid input.",
 		Args: cobra.ExactArgs(1),
@@ -51,6 +52,8 @@ func newPlanCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&currentFile, "current", "", "the plan in force: change as few GPUs as possible and list the migration steps")
 	cmd.Flags().BoolVar(&force, "force", false, "with --out: replace a non-empty directory gpupool did not write")
 	cmd.Flags().IntVar(&maxMoves, "max-moves", -1, "with --current: the most replicas the migration may move (-1: no limit)")
+	cmd.Flags().StringVar(&gateway, "gateway", "", "with --out: write the LoRA engines' gateway objects for this Gateway (gateway/)")
+	cmd.Flags().StringVar(&namespace, "namespace", "default", "with --gateway: the gateway objects' namespace")
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
 		format, err := parseOutput(*out)
 		if err != nil {
@@ -59,7 +62,11 @@ func newPlanCmd(e *env) *cobra.Command {
 		if maxMoves < -1 || maxMoves >= 0 && currentFile == "" {
 			return invalid(fmt.Errorf("plan: --max-moves: must be -1 (no limit) or ≥ 0 with --current (got %d)", maxMoves))
 		}
-		return runPlan(e, planArgs{pool: args[0], format: format, outDir: outDir, current: currentFile, force: force, maxMoves: maxMoves})
+		if gateway != "" && outDir == "" {
+			return invalid(errors.New("plan: --gateway: only with --out"))
+		}
+		return runPlan(e, planArgs{pool: args[0], format: format, outDir: outDir, current: currentFile, force: force, maxMoves: maxMoves,
+			gateway: gateway, namespace: namespace})
 	}
 	return cmd
 }
@@ -67,6 +74,7 @@ func newPlanCmd(e *env) *cobra.Command {
 // planArgs are the arguments and flags of `gpupool plan`.
 type planArgs struct {
 	pool, outDir, current string
+	gateway, namespace    string // with outDir: the LoRA engines' gateway objects
 	format                outputFormat
 	force                 bool
 	maxMoves              int // -1: no limit
@@ -89,24 +97,24 @@ func runPlan(e *env, a planArgs) error {
 	if err != nil {
 		return invalid(err)
 	}
-	pool, shared := withoutSharedAdapters(pool)
-	if len(shared) > 0 {
-		fmt.Fprintln(e.stderr, sharedAdaptersNote(a.pool, shared))
-		if len(pool.Tenants) == 0 {
-			fmt.Fprintln(e.stderr, "plan: no other tenant: nothing planned or written")
-			return nil
-		}
+	adapters, _, err := loadAdapters(pool, filepath.Dir(a.pool))
+	if err != nil {
+		return invalid(err)
 	}
 	o := plan.Options{Models: models, Profiles: profiles, Current: cur}
 	if a.maxMoves >= 0 {
 		o.MaxMoves = &a.maxMoves
 	}
-	pl, err := plan.Build(e.ctx, pool, o)
+	pl, lora, err := plan.BuildWithLoRA(e.ctx, pool, o, adapters)
 	if err != nil {
 		if e.ctx.Err() != nil {
 			return err
 		}
 		return invalid(err)
+	}
+	for _, g := range lora {
+		fmt.Fprintf(e.stderr, "plan: %s on %s (one replica per adapter: %d); lower bound %s\n",
+			plural(len(g.Plan.Engines), "shared LoRA engine"), g.Board, len(g.Plan.Reasons), g.Why)
 	}
 	pl.Summary.Cost = planCostSummary(pl, pool)
 	if err := v1.ValidatePlan(pl, pool); err != nil {
@@ -114,11 +122,12 @@ func runPlan(e *env, a planArgs) error {
 	}
 	var steps []plan.Step
 	if cur != nil {
-		steps = plan.Migration(cur, pl, pool.Policy.MaxUnavailable.Resolve(pl.Summary.GPUsTotal))
+		mu := pool.Policy.MaxUnavailable.Resolve(pl.Summary.GPUsTotal)
+		steps = plan.LoRAEngineSteps(cur, pl, plan.Migration(cur, pl, mu), mu)
 	}
 	var problems []string
 	if a.outDir != "" {
-		if problems, err = writePlanDir(e.ctx, a.outDir, a.force, pl, pool, steps, cur != nil); err != nil {
+		if problems, err = writePlanDir(e.ctx, a.outDir, a.force, pl, pool, steps, cur != nil, a.gateway, a.namespace); err != nil {
 			return err
 		}
 	}
@@ -217,7 +226,7 @@ func writePlanOutput(w io.Writer, format outputFormat, pl *v1.Plan, steps []plan
 // writePlanDir renders everything first, then replaces dir with it atomically (writeOutDir). It
 // returns the renderer's problems (things the tools cannot express exactly; the files are
 // complete).
-func writePlanDir(ctx context.Context, dir string, force bool, pl *v1.Plan, pool *v1.Pool, steps []plan.Step, replan bool) ([]string, error) {
+func writePlanDir(ctx context.Context, dir string, force bool, pl *v1.Plan, pool *v1.Pool, steps []plan.Step, replan bool, gateway, namespace string) ([]string, error) {
 	y, err := v1.EncodeYAML(pl)
 	if err != nil {
 		return nil, err
@@ -236,6 +245,13 @@ func writePlanDir(ctx context.Context, dir string, force bool, pl *v1.Plan, pool
 		return nil, fmt.Errorf("render artifacts: %w", err)
 	}
 	files := append([]outFile{{Path: "plan.yaml", Data: y}}, arts...)
+	if gateway != "" {
+		gw, err := loraGatewayFiles(pl, pool, gateway, namespace)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, gw...)
+	}
 	if replan {
 		files = append(files, outFile{Path: "migration.yaml", Data: mig})
 	}
@@ -255,7 +271,10 @@ func writeMigration(w io.Writer, steps []plan.Step) error {
 	fmt.Fprintln(tw, "WAVE\tSTEP\tGPU\tTENANT\tDRAIN\tFROM\tTO")
 	for _, s := range steps {
 		tenant := s.Tenant
-		if tenant == "" {
+		switch {
+		case s.LoRAEngine != "":
+			tenant = "lora:" + s.LoRAEngine
+		case tenant == "":
 			tenant = "-"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\t%s\t%s\n", s.Wave, s.Kind, s.GPU, tenant, s.Drain, s.From, s.To)
@@ -336,6 +355,9 @@ func gpuCells(g v1.PlanGPU) string {
 	if len(g.Replicas) > 0 {
 		sb.WriteString("[" + replicaNames(g.Replicas) + "]")
 	}
+	if g.LoRAEngine != "" {
+		sb.WriteString("[lora:" + g.LoRAEngine + "]")
+	}
 	if sb.Len() == 0 {
 		return "-"
 	}
@@ -364,6 +386,9 @@ func tpSizes(pl *v1.Plan) map[string]int {
 }
 
 func tenantSlices(t v1.PlanTenant, tp map[string]int) string {
+	if len(t.LoRAEngines) > 0 {
+		return "lora:" + strings.Join(t.LoRAEngines, ",")
+	}
 	seen := map[string]int{}
 	var order []string
 	for _, r := range t.Replicas {
@@ -407,55 +432,4 @@ func shortDur(d v1.Duration) string {
 		return x.Round(10 * time.Millisecond).String()
 	}
 	return x.Round(100 * time.Microsecond).String()
-}
-
-// withoutSharedAdapters takes out of pool the adapter tenants that may share a base-model engine
-// (plan.GroupLoRA: not hard-isolated): `gpupool lora` plans them, many adapters to an engine,
-// where this planner would give each its own replica of the base model. It returns the rest of
-// the pool (pool itself when nothing is taken) and the groups taken, by key.
-func withoutSharedAdapters(pool *v1.Pool) (*v1.Pool, map[string][]string) {
-	groups, _ := plan.GroupLoRA(pool, nil)
-	if len(groups) == 0 {
-		return pool, nil
-	}
-	shared := map[string][]string{}
-	taken := map[string]bool{}
-	for _, g := range groups {
-		for _, a := range g.Adapters {
-			shared[g.Key] = append(shared[g.Key], a.Tenant)
-			taken[a.Tenant] = true
-		}
-	}
-	rest := *pool
-	rest.Tenants = nil
-	for _, t := range pool.Tenants {
-		if !taken[t.Name] {
-			rest.Tenants = append(rest.Tenants, t)
-		}
-	}
-	return &rest, shared
-}
-
-// sharedAdaptersNote says which adapter tenants this plan leaves to `gpupool lora`, and why.
-func sharedAdaptersNote(poolFile string, shared map[string][]string) string {
-	keys := make([]string, 0, len(shared))
-	n := 0
-	for k, ts := range shared {
-		keys = append(keys, k)
-		n += len(ts)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	fmt.Fprintf(&b, "plan: %s share base-model engines and are not in this plan: plan them with `gpupool lora %s` "+
-		"(one engine serves many adapters; this planner would give each adapter a replica of its own base model)",
-		plural(n, "adapter tenant"), poolFile)
-	for _, k := range keys {
-		ts := shared[k]
-		more := ""
-		if len(ts) > 8 {
-			ts, more = ts[:8], fmt.Sprintf(" and %d more", len(shared[k])-8)
-		}
-		fmt.Fprintf(&b, "\n  %s: %s%s", k, strings.Join(ts, ", "), more)
-	}
-	return b.String()
 }

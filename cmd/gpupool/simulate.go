@@ -37,7 +37,9 @@ func newSimulateCmd(e *env) *cobra.Command {
 			"traffic (or replays --trace) and reports per tenant TTFT, TPOT and end-to-end p50/p95/p99, SLO\n" +
 			"attainment, goodput and tokens/s; per GPU utilisation and energy; and Jain's fairness index.\n" +
 			"--strategy builds a uniform plan (exclusive, mig, mps or timeslice) instead of reading one, so\n" +
-			"that strategies can be compared on the same traffic. The same input and seed give the same\n" +
+			"that strategies can be compared on the same traffic. A plan's shared LoRA engines (loraEngines) run in\n" +
+			"the LoRA engine simulator with their adapters, and the bill splits each among its adapters by tokens.\n" +
+			"The same input and seed give the same\n" +
 			"output. A plan that does not match the pool, or a slice too small for its model, is rejected.",
 		Example: "  gpupool simulate examples/h100-7b-sharing.yaml --strategy mps\n" +
 			"  gpupool simulate pool.yaml --plan plan.yaml --duration 1h --seed 7 -o json --plot out/\n" +
@@ -73,6 +75,13 @@ func runSimulate(e *env, f *simulateFlags, poolPath string, durationSet bool) er
 	if err != nil {
 		return invalid(err)
 	}
+	// A plan's shared LoRA engines run in the LoRA engine simulator, the rest in the replica one.
+	full := in
+	lin, err := loraSimInputs(in, poolPath)
+	if err != nil {
+		return invalid(err)
+	}
+	in.Pool, in.Plan = withoutLoRAEngines(in.Pool, in.Plan)
 	if err := checkSimulateSize(in, cfg); err != nil {
 		return invalid(err)
 	}
@@ -90,6 +99,12 @@ func runSimulate(e *env, f *simulateFlags, poolPath string, durationSet bool) er
 		return err
 	}
 	res.Report.Notes = append(res.Report.Notes, simulateNotes(in)...)
+	var runs []loraEngineRun
+	if lin != nil {
+		if runs, err = simulateLoRAEngines(full.Plan, full.Pool, lin.models, lin.loaded, cfg.Defaults().Duration, cfg.Defaults().Seed); err != nil {
+			return err
+		}
+	}
 	if f.plotDir != "" {
 		files, err := renderPlots(in.Pool, res)
 		if err != nil {
@@ -100,12 +115,18 @@ func runSimulate(e *env, f *simulateFlags, poolPath string, durationSet bool) er
 		}
 	}
 	rep := simulateReport{Pool: in.Pool.Metadata.Name, Plan: in.Plan.Metadata.Name, Strategy: f.strategy, Report: res.Report,
-		Cost: simulateCost(in.Plan, in.Pool, res.Report)}
+		LoRAEngines: runs, Cost: simulateCost(full.Plan, full.Pool, res.Report, simulatedEngineUse(runs))}
 	if out != outTable {
 		return writeStructured(e.stdout, out, rep)
 	}
 	if err := simulateTable(e.stdout, rep); err != nil {
 		return err
+	}
+	if len(runs) > 0 {
+		fmt.Fprintln(e.stdout, "\nshared LoRA engines (each adapter's requests on its engine):")
+		for _, l := range loraRunLines(runs) {
+			fmt.Fprintln(e.stdout, "  "+l)
+		}
 	}
 	return simulateCostTable(e.stdout, rep.Cost)
 }
@@ -116,6 +137,8 @@ type simulateReport struct {
 	Plan     string `json:"plan"`
 	Strategy string `json:"strategy,omitempty"`
 	sim.Report
+	// LoRAEngines are the plan's shared LoRA engines, each simulated with its adapters.
+	LoRAEngines []loraEngineRun `json:"loraEngines,omitempty"`
 	// Cost bills the run per tenant (docs/cost.md) with the pool's policy.cost.
 	Cost *cost.Report `json:"cost,omitempty"`
 }
@@ -203,6 +226,33 @@ func loadDirModels(ctx context.Context, pool *v1.Pool, base string) (map[string]
 		out[t.Name] = m
 	}
 	return out, errors.Join(errs...)
+}
+
+// loraSimInput is what simulating a plan's shared LoRA engines needs beside the replica
+// simulator's input: each engine's model and the adapters read from PEFT folders.
+type loraSimInput struct {
+	models map[string]loraEngineModel
+	loaded map[string]llm.Adapter
+}
+
+// loraSimInputs checks a plan with shared LoRA engines against its pool and prepares its engines;
+// nil when the plan has none.
+func loraSimInputs(in sim.Input, poolPath string) (*loraSimInput, error) {
+	if in.Plan == nil || len(in.Plan.LoRAEngines) == 0 {
+		return nil, nil
+	}
+	if err := v1.ValidatePlan(in.Plan, in.Pool); err != nil {
+		return nil, fmt.Errorf("flag --plan: %w", err)
+	}
+	ms, err := loraEngineModels(in.Plan, in.Pool, in.Models)
+	if err != nil {
+		return nil, err
+	}
+	loaded, _, err := loadAdapters(in.Pool, filepath.Dir(poolPath))
+	if err != nil {
+		return nil, err
+	}
+	return &loraSimInput{models: ms, loaded: loaded}, nil
 }
 
 func simulateNotes(in sim.Input) []string {

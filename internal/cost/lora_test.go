@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 )
 
 // 1,000 J over tokens 100, 300 and 600: 100 J, 300 J and 600 J.
@@ -59,5 +61,62 @@ func TestSplitByTokensConserves(t *testing.T) {
 		if math.Abs(sum-amount) > 1e-9*amount {
 			t.Fatalf("Σ %v against %v (%d adapters)", sum, amount, len(tokens))
 		}
+	}
+}
+
+// An engine's GPU billed to its adapters by AddLoRAEngines gives, under every idle policy, the
+// same hardware, energy and carbon as the same GPU billed to one tenant holding it whole (to
+// 1e-9), each adapter the part of it its tokens are of the engine's.
+func TestAddLoRAEnginesSplitsByTokens(t *testing.T) {
+	pl := &v1.Plan{GPUs: []v1.PlanGPU{{Node: "n", Index: 0, Board: "H100-SXM5-80GB", Role: v1.RolePool, Mode: v1.ModeExclusive, LoRAEngine: "e"}},
+		LoRAEngines: []v1.PlanLoRAEngine{{Name: "e", GPU: v1.GPURef{Node: "n"}, Adapters: []v1.PlanLoRAAdapter{{Tenant: "a"}, {Tenant: "b"}, {Tenant: "c"}}}}}
+	tokens := map[string]int64{"a": 1_000_003, "b": 250_000, "c": 7}
+	use := map[string]EngineUse{"e": {DynamicJ: 4.2e5, Tokens: tokens, OutputTokens: map[string]int64{"a": 200_000, "b": 50_000, "c": 1}}}
+	energy, pue, carbon := 0.08, 1.5, 390.0
+	for _, policy := range []v1.IdlePolicy{v1.IdleNone, v1.IdleReservation, v1.IdleUse} {
+		prices := Prices{Currency: "USD", Hourly: map[string]float64{"H100-SXM5-80GB": 0.685}, EnergyPerKWh: &energy, PUE: &pue,
+			CarbonLocation: &carbon, IdlePolicy: policy}
+		devs, err := FromRun(pl, RunOptions{Basis: Simulated, Seconds: 3600, IdlePowerFraction: 0.15})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := AddLoRAEngines(devs, pl, use, 0.15); err != nil {
+			t.Fatal(err)
+		}
+		split, err := Compute(devs, prices)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The reference: one tenant holding the whole GPU with the engine's activity.
+		ref := []Device{{GPU: "n/0", Board: "H100-SXM5-80GB", Basis: Simulated, Seconds: 3600, IdleWatts: 0.15 * 700,
+			EnergyJ: 0.15*700*3600 + 4.2e5, Slices: []Slice{{Tenant: "engine", Reserved: 1, Active: 4.2e5 / (700 * 0.85), Tokens: 1_250_010, OutputTokens: 250_001}}}}
+		whole, err := Compute(ref, prices)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := whole.Tenants[0]
+		var sum struct{ charge, show, kwh, co2 float64 }
+		for _, l := range split.Tenants {
+			sum.charge += *l.ChargebackPerHour
+			sum.show += *l.ShowbackPerHour
+			sum.kwh += l.ITEnergyKWh
+			sum.co2 += *l.GCO2eLocation
+			share := float64(tokens[l.Name]) / 1_250_010
+			for _, c := range [][3]any{{"chargeback", *l.ChargebackPerHour, *w.ChargebackPerHour}, {"energy", l.ITEnergyKWh, w.ITEnergyKWh},
+				{"carbon", *l.GCO2eLocation, *w.GCO2eLocation}} {
+				if got, want := c[1].(float64), share*c[2].(float64); math.Abs(got-want) > 1e-9*max(1, want) {
+					t.Errorf("%s: %s %s = %v, want %v (its tokens' share %v)", policy, l.Name, c[0], got, want, share)
+				}
+			}
+		}
+		for _, c := range [][3]any{{"chargeback", sum.charge, *w.ChargebackPerHour}, {"showback", sum.show, *w.ShowbackPerHour},
+			{"energy", sum.kwh, w.ITEnergyKWh}, {"carbon", sum.co2, *w.GCO2eLocation}} {
+			if got, want := c[1].(float64), c[2].(float64); math.Abs(got-want) > 1e-9*max(1, want) {
+				t.Errorf("%s: adapters' %s add to %v, the whole engine's is %v", policy, c[0], got, want)
+			}
+		}
+	}
+	if err := AddLoRAEngines(nil, pl, use, 0.15); err == nil {
+		t.Error("an engine on a GPU without a device: no error")
 	}
 }

@@ -78,6 +78,7 @@ func (p *planner) inForce() ([]v1.PlanGPU, map[string][]slotUse) {
 	var gpus []v1.PlanGPU
 	uses := map[string][]slotUse{}
 	for _, g := range p.o.Current.GPUs {
+		g.LoRAEngine = "" // shared LoRA engines are placed apart (PlaceLoRAEngines), back here when idle
 		g.Replicas = slices.DeleteFunc(slices.Clone(g.Replicas), gone)
 		for _, r := range g.Replicas {
 			if tp := r.TensorParallel.GPUs; len(tp) > 0 && tp[0] != g.Index {

@@ -214,6 +214,8 @@ type Step struct {
 	GPU v1.GPURef `json:"gpu"`
 	// Tenant is the replica's tenant (replica steps).
 	Tenant string `json:"tenant,omitempty"`
+	// LoRAEngine is the shared LoRA engine that starts, moves, restarts or stops (LoRAEngineSteps).
+	LoRAEngine string `json:"loraEngine,omitempty"`
 	// From and To describe the GPU's mode and MIG instances, or the replica's slot, before and
 	// after ("none" for a replica that starts or stops).
 	From string `json:"from"`

@@ -94,8 +94,12 @@ type want struct {
 }
 
 // wantOf says how the device must be handed out; ok is false for a device without replicas,
-// which constrains nothing.
+// which constrains nothing. A GPU running a shared LoRA engine is wanted unshared, like an
+// exclusive replica's.
 func wantOf(d *device) (want, bool) {
+	if d.loraEngine != "" {
+		return want{stratNone, 1}, true
+	}
 	if len(d.replicas) == 0 {
 		return want{}, false
 	}

@@ -28,6 +28,48 @@ type LoRAEnginesInput struct {
 	Plan        plan.LoRAPlan
 	AdapterName map[string]string // tenant → adapter name
 	AdapterPath map[string]string // tenant → repo or folder
+	// AdapterDir maps each tenant whose adapter is given by dir to that folder: an absolute one
+	// is mounted read-only from the node (mountAdapterDirs).
+	AdapterDir map[string]string
+}
+
+// enginePin is where a planned engine runs and what its pod mounts: the node (required node
+// affinity on its hostname, like the plan's Deployments), the node's gpupool.dev/pool value, the
+// plan and the GPU it is planned on, and the adapters' volumes.
+type enginePin struct {
+	node, pool, plan, where string
+	volumes                 []corev1.Volume
+	mounts                  []corev1.VolumeMount
+}
+
+// AdapterMountRoot is where an engine's pod mounts the adapters given by dir: each at
+// AdapterMountRoot/<adapter name>, read-only.
+const AdapterMountRoot = "/adapters"
+
+// mountAdapterDirs mounts every adapter given by an absolute dir into the engine's pod: a
+// read-only hostPath volume of that folder on the node (type Directory: the pod does not start
+// when it is missing) at AdapterMountRoot/<adapter name>, and points its --lora-modules entry
+// there. A relative dir (relative to the Pool file, which the node does not have) is left as
+// written.
+func mountAdapterDirs(tenants []string, names, dirs map[string]string, la llm.LoRAArgs) (llm.LoRAArgs, []corev1.Volume, []corev1.VolumeMount) {
+	la.Modules = maps(la.Modules)
+	var vols []corev1.Volume
+	var mounts []corev1.VolumeMount
+	sorted := append([]string(nil), tenants...)
+	sort.Strings(sorted)
+	hp := corev1.HostPathDirectory
+	for _, t := range sorted {
+		dir, n := dirs[t], names[t]
+		if dir == "" || !strings.HasPrefix(dir, "/") {
+			continue
+		}
+		vol := shorten(fmt.Sprintf("adapter-%d", len(vols)))
+		path := AdapterMountRoot + "/" + n
+		vols = append(vols, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &hp}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: path, ReadOnly: true})
+		la.Modules[n] = path
+	}
+	return la, vols, mounts
 }
 
 // LoRAModuleArgs are an engine's LoRA flags with every adapter under its adapter name (the name
@@ -67,7 +109,8 @@ func LoRAEngineDeployments(in LoRAEnginesInput) ([]Artifact, error) {
 		if err != nil {
 			return nil, fmt.Errorf("render lora engines: %w", err)
 		}
-		d := loraDeployment(in.Namespace, in.Base, e, la)
+		la, vols, mounts := mountAdapterDirs(e.Adapters, in.AdapterName, in.AdapterDir, la)
+		d := loraDeployment(in.Namespace, in.Base, e, la, enginePin{volumes: vols, mounts: mounts})
 		b, err := yaml.Marshal(d)
 		if err != nil {
 			return nil, fmt.Errorf("render lora engines: engine %s: %w", e.Name, err)
@@ -77,7 +120,7 @@ func LoRAEngineDeployments(in LoRAEnginesInput) ([]Artifact, error) {
 	return out, nil
 }
 
-func loraDeployment(ns string, base v1.Tenant, e plan.LoRAEngine, la llm.LoRAArgs) appsv1.Deployment {
+func loraDeployment(ns string, base v1.Tenant, e plan.LoRAEngine, la llm.LoRAArgs, pin enginePin) appsv1.Deployment {
 	labels := map[string]string{"app.kubernetes.io/name": e.Name, "app.kubernetes.io/managed-by": "gpupool",
 		LoRAEngineLabel: e.Name, LabelSlice: sliceSlug(v1.SliceExclusive)}
 	if base.Path != "" {
@@ -91,22 +134,37 @@ func loraDeployment(ns string, base v1.Tenant, e plan.LoRAEngine, la llm.LoRAArg
 	c.Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(1, resource.DecimalSI)}
 	spec := corev1.PodSpec{
 		Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+		Volumes:     pin.volumes,
+	}
+	c.VolumeMounts = append(c.VolumeMounts, pin.mounts...)
+	if pin.node != "" {
+		spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: HostnameLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{pin.node}}}}}}}}
+	}
+	podLabels := maps(labels)
+	if pin.pool != "" {
+		spec.NodeSelector = map[string]string{LabelPool: pin.pool}
+		podLabels[LabelPool] = pin.pool
 	}
 	vllmContainerDefaults(&c, &spec)
 	spec.Containers = []corev1.Container{c}
 	one := int32(1)
 	zero, maxUnavailable := intstr.FromInt32(0), intstr.FromInt32(1)
+	ann := map[string]string{AnnotationPath: base.Path, AnnotationLoRATenants: strings.Join(tenants, ",")}
+	if pin.plan != "" {
+		ann[AnnotationPlan], ann[AnnotationSlots] = pin.plan, "0@"+pin.where
+	}
 	return appsv1.Deployment{
-		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: ns, Labels: labels, Annotations: map[string]string{
-			AnnotationPath: base.Path, AnnotationLoRATenants: strings.Join(tenants, ",")}},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: ns, Labels: labels, Annotations: ann},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &one,
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{LoRAEngineLabel: e.Name}},
 			// No surge: the plan counts one GPU per engine, there is no spare one to surge onto.
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &zero, MaxUnavailable: &maxUnavailable}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: maps(labels)}, Spec: spec},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: spec},
 		},
 	}
 }
@@ -144,4 +202,56 @@ func LoRAReadme(namespace, gateway string, plans []plan.LoRAPlan, names map[stri
 	}
 	b.WriteString("\n`lora.json` is the plan (reasons, shares, fair caps, simulation) as `gpupool lora -o json` prints it.\n")
 	return []byte(b.String())
+}
+
+// loraEngineArtifacts renders the plan's shared LoRA engines (plan.loraEngines): a Deployment
+// per engine, k8s/<engine>.yaml, as LoRAEngineDeployments renders it, pinned to the node of its
+// planned GPU by required node affinity on the hostname (and the node's gpupool.dev/pool, like
+// the plan's Deployments), with the adapters given by an absolute dir mounted read-only. A
+// relative adapter dir cannot be mounted from the node and is a Problem.
+func loraEngineArtifacts(m *model) ([]Artifact, error) {
+	names, paths, dirs := map[string]string{}, map[string]string{}, map[string]string{}
+	for _, t := range m.pool.Tenants {
+		if a := t.Model.Adapter; a != nil {
+			names[t.Name], paths[t.Name] = a.Name, a.Repo
+			if a.Dir != "" {
+				paths[t.Name], dirs[t.Name] = a.Dir, a.Dir
+			}
+		}
+	}
+	var out []Artifact
+	for _, e := range m.plan.LoRAEngines {
+		if _, clash := m.tenants[e.Name]; clash {
+			return nil, fmt.Errorf("render lora engines: engine %s has a tenant's name: both would be k8s/%s.yaml", e.Name, e.Name)
+		}
+		pe := plan.LoRAPlanOf(&v1.Plan{LoRAEngines: []v1.PlanLoRAEngine{e}}, e.Group).Engines[0]
+		la, err := LoRAModuleArgs(pe, names, paths)
+		if err != nil {
+			return nil, fmt.Errorf("render lora engines: %w", err)
+		}
+		for _, t := range pe.Adapters {
+			if d := dirs[t]; d != "" && !strings.HasPrefix(d, "/") {
+				m.problem(e.GPU.Node, e.Name, "adapter %s of tenant %s is given by the relative dir %q: it is passed to vLLM as written and not mounted (give an absolute folder on the node, or a repo)", names[t], t, d)
+			}
+		}
+		if m.dra() {
+			m.problem(e.GPU.Node, e.Name, "the engine's pod asks for nvidia.com/gpu through the device plugin: engines are not rendered for the DRA device API")
+		}
+		m.notes = append(m.notes, fmt.Sprintf("LoRA engine %s runs on %s with %d adapters (max_loras %d); requests reach it through the "+
+			"gateway objects (plan --out --gateway) and an endpoint picker %s-epp per engine, which is not rendered", e.Name, e.GPU, len(e.Adapters), e.MaxLoRAs, e.Name))
+		la, vols, mounts := mountAdapterDirs(pe.Adapters, names, dirs, la)
+		base := m.tenants[e.Adapters[0].Tenant]
+		pin := enginePin{node: e.GPU.Node, plan: m.plan.Metadata.Name, where: e.GPU.String(), volumes: vols, mounts: mounts}
+		for _, n := range m.nodes {
+			if n.name == e.GPU.Node {
+				pin.pool = n.pool
+			}
+		}
+		b, err := yaml.Marshal(loraDeployment("", base, pe, la, pin))
+		if err != nil {
+			return nil, fmt.Errorf("render lora engines: engine %s: %w", e.Name, err)
+		}
+		out = append(out, Artifact{Path: "k8s/" + e.Name + ".yaml", Data: b})
+	}
+	return out, nil
 }

@@ -38,8 +38,16 @@ func readmeArtifact(m *model, arts []Artifact) Artifact {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Artifacts of plan %s (pool %s)\n\n", m.plan.Metadata.Name, m.plan.Pool)
 	b.WriteString("| file | what it is |\n|---|---|\n")
+	engines := map[string]bool{}
+	for _, e := range m.plan.LoRAEngines {
+		engines["k8s/"+e.Name+".yaml"] = true
+	}
 	for _, a := range arts {
-		fmt.Fprintf(&b, "| `%s` | %s |\n", a.Path, describe(a.Path))
+		d := describe(a.Path)
+		if engines[a.Path] {
+			d = "Deployment of one shared LoRA engine: its base model with `--enable-lora` and its adapters, on its planned GPU's node"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s |\n", a.Path, d)
 	}
 	b.WriteString(`
 ## How to apply

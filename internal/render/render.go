@@ -66,7 +66,7 @@ func Artifacts(plan *v1.Plan, pool *v1.Pool) ([]Artifact, error) {
 	}
 	var out []Artifact
 	steps := []func(*model) ([]Artifact, error){
-		migPartedArtifacts, devicePluginArtifacts, mpsArtifacts, vllmArtifacts, k8sArtifacts, draArtifacts, svgArtifacts,
+		migPartedArtifacts, devicePluginArtifacts, mpsArtifacts, vllmArtifacts, k8sArtifacts, loraEngineArtifacts, draArtifacts, svgArtifacts,
 	}
 	for _, step := range steps {
 		a, err := step(m)
@@ -118,6 +118,8 @@ type device struct {
 	kind     v1.SliceKind
 	capacity v1.Bytes
 	replicas []v1.PlanReplica
+	// loraEngine names the shared LoRA engine on the whole GPU, whose pod asks for it unshared.
+	loraEngine string
 }
 
 // baseResource is the device plugin's resource name for the device (mixed MIG strategy).
@@ -195,7 +197,7 @@ func newGPUModel(g v1.PlanGPU, b *gpu.Board) *gpuModel {
 		kind := map[v1.Mode]v1.SliceKind{v1.ModeExclusive: v1.SliceExclusive, v1.ModeMPS: v1.SliceMPS,
 			v1.ModeTimeSlice: v1.SliceTimeSlice}[g.Mode]
 		gm.devices = []*device{{node: g.Node, gpu: g.Index, board: b, kind: kind,
-			capacity: v1.Bytes(b.MemoryMiB) * v1.MiB, replicas: g.Replicas}}
+			capacity: v1.Bytes(b.MemoryMiB) * v1.MiB, replicas: g.Replicas, loraEngine: g.LoRAEngine}}
 		return gm
 	}
 	for i := range g.Instances {

@@ -166,6 +166,11 @@ func drawDevice(w *svgWriter, d *device, x, y, wd, h int, colors map[string]stri
 			label += " " + string(d.kind)
 		}
 	}
+	if d.loraEngine != "" {
+		w.rect(x, y, wd, h, "#9ecae1", label+": shared LoRA engine "+d.loraEngine)
+		w.cellText(x, y+16, wd, "lora:"+d.loraEngine)
+		return
+	}
 	if len(d.replicas) == 0 {
 		if d.instance != nil {
 			w.rect(x, y, wd, h, "#ccc", label+": no replicas")

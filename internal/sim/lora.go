@@ -85,6 +85,10 @@ type LoRAResult struct {
 	// Busy is the engine's time in steps; End when the last request finished.
 	Busy time.Duration `json:"busy"`
 	End  time.Duration `json:"end"`
+	// DynamicJoules is the energy above idle of the engine's steps by the power model (the base
+	// model's step; the LoRA kernels' and adapter loads' time is counted at idle power): the
+	// engine's GPU draws its idle power over the run plus this.
+	DynamicJoules float64 `json:"dynamicJoules"`
 }
 
 // MeetsAll says whether every adapter met its objectives.

@@ -50,7 +50,9 @@ func (s *loraState) step(now int64) int64 {
 	}
 	s.waiting = kept
 	tokens := b.PrefillTokens + b.DecodeSeqs
-	dt := e.StepTime(b, perf.Load{}) + s.cfg.Cost.StepOverhead(tokens, len(active), s.cfg.MaxRank) + load
+	st, dynJ := e.StepTimeEnergy(b, perf.Load{})
+	dt := st + s.cfg.Cost.StepOverhead(tokens, len(active), s.cfg.MaxRank) + load
+	s.res.DynamicJoules += dynJ
 	dt = max(dt, time.Microsecond) // time always moves
 	s.res.Steps++
 	s.res.Busy += dt

@@ -1,0 +1,28 @@
+package main
+
+import (
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/plan"
+	"gpupool.dev/gpupool/internal/render"
+)
+
+// loraGatewayFiles renders, per shared group of the plan, the gateway objects of its engines
+// (render.LoRAGateway): gateway/<first engine>.yaml, as `gpupool lora --out` writes them.
+func loraGatewayFiles(pl *v1.Plan, pool *v1.Pool, gateway, namespace string) ([]outFile, error) {
+	names := map[string]string{}
+	for _, t := range pool.Tenants {
+		if a := t.Model.Adapter; a != nil {
+			names[t.Name] = a.Name
+		}
+	}
+	var out []outFile
+	for _, g := range plan.LoRAGroupsOf(pl) {
+		p := plan.LoRAPlanOf(pl, g)
+		y, err := render.LoRAGateway(render.LoRAGatewayInput{Namespace: namespace, Gateway: gateway, Plan: p, AdapterName: names})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, outFile{Path: "gateway/" + p.Engines[0].Name + ".yaml", Data: y})
+	}
+	return out, nil
+}

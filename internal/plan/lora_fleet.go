@@ -1,0 +1,429 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/gpu"
+	"gpupool.dev/gpupool/internal/llm"
+	"gpupool.dev/gpupool/internal/perf"
+)
+
+// LoRABoard is one board the fleet offers a shared group's engines: the base model on one whole
+// GPU of it and its LoRA cost model (perf.PlaceLoRA).
+type LoRABoard struct {
+	Board  string
+	Engine *perf.Engine
+	Cost   *perf.LoRACost
+}
+
+// LoRABound is a lower bound on the whole GPUs any set of engines needs for a shared group, by
+// throughput alone: every request needs outputTokens − 1 decode tokens (its first token comes
+// with its prefill), a decode step of d sequences yields at most d of them, and such a step on
+// one GPU takes at least the step time of d decodes over their prompts' KV cache (each holds at
+// least its prompt) plus the LoRA kernels for one adapter at the group's smallest rank (more
+// adapters, higher ranks, prompts and longer contexts only lengthen a step); d is at most
+// max_num_seqs and at most the sequences of prompt + 1 tokens the KV cache holds beside one
+// adapter slot. So one GPU yields at most R = max over boards and such d of d / that time decode
+// tokens per second, and
+// the group needs at least ⌈Σ λᵢ·(outᵢ − 1) / R⌉ GPUs. It does not look at the planner's engines.
+// The reason says the numbers. A group without traffic needs 0.
+func LoRABound(g LoRAGroup, boards []LoRABoard) (int, string, error) {
+	if len(boards) == 0 {
+		return 0, "", fmt.Errorf("lora bound %s: no board", g.Key)
+	}
+	var demand float64
+	minRank, minIn := math.MaxInt, math.MaxInt
+	for _, a := range g.Adapters {
+		demand += a.RPS * float64(max(a.OutputTokens-1, 0))
+		minRank, minIn = min(minRank, max(a.Rank, 1)), min(minIn, max(a.InputTokens, 1))
+	}
+	if demand <= 0 {
+		return 0, fmt.Sprintf("group %s asks for no decode tokens", g.Key), nil
+	}
+	best, bestBoard, bestD := 0.0, "", 0
+	for _, b := range boards {
+		if b.Engine == nil || b.Cost == nil {
+			return 0, "", fmt.Errorf("lora bound %s: board %s: engine and cost are required", g.Key, b.Board)
+		}
+		// A decoding sequence holds at least its prompt and one token in the KV cache, which at
+		// least one adapter slot of the smallest rank takes from.
+		dmax := b.Engine.MaxSeqs()
+		if kb := b.Engine.Model().KVBytesPerToken(); kb > 0 {
+			kv := b.Engine.KVCapacityTokens() - b.Cost.SlotBytes(llm.RankFor(minRank))/kb
+			dmax = min(dmax, int(kv/int64(minIn+1)))
+		}
+		for d := 1; d <= dmax; d++ {
+			t := b.Engine.StepTime(perf.Batch{DecodeSeqs: d, KVTokens: int64(d) * int64(minIn)}, perf.Load{}) +
+				b.Cost.StepOverhead(d, 1, minRank)
+			if t <= 0 {
+				continue
+			}
+			if r := float64(d) / t.Seconds(); r > best {
+				best, bestBoard, bestD = r, b.Board, d
+			}
+		}
+	}
+	if best <= 0 {
+		return 0, "", fmt.Errorf("lora bound %s: no board yields decode tokens", g.Key)
+	}
+	n := int(math.Ceil(demand/best - 1e-9))
+	return n, fmt.Sprintf("group %s: %.0f decode tokens/s over at most %.0f per GPU (%s, %d sequences, LoRA kernels for one adapter of rank %d) = %d GPUs",
+		g.Key, demand, best, bestBoard, bestD, minRank, n), nil
+}
+
+// LoRAFleetGroup is a planned shared group and what placing its engines on the fleet needs.
+type LoRAFleetGroup struct {
+	Plan LoRAPlan
+	// Board is the board the engines were sized on; they go on whole GPUs of it.
+	Board string
+	// Model or ModelDir is the base model as the tenants give it; Quantization theirs.
+	Model, ModelDir, Quantization string
+	// AdapterName maps each tenant to its adapter's name (model.adapter.name).
+	AdapterName map[string]string
+	// Bound is LoRABound's GPUs for the group and Why its argument.
+	Bound int
+	Why   string
+}
+
+// PlaceLoRAEngines puts the shared groups' engines into pl, a plan of the pool's other tenants
+// made on the whole fleet: each engine takes a whole GPU of its board that pl leaves idle (the
+// one the plan in force, cur, gives the same engine when that is idle, else the first in fleet
+// order on a node whose whole GPUs are not shared by MPS or time-slicing, else the first), which
+// becomes a pool GPU of mode exclusive naming the engine. Every adapter tenant gets
+// its plan entry with the engines that serve it and the planner's reason; an engine no idle GPU
+// is left for makes its adapters infeasible (NoCapacity). The summary counts the engines' GPUs
+// as used, adds the groups' bounds (LoRABound: the engines run on GPUs of their own, so the
+// bounds add) and adds the engines to every baseline, which plans the rest alike. Tenants are
+// put back in pool order. pl must be a plan of pool less the groups' tenants.
+func PlaceLoRAEngines(pl *v1.Plan, pool *v1.Pool, groups []LoRAFleetGroup, cur *v1.Plan) {
+	was := map[string]v1.GPURef{}
+	if cur != nil {
+		for _, e := range cur.LoRAEngines {
+			was[e.Name] = e.GPU
+		}
+	}
+	free := func(i int) bool { g := pl.GPUs[i]; return g.Role == v1.RoleIdle && g.ReplicaCount() == 0 }
+	// The device plugin shares every whole GPU of a node alike: an engine (an unshared whole GPU)
+	// goes to a node whose whole GPUs are not MPS- or time-slice-shared when there is one.
+	sharedWhole := map[string]bool{}
+	for _, g := range pl.GPUs {
+		if (g.Mode == v1.ModeMPS || g.Mode == v1.ModeTimeSlice) && len(g.Replicas) > 0 {
+			sharedWhole[g.Node] = true
+		}
+	}
+	entries := map[string]*v1.PlanTenant{}
+	var order []string
+	placed := 0
+	for _, grp := range groups {
+		for _, e := range grp.Plan.Engines {
+			at := -1
+			for i, g := range pl.GPUs {
+				if !free(i) || g.Board != grp.Board {
+					continue
+				}
+				if prev, ok := was[e.Name]; ok && g.Ref() == prev {
+					at = i
+					break
+				}
+				if at < 0 || sharedWhole[pl.GPUs[at].Node] && !sharedWhole[g.Node] {
+					at = i
+				}
+			}
+			for _, t := range e.Adapters {
+				if entries[t] == nil {
+					entries[t] = &v1.PlanTenant{Name: t}
+					order = append(order, t)
+				}
+			}
+			if at < 0 {
+				for _, t := range e.Adapters {
+					pe := entries[t]
+					pe.Infeasible = true
+					pe.Reasons = append(pe.Reasons, v1.NewReason(v1.ReasonNoCapacity,
+						"engine %s needs a whole %s GPU and the other tenants leave none idle", e.Name, grp.Board))
+				}
+				continue
+			}
+			placed++
+			g := &pl.GPUs[at]
+			g.Role, g.Mode, g.LoRAEngine = v1.RolePool, v1.ModeExclusive, e.Name
+			g.Reasons = []v1.Reason{v1.NewReason(v1.ReasonLoRAEngine, "runs LoRA engine %s: %s with %d adapters of %s, %.3g req/s, max_loras %d",
+				e.Name, baseName(grp), len(e.Adapters), grp.Plan.Group, e.RPS, e.MaxLoRAs)}
+			pe := v1.PlanLoRAEngine{Name: e.Name, Group: grp.Plan.Group, GPU: g.Ref(), Model: grp.Model, ModelDir: grp.ModelDir,
+				Quantization: grp.Quantization, MaxLoRAs: e.MaxLoRAs, MaxLoRARank: e.MaxRank,
+				MaxCPULoRAs: max(e.MaxCPULoRAs, e.MaxLoRAs), ActiveP99: e.ActiveP99}
+			for _, t := range sortedCopy(e.Adapters) {
+				pe.Adapters = append(pe.Adapters, v1.PlanLoRAAdapter{Tenant: t, Adapter: grp.AdapterName[t], RPS: e.Load[t]})
+				entries[t].LoRAEngines = append(entries[t].LoRAEngines, e.Name)
+			}
+			pl.LoRAEngines = append(pl.LoRAEngines, pe)
+		}
+		for t, why := range grp.Plan.Reasons {
+			if pe := entries[t]; pe != nil {
+				pe.Reasons = append([]v1.Reason{v1.NewReason(v1.ReasonLoRAEngine, "%s", why)}, pe.Reasons...)
+			}
+		}
+		pl.Summary.LowerBound += grp.Bound
+	}
+	for _, t := range order {
+		pl.Tenants = append(pl.Tenants, *entries[t])
+	}
+	rank := map[string]int{}
+	for i, t := range pool.Tenants {
+		rank[t.Name] = i
+	}
+	sort.SliceStable(pl.Tenants, func(i, j int) bool { return rank[pl.Tenants[i].Name] < rank[pl.Tenants[j].Name] })
+	pl.Summary.GPUsUsed += placed
+	for i := range pl.Summary.Baselines {
+		pl.Summary.Baselines[i].GPUs += placed
+	}
+}
+
+func baseName(g LoRAFleetGroup) string {
+	if g.Model != "" {
+		return g.Model
+	}
+	return g.ModelDir
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
+
+// LoRAPlanOf is the shared-group plan a Plan file records: its engines of group, with each
+// adapter's load, for rendering the gateway objects of a planned pool.
+func LoRAPlanOf(pl *v1.Plan, group string) LoRAPlan {
+	p := LoRAPlan{Group: group, Reasons: map[string]string{}}
+	for _, e := range pl.LoRAEngines {
+		if e.Group != group {
+			continue
+		}
+		en := LoRAEngine{Name: e.Name, MaxLoRAs: e.MaxLoRAs, MaxRank: e.MaxLoRARank, MaxCPULoRAs: e.MaxCPULoRAs,
+			ActiveP99: e.ActiveP99, Load: map[string]float64{}}
+		for _, a := range e.Adapters {
+			en.Adapters = append(en.Adapters, a.Tenant)
+			en.Load[a.Tenant] = a.RPS
+			en.RPS += a.RPS
+		}
+		p.Engines = append(p.Engines, en)
+	}
+	return p
+}
+
+// LoRAGroupsOf lists the groups of a Plan file's engines, in the order they first appear.
+func LoRAGroupsOf(pl *v1.Plan) []string {
+	var out []string
+	for _, e := range pl.LoRAEngines {
+		if !slices.Contains(out, e.Group) {
+			out = append(out, e.Group)
+		}
+	}
+	return out
+}
+
+// LoRAEnginePrefix names a group's engines (PREFIX-0, PREFIX-1, …) after its base model: the
+// catalog name with '.' as '-' ("llama-3-1-8b-lora"), "model-lora" for a checkpoint folder; the
+// n-th group (from 1) of one prefix adds "-g<n>" from the second on.
+func LoRAEnginePrefix(t v1.Tenant, n int) string {
+	name := t.Model.Name
+	if name == "" {
+		name = "model"
+	}
+	p := strings.ReplaceAll(name, ".", "-") + "-lora"
+	if n > 1 {
+		p = fmt.Sprintf("%s-g%d", p, n)
+	}
+	return p
+}
+
+// BuildWithLoRA plans pool with its adapter tenants that may share a base-model engine
+// (GroupLoRA) on shared LoRA engines: each group is planned by PlanLoRA on whole GPUs of the
+// fleet's first board and bounded by LoRABound over every board of the fleet that holds its base
+// model; the other tenants (hard-isolated adapter tenants among them) are planned by Build; then
+// PlaceLoRAEngines puts the engines on the GPUs Build leaves idle. adapters holds the adapters
+// read from PEFT folders, by tenant (their rank and bytes); a base model given by dir comes from
+// o.Models. Without shared adapter tenants it is Build. It returns the groups too.
+func BuildWithLoRA(ctx context.Context, pool *v1.Pool, o Options, adapters map[string]llm.Adapter) (*v1.Plan, []LoRAFleetGroup, error) {
+	if pool == nil {
+		return nil, nil, errors.New("build plan: no pool")
+	}
+	groups, _ := GroupLoRA(pool, adapters)
+	if len(groups) == 0 {
+		pl, err := Build(ctx, pool, o)
+		return pl, nil, err
+	}
+	var boards []*gpu.Board
+	for _, n := range pool.Fleet.Nodes {
+		for _, g := range n.GPUs {
+			if b, err := gpu.Lookup(g.Board); err == nil && !slices.Contains(boards, b) {
+				boards = append(boards, b)
+			}
+		}
+	}
+	if len(boards) == 0 {
+		return nil, nil, errors.New("build plan: shared LoRA engines need a fleet with a known board")
+	}
+	names := map[string]string{}
+	for _, t := range pool.Tenants {
+		if t.Model.Adapter != nil {
+			names[t.Name] = t.Model.Adapter.Name
+		}
+	}
+	var fg []LoRAFleetGroup
+	taken := map[string]bool{}
+	prefixes := map[string]int{}
+	for _, g := range groups {
+		t := tenantOf(pool, g.Adapters[0].Tenant)
+		a, err := baseArchOf(t, o.Models)
+		if err != nil {
+			return nil, nil, fmt.Errorf("build plan: lora group %s: %w", g.Key, err)
+		}
+		for i := range g.Adapters {
+			if g.Adapters[i].Bytes == 0 {
+				g.Adapters[i].Bytes, _ = llm.LoRAAdapterBytes(a, g.Adapters[i].Rank, nil)
+			}
+			taken[g.Adapters[i].Tenant] = true
+		}
+		var lb []LoRABoard
+		for _, b := range boards {
+			eng, lc, err := perf.PlaceLoRA(a, t.Model.Quantization, b)
+			if err != nil {
+				continue // the base model does not fit a whole GPU of this board
+			}
+			lb = append(lb, LoRABoard{Board: b.Name, Engine: eng, Cost: lc})
+		}
+		if len(lb) == 0 || lb[0].Board != boards[0].Name {
+			return nil, nil, fmt.Errorf("build plan: lora group %s: the base model does not fit a whole %s, the fleet's first board", g.Key, boards[0].Name)
+		}
+		base := LoRAEnginePrefix(t, 1)
+		prefixes[base]++
+		p, err := PlanLoRA(LoRAInput{Group: g, Engine: lb[0].Engine, Cost: lb[0].Cost, Prefix: LoRAEnginePrefix(t, prefixes[base])})
+		if err != nil {
+			return nil, nil, fmt.Errorf("build plan: %w", err)
+		}
+		bound, why, err := LoRABound(g, lb)
+		if err != nil {
+			return nil, nil, fmt.Errorf("build plan: %w", err)
+		}
+		fg = append(fg, LoRAFleetGroup{Plan: p, Board: boards[0].Name, Model: t.Model.Name, ModelDir: t.Model.Dir,
+			Quantization: string(t.Model.Quantization), AdapterName: names, Bound: bound, Why: why})
+	}
+	rest := *pool
+	rest.Tenants = nil
+	for _, t := range pool.Tenants {
+		if !taken[t.Name] {
+			rest.Tenants = append(rest.Tenants, t)
+		}
+	}
+	pl, err := Build(ctx, &rest, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	PlaceLoRAEngines(pl, pool, fg, o.Current)
+	return pl, fg, nil
+}
+
+func tenantOf(p *v1.Pool, name string) v1.Tenant {
+	for _, t := range p.Tenants {
+		if t.Name == name {
+			return t
+		}
+	}
+	return v1.Tenant{}
+}
+
+// baseArchOf is a tenant's base model: its checkpoint folder as loaded (models, by tenant), or
+// its catalog entry.
+func baseArchOf(t v1.Tenant, models map[string]llm.Model) (llm.Arch, error) {
+	if t.Model.Dir != "" {
+		m, ok := models[t.Name]
+		if !ok {
+			return llm.Arch{}, fmt.Errorf("tenant %s: model dir %s is not loaded", t.Name, t.Model.Dir)
+		}
+		return m.Arch, nil
+	}
+	return llm.Lookup(t.Model.Name)
+}
+
+// LoRAEngineSteps lists the shared LoRA engines that start, move, restart or stop between the
+// plan in force cur and next, after the replica steps (steps, from Migration): an engine of next
+// not in cur starts on its GPU, one whose GPU changes moves (its Deployment stops the old pod and
+// starts the new: no surge), one whose limits or adapters change restarts in place, one of cur not
+// in next stops. Starts come first, in the wave after the last of steps; moves and restarts follow,
+// at most maxUnavailable a wave (each leaves its adapters without that engine for a while); stops
+// last. It returns steps with the engines' steps appended.
+func LoRAEngineSteps(cur, next *v1.Plan, steps []Step, maxUnavailable int) []Step {
+	maxUnavailable = max(maxUnavailable, 1)
+	wave := 0
+	for _, s := range steps {
+		wave = max(wave, s.Wave)
+	}
+	was := map[string]v1.PlanLoRAEngine{}
+	for _, e := range cur.LoRAEngines {
+		was[e.Name] = e
+	}
+	describe := func(e v1.PlanLoRAEngine) string {
+		return fmt.Sprintf("lora engine (%d adapters, max_loras %d)", len(e.Adapters), e.MaxLoRAs)
+	}
+	var starts, changes, stops []Step
+	for _, e := range next.LoRAEngines {
+		old, ok := was[e.Name]
+		switch {
+		case !ok:
+			starts = append(starts, Step{Kind: StepStart, GPU: e.GPU, LoRAEngine: e.Name, From: "none", To: describe(e)})
+		case old.GPU != e.GPU:
+			changes = append(changes, Step{Kind: StepMove, GPU: e.GPU, LoRAEngine: e.Name, From: old.GPU.String(), To: e.GPU.String()})
+		case !sameEngine(old, e):
+			changes = append(changes, Step{Kind: StepRestart, GPU: e.GPU, LoRAEngine: e.Name, From: describe(old), To: describe(e)})
+		}
+		delete(was, e.Name)
+	}
+	for _, e := range cur.LoRAEngines {
+		if _, gone := was[e.Name]; gone {
+			stops = append(stops, Step{Kind: StepStop, GPU: e.GPU, LoRAEngine: e.Name, From: describe(e), To: "none"})
+		}
+	}
+	if len(starts) > 0 {
+		wave++
+		for i := range starts {
+			starts[i].Wave = wave
+		}
+	}
+	for i := range changes {
+		if i%maxUnavailable == 0 {
+			wave++
+		}
+		changes[i].Wave = wave
+	}
+	if len(stops) > 0 {
+		wave++
+		for i := range stops {
+			stops[i].Wave = wave
+		}
+	}
+	return append(append(append(steps, starts...), changes...), stops...)
+}
+
+// sameEngine says whether two listings of an engine run the same server: base model, limits
+// and adapters (rates aside, which the server does not see).
+func sameEngine(a, b v1.PlanLoRAEngine) bool {
+	if a.Model != b.Model || a.ModelDir != b.ModelDir || a.Quantization != b.Quantization || a.MaxLoRAs != b.MaxLoRAs ||
+		a.MaxLoRARank != b.MaxLoRARank || a.MaxCPULoRAs != b.MaxCPULoRAs || len(a.Adapters) != len(b.Adapters) {
+		return false
+	}
+	for i := range a.Adapters {
+		if a.Adapters[i].Tenant != b.Adapters[i].Tenant || a.Adapters[i].Adapter != b.Adapters[i].Adapter {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,300 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+func loraBoards(t testing.TB) []LoRABoard {
+	in := loraInput(t, 1, 1)
+	return []LoRABoard{{Board: "H100-SXM5-80GB", Engine: in.Engine, Cost: in.Cost}}
+}
+
+// The bound never exceeds the engines the planner chooses, and the planner's own queueing model
+// agrees that one engine fewer than the bound cannot carry the group: at every traffic level,
+// PlanLoRAWith(bound − 1) fails. More traffic never lowers it, and ten times the traffic that
+// one GPU's decode throughput carries needs at least ten GPUs.
+func TestLoRABound(t *testing.T) {
+	prev := 0
+	for _, rps := range []float64{1, 30, 120, 400, 1200} {
+		in := loraInput(t, 60, rps)
+		n, why, err := LoRABound(in.Group, loraBoards(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := PlanLoRA(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n < 1 || n > len(p.Engines) || n < prev || !strings.Contains(why, fmt.Sprintf("= %d GPUs", n)) {
+			t.Errorf("%v req/s: bound %d (%s), planner %d engines, previous bound %d", rps, n, why, len(p.Engines), prev)
+		}
+		if n > 1 {
+			if _, ok, err := PlanLoRAWith(in, n-1); err != nil || ok {
+				t.Errorf("%v req/s: %d engines meet the objectives by the planner's model, below the bound %d", rps, n-1, n)
+			}
+		}
+		prev = n
+		t.Logf("%v req/s: bound %d, planner %d (%s)", rps, n, len(p.Engines), why)
+	}
+	// The per-GPU rate from the reason: demand at ten times it needs ten GPUs.
+	in := loraInput(t, 1, 1)
+	_, why, _ := LoRABound(in.Group, loraBoards(t))
+	var demand, rate float64
+	if _, err := fmt.Sscanf(why, "group g: %f decode tokens/s over at most %f", &demand, &rate); err != nil {
+		t.Fatal(why, err)
+	}
+	// (the reason rounds the rate to a token per second: 0.1 % either side is clear of that)
+	for _, c := range []struct {
+		gpus float64
+		want int
+	}{{9.99, 10}, {10.01, 11}} {
+		in.Group.Adapters[0].RPS = c.gpus * rate / 127
+		if n, _, _ := LoRABound(in.Group, loraBoards(t)); n != c.want {
+			t.Errorf("%v GPUs' decode tokens: bound %d, want %d", c.gpus, n, c.want)
+		}
+	}
+	if n, _, err := LoRABound(LoRAGroup{Key: "none", Adapters: []LoRAAdapter{{RPS: 0, OutputTokens: 10}}}, loraBoards(t)); n != 0 || err != nil {
+		t.Errorf("no traffic: %d, %v", n, err)
+	}
+	if _, _, err := LoRABound(in.Group, nil); err == nil {
+		t.Error("no board: no error")
+	}
+}
+
+// loraFleetPool is a pool of gpus H100s with one ordinary tenant and n soft adapter tenants.
+func loraFleetPool(t testing.TB, gpus, n int) *v1.Pool {
+	y := fmt.Sprintf(`apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: lf}
+fleet:
+  nodes:
+  - name: node-a
+    gpus: [{board: H100-SXM5-80GB, count: %d}]
+policy: {burstPoolPercent: 0}
+tenants:
+- name: chat
+  isolation: hard
+  model: {name: qwen2.5-7b, quantization: bf16}
+  traffic: {rps: 2, inputTokens: 512, outputTokens: 128}
+  slo: {ttftP99: 1s, tpotP99: 50ms}
+`, gpus)
+	for i := range n {
+		y += fmt.Sprintf(`- name: ad-%d
+  path: acme/x
+  isolation: soft
+  model: {name: llama-3.1-8b, quantization: bf16, adapter: {name: ad-%d-lora, repo: acme/ad-%d, rank: 16}}
+  traffic: {rps: 15, inputTokens: 512, outputTokens: 128}
+  slo: {ttftP99: 1s, tpotP99: 50ms}
+`, i, i, i)
+	}
+	p, err := v1.LoadPool([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// planWithLoRA plans pool as `gpupool plan` does (BuildWithLoRA).
+func planWithLoRA(t testing.TB, pool *v1.Pool, cur *v1.Plan) (*v1.Plan, []LoRAFleetGroup) {
+	t.Helper()
+	pl, fg, err := BuildWithLoRA(context.Background(), pool, Options{Current: cur}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl, fg
+}
+
+// Without shared adapter tenants BuildWithLoRA is Build; a base model given by dir must be
+// loaded (Options.Models), as for Build.
+func TestBuildWithLoRAWithoutAdapters(t *testing.T) {
+	pool := loraFleetPool(t, 2, 0)
+	a, _, err := BuildWithLoRA(context.Background(), pool, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Build(context.Background(), pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ya, _ := v1.EncodeYAML(a)
+	yb, _ := v1.EncodeYAML(b)
+	if string(ya) != string(yb) || len(a.LoRAEngines) != 0 {
+		t.Errorf("BuildWithLoRA without adapters differs from Build:\n%s\n%s", ya, yb)
+	}
+	pool = loraFleetPool(t, 2, 2)
+	for i := 1; i < len(pool.Tenants); i++ {
+		pool.Tenants[i].Model.Name, pool.Tenants[i].Model.Dir = "", "/models/base"
+	}
+	if _, _, err := BuildWithLoRA(context.Background(), pool, Options{}, nil); err == nil || !strings.Contains(err.Error(), "is not loaded") {
+		t.Errorf("dir base without its model: %v", err)
+	}
+}
+
+// Engines take whole idle GPUs of the fleet beside the other tenants; the plan is valid against
+// the whole pool; the summary counts them; every adapter tenant names its engine with the
+// planner's reason.
+func TestPlaceLoRAEngines(t *testing.T) {
+	pool := loraFleetPool(t, 4, 4) // 60 req/s of adapters: more than one engine
+	base, err := Build(context.Background(), &v1.Pool{APIVersion: pool.APIVersion, Kind: pool.Kind, Metadata: pool.Metadata,
+		Fleet: pool.Fleet, Policy: pool.Policy, Tenants: pool.Tenants[:1]}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, fg := planWithLoRA(t, pool, nil)
+	if err := v1.ValidatePlan(pl, pool); err != nil {
+		t.Fatal(err)
+	}
+	engines := len(fg[0].Plan.Engines)
+	if engines < 2 || len(pl.LoRAEngines) != engines {
+		t.Fatalf("%d engines planned, %d in the plan", engines, len(pl.LoRAEngines))
+	}
+	if pl.Summary.GPUsUsed != base.Summary.GPUsUsed+engines || pl.Summary.LowerBound != base.Summary.LowerBound+fg[0].Bound {
+		t.Errorf("summary %+v: want %d GPUs used and bound %d + %d", pl.Summary, base.Summary.GPUsUsed+engines, base.Summary.LowerBound, fg[0].Bound)
+	}
+	for i, b := range pl.Summary.Baselines {
+		if b.GPUs != base.Summary.Baselines[i].GPUs+engines {
+			t.Errorf("baseline %s: %d, want %d + %d engines", b.Name, b.GPUs, base.Summary.Baselines[i].GPUs, engines)
+		}
+	}
+	for i, tn := range pl.Tenants {
+		if tn.Name != pool.Tenants[i].Name {
+			t.Errorf("tenants[%d] = %s, want pool order (%s)", i, tn.Name, pool.Tenants[i].Name)
+		}
+		if i > 0 && (len(tn.LoRAEngines) == 0 || tn.Reasons[0].Code != v1.ReasonLoRAEngine || !strings.Contains(tn.Reasons[0].Message, "engine")) {
+			t.Errorf("tenant %+v", tn)
+		}
+	}
+	// Re-planning keeps each engine on the GPU the plan in force gives it, even when an earlier
+	// idle GPU would do: here the plan in force has them on the last GPUs.
+	cur := *pl
+	cur.GPUs = append([]v1.PlanGPU(nil), pl.GPUs...)
+	cur.LoRAEngines = append([]v1.PlanLoRAEngine(nil), pl.LoRAEngines...)
+	last := len(cur.GPUs) - 1
+	for i := range cur.LoRAEngines {
+		from := cur.LoRAEngines[i].GPU
+		to := cur.GPUs[last-i].Ref()
+		for j := range cur.GPUs {
+			switch cur.GPUs[j].Ref() {
+			case from:
+				cur.GPUs[j].LoRAEngine, cur.GPUs[j].Role = "", v1.RoleIdle
+			}
+		}
+		cur.LoRAEngines[i].GPU = to
+	}
+	for i := range cur.LoRAEngines {
+		cur.GPUs[last-i].LoRAEngine, cur.GPUs[last-i].Role = cur.LoRAEngines[i].Name, v1.RolePool
+	}
+	if err := v1.ValidatePlan(&cur, pool); err != nil {
+		t.Fatalf("moved plan: %v", err)
+	}
+	next, _ := planWithLoRA(t, pool, &cur)
+	for i, e := range next.LoRAEngines {
+		if e.GPU != cur.LoRAEngines[i].GPU {
+			t.Errorf("engine %s re-planned onto %s, want it kept on %s", e.Name, e.GPU, cur.LoRAEngines[i].GPU)
+		}
+	}
+}
+
+// An engine that finds no idle GPU makes its adapters infeasible with a NoCapacity reason; the
+// rest is planned and the plan stays valid.
+func TestPlaceLoRAEnginesShortOfGPUs(t *testing.T) {
+	pool := loraFleetPool(t, 2, 4) // chat takes one GPU; the adapters need more than one engine
+	pl, fg := planWithLoRA(t, pool, nil)
+	if err := v1.ValidatePlan(pl, pool); err != nil {
+		t.Fatal(err)
+	}
+	if len(fg[0].Plan.Engines) < 2 || len(pl.LoRAEngines) != 1 {
+		t.Fatalf("%d engines planned, %d placed, want ≥ 2 and 1", len(fg[0].Plan.Engines), len(pl.LoRAEngines))
+	}
+	short := 0
+	for _, tn := range pl.Tenants {
+		if tn.Infeasible {
+			short++
+			if r := tn.Reasons[len(tn.Reasons)-1]; r.Code != v1.ReasonNoCapacity || !strings.Contains(r.Message, "leave none idle") {
+				t.Errorf("tenant %s reasons %+v", tn.Name, tn.Reasons)
+			}
+		}
+	}
+	if short == 0 {
+		t.Error("no adapter tenant is infeasible")
+	}
+}
+
+// Engines that appear start first, after the replica steps; moved and changed engines follow,
+// maxUnavailable a wave; engines that go stop last; an unchanged engine (rates aside) has no step.
+func TestLoRAEngineSteps(t *testing.T) {
+	eng := func(name string, node string, idx, maxLoRAs int, adapters ...string) v1.PlanLoRAEngine {
+		e := v1.PlanLoRAEngine{Name: name, GPU: v1.GPURef{Node: node, Index: idx}, Model: "m", MaxLoRAs: maxLoRAs, MaxLoRARank: 16, MaxCPULoRAs: maxLoRAs}
+		for _, a := range adapters {
+			e.Adapters = append(e.Adapters, v1.PlanLoRAAdapter{Tenant: a, Adapter: a + "-lora", RPS: 1})
+		}
+		return e
+	}
+	cur := &v1.Plan{LoRAEngines: []v1.PlanLoRAEngine{eng("same", "n", 0, 2, "a", "b"), eng("moved", "n", 1, 2, "c"),
+		eng("changed", "n", 2, 2, "d"), eng("changed2", "n", 3, 2, "e"), eng("gone", "n", 4, 1, "f")}}
+	same := eng("same", "n", 0, 2, "a", "b")
+	same.Adapters[0].RPS = 7 // a rate the server does not see
+	next := &v1.Plan{LoRAEngines: []v1.PlanLoRAEngine{same, eng("moved", "n", 5, 2, "c"), eng("changed", "n", 2, 4, "d"),
+		eng("changed2", "n", 3, 2, "e", "g"), eng("new", "n", 6, 1, "h")}}
+	replica := []Step{{Wave: 3, Kind: StepGPU}}
+	got := LoRAEngineSteps(cur, next, replica, 1)
+	var lines []string
+	for _, s := range got[1:] {
+		lines = append(lines, fmt.Sprintf("%d %s %s %s", s.Wave, s.Kind, s.LoRAEngine, s.GPU))
+	}
+	want := "4 start new n/6|5 move moved n/5|6 restart changed n/2|7 restart changed2 n/3|8 stop gone n/4"
+	if g := strings.Join(lines, "|"); g != want || got[0].Kind != StepGPU {
+		t.Errorf("steps\n%s\nwant\n%s", g, want)
+	}
+	if got := LoRAEngineSteps(cur, cur, nil, 2); len(got) != 0 {
+		t.Errorf("no change: %+v", got)
+	}
+}
+
+// Re-planning under a move budget of 0 keeps the plan in force, engines included: they are
+// placed again on their GPUs, not kept as GPUs that run nothing the plan knows.
+func TestBuildWithLoRAMoveBudgetKeepsEngines(t *testing.T) {
+	pool := loraFleetPool(t, 4, 4)
+	cur, _ := planWithLoRA(t, pool, nil)
+	zero := 0
+	next, _, err := BuildWithLoRA(context.Background(), pool, Options{Current: cur, MaxMoves: &zero}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v1.ValidatePlan(next, pool); err != nil {
+		t.Fatal(err)
+	}
+	if len(next.LoRAEngines) != len(cur.LoRAEngines) {
+		t.Fatalf("%d engines, want %d", len(next.LoRAEngines), len(cur.LoRAEngines))
+	}
+	for i, e := range next.LoRAEngines {
+		if e.GPU != cur.LoRAEngines[i].GPU {
+			t.Errorf("engine %s on %s, was on %s", e.Name, e.GPU, cur.LoRAEngines[i].GPU)
+		}
+	}
+	if steps := LoRAEngineSteps(cur, next, Migration(cur, next, 1), 1); len(steps) != 0 {
+		t.Errorf("steps %+v, want none", steps)
+	}
+}
+
+// The plan in force as the move budget keeps it (inForce) runs no LoRA engine on its GPUs: they
+// are idle there, and PlaceLoRAEngines puts the engines back on them.
+func TestInForceLeavesLoRAEnginesOut(t *testing.T) {
+	pool := loraFleetPool(t, 4, 4)
+	cur, _ := planWithLoRA(t, pool, nil)
+	p, err := newPlanner(pool, Options{Current: cur})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, _ := p.inForce()
+	for _, g := range gpus {
+		if g.LoRAEngine != "" || g.Role == v1.RolePool && g.ReplicaCount() == 0 {
+			t.Errorf("GPU %s kept with engine %q, role %s", g.Ref(), g.LoRAEngine, g.Role)
+		}
+	}
+}
