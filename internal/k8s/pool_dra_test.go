@@ -11,9 +11,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -243,11 +245,25 @@ func TestPoolDRASharedNamespaces(t *testing.T) {
 }
 
 // deletePoolAtEnd deletes gp when the test ends: the controllers of later tests reconcile every
-// GPUPool, and the pools of a cluster share the GPU Operator's mig-parted ConfigMap.
+// GPUPool, and the pools of a cluster share the GPU Operator's mig-parted ConfigMap. Its
+// finalizer is dropped without the cleanup it stands for (TestPoolFinalizer tests that), so the
+// pool is gone at once.
 func deletePoolAtEnd(t *testing.T, c client.Client, gp *GPUPool) {
 	t.Cleanup(func() {
-		if err := c.Delete(context.Background(), gp); err != nil {
+		ctx := context.Background()
+		if err := c.Delete(ctx, gp); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("delete GPUPool %s: %v", gp.Name, err)
+		}
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &GPUPool{}
+			if err := c.Get(ctx, client.ObjectKey{Name: gp.Name}, cur); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			cur.Finalizers = nil
+			return client.IgnoreNotFound(c.Update(ctx, cur))
+		})
+		if err != nil {
+			t.Errorf("drop the finalizer of GPUPool %s: %v", gp.Name, err)
 		}
 	})
 }
