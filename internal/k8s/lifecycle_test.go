@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/control"
 	"gpupool.dev/gpupool/internal/render"
 )
 
@@ -449,4 +451,57 @@ func apiEqualJSON(t *testing.T, a, b any) bool {
 		t.Fatal(err)
 	}
 	return string(x) == string(y)
+}
+
+// TestDRAInventory: a DRA node's capacity is the plan in force's replica slots on the devices the
+// driver publishes: a whole GPU's replicas (a tensor-parallel replica once, using a published GPU
+// for each GPU of its group), a MIG instance's replicas per published instance of its profile (the
+// first ones in plan order when fewer are published), nothing when not Ready or without a plan.
+func TestDRAInventory(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	rep := func(tenant string, i int) v1.PlanReplica { return v1.PlanReplica{Tenant: tenant, Index: i} }
+	tp := v1.PlanReplica{Tenant: "big", Index: 0, TensorParallel: v1.TensorParallel{Size: 2, GPUs: []int{2, 3}}}
+	pl := &v1.Plan{GPUs: []v1.PlanGPU{
+		{Node: "n", Index: 0, Mode: v1.ModeMPS, Replicas: []v1.PlanReplica{rep("a", 0), rep("b", 0), rep("c", 0)}},
+		{Node: "n", Index: 1, Mode: v1.ModeMIG, Instances: []v1.PlanInstance{
+			{Profile: "3g.40gb", Start: 0, Replicas: []v1.PlanReplica{rep("a", 1), rep("b", 1)}},
+			{Profile: "1g.10gb", Start: 4, Replicas: []v1.PlanReplica{rep("c", 1)}},
+			{Profile: "1g.10gb", Start: 5, Replicas: []v1.PlanReplica{rep("c", 2)}},
+			{Profile: "1g.10gb", Start: 6}}},
+		{Node: "n", Index: 2, Mode: v1.ModeExclusive, Replicas: []v1.PlanReplica{tp}},
+		{Node: "n", Index: 3, Mode: v1.ModeExclusive, Replicas: []v1.PlanReplica{tp}},
+		{Node: "other", Index: 0, Mode: v1.ModeExclusive, Replicas: []v1.PlanReplica{rep("d", 0)}},
+	}}
+	slots := func(inv control.Inventory) map[string]int {
+		out := map[string]int{}
+		for _, g := range inv.GPUs {
+			for _, k := range g.Slices {
+				out[k]++
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		published map[string]int
+		want      map[string]int
+	}{
+		{"all published", map[string]int{"gpu": 4, "mig-3g.40gb": 1, "mig-1g.10gb": 3}, map[string]int{"gpu": 4, "mig-3g.40gb": 2, "mig-1g.10gb": 2}},
+		{"one 1g.10gb instance published", map[string]int{"gpu": 4, "mig-3g.40gb": 1, "mig-1g.10gb": 1}, map[string]int{"gpu": 4, "mig-3g.40gb": 2, "mig-1g.10gb": 1}},
+		// GPU 0 takes one; the tensor-parallel group needs two and only one is left
+		{"two GPUs published", map[string]int{"gpu": 2}, map[string]int{"gpu": 3}},
+		{"nothing published", nil, map[string]int{}},
+	} {
+		if got := slots(draInventory(node, pl, tc.published)); !maps.Equal(got, tc.want) {
+			t.Errorf("%s: slots %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := draInventory(node, nil, map[string]int{"gpu": 4}); len(got.GPUs) != 0 {
+		t.Errorf("no plan in force: %v, want nothing", got)
+	}
+	notReady := node.DeepCopy()
+	notReady.Status.Conditions[0].Status = corev1.ConditionFalse
+	if got := draInventory(notReady, pl, map[string]int{"gpu": 4}); len(got.GPUs) != 0 {
+		t.Errorf("node not Ready: %v, want nothing", got)
+	}
 }
