@@ -39,7 +39,8 @@ func newPlanCmd(e *env) *cobra.Command {
 			"starts and moves, drains, moves onto drained GPUs and stops; at most policy.maxUnavailable per wave).\n" +
 			"--max-moves N (with --current) never moves more than N replicas: when re-packing would, only the changes\n" +
 			"that free the most GPUs within N moves are made, or the plan in force is kept if it still serves the pool\n" +
-			"(every tenant's reasons say how many GPUs that gives up), else it fails.\n" +
+			"(every tenant's reasons say how many GPUs that gives up), else it fails. Without the flag, the pool's\n" +
+			"policy.maxMoves is the budget (as the Kubernetes controller uses it); --max-moves -1 lifts it.\n" +
 			"Adapter tenants (model.adapter) that may share a base-model engine are left out and named on stderr:\n" +
 			"`gpupool lora` plans them, many adapters to an engine.\n" +
 			"Exit 2 when some tenant is infeasible (the rest is planned and written) or the renderer reports a\n" +
@@ -50,8 +51,8 @@ func newPlanCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&outDir, "out", "", "directory to write plan.yaml and the artifacts to")
 	cmd.Flags().StringVar(&currentFile, "current", "", "the plan in force: change as few GPUs as possible and list the migration steps")
 	cmd.Flags().BoolVar(&force, "force", false, "with --out: replace a non-empty directory gpupool did not write")
-	cmd.Flags().IntVar(&maxMoves, "max-moves", -1, "with --current: the most replicas the migration may move (-1: no limit)")
-	cmd.RunE = func(_ *cobra.Command, args []string) error {
+	cmd.Flags().IntVar(&maxMoves, "max-moves", -1, "with --current: the most replicas the migration may move (-1: no limit; unset: the pool's policy.maxMoves)")
+	cmd.RunE = func(c *cobra.Command, args []string) error {
 		format, err := parseOutput(*out)
 		if err != nil {
 			return err
@@ -59,7 +60,8 @@ func newPlanCmd(e *env) *cobra.Command {
 		if maxMoves < -1 || maxMoves >= 0 && currentFile == "" {
 			return invalid(fmt.Errorf("plan: --max-moves: must be -1 (no limit) or ≥ 0 with --current (got %d)", maxMoves))
 		}
-		return runPlan(e, planArgs{pool: args[0], format: format, outDir: outDir, current: currentFile, force: force, maxMoves: maxMoves})
+		return runPlan(e, planArgs{pool: args[0], format: format, outDir: outDir, current: currentFile, force: force,
+			maxMoves: maxMoves, maxMovesSet: c.Flags().Changed("max-moves")})
 	}
 	return cmd
 }
@@ -70,6 +72,7 @@ type planArgs struct {
 	format                outputFormat
 	force                 bool
 	maxMoves              int // -1: no limit
+	maxMovesSet           bool
 }
 
 func runPlan(e *env, a planArgs) error {
@@ -98,8 +101,12 @@ func runPlan(e *env, a planArgs) error {
 		}
 	}
 	o := plan.Options{Models: models, Profiles: profiles, Current: cur}
-	if a.maxMoves >= 0 {
+	switch {
+	case a.maxMovesSet && a.maxMoves >= 0:
 		o.MaxMoves = &a.maxMoves
+	case !a.maxMovesSet && cur != nil && pool.Policy.MaxMoves != nil:
+		// the pool's own budget, as the controller re-plans with it
+		o.MaxMoves = pool.Policy.MaxMoves
 	}
 	pl, err := plan.Build(e.ctx, pool, o)
 	if err != nil {
