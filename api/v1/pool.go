@@ -82,8 +82,9 @@ type Policy struct {
 	// (resource requests for NVIDIA's device plugin) or "dra" (ResourceClaims for NVIDIA's DRA
 	// driver). Unset means deviceplugin.
 	KubernetesDeviceAPI KubernetesDeviceAPI `json:"kubernetesDeviceAPI,omitzero"`
-	// MaxMoves is the most replicas one re-plan of the Kubernetes controller may move against
-	// the plan in force (plan.Options.MaxMoves). Unset: no limit.
+	// MaxMoves is the most replicas one re-plan may move against the plan in force
+	// (plan.Options.MaxMoves): the Kubernetes controller's, and `gpupool plan --current`'s unless
+	// --max-moves overrides it. Unset: no limit.
 	MaxMoves *int `json:"maxMoves,omitzero"`
 	// Cost holds prices, energy and carbon factors for bills (docs/cost.md). Unset: no bill.
 	Cost *CostPolicy `json:"cost,omitzero"`

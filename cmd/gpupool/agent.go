@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/agent"
@@ -33,7 +34,7 @@ import (
 )
 
 func newAgentCmd(e *env) *cobra.Command {
-	var cfgPath, fakeModel, listen string
+	var cfgPath, fakeModel, listen, node string
 	var fake, once, reset bool
 	var cp controlLink
 	cmd := &cobra.Command{
@@ -50,6 +51,7 @@ func newAgentCmd(e *env) *cobra.Command {
 			"(the config's layouts still apply to the GPUs the control plane does not name).",
 		Example: "  gpupool agent --fake --config examples/agent-fake.yaml --once\n" +
 			"  gpupool agent --config /etc/gpupool/agent.yaml\n" +
+			"  gpupool agent --config /etc/gpupool/agent.yaml --node \"$NODE_NAME\"\n" +
 			"  gpupool agent --config /etc/gpupool/agent.yaml --server https://pool:8080 --token \"$(cat agent.token)\"",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -57,7 +59,14 @@ func newAgentCmd(e *env) *cobra.Command {
 			if err != nil {
 				return invalid(fmt.Errorf("read agent config: %w", err))
 			}
-			cfg, set, err := agent.ParseConfig(data)
+			var cfg agent.Config
+			if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+				return invalid(fmt.Errorf("%s: parse agent config: %w", cfgPath, err))
+			}
+			if node != "" {
+				cfg.Node = node // before validation: a plan needs the node
+			}
+			set, err := cfg.Validate()
 			if err != nil {
 				return invalid(fmt.Errorf("%s: %w", cfgPath, err))
 			}
@@ -113,6 +122,7 @@ func newAgentCmd(e *env) *cobra.Command {
 	cmd.Flags().BoolVar(&once, "once", false, "poll once, print what the gate did, and exit")
 	cmd.Flags().BoolVar(&reset, "reset", false, "clear a failed change (the node stays cordoned until then), uncordon, and exit")
 	cmd.Flags().StringVar(&listen, "listen", "", "address for /metrics and /healthz (overrides the config's listen)")
+	cmd.Flags().StringVar(&node, "node", "", "the node's name (overrides the config's node; a DaemonSet passes its node's name, so one config serves every node)")
 	cmd.Flags().StringVar(&cp.server, "server", "", "control plane URL (gpupool serve): take gate operations from it and report the node to it")
 	cmd.Flags().StringVar(&cp.token, "token", "", "the node's agent token for --server")
 	cmd.Flags().StringVar(&cp.ca, "server-ca", "", "with an https --server: trust server certificates signed by this CA (PEM) instead of the system's")

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 type syncBuffer struct {
@@ -146,6 +148,16 @@ gpus:
 	if err == nil || !strings.Contains(err.Error(), `no GPU on node "n3"`) || exitCode(err) != exitInvalid {
 		t.Fatalf("plan without the node: %v", err)
 	}
+	// --node names the node where the config does not (one config for every node of a
+	// DaemonSet): n1's GPU takes its layout from the plan again.
+	out.Reset()
+	os.WriteFile(filepath.Join(dir, "agent.yaml"), []byte("stateDir: "+filepath.Join(dir, "state2")+"\nplan: plan.yaml\n"), 0o644)
+	if err := run(context.Background(), []string{"agent", "--fake", "--config", filepath.Join(dir, "agent.yaml"), "--node", "n1", "--once"}, &out, &errOut); err != nil {
+		t.Fatalf("--node n1: %v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), `re-partitioned from "7g.80gb@0" to "4g.40gb@0 3g.40gb@4"`) {
+		t.Fatalf("--node n1: output:\n%s", out.String())
+	}
 }
 
 // --reset on a gate that has nothing failed says so and changes nothing.
@@ -157,5 +169,43 @@ func TestAgentResetNothing(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "gate: phase idle, nothing to reset") {
 		t.Fatalf("output: %s", out.String())
+	}
+}
+
+// The agent configuration the Kubernetes DaemonSet ships (deploy/kubernetes/agent.yaml) is valid
+// and runs as the DaemonSet runs it (--node from the downward API), here on the fake GPUs with its
+// state directory moved to a temporary one.
+func TestDeployAgentConfig(t *testing.T) {
+	data, err := os.ReadFile("../../deploy/kubernetes/agent.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg string
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var cm struct {
+			Kind string            `json:"kind"`
+			Data map[string]string `json:"data"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &cm); err != nil {
+			t.Fatal(err)
+		}
+		if cm.Kind == "ConfigMap" {
+			cfg = cm.Data["agent.yaml"]
+		}
+	}
+	if !strings.Contains(cfg, "stateDir: /var/lib/gpupool\n") {
+		t.Fatalf("the DaemonSet's agent.yaml does not keep its state in the hostPath /var/lib/gpupool:\n%s", cfg)
+	}
+	dir := t.TempDir()
+	cfg = strings.Replace(cfg, "stateDir: /var/lib/gpupool", "stateDir: "+filepath.Join(dir, "state"), 1)
+	if err := os.WriteFile(filepath.Join(dir, "agent.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"agent", "--fake", "--config", filepath.Join(dir, "agent.yaml"), "--node", "gpu-node-1", "--once"}, &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	if strings.Contains(out.String(), "GateStarted") {
+		t.Errorf("the shipped configuration lists no GPU, yet a change started:\n%s", out.String())
 	}
 }

@@ -38,7 +38,8 @@ func newPlanCmd(e *env) *cobra.Command {
 			"starts and moves, drains, moves onto drained GPUs and stops; at most policy.maxUnavailable per wave).\n" +
 			"--max-moves N (with --current) never moves more than N replicas: when re-packing would, only the changes\n" +
 			"that free the most GPUs within N moves are made, or the plan in force is kept if it still serves the pool\n" +
-			"(every tenant's reasons say how many GPUs that gives up), else it fails.\n" +
+			"(every tenant's reasons say how many GPUs that gives up), else it fails. Without the flag, the pool's\n" +
+			"policy.maxMoves is the budget (as the Kubernetes controller uses it); --max-moves -1 lifts it.\n" +
 			"Adapter tenants (model.adapter) that may share a base-model engine are served by shared LoRA engines\n" +
 			"(planned as `gpupool lora` plans them), each on a whole GPU of the fleet that the other tenants leave\n" +
 			"idle, recorded in loraEngines; --out renders each engine's Deployment pinned to its node, and with\n" +
@@ -51,10 +52,10 @@ func newPlanCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&outDir, "out", "", "directory to write plan.yaml and the artifacts to")
 	cmd.Flags().StringVar(&currentFile, "current", "", "the plan in force: change as few GPUs as possible and list the migration steps")
 	cmd.Flags().BoolVar(&force, "force", false, "with --out: replace a non-empty directory gpupool did not write")
-	cmd.Flags().IntVar(&maxMoves, "max-moves", -1, "with --current: the most replicas the migration may move (-1: no limit)")
+	cmd.Flags().IntVar(&maxMoves, "max-moves", -1, "with --current: the most replicas the migration may move (-1: no limit; unset: the pool's policy.maxMoves)")
 	cmd.Flags().StringVar(&gateway, "gateway", "", "with --out: write the LoRA engines' gateway objects for this Gateway (gateway/)")
 	cmd.Flags().StringVar(&namespace, "namespace", "default", "with --gateway: the gateway objects' namespace")
-	cmd.RunE = func(_ *cobra.Command, args []string) error {
+	cmd.RunE = func(c *cobra.Command, args []string) error {
 		format, err := parseOutput(*out)
 		if err != nil {
 			return err
@@ -66,7 +67,7 @@ func newPlanCmd(e *env) *cobra.Command {
 			return invalid(errors.New("plan: --gateway: only with --out"))
 		}
 		return runPlan(e, planArgs{pool: args[0], format: format, outDir: outDir, current: currentFile, force: force, maxMoves: maxMoves,
-			gateway: gateway, namespace: namespace})
+			maxMovesSet: c.Flags().Changed("max-moves"), gateway: gateway, namespace: namespace})
 	}
 	return cmd
 }
@@ -78,6 +79,7 @@ type planArgs struct {
 	format                outputFormat
 	force                 bool
 	maxMoves              int // -1: no limit
+	maxMovesSet           bool
 }
 
 func runPlan(e *env, a planArgs) error {
@@ -102,8 +104,12 @@ func runPlan(e *env, a planArgs) error {
 		return invalid(err)
 	}
 	o := plan.Options{Models: models, Profiles: profiles, Current: cur}
-	if a.maxMoves >= 0 {
+	switch {
+	case a.maxMovesSet && a.maxMoves >= 0:
 		o.MaxMoves = &a.maxMoves
+	case !a.maxMovesSet && cur != nil && pool.Policy.MaxMoves != nil:
+		// the pool's own budget, as the controller re-plans with it
+		o.MaxMoves = pool.Policy.MaxMoves
 	}
 	pl, lora, err := plan.BuildWithLoRA(e.ctx, pool, o, adapters)
 	if err != nil {

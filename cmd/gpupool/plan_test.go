@@ -4,8 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 )
@@ -114,6 +117,69 @@ func TestPlanCurrent(t *testing.T) {
 		if _, errOut, code := runCmd(t, args...); code != exitInvalid || !strings.Contains(errOut, "--max-moves") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
+	}
+}
+
+// --current without --max-moves takes the budget from the pool's policy.maxMoves, as the
+// controller does: on the articles' node after dropping two tenants, re-packing moves replicas, so
+// maxMoves: 0 keeps the plan in force (every tenant says why), the same as --max-moves 0, and
+// --max-moves -1 lifts the pool's budget.
+func TestPlanPolicyMaxMoves(t *testing.T) {
+	data, err := os.ReadFile("../../examples/h100x8-mixed.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, errOut, code := runCmd(t, "plan", writeTemp(t, "pool.yaml", string(data)), "-o", "yaml")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	curFile := writeTemp(t, "cur.yaml", cur)
+	pool, err := v1.DecodePool(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Tenants = slices.DeleteFunc(pool.Tenants, func(t v1.Tenant) bool { return t.Name == "product-0" || t.Name == "tools-1" })
+	budgetOf := func(p *v1.Pool) string {
+		t.Helper()
+		b, err := yaml.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return writeTemp(t, "smaller.yaml", string(b))
+	}
+	keptReasons := func(out string) int {
+		t.Helper()
+		pl, err := v1.DecodePlan([]byte(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, tn := range pl.Tenants {
+			if len(tn.Reasons) > 0 && tn.Reasons[len(tn.Reasons)-1].Code == v1.ReasonMoveBudget {
+				n++
+			}
+		}
+		return n
+	}
+	free := budgetOf(pool)
+	out, errOut, code := runCmd(t, "plan", free, "--current", curFile, "-o", "yaml")
+	if code != exitOK || keptReasons(out) != 0 {
+		t.Fatalf("no budget: exit %d, %d tenants kept by a move budget: %s", code, keptReasons(out), errOut)
+	}
+	flag0, _, _ := runCmd(t, "plan", free, "--current", curFile, "--max-moves", "0", "-o", "yaml")
+	if keptReasons(flag0) == 0 {
+		t.Fatal("--max-moves 0 keeps nothing: the test needs a re-plan that moves replicas")
+	}
+	zero := 0
+	pool.Policy.MaxMoves = &zero
+	budget := budgetOf(pool)
+	out, errOut, code = runCmd(t, "plan", budget, "--current", curFile, "-o", "yaml")
+	if code != exitOK || keptReasons(out) != keptReasons(flag0) {
+		t.Errorf("policy.maxMoves 0: exit %d, %d tenants kept by the budget, want %d as with --max-moves 0: %s", code, keptReasons(out), keptReasons(flag0), errOut)
+	}
+	out, _, code = runCmd(t, "plan", budget, "--current", curFile, "--max-moves", "-1", "-o", "yaml")
+	if code != exitOK || keptReasons(out) != 0 {
+		t.Errorf("--max-moves -1 over policy.maxMoves 0: exit %d, %d tenants kept by a budget, want none", code, keptReasons(out))
 	}
 }
 

@@ -6,14 +6,19 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -114,11 +119,12 @@ func TestDeployDryRun(t *testing.T) {
 	ctx := context.Background()
 	ensureNamespace(t, c, "gpupool-system")
 	ensureNamespace(t, c, "gpu-operator")
+	ensureNamespace(t, c, "gpupool-node")
 	objs := deployObjects(t)
 	kinds := map[string]int{}
 	for _, u := range objs {
 		kinds[u.GetKind()]++
-		if u.GetKind() == "Deployment" {
+		if u.GetKind() == "Deployment" || u.GetKind() == "DaemonSet" {
 			// what kustomize's images: entry does
 			cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
 			for _, ci := range cs {
@@ -133,7 +139,7 @@ func TestDeployDryRun(t *testing.T) {
 			t.Errorf("%s %s/%s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 		}
 	}
-	for _, k := range []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service", "MutatingWebhookConfiguration"} {
+	for _, k := range []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service", "MutatingWebhookConfiguration", "DaemonSet", "ConfigMap"} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s in deploy/kubernetes", k)
 		}
@@ -150,7 +156,7 @@ func applyRBAC(t *testing.T, c client.Client) *rest.Config {
 	ensureNamespace(t, c, "gpu-operator")
 	for _, u := range deployObjects(t) {
 		switch u.GetKind() {
-		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
 			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("gpupool-deploy-test"), client.ForceOwnership); err != nil {
 				t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
 			}
@@ -181,5 +187,114 @@ func TestDeployRBACDenies(t *testing.T) {
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("%s: %v, want forbidden", what, err)
 		}
+	}
+	// The node agent does not talk to the API: its ServiceAccount may do nothing.
+	acfg := rest.CopyConfig(testCfg)
+	acfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:gpupool-node:gpupool-agent"}
+	agentSA := clientFor(t, acfg)
+	for what, err := range map[string]error{
+		"get a node":            agentSA.Get(ctx, client.ObjectKey{Name: "no-such-node"}, &corev1.Node{}),
+		"list pods":             agentSA.List(ctx, &corev1.PodList{}, client.InNamespace(ns)),
+		"list configmaps":       agentSA.List(ctx, &corev1.ConfigMapList{}, client.InNamespace("gpupool-node")),
+		"list GPUPools":         agentSA.List(ctx, &GPUPoolList{}),
+		"create a pod eviction": agentSA.SubResource("eviction").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: ns}}, &policyv1.Eviction{}),
+	} {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("agent: %s: %v, want forbidden", what, err)
+		}
+	}
+}
+
+// TestDeployAgentPod: a pod of the agent's DaemonSet, as the DaemonSet controller would create it
+// on a node, passes the API server's admission (Pod Security privileged in the agent's
+// namespace, the GPU Operator's RuntimeClass nvidia) with server-side dry run, and the same pod is
+// refused in the controller's namespace, whose Pod Security level is restricted: the agent needs
+// its own namespace.
+func TestDeployAgentPod(t *testing.T) {
+	c := needAPI(t)
+	ctx := context.Background()
+	applyRBAC(t, c) // the namespaces, with their Pod Security labels, and the ServiceAccounts
+	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "nvidia"}, Handler: "nvidia"}
+	if err := c.Create(ctx, rc); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	var ds *appsv1.DaemonSet
+	for _, u := range deployObjects(t) {
+		if u.GetKind() == "DaemonSet" {
+			ds = &appsv1.DaemonSet{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ds); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if ds == nil {
+		t.Fatal("no DaemonSet in deploy/kubernetes")
+	}
+	if ds.Spec.Template.Spec.AutomountServiceAccountToken == nil || *ds.Spec.Template.Spec.AutomountServiceAccountToken {
+		t.Errorf("the agent's pods mount a ServiceAccount token they have no use for")
+	}
+	pod := func(ns string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "gpupool-agent-x", Namespace: ns, Labels: ds.Spec.Template.Labels},
+			Spec: *ds.Spec.Template.Spec.DeepCopy()}
+		p.Spec.NodeName = "some-node"
+		p.Spec.Containers[0].Image = "gpupool:v0.1.0"
+		return p
+	}
+	if err := c.Create(ctx, pod(ds.Namespace), client.DryRunAll); err != nil {
+		t.Errorf("agent pod in %s: %v", ds.Namespace, err)
+	}
+	err := c.Create(ctx, pod("gpupool-system"), client.DryRunAll)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "PodSecurity") {
+		t.Errorf("agent pod in gpupool-system (restricted): %v, want refused by Pod Security", err)
+	}
+}
+
+// TestDockerfile: the image's base images are pinned (a tag, never latest), the build image's Go
+// is go.mod's, and the final stage runs as a non-root user.
+func TestDockerfile(t *testing.T) {
+	b, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var goVersion string
+	for _, l := range strings.Split(string(mod), "\n") {
+		if v, ok := strings.CutPrefix(l, "go "); ok {
+			goVersion = strings.TrimSpace(v)
+		}
+	}
+	var froms []string
+	user := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 2 && f[0] == "FROM":
+			froms = append(froms, f[1])
+			user = "" // a new stage
+		case len(f) >= 2 && f[0] == "USER":
+			user = f[1]
+		}
+	}
+	if len(froms) < 2 {
+		t.Fatalf("FROM lines %v: want a build stage and a runtime stage", froms)
+	}
+	for _, img := range froms {
+		name := img[strings.LastIndex(img, "/")+1:]
+		tag := ""
+		if i := strings.Index(name, ":"); i >= 0 {
+			tag = name[i+1:]
+		}
+		if tag == "" || tag == "latest" {
+			t.Errorf("base image %s: not pinned to a tag", img)
+		}
+		if strings.Contains(name, "golang:") && !strings.HasPrefix(tag, goVersion+"-") && tag != goVersion {
+			t.Errorf("build image %s: want Go %s (go.mod)", img, goVersion)
+		}
+	}
+	if user == "" || strings.HasPrefix(user, "0") || strings.HasPrefix(user, "root") {
+		t.Errorf("final stage USER %q: want a non-root user", user)
 	}
 }

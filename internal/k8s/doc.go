@@ -21,7 +21,10 @@
 //     from every pool's configs, see migconfig.go), node labels and
 //     tenant Deployments (and, for a pool whose policy.kubernetesDeviceAPI is dra, the DRA
 //     ResourceClaims and ResourceClaimTemplates they reference), requests the MIG gate where a
-//     node's config changes, and writes status;
+//     node's config changes, and writes status; it labels what it applies with the pool
+//     (gpupool.dev/gpupool), deletes what a new plan no longer wants, names DRA claims and
+//     templates by their content (their specs are immutable), and removes what a deleted
+//     GPUPool applied through the finalizer gpupool.dev/pool-cleanup (lifecycle.go);
 //   - NewController, a leader-elected controller-runtime manager running all of the above (the
 //     `gpupool controller` command);
 //   - LoadConfig and InstallCRDs, the connection and the CRD installer the command uses.

@@ -11,16 +11,19 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/control"
 	"gpupool.dev/gpupool/internal/render"
 )
 
 // GrantAdmission ties admission to the control plane's fair allocator: it runs a control.Engine
 // whose slices are the nvidia.com/ devices the GPUPools' nodes advertise (allocatable, one slice
-// per device) and whose tenants are the InferenceTenants, each demanding as many replicas as it
+// per device; for a pool on the DRA path, the replica slots of the plan in force on the devices
+// the DRA driver publishes, see draInventory) and whose tenants are the InferenceTenants, each demanding as many replicas as it
 // has live tenant pods. The Engine's grants are what Admitter admits: a tenant's pods beyond its
 // grant stay gated, and admitted pods beyond it are evicted.
 //
@@ -123,14 +126,21 @@ func (g *GrantAdmission) inferenceTenants(ctx context.Context) ([]InferenceTenan
 	return slices.DeleteFunc(l.Items, func(it InferenceTenant) bool { return it.DeletionTimestamp != nil }), nil
 }
 
+// poolNode is a node of a GPUPool.
+type poolNode struct {
+	node *corev1.Node
+	pool *GPUPool
+}
+
 // poolNodes lists the nodes of the GPUPools named in pools, by name.
-func (g *GrantAdmission) poolNodes(ctx context.Context, pools map[string]bool) (map[string]*corev1.Node, error) {
+func (g *GrantAdmission) poolNodes(ctx context.Context, pools map[string]bool) (map[string]poolNode, error) {
 	var pl GPUPoolList
 	if err := g.C.List(ctx, &pl); err != nil {
 		return nil, fmt.Errorf("admission: list GPUPools: %w", err)
 	}
-	out := map[string]*corev1.Node{}
-	for _, p := range pl.Items {
+	out := map[string]poolNode{}
+	for i := range pl.Items {
+		p := &pl.Items[i]
 		if !pools[p.Name] || len(p.Spec.NodeSelector) == 0 {
 			continue
 		}
@@ -138,11 +148,102 @@ func (g *GrantAdmission) poolNodes(ctx context.Context, pools map[string]bool) (
 		if err := g.C.List(ctx, &nodes, client.MatchingLabels(p.Spec.NodeSelector)); err != nil {
 			return nil, fmt.Errorf("admission: list nodes of pool %s: %w", p.Name, err)
 		}
-		for i := range nodes.Items {
-			out[nodes.Items[i].Name] = &nodes.Items[i]
+		for j := range nodes.Items {
+			out[nodes.Items[j].Name] = poolNode{node: &nodes.Items[j], pool: p}
 		}
 	}
 	return out, nil
+}
+
+// publishedDevices counts, per node, the devices NVIDIA's DRA driver publishes in ResourceSlices,
+// by draDeviceKey ("gpu", "mig-<profile>").
+func (g *GrantAdmission) publishedDevices(ctx context.Context) (map[string]map[string]int, error) {
+	var l resourcev1.ResourceSliceList
+	if err := g.C.List(ctx, &l); err != nil {
+		return nil, fmt.Errorf("admission: list ResourceSlices: %w", err)
+	}
+	out := map[string]map[string]int{}
+	for _, rs := range l.Items {
+		if rs.Spec.Driver != render.DRADriver || rs.Spec.NodeName == nil {
+			continue
+		}
+		node := *rs.Spec.NodeName
+		for _, d := range rs.Spec.Devices {
+			typ := d.Attributes["type"].StringValue
+			if typ == nil {
+				continue
+			}
+			key := *typ
+			if key == "mig" {
+				prof := d.Attributes["profile"].StringValue
+				if prof == nil {
+					continue
+				}
+				key = "mig-" + *prof
+			}
+			if out[node] == nil {
+				out[node] = map[string]int{}
+			}
+			out[node][key]++
+		}
+	}
+	return out, nil
+}
+
+// draInventory is a DRA node's devices as the Engine's slices. The node advertises no
+// nvidia.com allocatable (the driver publishes its devices in ResourceSlices, and the pods' claims
+// say which device each gets), so the capacity is the plan in force's: one slice per replica the
+// plan places on each of the node's devices (a whole GPU; a MIG instance), counted only for
+// devices the driver publishes on the node (per type: "gpu", or "mig-<profile>"; the first ones
+// in plan order when fewer are published than planned). A tensor-parallel replica counts once, on
+// its first GPU, which also uses a published GPU for every other GPU of its group. Nothing while
+// the node is not Ready or the pool has no plan in force.
+func draInventory(n *corev1.Node, pl *v1.Plan, published map[string]int) control.Inventory {
+	var inv control.Inventory
+	if pl == nil || !nodeReady(n) {
+		return inv
+	}
+	left := maps.Clone(published)
+	take := func(key string, k int) bool {
+		if left[key] < k {
+			return false
+		}
+		left[key] -= k
+		return true
+	}
+	add := func(uuid, kind string, slots int) {
+		for chunk := 0; slots > 0; chunk++ {
+			k := min(slots, 64)
+			inv.GPUs = append(inv.GPUs, control.GPU{UUID: fmt.Sprintf("%s/%d", uuid, chunk),
+				Board: n.Labels[LabelGPUProduct], Slices: slices.Repeat([]string{kind}, k)})
+			slots -= k
+		}
+	}
+	for _, pg := range pl.GPUs {
+		if pg.Node != n.Name {
+			continue
+		}
+		slots, gpus := 0, 1
+		for _, r := range pg.Replicas {
+			switch {
+			case r.TensorParallel.IsZero():
+				slots++
+			case len(r.TensorParallel.GPUs) > 0 && r.TensorParallel.GPUs[0] == pg.Index:
+				slots++
+				gpus = max(gpus, len(r.TensorParallel.GPUs))
+			}
+		}
+		// a GPU of a tensor-parallel group other than the first is taken with the first
+		if slots > 0 && take("gpu", gpus) {
+			add(fmt.Sprintf("%s/dra/%d", n.Name, pg.Index), "gpu", slots)
+		}
+		for _, in := range pg.Instances {
+			if len(in.Replicas) > 0 && take("mig-"+in.Profile, 1) {
+				add(fmt.Sprintf("%s/dra/%d/%s@%d", n.Name, pg.Index, in.Profile, in.Start), "mig-"+in.Profile, len(in.Replicas))
+			}
+		}
+	}
+	return inv
 }
 
 // inventory is the node's devices as the Engine's slices: one per unit of each nvidia.com/
@@ -195,8 +296,35 @@ func (g *GrantAdmission) syncNodes(ctx context.Context, now time.Time, pools map
 		return err
 	}
 	var errs []error
+	plans := map[string]*v1.Plan{} // DRA pools' plans in force
+	var published map[string]map[string]int
+	for _, pn := range nodes {
+		p := pn.pool
+		if p.Spec.Policy.DeviceAPI() != v1.DeviceAPIDRA {
+			continue
+		}
+		if _, done := plans[p.Name]; !done {
+			plans[p.Name] = nil
+			if p.Status.CurrentPlan != "" {
+				pl, err := decodePlan(p.Status.CurrentPlan)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("admission: GPUPool %s: %w", p.Name, err))
+				}
+				plans[p.Name] = pl
+			}
+		}
+		if published == nil {
+			if published, err = g.publishedDevices(ctx); err != nil {
+				return err
+			}
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
-		inv := inventory(nodes[name])
+		pn := nodes[name]
+		inv := inventory(pn.node)
+		if pn.pool.Spec.Policy.DeviceAPI() == v1.DeviceAPIDRA {
+			inv = draInventory(pn.node, plans[pn.pool.Name], published[name])
+		}
 		sig := invSignature(inv)
 		if old, ok := g.inv[name]; ok && old == sig {
 			continue

@@ -108,12 +108,24 @@ func (r *PoolReconciler) applyMigParted(ctx context.Context, pool string, a rend
 	if err != nil || len(objs) != 1 {
 		return fmt.Errorf("artifact %s: want one ConfigMap: %v", a.Path, err)
 	}
-	name, labels := objs[0].GetName(), objs[0].GetLabels()
 	ownData, _, _ := unstructured.NestedString(objs[0].Object, "data", MigConfigKey)
 	own, err := migparted.Decode([]byte(ownData))
 	if err != nil {
 		return fmt.Errorf("artifact %s: data.%s: %w", a.Path, MigConfigKey, err)
 	}
+	return r.writeMigParted(ctx, pool, objs[0].GetName(), objs[0].GetLabels(), &poolMigConfigs{data: ownData, cfg: own})
+}
+
+// poolMigConfigs is one pool's mig-parted file: its text and its configs.
+type poolMigConfigs struct {
+	data string
+	cfg  *migparted.Config
+}
+
+// writeMigParted writes pool's key of the shared mig-parted ConfigMap name and config.yaml
+// merged with the other pools' keys; with own nil it removes the pool's key (the GPUPool is
+// deleted) and merges config.yaml without it, keeping the configs nodes still name.
+func (r *PoolReconciler) writeMigParted(ctx context.Context, pool, name string, labels map[string]string, own *poolMigConfigs) error {
 	key := poolConfigKey(pool)
 	var lastErr error
 	// Writers that lost a race back off with jitter, so that several pools do not collide again.
@@ -129,8 +141,11 @@ func (r *PoolReconciler) applyMigParted(ctx context.Context, pool string, a rend
 		cm := &corev1.ConfigMap{}
 		err := r.C.Get(ctx, client.ObjectKey{Namespace: r.OperatorNamespace, Name: name}, cm)
 		if apierrors.IsNotFound(err) {
+			if own == nil {
+				return nil // nothing to remove
+			}
 			// Create it with this pool's key only; the next pass merges under a resourceVersion.
-			if err := r.applyConfigMap(ctx, name, "", labels, map[string]string{key: ownData}, pool); err != nil && !apierrors.IsConflict(err) {
+			if err := r.applyConfigMap(ctx, name, "", labels, map[string]string{key: own.data}, pool); err != nil && !apierrors.IsConflict(err) {
 				return err
 			}
 			continue
@@ -158,11 +173,19 @@ func (r *PoolReconciler) applyMigParted(ctx context.Context, pool string, a rend
 		if err := r.C.List(ctx, &nodes); err != nil {
 			return fmt.Errorf("list nodes: %w", err)
 		}
-		merged, err := migparted.Encode(mergeMigConfigs(own, others, previous, migConfigsInUse(nodes.Items)))
+		var ownCfg *migparted.Config
+		data := map[string]string{}
+		if own != nil {
+			ownCfg, data[key] = own.cfg, own.data
+		} else {
+			labels = cm.Labels
+		}
+		merged, err := migparted.Encode(mergeMigConfigs(ownCfg, others, previous, migConfigsInUse(nodes.Items)))
 		if err != nil {
 			return fmt.Errorf("ConfigMap %s/%s: data.%s: %w", r.OperatorNamespace, name, MigConfigKey, err)
 		}
-		err = r.applyConfigMap(ctx, name, cm.ResourceVersion, labels, map[string]string{key: ownData, MigConfigKey: string(merged)}, pool)
+		data[MigConfigKey] = string(merged)
+		err = r.applyConfigMap(ctx, name, cm.ResourceVersion, labels, data, pool)
 		if err == nil {
 			return nil
 		}

@@ -93,6 +93,12 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	if err := r.C.Get(ctx, client.ObjectKey{Name: req.Name}, gp); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	if gp.DeletionTimestamp != nil {
+		return reconcile.Result{}, r.finalize(ctx, gp)
+	}
+	if err := r.ensureFinalizer(ctx, gp); err != nil {
+		return reconcile.Result{}, err
+	}
 	in, problems, err := r.inputs(ctx, gp)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -117,7 +123,21 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, r.setPoolStatus(ctx, gp, pl, metav1.ConditionFalse, "RenderFailed", err.Error(), "", "")
 	}
 	digest := artifactsDigest(arts)
-	pending, applyErr := r.apply(ctx, in, arts, alloc)
+	st := newApplyState(gp.Name)
+	pending, applyErr := r.apply(ctx, in, arts, alloc, st)
+	var pruneNote string
+	var waiting []string
+	if applyErr == nil {
+		// Only once the new plan's objects are all in place do the old ones go.
+		var pruned []string
+		pruned, waiting, applyErr = r.prune(ctx, st, false)
+		if len(pruned) > 0 {
+			pruneNote = "; deleted what the plan no longer wants: " + joinShort(sortedRefs(pruned), 5)
+		}
+		if len(waiting) > 0 {
+			pruneNote += "; kept while pods use them: " + joinShort(sortedRefs(waiting), 5)
+		}
+	}
 	if err := r.setTenantStatuses(ctx, in, pl); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -128,7 +148,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			return reconcile.Result{}, err
 		}
 	}
-	applied, appliedMsg := "True", "artifacts applied; every node at its planned MIG config"
+	applied, appliedMsg := "True", "artifacts applied; every node at its planned MIG config"+pruneNote
 	switch {
 	case applyErr != nil:
 		applied, appliedMsg = "False", applyErr.Error()
@@ -142,7 +162,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	if applyErr != nil {
 		return reconcile.Result{}, applyErr
 	}
-	if len(pending) > 0 {
+	if len(pending) > 0 || len(waiting) > 0 {
 		return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
 	}
 	return reconcile.Result{}, nil
@@ -292,7 +312,7 @@ func artifactsDigest(arts []render.Artifact) string {
 // apply applies the ConfigMaps, node labels and Deployments and requests the gate where a node's
 // MIG config must change. pending lists the nodes whose gate is not done yet. All errors are
 // reported together.
-func (r *PoolReconciler) apply(ctx context.Context, in *poolInputs, arts []render.Artifact, alloc map[string]map[string]int64) (pending []string, err error) {
+func (r *PoolReconciler) apply(ctx context.Context, in *poolInputs, arts []render.Artifact, alloc map[string]map[string]int64, st *applyState) (pending []string, err error) {
 	var errs []error
 	var nodeLabels map[string]map[string]string
 	dra := in.pool.Policy.DeviceAPI() == v1.DeviceAPIDRA
@@ -304,9 +324,9 @@ func (r *PoolReconciler) apply(ctx context.Context, in *poolInputs, arts []rende
 			errs = append(errs, r.applyMigParted(ctx, in.gp.Name, a))
 		case a.Path == "device-plugin/configmap.yaml":
 			// keyed by node: the pool's own field manager owns its nodes' keys only
-			errs = append(errs, r.applyDocs(ctx, a, r.OperatorNamespace, nil, poolFieldManager(in.gp.Name)))
+			errs = append(errs, r.applyDocs(ctx, a, r.OperatorNamespace, nil, poolFieldManager(in.gp.Name), nil))
 		case dra && a.Path == "dra/shared.yaml":
-			errs = append(errs, r.applySharedClaims(ctx, in, a))
+			errs = append(errs, r.applySharedClaims(ctx, in, a, st))
 		case (dra && strings.HasPrefix(a.Path, "dra/") || strings.HasPrefix(a.Path, "k8s/")) && strings.HasSuffix(a.Path, ".yaml"):
 			name := strings.TrimSuffix(a.Path[strings.IndexByte(a.Path, '/')+1:], ".yaml")
 			it := in.tenants[name]
@@ -315,7 +335,7 @@ func (r *PoolReconciler) apply(ctx context.Context, in *poolInputs, arts []rende
 				continue
 			}
 			owner := metav1.OwnerReference{APIVersion: GroupVersion.String(), Kind: "InferenceTenant", Name: it.Name, UID: it.UID, Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true)}
-			errs = append(errs, r.applyDocs(ctx, a, it.Namespace, &owner, FieldOwner))
+			errs = append(errs, r.applyDocs(ctx, a, it.Namespace, &owner, FieldOwner, st))
 		case a.Path == "node-labels.yaml":
 			if e := yaml.Unmarshal(a.Data, &nodeLabels); e != nil {
 				errs = append(errs, fmt.Errorf("artifact %s: %w", a.Path, e))
@@ -326,7 +346,7 @@ func (r *PoolReconciler) apply(ctx context.Context, in *poolInputs, arts []rende
 	budget := r.gateBudget(ctx, in, names)
 	for _, node := range names {
 		want := nodeLabels[node]
-		direct := map[string]any{}
+		direct := map[string]any{LabelOwnerPool: st.owner}
 		for k, v := range want {
 			if k != LabelMIGConfig {
 				direct[k] = v
@@ -338,12 +358,23 @@ func (r *PoolReconciler) apply(ctx context.Context, in *poolInputs, arts []rende
 			errs = append(errs, fmt.Errorf("node %s: apply labels: %w", node, e))
 			continue
 		}
+		st.applied[objRef{Kind: "Node", Name: node}] = true
 		done, e := r.requestMIG(ctx, node, want[LabelMIGConfig], alloc[node], budget)
 		if e != nil {
 			errs = append(errs, e)
 		}
 		if !done {
 			pending = append(pending, node)
+		}
+	}
+	if errors.Join(errs...) == nil {
+		// Nodes the pool labelled that its plan no longer covers (they left the pool).
+		keep := map[string]bool{}
+		for _, node := range names {
+			keep[node] = true
+		}
+		if _, e := r.releaseNodes(ctx, in.gp.Name, keep); e != nil {
+			errs = append(errs, e)
 		}
 	}
 	return pending, errors.Join(errs...)
@@ -468,7 +499,7 @@ func DecodeObjects(data []byte) ([]*unstructured.Unstructured, error) {
 // claim is namespaced and its pods must be in its namespace, so it goes to the namespace of the
 // InferenceTenants whose replicas it lists (render.AnnotationSlots, "tenant#index, ..."); tenants
 // sharing a device in different namespaces are an error. Claims belong to the GPUPool.
-func (r *PoolReconciler) applySharedClaims(ctx context.Context, in *poolInputs, a render.Artifact) error {
+func (r *PoolReconciler) applySharedClaims(ctx context.Context, in *poolInputs, a render.Artifact, st *applyState) error {
 	objs, err := DecodeObjects(a.Data)
 	if err != nil {
 		return fmt.Errorf("artifact %s: %w", a.Path, err)
@@ -498,6 +529,11 @@ func (r *PoolReconciler) applySharedClaims(ctx context.Context, in *poolInputs, 
 			u.SetNamespace(ns)
 		}
 		u.SetOwnerReferences([]metav1.OwnerReference{owner})
+		if err := st.prepare(u); err != nil {
+			errs = append(errs, fmt.Errorf("artifact %s: %w", a.Path, err))
+			continue
+		}
+		st.applied[objRef{Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}] = true
 		if err := r.C.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 			errs = append(errs, fmt.Errorf("artifact %s: apply ResourceClaim %s/%s: %w", a.Path, u.GetNamespace(), u.GetName(), err))
 		}
@@ -506,8 +542,9 @@ func (r *PoolReconciler) applySharedClaims(ctx context.Context, in *poolInputs, 
 }
 
 // applyDocs server-side applies every YAML document of a, in namespace ns, with owner when set,
-// as field manager manager.
-func (r *PoolReconciler) applyDocs(ctx context.Context, a render.Artifact, ns string, owner *metav1.OwnerReference, manager string) error {
+// as field manager manager. With st, each object is prepared (the pool's label, content names of
+// claims) and recorded as applied.
+func (r *PoolReconciler) applyDocs(ctx context.Context, a render.Artifact, ns string, owner *metav1.OwnerReference, manager string, st *applyState) error {
 	objs, err := DecodeObjects(a.Data)
 	if err != nil {
 		return fmt.Errorf("artifact %s: %w", a.Path, err)
@@ -517,6 +554,13 @@ func (r *PoolReconciler) applyDocs(ctx context.Context, a render.Artifact, ns st
 		u.SetNamespace(ns)
 		if owner != nil {
 			u.SetOwnerReferences([]metav1.OwnerReference{*owner})
+		}
+		if st != nil {
+			if err := st.prepare(u); err != nil {
+				errs = append(errs, fmt.Errorf("artifact %s: %w", a.Path, err))
+				continue
+			}
+			st.applied[objRef{Kind: u.GetKind(), Namespace: ns, Name: u.GetName()}] = true
 		}
 		if err := r.C.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager), client.ForceOwnership); err != nil {
 			errs = append(errs, fmt.Errorf("artifact %s: apply %s %s/%s: %w", a.Path, u.GetKind(), ns, u.GetName(), err))

@@ -11,9 +11,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -28,8 +30,9 @@ import (
 // InferenceTenant) in the tenants' namespace, and Deployments that reference them and request no
 // nvidia.com resource. A driver double publishes each node's GPU in a ResourceSlice as NVIDIA's
 // DRA driver does; the pods of the Deployments on the named claim (created here from the
-// Deployments' pod templates, as the ReplicaSet controller would) are bound by the real
-// kube-scheduler to the node the plan chose, and the claim is allocated that node's GPU. Pods
+// Deployments' pod templates, as the ReplicaSet controller would) are admitted by GrantAdmission
+// over the plans' slots on the published devices (a pod beyond them stays gated), bound by the
+// real kube-scheduler to the node the plan chose, and the claim is allocated that node's GPU. Pods
 // from a ResourceClaimTemplate need kube-controller-manager's resource-claim controller to
 // instantiate their claims, which this test environment does not run: for them the template's
 // existence and acceptance are checked.
@@ -126,14 +129,9 @@ func TestPoolDRA(t *testing.T) {
 				if err := c.Create(ctx, p); err != nil {
 					t.Fatal(err)
 				}
-				// The webhook gated the tenant pod; GrantAdmission's inventory is the nodes'
-				// nvidia.com allocatable, which DRA nodes do not advertise, so the test grants it.
+				// The webhook gated the tenant pod; the fair allocator admits it below.
 				if len(p.Spec.SchedulingGates) != 1 || p.Spec.SchedulingGates[0].Name != SchedulingGate {
 					t.Fatalf("pod %s: gates %v, want the webhook's", p.Name, p.Spec.SchedulingGates)
-				}
-				p.Spec.SchedulingGates = nil
-				if err := c.Update(ctx, p); err != nil {
-					t.Fatal(err)
 				}
 				want[p.Name] = *pc.ResourceClaimName
 			}
@@ -142,7 +140,35 @@ func TestPoolDRA(t *testing.T) {
 	if len(want) < 2 {
 		t.Fatalf("%d pods on named claims, want the two shared tenants' replicas", len(want))
 	}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	// solo's pod (its claim would come from a template: a plain pod stands in), then one pod more
+	// than the plan gives chat-a. The DRA nodes advertise no nvidia.com allocatable, so the
+	// allocator's capacity is the plans' slots on the devices the driver publishes: two on the
+	// shared GPU, one on solo's; the three tenants get one each and the extra pod stays gated.
+	soloPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "solo-0", Namespace: tenNS, Labels: map[string]string{render.LabelTenant: solo.Name}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "vllm", Image: render.Image}}}}
+	if err := c.Create(ctx, soloPod); err != nil {
+		t.Fatal(err)
+	}
+	ga := &GrantAdmission{C: sa, Admitter: &Admitter{C: sa, Namespace: tenNS}}
+	grants, res, err := ga.Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grants[shared[0].Name] != 1 || grants[shared[1].Name] != 1 || grants[solo.Name] != 1 || len(res.Admitted) != len(want)+1 {
+		t.Fatalf("grants %v, admitted %v: want one replica each for %s, %s and %s, their %d pods admitted", grants, res.Admitted, shared[0].Name, shared[1].Name, solo.Name, len(want)+1)
+	}
+	extra := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "chat-a-extra", Namespace: tenNS, Labels: map[string]string{render.LabelTenant: shared[0].Name}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "vllm", Image: render.Image}}}}
+	if err := c.Create(ctx, extra); err != nil {
+		t.Fatal(err)
+	}
+	if grants, res, err = ga.Sync(ctx); err != nil || grants[shared[0].Name] != 1 || len(res.Admitted)+len(res.Evicted) != 0 {
+		t.Fatalf("with a pod beyond the plan: grants %v, admitted %v, evicted %v, err %v; want chat-a still at one and nothing changed", grants, res.Admitted, res.Evicted, err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(extra), extra); err != nil || !hasGate(extra) {
+		t.Errorf("the pod beyond the plan's slots was admitted (gates %v, err %v)", extra.Spec.SchedulingGates, err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		for name := range want {
 			p := &corev1.Pod{}
 			if err := c.Get(ctx, client.ObjectKey{Namespace: tenNS, Name: name}, p); err != nil || p.Spec.NodeName == "" {
@@ -243,11 +269,25 @@ func TestPoolDRASharedNamespaces(t *testing.T) {
 }
 
 // deletePoolAtEnd deletes gp when the test ends: the controllers of later tests reconcile every
-// GPUPool, and the pools of a cluster share the GPU Operator's mig-parted ConfigMap.
+// GPUPool, and the pools of a cluster share the GPU Operator's mig-parted ConfigMap. Its
+// finalizer is dropped without the cleanup it stands for (TestPoolFinalizer tests that), so the
+// pool is gone at once.
 func deletePoolAtEnd(t *testing.T, c client.Client, gp *GPUPool) {
 	t.Cleanup(func() {
-		if err := c.Delete(context.Background(), gp); err != nil {
+		ctx := context.Background()
+		if err := c.Delete(ctx, gp); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("delete GPUPool %s: %v", gp.Name, err)
+		}
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &GPUPool{}
+			if err := c.Get(ctx, client.ObjectKey{Name: gp.Name}, cur); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			cur.Finalizers = nil
+			return client.IgnoreNotFound(c.Update(ctx, cur))
+		})
+		if err != nil {
+			t.Errorf("drop the finalizer of GPUPool %s: %v", gp.Name, err)
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -253,6 +254,19 @@ func poolScenario(t *testing.T, c client.Client, cfg *rest.Config, opNS, leaseNS
 		if it.Status.ReplicasPlanned < 1 || it.Status.ReplicasPlanned != replicas[tn.Name] || !apimeta.IsStatusConditionTrue(it.Status.Conditions, CondGranted) {
 			t.Errorf("tenant %s: status %+v, deployments run %d replicas", tn.Name, it.Status, replicas[tn.Name])
 		}
+	}
+	// Deleting the GPUPool: the controller runs its finalizer, which removes the Deployments.
+	if err := c.Delete(ctx, gp); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: poolName}, &GPUPool{})), nil
+	})
+	if err != nil {
+		t.Fatalf("GPUPool %s not finalized: %v", poolName, err)
+	}
+	if err := c.List(ctx, &deps, client.InNamespace(tenNS)); err != nil || len(deps.Items) != 0 {
+		t.Errorf("after deleting the pool: %d Deployments left (%v)", len(deps.Items), err)
 	}
 }
 
