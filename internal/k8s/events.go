@@ -22,6 +22,8 @@ func stepEvent(n *corev1.Node, to GateStep) (reason, typ, msg string) {
 		return "GateLabeled", corev1.EventTypeNormal, fmt.Sprintf("set %s=%s; waiting for mig-manager", LabelMIGConfig, n.Labels[LabelMIGConfig])
 	case StepVerifying:
 		return "GateApplied", corev1.EventTypeNormal, "mig-manager reported success; verifying allocatable"
+	case StepSmoke:
+		return "GateSmokeTesting", corev1.EventTypeNormal, "allocatable matches the plan; running smoke Jobs on " + strings.Join(decodeScope(a[AnnotGateScope]).Smoke, ", ")
 	case StepRestoring:
 		return "GateRollingBack", corev1.EventTypeWarning, fmt.Sprintf("restoring %s=%q: %s", LabelMIGConfig, a[AnnotGatePrevious], a[AnnotGateReason])
 	case StepStuck:
