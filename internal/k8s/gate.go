@@ -46,12 +46,12 @@ type GateStep string
 
 // The steps, in order; rollback steps follow a failure in Draining, Applying or Verifying.
 const (
-	StepDraining  GateStep = "Draining"  // node cordoned; evicting GPU pods through the Eviction API
-	StepApplying  GateStep = "Applying"  // label set; waiting for mig.config.state=success
-	StepVerifying GateStep = "Verifying" // waiting for allocatable to equal the expectation
+	StepDraining  GateStep = "Draining"     // node cordoned; evicting GPU pods through the Eviction API
+	StepApplying  GateStep = "Applying"     // label set; waiting for mig.config.state=success
+	StepVerifying GateStep = "Verifying"    // waiting for allocatable to equal the expectation
 	StepSmoke     GateStep = "SmokeTesting" // a Job per new resource kind on the node must succeed
-	StepRestoring GateStep = "Restoring" // previous label restored; waiting for success
-	StepStuck     GateStep = "Stuck"     // restoring failed: node left cordoned for an operator
+	StepRestoring GateStep = "Restoring"    // previous label restored; waiting for success
+	StepStuck     GateStep = "Stuck"        // restoring failed: node left cordoned for an operator
 	stepNone      GateStep = ""
 	stepFinished  GateStep = "Finished" // the write that uncordons and clears the gate
 )
