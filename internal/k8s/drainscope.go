@@ -166,9 +166,6 @@ func planDrainScope(old, new *migparted.NamedConfig, before, after map[string]in
 			changedNew[r] = true
 		}
 	}
-	if len(changed) == 0 {
-		return drainScope{Why: "no GPU's MIG devices change"}
-	}
 	var keep, dropped []string
 	for _, r := range slices.Sorted(maps.Keys(keptOld)) {
 		switch {
@@ -185,7 +182,10 @@ func planDrainScope(old, new *migparted.NamedConfig, before, after map[string]in
 			smoke = append(smoke, r)
 		}
 	}
-	why := fmt.Sprintf("MIG devices change on %s only", strings.Join(changed, ", "))
+	why := "no GPU's MIG devices change"
+	if len(changed) > 0 {
+		why = fmt.Sprintf("MIG devices change on %s only", strings.Join(changed, ", "))
+	}
 	if len(dropped) > 0 {
 		why += "; counts drop for " + strings.Join(dropped, ", ")
 	}
