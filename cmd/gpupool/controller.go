@@ -21,7 +21,7 @@ func newControllerCmd(e *env) *cobra.Command {
 	var operatorNamespace string
 	var admitEvery time.Duration
 	var webhookPort, maxUnavailable int
-	var cooldown, smokeTimeout time.Duration
+	var cooldown, smokeTimeout, surgeTimeout time.Duration
 	var smokeImage string
 	var smokeCommand []string
 	var webhookCertDir string
@@ -95,7 +95,7 @@ func newControllerCmd(e *env) *cobra.Command {
 				LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod, OperatorNamespace: operatorNamespace, AdmitEvery: admitEvery,
 				WebhookPort: webhookPort, WebhookCertDir: webhookCertDir,
 				Gate: k8s.MIGGate{DrainTimeout: drainTimeout, ApplyTimeout: applyTimeout, VerifyTimeout: verifyTimeout, Poll: poll,
-					MaxUnavailable: maxUnavailable, Cooldown: cooldown,
+					MaxUnavailable: maxUnavailable, Cooldown: cooldown, SurgeTimeout: surgeTimeout,
 					Smoke: k8s.SmokeTest{Image: smokeImage, Command: smokeCommand, Namespace: namespace, Timeout: smokeTimeout}}})
 			if err != nil {
 				return err
@@ -121,6 +121,7 @@ func newControllerCmd(e *env) *cobra.Command {
 	f.DurationVar(&cooldown, "cooldown", time.Hour, "least time between the end of a node's MIG gate and the start of its next")
 	f.StringVar(&smokeImage, "smoke-image", "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04", "image of the smoke Jobs run on a node's new MIG devices before it is uncordoned (in --namespace); empty turns the smoke test off")
 	f.StringSliceVar(&smokeCommand, "smoke-command", []string{"nvidia-smi", "-L"}, "command of the smoke Jobs' container; it must exit 0")
+	f.DurationVar(&surgeTimeout, "surge-timeout", 5*time.Minute, "before evicting a Deployment's pods from a node in a gate, raise its replicas when other nodes have room and wait this long for the new ones to be Ready (then evict anyway); negative turns it off")
 	f.DurationVar(&smokeTimeout, "smoke-timeout", 5*time.Minute, "restore the previous label when the smoke Jobs have not succeeded after this long")
 	f.DurationVar(&poll, "poll", 2*time.Second, "pause between two steps of a node's gate while it waits")
 	f.DurationVar(&leaseDuration, "lease-duration", 15*time.Second, "leader election: how long a standby waits before taking a Lease its holder stopped renewing")

@@ -83,6 +83,9 @@ type MIGGate struct {
 	// the gate compares the old and the new config GPU by GPU and drains only the pods that may
 	// hold a GPU that changes (see drainscope.go). Unset, every GPU pod of the node is drained.
 	MigConfigMap client.ObjectKey
+	// SurgeTimeout bounds the wait for replacement replicas started before an eviction (default
+	// 5 min; it runs within DrainTimeout); negative turns starting replacements first off.
+	SurgeTimeout time.Duration
 	// Smoke, when its Image is set, runs a Job per new resource kind on the node after
 	// verification; a failed or late Job rolls the node back.
 	Smoke SmokeTest
@@ -339,12 +342,23 @@ func (g *MIGGate) drain(ctx context.Context, n *corev1.Node) error {
 		return err
 	}
 	if len(pods) == 0 {
+		if err := g.lower(ctx, n); err != nil {
+			return err
+		}
+		delete(n.Annotations, AnnotGateSurge)
 		return g.setLabel(ctx, n, n.Annotations[AnnotGateTarget], StepApplying)
 	}
 	if g.now().Sub(g.since(n)) > orDefault(g.DrainTimeout, 10*time.Minute) {
+		if err := g.lower(ctx, n); err != nil {
+			return err
+		}
 		// the label was never changed, so there is nothing to restore: uncordon and drop the request
 		return g.finish(ctx, n, fmt.Sprintf("rolled-back %s: drain timed out with %d GPU pods left (first %s/%s)",
 			n.Annotations[AnnotGateTarget], len(pods), pods[0].Namespace, pods[0].Name))
+	}
+	// replacements first: raise the pods' Deployments and wait for the new replicas to be Ready
+	if proceed, err := g.surge(ctx, n, pods); err != nil || !proceed {
+		return err
 	}
 	for i := range pods {
 		p := &pods[i]
@@ -457,7 +471,7 @@ func (g *MIGGate) finish(ctx context.Context, n *corev1.Node, result string) err
 	if n.Annotations[AnnotGateCordoned] == "true" {
 		n.Spec.Unschedulable = false
 	}
-	for _, k := range []string{AnnotGateStep, AnnotGatePrevious, AnnotGateCordoned, AnnotGateSince, AnnotGateExpect, AnnotGateScope} {
+	for _, k := range []string{AnnotGateStep, AnnotGatePrevious, AnnotGateCordoned, AnnotGateSince, AnnotGateExpect, AnnotGateScope, AnnotGateSurge} {
 		delete(n.Annotations, k)
 	}
 	if !strings.HasPrefix(result, "success") {

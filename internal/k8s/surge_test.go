@@ -1,0 +1,255 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// deploymentDouble plays, for one Deployment, what kube-controller-manager would (the tests run
+// none): the ReplicaSet controller keeps spec.replicas live pods, starting new ones on node
+// elsewhere and removing not-Ready then newest pods first on a scale-down; the kubelet of that
+// node makes them Ready (unless neverReady); the Deployment controller writes the ready count;
+// the disruption controller writes the budget's status (minAvailable) when there is one.
+type deploymentDouble struct {
+	c                 client.Client
+	ns, name, rs      string
+	rsUID             string
+	elsewhere         string
+	res               corev1.ResourceName
+	neverReady        bool
+	pdb               string
+	minAvailable      int32
+	maxReplicas       atomic.Int32 // the most replicas the Deployment asked for
+	readyAtFirstEvict atomic.Int32 // ready replicas when a pod was first seen evicted (-1 before)
+	seq               int
+}
+
+func (d *deploymentDouble) tick(ctx context.Context) {
+	dep := &appsv1.Deployment{}
+	if err := d.c.Get(ctx, client.ObjectKey{Namespace: d.ns, Name: d.name}, dep); err != nil {
+		return
+	}
+	want := *dep.Spec.Replicas
+	if want > d.maxReplicas.Load() {
+		d.maxReplicas.Store(want)
+	}
+	var pods corev1.PodList
+	if err := d.c.List(ctx, &pods, client.InNamespace(d.ns), client.MatchingLabels{"app": d.name}); err != nil {
+		return
+	}
+	var live []corev1.Pod
+	ready, readyAll := int32(0), int32(0)
+	evicted := false
+	for _, p := range pods.Items {
+		if podIsReady(&p) {
+			readyAll++ // an evicted pod counts until it is gone
+		}
+		if p.DeletionTimestamp != nil {
+			evicted = true
+			continue
+		}
+		live = append(live, p)
+		if podIsReady(&p) {
+			ready++
+		}
+	}
+	if evicted && d.readyAtFirstEvict.Load() < 0 {
+		d.readyAtFirstEvict.Store(readyAll)
+	}
+	for i := int32(len(live)); i < want; i++ {
+		d.seq++
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-new-%d", d.name, d.seq), Namespace: d.ns, Labels: map[string]string{"app": d.name},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: d.rs, UID: types.UID(d.rsUID), Controller: ptr(true)}}},
+			Spec: corev1.PodSpec{NodeName: d.elsewhere, Containers: []corev1.Container{{Name: "c", Image: "x",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{d.res: resource.MustParse("1")}}}}}}
+		if err := d.c.Create(ctx, p); err != nil {
+			return
+		}
+		if !d.neverReady {
+			markReady(ctx, d.c, p)
+		}
+	}
+	if extra := len(live) - int(want); extra > 0 {
+		slices.SortFunc(live, func(a, b corev1.Pod) int {
+			if ra, rb := podIsReady(&a), podIsReady(&b); ra != rb {
+				if ra {
+					return 1
+				}
+				return -1
+			}
+			return -a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
+		})
+		for i := range extra {
+			_ = d.c.Delete(ctx, &live[i], client.GracePeriodSeconds(0))
+		}
+	}
+	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: int32(len(live)), ReadyReplicas: ready, AvailableReplicas: ready, UpdatedReplicas: int32(len(live))}
+	_ = d.c.Status().Update(ctx, dep)
+	if d.pdb != "" {
+		pdb := &policyv1.PodDisruptionBudget{}
+		if err := d.c.Get(ctx, client.ObjectKey{Namespace: d.ns, Name: d.pdb}, pdb); err == nil {
+			pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, CurrentHealthy: ready, DesiredHealthy: d.minAvailable,
+				DisruptionsAllowed: max(0, ready-d.minAvailable), ExpectedPods: int32(len(live))}
+			_ = d.c.Status().Update(ctx, pdb)
+		}
+	}
+}
+
+func podIsReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func markReady(ctx context.Context, c client.Client, p *corev1.Pod) {
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	_ = c.Status().Update(ctx, p)
+}
+
+// TestGateStartsReplacementsFirst: a Deployment of two replicas on the node, guarded by a budget
+// that lets none of them go (minAvailable 2). With room on another node the gate raises the
+// Deployment to four, waits until the two replacements are Ready, evicts (the budget now allows
+// it) and puts the Deployment back to two; without the surge the budget would stop the drain.
+// With no room elsewhere the gate does not raise it and says why; when the replacements never
+// become Ready it evicts after the surge timeout and says so in an Event.
+func TestGateStartsReplacementsFirst(t *testing.T) {
+	c := needAPI(t)
+	ctx := context.Background()
+	for i, tc := range []struct {
+		name       string
+		room       int64
+		pdb        bool
+		neverReady bool
+		wantMax    int32
+		wantEvent  string
+	}{
+		{"replacements ready first", 4, true, false, 4, "GateReplacementsReady"},
+		{"no room elsewhere", 0, false, false, 2, "not surged (no room elsewhere)"},
+		{"replacements never ready", 4, false, true, 4, "GateReplacementsNotReady"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := corev1.ResourceName(fmt.Sprintf("nvidia.com/mig-1g.12gb-surge%d", i))
+			cfgs := map[string]map[string]int64{"surge-a": {string(res): 4}, "surge-b": {"nvidia.com/mig-3g.40gb": 2}}
+			ns := newNamespace(t, c, "surge")
+			node, other := nextNode("surge"), nextNode("room")
+			for _, nd := range []struct {
+				name  string
+				cfg   string
+				alloc map[string]int64
+			}{{node, "surge-a", cfgs["surge-a"]}, {other, "", map[string]int64{string(res): tc.room}}} {
+				n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nd.name, Labels: map[string]string{LabelMIGConfig: nd.cfg, LabelMIGConfigState: MIGStateSuccess}}}
+				if err := c.Create(ctx, n); err != nil {
+					t.Fatal(err)
+				}
+				setAllocatable(n, nd.alloc)
+				n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+				if err := c.Status().Update(ctx, n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "llm", Namespace: ns},
+				Spec: appsv1.DeploymentSpec{Replicas: ptr(int32(2)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "llm"}},
+					Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "llm"}},
+						Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}}}
+			if err := c.Create(ctx, dep); err != nil {
+				t.Fatal(err)
+			}
+			rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "llm-1", Namespace: ns,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: dep.Name, UID: dep.UID, Controller: ptr(true)}}},
+				Spec: appsv1.ReplicaSetSpec{Replicas: ptr(int32(2)), Selector: dep.Spec.Selector, Template: dep.Spec.Template}}
+			if err := c.Create(ctx, rs); err != nil {
+				t.Fatal(err)
+			}
+			for k := range 2 {
+				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("llm-old-%d", k), Namespace: ns, Labels: map[string]string{"app": "llm"},
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr(true)}}},
+					Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "x",
+						Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{res: resource.MustParse("1")}}}}}}
+				if err := c.Create(ctx, p); err != nil {
+					t.Fatal(err)
+				}
+				markReady(ctx, c, p)
+			}
+			dd := &deploymentDouble{c: c, ns: ns, name: "llm", rs: rs.Name, rsUID: string(rs.UID), elsewhere: other, res: res, neverReady: tc.neverReady, minAvailable: 2}
+			dd.readyAtFirstEvict.Store(-1)
+			if tc.pdb {
+				pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "llm", Namespace: ns},
+					Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr(intstr.FromInt32(2)), Selector: dep.Spec.Selector}}
+				if err := c.Create(ctx, pdb); err != nil {
+					t.Fatal(err)
+				}
+				dd.pdb = pdb.Name
+			}
+			dctx, stop := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for dctx.Err() == nil {
+					dd.tick(dctx)
+					time.Sleep(20 * time.Millisecond)
+				}
+			})
+			defer func() { stop(); wg.Wait() }()
+			startDouble(t, &nodeDouble{c: c, node: node, configs: cfgs})
+			g := fastGate(c)
+			g.SurgeTimeout, g.DrainTimeout = 8*time.Second, 20*time.Second
+			if tc.neverReady {
+				g.SurgeTimeout = time.Second
+			}
+			if err := g.Request(ctx, node, "surge-b", cfgs["surge-b"]); err != nil {
+				t.Fatal(err)
+			}
+			if err := runGate(t, g, node); err != nil {
+				t.Fatal(err)
+			}
+			n := checkSettled(t, c, node, "", "surge-b")
+			if r := n.Annotations[AnnotGateResult]; r != "success surge-b" {
+				t.Errorf("result %q", r)
+			}
+			if got := dd.maxReplicas.Load(); got != tc.wantMax {
+				t.Errorf("the Deployment went up to %d replicas, want %d", got, tc.wantMax)
+			}
+			if tc.pdb {
+				if got := dd.readyAtFirstEvict.Load(); got >= 0 && got < 4 {
+					t.Errorf("%d replicas Ready when the first pod was evicted, want 4", got)
+				}
+			}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(dep), dep); err != nil {
+				t.Fatal(err)
+			}
+			if *dep.Spec.Replicas != 2 || dep.Annotations[AnnotSurgeFrom] != "" {
+				t.Errorf("Deployment left at %d replicas, annotations %v; want 2 and no %s", *dep.Spec.Replicas, dep.Annotations, AnnotSurgeFrom)
+			}
+			var evs corev1.EventList
+			if err := c.List(ctx, &evs, client.InNamespace("default"), client.MatchingFields{"involvedObject.name": node}); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(evs.Items, func(e corev1.Event) bool {
+				return e.Reason == tc.wantEvent || strings.Contains(e.Message, tc.wantEvent)
+			}) {
+				var got []string
+				for _, e := range evs.Items {
+					got = append(got, e.Reason+": "+e.Message)
+				}
+				t.Errorf("no Event %q among %v", tc.wantEvent, got)
+			}
+		})
+	}
+}
