@@ -140,10 +140,12 @@ func TestGateStartsReplacementsFirst(t *testing.T) {
 		neverReady bool
 		wantMax    int32
 		wantEvent  string
+		off        bool // replacements first turned off: the budget must stop the drain
 	}{
-		{"replacements ready first", 4, true, false, 4, "GateReplacementsReady"},
-		{"no room elsewhere", 0, false, false, 2, "not surged (no room elsewhere)"},
-		{"replacements never ready", 4, false, true, 4, "GateReplacementsNotReady"},
+		{"replacements ready first", 4, true, false, 4, "GateReplacementsReady", false},
+		{"no room elsewhere", 0, false, false, 2, "not surged (no room elsewhere)", false},
+		{"replacements never ready", 4, false, true, 4, "GateReplacementsNotReady", false},
+		{"turned off, the budget stops the drain", 4, true, false, 2, "drain timed out", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := corev1.ResourceName(fmt.Sprintf("nvidia.com/mig-1g.12gb-surge%d", i))
@@ -213,15 +215,22 @@ func TestGateStartsReplacementsFirst(t *testing.T) {
 			if tc.neverReady {
 				g.SurgeTimeout = time.Second
 			}
+			if tc.off {
+				g.SurgeTimeout, g.DrainTimeout = -1, 2*time.Second
+			}
 			if err := g.Request(ctx, node, "surge-b", cfgs["surge-b"]); err != nil {
 				t.Fatal(err)
 			}
 			if err := runGate(t, g, node); err != nil {
 				t.Fatal(err)
 			}
-			n := checkSettled(t, c, node, "", "surge-b")
-			if r := n.Annotations[AnnotGateResult]; r != "success surge-b" {
-				t.Errorf("result %q", r)
+			want, final := "success surge-b", "surge-b"
+			if tc.off {
+				want, final = "rolled-back surge-b: drain timed out", "surge-a"
+			}
+			n := checkSettled(t, c, node, final, final)
+			if r := n.Annotations[AnnotGateResult]; !strings.HasPrefix(r, want) {
+				t.Errorf("result %q, want %q", r, want)
 			}
 			if got := dd.maxReplicas.Load(); got != tc.wantMax {
 				t.Errorf("the Deployment went up to %d replicas, want %d", got, tc.wantMax)
