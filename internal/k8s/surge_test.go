@@ -124,6 +124,80 @@ func markReady(ctx context.Context, c client.Client, p *corev1.Pod) {
 	_ = c.Status().Update(ctx, p)
 }
 
+var surgeSeq int
+
+// surgeScene makes a node at config surge-a with two Ready pods of Deployment llm (through its
+// ReplicaSet) asking for a resource no other test uses, another node with room of it, a budget of
+// minAvailable 2 when pdb, and runs the node's double and the Deployment's double until the test ends.
+func surgeScene(t *testing.T, c client.Client, room int64, pdb, neverReady bool) (string, *appsv1.Deployment, *deploymentDouble, map[string]map[string]int64) {
+	t.Helper()
+	ctx := context.Background()
+	surgeSeq++
+	res := corev1.ResourceName(fmt.Sprintf("nvidia.com/mig-1g.12gb-surge%d", surgeSeq))
+	cfgs := map[string]map[string]int64{"surge-a": {string(res): 4}, "surge-b": {"nvidia.com/mig-3g.40gb": 2}}
+	ns := newNamespace(t, c, "surge")
+	node, other := nextNode("surge"), nextNode("room")
+	for _, nd := range []struct {
+		name  string
+		cfg   string
+		alloc map[string]int64
+	}{{node, "surge-a", cfgs["surge-a"]}, {other, "", map[string]int64{string(res): room}}} {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nd.name, Labels: map[string]string{LabelMIGConfig: nd.cfg, LabelMIGConfigState: MIGStateSuccess}}}
+		if err := c.Create(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		setAllocatable(n, nd.alloc)
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		if err := c.Status().Update(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "llm", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr(int32(2)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "llm"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "llm"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}}}
+	if err := c.Create(ctx, dep); err != nil {
+		t.Fatal(err)
+	}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "llm-1", Namespace: ns,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: dep.Name, UID: dep.UID, Controller: ptr(true)}}},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr(int32(2)), Selector: dep.Spec.Selector, Template: dep.Spec.Template}}
+	if err := c.Create(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	for k := range 2 {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("llm-old-%d", k), Namespace: ns, Labels: map[string]string{"app": "llm"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr(true)}}},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "x",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{res: resource.MustParse("1")}}}}}}
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		markReady(ctx, c, p)
+	}
+	dd := &deploymentDouble{c: c, ns: ns, name: "llm", rs: rs.Name, rsUID: string(rs.UID), elsewhere: other, res: res, neverReady: neverReady, minAvailable: 2}
+	dd.readyAtFirstEvict.Store(-1)
+	if pdb {
+		b := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "llm", Namespace: ns},
+			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr(intstr.FromInt32(2)), Selector: dep.Spec.Selector}}
+		if err := c.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		dd.pdb = b.Name
+	}
+	dctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for dctx.Err() == nil {
+			dd.tick(dctx)
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	t.Cleanup(func() { stop(); wg.Wait() })
+	startDouble(t, &nodeDouble{c: c, node: node, configs: cfgs})
+	return node, dep, dd, cfgs
+}
+
 // TestGateStartsReplacementsFirst: a Deployment of two replicas on the node, guarded by a budget
 // that lets none of them go (minAvailable 2). With room on another node the gate raises the
 // Deployment to four, waits until the two replacements are Ready, evicts (the budget now allows
@@ -133,7 +207,7 @@ func markReady(ctx context.Context, c client.Client, p *corev1.Pod) {
 func TestGateStartsReplacementsFirst(t *testing.T) {
 	c := needAPI(t)
 	ctx := context.Background()
-	for i, tc := range []struct {
+	for _, tc := range []struct {
 		name       string
 		room       int64
 		pdb        bool
@@ -148,68 +222,7 @@ func TestGateStartsReplacementsFirst(t *testing.T) {
 		{"turned off, the budget stops the drain", 4, true, false, 2, "drain timed out", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := corev1.ResourceName(fmt.Sprintf("nvidia.com/mig-1g.12gb-surge%d", i))
-			cfgs := map[string]map[string]int64{"surge-a": {string(res): 4}, "surge-b": {"nvidia.com/mig-3g.40gb": 2}}
-			ns := newNamespace(t, c, "surge")
-			node, other := nextNode("surge"), nextNode("room")
-			for _, nd := range []struct {
-				name  string
-				cfg   string
-				alloc map[string]int64
-			}{{node, "surge-a", cfgs["surge-a"]}, {other, "", map[string]int64{string(res): tc.room}}} {
-				n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nd.name, Labels: map[string]string{LabelMIGConfig: nd.cfg, LabelMIGConfigState: MIGStateSuccess}}}
-				if err := c.Create(ctx, n); err != nil {
-					t.Fatal(err)
-				}
-				setAllocatable(n, nd.alloc)
-				n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-				if err := c.Status().Update(ctx, n); err != nil {
-					t.Fatal(err)
-				}
-			}
-			dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "llm", Namespace: ns},
-				Spec: appsv1.DeploymentSpec{Replicas: ptr(int32(2)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "llm"}},
-					Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "llm"}},
-						Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}}}
-			if err := c.Create(ctx, dep); err != nil {
-				t.Fatal(err)
-			}
-			rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "llm-1", Namespace: ns,
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: dep.Name, UID: dep.UID, Controller: ptr(true)}}},
-				Spec: appsv1.ReplicaSetSpec{Replicas: ptr(int32(2)), Selector: dep.Spec.Selector, Template: dep.Spec.Template}}
-			if err := c.Create(ctx, rs); err != nil {
-				t.Fatal(err)
-			}
-			for k := range 2 {
-				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("llm-old-%d", k), Namespace: ns, Labels: map[string]string{"app": "llm"},
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr(true)}}},
-					Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "x",
-						Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{res: resource.MustParse("1")}}}}}}
-				if err := c.Create(ctx, p); err != nil {
-					t.Fatal(err)
-				}
-				markReady(ctx, c, p)
-			}
-			dd := &deploymentDouble{c: c, ns: ns, name: "llm", rs: rs.Name, rsUID: string(rs.UID), elsewhere: other, res: res, neverReady: tc.neverReady, minAvailable: 2}
-			dd.readyAtFirstEvict.Store(-1)
-			if tc.pdb {
-				pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "llm", Namespace: ns},
-					Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr(intstr.FromInt32(2)), Selector: dep.Spec.Selector}}
-				if err := c.Create(ctx, pdb); err != nil {
-					t.Fatal(err)
-				}
-				dd.pdb = pdb.Name
-			}
-			dctx, stop := context.WithCancel(ctx)
-			var wg sync.WaitGroup
-			wg.Go(func() {
-				for dctx.Err() == nil {
-					dd.tick(dctx)
-					time.Sleep(20 * time.Millisecond)
-				}
-			})
-			defer func() { stop(); wg.Wait() }()
-			startDouble(t, &nodeDouble{c: c, node: node, configs: cfgs})
+			node, dep, dd, cfgs := surgeScene(t, c, tc.room, tc.pdb, tc.neverReady)
 			g := fastGate(c)
 			g.SurgeTimeout, g.DrainTimeout = 8*time.Second, 20*time.Second
 			if tc.neverReady {
@@ -260,5 +273,76 @@ func TestGateStartsReplacementsFirst(t *testing.T) {
 				t.Errorf("no Event %q among %v", tc.wantEvent, got)
 			}
 		})
+	}
+}
+
+// TestGateSurgeKilledAtEveryStep stops the gate before and after every write of a gate that starts
+// replacements first (the surge plan, raising the Deployment, the replacements Ready, lowering it
+// back, and the label write that follows), then resumes it with a new gate: the Deployment is raised once
+// (never above four), ends at two replicas without the gate's annotation, and the node at the new
+// config with its record closed.
+func TestGateSurgeKilledAtEveryStep(t *testing.T) {
+	c := needAPI(t)
+	ctx := context.Background()
+	gate := func() *MIGGate {
+		g := fastGate(c)
+		g.SurgeTimeout, g.DrainTimeout = 8*time.Second, 20*time.Second
+		return g
+	}
+	var points []string
+	node, _, _, cfgs := surgeScene(t, c, 4, true, false)
+	g := gate()
+	g.Hook = func(p string) {
+		if !slices.Contains(points, p) {
+			points = append(points, p)
+		}
+	}
+	if err := g.Request(ctx, node, "surge-b", cfgs["surge-b"]); err != nil {
+		t.Fatal(err)
+	}
+	if err := runGate(t, g, node); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"before:surge-planned", "after:surge-raise", "after:surge-ready", "after:surge-lower"} {
+		if !slices.Contains(points, p) {
+			t.Fatalf("kill points %v lack %s", points, p)
+		}
+	}
+	// TestGateKilledAtEveryStep covers the rest of the gate; here the writes around the surge
+	t.Logf("%d kill points: %v", len(points), points)
+	for _, kill := range points {
+		if !strings.Contains(kill, "surge") && !strings.HasSuffix(kill, ":Applying") {
+			continue
+		}
+		node, dep, dd, cfgs := surgeScene(t, c, 4, true, false)
+		g := gate()
+		if err := g.Request(ctx, node, "surge-b", cfgs["surge-b"]); err != nil {
+			t.Fatal(err)
+		}
+		runCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		killed := false
+		g.Hook = func(p string) {
+			if p == kill {
+				killed = true
+				cancel()
+			}
+		}
+		_ = g.Run(runCtx, node)
+		cancel()
+		if !killed {
+			t.Fatalf("kill point %s not reached", kill)
+		}
+		if err := runGate(t, gate(), node); err != nil {
+			t.Fatalf("resume after kill at %s: %v", kill, err)
+		}
+		checkSettled(t, c, node, "surge-b", "surge-b")
+		checkRecord(t, c, node, "surge-a", "surge-b")
+		if err := c.Get(ctx, client.ObjectKeyFromObject(dep), dep); err != nil {
+			t.Fatal(err)
+		}
+		if *dep.Spec.Replicas != 2 || dep.Annotations[AnnotSurgeFrom] != "" || dd.maxReplicas.Load() != 4 {
+			t.Errorf("kill at %s: Deployment at %d replicas (most %d), annotations %v; want 2 (most 4) and no %s",
+				kill, *dep.Spec.Replicas, dd.maxReplicas.Load(), dep.Annotations, AnnotSurgeFrom)
+		}
 	}
 }
