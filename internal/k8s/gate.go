@@ -44,7 +44,8 @@ const (
 // GateStep is one step of the per-node gate.
 type GateStep string
 
-// The steps, in order; rollback steps follow a failure in Draining, Applying or Verifying.
+// The steps, in order; rollback steps follow a failure in Draining, Applying, Verifying or
+// SmokeTesting.
 const (
 	StepDraining  GateStep = "Draining"     // node cordoned; evicting GPU pods through the Eviction API
 	StepApplying  GateStep = "Applying"     // label set; waiting for mig.config.state=success
@@ -83,6 +84,9 @@ type MIGGate struct {
 	// the gate compares the old and the new config GPU by GPU and drains only the pods that may
 	// hold a GPU that changes (see drainscope.go). Unset, every GPU pod of the node is drained.
 	MigConfigMap client.ObjectKey
+	// KeepRecords is how many Reconfigurations of a node are kept (default 10; negative keeps
+	// all); older ones are deleted when a gate's record closes.
+	KeepRecords int
 	// SurgeTimeout bounds the wait for replacement replicas started before an eviction (default
 	// 5 min; it runs within DrainTimeout); negative turns starting replacements first off.
 	SurgeTimeout time.Duration

@@ -174,3 +174,42 @@ func TestGateReconfigurationAndSmoke(t *testing.T) {
 		})
 	}
 }
+
+// TestGateKeepsNewestRecords: with KeepRecords 2, three gates on one node leave its two newest
+// Reconfigurations.
+func TestGateKeepsNewestRecords(t *testing.T) {
+	c := needAPI(t)
+	ctx := context.Background()
+	ns := newNamespace(t, c, "keep")
+	node := nextNode("keep")
+	newGPUNode(t, c, node, "all-1g.10gb", ns)
+	startDouble(t, &nodeDouble{c: c, node: node, configs: gateConfigs})
+	var names []string
+	for _, to := range []string{"all-3g.40gb", "all-1g.10gb", "all-3g.40gb"} {
+		g := fastGate(c)
+		g.KeepRecords = 2
+		if err := g.Request(ctx, node, to, gateConfigs[to]); err != nil {
+			t.Fatal(err)
+		}
+		if err := runGate(t, g, node); err != nil {
+			t.Fatal(err)
+		}
+		n := checkSettled(t, c, node, to, to)
+		if res := n.Annotations[AnnotGateResult]; res != "success "+to {
+			t.Fatalf("gate to %s: %q", to, res)
+		}
+		rs := nodeRecords(t, c, node)
+		slices.SortFunc(rs, func(a, b Reconfiguration) int { return strings.Compare(a.Name, b.Name) })
+		names = append(names, rs[len(rs)-1].Name)
+	}
+	var left []string
+	for _, r := range nodeRecords(t, c, node) {
+		if r.DeletionTimestamp == nil {
+			left = append(left, r.Name)
+		}
+	}
+	slices.Sort(left)
+	if want := names[1:]; !slices.Equal(left, want) {
+		t.Errorf("records left %v, want the newest two %v", left, want)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -243,7 +244,33 @@ func (g *MIGGate) syncRecord(ctx context.Context, n *corev1.Node) (closed bool, 
 		return false, fmt.Errorf("gate node %s: close reconfiguration %s: %w", n.Name, name, err)
 	}
 	g.hook("after:record-closed")
+	g.pruneRecords(ctx, n.Name)
 	return true, nil
+}
+
+// pruneRecords deletes node's Reconfigurations beyond the newest KeepRecords (their smoke Jobs go
+// with them, by owner reference). It is best-effort: a record left over is deleted next time.
+func (g *MIGGate) pruneRecords(ctx context.Context, node string) {
+	keep := g.KeepRecords
+	if keep == 0 {
+		keep = 10
+	}
+	if keep < 0 {
+		return
+	}
+	var l ReconfigurationList
+	if err := g.C.List(ctx, &l, client.MatchingLabels{LabelNode: node}); err != nil || len(l.Items) <= keep {
+		return
+	}
+	slices.SortFunc(l.Items, func(a, b Reconfiguration) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name) // names end in the gate's start in ms
+	})
+	for i := range l.Items[:len(l.Items)-keep] {
+		_ = g.C.Delete(ctx, &l.Items[i], client.PropagationPolicy(metav1.DeletePropagationBackground))
+	}
 }
 
 func (g *MIGGate) hook(p string) {
