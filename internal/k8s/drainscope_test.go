@@ -217,3 +217,35 @@ func TestGateDrainsOnlyChangedGPUs(t *testing.T) {
 		})
 	}
 }
+
+// TestPodMayRunOn checks the node selector and required node affinity the surge weighs.
+func TestPodMayRunOn(t *testing.T) {
+	node := func(name string, l map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}
+	}
+	pinned := func(op corev1.NodeSelectorOperator, vals ...string) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{NodeSelector: map[string]string{LabelPool: "a"},
+			Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: op, Values: vals}}}}}}}}}
+	}
+	h := func(name, pool string) *corev1.Node {
+		return node(name, map[string]string{"kubernetes.io/hostname": name, LabelPool: pool})
+	}
+	for _, tc := range []struct {
+		pod  *corev1.Pod
+		node *corev1.Node
+		want bool
+	}{
+		{pinned(corev1.NodeSelectorOpIn, "n1", "n2"), h("n2", "a"), true},
+		{pinned(corev1.NodeSelectorOpIn, "n1", "n2"), h("n3", "a"), false},
+		{pinned(corev1.NodeSelectorOpIn, "n1", "n2"), h("n2", "b"), false},
+		{pinned(corev1.NodeSelectorOpNotIn, "n1"), h("n2", "a"), true},
+		{pinned(corev1.NodeSelectorOpDoesNotExist), h("n2", "a"), false},
+		{pinned(corev1.NodeSelectorOpExists), h("n2", "a"), true},
+		{&corev1.Pod{}, node("x", nil), true},
+	} {
+		if got := podMayRunOn(tc.pod, tc.node); got != tc.want {
+			t.Errorf("pod %+v on node %v: %v, want %v", tc.pod.Spec.Affinity, tc.node.Labels, got, tc.want)
+		}
+	}
+}

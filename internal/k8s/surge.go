@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -94,77 +96,154 @@ func podNVIDIA(p *corev1.Pod) map[string]int64 {
 	return out
 }
 
-// freeElsewhere is the free nvidia.com/ devices of the Ready, schedulable nodes other than n.
-func (g *MIGGate) freeElsewhere(ctx context.Context, n *corev1.Node) (map[string]int64, error) {
+// freeElsewhere is the free nvidia.com/ devices of each Ready, schedulable node other than n.
+func (g *MIGGate) freeElsewhere(ctx context.Context, n *corev1.Node) ([]corev1.Node, map[string]map[string]int64, error) {
 	var nodes corev1.NodeList
 	if err := g.C.List(ctx, &nodes); err != nil {
-		return nil, fmt.Errorf("gate node %s: list nodes: %w", n.Name, err)
+		return nil, nil, fmt.Errorf("gate node %s: list nodes: %w", n.Name, err)
 	}
-	free := map[string]int64{}
+	var out []corev1.Node
+	free := map[string]map[string]int64{}
 	for _, o := range nodes.Items {
 		if o.Name == n.Name || o.Spec.Unschedulable || !nodeReady(&o) {
 			continue
 		}
+		f := map[string]int64{}
 		for r, q := range o.Status.Allocatable {
 			if strings.HasPrefix(string(r), "nvidia.com/") {
-				free[string(r)] += q.Value()
+				f[string(r)] += q.Value()
 			}
+		}
+		if len(f) == 0 {
+			continue
 		}
 		var pods corev1.PodList
 		if err := g.C.List(ctx, &pods, client.MatchingFields{"spec.nodeName": o.Name}); err != nil {
-			return nil, fmt.Errorf("gate node %s: list pods of %s: %w", n.Name, o.Name, err)
+			return nil, nil, fmt.Errorf("gate node %s: list pods of %s: %w", n.Name, o.Name, err)
 		}
 		for i := range pods.Items {
 			if p := &pods.Items[i]; p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 				for r, q := range podNVIDIA(p) {
-					free[r] -= q
+					f[r] -= q
 				}
 			}
 		}
+		out = append(out, o)
+		free[o.Name] = f
 	}
-	return free, nil
+	return out, free, nil
+}
+
+// podMayRunOn says whether p's nodeSelector and required node affinity admit node (the plan's
+// tenant Deployments pin their pods to the plan's hosts that way). Taints other than the gate's
+// cordon are not weighed.
+func podMayRunOn(p *corev1.Pod, node *corev1.Node) bool {
+	for k, v := range p.Spec.NodeSelector {
+		if node.Labels[k] != v {
+			return false
+		}
+	}
+	a := p.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return true
+	}
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		if termMatches(term, node) {
+			return true // terms are ORed
+		}
+	}
+	return false
+}
+
+func termMatches(term corev1.NodeSelectorTerm, node *corev1.Node) bool {
+	if len(term.MatchExpressions)+len(term.MatchFields) == 0 {
+		return false // an empty term matches no node
+	}
+	for _, e := range term.MatchExpressions {
+		r, err := labels.NewRequirement(e.Key, selectionOp(e.Operator), e.Values)
+		if err != nil || !r.Matches(labels.Set(node.Labels)) {
+			return false
+		}
+	}
+	for _, f := range term.MatchFields {
+		if f.Key != "metadata.name" {
+			return false
+		}
+		r, err := labels.NewRequirement("name", selectionOp(f.Operator), f.Values)
+		if err != nil || !r.Matches(labels.Set{"name": node.Name}) {
+			return false
+		}
+	}
+	return true
+}
+
+func selectionOp(o corev1.NodeSelectorOperator) selection.Operator {
+	switch o {
+	case corev1.NodeSelectorOpIn:
+		return selection.In
+	case corev1.NodeSelectorOpNotIn:
+		return selection.NotIn
+	case corev1.NodeSelectorOpExists:
+		return selection.Exists
+	case corev1.NodeSelectorOpDoesNotExist:
+		return selection.DoesNotExist
+	case corev1.NodeSelectorOpGt:
+		return selection.GreaterThan
+	case corev1.NodeSelectorOpLt:
+		return selection.LessThan
+	}
+	return selection.Operator(o) // refused by NewRequirement: the term does not match
 }
 
 // planSurge decides, for the pods the gate will evict, which Deployments to raise and by how many:
-// each by its pods on the node, when the devices they ask for are free on other nodes (counted
-// Deployment after Deployment, so two do not count the same free devices).
+// each by its pods on the node, when every one of those pods fits, by its node selector and
+// affinity and the free devices, on another Ready, schedulable node (placed one pod after another,
+// so two pods do not count the same free devices).
 func (g *MIGGate) planSurge(ctx context.Context, n *corev1.Node, pods []corev1.Pod) (surgePlan, error) {
 	plan := surgePlan{Deployments: map[string]surgeTarget{}, State: surgeWaiting}
-	need := map[string]map[string]int64{} // Deployment → devices its pods on the node hold
-	count := map[string]int32{}
+	byDep := map[string][]*corev1.Pod{}
 	for i := range pods {
 		d, err := g.podDeployment(ctx, &pods[i])
 		if err != nil {
 			return plan, err
 		}
-		if d == "" {
-			continue
+		if d != "" {
+			byDep[d] = append(byDep[d], &pods[i])
 		}
-		if need[d] == nil {
-			need[d] = map[string]int64{}
-		}
-		for r, q := range podNVIDIA(&pods[i]) {
-			need[d][r] += q
-		}
-		count[d]++
 	}
-	if len(need) == 0 {
+	if len(byDep) == 0 {
 		plan.State = surgeReady
 		return plan, nil
 	}
-	free, err := g.freeElsewhere(ctx, n)
+	nodes, free, err := g.freeElsewhere(ctx, n)
 	if err != nil {
 		return plan, err
 	}
-	for _, d := range slices.Sorted(maps.Keys(need)) {
-		var short []string
-		for _, r := range slices.Sorted(maps.Keys(need[d])) {
-			if free[r] < need[d][r] {
-				short = append(short, fmt.Sprintf("%s: %d free elsewhere, %d needed", r, max(free[r], 0), need[d][r]))
+	for _, d := range slices.Sorted(maps.Keys(byDep)) {
+		trial := map[string]map[string]int64{}
+		for k, v := range free {
+			trial[k] = maps.Clone(v)
+		}
+		placed := 0
+		for _, p := range byDep[d] {
+			need := podNVIDIA(p)
+			for i := range nodes {
+				f := trial[nodes[i].Name]
+				ok := podMayRunOn(p, &nodes[i])
+				for r, q := range need {
+					ok = ok && f[r] >= q
+				}
+				if ok {
+					for r, q := range need {
+						f[r] -= q
+					}
+					placed++
+					break
+				}
 			}
 		}
-		if len(short) > 0 {
-			plan.Skipped = append(plan.Skipped, fmt.Sprintf("%s (%s)", d, strings.Join(short, "; ")))
+		if placed < len(byDep[d]) {
+			plan.Skipped = append(plan.Skipped, fmt.Sprintf("%s (room for %d of its %d pods on other nodes its pods may use)", d, placed, len(byDep[d])))
 			continue
 		}
 		ns, name, _ := strings.Cut(d, "/")
@@ -179,10 +258,8 @@ func (g *MIGGate) planSurge(ctx context.Context, n *corev1.Node, pods []corev1.P
 		if dep.Spec.Replicas != nil {
 			from = *dep.Spec.Replicas
 		}
-		for r, q := range need[d] {
-			free[r] -= q
-		}
-		plan.Deployments[d] = surgeTarget{From: from, To: from + count[d]}
+		free = trial
+		plan.Deployments[d] = surgeTarget{From: from, To: from + int32(len(byDep[d]))}
 	}
 	if len(plan.Deployments) == 0 {
 		plan.State = surgeReady

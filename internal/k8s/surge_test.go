@@ -128,8 +128,9 @@ var surgeSeq int
 
 // surgeScene makes a node at config surge-a with two Ready pods of Deployment llm (through its
 // ReplicaSet) asking for a resource no other test uses, another node with room of it, a budget of
-// minAvailable 2 when pdb, and runs the node's double and the Deployment's double until the test ends.
-func surgeScene(t *testing.T, c client.Client, room int64, pdb, neverReady bool) (string, *appsv1.Deployment, *deploymentDouble, map[string]map[string]int64) {
+// minAvailable 2 when pdb, the pods pinned to their node by required node affinity when pinned
+// (as the plan's Deployments pin theirs to the plan's hosts), and runs the node's double and the Deployment's double until the test ends.
+func surgeScene(t *testing.T, c client.Client, room int64, pdb, neverReady, pinned bool) (string, *appsv1.Deployment, *deploymentDouble, map[string]map[string]int64) {
 	t.Helper()
 	ctx := context.Background()
 	surgeSeq++
@@ -170,6 +171,10 @@ func surgeScene(t *testing.T, c client.Client, room int64, pdb, neverReady bool)
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr(true)}}},
 			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "x",
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{res: resource.MustParse("1")}}}}}}
+		if pinned {
+			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}}
+		}
 		if err := c.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
@@ -215,14 +220,16 @@ func TestGateStartsReplacementsFirst(t *testing.T) {
 		wantMax    int32
 		wantEvent  string
 		off        bool // replacements first turned off: the budget must stop the drain
+		pinned     bool // the pods may run on this node only
 	}{
-		{"replacements ready first", 4, true, false, 4, "GateReplacementsReady", false},
-		{"no room elsewhere", 0, false, false, 2, "not surged (no room elsewhere)", false},
-		{"replacements never ready", 4, false, true, 4, "GateReplacementsNotReady", false},
-		{"turned off, the budget stops the drain", 4, true, false, 2, "drain timed out", true},
+		{"replacements ready first", 4, true, false, 4, "GateReplacementsReady", false, false},
+		{"no room elsewhere", 0, false, false, 2, "not surged (no room elsewhere)", false, false},
+		{"room only where the pods may not run", 4, false, false, 2, "room for 0 of its 2 pods", false, true},
+		{"replacements never ready", 4, false, true, 4, "GateReplacementsNotReady", false, false},
+		{"turned off, the budget stops the drain", 4, true, false, 2, "drain timed out", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			node, dep, dd, cfgs := surgeScene(t, c, tc.room, tc.pdb, tc.neverReady)
+			node, dep, dd, cfgs := surgeScene(t, c, tc.room, tc.pdb, tc.neverReady, tc.pinned)
 			g := fastGate(c)
 			g.SurgeTimeout, g.DrainTimeout = 8*time.Second, 20*time.Second
 			if tc.neverReady {
@@ -290,7 +297,7 @@ func TestGateSurgeKilledAtEveryStep(t *testing.T) {
 		return g
 	}
 	var points []string
-	node, _, _, cfgs := surgeScene(t, c, 4, true, false)
+	node, _, _, cfgs := surgeScene(t, c, 4, true, false, false)
 	g := gate()
 	g.Hook = func(p string) {
 		if !slices.Contains(points, p) {
@@ -314,7 +321,7 @@ func TestGateSurgeKilledAtEveryStep(t *testing.T) {
 		if !strings.Contains(kill, "surge") && !strings.HasSuffix(kill, ":Applying") {
 			continue
 		}
-		node, dep, dd, cfgs := surgeScene(t, c, 4, true, false)
+		node, dep, dd, cfgs := surgeScene(t, c, 4, true, false, false)
 		g := gate()
 		if err := g.Request(ctx, node, "surge-b", cfgs["surge-b"]); err != nil {
 			t.Fatal(err)
