@@ -287,6 +287,10 @@ func (g *MIGGate) begin(ctx context.Context, n *corev1.Node, target string) erro
 	setAnnot(n, AnnotGateScope, scope.encode())
 	setAnnot(n, AnnotGateRecord, reconfigurationName(n.Name, g.now()))
 	setAnnot(n, AnnotGatePrevious, prev)
+	// A gate that could not record itself would stop after the cordon: find out before it.
+	if err := g.C.Create(ctx, newRecord(n), client.DryRunAll); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("gate node %s: cannot record the gate in a Reconfiguration, so not beginning it: %w", n.Name, err)
+	}
 	setAnnot(n, AnnotGateCordoned, fmt.Sprint(!n.Spec.Unschedulable))
 	delete(n.Annotations, AnnotGateReason)
 	delete(n.Annotations, AnnotGateWaiting)

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,10 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -211,5 +216,45 @@ func TestGateKeepsNewestRecords(t *testing.T) {
 	slices.Sort(left)
 	if want := names[1:]; !slices.Equal(left, want) {
 		t.Errorf("records left %v, want the newest two %v", left, want)
+	}
+}
+
+// TestGateWaitsWhenItCannotRecord: a controller whose RBAC lacks Reconfigurations does not begin a
+// gate (the node is not cordoned, nothing is evicted) and says why.
+func TestGateWaitsWhenItCannotRecord(t *testing.T) {
+	c := needAPI(t)
+	ctx := context.Background()
+	ns := newNamespace(t, c, "norec")
+	node := nextNode("norec")
+	newGPUNode(t, c, node, "all-1g.10gb", ns)
+	user := "gate-without-records"
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes", "pods"}, Verbs: []string{"get", "list", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/eviction", "events"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"gpupool.dev"}, Resources: []string{"reconfigurations"}, Verbs: []string{"get"}}}}
+	bind := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: user},
+		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}}}
+	for _, o := range []client.Object{role, bind} {
+		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	cfg := rest.CopyConfig(testCfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	g := fastGate(clientFor(t, cfg))
+	if err := (&MIGGate{C: c}).Request(ctx, node, "all-3g.40gb", gateConfigs["all-3g.40gb"]); err != nil {
+		t.Fatal(err)
+	}
+	_, err := g.Step(ctx, node)
+	if err == nil || !strings.Contains(err.Error(), "cannot record the gate") || !apierrors.IsForbidden(errors.Unwrap(err)) {
+		t.Fatalf("step returned %v, want a forbidden Reconfiguration", err)
+	}
+	n := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		t.Fatal(err)
+	}
+	if n.Spec.Unschedulable || n.Annotations[AnnotGateStep] != "" || len(podNames(t, c, node)) != 4 {
+		t.Errorf("node began a gate it cannot record: unschedulable %v step %q pods %v", n.Spec.Unschedulable, n.Annotations[AnnotGateStep], podNames(t, c, node))
 	}
 }

@@ -193,6 +193,21 @@ func stepMessage(s GateStep, n *corev1.Node) string {
 	return ""
 }
 
+// newRecord is the Reconfiguration the node's gate annotations name, without status.
+func newRecord(n *corev1.Node) *Reconfiguration {
+	r := &Reconfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Annotations[AnnotGateRecord], Labels: map[string]string{LabelNode: n.Name}},
+		Spec: ReconfigurationSpec{Node: n.Name, Pool: n.Labels[LabelPool],
+			FromConfig: n.Annotations[AnnotGatePrevious], ToConfig: n.Annotations[AnnotGateTarget]},
+	}
+	if r.Spec.ToConfig == "" {
+		// Not reached by the gate (the record is made on the first Step after begin, before any
+		// other write), but a rollback drops the target: take it from the result.
+		r.Spec.ToConfig, _, _ = strings.Cut(strings.TrimPrefix(n.Annotations[AnnotGateResult], "rolled-back "), ":")
+	}
+	return r
+}
+
 // syncRecord brings the node's Reconfiguration up to its gate annotations: it creates the record
 // when the gate has begun and none exists, updates its status where it lags, and once the gate has
 // finished and the record holds the outcome, removes the node's pointer to it (one node write).
@@ -205,16 +220,7 @@ func (g *MIGGate) syncRecord(ctx context.Context, n *corev1.Node) (closed bool, 
 	r := &Reconfiguration{}
 	err = g.C.Get(ctx, client.ObjectKey{Name: name}, r)
 	if apierrors.IsNotFound(err) {
-		r = &Reconfiguration{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelNode: n.Name}},
-			Spec: ReconfigurationSpec{Node: n.Name, Pool: n.Labels[LabelPool],
-				FromConfig: n.Annotations[AnnotGatePrevious], ToConfig: n.Annotations[AnnotGateTarget]},
-		}
-		if r.Spec.ToConfig == "" {
-			// Not reached by the gate (the record is made on the first Step after begin, before
-			// any other write), but a rollback drops the target: take it from the result.
-			r.Spec.ToConfig, _, _ = strings.Cut(strings.TrimPrefix(n.Annotations[AnnotGateResult], "rolled-back "), ":")
-		}
+		r = newRecord(n)
 		g.hook("before:record-create")
 		if err := g.C.Create(ctx, r); err != nil && !apierrors.IsAlreadyExists(err) {
 			return false, fmt.Errorf("gate node %s: create reconfiguration %s: %w", n.Name, name, err)
