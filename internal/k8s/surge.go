@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -402,14 +401,7 @@ func (g *MIGGate) writeNote(ctx context.Context, n *corev1.Node, point string, e
 		return fmt.Errorf("gate node %s: write %s: %w", n.Name, point, err)
 	}
 	if ev != nil {
-		now := metav1.NewTime(g.now())
-		_ = g.C.Create(ctx, &corev1.Event{
-			ObjectMeta:     metav1.ObjectMeta{GenerateName: n.Name + ".gate.", Namespace: metav1.NamespaceDefault},
-			InvolvedObject: corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID},
-			Reason:         ev.reason, Message: ev.msg, Type: ev.typ,
-			Source:         corev1.EventSource{Component: EventSource},
-			FirstTimestamp: now, LastTimestamp: now, Count: 1,
-		})
+		g.eventf(ctx, n, ev.reason, ev.typ, ev.msg)
 	}
 	g.hook("after:" + point)
 	return nil
