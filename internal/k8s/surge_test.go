@@ -35,7 +35,7 @@ type deploymentDouble struct {
 	pdb               string
 	minAvailable      int32
 	maxReplicas       atomic.Int32 // the most replicas the Deployment asked for
-	readyAtFirstEvict atomic.Int32 // ready replicas when a pod was first seen evicted (-1 before)
+	readyAtFirstEvict atomic.Int32 // Ready replicas on the other node when a pod was first seen evicted (-1 before)
 	seq               int
 }
 
@@ -53,11 +53,11 @@ func (d *deploymentDouble) tick(ctx context.Context) {
 		return
 	}
 	var live []corev1.Pod
-	ready, readyAll := int32(0), int32(0)
+	ready, readyElsewhere := int32(0), int32(0)
 	evicted := false
 	for _, p := range pods.Items {
-		if podIsReady(&p) {
-			readyAll++ // an evicted pod counts until it is gone
+		if podIsReady(&p) && p.Spec.NodeName == d.elsewhere {
+			readyElsewhere++
 		}
 		if p.DeletionTimestamp != nil {
 			evicted = true
@@ -69,7 +69,7 @@ func (d *deploymentDouble) tick(ctx context.Context) {
 		}
 	}
 	if evicted && d.readyAtFirstEvict.Load() < 0 {
-		d.readyAtFirstEvict.Store(readyAll)
+		d.readyAtFirstEvict.Store(readyElsewhere)
 	}
 	for i := int32(len(live)); i < want; i++ {
 		d.seq++
@@ -256,8 +256,8 @@ func TestGateStartsReplacementsFirst(t *testing.T) {
 				t.Errorf("the Deployment went up to %d replicas, want %d", got, tc.wantMax)
 			}
 			if tc.pdb {
-				if got := dd.readyAtFirstEvict.Load(); got >= 0 && got < 4 {
-					t.Errorf("%d replicas Ready when the first pod was evicted, want 4", got)
+				if got := dd.readyAtFirstEvict.Load(); got >= 0 && got < 2 {
+					t.Errorf("%d replacements Ready on the other node when the first pod was evicted, want 2", got)
 				}
 			}
 			if err := c.Get(ctx, client.ObjectKeyFromObject(dep), dep); err != nil {
