@@ -21,17 +21,21 @@ func newControllerCmd(e *env) *cobra.Command {
 	var operatorNamespace string
 	var admitEvery time.Duration
 	var webhookPort, maxUnavailable int
-	var cooldown time.Duration
+	var cooldown, smokeTimeout, surgeTimeout time.Duration
+	var smokeImage string
+	var smokeCommand []string
 	var webhookCertDir string
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run gpupool's Kubernetes controller: the MIG gate around mig-manager, with leader election",
 		Long: "controller runs in a cluster with NVIDIA's GPU Operator. While it holds the Lease gpupool-controller\n" +
 			"in --namespace it drives every node whose gpupool.dev/gate-target annotation differs from its\n" +
-			"nvidia.com/mig.config label through the gate: cordon, evict the node's GPU pods through the Eviction\n" +
-			"API, set the label, wait for nvidia.com/mig.config.state=success, verify allocatable, uncordon; on\n" +
-			"failure or timeout it restores the previous label. Progress lives in node annotations, so a restarted\n" +
-			"or new replica resumes each gate.\n\n" +
+			"nvidia.com/mig.config label through the gate: cordon, evict through the Eviction API the node's GPU\n" +
+			"pods that may hold a GPU whose MIG devices change, set the label, wait for\n" +
+			"nvidia.com/mig.config.state=success, verify allocatable, run a smoke Job per new resource kind\n" +
+			"(--smoke-image), uncordon; on failure or timeout it restores the previous label. Progress lives in\n" +
+			"node annotations, so a restarted or new replica resumes each gate; each gate is recorded in a\n" +
+			"Reconfiguration object (kubectl get reconfigurations).\n\n" +
 			"With --operator-namespace set (the default) it also plans every GPUPool: nodes by the pool's\n" +
 			"nodeSelector and GPU Feature Discovery's nvidia.com/gpu.product and nvidia.com/gpu.count labels,\n" +
 			"tenants from the InferenceTenants naming the pool. It server-side applies the mig-parted and\n" +
@@ -64,6 +68,9 @@ func newControllerCmd(e *env) *cobra.Command {
 			if maxUnavailable < 0 || cooldown < 0 {
 				problems = append(problems, fmt.Errorf("--max-unavailable and --cooldown: must not be negative, got %d and %s", maxUnavailable, cooldown))
 			}
+			if smokeTimeout <= 0 {
+				problems = append(problems, fmt.Errorf("--smoke-timeout: must be positive, got %s", smokeTimeout))
+			}
 			if qps <= 0 || burst < 1 {
 				problems = append(problems, fmt.Errorf("--kube-api-qps and --kube-api-burst: must be positive, got %g and %d", qps, burst))
 			}
@@ -88,7 +95,8 @@ func newControllerCmd(e *env) *cobra.Command {
 				LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod, OperatorNamespace: operatorNamespace, AdmitEvery: admitEvery,
 				WebhookPort: webhookPort, WebhookCertDir: webhookCertDir,
 				Gate: k8s.MIGGate{DrainTimeout: drainTimeout, ApplyTimeout: applyTimeout, VerifyTimeout: verifyTimeout, Poll: poll,
-					MaxUnavailable: maxUnavailable, Cooldown: cooldown}})
+					MaxUnavailable: maxUnavailable, Cooldown: cooldown, SurgeTimeout: surgeTimeout,
+					Smoke: k8s.SmokeTest{Image: smokeImage, Command: smokeCommand, Namespace: namespace, Timeout: smokeTimeout}}})
 			if err != nil {
 				return err
 			}
@@ -111,6 +119,10 @@ func newControllerCmd(e *env) *cobra.Command {
 	f.StringVar(&webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook's tls.crt and tls.key")
 	f.IntVar(&maxUnavailable, "max-unavailable", 1, "nodes that may be in a MIG gate (cordoned by it) at once; 0: no limit")
 	f.DurationVar(&cooldown, "cooldown", time.Hour, "least time between the end of a node's MIG gate and the start of its next")
+	f.StringVar(&smokeImage, "smoke-image", "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04", "image of the smoke Jobs run on a node's new MIG devices before it is uncordoned (in --namespace); empty turns the smoke test off")
+	f.StringSliceVar(&smokeCommand, "smoke-command", []string{"nvidia-smi", "-L"}, "command of the smoke Jobs' container; it must exit 0")
+	f.DurationVar(&surgeTimeout, "surge-timeout", 5*time.Minute, "before evicting a Deployment's pods from a node in a gate, raise its replicas when other nodes have room and wait this long for the new ones to be Ready (then evict anyway); negative turns it off")
+	f.DurationVar(&smokeTimeout, "smoke-timeout", 5*time.Minute, "restore the previous label when the smoke Jobs have not succeeded after this long")
 	f.DurationVar(&poll, "poll", 2*time.Second, "pause between two steps of a node's gate while it waits")
 	f.DurationVar(&leaseDuration, "lease-duration", 15*time.Second, "leader election: how long a standby waits before taking a Lease its holder stopped renewing")
 	f.DurationVar(&renewDeadline, "renew-deadline", 10*time.Second, "leader election: the leader stops when it cannot renew the Lease for this long")

@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"gpupool.dev/gpupool/internal/render"
 )
 
 // ControllerOptions configure NewController.
@@ -92,6 +94,12 @@ func NewController(cfg *rest.Config, o ControllerOptions) (manager.Manager, erro
 	}
 	g := o.Gate
 	g.C = direct
+	if g.MigConfigMap.Name == "" && o.OperatorNamespace != "" {
+		g.MigConfigMap = client.ObjectKey{Namespace: o.OperatorNamespace, Name: render.MigPartedConfigMap}
+	}
+	if g.Smoke.Namespace == "" {
+		g.Smoke.Namespace = o.Namespace
+	}
 	g.Slots = &sync.Mutex{}
 	log := o.Log
 	if log == nil {
@@ -176,8 +184,8 @@ func gatePredicate() predicate.Funcs {
 // gateWanted: the node has a gate in progress, or a request its label does not meet yet.
 func gateWanted(o client.Object) bool {
 	a := o.GetAnnotations()
-	if a[AnnotGateStep] != "" {
-		return true
+	if a[AnnotGateStep] != "" || a[AnnotGateRecord] != "" {
+		return true // a gate in progress, or one whose Reconfiguration lacks the outcome
 	}
 	t, ok := a[AnnotGateTarget]
 	return ok && t != o.GetLabels()[LabelMIGConfig]

@@ -67,7 +67,7 @@ func webhookForDeploy() *admissionregistrationv1.MutatingWebhookConfiguration {
 // their webhook configuration is PodGateWebhookConfiguration's (go test -run this -update
 // rewrites it).
 func TestDeployManifestsMatchCode(t *testing.T) {
-	for _, f := range []string{"gpupool.dev_controlstates.yaml", "gpupool.dev_gpupools.yaml", "gpupool.dev_inferencetenants.yaml"} {
+	for _, f := range []string{"gpupool.dev_controlstates.yaml", "gpupool.dev_gpupools.yaml", "gpupool.dev_inferencetenants.yaml", "gpupool.dev_reconfigurations.yaml"} {
 		want, err := crdFiles.ReadFile("crds/" + f)
 		if err != nil {
 			t.Fatal(err)

@@ -1,15 +1,18 @@
 // Package k8s is gpupool's Kubernetes side and the only package that uses client-go and
 // controller-runtime. It owns:
 //
-//   - the gpupool.dev/v1 API types (GPUPool, InferenceTenant, ControlState) and their
+//   - the gpupool.dev/v1 API types (GPUPool, InferenceTenant, ControlState, Reconfiguration) and their
 //     CustomResourceDefinitions (crds/, embedded, installed by InstallCRDs);
 //   - CRDStore, the control plane's store.Store port kept in one ControlState object per store,
 //     with optimistic concurrency through the object's resourceVersion;
-//   - MIGGate, the per-node reconfiguration gate around NVIDIA's mig-manager: cordon, evict the
-//     pods on the node's GPUs through the Eviction API, set nvidia.com/mig.config, wait for
-//     nvidia.com/mig.config.state=success, verify allocatable, uncordon; restore the previous label
-//     on failure or timeout. Its progress lives in node annotations, so a restarted controller
-//     resumes where the previous one stopped;
+//   - MIGGate, the per-node reconfiguration gate around NVIDIA's mig-manager: cordon, start
+//     replacements of the Deployments to evict elsewhere first (surge.go), evict through the
+//     Eviction API the pods that may hold a GPU whose MIG devices change (drainscope.go), set
+//     nvidia.com/mig.config, wait for nvidia.com/mig.config.state=success, verify allocatable, run
+//     smoke Jobs on the new devices (smoke.go), uncordon; restore the previous label on failure or
+//     timeout. Its progress lives in node annotations, so a restarted controller resumes where the
+//     previous one stopped, and each gate is recorded in a Reconfiguration written from those
+//     annotations (reconfiguration.go);
 //   - Admitter, fair admission of tenant pods through the scheduling gate gpupool.dev/admission,
 //     and preemption through the Eviction API; GrantAdmission, which takes the grants from the
 //     control plane's Engine (the fair allocator) over the devices the pools' nodes advertise;

@@ -22,6 +22,8 @@ func stepEvent(n *corev1.Node, to GateStep) (reason, typ, msg string) {
 		return "GateLabeled", corev1.EventTypeNormal, fmt.Sprintf("set %s=%s; waiting for mig-manager", LabelMIGConfig, n.Labels[LabelMIGConfig])
 	case StepVerifying:
 		return "GateApplied", corev1.EventTypeNormal, "mig-manager reported success; verifying allocatable"
+	case StepSmoke:
+		return "GateSmokeTesting", corev1.EventTypeNormal, "allocatable matches the plan; running smoke Jobs on " + strings.Join(decodeScope(a[AnnotGateScope]).Smoke, ", ")
 	case StepRestoring:
 		return "GateRollingBack", corev1.EventTypeWarning, fmt.Sprintf("restoring %s=%q: %s", LabelMIGConfig, a[AnnotGatePrevious], a[AnnotGateReason])
 	case StepStuck:
@@ -40,6 +42,11 @@ func stepEvent(n *corev1.Node, to GateStep) (reason, typ, msg string) {
 // state is in the node's annotations.
 func (g *MIGGate) event(ctx context.Context, n *corev1.Node, to GateStep) {
 	reason, typ, msg := stepEvent(n, to)
+	g.eventf(ctx, n, reason, typ, msg)
+}
+
+// eventf records one Event on the node (best-effort, as event).
+func (g *MIGGate) eventf(ctx context.Context, n *corev1.Node, reason, typ, msg string) {
 	now := metav1.NewTime(g.now())
 	ev := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{GenerateName: n.Name + ".gate.", Namespace: metav1.NamespaceDefault},

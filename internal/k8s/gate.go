@@ -37,18 +37,22 @@ const (
 	AnnotGateResult   = "gpupool.dev/gate-result"   // outcome of the last gate: "success <cfg>", "rolled-back <cfg>: reason", "stuck …"
 	AnnotGateDone     = "gpupool.dev/gate-done"     // RFC 3339 end of the last gate (the cooldown's start)
 	AnnotGateWaiting  = "gpupool.dev/gate-waiting"  // why a requested gate has not begun yet
+	AnnotGateRecord   = "gpupool.dev/gate-record"   // the gate's Reconfiguration, until it holds the outcome
+	AnnotGateScope    = "gpupool.dev/gate-scope"    // JSON drainScope: which pods may stay, which resources the smoke Jobs test
 )
 
 // GateStep is one step of the per-node gate.
 type GateStep string
 
-// The steps, in order; rollback steps follow a failure in Draining, Applying or Verifying.
+// The steps, in order; rollback steps follow a failure in Draining, Applying, Verifying or
+// SmokeTesting.
 const (
-	StepDraining  GateStep = "Draining"  // node cordoned; evicting GPU pods through the Eviction API
-	StepApplying  GateStep = "Applying"  // label set; waiting for mig.config.state=success
-	StepVerifying GateStep = "Verifying" // waiting for allocatable to equal the expectation
-	StepRestoring GateStep = "Restoring" // previous label restored; waiting for success
-	StepStuck     GateStep = "Stuck"     // restoring failed: node left cordoned for an operator
+	StepDraining  GateStep = "Draining"     // node cordoned; evicting GPU pods through the Eviction API
+	StepApplying  GateStep = "Applying"     // label set; waiting for mig.config.state=success
+	StepVerifying GateStep = "Verifying"    // waiting for allocatable to equal the expectation
+	StepSmoke     GateStep = "SmokeTesting" // a Job per new resource kind on the node must succeed
+	StepRestoring GateStep = "Restoring"    // previous label restored; waiting for success
+	StepStuck     GateStep = "Stuck"        // restoring failed: node left cordoned for an operator
 	stepNone      GateStep = ""
 	stepFinished  GateStep = "Finished" // the write that uncordons and clears the gate
 )
@@ -76,6 +80,19 @@ type MIGGate struct {
 	// Cooldown is the least time between the end of a node's gate and the start of its next one
 	// (mig-manager applies a config to the whole node, so the cooldown covers the node's GPUs).
 	Cooldown time.Duration
+	// MigConfigMap, when set, is the mig-parted ConfigMap mig-manager reads (key config.yaml):
+	// the gate compares the old and the new config GPU by GPU and drains only the pods that may
+	// hold a GPU that changes (see drainscope.go). Unset, every GPU pod of the node is drained.
+	MigConfigMap client.ObjectKey
+	// KeepRecords is how many Reconfigurations of a node are kept (default 10; negative keeps
+	// all); older ones are deleted when a gate's record closes.
+	KeepRecords int
+	// SurgeTimeout bounds the wait for replacement replicas started before an eviction (default
+	// 5 min; it runs within DrainTimeout); negative turns starting replacements first off.
+	SurgeTimeout time.Duration
+	// Smoke, when its Image is set, runs a Job per new resource kind on the node after
+	// verification; a failed or late Job rolls the node back.
+	Smoke SmokeTest
 }
 
 // Request asks for node's MIG config to become target, with expect the node's allocatable GPU
@@ -143,16 +160,26 @@ func (g *MIGGate) Run(ctx context.Context, node string) error {
 // ErrGateStuck is returned when restoring the previous config failed; the node stays cordoned.
 var ErrGateStuck = errors.New("mig gate stuck: restoring the previous config failed")
 
-// Step advances node's gate by at most one write. It returns done when no gate is in progress.
+// Step advances node's gate by at most one write of the node (besides bringing its
+// Reconfiguration up to date and creating smoke Jobs). It returns done when no gate is in progress.
 func (g *MIGGate) Step(ctx context.Context, node string) (done bool, err error) {
 	n := &corev1.Node{}
 	if err := g.C.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
 		return false, fmt.Errorf("gate node %s: %w", node, err)
 	}
+	// The Reconfiguration follows the annotations before the gate writes anything else, so every
+	// step reaches it even when the controller is killed right after a step's write.
+	closed, err := g.syncRecord(ctx, n)
+	if err != nil {
+		return false, err
+	}
 	a := n.Annotations
 	step := GateStep(a[AnnotGateStep])
 	switch step {
 	case stepNone:
+		if !closed {
+			return false, nil
+		}
 		target, ok := a[AnnotGateTarget]
 		if !ok || target == n.Labels[LabelMIGConfig] {
 			return true, nil
@@ -175,6 +202,8 @@ func (g *MIGGate) Step(ctx context.Context, node string) (done bool, err error) 
 		return false, g.waitApplied(ctx, n)
 	case StepVerifying:
 		return false, g.verify(ctx, n)
+	case StepSmoke:
+		return false, g.smoke(ctx, n)
 	case StepRestoring:
 		return false, g.waitRestored(ctx, n)
 	case StepStuck:
@@ -247,10 +276,21 @@ func (g *MIGGate) mustWait(ctx context.Context, n *corev1.Node) (string, error) 
 	return "", nil
 }
 
-// begin records the previous label and cordons the node in one write.
+// begin records the previous label, the drain scope and the Reconfiguration's name and cordons
+// the node, in one write.
 func (g *MIGGate) begin(ctx context.Context, n *corev1.Node, target string) error {
 	prev := n.Labels[LabelMIGConfig]
+	scope, err := g.drainScope(ctx, n, prev, target)
+	if err != nil {
+		return err
+	}
+	setAnnot(n, AnnotGateScope, scope.encode())
+	setAnnot(n, AnnotGateRecord, reconfigurationName(n.Name, g.now()))
 	setAnnot(n, AnnotGatePrevious, prev)
+	// A gate that could not record itself would stop after the cordon: find out before it.
+	if err := g.C.Create(ctx, newRecord(n), client.DryRunAll); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("gate node %s: cannot record the gate in a Reconfiguration, so not beginning it: %w", n.Name, err)
+	}
 	setAnnot(n, AnnotGateCordoned, fmt.Sprint(!n.Spec.Unschedulable))
 	delete(n.Annotations, AnnotGateReason)
 	delete(n.Annotations, AnnotGateWaiting)
@@ -260,8 +300,10 @@ func (g *MIGGate) begin(ctx context.Context, n *corev1.Node, target string) erro
 }
 
 // gpuPods lists the pods on n that hold NVIDIA resources and are not DaemonSet pods (the GPU
-// Operator's own daemons stay).
+// Operator's own daemons stay; mig-manager pauses them itself), less those the drain scope keeps:
+// pods asking only for resources whose instances are all on GPUs that do not change.
 func (g *MIGGate) gpuPods(ctx context.Context, n *corev1.Node) ([]corev1.Pod, error) {
+	keep := decodeScope(n.Annotations[AnnotGateScope]).Keep
 	var pods corev1.PodList
 	if err := g.C.List(ctx, &pods, client.MatchingFields{"spec.nodeName": n.Name}); err != nil {
 		return nil, fmt.Errorf("gate node %s: list pods: %w", n.Name, err)
@@ -271,7 +313,7 @@ func (g *MIGGate) gpuPods(ctx context.Context, n *corev1.Node) ([]corev1.Pod, er
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || ownedByDaemonSet(p) {
 			continue
 		}
-		if usesNVIDIA(p) {
+		if usesNVIDIA(p) && !onlyKept(p, keep) {
 			out = append(out, p)
 		}
 	}
@@ -308,12 +350,23 @@ func (g *MIGGate) drain(ctx context.Context, n *corev1.Node) error {
 		return err
 	}
 	if len(pods) == 0 {
+		if err := g.lower(ctx, n); err != nil {
+			return err
+		}
+		delete(n.Annotations, AnnotGateSurge)
 		return g.setLabel(ctx, n, n.Annotations[AnnotGateTarget], StepApplying)
 	}
 	if g.now().Sub(g.since(n)) > orDefault(g.DrainTimeout, 10*time.Minute) {
+		if err := g.lower(ctx, n); err != nil {
+			return err
+		}
 		// the label was never changed, so there is nothing to restore: uncordon and drop the request
 		return g.finish(ctx, n, fmt.Sprintf("rolled-back %s: drain timed out with %d GPU pods left (first %s/%s)",
 			n.Annotations[AnnotGateTarget], len(pods), pods[0].Namespace, pods[0].Name))
+	}
+	// replacements first: raise the pods' Deployments and wait for the new replicas to be Ready
+	if proceed, err := g.surge(ctx, n, pods); err != nil || !proceed {
+		return err
 	}
 	for i := range pods {
 		p := &pods[i]
@@ -386,6 +439,10 @@ func (g *MIGGate) verify(ctx context.Context, n *corev1.Node) error {
 		return err
 	}
 	if diff == "" {
+		if g.Smoke.Image != "" && len(decodeScope(n.Annotations[AnnotGateScope]).Smoke) > 0 {
+			g.enter(n, StepSmoke)
+			return g.write(ctx, n, StepSmoke)
+		}
 		return g.finish(ctx, n, "success "+n.Annotations[AnnotGateTarget])
 	}
 	if g.now().Sub(g.since(n)) > orDefault(g.VerifyTimeout, 5*time.Minute) {
@@ -422,7 +479,7 @@ func (g *MIGGate) finish(ctx context.Context, n *corev1.Node, result string) err
 	if n.Annotations[AnnotGateCordoned] == "true" {
 		n.Spec.Unschedulable = false
 	}
-	for _, k := range []string{AnnotGateStep, AnnotGatePrevious, AnnotGateCordoned, AnnotGateSince, AnnotGateExpect} {
+	for _, k := range []string{AnnotGateStep, AnnotGatePrevious, AnnotGateCordoned, AnnotGateSince, AnnotGateExpect, AnnotGateScope, AnnotGateSurge} {
 		delete(n.Annotations, k)
 	}
 	if !strings.HasPrefix(result, "success") {

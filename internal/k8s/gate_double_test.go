@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +37,13 @@ type nodeDouble struct {
 	// allocOf, when set, says what the device plugin offers once the node's config is applied
 	// (instead of configs); ok false makes mig-manager report failed (an unknown config).
 	allocOf func(ctx context.Context, n *corev1.Node) (alloc map[string]int64, ok bool)
+	// smokeFail lists configs under which the smoke Jobs' pods fail (a broken new slice); other
+	// smoke Jobs pinned to the node succeed once mig-manager has applied the config.
+	smokeFail map[string]bool
+	// smokeHang leaves smoke Jobs running forever.
+	smokeHang bool
+	// smokeRuns counts the smoke Jobs the double ran.
+	smokeRuns atomic.Int32
 }
 
 func (d *nodeDouble) run(ctx context.Context) {
@@ -86,6 +94,7 @@ func (d *nodeDouble) tick(ctx context.Context) {
 			_ = d.c.Status().Update(ctx, n)
 		}
 	}
+	d.runSmokeJobs(ctx, cfg, state)
 	var pods corev1.PodList
 	if err := d.c.List(ctx, &pods, client.MatchingFields{"spec.nodeName": d.node}); err != nil {
 		return
@@ -208,4 +217,47 @@ func fmtNames(prefix string, suffixes ...string) []string {
 		out = append(out, fmt.Sprintf("%s-%s", prefix, s))
 	}
 	return out
+}
+
+// runSmokeJobs plays the Job controller and the kubelet for the gate's smoke Jobs pinned to the
+// node: a Job whose pod asks for resources the node offers succeeds (fails when smokeFail names
+// the node's config); one asking for what the node lacks fails, as its pod would be rejected.
+func (d *nodeDouble) runSmokeJobs(ctx context.Context, cfg, state string) {
+	var jobs batchv1.JobList
+	if err := d.c.List(ctx, &jobs, client.MatchingLabels{LabelNode: d.node}); err != nil {
+		return
+	}
+	n := &corev1.Node{}
+	if err := d.c.Get(ctx, client.ObjectKey{Name: d.node}, n); err != nil {
+		return
+	}
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		if d.smokeHang || j.Spec.Template.Spec.NodeName != d.node || jobCondition(j, batchv1.JobComplete) != nil || jobCondition(j, batchv1.JobFailed) != nil {
+			continue
+		}
+		fits := state == MIGStateSuccess
+		for r, q := range j.Spec.Template.Spec.Containers[0].Resources.Limits {
+			if have := n.Status.Allocatable[r]; have.Cmp(q) < 0 {
+				fits = false
+			}
+		}
+		now := metav1.Now()
+		j.Status.StartTime = &now
+		if fits && !d.smokeFail[cfg] {
+			j.Status.Succeeded = 1
+			j.Status.CompletionTime = &now
+			j.Status.Conditions = []batchv1.JobCondition{
+				{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now, Reason: "CompletionsReached"},
+				{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now, Reason: "CompletionsReached"}}
+		} else {
+			j.Status.Failed = 1
+			j.Status.Conditions = []batchv1.JobCondition{
+				{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now, Reason: "BackoffLimitExceeded", Message: "the smoke pod exited 1"},
+				{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now, Reason: "BackoffLimitExceeded", Message: "the smoke pod exited 1"}}
+		}
+		if err := d.c.Status().Update(ctx, j); err == nil {
+			d.smokeRuns.Add(1)
+		}
+	}
 }

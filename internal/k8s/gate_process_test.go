@@ -150,12 +150,15 @@ var killScenarios = []killScenario{
 	{to: "all-bad", double: func(d *nodeDouble) { d.fail = map[string]bool{"all-bad": true} }},
 	// the device plugin comes back with the wrong resources: the verify timeout restores
 	{to: "all-3g.40gb", double: func(d *nodeDouble) { d.wrongAlloc = map[string]bool{"all-3g.40gb": true} }},
+	// the smoke Job on the new slices fails: the gate restores
+	{to: "all-3g.40gb", double: func(d *nodeDouble) { d.smokeFail = map[string]bool{"all-3g.40gb": true} }},
 }
 
 // TestGateControllerProcessKilled is the gate's kill bar with real processes: rounds of 10 nodes
-// go through the gate (success, mig-manager failure, wrong allocatable) driven by the
-// `gpupool controller` binary, which is SIGKILLed while some node is at each state in turn
-// (requested, Draining, Applying, Verifying, Restoring, finished) and started again. After every
+// go through the gate (success, mig-manager failure, wrong allocatable, failed smoke Job) driven
+// by the `gpupool controller` binary, which is SIGKILLed while some node is at each state in turn
+// (requested, Draining, Applying, Verifying, SmokeTesting, Restoring, finished) and started
+// again. Each node's Reconfiguration must end closed with the outcome its label shows. After every
 // kill no node is cordoned outside a gate and every label is the node's old or new config; at the
 // end every node is uncordoned, its gate cleared, and its outcome the one its scenario calls for.
 func TestGateControllerProcessKilled(t *testing.T) {
@@ -207,7 +210,7 @@ func TestGateControllerProcessKilled(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	targets := []string{"requested", string(StepDraining), string(StepApplying), string(StepVerifying), string(StepRestoring), "finished"}
+	targets := []string{"requested", string(StepDraining), string(StepApplying), string(StepVerifying), string(StepSmoke), string(StepRestoring), "finished"}
 	landed := map[string]int{} // node states seen right after each kill, over all nodes
 	kills, runs := 0, processKillRuns()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 13))
@@ -288,8 +291,8 @@ func TestGateControllerProcessKilled(t *testing.T) {
 		for {
 			left := 0
 			for _, n := range snapshot() {
-				if gateState(&n) != "finished" {
-					left++
+				if gateState(&n) != "finished" || n.Annotations[AnnotGateRecord] != "" {
+					left++ // the gate, or its Reconfiguration, is not finished
 				}
 			}
 			if left == 0 {
@@ -312,6 +315,8 @@ func TestGateControllerProcessKilled(t *testing.T) {
 			case !scen[i].success && (n.Labels[LabelMIGConfig] != "all-1g.10gb" || !strings.HasPrefix(res, "rolled-back "+scen[i].to)):
 				t.Errorf("node %s: label %q result %q, want all-1g.10gb and rolled back", name, n.Labels[LabelMIGConfig], res)
 			}
+			// one Reconfiguration, closed, whose outcome is what the label shows
+			checkRecord(t, c, name, "all-1g.10gb", scen[i].to)
 		}
 		stopDoubles()
 		doubles.Wait()

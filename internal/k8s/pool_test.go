@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -156,7 +157,8 @@ func poolScenario(t *testing.T, c client.Client, cfg *rest.Config, opNS, leaseNS
 		}
 	}
 	gp := createPool(t, c, poolName, v1.Policy{AllowedModes: []v1.Mode{v1.ModeMIG}, BurstPoolPercent: ptrTo(0)})
-	m, err := NewController(cfg, ControllerOptions{Namespace: leaseNS, OperatorNamespace: opNS, Gate: MIGGate{Poll: 20 * time.Millisecond},
+	// the gate's smoke Jobs run in leaseNS (the controller's namespace)
+	m, err := NewController(cfg, ControllerOptions{Namespace: leaseNS, OperatorNamespace: opNS, Gate: MIGGate{Poll: 20 * time.Millisecond, Smoke: SmokeTest{Image: "registry.example/cuda:12.4-base"}},
 		LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -225,6 +227,17 @@ func poolScenario(t *testing.T, c client.Client, cfg *rest.Config, opNS, leaseNS
 		}
 		if res := n.Annotations[AnnotGateResult]; res != "success "+cfg {
 			t.Errorf("node %s: gate result %q", name, res)
+		}
+		// the gate recorded itself, smoke-tested the new devices (when the plan gives the node
+		// any), and closed the record
+		waitFor(t, "the node's Reconfiguration to be closed", func(n *corev1.Node) bool { return n.Annotations[AnnotGateRecord] == "" }, c, name)
+		devices := false
+		for r, q := range n.Status.Allocatable {
+			devices = devices || strings.HasPrefix(string(r), "nvidia.com/") && !q.IsZero()
+		}
+		r := checkRecord(t, c, name, "all-disabled", cfg)
+		if smoked := slices.ContainsFunc(r.Status.Steps, func(s ReconfigurationStep) bool { return s.Name == string(StepSmoke) }); smoked != devices {
+			t.Errorf("node %s: smoke step %v, want %v (allocatable %v)", name, smoked, devices, n.Status.Allocatable)
 		}
 		if _, ok := dp.Data[n.Labels[LabelDevicePluginConfig]]; !ok {
 			t.Errorf("node %s: %s=%q has no key in %s", name, LabelDevicePluginConfig, n.Labels[LabelDevicePluginConfig], render.DevicePluginConfigMap)

@@ -22,7 +22,8 @@ func AddToScheme(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&GPUPool{}, &GPUPoolList{},
 		&InferenceTenant{}, &InferenceTenantList{},
-		&ControlState{}, &ControlStateList{})
+		&ControlState{}, &ControlStateList{},
+		&Reconfiguration{}, &ReconfigurationList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
