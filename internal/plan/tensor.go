@@ -90,6 +90,9 @@ func (p *planner) takeGroup(board *gpu.Board, free map[string][]*gpuPlan, want m
 	byNode := map[string][]int{}
 	var order []string
 	for i, g := range gs {
+		if g == nil { // taken (takeCompatible)
+			continue
+		}
 		node := g.fg.ref.Node
 		if _, ok := byNode[node]; !ok {
 			order = append(order, node)
@@ -109,7 +112,7 @@ func (p *planner) takeGroup(board *gpu.Board, free map[string][]*gpuPlan, want m
 		}
 		rest := make([]*gpuPlan, 0, len(gs)-n)
 		for i, g := range gs {
-			if !take[i] {
+			if g != nil && !take[i] {
 				rest = append(rest, g)
 			}
 		}
