@@ -43,9 +43,12 @@ type cand struct {
 	// the lower bound uses instead of replicas.
 	sz         sizing
 	lbReplicas int
-	// key is keyOf(keyFor, c), set by its first call.
+	// key is keyOf(keyFor, c), set by its first call; kid is its number in kidIn (keyIDs.of).
 	key    groupKey
 	keyFor *tenant
+	kid    int
+	kidFor *tenant
+	kidIn  *keyIDs
 }
 
 // evalResult is the memory fit and the performance of one replica on a slice.
