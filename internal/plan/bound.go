@@ -111,7 +111,40 @@ func (p *planner) lpBound() (bound int, ok bool) {
 	}
 	b := make([]float64, m)
 	copy(b, rhs)
-	return solveBound(c, A, b)
+	if basis := startBasis(cols, m, nT); basis != nil {
+		if v, ok := solveBound(c, A, b, basis); ok {
+			return v, true
+		}
+	}
+	return solveBound(c, A, b, nil)
+}
+
+// startBasis is a feasible basis to start the simplex method from, which spares the solver its
+// search for one (most of its time on large pools): per class its cheapest whole-GPU choice
+// (taking the class's size), and every coverage row's surplus (0). nil when a class has no
+// whole-GPU choice; the solver then finds a basis itself.
+func startBasis(cols []lpCol, rows, classes int) []int {
+	basis := make([]int, rows)
+	for i := range basis {
+		basis[i] = -1
+	}
+	for j, cl := range cols {
+		if len(cl.entries) != 1 {
+			continue
+		}
+		for r, v := range cl.entries {
+			switch {
+			case r < classes && v == 1 && (basis[r] < 0 || cl.cost < cols[basis[r]].cost):
+				basis[r] = j
+			case r >= classes && v == -1 && cl.cost == 0:
+				basis[r] = j
+			}
+		}
+	}
+	if slices.Contains(basis, -1) {
+		return nil
+	}
+	return basis
 }
 
 // lpCol is one column of the LP: its non-zero rows and its cost.
@@ -218,15 +251,16 @@ func (p *planner) lpColumns() (cols []lpCol, rows int, rhs []float64) {
 	return cols, nT + len(cover), count
 }
 
-// solveBound runs the simplex method and rounds the optimum up; a solver panic or error (the
-// library panics on malformed dimensions and may fail on degenerate problems) yields false.
-func solveBound(c []float64, A *mat.Dense, b []float64) (bound int, ok bool) {
+// solveBound runs the simplex method (from basis, when not nil) and rounds the optimum up; a
+// solver panic or error (the library panics on malformed dimensions or a basis that is not
+// feasible, and may fail on degenerate problems) yields false.
+func solveBound(c []float64, A *mat.Dense, b []float64, basis []int) (bound int, ok bool) {
 	defer func() {
 		if recover() != nil {
 			bound, ok = 0, false
 		}
 	}()
-	opt, _, err := lp.Simplex(c, A, b, 1e-10, nil)
+	opt, _, err := lp.Simplex(c, A, b, 1e-10, basis)
 	if err != nil || math.IsNaN(opt) {
 		return 0, false
 	}
