@@ -397,7 +397,7 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 		sl = llm.Slice{Board: b.Name, Kind: llm.SliceShared, Name: "shared-" + llm.FormatGiB(r.capBytes), MemoryBytes: r.capBytes, GPUBytes: devBytes}
 		ps.MemoryMiB = r.capBytes / llm.MiB
 	}
-	fit, err := llm.FitSlice(tn.model, tn.llmOpt, sl)
+	fit, err := p.cache.fit(tn, sl)
 	if err != nil {
 		r.err = fmt.Errorf("fit %s on %s %s: %w", tn.t.Name, b.Name, c.label(), err)
 		return r
@@ -454,9 +454,34 @@ type evalCache struct {
 	// qs are the queueing models by evaluation without the SLO: the model and its memoised step
 	// times depend only on the engine, the request shape and the neighbours' load.
 	qs map[evalKey]*qmodel
+	// fits are the memory fits by model, serving options and slice: the request shape and the
+	// SLO do not change them.
+	fits map[fitKey]fitResult
 	// shapes number the tenants' model, serving options, request shape and SLO (shapeKey), so
 	// that the keys above hash a number and pointers instead of strings.
 	shapes map[shapeKey]int
+}
+
+type fitKey struct {
+	model string // tenant.modKey
+	opt   llm.Options
+	slice llm.Slice
+}
+
+type fitResult struct {
+	fit llm.Fit
+	err error
+}
+
+// fit memoises llm.FitSlice of tn's model and options on sl (callers read the Fit, never change it).
+func (c *evalCache) fit(tn *tenant, sl llm.Slice) (llm.Fit, error) {
+	k := fitKey{tn.modKey, tn.llmOpt, sl}
+	if r, ok := c.fits[k]; ok {
+		return r.fit, r.err
+	}
+	f, err := llm.FitSlice(tn.model, tn.llmOpt, sl)
+	c.fits[k] = fitResult{f, err}
+	return f, err
 }
 
 // shapeKey is what an evaluation takes from the tenant.
@@ -480,7 +505,7 @@ type evalKey struct {
 }
 
 func newEvalCache() *evalCache {
-	return &evalCache{m: map[evalKey]*evalResult{}, sizes: map[sizeKey]sizing{}, qs: map[evalKey]*qmodel{}, shapes: map[shapeKey]int{}}
+	return &evalCache{m: map[evalKey]*evalResult{}, sizes: map[sizeKey]sizing{}, qs: map[evalKey]*qmodel{}, fits: map[fitKey]fitResult{}, shapes: map[shapeKey]int{}}
 }
 
 // qmodel memoises the queueing model of a tenant's replica on a candidate across SLOs.
