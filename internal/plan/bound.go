@@ -61,14 +61,13 @@ func (p *planner) lowerBound() int {
 // price (replicas / share × π, π = tp for a tensor-parallel group) is a lower bound for every λ in [0, 1] (weak LP duality). The
 // bound takes the best λ on a grid of 21 points.
 func (p *planner) volumeBound() int {
-	best := 0.0
-	for i := 0; i <= 20; i++ {
-		lam := float64(i) / 20
-		total := 0.0
-		for _, tn := range p.tenants {
-			if tn.choice == nil {
-				continue
-			}
+	var total [21]float64 // by grid point; each tenant's candidates are read once for all of them
+	for _, tn := range p.tenants {
+		if tn.choice == nil {
+			continue
+		}
+		for i := range total {
+			lam := float64(i) / 20
 			m := math.Inf(1)
 			for _, c := range tn.feasible {
 				price := float64(max(c.tp, 1)) // a whole GPU, or a tensor-parallel group of tp
@@ -77,9 +76,12 @@ func (p *planner) volumeBound() int {
 				}
 				m = min(m, float64(c.replicas)/float64(c.share)*price)
 			}
-			total += m
+			total[i] += m
 		}
-		best = max(best, total)
+	}
+	best := 0.0
+	for _, t := range total {
+		best = max(best, t)
 	}
 	return int(math.Ceil(best - boundSlack))
 }

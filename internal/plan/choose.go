@@ -260,7 +260,7 @@ func useKey(c *cand) string { return c.board.Name + "/" + c.profile.Name }
 
 // allowed reports whether c agrees with the sharing setting fixed for its MIG profile.
 func (p *planner) allowed(c *cand) bool {
-	if c.profile == nil {
+	if c.profile == nil || len(p.keep) == 0 {
 		return true
 	}
 	u, fixed := p.keep[useKey(c)]
