@@ -103,14 +103,7 @@ func (p *planner) lpBound() (bound int, ok bool) {
 	if nT == 0 || len(cols) > p.o.LPVariables || len(cols) < m {
 		return 0, false
 	}
-	A := mat.NewDense(m, len(cols), nil)
-	c := make([]float64, len(cols))
-	for j, cl := range cols {
-		c[j] = cl.cost
-		for i, v := range cl.entries {
-			A.Set(i, j, v)
-		}
-	}
+	A, c := lpMatrix(cols, m)
 	b := make([]float64, m)
 	copy(b, rhs)
 	if basis := startBasis(cols, m, nT); basis != nil {
@@ -119,6 +112,19 @@ func (p *planner) lpBound() (bound int, ok bool) {
 		}
 	}
 	return solveBound(c, A, b, nil)
+}
+
+// lpMatrix is the constraint matrix of cols (rows rows) and their costs.
+func lpMatrix(cols []lpCol, rows int) (*mat.Dense, []float64) {
+	A := mat.NewDense(rows, len(cols), nil)
+	c := make([]float64, len(cols))
+	for j, cl := range cols {
+		c[j] = cl.cost
+		for i, v := range cl.entries {
+			A.Set(i, j, v)
+		}
+	}
+	return A, c
 }
 
 // startBasis is a feasible basis to start the simplex method from, which spares the solver its

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"gonum.org/v1/gonum/mat"
 	"pgregory.net/rapid"
 
 	v1 "gpupool.dev/gpupool/api/v1"
@@ -305,14 +304,7 @@ func TestLPStartBasis(t *testing.T) {
 		p.evaluate()
 		p.choose(true, false)
 		cols, m, rhs := p.lpColumns()
-		A := mat.NewDense(m, len(cols), nil)
-		cost := make([]float64, len(cols))
-		for j, cl := range cols {
-			cost[j] = cl.cost
-			for i, v := range cl.entries {
-				A.Set(i, j, v)
-			}
-		}
+		A, cost := lpMatrix(cols, m)
 		b := func() []float64 { return append(append([]float64{}, rhs...), make([]float64, m-len(rhs))...) }
 		basis := startBasis(cols, m, len(rhs))
 		if basis == nil {
