@@ -40,7 +40,7 @@ func (p *planner) measureTP(tn *tenant, c *cand) *evalResult {
 	b := c.board
 	r := &evalResult{}
 	dev := llm.VisibleBytes(b.MemoryMiB)
-	one, err := llm.FitSlice(tn.model, tn.llmOpt, llm.Slice{Board: b.Name, Kind: llm.SliceGPU, Name: "gpu",
+	one, err := p.cache.fit(tn, llm.Slice{Board: b.Name, Kind: llm.SliceGPU, Name: "gpu",
 		MemoryBytes: dev, GPUBytes: dev, SMs: b.SMs})
 	if err != nil {
 		r.err = fmt.Errorf("fit %s on %s %s: %w", tn.t.Name, b.Name, c.label(), err)
