@@ -45,6 +45,9 @@ func marshalText(d Document) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if jsonText(j) { // the common case: no string to name, no tree to build
+		return j, nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(j))
 	dec.UseNumber()
 	var tree any

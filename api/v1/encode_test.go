@@ -2,6 +2,7 @@ package v1
 
 import (
 	"bytes"
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -78,5 +79,39 @@ func TestEncodeQuotesAmbiguousStrings(t *testing.T) {
 	}
 	if !reflect.DeepEqual(back, p) {
 		t.Errorf("round trip changed the pool:\n%s", b)
+	}
+}
+
+// jsonText, the byte scan that spares encoding a tree walk, agrees with the walk (checkTree) on
+// strings and keys with every kind of character json.Marshal escapes or writes as it is.
+func TestJSONTextAgreesWithTreeCheck(t *testing.T) {
+	pieces := []string{"a", "é", "≤", "<>&", "\t", "\n", "\r", "\b", "\f", "\x00", "\x1f", "\x7f", "\u0085", "\u009f",
+		"\u00a0", "\u2028", "\u2029", "\ufeff", "\ufffe", "\uffff", "\ufffd", "\xff", "\xc3", "😀", `"`, `\`, "/"}
+	check := func(s string) {
+		t.Helper()
+		for _, v := range []any{map[string]string{"k": s}, map[string]string{s: "v"}, []string{"x", s}} {
+			j, err := json.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tree any
+			if err := json.Unmarshal(j, &tree); err != nil {
+				t.Fatal(err)
+			}
+			var errs errList
+			checkTree(tree, "", &errs)
+			if got, want := jsonText(j), len(errs.errs) == 0; got != want {
+				t.Errorf("%q: byte scan says text %v, the tree walk %v (%s)", s, got, want, j)
+			}
+		}
+	}
+	for _, a := range pieces {
+		check(a)
+		for _, b := range pieces {
+			check(a + b)
+		}
+	}
+	for r := rune(0); r < 0x3000; r++ {
+		check("x" + string(r))
 	}
 }

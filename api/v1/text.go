@@ -34,6 +34,48 @@ func checkText(s string) error {
 	return nil
 }
 
+// jsonText reports whether every string and key of JSON text j (as json.Marshal writes it:
+// compact, escapes \", \\, \n, \t and \uXXXX) is text, by one pass over its bytes. false
+// also for anything else unusual; the caller then walks the decoded tree (checkTree) to name the
+// strings that are not text.
+func jsonText(j []byte) bool {
+	for i := 0; i < len(j); {
+		c := j[i]
+		switch {
+		case c == '\\':
+			if i+1 >= len(j) {
+				return false
+			}
+			switch j[i+1] {
+			case 'n', 't', '"', '\\', '/':
+				i += 2
+			case 'u':
+				if i+6 > len(j) {
+					return false
+				}
+				v, err := strconv.ParseUint(string(j[i+2:i+6]), 16, 32)
+				if err != nil || !textRune(rune(v)) {
+					return false
+				}
+				i += 6
+			default:
+				return false
+			}
+		case c < 0x20 || c == 0x7f:
+			return false
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, size := utf8.DecodeRune(j[i:])
+			if (r == utf8.RuneError && size == 1) || !textRune(r) {
+				return false
+			}
+			i += size
+		}
+	}
+	return true
+}
+
 // checkTree reports every string or key of a generic JSON tree that is not text.
 func checkTree(v any, path string, errs *errList) {
 	switch x := v.(type) {

@@ -61,14 +61,13 @@ func (p *planner) lowerBound() int {
 // price (replicas / share × π, π = tp for a tensor-parallel group) is a lower bound for every λ in [0, 1] (weak LP duality). The
 // bound takes the best λ on a grid of 21 points.
 func (p *planner) volumeBound() int {
-	best := 0.0
-	for i := 0; i <= 20; i++ {
-		lam := float64(i) / 20
-		total := 0.0
-		for _, tn := range p.tenants {
-			if tn.choice == nil {
-				continue
-			}
+	var total [21]float64 // by grid point; each tenant's candidates are read once for all of them
+	for _, tn := range p.tenants {
+		if tn.choice == nil {
+			continue
+		}
+		for i := range total {
+			lam := float64(i) / 20
 			m := math.Inf(1)
 			for _, c := range tn.feasible {
 				price := float64(max(c.tp, 1)) // a whole GPU, or a tensor-parallel group of tp
@@ -77,9 +76,12 @@ func (p *planner) volumeBound() int {
 				}
 				m = min(m, float64(c.replicas)/float64(c.share)*price)
 			}
-			total += m
+			total[i] += m
 		}
-		best = max(best, total)
+	}
+	best := 0.0
+	for _, t := range total {
+		best = max(best, t)
 	}
 	return int(math.Ceil(best - boundSlack))
 }
@@ -101,7 +103,20 @@ func (p *planner) lpBound() (bound int, ok bool) {
 	if nT == 0 || len(cols) > p.o.LPVariables || len(cols) < m {
 		return 0, false
 	}
-	A := mat.NewDense(m, len(cols), nil)
+	A, c := lpMatrix(cols, m)
+	b := make([]float64, m)
+	copy(b, rhs)
+	if basis := startBasis(cols, m, nT); basis != nil {
+		if v, ok := solveBound(c, A, b, basis); ok {
+			return v, true
+		}
+	}
+	return solveBound(c, A, b, nil)
+}
+
+// lpMatrix is the constraint matrix of cols (rows rows) and their costs.
+func lpMatrix(cols []lpCol, rows int) (*mat.Dense, []float64) {
+	A := mat.NewDense(rows, len(cols), nil)
 	c := make([]float64, len(cols))
 	for j, cl := range cols {
 		c[j] = cl.cost
@@ -109,9 +124,35 @@ func (p *planner) lpBound() (bound int, ok bool) {
 			A.Set(i, j, v)
 		}
 	}
-	b := make([]float64, m)
-	copy(b, rhs)
-	return solveBound(c, A, b)
+	return A, c
+}
+
+// startBasis is a feasible basis to start the simplex method from, which spares the solver its
+// search for one (most of its time on large pools): per class its cheapest whole-GPU choice
+// (taking the class's size), and every coverage row's surplus (0). nil when a class has no
+// whole-GPU choice; the solver then finds a basis itself.
+func startBasis(cols []lpCol, rows, classes int) []int {
+	basis := make([]int, rows)
+	for i := range basis {
+		basis[i] = -1
+	}
+	for j, cl := range cols {
+		if len(cl.entries) != 1 {
+			continue
+		}
+		for r, v := range cl.entries {
+			switch {
+			case r < classes && v == 1 && (basis[r] < 0 || cl.cost < cols[basis[r]].cost):
+				basis[r] = j
+			case r >= classes && v == -1 && cl.cost == 0:
+				basis[r] = j
+			}
+		}
+	}
+	if slices.Contains(basis, -1) {
+		return nil
+	}
+	return basis
 }
 
 // lpCol is one column of the LP: its non-zero rows and its cost.
@@ -218,15 +259,16 @@ func (p *planner) lpColumns() (cols []lpCol, rows int, rhs []float64) {
 	return cols, nT + len(cover), count
 }
 
-// solveBound runs the simplex method and rounds the optimum up; a solver panic or error (the
-// library panics on malformed dimensions and may fail on degenerate problems) yields false.
-func solveBound(c []float64, A *mat.Dense, b []float64) (bound int, ok bool) {
+// solveBound runs the simplex method (from basis, when not nil) and rounds the optimum up; a
+// solver panic or error (the library panics on malformed dimensions or a basis that is not
+// feasible, and may fail on degenerate problems) yields false.
+func solveBound(c []float64, A *mat.Dense, b []float64, basis []int) (bound int, ok bool) {
 	defer func() {
 		if recover() != nil {
 			bound, ok = 0, false
 		}
 	}()
-	opt, _, err := lp.Simplex(c, A, b, 1e-10, nil)
+	opt, _, err := lp.Simplex(c, A, b, 1e-10, basis)
 	if err != nil || math.IsNaN(opt) {
 		return 0, false
 	}

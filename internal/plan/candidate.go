@@ -43,9 +43,12 @@ type cand struct {
 	// floor, with the pool's bounds), which the lower bound uses instead of replicas.
 	sz         sizing
 	lbReplicas int
-	// key is keyOf(keyFor, c), set by its first call.
+	// key is keyOf(keyFor, c), set by its first call; kid is its number in kidIn (keyIDs.of).
 	key    groupKey
 	keyFor *tenant
+	kid    int
+	kidFor *tenant
+	kidIn  *keyIDs
 }
 
 // evalResult is the memory fit and the performance of one replica on a slice.
@@ -256,7 +259,8 @@ func profName(p *gpu.Profile) string {
 
 // evalCand fills c's evaluation, replicas, cost or rejection.
 func (p *planner) evalCand(tn *tenant, c *cand) {
-	ev := p.cache.get(tn, c, func() *evalResult { return p.measure(tn, c) })
+	k := p.cache.key(tn, c)
+	ev := p.cache.get(k, func() *evalResult { return p.measure(tn, c) })
 	c.ev = ev
 	switch {
 	case ev.err != nil:
@@ -273,7 +277,7 @@ func (p *planner) evalCand(tn *tenant, c *cand) {
 		p.sizeByRate(tn, c)
 		return
 	}
-	sz := p.cache.size(tn, c, func() sizing { return ev.q.size(peakRate(tn.t.Traffic), tn.slo) })
+	sz := p.cache.size(tn, k, func() sizing { return ev.q.size(peakRate(tn.t.Traffic), tn.slo) })
 	c.sz = sz
 	if sz.n == 0 && tn.t.Replicas == nil {
 		c.reject, c.why = v1.ReasonSLOUnmet, sz.why
@@ -394,7 +398,7 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 		sl = llm.Slice{Board: b.Name, Kind: llm.SliceShared, Name: "shared-" + llm.FormatGiB(r.capBytes), MemoryBytes: r.capBytes, GPUBytes: devBytes}
 		ps.MemoryMiB = r.capBytes / llm.MiB
 	}
-	fit, err := llm.FitSlice(tn.model, tn.llmOpt, sl)
+	fit, err := p.cache.fit(tn, sl)
 	if err != nil {
 		r.err = fmt.Errorf("fit %s on %s %s: %w", tn.t.Name, b.Name, c.label(), err)
 		return r
@@ -451,27 +455,63 @@ type evalCache struct {
 	// qs are the queueing models by evaluation without the SLO: the model and its memoised step
 	// times depend only on the engine, the request shape and the neighbours' load.
 	qs map[evalKey]*qmodel
+	// fits are the memory fits by model, serving options and slice: the request shape and the
+	// SLO do not change them.
+	fits map[fitKey]fitResult
+	// shapes number the tenants' model, serving options, request shape and SLO (shapeKey), so
+	// that the keys above hash a number and pointers instead of strings.
+	shapes map[shapeKey]int
 }
 
+type fitKey struct {
+	model string // tenant.modKey
+	opt   llm.Options
+	slice llm.Slice
+}
+
+type fitResult struct {
+	fit llm.Fit
+	err error
+}
+
+// fit memoises llm.FitSlice of tn's model and options on sl (callers read the Fit, never change it).
+func (c *evalCache) fit(tn *tenant, sl llm.Slice) (llm.Fit, error) {
+	k := fitKey{tn.modKey, tn.llmOpt, sl}
+	if r, ok := c.fits[k]; ok {
+		return r.fit, r.err
+	}
+	f, err := llm.FitSlice(tn.model, tn.llmOpt, sl)
+	c.fits[k] = fitResult{f, err}
+	return f, err
+}
+
+// shapeKey is what an evaluation takes from the tenant.
+type shapeKey struct {
+	model             string
+	quant             llm.Quantization
+	kv                string
+	ctx, conc         int
+	in, out           int
+	ttft, tpot, batch time.Duration
+}
+
+// evalKey is a tenant's shape number and the candidate's slice (boards and profiles are the
+// catalog's, one pointer per name).
 type evalKey struct {
-	model                string
-	quant                llm.Quantization
-	kv                   string
-	ctx, conc            int
-	in, out              int
-	ttft, tpot, batch    time.Duration
-	board, kind, profile string
-	share, tp            int
+	shape     int
+	board     *gpu.Board
+	kind      int // kindRank
+	profile   *gpu.Profile
+	share, tp int
 }
 
 func newEvalCache() *evalCache {
-	return &evalCache{m: map[evalKey]*evalResult{}, sizes: map[sizeKey]sizing{}, qs: map[evalKey]*qmodel{}}
+	return &evalCache{m: map[evalKey]*evalResult{}, sizes: map[sizeKey]sizing{}, qs: map[evalKey]*qmodel{}, fits: map[fitKey]fitResult{}, shapes: map[shapeKey]int{}}
 }
 
 // qmodel memoises the queueing model of a tenant's replica on a candidate across SLOs.
 func (c *evalCache) qmodel(tn *tenant, cd *cand, f func() *qmodel) *qmodel {
-	k := c.key(tn, cd)
-	k.ttft, k.tpot, k.batch = 0, 0, 0
+	k := c.slotKey(c.qshape(tn), cd)
 	if q, ok := c.qs[k]; ok {
 		return q
 	}
@@ -486,19 +526,19 @@ type sizeKey struct {
 	rps float64
 }
 
-// size memoises the queueing model's sizing of a tenant's load on a candidate.
-func (c *evalCache) size(tn *tenant, cd *cand, f func() sizing) sizing {
-	k := sizeKey{c.key(tn, cd), peakRate(tn.t.Traffic)}
-	if r, ok := c.sizes[k]; ok {
+// size memoises the queueing model's sizing of a tenant's load on a candidate (k: key(tn, cd)).
+func (c *evalCache) size(tn *tenant, k evalKey, f func() sizing) sizing {
+	sk := sizeKey{k, peakRate(tn.t.Traffic)}
+	if r, ok := c.sizes[sk]; ok {
 		return r
 	}
 	r := f()
-	c.sizes[k] = r
+	c.sizes[sk] = r
 	return r
 }
 
-func (c *evalCache) get(tn *tenant, cd *cand, f func() *evalResult) *evalResult {
-	k := c.key(tn, cd)
+// get memoises an evaluation (k: key(tn, cd)).
+func (c *evalCache) get(k evalKey, f func() *evalResult) *evalResult {
 	if r, ok := c.m[k]; ok {
 		return r
 	}
@@ -507,8 +547,35 @@ func (c *evalCache) get(tn *tenant, cd *cand, f func() *evalResult) *evalResult 
 	return r
 }
 
-func (c *evalCache) key(tn *tenant, cd *cand) evalKey {
-	return evalKey{model: tn.modKey, quant: tn.llmOpt.Quantization, kv: tn.llmOpt.KVCacheDType, ctx: tn.llmOpt.Context,
-		conc: tn.llmOpt.MaxNumSeqs, in: tn.work.InputTokens, out: tn.work.OutputTokens, ttft: tn.slo.TTFT, tpot: tn.slo.TPOT, batch: tn.batchLimit,
-		board: cd.board.Name, kind: string(cd.kind), profile: profName(cd.profile), share: cd.share, tp: cd.tp}
+func (c *evalCache) key(tn *tenant, cd *cand) evalKey { return c.slotKey(c.shape(tn), cd) }
+
+func (c *evalCache) slotKey(shape int, cd *cand) evalKey {
+	return evalKey{shape: shape, board: cd.board, kind: kindRank(cd.kind), profile: cd.profile, share: cd.share, tp: cd.tp}
+}
+
+// shape is the number of tn's shapeKey, kept on tn; qshape that of its shapeKey without the SLO.
+func (c *evalCache) shape(tn *tenant) int {
+	if tn.shapeIn != c {
+		k := shapeKey{model: tn.modKey, quant: tn.llmOpt.Quantization, kv: tn.llmOpt.KVCacheDType, ctx: tn.llmOpt.Context,
+			conc: tn.llmOpt.MaxNumSeqs, in: tn.work.InputTokens, out: tn.work.OutputTokens, ttft: tn.slo.TTFT, tpot: tn.slo.TPOT, batch: tn.batchLimit}
+		tn.shapeID = c.number(k)
+		k.ttft, k.tpot, k.batch = 0, 0, 0
+		tn.qshapeID = c.number(k)
+		tn.shapeIn = c
+	}
+	return tn.shapeID
+}
+
+func (c *evalCache) qshape(tn *tenant) int {
+	c.shape(tn)
+	return tn.qshapeID
+}
+
+func (c *evalCache) number(k shapeKey) int {
+	id, ok := c.shapes[k]
+	if !ok {
+		id = len(c.shapes)
+		c.shapes[k] = id
+	}
+	return id
 }

@@ -32,45 +32,99 @@ func keyOf(tn *tenant, c *cand) groupKey {
 	return k
 }
 
+// keyIDs numbers the group keys of one planning run, so that the choice's objective keeps its
+// counts in slices instead of maps keyed by strings (the local search asks for them once per
+// candidate and move).
+type keyIDs struct {
+	id     map[groupKey]int
+	keys   []groupKey
+	share  []int // keys[i].share
+	bucket []int // the bucket (board and energy class) of keys[i], an index of buckets
+	bid    map[bucketKey]int
+	// buckets are the boards and energy classes of the keys.
+	buckets []bucketKey
+}
+
+func newKeyIDs() *keyIDs { return &keyIDs{id: map[groupKey]int{}, bid: map[bucketKey]int{}} }
+
+// of is the number of keyOf(tn, c), kept on c like the key.
+func (ids *keyIDs) of(tn *tenant, c *cand) int {
+	if c.kidFor == tn && c.kidIn == ids {
+		return c.kid
+	}
+	k := keyOf(tn, c)
+	id, ok := ids.id[k]
+	if !ok {
+		id = len(ids.keys)
+		ids.id[k] = id
+		b := bucketKey{k.board, k.energy}
+		bi, ok := ids.bid[b]
+		if !ok {
+			bi = len(ids.buckets)
+			ids.bid[b] = bi
+			ids.buckets = append(ids.buckets, b)
+		}
+		ids.keys, ids.share, ids.bucket = append(ids.keys, k), append(ids.share, k.share), append(ids.bucket, bi)
+	}
+	c.kid, c.kidFor, c.kidIn = id, tn, ids
+	return id
+}
+
 // fractional is the objective the choice minimises: the GPU-equivalents the chosen slices
 // occupy once shared units are filled, Σ over groups of ceil(replicas / share) × unit size.
+// Groups are the numbers of ids.
 type fractional struct {
-	replicas map[groupKey]int
-	unit     map[groupKey]float64
+	ids      *keyIDs
+	replicas []int
+	unit     []float64
+	seen     []bool // groups moved into at least once
 	// vec, when set, replaces the sum by the vector objective (objective.go).
 	vec *vectorObjective
 }
 
-func newFractional() *fractional {
-	return &fractional{replicas: map[groupKey]int{}, unit: map[groupKey]float64{}}
+func newFractional(ids *keyIDs) *fractional { return &fractional{ids: ids} }
+
+// fit makes room for group k (and every group ids has numbered so far).
+func (f *fractional) fit(k int) {
+	if k < len(f.replicas) {
+		return
+	}
+	n := max(len(f.ids.keys), k+1) - len(f.replicas)
+	f.replicas = append(f.replicas, make([]int, n)...)
+	f.unit = append(f.unit, make([]float64, n)...)
+	f.seen = append(f.seen, make([]bool, n)...)
 }
 
-func (f *fractional) cost(k groupKey, r int) float64 {
+func (f *fractional) cost(k, r int) float64 {
 	if r <= 0 {
 		return 0
 	}
-	return math.Ceil(float64(r)/float64(k.share)) * f.unit[k]
+	f.fit(k)
+	return math.Ceil(float64(r)/float64(f.ids.share[k])) * f.unit[k]
 }
 
 // delta is the change of the objective when r replicas of candidate c join (r > 0) or leave
 // (r < 0) group k.
-func (f *fractional) delta(k groupKey, c *cand, r int) float64 {
+func (f *fractional) delta(k int, c *cand, r int) float64 {
+	f.fit(k)
 	f.unit[k] = c.unitFrac
 	cur := f.replicas[k]
 	return f.cost(k, cur+r) - f.cost(k, cur)
 }
 
-func (f *fractional) move(k groupKey, c *cand, r int) {
+func (f *fractional) move(k int, c *cand, r int) {
 	if f.vec != nil {
 		f.vec.add(f.change(k, c, r))
 	}
+	f.fit(k)
 	f.unit[k] = c.unitFrac
 	f.replicas[k] += r
+	f.seen[k] = true
 }
 
 // moveDelta is the change of the objective when r1 replicas of c1 leave group k1 and r2
 // replicas of c2 join group k2 (k1 ≠ k2).
-func (f *fractional) moveDelta(k1 groupKey, c1 *cand, r1 int, k2 groupKey, c2 *cand, r2 int) float64 {
+func (f *fractional) moveDelta(k1 int, c1 *cand, r1 int, k2 int, c2 *cand, r2 int) float64 {
 	if f.vec != nil {
 		return f.vec.delta(f.change(k1, c1, r1), f.change(k2, c2, r2))
 	}
@@ -123,7 +177,7 @@ func (p *planner) choices() chosen {
 
 // chooseFrom runs the local search from seed (a candidate per tenant, nil: each tenant's cheapest).
 func (p *planner) chooseFrom(boardWide, vector bool, seed []*cand) {
-	f := newFractional()
+	f := newFractional(p.ids)
 	if vector {
 		f.vec = newVectorObjective()
 	}
@@ -136,7 +190,7 @@ func (p *planner) chooseFrom(boardWide, vector bool, seed []*cand) {
 		if seed != nil && seed[i] != nil {
 			tn.choice = seed[i]
 		}
-		f.move(keyOf(tn, tn.choice), tn.choice, tn.choice.replicas)
+		f.move(p.ids.of(tn, tn.choice), tn.choice, tn.choice.replicas)
 	}
 	p.keep = map[string]migUse{}
 	for round := 0; round < 10; round++ {
@@ -169,13 +223,13 @@ func (p *planner) localSearch(f *fractional) {
 // bestMove is the allowed candidate that lowers the objective most from tn's current choice
 // (the current choice when none does); with force, the best allowed one even if it costs more.
 func (p *planner) bestMove(f *fractional, tn *tenant, force bool) *cand {
-	old := keyOf(tn, tn.choice)
+	old := p.ids.of(tn, tn.choice)
 	best, bestD := tn.choice, -1e-9
 	if force {
 		best, bestD = tn.choice, 1e300
 	}
 	for _, c := range tn.feasible {
-		k := keyOf(tn, c)
+		k := p.ids.of(tn, c)
 		if c == tn.choice || k == old || !p.allowed(c) {
 			continue
 		}
@@ -187,9 +241,9 @@ func (p *planner) bestMove(f *fractional, tn *tenant, force bool) *cand {
 }
 
 func (p *planner) switchTo(f *fractional, tn *tenant, c *cand) {
-	f.move(keyOf(tn, tn.choice), tn.choice, -tn.choice.replicas)
+	f.move(p.ids.of(tn, tn.choice), tn.choice, -tn.choice.replicas)
 	tn.choice = c
-	f.move(keyOf(tn, c), c, c.replicas)
+	f.move(p.ids.of(tn, c), c, c.replicas)
 }
 
 // migUse is how the instances of one MIG profile are shared. group is the sharing group of a
@@ -206,7 +260,7 @@ func useKey(c *cand) string { return c.board.Name + "/" + c.profile.Name }
 
 // allowed reports whether c agrees with the sharing setting fixed for its MIG profile.
 func (p *planner) allowed(c *cand) bool {
-	if c.profile == nil {
+	if c.profile == nil || len(p.keep) == 0 {
 		return true
 	}
 	u, fixed := p.keep[useKey(c)]
@@ -269,21 +323,21 @@ func majority(m map[migUse]int) migUse {
 
 // objective is the fractional objective of the current choice.
 func (p *planner) objective() float64 {
-	f := newFractional()
+	f := newFractional(p.ids)
 	keys := p.fillChosen(f)
 	return math.Round(f.sumCost(keys)*1e4) / 1e4
 }
 
 // fillChosen moves every tenant's current choice into f and returns the groups it touched, each
 // once, in the order tenants first reached them (so that sums over them add in a fixed order).
-func (p *planner) fillChosen(f *fractional) []groupKey {
-	var keys []groupKey
+func (p *planner) fillChosen(f *fractional) []int {
+	var keys []int
 	for _, tn := range p.tenants {
 		if tn.choice == nil {
 			continue
 		}
-		k := keyOf(tn, tn.choice)
-		if _, ok := f.replicas[k]; !ok {
+		k := p.ids.of(tn, tn.choice)
+		if f.fit(k); !f.seen[k] {
 			keys = append(keys, k)
 		}
 		f.move(k, tn.choice, tn.choice.replicas)
@@ -292,7 +346,7 @@ func (p *planner) fillChosen(f *fractional) []groupKey {
 }
 
 // sumCost is the sum of rounded unit sizes over groups keys, added in their order.
-func (f *fractional) sumCost(keys []groupKey) float64 {
+func (f *fractional) sumCost(keys []int) float64 {
 	sum := 0.0
 	for _, k := range keys {
 		sum += f.cost(k, f.replicas[k])

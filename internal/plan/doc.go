@@ -156,7 +156,10 @@
 //   - the LP relaxation of the pattern formulation with tenant choice,
 //     min Σ_p x_p + Σ_{t,c whole} (r_tc/k_c) y_tc  s.t. Σ_c y_tc = 1,
 //     Σ_p a_pP x_p ≥ Σ_{t,c MIG P} (r_tc/k_c) y_tc, x, y ≥ 0,
-//     solved with gonum's simplex (lp.Simplex) when it has at most Options.LPVariables columns.
+//     solved with gonum's simplex (lp.Simplex) when it has at most Options.LPVariables columns,
+//     started from a feasible basis (each class's cheapest whole-GPU choice, every coverage
+//     row's surplus) when every class has a whole-GPU choice, which spares the solver's own
+//     search for one and reaches the same optimum.
 //     Of a tenant's candidates on one board and profile only the smallest r_tc/k_c is kept, and
 //     tenants with the same reduced columns form one class whose choice row sums to its size:
 //     neither changes the optimum, and it keeps the LP to a few hundred columns at 1,000

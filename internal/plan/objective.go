@@ -20,7 +20,8 @@ import (
 // the bucket's packing (a GPU holds at most all memory and all compute slices) and the quantity
 // the cutting-stock packer then gets close to.
 type vectorObjective struct {
-	tot map[bucketKey]*[3]float64 // whole, memory, compute
+	tot [][3]float64 // whole, memory, compute, by bucket number (keyIDs.buckets)
+	has []bool       // buckets added to at least once
 }
 
 type bucketKey struct {
@@ -30,19 +31,18 @@ type bucketKey struct {
 
 // unitChange is what a move does to one bucket: GPUs and shares added (negative: removed).
 type unitChange struct {
-	b                bucketKey
+	b                int // bucket number
 	whole, mem, comp float64
 }
 
-func newVectorObjective() *vectorObjective {
-	return &vectorObjective{tot: map[bucketKey]*[3]float64{}}
-}
+func newVectorObjective() *vectorObjective { return &vectorObjective{} }
 
 // change is what r replicas of c joining (r > 0) or leaving (r < 0) group k do to the units.
-func (f *fractional) change(k groupKey, c *cand, r int) unitChange {
-	cur := f.replicas[k]
-	du := unitsOf(cur+r, k.share) - unitsOf(cur, k.share)
-	ch := unitChange{b: bucketKey{k.board, k.energy}}
+func (f *fractional) change(k int, c *cand, r int) unitChange {
+	f.fit(k)
+	cur, share := f.replicas[k], f.ids.share[k]
+	du := unitsOf(cur+r, share) - unitsOf(cur, share)
+	ch := unitChange{b: f.ids.bucket[k]}
 	if c.whole() {
 		ch.whole = du * float64(max(c.tp, 1))
 	} else {
@@ -60,19 +60,19 @@ func unitsOf(r, share int) float64 {
 
 func (v *vectorObjective) value(t [3]float64) float64 { return t[0] + max(t[1], t[2]) }
 
-func (v *vectorObjective) get(b bucketKey) [3]float64 {
-	if t := v.tot[b]; t != nil {
-		return *t
+func (v *vectorObjective) get(b int) [3]float64 {
+	if b < len(v.tot) {
+		return v.tot[b]
 	}
 	return [3]float64{}
 }
 
 func (v *vectorObjective) add(ch unitChange) {
-	t := v.tot[ch.b]
-	if t == nil {
-		t = &[3]float64{}
-		v.tot[ch.b] = t
+	for len(v.tot) <= ch.b {
+		v.tot, v.has = append(v.tot, [3]float64{}), append(v.has, false)
 	}
+	v.has[ch.b] = true
+	t := &v.tot[ch.b]
 	t[0] += ch.whole
 	t[1] += ch.mem
 	t[2] += ch.comp
@@ -96,18 +96,21 @@ func (v *vectorObjective) delta(a, b unitChange) float64 {
 // chosenValue is the objective the choice minimises, of the current choice: the vector one with
 // vector, the sum of rounded unit sizes otherwise.
 func (p *planner) chosenValue(vector bool) float64 {
-	f := newFractional()
+	f := newFractional(p.ids)
 	if vector {
 		f.vec = newVectorObjective()
 	}
 	keys := p.fillChosen(f)
 	if vector {
 		total := 0.0
-		buckets := make([]bucketKey, 0, len(f.vec.tot))
-		for b := range f.vec.tot {
-			buckets = append(buckets, b)
+		var buckets []int
+		for b, has := range f.vec.has {
+			if has {
+				buckets = append(buckets, b)
+			}
 		}
-		slices.SortFunc(buckets, func(a, b bucketKey) int {
+		slices.SortFunc(buckets, func(x, y int) int {
+			a, b := p.ids.buckets[x], p.ids.buckets[y]
 			return cmp.Or(cmp.Compare(a.board, b.board), cmp.Compare(a.energy, b.energy))
 		})
 		for _, b := range buckets {

@@ -29,24 +29,25 @@ func TestVectorObjective(t *testing.T) {
 	}
 	whole := &cand{board: b, kind: v1.SliceExclusive, share: 1, replicas: 1, unitFrac: 1, memFrac: 1, compFrac: 1}
 	big, small := mig("1g.20gb"), mig("1g.10gb")
-	sum, vec := newFractional(), newFractional()
+	ids := newKeyIDs()
+	sum, vec := newFractional(ids), newFractional(ids)
 	vec.vec = newVectorObjective()
 	tn := &tenant{}
 	for _, f := range []*fractional{sum, vec} {
-		f.move(keyOf(tn, big), big, 1)
-		f.move(keyOf(tn, small), small, 6)
+		f.move(ids.of(tn, big), big, 1)
+		f.move(ids.of(tn, small), small, 6)
 	}
 	total := func(f *fractional) float64 {
 		s := 0.0
 		for _, x := range f.vec.tot {
-			s += f.vec.value(*x)
+			s += f.vec.value(x)
 		}
 		return s
 	}
 	if got := total(vec); math.Abs(got-1) > 1e-9 {
 		t.Errorf("vector objective %v, want 1", got)
 	}
-	kb, ks, kw := keyOf(tn, big), keyOf(tn, small), keyOf(tn, whole)
+	kb, ks, kw := ids.of(tn, big), ids.of(tn, small), ids.of(tn, whole)
 	if got := sum.delta(kb, big, 0) + sum.cost(kb, 1) + sum.cost(ks, 6); math.Abs(got-(0.25+6.0/7)) > 1e-9 {
 		t.Errorf("sum objective %v, want 1.107", got)
 	}

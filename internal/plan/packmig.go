@@ -153,27 +153,32 @@ func useClasses(pats *patterns, mig []*unit) [][]*unit {
 // another way (or for another sharing group), and records the node's uses; nil when there is
 // none: a GPU the device plugin could not serve as planned is not used, and its units are
 // reported short of capacity instead.
+//
+// A free list keeps fleet order; a GPU taken from its middle is left as nil (the list is not
+// copied), and leading nils are dropped.
 func (p *planner) takeCompatible(board *gpu.Board, free map[string][]*gpuPlan, want map[string]migUse) *gpuPlan {
 	gs := free[board.Name]
-	if len(gs) == 0 {
-		return nil
-	}
 	pick := -1
+	skip := "" // a node found incompatible: its other GPUs need no second look
 	for i, g := range gs {
+		if g == nil || g.fg.ref.Node == skip {
+			continue
+		}
 		if p.compatible(g.fg.ref.Node, want) {
 			pick = i
 			break
 		}
+		skip = g.fg.ref.Node
 	}
 	if pick < 0 {
 		return nil
 	}
 	g := gs[pick]
-	if pick == 0 { // the common case: drop the head without copying the rest of the fleet
-		free[board.Name] = gs[1:]
-	} else {
-		free[board.Name] = append(gs[:pick:pick], gs[pick+1:]...)
+	gs[pick] = nil
+	for len(gs) > 0 && gs[0] == nil {
+		gs = gs[1:]
 	}
+	free[board.Name] = gs
 	p.reserve(g.fg.ref.Node, want)
 	return g
 }

@@ -163,6 +163,7 @@ type planner struct {
 	boards  []*gpu.Board // distinct boards of the fleet, in fleet order
 	tenants []*tenant
 	cache   *evalCache
+	ids     *keyIDs // the choice's group keys, numbered
 	modes   map[v1.Mode]bool
 	burst   int // GPUs held for the burst pool
 	gpus    []*gpuPlan
@@ -182,7 +183,7 @@ type fleetGPU struct {
 }
 
 func newPlanner(pool *v1.Pool, o Options) (*planner, error) {
-	p := &planner{ctx: context.Background(), pool: pool, o: o, popts: perf.DefaultOptions(), cache: newEvalCache(), modes: map[v1.Mode]bool{}}
+	p := &planner{ctx: context.Background(), pool: pool, o: o, popts: perf.DefaultOptions(), cache: newEvalCache(), ids: newKeyIDs(), modes: map[v1.Mode]bool{}}
 	if o.Perf != nil {
 		p.popts = *o.Perf
 	}

@@ -287,6 +287,37 @@ func TestModelDirFromOptions(t *testing.T) {
 	}
 }
 
+// The simplex method started from startBasis reaches the same bound as from the basis the solver
+// finds itself, on standard and varied synthetic pools (the start only saves the solver's search).
+func TestLPStartBasis(t *testing.T) {
+	for _, c := range []struct {
+		n      int
+		varied bool
+		rps    float64
+	}{{50, false, 0.5}, {200, true, 1.2}, {500, true, 0.5}, {1000, false, 2.2}, {1000, true, 0.5}} {
+		pool := Synthetic(SyntheticOptions{Tenants: c.n, GPUs: c.n / 2, Varied: c.varied, MeanRPS: c.rps}, rand.New(rand.NewPCG(3, uint64(c.n))))
+		v1.Default(pool)
+		p, err := newPlanner(pool, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.evaluate()
+		p.choose(true, false)
+		cols, m, rhs := p.lpColumns()
+		A, cost := lpMatrix(cols, m)
+		b := func() []float64 { return append(append([]float64{}, rhs...), make([]float64, m-len(rhs))...) }
+		basis := startBasis(cols, m, len(rhs))
+		if basis == nil {
+			t.Fatalf("%d tenants (varied %v): no start basis", c.n, c.varied)
+		}
+		own, ok1 := solveBound(cost, A, b(), nil)
+		started, ok2 := solveBound(cost, A, b(), basis)
+		if !ok1 || !ok2 || own != started {
+			t.Errorf("%d tenants (varied %v): bound %d (solved %v) from the solver's basis, %d (%v) from the start basis", c.n, c.varied, own, ok1, started, ok2)
+		}
+	}
+}
+
 // The LP relaxation solves on the example (24 tenants, a few hundred columns), and as the
 // optimum of a relaxation that every volume price is dual-feasible for, it is at least the
 // Lagrangian volume bound: 4 whole GPUs for the 70B tenants plus at least 5 for the rest.

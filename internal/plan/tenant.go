@@ -32,6 +32,10 @@ type tenant struct {
 	// batchLimit is the longest batch latency it allows (measuredLatencyShare × slo.e2eP99).
 	measured   *perf.Measured
 	batchLimit time.Duration
+	// shapeID and qshapeID are the evaluation cache shapeIn's numbers of the tenant's shape
+	// (evalCache.shape).
+	shapeID, qshapeID int
+	shapeIn           *evalCache
 
 	cands    []*cand // every candidate evaluated, feasible or not
 	feasible []*cand // the feasible ones, cheapest first

@@ -40,7 +40,7 @@ func (p *planner) measureTP(tn *tenant, c *cand) *evalResult {
 	b := c.board
 	r := &evalResult{}
 	dev := llm.VisibleBytes(b.MemoryMiB)
-	one, err := llm.FitSlice(tn.model, tn.llmOpt, llm.Slice{Board: b.Name, Kind: llm.SliceGPU, Name: "gpu",
+	one, err := p.cache.fit(tn, llm.Slice{Board: b.Name, Kind: llm.SliceGPU, Name: "gpu",
 		MemoryBytes: dev, GPUBytes: dev, SMs: b.SMs})
 	if err != nil {
 		r.err = fmt.Errorf("fit %s on %s %s: %w", tn.t.Name, b.Name, c.label(), err)
@@ -90,6 +90,9 @@ func (p *planner) takeGroup(board *gpu.Board, free map[string][]*gpuPlan, want m
 	byNode := map[string][]int{}
 	var order []string
 	for i, g := range gs {
+		if g == nil { // taken (takeCompatible)
+			continue
+		}
 		node := g.fg.ref.Node
 		if _, ok := byNode[node]; !ok {
 			order = append(order, node)
@@ -109,7 +112,7 @@ func (p *planner) takeGroup(board *gpu.Board, free map[string][]*gpuPlan, want m
 		}
 		rest := make([]*gpuPlan, 0, len(gs)-n)
 		for i, g := range gs {
-			if !take[i] {
+			if g != nil && !take[i] {
 				rest = append(rest, g)
 			}
 		}
