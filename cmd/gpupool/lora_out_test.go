@@ -224,6 +224,16 @@ func TestLoRAOut(t *testing.T) {
 var eppFlags = map[string]bool{"--pool-name": true, "--pool-namespace": true, "--pool-group": true,
 	"--config-file": true, "--tracing": true, "--v": true, "--zap-encoder": true}
 
+// strictAs decodes one YAML document strictly into a T (unknown fields fail the test).
+func strictAs[T any](t *testing.T, doc []byte, where string) T {
+	t.Helper()
+	var v T
+	if err := yaml.UnmarshalStrict(doc, &v); err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	return v
+}
+
 // checkEndpointPickers checks the endpoint pickers of an output directory's gateway/ files: every
 // object decodes strictly into its Kubernetes type; each of the pools InferencePools (their
 // endpointPickerRef) names a Service of that name on the ext-proc port whose selector picks the
@@ -258,15 +268,10 @@ func checkEndpointPickers(t *testing.T, files map[string][]byte, ns string, pool
 			if err := yaml.Unmarshal(doc, &head); err != nil {
 				t.Fatalf("%s: %v", path, err)
 			}
-			strict := func(into any) {
-				t.Helper()
-				if err := yaml.UnmarshalStrict(doc, into); err != nil {
-					t.Fatalf("%s: %s %s: %v", path, head.Kind, head.Metadata.Name, err)
-				}
-				if head.Metadata.Namespace != ns {
-					t.Errorf("%s: %s %s in namespace %q", path, head.Kind, head.Metadata.Name, head.Metadata.Namespace)
-				}
+			if head.Metadata.Namespace != ns {
+				t.Errorf("%s: %s %s in namespace %q", path, head.Kind, head.Metadata.Name, head.Metadata.Namespace)
 			}
+			where := path + ": " + head.Kind + " " + head.Metadata.Name
 			switch head.Kind {
 			case "InferencePool":
 				if head.Spec.EndpointPickerRef.Port.Number != 9002 {
@@ -274,29 +279,17 @@ func checkEndpointPickers(t *testing.T, files map[string][]byte, ns string, pool
 				}
 				refs[head.Metadata.Name] = head.Spec.EndpointPickerRef.Name
 			case "Deployment":
-				var d appsv1.Deployment
-				strict(&d)
-				deps[d.Name] = d
+				deps[head.Metadata.Name] = strictAs[appsv1.Deployment](t, doc, where)
 			case "Service":
-				var v corev1.Service
-				strict(&v)
-				svcs[v.Name] = v
+				svcs[head.Metadata.Name] = strictAs[corev1.Service](t, doc, where)
 			case "ConfigMap":
-				var c corev1.ConfigMap
-				strict(&c)
-				cms[c.Name] = c
+				cms[head.Metadata.Name] = strictAs[corev1.ConfigMap](t, doc, where)
 			case "ServiceAccount":
-				var a corev1.ServiceAccount
-				strict(&a)
-				sas[a.Name] = true
+				sas[strictAs[corev1.ServiceAccount](t, doc, where).Name] = true
 			case "Role":
-				var r rbacv1.Role
-				strict(&r)
-				roles[r.Name] = r
+				roles[head.Metadata.Name] = strictAs[rbacv1.Role](t, doc, where)
 			case "RoleBinding":
-				var b rbacv1.RoleBinding
-				strict(&b)
-				bindings = append(bindings, b)
+				bindings = append(bindings, strictAs[rbacv1.RoleBinding](t, doc, where))
 			case "InferenceObjective", "HTTPRoute":
 			default:
 				t.Errorf("%s: unexpected kind %q", path, head.Kind)

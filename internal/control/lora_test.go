@@ -219,21 +219,12 @@ func TestLoRAEngineGrantSurvivesRestart(t *testing.T) {
 		return v.Grants[0]
 	}
 	g := only(e)
-	// Reserved adapters reserve their planned parts: b keeps 3/4 of the engine whatever a asks.
+	// Each adapter asking for replicas wants its planned part of the engine: b, 3 of its 4 req/s.
 	if sh := e.View(1).Tenants[1].LoRAEngines; len(sh) != 1 || sh[0].Share != 0.75 {
 		t.Fatalf("tenant b's share: %+v, want 0.75 of e0", sh)
 	}
-	var st State
-	for _, tn := range e.tenants {
-		st.Tenants = append(st.Tenants, *tn)
-	}
-	for _, n := range e.nodes {
-		st.Nodes = append(st.Nodes, *n)
-	}
-	for _, gr := range e.grants {
-		st.Grants = append(st.Grants, *gr)
-	}
-	st.Plan, st.Pool, st.NextGrant = p, pool, e.nextGrant
+	st := stateOf(e)
+	st.Plan, st.Pool = p, pool
 	r, err := restoreEngine(EngineConfig{}, t0.Add(time.Second), st)
 	if err != nil {
 		t.Fatal(err)
