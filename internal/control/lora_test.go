@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -243,5 +245,48 @@ func TestLoRAEngineGrantSurvivesRestart(t *testing.T) {
 	}
 	if got["lora:e0"] != 0 || got["a"]+got["b"] != 2 {
 		t.Errorf("grants after the engine left the plan: %v, want a's and b's own", got)
+	}
+}
+
+// TestLoRAReplan: a demand rate of an adapter tenant makes the Replanner plan again with that
+// rate, and the plan in force still serves the adapters on shared engines.
+func TestLoRAReplan(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		(&Replanner{Loop: h.loop, Every: 20 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	h.must("operator", "PUT", "/v1/nodes/node-a", Inventory{GPUs: []GPU{{UUID: "GPU-a0", Board: "H100-SXM5-80GB", Slices: []string{"exclusive"}},
+		{UUID: "GPU-a1", Board: "H100-SXM5-80GB", Slices: []string{"exclusive"}}}}, 200)
+	for _, n := range []string{"ad-1", "ad-2"} {
+		h.must("operator", "PUT", "/v1/tenants/"+n, Tenant{Demand: 1, RatePerReplica: 20}, 200)
+	}
+	h.must("operator", "POST", "/v1/plans/apply", []byte(fmt.Sprintf(loraPool, loraTenant("ad-1", 2)+loraTenant("ad-2", 1))), 200)
+	h.must("operator", "PUT", "/v1/tenants/ad-1/demand", DemandRequest{Rate: 7}, 200)
+	waitForView(t, h, "a re-plan with ad-1 at 7 req/s", func(v *View) bool {
+		if v.Replan.Done < v.Replan.Wanted || v.Plan == nil {
+			return false
+		}
+		var rate float64
+		for _, e := range v.Plan.LoRAEngines {
+			for _, a := range e.Adapters {
+				if a.Tenant == "ad-1" {
+					rate += a.RPS
+				}
+			}
+		}
+		return rate == 7
+	})
+	v := h.loop.View()
+	for _, pt := range v.Plan.Tenants {
+		if len(pt.Replicas) > 0 || len(pt.LoRAEngines) == 0 {
+			t.Errorf("re-planned tenant %s: replicas %v, engines %v", pt.Name, pt.Replicas, pt.LoRAEngines)
+		}
+	}
+	if n := len(v.Plan.LoRAEngines); len(v.Grants) != n {
+		t.Errorf("grants %+v for %d engines", v.Grants, n)
 	}
 }
