@@ -486,7 +486,12 @@ func loraOutFiles(pool *v1.Pool, res loraOut, plans []plan.LoRAPlan, names map[s
 		if err != nil {
 			return nil, err
 		}
-		files = append(files, outFile{Path: "gateway/" + p.Engines[0].Name + ".yaml", Data: gw})
+		epp, err := render.LoRAEndpointPickers(namespace, p)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, outFile{Path: "gateway/" + p.Engines[0].Name + ".yaml", Data: gw},
+			outFile{Path: "gateway/" + p.Engines[0].Name + "-epp.yaml", Data: epp})
 	}
 	var js bytes.Buffer
 	if err := writeStructured(&js, outJSON, res); err != nil {

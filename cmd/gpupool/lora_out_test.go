@@ -14,9 +14,12 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
 	"gpupool.dev/gpupool/internal/llm"
+	"gpupool.dev/gpupool/internal/render"
 )
 
 var updateLoRAOut = flag.Bool("update-lora-out", false, "rewrite testdata/lora-out/golden")
@@ -179,6 +182,8 @@ func TestLoRAOut(t *testing.T) {
 		t.Errorf("%d InferencePools for %d Deployments, want 3 each", pools, len(podLabels))
 	}
 
+	checkEndpointPickers(t, files, "ml", 3)
+
 	// A second run into a fresh directory writes the same bytes; both match the golden copy.
 	dir2 := filepath.Join(t.TempDir(), "out")
 	if _, stderr, code := runCmd(t, append(args[:len(args)-1], dir2)...); code != 0 {
@@ -207,6 +212,159 @@ func TestLoRAOut(t *testing.T) {
 		for p, b := range files {
 			if !bytes.Equal(other[p], b) {
 				t.Errorf("%s differs between runs or from %s (go test ./cmd/gpupool -run TestLoRAOut -update-lora-out rewrites it)", p, golden)
+			}
+		}
+	}
+}
+
+// eppFlags are the endpoint picker flags the rendered pickers may use, as the extension's v1.5.0
+// defines them: pool-name, pool-namespace, pool-group, config-file and tracing in
+// pkg/epp/server/options.go (Options.AddFlags), v and the zap flags in
+// pkg/common/observability/logging/options.go.
+var eppFlags = map[string]bool{"--pool-name": true, "--pool-namespace": true, "--pool-group": true,
+	"--config-file": true, "--tracing": true, "--v": true, "--zap-encoder": true}
+
+// strictAs decodes one YAML document strictly into a T (unknown fields fail the test).
+func strictAs[T any](t *testing.T, doc []byte, where string) T {
+	t.Helper()
+	var v T
+	if err := yaml.UnmarshalStrict(doc, &v); err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	return v
+}
+
+// checkEndpointPickers checks the endpoint pickers of an output directory's gateway/ files: every
+// object decodes strictly into its Kubernetes type; each of the pools InferencePools (their
+// endpointPickerRef) names a Service of that name on the ext-proc port whose selector picks the
+// pods of the picker's Deployment, which runs the pinned image for that pool and namespace with
+// gRPC health probes, under a ServiceAccount whose Roles let it watch pods, InferencePools and
+// InferenceObjectives, and reads its plugins from a ConfigMap that holds an EndpointPickerConfig.
+func checkEndpointPickers(t *testing.T, files map[string][]byte, ns string, pools int) {
+	t.Helper()
+	refs := map[string]string{} // pool → picker
+	deps := map[string]appsv1.Deployment{}
+	svcs := map[string]corev1.Service{}
+	cms := map[string]corev1.ConfigMap{}
+	sas := map[string]bool{}
+	can := map[string]map[string]bool{} // service account → "group/resource" it may watch
+	roles := map[string]rbacv1.Role{}
+	var bindings []rbacv1.RoleBinding
+	for path, data := range files {
+		if !strings.HasPrefix(path, "gateway/") {
+			continue
+		}
+		for _, doc := range bytes.Split(data, []byte("\n---\n")) {
+			var head struct {
+				Kind     string
+				Metadata struct{ Name, Namespace string }
+				Spec     struct {
+					EndpointPickerRef struct {
+						Name string
+						Port struct{ Number int }
+					} `json:"endpointPickerRef"`
+				}
+			}
+			if err := yaml.Unmarshal(doc, &head); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if head.Metadata.Namespace != ns {
+				t.Errorf("%s: %s %s in namespace %q", path, head.Kind, head.Metadata.Name, head.Metadata.Namespace)
+			}
+			where := path + ": " + head.Kind + " " + head.Metadata.Name
+			switch head.Kind {
+			case "InferencePool":
+				if head.Spec.EndpointPickerRef.Port.Number != 9002 {
+					t.Errorf("pool %s: endpoint picker port %d", head.Metadata.Name, head.Spec.EndpointPickerRef.Port.Number)
+				}
+				refs[head.Metadata.Name] = head.Spec.EndpointPickerRef.Name
+			case "Deployment":
+				deps[head.Metadata.Name] = strictAs[appsv1.Deployment](t, doc, where)
+			case "Service":
+				svcs[head.Metadata.Name] = strictAs[corev1.Service](t, doc, where)
+			case "ConfigMap":
+				cms[head.Metadata.Name] = strictAs[corev1.ConfigMap](t, doc, where)
+			case "ServiceAccount":
+				sas[strictAs[corev1.ServiceAccount](t, doc, where).Name] = true
+			case "Role":
+				roles[head.Metadata.Name] = strictAs[rbacv1.Role](t, doc, where)
+			case "RoleBinding":
+				bindings = append(bindings, strictAs[rbacv1.RoleBinding](t, doc, where))
+			case "InferenceObjective", "HTTPRoute":
+			default:
+				t.Errorf("%s: unexpected kind %q", path, head.Kind)
+			}
+		}
+	}
+	for _, b := range bindings {
+		r, ok := roles[b.RoleRef.Name]
+		if !ok || b.RoleRef.Kind != "Role" || len(b.Subjects) != 1 || b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Namespace != ns {
+			t.Errorf("role binding %s: %+v", b.Name, b)
+			continue
+		}
+		for _, rule := range r.Rules {
+			if !slices.Contains(rule.Verbs, "watch") || !slices.Contains(rule.Verbs, "list") || !slices.Contains(rule.Verbs, "get") {
+				continue
+			}
+			for _, g := range rule.APIGroups {
+				for _, res := range rule.Resources {
+					if can[b.Subjects[0].Name] == nil {
+						can[b.Subjects[0].Name] = map[string]bool{}
+					}
+					can[b.Subjects[0].Name][g+"/"+res] = true
+				}
+			}
+		}
+	}
+	if len(refs) != pools {
+		t.Fatalf("%d InferencePools, want %d", len(refs), pools)
+	}
+	for pool, name := range refs {
+		svc, ok := svcs[name]
+		d, dok := deps[name]
+		if !ok || !dok {
+			t.Errorf("pool %s: no Service and Deployment %s for its endpoint picker", pool, name)
+			continue
+		}
+		if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == 9002 && p.TargetPort.IntValue() == 9002 }) {
+			t.Errorf("service %s: ports %+v, want ext-proc on 9002", name, svc.Spec.Ports)
+		}
+		for k, v := range svc.Spec.Selector {
+			if d.Spec.Template.Labels[k] != v || d.Spec.Selector.MatchLabels[k] != v {
+				t.Errorf("service %s selects %s=%s, not the pods of its Deployment %v", name, k, v, d.Spec.Template.Labels)
+			}
+		}
+		c := d.Spec.Template.Spec.Containers[0]
+		for _, a := range c.Args {
+			f, _, _ := strings.Cut(a, "=")
+			if strings.HasPrefix(f, "--") && !eppFlags[f] {
+				t.Errorf("picker %s: %s is not a flag of the v1.5.0 endpoint picker", name, f)
+			}
+		}
+		args := strings.Join(c.Args, " ")
+		if c.Image != render.EPPImage || strings.HasSuffix(c.Image, ":latest") ||
+			!strings.Contains(args, "--pool-name "+pool+" --pool-namespace "+ns+" --pool-group inference.networking.k8s.io") {
+			t.Errorf("picker %s: image %s, args %q", name, c.Image, args)
+		}
+		if c.ReadinessProbe == nil || c.ReadinessProbe.GRPC == nil || c.ReadinessProbe.GRPC.Port != 9003 ||
+			!slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == 9002 }) {
+			t.Errorf("picker %s: probe %+v, ports %+v", name, c.ReadinessProbe, c.Ports)
+		}
+		sa := d.Spec.Template.Spec.ServiceAccountName
+		for _, need := range []string{"/pods", "inference.networking.k8s.io/inferencepools", "inference.networking.x-k8s.io/inferenceobjectives"} {
+			if !sas[sa] || !can[sa][need] {
+				t.Errorf("picker %s: service account %q (exists: %v) may not watch %s", name, sa, sas[sa], need)
+			}
+		}
+		vol := d.Spec.Template.Spec.Volumes[0].ConfigMap
+		var cfg struct{ Kind string }
+		if vol == nil || len(cms[vol.Name].Data) != 1 {
+			t.Errorf("picker %s: plugins volume %+v", name, vol)
+		} else {
+			for _, v := range cms[vol.Name].Data {
+				if err := yaml.Unmarshal([]byte(v), &cfg); err != nil || cfg.Kind != "EndpointPickerConfig" {
+					t.Errorf("picker %s: plugins %q: %v", name, v, err)
+				}
 			}
 		}
 	}

@@ -240,6 +240,16 @@ func TestPlanPlacesSharedLoRAEngines(t *testing.T) {
 	if g, err := os.ReadFile(filepath.Join(out, "gateway", e.Name+".yaml")); err != nil || !strings.Contains(string(g), "kind: InferencePool") {
 		t.Errorf("gateway objects: %v\n%s", err, g)
 	}
+	// --gateway adds the endpoint picker its InferencePool names.
+	gw := map[string][]byte{}
+	for _, f := range []string{e.Name + ".yaml", e.Name + "-epp.yaml"} {
+		b, err := os.ReadFile(filepath.Join(out, "gateway", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gw["gateway/"+f] = b
+	}
+	checkEndpointPickers(t, gw, "ml", 1)
 }
 
 // readDeployment reads one rendered Deployment, strictly.

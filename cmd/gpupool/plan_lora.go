@@ -22,7 +22,12 @@ func loraGatewayFiles(pl *v1.Plan, pool *v1.Pool, gateway, namespace string) ([]
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, outFile{Path: "gateway/" + p.Engines[0].Name + ".yaml", Data: y})
+		epp, err := render.LoRAEndpointPickers(namespace, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, outFile{Path: "gateway/" + p.Engines[0].Name + ".yaml", Data: y},
+			outFile{Path: "gateway/" + p.Engines[0].Name + "-epp.yaml", Data: epp})
 	}
 	return out, nil
 }

@@ -15,6 +15,7 @@ import (
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/cost"
 	"gpupool.dev/gpupool/internal/llm"
+	"gpupool.dev/gpupool/internal/plan"
 	"gpupool.dev/gpupool/internal/sim"
 )
 
@@ -163,7 +164,7 @@ func simulateInputs(ctx context.Context, f *simulateFlags, poolPath string, dura
 		if in.Plan, err = readPlan(ctx, f.plan, "flag --plan"); err != nil {
 			return in, sim.Config{}, err
 		}
-	} else if in.Plan, err = sim.UniformPlan(pool, v1.Mode(f.strategy)); err != nil {
+	} else if in.Plan, err = uniformPlan(pool, v1.Mode(f.strategy), in.Models, filepath.Dir(poolPath)); err != nil {
 		return in, sim.Config{}, fmt.Errorf("flag --strategy: %w", err)
 	}
 	cfg := sim.Config{Duration: f.duration, Seed: f.seed, Lengths: sim.Lengths(f.lengths)}
@@ -180,6 +181,29 @@ func simulateInputs(ctx context.Context, f *simulateFlags, poolPath string, dura
 		}
 	}
 	return in, cfg, nil
+}
+
+// uniformPlan is sim.UniformPlan for the tenants that get replicas, with the pool's shared
+// adapter groups planned and their engines placed as `gpupool plan` places them
+// (plan.LoRAFleetGroups, plan.PlaceLoRAEngines): each on a whole GPU the uniform plan leaves
+// idle, or its adapters are infeasible.
+func uniformPlan(pool *v1.Pool, strategy v1.Mode, models map[string]llm.Model, base string) (*v1.Plan, error) {
+	adapters, _, err := loadAdapters(pool, base)
+	if err != nil {
+		return nil, err
+	}
+	groups, rest, err := plan.LoRAFleetGroups(pool, plan.Options{Models: models}, adapters)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := sim.UniformPlan(rest, strategy)
+	if err != nil {
+		return nil, err
+	}
+	if len(groups) > 0 {
+		plan.PlaceLoRAEngines(pl, pool, groups, nil)
+	}
+	return pl, nil
 }
 
 func readTraceFile(path, tenant string, pool *v1.Pool) (*sim.Trace, error) {

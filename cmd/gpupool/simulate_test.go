@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 )
 
 // simPool is one H100 shared by two online tenants of a small model.
@@ -189,5 +191,66 @@ func TestSimulateAzureTrace(t *testing.T) {
 	if _, errs, code := runCmd(t, "simulate", pool, "--strategy", "mig", "--trace", trace, "--trace-tenant", "zed"); code != exitInvalid ||
 		!strings.Contains(errs, `unknown tenant "zed"`) {
 		t.Errorf("unknown --trace-tenant: exit %d, %s", code, errs)
+	}
+}
+
+// TestSimulateStrategySharesLoRAEngines: a uniform plan (--strategy) gives the pool's shared
+// adapter tenants the engines `gpupool plan` gives them (same names and adapters), each on a GPU
+// the uniform plan leaves idle, and simulates them in the engine simulator, not as replicas.
+func TestSimulateStrategySharesLoRAEngines(t *testing.T) {
+	pool := "../../examples/lora-mixed.yaml"
+	out, errs, code := runCmd(t, "simulate", pool, "--strategy", "mps", "--duration", "30s", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep struct {
+		Tenants []struct {
+			Name string `json:"name"`
+		} `json:"tenants"`
+		Replicas []struct {
+			Tenant string `json:"tenant"`
+			GPU    string `json:"gpu"`
+		} `json:"replicas"`
+		LoRAEngines []struct {
+			Name     string `json:"name"`
+			GPU      string `json:"gpu"`
+			Adapters []struct {
+				Name string `json:"name"`
+			} `json:"adapters"`
+		} `json:"loraEngines"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	planned, errs, code := runCmd(t, "plan", pool, "-o", "json")
+	if code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, errs)
+	}
+	var pl v1.Plan
+	if err := json.Unmarshal([]byte(planned), &pl); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.LoRAEngines) != len(pl.LoRAEngines) || len(pl.LoRAEngines) == 0 {
+		t.Fatalf("simulated engines %+v, the plan's %+v", rep.LoRAEngines, pl.LoRAEngines)
+	}
+	used := map[string]bool{}
+	for _, r := range rep.Replicas {
+		used[r.GPU] = true
+	}
+	for i, e := range rep.LoRAEngines {
+		want := pl.LoRAEngines[i]
+		if e.Name != want.Name || len(e.Adapters) != len(want.Adapters) {
+			t.Errorf("engine %d: %s with %d adapters, the plan has %s with %d", i, e.Name, len(e.Adapters), want.Name, len(want.Adapters))
+		}
+		if used[e.GPU] {
+			t.Errorf("engine %s on %s, which holds replicas of the uniform plan", e.Name, e.GPU)
+		}
+	}
+	for _, tn := range rep.Tenants {
+		for _, a := range pl.LoRAEngines[0].Adapters {
+			if tn.Name == a.Tenant {
+				t.Errorf("adapter tenant %s simulated as a replica tenant", tn.Name)
+			}
+		}
 	}
 }

@@ -42,6 +42,11 @@
 // the View); the Replanner goroutine plans again from the plan in force and feeds the result back
 // as a command (Engine.Replanned), so the engine's goroutine never runs the planner.
 //
+// A plan's shared LoRA engines (lora.go) are planned with plan.BuildWithLoRA; each is one replica
+// on one whole GPU, granted once under its own allocator name (loraKey) on the GPU the plan gives
+// it, while the adapter tenants it serves hold no slices of their own and split the engine by
+// weight, demand and reservation (fair.Split), which their status reports (LoRAShare).
+//
 // Nodes are fenced by epoch: a node declared lost moves to a new epoch, and its agent's reports
 // for an older one are refused (ErrFenced) until it has stopped the old epoch's replicas. A
 // cordoned node's replicas move standby first, like a draining GPU's. Burst leases keep their

@@ -64,6 +64,11 @@ type Engine struct {
 	fenced     map[string]uint64 // node → the epoch a refused report was last recorded for
 	// planned maps live slices to the applied plan's replicas (placement); nil when stale.
 	planned map[string]plannedSlot
+	// lora holds the applied plan's shared LoRA engines by name, adapterOf the engines of each
+	// adapter tenant, loraShares each registered adapter tenant's parts of its engines (lora.go).
+	lora       map[string]*loraEngine
+	adapterOf  map[string][]string
+	loraShares map[string][]LoRAShare
 }
 
 // Replan says whether the pool should be planned again: Wanted grows on every demand-rate or
@@ -154,15 +159,15 @@ func restoreEngine(cfg EngineConfig, now time.Time, st State) (*Engine, error) {
 	for _, gs := range e.hints {
 		sort.Slice(gs, func(i, j int) bool { return gs[i].ID < gs[j].ID })
 	}
-	ts := make([]Tenant, 0, len(e.tenants))
-	for _, name := range slices.Sorted(maps.Keys(e.tenants)) {
-		ts = append(ts, *e.tenants[name])
-	}
-	a, ds, err := newAllocator(now, e.cfg, ts, len(e.slices))
+	e.lora, e.adapterOf = loraEnginesOf(e.plan)
+	a, ds, err := newAllocator(now, e.cfg, e.allocTenants(), len(e.slices))
 	if err != nil {
 		return nil, fmt.Errorf("restore engine: %w", err)
 	}
 	e.alloc = a
+	if err := e.refreshLoRAShares(now); err != nil {
+		return nil, fmt.Errorf("restore engine: %w", err)
+	}
 	e.decide(now, ds)
 	for _, gs := range e.hints { // stored grants no task took over
 		for _, g := range gs {
@@ -221,9 +226,9 @@ func (e *Engine) PutTenant(now time.Time, t Tenant) (Tenant, error) {
 		if old.Path != t.Path {
 			return Tenant{}, &InvalidError{Fields: []FieldError{{Path: "path", Message: fmt.Sprintf("cannot change from %q to %q: remove the tenant and add it again", old.Path, t.Path)}}}
 		}
-		ds, err = e.alloc.updateTenant(now, t)
+		ds, err = e.alloc.updateTenant(now, e.fairTenant(t))
 	} else {
-		ds, err = e.alloc.addTenant(now, t)
+		ds, err = e.alloc.addTenant(now, e.fairTenant(t))
 	}
 	if err != nil { // the allocator refuses what cannot hold (a reservation beyond the pool)
 		return Tenant{}, fmt.Errorf("put tenant %s: %w: %w", t.Name, ErrConflict, err)
@@ -238,6 +243,9 @@ func (e *Engine) PutTenant(now time.Time, t Tenant) (Tenant, error) {
 	e.ch.Tenants[t.Name] = true
 	e.event(now, Event{Code: code, Tenant: t.Name, Message: msg})
 	e.decide(now, ds)
+	if err := e.followLoRA(now, t.Name); err != nil {
+		return Tenant{}, fmt.Errorf("put tenant %s: %w", t.Name, err)
+	}
 	e.finish()
 	return t, nil
 }
@@ -256,6 +264,9 @@ func (e *Engine) DeleteTenant(now time.Time, name string) error {
 	e.ch.Tenants[name] = false
 	e.event(now, Event{Code: CodeTenantRemoved, Tenant: name, Message: fmt.Sprintf("tenant %s removed", name)})
 	e.decide(now, ds)
+	if err := e.followLoRA(now, name); err != nil {
+		return fmt.Errorf("delete tenant %s: %w", name, err)
+	}
 	e.finish()
 	return nil
 }
@@ -280,6 +291,7 @@ func (e *Engine) SetDemandRate(now time.Time, name string, rate float64) (Tenant
 	out, err := e.SetDemand(now, name, int(max(q, 0)))
 	if err == nil {
 		t.Rate, out.Rate = rate, rate
+		err = e.followLoRA(now, name)
 	}
 	if err == nil && oldRate != rate {
 		e.wantReplan(fmt.Sprintf("tenant %s asks %g requests/s", name, rate))
@@ -296,9 +308,12 @@ func (e *Engine) SetDemand(now time.Time, name string, demand int) (Tenant, erro
 	if demand < 0 || demand > 100000 {
 		return Tenant{}, &InvalidError{Fields: []FieldError{{Path: "replicas", Message: fmt.Sprintf("must be in [0, 100000] (got %d)", demand)}}}
 	}
-	ds, err := e.alloc.setDemand(now, name, demand)
-	if err != nil {
-		return Tenant{}, fmt.Errorf("set demand of tenant %s: %w", name, err)
+	var ds []decision
+	if len(e.adapterOf[name]) == 0 { // an adapter tenant's demand goes to its engines (followLoRA)
+		var err error
+		if ds, err = e.alloc.setDemand(now, name, demand); err != nil {
+			return Tenant{}, fmt.Errorf("set demand of tenant %s: %w", name, err)
+		}
 	}
 	old := t.Demand
 	t.Demand, t.Rate = demand, 0
@@ -306,6 +321,9 @@ func (e *Engine) SetDemand(now time.Time, name string, demand int) (Tenant, erro
 	e.ch.Tenants[name] = true
 	e.event(now, Event{Code: CodeDemandChanged, Tenant: name, Message: fmt.Sprintf("tenant %s demand %d → %d replicas", name, old, demand)})
 	e.decide(now, ds)
+	if err := e.followLoRA(now, name); err != nil {
+		return Tenant{}, fmt.Errorf("set demand of tenant %s: %w", name, err)
+	}
 	e.finish()
 	return *t, nil
 }

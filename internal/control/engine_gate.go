@@ -207,6 +207,11 @@ func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, 
 	}
 	e.plan, e.pool, e.planned = p, pool, nil
 	e.ch.Plan = true
+	ds, err := e.syncLoRA(now)
+	if err != nil {
+		return nil, err
+	}
+	e.decide(now, ds)
 	if err := e.schedule(now); err != nil {
 		return nil, err
 	}

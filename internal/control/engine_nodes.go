@@ -183,7 +183,9 @@ func (e *Engine) decide(now time.Time, ds []decision) {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(e.queued)) {
-		if t, ok := e.tenants[name]; ok && e.granted(name) >= t.Demand {
+		if t, ok := e.tenants[name]; ok && (e.granted(name) >= t.Demand || len(e.adapterOf[name]) > 0) {
+			delete(e.queued, name)
+		} else if want, engine := e.loraDemand(name); !ok && (!engine || !want || e.granted(name) >= 1) {
 			delete(e.queued, name)
 		}
 	}

@@ -20,7 +20,8 @@ type plannedSlot struct {
 	limits v1.Limits
 }
 
-// planSlots lists the applied plan's replicas. A tensor-parallel replica is listed under each GPU
+// planSlots lists the applied plan's replicas, a shared LoRA engine's under its key (loraKey).
+// A tensor-parallel replica is listed under each GPU
 // of its group; it is taken once, on the group's first GPU.
 func planSlots(p *v1.Plan) []plannedSlot {
 	if p == nil {
@@ -28,6 +29,9 @@ func planSlots(p *v1.Plan) []plannedSlot {
 	}
 	var out []plannedSlot
 	for _, g := range p.GPUs {
+		if g.LoRAEngine != "" { // a shared LoRA engine: one replica on the whole GPU
+			out = append(out, plannedSlot{tenant: loraKey(g.LoRAEngine), node: g.Node, gpu: g.Index, kind: v1.SliceExclusive})
+		}
 		for _, r := range g.Replicas {
 			if !r.TensorParallel.IsZero() && len(r.TensorParallel.GPUs) > 0 && r.TensorParallel.GPUs[0] != g.Index {
 				continue

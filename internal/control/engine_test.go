@@ -52,6 +52,15 @@ func checkInvariants(t *testing.T, e *Engine) {
 		perTenant[g.Tenant]++
 	}
 	for name, n := range perTenant {
+		if want, engine := e.loraDemand(name); engine { // a shared LoRA engine: one grant at most
+			if n > 1 || n == 1 && !want {
+				t.Fatalf("lora engine %s holds %d grants (wanted: %v)", name, n, want)
+			}
+			continue
+		}
+		if len(e.adapterOf[name]) > 0 && n > 0 {
+			t.Fatalf("adapter tenant %s holds %d grants of its own beside its engines %v", name, n, e.adapterOf[name])
+		}
 		if tn, ok := e.tenants[name]; !ok || n > tn.Demand {
 			t.Fatalf("tenant %s holds %d grants, demand %v", name, n, tn)
 		}

@@ -68,7 +68,10 @@ func planPool(w http.ResponseWriter, r *http.Request) (*v1.Plan, *v1.Pool, error
 	if cur != nil && cur.Pool != pool.Metadata.Name {
 		cur = nil // another pool: plan from scratch
 	}
-	p, err := plan.Build(r.Context(), pool, plan.Options{Current: cur}) // a client that goes away stops the planner
+	if err := adapterRanks(pool); err != nil {
+		return nil, nil, err
+	}
+	p, err := buildPlan(r.Context(), pool, cur) // a client that goes away stops the planner
 	if err != nil {
 		return nil, nil, &InvalidError{Fields: []FieldError{{Path: "", Message: "plan pool: " + err.Error()}}}
 	}
@@ -100,7 +103,7 @@ func (rp *Replanner) Run(ctx context.Context) {
 			pool, err := replanPool(v)
 			var p *v1.Plan
 			if err == nil {
-				p, err = plan.Build(ctx, pool, plan.Options{Current: v.Plan})
+				p, err = buildPlan(ctx, pool, v.Plan)
 			}
 			if ctx.Err() != nil {
 				return
@@ -169,6 +172,25 @@ func replanPool(v *View) (*v1.Pool, error) {
 		return nil, fmt.Errorf("the pool with the reported fleet: %w", err)
 	}
 	return &pool, nil
+}
+
+// buildPlan plans pool from the plan in force cur: adapter tenants that may share a base-model
+// engine go on shared LoRA engines (plan.BuildWithLoRA), the others get replicas.
+func buildPlan(ctx context.Context, pool *v1.Pool, cur *v1.Plan) (*v1.Plan, error) {
+	p, _, err := plan.BuildWithLoRA(ctx, pool, plan.Options{Current: cur}, nil)
+	return p, err
+}
+
+// adapterRanks refuses an adapter given by its PEFT folder without its rank: the control plane
+// plans Pool documents sent to it and reads no folders named in them, so the rank must be given.
+func adapterRanks(pool *v1.Pool) error {
+	inv := &InvalidError{}
+	for i, t := range pool.Tenants {
+		if a := t.Model.Adapter; a != nil && a.Dir != "" && a.Rank == 0 {
+			inv.add(fmt.Sprintf("tenants[%d].model.adapter.rank", i), "is required here: the control plane does not read the adapter folder %s", a.Dir)
+		}
+	}
+	return inv.err()
 }
 
 // poolProblems turns api/v1's field errors into a problem's field list.

@@ -57,6 +57,10 @@ type TenantStatus struct {
 	// Cost is the tenant's cost per hour in the applied plan (planned basis, docs/cost.md); nil
 	// without an applied plan, a policy.cost in its Pool or the tenant in the plan.
 	Cost *TenantCost `json:"cost,omitempty"`
+	// LoRAEngines are an adapter tenant's parts of the shared LoRA engines of the applied plan
+	// that serve it (by engine name); such a tenant has no slices of its own (Granted 0), and
+	// its engines are granted under their own names ("lora:ENGINE").
+	LoRAEngines []LoRAShare `json:"loraEngines,omitempty"`
 }
 
 // TenantCost is one tenant's line of the applied plan's bill, per hour. Money is absent when the

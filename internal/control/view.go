@@ -40,11 +40,22 @@ func (e *Engine) View(rev uint64) *View {
 		}
 	}
 	shares := e.alloc.shares()
-	fairs := fairShares(e.tenants, len(e.slices))
+	fairs := fairShares(e.slicesClaims(), len(e.slices))
 	costs := e.costs.of(e.plan, e.pool)
+	engineGrant := map[string]string{}
+	for _, g := range v.Grants {
+		if g.Replaces == "" {
+			engineGrant[g.Tenant] = g.ID
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(e.tenants)) {
-		v.Tenants = append(v.Tenants, TenantStatus{Tenant: *e.tenants[name], Granted: count[name],
-			DominantShare: shares[name], FairShare: fairs[name], Cost: costs[name]})
+		st := TenantStatus{Tenant: *e.tenants[name], Granted: count[name],
+			DominantShare: shares[name], FairShare: fairs[name], Cost: costs[name]}
+		for _, l := range e.loraShares[name] {
+			l.Grant = engineGrant[loraKey(l.Engine)]
+			st.LoRAEngines = append(st.LoRAEngines, l)
+		}
+		v.Tenants = append(v.Tenants, st)
 	}
 	for _, name := range slices.Sorted(maps.Keys(e.nodes)) {
 		v.Nodes = append(v.Nodes, *e.nodes[name])

@@ -246,20 +246,38 @@ func LoRAEnginePrefix(t v1.Tenant, n int) string {
 }
 
 // BuildWithLoRA plans pool with its adapter tenants that may share a base-model engine
-// (GroupLoRA) on shared LoRA engines: each group is planned by PlanLoRA on whole GPUs of the
-// fleet's first board and bounded by LoRABound over every board of the fleet that holds its base
-// model; the other tenants (hard-isolated adapter tenants among them) are planned by Build; then
-// PlaceLoRAEngines puts the engines on the GPUs Build leaves idle. adapters holds the adapters
-// read from PEFT folders, by tenant (their rank and bytes); a base model given by dir comes from
-// o.Models. Without shared adapter tenants it is Build. It returns the groups too.
+// (GroupLoRA) on shared LoRA engines: the groups are planned by LoRAFleetGroups, the other
+// tenants (hard-isolated adapter tenants among them) by Build; then PlaceLoRAEngines puts the
+// engines on the GPUs Build leaves idle. adapters holds the adapters read from PEFT folders, by
+// tenant (their rank and bytes); a base model given by dir comes from o.Models. Without shared
+// adapter tenants it is Build. It returns the groups too.
 func BuildWithLoRA(ctx context.Context, pool *v1.Pool, o Options, adapters map[string]llm.Adapter) (*v1.Plan, []LoRAFleetGroup, error) {
 	if pool == nil {
 		return nil, nil, errors.New("build plan: no pool")
 	}
+	fg, rest, err := LoRAFleetGroups(pool, o, adapters)
+	if err != nil {
+		return nil, nil, err
+	}
+	pl, err := Build(ctx, rest, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(fg) > 0 {
+		PlaceLoRAEngines(pl, pool, fg, o.Current)
+	}
+	return pl, fg, nil
+}
+
+// LoRAFleetGroups plans pool's adapter tenants that may share a base-model engine (GroupLoRA):
+// each group by PlanLoRA on whole GPUs of the fleet's first board, bounded by LoRABound over every
+// board of the fleet that holds its base model. It returns the groups and the pool less their
+// tenants (pool itself when there are none), which a plan of the other tenants is made of before
+// PlaceLoRAEngines puts the groups' engines on it. adapters and o.Models as for BuildWithLoRA.
+func LoRAFleetGroups(pool *v1.Pool, o Options, adapters map[string]llm.Adapter) ([]LoRAFleetGroup, *v1.Pool, error) {
 	groups, _ := GroupLoRA(pool, adapters)
 	if len(groups) == 0 {
-		pl, err := Build(ctx, pool, o)
-		return pl, nil, err
+		return nil, pool, nil
 	}
 	var boards []*gpu.Board
 	for _, n := range pool.Fleet.Nodes {
@@ -324,12 +342,7 @@ func BuildWithLoRA(ctx context.Context, pool *v1.Pool, o Options, adapters map[s
 			rest.Tenants = append(rest.Tenants, t)
 		}
 	}
-	pl, err := Build(ctx, &rest, o)
-	if err != nil {
-		return nil, nil, err
-	}
-	PlaceLoRAEngines(pl, pool, fg, o.Current)
-	return pl, fg, nil
+	return fg, &rest, nil
 }
 
 func tenantOf(p *v1.Pool, name string) v1.Tenant {

@@ -153,6 +153,8 @@
 // X-Gateway-Model-Name header to the pools, weighted by each engine's part of the adapter's traffic.
 // LoRAEngineDeployments renders the engines themselves: a vLLM Deployment per engine on one GPU,
 // with --enable-lora, its limits and --lora-modules under each adapter's name (LoRAModuleArgs),
-// and the pod label (LoRAEngineLabel) its InferencePool selects; LoRAReadme explains the output
-// directory of `gpupool lora --out`.
+// and the pod label (LoRAEngineLabel) its InferencePool selects; LoRAEndpointPickers renders the
+// endpoint picker each InferencePool names (EPPName), as the extension's v1.5.0 chart does:
+// Deployment (EPPImage), Service, ServiceAccount, Roles and plugins ConfigMap; LoRAReadme explains
+// the output directory of `gpupool lora --out`.
 package render

@@ -179,8 +179,10 @@ func LoRAReadme(namespace, gateway string, plans []plan.LoRAPlan, names map[stri
 		"(`--lora-modules name=path`); its InferencePool selects its pods by the label\n" +
 		"`" + LoRAEngineLabel + "`, and the HTTPRoutes send each adapter's requests (by the OpenAI `model`\n" +
 		"field, copied to `" + ModelNameHeader + "`) to the pools of the engines that serve it.\n\n")
-	b.WriteString("Apply after the Gateway API Inference Extension CRDs, the Gateway and an endpoint picker per\n" +
-		"pool (`<engine>-epp`) exist:\n\n```sh\nkubectl apply -f k8s/ -f gateway/\n```\n\n")
+	b.WriteString("Each pool's endpoint picker (`<engine>-epp`: Deployment, Service, ServiceAccount, the Roles it\n" +
+		"needs to watch pods, InferencePools and InferenceObjectives, and its plugins ConfigMap) is in\n" +
+		"`gateway/<first engine>-epp.yaml`, image `" + EPPImage + "`. Apply after the Gateway API\n" +
+		"Inference Extension CRDs and the Gateway exist:\n\n```sh\nkubectl apply -f k8s/ -f gateway/\n```\n\n")
 	b.WriteString("A Secret `" + HFTokenSecret + "` with key `" + HFTokenKey + "` in the namespace, when present, gives the pods a\n" +
 		"Hugging Face token for gated models and adapters. An adapter given by `dir` is passed to vLLM\n" +
 		"as that path: it must exist at that path inside the pod (mount it), or be given by `repo`.\n\n")
@@ -238,7 +240,7 @@ func loraEngineArtifacts(m *model) ([]Artifact, error) {
 			m.problem(e.GPU.Node, e.Name, "the engine's pod asks for nvidia.com/gpu through the device plugin: engines are not rendered for the DRA device API")
 		}
 		m.notes = append(m.notes, fmt.Sprintf("LoRA engine %s runs on %s with %d adapters (max_loras %d); requests reach it through the "+
-			"gateway objects (plan --out --gateway) and an endpoint picker %s-epp per engine, which is not rendered", e.Name, e.GPU, len(e.Adapters), e.MaxLoRAs, e.Name))
+			"gateway objects and its endpoint picker %s-epp (both written with plan --out --gateway)", e.Name, e.GPU, len(e.Adapters), e.MaxLoRAs, e.Name))
 		la, vols, mounts := mountAdapterDirs(pe.Adapters, names, dirs, la)
 		base := m.tenants[e.Adapters[0].Tenant]
 		pin := enginePin{node: e.GPU.Node, plan: m.plan.Metadata.Name, where: e.GPU.String(), volumes: vols, mounts: mounts}

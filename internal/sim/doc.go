@@ -122,5 +122,6 @@
 // at start-up. It
 // reports per-adapter p99s, attainment and the tokens the engine computed for each adapter.
 // LoRAFairCaps turns the planner's per-engine adapter shares into per-adapter concurrency caps
-// with the fair allocator (the engine's slots as capacity, weighted DRF over its adapters).
+// with the fair allocator (fair.Split: the engine's slots as capacity, weighted DRF over its
+// adapters); the control plane splits an applied plan's engines among their adapter tenants alike.
 package sim
