@@ -78,9 +78,9 @@
 // be pointed at one instance's daemon: a MIG instance the plan shares by MPS is a Problem (field
 // gpus[i].instances[j].sharing; the way out is policy.kubernetesDeviceAPI: dra, where the DRA
 // driver runs MPS for the claim's instance), handed out as time-slicing references (one per
-// replica) whose pods carry no MPS environment. No rendered pod uses hostIPC, hostPID,
-// hostNetwork, a hostPath volume or a privileged container: every tenant pod passes the Pod
-// Security baseline (TestTenantPodsPassBaseline runs the API server's own checks).
+// replica) whose pods carry no MPS environment. No tenant Deployment's pod (k8s/<tenant>.yaml)
+// uses hostIPC, hostPID, hostNetwork, a hostPath volume or a privileged container: each passes
+// the Pod Security baseline (TestTenantPodsPassBaseline runs the API server's own checks).
 //
 // What the device plugin cannot express is a Problem, never an error, and never rendered as more
 // sharing than planned:
