@@ -74,15 +74,7 @@ func TestPlannedPoolsRenderClean(t *testing.T) {
 		}
 	}
 	for _, f := range []string{"h100x8-mixed.yaml", "h100-7b-exclusive.yaml", "h100-7b-sharing.yaml", "h100-7b-sharing-4.yaml"} {
-		data, err := os.ReadFile(filepath.Join("..", "..", "examples", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pool, err := v1.LoadPool(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		check(f, pool)
+		check(f, examplePool(t, f))
 	}
 	n := 60
 	if testing.Short() {
@@ -93,6 +85,20 @@ func TestPlannedPoolsRenderClean(t *testing.T) {
 		pool := plan.Synthetic(plan.SyntheticOptions{Tenants: 1 + rng.IntN(60), GPUs: 16 + rng.IntN(32), Varied: i%2 == 1}, rng)
 		check(fmt.Sprintf("synthetic pool %d (%d tenants)", i, len(pool.Tenants)), pool)
 	}
+}
+
+// examplePool loads the pool examples/<f>.
+func examplePool(t *testing.T, f string) *v1.Pool {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := v1.LoadPool(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool
 }
 
 func problemsOf(pe *ProblemsError) []Problem {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -88,15 +86,7 @@ func TestTenantPodsPassBaseline(t *testing.T) {
 		cases = append(cases, pp{name, pl, pool})
 	}
 	for _, f := range []string{"h100x8-mixed.yaml", "h100-7b-sharing.yaml", "h100-7b-sharing-4.yaml"} {
-		data, err := os.ReadFile(filepath.Join("..", "..", "examples", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pool, err := v1.LoadPool(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		build(f, pool)
+		build(f, examplePool(t, f))
 	}
 	rng := rand.New(rand.NewPCG(7, 11))
 	for i := range 4 {
