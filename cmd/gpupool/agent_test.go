@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"gpupool.dev/gpupool/internal/agent"
 )
 
 type syncBuffer struct {
@@ -185,6 +187,13 @@ func TestDeployAgentConfig(t *testing.T) {
 		var cm struct {
 			Kind string            `json:"kind"`
 			Data map[string]string `json:"data"`
+			Spec struct {
+				Template struct {
+					Spec struct {
+						HostIPC bool `json:"hostIPC"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
 		}
 		if err := yaml.Unmarshal([]byte(doc), &cm); err != nil {
 			t.Fatal(err)
@@ -192,9 +201,17 @@ func TestDeployAgentConfig(t *testing.T) {
 		if cm.Kind == "ConfigMap" {
 			cfg = cm.Data["agent.yaml"]
 		}
+		if cm.Kind == "DaemonSet" && cm.Spec.Template.Spec.HostIPC {
+			t.Error("the agent's DaemonSet asks for hostIPC, though it runs no MPS daemon on Kubernetes")
+		}
 	}
 	if !strings.Contains(cfg, "stateDir: /var/lib/gpupool\n") {
 		t.Fatalf("the DaemonSet's agent.yaml does not keep its state in the hostPath /var/lib/gpupool:\n%s", cfg)
+	}
+	// On Kubernetes the device plugin (whole GPUs) or the DRA driver (per claim) runs MPS and
+	// hands pods the pipe of the device they got: an agent daemon beside it would fight over the GPU.
+	if c, _, err := agent.ParseConfig([]byte(cfg)); err != nil || c.MPSDaemons != agent.MPSDaemonsCluster {
+		t.Errorf("the DaemonSet's agent.yaml: mpsDaemons %q, want %s (%v)", c.MPSDaemons, agent.MPSDaemonsCluster, err)
 	}
 	dir := t.TempDir()
 	cfg = strings.Replace(cfg, "stateDir: /var/lib/gpupool", "stateDir: "+filepath.Join(dir, "state"), 1)

@@ -11,10 +11,27 @@ import (
 // plugin cannot express.
 const mixedSharingPlan = "../../internal/render/testdata/plan-mixed-sharing.yaml"
 
-// The example plan renders without problems, and every file is written.
+// onDRA copies the pool file at path with policy.kubernetesDeviceAPI set to dra (its policy
+// block must be in block style) and returns the copy's path.
+func onDRA(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, n := strings.Replace(string(b), "\npolicy:\n", "\npolicy:\n  kubernetesDeviceAPI: dra\n", 1), 0
+	if n = strings.Count(s, "kubernetesDeviceAPI: dra"); n != 1 {
+		t.Fatalf("%s: no block-style policy to set kubernetesDeviceAPI in", path)
+	}
+	return writeTemp(t, filepath.Base(path), s)
+}
+
+// The example plan renders without problems on the DRA path (on the device-plugin path its
+// MIG + MPS instance is a problem: the plugin runs no MPS on MIG devices), and every file is
+// written.
 func TestRenderWritesArtifacts(t *testing.T) {
 	dir := t.TempDir()
-	out, errs, code := runCmd(t, "render", validPlan, "--pool", validPool, "--out", dir)
+	out, errs, code := runCmd(t, "render", validPlan, "--pool", onDRA(t, validPool), "--out", dir)
 	if code != exitOK {
 		t.Fatalf("exit %d, want %d; stderr %q", code, exitOK, errs)
 	}
@@ -54,7 +71,7 @@ func TestRenderReportsProblemsExit2(t *testing.T) {
 
 func TestRenderDryRunWritesNothing(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
-	out, _, code := runCmd(t, "render", validPlan, "--pool", validPool, "--out", dir, "--dry-run")
+	out, _, code := runCmd(t, "render", validPlan, "--pool", onDRA(t, validPool), "--out", dir, "--dry-run")
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}

@@ -39,6 +39,12 @@ type Config struct {
 	// Plan, when set, is a gpupool Plan file (relative paths from the config's folder): the GPUs
 	// it lists for Node get their layouts and MPS limits from it (ApplyPlan), unless listed below.
 	Plan string `json:"plan,omitzero"`
+	// MPSDaemons says who runs the node's MPS control daemons: "agent" (the default) runs one per
+	// GPU with an mps block, or per mps GPU of the Plan; "cluster" leaves them to Kubernetes'
+	// NVIDIA device plugin (whole GPUs) or DRA driver (per claim), which hand each pod the pipe
+	// directory of the device it allocated: the agent then runs none, so two daemons never
+	// fight over one GPU, and an mps block is refused.
+	MPSDaemons string `json:"mpsDaemons,omitzero"`
 	// AllowClocks lets the agent lock clocks and set power limits (per GPU below).
 	AllowClocks bool `json:"allowClocks,omitzero"`
 	// Cost is the pool's policy.cost (the same block, copied): with it the agent exports each
@@ -63,6 +69,12 @@ type GPUConfig struct {
 	// PowerLimitWatts sets the power-management limit (energy class), only with AllowClocks.
 	PowerLimitWatts float64 `json:"powerLimitWatts,omitzero"`
 }
+
+// Who runs the node's MPS control daemons (Config.MPSDaemons).
+const (
+	MPSDaemonsAgent   = "agent"
+	MPSDaemonsCluster = "cluster"
+)
 
 // MPSConfig are an MPS daemon's default client limits.
 type MPSConfig struct {
@@ -138,6 +150,11 @@ func (c *Config) Validate() (Settings, error) {
 	if c.Policy.MaxChanges < 0 {
 		bad("policy.maxChanges", "%d is negative", c.Policy.MaxChanges)
 	}
+	switch c.MPSDaemons {
+	case "", MPSDaemonsAgent, MPSDaemonsCluster:
+	default:
+		bad("mpsDaemons", "%q is not %s or %s", c.MPSDaemons, MPSDaemonsAgent, MPSDaemonsCluster)
+	}
 	seen := map[int]bool{}
 	for i, g := range c.GPUs {
 		p := fmt.Sprintf("gpus[%d]", i)
@@ -154,6 +171,9 @@ func (c *Config) Validate() (Settings, error) {
 				bad(p+".layout", "%v", err)
 			}
 			s.Layouts[g.Index] = l
+		}
+		if g.MPS != nil && c.MPSDaemons == MPSDaemonsCluster {
+			bad(p+".mps", "the cluster runs the MPS daemons (mpsDaemons: %s): set the limits in the device plugin's or DRA driver's config", MPSDaemonsCluster)
 		}
 		if g.MPS != nil && (g.MPS.ActiveThreadPercent < 0 || g.MPS.ActiveThreadPercent > 100) {
 			bad(p+".mps.activeThreadPercent", "%d outside 0..100", g.MPS.ActiveThreadPercent)

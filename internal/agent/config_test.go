@@ -45,6 +45,13 @@ engines:
 			t.Errorf("missing %q in:\n%v", want, err)
 		}
 	}
+	_, _, err = ParseConfig([]byte("stateDir: x\nmpsDaemons: cluster\ngpus: [{index: 1, mps: {activeThreadPercent: 50}}]\n"))
+	if err == nil || !strings.Contains(err.Error(), "gpus[0].mps: the cluster runs the MPS daemons") {
+		t.Errorf("an mps block with mpsDaemons cluster: %v", err)
+	}
+	if _, _, err := ParseConfig([]byte("stateDir: x\nmpsDaemons: kubelet\n")); err == nil || !strings.Contains(err.Error(), `mpsDaemons: "kubelet" is not agent or cluster`) {
+		t.Errorf("mpsDaemons kubelet: %v", err)
+	}
 	if _, _, err := ParseConfig([]byte("stateDir: x\nbogus: 1\n")); err == nil || !strings.Contains(err.Error(), "bogus") {
 		t.Errorf("unknown field: %v", err)
 	}

@@ -12,7 +12,8 @@ import (
 // instances become its layout; an mps GPU gets an MPS daemon whose default limits are the
 // smallest of its replicas' (a client that sets no limit of its own then gets the least share
 // any replica was planned with; each replica's own limit is set in its environment by the
-// deployment render writes). GPUs the Config lists itself keep the Config's values. It returns
+// deployment render writes; with mpsDaemons: cluster the cluster runs them and the agent none).
+// GPUs the Config lists itself keep the Config's values. It returns
 // how many GPUs of the node the plan had.
 func ApplyPlan(c *Config, s *Settings, p *v1.Plan) (int, error) {
 	if c.Node == "" {
@@ -46,7 +47,9 @@ func ApplyPlan(c *Config, s *Settings, p *v1.Plan) (int, error) {
 			gc.Layout = l.String()
 			s.Layouts[g.Index] = l
 		case v1.ModeMPS:
-			gc.MPS = mpsDefaults(g.Replicas)
+			if c.MPSDaemons != MPSDaemonsCluster {
+				gc.MPS = mpsDefaults(g.Replicas)
+			}
 		}
 		c.GPUs = append(c.GPUs, gc)
 	}

@@ -33,6 +33,20 @@ func TestApplyPlan(t *testing.T) {
 	if c.GPUs[2].Layout != "1g.10gb@0" {
 		t.Fatalf("gpu 2 overridden: %+v", c.GPUs[2])
 	}
+	// With mpsDaemons: cluster the device plugin or DRA driver runs the mps GPU's daemon: the
+	// agent takes the layouts but starts no daemon of its own on that GPU.
+	c = Config{Node: "n1", MPSDaemons: MPSDaemonsCluster}
+	if _, err := ApplyPlan(&c, &Settings{Layouts: map[int]gpu.Layout{}}, p); err != nil || len(c.GPUs) != 3 {
+		t.Fatalf("cluster: %+v %v", c.GPUs, err)
+	}
+	for _, g := range c.GPUs {
+		if g.MPS != nil {
+			t.Errorf("cluster: gpu %d gets an agent MPS daemon %+v", g.Index, g.MPS)
+		}
+	}
+	if c.GPUs[0].Layout != "3g.40gb@0 3g.40gb@4" {
+		t.Errorf("cluster: gpu 0 layout %q", c.GPUs[0].Layout)
+	}
 	bad := &v1.Plan{GPUs: []v1.PlanGPU{{Node: "n1", Index: 5, Board: "H100-SXM5-80GB", Mode: v1.ModeMIG,
 		Instances: []v1.PlanInstance{{Profile: "4g.40gb", Start: 0}, {Profile: "4g.40gb", Start: 4}}}}}
 	if _, err := ApplyPlan(&Config{Node: "n1"}, &Settings{Layouts: map[int]gpu.Layout{}}, bad); err == nil {

@@ -67,6 +67,13 @@ type Options struct {
 	Log    *slog.Logger
 }
 
+// PipeDir is the pipe directory of the daemon for uuid under dir (Options.Dir): the daemon's
+// CUDA_MPS_PIPE_DIRECTORY, and what each of its clients must set. Every name of it comes from here.
+func PipeDir(dir, uuid string) string { return filepath.Join(dir, uuid, "pipe") }
+
+// LogDir is the log directory (CUDA_MPS_LOG_DIRECTORY) of the daemon for uuid under dir.
+func LogDir(dir, uuid string) string { return filepath.Join(dir, uuid, "log") }
+
 // Supervisor runs and watches daemons.
 type Supervisor struct {
 	opt Options
@@ -147,8 +154,7 @@ func (s *Supervisor) Start(ctx context.Context, d Daemon) error {
 	if d.Limits.PinnedMemory != "" && !memRe.MatchString(d.Limits.PinnedMemory) {
 		return fmt.Errorf("start mps daemon %s: limits.pinnedMemory %q is not like 20G or 512M", d.UUID, d.Limits.PinnedMemory)
 	}
-	base := filepath.Join(s.opt.Dir, d.UUID)
-	dm := &daemon{d: d, pipe: filepath.Join(base, "pipe"), log: filepath.Join(base, "log"), servers: map[int]bool{}, done: make(chan struct{})}
+	dm := &daemon{d: d, pipe: PipeDir(s.opt.Dir, d.UUID), log: LogDir(s.opt.Dir, d.UUID), servers: map[int]bool{}, done: make(chan struct{})}
 	for _, dir := range []string{dm.pipe, dm.log} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("start mps daemon %s: %w", d.UUID, err)

@@ -219,7 +219,7 @@ func TestRefusalRetried(t *testing.T) {
 		defer wg.Done()
 		for ctx.Err() == nil {
 			c := exec.Command(DefaultControl)
-			c.Env = append(os.Environ(), "CUDA_MPS_PIPE_DIRECTORY="+filepath.Join(s.opt.Dir, "GPU-busy", "pipe"))
+			c.Env = append(os.Environ(), "CUDA_MPS_PIPE_DIRECTORY="+PipeDir(s.opt.Dir, "GPU-busy"))
 			c.Stdin = strings.NewReader("get_server_list\n")
 			_ = c.Run()
 		}

@@ -110,7 +110,7 @@ func wantOf(d *device) (want, bool) {
 			n += max(1, r.Limits.TimeSliceReplicas)
 		}
 		return want{stratTS, n}, true
-	case v1.SliceMIGMPS: // references by replication; MPS itself is run by the gpupool agent
+	case v1.SliceMIGMPS: // references by replication: the plugin runs no MPS on MIG devices (checkMIGMPS)
 		return want{stratTS, len(d.replicas)}, true
 	case v1.SliceMPS:
 		return want{stratMPS, len(d.replicas)}, true
@@ -321,6 +321,7 @@ func devicePluginArtifacts(m *model) ([]Artifact, error) {
 	for _, n := range m.nodes {
 		cfg := m.devicePluginConfig(n)
 		m.checkMPSShares(n)
+		m.checkMIGMPS(n)
 		data, err := yaml.Marshal(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("render device-plugin config: node %s: %w", n.name, err)
@@ -331,9 +332,9 @@ func devicePluginArtifacts(m *model) ([]Artifact, error) {
 		head := "# k8s-device-plugin config for node " + n.name + " (key " + n.name + " of ConfigMap " +
 			DevicePluginConfigMap + ").\n"
 		if hasKind(n, v1.SliceMIGMPS) {
-			head += "# MIG instances shared by MPS are handed out as time-slicing references here; the device\n" +
-				"# plugin does not run MPS on MIG devices, so the gpupool agent runs one MPS daemon per\n" +
-				"# instance with the settings in mps/" + n.name + ".yaml.\n"
+			head += "# MIG instances the plan shares by MPS are handed out as time-slicing references here: the\n" +
+				"# device plugin runs no MPS on MIG devices, so their pods share them by time-slicing (see the\n" +
+				"# problems in README.md; the DRA path runs MPS on MIG instances).\n"
 		}
 		out = append(out, Artifact{Path: "device-plugin/" + n.name + ".yaml", Data: append([]byte(head), data...)})
 	}

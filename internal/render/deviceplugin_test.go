@@ -51,13 +51,17 @@ var dpCases = []struct {
 		},
 		ts:        []ReplicatedResource{{"nvidia.com/mig-1g.10gb", 2}},
 		resources: map[string]string{"a": "nvidia.com/mig-1g.10gb.shared", "c": "nvidia.com/gpu"}},
-	{name: "MIG + MPS: references by time-slicing, MPS by the agent",
+	// The plugin runs no MPS on MIG devices: the instances are handed out as time-slicing
+	// references, and each MPS-shared instance is a problem naming its plan field.
+	{name: "MIG + MPS: references by time-slicing, no MPS on this path",
 		edit: func(p *v1.Plan) {
 			mig(p, "n0", 0, inst("3g.40gb", 0, v1.SharingMPS, rep("c", mps(60, 20*v1.GiB)), rep("d", mps(40, 18*v1.GiB))),
 				inst("3g.40gb", 4, v1.SharingMPS, rep("c", mps(50, 19*v1.GiB)), rep("d", mps(50, 19*v1.GiB))))
 		},
 		ts:        []ReplicatedResource{{"nvidia.com/mig-3g.40gb", 2}},
-		resources: map[string]string{"c": "nvidia.com/mig-3g.40gb.shared"}},
+		resources: map[string]string{"c": "nvidia.com/mig-3g.40gb.shared"},
+		problems: []string{"node n0: nvidia.com/mig-3g.40gb: gpus[0].instances[0].sharing: GPU 0 instance 3g.40gb@0 is shared by MPS among 2 replicas, but the device plugin runs no MPS on MIG devices",
+			"node n0: nvidia.com/mig-3g.40gb: gpus[0].instances[1].sharing: GPU 0 instance 3g.40gb@4 is shared by MPS"}},
 	{name: "whole-GPU MPS within the equal share",
 		edit: func(p *v1.Plan) {
 			// 81559 MiB / 2 = 40779 MiB and 100 / 2 = 50% per client; 30Gi = 30720 MiB fits.
@@ -106,8 +110,9 @@ var dpCases = []struct {
 			mig(p, "n0", 0, inst("3g.40gb", 0, v1.SharingMPS, rep("c", mps(50, 19*v1.GiB)), rep("d", mps(50, 19*v1.GiB))),
 				inst("3g.40gb", 4, v1.SharingMPS, rep("e", mps(50, 19*v1.GiB)), rep("f", mps(50, 19*v1.GiB))))
 		},
-		ts:       []ReplicatedResource{{"nvidia.com/mig-3g.40gb", 2}},
-		problems: []string{"node n0: nvidia.com/mig-3g.40gb: the plan shares 2 devices among different tenants (c,d | e,f)"}},
+		ts: []ReplicatedResource{{"nvidia.com/mig-3g.40gb", 2}},
+		problems: []string{"gpus[0].instances[0].sharing: GPU 0 instance 3g.40gb@0 is shared by MPS", "gpus[0].instances[1].sharing: GPU 0 instance 3g.40gb@4 is shared by MPS",
+			"node n0: nvidia.com/mig-3g.40gb: the plan shares 2 devices among different tenants (c,d | e,f)"}},
 }
 
 // TestDevicePluginConfigs checks each node's sharing section against the k8s-device-plugin

@@ -69,10 +69,18 @@
 // sum over the device's replicas of max(1, limits.timeSliceReplicas); for MPS the replicas. Pods
 // always request one reference.
 //
-// MIG instances shared by MPS: the device plugin does not run MPS on MIG devices, so such an
-// instance is handed out as time-slicing references (one per replica, for Kubernetes' accounting)
-// while the gpupool agent runs one MPS control daemon per instance with the settings in
-// mps/<node>.yaml; the pods mount that daemon's pipe directory and run with hostIPC.
+// MPS on the device-plugin path is the plugin's own: for whole GPUs (migStrategy none) its
+// control daemon runs per resource, and its Allocate hands the container
+// CUDA_MPS_PIPE_DIRECTORY and bind mounts of that daemon's pipe directory and shared memory
+// (k8s-device-plugin internal/plugin/mps.go updateReponse), so the pods need neither hostIPC nor
+// a hostPath volume. The plugin runs no MPS on MIG devices (getMPSOptions: "sharing using MPS is
+// not supported for MIG devices"), and it hands a pod any instance of the profile, so no pod can
+// be pointed at one instance's daemon: a MIG instance the plan shares by MPS is a Problem (field
+// gpus[i].instances[j].sharing; the way out is policy.kubernetesDeviceAPI: dra, where the DRA
+// driver runs MPS for the claim's instance), handed out as time-slicing references (one per
+// replica) whose pods carry no MPS environment. No tenant Deployment's pod (k8s/<tenant>.yaml)
+// uses hostIPC, hostPID, hostNetwork, a hostPath volume or a privileged container: each passes
+// the Pod Security baseline (TestTenantPodsPassBaseline runs the API server's own checks).
 //
 // What the device plugin cannot express is a Problem, never an error, and never rendered as more
 // sharing than planned:
@@ -96,13 +104,13 @@
 //
 // # MPS settings
 //
-// Per MPS domain (a whole GPU in mode mps, or a MIG instance with sharing mps): who runs the
-// daemon, its pipe and log directories (agent daemons: under /run/nvidia-mps/gpupool and
-// /var/log/nvidia-mps/gpupool, one per instance), the defaults and the nvidia-cuda-mps-control
-// commands (`set_default_active_thread_percentage P`, `set_default_device_pinned_mem_limit D NM`,
+// Per MPS domain the daemon's runner serves (a whole GPU in mode mps; on the DRA path also a MIG
+// instance with sharing mps): who runs the daemon (k8s-device-plugin or k8s-dra-driver-gpu; it
+// hands each container the pipe directory of the device it allocated, so no artifact names one),
+// the defaults and the nvidia-cuda-mps-control commands (`set_default_active_thread_percentage P`, `set_default_device_pinned_mem_limit D NM`,
 // which affect the next server spawned), and per client the environment that applies its own
 // limits (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=NM"; client
-// settings can only lower the server's, so an agent daemon's defaults are the largest client
+// settings can only lower the server's, so the DRA driver's daemon's defaults are the largest client
 // limits). Memory limits are whole MiB rounded down. Inside a MIG instance the device is 0.
 //
 // # vLLM

@@ -18,8 +18,8 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 const goldenDir = "testdata/golden"
 
 // allModesPlan is a hand-built plan with every slice kind, each on a node of its own kind so the
-// device plugin can express all of it: n0 exclusive + MIG, n1 time-sliced GPUs, n2 whole-GPU MPS,
-// n3 MIG time-slicing and MIG + MPS.
+// device plugin can express all of it but MIG + MPS (it runs no MPS on MIG devices: one problem):
+// n0 exclusive + MIG, n1 time-sliced GPUs, n2 whole-GPU MPS, n3 MIG time-slicing and MIG + MPS.
 func allModesPlan(t tb) (*v1.Plan, *v1.Pool) {
 	pool := newPool(t, h100, []int{2, 2, 1, 2},
 		tenantSpec{"api", "acme/web", v1.IsolationHard}, tenantSpec{"batch", "acme/web", v1.IsolationSoft},
@@ -107,13 +107,26 @@ func compareGolden(t *testing.T, dir string, files map[string][]byte) {
 	}
 }
 
-// TestAllModesClean: the all-modes plan renders without problems, and each node shares what it should.
+// onlyMIGMPS fails unless every problem err carries is the device-plugin path's MIG + MPS one.
+func onlyMIGMPS(t *testing.T, plan *v1.Plan, err error) {
+	t.Helper()
+	var pe *ProblemsError
+	if err != nil && !errors.As(err, &pe) {
+		t.Fatalf("Artifacts: %v", err)
+	}
+	for _, p := range problemsOf(pe) {
+		if !migMPSProblem(plan, p) {
+			t.Errorf("problem: %s", p)
+		}
+	}
+}
+
+// TestAllModesClean: the all-modes plan renders without problems but its MIG + MPS instance's
+// (the device plugin runs no MPS on MIG devices), and each node shares what it should.
 func TestAllModesClean(t *testing.T) {
 	plan, pool := allModesPlan(t)
 	arts, err := Artifacts(plan, pool)
-	if err != nil {
-		t.Fatalf("Artifacts: %v", err)
-	}
+	onlyMIGMPS(t, plan, err)
 	files := artifactMap(arts)
 	// n1: GPU 0 takes 1 + 1 + 2 = 4 references, GPU 1 takes 2 + 2 = 4.
 	if c := decodeDP(t, files["device-plugin/n1.yaml"]); c.Sharing == nil || c.Sharing.TimeSlicing == nil ||
@@ -138,27 +151,32 @@ func TestAllModesClean(t *testing.T) {
 // TestFixtureHasNoProblems: the schema's example plan is deployable as written: its MPS-shared
 // instance (4g.40gb on gpu-node-a/4) is the only device of its resource on the node, so the
 // node's device-plugin config hands out exactly that resource as 2 references per device (by
-// time-slicing: the plugin's own MPS does not run inside MIG instances; the agent runs MPS there).
+// time-slicing: the plugin runs no MPS on MIG instances, the one problem on that path). On the
+// DRA path, which runs MPS on the instance, there is no problem at all.
 func TestFixtureHasNoProblems(t *testing.T) {
 	plan, pool := loadFixture(t)
 	arts, err := Artifacts(plan, pool)
-	if err != nil {
-		t.Fatalf("Artifacts: %v", err)
-	}
+	onlyMIGMPS(t, plan, err)
 	files := artifactMap(arts)
 	c := decodeDP(t, files["device-plugin/gpu-node-a.yaml"])
 	if c.Sharing == nil || c.Sharing.MPS != nil || c.Sharing.TimeSlicing == nil ||
 		!slices.Equal(c.Sharing.TimeSlicing.Resources, []ReplicatedResource{{"nvidia.com/mig-4g.40gb", 2}}) {
 		t.Errorf("gpu-node-a sharing %+v, want nvidia.com/mig-4g.40gb × 2 by time-slicing", c.Sharing)
 	}
-	if bytes.Contains(files["README.md"], []byte("## Problems")) {
+	pool.Policy.KubernetesDeviceAPI = v1.DeviceAPIDRA
+	arts, err = Artifacts(plan, pool)
+	if err != nil {
+		t.Fatalf("Artifacts (dra): %v", err)
+	}
+	if bytes.Contains(artifactMap(arts)["README.md"], []byte("## Problems")) {
 		t.Error("README.md lists problems for a deployable plan")
 	}
 }
 
 // TestMixedSharingProblem: plan-mixed-sharing.yaml keeps two unshared 3g.40gb instances (GPU 3)
 // and an MPS-shared 3g.40gb instance (GPU 4) on one node; the device plugin shares all devices of
-// a resource on a node alike, so that is the one problem, and nothing is shared.
+// a resource on a node alike, so that is the one problem beside the MIG + MPS one (the plugin runs
+// no MPS on MIG devices), and nothing is shared.
 func TestMixedSharingProblem(t *testing.T) {
 	plan, pool := loadMixedSharing(t)
 	arts, err := Artifacts(plan, pool)
@@ -166,7 +184,8 @@ func TestMixedSharingProblem(t *testing.T) {
 	if !errors.As(err, &pe) {
 		t.Fatalf("want a *ProblemsError, got %v", err)
 	}
-	if len(pe.Problems) != 1 || pe.Problems[0].Node != "gpu-node-a" || pe.Problems[0].Resource != "nvidia.com/mig-3g.40gb" {
+	if len(pe.Problems) != 2 || pe.Problems[0].Node != "gpu-node-a" || pe.Problems[0].Resource != "nvidia.com/mig-3g.40gb" ||
+		pe.Problems[0].Field != "" || !migMPSProblem(plan, pe.Problems[1]) {
 		t.Fatalf("problems = %+v", pe.Problems)
 	}
 	files := artifactMap(arts)

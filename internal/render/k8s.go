@@ -76,13 +76,15 @@ func (m *model) groups(tenant string, rs []placedReplica) []*group {
 	t := m.tenants[tenant]
 	for k, pr := range rs {
 		g := &group{tenant: tenant, kind: pr.d.kind, resource: pr.d.resource(), count: pr.count(), args: vllmArgs(t, rs, k), env: replicaEnv(pr)}
-		if m.dra() {
+		switch {
+		case m.dra() && pr.d.shared():
 			// The DRA driver runs the MPS daemon of a claim and hands its pipe to the pod; the
 			// pods of a shared device all reference that device's claim.
-			delete(g.env, "CUDA_MPS_PIPE_DIRECTORY")
-			if pr.d.shared() {
-				g.claim = draClaimName(pr.d)
-			}
+			g.claim = draClaimName(pr.d)
+		case !m.dra() && pr.d.kind == v1.SliceMIGMPS:
+			// No MPS daemon serves a MIG instance on the device-plugin path (a Problem): the pods
+			// share the instance by time-slicing, where MPS client limits mean nothing.
+			g.env = nil
 		}
 		i := slices.IndexFunc(out, func(o *group) bool { return o.key() == g.key() })
 		if i < 0 {
@@ -230,14 +232,10 @@ func (m *model) podSpec(g *group, hosts []string) corev1.PodSpec {
 			spec.NodeSelector = map[string]string{LabelPool: p}
 		}
 	}
-	if pipe := g.env["CUDA_MPS_PIPE_DIRECTORY"]; pipe != "" {
-		// MPS clients talk to the instance's daemon through its pipe directory and shared memory.
-		hp := corev1.HostPathDirectory
-		spec.HostIPC = true
-		spec.Volumes = []corev1.Volume{{Name: "mps-pipe", VolumeSource: corev1.VolumeSource{
-			HostPath: &corev1.HostPathVolumeSource{Path: pipe, Type: &hp}}}}
-		c.VolumeMounts = []corev1.VolumeMount{{Name: "mps-pipe", MountPath: pipe}}
-	}
+	// No hostIPC and no hostPath: whoever runs a device's MPS daemon hands its pipe directory and
+	// shared memory to the container of the device it allocated (the device plugin's Allocate for
+	// whole GPUs, the DRA driver's CDI edits for a claim), so every pod passes the Pod Security
+	// baseline.
 	// vllmContainerDefaults mounts a memory-backed /dev/shm, which tensor-parallel workers need too.
 	vllmContainerDefaults(&c, &spec)
 	spec.Containers = []corev1.Container{c}

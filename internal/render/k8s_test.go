@@ -30,11 +30,10 @@ var fixtureDeployments = map[string][]deployWant{
 	// code-complete: two 3g.40gb; --model from the catalog; 38Gi / 40448 MiB = 0.962 → 0.96.
 	"code-complete": {{name: "code-complete-mig-3g-40gb", resource: "nvidia.com/mig-3g.40gb", pool: PoolMIGShared, replicas: 2,
 		args: []string{"--model", "Qwen/Qwen2.5-14B", "--gpu-memory-utilization", "0.96"}}},
-	// docs-qa: MPS inside 4g.40gb@0: 20Gi = 20480M pinned, 50% SMs; 20Gi / 40448 MiB = 0.506 → 0.50.
+	// docs-qa: MPS inside 4g.40gb@0, 20Gi / 40448 MiB = 0.506 → 0.50. The device plugin runs no MPS
+	// on MIG devices, so the pod shares the instance by time-slicing: no MPS environment at all.
 	"docs-qa": {{name: "docs-qa-mig-4g-40gb-mps", resource: "nvidia.com/mig-4g.40gb.shared", pool: PoolMIGShared, replicas: 1,
-		args: []string{"--model", "/models/Qwen2.5-7B-Instruct", "--gpu-memory-utilization", "0.50"},
-		env: map[string]string{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=20480M",
-			"CUDA_MPS_PIPE_DIRECTORY": MPSRoot + "/gpu4-4g.40gb-0"}}},
+		args: []string{"--model", "/models/Qwen2.5-7B-Instruct", "--gpu-memory-utilization", "0.50"}, env: map[string]string{}}},
 }
 
 // TestDeploymentsFixture decodes every Deployment of the example plan with the k8s.io/api types
@@ -84,9 +83,10 @@ func TestDeploymentsFixture(t *testing.T) {
 					t.Errorf("%s: env %s = %q, want %q", tenant, k, env[k], v)
 				}
 			}
-			pipeMounted := slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.HostPath != nil })
-			if w.env["CUDA_MPS_PIPE_DIRECTORY"] != "" && (!spec.HostIPC || !pipeMounted) {
-				t.Errorf("%s: an MPS client needs hostIPC and the pipe directory mounted", tenant)
+			for k := range env {
+				if _, ok := w.env[k]; w.env != nil && !ok && strings.HasPrefix(k, "CUDA_MPS_") {
+					t.Errorf("%s: env %s = %q, want none", tenant, k, env[k])
+				}
 			}
 		}
 	}
@@ -180,11 +180,32 @@ func TestPoolMapSVG(t *testing.T) {
 	}
 }
 
-// TestMPSFile: the agent's daemon for an MPS-shared instance takes the largest client limits as
-// its defaults; each client lowers them through its environment.
+// TestMPSFile: on the DRA path the driver's daemon for an MPS-shared instance takes the largest
+// client limits as its defaults; each client lowers them through its environment, and nothing
+// names a pipe directory (the driver injects its own). On the device-plugin path no daemon serves
+// the instance: no MPS file, and a problem naming the plan's field and the way out.
 func TestMPSFile(t *testing.T) {
 	plan, pool := loadFixture(t)
-	arts, _ := Artifacts(plan, pool)
+	arts, err := Artifacts(plan, pool)
+	if _, ok := artifactMap(arts)["mps/gpu-node-a.yaml"]; ok {
+		t.Errorf("device-plugin path: an MPS file for a MIG instance no daemon serves")
+	}
+	var pe *ProblemsError
+	if !errors.As(err, &pe) {
+		t.Fatalf("device-plugin path: want a *ProblemsError, got %v", err)
+	}
+	i := slices.IndexFunc(pe.Problems, func(p Problem) bool { return p.Field != "" })
+	if i < 0 {
+		t.Fatalf("device-plugin path: no MIG+MPS problem in %v", pe.Problems)
+	}
+	p := pe.Problems[i]
+	if p.Node != "gpu-node-a" || p.Resource != "nvidia.com/mig-4g.40gb" || !strings.Contains(p.Message, "policy.kubernetesDeviceAPI: dra") ||
+		plan.GPUs[4].Index != 4 || p.Field != "gpus[4].instances[0].sharing" || plan.GPUs[4].Instances[0].Sharing.Mode != v1.SharingMPS {
+		t.Errorf("device-plugin path: problem %+v", p)
+	}
+
+	pool.Policy.KubernetesDeviceAPI = v1.DeviceAPIDRA
+	arts, _ = Artifacts(plan, pool)
 	var f MPSNode
 	if err := yaml.UnmarshalStrict(artifactMap(arts)["mps/gpu-node-a.yaml"], &f); err != nil {
 		t.Fatal(err)
@@ -195,10 +216,10 @@ func TestMPSFile(t *testing.T) {
 	d := f.Daemons[0]
 	// docs-qa 20Gi = 20480 MiB, eval-batch 18Gi = 18432 MiB: the default is the larger.
 	wantCmds := []string{"set_default_active_thread_percentage 50", "set_default_device_pinned_mem_limit 0 20480M"}
-	if d.ManagedBy != ManagedByAgent || d.Instance != "4g.40gb@0" || d.GPU != 4 || strings.Join(d.Commands, "|") != strings.Join(wantCmds, "|") {
+	if d.ManagedBy != ManagedByDRADriver || d.Instance != "4g.40gb@0" || d.GPU != 4 || strings.Join(d.Commands, "|") != strings.Join(wantCmds, "|") {
 		t.Errorf("daemon = %+v", d)
 	}
-	if len(d.Clients) != 2 || d.Clients[1].Env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] != "0=18432M" {
+	if len(d.Clients) != 2 || d.Clients[1].Env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] != "0=18432M" || d.Clients[1].Env["CUDA_MPS_PIPE_DIRECTORY"] != "" {
 		t.Errorf("clients = %+v", d.Clients)
 	}
 }

@@ -19,7 +19,7 @@ func describe(path string) string {
 	case strings.HasPrefix(path, "device-plugin/"):
 		return "k8s-device-plugin config of one node (also in the ConfigMap)"
 	case strings.HasPrefix(path, "mps/"):
-		return "MPS daemons of one node: pipe directory, default active-thread percentage and pinned-memory limit, control commands, per-client environment"
+		return "MPS daemons of one node: who runs each, default active-thread percentage and pinned-memory limit, control commands, per-client environment"
 	case strings.HasPrefix(path, "vllm/"):
 		return "vLLM arguments and environment of every replica of one tenant"
 	case path == "dra/shared.yaml":
@@ -68,8 +68,10 @@ func readmeArtifact(m *model, arts []Artifact) Artifact {
 		fmt.Fprintf(&b, "   - `kubectl label node %s %s=%s %s=%s %s=%s --overwrite`\n", n.name,
 			LabelMigConfig, n.migConfig, LabelDeviceConfig, n.dpConfig, LabelPool, n.pool)
 	}
-	b.WriteString(`4. Start the MPS daemons of ` + "`mps/`" + ` marked ` + "`" + ManagedByAgent + "`" + ` (the device plugin does not
-   run MPS on MIG devices); whole-GPU MPS is run by the device plugin itself.
+	b.WriteString(`4. Nothing to start for MPS: the device plugin runs whole-GPU MPS itself and hands each pod the
+   pipe directory of the GPU it allocated (` + "`mps/`" + ` shows the settings). It runs no MPS on MIG
+   devices, so MIG instances the plan shares by MPS are a problem below on this path; with
+   ` + "`policy.kubernetesDeviceAPI: dra`" + ` NVIDIA's DRA driver runs MPS per claim (` + "`dra/shared.yaml`" + `).
 5. ` + "`kubectl apply -f k8s/ -n <namespace>`" + `. Each Deployment asks for one device-plugin resource per pod
    (` + "`nvidia.com/gpu`" + `, ` + "`nvidia.com/mig-<profile>`" + `, or ` + "`.shared`" + ` for time-sliced and MPS-shared devices, since
    the configs set ` + "`renameByDefault: true`" + `) and is pinned to the plan's nodes.

@@ -25,6 +25,8 @@ type Problem struct {
 	Node string
 	// Resource is the Kubernetes resource name concerned, when there is one.
 	Resource string
+	// Field is the plan's field path concerned (gpus[2].instances[0].sharing), when there is one.
+	Field string
 	// Message says what cannot be expressed and what the artifacts do instead.
 	Message string
 }
@@ -36,6 +38,9 @@ func (p Problem) String() string {
 	}
 	if p.Resource != "" {
 		b.WriteString(p.Resource + ": ")
+	}
+	if p.Field != "" {
+		b.WriteString(p.Field + ": ")
 	}
 	b.WriteString(p.Message)
 	return b.String()
@@ -105,6 +110,7 @@ type node struct {
 
 type gpuModel struct {
 	plan    v1.PlanGPU
+	at      int // the GPU's index in plan.gpus, for field paths
 	board   *gpu.Board
 	devices []*device // one per non-MIG GPU, one per MIG instance
 }
@@ -171,7 +177,7 @@ func build(plan *v1.Plan, pool *v1.Pool) (*model, error) {
 		m.tenants[t.Name] = t
 	}
 	byName := map[string]*node{}
-	for _, g := range plan.GPUs {
+	for i, g := range plan.GPUs {
 		b, err := gpu.Lookup(g.Board)
 		if err != nil {
 			return nil, fmt.Errorf("render artifacts: gpu %s/%d: %w", g.Node, g.Index, err)
@@ -182,7 +188,9 @@ func build(plan *v1.Plan, pool *v1.Pool) (*model, error) {
 			byName[g.Node] = n
 			m.nodes = append(m.nodes, n)
 		}
-		n.gpus = append(n.gpus, newGPUModel(g, b))
+		gm := newGPUModel(g, b)
+		gm.at = i
+		n.gpus = append(n.gpus, gm)
 	}
 	sort.Slice(m.nodes, func(i, j int) bool { return m.nodes[i].name < m.nodes[j].name })
 	for _, n := range m.nodes {

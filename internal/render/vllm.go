@@ -173,11 +173,8 @@ func vllmArtifacts(m *model) ([]Artifact, error) {
 
 // replicaEnv is the MPS client environment of a replica on an MPS slice, else nil.
 func replicaEnv(pr placedReplica) map[string]string {
-	switch pr.d.kind {
-	case v1.SliceMIGMPS:
-		return mpsEnv(mpsDaemon(pr.d).PipeDirectory, pr.r.Limits)
-	case v1.SliceMPS:
-		return mpsEnv("", pr.r.Limits)
+	if pr.d.kind == v1.SliceMPS || pr.d.kind == v1.SliceMIGMPS {
+		return mpsEnv(pr.r.Limits)
 	}
 	return nil
 }
