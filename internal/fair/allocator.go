@@ -780,6 +780,9 @@ func (a *Allocator) Clone() *Allocator {
 		n := c.addTenantRec(t.cfg)
 		n.steady = append([]taskRec(nil), t.steady...)
 		n.leases = append([]leaseRec(nil), t.leases...)
+		if t.classN != nil { // the class counts go with the tasks (nil: the tenant has no classes)
+			n.classN = append([]int(nil), t.classN...)
+		}
 		n.pending, n.retryAt, n.resRetryAt, n.minRunWait = t.pending, t.retryAt, t.resRetryAt, t.minRunWait
 		n.hist = t.hist
 	}

@@ -2,6 +2,7 @@ package fair
 
 import (
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -555,5 +556,32 @@ func TestReplicaClasses(t *testing.T) {
 		Classes: []ReplicaClass{{Name: "x", Replicas: 1}, {Name: "x", Replicas: 0}}}}}); err == nil ||
 		!strings.Contains(err.Error(), `classes[1].name: "x" must be non-empty and unique`) || !strings.Contains(err.Error(), "classes[1].replicas: 0") {
 		t.Errorf("bad classes: %v", err)
+	}
+}
+
+// TestCloneKeepsReplicaClasses: a clone releases and grants by the same classes as the
+// original (the clone once lost its class counts and released the newest task instead of the
+// least important one).
+func TestCloneKeepsReplicaClasses(t *testing.T) {
+	a, err := New(Config{Capacity: Vector{"gpu": 6}, Tenants: []Tenant{
+		{Name: "A", Task: Vector{"gpu": 1}, Demand: 6, Classes: []ReplicaClass{{Name: "critical", Replicas: 2}, {Name: "normal", Replicas: 2}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustStep(t)(a.Recompute(t0))
+	c := a.Clone()
+	for i, tr := range a.tenants {
+		if got := c.tenants[i].classN; !reflect.DeepEqual(got, tr.classN) {
+			t.Fatalf("tenant %s: clone's class counts %v, original's %v", tr.cfg.Name, got, tr.classN)
+		}
+	}
+	for i, n := range []int{3, 5, 1, 6} {
+		at := t0.Add(time.Duration(i+1) * time.Minute)
+		want := mustStep(t)(a.SetDemand(at, "A", n))
+		got := mustStep(t)(c.SetDemand(at, "A", n))
+		if !reflect.DeepEqual(want.Clone(), got.Clone()) {
+			t.Fatalf("demand %d: clone decided %v, original %v", n, got.Items, want.Items)
+		}
 	}
 }
