@@ -235,9 +235,9 @@ func LoRAReadme(namespace, gateway string, plans []plan.LoRAPlan, names map[stri
 		"Inference Extension CRDs and the Gateway exist:\n\n```sh\nkubectl apply -f k8s/ -f gateway/\n```\n\n")
 	b.WriteString("A Secret `" + HFTokenSecret + "` with key `" + HFTokenKey + "` in the namespace, when present, gives the pods a\n" +
 		"Hugging Face token for gated models and adapters. An adapter given by `volume` is mounted\n" +
-		"read-only from its PersistentVolumeClaim at `" + AdapterMountRoot + "/NAME` (the claim must allow every engine's node to\n" +
-		"mount it, ReadOnlyMany or ReadWriteMany); one given by `repo` is downloaded by vLLM. Nothing is mounted\n" +
-		"from the node, so the pods pass the Pod Security baseline.\n\n")
+		"read-only from its PersistentVolumeClaim at `" + AdapterMountRoot + "/NAME` (the claim must let every\n" +
+		"engine's node mount it: ReadOnlyMany or ReadWriteMany); one given by `repo` is downloaded by\n" +
+		"vLLM. Nothing is mounted from the node, so the pods pass the Pod Security baseline.\n\n")
 	b.WriteString("| group | engine | adapters | req/s | --max-loras | --max-lora-rank | --max-cpu-loras |\n|---|---|---|---|---|---|---|\n")
 	for _, p := range plans {
 		for _, e := range p.Engines {
