@@ -141,7 +141,9 @@ func LoRAModuleArgs(e plan.LoRAEngine, name, path map[string]string) (llm.LoRAAr
 // Face token and memory-backed /dev/shm as the plan's Deployments, and the arguments
 // --model <base> followed by the engine's LoRA flags (LoRAModuleArgs). Its pods carry
 // LoRAEngineLabel with the engine's name, which the engine's InferencePool (LoRAGateway)
-// selects. One multi-document YAML per engine, in the plan's engine order.
+// selects. One multi-document YAML per engine, in the plan's engine order. Adapters on a volume
+// are mounted (mountAdapters); each adapter given by a dir alone is a Problem, returned in a
+// *ProblemsError beside the complete artifacts.
 func LoRAEngineDeployments(in LoRAEnginesInput) ([]Artifact, error) {
 	if in.Namespace == "" || len(in.Plan.Engines) == 0 {
 		return nil, errors.New("render lora engines: a namespace and at least one engine are required")
