@@ -218,13 +218,29 @@ type Adapter struct {
 	// 1-128 letters, digits, '-', '_' or '.', starting with a letter or digit; unique in the pool.
 	Name string `json:"name"`
 	// Dir is a Hugging Face PEFT folder (adapter_config.json and adapter_model.safetensors);
-	// rank, target modules and size are read from it. Exactly one of Dir and Repo is set.
+	// rank, target modules and size are read from it. At most one of Dir and Repo is set, and
+	// one of Dir, Repo and Volume.
 	Dir string `json:"dir,omitzero"`
-	// Repo is the adapter's Hugging Face repository, "owner/name".
+	// Repo is the adapter's Hugging Face repository, "owner/name"; vLLM downloads it.
 	Repo string `json:"repo,omitzero"`
-	// Rank is the adapter's LoRA rank r, 1-512: required with repo; with dir, when set, it must
-	// agree with adapter_config.json.
+	// Volume, when set, is where an engine's pods find the adapter: a PersistentVolumeClaim
+	// mounted read-only. With Dir, Dir is a copy gpupool reads the adapter from; alone, Rank is
+	// required. Not with Repo.
+	Volume *AdapterVolume `json:"volume,omitzero"`
+	// Rank is the adapter's LoRA rank r, 1-512: required with repo or a volume without dir; with
+	// dir, when set, it must agree with adapter_config.json.
 	Rank int `json:"rank,omitzero"`
+}
+
+// AdapterVolume is a PersistentVolumeClaim, in the engines' namespace, that holds an adapter's
+// PEFT folder. Engines on different nodes mount the same claim, so it needs an access mode that
+// allows that (ReadOnlyMany or ReadWriteMany).
+type AdapterVolume struct {
+	// ClaimName is the claim's name, a DNS-1123 subdomain.
+	ClaimName string `json:"claimName"`
+	// SubPath is the adapter's folder inside the claim, relative, without "..". Empty: the claim's
+	// root.
+	SubPath string `json:"subPath,omitzero"`
 }
 
 // Traffic is a tenant's offered load.

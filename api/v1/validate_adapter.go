@@ -2,6 +2,8 @@ package v1
 
 import (
 	"regexp"
+	"slices"
+	"strings"
 )
 
 // MaxAdapterRank is the largest LoRA rank an engine serves (vLLM's --max-lora-rank choices end
@@ -34,18 +36,44 @@ func (c *poolChecker) checkAdapter(p string, a Adapter) {
 		}
 	}
 	switch {
-	case a.Dir == "" && a.Repo == "":
-		c.errs.add(p, "set exactly one of dir or repo (got neither)")
+	case a.Dir == "" && a.Repo == "" && a.Volume == nil:
+		c.errs.add(p, "set one of dir, repo or volume (got none)")
 	case a.Dir != "" && a.Repo != "":
-		c.errs.add(p, "set exactly one of dir or repo (got both)")
+		c.errs.add(p, "set at most one of dir or repo (got both)")
 	}
 	if a.Repo != "" && !hfRepoRE.MatchString(a.Repo) {
 		c.errs.add(field(p, "repo"), "must be a Hugging Face repository id, \"owner/name\" (got %q)", a.Repo)
 	}
+	if v := a.Volume; v != nil {
+		vp := field(p, "volume")
+		if a.Repo != "" {
+			c.errs.add(vp, "not with repo: vLLM downloads a repo itself (give the volume with dir, or alone with rank)")
+		}
+		checkName(&c.errs, field(vp, "claimName"), v.ClaimName, true)
+		if why := badSubPath(v.SubPath); why != "" {
+			c.errs.add(field(vp, "subPath"), "%s (got %q)", why, v.SubPath)
+		}
+	}
 	switch {
 	case a.Rank < 0 || a.Rank > MaxAdapterRank:
 		c.errs.add(field(p, "rank"), "must be between 1 and %d (got %d)", MaxAdapterRank, a.Rank)
-	case a.Rank == 0 && a.Repo != "" && a.Dir == "":
-		c.errs.add(field(p, "rank"), "required with repo (the rank sizes the engine's adapter slots)")
+	case a.Rank == 0 && a.Dir == "" && (a.Repo != "" || a.Volume != nil):
+		c.errs.add(field(p, "rank"), "required with repo or a volume without dir (the rank sizes the engine's adapter slots)")
 	}
+}
+
+// badSubPath says why s cannot be a volume mount's subPath (Kubernetes refuses an absolute one
+// and one with a ".." element), or "".
+func badSubPath(s string) string {
+	switch {
+	case strings.HasPrefix(s, "/"):
+		return "must be relative to the claim's root"
+	case slices.Contains(strings.Split(s, "/"), ".."):
+		return "must not contain a \"..\" element"
+	case strings.ContainsAny(s, "\\\x00\n"):
+		return "must not contain a backslash, NUL or newline"
+	case len(s) > 4096:
+		return "must be at most 4096 characters"
+	}
+	return ""
 }

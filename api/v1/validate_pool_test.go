@@ -131,15 +131,31 @@ func TestValidatePoolRules(t *testing.T) {
 		{"adapter from a folder without rank", func(p *Pool) { p.Tenants[4].Model.Adapter = &Adapter{Name: "a", Dir: "adapters/a"} }, ``},
 		{"adapter everything wrong", func(p *Pool) {
 			p.Tenants[4].Model.Adapter = &Adapter{Name: "-x y", Dir: "d", Repo: "no slash", Rank: 1024}
-		}, `tenants[4].model.adapter: set exactly one of dir or repo (got both)
+		}, `tenants[4].model.adapter: set at most one of dir or repo (got both)
 tenants[4].model.adapter.name: must be 1-128 letters, digits, '-', '_' or '.', starting with a letter or digit (got "-x y")
 tenants[4].model.adapter.rank: must be between 1 and 512 (got 1024)
 tenants[4].model.adapter.repo: must be a Hugging Face repository id, "owner/name" (got "no slash")`},
 		{"adapter without source or name", func(p *Pool) { p.Tenants[4].Model.Adapter = &Adapter{} },
-			`tenants[4].model.adapter: set exactly one of dir or repo (got neither)
+			`tenants[4].model.adapter: set one of dir, repo or volume (got none)
 tenants[4].model.adapter.name: required`},
 		{"adapter repo needs rank", func(p *Pool) { p.Tenants[4].Model.Adapter = &Adapter{Name: "a", Repo: "o/a"} },
-			`tenants[4].model.adapter.rank: required with repo (the rank sizes the engine's adapter slots)`},
+			`tenants[4].model.adapter.rank: required with repo or a volume without dir (the rank sizes the engine's adapter slots)`},
+		{"adapter on a volume", func(p *Pool) {
+			p.Tenants[4].Model.Adapter = &Adapter{Name: "a", Volume: &AdapterVolume{ClaimName: "lora-adapters", SubPath: "acme/a"}, Rank: 16}
+		}, ``},
+		{"adapter folder mounted from a volume", func(p *Pool) {
+			p.Tenants[4].Model.Adapter = &Adapter{Name: "a", Dir: "/srv/peft/a", Volume: &AdapterVolume{ClaimName: "lora-adapters"}}
+		}, ``},
+		{"adapter volume wrong", func(p *Pool) {
+			p.Tenants[4].Model.Adapter = &Adapter{Name: "a", Repo: "o/a", Rank: 8, Volume: &AdapterVolume{ClaimName: "Adapters", SubPath: "x/../../etc"}}
+		}, `tenants[4].model.adapter.volume: not with repo: vLLM downloads a repo itself (give the volume with dir, or alone with rank)
+tenants[4].model.adapter.volume.claimName: must be a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', each dot-separated part starting and ending with a letter or digit, at most 253 characters (got "Adapters")
+tenants[4].model.adapter.volume.subPath: must not contain a ".." element (got "x/../../etc")`},
+		{"adapter volume needs a claim, a relative subPath and a rank", func(p *Pool) {
+			p.Tenants[4].Model.Adapter = &Adapter{Name: "a", Volume: &AdapterVolume{SubPath: "/abs"}}
+		}, `tenants[4].model.adapter.rank: required with repo or a volume without dir (the rank sizes the engine's adapter slots)
+tenants[4].model.adapter.volume.claimName: required
+tenants[4].model.adapter.volume.subPath: must be relative to the claim's root (got "/abs")`},
 		{"adapter names unique", func(p *Pool) {
 			p.Tenants[3].Model.Adapter = &Adapter{Name: "a", Repo: "o/a", Rank: 8}
 			p.Tenants[4].Model.Adapter = &Adapter{Name: "a", Repo: "o/b", Rank: 8}

@@ -88,7 +88,10 @@ func newLoRACmd(e *env) *cobra.Command {
 			"and HTTPRoutes by model name. --out DIR (with --gateway) writes the engines themselves as well: a vLLM\n" +
 			"Deployment per engine (one GPU, --enable-lora and its adapters' --lora-modules, the label its\n" +
 			"InferencePool selects), the gateway objects, lora.json and a README; a non-empty directory gpupool\n" +
-			"did not write (no .gpupool-output file) is refused unless --force.\n" +
+			"did not write (no .gpupool-output file) is refused unless --force. An adapter on a volume\n" +
+			"(model.adapter.volume) is mounted read-only from its PersistentVolumeClaim; one given by dir alone\n" +
+			"would need a hostPath volume, which the Pod Security baseline forbids: it is passed to vLLM as\n" +
+			"written and listed as a problem (the files are still written, exit 2).\n" +
 			"Adapters given by dir are read from their PEFT folders (headers only).",
 		Args: cobra.ExactArgs(1),
 	}
@@ -122,9 +125,10 @@ func newLoRACmd(e *env) *cobra.Command {
 		if err != nil {
 			return err
 		}
+		var problems *render.ProblemsError
 		if outDir != "" {
-			files, err := loraOutFiles(pool, res, plans, names, namespace, gateway)
-			if err != nil {
+			var files []outFile
+			if files, problems, err = loraOutFiles(pool, res, plans, names, namespace, gateway); err != nil {
 				return err
 			}
 			if err := writeOutDir(e.ctx, outDir, files, force); err != nil {
@@ -143,9 +147,15 @@ func newLoRACmd(e *env) *cobra.Command {
 			return nil
 		}
 		if format != outTable {
-			return writeStructured(e.stdout, format, res)
+			err = writeStructured(e.stdout, format, res)
+		} else {
+			err = writeLoRATable(e, res)
 		}
-		return writeLoRATable(e, res)
+		if err == nil && problems != nil {
+			// The files are written; what they cannot express exactly is listed (exit 2).
+			return partial(problems)
+		}
+		return err
 	}
 	return cmd
 }
@@ -338,28 +348,10 @@ func baseArch(t v1.Tenant, base string) (llm.Arch, error) {
 	return llm.Lookup(t.Model.Name)
 }
 
+// adapterPaths maps each adapter tenant to the path its engines' --lora-modules give it
+// (render.LoRAEnginesInput.WithAdapters).
 func adapterPaths(p *v1.Pool) map[string]string {
-	paths := map[string]string{}
-	for _, t := range p.Tenants {
-		if a := t.Model.Adapter; a != nil {
-			paths[t.Name] = a.Dir
-			if a.Repo != "" {
-				paths[t.Name] = a.Repo
-			}
-		}
-	}
-	return paths
-}
-
-// adapterDirs maps each tenant whose adapter is given by dir to that folder, as written.
-func adapterDirs(p *v1.Pool) map[string]string {
-	dirs := map[string]string{}
-	for _, t := range p.Tenants {
-		if a := t.Model.Adapter; a != nil && a.Dir != "" {
-			dirs[t.Name] = a.Dir
-		}
-	}
-	return dirs
+	return render.LoRAEnginesInput{}.WithAdapters(p).AdapterPath
 }
 
 // simulateGroup runs every engine of p with its adapters' traffic.
@@ -466,38 +458,43 @@ func topCosts(parts map[string]float64, n int) string {
 // loraOutFiles renders the output directory of lora --out: per engine its Deployment
 // (k8s/<engine>.yaml), per group its gateway objects (gateway/<first engine>.yaml), the plan as
 // lora.json and a README.
-func loraOutFiles(pool *v1.Pool, res loraOut, plans []plan.LoRAPlan, names map[string]string, namespace, gateway string) ([]outFile, error) {
-	paths := adapterPaths(pool)
+func loraOutFiles(pool *v1.Pool, res loraOut, plans []plan.LoRAPlan, names map[string]string, namespace, gateway string) ([]outFile, *render.ProblemsError, error) {
 	var files []outFile
+	var problems []render.Problem
 	for _, p := range plans {
 		if len(p.Engines) == 0 {
 			continue
 		}
 		deps, err := render.LoRAEngineDeployments(render.LoRAEnginesInput{Namespace: namespace,
-			Base: tenantNamed(pool, p.Engines[0].Adapters[0]), Plan: p, AdapterName: names, AdapterPath: paths,
-			AdapterDir: adapterDirs(pool)})
-		if err != nil {
-			return nil, err
+			Base: tenantNamed(pool, p.Engines[0].Adapters[0]), Plan: p}.WithAdapters(pool))
+		var pe *render.ProblemsError
+		if errors.As(err, &pe) {
+			problems = append(problems, pe.Problems...)
+		} else if err != nil {
+			return nil, nil, err
 		}
 		for _, d := range deps {
 			files = append(files, outFile{Path: d.Path, Data: d.Data})
 		}
 		gw, err := render.LoRAGateway(render.LoRAGatewayInput{Namespace: namespace, Gateway: gateway, Plan: p, AdapterName: names})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		epp, err := render.LoRAEndpointPickers(namespace, p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		files = append(files, outFile{Path: "gateway/" + p.Engines[0].Name + ".yaml", Data: gw},
 			outFile{Path: "gateway/" + p.Engines[0].Name + "-epp.yaml", Data: epp})
 	}
 	var js bytes.Buffer
 	if err := writeStructured(&js, outJSON, res); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	files = append(files, outFile{Path: "lora.json", Data: js.Bytes()},
 		outFile{Path: "README.md", Data: render.LoRAReadme(namespace, gateway, plans, names)})
-	return files, nil
+	if len(problems) > 0 {
+		return files, &render.ProblemsError{Problems: problems}, nil
+	}
+	return files, nil, nil
 }

@@ -123,10 +123,25 @@ func TestLoRAOut(t *testing.T) {
 		}
 		for _, m := range a["--lora-modules"] {
 			name, p, ok := strings.Cut(m, "=")
-			if !ok || p != "acme/"+name {
+			if name == "s5-lora" {
+				// On its claim: mounted read-only at its subPath, served from the mount.
+				mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+					return m.MountPath == p && m.SubPath == "acme/s5-lora" && m.ReadOnly && slices.ContainsFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+						return v.Name == m.Name && v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "lora-adapters" && v.PersistentVolumeClaim.ReadOnly
+					})
+				})
+				if p != "/adapters/s5-lora" || !mounted {
+					t.Errorf("%s: s5-lora at %q, mounts %+v, volumes %+v", path, p, c.VolumeMounts, d.Spec.Template.Spec.Volumes)
+				}
+			} else if !ok || p != "acme/"+name {
 				t.Errorf("%s: --lora-modules value %q, want name=acme/name", path, m)
 			}
 			got[name] = append(got[name], d.Name)
+		}
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.HostPath != nil {
+				t.Errorf("%s: hostPath volume %+v", path, v)
+			}
 		}
 	}
 	for n := range want {
@@ -426,4 +441,30 @@ func readTree(t *testing.T, dir string) map[string][]byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// lora --out with an adapter given by a folder only (no volume): the engine would need a hostPath
+// volume, which the Pod Security baseline forbids, so the directory is written with the folder
+// passed as written and nothing mounted from the node, and the problem names the adapter's field
+// (exit 2).
+func TestLoRAOutAdapterDirIsAProblem(t *testing.T) {
+	pool := loraPool(t, peftDir(t, 16), 0)
+	dir := filepath.Join(t.TempDir(), "out")
+	_, stderr, code := runCmd(t, "lora", pool, "--simulate", "0", "--gateway", "gw", "--out", dir)
+	if code != 2 || !strings.Contains(stderr, "llama-3-1-8b-lora-0: tenants[0].model.adapter.dir: adapter a-lora: ") ||
+		!strings.Contains(stderr, "needs a hostPath volume, and the Pod Security baseline forbids those") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	spec := readDeployment(t, filepath.Join(dir, "k8s", "llama-3-1-8b-lora-0.yaml")).Spec.Template.Spec
+	if args := strings.Join(spec.Containers[0].Args, " "); !strings.Contains(args, "a-lora="+adapterDirOf(t, pool)) {
+		t.Errorf("args %s", args)
+	}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			t.Errorf("hostPath volume %+v", v)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "README.md")); err != nil {
+		t.Error(err)
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -212,30 +213,59 @@ func TestPlanPlacesSharedLoRAEngines(t *testing.T) {
 		t.Errorf("summary %+v, want 2 GPUs used and a bound of 2", pl.Summary)
 	}
 
-	// --out: the engine's Deployment mounts a's PEFT folder read-only from the node and serves it
-	// from there; b (a repo) is passed as its id; --gateway adds the gateway objects.
+	// --out: a's PEFT folder is on the node only, which would need a hostPath volume: the files are
+	// written, a's folder passed as written and nothing mounted from the node, and the problem
+	// names a's field (exit 2).
 	out := filepath.Join(t.TempDir(), "out")
-	if _, stderr, code := runCmd(t, "plan", pool, "--out", out, "--gateway", "gw", "--namespace", "ml"); code != 0 {
-		t.Fatalf("plan --out: exit %d: %s", code, stderr)
+	_, stderr, code = runCmd(t, "plan", pool, "--out", out, "--gateway", "gw", "--namespace", "ml")
+	if code != 2 || !strings.Contains(stderr, "node node-a: "+e.Name+": tenants[0].model.adapter.dir: adapter a-lora: ") ||
+		!strings.Contains(stderr, "the Pod Security baseline forbids those: give a volume (model.adapter.volume, a PersistentVolumeClaim) or a repo") {
+		t.Fatalf("plan --out, a's folder on the node: exit %d: %s", code, stderr)
 	}
 	spec := readDeployment(t, filepath.Join(out, "k8s", e.Name+".yaml")).Spec.Template.Spec
+	if args := strings.Join(spec.Containers[0].Args, " "); !strings.Contains(args, "a-lora="+adapterDirOf(t, pool)+" ") {
+		t.Errorf("a's folder on the node: args %s", args)
+	}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			t.Errorf("a's folder on the node: hostPath volume %+v", v)
+		}
+	}
+
+	// With a volume the folder is read from dir and the pod mounts it read-only from the claim;
+	// b (a repo) is passed as its id; --gateway adds the gateway objects.
+	y, err := os.ReadFile(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirA := adapterDirOf(t, pool)
+	onClaim := filepath.Join(t.TempDir(), "pool.yaml")
+	y = bytes.Replace(y, []byte("dir: "+dirA), []byte("dir: "+dirA+", volume: {claimName: lora-adapters, subPath: acme/a}"), 1)
+	if err := os.WriteFile(onClaim, y, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out = filepath.Join(t.TempDir(), "out")
+	if _, stderr, code := runCmd(t, "plan", onClaim, "--out", out, "--gateway", "gw", "--namespace", "ml"); code != 0 {
+		t.Fatalf("plan --out: exit %d: %s", code, stderr)
+	}
+	spec = readDeployment(t, filepath.Join(out, "k8s", e.Name+".yaml")).Spec.Template.Spec
 	c := spec.Containers[0]
 	args := strings.Join(c.Args, " ")
-	if !strings.Contains(args, "a-lora=/adapters/a-lora") || !strings.Contains(args, "b-lora=acme/b") {
+	if !strings.Contains(args, "a-lora=/adapters/a-lora") || !strings.Contains(args, "b-lora=acme/b") || !strings.Contains(args, "--max-lora-rank 32") {
 		t.Errorf("args %s", args)
 	}
 	var mounted bool
 	for _, m := range c.VolumeMounts {
-		if m.MountPath == "/adapters/a-lora" && m.ReadOnly {
+		if m.MountPath == "/adapters/a-lora" && m.ReadOnly && m.SubPath == "acme/a" {
 			for _, v := range spec.Volumes {
-				if v.Name == m.Name && v.HostPath != nil && v.HostPath.Path == adapterDirOf(t, pool) {
+				if v.Name == m.Name && v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "lora-adapters" && v.PersistentVolumeClaim.ReadOnly {
 					mounted = true
 				}
 			}
 		}
 	}
 	if !mounted {
-		t.Errorf("a's folder is not mounted read-only at /adapters/a-lora: %+v %+v", c.VolumeMounts, spec.Volumes)
+		t.Errorf("a's folder is not mounted read-only from its claim at /adapters/a-lora: %+v %+v", c.VolumeMounts, spec.Volumes)
 	}
 	if g, err := os.ReadFile(filepath.Join(out, "gateway", e.Name+".yaml")); err != nil || !strings.Contains(string(g), "kind: InferencePool") {
 		t.Errorf("gateway objects: %v\n%s", err, g)

@@ -161,7 +161,10 @@
 // X-Gateway-Model-Name header to the pools, weighted by each engine's part of the adapter's traffic.
 // LoRAEngineDeployments renders the engines themselves: a vLLM Deployment per engine on one GPU,
 // with --enable-lora, its limits and --lora-modules under each adapter's name (LoRAModuleArgs),
-// and the pod label (LoRAEngineLabel) its InferencePool selects; LoRAEndpointPickers renders the
+// and the pod label (LoRAEngineLabel) its InferencePool selects. An adapter on a
+// PersistentVolumeClaim (model.adapter.volume) is mounted read-only from it; nothing is mounted
+// from the node (a hostPath volume fails the Pod Security baseline), so an adapter given by a dir
+// alone is a Problem with its field. LoRAEndpointPickers renders the
 // endpoint picker each InferencePool names (EPPName), as the extension's v1.5.0 chart does:
 // Deployment (EPPImage), Service, ServiceAccount, Roles and plugins ConfigMap; LoRAReadme explains
 // the output directory of `gpupool lora --out`.

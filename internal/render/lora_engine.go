@@ -28,9 +28,14 @@ type LoRAEnginesInput struct {
 	Plan        plan.LoRAPlan
 	AdapterName map[string]string // tenant → adapter name
 	AdapterPath map[string]string // tenant → repo or folder
-	// AdapterDir maps each tenant whose adapter is given by dir to that folder: an absolute one
-	// is mounted read-only from the node (mountAdapterDirs).
-	AdapterDir map[string]string
+	// AdapterDir maps each tenant whose adapter is given by dir to that folder, and
+	// AdapterVolume each tenant whose adapter is on a volume to it: the volume is mounted
+	// (mountAdapters); a dir without one is passed to vLLM as written and is a Problem.
+	AdapterDir    map[string]string
+	AdapterVolume map[string]v1.AdapterVolume
+	// AdapterField maps a tenant to its adapter's field path in the Pool
+	// (tenants[i].model.adapter), for Problems; without one the tenant is named instead.
+	AdapterField map[string]string
 }
 
 // enginePin is where a planned engine runs and what its pod mounts: the node (required node
@@ -42,34 +47,72 @@ type enginePin struct {
 	mounts                  []corev1.VolumeMount
 }
 
-// AdapterMountRoot is where an engine's pod mounts the adapters given by dir: each at
+// AdapterMountRoot is where an engine's pod mounts the adapters given by a volume: each at
 // AdapterMountRoot/<adapter name>, read-only.
 const AdapterMountRoot = "/adapters"
 
-// mountAdapterDirs mounts every adapter given by an absolute dir into the engine's pod: a
-// read-only hostPath volume of that folder on the node (type Directory: the pod does not start
-// when it is missing) at AdapterMountRoot/<adapter name>, and points its --lora-modules entry
-// there. A relative dir (relative to the Pool file, which the node does not have) is left as
-// written.
-func mountAdapterDirs(tenants []string, names, dirs map[string]string, la llm.LoRAArgs) (llm.LoRAArgs, []corev1.Volume, []corev1.VolumeMount) {
+// AdapterMountPath is where an engine's pod finds the adapter of that name when it is given by
+// a volume.
+func AdapterMountPath(name string) string { return AdapterMountRoot + "/" + name }
+
+// mountAdapters mounts every adapter given by a volume into the engine's pod: one read-only
+// PersistentVolumeClaim volume per claim (a claim's volume is named adapters-<i> in claim-name
+// order) and, per adapter, a read-only mount of its subPath at AdapterMountPath(name), which its
+// --lora-modules entry points to. Nothing is mounted from the node: a hostPath volume would fail
+// the Pod Security baseline. unmounted lists, in tenant order, the tenants whose adapter is given
+// by a dir without a volume: vLLM gets that path as written, which the pod does not have.
+func mountAdapters(tenants []string, names, dirs map[string]string, vols map[string]v1.AdapterVolume, la llm.LoRAArgs) (out llm.LoRAArgs, volumes []corev1.Volume, mounts []corev1.VolumeMount, unmounted []string) {
 	la.Modules = maps(la.Modules)
-	var vols []corev1.Volume
-	var mounts []corev1.VolumeMount
 	sorted := append([]string(nil), tenants...)
 	sort.Strings(sorted)
-	hp := corev1.HostPathDirectory
+	claims := map[string]string{} // claim → volume name
+	var claimNames []string
 	for _, t := range sorted {
-		dir, n := dirs[t], names[t]
-		if dir == "" || !strings.HasPrefix(dir, "/") {
+		if v, ok := vols[t]; ok {
+			if _, seen := claims[v.ClaimName]; !seen {
+				claims[v.ClaimName] = ""
+				claimNames = append(claimNames, v.ClaimName)
+			}
+		}
+	}
+	sort.Strings(claimNames)
+	for i, c := range claimNames {
+		vol := fmt.Sprintf("adapters-%d", i)
+		claims[c] = vol
+		volumes = append(volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c, ReadOnly: true}}})
+	}
+	for _, t := range sorted {
+		v, ok := vols[t]
+		if !ok {
+			if dirs[t] != "" {
+				unmounted = append(unmounted, t)
+			}
 			continue
 		}
-		vol := shorten(fmt.Sprintf("adapter-%d", len(vols)))
-		path := AdapterMountRoot + "/" + n
-		vols = append(vols, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &hp}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: path, ReadOnly: true})
+		n := names[t]
+		path := AdapterMountPath(n)
+		mounts = append(mounts, corev1.VolumeMount{Name: claims[v.ClaimName], MountPath: path, SubPath: v.SubPath, ReadOnly: true})
 		la.Modules[n] = path
 	}
-	return la, vols, mounts
+	return la, volumes, mounts, unmounted
+}
+
+// unmountedProblem is the Problem of an adapter given by a dir without a volume.
+func unmountedProblem(node, engine, tenant, name, dir, field string) Problem {
+	p := Problem{Node: node, Resource: engine, Field: field + ".dir"}
+	if field == "" {
+		p.Field = "tenant " + tenant + ": model.adapter.dir"
+	}
+	if strings.HasPrefix(dir, "/") {
+		p.Message = fmt.Sprintf("adapter %s: %q is a folder on the node, which needs a hostPath volume, and the Pod Security "+
+			"baseline forbids those: give a volume (model.adapter.volume, a PersistentVolumeClaim) or a repo; "+
+			"vLLM gets the path as written and the pod does not have it", name, dir)
+	} else {
+		p.Message = fmt.Sprintf("adapter %s: %q is relative to the Pool file, which no pod has: give a volume "+
+			"(model.adapter.volume, a PersistentVolumeClaim) or a repo; vLLM gets the path as written", name, dir)
+	}
+	return p
 }
 
 // LoRAModuleArgs are an engine's LoRA flags with every adapter under its adapter name (the name
@@ -98,24 +141,33 @@ func LoRAModuleArgs(e plan.LoRAEngine, name, path map[string]string) (llm.LoRAAr
 // Face token and memory-backed /dev/shm as the plan's Deployments, and the arguments
 // --model <base> followed by the engine's LoRA flags (LoRAModuleArgs). Its pods carry
 // LoRAEngineLabel with the engine's name, which the engine's InferencePool (LoRAGateway)
-// selects. One multi-document YAML per engine, in the plan's engine order.
+// selects. One multi-document YAML per engine, in the plan's engine order. Adapters on a volume
+// are mounted (mountAdapters); each adapter given by a dir alone is a Problem, returned in a
+// *ProblemsError beside the complete artifacts.
 func LoRAEngineDeployments(in LoRAEnginesInput) ([]Artifact, error) {
 	if in.Namespace == "" || len(in.Plan.Engines) == 0 {
 		return nil, errors.New("render lora engines: a namespace and at least one engine are required")
 	}
 	var out []Artifact
+	var problems []Problem
 	for _, e := range in.Plan.Engines {
 		la, err := LoRAModuleArgs(e, in.AdapterName, in.AdapterPath)
 		if err != nil {
 			return nil, fmt.Errorf("render lora engines: %w", err)
 		}
-		la, vols, mounts := mountAdapterDirs(e.Adapters, in.AdapterName, in.AdapterDir, la)
+		la, vols, mounts, unmounted := mountAdapters(e.Adapters, in.AdapterName, in.AdapterDir, in.AdapterVolume, la)
+		for _, t := range unmounted {
+			problems = append(problems, unmountedProblem("", e.Name, t, in.AdapterName[t], in.AdapterDir[t], in.AdapterField[t]))
+		}
 		d := loraDeployment(in.Namespace, in.Base, e, la, enginePin{volumes: vols, mounts: mounts})
 		b, err := yaml.Marshal(d)
 		if err != nil {
 			return nil, fmt.Errorf("render lora engines: engine %s: %w", e.Name, err)
 		}
 		out = append(out, Artifact{Path: "k8s/" + e.Name + ".yaml", Data: b})
+	}
+	if len(problems) > 0 {
+		return out, &ProblemsError{Problems: problems}
 	}
 	return out, nil
 }
@@ -184,8 +236,10 @@ func LoRAReadme(namespace, gateway string, plans []plan.LoRAPlan, names map[stri
 		"`gateway/<first engine>-epp.yaml`, image `" + EPPImage + "`. Apply after the Gateway API\n" +
 		"Inference Extension CRDs and the Gateway exist:\n\n```sh\nkubectl apply -f k8s/ -f gateway/\n```\n\n")
 	b.WriteString("A Secret `" + HFTokenSecret + "` with key `" + HFTokenKey + "` in the namespace, when present, gives the pods a\n" +
-		"Hugging Face token for gated models and adapters. An adapter given by `dir` is passed to vLLM\n" +
-		"as that path: it must exist at that path inside the pod (mount it), or be given by `repo`.\n\n")
+		"Hugging Face token for gated models and adapters. An adapter given by `volume` is mounted\n" +
+		"read-only from its PersistentVolumeClaim at `" + AdapterMountRoot + "/NAME` (the claim must let every\n" +
+		"engine's node mount it: ReadOnlyMany or ReadWriteMany); one given by `repo` is downloaded by\n" +
+		"vLLM. Nothing is mounted from the node, so the pods pass the Pod Security baseline.\n\n")
 	b.WriteString("| group | engine | adapters | req/s | --max-loras | --max-lora-rank | --max-cpu-loras |\n|---|---|---|---|---|---|---|\n")
 	for _, p := range plans {
 		for _, e := range p.Engines {
@@ -206,42 +260,62 @@ func LoRAReadme(namespace, gateway string, plans []plan.LoRAPlan, names map[stri
 	return []byte(b.String())
 }
 
+// WithAdapters returns in with its adapter maps filled from pool's adapter tenants: each
+// tenant's adapter name; its path, the repo, AdapterMountPath(name) for an adapter on a volume,
+// else the dir as written; its dir, its volume and its field path.
+func (in LoRAEnginesInput) WithAdapters(pool *v1.Pool) LoRAEnginesInput {
+	in.AdapterName, in.AdapterPath, in.AdapterDir = map[string]string{}, map[string]string{}, map[string]string{}
+	in.AdapterVolume, in.AdapterField = map[string]v1.AdapterVolume{}, map[string]string{}
+	for i, t := range pool.Tenants {
+		a := t.Model.Adapter
+		if a == nil {
+			continue
+		}
+		in.AdapterName[t.Name], in.AdapterField[t.Name] = a.Name, fmt.Sprintf("tenants[%d].model.adapter", i)
+		switch {
+		case a.Repo != "":
+			in.AdapterPath[t.Name] = a.Repo
+		case a.Volume != nil:
+			in.AdapterPath[t.Name] = AdapterMountPath(a.Name)
+		default:
+			in.AdapterPath[t.Name] = a.Dir
+		}
+		if a.Dir != "" {
+			in.AdapterDir[t.Name] = a.Dir
+		}
+		if a.Volume != nil {
+			in.AdapterVolume[t.Name] = *a.Volume
+		}
+	}
+	return in
+}
+
 // loraEngineArtifacts renders the plan's shared LoRA engines (plan.loraEngines): a Deployment
 // per engine, k8s/<engine>.yaml, as LoRAEngineDeployments renders it, pinned to the node of its
 // planned GPU by required node affinity on the hostname (and the node's gpupool.dev/pool, like
-// the plan's Deployments), with the adapters given by an absolute dir mounted read-only. A
-// relative adapter dir cannot be mounted from the node and is a Problem.
+// the plan's Deployments), with the adapters given by a volume mounted read-only. An adapter
+// given by a dir without a volume is a Problem (mountAdapters).
 func loraEngineArtifacts(m *model) ([]Artifact, error) {
-	names, paths, dirs := map[string]string{}, map[string]string{}, map[string]string{}
-	for _, t := range m.pool.Tenants {
-		if a := t.Model.Adapter; a != nil {
-			names[t.Name], paths[t.Name] = a.Name, a.Repo
-			if a.Dir != "" {
-				paths[t.Name], dirs[t.Name] = a.Dir, a.Dir
-			}
-		}
-	}
+	ad := LoRAEnginesInput{}.WithAdapters(m.pool)
 	var out []Artifact
 	for _, e := range m.plan.LoRAEngines {
 		if _, clash := m.tenants[e.Name]; clash {
 			return nil, fmt.Errorf("render lora engines: engine %s has a tenant's name: both would be k8s/%s.yaml", e.Name, e.Name)
 		}
 		pe := plan.LoRAPlanOf(&v1.Plan{LoRAEngines: []v1.PlanLoRAEngine{e}}, e.Group).Engines[0]
-		la, err := LoRAModuleArgs(pe, names, paths)
+		la, err := LoRAModuleArgs(pe, ad.AdapterName, ad.AdapterPath)
 		if err != nil {
 			return nil, fmt.Errorf("render lora engines: %w", err)
 		}
-		for _, t := range pe.Adapters {
-			if d := dirs[t]; d != "" && !strings.HasPrefix(d, "/") {
-				m.problem(e.GPU.Node, e.Name, "adapter %s of tenant %s is given by the relative dir %q: it is passed to vLLM as written and not mounted (give an absolute folder on the node, or a repo)", names[t], t, d)
-			}
+		la, vols, mounts, unmounted := mountAdapters(pe.Adapters, ad.AdapterName, ad.AdapterDir, ad.AdapterVolume, la)
+		for _, t := range unmounted {
+			m.problems = append(m.problems, unmountedProblem(e.GPU.Node, e.Name, t, ad.AdapterName[t], ad.AdapterDir[t], ad.AdapterField[t]))
 		}
 		if m.dra() {
 			m.problem(e.GPU.Node, e.Name, "the engine's pod asks for nvidia.com/gpu through the device plugin: engines are not rendered for the DRA device API")
 		}
 		m.notes = append(m.notes, fmt.Sprintf("LoRA engine %s runs on %s with %d adapters (max_loras %d); requests reach it through the "+
 			"gateway objects and its endpoint picker %s-epp (both written with plan --out --gateway)", e.Name, e.GPU, len(e.Adapters), e.MaxLoRAs, e.Name))
-		la, vols, mounts := mountAdapterDirs(pe.Adapters, names, dirs, la)
 		base := m.tenants[e.Adapters[0].Tenant]
 		pin := enginePin{node: e.GPU.Node, plan: m.plan.Metadata.Name, where: e.GPU.String(), volumes: vols, mounts: mounts}
 		for _, n := range m.nodes {

@@ -1,10 +1,14 @@
 package render
 
 import (
+	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	v1 "gpupool.dev/gpupool/api/v1"
@@ -52,27 +56,68 @@ func TestLoRAEngineDeployments(t *testing.T) {
 			t.Errorf("%s: container defaults missing: %+v", e.Name, c)
 		}
 	}
-	// With a given by an absolute dir, its folder is mounted read-only and served from the mount;
-	// a relative dir is passed as written.
-	for dir, want := range map[string]string{"/srv/peft/a": "a-lora=/adapters/a-lora", "peft/a": "a-lora=peft/a"} {
-		paths := map[string]string{"hot": "acme/hot", "a": dir}
-		arts, err := LoRAEngineDeployments(LoRAEnginesInput{Namespace: "ml", Base: base, Plan: p, AdapterName: names, AdapterPath: paths,
-			AdapterDir: map[string]string{"a": dir}})
-		if err != nil {
+	// a on a volume is mounted read-only from its claim at its subPath and served from the mount;
+	// given by a dir alone, absolute or relative, it is passed as written, mounts nothing and is a
+	// problem naming its field.
+	vol := v1.AdapterVolume{ClaimName: "lora-adapters", SubPath: "acme/a"}
+	for _, c := range []struct {
+		dir     string
+		vol     bool
+		want    string
+		problem string
+	}{
+		{"", true, "a-lora=/adapters/a-lora", ""},
+		{"/srv/peft/a", true, "a-lora=/adapters/a-lora", ""},
+		{"/srv/peft/a", false, "a-lora=/srv/peft/a", "tenants[3].model.adapter.dir: adapter a-lora: \"/srv/peft/a\" is a folder on the node, which needs a hostPath volume, and the Pod Security baseline forbids those"},
+		{"peft/a", false, "a-lora=peft/a", "tenants[3].model.adapter.dir: adapter a-lora: \"peft/a\" is relative to the Pool file"},
+	} {
+		in := LoRAEnginesInput{Namespace: "ml", Base: base, Plan: p, AdapterName: names,
+			AdapterPath:  map[string]string{"hot": "acme/hot", "a": c.dir},
+			AdapterDir:   map[string]string{},
+			AdapterField: map[string]string{"a": "tenants[3].model.adapter"}}
+		if c.dir != "" {
+			in.AdapterDir["a"] = c.dir
+		}
+		if c.vol {
+			in.AdapterPath["a"] = AdapterMountPath("a-lora")
+			in.AdapterVolume = map[string]v1.AdapterVolume{"a": vol}
+		}
+		arts, err := LoRAEngineDeployments(in)
+		var pe *ProblemsError
+		if err != nil && !errors.As(err, &pe) {
 			t.Fatal(err)
+		}
+		if got := problemStrings(err); c.problem == "" && len(got) != 0 || c.problem != "" && (len(got) != 1 || !strings.HasPrefix(got[0], "m-0: "+c.problem)) {
+			t.Errorf("dir %q, volume %v: problems %q, want %q", c.dir, c.vol, got, c.problem)
+		}
+		if len(arts) != 2 {
+			t.Fatalf("dir %q, volume %v: %d artifacts (the files are written with the problems)", c.dir, c.vol, len(arts))
 		}
 		var d appsv1.Deployment
 		if err := yaml.UnmarshalStrict(arts[0].Data, &d); err != nil {
 			t.Fatal(err)
 		}
 		spec := d.Spec.Template.Spec
-		if args := strings.Join(spec.Containers[0].Args, " "); !strings.Contains(args, want) {
-			t.Errorf("dir %s: args %s, want %s", dir, args, want)
+		if args := strings.Join(spec.Containers[0].Args, " "); !strings.Contains(args, c.want) {
+			t.Errorf("dir %q, volume %v: args %s, want %s", c.dir, c.vol, args, c.want)
 		}
-		mounted := len(spec.Volumes) == 2 && spec.Volumes[0].HostPath != nil && spec.Volumes[0].HostPath.Path == dir &&
-			spec.Containers[0].VolumeMounts[0].ReadOnly && spec.Containers[0].VolumeMounts[0].MountPath == "/adapters/a-lora"
-		if mounted != strings.HasPrefix(dir, "/") {
-			t.Errorf("dir %s: volumes %+v, mounts %+v", dir, spec.Volumes, spec.Containers[0].VolumeMounts)
+		var claims, hostPaths int
+		for _, v := range spec.Volumes {
+			if pvc := v.PersistentVolumeClaim; pvc != nil && pvc.ClaimName == "lora-adapters" && pvc.ReadOnly {
+				claims++
+			}
+			if v.HostPath != nil {
+				hostPaths++
+			}
+		}
+		mounted := slices.ContainsFunc(spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool {
+			return m.ReadOnly && m.MountPath == "/adapters/a-lora" && m.SubPath == "acme/a"
+		})
+		if hostPaths != 0 || mounted != c.vol || (claims == 1) != c.vol {
+			t.Errorf("dir %q, volume %v: volumes %+v, mounts %+v", c.dir, c.vol, spec.Volumes, spec.Containers[0].VolumeMounts)
+		}
+		if why := baseline(t, &spec); why != "" {
+			t.Errorf("dir %q, volume %v: not baseline: %s", c.dir, c.vol, why)
 		}
 	}
 	for _, bad := range []map[string]string{
@@ -90,10 +135,14 @@ func TestLoRAEngineDeployments(t *testing.T) {
 // another GPU of the same node, or of another node when apart.
 func planWithEngine(t *testing.T, apart bool) (*v1.Plan, *v1.Pool) {
 	pool := newPool(t, h100, []int{2, 2}, tenantSpec{"a", "org/x", v1.IsolationShared}, tenantSpec{"b", "org/x", v1.IsolationShared})
-	for _, n := range []string{"ad-1", "ad-2"} {
-		pool.Tenants = append(pool.Tenants, v1.Tenant{Name: n, Path: "acme/x", Isolation: v1.IsolationSoft,
-			Model: v1.Model{Name: "llama-3.1-8b", Adapter: &v1.Adapter{Name: n + "-lora", Dir: "/srv/adapters/" + n}}})
-	}
+	// ad-1's adapter is on a claim only; ad-2's is read from a folder and mounted from the claim.
+	vol := &v1.AdapterVolume{ClaimName: "lora-adapters", SubPath: "acme/ad-1"}
+	pool.Tenants = append(pool.Tenants,
+		v1.Tenant{Name: "ad-1", Path: "acme/x", Isolation: v1.IsolationSoft,
+			Model: v1.Model{Name: "llama-3.1-8b", Adapter: &v1.Adapter{Name: "ad-1-lora", Volume: vol, Rank: 16}}},
+		v1.Tenant{Name: "ad-2", Path: "acme/x", Isolation: v1.IsolationSoft,
+			Model: v1.Model{Name: "llama-3.1-8b", Adapter: &v1.Adapter{Name: "ad-2-lora", Dir: "/srv/adapters/ad-2",
+				Volume: &v1.AdapterVolume{ClaimName: "lora-adapters", SubPath: "acme/ad-2"}}}})
 	v1.Default(pool)
 	pl := newPlan(pool, h100)
 	whole(pl, "n0", 0, v1.ModeTimeSlice, rep("a", v1.Limits{}), rep("b", v1.Limits{}))
@@ -115,10 +164,11 @@ func planWithEngine(t *testing.T, apart bool) (*v1.Plan, *v1.Pool) {
 	return pl, pool
 }
 
-// The plan's engines are rendered pinned to their node with their adapters' folders mounted;
-// the engine's GPU is an unshared nvidia.com/gpu for the device plugin, so a node that also
+// The plan's engines are rendered pinned to their node with their adapters mounted from their
+// claim; the engine's GPU is an unshared nvidia.com/gpu for the device plugin, so a node that also
 // time-slices whole GPUs cannot serve both and says so, while an engine on another node renders
-// clean.
+// clean. An adapter given by an absolute dir alone is not mounted from the node (hostPath) but
+// reported with its field, and the files are still rendered.
 func TestPlanLoRAEngineArtifacts(t *testing.T) {
 	pl, pool := planWithEngine(t, true)
 	arts, err := Artifacts(pl, pool)
@@ -138,26 +188,57 @@ func TestPlanLoRAEngineArtifacts(t *testing.T) {
 	if !containsAll(args, "--enable-lora", "--max-loras 2", "ad-1-lora=/adapters/ad-1-lora", "ad-2-lora=/adapters/ad-2-lora") {
 		t.Errorf("args %s", args)
 	}
-	mounts := 0
+	claims := 0
 	for _, v := range spec.Volumes {
-		if v.HostPath != nil && strings.HasPrefix(v.HostPath.Path, "/srv/adapters/") {
-			mounts++
+		if v.HostPath != nil {
+			t.Errorf("hostPath volume %+v", v)
+		}
+		if c := v.PersistentVolumeClaim; c != nil && c.ClaimName == "lora-adapters" && c.ReadOnly {
+			claims++
 		}
 	}
-	ro := 0
+	subPaths := map[string]string{}
 	for _, m := range spec.Containers[0].VolumeMounts {
 		if strings.HasPrefix(m.MountPath, "/adapters/") && m.ReadOnly {
-			ro++
+			subPaths[m.MountPath] = m.SubPath
 		}
 	}
-	if mounts != 2 || ro != 2 {
-		t.Errorf("%d hostPath volumes, %d read-only mounts, want 2 and 2", mounts, ro)
+	if claims != 1 || len(subPaths) != 2 || subPaths["/adapters/ad-1-lora"] != "acme/ad-1" || subPaths["/adapters/ad-2-lora"] != "acme/ad-2" {
+		t.Errorf("%d read-only claim volumes, read-only mounts %v; want 1, and each adapter at its subPath", claims, subPaths)
+	}
+	if why := baseline(t, &spec); why != "" {
+		t.Errorf("engine pod not baseline: %s", why)
 	}
 	if svg := string(files["pool-map.svg"]); !strings.Contains(svg, "shared LoRA engine base-lora-0") {
 		t.Error("the pool map does not show the engine")
 	}
 	if dp := decodeDP(t, files["device-plugin/n1.yaml"]); dp.Sharing != nil {
 		t.Errorf("n1 shares its GPUs: %+v", dp.Sharing)
+	}
+
+	// ad-2 by its absolute dir alone: a problem with its field, the engine still written, unmounted.
+	for i := range pool.Tenants {
+		if pool.Tenants[i].Name != "ad-2" {
+			continue
+		}
+		pool.Tenants[i].Model.Adapter.Volume = nil
+		arts, err := Artifacts(pl, pool)
+		want := fmt.Sprintf(`node n1: base-lora-0: tenants[%d].model.adapter.dir: adapter ad-2-lora: "/srv/adapters/ad-2" is a folder on the node, which needs a hostPath volume, and the Pod Security baseline forbids those: give a volume`, i)
+		if ps := problemStrings(err); len(ps) != 1 || !strings.HasPrefix(ps[0], want) {
+			t.Errorf("problems %q, want %q…", ps, want)
+		}
+		deps := decodeDeployments(t, artifactMap(arts)["k8s/base-lora-0.yaml"])
+		if len(deps) != 1 {
+			t.Fatalf("with the problem: %d Deployments", len(deps))
+		}
+		spec := deps[0].Spec.Template.Spec
+		if args := strings.Join(spec.Containers[0].Args, " "); !strings.Contains(args, "ad-2-lora=/srv/adapters/ad-2") || len(spec.Containers[0].VolumeMounts) != 2 {
+			t.Errorf("with the problem: args %s, mounts %+v; want ad-2 as written, ad-1 and /dev/shm mounted", args, spec.Containers[0].VolumeMounts)
+		}
+		if why := baseline(t, &spec); why != "" {
+			t.Errorf("with the problem: engine pod not baseline: %s", why)
+		}
+		pool.Tenants[i].Model.Adapter.Volume = &v1.AdapterVolume{ClaimName: "lora-adapters", SubPath: "acme/ad-2"}
 	}
 
 	pl, pool = planWithEngine(t, false)
