@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -128,18 +129,47 @@ func TestCRDValidation(t *testing.T) {
 	}
 }
 
-// TestInferenceTenantsFromExample stores every tenant of the example pool as an InferenceTenant
-// and reads back exactly the tenant the Pool document holds (nothing pruned or rewritten).
+// TestInferenceTenantsFromExample stores every tenant of each example pool as an InferenceTenant,
+// and its policy in a GPUPool, and reads back exactly what the Pool document holds (nothing
+// rejected, pruned or rewritten by the schemas).
 func TestInferenceTenantsFromExample(t *testing.T) {
 	c := needAPI(t)
-	ctx := context.Background()
-	data, err := os.ReadFile("../../examples/h100x8-mixed.yaml")
+	files, err := filepath.Glob("../../examples/*.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := v1.LoadPool(data)
-	if err != nil {
+	n := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool, err := v1.LoadPool(data)
+		if err != nil {
+			continue // not a Pool document
+		}
+		n++
+		t.Run(filepath.Base(f), func(t *testing.T) { exampleThroughAPI(t, c, pool) })
+	}
+	if n < 2 {
+		t.Fatalf("%d example pools found, want the examples/ Pool documents", n)
+	}
+}
+
+func exampleThroughAPI(t *testing.T, c client.Client, pool *v1.Pool) {
+	ctx := context.Background()
+	gp := &GPUPool{ObjectMeta: metav1.ObjectMeta{Name: "example-" + pool.Metadata.Name},
+		Spec: GPUPoolSpec{NodeSelector: map[string]string{"gpupool.dev/pool": pool.Metadata.Name}, Policy: pool.Policy}}
+	if err := c.Create(ctx, gp); err != nil {
+		t.Fatalf("GPUPool with the example's policy: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), gp) })
+	gotPool := &GPUPool{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(gp), gotPool); err != nil {
 		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(gotPool.Spec.Policy, pool.Policy) {
+		t.Errorf("policy after the API server:\n got %+v\nwant %+v", gotPool.Spec.Policy, pool.Policy)
 	}
 	ns := newNamespace(t, c, "example")
 	for _, tn := range pool.Tenants {
