@@ -14,6 +14,9 @@ import (
 // It encodes to its canonical form, Go's time.Duration.String() with zero trailing minute and
 // second parts dropped ("2m0s" → "2m", "1h0m0s" → "1h"), so a decoded value re-encodes to a
 // stable string that decodes to the same value.
+//
+// +kubebuilder:validation:Type=string
+// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 type Duration time.Duration
 
 // ParseDuration parses a duration string such as "500ms" or "1.5s".

@@ -51,6 +51,7 @@ type GPUGroup struct {
 }
 
 // Mode is how a whole GPU is used.
+// +kubebuilder:validation:Enum=exclusive;mig;mps;timeslice
 type Mode string
 
 // GPU modes.
@@ -70,11 +71,16 @@ type Policy struct {
 	// first, as "node/index" references.
 	CanaryGPUs []GPURef `json:"canaryGPUs,omitzero"`
 	// BurstPoolPercent is the share of pool capacity, 0–50, kept for burst leases. Default 10.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=50
 	BurstPoolPercent *int `json:"burstPoolPercent,omitzero"`
 	// AllowedModes are the GPU modes the planner may use. Default: all four.
 	AllowedModes []Mode `json:"allowedModes,omitzero"`
 	// MaxUnavailable is how many pool GPUs may be out of service (draining or being
 	// re-partitioned) at once: an integer ≥ 1 or a percentage of pool GPUs. Default 1.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^[1-9][0-9]?%$|^100%$')",message="an integer >= 1 or a percentage 1%-100%"
 	MaxUnavailable *IntOrPercent `json:"maxUnavailable,omitzero"`
 	// ReconfigCooldown is the least time between two MIG re-partitions of one GPU. Default 1h.
 	ReconfigCooldown *Duration `json:"reconfigCooldown,omitzero"`
@@ -85,12 +91,15 @@ type Policy struct {
 	// MaxMoves is the most replicas one re-plan may move against the plan in force
 	// (plan.Options.MaxMoves): the Kubernetes controller's, and `gpupool plan --current`'s unless
 	// --max-moves overrides it. Unset: no limit.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
 	MaxMoves *int `json:"maxMoves,omitzero"`
 	// Cost holds prices, energy and carbon factors for bills (docs/cost.md). Unset: no bill.
 	Cost *CostPolicy `json:"cost,omitzero"`
 }
 
 // KubernetesDeviceAPI is the Kubernetes API through which pods get their GPUs or MIG instances.
+// +kubebuilder:validation:Enum=deviceplugin;dra
 type KubernetesDeviceAPI string
 
 // Kubernetes device APIs.
@@ -112,6 +121,7 @@ func (p *Policy) DeviceAPI() KubernetesDeviceAPI {
 }
 
 // Isolation is a tenant's isolation tier.
+// +kubebuilder:validation:Enum=hard;soft;shared
 type Isolation string
 
 // Isolation tiers.
@@ -127,6 +137,7 @@ const (
 )
 
 // EnergyClass is how a tenant trades energy for speed; the node agent locks clocks by it.
+// +kubebuilder:validation:Enum=performance;balanced;efficiency
 type EnergyClass string
 
 // Energy classes.
@@ -148,13 +159,22 @@ const (
 )
 
 // Tenant is one unit of fairness and isolation.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.cap) || self.cap >= (has(self.reservation) ? self.reservation : 0) && self.cap >= 1",message="cap must be at least max(1, reservation)"
+// +kubebuilder:validation:XValidation:rule="!(has(self.minReplicas) && has(self.maxReplicas)) || self.minReplicas <= self.maxReplicas",message="minReplicas must not exceed maxReplicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.replicas) || !(has(self.minReplicas) || has(self.maxReplicas))",message="replicas fixes the count; do not set minReplicas or maxReplicas with it"
 type Tenant struct {
-	// Name is a DNS-1123 label, unique in the pool.
+	// Name is a DNS-1123 label, unique in the pool. (An InferenceTenant takes it from its
+	// metadata.name, so there it is optional.)
+	// +optional
 	Name string `json:"name"`
 	// Path places the tenant in the hierarchy, "org/team"; each part is a DNS-1123 label.
 	// Empty: directly under the root.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(/[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Path string `json:"path,omitzero"`
 	// Weight is the tenant's fair-share weight, > 0. Default 1.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:ExclusiveMinimum=true
 	Weight *float64 `json:"weight,omitzero"`
 	// Isolation is hard, soft or shared. Default soft.
 	Isolation Isolation `json:"isolation,omitzero"`
@@ -163,23 +183,30 @@ type Tenant struct {
 	// MaxContext is the longest sequence (prompt + output) in tokens, the replicas'
 	// --max-model-len; 0 means min(8192, the model's max_position_embeddings), raised to
 	// traffic.inputTokens + traffic.outputTokens when those are longer.
+	// +kubebuilder:validation:Minimum=0
 	MaxContext int `json:"maxContext,omitzero"`
 	// Concurrency is the most requests a replica runs at once (vLLM --max-num-seqs; more wait
 	// in its queue), fewer when its KV cache holds fewer; 0 leaves vLLM's default for the device.
+	// +kubebuilder:validation:Minimum=0
 	Concurrency int `json:"concurrency,omitzero"`
 	// Traffic is the offered load.
 	Traffic Traffic `json:"traffic,omitzero"`
 	// SLO holds the latency objectives.
 	SLO SLO `json:"slo,omitzero"`
 	// Reservation is the guaranteed number of replicas, never preempted. Default 0.
+	// +kubebuilder:validation:Minimum=0
 	Reservation int `json:"reservation,omitzero"`
 	// Cap is the most replicas the tenant may hold, ≥ max(1, Reservation). Unset: no cap.
+	// +kubebuilder:validation:Minimum=0
 	Cap *int `json:"cap,omitzero"`
 	// Replicas fixes the replica count instead of sizing from traffic. Unset: planner decides.
+	// +kubebuilder:validation:Minimum=0
 	Replicas *int `json:"replicas,omitzero"`
 	// MinReplicas and MaxReplicas bound the replica count the planner sizes from traffic (before
 	// redundancy); each ≥ 1, MinReplicas ≤ MaxReplicas. Not with Replicas. Unset: no bound.
+	// +kubebuilder:validation:Minimum=1
 	MinReplicas *int `json:"minReplicas,omitzero"`
+	// +kubebuilder:validation:Minimum=1
 	MaxReplicas *int `json:"maxReplicas,omitzero"`
 	// Redundancy asks for one replica beyond what the load needs, on another GPU.
 	Redundancy bool `json:"redundancy,omitzero"`
@@ -195,6 +222,8 @@ type Tenant struct {
 }
 
 // Model says which model a tenant serves and how it is stored.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.name) != has(self.dir)",message="exactly one of model.name and model.dir must be set"
 type Model struct {
 	// Name is a model catalog slug, like "llama-3.1-8b". Exactly one of Name and Dir is set.
 	Name string `json:"name,omitzero"`

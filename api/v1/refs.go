@@ -11,6 +11,9 @@ import (
 // the node's GPUs from 0 in the order its `gpus` groups list them: with
 // `gpus: [{board: H100-SXM5-80GB, count: 4}, {board: L40S, count: 2}]` the H100s are 0–3 and the
 // L40S boards 4 and 5.
+//
+// +kubebuilder:validation:Type=string
+// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[0-9]+$`
 type GPURef struct {
 	Node  string
 	Index int

@@ -15,6 +15,11 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+//go:generate bash ../../scripts/gen-crds.sh
+
+// crds/ is generated from the types' markers by controller-gen (scripts/gen-crds.sh); the drift
+// test TestCRDsMatchGenerator requires it to be current.
+//
 //go:embed crds/*.yaml
 var crdFiles embed.FS
 

@@ -3,9 +3,11 @@ package k8s
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,6 +37,13 @@ func TestGPUPoolRoundTrip(t *testing.T) {
 				AllowedModes:     []v1.Mode{v1.ModeMIG, v1.ModeMPS},
 				MaxUnavailable:   &v1.IntOrPercent{Value: 25, Percent: true},
 				ReconfigCooldown: &cooldown,
+				// The hand-written schema had no cost fields and pruned them; the generated one
+				// follows the type.
+				Cost: &v1.CostPolicy{Currency: "USD", IdlePolicy: v1.IdleNone,
+					Boards: []v1.BoardCost{{Board: "H100-SXM5-80GB", HourlyPrice: ptr(2.5), Source: "quote 2026-01"}},
+					PUE:    &v1.SourcedValue{Value: 1.3, Source: "facility report"}},
+				KubernetesDeviceAPI: v1.DeviceAPIDRA,
+				MaxMoves:            ptr(4),
 			},
 		},
 	}
@@ -99,6 +108,11 @@ func TestCRDValidation(t *testing.T) {
 		{"bad isolation", tenant("iso", func(tn *v1.Tenant) { tn.Isolation = "medium" }), "spec.tenant.isolation"},
 		{"model name and dir", tenant("model", func(tn *v1.Tenant) { tn.Model.Dir = "/models/x" }), "exactly one of model.name and model.dir"},
 		{"tenant name differs", tenant("named", func(tn *v1.Tenant) { tn.Name = "other" }), "must equal metadata.name"},
+		{"tenant name not a DNS label", tenant("a.b", func(*v1.Tenant) {}), "metadata.name must be a DNS-1123 label"},
+		{"label value over 63", pool("longlabel", func(s *GPUPoolSpec) { s.NodeSelector["gpupool.dev/pool"] = strings.Repeat("a", 64) }), "spec.nodeSelector"},
+		{"negative SLO", tenant("slo", func(tn *v1.Tenant) { tn.SLO.TTFTP99 = ptr(v1.Duration(-time.Second)) }), "spec.tenant.slo.ttftP99"},
+		{"zero min replicas", tenant("min0", func(tn *v1.Tenant) { tn.MinReplicas = ptr(0) }), "spec.tenant.minReplicas"},
+		{"bad tenant path", tenant("path", func(tn *v1.Tenant) { tn.Path = "Org/Team" }), "spec.tenant.path"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,18 +129,47 @@ func TestCRDValidation(t *testing.T) {
 	}
 }
 
-// TestInferenceTenantsFromExample stores every tenant of the example pool as an InferenceTenant
-// and reads back exactly the tenant the Pool document holds (nothing pruned or rewritten).
+// TestInferenceTenantsFromExample stores every tenant of each example pool as an InferenceTenant,
+// and its policy in a GPUPool, and reads back exactly what the Pool document holds (nothing
+// rejected, pruned or rewritten by the schemas).
 func TestInferenceTenantsFromExample(t *testing.T) {
 	c := needAPI(t)
-	ctx := context.Background()
-	data, err := os.ReadFile("../../examples/h100x8-mixed.yaml")
+	files, err := filepath.Glob("../../examples/*.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := v1.LoadPool(data)
-	if err != nil {
+	n := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool, err := v1.LoadPool(data)
+		if err != nil {
+			continue // not a Pool document
+		}
+		n++
+		t.Run(filepath.Base(f), func(t *testing.T) { exampleThroughAPI(t, c, pool) })
+	}
+	if n < 2 {
+		t.Fatalf("%d example pools found, want the examples/ Pool documents", n)
+	}
+}
+
+func exampleThroughAPI(t *testing.T, c client.Client, pool *v1.Pool) {
+	ctx := context.Background()
+	gp := &GPUPool{ObjectMeta: metav1.ObjectMeta{Name: "example-" + pool.Metadata.Name},
+		Spec: GPUPoolSpec{NodeSelector: map[string]string{"gpupool.dev/pool": pool.Metadata.Name}, Policy: pool.Policy}}
+	if err := c.Create(ctx, gp); err != nil {
+		t.Fatalf("GPUPool with the example's policy: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), gp) })
+	gotPool := &GPUPool{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(gp), gotPool); err != nil {
 		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(gotPool.Spec.Policy, pool.Policy) {
+		t.Errorf("policy after the API server:\n got %+v\nwant %+v", gotPool.Spec.Policy, pool.Policy)
 	}
 	ns := newNamespace(t, c, "example")
 	for _, tn := range pool.Tenants {
@@ -144,5 +187,42 @@ func TestInferenceTenantsFromExample(t *testing.T) {
 	}
 	if len(pool.Tenants) == 0 {
 		t.Fatal("example pool has no tenants")
+	}
+}
+
+// TestReconfigurationSpecImmutable: the API server refuses a change to a Reconfiguration's spec
+// (one object per gate operation) and a step name or outcome the gate does not write, while the
+// status stays writable.
+func TestReconfigurationSpecImmutable(t *testing.T) {
+	c := needAPI(t)
+	ctx := context.Background()
+	r := &Reconfiguration{ObjectMeta: metav1.ObjectMeta{Name: "immutable-1"},
+		Spec: ReconfigurationSpec{Node: "node-1", FromConfig: "all-disabled", ToConfig: "all-1g.10gb"}}
+	if err := c.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), r) })
+	changed := r.DeepCopyObject().(*Reconfiguration)
+	changed.Spec.ToConfig = "all-2g.20gb"
+	if err := c.Update(ctx, changed); err == nil || !strings.Contains(err.Error(), "spec is immutable") {
+		t.Fatalf("spec change: got %v, want an error saying the spec is immutable", err)
+	}
+	got := &Reconfiguration{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(r), got); err != nil {
+		t.Fatal(err)
+	}
+	got.Status = ReconfigurationStatus{Phase: "Draining", Steps: []ReconfigurationStep{{Name: "Draining", State: StepStateRunning, Start: metav1.Now()}}}
+	if err := c.Status().Update(ctx, got); err != nil {
+		t.Fatalf("status update: %v", err)
+	}
+	bad := got.DeepCopyObject().(*Reconfiguration)
+	bad.Status.Steps[0].Name = "Sleeping"
+	if err := c.Status().Update(ctx, bad); err == nil || !strings.Contains(err.Error(), "status.steps[0].name") {
+		t.Fatalf("unknown step name: got %v, want an error naming status.steps[0].name", err)
+	}
+	bad = got.DeepCopyObject().(*Reconfiguration)
+	bad.Status.Outcome = "Maybe"
+	if err := c.Status().Update(ctx, bad); err == nil || !strings.Contains(err.Error(), "status.outcome") {
+		t.Fatalf("unknown outcome: got %v, want an error naming status.outcome", err)
 	}
 }

@@ -19,6 +19,16 @@ import (
 // step the gate went through and the outcome. It is cluster-scoped, like the node. The gate writes
 // it from the node's gate annotations (its journal), never from memory alone, so a controller
 // killed at any step leaves a record its successor completes.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:storageversion
+// +kubebuilder:resource:scope=Cluster,shortName=rcfg
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name=Node,type=string,JSONPath=`.spec.node`
+// +kubebuilder:printcolumn:name=From,type=string,JSONPath=`.spec.fromConfig`
+// +kubebuilder:printcolumn:name=To,type=string,JSONPath=`.spec.toConfig`
+// +kubebuilder:printcolumn:name=Phase,type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name=Age,type=date,JSONPath=`.metadata.creationTimestamp`
 type Reconfiguration struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -26,16 +36,25 @@ type Reconfiguration struct {
 	Status            ReconfigurationStatus `json:"status,omitempty"`
 }
 
-// ReconfigurationSpec is what the gate was asked to do.
+// ReconfigurationSpec is what the gate was asked to do. It is immutable: one object per gate
+// operation.
+//
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable (one object per gate operation)"
 type ReconfigurationSpec struct {
 	// Node is the node the gate reconfigures.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	Node string `json:"node"`
 	// Pool is the GPUPool the node belongs to (its gpupool.dev/pool label), when it has one.
+	// +kubebuilder:validation:MaxLength=253
 	Pool string `json:"pool,omitempty"`
 	// FromConfig is the node's nvidia.com/mig.config before the gate ("" when absent); a rollback
 	// restores it.
+	// +kubebuilder:validation:MaxLength=253
 	FromConfig string `json:"fromConfig,omitempty"`
 	// ToConfig is the requested nvidia.com/mig.config.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	ToConfig string `json:"toConfig"`
 }
 
@@ -56,26 +75,43 @@ const (
 // ReconfigurationStatus is the gate's progress.
 type ReconfigurationStatus struct {
 	// Phase is the step in progress, or the outcome once the gate has finished.
+	// +kubebuilder:validation:MaxLength=64
 	Phase string `json:"phase,omitempty"`
 	// Steps are the gate's steps in order.
+	// +kubebuilder:validation:MaxItems=32
 	Steps []ReconfigurationStep `json:"steps,omitempty"`
 	// Outcome is Succeeded, RolledBack or Failed; empty while the gate runs.
+	// +kubebuilder:validation:Enum="";Succeeded;RolledBack;Failed
 	Outcome string `json:"outcome,omitempty"`
 	// Message says why the gate ended as it did.
-	Message        string       `json:"message,omitempty"`
+	// +kubebuilder:validation:MaxLength=8192
+	Message string `json:"message,omitempty"`
+	// CompletionTime is when the gate finished.
+	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 }
 
 // ReconfigurationStep is one step of the gate.
 type ReconfigurationStep struct {
-	Name    string       `json:"name"`
-	State   string       `json:"state"`
-	Start   metav1.Time  `json:"start"`
-	End     *metav1.Time `json:"end,omitempty"`
-	Message string       `json:"message,omitempty"`
+	// Name is the step: Draining, Applying, Verifying, SmokeTesting, Restoring or Stuck.
+	// +kubebuilder:validation:Enum=Draining;Applying;Verifying;SmokeTesting;Restoring;Stuck
+	Name string `json:"name"`
+	// State is Running, Succeeded or Failed.
+	// +kubebuilder:validation:Enum=Running;Succeeded;Failed
+	State string `json:"state"`
+	// Start is when the step began.
+	Start metav1.Time `json:"start"`
+	// End is when the step closed.
+	// +optional
+	End *metav1.Time `json:"end,omitempty"`
+	// Message says what happened in the step.
+	// +kubebuilder:validation:MaxLength=8192
+	Message string `json:"message,omitempty"`
 }
 
 // ReconfigurationList is a list of Reconfigurations.
+//
+// +kubebuilder:object:root=true
 type ReconfigurationList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`

@@ -1,3 +1,5 @@
+// +groupName=gpupool.dev
+// +versionName=v1
 package k8s
 
 import (
@@ -30,6 +32,15 @@ func AddToScheme(s *runtime.Scheme) error {
 
 // GPUPool is a pool of GPU nodes: which nodes belong to it and the policy the planner follows.
 // It is cluster-scoped, like the nodes it selects.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:storageversion
+// +kubebuilder:resource:scope=Cluster,shortName=gp
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name=Nodes,type=integer,JSONPath=`.status.nodes`
+// +kubebuilder:printcolumn:name=GPUs,type=integer,JSONPath=`.status.gpus`
+// +kubebuilder:printcolumn:name=Replicas,type=integer,JSONPath=`.status.replicas`
+// +kubebuilder:printcolumn:name=Age,type=date,JSONPath=`.metadata.creationTimestamp`
 type GPUPool struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -39,9 +50,12 @@ type GPUPool struct {
 
 // GPUPoolSpec is the Pool document's fleet selector and policy.
 type GPUPoolSpec struct {
-	// NodeSelector picks the pool's nodes by label; it must not be empty.
+	// NodeSelector is the label selector (equality) picking the pool's nodes; at least one label.
+	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63)",message="label values are at most 63 characters"
 	NodeSelector map[string]string `json:"nodeSelector"`
 	// Policy is the Pool document's policy (api/v1 Policy), with the same defaults.
+	// +optional
 	Policy v1.Policy `json:"policy,omitzero"`
 }
 
@@ -49,26 +63,45 @@ type GPUPoolSpec struct {
 type GPUPoolStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Nodes, GPUs and Replicas count what the current plan covers.
-	Nodes    int `json:"nodes,omitempty"`
-	GPUs     int `json:"gpus,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	Nodes int `json:"nodes,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	GPUs int `json:"gpus,omitempty"`
+	// +kubebuilder:validation:Minimum=0
 	Replicas int `json:"replicas,omitempty"`
 	// PlanDigest names the plan the status describes.
 	PlanDigest string `json:"planDigest,omitempty"`
 	// CurrentPlan is the plan in force: the last plan whose artifacts were all applied, as gzip
 	// of its JSON document, base64. The next re-plan starts from it (plan.Options.Current), so a
 	// restarted controller keeps the placements.
-	CurrentPlan string             `json:"currentPlan,omitempty"`
-	Conditions  []metav1.Condition `json:"conditions,omitempty"`
+	CurrentPlan string `json:"currentPlan,omitempty"`
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // GPUPoolList is a list of GPUPools.
+//
+// +kubebuilder:object:root=true
 type GPUPoolList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []GPUPool `json:"items"`
 }
 
-// InferenceTenant is one tenant of a pool, namespaced with the tenant's workloads.
+// InferenceTenant is one tenant of a pool, namespaced with the tenant's workloads. Its name is the
+// tenant's name, a DNS-1123 label.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:storageversion
+// +kubebuilder:resource:scope=Namespaced,shortName=it
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name=Pool,type=string,JSONPath=`.spec.pool`
+// +kubebuilder:printcolumn:name=Planned,type=integer,JSONPath=`.status.replicasPlanned`
+// +kubebuilder:printcolumn:name=Admitted,type=integer,JSONPath=`.status.replicasAdmitted`
+// +kubebuilder:printcolumn:name=Age,type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1123 label (at most 63 lower-case letters, digits and '-')"
+// +kubebuilder:validation:XValidation:rule=`!has(self.spec.tenant.name) || self.spec.tenant.name == "" || self.spec.tenant.name == self.metadata.name`,message="spec.tenant.name, when set, must equal metadata.name"
 type InferenceTenant struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -79,7 +112,11 @@ type InferenceTenant struct {
 // InferenceTenantSpec names the pool and carries the Pool document's tenant (api/v1 Tenant).
 // The tenant's name is the object's name; spec.tenant.name, when set, must equal it.
 type InferenceTenantSpec struct {
-	Pool   string    `json:"pool"`
+	// Pool is the name of the tenant's GPUPool.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Pool string `json:"pool"`
+	// Tenant is the Pool document's tenant.
 	Tenant v1.Tenant `json:"tenant"`
 }
 
@@ -87,14 +124,20 @@ type InferenceTenantSpec struct {
 type InferenceTenantStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// ReplicasPlanned is the replicas the pool's plan gives the tenant (the PoolReconciler writes it).
+	// +kubebuilder:validation:Minimum=0
 	ReplicasPlanned int `json:"replicasPlanned,omitempty"`
 	// ReplicasAdmitted is the fair allocator's grant: how many of the tenant's pods admission lets
 	// past the scheduling gate now (GrantAdmission writes it).
-	ReplicasAdmitted int                `json:"replicasAdmitted,omitempty"`
-	Conditions       []metav1.Condition `json:"conditions,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	ReplicasAdmitted int `json:"replicasAdmitted,omitempty"`
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // InferenceTenantList is a list of InferenceTenants.
+//
+// +kubebuilder:object:root=true
 type InferenceTenantList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
@@ -102,17 +145,26 @@ type InferenceTenantList struct {
 }
 
 // ControlState holds one control-plane store: every record and the revision. It is the
-// persistence of CRDStore and not meant to be edited by hand.
+// persistence of CRDStore and not meant to be edited by hand. The revision and the records change
+// together in one update guarded by the object's resourceVersion.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:storageversion
+// +kubebuilder:resource:scope=Namespaced
+// +kubebuilder:printcolumn:name=Revision,type=integer,JSONPath=`.revision`
 type ControlState struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 	// Revision counts commits; each commit adds exactly one.
+	// +kubebuilder:validation:Minimum=0
 	Revision uint64 `json:"revision"`
 	// Records maps "kind/key" to the value, base64 in JSON.
 	Records map[string][]byte `json:"records,omitempty"`
 }
 
 // ControlStateList is a list of ControlStates.
+//
+// +kubebuilder:object:root=true
 type ControlStateList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
