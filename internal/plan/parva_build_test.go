@@ -14,12 +14,13 @@ import (
 
 // parvaPool turns ParvaGPU scenario k (0-based) into a Pool of A100-SXM4-80GB nodes of one GPU
 // each (nodes GPUs in all), one soft tenant per model present with its rate and latency SLO,
-// and the measured profiles keyed by tenant name.
+// and the measured profiles keyed by tenant name. The pool takes the DRA device path, as the
+// examples do: ParvaGPU's method is MPS inside MIG instances, which only the DRA driver runs.
 func parvaPool(t *testing.T, k, nodes, per int) (*v1.Pool, map[string]*perf.Measured) {
 	t.Helper()
 	zero := 0
 	pool := &v1.Pool{APIVersion: v1.APIVersion, Kind: v1.KindPool, Metadata: v1.Metadata{Name: fmt.Sprintf("parvagpu-slo%d", k+1)},
-		Policy: v1.Policy{BurstPoolPercent: &zero}}
+		Policy: v1.Policy{BurstPoolPercent: &zero, KubernetesDeviceAPI: v1.DeviceAPIDRA}}
 	for i := range nodes {
 		pool.Fleet.Nodes = append(pool.Fleet.Nodes, v1.Node{Name: fmt.Sprintf("a100-%02d", i), GPUs: []v1.GPUGroup{{Board: "A100-SXM4-80GB", Count: per}}})
 	}
