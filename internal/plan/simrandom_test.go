@@ -18,7 +18,8 @@ import (
 // mixed isolation tiers, concurrency 1–64 (log-uniform), request rates log-uniform within a
 // factor 2 above a pool-wide floor r0 (so that every tenant gets enough requests in one run of
 // a bounded length), TTFT 1–4 s and TPOT 60–150 ms, on max(4, tenants/2) nodes of eight GPUs of
-// one or two boards.
+// one or two boards, with the Kubernetes device path drawn at random (unset, the device plugin,
+// or dra, on which MIG instances may be shared by MPS).
 func randomPool(rng *rand.Rand, tenants int, r0 float64) string {
 	boards := []string{"H100-SXM5-80GB", "A100-SXM4-80GB", "H200-141GB"}
 	models := []string{"qwen2.5-1.5b", "llama-3.2-3b", "qwen2.5-7b", "llama-3.1-8b"}
@@ -28,7 +29,11 @@ func randomPool(rng *rand.Rand, tenants int, r0 float64) string {
 	for i := range max(4, tenants/2) {
 		fmt.Fprintf(&b, "  - name: n%d\n    gpus: [{board: %s, count: 8}]\n", i, boards[(i%nb+rng.IntN(len(boards)))%len(boards)])
 	}
-	b.WriteString("policy: {burstPoolPercent: 0}\ntenants:\n")
+	api := ""
+	if rng.IntN(2) == 1 {
+		api = ", kubernetesDeviceAPI: dra"
+	}
+	fmt.Fprintf(&b, "policy: {burstPoolPercent: 0%s}\ntenants:\n", api)
 	for i := range tenants {
 		conc := int(math.Round(math.Exp(rng.Float64() * math.Log(64))))
 		rps := r0 * math.Exp(rng.Float64()*math.Log(2))
@@ -63,6 +68,7 @@ func TestPlannerSimulatorAgreement(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(8, 200))
 	served, checked, infeasible, short := 0, 0, 0, 0
+	draPools, draMIGMPS := 0, 0
 	var ratios []float64
 	for i := range pools {
 		r0 := 0.05 * math.Exp(rng.Float64()*math.Log(200))
@@ -73,6 +79,11 @@ func TestPlannerSimulatorAgreement(t *testing.T) {
 			t.Fatalf("pool %d: %v\n%s", i, err, doc)
 		}
 		pl := build(t, pool)
+		if n := migMPSInstances(pl); pool.Policy.KubernetesDeviceAPI == v1.DeviceAPIDRA {
+			draPools, draMIGMPS = draPools+1, draMIGMPS+n
+		} else if n > 0 {
+			t.Errorf("pool %d: %d MIG instances shared by MPS on the device-plugin path", i, n)
+		}
 		d := time.Duration(2200/r0*1e9) + 30*time.Second
 		res := simulate(t, pool, pl, d, uint64(i)+1)
 		if testing.Verbose() && i%20 == 19 {
@@ -124,6 +135,7 @@ func TestPlannerSimulatorAgreement(t *testing.T) {
 	t.Logf("%d pools: %d tenants served and checked over ≥ 2,000 requests each (%d), %d not served (%d of them short of GPUs in their fleet)",
 		pools, served, checked, infeasible, short)
 	t.Logf("single-tenant pools: planned / k over %d pools: %s", len(ratios), ratioSummary(ratios))
+	t.Logf("%d pools on the DRA path, %d MIG instances shared by MPS among them", draPools, draMIGMPS)
 }
 
 // simulate runs pool under pl for d with seed.
