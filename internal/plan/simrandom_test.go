@@ -18,9 +18,9 @@ import (
 // mixed isolation tiers, concurrency 1–64 (log-uniform), request rates log-uniform within a
 // factor 2 above a pool-wide floor r0 (so that every tenant gets enough requests in one run of
 // a bounded length), TTFT 1–4 s and TPOT 60–150 ms, on max(4, tenants/2) nodes of eight GPUs of
-// one or two boards, with the Kubernetes device path drawn at random (unset, the device plugin,
-// or dra, on which MIG instances may be shared by MPS).
-func randomPool(rng *rand.Rand, tenants int, r0 float64) string {
+// one or two boards; on the DRA device path (dra) when dra is set, where MIG instances may be
+// shared by MPS, else with policy.kubernetesDeviceAPI unset (the device plugin).
+func randomPool(rng *rand.Rand, tenants int, r0 float64, dra bool) string {
 	boards := []string{"H100-SXM5-80GB", "A100-SXM4-80GB", "H200-141GB"}
 	models := []string{"qwen2.5-1.5b", "llama-3.2-3b", "qwen2.5-7b", "llama-3.1-8b"}
 	var b strings.Builder
@@ -30,7 +30,7 @@ func randomPool(rng *rand.Rand, tenants int, r0 float64) string {
 		fmt.Fprintf(&b, "  - name: n%d\n    gpus: [{board: %s, count: 8}]\n", i, boards[(i%nb+rng.IntN(len(boards)))%len(boards)])
 	}
 	api := ""
-	if rng.IntN(2) == 1 {
+	if dra {
 		api = ", kubernetesDeviceAPI: dra"
 	}
 	fmt.Fprintf(&b, "policy: {burstPoolPercent: 0%s}\ntenants:\n", api)
@@ -60,7 +60,9 @@ func randomPool(rng *rand.Rand, tenants int, r0 float64) string {
 // search. Sample: 200 pools
 // of 1–40 tenants (log-uniform, so that about one pool in nine has a single tenant), request
 // rates within 2× of a floor drawn log-uniformly in [0.05, 10] req/s (so 0.05–20 req/s over the
-// suite), on a fleet that grows with the tenants; -short and -race: 20 pools of at most 12.
+// suite), on a fleet that grows with the tenants, each pool on the device-plugin or the DRA
+// path at random (on the device-plugin path no MIG instance may be shared by MPS); -short and
+// -race: 20 pools of at most 12.
 func TestPlannerSimulatorAgreement(t *testing.T) {
 	pools, most := 200, 40
 	if testing.Short() || raceEnabled {
@@ -73,7 +75,10 @@ func TestPlannerSimulatorAgreement(t *testing.T) {
 	for i := range pools {
 		r0 := 0.05 * math.Exp(rng.Float64()*math.Log(200))
 		n := int(math.Exp(rng.Float64() * math.Log(float64(most)+1)))
-		doc := randomPool(rng, max(n, 1), r0)
+		// The device path is drawn from a stream of its own, so the pools are the ones the bar
+		// was first measured on, each now on one path or the other.
+		dra := rand.New(rand.NewPCG(uint64(i), 31)).IntN(2) == 1
+		doc := randomPool(rng, max(n, 1), r0, dra)
 		pool, err := v1.LoadPool([]byte(doc))
 		if err != nil {
 			t.Fatalf("pool %d: %v\n%s", i, err, doc)
