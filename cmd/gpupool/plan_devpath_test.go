@@ -15,8 +15,9 @@ import (
 // The planner never produces a plan its own renderer rejects on the pool's own device path:
 // `plan --out` exits 0, with no render problem in README.md, for every Pool in examples/ (the
 // device-plugin ones and ParvaGPU's scenarios on the DRA path); and a sample of synthetic pools
-// of mixed tiers, with the device path drawn at random (unset, deviceplugin or dra), renders
-// without a problem (exit 2 there only with infeasible tenants in the plan).
+// of mixed tiers, with the device path drawn at random (unset, deviceplugin or dra), and the
+// LoRA examples moved to the DRA path render without a problem (exit 2 there only with
+// infeasible tenants in the plan).
 func TestPlanOutCleanOnOwnDevicePath(t *testing.T) {
 	var files []string
 	for _, glob := range []string{"*.yaml", "*/*.yaml"} {
@@ -52,6 +53,13 @@ func TestPlanOutCleanOnOwnDevicePath(t *testing.T) {
 		}
 		files = append(files, writeTemp(t, fmt.Sprintf("synthetic-%d.yaml", i), string(data)))
 	}
+	// The LoRA examples on the DRA path: no shared engine is planned there (none is rendered
+	// for DRA), so their adapter tenants get replicas of their own, some short of capacity.
+	partial := n
+	for _, f := range []string{"lora-mixed.yaml", "lora-200.yaml"} {
+		files = append(files, onDRA(t, filepath.Join("..", "..", "examples", f)))
+		partial++
+	}
 	for i, f := range files {
 		out := filepath.Join(t.TempDir(), "out")
 		_, stderr, code := runCmd(t, "plan", f, "--out", out)
@@ -60,10 +68,10 @@ func TestPlanOutCleanOnOwnDevicePath(t *testing.T) {
 			t.Errorf("%s: README.md lists problems (%v): %s", f, err, stderr)
 			continue
 		}
-		synthetic := i >= len(files)-n
+		mayBeShort := i >= len(files)-partial
 		switch {
 		case code == exitOK:
-		case synthetic && code == exitPartial && infeasibleIn(t, filepath.Join(out, "plan.yaml")) > 0:
+		case mayBeShort && code == exitPartial && infeasibleIn(t, filepath.Join(out, "plan.yaml")) > 0:
 			// a tenant short of capacity or of its SLO exits 2 too; no render problem above
 		default:
 			t.Errorf("%s: plan --out exit %d, want %d: %s", f, code, exitOK, stderr)

@@ -77,3 +77,48 @@ func tenantIsolation(pool *v1.Pool, name string) v1.Isolation {
 	}
 	return ""
 }
+
+// On the DRA path no shared LoRA engine is planned (an engine's pod asks for nvidia.com/gpu, and
+// the renderer writes none for DRA): the mixed LoRA example's adapter tenants are planned on
+// replicas of their own, and each that could have shared an engine says why; on its own
+// (device-plugin) path the same pool gets its engine.
+func TestNoLoRAEnginesOnDRA(t *testing.T) {
+	for _, api := range []v1.KubernetesDeviceAPI{"", v1.DeviceAPIDRA} {
+		pool := loadPool(t, "../../examples/lora-mixed.yaml")
+		pool.Policy.KubernetesDeviceAPI = api
+		pl, groups, err := BuildWithLoRA(context.Background(), pool, Options{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if api == "" {
+			if len(pl.LoRAEngines) == 0 || len(groups) == 0 {
+				t.Fatalf("device plugin: %d engines, %d groups; want the example's engine", len(pl.LoRAEngines), len(groups))
+			}
+			continue
+		}
+		if len(pl.LoRAEngines) != 0 || len(groups) != 0 {
+			t.Errorf("dra: %d engines, %d groups; want none", len(pl.LoRAEngines), len(groups))
+		}
+		byName := map[string]v1.Tenant{}
+		for _, pt := range pool.Tenants {
+			byName[pt.Name] = pt
+		}
+		adapters := 0
+		for _, tn := range pl.Tenants {
+			if pt := byName[tn.Name]; pt.Model.Adapter == nil || isolationOf(pt) == v1.IsolationHard {
+				continue
+			}
+			adapters++
+			said := false
+			for _, r := range tn.Reasons {
+				said = said || r.Message == LoRANeedsDevicePlugin
+			}
+			if !said || len(tn.LoRAEngines) > 0 {
+				t.Errorf("dra: adapter tenant %s: engines %v, reason given %v", tn.Name, tn.LoRAEngines, said)
+			}
+		}
+		if adapters == 0 {
+			t.Fatal("the example has no adapter tenant that could share an engine")
+		}
+	}
+}
