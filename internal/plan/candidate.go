@@ -328,8 +328,32 @@ func (p *planner) sizeByRate(tn *tenant, c *cand) {
 		// fleet can place the replicas anyway (setReplicas rejects them for capacity).
 		n = max(1, int(min(math.Ceil(tn.t.Traffic.RPS/rate-1e-9), maxDemandReplicas)))
 		lowest = n
+		n = p.fillPartialUnit(tn, c, n)
 	}
 	p.setReplicas(tn, c, n, lowest)
+}
+
+// fillPartialUnit makes n replicas of a measured tenant on c's slice carry its rate when they
+// do not fill their last GPU or instance: that unit runs n mod share processes, each at the
+// measured rate for that many processes (which may be below the rate for share processes), so
+// replicas are added until the units together carry traffic.rps, at most up to a full last unit.
+func (p *planner) fillPartialUnit(tn *tenant, c *cand, n int) int {
+	k := c.share
+	if k <= 1 || n >= maxDemandReplicas {
+		return n
+	}
+	full := c.ev.rate.RequestsPerSec
+	for ; n%k != 0; n++ {
+		r := n % k
+		part := 0.0
+		if pt, err := tn.measured.Best(measuredGPCs(c), r, tn.batchLimit); err == nil {
+			part = float64(r) * pt.Throughput
+		}
+		if float64(n-r)*full+part >= tn.t.Traffic.RPS-1e-9 {
+			break
+		}
+	}
+	return n
 }
 
 // setReplicas applies the pool's bounds to the replicas the load needs (need; 0: no count meets

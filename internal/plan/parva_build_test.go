@@ -62,6 +62,18 @@ func TestParvaGPUBuild(t *testing.T) {
 				t.Errorf("scenario %d: tenant %s: second reason is not %s: %v", k+1, tn.Name, v1.ReasonMeasuredProfile, tn.Reasons)
 			}
 		}
+		// On the device-plugin path (no MIG+MPS) the plan needs more GPUs but keeps the rule too,
+		// including a whole GPU or instance its tenant's replicas leave part-filled (a partial
+		// unit runs fewer processes, each at that count's measured rate).
+		pool.Policy.KubernetesDeviceAPI = ""
+		dp, err := Build(context.Background(), pool, Options{Profiles: profiles})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("scenario %d on the device-plugin path: %d GPUs (lower bound %d)", k+1, dp.Summary.GPUsUsed, dp.Summary.LowerBound)
+		for _, e := range CheckMeasured(dp, pool, profiles) {
+			t.Errorf("scenario %d, device-plugin path: %v", k+1, e)
+		}
 	}
 }
 
