@@ -312,21 +312,12 @@ func adapterDirOf(t *testing.T, poolFile string) string {
 
 // The 200-adapter example is all shared adapters: plan --out exits 0 (no renderer problem) and
 // renders each engine's Deployment pinned to the node of its planned GPU; so does the mixed
-// example, engines beside ordinary tenants, whose one renderer problem is the MIG instance its
-// plan shares by MPS (the device plugin runs no MPS on MIG devices).
+// example, engines beside ordinary tenants (on the device-plugin path the planner shares no MIG
+// instance by MPS, which the plugin cannot serve).
 func TestPlanOutLoRA200(t *testing.T) {
 	mixed := filepath.Join(t.TempDir(), "mixed")
 	_, stderr, code := runCmd(t, "plan", "../../examples/lora-mixed.yaml", "--out", mixed, "--gateway", "gw")
-	probs := 0
-	for _, l := range strings.Split(stderr, "\n") {
-		if strings.HasPrefix(l, "node ") {
-			probs++
-			if !strings.Contains(l, "the device plugin runs no MPS on MIG devices") {
-				t.Errorf("lora-mixed: problem %s", l)
-			}
-		}
-	}
-	if (code != 0 || probs != 0) && (code != exitPartial || probs == 0) || !strings.Contains(stderr, "1 shared LoRA engine") {
+	if code != 0 || !strings.Contains(stderr, "1 shared LoRA engine") {
 		t.Fatalf("lora-mixed: exit %d: %s", code, stderr)
 	}
 	out := filepath.Join(t.TempDir(), "out")

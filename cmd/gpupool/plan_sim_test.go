@@ -106,18 +106,33 @@ func TestPlanThenSimulateH100x8(t *testing.T) {
 }
 
 // With a bf16 KV cache the 13B tenants need more room. Under today's vLLM defaults (1 ms of host
-// time per step, 1024 sequences on an 80 GB H100) the one node still serves all 24 tenants, and
-// every tenant meets its SLO in simulation; under the 2023 engine constants it served 23.
+// time per step, 1024 sequences on an 80 GB H100) the one node still serves all 24 tenants on
+// the DRA path, where they share MIG instances by MPS, and every tenant meets its SLO in
+// simulation; under the 2023 engine constants it served 23. On the device-plugin path (no MPS on
+// MIG devices) the 13B tenants' cheapest slice is an MPS third of a whole GPU, which the plugin
+// serves only on a node without MIG GPUs: six of them are short of capacity (exit 2), and every
+// tenant served meets its SLO.
 func TestPlanThenSimulateH100x8BF16KV(t *testing.T) {
-	code, short, rep := planThenSimulate(t, writeTemp(t, "pool.yaml", bf16KV(t)))
+	dra := strings.Replace(bf16KV(t), "\npolicy:\n", "\npolicy:\n  kubernetesDeviceAPI: dra\n", 1)
+	code, short, rep := planThenSimulate(t, writeTemp(t, "pool.yaml", dra))
 	if code != exitOK || len(short) != 0 {
-		t.Errorf("plan: exit %d with %d tenants short, want every tenant served", code, len(short))
+		t.Errorf("dra: plan: exit %d with %d tenants short, want every tenant served", code, len(short))
+	}
+	checkAttainment(t, short, rep)
+	code, short, rep = planThenSimulate(t, writeTemp(t, "pool.yaml", bf16KV(t)))
+	if code != exitPartial || len(short) == 0 {
+		t.Errorf("device plugin: plan: exit %d with %d tenants short, want some 13B tenants short", code, len(short))
+	}
+	for name := range short {
+		if !strings.HasPrefix(name, "product-") {
+			t.Errorf("device plugin: %s short, want only 13B tenants", name)
+		}
 	}
 	checkAttainment(t, short, rep)
 }
 
-// With a bf16 KV cache and a second node the same tenants are all served (on 9 GPUs) and all meet
-// their SLOs.
+// With a bf16 KV cache and a second node the same tenants are all served (on 9 GPUs, on the
+// example's device-plugin path) and all meet their SLOs.
 func TestPlanThenSimulateH100x8BF16KVPlusNode(t *testing.T) {
 	data := bf16KV(t)
 	const extra = "  - name: h100-node-b\n    gpus:\n    - board: H100-SXM5-80GB\n      count: 8\npolicy:\n"

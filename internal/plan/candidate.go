@@ -135,6 +135,7 @@ func (p *planner) candidates(tn *tenant, b *gpu.Board) []*cand {
 		out = append(out, c)
 	}
 	shareMPS := tn.group != "" && p.modes[v1.ModeMPS]
+	shareMIGMPS := shareMPS && p.migMPSServed()
 	shareTS := tn.group == "shared" && tn.t.LowFrequency && p.modes[v1.ModeTimeSlice]
 	if tn.measured != nil { // measured: MPS up to measuredMaxProcs processes, no time-slicing
 		shareTS = false
@@ -157,7 +158,7 @@ func (p *planner) candidates(tn *tenant, b *gpu.Board) []*cand {
 		for _, prof := range migProfiles(b) {
 			add(v1.SliceMIG, prof, 1)
 			for _, k := range migMPSShares {
-				if shareMPS {
+				if shareMIGMPS {
 					add(v1.SliceMIGMPS, prof, k)
 				}
 			}
@@ -179,6 +180,30 @@ func (p *planner) candidates(tn *tenant, b *gpu.Board) []*cand {
 		}
 	}
 	return out
+}
+
+// migMPSServed says whether the pool's device path serves MPS inside a MIG instance. NVIDIA's
+// DRA driver runs MPS for the very instance a claim got; the device plugin runs no MPS on MIG
+// devices (its getMPSOptions: "sharing using MPS is not supported for MIG devices") and hands a
+// pod any instance of a profile, and the node agent runs no per-instance daemons either. So
+// MIG+MPS is a candidate only with policy.kubernetesDeviceAPI: dra; on any other path the
+// renderer would report every such instance as a problem.
+func (p *planner) migMPSServed() bool {
+	return p.pool.Policy.DeviceAPI() == v1.DeviceAPIDRA
+}
+
+// noMIGMPS is why a tenant that may share by MPS gets no MIG+MPS candidate on a MIG-capable
+// board of the fleet, or "" when it does or could not anyway.
+func (p *planner) noMIGMPS(tn *tenant) string {
+	if tn.group == "" || !p.modes[v1.ModeMPS] || !p.modes[v1.ModeMIG] || p.migMPSServed() {
+		return ""
+	}
+	for _, b := range p.boards {
+		if len(migProfiles(b)) > 0 {
+			return "MIG+MPS needs policy.kubernetesDeviceAPI: dra (the device plugin runs no MPS on MIG instances)"
+		}
+	}
+	return ""
 }
 
 // exclusions explains the slice kinds the tenant may not use, or "".
@@ -303,8 +328,32 @@ func (p *planner) sizeByRate(tn *tenant, c *cand) {
 		// fleet can place the replicas anyway (setReplicas rejects them for capacity).
 		n = max(1, int(min(math.Ceil(tn.t.Traffic.RPS/rate-1e-9), maxDemandReplicas)))
 		lowest = n
+		n = p.fillPartialUnit(tn, c, n)
 	}
 	p.setReplicas(tn, c, n, lowest)
+}
+
+// fillPartialUnit makes n replicas of a measured tenant on c's slice carry its rate when they
+// do not fill their last GPU or instance: that unit runs n mod share processes, each at the
+// measured rate for that many processes (which may be below the rate for share processes), so
+// replicas are added until the units together carry traffic.rps, at most up to a full last unit.
+func (p *planner) fillPartialUnit(tn *tenant, c *cand, n int) int {
+	k := c.share
+	if k <= 1 || n >= maxDemandReplicas {
+		return n
+	}
+	full := c.ev.rate.RequestsPerSec
+	for ; n%k != 0; n++ {
+		r := n % k
+		part := 0.0
+		if pt, err := tn.measured.Best(measuredGPCs(c), r, tn.batchLimit); err == nil {
+			part = float64(r) * pt.Throughput
+		}
+		if float64(n-r)*full+part >= tn.t.Traffic.RPS-1e-9 {
+			break
+		}
+	}
+	return n
 }
 
 // setReplicas applies the pool's bounds to the replicas the load needs (need; 0: no count meets

@@ -85,6 +85,7 @@ func TestCompactFreesGPUs(t *testing.T) {
 	}
 	for _, n := range sizes {
 		pool := synthPool(n)
+		pool.Policy.KubernetesDeviceAPI = v1.DeviceAPIDRA // shared MIG instances, as the text above says
 		off, on := buildCompact(t, pool, false), buildCompact(t, pool, true)
 		t.Logf("%d tenants: %d GPUs without compaction, %d with (bound %d)", n, off.Summary.GPUsUsed, on.Summary.GPUsUsed, on.Summary.LowerBound)
 		if on.Summary.GPUsUsed >= off.Summary.GPUsUsed {
@@ -115,7 +116,8 @@ func TestCompactKeepsRules(t *testing.T) {
 	freed := 0
 	for i := range rounds {
 		rng := rand.New(rand.NewPCG(uint64(i), 11))
-		pool := Synthetic(SyntheticOptions{Tenants: 40 + rng.IntN(80), GPUs: 64, MeanRPS: 0.3 + rng.Float64()}, rng)
+		pool := Synthetic(SyntheticOptions{Tenants: 40 + rng.IntN(80), GPUs: 64, MeanRPS: 0.3 + rng.Float64(),
+			DeviceAPI: []v1.KubernetesDeviceAPI{"", v1.DeviceAPIDRA}[i%2]}, rng)
 		for j := range pool.Tenants {
 			pool.Tenants[j].Redundancy = rng.IntN(2) == 0
 		}

@@ -18,10 +18,16 @@
 //	exclusive       a whole GPU                                   every tier
 //	tensor-parallel tp whole GPUs of one node, tp = 2, 4, 8         every tier
 //	mig P           an unshared MIG instance of profile P          every tier
-//	mig P + mps 1/k MPS inside an instance, k = 2, 3, 4            soft, shared
+//	mig P + mps 1/k MPS inside an instance, k = 2, 3, 4            soft, shared; DRA path only
 //	mps 1/k         MPS on a whole GPU, k = 2 … 8                  soft, shared
 //	mig P + ts 1/k  time-slicing inside an instance, k = 2, 4      shared and lowFrequency
 //	timeslice 1/k   time-slicing of a whole GPU, k = 2, 3, 4, 6, 8 shared and lowFrequency
+//
+// MIG+MPS is listed only when the pool sets policy.kubernetesDeviceAPI: dra: NVIDIA's device
+// plugin runs no MPS on MIG devices, the node agent runs no per-instance daemons, and the DRA
+// driver runs MPS for the instance a claim got. Elsewhere a tenant that could have shared an
+// instance by MPS says why it does not (ModeNotAllowed). The candidates are a function of the
+// pool, and the lower bound reads the same ones.
 //
 // MIG profiles are the board's profiles with a known memory size, media variants (+me) folded
 // into their base profile. A share 1/k gets floor(100/k) % of the SMs (MPS active-thread

@@ -43,7 +43,8 @@ func TestInFlightRoundTrip(t *testing.T) {
 // carry the 0.5 req/s every product tenant offers.
 func TestKVHoldBoundsSmallShares(t *testing.T) {
 	pool := loadPool(t, "../../examples/h100x8-mixed.yaml")
-	setKV(pool, "llama-2-13b", "") // bf16 KV: the case where a half 3g.40gb share is small
+	setKV(pool, "llama-2-13b", "")                    // bf16 KV: the case where a half 3g.40gb share is small
+	pool.Policy.KubernetesDeviceAPI = v1.DeviceAPIDRA // MIG+MPS is a candidate on the DRA path only
 	p, err := newPlanner(pool, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -42,10 +42,18 @@ type LoRASolo struct {
 	Reason string
 }
 
+// LoRANeedsDevicePlugin is why an adapter tenant of a pool on the DRA device path gets no shared
+// engine: an engine's pod asks for a whole GPU through the device plugin, and the renderer
+// writes no engine for the DRA path, so the tenant is planned on replicas of its own.
+const LoRANeedsDevicePlugin = "shared LoRA engines are planned on the device-plugin path only " +
+	"(an engine's pod asks for nvidia.com/gpu; none is rendered for policy.kubernetesDeviceAPI: dra): " +
+	"serves its adapter from replicas of its own"
+
 // GroupLoRA sorts a pool's adapter tenants into groups that may share engines. A hard-tier tenant
 // never shares an engine process (one process is one fault and memory domain), and a soft tenant
 // shares only with its trust group (the same path), so those are the groups' boundaries besides
-// the base model and its quantization. Tenants without an adapter are not listed. loaded holds
+// the base model and its quantization. On the DRA device path no tenant shares an engine
+// (LoRANeedsDevicePlugin). Tenants without an adapter are not listed. loaded holds
 // the adapters read from PEFT folders, by tenant: their rank (the largest of rank_pattern) and
 // bytes take the place of the Pool's; a tenant not in it keeps model.adapter.rank and no bytes.
 func GroupLoRA(p *v1.Pool, loaded map[string]llm.Adapter) ([]LoRAGroup, []LoRASolo) {
@@ -59,6 +67,10 @@ func GroupLoRA(p *v1.Pool, loaded map[string]llm.Adapter) ([]LoRAGroup, []LoRASo
 		g := sharingGroup(t)
 		if g == "" {
 			solos = append(solos, LoRASolo{Tenant: t.Name, Reason: "isolation hard: serves its adapter from an engine process of its own"})
+			continue
+		}
+		if p.Policy.DeviceAPI() == v1.DeviceAPIDRA {
+			solos = append(solos, LoRASolo{Tenant: t.Name, Reason: LoRANeedsDevicePlugin})
 			continue
 		}
 		base := t.Model.Name

@@ -266,6 +266,9 @@ func BuildWithLoRA(ctx context.Context, pool *v1.Pool, o Options, adapters map[s
 	if len(fg) > 0 {
 		PlaceLoRAEngines(pl, pool, fg, o.Current)
 	}
+	if pool.Policy.DeviceAPI() == v1.DeviceAPIDRA {
+		noEngineReasons(pl, pool)
+	}
 	return pl, fg, nil
 }
 
@@ -439,4 +442,20 @@ func sameEngine(a, b v1.PlanLoRAEngine) bool {
 		}
 	}
 	return true
+}
+
+// noEngineReasons tells each adapter tenant of a DRA pool that could have shared an engine why it
+// has none (LoRANeedsDevicePlugin).
+func noEngineReasons(pl *v1.Plan, pool *v1.Pool) {
+	could := map[string]bool{}
+	for _, t := range pool.Tenants {
+		if t.Model.Adapter != nil && sharingGroup(t) != "" {
+			could[t.Name] = true
+		}
+	}
+	for i := range pl.Tenants {
+		if could[pl.Tenants[i].Name] {
+			pl.Tenants[i].Reasons = append(pl.Tenants[i].Reasons, v1.NewReason(v1.ReasonModeNotAllowed, "%s", LoRANeedsDevicePlugin))
+		}
+	}
 }

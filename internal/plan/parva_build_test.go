@@ -14,12 +14,13 @@ import (
 
 // parvaPool turns ParvaGPU scenario k (0-based) into a Pool of A100-SXM4-80GB nodes of one GPU
 // each (nodes GPUs in all), one soft tenant per model present with its rate and latency SLO,
-// and the measured profiles keyed by tenant name.
+// and the measured profiles keyed by tenant name. The pool takes the DRA device path, as the
+// examples do: ParvaGPU's method is MPS inside MIG instances, which only the DRA driver runs.
 func parvaPool(t *testing.T, k, nodes, per int) (*v1.Pool, map[string]*perf.Measured) {
 	t.Helper()
 	zero := 0
 	pool := &v1.Pool{APIVersion: v1.APIVersion, Kind: v1.KindPool, Metadata: v1.Metadata{Name: fmt.Sprintf("parvagpu-slo%d", k+1)},
-		Policy: v1.Policy{BurstPoolPercent: &zero}}
+		Policy: v1.Policy{BurstPoolPercent: &zero, KubernetesDeviceAPI: v1.DeviceAPIDRA}}
 	for i := range nodes {
 		pool.Fleet.Nodes = append(pool.Fleet.Nodes, v1.Node{Name: fmt.Sprintf("a100-%02d", i), GPUs: []v1.GPUGroup{{Board: "A100-SXM4-80GB", Count: per}}})
 	}
@@ -60,6 +61,18 @@ func TestParvaGPUBuild(t *testing.T) {
 			if len(tn.Reasons) < 2 || tn.Reasons[1].Code != v1.ReasonMeasuredProfile {
 				t.Errorf("scenario %d: tenant %s: second reason is not %s: %v", k+1, tn.Name, v1.ReasonMeasuredProfile, tn.Reasons)
 			}
+		}
+		// On the device-plugin path (no MIG+MPS) the plan needs more GPUs but keeps the rule too,
+		// including a whole GPU or instance its tenant's replicas leave part-filled (a partial
+		// unit runs fewer processes, each at that count's measured rate).
+		pool.Policy.KubernetesDeviceAPI = ""
+		dp, err := Build(context.Background(), pool, Options{Profiles: profiles})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("scenario %d on the device-plugin path: %d GPUs (lower bound %d)", k+1, dp.Summary.GPUsUsed, dp.Summary.LowerBound)
+		for _, e := range CheckMeasured(dp, pool, profiles) {
+			t.Errorf("scenario %d, device-plugin path: %v", k+1, e)
 		}
 	}
 }

@@ -55,20 +55,27 @@ func placementDigest(t *testing.T, pl *v1.Plan) string {
 // the planner's decisions updates the digests (the test logs the new ones). The digest includes
 // the lower bound: the TTFT floor raised the varied pools' bounds from 74 and 146 to 79 and 154
 // with the placements as they were (the old digests come back with the old bounds put in).
+// Since MIG+MPS is a candidate on the DRA device path only, the pools on the default
+// (device-plugin) path plan without it and have new digests; on the DRA path the same pools
+// give the digests from before that change, placements and bounds alike.
 func TestPlacementDigest(t *testing.T) {
 	cases := []struct {
 		name          string
 		tenants, gpus int
 		varied        bool
+		api           v1.KubernetesDeviceAPI
 		want          string
 	}{
-		{"standard-300", 300, 300, false, "172d347cfe13b4a2"},
-		{"varied-300", 300, 300, true, "b6c1228a66ea5529"},
-		{"varied-600-on-300", 600, 300, true, "251c9210e7998a3d"},
+		{"standard-300", 300, 300, false, "", "b71928ee56971d6e"},
+		{"varied-300", 300, 300, true, "", "9f22189ef2894bcd"},
+		{"varied-600-on-300", 600, 300, true, "", "2bff8417e4fde2ad"},
+		{"standard-300-dra", 300, 300, false, v1.DeviceAPIDRA, "172d347cfe13b4a2"},
+		{"varied-300-dra", 300, 300, true, v1.DeviceAPIDRA, "b6c1228a66ea5529"},
+		{"varied-600-on-300-dra", 600, 300, true, v1.DeviceAPIDRA, "251c9210e7998a3d"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			pool := Synthetic(SyntheticOptions{Tenants: c.tenants, GPUs: c.gpus, Varied: c.varied}, rand.New(rand.NewPCG(1, 2)))
+			pool := Synthetic(SyntheticOptions{Tenants: c.tenants, GPUs: c.gpus, Varied: c.varied, DeviceAPI: c.api}, rand.New(rand.NewPCG(1, 2)))
 			pl := build(t, pool)
 			got := placementDigest(t, pl)
 			t.Logf("%s: %d GPUs used, lower bound %d, digest %s", c.name, pl.Summary.GPUsUsed, pl.Summary.LowerBound, got)

@@ -60,8 +60,11 @@ func TestExampleH100x8Density(t *testing.T) {
 	// With the 13B tenants' KV cache at bf16, their slices hold half the tokens. Under today's
 	// vLLM defaults the node still serves everyone on its 8 GPUs (bound 8); under the 2023 engine
 	// constants it was one GPU short (bound 9). A second node changes nothing.
+	// That takes MPS inside MIG instances, which only the DRA path serves (TestMIGMPSOnlyOnDRA
+	// shows the device-plugin path one GPU short).
 	pool = loadPool(t, "../../examples/h100x8-mixed.yaml")
 	setKV(pool, "llama-2-13b", "")
+	pool.Policy.KubernetesDeviceAPI = v1.DeviceAPIDRA
 	pl = build(t, pool)
 	var short []string
 	for _, tn := range pl.Tenants {
@@ -70,7 +73,7 @@ func TestExampleH100x8Density(t *testing.T) {
 		}
 	}
 	// Under today's vLLM defaults (1,024 sequences, 1 ms step overhead) the bf16-KV node fits all
-	// 24 tenants on its 8 GPUs, and the bound (each tenant at the replicas that merely keep up
+	// 24 tenants on its 8 GPUs on the DRA path, and the bound (each tenant at the replicas that merely keep up
 	// with its load) is 8 too; a second node changes neither.
 	if pl.Summary.GPUsUsed != 8 || pl.Summary.LowerBound != 8 || len(short) != 0 {
 		t.Errorf("bf16 KV, 8-GPU node: used %d, bound %d, short %v; want 8, 8 and none short", pl.Summary.GPUsUsed, pl.Summary.LowerBound, short)

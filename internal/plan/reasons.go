@@ -57,6 +57,9 @@ func (p *planner) tenantReasons(tn *tenant) []v1.Reason {
 	if code, msg := p.exclusions(tn); code != "" && code != out[2].Code {
 		out = append(out, v1.NewReason(code, "%s", msg))
 	}
+	if why := p.noMIGMPS(tn); why != "" {
+		out = append(out, v1.NewReason(v1.ReasonModeNotAllowed, "%s", why))
+	}
 	return append(out, rejected(tn, 3)...)
 }
 
@@ -231,6 +234,9 @@ func (p *planner) infeasibleReasons(tn *tenant) []v1.Reason {
 			tn.t.Traffic.RPS, len(p.fleet)))
 	default:
 		out = append(out, v1.NewReason(v1.ReasonOverCap, "every slice that holds the model needs more replicas than %s allows", maxReplicasName(tn.t)))
+	}
+	if why := p.noMIGMPS(tn); why != "" {
+		out = append(out, v1.NewReason(v1.ReasonModeNotAllowed, "%s", why))
 	}
 	return append(out, rejected(tn, 4)...)
 }

@@ -18,8 +18,9 @@ import (
 // mixed isolation tiers, concurrency 1–64 (log-uniform), request rates log-uniform within a
 // factor 2 above a pool-wide floor r0 (so that every tenant gets enough requests in one run of
 // a bounded length), TTFT 1–4 s and TPOT 60–150 ms, on max(4, tenants/2) nodes of eight GPUs of
-// one or two boards.
-func randomPool(rng *rand.Rand, tenants int, r0 float64) string {
+// one or two boards; on the DRA device path (dra) when dra is set, where MIG instances may be
+// shared by MPS, else with policy.kubernetesDeviceAPI unset (the device plugin).
+func randomPool(rng *rand.Rand, tenants int, r0 float64, dra bool) string {
 	boards := []string{"H100-SXM5-80GB", "A100-SXM4-80GB", "H200-141GB"}
 	models := []string{"qwen2.5-1.5b", "llama-3.2-3b", "qwen2.5-7b", "llama-3.1-8b"}
 	var b strings.Builder
@@ -28,7 +29,11 @@ func randomPool(rng *rand.Rand, tenants int, r0 float64) string {
 	for i := range max(4, tenants/2) {
 		fmt.Fprintf(&b, "  - name: n%d\n    gpus: [{board: %s, count: 8}]\n", i, boards[(i%nb+rng.IntN(len(boards)))%len(boards)])
 	}
-	b.WriteString("policy: {burstPoolPercent: 0}\ntenants:\n")
+	api := ""
+	if dra {
+		api = ", kubernetesDeviceAPI: dra"
+	}
+	fmt.Fprintf(&b, "policy: {burstPoolPercent: 0%s}\ntenants:\n", api)
 	for i := range tenants {
 		conc := int(math.Round(math.Exp(rng.Float64() * math.Log(64))))
 		rps := r0 * math.Exp(rng.Float64()*math.Log(2))
@@ -55,7 +60,9 @@ func randomPool(rng *rand.Rand, tenants int, r0 float64) string {
 // search. Sample: 200 pools
 // of 1–40 tenants (log-uniform, so that about one pool in nine has a single tenant), request
 // rates within 2× of a floor drawn log-uniformly in [0.05, 10] req/s (so 0.05–20 req/s over the
-// suite), on a fleet that grows with the tenants; -short and -race: 20 pools of at most 12.
+// suite), on a fleet that grows with the tenants, each pool on the device-plugin or the DRA
+// path at random (on the device-plugin path no MIG instance may be shared by MPS); -short and
+// -race: 20 pools of at most 12.
 func TestPlannerSimulatorAgreement(t *testing.T) {
 	pools, most := 200, 40
 	if testing.Short() || raceEnabled {
@@ -63,16 +70,25 @@ func TestPlannerSimulatorAgreement(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(8, 200))
 	served, checked, infeasible, short := 0, 0, 0, 0
+	draPools, draMIGMPS := 0, 0
 	var ratios []float64
 	for i := range pools {
 		r0 := 0.05 * math.Exp(rng.Float64()*math.Log(200))
 		n := int(math.Exp(rng.Float64() * math.Log(float64(most)+1)))
-		doc := randomPool(rng, max(n, 1), r0)
+		// The device path is drawn from a stream of its own, so the pools are the ones the bar
+		// was first measured on, each now on one path or the other.
+		dra := rand.New(rand.NewPCG(uint64(i), 31)).IntN(2) == 1
+		doc := randomPool(rng, max(n, 1), r0, dra)
 		pool, err := v1.LoadPool([]byte(doc))
 		if err != nil {
 			t.Fatalf("pool %d: %v\n%s", i, err, doc)
 		}
 		pl := build(t, pool)
+		if n := migMPSInstances(pl); pool.Policy.KubernetesDeviceAPI == v1.DeviceAPIDRA {
+			draPools, draMIGMPS = draPools+1, draMIGMPS+n
+		} else if n > 0 {
+			t.Errorf("pool %d: %d MIG instances shared by MPS on the device-plugin path", i, n)
+		}
 		d := time.Duration(2200/r0*1e9) + 30*time.Second
 		res := simulate(t, pool, pl, d, uint64(i)+1)
 		if testing.Verbose() && i%20 == 19 {
@@ -124,6 +140,7 @@ func TestPlannerSimulatorAgreement(t *testing.T) {
 	t.Logf("%d pools: %d tenants served and checked over ≥ 2,000 requests each (%d), %d not served (%d of them short of GPUs in their fleet)",
 		pools, served, checked, infeasible, short)
 	t.Logf("single-tenant pools: planned / k over %d pools: %s", len(ratios), ratioSummary(ratios))
+	t.Logf("%d pools on the DRA path, %d MIG instances shared by MPS among them", draPools, draMIGMPS)
 }
 
 // simulate runs pool under pl for d with seed.

@@ -21,6 +21,9 @@ type SyntheticOptions struct {
 	// ×1.5) and, for a third of the tenants, concurrency (log-uniform on 1–64; the others leave
 	// it to the engine's 256). Off, the pool is the same as before the option existed.
 	Varied bool
+	// DeviceAPI is the pool's policy.kubernetesDeviceAPI; "" leaves it unset (the device plugin),
+	// on which no MIG instance is shared by MPS. DRA pools may share MIG instances by MPS.
+	DeviceAPI v1.KubernetesDeviceAPI
 }
 
 // synthModel is one model the generator draws from, with its request shape and SLO class.
@@ -62,6 +65,7 @@ func Synthetic(o SyntheticOptions, rng *rand.Rand) *v1.Pool {
 	pool := &v1.Pool{Metadata: v1.Metadata{Name: fmt.Sprintf("synthetic-%d", n)}}
 	zero := 0
 	pool.Policy.BurstPoolPercent = &zero
+	pool.Policy.KubernetesDeviceAPI = o.DeviceAPI
 	for i := 0; gpus > 0; i++ {
 		c := min(gpus, 8)
 		pool.Fleet.Nodes = append(pool.Fleet.Nodes, v1.Node{Name: fmt.Sprintf("node-%d", i),

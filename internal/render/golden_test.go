@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,6 +106,17 @@ func compareGolden(t *testing.T, dir string, files map[string][]byte) {
 			t.Errorf("golden file %s is no longer rendered", p)
 		}
 	}
+}
+
+// migMPSProblem tells whether p is the device-plugin path's problem with a MIG instance the plan
+// shares by MPS (checkMIGMPS): the plugin runs no MPS on MIG devices. The hand-written plans here
+// share MIG instances by MPS on that path; the planner does not (TestPlannedPoolsRenderClean).
+func migMPSProblem(pl *v1.Plan, p Problem) bool {
+	var g, i int
+	if _, err := fmt.Sscanf(p.Field, "gpus[%d].instances[%d].sharing", &g, &i); err != nil || g >= len(pl.GPUs) || i >= len(pl.GPUs[g].Instances) {
+		return false
+	}
+	return pl.GPUs[g].Instances[i].Sharing.Mode == v1.SharingMPS && strings.Contains(p.Message, "policy.kubernetesDeviceAPI: dra")
 }
 
 // onlyMIGMPS fails unless every problem err carries is the device-plugin path's MIG + MPS one.

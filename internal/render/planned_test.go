@@ -33,43 +33,36 @@ func renderProblems(t *testing.T, pool *v1.Pool) []Problem {
 	return nil
 }
 
-// migMPSProblem tells whether p is the device-plugin path's problem with a MIG instance the plan
-// shares by MPS (checkMIGMPS): the plugin runs no MPS on MIG devices, so that one is the
-// planner's to know about, not a pairing the renderer got wrong.
-func migMPSProblem(pl *v1.Plan, p Problem) bool {
-	var g, i int
-	if _, err := fmt.Sscanf(p.Field, "gpus[%d].instances[%d].sharing", &g, &i); err != nil || g >= len(pl.GPUs) || i >= len(pl.GPUs[g].Instances) {
-		return false
-	}
-	return pl.GPUs[g].Instances[i].Sharing.Mode == v1.SharingMPS && strings.Contains(p.Message, "policy.kubernetesDeviceAPI: dra")
-}
-
-// Every plan the planner produces can be served as planned: the examples' pools and synthetic
-// pools of 1–60 tenants on 16–47 GPUs (mixed tiers, ten trust groups; every other pool with
-// varied lengths, SLOs and concurrency) render without problems on the DRA path, and on the
-// device-plugin path without any but the MIG+MPS one (the plugin runs no MPS on MIG devices): no
-// node needs two sharing settings for one resource, time-slicing and MPS together, or shared
-// instances of one profile holding tenants of different trust paths.
+// Every plan the planner produces can be served as planned on the pool's own device path: the
+// examples' pools and synthetic pools of 1–60 tenants on 16–47 GPUs (mixed tiers, ten trust
+// groups; every other pool with varied lengths, SLOs and concurrency), each planned once with
+// policy.kubernetesDeviceAPI unset (the device plugin) and once with dra, render without any
+// problem: no node needs two sharing settings for one resource, time-slicing and MPS together,
+// whole-GPU MPS beside MIG GPUs, or shared instances of one profile holding tenants of
+// different trust paths, and no MIG instance is shared by MPS on the device-plugin path (the
+// plugin runs no MPS on MIG devices). The DRA plans do share MIG instances by MPS (checked
+// over the whole run), so both paths are exercised.
 func TestPlannedPoolsRenderClean(t *testing.T) {
+	draMIGMPS := 0
 	check := func(name string, pool *v1.Pool) {
 		t.Helper()
-		pl, err := plan.Build(context.Background(), pool, plan.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, api := range []v1.KubernetesDeviceAPI{v1.DeviceAPIDevicePlugin, v1.DeviceAPIDRA} {
+		for _, api := range []v1.KubernetesDeviceAPI{"", v1.DeviceAPIDRA} {
 			p := *pool
 			p.Policy.KubernetesDeviceAPI = api
-			_, err := Artifacts(pl, &p)
+			pl, err := plan.Build(context.Background(), &p, plan.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Artifacts(pl, &p)
 			var pe *ProblemsError
 			if err != nil && !errors.As(err, &pe) {
 				t.Fatal(err)
 			}
 			for _, pr := range problemsOf(pe) {
-				if api == v1.DeviceAPIDevicePlugin && migMPSProblem(pl, pr) {
-					continue
-				}
-				t.Errorf("%s (%s): %s", name, api, pr)
+				t.Errorf("%s (device API %q): %s", name, api, pr)
+			}
+			if api == v1.DeviceAPIDRA {
+				draMIGMPS += migMPSCount(pl)
 			}
 		}
 	}
@@ -85,6 +78,22 @@ func TestPlannedPoolsRenderClean(t *testing.T) {
 		pool := plan.Synthetic(plan.SyntheticOptions{Tenants: 1 + rng.IntN(60), GPUs: 16 + rng.IntN(32), Varied: i%2 == 1}, rng)
 		check(fmt.Sprintf("synthetic pool %d (%d tenants)", i, len(pool.Tenants)), pool)
 	}
+	if draMIGMPS == 0 {
+		t.Error("no DRA plan shares a MIG instance by MPS: the test no longer covers that path")
+	}
+}
+
+// migMPSCount counts the MIG instances with replicas that pl shares by MPS.
+func migMPSCount(pl *v1.Plan) int {
+	n := 0
+	for _, g := range pl.GPUs {
+		for _, in := range g.Instances {
+			if in.Sharing.Mode == v1.SharingMPS && len(in.Replicas) > 0 {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // examplePool loads the pool examples/<f>.

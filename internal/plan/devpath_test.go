@@ -1,0 +1,124 @@
+package plan
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// migMPSInstances counts the MIG instances a plan shares by MPS.
+func migMPSInstances(pl *v1.Plan) int {
+	n := 0
+	for _, g := range pl.GPUs {
+		for _, in := range g.Instances {
+			if in.Sharing.Mode == v1.SharingMPS && len(in.Replicas) > 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// MIG+MPS is a candidate only on the DRA device path: the device plugin runs no MPS on MIG
+// devices. ParvaGPU's scenario 6 (MPS inside MIG instances is its method) and the 8 × H100
+// example with a bf16 KV cache share MIG instances by MPS on the DRA path; on the device-plugin
+// path (the pools' default) neither plan shares a MIG instance by MPS, and every tenant that may
+// share by MPS says why (ModeNotAllowed, naming policy.kubernetesDeviceAPI: dra).
+func TestMIGMPSOnlyOnDRA(t *testing.T) {
+	parva, profiles := parvaPool(t, 5, 3, 8)
+	h100 := loadPool(t, "../../examples/h100x8-mixed.yaml")
+	setKV(h100, "llama-2-13b", "")
+	for _, c := range []struct {
+		name string
+		pool *v1.Pool
+	}{{"parvagpu scenario 6", parva}, {"h100x8-mixed, bf16 KV", h100}} {
+		for _, api := range []v1.KubernetesDeviceAPI{v1.DeviceAPIDRA, "", v1.DeviceAPIDevicePlugin} {
+			pool := *c.pool
+			pool.Policy.KubernetesDeviceAPI = api
+			pl, err := Build(context.Background(), &pool, Options{Profiles: profiles})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := migMPSInstances(pl)
+			t.Logf("%s, device API %q: %d GPUs (bound %d), %d MIG instances shared by MPS", c.name, api, pl.Summary.GPUsUsed, pl.Summary.LowerBound, n)
+			if api == v1.DeviceAPIDRA {
+				if n == 0 {
+					t.Errorf("%s on the DRA path: no MIG instance shared by MPS; the test no longer tells the paths apart", c.name)
+				}
+				continue
+			}
+			if n > 0 {
+				t.Errorf("%s, device API %q: %d MIG instances shared by MPS, which the device plugin cannot serve", c.name, api, n)
+			}
+			for _, tn := range pl.Tenants {
+				isol := tenantIsolation(&pool, tn.Name)
+				said := false
+				for _, r := range tn.Reasons {
+					said = said || r.Code == v1.ReasonModeNotAllowed && strings.Contains(r.Message, "MIG+MPS needs policy.kubernetesDeviceAPI: dra")
+				}
+				if isol != v1.IsolationHard && !said {
+					t.Errorf("%s: tenant %s (isolation %s) does not say why it gets no MIG+MPS", c.name, tn.Name, isol)
+				}
+				if isol == v1.IsolationHard && said {
+					t.Errorf("%s: hard-isolated tenant %s names MIG+MPS, which its tier excludes anyway", c.name, tn.Name)
+				}
+			}
+		}
+	}
+}
+
+func tenantIsolation(pool *v1.Pool, name string) v1.Isolation {
+	for _, t := range pool.Tenants {
+		if t.Name == name {
+			return isolationOf(t)
+		}
+	}
+	return ""
+}
+
+// On the DRA path no shared LoRA engine is planned (an engine's pod asks for nvidia.com/gpu, and
+// the renderer writes none for DRA): the mixed LoRA example's adapter tenants are planned on
+// replicas of their own, and each that could have shared an engine says why; on its own
+// (device-plugin) path the same pool gets its engine.
+func TestNoLoRAEnginesOnDRA(t *testing.T) {
+	for _, api := range []v1.KubernetesDeviceAPI{"", v1.DeviceAPIDRA} {
+		pool := loadPool(t, "../../examples/lora-mixed.yaml")
+		pool.Policy.KubernetesDeviceAPI = api
+		pl, groups, err := BuildWithLoRA(context.Background(), pool, Options{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if api == "" {
+			if len(pl.LoRAEngines) == 0 || len(groups) == 0 {
+				t.Fatalf("device plugin: %d engines, %d groups; want the example's engine", len(pl.LoRAEngines), len(groups))
+			}
+			continue
+		}
+		if len(pl.LoRAEngines) != 0 || len(groups) != 0 {
+			t.Errorf("dra: %d engines, %d groups; want none", len(pl.LoRAEngines), len(groups))
+		}
+		byName := map[string]v1.Tenant{}
+		for _, pt := range pool.Tenants {
+			byName[pt.Name] = pt
+		}
+		adapters := 0
+		for _, tn := range pl.Tenants {
+			if pt := byName[tn.Name]; pt.Model.Adapter == nil || isolationOf(pt) == v1.IsolationHard {
+				continue
+			}
+			adapters++
+			said := false
+			for _, r := range tn.Reasons {
+				said = said || r.Message == LoRANeedsDevicePlugin
+			}
+			if !said || len(tn.LoRAEngines) > 0 {
+				t.Errorf("dra: adapter tenant %s: engines %v, reason given %v", tn.Name, tn.LoRAEngines, said)
+			}
+		}
+		if adapters == 0 {
+			t.Fatal("the example has no adapter tenant that could share an engine")
+		}
+	}
+}
