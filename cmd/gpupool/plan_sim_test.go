@@ -110,8 +110,9 @@ func TestPlanThenSimulateH100x8(t *testing.T) {
 // the DRA path, where they share MIG instances by MPS, and every tenant meets its SLO in
 // simulation; under the 2023 engine constants it served 23. On the device-plugin path (no MPS on
 // MIG devices) the 13B tenants' cheapest slice is an MPS third of a whole GPU, which the plugin
-// serves only on a node without MIG GPUs: six of them are short of capacity (exit 2), and every
-// tenant served meets its SLO.
+// serves only on a node without MIG GPUs (and not beside the 70B tenants' unshared whole GPUs):
+// the planner re-chooses their slices as MIG, and the three that do not fit are short of capacity
+// (exit 2); every tenant served meets its SLO.
 func TestPlanThenSimulateH100x8BF16KV(t *testing.T) {
 	dra := strings.Replace(bf16KV(t), "\npolicy:\n", "\npolicy:\n  kubernetesDeviceAPI: dra\n", 1)
 	code, short, rep := planThenSimulate(t, writeTemp(t, "pool.yaml", dra))

@@ -186,8 +186,8 @@ func (p *planner) chooseFrom(boardWide, vector bool, seed []*cand) {
 		if len(tn.feasible) == 0 {
 			continue
 		}
-		tn.choice = tn.feasible[0]
-		if seed != nil && seed[i] != nil {
+		tn.choice = p.firstAllowed(tn)
+		if seed != nil && seed[i] != nil && !p.forbidden(tn, seed[i]) {
 			tn.choice = seed[i]
 		}
 		f.move(p.ids.of(tn, tn.choice), tn.choice, tn.choice.replicas)
@@ -230,7 +230,7 @@ func (p *planner) bestMove(f *fractional, tn *tenant, force bool) *cand {
 	}
 	for _, c := range tn.feasible {
 		k := p.ids.of(tn, c)
-		if c == tn.choice || k == old || !p.allowed(c) {
+		if c == tn.choice || k == old || !p.allowed(c) || p.forbidden(tn, c) {
 			continue
 		}
 		if d := f.moveDelta(old, tn.choice, -tn.choice.replicas, k, c, c.replicas); d < bestD {
@@ -244,6 +244,23 @@ func (p *planner) switchTo(f *fractional, tn *tenant, c *cand) {
 	f.move(p.ids.of(tn, tn.choice), tn.choice, -tn.choice.replicas)
 	tn.choice = c
 	f.move(p.ids.of(tn, c), c, c.replicas)
+}
+
+// forbidden reports whether c's slice kind on its board was ruled out for tn by an earlier
+// packing that could not place it (see retryBlocked).
+func (p *planner) forbidden(tn *tenant, c *cand) bool {
+	_, ok := p.forbid[tn][forbidKey{c.board.Name, c.kind}]
+	return ok
+}
+
+// firstAllowed is tn's cheapest candidate that is not forbidden; its cheapest when all are.
+func (p *planner) firstAllowed(tn *tenant) *cand {
+	for _, c := range tn.feasible {
+		if !p.forbidden(tn, c) {
+			return c
+		}
+	}
+	return tn.feasible[0]
 }
 
 // migUse is how the instances of one MIG profile are shared. group is the sharing group of a
@@ -297,7 +314,7 @@ func (p *planner) consistent(f *fractional) bool {
 		}
 	}
 	for _, tn := range p.tenants {
-		if tn.choice == nil || p.allowed(tn.choice) {
+		if tn.choice == nil || (p.allowed(tn.choice) && !p.forbidden(tn, tn.choice)) {
 			continue
 		}
 		if best := p.bestMove(f, tn, true); best != tn.choice {

@@ -122,3 +122,47 @@ func TestNoLoRAEnginesOnDRA(t *testing.T) {
 		}
 	}
 }
+
+// On the device-plugin path the 8 × H100 node with a bf16 KV cache cannot serve all 24 tenants:
+// the 70B tenants take four whole GPUs (exclusive, so nvidia.com/gpu is unshared on the node, or
+// 7g.80gb, so the node has MIG GPUs), which rules out whole-GPU MPS and leaves each 13B tenant
+// at least half a GPU of MIG instances (4 GPUs for 8), and the 7B and 1.5B tenants need more than
+// nothing. The cheapest choice of every 13B tenant, an MPS third of a whole GPU, breaks that
+// node rule; the planner re-chooses those tenants' kinds and packs again, serving 21 of 24 (by
+// memory slices the most the 4 MIG GPUs hold: 8 of 32 for the 7B tenants' 1g.20gb, 4 for the
+// bots' shared 1g.10gb, 4 per 13B 3g.40gb), where packing the first choice served 18. Every
+// tenant left short says which rule kept its cheaper kind off the node.
+func TestBlockedKindsRechosen(t *testing.T) {
+	pool := loadPool(t, "../../examples/h100x8-mixed.yaml")
+	setKV(pool, "llama-2-13b", "")
+	pl, err := Build(context.Background(), pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := sharingConflicts(pl); c > 0 {
+		t.Errorf("%d node/profile pairs shared two ways", c)
+	}
+	short := 0
+	for _, tn := range pl.Tenants {
+		var msg string
+		for _, r := range tn.Reasons {
+			if r.Code == v1.ReasonNoCapacity {
+				msg = r.Message
+			}
+		}
+		if msg == "" {
+			continue
+		}
+		short++
+		if !strings.HasPrefix(tn.Name, "product-") {
+			t.Errorf("%s short, want only 13B tenants", tn.Name)
+		}
+		if !strings.Contains(msg, "mps on H100-SXM5-80GB, cheaper, was not used: node h100-node") {
+			t.Errorf("%s: reason %q does not say which node rule kept whole-GPU MPS off", tn.Name, msg)
+		}
+	}
+	t.Logf("%d GPUs used (bound %d), %d tenants short", pl.Summary.GPUsUsed, pl.Summary.LowerBound, short)
+	if short > 3 {
+		t.Errorf("%d tenants short, want at most 3 (the 13B tenants' blocked MPS re-chosen as MIG)", short)
+	}
+}

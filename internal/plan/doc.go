@@ -103,6 +103,12 @@
 // "way" includes the trust path (shared-tier tenants count as one): one path per node and
 // profile. A packed GPU no node can take under these rules is not placed; its tenants are short
 // of capacity (NoCapacity) instead of planned onto devices pods could not reach as planned.
+// The choice sees no nodes, so when the best plan leaves tenants short while free GPUs of their
+// board were left (a node rule kept their kind off every one: whole-GPU MPS needs migStrategy
+// none, which a node with MIG GPUs cannot have; one sharing setting and trust path per resource
+// and node; one sharing strategy per node), that kind is forbidden to those tenants and the four
+// runs are made again, at most three times; the best plan of all runs is kept. A tenant still
+// short names, in its NoCapacity reason, each cheaper kind a node rule kept off and the rule.
 //
 // # 3. Choice and packing (the optimiser)
 //

@@ -134,6 +134,7 @@ func (p *planner) pack() error {
 	var unplaced []*unit
 	pc := newPatternCache()
 	p.nodeUse = map[string]map[string]migUse{}
+	p.blocked = map[*unit]blockage{}
 	for _, b := range order {
 		if err := p.ctx.Err(); err != nil {
 			return fmt.Errorf("pack: %w", err)
@@ -177,6 +178,7 @@ func (p *planner) packBucket(units []*unit, free map[string][]*gpuPlan, pc *patt
 		}
 		g := p.takeCompatible(board, free, wholeWant(u))
 		if g == nil {
+			p.noteBlocked([]*unit{u}, board, free, wholeWant(u))
 			unplaced = append(unplaced, u)
 			continue
 		}
@@ -221,11 +223,49 @@ func (p *planner) markUnplaced(units []*unit) {
 			short[r.tn]++
 		}
 	}
-	for _, tn := range order {
-		tn.infeas = append(tn.infeas, v1.NewReason(v1.ReasonNoCapacity,
-			"%d of %d replicas (%s on %s) found no free GPU: the pool has %d GPUs of which %d are canaries and %d held for the burst pool",
-			short[tn], tn.choice.replicas, tn.choice.label(), tn.choice.board.Name, len(p.fleet), p.canaries(), p.burst))
+	why := map[*tenant]string{}
+	for _, u := range units {
+		if b, ok := p.blocked[u]; ok {
+			for _, r := range u.reps {
+				why[r.tn] = b.rule
+			}
+		}
 	}
+	for _, tn := range order {
+		msg := fmt.Sprintf("%d of %d replicas (%s on %s) found no free GPU: the pool has %d GPUs of which %d are canaries and %d held for the burst pool",
+			short[tn], tn.choice.replicas, tn.choice.label(), tn.choice.board.Name, len(p.fleet), p.canaries(), p.burst)
+		if w := why[tn]; w != "" {
+			msg += "; free GPUs of the board were left, but " + w
+		}
+		msg += p.forbiddenWhy(tn)
+		tn.infeas = append(tn.infeas, v1.NewReason(v1.ReasonNoCapacity, "%s", msg))
+	}
+}
+
+// forbiddenWhy says, for a tenant left short, which of its cheaper slice kinds a node rule kept
+// off the fleet (for it or for another tenant; see optimise), "" when none.
+func (p *planner) forbiddenWhy(tn *tenant) string {
+	rules := map[forbidKey]string{}
+	for _, m := range p.forbid {
+		for k, r := range m {
+			if _, ok := rules[k]; !ok || r < rules[k] {
+				rules[k] = r
+			}
+		}
+	}
+	var keys []forbidKey
+	for _, c := range tn.feasible {
+		k := forbidKey{c.board.Name, c.kind}
+		if _, ok := rules[k]; ok && c.cost < tn.choice.cost-1e-9 && !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b forbidKey) int { return cmp.Or(cmp.Compare(a.board, b.board), cmp.Compare(a.kind, b.kind)) })
+	msg := ""
+	for _, k := range keys {
+		msg += fmt.Sprintf("; %s on %s, cheaper, was not used: %s", k.kind, k.board, rules[k])
+	}
+	return msg
 }
 
 func sum(xs []int) int {

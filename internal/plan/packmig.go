@@ -2,6 +2,8 @@ package plan
 
 import (
 	"cmp"
+	"fmt"
+	"maps"
 	"slices"
 
 	v1 "gpupool.dev/gpupool/api/v1"
@@ -102,6 +104,11 @@ func (p *planner) packMIG(board *gpu.Board, mig []*unit, free map[string][]*gpuP
 			}
 			g := p.takeCompatible(board, free, want)
 			if g == nil {
+				var left []*unit
+				for _, prof := range pats.profiles {
+					left = append(left, queues[prof.Name]...)
+				}
+				p.noteBlocked(left, board, free, want)
 				break
 			}
 			if err := p.fillMIG(g, board, pats, bin, queues, pc); err != nil {
@@ -225,4 +232,68 @@ func (p *planner) compatible(node string, want map[string]migUse) bool {
 		}
 	}
 	return true
+}
+
+// blockage is why a unit found no GPU although free GPUs of its board were left: the node rule
+// that every one of them broke, and the slice kind that asked for it.
+type blockage struct {
+	rule string
+	kind v1.SliceKind
+}
+
+// noteBlocked records, for units that want could not place, the device-plugin rule that the
+// first free GPU of board breaks (nothing when no free GPU of the board is left: the pool is
+// simply full).
+func (p *planner) noteBlocked(units []*unit, board *gpu.Board, free map[string][]*gpuPlan, want map[string]migUse) {
+	for _, g := range free[board.Name] {
+		if g == nil {
+			continue
+		}
+		rule := p.conflictRule(g.fg.ref.Node, want)
+		if rule == "" {
+			return
+		}
+		for _, u := range units {
+			p.blocked[u] = blockage{rule: rule, kind: u.c.kind}
+		}
+		return
+	}
+}
+
+// conflictRule says which of the device plugin's per-node rules want breaks on node, "" when none.
+func (p *planner) conflictRule(node string, want map[string]migUse) string {
+	keys := slices.Sorted(maps.Keys(want))
+	for _, k := range keys {
+		u := want[k]
+		have, set := p.nodeUse[node][k]
+		if !set || have == u {
+			continue
+		}
+		switch k {
+		case migStrategyKey:
+			if u.group == "none" {
+				return fmt.Sprintf("whole-GPU MPS needs the device plugin's migStrategy none and node %s has MIG GPUs", node)
+			}
+			return fmt.Sprintf("MIG instances need the device plugin's migStrategy mixed and node %s runs whole-GPU MPS", node)
+		case strategyKey:
+			return fmt.Sprintf("node %s shares GPUs by %s and this slice by %s (one sharing strategy per node: time-slicing and MPS never meet)", node, have.group, u.group)
+		case wholeResource:
+			return fmt.Sprintf("node %s serves whole GPUs (nvidia.com/gpu) as %s and this slice needs %s (one sharing setting and trust path per resource and node)", node, describeUse(have), describeUse(u))
+		default:
+			return fmt.Sprintf("node %s serves MIG profile %s as %s and this slice needs %s (one sharing setting and trust path per resource and node)", node, k, describeUse(have), describeUse(u))
+		}
+	}
+	return ""
+}
+
+// describeUse names a resource's use for people: "exclusive", "mps 1/3 for path:team/a".
+func describeUse(u migUse) string {
+	s := string(u.kind)
+	if u.share > 1 {
+		s += fmt.Sprintf(" 1/%d", u.share)
+	}
+	if u.group != "" {
+		s += " for " + u.group
+	}
+	return s
 }

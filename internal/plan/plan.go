@@ -93,28 +93,36 @@ func (p *planner) stopped() bool { return p.ctx != nil && p.ctx.Err() != nil }
 // with that left to the node-aware packer — and keeps the better plan: fewest tenants short of
 // GPUs, then fewest nodes where a MIG profile is used two ways (the device plugin cannot serve
 // them), then fewest GPUs, then the lowest objective; ties go to the board-wide plan.
+//
+// The choice sees no nodes: a tenant's cheapest slice kind may break a node rule the packer
+// keeps (whole-GPU MPS on a node with MIG GPUs, two sharing settings of one resource on a node),
+// and its replicas are then left short although free GPUs remain. When the best plan leaves
+// tenants short that way, their blocked kinds are forbidden to them and the choice and packing
+// run again (at most maxBlockedRetries times, each forbidding more); the best plan of all runs
+// is kept, so a retry never makes the plan worse.
 func (p *planner) optimise() error {
-	type snapshot struct {
-		choice []*cand
-		infeas [][]v1.Reason
-		gpus   []*gpuPlan
-		score  [4]float64
+	best, err := p.optimiseOnce(nil)
+	if err != nil {
+		return err
 	}
-	var best *snapshot
-	for _, v := range [][2]bool{{true, false}, {false, false}, {true, true}, {false, true}} {
-		p.choose(v[0], v[1])
-		if err := p.pack(); err != nil {
+	for retry := 0; retry < maxBlockedRetries && len(best.blocked) > 0; retry++ {
+		if p.forbid == nil {
+			p.forbid = map[*tenant]map[forbidKey]string{}
+		}
+		grew := false
+		for tn, b := range best.blocked {
+			if p.forbid[tn] == nil {
+				p.forbid[tn] = map[forbidKey]string{}
+			}
+			if _, ok := p.forbid[tn][b.key]; !ok {
+				p.forbid[tn][b.key], grew = b.rule, true
+			}
+		}
+		if !grew {
+			break
+		}
+		if best, err = p.optimiseOnce(best); err != nil {
 			return err
-		}
-		if err := p.ctx.Err(); err != nil {
-			return fmt.Errorf("build plan: %w", err)
-		}
-		s := &snapshot{gpus: p.gpus, score: p.score()}
-		for _, tn := range p.tenants {
-			s.choice, s.infeas = append(s.choice, tn.choice), append(s.infeas, tn.infeas)
-		}
-		if best == nil || slices.Compare(s.score[:], best.score[:]) < 0 {
-			best = s
 		}
 	}
 	p.gpus = best.gpus
@@ -122,6 +130,60 @@ func (p *planner) optimise() error {
 		tn.choice, tn.infeas = best.choice[i], best.infeas[i]
 	}
 	return nil
+}
+
+// maxBlockedRetries bounds the re-choices of optimise after tenants were left short by a node rule.
+const maxBlockedRetries = 3
+
+// forbidKey is a slice kind on a board, as optimise forbids it to a tenant.
+type forbidKey struct {
+	board string
+	kind  v1.SliceKind
+}
+
+// packed is one chosen and packed plan: every tenant's choice and reasons, the GPUs, the score,
+// and the slice kind of each tenant left short by a node rule.
+type packed struct {
+	choice  []*cand
+	infeas  [][]v1.Reason
+	gpus    []*gpuPlan
+	score   [4]float64
+	blocked map[*tenant]blockedKind
+}
+
+// blockedKind is a tenant's slice kind that a node rule kept off every free GPU, and the rule.
+type blockedKind struct {
+	key  forbidKey
+	rule string
+}
+
+// optimiseOnce runs the four choice variants under the current forbidden kinds and returns the
+// best plan of them and best (nil: none yet).
+func (p *planner) optimiseOnce(best *packed) (*packed, error) {
+	for _, v := range [][2]bool{{true, false}, {false, false}, {true, true}, {false, true}} {
+		p.choose(v[0], v[1])
+		if err := p.pack(); err != nil {
+			return nil, err
+		}
+		if err := p.ctx.Err(); err != nil {
+			return nil, fmt.Errorf("build plan: %w", err)
+		}
+		s := &packed{gpus: p.gpus, score: p.score(), blocked: map[*tenant]blockedKind{}}
+		for _, tn := range p.tenants {
+			s.choice, s.infeas = append(s.choice, tn.choice), append(s.infeas, tn.infeas)
+		}
+		for u, b := range p.blocked {
+			for _, r := range u.reps { // the least rule, so that map order does not show
+				if old, ok := s.blocked[r.tn]; !ok || b.rule < old.rule {
+					s.blocked[r.tn] = blockedKind{forbidKey{u.c.board.Name, b.kind}, b.rule}
+				}
+			}
+		}
+		if best == nil || slices.Compare(s.score[:], best.score[:]) < 0 {
+			best = s
+		}
+	}
+	return best, nil
 }
 
 // score ranks a packed plan, lower is better: tenants short of GPUs, nodes with a MIG profile
@@ -171,6 +233,12 @@ type planner struct {
 	nodeUse map[string]map[string]migUse // node → MIG profile → how it is shared there
 	// nodeGPUs caches maxNodeGPUs per board
 	nodeGPUs map[*gpu.Board]int
+	// blocked holds, for the units the last packing left without a GPU although free GPUs of
+	// their board were left, the node rule that kept them off (noteBlocked).
+	blocked map[*unit]blockage
+	// forbid holds, per tenant, the slice kinds on a board that an earlier packing could not
+	// place for a node rule; the choice avoids them (retryBlocked).
+	forbid map[*tenant]map[forbidKey]string
 	// noCompact skips the compaction after packing (tests compare with and without it).
 	noCompact bool
 }
