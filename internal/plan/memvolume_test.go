@@ -1,0 +1,102 @@
+package plan
+
+import (
+	"cmp"
+	"context"
+	"math"
+	"slices"
+	"testing"
+)
+
+// memoryVolume is a lower bound on the GPUs of any plan that serves every tenant of p at its
+// candidates' replica counts, by GPU memory: every replica takes at least its share of a GPU's
+// memory (a MIG instance's memory slices over the board's, divided among its sharers; a whole
+// GPU divided among its sharers), and a whole GPU shared by MPS or time-slicing holds one
+// sharing group's replicas (keyOf). Each tenant is counted at its least memory over the
+// candidates that are not a shared whole GPU; a shared whole GPU of group G and share k saves at
+// most the memory its members would otherwise take less the GPU it costs, bounded here per
+// (group, k) by taking G's tenants that have such a candidate in chunks of k, most memory first.
+// It is a relaxation (MIG layouts, compute and node rules aside), computed from the candidates
+// alone.
+func memoryVolume(p *planner) float64 {
+	type gk struct {
+		group string
+		share int
+	}
+	least := make([]float64, len(p.tenants))
+	slots := map[gk]map[int]int{} // tenant → its replicas on a shared whole GPU of the group and share
+	wholeOnly := make([]float64, len(p.tenants))
+	total := 0.0
+	for i, tn := range p.tenants {
+		least[i], wholeOnly[i] = math.Inf(1), math.Inf(1)
+		for _, c := range tn.feasible {
+			if c.whole() && c.share > 1 {
+				k := gk{tn.group, c.share}
+				if slots[k] == nil {
+					slots[k] = map[int]int{}
+				}
+				if r, ok := slots[k][i]; !ok || c.replicas < r {
+					slots[k][i] = c.replicas
+				}
+				wholeOnly[i] = min(wholeOnly[i], float64(c.replicas)/float64(c.share))
+				continue
+			}
+			m := float64(c.replicas) * float64(max(c.tp, 1)) / float64(c.share)
+			if !c.whole() {
+				m = float64(c.replicas) * c.memFrac / float64(c.share)
+			}
+			least[i] = min(least[i], m)
+		}
+		if math.IsInf(least[i], 1) { // only shared whole GPUs: its replicas' shares of them
+			least[i] = wholeOnly[i]
+			for k := range slots {
+				delete(slots[k], i)
+			}
+		}
+		total += least[i]
+	}
+	// A shared whole GPU of group and share k holds k replicas; a tenant that moves its r replicas
+	// there frees at most least/r per replica. Each GPU saves at most its replicas' freed memory
+	// less the GPU, so the most the group and share can save is that of the replicas taken k at a
+	// time, most memory first.
+	for k, m := range slots {
+		var per []float64
+		for i, r := range m {
+			for range r {
+				per = append(per, least[i]/float64(r))
+			}
+		}
+		slices.SortFunc(per, func(a, b float64) int { return cmp.Compare(b, a) })
+		for lo := 0; lo < len(per); lo += k.share {
+			chunk := 0.0
+			for _, v := range per[lo:min(lo+k.share, len(per))] {
+				chunk += v
+			}
+			total -= max(0, chunk-1)
+		}
+	}
+	return total
+}
+
+// The synthetic 100-tenant pool on the device-plugin path takes 23 GPUs against a lower bound of
+// 21 (1.095, above the 1.05). At the sized replica counts no plan does better: every
+// tenant but six takes its least GPU memory already, and the six (on unshared 3g.40gb) save
+// memory only on a whole GPU shared by MPS with their sharing group, whose other members would
+// take no less than the GPU holds (memoryVolume: 22.42 GPUs of memory, so at least 23 GPUs).
+// The planner's own bound counts the fewest replicas any plan could use (lbReplicas) and MPS
+// shares of different groups as if they could fill one GPU, which is why it says 21.
+func TestSynthetic100AtMemoryVolume(t *testing.T) {
+	pool := synthPool(100)
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ctx = context.Background()
+	p.evaluate()
+	vol := memoryVolume(p)
+	pl := build(t, synthPool(100))
+	t.Logf("memory volume %.3f GPUs, plan %d GPUs, planner's bound %d", vol, pl.Summary.GPUsUsed, pl.Summary.LowerBound)
+	if need := int(math.Ceil(vol - 1e-9)); pl.Summary.GPUsUsed > need {
+		t.Errorf("plan uses %d GPUs, the memory volume at the sized replicas allows %d", pl.Summary.GPUsUsed, need)
+	}
+}
