@@ -72,13 +72,13 @@ func runSimulate(e *env, f *simulateFlags, poolPath string, durationSet bool) er
 	if (f.plan == "") == (f.strategy == "") {
 		return invalid(errors.New("flags --plan and --strategy: give exactly one"))
 	}
-	in, cfg, err := simulateInputs(e.ctx, f, poolPath, durationSet)
+	in, cfg, adapters, err := simulateInputs(e.ctx, f, poolPath, durationSet)
 	if err != nil {
 		return invalid(err)
 	}
 	// A plan's shared LoRA engines run in the LoRA engine simulator, the rest in the replica one.
 	full := in
-	lin, err := loraSimInputs(in, poolPath)
+	lin, err := loraSimInputs(in, adapters)
 	if err != nil {
 		return invalid(err)
 	}
@@ -144,54 +144,58 @@ type simulateReport struct {
 	Cost *cost.Report `json:"cost,omitempty"`
 }
 
-func simulateInputs(ctx context.Context, f *simulateFlags, poolPath string, durationSet bool) (sim.Input, sim.Config, error) {
+// simulateInputs reads what the run needs: the pool, its models and profiles, the plan (read, or
+// made for --strategy), the trace, and the pool's adapters (read once, for the plan and the
+// engines' simulation).
+func simulateInputs(ctx context.Context, f *simulateFlags, poolPath string, durationSet bool) (sim.Input, sim.Config, map[string]llm.Adapter, error) {
 	var in sim.Input
 	if durationSet && (f.duration <= 0 || f.duration > maxSimDuration) {
-		return in, sim.Config{}, fmt.Errorf("flag --duration: must be between 1ns and %s (got %s)", v1.Duration(maxSimDuration), v1.Duration(f.duration))
+		return in, sim.Config{}, nil, fmt.Errorf("flag --duration: must be between 1ns and %s (got %s)", v1.Duration(maxSimDuration), v1.Duration(f.duration))
 	}
 	pool, err := readPool(ctx, poolPath)
 	if err != nil {
-		return in, sim.Config{}, err
+		return in, sim.Config{}, nil, err
 	}
 	in.Pool = pool
-	if in.Models, err = loadDirModels(ctx, pool, filepath.Dir(poolPath)); err != nil {
-		return in, sim.Config{}, err
+	base := filepath.Dir(poolPath)
+	if in.Models, err = loadDirModels(ctx, pool, base); err != nil {
+		return in, sim.Config{}, nil, err
 	}
-	if in.Profiles, err = loadProfiles(pool, filepath.Dir(poolPath)); err != nil {
-		return in, sim.Config{}, err
+	if in.Profiles, err = loadProfiles(pool, base); err != nil {
+		return in, sim.Config{}, nil, err
+	}
+	adapters, _, err := loadAdapters(pool, base)
+	if err != nil {
+		return in, sim.Config{}, nil, err
 	}
 	if f.plan != "" {
 		if in.Plan, err = readPlan(ctx, f.plan, "flag --plan"); err != nil {
-			return in, sim.Config{}, err
+			return in, sim.Config{}, nil, err
 		}
-	} else if in.Plan, err = uniformPlan(pool, v1.Mode(f.strategy), in.Models, filepath.Dir(poolPath)); err != nil {
-		return in, sim.Config{}, fmt.Errorf("flag --strategy: %w", err)
+	} else if in.Plan, err = uniformPlan(pool, v1.Mode(f.strategy), in.Models, adapters); err != nil {
+		return in, sim.Config{}, nil, fmt.Errorf("flag --strategy: %w", err)
 	}
 	cfg := sim.Config{Duration: f.duration, Seed: f.seed, Lengths: sim.Lengths(f.lengths)}
 	if f.trace != "" {
 		if in.Trace, err = readTraceFile(f.trace, f.traceTenant, pool); err != nil {
-			return in, cfg, err
+			return in, cfg, nil, err
 		}
 		if n := len(in.Trace.Requests); !durationSet && n > 0 {
 			cfg.Duration = in.Trace.Requests[n-1].At + time.Second
 			if cfg.Duration > maxSimDuration {
-				return in, cfg, fmt.Errorf("flag --trace: %s spans %s, more than the %s one simulation covers; give --duration to replay its start",
+				return in, cfg, nil, fmt.Errorf("flag --trace: %s spans %s, more than the %s one simulation covers; give --duration to replay its start",
 					f.trace, v1.Duration(cfg.Duration), v1.Duration(maxSimDuration))
 			}
 		}
 	}
-	return in, cfg, nil
+	return in, cfg, adapters, nil
 }
 
 // uniformPlan is sim.UniformPlan for the tenants that get replicas, with the pool's shared
 // adapter groups planned and their engines placed as `gpupool plan` places them
 // (plan.LoRAFleetGroups, plan.PlaceLoRAEngines): each on a whole GPU the uniform plan leaves
 // idle, or its adapters are infeasible.
-func uniformPlan(pool *v1.Pool, strategy v1.Mode, models map[string]llm.Model, base string) (*v1.Plan, error) {
-	adapters, _, err := loadAdapters(pool, base)
-	if err != nil {
-		return nil, err
-	}
+func uniformPlan(pool *v1.Pool, strategy v1.Mode, models map[string]llm.Model, adapters map[string]llm.Adapter) (*v1.Plan, error) {
 	groups, rest, err := plan.LoRAFleetGroups(pool, plan.Options{Models: models}, adapters)
 	if err != nil {
 		return nil, err
@@ -261,7 +265,7 @@ type loraSimInput struct {
 
 // loraSimInputs checks a plan with shared LoRA engines against its pool and prepares its engines;
 // nil when the plan has none.
-func loraSimInputs(in sim.Input, poolPath string) (*loraSimInput, error) {
+func loraSimInputs(in sim.Input, loaded map[string]llm.Adapter) (*loraSimInput, error) {
 	if in.Plan == nil || len(in.Plan.LoRAEngines) == 0 {
 		return nil, nil
 	}
@@ -269,10 +273,6 @@ func loraSimInputs(in sim.Input, poolPath string) (*loraSimInput, error) {
 		return nil, fmt.Errorf("flag --plan: %w", err)
 	}
 	ms, err := loraEngineModels(in.Plan, in.Pool, in.Models)
-	if err != nil {
-		return nil, err
-	}
-	loaded, _, err := loadAdapters(in.Pool, filepath.Dir(poolPath))
 	if err != nil {
 		return nil, err
 	}
