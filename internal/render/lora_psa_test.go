@@ -2,7 +2,6 @@ package render
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -18,14 +17,7 @@ import (
 // engines.
 func enginePods(t *testing.T, pl *v1.Plan, pool *v1.Pool, api v1.KubernetesDeviceAPI) (map[string]corev1.PodSpec, []string) {
 	t.Helper()
-	p := *pool
-	p.Policy.KubernetesDeviceAPI = api
-	arts, err := Artifacts(pl, &p)
-	var pe *ProblemsError
-	if err != nil && !errors.As(err, &pe) {
-		t.Fatal(err)
-	}
-	files := artifactMap(arts)
+	files, err := renderOnPath(t, pl, pool, api)
 	out := map[string]corev1.PodSpec{}
 	for _, e := range pl.LoRAEngines {
 		deps := decodeDeployments(t, files["k8s/"+e.Name+".yaml"])

@@ -40,14 +40,7 @@ func baseline(t *testing.T, spec *corev1.PodSpec) string {
 // every tenant Deployment (k8s/<tenant>.yaml), by "<tenant>/<deployment>".
 func tenantPods(t *testing.T, pl *v1.Plan, pool *v1.Pool, api v1.KubernetesDeviceAPI) map[string]corev1.PodSpec {
 	t.Helper()
-	p := *pool
-	p.Policy.KubernetesDeviceAPI = api
-	arts, err := Artifacts(pl, &p)
-	var pe *ProblemsError
-	if err != nil && !errors.As(err, &pe) {
-		t.Fatal(err)
-	}
-	files := artifactMap(arts)
+	files, _ := renderOnPath(t, pl, pool, api)
 	out := map[string]corev1.PodSpec{}
 	for _, tn := range pl.Tenants {
 		data, ok := files["k8s/"+tn.Name+".yaml"]
@@ -130,4 +123,18 @@ func TestTenantPodsPassBaseline(t *testing.T) {
 		return
 	}
 	t.Fatal("all-modes: no MIG + MPS Deployment")
+}
+
+// renderOnPath renders pl for pool on the given device path: the files by path and the render
+// problems (nil when there are none); any other error fails the test.
+func renderOnPath(t *testing.T, pl *v1.Plan, pool *v1.Pool, api v1.KubernetesDeviceAPI) (map[string][]byte, error) {
+	t.Helper()
+	p := *pool
+	p.Policy.KubernetesDeviceAPI = api
+	arts, err := Artifacts(pl, &p)
+	var pe *ProblemsError
+	if err != nil && !errors.As(err, &pe) {
+		t.Fatal(err)
+	}
+	return artifactMap(arts), err
 }
