@@ -69,20 +69,21 @@ func BenchmarkPlan20000(b *testing.B) { benchPlan(b, 20000, 10000) }
 
 // TestSyntheticGap logs GPUs used against the lower bound per size and guards the gap measured
 // (a regression guard, not the goal: the goal is 1.05×). The bound counts every tenant at the
-// replicas that merely keep up with its load (no SLO margin; the TTFT floor does not apply here,
-// these tenants' slots are KV-bound), so it sits below what any plan meeting the SLOs needs; and shared MIG instances of one profile hold one trust group per node
+// replicas that merely keep up with its load with idle neighbours (no SLO margin; the TTFT floor
+// does not apply here, these tenants' slots are KV-bound), so it sits below what any plan
+// meeting the SLOs needs; and shared MIG instances of one profile hold one trust group per node
 // (the device plugin's pairing), which fragments the soft tenants' ten groups; the compaction
-// after packing fills part of what that leaves empty. Measured 23 / 20 at 100 tenants and
-// 223 / 213 at 1,000 (24 and 230 before the compaction) on the DRA path, where MIG instances
-// may be shared by MPS; on the default (device-plugin) path, without MIG+MPS candidates (the
-// bound reads the same candidates), 23 / 21 and 231 / 221. 1,000 tenants meet the 1.05
-// on both paths.
+// after packing fills part of what that leaves empty. Measured 23 / 21 at 100 tenants and
+// 231 / 217 at 1,000 on the default (device-plugin) path, 23 / 20 and 223 / 210 on the DRA path
+// (MIG instances may be shared by MPS; the bound reads the same candidates). Before the bound's
+// counts took idle neighbours (ADR 0032) it was 221 and 213 at 1,000 tenants, and 1,000 tenants
+// met 1.05 on both paths against that (invalid) bound.
 func TestSyntheticGap(t *testing.T) {
 	sizes := []int{100, 1000}
 	if testing.Short() {
 		sizes = sizes[:1]
 	}
-	limit := map[int]float64{100: 1.15, 1000: 1.05}
+	limit := map[int]float64{100: 1.15, 1000: 1.07}
 	for _, n := range sizes {
 		for _, api := range []v1.KubernetesDeviceAPI{"", v1.DeviceAPIDRA} {
 			pool := synthPool(n)
@@ -102,16 +103,17 @@ func TestSyntheticGap(t *testing.T) {
 }
 
 // TestSyntheticVariedGap plans the varied generator's 1,000 tenants (lengths, SLOs and a third
-// of the tenants with concurrency 1–64) and guards the gaps measured: on the DRA path 303 / 252
-// = 1.202 (302 before the slot wait's spread replaced the ceiling on busy slots, ADR 0031: the
-// tenants' choices changed, 1,300 replicas against 1,298, and the plan takes one more GPU;
-// 302 / 235 = 1.29 before the bound's TTFT floor, 313 GPUs before the compaction), on
-// the default (device-plugin) path, without MIG+MPS, 314 / 261 = 1.203. Tenants whose
-// replicas queue for their few slots (max-num-seqs, or what the KV cache runs) are planned
-// with a margin on their slot wait (larger above 75 % busy) to meet their TTFT; the bound counts them
-// at the larger of 100 % busy and the TTFT floor (lbfloor.go), which holds for any schedule. (When the memory fit still asked for concurrency × context of KV cache, 18
-// tenants ran tensor-parallel on two GPUs each and the plan took 397 GPUs against a bound of 314.)
-// Every plan is checked (checkPlan) on the way.
+// of the tenants with concurrency 1–64) and guards the gaps measured: on the default
+// (device-plugin) path 314 / 254 = 1.236, on the DRA path 303 / 245 = 1.237 (314 / 261 and
+// 303 / 252 before the bound's counts took idle neighbours, ADR 0032; 302 GPUs before the slot
+// wait's spread replaced the ceiling on busy slots, ADR 0031; 302 / 235 = 1.29 before the
+// bound's TTFT floor, 313 GPUs before the compaction). Tenants whose replicas queue for their
+// few slots (max-num-seqs, or what the KV cache runs) are planned with a margin on their slot
+// wait (larger above 75 % busy) to meet their TTFT; the bound counts them at the larger of 100 %
+// busy and the TTFT floor (lbfloor.go), which holds for any schedule. (When the memory fit still
+// asked for concurrency × context of KV cache, 18 tenants ran tensor-parallel on two GPUs each
+// and the plan took 397 GPUs against a bound of 314.) Every plan is checked (checkPlan) on the
+// way.
 func TestSyntheticVariedGap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1,000 tenants")
@@ -126,7 +128,7 @@ func TestSyntheticVariedGap(t *testing.T) {
 	if conc < 250 || conc > 420 {
 		t.Errorf("%d of 1,000 tenants set concurrency, want about a third", conc)
 	}
-	limit := map[v1.KubernetesDeviceAPI]float64{"": 1.21, v1.DeviceAPIDRA: 1.21}
+	limit := map[v1.KubernetesDeviceAPI]float64{"": 1.24, v1.DeviceAPIDRA: 1.24}
 	for _, api := range []v1.KubernetesDeviceAPI{"", v1.DeviceAPIDRA} {
 		pool.Policy.KubernetesDeviceAPI = api
 		s := build(t, pool).Summary

@@ -40,7 +40,8 @@ type cand struct {
 	why                         string
 	// sz is the queueing model's sizing (LLM tenants); lbReplicas is the fewest replicas any
 	// plan on this slice kind can use (the larger of the load's saturation count and the TTFT
-	// floor, with the pool's bounds), which the lower bound uses instead of replicas.
+	// floor, both with idle neighbours, with the pool's bounds), which the lower bound uses
+	// instead of replicas.
 	sz         sizing
 	lbReplicas int
 	// key is keyOf(keyFor, c), set by its first call; kid is its number in kidIn (keyIDs.of).
@@ -302,7 +303,17 @@ func (p *planner) evalCand(tn *tenant, c *cand) {
 		p.sizeByRate(tn, c)
 		return
 	}
-	sz := p.cache.size(tn, k, func() sizing { return ev.q.size(peakRate(tn.t.Traffic), tn.slo) })
+	sz := p.cache.size(tn, k, func() sizing {
+		lam := peakRate(tn.t.Traffic)
+		s := ev.q.size(lam, tn.slo)
+		switch {
+		case s.n > 0 && s.lowest > 1: // idle neighbours never make it larger
+			s.boundLowest = min(s.lowest, ev.q.bestCase().saturation(lam))
+		case s.n > 0:
+			s.boundLowest = s.lowest
+		}
+		return s
+	})
 	c.sz = sz
 	if sz.n == 0 && tn.t.Replicas == nil {
 		c.reject, c.why = v1.ReasonSLOUnmet, sz.why
@@ -311,8 +322,9 @@ func (p *planner) evalCand(tn *tenant, c *cand) {
 		}
 		return
 	}
-	// The lower bound's count: the saturation count, or the TTFT floor (lbfloor.go) when higher.
-	p.setReplicas(tn, c, sz.n, max(sz.lowest, ev.q.ttftFloor(floorRate(tn.t.Traffic), tn.slo)))
+	// The lower bound's count: the saturation count, or the TTFT floor (lbfloor.go) when higher,
+	// both with idle neighbours (the sizing's saturation count assumes busy ones).
+	p.setReplicas(tn, c, sz.n, max(sz.boundLowest, ev.q.ttftFloor(floorRate(tn.t.Traffic), tn.slo)))
 }
 
 // sizeByRate sizes a measured tenant's candidate: ⌈rps / rate⌉ replicas of the measured rate.

@@ -193,6 +193,13 @@
 //     their cheapest candidate's price bounds the GPUs for every λ (weak duality); the best λ of
 //     21 is kept.
 //
+// In all three r_tc is the candidate's lower bound count, not the planner's: the fewest replicas
+// that keep up with the tenant's load on that slice kind (the queueing model's saturation
+// count), or the TTFT floor where higher, both computed with idle neighbours (no other process
+// on the GPU or instance in a step, the rest of the board idle), because a plan may put a busy
+// tenant beside quiet ones, and the sizing's worst case of busy neighbours would then exclude
+// plans that serve it (ADR 0032).
+//
 // All are rounded up; each assumes, as the planner does, that all replicas of a tenant use one
 // kind of slice. The bound ignores canaries, the burst pool, the one-sharing-setting rule and
 // (outside the group bound) trust-group rounding, so it stays valid; the gap GPUsUsed / lowerBound

@@ -47,9 +47,9 @@ func TestTTFTFloorAgainstSimulator(t *testing.T) {
 				if floor > k {
 					t.Errorf("concurrency %d, %g req/s, TTFT %s: TTFT floor %d above the simulator's fewest %d", c, r, ttft, floor, k)
 				}
-				if ch.lbReplicas != max(floor, ch.sz.lowest) {
+				if ch.lbReplicas != max(floor, ch.sz.boundLowest) {
 					t.Errorf("concurrency %d, %g req/s, TTFT %s: the bound counts %d replicas, want max(floor %d, saturation %d)",
-						c, r, ttft, ch.lbReplicas, floor, ch.sz.lowest)
+						c, r, ttft, ch.lbReplicas, floor, ch.sz.boundLowest)
 				}
 			}
 		}
@@ -343,6 +343,9 @@ tenants:
 			c.mode, c.model, c.conc, c.rps, c.ttft, ch.label(), ch.sz.lowest, floor, k, len(pl.Tenants[0].Replicas))
 		if floor > k {
 			t.Errorf("%+v on %s: TTFT floor %d above the simulator's fewest %d", c, ch.label(), floor, k)
+		}
+		if ch.lbReplicas > k {
+			t.Errorf("%+v on %s: the bound's count %d above the simulator's fewest %d", c, ch.label(), ch.lbReplicas, k)
 		}
 	}
 	if above == 0 {

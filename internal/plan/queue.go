@@ -42,6 +42,10 @@ type qmodel struct {
 	dense   [][]float64        // stepAt by [chunks][decodes] for small batches; unsetStep when not yet computed
 	// floorPF and floorDec are the TTFT floor's step times (floorTimes), 0 until asked for.
 	floorPF, floorDec float64
+	// w is the request shape; idle is the same replica with idle neighbours (bestCase), nil
+	// until asked for.
+	w    perf.Workload
+	idle *qmodel
 }
 
 // The dense step-time table covers batches up to these sizes; larger ones use the map. Both
@@ -68,7 +72,7 @@ func newQModel(e *perf.Engine, w perf.Workload, l perf.Load) *qmodel {
 	slots, lim := e.Running(w, e.MaxSeqs())
 	kvTokens := e.KVCapacityTokens()
 	q := &qmodel{e: e, l: l, in: float64(w.InputTokens), out: float64(w.OutputTokens), slots: max(slots, 1), budget: e.MaxBatchedTokens(),
-		kvBound: lim == perf.LimitKV, memo: map[[2]int]float64{}}
+		kvBound: lim == perf.LimitKV, memo: map[[2]int]float64{}, w: w}
 	q.chunk = min(w.InputTokens, max(q.budget-1, 1))
 	q.k = math.Ceil(q.in / float64(q.chunk))
 	q.kvSeqs = math.Inf(1)
@@ -375,6 +379,9 @@ type sizing struct {
 	// tooMany: n is 0 because more than maxSearchReplicas replicas would be needed, a matter of
 	// capacity (no fleet places them) rather than of the SLO.
 	tooMany bool
+	// boundLowest is the lower bound's saturation count: lowest with idle neighbours
+	// (bestCase), at most n; set by the planner when n is not 0.
+	boundLowest int
 }
 
 // size finds the fewest replicas that carry lam req/s within slo.
@@ -409,6 +416,20 @@ func (q *qmodel) size(lam float64, slo perf.SLO) sizing {
 	}
 	s.n, s.state = hi, q.state(lam, hi)
 	return s
+}
+
+// bestCase is the replica with idle neighbours (no other process of its GPU or instance in a
+// step, the rest of the board idle): the fastest its slice runs. A lower bound must assume it,
+// since a plan may give a replica quiet neighbours (low-rate tenants) that it then outruns the
+// sizing's worst case by far. q itself when its load is idle.
+func (q *qmodel) bestCase() *qmodel {
+	if q.l == (perf.Load{}) {
+		return q
+	}
+	if q.idle == nil {
+		q.idle = newQModel(q.e, q.w, perf.Load{})
+	}
+	return q.idle
 }
 
 // saturation is the fewest replicas whose slots and steps keep up with lam req/s (stable, with
