@@ -57,7 +57,10 @@ func placementDigest(t *testing.T, pl *v1.Plan) string {
 // with the placements as they were (the old digests come back with the old bounds put in).
 // Since MIG+MPS is a candidate on the DRA device path only, the pools on the default
 // (device-plugin) path plan without it and have new digests; on the DRA path the same pools
-// give the digests from before that change, placements and bounds alike.
+// gave the digests from before that change, placements and bounds alike. On the DRA path the
+// packer no longer keeps the device plugin's per-node rules (perClaim), so its pools have new
+// digests: 64, 101 and 194 GPUs where the node rules took 66, 104 and 199, with the same
+// bounds.
 func TestPlacementDigest(t *testing.T) {
 	cases := []struct {
 		name          string
@@ -69,9 +72,9 @@ func TestPlacementDigest(t *testing.T) {
 		{"standard-300", 300, 300, false, "", "b71928ee56971d6e"},
 		{"varied-300", 300, 300, true, "", "9f22189ef2894bcd"},
 		{"varied-600-on-300", 600, 300, true, "", "2bff8417e4fde2ad"},
-		{"standard-300-dra", 300, 300, false, v1.DeviceAPIDRA, "172d347cfe13b4a2"},
-		{"varied-300-dra", 300, 300, true, v1.DeviceAPIDRA, "b6c1228a66ea5529"},
-		{"varied-600-on-300-dra", 600, 300, true, v1.DeviceAPIDRA, "251c9210e7998a3d"},
+		{"standard-300-dra", 300, 300, false, v1.DeviceAPIDRA, "55a6d3801d98c5e6"},
+		{"varied-300-dra", 300, 300, true, v1.DeviceAPIDRA, "9a9be3d119dc3347"},
+		{"varied-600-on-300-dra", 600, 300, true, v1.DeviceAPIDRA, "62eea2adb0f10d84"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
