@@ -29,7 +29,8 @@ type compactor struct {
 // room for two unshared 1g.20gb of another class that the class's own bins did not use. A move
 // must keep the target's layout legal (its profile counts stay within one of the board's
 // maximal patterns, and gpu.Place lays them out), keep the node's one way per profile, trust
-// path and sharing strategy (compatible, as the packer checks), and not leave a redundant
+// path and sharing strategy (compatible, as the packer checks; no such rule on the DRA path,
+// where the packer leaves the compaction little to free), and not leave a redundant
 // tenant on one GPU when it was on several. When no GPU with room is on a node that takes an
 // instance's way, a GPU with room may move, with the instance, to an idle GPU on a node that
 // takes them all (see relocate). A GPU is freed only when every instance moves;

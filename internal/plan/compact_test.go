@@ -29,15 +29,25 @@ func planWith(t *testing.T, pool *v1.Pool, set func(*planner)) (*planner, *v1.Pl
 	return p, pl
 }
 
-// buildCompact plans pool with or without the compaction after packing.
-func buildCompact(t *testing.T, pool *v1.Pool, on bool) *v1.Plan {
+// buildCompact plans pool with or without the compaction after packing. With nodeRules the
+// planner keeps the device plugin's per-node rules on the DRA path too (as it did on both paths
+// before perClaim), and the plan is checked against them; without, only on the device-plugin
+// path.
+func buildCompact(t *testing.T, pool *v1.Pool, on, nodeRules bool) *v1.Plan {
 	t.Helper()
-	_, pl := planWith(t, pool, func(p *planner) { p.noCompact = !on })
+	_, pl := planWith(t, pool, func(p *planner) {
+		p.noCompact = !on
+		if nodeRules {
+			p.perClaim = false
+		}
+	})
 	if err := checkPlan(pool, pl); err != nil {
 		t.Fatalf("compaction %v: %v", on, err)
 	}
-	if c := pathConflicts(pool, pl); c != "" {
-		t.Fatalf("compaction %v: %s", on, c)
+	if nodeRules || pool.Policy.DeviceAPI() != v1.DeviceAPIDRA {
+		if c := pathConflicts(pool, pl); c != "" {
+			t.Fatalf("compaction %v: %s", on, c)
+		}
 	}
 	return pl
 }
@@ -72,7 +82,11 @@ func pathConflicts(pool *v1.Pool, pl *v1.Plan) string {
 }
 
 // The compaction frees GPUs the class-by-class packing leaves part-empty, and never adds one.
-// On the 100-tenant synthetic pool the packer leaves three GPUs each holding one shared 3g.40gb
+// The pools take the DRA path's candidates (shared MIG instances) under the device plugin's
+// node rules, as the packer applied them on both paths before perClaim: on the DRA path itself
+// the packer covers all ways at once and leaves the compaction nothing to free on these pools
+// (22 and 220 GPUs with and without it). On the 100-tenant synthetic pool the packer leaves
+// three GPUs each holding one shared 3g.40gb
 // (three trust paths, so three nodes) with room for two 1g.20gb each; the compaction moves a
 // GPU's worth of unshared 1g.20gb there: 24 GPUs before, 23 after (the same plan's memory, 171
 // of 8 slices a GPU, needs at least 22). At 1,000 tenants: 230 before, 223 after, two of them
@@ -86,7 +100,7 @@ func TestCompactFreesGPUs(t *testing.T) {
 	for _, n := range sizes {
 		pool := synthPool(n)
 		pool.Policy.KubernetesDeviceAPI = v1.DeviceAPIDRA // shared MIG instances, as the text above says
-		off, on := buildCompact(t, pool, false), buildCompact(t, pool, true)
+		off, on := buildCompact(t, pool, false, true), buildCompact(t, pool, true, true)
 		t.Logf("%d tenants: %d GPUs without compaction, %d with (bound %d)", n, off.Summary.GPUsUsed, on.Summary.GPUsUsed, on.Summary.LowerBound)
 		if on.Summary.GPUsUsed >= off.Summary.GPUsUsed {
 			t.Errorf("%d tenants: %d GPUs with compaction, %d without: nothing freed", n, on.Summary.GPUsUsed, off.Summary.GPUsUsed)
@@ -107,7 +121,8 @@ func TestCompactFreesGPUs(t *testing.T) {
 
 // On random pools with redundant tenants and mixed tiers, the compacted plan passes the plan
 // checks (layouts, isolation, a redundant tenant on more than one GPU) and the one-way-per-node
-// rule, and never uses more GPUs than the plan without it.
+// rule where it applies (on the device-plugin path, and on DRA pools planned with the node rules
+// kept), and never uses more GPUs than the plan without it.
 func TestCompactKeepsRules(t *testing.T) {
 	rounds := 12
 	if testing.Short() {
@@ -121,7 +136,8 @@ func TestCompactKeepsRules(t *testing.T) {
 		for j := range pool.Tenants {
 			pool.Tenants[j].Redundancy = rng.IntN(2) == 0
 		}
-		off, on := buildCompact(t, pool, false), buildCompact(t, pool, true)
+		rules := i%4 != 3 // every other DRA pool per claim, without the node rules
+		off, on := buildCompact(t, pool, false, rules), buildCompact(t, pool, true, rules)
 		if on.Summary.GPUsUsed > off.Summary.GPUsUsed {
 			t.Errorf("pool %d: %d GPUs with compaction, %d without", i, on.Summary.GPUsUsed, off.Summary.GPUsUsed)
 		}

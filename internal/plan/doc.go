@@ -110,6 +110,14 @@
 // runs are made again, at most three times; the best plan of all runs is kept. A tenant still
 // short names, in its NoCapacity reason, each cheaper kind a node rule kept off and the rule.
 //
+// These node rules are the device plugin's. On the DRA path (policy.kubernetesDeviceAPI: dra)
+// each device is a claim with its own sharing setting and pairing, so the packer keeps none of
+// them (planner.perClaim): every node takes every way, the MIG units of a board and energy
+// class are packed as one class (so the ways of a profile share GPUs where that saves one: a
+// way with an odd number of 1g.10gb instances, packed alone, wastes an H100 memory slice), and
+// the plans are ranked by fewest tenants short, then fewest GPUs, then fewest node/profile pairs
+// used two ways, kept as a tie-break.
+//
 // # 3. Choice and packing (the optimiser)
 //
 // Choice. The objective is the GPU-equivalents the slices occupy once shared units are filled:
@@ -146,7 +154,7 @@
 // GPUs are emptied where possible: every instance of a GPU is re-placed on the fullest other GPU
 // of its board and energy class whose profile counts stay within a maximal pattern (laid out
 // again by gpu.Place) and whose node takes the instance's way (compatible, as the packer
-// checks), without leaving a redundant tenant on one GPU; the GPU is freed only when all of its
+// checks; any node on the DRA path), without leaving a redundant tenant on one GPU; the GPU is freed only when all of its
 // instances move. When no GPU with room is on a node that takes an instance's way, the fullest
 // GPU with room whose instances, with it, an idle GPU on another node takes is moved there (a
 // GPU for a GPU). A freed GPU's node gets back the uses only it had. The work is bounded

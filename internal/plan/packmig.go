@@ -74,16 +74,27 @@ func pairGroup(u *unit) string {
 // sharing setting per resource and node, and hands out the references of any shared device of a
 // resource on a node, so one sharing group per profile and node). A bin with no such GPU left is
 // not placed. It returns the units that found no GPU.
+//
+// On the DRA path (perClaim) every instance is a claim of its own, with its own sharing setting
+// and pairing, so no node rule applies and all units form one class: the cutting stock then
+// covers the board's whole instance multiset at once, where class by class each way's last GPU
+// is left part-empty (an odd number of a way's 1g.10gb instances wastes a memory slice on an
+// H100 every time). The units keep formUnits' order, so each profile's instances still fill
+// GPUs way by way.
 func (p *planner) packMIG(board *gpu.Board, mig []*unit, free map[string][]*gpuPlan, pc *patternCache) ([]*unit, error) {
 	pats, err := pc.get(board)
 	if err != nil {
 		return nil, err
 	}
 	var unplaced []*unit
-	for _, class := range useClasses(pats, mig) {
+	classes := [][]*unit{mig}
+	if !p.perClaim {
+		classes = useClasses(pats, mig)
+	}
+	for _, class := range classes {
 		queues := map[string][]*unit{}
 		dem := make([]int, len(pats.profiles))
-		uses := map[string]migUse{}
+		uses := map[string]migUse{} // a class uses each profile one way; on the DRA path, the last unit's (compatible takes any)
 		for _, u := range class {
 			dem[pats.index(u.c.profile.Name)]++
 			queues[u.c.profile.Name] = append(queues[u.c.profile.Name], u)
@@ -225,7 +236,13 @@ func (p *planner) release(node string, set []string) {
 	}
 }
 
+// compatible reports whether node takes want: every resource, the sharing strategy and the
+// migStrategy used the way want asks, or not used yet. Always true on the DRA path (perClaim),
+// where the DRA driver sets sharing per claim and device and nothing is set per node.
 func (p *planner) compatible(node string, want map[string]migUse) bool {
+	if p.perClaim {
+		return true
+	}
 	for prof, u := range want {
 		if have, set := p.nodeUse[node][prof]; set && have != u {
 			return false

@@ -57,10 +57,13 @@ func placementDigest(t *testing.T, pl *v1.Plan) string {
 // with the placements as they were (the old digests come back with the old bounds put in).
 // Since MIG+MPS is a candidate on the DRA device path only, the pools on the default
 // (device-plugin) path plan without it and have new digests; on the DRA path the same pools
-// give the digests from before that change, placements and bounds alike. Since the bound's
-// counts assume idle neighbours (ADR 0032) the bounds are lower (64, 82, 159, 62, 79 and 154
-// before, 63, 78, 151, 61, 74 and 146 after, in the order below) and the placements the same
-// (digests with the bound left out equal before and after).
+// gave the digests from before that change, placements and bounds alike. On the DRA path the
+// packer no longer keeps the device plugin's per-node rules (perClaim), so its pools have new
+// digests: 64, 101 and 194 GPUs where the node rules took 66, 104 and 199. Since the bound's
+// counts assume idle neighbours (ADR 0032) the bounds are lower (64, 82 and 159 before, 63, 78
+// and 151 after, on the device-plugin pools below; on the DRA pools 62, 79 and 154 before,
+// 61, 74 and 146 after), and the placements the same (digests with the bound left out equal
+// before and after).
 func TestPlacementDigest(t *testing.T) {
 	cases := []struct {
 		name          string
@@ -72,9 +75,9 @@ func TestPlacementDigest(t *testing.T) {
 		{"standard-300", 300, 300, false, "", "4e97fd7c247685fa"},
 		{"varied-300", 300, 300, true, "", "cbabbfccd357ef44"},
 		{"varied-600-on-300", 600, 300, true, "", "6bb9bb39eb2aa0e1"},
-		{"standard-300-dra", 300, 300, false, v1.DeviceAPIDRA, "a5d6b4c76146b2f9"},
-		{"varied-300-dra", 300, 300, true, v1.DeviceAPIDRA, "9f390ae7a2ab7452"},
-		{"varied-600-on-300-dra", 600, 300, true, v1.DeviceAPIDRA, "4b15698802b6f33c"},
+		{"standard-300-dra", 300, 300, false, v1.DeviceAPIDRA, "fb2d86c5446a2b1f"},
+		{"varied-300-dra", 300, 300, true, v1.DeviceAPIDRA, "808acf81ff33dae9"},
+		{"varied-600-on-300-dra", 600, 300, true, v1.DeviceAPIDRA, "f45b4f67389254d5"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -92,7 +92,8 @@ func (p *planner) stopped() bool { return p.ctx != nil && p.ctx.Err() != nil }
 // optimise chooses and packs twice — with each MIG profile of a board used one way only, and
 // with that left to the node-aware packer — and keeps the better plan: fewest tenants short of
 // GPUs, then fewest nodes where a MIG profile is used two ways (the device plugin cannot serve
-// them), then fewest GPUs, then the lowest objective; ties go to the board-wide plan.
+// them), then fewest GPUs, then the lowest objective; ties go to the board-wide plan. On the DRA
+// path fewest GPUs come before those nodes (score): nothing there needs one way per node.
 //
 // The choice sees no nodes: a tenant's cheapest slice kind may break a node rule the packer
 // keeps (whole-GPU MPS on a node with MIG GPUs, two sharing settings of one resource on a node),
@@ -187,7 +188,8 @@ func (p *planner) optimiseOnce(best *packed) (*packed, error) {
 }
 
 // score ranks a packed plan, lower is better: tenants short of GPUs, nodes with a MIG profile
-// shared two ways, GPUs used, objective.
+// shared two ways, GPUs used, objective. On the DRA path, where a node may use a profile several
+// ways (perClaim), GPUs used come before those nodes.
 func (p *planner) score() [4]float64 {
 	short, used := 0, 0
 	for _, tn := range p.tenants {
@@ -211,6 +213,9 @@ func (p *planner) score() [4]float64 {
 			}
 			uses[k] = useOf(pi.u)
 		}
+	}
+	if p.perClaim { // no rule broken: a preference for plans the device plugin could serve too, after GPUs
+		return [4]float64{float64(short), float64(used), float64(len(conflicts)), p.objective()}
 	}
 	return [4]float64{float64(short), float64(len(conflicts)), float64(used), p.objective()}
 }
@@ -241,6 +246,10 @@ type planner struct {
 	forbid map[*tenant]map[forbidKey]string
 	// noCompact skips the compaction after packing (tests compare with and without it).
 	noCompact bool
+	// perClaim is set when the pool takes the DRA path (policy.kubernetesDeviceAPI: dra): each
+	// device is its own claim with its own sharing setting, so the device plugin's per-node rules
+	// (compatible) do not bind the packing there.
+	perClaim bool
 }
 
 // fleetGPU is one GPU of the fleet.
@@ -258,6 +267,7 @@ func newPlanner(pool *v1.Pool, o Options) (*planner, error) {
 	if p.o.ExactUnits == 0 {
 		p.o.ExactUnits = DefaultExactUnits
 	}
+	p.perClaim = pool.Policy.DeviceAPI() == v1.DeviceAPIDRA
 	if p.o.LPVariables == 0 {
 		p.o.LPVariables = DefaultLPVariables
 	}

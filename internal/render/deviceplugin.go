@@ -319,9 +319,13 @@ func devicePluginArtifacts(m *model) ([]Artifact, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: DevicePluginConfigMap, Labels: managedLabels()}, Data: map[string]string{}}
 	var out []Artifact
 	for _, n := range m.nodes {
+		before := len(m.problems)
 		cfg := m.devicePluginConfig(n)
 		m.checkMPSShares(n)
 		m.checkMIGMPS(n)
+		if m.dra() {
+			m.devicePluginOnly(before)
+		}
 		data, err := yaml.Marshal(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("render device-plugin config: node %s: %w", n.name, err)
@@ -348,6 +352,19 @@ func devicePluginArtifacts(m *model) ([]Artifact, error) {
 		return nil, err
 	}
 	return append(out, labels), nil
+}
+
+// devicePluginOnly turns the problems from index first on into notes, on the DRA path: the
+// pool's pods take their devices by DRA claims, each with its own sharing setting
+// and pairing (dra.go), not by the device plugin's resources, so what the device plugin's
+// per-node config could not express (one sharing setting per resource and node, one sharing
+// strategy per node, the pairing of a resource's references) binds no pod of the pool. The
+// config is still written, for a device plugin that runs beside the driver.
+func (m *model) devicePluginOnly(first int) {
+	for _, p := range m.problems[first:] {
+		m.notes = append(m.notes, "device-plugin config only (this pool's pods take their devices by DRA claims): "+p.String()+".")
+	}
+	m.problems = m.problems[:first]
 }
 
 func hasKind(n *node, k v1.SliceKind) bool {

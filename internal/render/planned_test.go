@@ -37,11 +37,13 @@ func renderProblems(t *testing.T, pool *v1.Pool) []Problem {
 // examples' pools and synthetic pools of 1–60 tenants on 16–47 GPUs (mixed tiers, ten trust
 // groups; every other pool with varied lengths, SLOs and concurrency), each planned once with
 // policy.kubernetesDeviceAPI unset (the device plugin) and once with dra, render without any
-// problem: no node needs two sharing settings for one resource, time-slicing and MPS together,
-// whole-GPU MPS beside MIG GPUs, or shared instances of one profile holding tenants of
-// different trust paths, and no MIG instance is shared by MPS on the device-plugin path (the
-// plugin runs no MPS on MIG devices). The DRA plans do share MIG instances by MPS (checked
-// over the whole run), so both paths are exercised.
+// problem: on the device-plugin path no node needs two sharing settings for one resource,
+// time-slicing and MPS together, whole-GPU MPS beside MIG GPUs, or shared instances of one
+// profile holding tenants of different trust paths, and no MIG instance is shared by MPS (the
+// plugin runs no MPS on MIG devices); on the DRA path each device is a claim with its own
+// sharing, and what the device plugin's config could not express is a note
+// (TestDRAPlanNodeRulesAreNotes). The DRA plans do share MIG instances by MPS (checked over
+// the whole run), so both paths are exercised.
 func TestPlannedPoolsRenderClean(t *testing.T) {
 	draMIGMPS := 0
 	check := func(name string, pool *v1.Pool) {
