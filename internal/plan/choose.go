@@ -206,17 +206,24 @@ func (p *planner) chooseFrom(boardWide, vector bool, seed []*cand) {
 	}
 }
 
-// emptyLastUnits tries, for each shared group (share > 1), to empty its last unit: the tenants
-// with the fewest replicas per unit freed leave together, each to its best other allowed
-// candidate, and the moves are kept when together they lower the objective (otherwise undone);
-// it reports whether any group gave up a unit so. One tenant at a time never does this: a
-// tenant leaving a unit frees nothing until all of that unit's tenants have left. Two replicas
-// of a trust path on their own MPS GPU (share 8) hold a whole GPU; on two 1g.10gb instances
-// beside other MIG instances they take a quarter of one (the vector objective) and the device
-// plugin's node rules still hold (the instances join the profile's unshared way). The last unit
-// holds replicas mod share replicas, share when all units are full. Groups go in key order and
-// the leaving tenants by their own change of the objective per replica (ties: pool order), so
-// the result is deterministic.
+// emptyLastUnits tries, for each shared group (share > 1) whose last unit is part-filled, to
+// empty that unit: its tenants leave together, cheapest per replica first, each to the allowed
+// candidate of the same board that raises the objective least (leaveTo), and the moves are kept
+// when together they lower the objective (otherwise undone); it reports whether any group gave
+// up a unit so. One tenant at a time never does this: a tenant leaving a unit frees nothing
+// until all of that unit's tenants have left. Two replicas of a trust path on their own MPS GPU
+// (share 8) hold a whole GPU; on two 1g.10gb instances beside other MIG instances they take a
+// quarter of one (the vector objective), and the device plugin's node rules still hold (the
+// instances join the profile's unshared way).
+//
+// Leavers stay on their board: the step repairs the rounding of one board's units, and the
+// objective prices another board's slices by volume only (a 1g.20gb on an H100 and a 1g.35gb
+// on an H200 cost the same there, though a KV-bound replica runs much closer to its limit on
+// the first); tenants still change boards by the one-tenant moves. The last unit holds
+// replicas mod share replicas; a tenant with more replicas than that does not leave. A group
+// tried without success is tried again only once its count has changed. Groups go in key
+// order, leavers by their own change of the objective per replica (ties: pool order), so the
+// result is deterministic.
 func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
 	members := map[int][]*tenant{}
 	var groups []int
@@ -256,7 +263,7 @@ func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
 			if tn.choice.replicas > rest {
 				continue // it would leave a unit part-filled again
 			}
-			if to := p.bestMove(f, tn, true); to != tn.choice {
+			if to := p.leaveTo(f, tn); to != tn.choice {
 				d := f.moveDelta(k, tn.choice, -tn.choice.replicas, p.ids.of(tn, to), to, to.replicas)
 				ls = append(ls, leave{tn, d / float64(tn.choice.replicas)})
 			}
@@ -269,7 +276,7 @@ func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
 				break
 			}
 			tn := l.tn
-			to := p.bestMove(f, tn, true) // again: those gone before may have changed its best
+			to := p.leaveTo(f, tn) // again: those gone before may have changed its best
 			if to == tn.choice {
 				continue
 			}
@@ -325,6 +332,23 @@ func (p *planner) bestMove(f *fractional, tn *tenant, force bool) *cand {
 	for _, c := range tn.feasible {
 		k := p.ids.of(tn, c)
 		if c == tn.choice || k == old || !p.allowed(c) || p.forbidden(tn, c) {
+			continue
+		}
+		if d := f.moveDelta(old, tn.choice, -tn.choice.replicas, k, c, c.replicas); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// leaveTo is the allowed candidate on tn's board, other than its current one, that raises the
+// objective least (tn's choice when there is none).
+func (p *planner) leaveTo(f *fractional, tn *tenant) *cand {
+	old := p.ids.of(tn, tn.choice)
+	best, bestD := tn.choice, math.Inf(1)
+	for _, c := range tn.feasible {
+		k := p.ids.of(tn, c)
+		if c.board != tn.choice.board || k == old || !p.allowed(c) || p.forbidden(tn, c) {
 			continue
 		}
 		if d := f.moveDelta(old, tn.choice, -tn.choice.replicas, k, c, c.replicas); d < bestD {

@@ -70,3 +70,26 @@ func TestEmptyLastUnits(t *testing.T) {
 		}
 	}
 }
+
+// A leaver stays on its board: with their only other candidate on another board, the ten
+// tenants of TestEmptyLastUnits stay on their two MPS GPUs, and with it on the same board two
+// of them leave (the first case there).
+func TestEmptyLastUnitsStaysOnBoard(t *testing.T) {
+	other, err := gpu.Lookup("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof, err := other.Profile("1g.10gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := emptyTestPlanner(t, 10)
+	for _, tn := range p.tenants {
+		mig := tn.feasible[1]
+		mig.board, mig.profile = other, prof
+	}
+	p.chooseFrom(false, false, nil)
+	if got := onKind(p, v1.SliceMPS); got != 10 {
+		t.Errorf("%d of 10 on MPS, want 10: a leaver changed boards", got)
+	}
+}
