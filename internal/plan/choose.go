@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"math"
 	"slices"
 
@@ -193,13 +194,113 @@ func (p *planner) chooseFrom(boardWide, vector bool, seed []*cand) {
 		f.move(p.ids.of(tn, tn.choice), tn.choice, tn.choice.replicas)
 	}
 	p.keep = map[string]migUse{}
+	failed := map[int]int{}
 	for round := 0; round < 10; round++ {
 		p.localSearch(f)
+		for pass := 0; pass < maxEmptyPasses && p.emptyLastUnits(f, failed); pass++ {
+			p.localSearch(f)
+		}
 		if !boardWide || !p.consistent(f) {
 			break
 		}
 	}
 }
+
+// emptyLastUnits tries, for each shared group (share > 1) whose last unit is part-filled, to
+// empty that unit: its tenants leave together, cheapest per replica first, each to the allowed
+// candidate of the same board that raises the objective least (leaveTo), and the moves are kept
+// when together they lower the objective (otherwise undone); it reports whether any group gave
+// up a unit so. One tenant at a time never does this: a tenant leaving a unit frees nothing
+// until all of that unit's tenants have left. Two replicas of a trust path on their own MPS GPU
+// (share 8) hold a whole GPU; on two 1g.10gb instances beside other MIG instances they take a
+// quarter of one (the vector objective), and the device plugin's node rules still hold (the
+// instances join the profile's unshared way).
+//
+// Leavers stay on their board: the step repairs the rounding of one board's units, and the
+// objective prices another board's slices by volume only (a 1g.20gb on an H100 and a 1g.35gb
+// on an H200 cost the same there, though a KV-bound replica runs much closer to its limit on
+// the first); tenants still change boards by the one-tenant moves. The last unit holds
+// replicas mod share replicas; a tenant with more replicas than that does not leave. A group
+// tried without success is tried again only once its count has changed. Groups go in key
+// order, leavers by their own change of the objective per replica (ties: pool order), so the
+// result is deterministic.
+func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
+	members := map[int][]*tenant{}
+	var groups []int
+	for _, tn := range p.tenants {
+		if tn.choice == nil || tn.choice.share < 2 {
+			continue
+		}
+		k := p.ids.of(tn, tn.choice)
+		if _, ok := members[k]; !ok {
+			groups = append(groups, k)
+		}
+		members[k] = append(members[k], tn)
+	}
+	slices.Sort(groups)
+	emptied := false
+	type leave struct {
+		tn *tenant
+		d  float64 // objective change per replica when it leaves alone
+	}
+	type undo struct {
+		tn  *tenant
+		was *cand
+	}
+	for _, k := range groups {
+		if p.stopped() {
+			return emptied
+		}
+		rest := f.replicas[k] % p.ids.share[k] // replicas on the last unit
+		if rest == 0 {
+			continue
+		}
+		if n, ok := failed[k]; ok && n == f.replicas[k] {
+			continue // tried at this count already
+		}
+		var ls []leave
+		for _, tn := range members[k] {
+			if tn.choice.replicas > rest {
+				continue // it would leave a unit part-filled again
+			}
+			if to := p.leaveTo(f, tn); to != tn.choice {
+				d := f.moveDelta(k, tn.choice, -tn.choice.replicas, p.ids.of(tn, to), to, to.replicas)
+				ls = append(ls, leave{tn, d / float64(tn.choice.replicas)})
+			}
+		}
+		slices.SortStableFunc(ls, func(a, b leave) int { return cmp.Compare(a.d, b.d) })
+		var done []undo
+		total := 0.0
+		for _, l := range ls {
+			if rest <= 0 {
+				break
+			}
+			tn := l.tn
+			to := p.leaveTo(f, tn) // again: those gone before may have changed its best
+			if to == tn.choice {
+				continue
+			}
+			total += f.moveDelta(k, tn.choice, -tn.choice.replicas, p.ids.of(tn, to), to, to.replicas)
+			done = append(done, undo{tn, tn.choice})
+			rest -= tn.choice.replicas
+			p.switchTo(f, tn, to)
+		}
+		if rest <= 0 && total < -1e-9 {
+			emptied = true
+			delete(failed, k)
+			continue
+		}
+		failed[k] = f.replicas[k]
+		for i := len(done) - 1; i >= 0; i-- {
+			p.switchTo(f, done[i].tn, done[i].was)
+		}
+	}
+	return emptied
+}
+
+// maxEmptyPasses bounds the rounds of emptyLastUnits and the local search after it; each round
+// that empties a unit lowers the objective, so the bound only caps the work.
+const maxEmptyPasses = 8
 
 // localSearch moves tenants to allowed candidates while that lowers the objective.
 func (p *planner) localSearch(f *fractional) {
@@ -231,6 +332,23 @@ func (p *planner) bestMove(f *fractional, tn *tenant, force bool) *cand {
 	for _, c := range tn.feasible {
 		k := p.ids.of(tn, c)
 		if c == tn.choice || k == old || !p.allowed(c) || p.forbidden(tn, c) {
+			continue
+		}
+		if d := f.moveDelta(old, tn.choice, -tn.choice.replicas, k, c, c.replicas); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// leaveTo is the allowed candidate on tn's board, other than its current one, that raises the
+// objective least (tn's choice when there is none).
+func (p *planner) leaveTo(f *fractional, tn *tenant) *cand {
+	old := p.ids.of(tn, tn.choice)
+	best, bestD := tn.choice, math.Inf(1)
+	for _, c := range tn.feasible {
+		k := p.ids.of(tn, c)
+		if c.board != tn.choice.board || k == old || !p.allowed(c) || p.forbidden(tn, c) {
 			continue
 		}
 		if d := f.moveDelta(old, tn.choice, -tn.choice.replicas, k, c, c.replicas); d < bestD {

@@ -130,6 +130,15 @@
 // nobody on its cheapest candidate at that price), which fills shared units a tenant at a time
 // could not, and the start that ends lower is kept.
 //
+// On pools of any size the search also empties last units (emptyLastUnits): for each shared
+// group, the tenants on its part-filled last unit (replicas mod k) leave together, each to the
+// cheapest other candidate on its own board, and stay moved when together they lower the
+// objective. A tenant leaving
+// such a unit alone frees nothing, so the one-tenant moves never do it: two replicas of a trust
+// path on their own MPS GPU (k = 8) hold a whole GPU, on two unshared 1g.10gb instances next to
+// other MIG instances a quarter of one. The local search runs again after each round that
+// emptied a unit (at most 8 rounds).
+//
 // The sum of unit sizes overcounts instances that are heavy in different resources: one 1g.20gb
 // (memory 2/8, compute 1/7) and six 1g.10gb (1/8 and 1/7 each) fill one H100, while their sizes
 // add up to 1.107. So the choice is also optimised, by the same local search, for the vector

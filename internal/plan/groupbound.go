@@ -29,6 +29,12 @@ func (p *planner) groupBound() int {
 	if len(p.tenants) > groupBoundTenants {
 		return 0
 	}
+	return int(math.Ceil(p.groupBoundAt(p.bestLambdas(groupBoundLambdas)) - boundSlack))
+}
+
+// groupBoundAt is the sharing-group bound's value, the best over the prices lams, on a pool of
+// any size (groupBound keeps to small pools for time).
+func (p *planner) groupBoundAt(lams []float64) float64 {
 	comps := map[string][]*tenant{}
 	var keys []string
 	var alone []*tenant
@@ -47,7 +53,7 @@ func (p *planner) groupBound() int {
 		comps[k] = append(comps[k], tn)
 	}
 	best := 0.0
-	for _, lam := range p.bestLambdas(groupBoundLambdas) {
+	for _, lam := range lams {
 		total := 0.0
 		for _, tn := range alone {
 			total += minPrice(tn, lam)
@@ -57,7 +63,7 @@ func (p *planner) groupBound() int {
 		}
 		best = max(best, total)
 	}
-	return int(math.Ceil(best - boundSlack))
+	return best
 }
 
 func unitPrice(c *cand, lam float64) float64 {
