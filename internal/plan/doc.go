@@ -193,11 +193,13 @@
 //     tenants with the same reduced columns form one class whose choice row sums to its size:
 //     neither changes the optimum, and it keeps the LP to a few hundred columns at 1,000
 //     tenants. Degenerate or failing solves fall back to
-//   - the sharing-group bound, on pools of at most 400 tenants: with the same prices, every
+//   - the sharing-group bound, on pools of at most 2,000 tenants: with the same prices, every
 //     plan costs at least Σ over sharing groups of ceil(replicas / share) × price, and tenants
 //     interact only within their group, so the minimum splits into one small problem per group
 //     (sharing group and energy class), solved exactly by branch and bound (a group that takes
-//     more than 40,000 nodes counts its fractional sum); taken at the 4 best prices of the grid.
+//     more than 40,000 nodes counts its fractional sum); taken at the 4 best prices of the grid
+//     on pools of at most 400 tenants (which also seed the choice's local search from it), at the
+//     best one above.
 //     The search drops unit kinds another kind dominates (no dearer per unit, at least as many
 //     places, open to every tenant of the first with no more replicas: moving those tenants over
 //     never costs more, the ceiling being subadditive), takes tenants alike in a fixed order
