@@ -132,7 +132,7 @@ func TestSyntheticGap(t *testing.T) {
 
 // TestSyntheticVariedGap plans the varied generator's 1,000 tenants (lengths, SLOs and a third
 // of the tenants with concurrency 1–64) and guards the gaps measured: on the default
-// (device-plugin) path 310 / 254 = 1.220 (314 before emptyLastUnits), on the DRA path 300 / 245 = 1.224 (303 GPUs with the
+// (device-plugin) path 311 / 254 = 1.224 (310 before ADR 0034's slot wait beside shared neighbours, 314 before emptyLastUnits), on the DRA path 301 / 245 = 1.229 (300 before ADR 0034; 303 GPUs with the
 // device plugin's node rules, which the DRA path no longer keeps; 314 / 261 and 303 / 252 before
 // the bound's counts took idle neighbours, ADR 0032; 302 GPUs before the slot wait's spread
 // replaced the ceiling on busy slots, ADR 0031; 302 / 235 = 1.29 before the bound's TTFT floor,
