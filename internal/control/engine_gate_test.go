@@ -235,13 +235,7 @@ func TestApplyPlan(t *testing.T) {
 // make the Replanner plan again (off the engine's goroutine) and apply the result.
 func TestReplanOnRateAndFleet(t *testing.T) {
 	h := newHarness(t, ServerConfig{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		(&Replanner{Loop: h.loop, Every: 20 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}).Run(ctx)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	h.startReplanner(t)
 	h100 := func(node string) Inventory {
 		return Inventory{GPUs: []GPU{{UUID: "GPU-" + node, Board: "H100-SXM5-80GB", MIG: "7g.80gb@0", Slices: []string{"7g.80gb"}}}}
 	}

@@ -49,6 +49,18 @@ func newHarness(t testing.TB, cfg ServerConfig) *harness {
 	return newHarnessLoop(t, cfg, LoopConfig{Tick: 50 * time.Millisecond})
 }
 
+// startReplanner runs a Replanner on h's loop every 20 ms until the test ends.
+func (h *harness) startReplanner(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		(&Replanner{Loop: h.loop, Every: 20 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 // newHarnessLoop is newHarness with the loop's (and the engine's) configuration.
 func newHarnessLoop(t testing.TB, cfg ServerConfig, lcfg LoopConfig) *harness {
 	t.Helper()

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -252,13 +250,7 @@ func TestLoRAEngineGrantSurvivesRestart(t *testing.T) {
 // rate, and the plan in force still serves the adapters on shared engines.
 func TestLoRAReplan(t *testing.T) {
 	h := newHarness(t, ServerConfig{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		(&Replanner{Loop: h.loop, Every: 20 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}).Run(ctx)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	h.startReplanner(t)
 	h.must("operator", "PUT", "/v1/nodes/node-a", Inventory{GPUs: []GPU{{UUID: "GPU-a0", Board: "H100-SXM5-80GB", Slices: []string{"exclusive"}},
 		{UUID: "GPU-a1", Board: "H100-SXM5-80GB", Slices: []string{"exclusive"}}}}, 200)
 	for _, n := range []string{"ad-1", "ad-2"} {

@@ -258,16 +258,7 @@ func killAndResume(t *testing.T, c client.Client, double func(string) *nodeDoubl
 	if err := g.Request(ctx, node, "all-3g.40gb", gateConfigs["all-3g.40gb"]); err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	killed := false
-	g.Hook = func(p string) {
-		if p == kill {
-			killed = true
-			cancel()
-		}
-	}
-	err := g.Run(runCtx, node)
-	cancel()
+	killed, err := runKilledAt(ctx, g, node, kill)
 	n := &corev1.Node{}
 	if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
 		t.Fatal(err)
@@ -289,6 +280,23 @@ func killAndResume(t *testing.T, c client.Client, double func(string) *nodeDoubl
 	}
 	// the record agrees with the node whatever step the kill fell in
 	checkRecord(t, c, node, "all-1g.10gb", "all-3g.40gb")
+}
+
+// runKilledAt runs g on node as a controller killed at hook point kill would: the run's context
+// is cancelled when the gate reaches that point. It returns whether the point was reached and
+// Run's error.
+func runKilledAt(ctx context.Context, g *MIGGate, node, kill string) (bool, error) {
+	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	killed := false
+	g.Hook = func(p string) {
+		if p == kill {
+			killed = true
+			cancel()
+		}
+	}
+	err := g.Run(runCtx, node)
+	return killed, err
 }
 
 func errString(err error) string {

@@ -326,17 +326,7 @@ func TestGateSurgeKilledAtEveryStep(t *testing.T) {
 		if err := g.Request(ctx, node, "surge-b", cfgs["surge-b"]); err != nil {
 			t.Fatal(err)
 		}
-		runCtx, cancel := context.WithTimeout(ctx, time.Minute)
-		killed := false
-		g.Hook = func(p string) {
-			if p == kill {
-				killed = true
-				cancel()
-			}
-		}
-		_ = g.Run(runCtx, node)
-		cancel()
-		if !killed {
+		if killed, _ := runKilledAt(ctx, g, node, kill); !killed {
 			t.Fatalf("kill point %s not reached", kill)
 		}
 		if err := runGate(t, gate(), node); err != nil {
