@@ -83,12 +83,16 @@ const (
 	// ReasonMoveBudget: re-planning kept the plan in force, or re-packed only part of the pool,
 	// because re-packing all of it would move more replicas than the move budget allows.
 	ReasonMoveBudget ReasonCode = "MoveBudget"
+	// ReasonSimulated: the planner simulated the plan and the replica count is what the
+	// simulation confirmed (kept, raised or lowered from the queueing model's count).
+	ReasonSimulated ReasonCode = "Simulated"
 )
 
 // reasonTable holds each code's usual Retryable value; a code is known iff it is listed here.
 var reasonTable = map[ReasonCode]bool{
 	ReasonMemoryBound:      false,
 	ReasonMoveBudget:       false,
+	ReasonSimulated:        false,
 	ReasonComputeBound:     false,
 	ReasonSLOShapeUniform:  false,
 	ReasonSLOShapeMixed:    false,

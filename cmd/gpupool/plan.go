@@ -15,12 +15,13 @@ import (
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/perf"
 	"gpupool.dev/gpupool/internal/plan"
+	"gpupool.dev/gpupool/internal/plansim"
 )
 
 func newPlanCmd(e *env) *cobra.Command {
 	var outDir, currentFile, gateway, namespace string
 	var force bool
-	var maxMoves int
+	var maxMoves, simRequests int
 	cmd := &cobra.Command{
 		Use:   "plan POOL",
 		Short: "Slice every GPU so that every tenant's SLO holds with the fewest GPUs, and say why",
@@ -40,6 +41,10 @@ func newPlanCmd(e *env) *cobra.Command {
 			"that free the most GPUs within N moves are made, or the plan in force is kept if it still serves the pool\n" +
 			"(every tenant's reasons say how many GPUs that gives up), else it fails. Without the flag, the pool's\n" +
 			"policy.maxMoves is the budget (as the Kubernetes controller uses it); --max-moves -1 lifts it.\n" +
+			"On pools of at most 64 tenants the plan is simulated (the simulator of `gpupool simulate`) and the\n" +
+			"replica counts the queueing model set are corrected where the simulation disagrees (a replica more\n" +
+			"where a tenant misses its SLO, fewer where fewer still meet it); --sim-requests N bounds each of those\n" +
+			"simulations (0: the default, 60,000 requests), -1 plans from the queueing model alone.\n" +
 			"Adapter tenants (model.adapter) that may share a base-model engine are served by shared LoRA engines\n" +
 			"(planned as `gpupool lora` plans them), each on a whole GPU of the fleet that the other tenants leave\n" +
 			"idle, recorded in loraEngines; --out renders each engine's Deployment pinned to its node, and with\n" +
@@ -53,6 +58,7 @@ func newPlanCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&currentFile, "current", "", "the plan in force: change as few GPUs as possible and list the migration steps")
 	cmd.Flags().BoolVar(&force, "force", false, "with --out: replace a non-empty directory gpupool did not write")
 	cmd.Flags().IntVar(&maxMoves, "max-moves", -1, "with --current: the most replicas the migration may move (-1: no limit; unset: the pool's policy.maxMoves)")
+	cmd.Flags().IntVar(&simRequests, "sim-requests", 0, "the most requests one simulation of the plan may generate when confirming its replica counts (0: default; -1: no simulation)")
 	cmd.Flags().StringVar(&gateway, "gateway", "", "with --out: write the LoRA engines' gateway objects for this Gateway (gateway/)")
 	cmd.Flags().StringVar(&namespace, "namespace", "default", "with --gateway: the gateway objects' namespace")
 	cmd.RunE = func(c *cobra.Command, args []string) error {
@@ -63,11 +69,14 @@ func newPlanCmd(e *env) *cobra.Command {
 		if maxMoves < -1 || maxMoves >= 0 && currentFile == "" {
 			return invalid(fmt.Errorf("plan: --max-moves: must be -1 (no limit) or ≥ 0 with --current (got %d)", maxMoves))
 		}
+		if simRequests < -1 {
+			return invalid(fmt.Errorf("plan: --sim-requests: must be -1 (no simulation), 0 (the default) or a number of requests (got %d)", simRequests))
+		}
 		if gateway != "" && outDir == "" {
 			return invalid(errors.New("plan: --gateway: only with --out"))
 		}
 		return runPlan(e, planArgs{pool: args[0], format: format, outDir: outDir, current: currentFile, force: force, maxMoves: maxMoves,
-			maxMovesSet: c.Flags().Changed("max-moves"), gateway: gateway, namespace: namespace})
+			maxMovesSet: c.Flags().Changed("max-moves"), gateway: gateway, namespace: namespace, simRequests: simRequests})
 	}
 	return cmd
 }
@@ -80,6 +89,7 @@ type planArgs struct {
 	force                 bool
 	maxMoves              int // -1: no limit
 	maxMovesSet           bool
+	simRequests           int // plan.Options.ConfirmRequests
 }
 
 func runPlan(e *env, a planArgs) error {
@@ -103,7 +113,7 @@ func runPlan(e *env, a planArgs) error {
 	if err != nil {
 		return invalid(err)
 	}
-	o := plan.Options{Models: models, Profiles: profiles, Current: cur}
+	o := plan.Options{Models: models, Profiles: profiles, Current: cur, Simulate: plansim.Run, ConfirmRequests: a.simRequests}
 	switch {
 	case a.maxMovesSet && a.maxMoves >= 0:
 		o.MaxMoves = &a.maxMoves

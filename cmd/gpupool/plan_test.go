@@ -214,3 +214,26 @@ tenants:
 		t.Errorf("k8s/big.yaml:\n%s", data)
 	}
 }
+
+// The plan is simulated to confirm its replica counts unless --sim-requests -1 says not to; a
+// budget below -1 is invalid input.
+func TestPlanSimRequests(t *testing.T) {
+	poolFile := writeTemp(t, "pool.yaml", planPool)
+	on, errOut, code := runCmd(t, "plan", poolFile, "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	off, errOut, code := runCmd(t, "plan", poolFile, "-o", "json", "--sim-requests", "-1")
+	if code != exitOK {
+		t.Fatalf("--sim-requests -1: exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(on, `"code": "Simulated"`) {
+		t.Errorf("no Simulated reason in the default plan:\n%s", on)
+	}
+	if strings.Contains(off, `"code": "Simulated"`) {
+		t.Errorf("--sim-requests -1: a Simulated reason:\n%s", off)
+	}
+	if _, errOut, code := runCmd(t, "plan", poolFile, "--sim-requests", "-2"); code != exitInvalid || !strings.Contains(errOut, "--sim-requests") {
+		t.Errorf("--sim-requests -2: exit %d, stderr %q", code, errOut)
+	}
+}

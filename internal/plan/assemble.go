@@ -83,7 +83,7 @@ func moveOne(tn *tenant, from *unit, home *gpuPlan, peers []*unit, where map[*un
 }
 
 // result turns the packed GPUs into a v1.Plan.
-func (p *planner) result() (*v1.Plan, error) {
+func (p *planner) draft() *v1.Plan {
 	out := &v1.Plan{APIVersion: v1.APIVersion, Kind: v1.KindPlan, Metadata: v1.Metadata{Name: p.pool.Metadata.Name},
 		Pool: p.pool.Metadata.Name}
 	next := map[*tenant]int{}
@@ -128,6 +128,12 @@ func (p *planner) result() (*v1.Plan, error) {
 		out.Tenants = append(out.Tenants, p.planTenant(tn, refs[tn]))
 	}
 	out.Summary = v1.Summary{GPUsUsed: used, GPUsTotal: len(p.gpus), Objective: p.objective()}
+	return out
+}
+
+// result is the plan of the chosen and packed state: draft with its lower bound and baselines.
+func (p *planner) result() (*v1.Plan, error) {
+	out := p.draft()
 	out.Summary.LowerBound = p.lowerBound()
 	if err := p.ctx.Err(); err != nil {
 		return nil, fmt.Errorf("build plan: %w", err)
@@ -216,6 +222,9 @@ func (p *planner) planTenant(tn *tenant, refs []v1.ReplicaRef) v1.PlanTenant {
 		pt.Predicted = v1.Prediction{E2EP99: v1.Duration(2 * c.ev.rate.TTFT), MaxRPS: round3(n * c.ev.rate.RequestsPerSec)}
 	}
 	pt.Reasons = p.tenantReasons(tn)
+	if r, ok := p.simReason(tn); ok {
+		pt.Reasons = append(pt.Reasons, r)
+	}
 	for _, r := range tn.infeas {
 		if r.Code != v1.ReasonRedundancy {
 			pt.Infeasible = true

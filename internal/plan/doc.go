@@ -177,6 +177,15 @@
 // infeasible with NoCapacity (their other replicas stay placed). A redundant tenant whose
 // replicas all landed on one GPU has one moved or swapped onto another GPU of the same group.
 //
+// Confirmation (confirm.go, ADR 0035): given a simulator (Options.Simulate; gpupool plan passes
+// internal/plansim.Run, internal/sim's), on pools of at most 64 tenants Build then simulates the
+// chosen plan in three runs of fixed seeds (Options.ConfirmSeed and the next two) within
+// Options.ConfirmRequests requests a run. A tenant the queueing model sized, served in full,
+// with less than 99.5 % of its requests over the runs (or 99.25 % in one run) within the SLO
+// gets a replica more on its chosen slice, and choice, packing and simulation run again, at most
+// four rounds; a raise that would leave more tenants short of GPUs is undone. Counts only rise;
+// every simulated tenant carries a Simulated reason.
+//
 // # 4. Lower bound
 //
 // summary.lowerBound is a proven lower bound on the GPUs any plan built from the candidate slices

@@ -43,6 +43,16 @@ type Options struct {
 	// LPVariables is the largest LP (tenant choices + layout patterns) solved with the simplex
 	// method for the lower bound; larger inputs use the Lagrangian volume bound. 0: DefaultLPVariables.
 	LPVariables int
+	// Simulate, when set, is the simulator Build confirms the queueing model's replica counts
+	// with, by simulating the plan it chose (confirm.go, pools of at most 64 tenants);
+	// internal/plansim.Run is internal/sim's. nil: the model alone decides.
+	Simulate Simulator
+	// ConfirmRequests is the most requests one of those simulations may generate; 0:
+	// DefaultConfirmRequests; negative: no simulation.
+	ConfirmRequests int
+	// ConfirmSeed seeds those simulations (the simulator's Config.Seed): the plan is a function
+	// of the pool, the options and this seed.
+	ConfirmSeed uint64
 }
 
 // Defaults of Options.
@@ -70,6 +80,9 @@ func Build(ctx context.Context, pool *v1.Pool, o Options) (*v1.Plan, error) {
 		return nil, fmt.Errorf("build plan: %w", err)
 	}
 	if err := p.optimise(); err != nil {
+		return nil, err
+	}
+	if err := p.confirm(); err != nil {
 		return nil, err
 	}
 	if o.Current != nil {
@@ -250,6 +263,12 @@ type planner struct {
 	// device is its own claim with its own sharing setting, so the device plugin's per-node rules
 	// (compatible) do not bind the packing there.
 	perClaim bool
+	// confirmed holds what the plan's simulations said about each simulated tenant's chosen
+	// candidate (confirm.go); nil when the plan was not simulated.
+	confirmed map[*cand]*confirmState
+	// confirmShort lists, per tenant, the slices and counts a simulation found short before
+	// they were raised (the tenant's choice may have moved on since).
+	confirmShort map[*tenant][]string
 }
 
 // fleetGPU is one GPU of the fleet.

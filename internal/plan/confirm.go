@@ -1,0 +1,314 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/llm"
+	"gpupool.dev/gpupool/internal/perf"
+)
+
+// Confirming the queueing model's counts by simulation (ADR 0035).
+//
+// The queueing model (queue.go) is an approximation with fitted margins. Near the limit (busy
+// slots above busySlotsSteady, a KV cache nearly full, a TPOT target a few per cent above the
+// model's p99, MPS neighbours) it is unsure, and there one run of a few thousand requests
+// spreads widely around the stationary p99. On the agreement suite's generator with streams it
+// was not fitted on it let a few tenants miss their SLO in simulation (96.5–98.9 % of requests
+// within it). So on pools of at most confirmMaxTenants tenants Build simulates the plan it chose
+// with the simulator it is given (Options.Simulate; gpupool plan gives internal/sim's, the one
+// users run, on the same performance model), in
+// confirmRuns runs of different seeds, and gives every tenant the queueing model sized a
+// replica more when less than confirmKeep of its requests over the runs met the SLO, or less
+// than confirmRunKeep in one run (a quarter point above the suite's own bar of 99 % in a run:
+// a tenant of 99.09 % in one of the three runs missed it in another, 98.75 %); then it
+// chooses and packs again with the new counts and simulates again, for at most confirmRounds
+// rounds. Each simulated tenant carries a Simulated reason with what the runs saw.
+//
+// Counts only rise. Lowering a count the runs accepted was tried twice and rejected (ADR 0035):
+// on one run's word it let more tenants miss in other runs than the model alone did, and even
+// a tenant that met its SLO for 100 % of the requests in five runs (three of it alone on its
+// slices, two of the whole plan) met it for 94.2 % in a sixth. Near the limit one run of a few
+// thousand requests spreads too widely to certify fewer replicas than the model's margins give.
+//
+// Only tenants the queueing model sized are changed: not a fixed replicas count, a measured
+// profile, or a bursty or diurnal pattern (a short run does not cover their peaks). A tenant
+// with fewer than confirmMinJudged requests over the runs (its rate is low next to the budget)
+// is simulated but not judged. Pools with more than confirmMaxTenants tenants are not simulated:
+// there the model alone decides, as the scale bars (1,000 tenants in a second) require.
+const (
+	confirmMaxTenants = 64
+	confirmRequests   = 2500 // requests the slowest judged tenant gets per run, budget permitting
+	confirmMinJudged  = 1500 // requests over the runs
+	confirmKeep       = 0.995
+	confirmRunKeep    = 0.9925
+	confirmRuns       = 3
+	confirmRounds     = 4
+	// DefaultConfirmRequests is Options.ConfirmRequests' default: about a second of simulation
+	// per run on one core.
+	DefaultConfirmRequests = 50_000
+)
+
+// confirmState is what the simulations said about one tenant's chosen candidate.
+type confirmState struct {
+	model  int // the queueing model's count, before any change
+	judged bool
+	// In the last round that simulated this count: the share of requests within the SLO over
+	// the runs and in the worst run, the requests judged over the runs, and the highest p99s.
+	att, worst float64
+	over       int64
+	ttft, tpot time.Duration
+	simulated  int // the count those runs simulated
+	// left says why a count the runs found short was not raised: the last round, the tenant's
+	// maxReplicas, or the fleet ("" when it was raised or passed).
+	left string
+}
+
+// confirmable reports whether tn's count may be set by the simulation: a tenant served in full
+// (not left short of GPUs) that the queueing model sized.
+func confirmable(tn *tenant) bool {
+	c := tn.choice
+	switch {
+	case c == nil || c.ev == nil || c.ev.q == nil || tn.measured != nil || tn.t.Replicas != nil || !servedInFull(tn):
+		return false
+	case tn.t.Traffic.RPS <= 0:
+		return false
+	}
+	switch tn.t.Traffic.Pattern {
+	case "", v1.PatternPoisson, v1.PatternConstant:
+		return true
+	}
+	return false
+}
+
+// confirm runs the rounds described above on the chosen and packed plan. It returns the
+// simulator's error on a plan the simulator rejects (a planner defect) and the context's when
+// cancelled.
+func (p *planner) confirm() error {
+	budget := p.o.ConfirmRequests
+	if budget == 0 {
+		budget = DefaultConfirmRequests
+	}
+	if p.o.Simulate == nil || budget < 0 || len(p.tenants) > confirmMaxTenants {
+		return nil
+	}
+	p.confirmed = map[*cand]*confirmState{}
+	for round := range confirmRounds {
+		var judge []*tenant
+		minRate, sumRate := math.Inf(1), 0.0
+		for _, tn := range p.tenants {
+			if tn.choice != nil {
+				sumRate += tn.t.Traffic.RPS
+			}
+			if confirmable(tn) {
+				judge = append(judge, tn)
+				minRate = min(minRate, tn.t.Traffic.RPS)
+			}
+		}
+		if len(judge) == 0 {
+			return nil
+		}
+		secs := min(confirmRequests/minRate, float64(budget)/sumRate)
+		reports, err := p.simulateRuns(time.Duration(secs * float64(time.Second)))
+		if err != nil {
+			return err
+		}
+		var raised []*tenant
+		for _, tn := range judge {
+			c := tn.choice
+			st := p.confirmed[c]
+			if st == nil {
+				st = &confirmState{model: c.replicas}
+				p.confirmed[c] = st
+			}
+			st.simulated, st.att, st.worst, st.over, st.ttft, st.tpot = c.replicas, 1, 1, 0, 0, 0
+			met := 0.0
+			for _, rep := range reports {
+				tr := rep[tn.t.Name]
+				met += tr.Attainment * float64(tr.Judged)
+				st.over += tr.Judged
+				if tr.Judged > 0 {
+					st.worst = min(st.worst, tr.Attainment)
+				}
+				st.ttft, st.tpot = max(st.ttft, tr.TTFTP99), max(st.tpot, tr.TPOTP99)
+			}
+			st.judged = st.over >= confirmMinJudged
+			if st.over > 0 {
+				st.att = met / float64(st.over)
+			}
+			if st.judged && (st.att < confirmKeep || st.worst < confirmRunKeep) {
+				raised = append(raised, tn)
+			}
+		}
+		if len(raised) == 0 {
+			return nil
+		}
+		if round == confirmRounds-1 { // no round left to simulate a raise
+			for _, tn := range raised {
+				p.confirmed[tn.choice].left = "the last round"
+			}
+			return nil
+		}
+		undo := p.snapshot()
+		served := p.servedInFull()
+		raised = slices.DeleteFunc(raised, func(tn *tenant) bool {
+			m := maxReplicasOf(tn.t)
+			if m > 0 && tn.choice.replicas >= m {
+				p.confirmed[tn.choice].left = maxReplicasName(tn.t)
+			}
+			return m > 0 && tn.choice.replicas >= m
+		})
+		if len(raised) == 0 {
+			return nil
+		}
+		for _, tn := range raised {
+			c := tn.choice
+			if p.confirmShort == nil {
+				p.confirmShort = map[*tenant][]string{}
+			}
+			st := p.confirmed[c]
+			p.confirmShort[tn] = append(p.confirmShort[tn], fmt.Sprintf("%s × %d (%.2f %%, %.2f %% in the worst run)", c.label(), c.replicas, 100*st.att, 100*st.worst))
+			c.replicas++
+			c.cost = float64(c.replicas) / float64(c.share) * c.unitFrac
+		}
+		p.forbid = nil // choose and pack as the first time, now with the raised counts
+		if err := p.optimise(); err != nil {
+			return err
+		}
+		if now := p.servedInFull(); now < served {
+			// The fleet has no room for the raises: keep the round's plan and say so.
+			undo.restore(p)
+			for _, tn := range raised {
+				if st := p.confirmed[tn.choice]; st.left == "" {
+					st.left = fmt.Sprintf("the fleet: with a replica more for each tenant short, %d tenant(s) would be left without GPUs instead of %d",
+						len(p.tenants)-now, len(p.tenants)-served)
+				}
+				p.confirmShort[tn] = p.confirmShort[tn][:len(p.confirmShort[tn])-1]
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// confirmUndo is the chosen and packed state and the counts before a raise.
+type confirmUndo struct {
+	forbid map[*tenant]map[forbidKey]string
+	gpus   []*gpuPlan
+	choice []*cand
+	infeas [][]v1.Reason
+	counts map[*cand]int
+}
+
+func (p *planner) snapshot() confirmUndo {
+	u := confirmUndo{forbid: p.forbid, gpus: p.gpus, counts: map[*cand]int{}}
+	for _, tn := range p.tenants {
+		u.choice, u.infeas = append(u.choice, tn.choice), append(u.infeas, tn.infeas)
+		for _, c := range tn.feasible {
+			u.counts[c] = c.replicas
+		}
+	}
+	return u
+}
+
+func (u confirmUndo) restore(p *planner) {
+	p.forbid, p.gpus = u.forbid, u.gpus
+	for i, tn := range p.tenants {
+		tn.choice, tn.infeas = u.choice[i], u.infeas[i]
+	}
+	for c, n := range u.counts {
+		c.replicas, c.cost = n, float64(n)/float64(c.share)*c.unitFrac
+	}
+}
+
+// servedInFull counts the tenants with all their replicas placed.
+func (p *planner) servedInFull() int {
+	n := 0
+	for _, tn := range p.tenants {
+		if servedInFull(tn) {
+			n++
+		}
+	}
+	return n
+}
+
+// servedInFull reports whether tn has all its replicas placed.
+func servedInFull(tn *tenant) bool {
+	return tn.choice != nil && !slices.ContainsFunc(tn.infeas, func(r v1.Reason) bool { return r.Code != v1.ReasonRedundancy })
+}
+
+// SimInput is one run of the plan being confirmed: the simulator's input and configuration
+// (internal/sim's Input and Config, of which the run sets these).
+type SimInput struct {
+	Pool     *v1.Pool
+	Plan     *v1.Plan
+	Models   map[string]llm.Model
+	Profiles map[string]*perf.Measured
+	Perf     perf.Options
+	Duration time.Duration
+	Seed     uint64
+}
+
+// SimTenant is what one tenant's requests saw in a run.
+type SimTenant struct {
+	// Judged counts the requests judged against the tenant's objectives (completed and
+	// dropped); Attainment is their share that met every objective.
+	Judged     int64
+	Attainment float64
+	TTFTP99    time.Duration
+	TPOTP99    time.Duration
+}
+
+// Simulator runs in and reports every tenant by name. The planner takes it as an argument
+// (Options.Simulate) and does not depend on the simulator: internal/plansim.Run is the one on
+// internal/sim that gpupool plan uses.
+type Simulator func(ctx context.Context, in SimInput) (map[string]SimTenant, error)
+
+// simulateRuns simulates the chosen and packed plan for d in confirmRuns runs of different
+// seeds and returns each run's tenants by name.
+func (p *planner) simulateRuns(d time.Duration) ([]map[string]SimTenant, error) {
+	pl := p.draft()
+	var out []map[string]SimTenant
+	for i := range confirmRuns {
+		m, err := p.o.Simulate(p.ctx, SimInput{Pool: p.pool, Plan: pl, Models: p.o.Models, Profiles: p.o.Profiles,
+			Perf: p.popts, Duration: d, Seed: p.o.ConfirmSeed + uint64(i)})
+		if err != nil {
+			if p.ctx.Err() != nil {
+				return nil, fmt.Errorf("build plan: %w", p.ctx.Err())
+			}
+			return nil, fmt.Errorf("build plan: simulate the plan to confirm its counts: %w", err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// simReason is the Simulated reason of a tenant whose plan was simulated, if any.
+func (p *planner) simReason(tn *tenant) (v1.Reason, bool) {
+	if tn.choice == nil || p.confirmed[tn.choice] == nil {
+		return v1.Reason{}, false
+	}
+	st, n := p.confirmed[tn.choice], tn.choice.replicas
+	if !st.judged {
+		return v1.NewReason(v1.ReasonSimulated, "not judged by the plan's simulation: %d requests in %d runs, fewer than %d", st.over, confirmRuns, confirmMinJudged), true
+	}
+	verdict := fmt.Sprintf("in %d simulated runs of the plan at %d replica(s), %.2f %% of %d requests met the SLO, %.2f %% in the worst run (p99 TTFT up to %s, TPOT up to %s)",
+		confirmRuns, st.simulated, 100*st.att, st.over, 100*st.worst, roundDur(st.ttft), roundDur(st.tpot))
+	var short string
+	if s := p.confirmShort[tn]; len(s) > 0 {
+		short = fmt.Sprintf("; found short before on %s", strings.Join(s, ", "))
+	}
+	switch {
+	case st.left != "":
+		return v1.NewReason(v1.ReasonSimulated, "%s%s: short (below %.1f %%, or %.0f %% in a run), not raised (%s); the queueing model's count is %d",
+			verdict, short, 100*confirmKeep, 100*confirmRunKeep, st.left, st.model), true
+	case n > st.model:
+		return v1.NewReason(v1.ReasonSimulated, "%s%s; the queueing model's count is %d", verdict, short, st.model), true
+	}
+	return v1.NewReason(v1.ReasonSimulated, "%s%s; the queueing model's count", verdict, short), true
+}
