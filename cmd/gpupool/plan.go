@@ -41,10 +41,10 @@ func newPlanCmd(e *env) *cobra.Command {
 			"that free the most GPUs within N moves are made, or the plan in force is kept if it still serves the pool\n" +
 			"(every tenant's reasons say how many GPUs that gives up), else it fails. Without the flag, the pool's\n" +
 			"policy.maxMoves is the budget (as the Kubernetes controller uses it); --max-moves -1 lifts it.\n" +
-			"On pools of at most 64 tenants the plan is simulated (the simulator of `gpupool simulate`) and the\n" +
-			"replica counts the queueing model set are corrected where the simulation disagrees (a replica more\n" +
-			"where a tenant misses its SLO, fewer where fewer still meet it); --sim-requests N bounds each of those\n" +
-			"simulations (0: the default, 60,000 requests), -1 plans from the queueing model alone.\n" +
+			"On pools of at most 64 tenants the plan is simulated (three runs, the simulator of `gpupool simulate`)\n" +
+			"and a tenant the runs find short of its SLO gets a replica more, for up to four rounds (a Simulated\n" +
+			"reason says what the runs saw); --sim-requests N bounds each run (0: the default, 50,000 requests),\n" +
+			"-1 plans from the queueing model alone.\n" +
 			"Adapter tenants (model.adapter) that may share a base-model engine are served by shared LoRA engines\n" +
 			"(planned as `gpupool lora` plans them), each on a whole GPU of the fleet that the other tenants leave\n" +
 			"idle, recorded in loraEngines; --out renders each engine's Deployment pinned to its node, and with\n" +

@@ -39,7 +39,7 @@ func TestPlanOutCleanOnOwnDevicePath(t *testing.T) {
 		t.Fatalf("%d example pools found: %v", len(files), files)
 	}
 	n := 6
-	if testing.Short() {
+	if testing.Short() || raceEnabled { // each plan of up to 64 tenants is simulated (ADR 0035)
 		n = 3
 	}
 	rng := rand.New(rand.NewPCG(13, 8))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -96,16 +97,20 @@ func TestGateCooldownAndNotReady(t *testing.T) {
 	advance := func(d time.Duration) { clock.Add(int64(d)) }
 	g := &MIGGate{C: c, Now: now, Cooldown: time.Hour, ApplyTimeout: time.Minute, VerifyTimeout: time.Minute, DrainTimeout: time.Minute, Poll: 20 * time.Millisecond}
 	setReady := func(ready bool) {
-		n := &corev1.Node{}
-		if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
-			t.Fatal(err)
-		}
 		st := corev1.ConditionTrue
 		if !ready {
 			st = corev1.ConditionFalse
 		}
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
-		if err := c.Status().Update(ctx, n); err != nil {
+		// the gate writes the node too (labels, cordon): read it again on a conflict
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n := &corev1.Node{}
+			if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+				return err
+			}
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
+			return c.Status().Update(ctx, n)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -82,7 +82,7 @@ func moveOne(tn *tenant, from *unit, home *gpuPlan, peers []*unit, where map[*un
 	return false
 }
 
-// result turns the packed GPUs into a v1.Plan.
+// draft turns the packed GPUs into a v1.Plan, without its lower bound and baselines.
 func (p *planner) draft() *v1.Plan {
 	out := &v1.Plan{APIVersion: v1.APIVersion, Kind: v1.KindPlan, Metadata: v1.Metadata{Name: p.pool.Metadata.Name},
 		Pool: p.pool.Metadata.Name}

@@ -49,6 +49,7 @@ const (
 	confirmRunKeep    = 0.9925
 	confirmRuns       = 3
 	confirmRounds     = 4
+	confirmMaxRun     = 7 * 24 * time.Hour // simulated time of one run at most
 	// DefaultConfirmRequests is Options.ConfirmRequests' default: about a second of simulation
 	// per run on one core.
 	DefaultConfirmRequests = 50_000
@@ -113,7 +114,11 @@ func (p *planner) confirm() error {
 		if len(judge) == 0 {
 			return nil
 		}
-		secs := min(confirmRequests/minRate, float64(budget)/sumRate)
+		// A tenant too slow for confirmMaxRun to give it enough requests is simulated, not judged.
+		secs := min(confirmRequests/minRate, float64(budget)/sumRate, confirmMaxRun.Seconds())
+		if !(secs >= 1) { // the budget buys less than a second of the pool's traffic
+			return nil
+		}
 		reports, err := p.simulateRuns(time.Duration(secs * float64(time.Second)))
 		if err != nil {
 			return err
