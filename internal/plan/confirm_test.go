@@ -3,7 +3,6 @@ package plan
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -34,19 +33,6 @@ func simRun(ctx context.Context, in SimInput) (map[string]SimTenant, error) {
 
 // confirmed are the options gpupool plan builds with: the plan confirmed by simulation.
 var confirmed = Options{Simulate: simRun}
-
-func loadTestPool(t *testing.T, path string) *v1.Pool {
-	t.Helper()
-	doc, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := v1.LoadPool(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pool
-}
 
 func buildWith(t *testing.T, pool *v1.Pool, o Options) *v1.Plan {
 	t.Helper()
@@ -108,7 +94,7 @@ func TestConfirmRaisesShortTenants(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("simulates a 19-tenant pool 14 times")
 	}
-	pool := loadTestPool(t, "testdata/confirm-pool.yaml")
+	pool := loadPool(t, "testdata/confirm-pool.yaml")
 	off := buildWith(t, pool, Options{})
 	on := buildWith(t, pool, confirmed)
 	if r := simReasonOf(off, "t16"); r != "" {
@@ -133,7 +119,7 @@ func TestConfirmRaisesShortTenants(t *testing.T) {
 // tenants the queueing model sized, never lowers their counts, and is off without a simulator,
 // with a negative budget and on pools of more than confirmMaxTenants tenants.
 func TestConfirmScope(t *testing.T) {
-	pool := loadTestPool(t, "testdata/confirm-single.yaml")
+	pool := loadPool(t, "testdata/confirm-single.yaml")
 	a, b := buildWith(t, pool, confirmed), buildWith(t, pool, confirmed)
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
@@ -154,7 +140,7 @@ func TestConfirmScope(t *testing.T) {
 		t.Errorf("no simulator: t0 has a Simulated reason %q", r)
 	}
 
-	fixed := loadTestPool(t, "testdata/confirm-single.yaml")
+	fixed := loadPool(t, "testdata/confirm-single.yaml")
 	three := 3
 	fixed.Tenants[0].Replicas = &three
 	if r := simReasonOf(buildWith(t, fixed, confirmed), "t0"); r != "" {
