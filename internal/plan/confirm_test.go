@@ -34,7 +34,7 @@ func simRun(ctx context.Context, in SimInput) (map[string]SimTenant, error) {
 // confirmed are the options gpupool plan builds with: the plan confirmed by simulation.
 var confirmed = Options{Simulate: simRun}
 
-func buildWith(t *testing.T, pool *v1.Pool, o Options) *v1.Plan {
+func buildWith(t testing.TB, pool *v1.Pool, o Options) *v1.Plan {
 	t.Helper()
 	pl, err := Build(context.Background(), pool, o)
 	if err != nil {

@@ -16,14 +16,7 @@ import (
 
 func build(t testing.TB, pool *v1.Pool) *v1.Plan {
 	t.Helper()
-	pl, err := Build(context.Background(), pool, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := checkPlan(pool, pl); err != nil {
-		t.Fatal(err)
-	}
-	return pl
+	return buildWith(t, pool, Options{})
 }
 
 func baseline(pl *v1.Plan, name string) int {
