@@ -25,6 +25,7 @@ func newControllerCmd(e *env) *cobra.Command {
 	var smokeImage string
 	var smokeCommand []string
 	var webhookCertDir string
+	var simRequests int
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run gpupool's Kubernetes controller: the MIG gate around mig-manager, with leader election",
@@ -41,7 +42,8 @@ func newControllerCmd(e *env) *cobra.Command {
 			"tenants from the InferenceTenants naming the pool. It server-side applies the mig-parted and\n" +
 			"device-plugin ConfigMaps there, the nvidia.com/device-plugin.config and gpupool.dev/pool node labels\n" +
 			"and each tenant's Deployments (owned by its InferenceTenant), requests the gate for each node whose\n" +
-			"MIG config changes, and writes GPUPool and InferenceTenant status.\n\n" +
+			"MIG config changes, and writes GPUPool and InferenceTenant status. Plans of pools of up to 64 tenants are\n" +
+			"confirmed by simulation, as gpupool plan does (--sim-requests).\n\n" +
 			"With --admit-every above zero (the default) it admits tenant pods: the fair allocator shares the\n" +
 			"devices the pools' nodes advertise among the InferenceTenants by weight, each demanding its live\n" +
 			"pods; pods within a tenant's grant lose the gpupool.dev/admission scheduling gate, admitted pods\n" +
@@ -71,6 +73,9 @@ func newControllerCmd(e *env) *cobra.Command {
 			if smokeTimeout <= 0 {
 				problems = append(problems, fmt.Errorf("--smoke-timeout: must be positive, got %s", smokeTimeout))
 			}
+			if err := checkSimRequests(simRequests); err != nil {
+				problems = append(problems, err)
+			}
 			if qps <= 0 || burst < 1 {
 				problems = append(problems, fmt.Errorf("--kube-api-qps and --kube-api-burst: must be positive, got %g and %d", qps, burst))
 			}
@@ -93,7 +98,7 @@ func newControllerCmd(e *env) *cobra.Command {
 			}
 			mgr, err := k8s.NewController(cfg, k8s.ControllerOptions{Namespace: namespace, Log: log,
 				LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod, OperatorNamespace: operatorNamespace, AdmitEvery: admitEvery,
-				WebhookPort: webhookPort, WebhookCertDir: webhookCertDir,
+				WebhookPort: webhookPort, WebhookCertDir: webhookCertDir, Planning: planning(simRequests),
 				Gate: k8s.MIGGate{DrainTimeout: drainTimeout, ApplyTimeout: applyTimeout, VerifyTimeout: verifyTimeout, Poll: poll,
 					MaxUnavailable: maxUnavailable, Cooldown: cooldown, SurgeTimeout: surgeTimeout,
 					Smoke: k8s.SmokeTest{Image: smokeImage, Command: smokeCommand, Namespace: namespace, Timeout: smokeTimeout}}})
@@ -127,5 +132,6 @@ func newControllerCmd(e *env) *cobra.Command {
 	f.DurationVar(&leaseDuration, "lease-duration", 15*time.Second, "leader election: how long a standby waits before taking a Lease its holder stopped renewing")
 	f.DurationVar(&renewDeadline, "renew-deadline", 10*time.Second, "leader election: the leader stops when it cannot renew the Lease for this long")
 	f.DurationVar(&retryPeriod, "retry-period", 2*time.Second, "leader election: pause between tries to acquire or renew the Lease")
+	simRequestsFlag(f, &simRequests)
 	return cmd
 }

@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/control"
 	"gpupool.dev/gpupool/internal/perf"
 	"gpupool.dev/gpupool/internal/plan"
 	"gpupool.dev/gpupool/internal/plansim"
@@ -58,7 +60,7 @@ func newPlanCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&currentFile, "current", "", "the plan in force: change as few GPUs as possible and list the migration steps")
 	cmd.Flags().BoolVar(&force, "force", false, "with --out: replace a non-empty directory gpupool did not write")
 	cmd.Flags().IntVar(&maxMoves, "max-moves", -1, "with --current: the most replicas the migration may move (-1: no limit; unset: the pool's policy.maxMoves)")
-	cmd.Flags().IntVar(&simRequests, "sim-requests", 0, "the most requests one simulation of the plan may generate when confirming its replica counts (0: default; -1: no simulation)")
+	simRequestsFlag(cmd.Flags(), &simRequests)
 	cmd.Flags().StringVar(&gateway, "gateway", "", "with --out: write the LoRA engines' gateway objects for this Gateway (gateway/)")
 	cmd.Flags().StringVar(&namespace, "namespace", "default", "with --gateway: the gateway objects' namespace")
 	cmd.RunE = func(c *cobra.Command, args []string) error {
@@ -69,8 +71,8 @@ func newPlanCmd(e *env) *cobra.Command {
 		if maxMoves < -1 || maxMoves >= 0 && currentFile == "" {
 			return invalid(fmt.Errorf("plan: --max-moves: must be -1 (no limit) or ≥ 0 with --current (got %d)", maxMoves))
 		}
-		if simRequests < -1 {
-			return invalid(fmt.Errorf("plan: --sim-requests: must be -1 (no simulation), 0 (the default) or a number of requests (got %d)", simRequests))
+		if err := checkSimRequests(simRequests); err != nil {
+			return invalid(fmt.Errorf("plan: %w", err))
 		}
 		if gateway != "" && outDir == "" {
 			return invalid(errors.New("plan: --gateway: only with --out"))
@@ -448,4 +450,24 @@ func shortDur(d v1.Duration) string {
 		return x.Round(10 * time.Millisecond).String()
 	}
 	return x.Round(100 * time.Microsecond).String()
+}
+
+// simRequestsFlag defines --sim-requests, the budget of each simulation that confirms a plan's
+// replica counts (plan.Options.ConfirmRequests), for every command that plans.
+func simRequestsFlag(f *pflag.FlagSet, n *int) {
+	f.IntVar(n, "sim-requests", 0, "the most requests one simulation of the plan may generate when confirming its replica counts (0: default; -1: no simulation)")
+}
+
+// checkSimRequests refuses a --sim-requests below -1.
+func checkSimRequests(n int) error {
+	if n < -1 {
+		return fmt.Errorf("--sim-requests: must be -1 (no simulation), 0 (the default) or a number of requests (got %d)", n)
+	}
+	return nil
+}
+
+// planning is how the long-running commands (serve, controller) plan: as gpupool plan does,
+// confirming the plan by simulation within n requests a run.
+func planning(n int) control.Planning {
+	return control.Planning{Simulate: plansim.Run, ConfirmRequests: n}
 }

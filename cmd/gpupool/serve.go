@@ -23,6 +23,7 @@ func newServeCmd(e *env) *cobra.Command {
 	var o control.Options
 	var demo bool
 	var seed uint64
+	var simRequests int
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the control plane: the /v1 API, the allocator, the store and the browser console",
@@ -32,6 +33,10 @@ func newServeCmd(e *env) *cobra.Command {
 			"that come and go, so the console has something to show.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkSimRequests(simRequests); err != nil {
+				return invalid(fmt.Errorf("serve: %w", err))
+			}
+			o.Server.Planning = planning(simRequests)
 			log := slog.New(slog.NewTextHandler(e.stderr, nil))
 			if demo && !cmd.Flags().Changed("gate-cooldown") {
 				o.Loop.Engine.Gate.Cooldown = 5 * time.Second
@@ -65,6 +70,7 @@ func newServeCmd(e *env) *cobra.Command {
 	f.StringVar(&o.TLS.ClientCAFile, "client-ca", "", "require client certificates signed by this CA (mutual TLS)")
 	f.BoolVar(&demo, "demo", false, "also run node agents on mock GPUs and tenants that come and go")
 	f.Uint64Var(&seed, "seed", 1, "seed of the demo's tenants")
+	simRequestsFlag(f, &simRequests)
 	return c
 }
 

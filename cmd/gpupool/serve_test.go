@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -163,5 +164,44 @@ func TestServeDemo(t *testing.T) {
 			t.Fatalf("demo: %d nodes, %d tenants, %d grants, a gate done %t after 25s (%v, %v, %v)", len(nodes), len(ts), granted, gated, err1, err2, err3)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// `gpupool serve` plans as `gpupool plan` does: its dry-run plan is confirmed by simulation
+// (the Simulated reason) unless --sim-requests -1 says not to; a budget below -1 is invalid.
+func TestServePlansWithSimulation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two server processes")
+	}
+	dryRun := func(extra ...string) string {
+		t.Helper()
+		dir := t.TempDir()
+		c := startServe(t, dir, extra...)
+		defer func() { c.cmd.Process.Kill(); c.cmd.Wait() }()
+		secret, err := os.ReadFile(filepath.Join(dir, "operator.token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("POST", "http://"+c.addr+"/v1/plans/dry-run", strings.NewReader(planPool))
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(secret)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("dry run %v: %d %s", extra, resp.StatusCode, body)
+		}
+		return string(body)
+	}
+	if on := dryRun(); !strings.Contains(on, `"code":"Simulated"`) {
+		t.Errorf("serve's dry-run plan carries no Simulated reason:\n%.2000s", on)
+	}
+	if off := dryRun("--sim-requests -1"); strings.Contains(off, `"code":"Simulated"`) {
+		t.Errorf("serve --sim-requests -1: a Simulated reason:\n%.2000s", off)
+	}
+	if _, errOut, code := runCmd(t, "serve", "--data", t.TempDir(), "--sim-requests", "-2"); code != exitInvalid || !strings.Contains(errOut, "--sim-requests") {
+		t.Errorf("serve --sim-requests -2: exit %d, stderr %q", code, errOut)
 	}
 }

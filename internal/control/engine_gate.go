@@ -517,20 +517,22 @@ func (e *Engine) settleGates(now time.Time, n *Node) {
 }
 
 // Replanned applies a re-plan made for Replan.Wanted gen (by the loop's planner, off the engine's
-// goroutine), or records why it failed. A re-plan that names GPUs gone meanwhile is asked again.
-func (e *Engine) Replanned(now time.Time, gen uint64, pool *v1.Pool, p *v1.Plan, planErr error) error {
+// goroutine), or records why it failed, and says whether it applied it. A re-plan the engine
+// refuses (it names GPUs gone meanwhile, or a GPU another gate operation is changing) is asked
+// again.
+func (e *Engine) Replanned(now time.Time, gen uint64, pool *v1.Pool, p *v1.Plan, planErr error) (applied bool) {
 	e.replan.Done = max(e.replan.Done, gen)
 	why := e.replan.Why
 	if planErr == nil {
 		ops, err := e.ApplyPlan(now, pool, p)
 		if err == nil {
 			e.event(now, Event{Code: CodeReplanned, Message: fmt.Sprintf("pool %s planned again (%s): %d GPUs, %d gate operations", pool.Metadata.Name, why, len(p.GPUs), len(ops))})
-			return nil
+			return true
 		}
 		planErr = err
 		e.replan.Wanted++ // the fleet moved under the planner: try again
 	}
 	e.event(now, Event{Code: CodeReplanFailed, Message: fmt.Sprintf("re-plan of pool %s (%s) failed: %v", pool.Metadata.Name, why, planErr)})
 	e.finish()
-	return nil
+	return false
 }

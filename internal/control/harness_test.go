@@ -24,6 +24,8 @@ type harness struct {
 	tokens map[string]string // label → secret
 	stop   func()
 	audit  *syncBuffer
+	// planning is the server's (cfg.Planning), which startReplanner's Replanner also uses.
+	planning Planning
 }
 
 // syncBuffer is a bytes.Buffer safe for the server's goroutines.
@@ -56,7 +58,7 @@ func (h *harness) startReplanner(t testing.TB) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		(&Replanner{Loop: h.loop, Every: 20 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}).Run(ctx)
+		(&Replanner{Loop: h.loop, Every: 20 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Planning: h.planning}).Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 }
@@ -76,7 +78,7 @@ func newHarnessLoop(t testing.TB, cfg ServerConfig, lcfg LoopConfig) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { loop.Run(ctx); close(done) }()
-	h := &harness{t: t, loop: loop, tokens: map[string]string{}, audit: &syncBuffer{}}
+	h := &harness{t: t, loop: loop, tokens: map[string]string{}, audit: &syncBuffer{}, planning: cfg.Planning}
 	h.srv = httptest.NewServer(NewServer(loop, cfg, log, slog.New(slog.NewJSONHandler(h.audit, nil))))
 	h.stop = func() { h.srv.Close(); cancel(); <-done; st.Close() }
 	t.Cleanup(h.stop)

@@ -22,8 +22,8 @@ const maxPoolBody = 1 << 20
 // hPlanDryRun plans a Pool document (YAML or JSON) without changing anything and returns the
 // Plan: layouts, replicas on slices, reasons, lower bound and baselines. It re-plans from the plan
 // last applied (plan.Options.Current), as apply would.
-func hPlanDryRun(_ *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
-	p, _, err := planPool(w, r)
+func hPlanDryRun(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
+	p, _, err := planPool(w, r, s.cfg.Planning)
 	if err != nil {
 		return err
 	}
@@ -40,7 +40,7 @@ type PlanApplied struct {
 // layouts of its GPUs to the gate orchestration: one gate operation per GPU whose layout differs.
 // The planner runs in the request's goroutine, not the engine's.
 func hPlanApply(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
-	p, pool, err := planPool(w, r)
+	p, pool, err := planPool(w, r, s.cfg.Planning)
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func hPlanApply(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) 
 	return writeJSON(w, 200, PlanApplied{Plan: p, Gates: v.([]GateOp)})
 }
 
-func planPool(w http.ResponseWriter, r *http.Request) (*v1.Plan, *v1.Pool, error) {
+func planPool(w http.ResponseWriter, r *http.Request, pl Planning) (*v1.Plan, *v1.Pool, error) {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPoolBody))
 	if err != nil {
 		return nil, nil, err
@@ -71,7 +71,7 @@ func planPool(w http.ResponseWriter, r *http.Request) (*v1.Plan, *v1.Pool, error
 	if err := adapterRanks(pool); err != nil {
 		return nil, nil, err
 	}
-	p, err := buildPlan(r.Context(), pool, cur) // a client that goes away stops the planner
+	p, err := pl.build(r.Context(), pool, cur) // a client that goes away stops the planner
 	if err != nil {
 		return nil, nil, &InvalidError{Fields: []FieldError{{Path: "", Message: "plan pool: " + err.Error()}}}
 	}
@@ -82,11 +82,17 @@ func planPool(w http.ResponseWriter, r *http.Request) (*v1.Plan, *v1.Pool, error
 // (a tenant's demand rate or the fleet changed since the last plan was applied): the Pool document
 // of the last plan with the fleet the agents report (nodes neither lost nor cordoned, GPUs in the
 // order they report them) and each tenant's last demand rate as its traffic, from the plan in
-// force (plan.Options.Current). At most one re-plan per Every.
+// force (plan.Options.Current). At most one re-plan per Every; after a re-plan that failed (the
+// planner's error, or the engine refused it: a GPU it changes is in another gate operation) the
+// pause doubles with each failure in a row, up to MaxBackoff, so that a gate that takes minutes is
+// not met by a plan (and its confirming simulations) every Every.
 type Replanner struct {
-	Loop  *Loop
-	Every time.Duration // default 2s
-	Log   *slog.Logger
+	Loop       *Loop
+	Every      time.Duration // default 2s
+	MaxBackoff time.Duration // default 1 min
+	Log        *slog.Logger
+	// Planning is how the pool is planned (the zero value: by the queueing model alone).
+	Planning Planning
 }
 
 // Run re-plans until ctx ends.
@@ -95,6 +101,11 @@ func (rp *Replanner) Run(ctx context.Context) {
 	if every <= 0 {
 		every = 2 * time.Second
 	}
+	most := rp.MaxBackoff
+	if most <= 0 {
+		most = time.Minute
+	}
+	backoff := every // the pause after the next failure
 	for {
 		changed := rp.Loop.Changed()
 		v := rp.Loop.View()
@@ -103,7 +114,7 @@ func (rp *Replanner) Run(ctx context.Context) {
 			pool, err := replanPool(v)
 			var p *v1.Plan
 			if err == nil {
-				p, err = buildPlan(ctx, pool, v.Plan)
+				p, err = rp.Planning.build(ctx, pool, v.Plan)
 			}
 			if ctx.Err() != nil {
 				return
@@ -111,15 +122,22 @@ func (rp *Replanner) Run(ctx context.Context) {
 			if pool == nil {
 				pool = v.Pool
 			}
-			if _, derr := rp.Loop.Do(ctx, func(e *Engine, now time.Time) (any, error) {
-				return nil, e.Replanned(now, gen, pool, p, err)
-			}); derr != nil && ctx.Err() == nil {
+			applied, derr := rp.Loop.Do(ctx, func(e *Engine, now time.Time) (any, error) {
+				return e.Replanned(now, gen, pool, p, err), nil
+			})
+			if derr != nil && ctx.Err() == nil {
 				rp.Log.Warn("re-plan", "err", derr)
+			}
+			pause := every
+			if ok, _ := applied.(bool); ok {
+				backoff = every
+			} else {
+				pause, backoff = backoff, min(2*backoff, max(most, every))
 			}
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(every):
+			case <-time.After(pause):
 			}
 			continue
 		}
@@ -174,11 +192,25 @@ func replanPool(v *View) (*v1.Pool, error) {
 	return &pool, nil
 }
 
-// buildPlan plans pool from the plan in force cur: adapter tenants that may share a base-model
+// Planning is how the control plane plans a pool, as `gpupool plan` does: Simulate confirms the
+// plan's replica counts by simulation (plan.Options.Simulate; `gpupool serve` passes the
+// project's simulator) and ConfirmRequests bounds each run (plan.Options.ConfirmRequests: 0 the
+// default, -1 none). The zero value plans by the queueing model alone.
+type Planning struct {
+	Simulate        plan.Simulator
+	ConfirmRequests int
+}
+
+// build plans pool from the plan in force cur: adapter tenants that may share a base-model
 // engine go on shared LoRA engines (plan.BuildWithLoRA), the others get replicas.
-func buildPlan(ctx context.Context, pool *v1.Pool, cur *v1.Plan) (*v1.Plan, error) {
-	p, _, err := plan.BuildWithLoRA(ctx, pool, plan.Options{Current: cur}, nil)
+func (pl Planning) build(ctx context.Context, pool *v1.Pool, cur *v1.Plan) (*v1.Plan, error) {
+	p, _, err := plan.BuildWithLoRA(ctx, pool, pl.Options(cur), nil)
 	return p, err
+}
+
+// Options are the planner's options for planning from the plan in force cur (nil: from scratch).
+func (pl Planning) Options(cur *v1.Plan) plan.Options {
+	return plan.Options{Current: cur, Simulate: pl.Simulate, ConfirmRequests: pl.ConfirmRequests}
 }
 
 // adapterRanks refuses an adapter given by its PEFT folder without its rank: the control plane

@@ -63,7 +63,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- loop.Run(loopCtx) }()
 	defer func() { stopLoop(); <-loopDone }()
-	rp := &Replanner{Loop: loop, Log: log}
+	rp := &Replanner{Loop: loop, Log: log, Planning: o.Server.Planning}
 	rpDone := make(chan struct{})
 	go func() { defer close(rpDone); rp.Run(loopCtx) }()
 	defer func() { stopLoop(); <-rpDone }()

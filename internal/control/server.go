@@ -26,6 +26,9 @@ type ServerConfig struct {
 	Burst int
 	// LongPoll bounds how long a layout request waits for a change (default 30s).
 	LongPoll time.Duration
+	// Planning is how POST /v1/plan and /v1/plan/apply plan the pool sent (the zero value: by
+	// the queueing model alone).
+	Planning Planning
 }
 
 // Server is the HTTP/JSON API under /v1, the console and /metrics.

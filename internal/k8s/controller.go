@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"gpupool.dev/gpupool/internal/control"
 	"gpupool.dev/gpupool/internal/render"
 )
 
@@ -47,6 +48,9 @@ type ControllerOptions struct {
 	// Every replica serves it, leader or not.
 	WebhookPort    int
 	WebhookCertDir string
+	// Planning is how the pool reconciler plans GPUPools (the zero value: by the queueing model
+	// alone; `gpupool controller` confirms plans by simulation, as `gpupool plan` does).
+	Planning control.Planning
 }
 
 // NewController returns a manager that, while it holds the leader Lease, drives the MIG gate of
@@ -142,7 +146,7 @@ func NewController(cfg *rest.Config, o ControllerOptions) (manager.Manager, erro
 	if o.OperatorNamespace == "" {
 		return mgr, nil
 	}
-	pr := &PoolReconciler{C: direct, OperatorNamespace: o.OperatorNamespace, Gate: &g, Log: log}
+	pr := &PoolReconciler{C: direct, OperatorNamespace: o.OperatorNamespace, Gate: &g, Log: log, Planning: o.Planning}
 	allPools := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		var l GPUPoolList
 		if err := direct.List(ctx, &l); err != nil {

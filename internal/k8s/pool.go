@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/control"
 	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/plan"
 	"gpupool.dev/gpupool/internal/render"
@@ -71,6 +72,8 @@ type PoolReconciler struct {
 	// Now is the clock of condition times (time.Now when nil).
 	Now func() time.Time
 	Log *slog.Logger
+	// Planning is how GPUPools are planned (the zero value: by the queueing model alone).
+	Planning control.Planning
 }
 
 func (r *PoolReconciler) now() time.Time {
@@ -174,18 +177,20 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 // pool), it plans from scratch and the note says why.
 func (r *PoolReconciler) build(ctx context.Context, gp *GPUPool, in *poolInputs) (*v1.Plan, string, error) {
 	if gp.Status.CurrentPlan == "" {
-		pl, err := plan.Build(ctx, in.pool, plan.Options{})
+		pl, err := plan.Build(ctx, in.pool, r.Planning.Options(nil))
 		return pl, "", err
 	}
 	cur, err := decodePlan(gp.Status.CurrentPlan)
 	if err == nil {
 		var pl *v1.Plan
-		pl, err = plan.Build(ctx, in.pool, plan.Options{Current: cur, MaxMoves: in.pool.Policy.MaxMoves})
+		o := r.Planning.Options(cur)
+		o.MaxMoves = in.pool.Policy.MaxMoves
+		pl, err = plan.Build(ctx, in.pool, o)
 		if err == nil {
 			return pl, "; re-planned against the plan in force", nil
 		}
 	}
-	pl, err2 := plan.Build(ctx, in.pool, plan.Options{})
+	pl, err2 := plan.Build(ctx, in.pool, r.Planning.Options(nil))
 	return pl, fmt.Sprintf("; planned from scratch, the plan in force could not be kept (%v)", err), err2
 }
 
