@@ -40,7 +40,11 @@
 //
 // Once a plan is applied, a tenant's demand rate or a fleet change asks for a re-plan (Replan in
 // the View); the Replanner goroutine plans again from the plan in force and feeds the result back
-// as a command (Engine.Replanned), so the engine's goroutine never runs the planner.
+// as a command (Engine.Replanned), so the engine's goroutine never runs the planner; after a
+// re-plan the engine refused it waits longer each time (Replanner.MaxBackoff). Every plan is
+// made with Planning: `gpupool serve` passes the project's simulator (internal/plansim, through
+// cmd/gpupool), so the control plane confirms plans as `gpupool plan` does without importing
+// the simulator itself.
 //
 // A plan's shared LoRA engines (lora.go) are planned with plan.BuildWithLoRA; each is one replica
 // on one whole GPU, granted once under its own allocator name (loraKey) on the GPU the plan gives
