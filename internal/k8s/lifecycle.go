@@ -308,6 +308,9 @@ func (r *PoolReconciler) ensureFinalizer(ctx context.Context, gp *GPUPool) error
 // labels on nodes no other pool selects, its keys in the shared ConfigMaps — and then its
 // finalizer. Each step is idempotent, so a reconcile that fails part way starts again.
 func (r *PoolReconciler) finalize(ctx context.Context, gp *GPUPool) error {
+	r.builtMu.Lock()
+	delete(r.built, gp.Name)
+	r.builtMu.Unlock()
 	if !controllerutil.ContainsFinalizer(gp, PoolFinalizer) {
 		return nil
 	}

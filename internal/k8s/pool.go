@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -74,6 +75,10 @@ type PoolReconciler struct {
 	Log *slog.Logger
 	// Planning is how GPUPools are planned (the zero value: by the queueing model alone).
 	Planning control.Planning
+
+	// built is the plan last made per GPUPool (build), under builtMu.
+	builtMu sync.Mutex
+	built   map[string]builtPlan
 }
 
 func (r *PoolReconciler) now() time.Time {
@@ -175,7 +180,51 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 // pool's policy.maxMoves, so that as few GPUs and replicas as possible change; when the planner
 // cannot keep to it (the fleet lost GPUs the plan used, or the move budget cannot serve the
 // pool), it plans from scratch and the note says why.
+//
+// The planner is deterministic (its simulations' seeds are fixed), so a pool reconciled again
+// with the same Pool document and plan in force (every two seconds while a gate runs) gets the
+// plan made last time instead of a new plan and its simulations.
 func (r *PoolReconciler) build(ctx context.Context, gp *GPUPool, in *poolInputs) (*v1.Plan, string, error) {
+	doc, err := v1.EncodeJSON(in.pool)
+	if err != nil {
+		return nil, "", fmt.Errorf("encode pool %s: %w", gp.Name, err)
+	}
+	h := sha256.New()
+	h.Write(doc)
+	h.Write([]byte{0})
+	h.Write([]byte(gp.Status.CurrentPlan))
+	key := string(h.Sum(nil))
+	r.builtMu.Lock()
+	last, ok := r.built[gp.Name]
+	r.builtMu.Unlock()
+	if ok && last.key == key {
+		if pl, err := decodePlan(last.plan); err == nil {
+			return pl, last.note, nil
+		}
+	}
+	pl, note, err := r.buildNew(ctx, gp, in)
+	if err != nil {
+		return pl, note, err
+	}
+	if enc, err := encodePlan(pl); err == nil {
+		r.builtMu.Lock()
+		if r.built == nil {
+			r.built = map[string]builtPlan{}
+		}
+		r.built[gp.Name] = builtPlan{key: key, plan: enc, note: note}
+		r.builtMu.Unlock()
+	}
+	return pl, note, nil
+}
+
+// builtPlan is the plan last made for a GPUPool: its inputs' digest (Pool document and plan in
+// force), the plan as status.currentPlan encodes it, and build's note.
+type builtPlan struct {
+	key, plan, note string
+}
+
+// buildNew is build without the memo.
+func (r *PoolReconciler) buildNew(ctx context.Context, gp *GPUPool, in *poolInputs) (*v1.Plan, string, error) {
 	if gp.Status.CurrentPlan == "" {
 		pl, err := plan.Build(ctx, in.pool, r.Planning.Options(nil))
 		return pl, "", err

@@ -2,6 +2,8 @@ package k8s
 
 import (
 	"context"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,7 +14,8 @@ import (
 
 // The pool reconciler plans with its Planning, as `gpupool plan` does: from scratch and against
 // the plan in force, a GPUPool's plan is confirmed by the simulator it is given (each tenant
-// carries the Simulated reason), and with the zero Planning by the queueing model alone.
+// carries the Simulated reason), and with the zero Planning by the queueing model alone. A
+// reconcile with the same inputs reuses the plan made last time.
 func TestPoolReconcilerPlanning(t *testing.T) {
 	pool, err := v1.LoadPool([]byte(`apiVersion: gpupool.dev/v1
 kind: Pool
@@ -63,6 +66,19 @@ tenants:
 	again, note, err := r.build(ctx, gp, in)
 	if err != nil || !simulated(again) || runs == before || note != "; re-planned against the plan in force" {
 		t.Fatalf("against the plan in force: err %v, note %q, %d more runs; want a confirmed re-plan", err, note, runs-before)
+	}
+	// The same Pool document and plan in force: the plan made last time, without simulating again.
+	before = runs
+	same, _, err := r.build(ctx, gp, in)
+	if err != nil || runs != before || !reflect.DeepEqual(same, again) {
+		t.Fatalf("same inputs: err %v, %d more runs, equal plan %v; want the plan made last time", err, runs-before, reflect.DeepEqual(same, again))
+	}
+	// Another Pool document (a new rate) is planned again.
+	other := *pool
+	other.Tenants = slices.Clone(pool.Tenants)
+	other.Tenants[0].Traffic.RPS = 3
+	if _, _, err := r.build(ctx, gp, &poolInputs{pool: &other}); err != nil || runs == before {
+		t.Fatalf("a new rate: err %v, %d more runs; want a new plan", err, runs-before)
 	}
 	plain, _, err := (&PoolReconciler{}).build(ctx, &GPUPool{}, in)
 	if err != nil || simulated(plain) {
