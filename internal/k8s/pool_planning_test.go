@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,9 +35,9 @@ tenants:
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs := 0
+	var runs atomic.Int32
 	sim := func(_ context.Context, in plan.SimInput) (map[string]plan.SimTenant, error) {
-		runs++
+		runs.Add(1)
 		out := map[string]plan.SimTenant{}
 		for _, tn := range in.Pool.Tenants {
 			out[tn.Name] = plan.SimTenant{Judged: 5000, Attainment: 1, TTFTP99: 10 * time.Millisecond, TPOTP99: 5 * time.Millisecond}
@@ -56,29 +57,29 @@ tenants:
 	r := &PoolReconciler{Planning: control.Planning{Simulate: sim}}
 	gp := &GPUPool{}
 	first, _, err := r.build(ctx, gp, in)
-	if err != nil || !simulated(first) || runs == 0 {
-		t.Fatalf("from scratch: err %v, %d runs, reasons %+v; want a confirmed plan", err, runs, first.Tenants[0].Reasons)
+	if err != nil || !simulated(first) || runs.Load() == 0 {
+		t.Fatalf("from scratch: err %v, %d runs, reasons %+v; want a confirmed plan", err, runs.Load(), first.Tenants[0].Reasons)
 	}
 	if gp.Status.CurrentPlan, err = encodePlan(first); err != nil {
 		t.Fatal(err)
 	}
-	before := runs
+	before := runs.Load()
 	again, note, err := r.build(ctx, gp, in)
-	if err != nil || !simulated(again) || runs == before || note != "; re-planned against the plan in force" {
-		t.Fatalf("against the plan in force: err %v, note %q, %d more runs; want a confirmed re-plan", err, note, runs-before)
+	if err != nil || !simulated(again) || runs.Load() == before || note != "; re-planned against the plan in force" {
+		t.Fatalf("against the plan in force: err %v, note %q, %d more runs; want a confirmed re-plan", err, note, runs.Load()-before)
 	}
 	// The same Pool document and plan in force: the plan made last time, without simulating again.
-	before = runs
+	before = runs.Load()
 	same, _, err := r.build(ctx, gp, in)
-	if err != nil || runs != before || !reflect.DeepEqual(same, again) {
-		t.Fatalf("same inputs: err %v, %d more runs, equal plan %v; want the plan made last time", err, runs-before, reflect.DeepEqual(same, again))
+	if err != nil || runs.Load() != before || !reflect.DeepEqual(same, again) {
+		t.Fatalf("same inputs: err %v, %d more runs, equal plan %v; want the plan made last time", err, runs.Load()-before, reflect.DeepEqual(same, again))
 	}
 	// Another Pool document (a new rate) is planned again.
 	other := *pool
 	other.Tenants = slices.Clone(pool.Tenants)
 	other.Tenants[0].Traffic.RPS = 3
-	if _, _, err := r.build(ctx, gp, &poolInputs{pool: &other}); err != nil || runs == before {
-		t.Fatalf("a new rate: err %v, %d more runs; want a new plan", err, runs-before)
+	if _, _, err := r.build(ctx, gp, &poolInputs{pool: &other}); err != nil || runs.Load() == before {
+		t.Fatalf("a new rate: err %v, %d more runs; want a new plan", err, runs.Load()-before)
 	}
 	plain, _, err := (&PoolReconciler{}).build(ctx, &GPUPool{}, in)
 	if err != nil || simulated(plain) {

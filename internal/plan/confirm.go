@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
@@ -275,20 +276,29 @@ type SimTenant struct {
 type Simulator func(ctx context.Context, in SimInput) (map[string]SimTenant, error)
 
 // simulateRuns simulates the chosen and packed plan for d in confirmRuns runs of different
-// seeds and returns each run's tenants by name.
+// seeds and returns each run's tenants by name. The runs are independent (each its own seed, the
+// pool and the draft plan only read), so they run at once, one goroutine each; the answer is in
+// seed order whatever order they finish in.
 func (p *planner) simulateRuns(d time.Duration) ([]map[string]SimTenant, error) {
 	pl := p.draft()
-	var out []map[string]SimTenant
+	out := make([]map[string]SimTenant, confirmRuns)
+	errs := make([]error, confirmRuns)
+	var wg sync.WaitGroup
 	for i := range confirmRuns {
-		m, err := p.o.Simulate(p.ctx, SimInput{Pool: p.pool, Plan: pl, Models: p.o.Models, Profiles: p.o.Profiles,
-			Perf: p.popts, Duration: d, Seed: p.o.ConfirmSeed + uint64(i)})
-		if err != nil {
-			if p.ctx.Err() != nil {
-				return nil, fmt.Errorf("build plan: %w", p.ctx.Err())
-			}
-			return nil, fmt.Errorf("build plan: simulate the plan to confirm its counts: %w", err)
+		wg.Go(func() {
+			out[i], errs[i] = p.o.Simulate(p.ctx, SimInput{Pool: p.pool, Plan: pl, Models: p.o.Models, Profiles: p.o.Profiles,
+				Perf: p.popts, Duration: d, Seed: p.o.ConfirmSeed + uint64(i)})
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err == nil {
+			continue
 		}
-		out = append(out, m)
+		if p.ctx.Err() != nil {
+			return nil, fmt.Errorf("build plan: %w", p.ctx.Err())
+		}
+		return nil, fmt.Errorf("build plan: simulate the plan to confirm its counts: %w", err)
 	}
 	return out, nil
 }

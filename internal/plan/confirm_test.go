@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,5 +153,31 @@ func TestConfirmScope(t *testing.T) {
 		if r := simReasonOf(&v1.Plan{Tenants: []v1.PlanTenant{pt}}, pt.Name); r != "" {
 			t.Fatalf("%d tenants: %s has a Simulated reason %q", len(big.Tenants), pt.Name, r)
 		}
+	}
+}
+
+// BenchmarkConfirmRuns plans testdata/confirm-pool.yaml (19 tenants) with its confirming
+// simulations, the three runs of a round at once (as Build runs them) and one at a time (the same
+// simulator behind a lock), side by side: the ratio is what running them at once saves on the
+// machine's cores.
+func BenchmarkConfirmRuns(b *testing.B) {
+	pool := loadPool(b, "testdata/confirm-pool.yaml")
+	var mu sync.Mutex
+	oneAtATime := func(ctx context.Context, in SimInput) (map[string]SimTenant, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return simRun(ctx, in)
+	}
+	for _, c := range []struct {
+		name string
+		sim  Simulator
+	}{{"at-once", simRun}, {"one-at-a-time", oneAtATime}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Build(context.Background(), pool, Options{Simulate: c.sim}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
