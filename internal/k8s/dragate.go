@@ -1,0 +1,329 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"gpupool.dev/gpupool/internal/gpu"
+	"gpupool.dev/gpupool/internal/migparted"
+	"gpupool.dev/gpupool/internal/render"
+)
+
+// The MIG gate on a node whose GPUs a DRA driver publishes (a GPUPool with
+// policy.kubernetesDeviceAPI dra). The node advertises no nvidia.com/ allocatable: NVIDIA's DRA
+// driver (k8s-dra-driver-gpu, cmd/gpu-kubelet-plugin) publishes the node's devices in
+// ResourceSlices, and a pod holds a device through an allocated ResourceClaim. With static MIG
+// (the driver's default; its DynamicMIG gate is alpha and off) a MIG-enabled GPU publishes only
+// its MIG devices (attributes type=mig, profile, uuid, parentUUID; device name
+// gpu-<minor>-mig-<profile>-<profileID>-<start>) and a GPU with MIG off publishes itself (type=gpu,
+// uuid; device name gpu-<minor>). No attribute carries the GPU's index as mig-parted counts it
+// (NVML's index, which need not equal the device minor in the name).
+
+// driverDevice is one device a DRA driver publishes on a node.
+type driverDevice struct {
+	Pool, Name string
+	// Key is render.DRADeviceKey of the device: "gpu", "mig-<profile>".
+	Key string
+	// GPU identifies the physical GPU: the uuid of a whole GPU, the parentUUID of a MIG device;
+	// empty when the device carries neither.
+	GPU string
+	// MIG is set for a MIG device (type mig); Profile is its profile.
+	MIG     bool
+	Profile string
+	// Product is the GPU's productName attribute ("NVIDIA H100 80GB HBM3").
+	Product string
+}
+
+func (d driverDevice) ref() string { return d.Pool + "/" + d.Name }
+
+func strAttr(d resourcev1.Device, name string) string {
+	if v := d.Attributes[resourcev1.QualifiedName(name)].StringValue; v != nil {
+		return *v
+	}
+	return ""
+}
+
+// nodeDriverDevices lists the devices driver publishes for node, from each of its pools' newest
+// generation of ResourceSlices. incomplete, when not empty, says why the list is not whole yet (a
+// pool whose newest generation has fewer slices than it announces: the driver is republishing).
+func nodeDriverDevices(ctx context.Context, c client.Client, node, driver string) (devs []driverDevice, incomplete string, err error) {
+	var l resourcev1.ResourceSliceList
+	if err := c.List(ctx, &l, client.MatchingFields{"spec.nodeName": node}); err != nil {
+		return nil, "", fmt.Errorf("gate node %s: list ResourceSlices: %w", node, err)
+	}
+	newest := map[string]int64{}
+	for _, rs := range l.Items {
+		if rs.Spec.Driver == driver && rs.Spec.NodeName != nil && *rs.Spec.NodeName == node {
+			newest[rs.Spec.Pool.Name] = max(newest[rs.Spec.Pool.Name], rs.Spec.Pool.Generation)
+		}
+	}
+	seen := map[string]int64{}
+	want := map[string]int64{}
+	for _, rs := range l.Items {
+		p := rs.Spec.Pool
+		if rs.Spec.Driver != driver || rs.Spec.NodeName == nil || *rs.Spec.NodeName != node || p.Generation != newest[p.Name] {
+			continue
+		}
+		seen[p.Name]++
+		want[p.Name] = p.ResourceSliceCount
+		for _, d := range rs.Spec.Devices {
+			typ := strAttr(d, "type")
+			if typ == "" {
+				continue
+			}
+			dd := driverDevice{Pool: p.Name, Name: d.Name, Key: render.DRADeviceKey(typ, strAttr(d, "profile")), GPU: strAttr(d, "uuid"), Product: strAttr(d, "productName")}
+			if typ == "mig" {
+				dd.MIG, dd.Profile, dd.GPU = true, strAttr(d, "profile"), strAttr(d, "parentUUID")
+			}
+			devs = append(devs, dd)
+		}
+	}
+	var partial []string
+	for _, p := range slices.Sorted(maps.Keys(seen)) {
+		if seen[p] < want[p] {
+			partial = append(partial, fmt.Sprintf("pool %s has %d of %d ResourceSlices of generation %d", p, seen[p], want[p], newest[p]))
+		}
+	}
+	return devs, strings.Join(partial, ", "), nil
+}
+
+// devicesMismatch says how the devices the DRA driver publishes on n differ from the expectation:
+// every expected key at its count and no other key of type gpu or mig above zero (devices of other
+// types, such as the driver's passthrough devices, are not compared).
+func (g *MIGGate) devicesMismatch(ctx context.Context, n *corev1.Node, exp *DeviceExpectation) (string, error) {
+	devs, incomplete, err := nodeDriverDevices(ctx, g.C, n.Name, exp.Driver)
+	if err != nil {
+		return "", err
+	}
+	if incomplete != "" {
+		return incomplete, nil
+	}
+	got := map[string]int64{}
+	for _, d := range devs {
+		if d.Key == "gpu" || d.MIG {
+			got[d.Key]++
+		}
+	}
+	return countsMismatch(got, exp.Devices), nil
+}
+
+// countsMismatch lists, in name order, the keys of want whose count in got differs and the keys
+// of got above zero that want lacks.
+func countsMismatch(got, want map[string]int64) string {
+	var diffs []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if got[k] != want[k] {
+			diffs = append(diffs, fmt.Sprintf("%s=%d want %d", k, got[k], want[k]))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[k]; !ok && got[k] > 0 {
+			diffs = append(diffs, fmt.Sprintf("%s=%d want 0", k, got[k]))
+		}
+	}
+	return strings.Join(diffs, ", ")
+}
+
+// podClaimDevices lists the devices of driver that p holds through its allocated ResourceClaims,
+// as "<pool>/<device>". unknown names a claim of p that could not be found (the pod may hold
+// anything through it). A claim not allocated yet holds nothing.
+func podClaimDevices(ctx context.Context, c client.Client, p *corev1.Pod, driver string) (devs []string, unknown string, err error) {
+	for _, pc := range p.Spec.ResourceClaims {
+		var name string
+		switch {
+		case pc.ResourceClaimName != nil:
+			name = *pc.ResourceClaimName
+		default: // from a template: the claim made for the pod is in its status
+			for _, st := range p.Status.ResourceClaimStatuses {
+				if st.Name == pc.Name && st.ResourceClaimName != nil {
+					name = *st.ResourceClaimName
+				}
+			}
+			if name == "" {
+				continue // no claim made yet (or none needed): the pod holds no device through it
+			}
+		}
+		rc := &resourcev1.ResourceClaim{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: name}, rc); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, name, nil
+			}
+			return nil, "", fmt.Errorf("pod %s/%s: ResourceClaim %s: %w", p.Namespace, p.Name, name, err)
+		}
+		if rc.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range rc.Status.Allocation.Devices.Results {
+			if r.Driver == driver {
+				devs = append(devs, r.Pool+"/"+r.Device)
+			}
+		}
+	}
+	return devs, "", nil
+}
+
+// draScope is the drain scope's part on a node whose GPUs a DRA driver publishes.
+type draScope struct {
+	Driver string `json:"driver"`
+	// Keep lists the devices ("<pool>/<device>") on GPUs whose MIG devices do not change: a pod
+	// whose claims hold only these (and that asks for no nvidia.com/ resource) stays. Empty: every
+	// pod holding a device of Driver is drained.
+	Keep []string `json:"keep,omitempty"`
+}
+
+// entryLayout is what an entry makes of a GPU: "off" (MIG disabled) or its MIG devices.
+func entryLayout(e migparted.Entry) string {
+	if !e.MigEnabled {
+		return "off"
+	}
+	return "mig " + gpu.MultisetKey(e.MigDevices)
+}
+
+// applying keeps the entries of es whose device filter selects a GPU of board b. uncertain: an
+// entry has a filter and the board is not known, so whether it applies is not known.
+func applying(es []migparted.Entry, b *gpu.Board) (out []migparted.Entry, uncertain bool) {
+	for _, e := range es {
+		switch {
+		case e.DeviceFilter == nil:
+			out = append(out, e)
+		case b == nil:
+			out, uncertain = append(out, e), true
+		case slices.ContainsFunc(e.DeviceFilter, func(id string) bool { return slices.Contains(gpu.ByPCIDeviceID(id), b) }):
+			out = append(out, e)
+		}
+	}
+	return out, uncertain
+}
+
+// planDRADrainScope decides, on a node whose GPUs driver publishes as devs, which devices' pods
+// may stay while the node goes from config old to new, GPU by GPU. mig-parted leaves a GPU alone
+// when its MIG devices already equal what the new config asks of it, and resets every GPU when
+// one's MIG mode changes. The driver publishes no GPU index, so a published GPU (its uuid, with the
+// MIG devices whose parentUUID it is) is matched to the configs by what it publishes: its
+// candidates are the GPU indices (classes) where the old config gives it exactly those devices
+// (or leaves it alone). It keeps its devices when every candidate's new entries give it the same
+// devices again. Where unsure (a device without uuid or parentUUID, a GPU publishing itself and MIG
+// devices at once, a device filter that cannot be matched to its board, no candidate) its
+// devices are not kept. after is the expectation; the smoke Jobs test the kinds of which more
+// are expected than the kept GPUs publish.
+func planDRADrainScope(old, new *migparted.NamedConfig, devs []driverDevice, after map[string]int64, driver string) drainScope {
+	keys := positive(slices.Sorted(maps.Keys(after)), after)
+	every := func(why string) drainScope {
+		return drainScope{Smoke: keys, Why: why, DRA: &draScope{Driver: driver}}
+	}
+	if old == nil || new == nil {
+		return every(unknownConfigs)
+	}
+	classes, changedCls, reset := classChanges(old, new)
+	if reset != "" {
+		return every(reset)
+	}
+	type published struct {
+		product string
+		whole   int
+		mig     map[string]int
+		devs    []driverDevice
+	}
+	gpus := map[string]*published{}
+	orphans := 0
+	for _, d := range devs {
+		if d.GPU == "" {
+			orphans++
+			continue
+		}
+		p := gpus[d.GPU]
+		if p == nil {
+			p = &published{product: d.Product, mig: map[string]int{}}
+			gpus[d.GPU] = p
+		}
+		p.devs = append(p.devs, d)
+		switch {
+		case d.MIG:
+			p.mig[d.Profile]++
+		case d.Key == "gpu":
+			p.whole++
+		}
+	}
+	var keep, keptGPUs []string
+	keptKeys := map[string]int64{}
+	for _, id := range slices.Sorted(maps.Keys(gpus)) {
+		p := gpus[id]
+		var layout string
+		switch {
+		case p.whole == 1 && len(p.mig) == 0:
+			layout = "off"
+		case p.whole == 0 && len(p.mig) > 0:
+			layout = "mig " + gpu.MultisetKey(p.mig)
+		default:
+			continue // a whole GPU beside MIG devices (dynamic MIG), or more than one: not understood
+		}
+		b, _ := gpu.Lookup(p.product)
+		if p.product == "" {
+			b = nil
+		}
+		candidates, stays := 0, true
+		for _, c := range classes {
+			o, uo := applying(covering(old, c), b)
+			if !uo && len(o) > 0 && !slices.ContainsFunc(o, func(e migparted.Entry) bool { return entryLayout(e) == layout }) {
+				continue // under the old config this GPU would not publish what it does
+			}
+			candidates++
+			n, un := applying(covering(new, c), b)
+			if un || slices.ContainsFunc(n, func(e migparted.Entry) bool { return entryLayout(e) != layout }) {
+				stays = false
+			}
+		}
+		if candidates == 0 || !stays {
+			continue
+		}
+		keptGPUs = append(keptGPUs, id)
+		for _, d := range p.devs {
+			keep = append(keep, d.ref())
+			keptKeys[d.Key]++
+		}
+	}
+	slices.Sort(keep)
+	var smoke []string
+	for _, k := range keys {
+		if after[k] > keptKeys[k] {
+			smoke = append(smoke, k)
+		}
+	}
+	why := "no GPU index's entries change"
+	if len(changedCls) > 0 {
+		names := make([]string, len(changedCls))
+		for i, c := range changedCls {
+			names[i] = className(c)
+		}
+		why = fmt.Sprintf("entries change for %s only", strings.Join(names, ", "))
+	}
+	why += fmt.Sprintf("; %d of %d GPUs the driver publishes keep their devices (matched to the configs by the devices they publish, the driver publishing no GPU index)", len(keptGPUs), len(gpus))
+	if len(keptGPUs) > 0 {
+		why += ": " + joinShort(keptGPUs, 8)
+	}
+	if orphans > 0 {
+		why += fmt.Sprintf("; %d devices name no GPU uuid and are not kept", orphans)
+	}
+	return drainScope{Smoke: smoke, Why: why, DRA: &draScope{Driver: driver, Keep: keep}}
+}
+
+// draDrained says whether p must be drained on a DRA node: it holds, through its claims, a device
+// of the scope's driver that the scope does not keep, or a claim of it cannot be found.
+func (g *MIGGate) draDrained(ctx context.Context, p *corev1.Pod, s *draScope) (bool, error) {
+	if len(p.Spec.ResourceClaims) == 0 {
+		return false, nil
+	}
+	devs, unknown, err := podClaimDevices(ctx, g.C, p, s.Driver)
+	if err != nil || unknown != "" {
+		return unknown != "", err
+	}
+	return slices.ContainsFunc(devs, func(d string) bool { _, ok := slices.BinarySearch(s.Keep, d); return !ok }), nil
+}
