@@ -7,9 +7,11 @@ import (
 	"slices"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"gpupool.dev/gpupool/internal/gpu"
@@ -326,4 +328,85 @@ func (g *MIGGate) draDrained(ctx context.Context, p *corev1.Pod, s *draScope) (b
 		return unknown != "", err
 	}
 	return slices.ContainsFunc(devs, func(d string) bool { _, ok := slices.BinarySearch(s.Keep, d); return !ok }), nil
+}
+
+// draSmokeJob builds the Job testing the devices of kind key ("gpu", "mig-<profile>") on a DRA
+// node, and creates the ResourceClaimTemplate its pod takes them from: as many devices of the kind
+// as the node publishes and no allocated claim holds (at least one), from the DeviceClass of
+// NVIDIA's chart for the type (gpu.nvidia.com, or mig.nvidia.com with a CEL selector on the
+// profile). A claim must be allocated by the scheduler, so the pod is not bound with nodeName: it
+// is placed on the node by node affinity on the node's name (metadata.name, as the DaemonSet
+// controller does) and tolerates the cordon. The template, like the Job, is owned by the
+// Reconfiguration; the claim made from it goes with the pod.
+func (g *MIGGate) draSmokeJob(ctx context.Context, n *corev1.Node, exp *DeviceExpectation, record, name, key string) (*batchv1.Job, error) {
+	req := resourcev1.ExactDeviceRequest{DeviceClassName: render.DeviceClassGPU, AllocationMode: resourcev1.DeviceAllocationModeExactCount}
+	if prof, ok := strings.CutPrefix(key, "mig-"); ok {
+		req.DeviceClassName = render.DeviceClassMIG
+		req.Selectors = []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
+			Expression: fmt.Sprintf("device.attributes['%s'].profile == '%s'", exp.Driver, prof)}}}
+	} else if key != "gpu" {
+		return nil, fmt.Errorf("%w: no device class for devices of kind %q", errSmokeRefused, key)
+	}
+	free, err := g.freeDevices(ctx, n, exp.Driver, key)
+	if err != nil {
+		return nil, err
+	}
+	req.Count = free
+	r := &Reconfiguration{}
+	if err := g.C.Get(ctx, client.ObjectKey{Name: record}, r); err != nil {
+		return nil, fmt.Errorf("gate node %s: reconfiguration %s: %w", n.Name, record, err)
+	}
+	labels := map[string]string{LabelNode: n.Name, LabelReconfiguration: record}
+	tmpl := &resourcev1.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.Smoke.Namespace, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: GroupVersion.String(), Kind: "Reconfiguration", Name: r.Name, UID: r.UID}}},
+		Spec: resourcev1.ResourceClaimTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: render.DRARequest, Exactly: &req}}}}},
+	}
+	g.hook("before:smoke-template")
+	if err := g.C.Create(ctx, tmpl); err != nil && !apierrors.IsAlreadyExists(err) {
+		if refused(err) {
+			return nil, fmt.Errorf("%w: ResourceClaimTemplate: %v", errSmokeRefused, err)
+		}
+		return nil, fmt.Errorf("gate node %s: create ResourceClaimTemplate %s/%s: %w", n.Name, g.Smoke.Namespace, name, err)
+	}
+	g.hook("after:smoke-template")
+	pod := g.smokePod(n, record)
+	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
+			Key: metav1.ObjectNameField, Operator: corev1.NodeSelectorOpIn, Values: []string{n.Name}}}}}}}}
+	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: render.DRARequest, ResourceClaimTemplateName: &tmpl.Name}}
+	pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: render.DRARequest}}
+	return g.smokeJobOf(r, name, n.Name, pod), nil
+}
+
+// freeDevices counts the devices of kind key that driver publishes on n and no allocated
+// ResourceClaim holds (claims of smoke pods aside), at least 1: the smoke pod takes every free
+// device of the kind, so it cannot be given only devices on GPUs that did not change.
+func (g *MIGGate) freeDevices(ctx context.Context, n *corev1.Node, driver, key string) (int64, error) {
+	devs, _, err := nodeDriverDevices(ctx, g.C, n.Name, driver)
+	if err != nil {
+		return 0, err
+	}
+	free := map[string]bool{}
+	for _, d := range devs {
+		if d.Key == key {
+			free[d.ref()] = true
+		}
+	}
+	var claims resourcev1.ResourceClaimList
+	if err := g.C.List(ctx, &claims); err != nil {
+		return 0, fmt.Errorf("gate node %s: list ResourceClaims: %w", n.Name, err)
+	}
+	for _, rc := range claims.Items {
+		if rc.Status.Allocation == nil || rc.Labels[LabelReconfiguration] != "" {
+			continue
+		}
+		for _, r := range rc.Status.Allocation.Devices.Results {
+			if r.Driver == driver {
+				delete(free, r.Pool+"/"+r.Device)
+			}
+		}
+	}
+	return max(int64(len(free)), 1), nil
 }

@@ -2,15 +2,18 @@ package k8s
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"gpupool.dev/gpupool/internal/gpu"
@@ -187,17 +190,23 @@ func TestGateDRAVerifiesDevices(t *testing.T) {
 // of GPU 1 (alone, from a template, or beside a GPU 0 device) are evicted; the pod holding a GPU 0
 // device, the pod holding another driver's device, the pod without claims and the DaemonSet pod
 // stay. To split-c GPU 1's MIG mode changes, mig-parted resets every GPU, and every pod holding a
-// device of the driver is evicted.
+// device of the driver is evicted. The smoke Jobs test the new device kinds, each taking as many
+// devices as are free from a ResourceClaimTemplate, on a pod placed on the node by node affinity.
 func TestGateDRADrainsPodsOnChangedGPUs(t *testing.T) {
 	c := needAPI(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
-		to   string
-		left []string
-		why  string
+		to    string
+		left  []string
+		why   string
+		smoke map[string]int64
 	}{
-		{"split-b", []string{"cpu", "ds", "keep", "nic"}, "other than the 2 on GPUs that keep their devices"},
-		{"split-c", []string{"cpu", "ds", "nic"}, "evicting every pod holding a device of gpu.nvidia.com (or an nvidia.com/ resource): the MIG mode of GPU 1 changes"},
+		// GPU 1's three new 2g.20gb devices, all free
+		{"split-b", []string{"cpu", "ds", "keep", "nic"}, "other than the 2 on GPUs that keep their devices", map[string]int64{"mig-2g.20gb": 3}},
+		// every kind; both 3g.40gb devices are still allocated to the evicted pods' named claims
+		// here (no claim controller deallocates them), so the 3g.40gb Job asks for the least, one
+		{"split-c", []string{"cpu", "ds", "nic"}, "evicting every pod holding a device of gpu.nvidia.com (or an nvidia.com/ resource): the MIG mode of GPU 1 changes",
+			map[string]int64{"gpu": 1, "mig-3g.40gb": 1}},
 	} {
 		t.Run(tc.to, func(t *testing.T) {
 			ns := newNamespace(t, c, "drascope")
@@ -219,8 +228,9 @@ func TestGateDRADrainsPodsOnChangedGPUs(t *testing.T) {
 			claimPod(t, c, ns, node, "nic", false, false, "nic.example.com/eth-0")
 			claimPod(t, c, ns, node, "cpu", false, false)
 			claimPod(t, c, ns, node, "ds", false, true, render.DRADriver+"/gpu-1-mig-1g10gb-1-1")
-			startDouble(t, &nodeDouble{c: c, node: node, draDevices: s.devices})
-			g := fastGate(c)
+			d := &nodeDouble{c: c, node: node, draDevices: s.devices}
+			startDouble(t, d)
+			g := smokeGate(c, ns)
 			g.MigConfigMap = client.ObjectKeyFromObject(cm)
 			if err := g.RequestDRA(ctx, node, tc.to, DeviceExpectation{Driver: render.DRADriver, Devices: s.expect[tc.to]}); err != nil {
 				t.Fatal(err)
@@ -239,15 +249,48 @@ func TestGateDRADrainsPodsOnChangedGPUs(t *testing.T) {
 			if m := r.Status.Steps[0].Message; !strings.Contains(m, tc.why) {
 				t.Errorf("draining step says %q, want it to contain %q", m, tc.why)
 			}
+			// one smoke Job per new device kind, its devices from a claim template
+			var jobs batchv1.JobList
+			if err := c.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{LabelNode: node}); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int64{}
+			for _, j := range jobs.Items {
+				ps := j.Spec.Template.Spec
+				if ps.NodeName != "" || !placedOn(ps, node) || len(ps.ResourceClaims) != 1 || ps.ResourceClaims[0].ResourceClaimTemplateName == nil ||
+					len(ps.Containers[0].Resources.Limits) != 0 || !slices.ContainsFunc(ps.Tolerations, func(tl corev1.Toleration) bool { return tl.Key == corev1.TaintNodeUnschedulable }) {
+					t.Errorf("smoke Job %s: pod %+v, want it placed on %s by affinity, its devices from a claim template, tolerating the cordon", j.Name, ps, node)
+					continue
+				}
+				tmpl := &resourcev1.ResourceClaimTemplate{}
+				if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: *ps.ResourceClaims[0].ResourceClaimTemplateName}, tmpl); err != nil {
+					t.Fatal(err)
+				}
+				if o := tmpl.OwnerReferences; len(o) != 1 || o[0].Kind != "Reconfiguration" || o[0].Name != r.Name {
+					t.Errorf("template %s owners %v, want the Reconfiguration %s", tmpl.Name, o, r.Name)
+				}
+				ex := tmpl.Spec.Spec.Devices.Requests[0].Exactly
+				key := "gpu"
+				if ex.DeviceClassName == render.DeviceClassMIG {
+					key = "mig-" + strings.TrimSuffix(strings.TrimPrefix(ex.Selectors[0].CEL.Expression, "device.attributes['gpu.nvidia.com'].profile == '"), "'")
+				}
+				got[key] = ex.Count
+			}
+			if !maps.Equal(got, tc.smoke) || d.smokeRuns.Load() != int32(len(tc.smoke)) {
+				t.Errorf("smoke Jobs ask for %v (%d run), want %v", got, d.smokeRuns.Load(), tc.smoke)
+			}
 		})
 	}
 }
 
 // TestGateDRAResumesWithItsScope: the drain scope is decided when the gate begins and kept in
 // the node's annotations, so a gate resumed by a new MIGGate after the driver stopped publishing
-// (its ResourceSlice gone) drains the pods the first decision named, and no others.
+// (its ResourceSlice gone) drains the pods the first decision named, and no others; then it
+// verifies the republished devices and runs its smoke Job. Both gates run as the controller's
+// ServiceAccount with the deployed RBAC, the smoke Jobs in its namespace.
 func TestGateDRAResumesWithItsScope(t *testing.T) {
 	c := needAPI(t)
+	sa := clientFor(t, applyRBAC(t, c))
 	ctx := context.Background()
 	ns := newNamespace(t, c, "draresume")
 	node := nextNode("draresume")
@@ -256,14 +299,15 @@ func TestGateDRAResumesWithItsScope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mig-parted", Namespace: ns}, Data: map[string]string{MigConfigKey: string(data)}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mig-parted-" + node, Namespace: "gpu-operator"}, Data: map[string]string{MigConfigKey: string(data)}}
 	if err := c.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
 	newDRAGateNode(t, c, node, "split-a", s.devices["split-a"])
 	claimPod(t, c, ns, node, "keep", false, false, render.DRADriver+"/gpu-0-mig-3g40gb-0-0")
 	claimPod(t, c, ns, node, "small", false, false, render.DRADriver+"/gpu-1-mig-1g10gb-2-2")
-	first := fastGate(c)
+	first := fastGate(sa)
+	first.Smoke = SmokeTest{Image: "registry.example/cuda:12.4-base", Namespace: "gpupool-system"}
 	first.MigConfigMap = client.ObjectKeyFromObject(cm)
 	if err := first.RequestDRA(ctx, node, "split-b", DeviceExpectation{Driver: render.DRADriver, Devices: s.expect["split-b"]}); err != nil {
 		t.Fatal(err)
@@ -283,13 +327,17 @@ func TestGateDRAResumesWithItsScope(t *testing.T) {
 	if err := c.Delete(ctx, &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: node + "-" + render.DRADriver}}); err != nil {
 		t.Fatal(err)
 	}
-	startDouble(t, &nodeDouble{c: c, node: node, draDevices: s.devices})
-	second := fastGate(c)
-	second.MigConfigMap = first.MigConfigMap
+	d := &nodeDouble{c: c, node: node, draDevices: s.devices}
+	startDouble(t, d)
+	second := fastGate(sa)
+	second.Smoke, second.MigConfigMap = first.Smoke, first.MigConfigMap
 	if err := runGate(t, second, node); err != nil {
 		t.Fatal(err)
 	}
-	checkSettled(t, c, node, "", "split-b")
+	n = checkSettled(t, c, node, "", "split-b")
+	if res := n.Annotations[AnnotGateResult]; res != "success split-b" || d.smokeRuns.Load() != 1 {
+		t.Errorf("result %q after %d smoke Jobs, want success after one", res, d.smokeRuns.Load())
+	}
 	if got, want := podNames(t, c, node), []string{"keep"}; !slices.Equal(got, want) {
 		t.Errorf("pods left %v, want %v", got, want)
 	}
@@ -425,4 +473,133 @@ func TestPlanDRADrainScope(t *testing.T) {
 	}
 }
 
-var _ = resource.MustParse
+// TestGateDRASmokeJobSchedules: the smoke Jobs of a DRA node can run. The node goes from split-a
+// to split-c (every GPU resets; a DaemonSet pod keeps holding one of GPU 0's two 3g.40gb devices)
+// with the gate cordoning it; the pods of its two smoke Jobs (made here from the Jobs' templates,
+// with their claims from the ResourceClaimTemplates, as the Job and resource-claim controllers
+// would) are bound to the cordoned node by the real kube-scheduler, which allocates the whole GPU
+// to one and the one free 3g.40gb device to the other. When the Jobs complete the gate succeeds.
+func TestGateDRASmokeJobSchedules(t *testing.T) {
+	c := needAPI(t)
+	startScheduler(t)
+	createDeviceClasses(t, c)
+	ctx := context.Background()
+	ns := newNamespace(t, c, "drasmoke")
+	node := nextNode("drasmoke")
+	s := newDRASplit(t, node)
+	data, err := migparted.Encode(s.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mig-parted", Namespace: ns}, Data: map[string]string{MigConfigKey: string(data)}}
+	if err := c.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	newSchedulableNode(t, c, node, 110, 0)
+	n := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		t.Fatal(err)
+	}
+	n.Labels[LabelMIGConfig], n.Labels[LabelMIGConfigState] = "split-a", MIGStateSuccess
+	if err := c.Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	publishDevices(ctx, c, node, s.devices["split-a"])
+	held := "gpu-0-mig-3g40gb-0-0"
+	claimPod(t, c, ns, node, "ds", false, true, render.DRADriver+"/"+held)
+	d := &nodeDouble{c: c, node: node, draDevices: s.devices, smokeHang: true}
+	startDouble(t, d)
+	g := smokeGate(c, ns)
+	g.MigConfigMap = client.ObjectKeyFromObject(cm)
+	if err := g.RequestDRA(ctx, node, "split-c", DeviceExpectation{Driver: render.DRADriver, Devices: s.expect["split-c"]}); err != nil {
+		t.Fatal(err)
+	}
+	gctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- g.Run(gctx, node) }()
+	var jobs batchv1.JobList
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return c.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{LabelNode: node}) == nil && len(jobs.Items) == 2, nil
+	})
+	if err != nil {
+		t.Fatalf("%d smoke Jobs, want 2: %v", len(jobs.Items), err)
+	}
+	claims := map[string]string{} // claim → Job
+	for _, j := range jobs.Items {
+		tmpl := &resourcev1.ResourceClaimTemplate{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: *j.Spec.Template.Spec.ResourceClaims[0].ResourceClaimTemplateName}, tmpl); err != nil {
+			t.Fatal(err)
+		}
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: j.Name + "-pod", Namespace: ns, Labels: j.Spec.Template.Labels}, Spec: j.Spec.Template.Spec}
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		// the claim the resource-claim controller makes from the template, owned by the pod
+		claim := j.Name + "-pod-gpu"
+		rc := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: ns, Labels: tmpl.Spec.Labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID, Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true)}}},
+			Spec: tmpl.Spec.Spec}
+		if err := c.Create(ctx, rc); err != nil {
+			t.Fatal(err)
+		}
+		p.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: p.Spec.ResourceClaims[0].Name, ResourceClaimName: &claim}}
+		if err := c.Status().Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		claims[claim] = j.Name
+	}
+	allocated := map[string][]string{}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		for claim := range claims {
+			rc := &resourcev1.ResourceClaim{}
+			p := &corev1.Pod{}
+			if c.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim}, rc) != nil || rc.Status.Allocation == nil ||
+				c.Get(ctx, client.ObjectKey{Namespace: ns, Name: strings.TrimSuffix(claim, "-gpu")}, p) != nil || p.Spec.NodeName != node {
+				return false, nil
+			}
+			allocated[claim] = nil
+			for _, r := range rc.Status.Allocation.Devices.Results {
+				allocated[claim] = append(allocated[claim], r.Device)
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		var pods corev1.PodList
+		_ = c.List(ctx, &pods, client.InNamespace(ns))
+		for _, p := range pods.Items {
+			t.Logf("pod %s: node %q, conditions %+v", p.Name, p.Spec.NodeName, p.Status.Conditions)
+		}
+		t.Fatalf("the smoke pods were not bound to the cordoned node %s with their claims allocated (so far %v): %v", node, allocated, err)
+	}
+	var devs []string
+	for _, ds := range allocated {
+		devs = append(devs, ds...)
+	}
+	slices.Sort(devs)
+	if want := []string{"gpu-0-mig-3g40gb-1-4", "gpu-1"}; !slices.Equal(devs, want) {
+		t.Errorf("smoke claims allocated %v, want %v (the whole GPU and the 3g.40gb device %s does not hold)", devs, want, held)
+	}
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		now := metav1.Now()
+		j.Status.StartTime, j.Status.CompletionTime, j.Status.Succeeded = &now, &now, 1
+		j.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now, Reason: "CompletionsReached"},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now, Reason: "CompletionsReached"}}
+		if err := c.Status().Update(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	n = checkSettled(t, c, node, "", "split-c")
+	if res := n.Annotations[AnnotGateResult]; res != "success split-c" {
+		t.Errorf("result %q", res)
+	}
+	if err := c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -236,8 +236,10 @@ func fmtNames(prefix string, suffixes ...string) []string {
 }
 
 // runSmokeJobs plays the Job controller and the kubelet for the gate's smoke Jobs pinned to the
-// node: a Job whose pod asks for resources the node offers succeeds (fails when smokeFail names
-// the node's config); one asking for what the node lacks fails, as its pod would be rejected.
+// node (by nodeName, or on a DRA node by node affinity on its name): a Job whose pod asks for
+// resources the node offers, or whose claim template asks for devices the node publishes,
+// succeeds (fails when smokeFail names the node's config); one asking for what the node lacks
+// fails, as its pod would be rejected or never scheduled.
 func (d *nodeDouble) runSmokeJobs(ctx context.Context, cfg, state string) {
 	var jobs batchv1.JobList
 	if err := d.c.List(ctx, &jobs, client.MatchingLabels{LabelNode: d.node}); err != nil {
@@ -249,7 +251,7 @@ func (d *nodeDouble) runSmokeJobs(ctx context.Context, cfg, state string) {
 	}
 	for i := range jobs.Items {
 		j := &jobs.Items[i]
-		if d.smokeHang || j.Spec.Template.Spec.NodeName != d.node || jobCondition(j, batchv1.JobComplete) != nil || jobCondition(j, batchv1.JobFailed) != nil {
+		if d.smokeHang || !placedOn(j.Spec.Template.Spec, d.node) || jobCondition(j, batchv1.JobComplete) != nil || jobCondition(j, batchv1.JobFailed) != nil {
 			continue
 		}
 		fits := state == MIGStateSuccess
@@ -257,6 +259,9 @@ func (d *nodeDouble) runSmokeJobs(ctx context.Context, cfg, state string) {
 			if have := n.Status.Allocatable[r]; have.Cmp(q) < 0 {
 				fits = false
 			}
+		}
+		for _, pc := range j.Spec.Template.Spec.ResourceClaims {
+			fits = fits && d.claimFits(ctx, j.Namespace, pc)
 		}
 		now := metav1.Now()
 		j.Status.StartTime = &now
@@ -336,4 +341,57 @@ func deviceNames(devs []resourcev1.Device) string {
 		b.WriteString(d.Name + ",")
 	}
 	return b.String()
+}
+
+// placedOn: the pod is bound to node, or required onto it by node affinity on metadata.name.
+func placedOn(ps corev1.PodSpec, node string) bool {
+	if ps.NodeName != "" || ps.Affinity == nil || ps.Affinity.NodeAffinity == nil || ps.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ps.NodeName == node
+	}
+	for _, term := range ps.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, f := range term.MatchFields {
+			if f.Key == metav1.ObjectNameField && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 && f.Values[0] == node {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// claimFits plays the scheduler's allocation of a smoke pod's claim template: every request finds
+// its count of devices the node publishes, of its class's type and, when it has a selector, of
+// the profile the gate's selector names.
+func (d *nodeDouble) claimFits(ctx context.Context, ns string, pc corev1.PodResourceClaim) bool {
+	if pc.ResourceClaimTemplateName == nil {
+		return false
+	}
+	tmpl := &resourcev1.ResourceClaimTemplate{}
+	rs := &resourcev1.ResourceSlice{}
+	if d.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: *pc.ResourceClaimTemplateName}, tmpl) != nil ||
+		d.c.Get(ctx, client.ObjectKey{Name: d.node + "-" + render.DRADriver}, rs) != nil {
+		return false
+	}
+	for _, r := range tmpl.Spec.Spec.Devices.Requests {
+		if r.Exactly == nil {
+			return false
+		}
+		typ := map[string]string{render.DeviceClassGPU: "gpu", render.DeviceClassMIG: "mig"}[r.Exactly.DeviceClassName]
+		var have int64
+		for _, dev := range rs.Spec.Devices {
+			if strAttr(dev, "type") != typ {
+				continue
+			}
+			ok := true
+			for _, sel := range r.Exactly.Selectors {
+				ok = ok && sel.CEL != nil && sel.CEL.Expression == fmt.Sprintf("device.attributes['%s'].profile == '%s'", render.DRADriver, strAttr(dev, "profile"))
+			}
+			if ok {
+				have++
+			}
+		}
+		if have < r.Exactly.Count {
+			return false
+		}
+	}
+	return true
 }
