@@ -267,10 +267,7 @@ func planDRADrainScope(old, new *migparted.NamedConfig, devs []driverDevice, aft
 		default:
 			continue // a whole GPU beside MIG devices (dynamic MIG), or more than one: not understood
 		}
-		b, _ := gpu.Lookup(p.product)
-		if p.product == "" {
-			b = nil
-		}
+		b, _ := gpu.Lookup(p.product) // nil when the catalog does not know the board
 		candidates, stays := 0, true
 		for _, c := range classes {
 			o, uo := applying(covering(old, c), b)
