@@ -13,7 +13,10 @@
 //     smoke Jobs on the new devices (smoke.go), uncordon; restore the previous label on failure or
 //     timeout. Its progress lives in node annotations, so a restarted controller resumes where the
 //     previous one stopped, and each gate is recorded in a Reconfiguration written from those
-//     annotations (reconfiguration.go);
+//     annotations (reconfiguration.go). On a node whose GPUs NVIDIA's DRA driver publishes
+//     (RequestDRA) it verifies the driver's ResourceSlices instead of allocatable, drains the
+//     pods whose ResourceClaims hold a device on a GPU that changes and smoke-tests through
+//     ResourceClaimTemplates (dragate.go);
 //   - Admitter, fair admission of tenant pods through the scheduling gate gpupool.dev/admission,
 //     and preemption through the Eviction API; GrantAdmission, which takes the grants from the
 //     control plane's Engine (the fair allocator) over the devices the pools' nodes advertise;

@@ -40,6 +40,9 @@ type drainScope struct {
 	Smoke []string `json:"smoke,omitempty"`
 	// Why says how the decision was reached (in the Reconfiguration's Draining step).
 	Why string `json:"why,omitempty"`
+	// DRA, on a node whose GPUs a DRA driver publishes, decides by the devices the pods' claims
+	// hold (and Smoke lists device keys, "gpu" or "mig-<profile>").
+	DRA *draScope `json:"dra,omitempty"`
 }
 
 func decodeScope(s string) drainScope {
@@ -55,6 +58,12 @@ func (d drainScope) encode() string {
 
 func drainMessage(scope string) string {
 	d := decodeScope(scope)
+	if d.DRA != nil {
+		if len(d.DRA.Keep) == 0 {
+			return fmt.Sprintf("evicting every pod holding a device of %s (or an nvidia.com/ resource): %s", d.DRA.Driver, d.Why)
+		}
+		return fmt.Sprintf("evicting pods holding a device of %s other than the %d on GPUs that keep their devices (and pods asking for an nvidia.com/ resource): %s", d.DRA.Driver, len(d.DRA.Keep), d.Why)
+	}
 	if len(d.Keep) == 0 {
 		return "evicting every GPU pod of the node: " + d.Why
 	}
@@ -117,16 +126,11 @@ func enabledSet(es []migparted.Entry) map[bool]bool {
 	return out
 }
 
-// planDrainScope decides which resources' pods may stay while the node goes from old to new.
-// before is the node's nvidia.com/ allocatable now and after the expectation. A nil old or new
-// (the config is unknown) drains everything.
-func planDrainScope(old, new *migparted.NamedConfig, before, after map[string]int64) drainScope {
-	all := slices.Sorted(maps.Keys(after))
-	every := func(why string) drainScope { return drainScope{Smoke: positive(all, after), Why: why} }
-	if old == nil || new == nil {
-		return every("the old or new mig-parted config is not known, so the GPUs that change are not known")
-	}
-	classes := []gpuClass{-1}
+// classChanges compares old and new GPU class by class: the classes (every GPU index either
+// config names, and -1), those whose entries differ, and, when the MIG mode of one changes, why
+// every GPU of the node is reset (mig-parted then resets them all).
+func classChanges(old, new *migparted.NamedConfig) (classes, changed []gpuClass, reset string) {
+	classes = []gpuClass{-1}
 	for _, c := range []*migparted.NamedConfig{old, new} {
 		for _, e := range c.Entries {
 			for _, i := range e.Devices.Indices {
@@ -137,16 +141,45 @@ func planDrainScope(old, new *migparted.NamedConfig, before, after map[string]in
 		}
 	}
 	slices.Sort(classes)
+	for _, i := range classes {
+		o, n := covering(old, i), covering(new, i)
+		if reflect.DeepEqual(o, n) {
+			continue
+		}
+		if !maps.Equal(enabledSet(o), enabledSet(n)) {
+			return classes, changed, fmt.Sprintf("the MIG mode of %s changes, and mig-parted then resets every GPU of the node", className(i))
+		}
+		changed = append(changed, i)
+	}
+	return classes, changed, ""
+}
+
+func className(i gpuClass) string {
+	if i < 0 {
+		return "the GPUs no entry names by index"
+	}
+	return fmt.Sprintf("GPU %d", i)
+}
+
+// planDrainScope decides which resources' pods may stay while the node goes from old to new.
+// before is the node's nvidia.com/ allocatable now and after the expectation. A nil old or new
+// (the config is unknown) drains everything.
+func planDrainScope(old, new *migparted.NamedConfig, before, after map[string]int64) drainScope {
+	all := slices.Sorted(maps.Keys(after))
+	every := func(why string) drainScope { return drainScope{Smoke: positive(all, after), Why: why} }
+	if old == nil || new == nil {
+		return every(unknownConfigs)
+	}
+	classes, changedCls, reset := classChanges(old, new)
+	if reset != "" {
+		return every(reset)
+	}
 	changedOld, changedNew := map[string]bool{}, map[string]bool{}
 	keptOld, keptNew := map[string]bool{}, map[string]bool{}
 	var changed []string
 	for _, i := range classes {
 		o, n := covering(old, i), covering(new, i)
-		name := fmt.Sprintf("GPU %d", i)
-		if i < 0 {
-			name = "the GPUs no entry names by index"
-		}
-		if reflect.DeepEqual(o, n) {
+		if !slices.Contains(changedCls, i) {
 			for _, r := range resourcesOf(o, false) {
 				keptOld[r] = true
 			}
@@ -155,10 +188,7 @@ func planDrainScope(old, new *migparted.NamedConfig, before, after map[string]in
 			}
 			continue
 		}
-		if !maps.Equal(enabledSet(o), enabledSet(n)) {
-			return every(fmt.Sprintf("the MIG mode of %s changes, and mig-parted then resets every GPU of the node", name))
-		}
-		changed = append(changed, name)
+		changed = append(changed, className(i))
 		for _, r := range resourcesOf(o, true) {
 			changedOld[r] = true
 		}
@@ -192,6 +222,8 @@ func planDrainScope(old, new *migparted.NamedConfig, before, after map[string]in
 	return drainScope{Keep: keep, Smoke: smoke, Why: why}
 }
 
+const unknownConfigs = "the old or new mig-parted config is not known, so the GPUs that change are not known"
+
 func positive(names []string, q map[string]int64) []string {
 	var out []string
 	for _, r := range names {
@@ -203,46 +235,76 @@ func positive(names []string, q map[string]int64) []string {
 }
 
 // drainScope reads the old and new configs from the mig-parted ConfigMap and decides the scope.
-// A ConfigMap that is not configured, missing or unreadable drains everything (said in Why).
+// A ConfigMap that is not configured, missing or unreadable drains everything (said in Why). On a
+// node whose GPUs a DRA driver publishes (the request carries a DeviceExpectation) the scope is
+// decided device by device (planDRADrainScope).
 func (g *MIGGate) drainScope(ctx context.Context, n *corev1.Node, prev, target string) (drainScope, error) {
+	exp, err := deviceExpectation(n)
+	if err != nil {
+		return drainScope{}, err
+	}
 	want := map[string]int64{}
-	if s := n.Annotations[AnnotGateExpect]; s != "" {
+	if exp != nil {
+		want = exp.Devices
+	} else if s := n.Annotations[AnnotGateExpect]; s != "" {
 		if err := json.Unmarshal([]byte(s), &want); err != nil {
 			return drainScope{}, fmt.Errorf("gate node %s: annotation %s: %w", n.Name, AnnotGateExpect, err)
 		}
 	}
-	before := map[string]int64{}
-	for r, q := range n.Status.Allocatable {
-		if strings.HasPrefix(string(r), "nvidia.com/") {
-			before[string(r)] = q.Value()
-		}
+	old, new, note, err := g.migConfigs(ctx, n, prev, target)
+	if err != nil {
+		return drainScope{}, err
 	}
+	var d drainScope
+	if exp != nil {
+		if st := n.Labels[LabelMIGConfigState]; st != MIGStateSuccess && old != nil {
+			old, note = nil, fmt.Sprintf("%s is %q, so the devices the driver publishes may not be those of %s; ", LabelMIGConfigState, st, prev)
+		}
+		devs, incomplete, err := nodeDriverDevices(ctx, g.C, n.Name, exp.Driver)
+		if err != nil {
+			return drainScope{}, err
+		}
+		if incomplete != "" && old != nil {
+			old, note = nil, fmt.Sprintf("the driver's ResourceSlices are incomplete (%s); ", incomplete)
+		}
+		d = planDRADrainScope(old, new, devs, want, exp.Driver)
+	} else {
+		before := map[string]int64{}
+		for r, q := range n.Status.Allocatable {
+			if strings.HasPrefix(string(r), "nvidia.com/") {
+				before[string(r)] = q.Value()
+			}
+		}
+		d = planDrainScope(old, new, before, want)
+	}
+	d.Why = note + d.Why
+	return d, nil
+}
+
+// migConfigs reads the old and new named configs from the mig-parted ConfigMap; nil for one that
+// is not known, with note saying why when the ConfigMap itself is missing or unreadable.
+func (g *MIGGate) migConfigs(ctx context.Context, n *corev1.Node, prev, target string) (old, new *migparted.NamedConfig, note string, err error) {
 	if g.MigConfigMap.Name == "" {
-		return planDrainScope(nil, nil, before, want), nil
+		return nil, nil, "", nil
 	}
 	cm := &corev1.ConfigMap{}
 	if err := g.C.Get(ctx, g.MigConfigMap, cm); err != nil {
 		if apierrors.IsNotFound(err) {
-			d := planDrainScope(nil, nil, before, want)
-			d.Why = fmt.Sprintf("ConfigMap %s not found; %s", g.MigConfigMap, d.Why)
-			return d, nil
+			return nil, nil, fmt.Sprintf("ConfigMap %s not found; ", g.MigConfigMap), nil
 		}
-		return drainScope{}, fmt.Errorf("gate node %s: ConfigMap %s: %w", n.Name, g.MigConfigMap, err)
+		return nil, nil, "", fmt.Errorf("gate node %s: ConfigMap %s: %w", n.Name, g.MigConfigMap, err)
 	}
 	cfg, err := migparted.Decode([]byte(cm.Data[MigConfigKey]))
 	if err != nil {
-		d := planDrainScope(nil, nil, before, want)
-		d.Why = fmt.Sprintf("ConfigMap %s data.%s does not decode (%v); %s", g.MigConfigMap, MigConfigKey, err, d.Why)
-		return d, nil
+		return nil, nil, fmt.Sprintf("ConfigMap %s data.%s does not decode (%v); ", g.MigConfigMap, MigConfigKey, err), nil
 	}
-	var old, new *migparted.NamedConfig
 	if c, ok := cfg.Lookup(prev); ok && prev != "" {
 		old = c
 	}
 	if c, ok := cfg.Lookup(target); ok {
 		new = c
 	}
-	return planDrainScope(old, new, before, want), nil
+	return old, new, "", nil
 }
 
 // onlyKept: every nvidia.com/ resource p asks for is in keep.

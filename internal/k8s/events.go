@@ -21,9 +21,12 @@ func stepEvent(n *corev1.Node, to GateStep) (reason, typ, msg string) {
 	case StepApplying:
 		return "GateLabeled", corev1.EventTypeNormal, fmt.Sprintf("set %s=%s; waiting for mig-manager", LabelMIGConfig, n.Labels[LabelMIGConfig])
 	case StepVerifying:
+		if _, dra := a[AnnotGateExpectDevices]; dra {
+			return "GateApplied", corev1.EventTypeNormal, "mig-manager reported success; verifying the devices the DRA driver publishes"
+		}
 		return "GateApplied", corev1.EventTypeNormal, "mig-manager reported success; verifying allocatable"
 	case StepSmoke:
-		return "GateSmokeTesting", corev1.EventTypeNormal, "allocatable matches the plan; running smoke Jobs on " + strings.Join(decodeScope(a[AnnotGateScope]).Smoke, ", ")
+		return "GateSmokeTesting", corev1.EventTypeNormal, "the devices match the plan; running smoke Jobs on " + strings.Join(decodeScope(a[AnnotGateScope]).Smoke, ", ")
 	case StepRestoring:
 		return "GateRollingBack", corev1.EventTypeWarning, fmt.Sprintf("restoring %s=%q: %s", LabelMIGConfig, a[AnnotGatePrevious], a[AnnotGateReason])
 	case StepStuck:

@@ -41,6 +41,10 @@ const (
 	AnnotGateScope    = "gpupool.dev/gate-scope"    // JSON drainScope: which pods may stay, which resources the smoke Jobs test
 )
 
+// AnnotGateExpectDevices replaces AnnotGateExpect on a node whose GPUs a DRA driver publishes:
+// JSON DeviceExpectation, the devices the driver must publish on the node after.
+const AnnotGateExpectDevices = "gpupool.dev/gate-expect-devices"
+
 // GateStep is one step of the per-node gate.
 type GateStep string
 
@@ -49,7 +53,7 @@ type GateStep string
 const (
 	StepDraining  GateStep = "Draining"     // node cordoned; evicting GPU pods through the Eviction API
 	StepApplying  GateStep = "Applying"     // label set; waiting for mig.config.state=success
-	StepVerifying GateStep = "Verifying"    // waiting for allocatable to equal the expectation
+	StepVerifying GateStep = "Verifying"    // waiting for allocatable (or the DRA driver's devices) to equal the expectation
 	StepSmoke     GateStep = "SmokeTesting" // a Job per new resource kind on the node must succeed
 	StepRestoring GateStep = "Restoring"    // previous label restored; waiting for success
 	StepStuck     GateStep = "Stuck"        // restoring failed: node left cordoned for an operator
@@ -96,8 +100,40 @@ type MIGGate struct {
 }
 
 // Request asks for node's MIG config to become target, with expect the node's allocatable GPU
-// resources afterwards. It refuses while a gate is in progress on the node.
+// resources afterwards (NVIDIA's device plugin). It refuses while a gate is in progress on the node.
 func (g *MIGGate) Request(ctx context.Context, node, target string, expect map[string]int64) error {
+	b, err := json.Marshal(expect)
+	if err != nil {
+		return err
+	}
+	return g.request(ctx, node, target, AnnotGateExpect, string(b))
+}
+
+// DeviceExpectation is what a DRA driver must publish on a node after its gate: the devices of the
+// driver in the node's ResourceSlices, counted by render.DRADeviceKey ("gpu", "mig-<profile>").
+type DeviceExpectation struct {
+	Driver  string           `json:"driver"`
+	Devices map[string]int64 `json:"devices"`
+}
+
+// RequestDRA asks for node's MIG config to become target on a node whose GPUs a DRA driver
+// publishes: the gate verifies the driver's ResourceSlices against expect instead of the node's
+// allocatable, and drains the pods by the devices their ResourceClaims hold. It refuses while a
+// gate is in progress on the node.
+func (g *MIGGate) RequestDRA(ctx context.Context, node, target string, expect DeviceExpectation) error {
+	if expect.Driver == "" {
+		return fmt.Errorf("request mig config %s on node %s: the device expectation names no driver", target, node)
+	}
+	b, err := json.Marshal(expect)
+	if err != nil {
+		return err
+	}
+	return g.request(ctx, node, target, AnnotGateExpectDevices, string(b))
+}
+
+// request records the target and the expectation in annot (removing the other kind of
+// expectation) in one write.
+func (g *MIGGate) request(ctx context.Context, node, target, annot, expect string) error {
 	n := &corev1.Node{}
 	if err := g.C.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
 		return fmt.Errorf("request mig config %s on node %s: %w", target, node, err)
@@ -105,16 +141,30 @@ func (g *MIGGate) Request(ctx context.Context, node, target string, expect map[s
 	if s := n.Annotations[AnnotGateStep]; s != "" {
 		return fmt.Errorf("request mig config %s on node %s: gate in progress at step %s", target, node, s)
 	}
-	b, err := json.Marshal(expect)
-	if err != nil {
-		return err
-	}
 	setAnnot(n, AnnotGateTarget, target)
-	setAnnot(n, AnnotGateExpect, string(b))
+	delete(n.Annotations, AnnotGateExpect)
+	delete(n.Annotations, AnnotGateExpectDevices)
+	setAnnot(n, annot, expect)
 	if err := g.C.Update(ctx, n); err != nil {
 		return fmt.Errorf("request mig config %s on node %s: %w", target, node, err)
 	}
 	return nil
+}
+
+// deviceExpectation reads the node's DRA expectation; nil when the gate verifies allocatable.
+func deviceExpectation(n *corev1.Node) (*DeviceExpectation, error) {
+	s, ok := n.Annotations[AnnotGateExpectDevices]
+	if !ok {
+		return nil, nil
+	}
+	var e DeviceExpectation
+	if err := json.Unmarshal([]byte(s), &e); err != nil {
+		return nil, fmt.Errorf("gate node %s: annotation %s: %w", n.Name, AnnotGateExpectDevices, err)
+	}
+	if e.Driver == "" {
+		return nil, fmt.Errorf("gate node %s: annotation %s: no driver", n.Name, AnnotGateExpectDevices)
+	}
+	return &e, nil
 }
 
 func setAnnot(n *corev1.Node, k, v string) {
@@ -301,9 +351,21 @@ func (g *MIGGate) begin(ctx context.Context, n *corev1.Node, target string) erro
 
 // gpuPods lists the pods on n that hold NVIDIA resources and are not DaemonSet pods (the GPU
 // Operator's own daemons stay; mig-manager pauses them itself), less those the drain scope keeps:
-// pods asking only for resources whose instances are all on GPUs that do not change.
+// pods asking only for resources whose instances are all on GPUs that do not change. On a DRA
+// node it adds the pods whose ResourceClaims hold a device of the driver the scope does not keep.
 func (g *MIGGate) gpuPods(ctx context.Context, n *corev1.Node) ([]corev1.Pod, error) {
-	keep := decodeScope(n.Annotations[AnnotGateScope]).Keep
+	scope := decodeScope(n.Annotations[AnnotGateScope])
+	keep := scope.Keep
+	if scope.DRA == nil {
+		// a scope without its DRA part on a DRA node (unreadable): every pod holding a device goes
+		exp, err := deviceExpectation(n)
+		if err != nil {
+			return nil, err
+		}
+		if exp != nil {
+			scope.DRA = &draScope{Driver: exp.Driver}
+		}
+	}
 	var pods corev1.PodList
 	if err := g.C.List(ctx, &pods, client.MatchingFields{"spec.nodeName": n.Name}); err != nil {
 		return nil, fmt.Errorf("gate node %s: list pods: %w", n.Name, err)
@@ -315,6 +377,16 @@ func (g *MIGGate) gpuPods(ctx context.Context, n *corev1.Node) ([]corev1.Pod, er
 		}
 		if usesNVIDIA(p) && !onlyKept(p, keep) {
 			out = append(out, p)
+			continue
+		}
+		if scope.DRA != nil {
+			drained, err := g.draDrained(ctx, &p, scope.DRA)
+			if err != nil {
+				return nil, fmt.Errorf("gate node %s: %w", n.Name, err)
+			}
+			if drained {
+				out = append(out, p)
+			}
 		}
 	}
 	return out, nil
@@ -434,7 +506,18 @@ func allocatableMismatch(n *corev1.Node) (string, error) {
 }
 
 func (g *MIGGate) verify(ctx context.Context, n *corev1.Node) error {
-	diff, err := allocatableMismatch(n)
+	exp, err := deviceExpectation(n)
+	if err != nil {
+		return err
+	}
+	what := "allocatable does not match the plan: "
+	var diff string
+	if exp != nil {
+		what = fmt.Sprintf("the devices %s publishes do not match the plan: ", exp.Driver)
+		diff, err = g.devicesMismatch(ctx, n, exp)
+	} else {
+		diff, err = allocatableMismatch(n)
+	}
 	if err != nil {
 		return err
 	}
@@ -446,7 +529,7 @@ func (g *MIGGate) verify(ctx context.Context, n *corev1.Node) error {
 		return g.finish(ctx, n, "success "+n.Annotations[AnnotGateTarget])
 	}
 	if g.now().Sub(g.since(n)) > orDefault(g.VerifyTimeout, 5*time.Minute) {
-		return g.rollback(ctx, n, "allocatable does not match the plan: "+diff)
+		return g.rollback(ctx, n, what+diff)
 	}
 	return nil
 }
@@ -479,7 +562,7 @@ func (g *MIGGate) finish(ctx context.Context, n *corev1.Node, result string) err
 	if n.Annotations[AnnotGateCordoned] == "true" {
 		n.Spec.Unschedulable = false
 	}
-	for _, k := range []string{AnnotGateStep, AnnotGatePrevious, AnnotGateCordoned, AnnotGateSince, AnnotGateExpect, AnnotGateScope, AnnotGateSurge} {
+	for _, k := range []string{AnnotGateStep, AnnotGatePrevious, AnnotGateCordoned, AnnotGateSince, AnnotGateExpect, AnnotGateExpectDevices, AnnotGateScope, AnnotGateSurge} {
 		delete(n.Annotations, k)
 	}
 	if !strings.HasPrefix(result, "success") {

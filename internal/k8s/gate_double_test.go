@@ -3,16 +3,21 @@ package k8s
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"gpupool.dev/gpupool/internal/render"
 )
 
 // nodeDouble plays, for one Node object on the real API server, what runs on a GPU node:
@@ -44,6 +49,11 @@ type nodeDouble struct {
 	smokeHang bool
 	// smokeRuns counts the smoke Jobs the double ran.
 	smokeRuns atomic.Int32
+	// draDevices, when set, makes the node one whose GPUs NVIDIA's DRA driver publishes: once a
+	// config is applied the double publishes draDevices[cfg] in the node's ResourceSlice (a new
+	// pool generation each time they change) and no nvidia.com/ allocatable; wrongAlloc then
+	// publishes one whole GPU instead.
+	draDevices map[string][]resourcev1.Device
 }
 
 func (d *nodeDouble) run(ctx context.Context) {
@@ -81,6 +91,12 @@ func (d *nodeDouble) tick(ctx context.Context) {
 			n.Labels[LabelMIGConfigState] = MIGStateSuccess
 		}
 		_ = d.c.Update(ctx, n)
+	case state == MIGStateSuccess && d.draDevices != nil:
+		devs := d.draDevices[cfg]
+		if d.wrongAlloc[cfg] {
+			devs = draGPUs(d.node, nil)
+		}
+		publishDevices(ctx, d.c, d.node, devs)
 	case state == MIGStateSuccess:
 		alloc := d.configs[cfg]
 		if d.allocOf != nil {
@@ -220,8 +236,10 @@ func fmtNames(prefix string, suffixes ...string) []string {
 }
 
 // runSmokeJobs plays the Job controller and the kubelet for the gate's smoke Jobs pinned to the
-// node: a Job whose pod asks for resources the node offers succeeds (fails when smokeFail names
-// the node's config); one asking for what the node lacks fails, as its pod would be rejected.
+// node (by nodeName, or on a DRA node by node affinity on its name): a Job whose pod asks for
+// resources the node offers, or whose claim template asks for devices the node publishes,
+// succeeds (fails when smokeFail names the node's config); one asking for what the node lacks
+// fails, as its pod would be rejected or never scheduled.
 func (d *nodeDouble) runSmokeJobs(ctx context.Context, cfg, state string) {
 	var jobs batchv1.JobList
 	if err := d.c.List(ctx, &jobs, client.MatchingLabels{LabelNode: d.node}); err != nil {
@@ -233,7 +251,7 @@ func (d *nodeDouble) runSmokeJobs(ctx context.Context, cfg, state string) {
 	}
 	for i := range jobs.Items {
 		j := &jobs.Items[i]
-		if d.smokeHang || j.Spec.Template.Spec.NodeName != d.node || jobCondition(j, batchv1.JobComplete) != nil || jobCondition(j, batchv1.JobFailed) != nil {
+		if d.smokeHang || !placedOn(j.Spec.Template.Spec, d.node) || jobCondition(j, batchv1.JobComplete) != nil || jobCondition(j, batchv1.JobFailed) != nil {
 			continue
 		}
 		fits := state == MIGStateSuccess
@@ -241,6 +259,9 @@ func (d *nodeDouble) runSmokeJobs(ctx context.Context, cfg, state string) {
 			if have := n.Status.Allocatable[r]; have.Cmp(q) < 0 {
 				fits = false
 			}
+		}
+		for _, pc := range j.Spec.Template.Spec.ResourceClaims {
+			fits = fits && d.claimFits(ctx, j.Namespace, pc)
 		}
 		now := metav1.Now()
 		j.Status.StartTime = &now
@@ -260,4 +281,117 @@ func (d *nodeDouble) runSmokeJobs(ctx context.Context, cfg, state string) {
 			d.smokeRuns.Add(1)
 		}
 	}
+}
+
+// draGPUs is what NVIDIA's DRA driver publishes for an H100 node with static MIG, one GPU per
+// element of layouts: nil for a GPU with MIG off (device gpu-<i>, type gpu), else its MIG
+// profiles (devices gpu-<i>-mig-<profile>-<k>-<start>, type mig, with parentUUID and one
+// memorySlice capacity per occupied slice, placed one after another).
+func draGPUs(node string, layouts ...[]string) []resourcev1.Device {
+	str := func(s string) resourcev1.DeviceAttribute { return resourcev1.DeviceAttribute{StringValue: &s} }
+	const product = "NVIDIA H100 80GB HBM3"
+	var out []resourcev1.Device
+	for i, l := range layouts {
+		uuid := fmt.Sprintf("GPU-%s-%d", node, i)
+		if l == nil {
+			out = append(out, resourcev1.Device{Name: fmt.Sprintf("gpu-%d", i), Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+				"type": str("gpu"), "uuid": str(uuid), "productName": str(product)}})
+			continue
+		}
+		start := 0
+		for k, prof := range l {
+			size := map[string]int{"1g.10gb": 1, "2g.20gb": 2, "3g.40gb": 4, "7g.80gb": 8}[prof]
+			dev := resourcev1.Device{Name: fmt.Sprintf("gpu-%d-mig-%s-%d-%d", i, strings.ReplaceAll(prof, ".", ""), k, start),
+				Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"type": str("mig"), "profile": str(prof),
+					"uuid": str(fmt.Sprintf("MIG-%s-%d-%d", node, i, k)), "parentUUID": str(uuid), "productName": str(product)},
+				Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{}}
+			for j := start; j < start+size; j++ {
+				dev.Capacity[resourcev1.QualifiedName(fmt.Sprintf("memorySlice%d", j))] = resourcev1.DeviceCapacity{Value: resource.MustParse("1")}
+			}
+			start += size
+			out = append(out, dev)
+		}
+	}
+	return out
+}
+
+// publishDevices plays the DRA driver's kubelet plugin: the node's one ResourceSlice of
+// gpu.nvidia.com lists devs, in a new pool generation whenever they change.
+func publishDevices(ctx context.Context, c client.Client, node string, devs []resourcev1.Device) {
+	rs := &resourcev1.ResourceSlice{}
+	name := node + "-" + render.DRADriver
+	err := c.Get(ctx, client.ObjectKey{Name: name}, rs)
+	if apierrors.IsNotFound(err) {
+		rs = &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourcev1.ResourceSliceSpec{
+			Driver: render.DRADriver, NodeName: &node, Pool: resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1}, Devices: devs}}
+		_ = c.Create(ctx, rs)
+		return
+	}
+	if err != nil || deviceNames(rs.Spec.Devices) == deviceNames(devs) {
+		return
+	}
+	rs.Spec.Devices = devs
+	rs.Spec.Pool.Generation++
+	_ = c.Update(ctx, rs)
+}
+
+func deviceNames(devs []resourcev1.Device) string {
+	var b strings.Builder
+	for _, d := range devs {
+		b.WriteString(d.Name + ",")
+	}
+	return b.String()
+}
+
+// placedOn: the pod is bound to node, or required onto it by node affinity on metadata.name.
+func placedOn(ps corev1.PodSpec, node string) bool {
+	if ps.NodeName != "" || ps.Affinity == nil || ps.Affinity.NodeAffinity == nil || ps.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ps.NodeName == node
+	}
+	for _, term := range ps.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, f := range term.MatchFields {
+			if f.Key == metav1.ObjectNameField && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 && f.Values[0] == node {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// claimFits plays the scheduler's allocation of a smoke pod's claim template: every request finds
+// its count of devices the node publishes, of its class's type and, when it has a selector, of
+// the profile the gate's selector names.
+func (d *nodeDouble) claimFits(ctx context.Context, ns string, pc corev1.PodResourceClaim) bool {
+	if pc.ResourceClaimTemplateName == nil {
+		return false
+	}
+	tmpl := &resourcev1.ResourceClaimTemplate{}
+	rs := &resourcev1.ResourceSlice{}
+	if d.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: *pc.ResourceClaimTemplateName}, tmpl) != nil ||
+		d.c.Get(ctx, client.ObjectKey{Name: d.node + "-" + render.DRADriver}, rs) != nil {
+		return false
+	}
+	for _, r := range tmpl.Spec.Spec.Devices.Requests {
+		if r.Exactly == nil {
+			return false
+		}
+		typ := map[string]string{render.DeviceClassGPU: "gpu", render.DeviceClassMIG: "mig"}[r.Exactly.DeviceClassName]
+		var have int64
+		for _, dev := range rs.Spec.Devices {
+			if strAttr(dev, "type") != typ {
+				continue
+			}
+			ok := true
+			for _, sel := range r.Exactly.Selectors {
+				ok = ok && sel.CEL != nil && sel.CEL.Expression == fmt.Sprintf("device.attributes['%s'].profile == '%s'", render.DRADriver, strAttr(dev, "profile"))
+			}
+			if ok {
+				have++
+			}
+		}
+		if have < r.Exactly.Count {
+			return false
+		}
+	}
+	return true
 }

@@ -18,9 +18,11 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"gpupool.dev/gpupool/internal/render"
 	"gpupool.dev/gpupool/internal/testbin"
 )
 
@@ -141,6 +143,9 @@ type killScenario struct {
 	to      string
 	double  func(*nodeDouble)
 	success bool
+	// dra makes the node one whose GPUs NVIDIA's DRA driver publishes (draGateDevices), its
+	// gate requested with the devices the driver must publish
+	dra bool
 }
 
 var killScenarios = []killScenario{
@@ -152,10 +157,43 @@ var killScenarios = []killScenario{
 	{to: "all-3g.40gb", double: func(d *nodeDouble) { d.wrongAlloc = map[string]bool{"all-3g.40gb": true} }},
 	// the smoke Job on the new slices fails: the gate restores
 	{to: "all-3g.40gb", double: func(d *nodeDouble) { d.smokeFail = map[string]bool{"all-3g.40gb": true} }},
+	// a DRA node: verified by its ResourceSlice, smoke-tested from a claim template
+	{to: "all-3g.40gb", success: true, dra: true},
+	// the DRA driver comes back with the wrong devices: the verify timeout restores
+	{to: "all-3g.40gb", dra: true, double: func(d *nodeDouble) { d.wrongAlloc = map[string]bool{"all-3g.40gb": true} }},
+}
+
+// draGateConfigs is what NVIDIA's DRA driver publishes on an 8-GPU H100 node under gateConfigs'
+// configs, and the expectation of each.
+func draGateConfigs(node string) (map[string][]resourcev1.Device, map[string]map[string]int64) {
+	devs := map[string][]resourcev1.Device{
+		"all-1g.10gb": draGPUs(node, slices.Repeat([][]string{slices.Repeat([]string{"1g.10gb"}, 7)}, 8)...),
+		"all-3g.40gb": draGPUs(node, slices.Repeat([][]string{slices.Repeat([]string{"3g.40gb"}, 2)}, 8)...),
+		"all-bad":     draGPUs(node, slices.Repeat([][]string{{"7g.80gb"}}, 8)...),
+	}
+	return devs, map[string]map[string]int64{"all-1g.10gb": {"mig-1g.10gb": 56}, "all-3g.40gb": {"mig-3g.40gb": 16}, "all-bad": {"mig-7g.80gb": 8}}
+}
+
+// makeDRANode turns a node newGPUNode made into one whose GPUs the DRA driver publishes: no
+// nvidia.com/ allocatable, the devices of its config in a ResourceSlice.
+func makeDRANode(t *testing.T, c client.Client, name string) {
+	t.Helper()
+	ctx := context.Background()
+	n := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+		t.Fatal(err)
+	}
+	setAllocatable(n, nil)
+	if err := c.Status().Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	devs, _ := draGateConfigs(name)
+	publishDevices(ctx, c, name, devs[n.Labels[LabelMIGConfig]])
 }
 
 // TestGateControllerProcessKilled is the gate's kill bar with real processes: rounds of 10 nodes
-// go through the gate (success, mig-manager failure, wrong allocatable, failed smoke Job) driven
+// go through the gate (success, mig-manager failure, wrong allocatable, failed smoke Job; on nodes
+// whose GPUs a DRA driver publishes, success and wrong devices) driven
 // by the `gpupool controller` binary, which is SIGKILLed while some node is at each state in turn
 // (requested, Draining, Applying, Verifying, SmokeTesting, Restoring, finished) and started
 // again. Each node's Reconfiguration must end closed with the outcome its label shows. After every
@@ -224,6 +262,10 @@ func TestGateControllerProcessKilled(t *testing.T) {
 			scen[i] = killScenarios[i%len(killScenarios)]
 			newGPUNode(t, c, nodes[i], "all-1g.10gb", ns)
 			d := &nodeDouble{c: c, node: nodes[i], configs: gateConfigs, every: time.Duration(100+rng.IntN(150)) * time.Millisecond}
+			if scen[i].dra {
+				makeDRANode(t, c, nodes[i])
+				d.draDevices, _ = draGateConfigs(nodes[i])
+			}
 			if scen[i].double != nil {
 				scen[i].double(d)
 			}
@@ -241,7 +283,14 @@ func TestGateControllerProcessKilled(t *testing.T) {
 		}
 		waitLeader()
 		for i, name := range nodes {
-			if err := (&MIGGate{C: c}).Request(ctx, name, scen[i].to, gateConfigs[scen[i].to]); err != nil {
+			var err error
+			if scen[i].dra {
+				_, expect := draGateConfigs(name)
+				err = (&MIGGate{C: c}).RequestDRA(ctx, name, scen[i].to, DeviceExpectation{Driver: render.DRADriver, Devices: expect[scen[i].to]})
+			} else {
+				err = (&MIGGate{C: c}).Request(ctx, name, scen[i].to, gateConfigs[scen[i].to])
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"gpupool.dev/gpupool/internal/render"
 )
 
 var nodeSeq int
@@ -194,8 +196,9 @@ func killRuns() int {
 }
 
 // TestGateKilledAtEveryStep stops the controller before and after every write the gate makes
-// (on the success path, the rollback path after mig-manager fails and the rollback path after the
-// smoke Job fails; the node, its Reconfiguration and the smoke Job), then starts a new controller
+// (on the success path, the rollback path after mig-manager fails, the rollback path after the
+// smoke Job fails and the success path on a node whose GPUs the DRA driver publishes; the node,
+// its Reconfiguration, the smoke Job and its claim template), then starts a new controller
 // that resumes. Between the two, and at the end, the node's label is the old or the new config; at
 // the end no node is cordoned, no gate step is left, the outcome is the one an uninterrupted gate
 // has, and the node's one Reconfiguration is closed with the outcome its label shows.
@@ -207,14 +210,21 @@ func TestGateKilledAtEveryStep(t *testing.T) {
 		smoke   map[string]bool // configs whose smoke Jobs fail
 		final   string
 		outcome string
+		dra     bool // a node whose GPUs the DRA driver publishes
 	}{
-		{"success", nil, nil, "all-3g.40gb", "success all-3g.40gb"},
-		{"rollback", map[string]bool{"all-3g.40gb": true}, nil, "all-1g.10gb", "rolled-back all-3g.40gb"},
-		{"smoke-rollback", nil, map[string]bool{"all-3g.40gb": true}, "all-1g.10gb", "rolled-back all-3g.40gb: smoke Job"},
+		{"success", nil, nil, "all-3g.40gb", "success all-3g.40gb", false},
+		{"rollback", map[string]bool{"all-3g.40gb": true}, nil, "all-1g.10gb", "rolled-back all-3g.40gb", false},
+		{"smoke-rollback", nil, map[string]bool{"all-3g.40gb": true}, "all-1g.10gb", "rolled-back all-3g.40gb: smoke Job", false},
+		{"dra-success", nil, nil, "all-3g.40gb", "success all-3g.40gb", true},
 	} {
 		t.Run(path.name, func(t *testing.T) {
 			double := func(node string) *nodeDouble {
-				return &nodeDouble{c: c, node: node, configs: gateConfigs, fail: path.fail, smokeFail: path.smoke}
+				d := &nodeDouble{c: c, node: node, configs: gateConfigs, fail: path.fail, smokeFail: path.smoke}
+				if path.dra {
+					makeDRANode(t, c, node)
+					d.draDevices, _ = draGateConfigs(node)
+				}
+				return d
 			}
 			// An uninterrupted run lists the kill points.
 			var points []string
@@ -228,7 +238,7 @@ func TestGateKilledAtEveryStep(t *testing.T) {
 					points = append(points, p)
 				}
 			}
-			if err := g.Request(context.Background(), node, "all-3g.40gb", gateConfigs["all-3g.40gb"]); err != nil {
+			if err := requestAllThree(g, node, path.dra); err != nil {
 				t.Fatal(err)
 			}
 			if err := runGate(t, g, node); err != nil {
@@ -253,9 +263,10 @@ func killAndResume(t *testing.T, c client.Client, double func(string) *nodeDoubl
 	ns := newNamespace(t, c, "kill")
 	node := nextNode("kill")
 	newGPUNode(t, c, node, "all-1g.10gb", ns)
-	startDouble(t, double(node))
+	d := double(node)
+	startDouble(t, d)
 	g := smokeGate(c, ns)
-	if err := g.Request(ctx, node, "all-3g.40gb", gateConfigs["all-3g.40gb"]); err != nil {
+	if err := requestAllThree(g, node, d.draDevices != nil); err != nil {
 		t.Fatal(err)
 	}
 	killed, err := runKilledAt(ctx, g, node, kill)
@@ -285,6 +296,15 @@ func killAndResume(t *testing.T, c client.Client, double func(string) *nodeDoubl
 // runKilledAt runs g on node as a controller killed at hook point kill would: the run's context
 // is cancelled when the gate reaches that point. It returns whether the point was reached and
 // Run's error.
+// requestAllThree requests all-3g.40gb on node, with the DRA driver's devices when dra.
+func requestAllThree(g *MIGGate, node string, dra bool) error {
+	if dra {
+		_, expect := draGateConfigs(node)
+		return g.RequestDRA(context.Background(), node, "all-3g.40gb", DeviceExpectation{Driver: render.DRADriver, Devices: expect["all-3g.40gb"]})
+	}
+	return g.Request(context.Background(), node, "all-3g.40gb", gateConfigs["all-3g.40gb"])
+}
+
 func runKilledAt(ctx context.Context, g *MIGGate, node, kill string) (bool, error) {
 	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

@@ -156,7 +156,7 @@ func (g *GrantAdmission) poolNodes(ctx context.Context, pools map[string]bool) (
 }
 
 // publishedDevices counts, per node, the devices NVIDIA's DRA driver publishes in ResourceSlices,
-// by draDeviceKey ("gpu", "mig-<profile>").
+// by render.DRADeviceKey ("gpu", "mig-<profile>").
 func (g *GrantAdmission) publishedDevices(ctx context.Context) (map[string]map[string]int, error) {
 	var l resourcev1.ResourceSliceList
 	if err := g.C.List(ctx, &l); err != nil {
@@ -173,14 +173,11 @@ func (g *GrantAdmission) publishedDevices(ctx context.Context) (map[string]map[s
 			if typ == nil {
 				continue
 			}
-			key := *typ
-			if key == "mig" {
-				prof := d.Attributes["profile"].StringValue
-				if prof == nil {
-					continue
-				}
-				key = "mig-" + *prof
+			prof := d.Attributes["profile"].StringValue
+			if *typ == "mig" && prof == nil {
+				continue
 			}
+			key := render.DRADeviceKey(*typ, strAttr(d, "profile"))
 			if out[node] == nil {
 				out[node] = map[string]int{}
 			}

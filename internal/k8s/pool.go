@@ -126,7 +126,12 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	} else if err != nil {
 		return reconcile.Result{}, r.setPoolStatus(ctx, gp, pl, metav1.ConditionFalse, "RenderFailed", err.Error(), "", "")
 	}
-	alloc, err := render.Allocatable(pl, in.pool)
+	// what each node's gate verifies: the device plugin's allocatable, or the DRA driver's devices
+	expect := render.Allocatable
+	if in.pool.Policy.DeviceAPI() == v1.DeviceAPIDRA {
+		expect = render.DRADevices
+	}
+	alloc, err := expect(pl, in.pool)
 	if err != nil {
 		return reconcile.Result{}, r.setPoolStatus(ctx, gp, pl, metav1.ConditionFalse, "RenderFailed", err.Error(), "", "")
 	}
@@ -413,7 +418,7 @@ func (r *PoolReconciler) apply(ctx context.Context, in *poolInputs, arts []rende
 			continue
 		}
 		st.applied[objRef{Kind: "Node", Name: node}] = true
-		done, e := r.requestMIG(ctx, node, want[LabelMIGConfig], alloc[node], budget)
+		done, e := r.requestMIG(ctx, node, want[LabelMIGConfig], alloc[node], dra, budget)
 		if e != nil {
 			errs = append(errs, e)
 		}
@@ -484,8 +489,10 @@ func gateBusy(n *corev1.Node) bool {
 }
 
 // requestMIG asks the gate for node's MIG config when it differs and the pool's budget allows;
-// done says the node is at it with no gate in progress.
-func (r *PoolReconciler) requestMIG(ctx context.Context, node, cfg string, expect map[string]int64, budget *gateBudget) (done bool, err error) {
+// done says the node is at it with no gate in progress. expect is the node's allocatable after
+// (render.Allocatable), or on a pool of the DRA path (dra) the devices the DRA driver publishes
+// after (render.DRADevices).
+func (r *PoolReconciler) requestMIG(ctx context.Context, node, cfg string, expect map[string]int64, dra bool, budget *gateBudget) (done bool, err error) {
 	n := &corev1.Node{}
 	if err := r.C.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
 		return false, fmt.Errorf("node %s: %w", node, err)
@@ -520,7 +527,13 @@ func (r *PoolReconciler) requestMIG(ctx context.Context, node, cfg string, expec
 			return false, nil
 		}
 	}
-	if err := r.Gate.Request(ctx, node, cfg, expect); err != nil {
+	request := func() error { return r.Gate.Request(ctx, node, cfg, expect) }
+	if dra {
+		request = func() error {
+			return r.Gate.RequestDRA(ctx, node, cfg, DeviceExpectation{Driver: render.DRADriver, Devices: expect})
+		}
+	}
+	if err := request(); err != nil {
 		return false, err
 	}
 	if budget != nil {

@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/yaml"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/render"
@@ -290,4 +292,65 @@ func deletePoolAtEnd(t *testing.T, c client.Client, gp *GPUPool) {
 			t.Errorf("drop the finalizer of GPUPool %s: %v", gp.Name, err)
 		}
 	})
+}
+
+// TestPoolDRARequestsDeviceGate: a MIG plan on a pool of the DRA path asks the gate to verify the
+// devices NVIDIA's DRA driver will publish, not the node's allocatable: the node's request
+// carries a DeviceExpectation of driver gpu.nvidia.com whose MIG devices are those the pool's
+// mig-parted config gives the node's one H100 under the requested config, and no allocatable
+// expectation.
+func TestPoolDRARequestsDeviceGate(t *testing.T) {
+	c := needAPI(t)
+	ctx := context.Background()
+	poolName := "pool-" + strconv.Itoa(int(nsSeq.Add(1)))
+	node := nextNode("dra-mig")
+	newDRANode(t, c, node, poolName)
+	ns := newNamespace(t, c, "tenants")
+	for _, tn := range exampleTenants(t) {
+		it := &InferenceTenant{ObjectMeta: metav1.ObjectMeta{Name: tn.Name, Namespace: ns}, Spec: InferenceTenantSpec{Pool: poolName, Tenant: tn}}
+		if err := c.Create(ctx, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deletePoolAtEnd(t, c, createPool(t, c, poolName, v1.Policy{AllowedModes: []v1.Mode{v1.ModeMIG}, BurstPoolPercent: ptrTo(0), KubernetesDeviceAPI: v1.DeviceAPIDRA}))
+	opNS := newNamespace(t, c, "gpu-operator")
+	r := &PoolReconciler{C: c, OperatorNamespace: opNS, Gate: &MIGGate{C: c}}
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: poolName}}); err != nil {
+		t.Fatal(err)
+	}
+	n := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		t.Fatal(err)
+	}
+	target := n.Annotations[AnnotGateTarget]
+	if target == "" || target == "all-disabled" {
+		t.Fatalf("no MIG config requested (annotations %v)", n.Annotations)
+	}
+	if _, ok := n.Annotations[AnnotGateExpect]; ok {
+		t.Errorf("a DRA node's request carries an allocatable expectation %s", n.Annotations[AnnotGateExpect])
+	}
+	exp, err := deviceExpectation(n)
+	if err != nil || exp == nil {
+		t.Fatalf("device expectation %+v: %v", exp, err)
+	}
+	var mp corev1.ConfigMap
+	if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: "gpupool-mig-parted-config"}, &mp); err != nil {
+		t.Fatal(err)
+	}
+	var f migPartedFile
+	if err := yaml.Unmarshal([]byte(mp.Data[MigConfigKey]), &f); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{}
+	for _, e := range f.MigConfigs[target] {
+		if !e.MigEnabled {
+			want["gpu"]++
+		}
+		for p, k := range e.MigDevices {
+			want["mig-"+p] += int64(k)
+		}
+	}
+	if exp.Driver != render.DRADriver || len(want) == 0 || !maps.Equal(exp.Devices, want) {
+		t.Errorf("expectation %+v, want driver %s and the devices of config %s: %v", exp, render.DRADriver, target, want)
+	}
 }

@@ -309,15 +309,15 @@ func TestPoolBudget(t *testing.T) {
 		return n.Annotations[AnnotGateTarget] == "all-3g.40gb"
 	}
 	b := &gateBudget{gpus: map[string]int{node: 8}, free: 8, cooldown: time.Hour}
-	if _, err := r.requestMIG(ctx, node, "all-3g.40gb", gateConfigs["all-3g.40gb"], b); err != nil || requested() {
+	if _, err := r.requestMIG(ctx, node, "all-3g.40gb", gateConfigs["all-3g.40gb"], false, b); err != nil || requested() {
 		t.Fatalf("30 min after the last gate with a 1 h cooldown: requested %v, err %v", requested(), err)
 	}
 	b = &gateBudget{gpus: map[string]int{node: 8, "other": 8}, free: 0, busy: true}
-	if _, err := r.requestMIG(ctx, node, "all-3g.40gb", gateConfigs["all-3g.40gb"], b); err != nil || requested() {
+	if _, err := r.requestMIG(ctx, node, "all-3g.40gb", gateConfigs["all-3g.40gb"], false, b); err != nil || requested() {
 		t.Fatalf("no GPUs left in the budget: requested %v, err %v", requested(), err)
 	}
 	b = &gateBudget{gpus: map[string]int{node: 8}, free: 1, cooldown: 20 * time.Minute}
-	if _, err := r.requestMIG(ctx, node, "all-3g.40gb", gateConfigs["all-3g.40gb"], b); err != nil || !requested() {
+	if _, err := r.requestMIG(ctx, node, "all-3g.40gb", gateConfigs["all-3g.40gb"], false, b); err != nil || !requested() {
 		t.Fatalf("cooldown passed, nothing else in a gate (a node larger than the budget goes alone): requested %v, err %v", requested(), err)
 	}
 	if b.free != -7 || !b.busy {

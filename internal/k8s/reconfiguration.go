@@ -218,6 +218,9 @@ func stepMessage(s GateStep, n *corev1.Node) string {
 	case StepApplying:
 		return fmt.Sprintf("%s=%s; waiting for mig-manager", LabelMIGConfig, n.Labels[LabelMIGConfig])
 	case StepVerifying:
+		if _, dra := a[AnnotGateExpectDevices]; dra {
+			return "mig-manager reported success; waiting for the devices the DRA driver publishes to equal the plan"
+		}
 		return "mig-manager reported success; waiting for allocatable to equal the plan"
 	case StepSmoke:
 		return "smoke Jobs on " + strings.Join(decodeScope(a[AnnotGateScope]).Smoke, ", ")

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -31,6 +32,14 @@ type SmokeTest struct {
 // LabelReconfiguration on a smoke Job names its Reconfiguration.
 const LabelReconfiguration = "gpupool.dev/reconfiguration"
 
+// errSmokeRefused marks a smoke Job's object the API server refused: no retry would help.
+var errSmokeRefused = errors.New("refused")
+
+// refused says the API server will not take the object as it is (or not in that namespace).
+func refused(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
+}
+
 // smokeJobName is the Job of one resource kind in one gate.
 func smokeJobName(record, res string) string {
 	kind := strings.NewReplacer("nvidia.com/", "", "/", "-", ".", "-", "+", "-", "_", "-").Replace(res)
@@ -43,19 +52,30 @@ func (g *MIGGate) smoke(ctx context.Context, n *corev1.Node) error {
 	record := n.Annotations[AnnotGateRecord]
 	kinds := decodeScope(n.Annotations[AnnotGateScope]).Smoke
 	timeout := orDefault(g.Smoke.Timeout, 5*time.Minute)
+	exp, err := deviceExpectation(n)
+	if err != nil {
+		return err
+	}
 	var waiting []string
 	for _, res := range kinds {
 		name := smokeJobName(record, res)
 		j := &batchv1.Job{}
 		err := g.C.Get(ctx, client.ObjectKey{Namespace: g.Smoke.Namespace, Name: name}, j)
 		if apierrors.IsNotFound(err) {
-			j, err = g.smokeJob(ctx, n, record, name, res)
+			if exp != nil {
+				j, err = g.draSmokeJob(ctx, n, exp, record, name, res)
+			} else {
+				j, err = g.smokeJob(ctx, n, record, name, res)
+			}
 			if err != nil {
+				if errors.Is(err, errSmokeRefused) {
+					return g.rollback(ctx, n, fmt.Sprintf("could not create smoke Job %s/%s for %s: %v", g.Smoke.Namespace, name, res, err))
+				}
 				return err
 			}
 			g.hook("before:smoke-job")
 			if err := g.C.Create(ctx, j); err != nil && !apierrors.IsAlreadyExists(err) {
-				if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+				if refused(err) {
 					// no retry would help: the node must not wait cordoned for a test that cannot run
 					return g.rollback(ctx, n, fmt.Sprintf("could not create smoke Job %s/%s for %s: %v", g.Smoke.Namespace, name, res, err))
 				}
@@ -106,39 +126,49 @@ func (g *MIGGate) smokeJob(ctx context.Context, n *corev1.Node, record, name, re
 	if err := g.C.Get(ctx, client.ObjectKey{Name: record}, r); err != nil {
 		return nil, fmt.Errorf("gate node %s: reconfiguration %s: %w", n.Name, record, err)
 	}
+	pod := g.smokePod(n, record)
+	pod.Spec.NodeName = n.Name
+	pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceName(res): *resource.NewQuantity(free, resource.DecimalSI)}}
+	return g.smokeJobOf(r, name, n.Name, pod), nil
+}
+
+// smokePod is the smoke Job's pod template, less its node and its devices: it never restarts,
+// tolerates the gate's cordon and NVIDIA's GPU taint, and meets the restricted Pod Security level.
+func (g *MIGGate) smokePod(n *corev1.Node, record string) corev1.PodTemplateSpec {
 	cmd := g.Smoke.Command
 	if len(cmd) == 0 {
 		cmd = []string{"nvidia-smi", "-L"}
 	}
-	q := *resource.NewQuantity(free, resource.DecimalSI)
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{LabelNode: n.Name, LabelReconfiguration: record}},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Tolerations: []corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+				{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}},
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptrTo(true), RunAsUser: ptrTo(int64(65534)),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{
+				Name: "smoke", Image: g.Smoke.Image, Command: cmd,
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptrTo(false),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+			}},
+		},
+	}
+}
+
+// smokeJobOf is the smoke Job running pod, owned by the Reconfiguration r.
+func (g *MIGGate) smokeJobOf(r *Reconfiguration, name, node string, pod corev1.PodTemplateSpec) *batchv1.Job {
 	deadline := int64(orDefault(g.Smoke.Timeout, 5*time.Minute) / time.Second)
-	labels := map[string]string{LabelNode: n.Name, LabelReconfiguration: record}
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.Smoke.Namespace, Labels: labels,
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.Smoke.Namespace, Labels: map[string]string{LabelNode: node, LabelReconfiguration: r.Name},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: GroupVersion.String(), Kind: "Reconfiguration", Name: r.Name, UID: r.UID}}},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:            ptrTo(int32(0)),
 			ActiveDeadlineSeconds:   &deadline,
 			TTLSecondsAfterFinished: ptrTo(int32(3600)),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					NodeName:      n.Name,
-					RestartPolicy: corev1.RestartPolicyNever,
-					Tolerations: []corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-						{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}},
-					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptrTo(true), RunAsUser: ptrTo(int64(65534)),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-					Containers: []corev1.Container{{
-						Name: "smoke", Image: g.Smoke.Image, Command: cmd,
-						Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceName(res): q}},
-						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptrTo(false),
-							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-					}},
-				},
-			},
+			Template:                pod,
 		},
-	}, nil
+	}
 }
 
 // freeInstances is the node's allocatable res less what its running pods (other than smoke

@@ -223,6 +223,12 @@ func (g *MIGGate) planSurge(ctx context.Context, n *corev1.Node, pods []corev1.P
 		for k, v := range free {
 			trial[k] = maps.Clone(v)
 		}
+		if slices.ContainsFunc(byDep[d], func(p *corev1.Pod) bool { return len(p.Spec.ResourceClaims) > 0 }) {
+			// Devices held through ResourceClaims are not counted as free elsewhere: a replacement
+			// could wait the whole SurgeTimeout for a device no node has.
+			plan.Skipped = append(plan.Skipped, d+" (its pods take their devices through ResourceClaims, whose room elsewhere is not known)")
+			continue
+		}
 		placed := 0
 		for _, p := range byDep[d] {
 			need := podNVIDIA(p)

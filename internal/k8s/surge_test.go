@@ -343,3 +343,37 @@ func TestGateSurgeKilledAtEveryStep(t *testing.T) {
 		}
 	}
 }
+
+// TestSurgeSkipsClaimPods: the Deployment that the gate raises when its pods ask for nvidia.com/
+// devices (there is room for them elsewhere) is not raised when its pods take their devices
+// through ResourceClaims (a DRA node), whose room elsewhere the gate does not count; the plan says
+// why.
+func TestSurgeSkipsClaimPods(t *testing.T) {
+	c := needAPI(t)
+	ctx := context.Background()
+	node, dep, _, _ := surgeScene(t, c, 4, false, false, false)
+	n := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		t.Fatal(err)
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(dep.Namespace)); err != nil || len(pods.Items) != 2 {
+		t.Fatalf("%d pods: %v", len(pods.Items), err)
+	}
+	d := dep.Namespace + "/" + dep.Name
+	g := fastGate(c)
+	plan, err := g.planSurge(ctx, n, pods.Items)
+	if err != nil || plan.Deployments[d].To != 4 {
+		t.Fatalf("pods asking for nvidia.com/ devices: plan %+v (%v), want %s raised to 4", plan, err, d)
+	}
+	claim := "gpu"
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim}}
+		p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}
+	}
+	plan, err = g.planSurge(ctx, n, pods.Items)
+	if err != nil || len(plan.Deployments) != 0 || len(plan.Skipped) != 1 || !strings.Contains(plan.Skipped[0], "ResourceClaims") {
+		t.Errorf("pods with claims: plan %+v (%v), want %s skipped for its claims", plan, err, d)
+	}
+}

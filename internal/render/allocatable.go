@@ -15,10 +15,8 @@ func Allocatable(plan *v1.Plan, pool *v1.Pool) (map[string]map[string]int64, err
 	out := map[string]map[string]int64{}
 	for _, n := range m.nodes {
 		res := map[string]int64{}
-		for _, g := range n.gpus {
-			for _, d := range g.devices {
-				res[d.baseResource()]++
-			}
+		for _, d := range n.devices() {
+			res[d.baseResource()]++
 		}
 		if sh := m.devicePluginConfig(n).Sharing; sh != nil {
 			for _, rr := range []*ReplicatedResources{sh.TimeSlicing, sh.MPS} {
@@ -39,4 +37,49 @@ func Allocatable(plan *v1.Plan, pool *v1.Pool) (map[string]map[string]int64, err
 		out[n.name] = res
 	}
 	return out, nil
+}
+
+// DRADevices returns, per node of the plan, the devices NVIDIA's DRA driver (DRADriver) publishes
+// in the node's ResourceSlices once the node runs the plan's MIG layout, counted by DRADeviceKey:
+// with static MIG (the driver's default) a GPU whose MIG mode is off is one device of type gpu,
+// and a MIG-enabled GPU publishes its MIG instances only, each of type mig with its profile. Sharing
+// (time-slicing, MPS) is a claim's config, not more devices, so a shared device counts once. A
+// node's MIG gate on a pool of the DRA path compares the node's ResourceSlices with this after
+// mig-manager is done.
+func DRADevices(plan *v1.Plan, pool *v1.Pool) (map[string]map[string]int64, error) {
+	m, err := build(plan, pool)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]int64{}
+	for _, n := range m.nodes {
+		res := map[string]int64{}
+		for _, d := range n.devices() {
+			if d.instance != nil {
+				res[DRADeviceKey("mig", d.instance.Profile)]++
+			} else {
+				res[DRADeviceKey("gpu", "")]++
+			}
+		}
+		out[n.name] = res
+	}
+	return out, nil
+}
+
+// DRADeviceKey names a device the DRA driver publishes by its attributes type and profile: "gpu"
+// for a whole GPU, "mig-<profile>" for a MIG device, and the type itself for any other type.
+func DRADeviceKey(typ, profile string) string {
+	if typ == "mig" {
+		return "mig-" + profile
+	}
+	return typ
+}
+
+// devices lists the node's devices in GPU, instance order.
+func (n *node) devices() []*device {
+	var out []*device
+	for _, g := range n.gpus {
+		out = append(out, g.devices...)
+	}
+	return out
 }

@@ -18,7 +18,8 @@
 //	pool-map.svg                 every GPU as a row of its memory, replicas coloured by tenant
 //
 // Allocatable says, per node, which nvidia.com/ resources the device plugin advertises under the
-// plan (the MIG gate's expectation).
+// plan (the MIG gate's expectation); DRADevices says which devices NVIDIA's DRA driver publishes
+// (the expectation on a pool of the DRA path).
 //
 // # DRA
 //
