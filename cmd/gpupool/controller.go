@@ -33,7 +33,8 @@ func newControllerCmd(e *env) *cobra.Command {
 			"in --namespace it drives every node whose gpupool.dev/gate-target annotation differs from its\n" +
 			"nvidia.com/mig.config label through the gate: cordon, evict through the Eviction API the node's GPU\n" +
 			"pods that may hold a GPU whose MIG devices change, set the label, wait for\n" +
-			"nvidia.com/mig.config.state=success, verify allocatable, run a smoke Job per new resource kind\n" +
+			"nvidia.com/mig.config.state=success, verify allocatable (on DRA pools: the\n" +
+			"devices NVIDIA's DRA driver publishes in ResourceSlices), run a smoke Job per new resource kind\n" +
 			"(--smoke-image), uncordon; on failure or timeout it restores the previous label. Progress lives in\n" +
 			"node annotations, so a restarted or new replica resumes each gate; each gate is recorded in a\n" +
 			"Reconfiguration object (kubectl get reconfigurations).\n\n" +
@@ -115,7 +116,7 @@ func newControllerCmd(e *env) *cobra.Command {
 	f.BoolVar(&installCRDs, "install-crds", false, "create or update the gpupool.dev/v1 CRDs first")
 	f.DurationVar(&drainTimeout, "drain-timeout", 10*time.Minute, "give up evicting a node's GPU pods after this long (the label is left unchanged)")
 	f.DurationVar(&applyTimeout, "apply-timeout", 15*time.Minute, "restore the previous label when mig-manager has not reported success after this long")
-	f.DurationVar(&verifyTimeout, "verify-timeout", 5*time.Minute, "restore the previous label when allocatable does not match after this long")
+	f.DurationVar(&verifyTimeout, "verify-timeout", 5*time.Minute, "restore the previous label when allocatable (on DRA pools: the published devices) does not match after this long")
 	f.Float32Var(&qps, "kube-api-qps", 50, "requests per second to the API server (client-side limit)")
 	f.IntVar(&burst, "kube-api-burst", 100, "burst of requests to the API server above --kube-api-qps")
 	f.StringVar(&operatorNamespace, "operator-namespace", "gpu-operator", "the GPU Operator's namespace, where the mig-parted and device-plugin ConfigMaps are applied; empty turns planning off (the gate alone runs)")

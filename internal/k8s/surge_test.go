@@ -231,7 +231,7 @@ func TestGateStartsReplacementsFirst(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			node, dep, dd, cfgs := surgeScene(t, c, tc.room, tc.pdb, tc.neverReady, tc.pinned)
 			g := fastGate(c)
-			g.SurgeTimeout, g.DrainTimeout = 8*time.Second, 20*time.Second
+			g.SurgeTimeout, g.DrainTimeout = 30*time.Second, 60*time.Second // generous: a loaded machine makes the replacements slow to be Ready
 			if tc.neverReady {
 				g.SurgeTimeout = time.Second
 			}
@@ -293,7 +293,7 @@ func TestGateSurgeKilledAtEveryStep(t *testing.T) {
 	ctx := context.Background()
 	gate := func() *MIGGate {
 		g := fastGate(c)
-		g.SurgeTimeout, g.DrainTimeout = 8*time.Second, 20*time.Second
+		g.SurgeTimeout, g.DrainTimeout = 30*time.Second, 60*time.Second // generous: a loaded machine makes the replacements slow to be Ready
 		return g
 	}
 	var points []string
