@@ -46,6 +46,20 @@ type draSplit struct {
 	expect  map[string]map[string]int64
 }
 
+// configMap creates the split's mig-parted file as ConfigMap ns/name, as the gate reads it.
+func (s draSplit) configMap(t *testing.T, c client.Client, ns, name string) *corev1.ConfigMap {
+	t.Helper()
+	data, err := migparted.Encode(s.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string]string{MigConfigKey: string(data)}}
+	if err := c.Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
+
 func newDRASplit(t *testing.T, node string) draSplit {
 	f := h100Filter(t)
 	layouts := map[string][][]string{
@@ -212,14 +226,7 @@ func TestGateDRADrainsPodsOnChangedGPUs(t *testing.T) {
 			ns := newNamespace(t, c, "drascope")
 			node := nextNode("drascope")
 			s := newDRASplit(t, node)
-			data, err := migparted.Encode(s.file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mig-parted", Namespace: ns}, Data: map[string]string{MigConfigKey: string(data)}}
-			if err := c.Create(ctx, cm); err != nil {
-				t.Fatal(err)
-			}
+			cm := s.configMap(t, c, ns, "mig-parted")
 			newDRAGateNode(t, c, node, "split-a", s.devices["split-a"])
 			gpu0, gpu1 := render.DRADriver+"/gpu-0-mig-3g40gb-0-0", render.DRADriver+"/gpu-1-mig-1g10gb-2-2"
 			claimPod(t, c, ns, node, "keep", false, false, gpu0)
@@ -295,14 +302,7 @@ func TestGateDRAResumesWithItsScope(t *testing.T) {
 	ns := newNamespace(t, c, "draresume")
 	node := nextNode("draresume")
 	s := newDRASplit(t, node)
-	data, err := migparted.Encode(s.file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mig-parted-" + node, Namespace: "gpu-operator"}, Data: map[string]string{MigConfigKey: string(data)}}
-	if err := c.Create(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
+	cm := s.configMap(t, c, "gpu-operator", "mig-parted-"+node)
 	newDRAGateNode(t, c, node, "split-a", s.devices["split-a"])
 	claimPod(t, c, ns, node, "keep", false, false, render.DRADriver+"/gpu-0-mig-3g40gb-0-0")
 	claimPod(t, c, ns, node, "small", false, false, render.DRADriver+"/gpu-1-mig-1g10gb-2-2")
@@ -376,7 +376,7 @@ func TestPlanDRADrainScope(t *testing.T) {
 	}
 	three := devs("n", rep("3g.40gb", 2), rep("1g.10gb", 7), rep("3g.40gb", 2))
 	oldCfg := named("a", filtered(mig([]int{0, 2}, map[string]int{"3g.40gb": 2}), f), filtered(mig([]int{1}, map[string]int{"1g.10gb": 7}), f))
-	cases := []struct {
+	type scopeCase struct {
 		name     string
 		old, new *migparted.NamedConfig
 		devs     []driverDevice
@@ -384,7 +384,8 @@ func TestPlanDRADrainScope(t *testing.T) {
 		keep     []string
 		smoke    []string
 		why      string
-	}{
+	}
+	cases := []scopeCase{
 		{
 			name: "GPU 1 changes: GPUs 0 and 2 keep their devices",
 			old:  oldCfg, new: named("b", filtered(mig([]int{0, 2}, map[string]int{"3g.40gb": 2}), f), filtered(mig([]int{1}, map[string]int{"2g.20gb": 3}), f)),
@@ -428,27 +429,11 @@ func TestPlanDRADrainScope(t *testing.T) {
 	for i := range unknown {
 		unknown[i].Product = "NVIDIA Mystery"
 	}
-	cases = append(cases, struct {
-		name     string
-		old, new *migparted.NamedConfig
-		devs     []driverDevice
-		after    map[string]int64
-		keep     []string
-		smoke    []string
-		why      string
-	}{name: "an unknown board under filtered entries keeps nothing", old: oldCfg, new: cases[0].new, devs: unknown,
+	cases = append(cases, scopeCase{name: "an unknown board under filtered entries keeps nothing", old: oldCfg, new: cases[0].new, devs: unknown,
 		after: cases[0].after, smoke: []string{"mig-2g.20gb", "mig-3g.40gb"}, why: "0 of 3 GPUs"})
 	orphan := slices.Clone(three)
 	orphan[0].GPU = ""
-	cases = append(cases, struct {
-		name     string
-		old, new *migparted.NamedConfig
-		devs     []driverDevice
-		after    map[string]int64
-		keep     []string
-		smoke    []string
-		why      string
-	}{name: "a device without parentUUID is not kept", old: oldCfg, new: cases[0].new, devs: orphan,
+	cases = append(cases, scopeCase{name: "a device without parentUUID is not kept", old: oldCfg, new: cases[0].new, devs: orphan,
 		after: cases[0].after, keep: slices.DeleteFunc(refs(three, 0, 2), func(r string) bool { return r == orphan[0].ref() }),
 		smoke: []string{"mig-2g.20gb", "mig-3g.40gb"}, why: "1 devices name no GPU uuid"})
 	for _, tc := range cases {
@@ -487,14 +472,7 @@ func TestGateDRASmokeJobSchedules(t *testing.T) {
 	ns := newNamespace(t, c, "drasmoke")
 	node := nextNode("drasmoke")
 	s := newDRASplit(t, node)
-	data, err := migparted.Encode(s.file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mig-parted", Namespace: ns}, Data: map[string]string{MigConfigKey: string(data)}}
-	if err := c.Create(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
+	cm := s.configMap(t, c, ns, "mig-parted")
 	newSchedulableNode(t, c, node, 110, 0)
 	n := &corev1.Node{}
 	if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
@@ -519,7 +497,7 @@ func TestGateDRASmokeJobSchedules(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- g.Run(gctx, node) }()
 	var jobs batchv1.JobList
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		return c.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{LabelNode: node}) == nil && len(jobs.Items) == 2, nil
 	})
 	if err != nil {
