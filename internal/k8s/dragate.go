@@ -61,21 +61,35 @@ func nodeDriverDevices(ctx context.Context, c client.Client, node, driver string
 	if err := c.List(ctx, &l, client.MatchingFields{"spec.nodeName": node}); err != nil {
 		return nil, "", fmt.Errorf("gate node %s: list ResourceSlices: %w", node, err)
 	}
-	newest := map[string]int64{}
-	for _, rs := range l.Items {
-		if rs.Spec.Driver == driver && rs.Spec.NodeName != nil && *rs.Spec.NodeName == node {
-			newest[rs.Spec.Pool.Name] = max(newest[rs.Spec.Pool.Name], rs.Spec.Pool.Generation)
+	byNode, partial := driverDevices(l.Items, driver)
+	return byNode[node], strings.Join(partial[node], ", "), nil
+}
+
+// driverDevices lists, per node, the devices driver publishes in rss, from each of the node's
+// pools' newest generation; partial names, per node, the pools whose newest generation has fewer
+// slices than it announces. A device without a type attribute is left out.
+func driverDevices(rss []resourcev1.ResourceSlice, driver string) (byNode map[string][]driverDevice, partial map[string][]string) {
+	type poolKey struct{ node, pool string }
+	newest := map[poolKey]int64{}
+	for _, rs := range rss {
+		if rs.Spec.Driver == driver && rs.Spec.NodeName != nil {
+			k := poolKey{*rs.Spec.NodeName, rs.Spec.Pool.Name}
+			newest[k] = max(newest[k], rs.Spec.Pool.Generation)
 		}
 	}
-	seen := map[string]int64{}
-	want := map[string]int64{}
-	for _, rs := range l.Items {
-		p := rs.Spec.Pool
-		if rs.Spec.Driver != driver || rs.Spec.NodeName == nil || *rs.Spec.NodeName != node || p.Generation != newest[p.Name] {
+	seen, want := map[poolKey]int64{}, map[poolKey]int64{}
+	byNode = map[string][]driverDevice{}
+	for _, rs := range rss {
+		if rs.Spec.Driver != driver || rs.Spec.NodeName == nil {
 			continue
 		}
-		seen[p.Name]++
-		want[p.Name] = p.ResourceSliceCount
+		p := rs.Spec.Pool
+		k := poolKey{*rs.Spec.NodeName, p.Name}
+		if p.Generation != newest[k] {
+			continue
+		}
+		seen[k]++
+		want[k] = p.ResourceSliceCount
 		for _, d := range rs.Spec.Devices {
 			typ := strAttr(d, "type")
 			if typ == "" {
@@ -85,16 +99,18 @@ func nodeDriverDevices(ctx context.Context, c client.Client, node, driver string
 			if typ == "mig" {
 				dd.MIG, dd.Profile, dd.GPU = true, strAttr(d, "profile"), strAttr(d, "parentUUID")
 			}
-			devs = append(devs, dd)
+			byNode[k.node] = append(byNode[k.node], dd)
 		}
 	}
-	var partial []string
-	for _, p := range slices.Sorted(maps.Keys(seen)) {
-		if seen[p] < want[p] {
-			partial = append(partial, fmt.Sprintf("pool %s has %d of %d ResourceSlices of generation %d", p, seen[p], want[p], newest[p]))
+	partial = map[string][]string{}
+	for _, k := range slices.SortedFunc(maps.Keys(seen), func(a, b poolKey) int {
+		return strings.Compare(a.node+"\x00"+a.pool, b.node+"\x00"+b.pool)
+	}) {
+		if seen[k] < want[k] {
+			partial[k.node] = append(partial[k.node], fmt.Sprintf("pool %s has %d of %d ResourceSlices of generation %d", k.pool, seen[k], want[k], newest[k]))
 		}
 	}
-	return devs, strings.Join(partial, ", "), nil
+	return byNode, partial
 }
 
 // devicesMismatch says how the devices the DRA driver publishes on n differ from the expectation:

@@ -155,33 +155,24 @@ func (g *GrantAdmission) poolNodes(ctx context.Context, pools map[string]bool) (
 	return out, nil
 }
 
-// publishedDevices counts, per node, the devices NVIDIA's DRA driver publishes in ResourceSlices,
-// by render.DRADeviceKey ("gpu", "mig-<profile>").
+// publishedDevices counts, per node, the devices NVIDIA's DRA driver publishes in ResourceSlices
+// (each pool's newest generation), by render.DRADeviceKey ("gpu", "mig-<profile>").
 func (g *GrantAdmission) publishedDevices(ctx context.Context) (map[string]map[string]int, error) {
 	var l resourcev1.ResourceSliceList
 	if err := g.C.List(ctx, &l); err != nil {
 		return nil, fmt.Errorf("admission: list ResourceSlices: %w", err)
 	}
+	byNode, _ := driverDevices(l.Items, render.DRADriver)
 	out := map[string]map[string]int{}
-	for _, rs := range l.Items {
-		if rs.Spec.Driver != render.DRADriver || rs.Spec.NodeName == nil {
-			continue
-		}
-		node := *rs.Spec.NodeName
-		for _, d := range rs.Spec.Devices {
-			typ := d.Attributes["type"].StringValue
-			if typ == nil {
+	for node, devs := range byNode {
+		for _, d := range devs {
+			if d.MIG && d.Profile == "" {
 				continue
 			}
-			prof := d.Attributes["profile"].StringValue
-			if *typ == "mig" && prof == nil {
-				continue
-			}
-			key := render.DRADeviceKey(*typ, strAttr(d, "profile"))
 			if out[node] == nil {
 				out[node] = map[string]int{}
 			}
-			out[node][key]++
+			out[node][d.Key]++
 		}
 	}
 	return out, nil

@@ -12,12 +12,9 @@ func Allocatable(plan *v1.Plan, pool *v1.Pool) (map[string]map[string]int64, err
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]map[string]int64{}
+	out := countDevices(m, (*device).baseResource)
 	for _, n := range m.nodes {
-		res := map[string]int64{}
-		for _, d := range n.devices() {
-			res[d.baseResource()]++
-		}
+		res := out[n.name]
 		if sh := m.devicePluginConfig(n).Sharing; sh != nil {
 			for _, rr := range []*ReplicatedResources{sh.TimeSlicing, sh.MPS} {
 				if rr == nil {
@@ -34,7 +31,6 @@ func Allocatable(plan *v1.Plan, pool *v1.Pool) (map[string]map[string]int64, err
 				}
 			}
 		}
-		out[n.name] = res
 	}
 	return out, nil
 }
@@ -51,19 +47,25 @@ func DRADevices(plan *v1.Plan, pool *v1.Pool) (map[string]map[string]int64, erro
 	if err != nil {
 		return nil, err
 	}
+	return countDevices(m, func(d *device) string {
+		if d.instance != nil {
+			return DRADeviceKey("mig", d.instance.Profile)
+		}
+		return DRADeviceKey("gpu", "")
+	}), nil
+}
+
+// countDevices counts, per node of m, its devices by key.
+func countDevices(m *model, key func(*device) string) map[string]map[string]int64 {
 	out := map[string]map[string]int64{}
 	for _, n := range m.nodes {
 		res := map[string]int64{}
 		for _, d := range n.devices() {
-			if d.instance != nil {
-				res[DRADeviceKey("mig", d.instance.Profile)]++
-			} else {
-				res[DRADeviceKey("gpu", "")]++
-			}
+			res[key(d)]++
 		}
 		out[n.name] = res
 	}
-	return out, nil
+	return out
 }
 
 // DRADeviceKey names a device the DRA driver publishes by its attributes type and profile: "gpu"
