@@ -85,31 +85,34 @@ func worstRuns(t *testing.T, pool *v1.Pool, pl *v1.Plan) map[string]float64 {
 	return miss
 }
 
-// A pool of the agreement suite's generator on a stream it was not fitted on (19 tenants):
-// planned by the queueing model alone, tenant t16 (llama-3.2-3b at 7.66 req/s with a 72 ms TPOT
-// target, on one MIG 1g.35gb + MPS 1/3 replica beside two other tenants) misses its SLO in
-// simulation (97.3 % of requests in the worst of five runs). Confirmed by simulation, the
-// planner's runs find that slice short, raise it, and the tenant moves to a slice where it meets
-// the SLO; no tenant then misses in five runs with seeds the planner did not use.
+// A pool of the agreement suite's generator on a stream it was not fitted on (seed 32, pool 27:
+// 36 tenants): planned by the queueing model alone, tenant t11 (llama-3.1-8b at 6.77 req/s,
+// max-num-seqs 40, 512 + 64 tokens, TTFT 1.416 s and TPOT 61 ms, shared tier) misses its SLO
+// in simulation (98.07 % of requests in the worst of five runs). Confirmed by simulation, the
+// planner's runs find its one replica on an MPS 1/6 share short (97.2 % of its requests), raise
+// it, and the tenant moves to a slice where one replica meets the SLO; no tenant then misses in
+// five runs with seeds the planner did not use (and the plan takes 18 GPUs, the model's 20). (The suite's former fixture, testdata/confirm-pool.yaml, no
+// longer misses without simulation since the KV cache's hold counts tokens, ADR 0037: its short
+// tenant sits on another GPU of the same board.)
 func TestConfirmRaisesShortTenants(t *testing.T) {
 	if testing.Short() || raceEnabled {
-		t.Skip("simulates a 19-tenant pool 14 times")
+		t.Skip("simulates a 36-tenant pool 14 times")
 	}
-	pool := loadPool(t, "testdata/confirm-pool.yaml")
+	pool := loadPool(t, "testdata/confirm-pool-2.yaml")
 	off := buildWith(t, pool, Options{})
 	on := buildWith(t, pool, confirmed)
-	if r := simReasonOf(off, "t16"); r != "" {
-		t.Errorf("plan without simulation: t16 has a Simulated reason %q", r)
+	if r := simReasonOf(off, "t11"); r != "" {
+		t.Errorf("plan without simulation: t11 has a Simulated reason %q", r)
 	}
-	r := simReasonOf(on, "t16")
-	if !strings.Contains(r, "found short before on mig 1g.35gb + mps") {
-		t.Errorf("t16's Simulated reason does not name the short slice: %q", r)
+	r := simReasonOf(on, "t11")
+	if !strings.Contains(r, "found short before on ") {
+		t.Errorf("t11's Simulated reason does not name the short slice: %q", r)
 	}
-	t.Logf("t16: %s", r)
+	t.Logf("t11: %s", r)
 	missOff, missOn := worstRuns(t, pool, off), worstRuns(t, pool, on)
 	t.Logf("below 99 %% in some run: without simulation %v (%d GPUs), with %v (%d GPUs)", missOff, off.Summary.GPUsUsed, missOn, on.Summary.GPUsUsed)
-	if _, ok := missOff["t16"]; !ok {
-		t.Errorf("without simulation t16 meets its SLO in every run: the test checks nothing")
+	if _, ok := missOff["t11"]; !ok {
+		t.Errorf("without simulation t11 meets its SLO in every run: the test checks nothing")
 	}
 	if len(missOn) > 0 {
 		t.Errorf("confirmed plan: tenants below 99 %% in some run: %v", missOn)

@@ -48,7 +48,8 @@
 // perf.Engine.StepTime with every sharer in a step (Load{Active: k−1, Duty: 1}, and the rest of
 // the board busy for a MIG instance), TPOT p99 is the step at the p99 decode batch and the p99
 // of the prompts a request's decode meets, and the KV
-// cache must hold the 99.9th percentile (m + 3.09·√m) of the requests holding a slot. The fewest
+// cache must hold the tokens the requests holding a slot keep in it 99.9 % of the time (kvhold.go:
+// a Poisson count of requests, each at its prompt plus a uniform part of its output). The fewest
 // replicas n that meet both targets — with a TTFT margin of 5 %, and the slot wait counted 1.6×
 // above 75 % busy slots, where one run's p99 spreads between runs — are found by search; a tenant is infeasible by its SLO only when one request
 // alone misses it (the reason names "TTFT at a trickle" or "TPOT at batch 1"). The model was

@@ -82,7 +82,8 @@ func memoryVolume(p *planner) float64 {
 // 21 (1.095, above the 1.05). At the sized replica counts no plan does better: every
 // tenant but six takes its least GPU memory already, and the six (on unshared 3g.40gb) save
 // memory only on a whole GPU shared by MPS with their sharing group, whose other members would
-// take no less than the GPU holds (memoryVolume: 22.42 GPUs of memory, so at least 23 GPUs).
+// take no less than the GPU holds (memoryVolume: 22.17 GPUs of memory, 22.42 before ADR 0037,
+// so at least 23 GPUs).
 // The planner's own bound counts the fewest replicas any plan could use (lbReplicas) and MPS
 // shares of different groups as if they could fill one GPU, which is why it says 21.
 func TestSynthetic100AtMemoryVolume(t *testing.T) {

@@ -189,8 +189,8 @@ func (q *qmodel) state(lam float64, n int) qstate {
 	o1 := q.out - 1
 	svc := (q.k + o1) * t
 	inFlight := lr * svc
-	// The KV cache must hold the 99.9th percentile of the requests holding a slot.
-	if math.Min(float64(q.slots), inFlightP999(inFlight)) > q.kvSeqs {
+	// The KV cache must hold what the requests holding a slot keep in it 99.9 % of the time.
+	if kvHoldExceeds(inFlight, q.in, q.out, q.kvSeqs*(q.in+q.out), q.slots) {
 		return qstate{limit: perf.LimitKV, inFlight: inFlight}
 	}
 	d := lr * o1 * t
