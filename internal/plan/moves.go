@@ -66,6 +66,9 @@ func (s slot) String() string {
 	return s.gpu.String() + " " + s.inst.String()
 }
 
+// ptr is a pointer to a copy of s.
+func ptr(s slot) *slot { return &s }
+
 // replicaSlots lists, per tenant, the slots of its replicas, one entry per replica, from the
 // replicas listed under the plan's GPUs.
 func replicaSlots(pl *v1.Plan) map[string][]slot {
@@ -137,9 +140,9 @@ func replicaSteps(cur, next *v1.Plan) []Step {
 				continue
 			}
 			for _, j := range hit[1:] {
-				out = append(out, Step{Tenant: n, Kind: StepStop, GPU: old[j].gpu, From: old[j].String(), To: "none", clears: true})
+				out = append(out, Step{Tenant: n, Kind: StepStop, GPU: old[j].gpu, From: old[j].String(), To: "none", clears: true, from: ptr(old[j])})
 			}
-			out = append(out, Step{Tenant: n, Kind: StepRestart, GPU: to.gpu, From: old[hit[0]].String(), To: to.String()})
+			out = append(out, Step{Tenant: n, Kind: StepRestart, GPU: to.gpu, From: old[hit[0]].String(), To: to.String(), from: ptr(old[hit[0]]), to: ptr(to)})
 			for k := len(hit) - 1; k >= 0; k-- {
 				old = slices.Delete(old, hit[k], hit[k]+1)
 			}
@@ -149,16 +152,66 @@ func replicaSteps(cur, next *v1.Plan) []Step {
 			s := Step{Tenant: n}
 			switch {
 			case i < len(old) && i < len(now):
-				s.Kind, s.GPU, s.From, s.To = StepMove, now[i].gpu, old[i].String(), now[i].String()
+				s.Kind, s.GPU, s.From, s.To, s.from, s.to = StepMove, now[i].gpu, old[i].String(), now[i].String(), ptr(old[i]), ptr(now[i])
 			case i < len(now):
-				s.Kind, s.GPU, s.From, s.To = StepStart, now[i].gpu, "none", now[i].String()
+				s.Kind, s.GPU, s.From, s.To, s.to = StepStart, now[i].gpu, "none", now[i].String(), ptr(now[i])
 			default:
-				s.Kind, s.GPU, s.From, s.To = StepStop, old[i].gpu, old[i].String(), "none"
+				s.Kind, s.GPU, s.From, s.To, s.from = StepStop, old[i].gpu, old[i].String(), "none", ptr(old[i])
 			}
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// cellsOf is p's cells, none for nil.
+func cellsOf(p *slot) []string {
+	if p == nil {
+		return nil
+	}
+	return p.cells()
+}
+
+// cells are what a slot occupies: its MIG instance, or each whole GPU it holds.
+func (s slot) cells() []string {
+	if s.inst.Profile != "" {
+		return []string{s.gpu.String() + " " + s.inst.String()}
+	}
+	var out []string
+	for _, i := range s.gpuIndices() {
+		out = append(out, v1.GPURef{Node: s.gpu.Node, Index: i}.String())
+	}
+	return out
+}
+
+// capacity is, per cell, the replicas it holds in the plan in force (now) and the most it may
+// hold during the migration (most): as many as it holds in either plan. A whole GPU that runs
+// one replica in both (an exclusive GPU) takes no second one before the first leaves; one
+// shared by k replicas in both takes a new one only after one of its k leaves.
+type capacity struct{ now, most map[string]int }
+
+// slotCapacity counts the cells' replicas in cur and next.
+func slotCapacity(cur, next *v1.Plan) capacity {
+	c := capacity{now: map[string]int{}, most: map[string]int{}}
+	count := func(pl *v1.Plan, into map[string]int) {
+		for _, ss := range replicaSlots(pl) {
+			for _, sl := range ss {
+				for _, x := range sl.cells() {
+					into[x]++
+				}
+			}
+		}
+	}
+	after := map[string]int{}
+	count(cur, c.now)
+	count(next, after)
+	for x, n := range c.now {
+		c.most[x] = n
+	}
+	for x, n := range after {
+		c.most[x] = max(c.most[x], n)
+	}
+	return c
 }
 
 // order numbers the waves of a migration: GPUs that run nothing now are reconfigured first
@@ -167,7 +220,13 @@ func replicaSteps(cur, next *v1.Plan) []Step {
 // tenant keeps its capacity; a restart's clearing stops come in the waves before it); then busy
 // GPUs are drained, at most maxUnavailable per wave; then replicas start or move onto the drained
 // GPUs; stops come last.
-func order(gpuSteps, repSteps []Step, maxUnavailable int) []Step {
+//
+// A replica starts on a slot only when the slot has room (capacity): onto a GPU or MIG instance
+// another replica leaves in the same migration it comes after that replica's move away, or its
+// stop, which is then brought forward to the wave before. A cycle of such moves (two tenants
+// trading exclusive GPUs) is broken by stopping one of its replicas first (a clearing stop) and
+// starting it once its new slot is free: that tenant is a replica short meanwhile.
+func order(gpuSteps, repSteps []Step, c capacity, maxUnavailable int) []Step {
 	var idle, busy []Step
 	drained := map[v1.GPURef]bool{}
 	for _, s := range gpuSteps {
@@ -196,25 +255,155 @@ func order(gpuSteps, repSteps []Step, maxUnavailable int) []Step {
 			early = append(early, s)
 		}
 	}
-	wave := 0
-	var out []Step
-	put := func(ss []Step, per int) {
-		for i := range ss {
-			if i%per == 0 {
-				wave++
+	w := &waves{occ: c.now, most: c.most, per: maxUnavailable}
+	w.put(idle, max(len(idle), 1))
+	w.put(earlyClear, maxUnavailable)
+	deferred := w.fill(early, &stops, false)
+	w.put(busy, maxUnavailable)
+	for g := range drained { // a drained GPU's replicas are gone, moved away or evicted
+		for x := range w.occ {
+			if cellOn(x, g) {
+				w.occ[x] = 0
 			}
-			ss[i].Wave = wave
-			out = append(out, ss[i])
 		}
 	}
-	put(idle, max(len(idle), 1))
-	put(earlyClear, maxUnavailable)
-	put(early, maxUnavailable)
-	put(busy, maxUnavailable)
-	put(lateClear, maxUnavailable)
-	put(late, maxUnavailable)
-	put(stops, maxUnavailable)
-	return out
+	w.put(lateClear, maxUnavailable)
+	w.fill(append(late, deferred...), &stops, true)
+	w.put(stops, maxUnavailable)
+	for i := range w.out {
+		w.out[i].from, w.out[i].to = nil, nil
+	}
+	return w.out
+}
+
+// cellOn reports whether cell x is on GPU g (the GPU itself, or one of its MIG instances).
+func cellOn(x string, g v1.GPURef) bool {
+	return x == g.String() || strings.HasPrefix(x, g.String()+" ")
+}
+
+// waves assigns waves to steps in order, keeping the cells' occupancy.
+type waves struct {
+	occ, most map[string]int
+	per       int
+	wave      int
+	out       []Step
+}
+
+// put gives ss waves of per steps each, in order (GPU steps, clearing stops, stops).
+func (w *waves) put(ss []Step, per int) {
+	for i := range ss {
+		if i%per == 0 {
+			w.wave++
+		}
+		ss[i].Wave = w.wave
+		w.out = append(w.out, ss[i])
+		w.leave(ss[i])
+	}
+}
+
+// leave applies a step's departure (a stop's, or a move's old slot once its new one runs).
+func (w *waves) leave(s Step) {
+	for _, x := range cellsOf(s.from) {
+		w.occ[x] = max(w.occ[x]-1, 0)
+	}
+}
+
+// fits reports whether s's new slot has room, with the arrivals already in this wave (taken).
+func (w *waves) fits(s Step, taken map[string]int) bool {
+	for _, x := range cellsOf(s.to) {
+		n := w.occ[x] + taken[x] + 1
+		if s.Kind == StepRestart && slices.Contains(cellsOf(s.from), x) {
+			n-- // a restart stops its old replica before it starts the new one
+		}
+		if n > max(w.most[x], 1) {
+			return false
+		}
+	}
+	return true
+}
+
+// fill gives the replica steps ss waves of at most per steps, each step once its new slot has
+// room. When none has room, the stops (of stops) that free a waiting step's slot come first, in a
+// wave of their own; when none does either, the steps still waiting are returned (last: the
+// drained GPUs' steps may free their slots), or, last, one move of a cycle is split into a
+// clearing stop now and a start once its slot is free.
+func (w *waves) fill(ss []Step, stops *[]Step, last bool) (waiting []Step) {
+	pending := slices.Clone(ss)
+	for len(pending) > 0 {
+		taken := map[string]int{}
+		var now, rest []Step
+		for _, s := range pending {
+			if len(now) < w.per && w.fits(s, taken) {
+				now = append(now, s)
+				for _, x := range cellsOf(s.to) {
+					taken[x]++
+				}
+				continue
+			}
+			rest = append(rest, s)
+		}
+		if len(now) > 0 {
+			w.wave++
+			for i := range now {
+				now[i].Wave = w.wave
+				for _, x := range cellsOf(now[i].to) {
+					w.occ[x]++
+				}
+				if now[i].Kind == StepRestart {
+					for _, x := range cellsOf(now[i].from) {
+						w.occ[x] = max(w.occ[x]-1, 0)
+					}
+				}
+			}
+			for i := range now {
+				if now[i].Kind == StepMove {
+					w.leave(now[i]) // the old replica stops once the new one runs
+				}
+			}
+			w.out = append(w.out, now...)
+			pending = rest
+			continue
+		}
+		// Nothing has room: bring forward the stops that free a waiting step's slot.
+		need := map[string]bool{}
+		for _, s := range pending {
+			for _, x := range cellsOf(s.to) {
+				need[x] = true
+			}
+		}
+		var early, keep []Step
+		for _, st := range *stops {
+			frees := false
+			for _, x := range cellsOf(st.from) {
+				frees = frees || need[x]
+			}
+			if frees {
+				early = append(early, st)
+			} else {
+				keep = append(keep, st)
+			}
+		}
+		if len(early) > 0 {
+			*stops = keep
+			w.put(early, w.per)
+			continue
+		}
+		if !last {
+			return pending
+		}
+		// A cycle: stop the first waiting move's old replica now, start it when its slot is free.
+		i := slices.IndexFunc(pending, func(s Step) bool { return s.Kind == StepMove })
+		if i < 0 {
+			// Nothing waiting can be freed (a slot fuller than either plan holds it): run them
+			// as they are rather than lose them.
+			w.put(pending, w.per)
+			return nil
+		}
+		m := pending[i]
+		w.put([]Step{{Tenant: m.Tenant, Kind: StepStop, GPU: m.from.gpu, From: m.From, To: "none", clears: true, from: m.from}}, 1)
+		pending[i] = Step{Tenant: m.Tenant, Kind: StepStart, GPU: m.GPU, From: "none", To: m.To, to: m.to}
+	}
+	return nil
 }
 
 // restartAfter is the restart that the clearing stops from steps[i] on lead to.

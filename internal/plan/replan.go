@@ -225,13 +225,16 @@ type Step struct {
 	Drain bool `json:"drain"`
 	// clears marks a stop that frees GPUs for the restart listed after it (it is ordered before).
 	clears bool
+	// from and to are the replica's slots (nil for a start's from and a stop's to).
+	from, to *slot
 }
 
 // Migration lists the GPUs whose mode or MIG layout differs between cur and next and every
 // replica that starts, moves or stops, in waves: GPUs that run nothing now first (new capacity
 // comes up without disturbing anyone), then replicas moving onto GPUs that are not drained, then
 // busy GPUs, then replicas moving onto them, then stops; at most maxUnavailable replica steps or
-// drains per wave, in fleet and tenant order.
+// drains per wave, in fleet and tenant order. A replica starts on a slot only when it has room
+// (see order): after the move away or the stop of the replica it replaces.
 func Migration(cur, next *v1.Plan, maxUnavailable int) []Step {
 	maxUnavailable = max(maxUnavailable, 1)
 	before := map[v1.GPURef]v1.PlanGPU{}
@@ -251,7 +254,7 @@ func Migration(cur, next *v1.Plan, maxUnavailable int) []Step {
 		}
 		gpus = append(gpus, Step{Kind: StepGPU, GPU: g.Ref(), From: describeGPU(old, ok), To: describeGPU(g, true), Drain: ok && hasReplicas(old)})
 	}
-	return order(gpus, replicaSteps(cur, next), maxUnavailable)
+	return order(gpus, replicaSteps(cur, next), slotCapacity(cur, next), maxUnavailable)
 }
 
 // Moves counts the replica steps of a migration.

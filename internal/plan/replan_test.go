@@ -2,7 +2,9 @@ package plan
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	v1 "gpupool.dev/gpupool/api/v1"
@@ -131,6 +133,7 @@ func TestReplanListsReplicaSteps(t *testing.T) {
 		}
 		lastWave = s.Wave
 	}
+	replayMigration(t, first, again, steps, 1)
 	if stops["product-0"] != 1 || stops["tools-1"] != 1 {
 		t.Errorf("stops %v, want product-0 and tools-1 once each", stops)
 	}
@@ -209,5 +212,186 @@ func TestTensorParallelOverlapSteps(t *testing.T) {
 	}
 	if n := countMoves(replicaSteps(cur, next)); n != 2 {
 		t.Errorf("countMoves = %d, want 2 (the restart and the move)", n)
+	}
+}
+
+// replayMigration runs steps wave by wave over the slots of cur (by their names, as the steps
+// give them) and fails the test when a replica starts on a slot fuller than either plan holds it,
+// when a wave runs more than maxUnavailable replica steps, or when the end differs from next.
+func replayMigration(t *testing.T, cur, next *v1.Plan, steps []Step, maxUnavailable int) {
+	t.Helper()
+	occ, most, want := map[string]int{}, map[string]int{}, map[string]int{}
+	for tn, ss := range replicaSlots(cur) {
+		for _, s := range ss {
+			occ[tn+"@"+s.String()]++
+			most[s.String()]++
+		}
+	}
+	after := map[string]int{}
+	for tn, ss := range replicaSlots(next) {
+		for _, s := range ss {
+			want[tn+"@"+s.String()]++
+			after[s.String()]++
+		}
+	}
+	for k, n := range after {
+		most[k] = max(most[k], n)
+	}
+	on := func(slotName string) int {
+		n := 0
+		for k, c := range occ {
+			if strings.HasSuffix(k, "@"+slotName) {
+				n += c
+			}
+		}
+		return n
+	}
+	drained := map[string]bool{}
+	dec := func(k string) {
+		if occ[k]--; occ[k] < 0 && drained[k] {
+			occ[k] = 0
+		}
+	}
+	for i := 0; i < len(steps); {
+		j := i
+		var leave []string
+		replicaSteps := 0
+		for ; j < len(steps) && steps[j].Wave == steps[i].Wave; j++ {
+			s := steps[j]
+			if s.Kind == StepGPU {
+				if s.Drain { // what still runs on the GPU is evicted
+					for k := range occ {
+						if g := k[strings.Index(k, "@")+1:]; g == s.GPU.String() || strings.HasPrefix(g, s.GPU.String()+" ") {
+							occ[k], drained[k] = 0, true
+						}
+					}
+				}
+				continue
+			}
+			replicaSteps++
+			if s.Kind == StepRestart || s.Kind == StepStop {
+				dec(s.Tenant + "@" + s.From)
+			}
+			if s.To != "none" {
+				occ[s.Tenant+"@"+s.To]++
+				if n := on(s.To); n > most[s.To] {
+					t.Errorf("wave %d: %s %s onto %s, which then runs %d replicas (at most %d in either plan)", s.Wave, s.Kind, s.Tenant, s.To, n, most[s.To])
+				}
+			}
+			if s.Kind == StepMove {
+				leave = append(leave, s.Tenant+"@"+s.From)
+			}
+		}
+		if replicaSteps > maxUnavailable {
+			t.Errorf("wave %d runs %d replica steps, more than %d", steps[i].Wave, replicaSteps, maxUnavailable)
+		}
+		for _, k := range leave {
+			dec(k)
+		}
+		i = j
+	}
+	for k, n := range occ {
+		if n < 0 || n != want[k] {
+			t.Errorf("after the migration %s runs %d replicas, the plan %d", k, n, want[k])
+		}
+	}
+	for k, n := range want {
+		if occ[k] != n {
+			t.Errorf("after the migration %s runs %d replicas, the plan %d", k, occ[k], n)
+		}
+	}
+}
+
+// A replica does not start on a GPU another replica still runs on: it waits for that replica's
+// move away (a chain of moves runs from its end), or for its stop, which comes forward; two
+// tenants trading exclusive GPUs (a cycle) stop one replica first and start it once its new GPU
+// is free. Each migration replays without a GPU over-full, within maxUnavailable, to the new plan.
+func TestMigrationWaitsForSlots(t *testing.T) {
+	wave := func(steps []Step, tenant, kind string) int {
+		for _, s := range steps {
+			if s.Tenant == tenant && s.Kind == kind {
+				return s.Wave
+			}
+		}
+		t.Fatalf("no %s step of %s in %+v", kind, tenant, steps)
+		return 0
+	}
+	for _, mu := range []int{1, 2, 4} {
+		// A chain: A moves onto B's GPU, B onto an idle one.
+		cur, next := tpPlan(map[string][][]int{"a": {{0}}, "b": {{1}}}), tpPlan(map[string][][]int{"a": {{1}}, "b": {{2}}})
+		steps := Migration(cur, next, mu)
+		if wave(steps, "b", StepMove) >= wave(steps, "a", StepMove) {
+			t.Errorf("maxUnavailable %d: a moves onto b's GPU before b leaves it: %+v", mu, steps)
+		}
+		replayMigration(t, cur, next, steps, mu)
+
+		// A tenant leaves; a new one takes its GPU: the stop comes first.
+		cur, next = tpPlan(map[string][][]int{"a": {{0}}, "d": {{1}}}), tpPlan(map[string][][]int{"c": {{0}}, "d": {{1}}})
+		steps = Migration(cur, next, mu)
+		if wave(steps, "a", StepStop) >= wave(steps, "c", StepStart) {
+			t.Errorf("maxUnavailable %d: c starts on a's GPU before a stops: %+v", mu, steps)
+		}
+		replayMigration(t, cur, next, steps, mu)
+
+		// Two tenants trade GPUs.
+		cur, next = tpPlan(map[string][][]int{"a": {{0}}, "b": {{1}}}), tpPlan(map[string][][]int{"a": {{1}}, "b": {{0}}})
+		steps = Migration(cur, next, mu)
+		kinds := map[string]int{}
+		for _, s := range steps {
+			kinds[s.Kind]++
+		}
+		if kinds[StepStop] != 1 || kinds[StepMove] != 1 || kinds[StepStart] != 1 {
+			t.Errorf("maxUnavailable %d: a trade of GPUs is %v, want a stop, a move and a start: %+v", mu, kinds, steps)
+		}
+		replayMigration(t, cur, next, steps, mu)
+
+		// Without a conflict the waves are as before: moves in order, maxUnavailable a wave.
+		cur, next = tpPlan(map[string][][]int{"a": {{0}}, "b": {{1}}, "c": {{2}}}), tpPlan(map[string][][]int{"a": {{3}}, "b": {{4}}, "c": {{5}}})
+		steps = Migration(cur, next, mu)
+		for i, s := range steps {
+			if w := 1 + i/mu; s.Wave != w || s.Kind != StepMove {
+				t.Errorf("maxUnavailable %d: step %d %+v, want a move in wave %d", mu, i, s, w)
+			}
+		}
+	}
+}
+
+// Re-plans of synthetic pools whose tenants change (rates doubled or halved, some dropped, some
+// added) replay wave by wave without a slot fuller than either plan holds it: the migration the
+// planner lists can be carried out as listed.
+func TestMigrationReplaysOnReplans(t *testing.T) {
+	for seed := range uint64(6) {
+		rng := rand.New(rand.NewPCG(seed, 17))
+		pool := Synthetic(SyntheticOptions{Tenants: 40, GPUs: 24, Varied: seed%2 == 1}, rng)
+		first := build(t, pool)
+		changed := *pool
+		changed.Tenants = nil
+		for i, tn := range pool.Tenants {
+			switch rng.IntN(6) {
+			case 0:
+				continue // dropped
+			case 1:
+				tn.Traffic.RPS *= 2
+			case 2:
+				tn.Traffic.RPS /= 2
+			}
+			if i%7 == 0 {
+				extra := tn
+				extra.Name += "-new"
+				changed.Tenants = append(changed.Tenants, extra)
+			}
+			changed.Tenants = append(changed.Tenants, tn)
+		}
+		again, err := Build(context.Background(), &changed, Options{Current: first})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mu := range []int{1, 3} {
+			steps := Migration(first, again, mu)
+			replayMigration(t, first, again, steps, mu)
+			if t.Failed() {
+				t.Fatalf("seed %d, maxUnavailable %d: %d steps", seed, mu, len(steps))
+			}
+		}
 	}
 }
