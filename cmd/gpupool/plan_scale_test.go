@@ -25,7 +25,7 @@ func processCPU(t *testing.T) time.Duration {
 // on 10,000 GPUs within 10 s on two cores. The machine running the tests is shared, so the
 // test measures the process's CPU time (user and system, the garbage collector's included),
 // not wall time, against a limit 1.5× (1,000) and 1.3× (20,000) the bar, and tries a slow run
-// once more; docs/planner.md records the side-by-side measurements. Skipped with -short and
+// once more; docs/planner-history.md records the side-by-side measurements. Skipped with -short and
 // under the race detector.
 func TestPlanScaleVaried(t *testing.T) {
 	if testing.Short() || raceEnabled {
