@@ -114,6 +114,38 @@ func TestKVHoldExceedsAgainstSampling(t *testing.T) {
 	}
 }
 
+// Few requests in flight: the answer against the Poisson law computed here by hand, where a
+// normal shortcut would say the cache fits (a review found these).
+func TestKVHoldExceedsFewInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		m, in, out, capTokens float64
+		slots                 int
+		p                     float64 // the overflow probability
+	}{
+		// Two requests of 1,000 prompt tokens do not fit 1,839 tokens: P(N ≥ 2) = 1 − e^−m(1 + m).
+		{0.05, 1000, 0, 1839, 8, 1 - math.Exp(-0.05)*1.05},
+		{0.0585, 1000, 0, 1993.44, 8, 1 - math.Exp(-0.0585)*1.0585},
+		{0.04, 1000, 0, 1839, 8, 1 - math.Exp(-0.04)*1.04},
+		// One slot, a cache of 1,100 tokens for requests of 1,000 + U·250: P(N ≥ 1)·P(U > 0.4).
+		{0.002, 1000, 250, 1100, 1, (1 - math.Exp(-0.002)) * 0.6},
+		{0.0015, 1000, 250, 1100, 1, (1 - math.Exp(-0.0015)) * 0.6},
+		// A cache smaller than any request: P(N ≥ 1).
+		{0.0005, 1000, 0, 0.5, 1, 1 - math.Exp(-0.0005)},
+		{0.0136, 0, 1000, 559.2, 20, 0}, // p filled in below: P(Σ of N uniforms × 1,000 > 559.2)
+	} {
+		p := tc.p
+		if p == 0 { // N Poisson(m), each holding U·1,000 tokens: Σₙ P(N = n)·P(Sₙ > 0.5592)
+			for n := 1; n < 40; n++ {
+				lg, _ := math.Lgamma(float64(n) + 1)
+				p += math.Exp(float64(n)*math.Log(tc.m)-tc.m-lg) * irwinHallTail(n, 0.5592)
+			}
+		}
+		if got, want := kvHoldExceeds(tc.m, tc.in, tc.out, tc.capTokens, tc.slots), p > kvHoldMiss; got != want {
+			t.Errorf("%+v: overflows with probability %.5f, kvHoldExceeds says %v", tc, p, got)
+		}
+	}
+}
+
 // More requests in flight, or a smaller cache, never turn an overflow into a fit.
 func TestKVHoldExceedsMonotone(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
