@@ -172,6 +172,16 @@ type PlanTenant struct {
 	LoRAEngines []string `json:"loraEngines,omitzero"`
 }
 
+// Reason returns the tenant's first reason with code, if it has one.
+func (t PlanTenant) Reason(code ReasonCode) (Reason, bool) {
+	for _, r := range t.Reasons {
+		if r.Code == code {
+			return r, true
+		}
+	}
+	return Reason{}, false
+}
+
 // PlanLoRAEngine is one shared LoRA engine: a vLLM server of one base model with --enable-lora on
 // one whole GPU, serving many adapter tenants of one sharing group (docs/lora.md).
 type PlanLoRAEngine struct {

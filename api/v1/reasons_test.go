@@ -63,3 +63,16 @@ func TestNewReason(t *testing.T) {
 		t.Error("Known is wrong")
 	}
 }
+
+// A plan tenant's Reason finds the first reason with a code, and says when there is none.
+func TestPlanTenantReason(t *testing.T) {
+	pt := PlanTenant{Name: "a", Reasons: []Reason{
+		{Code: ReasonComputeBound, Message: "first"}, {Code: ReasonSimulated, Message: "sim"}, {Code: ReasonSimulated, Message: "again"},
+	}}
+	if r, ok := pt.Reason(ReasonSimulated); !ok || r.Message != "sim" {
+		t.Errorf("Reason(Simulated) = %+v, %v; want the first Simulated reason", r, ok)
+	}
+	if r, ok := pt.Reason(ReasonNoCapacity); ok || r != (Reason{}) {
+		t.Errorf("Reason(NoCapacity) = %+v, %v; want none", r, ok)
+	}
+}

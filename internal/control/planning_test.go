@@ -31,13 +31,8 @@ func (s *countingSim) run(_ context.Context, in plan.SimInput) (map[string]plan.
 // simulated says whether tenant name of p carries the Simulated reason.
 func simulated(p *v1.Plan, name string) bool {
 	for _, t := range p.Tenants {
-		if t.Name != name {
-			continue
-		}
-		for _, r := range t.Reasons {
-			if r.Code == v1.ReasonSimulated {
-				return true
-			}
+		if _, ok := t.Reason(v1.ReasonSimulated); ok && t.Name == name {
+			return true
 		}
 	}
 	return false

@@ -45,12 +45,8 @@ tenants:
 		return out, nil
 	}
 	simulated := func(p *v1.Plan) bool {
-		for _, r := range p.Tenants[0].Reasons {
-			if r.Code == v1.ReasonSimulated {
-				return true
-			}
-		}
-		return false
+		_, ok := p.Tenants[0].Reason(v1.ReasonSimulated)
+		return ok
 	}
 	ctx := context.Background()
 	in := &poolInputs{pool: pool}

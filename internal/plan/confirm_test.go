@@ -50,13 +50,8 @@ func buildWith(t testing.TB, pool *v1.Pool, o Options) *v1.Plan {
 // simReasonOf is tenant name's Simulated reason in pl ("" when none).
 func simReasonOf(pl *v1.Plan, name string) string {
 	for _, pt := range pl.Tenants {
-		if pt.Name != name {
-			continue
-		}
-		for _, r := range pt.Reasons {
-			if r.Code == v1.ReasonSimulated {
-				return r.Message
-			}
+		if r, ok := pt.Reason(v1.ReasonSimulated); ok && pt.Name == name {
+			return r.Message
 		}
 	}
 	return ""

@@ -26,12 +26,8 @@ func TestRunConfirmsThePlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range pl.Tenants[0].Reasons {
-			if r.Code == v1.ReasonSimulated {
-				return r.Message
-			}
-		}
-		return ""
+		r, _ := pl.Tenants[0].Reason(v1.ReasonSimulated)
+		return r.Message
 	}
 	if r := simulated(plan.Options{Simulate: Run}); !strings.Contains(r, "simulated runs of the plan at 14 replica(s)") {
 		t.Errorf("with Run: Simulated reason %q", r)
