@@ -44,8 +44,7 @@ func kvHoldExceeds(m, in, out, capTokens float64, slots int) bool {
 	if m >= 1 && mean >= capTokens && m+4*math.Sqrt(m) < float64(slots) {
 		return true
 	}
-	sd = math.Sqrt(m)
-	hi := int(math.Ceil(m + 12*sd + 20)) // the Poisson mass beyond is negligible
+	hi := int(math.Ceil(m + 12*math.Sqrt(m) + 20)) // the Poisson mass beyond is negligible
 	lgm := math.Log(m)
 	pmf := func(n int) float64 {
 		lg, _ := math.Lgamma(float64(n) + 1)

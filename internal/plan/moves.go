@@ -105,7 +105,11 @@ func replicaSlots(pl *v1.Plan) map[string][]slot {
 // its other old slots as moves (start the new, wait, stop the old), in order; what is left over
 // starts or stops.
 func replicaSteps(cur, next *v1.Plan) []Step {
-	before, after := replicaSlots(cur), replicaSlots(next)
+	return stepsBetween(replicaSlots(cur), replicaSlots(next))
+}
+
+// stepsBetween is replicaSteps on the plans' slots (replicaSlots).
+func stepsBetween(before, after map[string][]slot) []Step {
 	var names []string
 	for n := range after {
 		names = append(names, n)
@@ -190,11 +194,11 @@ func (s slot) cells() []string {
 // shared by k replicas in both takes a new one only after one of its k leaves.
 type capacity struct{ now, most map[string]int }
 
-// slotCapacity counts the cells' replicas in cur and next.
-func slotCapacity(cur, next *v1.Plan) capacity {
+// slotCapacity counts the cells' replicas before and after (replicaSlots of the two plans).
+func slotCapacity(before, after map[string][]slot) capacity {
 	c := capacity{now: map[string]int{}, most: map[string]int{}}
-	count := func(pl *v1.Plan, into map[string]int) {
-		for _, ss := range replicaSlots(pl) {
+	count := func(slots map[string][]slot, into map[string]int) {
+		for _, ss := range slots {
 			for _, sl := range ss {
 				for _, x := range sl.cells() {
 					into[x]++
@@ -202,13 +206,13 @@ func slotCapacity(cur, next *v1.Plan) capacity {
 			}
 		}
 	}
-	after := map[string]int{}
-	count(cur, c.now)
-	count(next, after)
+	then := map[string]int{}
+	count(before, c.now)
+	count(after, then)
 	for x, n := range c.now {
 		c.most[x] = n
 	}
-	for x, n := range after {
+	for x, n := range then {
 		c.most[x] = max(c.most[x], n)
 	}
 	return c
@@ -350,9 +354,7 @@ func (w *waves) fill(ss []Step, stops *[]Step, last bool) (waiting []Step) {
 					w.occ[x]++
 				}
 				if now[i].Kind == StepRestart {
-					for _, x := range cellsOf(now[i].from) {
-						w.occ[x] = max(w.occ[x]-1, 0)
-					}
+					w.leave(now[i]) // its old replica stopped first
 				}
 			}
 			for i := range now {

@@ -254,7 +254,8 @@ func Migration(cur, next *v1.Plan, maxUnavailable int) []Step {
 		}
 		gpus = append(gpus, Step{Kind: StepGPU, GPU: g.Ref(), From: describeGPU(old, ok), To: describeGPU(g, true), Drain: ok && hasReplicas(old)})
 	}
-	return order(gpus, replicaSteps(cur, next), slotCapacity(cur, next), maxUnavailable)
+	was, now := replicaSlots(cur), replicaSlots(next)
+	return order(gpus, stepsBetween(was, now), slotCapacity(was, now), maxUnavailable)
 }
 
 // Moves counts the replica steps of a migration.
