@@ -157,6 +157,7 @@ func (p *planner) confirm() error {
 		if round == confirmRounds-1 { // no round left to simulate a raise
 			for _, tn := range raised {
 				p.confirmed[tn.choice].left = "the last round"
+				p.leftShort(tn, v1.ReasonSLOUnmet, fmt.Sprintf("after %d rounds of raises", confirmRounds))
 			}
 			return nil
 		}
@@ -166,6 +167,7 @@ func (p *planner) confirm() error {
 			m := maxReplicasOf(tn.t)
 			if m > 0 && tn.choice.replicas >= m {
 				p.confirmed[tn.choice].left = maxReplicasName(tn.t)
+				p.leftShort(tn, v1.ReasonOverCap, fmt.Sprintf("and %s allows no more", maxReplicasName(tn.t)))
 			}
 			return m > 0 && tn.choice.replicas >= m
 		})
@@ -195,11 +197,22 @@ func (p *planner) confirm() error {
 						len(p.tenants)-now, len(p.tenants)-served)
 				}
 				p.confirmShort[tn] = p.confirmShort[tn][:len(p.confirmShort[tn])-1]
+				p.leftShort(tn, v1.ReasonNoCapacity, fmt.Sprintf("and the fleet has no room for a replica more for each tenant short (%d tenant(s) would be left without GPUs instead of %d)",
+					len(p.tenants)-now, len(p.tenants)-served))
 			}
 			return nil
 		}
 	}
 	return nil
+}
+
+// leftShort records that the runs found tn's count short of its SLO and that it was not raised
+// (why): the tenant keeps the replicas it has, and the plan calls it short (Infeasible, with
+// code first among its reasons) rather than served, since its own simulation says it misses.
+func (p *planner) leftShort(tn *tenant, code v1.ReasonCode, why string) {
+	st := p.confirmed[tn.choice]
+	tn.infeas = append(tn.infeas, v1.NewReason(code, "the plan's simulation finds %d replica(s) of %s short of the SLO (%.2f %% of %d requests within it over %d runs, %.2f %% in the worst) %s",
+		st.simulated, tn.choice.label(), 100*st.att, st.over, confirmRuns, 100*st.worst, why))
 }
 
 // confirmUndo is the chosen and packed state and the counts before a raise.
@@ -320,7 +333,7 @@ func (p *planner) simReason(tn *tenant) (v1.Reason, bool) {
 	}
 	switch {
 	case st.left != "":
-		return v1.NewReason(v1.ReasonSimulated, "%s%s: short (below %.1f %%, or %.0f %% in a run), not raised (%s); the queueing model's count is %d",
+		return v1.NewReason(v1.ReasonSimulated, "%s%s: short (below %.1f %%, or %.2f %% in a run), not raised (%s); the queueing model's count is %d",
 			verdict, short, 100*confirmKeep, 100*confirmRunKeep, st.left, st.model), true
 	case n > st.model:
 		return v1.NewReason(v1.ReasonSimulated, "%s%s; the queueing model's count is %d", verdict, short, st.model), true

@@ -13,16 +13,25 @@ import (
 // the simulator's default use). It rests on four facts, none of them the sizing's
 // approximations:
 //
-//   - a replica holds at most max-num-seqs requests at once (running, prefill included), and
-//     when its KV cache holds that many requests at their full length it never preempts, so a
-//     request holds its place from admission to its last token without a break;
+//   - a replica has at most s requests started and not finished, its places: s is max-num-seqs
+//     when its KV cache holds that many requests at their full length (it never preempts), and
+//     min(max-num-seqs, ⌈KV capacity / prompt⌉) when it may. A request holds its place from its
+//     first admission to its last token, preempted or not: the engine (vLLM's first-come
+//     scheduler, and internal/sim's) puts a preempted request back at the front of its queue and
+//     admits no new request while one waits there, and admits a new one only when its first
+//     chunk fits beside the running ones, each of which then holds at least its prompt (were
+//     one still short of it, the step's budget would be spent and nothing admitted); so at most
+//     ⌈capacity / prompt⌉ − 1 run when one is admitted (internal/sim's
+//     TestStartedRequestsBounded). Prompts that share a cached prefix are not counted: the
+//     sizing assumes none either;
 //   - the steps that prefill a request's prompt take together at least pf, the step time of the
 //     whole prompt alone, and each of its O − 1 decode steps at least dec, the step time of one
 //     decode over the prompt's cache alone: perf's step time is non-decreasing in every field of
 //     the batch and in the neighbours' load, and subadditive over the chunks of one prompt
 //     (TestStepTimeFloorProperties);
-//   - a request that meets its TTFT target S was admitted by its arrival a + S − pf (its prompt
-//     still had pf to run) and leaves no earlier than a + pf + (O − 1)·dec, so it holds a place
+//   - a request that meets its TTFT target S was first admitted by its arrival a + S − pf (its
+//     prompt still had pf to run) and leaves no earlier than a + pf + (O − 1)·dec (a preempted
+//     request recomputes, it does not skip steps), so it holds a place
 //     over the whole interval [a + S − pf, a + pf + (O − 1)·dec], of fixed length
 //     L = 2·pf + (O − 1)·dec − S, which depends on its arrival only;
 //   - equal-length intervals fixed in time can be given to N places for at most as many requests
@@ -53,13 +62,16 @@ func (q *qmodel) floorTimes() (pf, dec float64) {
 }
 
 // ttftFloor is the TTFT floor on the replica count for lam req/s of Poisson arrivals within
-// slo; 0 when it does not apply (no TTFT target, other arrivals, a KV cache that may preempt,
-// a holding interval of no length) or the load is too large to compute it.
+// slo; 0 when it does not apply (no TTFT target, other arrivals, a holding interval of no
+// length) or the load is too large to compute it.
 func (q *qmodel) ttftFloor(lam float64, slo perf.SLO) int {
 	seqs := q.e.MaxSeqs()
 	kv := q.e.KVCapacityTokens()
-	if lam <= 0 || slo.TTFT <= 0 || q.out < 2 || seqs < 1 || kv <= 0 || float64(kv) < float64(seqs)*(q.in+q.out) {
+	if lam <= 0 || slo.TTFT <= 0 || q.out < 2 || seqs < 1 || kv <= 0 || q.in < 1 {
 		return 0
+	}
+	if float64(kv) < float64(seqs)*(q.in+q.out) { // the cache may preempt
+		seqs = min(seqs, int((kv+int64(q.in)-1)/int64(q.in)))
 	}
 	pf, dec := q.floorTimes()
 	hold := 2*pf + (q.out-1)*dec - slo.TTFT.Seconds()

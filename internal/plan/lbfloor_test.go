@@ -1,9 +1,11 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -351,4 +353,74 @@ tenants:
 	if above == 0 {
 		t.Error("the TTFT floor is above the saturation count nowhere: the test checks nothing")
 	}
+}
+
+// The TTFT floor where the KV cache may preempt (its places are min(max-num-seqs, ⌈KV capacity /
+// prompt⌉), the scheduler fact internal/sim's TestStartedRequestsBounded checks) against the
+// simulator: for a sample of the candidates of the varied 1,000 and the synthetic 1,000 where
+// that floor is above the saturation count, one replica fewer than the floor, each replica on a
+// GPU or MIG instance of its own with idle neighbours (the most favourable plan of that count),
+// misses the SLO in simulation (below 99 % of ≥ 2,000 requests).
+func TestKVTTFTFloorAgainstSimulator(t *testing.T) {
+	pools := []struct {
+		name string
+		pool *v1.Pool
+	}{
+		{"varied 1,000", Synthetic(SyntheticOptions{Tenants: 1000, GPUs: 1000, Varied: true}, rand.New(rand.NewPCG(1000, 7)))},
+		{"synthetic 1,000", synthPool(1000)},
+	}
+	var cases []boundCase
+	for _, pc := range pools {
+		p, _ := planWith(t, pc.pool, func(*planner) {})
+		for _, tn := range p.tenants {
+			for _, c := range tn.feasible {
+				if c.tp > 1 || c.ev == nil || c.ev.q == nil {
+					continue
+				}
+				q := c.ev.q
+				if float64(q.e.KVCapacityTokens()) >= float64(q.e.MaxSeqs())*(q.in+q.out) {
+					continue // the cache never preempts: TestTTFTFloorAgainstSimulator's case
+				}
+				if f := q.ttftFloor(floorRate(tn.t.Traffic), tn.slo); f > c.sz.boundLowest {
+					if f != c.lbReplicas {
+						t.Errorf("%s %s on %s: the bound counts %d replicas, the floor %d", pc.name, tn.t.Name, c.label(), c.lbReplicas, f)
+					}
+					cases = append(cases, boundCase{pc.name, tn.t, c.label(), f, c.sz.lowest, c.replicas})
+				}
+			}
+		}
+	}
+	keep := 16
+	if testing.Short() || raceEnabled {
+		keep = 4
+	}
+	if len(cases) < keep {
+		t.Fatalf("the KV-capped floor is above the saturation count for only %d candidates", len(cases))
+	}
+	rng := rand.New(rand.NewPCG(11, 3))
+	rng.Shuffle(len(cases), func(i, j int) { cases[i], cases[j] = cases[j], cases[i] })
+	// The largest floors first: there one replica fewer is still a plan of several.
+	slices.SortStableFunc(cases, func(a, b boundCase) int { return cmp.Compare(b.bound, a.bound) })
+	checked := 0
+	for _, tc := range cases {
+		if checked >= keep {
+			break
+		}
+		pool := singleOn(tc)
+		pl := bestCasePlan(t, pool, tc.label, tc.bound-1)
+		if pl == nil {
+			continue
+		}
+		a := bestCaseAttain(t, pool, pl)
+		checked++
+		tn := pool.Tenants[0]
+		t.Logf("%s %s (%.3g req/s, %d + %d tokens, TTFT %s) on %s: floor %d, sized %d; %d replicas attain %.2f %%",
+			tc.pool, tn.Name, tn.Traffic.RPS, tn.Traffic.InputTokens, tn.Traffic.OutputTokens, tn.SLO.TTFTP99,
+			tc.label, tc.bound, tc.sized, tc.bound-1, 100*a)
+		if a >= 0.99 {
+			t.Errorf("%s %s on %s: %d replicas, one fewer than the floor, meet the SLO in simulation (%.2f %%)",
+				tc.pool, tn.Name, tc.label, tc.bound-1, 100*a)
+		}
+	}
+	t.Logf("%d of %d candidates checked", checked, len(cases))
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,13 +65,22 @@ func randomPool(rng *rand.Rand, tenants int, r0 float64, dra bool) string {
 // rates within 2× of a floor drawn log-uniformly in [0.05, 10] req/s (so 0.05–20 req/s over the
 // suite), on a fleet that grows with the tenants, each pool on the device-plugin or the DRA
 // path at random (on the device-plugin path no MIG instance may be shared by MPS); -short and
-// -race: 20 pools of at most 12.
+// -race: 20 pools of at most 12. GPUPOOL_AGREEMENT_STREAM draws the pools from another stream
+// of the generator (the suite's own is 8; docs/planner.md reports others).
 func TestPlannerSimulatorAgreement(t *testing.T) {
 	pools, most := 200, 40
 	if testing.Short() || raceEnabled {
 		pools, most = 20, 12
 	}
-	rng := rand.New(rand.NewPCG(8, 200))
+	stream := uint64(8)
+	if s := os.Getenv("GPUPOOL_AGREEMENT_STREAM"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("GPUPOOL_AGREEMENT_STREAM=%q: %v", s, err)
+		}
+		stream = v
+	}
+	rng := rand.New(rand.NewPCG(stream, 200))
 	served, checked, infeasible, short := 0, 0, 0, 0
 	draPools, draMIGMPS := 0, 0
 	var ratios []float64

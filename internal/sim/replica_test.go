@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"pgregory.net/rapid"
+
 	"testing"
 	"time"
 )
@@ -115,5 +117,64 @@ func TestMaxSeqs(t *testing.T) {
 	s.startStep(ri)
 	if len(r.running) != 2 || r.waiting.len() != 1 {
 		t.Errorf("running %d, waiting %d; want 2, 1", len(r.running), r.waiting.len())
+	}
+}
+
+// TestStartedRequestsBounded checks the scheduler fact the planner's TTFT floor rests on where
+// the KV cache may preempt (plan's lbfloor.go): a replica never has more requests started and not
+// finished, running or preempted and waiting to recompute, than max_num_seqs or ⌈KV capacity /
+// prompt⌉, for requests of one prompt length. A fresh request is admitted only when every
+// preempted one runs again (they wait at the front of the queue) and, the step's budget not
+// spent, every running request holds its whole prompt; so the ones before it hold at least a
+// prompt each, and its own first chunk must fit beside them. Random budgets (chunks shorter than
+// a prompt included), capacities, max_num_seqs and arrivals.
+func TestStartedRequestsBounded(t *testing.T) {
+	preempting, atLimit := 0, 0
+	rapid.Check(t, func(rt *rapid.T) {
+		in := int32(rapid.IntRange(1, 400).Draw(rt, "in"))
+		out := int32(rapid.IntRange(1, 200).Draw(rt, "out"))
+		kvCap := int64(in+out) + rapid.Int64Range(0, 12*int64(in+out)).Draw(rt, "spare")
+		s, r, ri := quietSim(t, rapid.IntRange(1, 1200).Draw(rt, "budget"), kvCap)
+		r.maxSeqs = rapid.IntRange(1, 40).Draw(rt, "maxSeqs")
+		limit := min(int64(r.maxSeqs), (kvCap+int64(in)-1)/int64(in))
+		started := map[int32]bool{}
+		for range rapid.IntRange(1, 400).Draw(rt, "steps") {
+			for range rapid.IntRange(0, 3).Draw(rt, "arrivals") {
+				started[s.enqueue(r, in, out)] = false
+			}
+			if !r.inStep {
+				s.startStep(ri)
+			}
+			for _, id := range r.running {
+				started[id] = true
+			}
+			n := int64(0)
+			for _, id := range r.running {
+				if started[id] {
+					n++
+				}
+			}
+			for i := range r.waiting.len() {
+				if started[r.waiting.at(i)] {
+					n++
+				}
+			}
+			if n == limit && r.preemptions > 0 {
+				atLimit++
+			}
+			if n > limit {
+				rt.Fatalf("%d requests started and not finished, more than min(max_num_seqs %d, ⌈%d / %d⌉) = %d",
+					n, r.maxSeqs, kvCap, in, limit)
+			}
+			if r.inStep {
+				s.step(t, r)
+			}
+		}
+		if r.preemptions > 0 {
+			preempting++
+		}
+	})
+	if preempting == 0 || atLimit == 0 {
+		t.Errorf("%d runs preempted, %d steps reached the limit in them: the test checks little", preempting, atLimit)
 	}
 }
