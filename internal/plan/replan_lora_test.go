@@ -28,8 +28,8 @@ func withMIG(pl *v1.Plan, idx int, tn string) *v1.Plan {
 
 // Shared LoRA engines take part in a migration's room and order: a replica that takes the GPU an
 // engine leaves waits for the engine's move away or stop; an engine that moves or starts onto a
-// GPU a replica leaves waits for that replica; an engine and a replica trading GPUs are a cycle
-// (one stops first); a GPU that runs an engine now and becomes MIG is drained. Each migration
+// GPU a replica leaves waits for that replica; an engine and a replica, or two engines, trading
+// GPUs are a cycle (one stops first; an engine's stop and start name the engine); a GPU that runs an engine now and becomes MIG is drained. Each migration
 // replays without a GPU over-full or reconfigured under a running engine, within maxUnavailable
 // replica and engine steps a wave, to the new plan. Without a conflict the waves are as the
 // replica steps alone give them, the engines' steps after.
@@ -80,6 +80,17 @@ func TestMigrationOrdersLoRAEngines(t *testing.T) {
 				}
 				if kinds[StepStop] != 1 || kinds[StepMove] != 1 || kinds[StepStart] != 1 {
 					t.Errorf("a trade of GPUs is %v, want a stop, a move and a start", kinds)
+				}
+			}},
+		{name: "two engines trade GPUs",
+			cur:  withEngine(withEngine(tpPlan(tpReps{}), "e", 0), "f", 1),
+			next: withEngine(withEngine(tpPlan(tpReps{}), "e", 1), "f", 0),
+			check: func(t *testing.T, steps []Step) {
+				// the stop and start of the split move name the engine, as an engine's stop and start do
+				stop, start := find(steps, "e", StepStop), find(steps, "e", StepStart)
+				if stop == nil || start == nil || stop.From != "lora engine (1 adapters, max_loras 2)" || stop.To != "none" ||
+					start.From != "none" || start.To != stop.From || stop.GPU.Index != 0 || start.GPU.Index != 1 {
+					t.Errorf("stop %+v, start %+v: want e stopped on n0/0 and started on n0/1, named as an engine", stop, start)
 				}
 			}},
 		{name: "the GPU of an engine that moves away becomes MIG",
@@ -141,5 +152,77 @@ func TestMigrationOrdersLoRAEngines(t *testing.T) {
 			t.Errorf("maxUnavailable %d: steps %v, want %v", mu, got, want)
 		}
 		replayMigration(t, cur, next, steps, mu)
+	}
+}
+
+// Re-plans of a pool with shared LoRA engines (BuildWithLoRA, against the plan in force) whose
+// tenants change — ordinary tenants added (the engines' GPUs go to them, some as MIG GPUs, and the
+// engines move), half the adapter tenants dropped, adapter rates doubled or cut to a third —
+// replay wave by wave without a GPU over-full or reconfigured under a running engine, within
+// maxUnavailable, to the new plan. Between them they move, start, restart and stop engines and
+// drain GPUs that run one now.
+func TestMigrationReplaysLoRARePlans(t *testing.T) {
+	pool := loraFleetPool(t, 8, 6)
+	cur, _ := planWithLoRA(t, pool, nil)
+	if len(cur.LoRAEngines) < 2 {
+		t.Fatalf("%d engines in the first plan, want at least 2", len(cur.LoRAEngines))
+	}
+	engineGPU := map[v1.GPURef]bool{}
+	for _, e := range cur.LoRAEngines {
+		engineGPU[e.GPU] = true
+	}
+	seen := map[string]int{}
+	for v := range 4 {
+		changed := *pool
+		changed.Tenants = nil
+		for i, tn := range pool.Tenants {
+			switch {
+			case v == 1 && i%2 == 1:
+				continue // dropped
+			case v == 2 && i > 0:
+				tn.Traffic.RPS *= 2
+			case v == 3 && i > 0:
+				tn.Traffic.RPS /= 3
+			}
+			changed.Tenants = append(changed.Tenants, tn)
+			if i == 0 && v < 3 {
+				for k := range 3 - v {
+					more := tn
+					more.Name, more.Traffic.RPS = fmt.Sprintf("chat-%d", k), 20
+					changed.Tenants = append(changed.Tenants, more)
+				}
+			}
+		}
+		next, _ := planWithLoRA(t, &changed, cur)
+		if err := v1.ValidatePlan(next, &changed); err != nil {
+			t.Fatalf("variant %d: %v", v, err)
+		}
+		for _, mu := range []int{1, 2, 3} {
+			steps := Migration(cur, next, mu)
+			for _, s := range steps {
+				switch {
+				case s.LoRAEngine != "":
+					seen["engine "+s.Kind]++
+				case s.Kind == StepGPU && engineGPU[s.GPU]:
+					seen["engine GPU reconfigured"]++
+					if !s.Drain {
+						t.Errorf("variant %d: GPU %s runs an engine and is reconfigured without a drain", v, s.GPU)
+					}
+				}
+			}
+			replayMigration(t, cur, next, steps, mu)
+			if t.Failed() {
+				for _, s := range steps {
+					t.Logf("wave %d %s %s%s on %s drain %v: %s -> %s", s.Wave, s.Kind, s.Tenant, s.LoRAEngine, s.GPU, s.Drain, s.From, s.To)
+				}
+				t.Fatalf("variant %d, maxUnavailable %d: %d steps", v, mu, len(steps))
+			}
+		}
+	}
+	t.Logf("steps over the variants: %v", seen)
+	for _, k := range []string{"engine move", "engine start", "engine restart", "engine stop", "engine GPU reconfigured"} {
+		if seen[k] == 0 {
+			t.Errorf("no %s in any variant: %v", k, seen)
+		}
 	}
 }
