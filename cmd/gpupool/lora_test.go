@@ -450,3 +450,46 @@ func TestSimulateAndCostWithLoRAEngines(t *testing.T) {
 		t.Errorf("report without engines: exit %d: %s", code, stderr)
 	}
 }
+
+// plan --current lists a shared LoRA engine's step once, among the migration's steps: dropping
+// one of its two adapter tenants restarts it in place (the table's lora: row, migration.yaml's
+// loraEngine).
+func TestPlanCurrentLoRAEngineSteps(t *testing.T) {
+	pool := loraPool(t, peftDir(t, 32), 0)
+	cur, stderr, code := runCmd(t, "plan", pool, "-o", "yaml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	y, err := os.ReadFile(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// drop a (the folder adapter, which --out could not render without a volume)
+	i, j := strings.Index(string(y), "- name: a\n"), strings.Index(string(y), "- name: b\n")
+	if i < 0 || j < i {
+		t.Fatalf("pool without tenants a and b:\n%s", y)
+	}
+	smaller := writeTemp(t, "smaller.yaml", string(y[:i])+string(y[j:]))
+	dir := filepath.Join(t.TempDir(), "out")
+	out, stderr, code := runCmd(t, "plan", smaller, "--current", writeTemp(t, "cur.yaml", cur), "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rows []string
+	_, steps, _ := strings.Cut(out, "\nmigration:")
+	for _, l := range strings.Split(steps, "\n") {
+		if strings.Contains(l, "lora:") {
+			rows = append(rows, l)
+		}
+	}
+	if len(rows) != 1 || !strings.Contains(rows[0], "restart") || !strings.Contains(rows[0], "(1 adapters") {
+		t.Errorf("engine rows %q, want one restart to 1 adapter:\n%s", rows, out)
+	}
+	mig, err := os.ReadFile(filepath.Join(dir, "migration.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(mig), "loraEngine:"); n != 1 || !strings.Contains(string(mig), "kind: restart") {
+		t.Errorf("migration.yaml names an engine %d times, want one restart:\n%s", n, mig)
+	}
+}

@@ -141,7 +141,7 @@ func runPlan(e *env, a planArgs) error {
 	var steps []plan.Step
 	if cur != nil {
 		mu := pool.Policy.MaxUnavailable.Resolve(pl.Summary.GPUsTotal)
-		steps = plan.LoRAEngineSteps(cur, pl, plan.Migration(cur, pl, mu), mu)
+		steps = plan.Migration(cur, pl, mu)
 	}
 	var problems []string
 	if a.outDir != "" {

@@ -370,19 +370,13 @@ func baseArchOf(t v1.Tenant, models map[string]llm.Model) (llm.Arch, error) {
 	return llm.Lookup(t.Model.Name)
 }
 
-// LoRAEngineSteps lists the shared LoRA engines that start, move, restart or stop between the
-// plan in force cur and next, after the replica steps (steps, from Migration): an engine of next
-// not in cur starts on its GPU, one whose GPU changes moves (its Deployment stops the old pod and
-// starts the new: no surge), one whose limits or adapters change restarts in place, one of cur not
-// in next stops. Starts come first, in the wave after the last of steps; moves and restarts follow,
-// at most maxUnavailable a wave (each leaves its adapters without that engine for a while); stops
-// last. It returns steps with the engines' steps appended.
-func LoRAEngineSteps(cur, next *v1.Plan, steps []Step, maxUnavailable int) []Step {
-	maxUnavailable = max(maxUnavailable, 1)
-	wave := 0
-	for _, s := range steps {
-		wave = max(wave, s.Wave)
-	}
+// engineSteps lists the shared LoRA engines that start, move, restart or stop between the plan
+// in force cur and next, for Migration to order with the replica steps: an engine of next not in
+// cur starts on its GPU, one whose GPU changes moves (its Deployment stops the old pod and starts
+// the new: no surge), one of cur not in next stops (these are returned in steps, with the slots
+// they leave and take: an engine holds its whole GPU); one whose limits or adapters change
+// restarts in place (restarts: it changes no GPU's occupants).
+func engineSteps(cur, next *v1.Plan) (steps, restarts []Step) {
 	was := map[string]v1.PlanLoRAEngine{}
 	for _, e := range cur.LoRAEngines {
 		was[e.Name] = e
@@ -390,43 +384,53 @@ func LoRAEngineSteps(cur, next *v1.Plan, steps []Step, maxUnavailable int) []Ste
 	describe := func(e v1.PlanLoRAEngine) string {
 		return fmt.Sprintf("lora engine (%d adapters, max_loras %d)", len(e.Adapters), e.MaxLoRAs)
 	}
-	var starts, changes, stops []Step
+	var starts, moves, stops []Step
 	for _, e := range next.LoRAEngines {
 		old, ok := was[e.Name]
 		switch {
 		case !ok:
-			starts = append(starts, Step{Kind: StepStart, GPU: e.GPU, LoRAEngine: e.Name, From: "none", To: describe(e)})
+			starts = append(starts, Step{Kind: StepStart, GPU: e.GPU, LoRAEngine: e.Name, From: "none", To: describe(e), to: ptr(slot{gpu: e.GPU})})
 		case old.GPU != e.GPU:
-			changes = append(changes, Step{Kind: StepMove, GPU: e.GPU, LoRAEngine: e.Name, From: old.GPU.String(), To: e.GPU.String()})
+			moves = append(moves, Step{Kind: StepMove, GPU: e.GPU, LoRAEngine: e.Name, From: old.GPU.String(), To: e.GPU.String(),
+				from: ptr(slot{gpu: old.GPU}), to: ptr(slot{gpu: e.GPU}), text: [2]string{describe(old), describe(e)}})
 		case !sameEngine(old, e):
-			changes = append(changes, Step{Kind: StepRestart, GPU: e.GPU, LoRAEngine: e.Name, From: describe(old), To: describe(e)})
+			restarts = append(restarts, Step{Kind: StepRestart, GPU: e.GPU, LoRAEngine: e.Name, From: describe(old), To: describe(e)})
 		}
 		delete(was, e.Name)
 	}
 	for _, e := range cur.LoRAEngines {
 		if _, gone := was[e.Name]; gone {
-			stops = append(stops, Step{Kind: StepStop, GPU: e.GPU, LoRAEngine: e.Name, From: describe(e), To: "none"})
+			stops = append(stops, Step{Kind: StepStop, GPU: e.GPU, LoRAEngine: e.Name, From: describe(e), To: "none", from: ptr(slot{gpu: e.GPU})})
 		}
 	}
-	if len(starts) > 0 {
-		wave++
-		for i := range starts {
-			starts[i].Wave = wave
+	return append(append(starts, moves...), stops...), restarts
+}
+
+// withEngines is slots (replicaSlots of pl) with each of pl's shared LoRA engines as an occupant
+// of its whole GPU, under a key no tenant has: for a migration's room (slotCapacity).
+func withEngines(slots map[string][]slot, pl *v1.Plan) map[string][]slot {
+	out := make(map[string][]slot, len(slots)+len(pl.LoRAEngines))
+	for k, v := range slots {
+		out[k] = v
+	}
+	for _, e := range pl.LoRAEngines {
+		k := "\x00lora:" + e.Name
+		out[k] = append(out[k], slot{gpu: e.GPU})
+	}
+	return out
+}
+
+// runsEngine reports whether GPU g of pl runs a shared LoRA engine.
+func runsEngine(pl *v1.Plan, g v1.PlanGPU) bool {
+	if g.LoRAEngine != "" {
+		return true
+	}
+	for _, e := range pl.LoRAEngines {
+		if e.GPU == g.Ref() {
+			return true
 		}
 	}
-	for i := range changes {
-		if i%maxUnavailable == 0 {
-			wave++
-		}
-		changes[i].Wave = wave
-	}
-	if len(stops) > 0 {
-		wave++
-		for i := range stops {
-			stops[i].Wave = wave
-		}
-	}
-	return append(append(append(steps, starts...), changes...), stops...)
+	return false
 }
 
 // sameEngine says whether two listings of an engine run the same server: base model, limits

@@ -225,8 +225,9 @@ func TestPlaceLoRAEnginesShortOfGPUs(t *testing.T) {
 	}
 }
 
-// Engines that appear start first, after the replica steps; moved and changed engines follow,
-// maxUnavailable a wave; engines that go stop last; an unchanged engine (rates aside) has no step.
+// The migration lists the engines that appear (a start), change GPU (a move), change limits or
+// adapters (a restart in place, after the starts and moves) or go (a stop, last), maxUnavailable
+// steps a wave; an unchanged engine (rates aside) has no step.
 func TestLoRAEngineSteps(t *testing.T) {
 	eng := func(name string, node string, idx, maxLoRAs int, adapters ...string) v1.PlanLoRAEngine {
 		e := v1.PlanLoRAEngine{Name: name, GPU: v1.GPURef{Node: node, Index: idx}, Model: "m", MaxLoRAs: maxLoRAs, MaxLoRARank: 16, MaxCPULoRAs: maxLoRAs}
@@ -241,17 +242,22 @@ func TestLoRAEngineSteps(t *testing.T) {
 	same.Adapters[0].RPS = 7 // a rate the server does not see
 	next := &v1.Plan{LoRAEngines: []v1.PlanLoRAEngine{same, eng("moved", "n", 5, 2, "c"), eng("changed", "n", 2, 4, "d"),
 		eng("changed2", "n", 3, 2, "e", "g"), eng("new", "n", 6, 1, "h")}}
-	replica := []Step{{Wave: 3, Kind: StepGPU}}
-	got := LoRAEngineSteps(cur, next, replica, 1)
+	got := Migration(cur, next, 1)
 	var lines []string
-	for _, s := range got[1:] {
-		lines = append(lines, fmt.Sprintf("%d %s %s %s", s.Wave, s.Kind, s.LoRAEngine, s.GPU))
+	for _, s := range got {
+		lines = append(lines, fmt.Sprintf("%d %s %s %s %s -> %s", s.Wave, s.Kind, s.LoRAEngine, s.GPU, s.From, s.To))
+		if s.Tenant != "" {
+			t.Errorf("engine step %+v names a tenant", s)
+		}
 	}
-	want := "4 start new n/6|5 move moved n/5|6 restart changed n/2|7 restart changed2 n/3|8 stop gone n/4"
-	if g := strings.Join(lines, "|"); g != want || got[0].Kind != StepGPU {
+	want := "1 start new n/6 none -> lora engine (1 adapters, max_loras 1)|2 move moved n/5 n/1 -> n/5|" +
+		"3 restart changed n/2 lora engine (1 adapters, max_loras 2) -> lora engine (1 adapters, max_loras 4)|" +
+		"4 restart changed2 n/3 lora engine (1 adapters, max_loras 2) -> lora engine (2 adapters, max_loras 2)|" +
+		"5 stop gone n/4 lora engine (1 adapters, max_loras 1) -> none"
+	if g := strings.Join(lines, "|"); g != want {
 		t.Errorf("steps\n%s\nwant\n%s", g, want)
 	}
-	if got := LoRAEngineSteps(cur, cur, nil, 2); len(got) != 0 {
+	if got := Migration(cur, cur, 2); len(got) != 0 {
 		t.Errorf("no change: %+v", got)
 	}
 }
@@ -277,7 +283,7 @@ func TestBuildWithLoRAMoveBudgetKeepsEngines(t *testing.T) {
 			t.Errorf("engine %s on %s, was on %s", e.Name, e.GPU, cur.LoRAEngines[i].GPU)
 		}
 	}
-	if steps := LoRAEngineSteps(cur, next, Migration(cur, next, 1), 1); len(steps) != 0 {
+	if steps := Migration(cur, next, 1); len(steps) != 0 {
 		t.Errorf("steps %+v, want none", steps)
 	}
 }

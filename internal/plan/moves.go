@@ -223,14 +223,25 @@ func slotCapacity(before, after map[string][]slot) capacity {
 // per wave (a move starts the new replica and waits for it before stopping the old one, so the
 // tenant keeps its capacity; a restart's clearing stops come in the waves before it); then busy
 // GPUs are drained, at most maxUnavailable per wave; then replicas start or move onto the drained
-// GPUs; stops come last.
+// GPUs; then shared LoRA engines restart in place (restarts: they change no slot's occupants), at
+// most maxUnavailable per wave; stops come last. The shared LoRA engines' starts, moves and stops
+// are among repSteps: an engine occupies its whole GPU's cell (c counts it) and is ordered as a
+// replica on that slot is.
+//
+// An engine that moves is stop-old-then-start-new in reality (its Deployment does not surge), yet
+// for room it holds both GPUs during its wave, like a replica move: the new GPU must be free when
+// the wave starts, and the old one is free for others only from the next wave. That is the
+// conservative reading: nothing is ever listed to start on the old GPU while the old pod may
+// still be terminating, and a trade of GPUs between an engine and a replica is a cycle, broken as
+// any other (one of the two stops first), instead of an engine stop and a replica start listed in
+// one wave.
 //
 // A replica starts on a slot only when the slot has room (capacity): onto a GPU or MIG instance
 // another replica leaves in the same migration it comes after that replica's move away, or its
 // stop, which is then brought forward to the wave before. A cycle of such moves (two tenants
 // trading exclusive GPUs) is broken by stopping one of its replicas first (a clearing stop) and
 // starting it once its new slot is free: that tenant is a replica short meanwhile.
-func order(gpuSteps, repSteps []Step, c capacity, maxUnavailable int) []Step {
+func order(gpuSteps, repSteps, restarts []Step, c capacity, maxUnavailable int) []Step {
 	var idle, busy []Step
 	drained := map[v1.GPURef]bool{}
 	for _, s := range gpuSteps {
@@ -273,9 +284,10 @@ func order(gpuSteps, repSteps []Step, c capacity, maxUnavailable int) []Step {
 	}
 	w.put(lateClear, maxUnavailable)
 	w.fill(append(late, deferred...), &stops, true)
+	w.put(restarts, maxUnavailable)
 	w.put(stops, maxUnavailable)
 	for i := range w.out {
-		w.out[i].from, w.out[i].to = nil, nil
+		w.out[i].from, w.out[i].to, w.out[i].text = nil, nil, [2]string{}
 	}
 	return w.out
 }
@@ -402,8 +414,13 @@ func (w *waves) fill(ss []Step, stops *[]Step, last bool) (waiting []Step) {
 			return nil
 		}
 		m := pending[i]
-		w.put([]Step{{Tenant: m.Tenant, Kind: StepStop, GPU: m.from.gpu, From: m.From, To: "none", clears: true, from: m.from}}, 1)
-		pending[i] = Step{Tenant: m.Tenant, Kind: StepStart, GPU: m.GPU, From: "none", To: m.To, to: m.to}
+		stop := Step{Tenant: m.Tenant, LoRAEngine: m.LoRAEngine, Kind: StepStop, GPU: m.from.gpu, From: m.From, To: "none", clears: true, from: m.from}
+		start := Step{Tenant: m.Tenant, LoRAEngine: m.LoRAEngine, Kind: StepStart, GPU: m.GPU, From: "none", To: m.To, to: m.to}
+		if m.LoRAEngine != "" { // an engine's stop and start name the engine, as engineSteps does
+			stop.From, start.To = m.text[0], m.text[1]
+		}
+		w.put([]Step{stop}, 1)
+		pending[i] = start
 	}
 	return nil
 }

@@ -203,8 +203,8 @@ func (g *gpuPlan) adoptStarts(b *gpu.Board, cur v1.PlanGPU) {
 	}
 }
 
-// Step is one step of a migration from a current plan to a new one: a GPU change or a replica
-// that starts, moves or stops.
+// Step is one step of a migration from a current plan to a new one: a GPU change, or a replica
+// or shared LoRA engine that starts, moves, restarts or stops.
 type Step struct {
 	// Wave numbers the steps that may run at once (see Migration).
 	Wave int `json:"wave"`
@@ -214,27 +214,34 @@ type Step struct {
 	GPU v1.GPURef `json:"gpu"`
 	// Tenant is the replica's tenant (replica steps).
 	Tenant string `json:"tenant,omitempty"`
-	// LoRAEngine is the shared LoRA engine that starts, moves, restarts or stops (LoRAEngineSteps).
+	// LoRAEngine is the shared LoRA engine that starts, moves, restarts or stops (engine steps).
 	LoRAEngine string `json:"loraEngine,omitempty"`
 	// From and To describe the GPU's mode and MIG instances, or the replica's slot, before and
-	// after ("none" for a replica that starts or stops).
+	// after ("none" for a replica that starts or stops); for an engine, its GPUs (a move) or the
+	// engine ("lora engine (N adapters, max_loras M)"; "none" for one that starts or stops).
 	From string `json:"from"`
 	To   string `json:"to"`
-	// Drain is set when the GPU runs replicas now, which must be moved off first (cordon, drain,
-	// reconfigure, verify, uncordon).
+	// Drain is set when the GPU runs replicas or a shared LoRA engine now, which must be moved off
+	// first (cordon, drain, reconfigure, verify, uncordon).
 	Drain bool `json:"drain"`
 	// clears marks a stop that frees GPUs for the restart listed after it (it is ordered before).
 	clears bool
-	// from and to are the replica's slots (nil for a start's from and a stop's to).
+	// from and to are the replica's or engine's slots (nil for a start's from and a stop's to).
 	from, to *slot
+	// text describes an engine that moves before and after, for the stop and start that a
+	// cycle splits its move into.
+	text [2]string
 }
 
 // Migration lists the GPUs whose mode or MIG layout differs between cur and next and every
-// replica that starts, moves or stops, in waves: GPUs that run nothing now first (new capacity
-// comes up without disturbing anyone), then replicas moving onto GPUs that are not drained, then
-// busy GPUs, then replicas moving onto them, then stops; at most maxUnavailable replica steps or
-// drains per wave, in fleet and tenant order. A replica starts on a slot only when it has room
-// (see order): after the move away or the stop of the replica it replaces.
+// replica and shared LoRA engine that starts, moves, restarts or stops, in waves: GPUs that run
+// nothing now first (new capacity comes up without disturbing anyone), then replicas and engines
+// moving onto GPUs that are not drained, then busy GPUs (those that run replicas or an engine
+// now), then replicas and engines moving onto them, then engines restarting in place, then stops;
+// at most maxUnavailable replica or engine steps or drains per wave, in fleet and tenant order,
+// engines after replicas. A replica or engine starts on a slot only when it has room (see order):
+// after the move away or the stop of the replica or engine it replaces. An engine holds its whole
+// GPU, as an exclusive replica does.
 func Migration(cur, next *v1.Plan, maxUnavailable int) []Step {
 	maxUnavailable = max(maxUnavailable, 1)
 	before := map[v1.GPURef]v1.PlanGPU{}
@@ -252,13 +259,16 @@ func Migration(cur, next *v1.Plan, maxUnavailable int) []Step {
 		if ok && from == to && layoutText(old) == layoutText(g) {
 			continue
 		}
-		gpus = append(gpus, Step{Kind: StepGPU, GPU: g.Ref(), From: describeGPU(old, ok), To: describeGPU(g, true), Drain: ok && hasReplicas(old)})
+		busy := hasReplicas(old) || runsEngine(cur, old)
+		gpus = append(gpus, Step{Kind: StepGPU, GPU: g.Ref(), From: describeGPU(old, ok), To: describeGPU(g, true), Drain: ok && busy})
 	}
 	was, now := replicaSlots(cur), replicaSlots(next)
-	return order(gpus, stepsBetween(was, now), slotCapacity(was, now), maxUnavailable)
+	engines, restarts := engineSteps(cur, next)
+	c := slotCapacity(withEngines(was, cur), withEngines(now, next))
+	return order(gpus, append(stepsBetween(was, now), engines...), restarts, c, maxUnavailable)
 }
 
-// Moves counts the replica steps of a migration.
+// Moves counts the replica and engine steps of a migration.
 func Moves(steps []Step) int {
 	n := 0
 	for _, s := range steps {

@@ -215,24 +215,65 @@ func TestTensorParallelOverlapSteps(t *testing.T) {
 	}
 }
 
-// replayMigration runs steps wave by wave over the slots of cur (by their names, as the steps
-// give them) and fails the test when a replica starts on a slot fuller than either plan holds it,
-// when a wave runs more than maxUnavailable replica steps, or when the end differs from next.
-func replayMigration(t *testing.T, cur, next *v1.Plan, steps []Step, maxUnavailable int) {
-	t.Helper()
-	occ, most, want := map[string]int{}, map[string]int{}, map[string]int{}
-	for tn, ss := range replicaSlots(cur) {
+// occupants names, per occupant of a plan (a tenant's replica, or a shared LoRA engine as
+// "lora:NAME"), the slot it runs on ("OCCUPANT@SLOT"), with how many run there; an engine holds
+// its whole GPU's slot.
+func occupants(pl *v1.Plan) map[string]int {
+	out := map[string]int{}
+	for tn, ss := range replicaSlots(pl) {
 		for _, s := range ss {
-			occ[tn+"@"+s.String()]++
-			most[s.String()]++
+			out[tn+"@"+s.String()]++
 		}
 	}
-	after := map[string]int{}
-	for tn, ss := range replicaSlots(next) {
-		for _, s := range ss {
-			want[tn+"@"+s.String()]++
-			after[s.String()]++
+	for _, e := range pl.LoRAEngines {
+		out["lora:"+e.Name+"@"+e.GPU.String()]++
+	}
+	return out
+}
+
+// stepSlots are the occupant keys (as occupants names them) a replica or engine step leaves and
+// takes ("" for none), as the step's public fields give them: a replica's From and To; an engine
+// start's GPU, a stop's GPU, a move's From and To (its GPUs); an engine restarting in place
+// leaves and takes nothing.
+func stepSlots(s Step) (from, to string) {
+	if s.LoRAEngine == "" {
+		if s.From != "none" {
+			from = s.Tenant + "@" + s.From
 		}
+		if s.To != "none" {
+			to = s.Tenant + "@" + s.To
+		}
+		return from, to
+	}
+	k := "lora:" + s.LoRAEngine + "@"
+	switch s.Kind {
+	case StepStart:
+		return "", k + s.GPU.String()
+	case StepStop:
+		return k + s.GPU.String(), ""
+	case StepMove:
+		return k + s.From, k + s.To
+	}
+	return "", ""
+}
+
+// replayMigration runs steps wave by wave over the occupants of cur's slots (replicas, and shared
+// LoRA engines on their whole GPUs; by their names, as the steps give them) and fails the test
+// when a replica or engine starts on a slot fuller than either plan holds it, when a GPU is
+// reconfigured without a drain while something runs on it or before the last arrival onto it
+// listed after it, when a wave runs more than maxUnavailable replica and engine steps, or when the
+// end differs from next. A drain evicts what still runs on its GPU; a move holds both slots
+// during its wave (the new one runs before the old one stops).
+func replayMigration(t *testing.T, cur, next *v1.Plan, steps []Step, maxUnavailable int) {
+	t.Helper()
+	occ, want, most := occupants(cur), occupants(next), map[string]int{}
+	slotOf := func(k string) string { return k[strings.Index(k, "@")+1:] }
+	for k, n := range occ {
+		most[slotOf(k)] += n
+	}
+	after := map[string]int{}
+	for k, n := range want {
+		after[slotOf(k)] += n
 	}
 	for k, n := range after {
 		most[k] = max(most[k], n)
@@ -240,11 +281,21 @@ func replayMigration(t *testing.T, cur, next *v1.Plan, steps []Step, maxUnavaila
 	on := func(slotName string) int {
 		n := 0
 		for k, c := range occ {
-			if strings.HasSuffix(k, "@"+slotName) {
+			if slotOf(k) == slotName {
 				n += c
 			}
 		}
 		return n
+	}
+	onGPU := func(k string, g v1.GPURef) bool {
+		sl := slotOf(k)
+		return sl == g.String() || strings.HasPrefix(sl, g.String()+" ")
+	}
+	reconfigured := map[v1.GPURef]int{} // the wave each GPU step runs in
+	for _, s := range steps {
+		if s.Kind == StepGPU {
+			reconfigured[s.GPU] = s.Wave
+		}
 	}
 	drained := map[string]bool{}
 	dec := func(k string) {
@@ -255,35 +306,42 @@ func replayMigration(t *testing.T, cur, next *v1.Plan, steps []Step, maxUnavaila
 	for i := 0; i < len(steps); {
 		j := i
 		var leave []string
-		replicaSteps := 0
+		moving := 0
 		for ; j < len(steps) && steps[j].Wave == steps[i].Wave; j++ {
 			s := steps[j]
 			if s.Kind == StepGPU {
-				if s.Drain { // what still runs on the GPU is evicted
-					for k := range occ {
-						if g := k[strings.Index(k, "@")+1:]; g == s.GPU.String() || strings.HasPrefix(g, s.GPU.String()+" ") {
-							occ[k], drained[k] = 0, true
-						}
+				for k, n := range occ {
+					if n <= 0 || !onGPU(k, s.GPU) {
+						continue
 					}
+					if !s.Drain {
+						t.Errorf("wave %d: GPU %s is reconfigured without a drain while %s runs there", s.Wave, s.GPU, k)
+					}
+					occ[k], drained[k] = 0, true // what still runs on the GPU is evicted
 				}
 				continue
 			}
-			replicaSteps++
-			if s.Kind == StepRestart || s.Kind == StepStop {
-				dec(s.Tenant + "@" + s.From)
+			moving++
+			from, to := stepSlots(s)
+			if w, ok := reconfigured[s.GPU]; ok && to != "" && w > s.Wave {
+				t.Errorf("wave %d: %s %s%s onto %s before the GPU is reconfigured in wave %d", s.Wave, s.Kind, s.Tenant, s.LoRAEngine, s.GPU, w)
 			}
-			if s.To != "none" {
-				occ[s.Tenant+"@"+s.To]++
-				if n := on(s.To); n > most[s.To] {
-					t.Errorf("wave %d: %s %s onto %s, which then runs %d replicas (at most %d in either plan)", s.Wave, s.Kind, s.Tenant, s.To, n, most[s.To])
+			if from != "" && s.Kind != StepMove {
+				dec(from)
+			}
+			if to != "" {
+				occ[to]++
+				if n := on(slotOf(to)); n > most[slotOf(to)] {
+					t.Errorf("wave %d: %s %s%s onto %s, which then runs %d replicas or engines (at most %d in either plan)",
+						s.Wave, s.Kind, s.Tenant, s.LoRAEngine, slotOf(to), n, most[slotOf(to)])
 				}
 			}
-			if s.Kind == StepMove {
-				leave = append(leave, s.Tenant+"@"+s.From)
+			if from != "" && s.Kind == StepMove {
+				leave = append(leave, from)
 			}
 		}
-		if replicaSteps > maxUnavailable {
-			t.Errorf("wave %d runs %d replica steps, more than %d", steps[i].Wave, replicaSteps, maxUnavailable)
+		if moving > maxUnavailable {
+			t.Errorf("wave %d runs %d replica and engine steps, more than %d", steps[i].Wave, moving, maxUnavailable)
 		}
 		for _, k := range leave {
 			dec(k)
@@ -292,12 +350,12 @@ func replayMigration(t *testing.T, cur, next *v1.Plan, steps []Step, maxUnavaila
 	}
 	for k, n := range occ {
 		if n < 0 || n != want[k] {
-			t.Errorf("after the migration %s runs %d replicas, the plan %d", k, n, want[k])
+			t.Errorf("after the migration %s runs %d, the plan %d", k, n, want[k])
 		}
 	}
 	for k, n := range want {
 		if occ[k] != n {
-			t.Errorf("after the migration %s runs %d replicas, the plan %d", k, occ[k], n)
+			t.Errorf("after the migration %s runs %d, the plan %d", k, occ[k], n)
 		}
 	}
 }
