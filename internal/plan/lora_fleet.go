@@ -94,8 +94,9 @@ type LoRAFleetGroup struct {
 
 // PlaceLoRAEngines puts the shared groups' engines into pl, a plan of the pool's other tenants
 // made on the whole fleet: each engine takes a whole GPU of its board that pl leaves idle (the
-// one the plan in force, cur, gives the same engine when that is idle, else the first in fleet
-// order on a node whose whole GPUs are not shared by MPS or time-slicing, else the first), which
+// one the plan in force, cur, gives the same engine when that is idle, these first; else the
+// first left in fleet order on a node whose whole GPUs are not shared by MPS or time-slicing,
+// else the first left), which
 // becomes a pool GPU of mode exclusive naming the engine. Every adapter tenant gets
 // its plan entry with the engines that serve it and the planner's reason; an engine no idle GPU
 // is left for makes its adapters infeasible (NoCapacity). The summary counts the engines' GPUs
@@ -118,24 +119,51 @@ func PlaceLoRAEngines(pl *v1.Plan, pool *v1.Pool, groups []LoRAFleetGroup, cur *
 			sharedWhole[g.Node] = true
 		}
 	}
-	entries := map[string]*v1.PlanTenant{}
-	var order []string
-	placed := 0
-	for _, grp := range groups {
-		for _, e := range grp.Plan.Engines {
+	// Engines that keep their GPU of the plan in force take it first, so that an engine placed
+	// before them in order does not take it and make them move too.
+	type key struct{ g, e int }
+	gpuOf := map[key]int{}
+	taken := map[int]bool{}
+	for gi, grp := range groups {
+		for ei, e := range grp.Plan.Engines {
+			prev, ok := was[e.Name]
+			if !ok {
+				continue
+			}
+			for i, g := range pl.GPUs {
+				if free(i) && !taken[i] && g.Board == grp.Board && g.Ref() == prev {
+					gpuOf[key{gi, ei}], taken[i] = i, true
+					break
+				}
+			}
+		}
+	}
+	for gi, grp := range groups {
+		for ei := range grp.Plan.Engines {
+			if _, ok := gpuOf[key{gi, ei}]; ok {
+				continue
+			}
 			at := -1
 			for i, g := range pl.GPUs {
-				if !free(i) || g.Board != grp.Board {
+				if !free(i) || taken[i] || g.Board != grp.Board {
 					continue
-				}
-				if prev, ok := was[e.Name]; ok && g.Ref() == prev {
-					at = i
-					break
 				}
 				if at < 0 || sharedWhole[pl.GPUs[at].Node] && !sharedWhole[g.Node] {
 					at = i
 				}
 			}
+			gpuOf[key{gi, ei}] = at
+			if at >= 0 {
+				taken[at] = true
+			}
+		}
+	}
+	entries := map[string]*v1.PlanTenant{}
+	var order []string
+	placed := 0
+	for gi, grp := range groups {
+		for ei, e := range grp.Plan.Engines {
+			at := gpuOf[key{gi, ei}]
 			for _, t := range e.Adapters {
 				if entries[t] == nil {
 					entries[t] = &v1.PlanTenant{Name: t}

@@ -44,8 +44,10 @@ func (g *gpuPlan) busy() bool { return len(g.units()) > 0 }
 
 // alignTo moves the planned GPU configurations between GPUs of the same board so that as many
 // GPUs as possible keep the configuration they have in cur (a MIG change drains the GPU): a busy
-// configuration goes first to a GPU that already has it, then to a GPU that runs nothing now;
-// matched MIG GPUs keep their current instance starts. Canary GPUs stay where they are.
+// configuration goes first to a GPU that already has it, then to a GPU that runs nothing now,
+// then to one that runs replicas, and last to one that runs a shared LoRA engine (which
+// PlaceLoRAEngines then keeps there when the GPU is left idle); matched MIG GPUs keep their
+// current instance starts. Canary GPUs stay where they are.
 func (p *planner) alignTo(cur *v1.Plan) {
 	current := map[v1.GPURef]v1.PlanGPU{}
 	for _, g := range cur.GPUs {
@@ -99,9 +101,15 @@ func (p *planner) assignContents(b *gpu.Board, slots []int, contents []*gpuPlan,
 			c.adoptStarts(b, current[c.fg.ref])
 		}
 	}
-	// 2. other busy configurations onto GPUs that run nothing now, then anywhere; 3. the rest.
+	// A GPU that runs a shared LoRA engine now lists no replicas but is not free: taking it moves
+	// the engine, and an engine's move leaves its adapters without it for a while (its pod stops
+	// before the new one starts), so such GPUs come last.
+	engine := func(si int) bool { return current[p.fleet[slots[si]].ref].LoRAEngine != "" }
+	// 2. other busy configurations onto GPUs that run nothing now, then onto GPUs that run
+	// replicas, then onto the engines' GPUs; 3. the rest.
 	for _, pass := range []func(int) bool{
-		func(si int) bool { _, busy := curSig(si); return !busy },
+		func(si int) bool { _, busy := curSig(si); return !busy && !engine(si) },
+		func(si int) bool { return !engine(si) },
 		func(int) bool { return true },
 	} {
 		for ci, c := range contents {

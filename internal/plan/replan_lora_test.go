@@ -156,11 +156,13 @@ func TestMigrationOrdersLoRAEngines(t *testing.T) {
 }
 
 // Re-plans of a pool with shared LoRA engines (BuildWithLoRA, against the plan in force) whose
-// tenants change — ordinary tenants added (the engines' GPUs go to them, some as MIG GPUs, and the
-// engines move), half the adapter tenants dropped, adapter rates doubled or cut to a third —
-// replay wave by wave without a GPU over-full or reconfigured under a running engine, within
-// maxUnavailable, to the new plan. Between them they move, start, restart and stop engines and
-// drain GPUs that run one now.
+// tenants change — ordinary tenants added (three, with GPUs left idle: the engines keep theirs;
+// twelve, filling the fleet: an engine's GPU becomes a MIG GPU and that engine stops), half the
+// adapter tenants dropped, adapter rates doubled or cut to a third, a tensor-parallel tenant
+// added (its group lands on an engine's GPU, and that engine alone moves) — replay wave by wave
+// without a GPU over-full or reconfigured under a running engine, within maxUnavailable, to the
+// new plan. Between them they move, start, restart and stop engines and drain GPUs that run one
+// now.
 func TestMigrationReplaysLoRARePlans(t *testing.T) {
 	pool := loraFleetPool(t, 8, 6)
 	cur, _ := planWithLoRA(t, pool, nil)
@@ -172,7 +174,7 @@ func TestMigrationReplaysLoRARePlans(t *testing.T) {
 		engineGPU[e.GPU] = true
 	}
 	seen := map[string]int{}
-	for v := range 4 {
+	for v := range 6 {
 		changed := *pool
 		changed.Tenants = nil
 		for i, tn := range pool.Tenants {
@@ -185,17 +187,35 @@ func TestMigrationReplaysLoRARePlans(t *testing.T) {
 				tn.Traffic.RPS /= 3
 			}
 			changed.Tenants = append(changed.Tenants, tn)
-			if i == 0 && v < 3 {
-				for k := range 3 - v {
-					more := tn
-					more.Name, more.Traffic.RPS = fmt.Sprintf("chat-%d", k), 20
-					changed.Tenants = append(changed.Tenants, more)
-				}
+			if i != 0 {
+				continue
+			}
+			more := map[int]int{0: 3, 1: 2, 2: 1, 5: 12}[v]
+			for k := range more {
+				m := tn
+				m.Name, m.Traffic.RPS = fmt.Sprintf("chat-%d", k), 20
+				changed.Tenants = append(changed.Tenants, m)
+			}
+			if v == 4 {
+				big := tn
+				big.Name, big.Model, big.Traffic.RPS = "big", v1.Model{Name: "llama-3.1-70b"}, 1
+				changed.Tenants = append(changed.Tenants, big)
 			}
 		}
 		next, _ := planWithLoRA(t, &changed, cur)
 		if err := v1.ValidatePlan(next, &changed); err != nil {
 			t.Fatalf("variant %d: %v", v, err)
+		}
+		moved := 0
+		for _, e := range next.LoRAEngines {
+			for _, c := range cur.LoRAEngines {
+				if c.Name == e.Name && c.GPU != e.GPU {
+					moved++
+				}
+			}
+		}
+		if want := map[int]int{0: 0, 4: 1}; want[v] != moved && (v == 0 || v == 4) {
+			t.Errorf("variant %d: %d engines move, want %d", v, moved, want[v])
 		}
 		for _, mu := range []int{1, 2, 3} {
 			steps := Migration(cur, next, mu)
