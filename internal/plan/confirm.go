@@ -156,8 +156,7 @@ func (p *planner) confirm() error {
 		}
 		if round == confirmRounds-1 { // no round left to simulate a raise
 			for _, tn := range raised {
-				p.confirmed[tn.choice].left = "the last round"
-				p.leftShort(tn, v1.ReasonSLOUnmet, fmt.Sprintf("after %d rounds of raises", confirmRounds))
+				p.leftShort(tn, "the last round", v1.ReasonSLOUnmet, fmt.Sprintf("after %d rounds of raises", confirmRounds))
 			}
 			return nil
 		}
@@ -166,8 +165,7 @@ func (p *planner) confirm() error {
 		raised = slices.DeleteFunc(raised, func(tn *tenant) bool {
 			m := maxReplicasOf(tn.t)
 			if m > 0 && tn.choice.replicas >= m {
-				p.confirmed[tn.choice].left = maxReplicasName(tn.t)
-				p.leftShort(tn, v1.ReasonOverCap, fmt.Sprintf("and %s allows no more", maxReplicasName(tn.t)))
+				p.leftShort(tn, maxReplicasName(tn.t), v1.ReasonOverCap, fmt.Sprintf("and %s allows no more", maxReplicasName(tn.t)))
 			}
 			return m > 0 && tn.choice.replicas >= m
 		})
@@ -191,14 +189,11 @@ func (p *planner) confirm() error {
 		if now := p.servedInFull(); now < served {
 			// The fleet has no room for the raises: keep the round's plan and say so.
 			undo.restore(p)
+			without := fmt.Sprintf("%d tenant(s) would be left without GPUs instead of %d", len(p.tenants)-now, len(p.tenants)-served)
 			for _, tn := range raised {
-				if st := p.confirmed[tn.choice]; st.left == "" {
-					st.left = fmt.Sprintf("the fleet: with a replica more for each tenant short, %d tenant(s) would be left without GPUs instead of %d",
-						len(p.tenants)-now, len(p.tenants)-served)
-				}
 				p.confirmShort[tn] = p.confirmShort[tn][:len(p.confirmShort[tn])-1]
-				p.leftShort(tn, v1.ReasonNoCapacity, fmt.Sprintf("and the fleet has no room for a replica more for each tenant short (%d tenant(s) would be left without GPUs instead of %d)",
-					len(p.tenants)-now, len(p.tenants)-served))
+				p.leftShort(tn, "the fleet: with a replica more for each tenant short, "+without, v1.ReasonNoCapacity,
+					"and the fleet has no room for a replica more for each tenant short ("+without+")")
 			}
 			return nil
 		}
@@ -206,11 +201,13 @@ func (p *planner) confirm() error {
 	return nil
 }
 
-// leftShort records that the runs found tn's count short of its SLO and that it was not raised
-// (why): the tenant keeps the replicas it has, and the plan calls it short (Infeasible, with
-// code first among its reasons) rather than served, since its own simulation says it misses.
-func (p *planner) leftShort(tn *tenant, code v1.ReasonCode, why string) {
+// leftShort records that the runs found tn's count short of its SLO and that it was not raised:
+// left, for its Simulated reason, and why, for the reason of code that the plan gives it. The
+// tenant keeps the replicas it has, and the plan calls it short (Infeasible, with code first
+// among its reasons) rather than served, since its own simulation says it misses.
+func (p *planner) leftShort(tn *tenant, left string, code v1.ReasonCode, why string) {
 	st := p.confirmed[tn.choice]
+	st.left = left
 	tn.infeas = append(tn.infeas, v1.NewReason(code, "the plan's simulation finds %d replica(s) of %s short of the SLO (%.2f %% of %d requests within it over %d runs, %.2f %% in the worst) %s",
 		st.simulated, tn.choice.label(), 100*st.att, st.over, confirmRuns, 100*st.worst, why))
 }

@@ -70,9 +70,9 @@ func (q *qmodel) ttftFloor(lam float64, slo perf.SLO) int {
 	if lam <= 0 || slo.TTFT <= 0 || q.out < 2 || seqs < 1 || kv <= 0 || q.in < 1 {
 		return 0
 	}
-	if float64(kv) < float64(seqs)*(q.in+q.out) { // the cache may preempt
-		seqs = min(seqs, int((kv+int64(q.in)-1)/int64(q.in)))
-	}
+	// Places: where the cache holds max-num-seqs requests at full length, ⌈kv / in⌉ is at
+	// least max-num-seqs and the minimum is max-num-seqs, as without preemption.
+	seqs = min(seqs, int((kv+int64(q.in)-1)/int64(q.in)))
 	pf, dec := q.floorTimes()
 	hold := 2*pf + (q.out-1)*dec - slo.TTFT.Seconds()
 	if !(hold > 0) {

@@ -448,19 +448,6 @@ func withEngines(slots map[string][]slot, pl *v1.Plan) map[string][]slot {
 	return out
 }
 
-// runsEngine reports whether GPU g of pl runs a shared LoRA engine.
-func runsEngine(pl *v1.Plan, g v1.PlanGPU) bool {
-	if g.LoRAEngine != "" {
-		return true
-	}
-	for _, e := range pl.LoRAEngines {
-		if e.GPU == g.Ref() {
-			return true
-		}
-	}
-	return false
-}
-
 // sameEngine says whether two listings of an engine run the same server: base model, limits
 // and adapters (rates aside, which the server does not see).
 func sameEngine(a, b v1.PlanLoRAEngine) bool {

@@ -267,7 +267,7 @@ func Migration(cur, next *v1.Plan, maxUnavailable int) []Step {
 		if ok && from == to && layoutText(old) == layoutText(g) {
 			continue
 		}
-		busy := hasReplicas(old) || runsEngine(cur, old)
+		busy := hasReplicas(old) || old.LoRAEngine != "" // a valid plan names its engine on its GPU
 		gpus = append(gpus, Step{Kind: StepGPU, GPU: g.Ref(), From: describeGPU(old, ok), To: describeGPU(g, true), Drain: ok && busy})
 	}
 	was, now := replicaSlots(cur), replicaSlots(next)
