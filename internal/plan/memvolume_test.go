@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 )
 
 // memoryVolume is a lower bound on the GPUs of any plan that serves every tenant of p at its
@@ -84,8 +86,9 @@ func memoryVolume(p *planner) float64 {
 // memory only on a whole GPU shared by MPS with their sharing group, whose other members would
 // take no less than the GPU holds (memoryVolume: 22.17 GPUs of memory, 22.42 before ADR 0037,
 // so at least 23 GPUs).
-// The planner's own bound counts the fewest replicas any plan could use (lbReplicas) and MPS
-// shares of different groups as if they could fill one GPU, which is why it says 21.
+// The planner's own bound counts the fewest replicas any plan could use (lbReplicas), which is
+// why it says 21: at those counts the packer itself serves every tenant on 21 GPUs
+// (TestSynthetic100PacksAtBoundCounts), so the whole gap lies in the replica counts.
 func TestSynthetic100AtMemoryVolume(t *testing.T) {
 	pool := synthPool(100)
 	p, err := newPlanner(pool, Options{})
@@ -99,5 +102,58 @@ func TestSynthetic100AtMemoryVolume(t *testing.T) {
 	t.Logf("memory volume %.3f GPUs, plan %d GPUs, planner's bound %d", vol, pl.Summary.GPUsUsed, pl.Summary.LowerBound)
 	if need := int(math.Ceil(vol - 1e-9)); pl.Summary.GPUsUsed > need {
 		t.Errorf("plan uses %d GPUs, the memory volume at the sized replicas allows %d", pl.Summary.GPUsUsed, need)
+	}
+}
+
+// TestSynthetic100PacksAtBoundCounts plans the synthetic 100-tenant pool with every candidate at
+// the lower bound's replica count (lbReplicas) instead of the sized one. The bound claims no plan
+// of those counts uses fewer GPUs, so a packing below it would prove the bound wrong; a packing
+// equal to it shows that the bound is tight for its counts, so that the gap between the plan and
+// the bound (23 against 21 on the device-plugin path) lies wholly in the replica counts, not in
+// the packing or the bound's relaxation of it. Both device paths.
+func TestSynthetic100PacksAtBoundCounts(t *testing.T) {
+	for _, api := range []v1.KubernetesDeviceAPI{v1.DeviceAPIDevicePlugin, v1.DeviceAPIDRA} {
+		pool := synthPool(100)
+		pool.Policy.KubernetesDeviceAPI = api
+		bound := build(t, pool).Summary.LowerBound
+		p, err := newPlanner(pool, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.ctx = context.Background()
+		p.evaluate()
+		lowered := 0
+		for _, tn := range p.tenants {
+			for _, c := range tn.feasible {
+				if c.lbReplicas > 0 && c.lbReplicas < c.replicas {
+					c.replicas = c.lbReplicas
+					c.cost = float64(c.replicas) / float64(c.share) * c.unitFrac
+					lowered++
+				}
+			}
+			sortCands(tn.feasible)
+		}
+		if err := p.optimise(); err != nil {
+			t.Fatal(err)
+		}
+		pl, err := p.result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tp := range pl.Tenants {
+			if tp.Infeasible {
+				t.Fatalf("%s: %s short at the bound's counts", api, tp.Name)
+			}
+		}
+		t.Logf("%s: %d candidates lowered to the bound's count; %d GPUs against the bound's %d", api, lowered, pl.Summary.GPUsUsed, bound)
+		if lowered == 0 {
+			t.Errorf("%s: no candidate's count lowered: the test checks nothing", api)
+		}
+		if pl.Summary.GPUsUsed < bound {
+			t.Errorf("%s: %d GPUs serve every tenant at the bound's counts, below the bound %d: the bound is wrong", api, pl.Summary.GPUsUsed, bound)
+		}
+		if pl.Summary.GPUsUsed > bound {
+			t.Errorf("%s: %d GPUs at the bound's counts against the bound %d: the packing or the bound lost its tightness here", api, pl.Summary.GPUsUsed, bound)
+		}
 	}
 }
