@@ -237,6 +237,13 @@ func validateMigParted(r *validateResult, data []byte, board *gpu.Board) {
 func validateDocument(r *validateResult, data []byte, pool *v1.Pool) {
 	doc, err := v1.Decode(data)
 	if err != nil {
+		if _, ok := doc.(*v1.Pool); ok {
+			// A Pool with malformed fields is still checked without them (as plan and
+			// simulate read it), so every problem of the file is listed at once.
+			if _, lerr := v1.LoadPool(data); lerr != nil {
+				err = lerr
+			}
+		}
 		r.Errors = splitErrors(err)
 		return
 	}

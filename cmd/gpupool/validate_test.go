@@ -52,6 +52,48 @@ func TestValidateReportsEveryPoolErrorWithPathAndExits1(t *testing.T) {
 	}
 }
 
+// A Pool with an unknown field is still checked without it: validate lists the meaning problems
+// (a negative weight, an unknown board, a negative SLO) beside the decoding ones, as plan does.
+func TestValidateListsPoolProblemsBesideUnknownFields(t *testing.T) {
+	pool := writeTemp(t, "pool.yaml", `apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: several-problems}
+fleet:
+  nodes:
+  - name: n0
+    gpus: [{board: H100, count: 4}, {board: H300-NOPE, count: 2}]
+policy:
+  maxUnavalable: 2
+tenants:
+- name: alpha
+  weight: -3
+  model: {name: llama-3.1-8b}
+  slo: {ttftP99: -200ms}
+`)
+	out, _, code := runCmd(t, "validate", "-o", "json", pool)
+	if code != exitInvalid {
+		t.Fatalf("exit %d, want %d", code, exitInvalid)
+	}
+	var res validateOutput
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if len(res.Files) != 1 {
+		t.Fatalf("unexpected result: %+v", res)
+	}
+	got := strings.Join(res.Files[0].Errors, "\n")
+	for _, want := range []string{
+		"policy.maxUnavalable: unknown field",
+		`fleet.nodes[0].gpus[1].board: unknown board "H300-NOPE"`,
+		"tenants[0].weight: must be between",
+		"tenants[0].slo.ttftP99: must be > 0",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("errors lack %q:\n%s", want, got)
+		}
+	}
+}
+
 func TestValidateMigPartedOnOneBoard(t *testing.T) {
 	bad := writeTemp(t, "mig.yaml", `version: v1
 mig-configs:
