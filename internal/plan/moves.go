@@ -41,6 +41,23 @@ func (s slot) gpuIndices() []int {
 	return out
 }
 
+// gpus are the GPUs the slot holds (a tensor-parallel group's, else its GPU).
+func (s slot) gpus() []v1.GPURef {
+	var out []v1.GPURef
+	for _, i := range s.gpuIndices() {
+		out = append(out, v1.GPURef{Node: s.gpu.Node, Index: i})
+	}
+	return out
+}
+
+// onAny reports whether p holds a GPU of set (false for nil).
+func onAny(p *slot, set map[v1.GPURef]bool) bool {
+	if p == nil {
+		return false
+	}
+	return slices.ContainsFunc(p.gpus(), func(g v1.GPURef) bool { return set[g] })
+}
+
 // overlaps reports whether a replica on s and one on o would need a GPU at the same time, one of
 // them being a tensor-parallel group (two slots on one whole GPU are the same slot; MIG
 // instances of one GPU are told apart by the GPU's layout step).
@@ -257,14 +274,14 @@ func order(gpuSteps, repSteps, restarts []Step, c capacity, maxUnavailable int) 
 		switch {
 		case s.clears:
 			// a stop that frees GPUs for the restart after it: in waves before the restart's
-			if r := restartAfter(repSteps, i); r != nil && drained[r.GPU] {
+			if r := restartAfter(repSteps, i); r != nil && onAny(r.to, drained) {
 				lateClear = append(lateClear, s)
 			} else {
 				earlyClear = append(earlyClear, s)
 			}
 		case s.Kind == StepStop:
 			stops = append(stops, s)
-		case drained[s.GPU]:
+		case onAny(s.to, drained): // any GPU of a group: its first may not be drained
 			late = append(late, s)
 		default:
 			early = append(early, s)

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -257,44 +258,81 @@ func stepSlots(s Step) (from, to string) {
 	return "", ""
 }
 
+// slotCells are the cells a slot name (as slot.String writes it) occupies: its MIG instance
+// ("n0/1 3g.40gb@0"), or each whole GPU it holds ("n0/1"; a tensor-parallel group "n0/0,1"
+// holds "n0/0" and "n0/1").
+func slotCells(name string) []string {
+	if strings.Contains(name, " ") {
+		return []string{name}
+	}
+	i := strings.LastIndexByte(name, '/')
+	var out []string
+	for _, x := range strings.Split(name[i+1:], ",") {
+		out = append(out, name[:i+1]+x)
+	}
+	return out
+}
+
+// cellGPU is the GPU ("node/index") a cell is on.
+func cellGPU(cell string) string {
+	if i := strings.IndexByte(cell, ' '); i >= 0 {
+		return cell[:i]
+	}
+	return cell
+}
+
 // replayMigration runs steps wave by wave over the occupants of cur's slots (replicas, and shared
 // LoRA engines on their whole GPUs; by their names, as the steps give them) and fails the test
-// when a replica or engine starts on a slot fuller than either plan holds it, when a GPU is
-// reconfigured without a drain while something runs on it or before the last arrival onto it
-// listed after it, when a wave runs more than maxUnavailable replica and engine steps, or when the
-// end differs from next. A drain evicts what still runs on its GPU; a move holds both slots
-// during its wave (the new one runs before the old one stops).
+// when a replica or engine starts on a cell (a MIG instance, or a whole GPU: each GPU of a
+// tensor-parallel group) fuller than either plan holds it, or on a whole GPU while a MIG instance
+// of it still runs something (or the reverse), when a GPU is reconfigured without a drain while
+// something runs on it or before the last arrival onto it listed after it (any GPU of a group),
+// when a wave runs more than maxUnavailable replica and engine steps, or when the end differs
+// from next. A drain evicts what still runs on its GPU (a group on any of its GPUs); a move holds
+// both slots during its wave (the new one runs before the old one stops).
 func replayMigration(t *testing.T, cur, next *v1.Plan, steps []Step, maxUnavailable int) {
 	t.Helper()
 	occ, want, most := occupants(cur), occupants(next), map[string]int{}
 	slotOf := func(k string) string { return k[strings.Index(k, "@")+1:] }
 	for k, n := range occ {
-		most[slotOf(k)] += n
+		for _, x := range slotCells(slotOf(k)) {
+			most[x] += n
+		}
 	}
 	after := map[string]int{}
 	for k, n := range want {
-		after[slotOf(k)] += n
+		for _, x := range slotCells(slotOf(k)) {
+			after[x] += n
+		}
 	}
 	for k, n := range after {
 		most[k] = max(most[k], n)
 	}
-	on := func(slotName string) int {
-		n := 0
+	on := func(cell string) (same, other int) {
 		for k, c := range occ {
-			if slotOf(k) == slotName {
-				n += c
+			for _, x := range slotCells(slotOf(k)) {
+				switch {
+				case x == cell:
+					same += c
+				case cellGPU(x) == cellGPU(cell) && (x == cellGPU(x)) != (cell == cellGPU(cell)):
+					other += c // a whole GPU and a MIG instance of it
+				}
 			}
 		}
-		return n
+		return same, other
 	}
 	onGPU := func(k string, g v1.GPURef) bool {
-		sl := slotOf(k)
-		return sl == g.String() || strings.HasPrefix(sl, g.String()+" ")
+		for _, x := range slotCells(slotOf(k)) {
+			if cellGPU(x) == g.String() {
+				return true
+			}
+		}
+		return false
 	}
-	reconfigured := map[v1.GPURef]int{} // the wave each GPU step runs in
+	reconfigured := map[string]int{} // the wave each GPU step runs in
 	for _, s := range steps {
 		if s.Kind == StepGPU {
-			reconfigured[s.GPU] = s.Wave
+			reconfigured[s.GPU.String()] = s.Wave
 		}
 	}
 	drained := map[string]bool{}
@@ -323,17 +361,19 @@ func replayMigration(t *testing.T, cur, next *v1.Plan, steps []Step, maxUnavaila
 			}
 			moving++
 			from, to := stepSlots(s)
-			if w, ok := reconfigured[s.GPU]; ok && to != "" && w > s.Wave {
-				t.Errorf("wave %d: %s %s%s onto %s before the GPU is reconfigured in wave %d", s.Wave, s.Kind, s.Tenant, s.LoRAEngine, s.GPU, w)
-			}
 			if from != "" && s.Kind != StepMove {
 				dec(from)
 			}
 			if to != "" {
 				occ[to]++
-				if n := on(slotOf(to)); n > most[slotOf(to)] {
-					t.Errorf("wave %d: %s %s%s onto %s, which then runs %d replicas or engines (at most %d in either plan)",
-						s.Wave, s.Kind, s.Tenant, s.LoRAEngine, slotOf(to), n, most[slotOf(to)])
+				for _, x := range slotCells(slotOf(to)) {
+					if w, ok := reconfigured[cellGPU(x)]; ok && w > s.Wave {
+						t.Errorf("wave %d: %s %s%s onto %s before GPU %s is reconfigured in wave %d", s.Wave, s.Kind, s.Tenant, s.LoRAEngine, slotOf(to), cellGPU(x), w)
+					}
+					if n, other := on(x); n > most[x] || other > 0 {
+						t.Errorf("wave %d: %s %s%s onto %s while %s is still held: it then runs %d replicas or engines (at most %d in either plan), %d more on %s",
+							s.Wave, s.Kind, s.Tenant, s.LoRAEngine, slotOf(to), x, n, most[x], other, cellGPU(x))
+					}
 				}
 			}
 			if from != "" && s.Kind == StepMove {
@@ -450,6 +490,123 @@ func TestMigrationReplaysOnReplans(t *testing.T) {
 			if t.Failed() {
 				t.Fatalf("seed %d, maxUnavailable %d: %d steps", seed, mu, len(steps))
 			}
+		}
+	}
+}
+
+// withMPS makes GPU idx of pl an MPS GPU shared by one replica of each of tenants.
+func withMPS(pl *v1.Plan, idx int, tenants ...string) *v1.Plan {
+	g := &pl.GPUs[idx]
+	g.Role, g.Mode, g.Replicas, g.Instances = v1.RolePool, v1.ModeMPS, nil, nil
+	for _, tn := range tenants {
+		g.Replicas = append(g.Replicas, v1.PlanReplica{Tenant: tn})
+	}
+	return pl
+}
+
+// A tensor-parallel group does not start on a GPU another group, replica or MIG instance still
+// holds: a group that shifts on its own tenant's GPUs restarts (stop, then start); another
+// tenant's group that takes a GPU of a group leaving waits for its move away or its stop; two
+// groups that take each other's GPUs (a cycle) stop one first; a group onto a GPU that is drained
+// (MIG or MPS now) starts after the drain, even when its first GPU is not drained. Each migration
+// replays with every GPU of a group counted, within maxUnavailable, to the new plan.
+func TestMigrationOrdersOverlappingTensorParallelGroups(t *testing.T) {
+	type tpReps = map[string][][]int
+	find := func(steps []Step, who, kind string) *Step {
+		for i, s := range steps {
+			if s.Tenant == who && s.Kind == kind {
+				return &steps[i]
+			}
+		}
+		return nil
+	}
+	gpuStep := func(steps []Step, idx int) *Step {
+		for i, s := range steps {
+			if s.Kind == StepGPU && s.GPU.Index == idx {
+				return &steps[i]
+			}
+		}
+		return nil
+	}
+	cases := []struct {
+		name      string
+		cur, next *v1.Plan
+		// before: pairs of (who, kind) whose step must come in an earlier wave than the next pair's
+		before [][4]string
+		check  func(t *testing.T, steps []Step)
+	}{
+		{name: "a group shifts onto a GPU it holds",
+			cur:  tpPlan(tpReps{"a": {{0, 1}}}),
+			next: tpPlan(tpReps{"a": {{1, 2}}}),
+			check: func(t *testing.T, steps []Step) {
+				if r := find(steps, "a", StepRestart); len(steps) != 1 || r == nil || r.From != "n0/0,1" || r.To != "n0/1,2" {
+					t.Errorf("want one restart of a from n0/0,1 to n0/1,2")
+				}
+			}},
+		{name: "another tenant's group takes a GPU of a group that stops",
+			cur:    tpPlan(tpReps{"a": {{0, 1}}}),
+			next:   tpPlan(tpReps{"b": {{1, 2}}}),
+			before: [][4]string{{"a", StepStop, "b", StepStart}}},
+		{name: "another tenant's group takes a GPU of a group that moves away",
+			cur:    tpPlan(tpReps{"a": {{0, 1}}, "b": {{6, 7}}}),
+			next:   tpPlan(tpReps{"a": {{4, 5}}, "b": {{1, 2}}}),
+			before: [][4]string{{"a", StepMove, "b", StepMove}}},
+		{name: "a group takes the GPU of an exclusive replica that moves away",
+			cur:    tpPlan(tpReps{"a": {{1}}}),
+			next:   tpPlan(tpReps{"a": {{5}}, "b": {{0, 1}}}),
+			before: [][4]string{{"a", StepMove, "b", StepStart}}},
+		{name: "two groups take each other's GPUs",
+			cur:  tpPlan(tpReps{"a": {{0, 1}}, "b": {{3, 4}}}),
+			next: tpPlan(tpReps{"a": {{3, 4}}, "b": {{1, 2}}}),
+			check: func(t *testing.T, steps []Step) {
+				kinds := map[string]int{}
+				for _, s := range steps {
+					kinds[s.Kind]++
+				}
+				if kinds[StepStop] != 1 || kinds[StepMove] != 1 || kinds[StepStart] != 1 {
+					t.Errorf("a cycle of groups is %v, want a stop, a move and a start", kinds)
+				}
+			}},
+		{name: "a group's second GPU is a MIG GPU now",
+			cur:  withMIG(tpPlan(tpReps{"a": {{7}}}), 1, "c"),
+			next: tpPlan(tpReps{"a": {{7}}, "b": {{0, 1}}}),
+			check: func(t *testing.T, steps []Step) {
+				g, b := gpuStep(steps, 1), find(steps, "b", StepStart)
+				if g == nil || !g.Drain || b == nil || g.Wave >= b.Wave {
+					t.Errorf("GPU step %+v, start %+v: want n0/1 drained before b starts", g, b)
+				}
+			}},
+		{name: "a group's second GPU is an MPS GPU now",
+			cur:  withMPS(tpPlan(tpReps{"c": {{5}}}), 1, "c", "d"),
+			next: tpPlan(tpReps{"c": {{5}, {6}}, "d": {{7}}, "b": {{0, 1}}}),
+			check: func(t *testing.T, steps []Step) {
+				g, b := gpuStep(steps, 1), find(steps, "b", StepStart)
+				if g == nil || !g.Drain || b == nil || g.Wave >= b.Wave {
+					t.Errorf("GPU step %+v, start %+v: want n0/1 drained before b starts", g, b)
+				}
+			}},
+	}
+	for _, mu := range []int{1, 2, 3} {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%s/maxUnavailable %d", c.name, mu), func(t *testing.T) {
+				steps := Migration(c.cur, c.next, mu)
+				for _, s := range steps {
+					t.Logf("wave %d %s %s on %s drain %v: %s -> %s", s.Wave, s.Kind, s.Tenant, s.GPU, s.Drain, s.From, s.To)
+				}
+				for _, b := range c.before {
+					x, y := find(steps, b[0], b[1]), find(steps, b[2], b[3])
+					if x == nil || y == nil {
+						t.Fatalf("no %s of %s or no %s of %s", b[1], b[0], b[3], b[2])
+					}
+					if x.Wave >= y.Wave {
+						t.Errorf("the %s of %s is in wave %d, the %s of %s in wave %d: it must come first", b[1], b[0], x.Wave, b[3], b[2], y.Wave)
+					}
+				}
+				if c.check != nil {
+					c.check(t, steps)
+				}
+				replayMigration(t, c.cur, c.next, steps, mu)
+			})
 		}
 	}
 }
