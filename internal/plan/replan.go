@@ -234,6 +234,8 @@ type Step struct {
 	Drain bool `json:"drain"`
 	// clears marks a stop that frees GPUs for the restart listed after it (it is ordered before).
 	clears bool
+	// down marks the start of a replica or engine that a split cycle stopped (see fill).
+	down bool
 	// from and to are the replica's or engine's slots (nil for a start's from and a stop's to).
 	from, to *slot
 	// text describes an engine that moves before and after, for the stop and start that a
@@ -273,7 +275,40 @@ func Migration(cur, next *v1.Plan, maxUnavailable int) []Step {
 	was, now := replicaSlots(cur), replicaSlots(next)
 	engines, restarts := engineSteps(cur, next)
 	c := slotCapacity(withEngines(was, cur), withEngines(now, next))
-	return order(gpus, append(stepsBetween(was, now), engines...), restarts, c, maxUnavailable)
+	reps := append(stepsBetween(was, now), restartsInPlace(gpus, was, now)...)
+	return order(gpus, append(reps, engines...), restarts, c, maxUnavailable)
+}
+
+// restartsInPlace are the restarts of replicas that keep their slot on a GPU that is drained (an
+// MPS GPU's replica that keeps the GPU when it becomes exclusive, a MIG instance kept in a new
+// layout): the drain evicts them, so they start again once the GPU is reconfigured.
+func restartsInPlace(gpus []Step, before, after map[string][]slot) []Step {
+	drained := map[v1.GPURef]bool{}
+	for _, g := range gpus {
+		if g.Drain {
+			drained[g.GPU] = true
+		}
+	}
+	var names []string
+	for n := range after {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var out []Step
+	for _, n := range names {
+		old := slices.Clone(before[n])
+		for _, s := range after[n] {
+			j := slices.Index(old, s)
+			if j < 0 {
+				continue
+			}
+			old = slices.Delete(old, j, j+1)
+			if onAny(&s, drained) {
+				out = append(out, Step{Tenant: n, Kind: StepRestart, GPU: s.gpu, From: s.String(), To: s.String(), from: ptr(s), to: ptr(s)})
+			}
+		}
+	}
+	return out
 }
 
 // Moves counts the replica and engine steps of a migration.
