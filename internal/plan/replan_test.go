@@ -825,6 +825,31 @@ func TestMigrationMakesBeforeBreakingDrainedGPUs(t *testing.T) {
 		replayMigration(t, cur, next, steps, mu)
 	}
 
+	// The same with shared LoRA engine e, which moves off GPU 1 (becoming a MIG GPU for b) onto
+	// GPU 0, which a (MIG now) leaves for GPU 5: e is down only during its own move's wave (its
+	// pod stops before the new one starts).
+	cur = withEngine(withMIG(tpPlan(map[string][][]int{}), 0, "a"), "e", 1)
+	next = withMIG(withEngine(tpPlan(map[string][][]int{"a": {{5}}}), "e", 0), 1, "b")
+	for _, mu := range []int{1, 2, 3} {
+		steps := Migration(cur, next, mu)
+		wave := map[string]int{}
+		for _, s := range steps {
+			t.Logf("engine, maxUnavailable %d: wave %d %s %s%s on %s drain %v: %s -> %s", mu, s.Wave, s.Kind, s.Tenant, s.LoRAEngine, s.GPU, s.Drain, s.From, s.To)
+			if s.Kind == StepGPU {
+				wave[s.GPU.String()] = s.Wave
+			} else {
+				wave[s.Tenant+s.LoRAEngine] = s.Wave
+			}
+		}
+		if !(wave["n0/0"] < wave["e"] && wave["e"] < wave["n0/1"]) {
+			t.Errorf("maxUnavailable %d: GPU 0 drained in wave %d, e moves in %d, GPU 1 drained in %d: want them in that order", mu, wave["n0/0"], wave["e"], wave["n0/1"])
+		}
+		if g := gapsOf(cur, next, steps); len(g) != 1 || g["lora:e"] != 1 {
+			t.Errorf("maxUnavailable %d: waves without service %v, want 1 for e's move alone", mu, g)
+		}
+		replayMigration(t, cur, next, steps, mu)
+	}
+
 	// GPUs 0 and 3 trade their tenants (a cycle); GPUs 1 and 2 are drained too, their replicas
 	// moving to idle GPUs. With maxUnavailable 2 the cycle's GPUs are drained in one wave, and
 	// a and d are down for two waves each (the drain's and their start's).
