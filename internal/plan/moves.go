@@ -239,9 +239,10 @@ func slotCapacity(before, after map[string][]slot) capacity {
 // (wave 1); then replicas start or move onto GPUs that are not drained, at most maxUnavailable
 // per wave (a move starts the new replica and waits for it before stopping the old one, so the
 // tenant keeps its capacity; a restart's clearing stops come in the waves before it); then busy
-// GPUs are drained, at most maxUnavailable per wave; then replicas start or move onto the drained
-// GPUs; then shared LoRA engines restart in place (restarts: they change no slot's occupants), at
-// most maxUnavailable per wave; stops come last. The shared LoRA engines' starts, moves and stops
+// GPUs are drained, at most maxUnavailable per wave, with the replica steps onto them, a replica
+// moving from one drained GPU to another starting there before its own GPU is drained (see
+// drain); then shared LoRA engines restart in place (restarts: they change no slot's occupants),
+// at most maxUnavailable per wave; stops come last. The shared LoRA engines' starts, moves and stops
 // are among repSteps: an engine occupies its whole GPU's cell (c counts it) and is ordered as a
 // replica on that slot is.
 //

@@ -247,7 +247,9 @@ type Step struct {
 // replica and shared LoRA engine that starts, moves, restarts or stops, in waves: GPUs that run
 // nothing now first (new capacity comes up without disturbing anyone), then replicas and engines
 // moving onto GPUs that are not drained, then busy GPUs (those that run replicas or an engine
-// now), then replicas and engines moving onto them, then engines restarting in place, then stops;
+// now) with the replicas and engines moving onto them, make-before-break (one moving from a
+// drained GPU onto another starts there before its own GPU is drained; one that keeps its slot on
+// a drained GPU restarts after the drain), then engines restarting in place, then stops;
 // at most maxUnavailable replica or engine steps or drains per wave, in fleet and tenant order,
 // engines after replicas. A replica or engine starts on a slot only when it has room (see order):
 // after the move away or the stop of the replica or engine it replaces. An engine holds its whole
