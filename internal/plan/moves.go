@@ -16,7 +16,9 @@ const (
 	StepStop  = "stop"  // a replica stops (nothing replaces it)
 	// StepRestart: a replica moves onto GPUs its old slot holds (a tensor-parallel group that
 	// grows, shrinks or shifts on its node), so the two cannot run side by side: stop the old,
-	// then start the new; the tenant is a replica short meanwhile.
+	// then start the new; the tenant is a replica short meanwhile. A replica that keeps its slot
+	// on a GPU that is drained restarts there too (From and To are the same slot): the drain
+	// stops it, and it starts once the GPU is reconfigured.
 	StepRestart = "restart"
 )
 
