@@ -570,21 +570,37 @@ func (w *waves) drain(busy []Step, clears []clearing, pending []Step, stops *[]S
 			continue
 		}
 		// departures counts, per GPU left, the waiting steps that move something off it; wanted
-		// marks those that waiting steps move onto.
-		departures, wanted := map[v1.GPURef]int{}, map[v1.GPURef]bool{}
-		var left []v1.GPURef
-		for _, b := range busy {
-			if !undrained[b.GPU] {
+		// marks those that waiting steps move onto; edges are the GPUs left that a GPU's
+		// departures go to.
+		departures, wanted, edges := map[v1.GPURef]int{}, map[v1.GPURef]bool{}, map[v1.GPURef][]v1.GPURef{}
+		for _, s := range pending {
+			var to []v1.GPURef
+			if s.to != nil {
+				for _, h := range s.to.gpus() {
+					if undrained[h] {
+						wanted[h] = true
+						to = append(to, h)
+					}
+				}
+			}
+			if s.from == nil {
 				continue
 			}
-			left = append(left, b.GPU)
-			for _, s := range pending {
-				if departs(s, b.GPU) {
-					departures[b.GPU]++
+			for _, g := range s.from.gpus() {
+				if undrained[g] && departs(s, g) {
+					departures[g]++
+					for _, h := range to {
+						if !slices.Contains(edges[g], h) {
+							edges[g] = append(edges[g], h)
+						}
+					}
 				}
-				if onAny(s.to, map[v1.GPURef]bool{b.GPU: true}) {
-					wanted[b.GPU] = true
-				}
+			}
+		}
+		var left []v1.GPURef
+		for _, b := range busy {
+			if undrained[b.GPU] {
+				left = append(left, b.GPU)
 			}
 		}
 		var safe []v1.GPURef
@@ -599,7 +615,7 @@ func (w *waves) drain(busy []Step, clears []clearing, pending []Step, stops *[]S
 			continue
 		}
 		byDepartures := func(a, b v1.GPURef) int { return departures[a] - departures[b] }
-		if cyc := sinkCycle(left, pending, departs); len(cyc) > 0 {
+		if cyc := sinkCycle(left, edges); len(cyc) > 0 {
 			slices.SortStableFunc(cyc, byDepartures)
 			drainNow(cyc[:min(len(cyc), w.per)])
 			continue
@@ -617,25 +633,20 @@ func (w *waves) drain(busy []Step, clears []clearing, pending []Step, stops *[]S
 	w.fill(pending, stops, true)
 }
 
-// sinkCycle is a set of GPUs of left (two or more) whose waiting steps (pending) move replicas
-// or engines off each of them onto others of the set, none onto other GPUs of left: a strongly
-// connected component of the graph g → h (a step departs g for h) with no edge out. Nil when
-// there is none.
-func sinkCycle(left []v1.GPURef, pending []Step, departs func(Step, v1.GPURef) bool) []v1.GPURef {
+// sinkCycle is a set of GPUs of left (two or more) whose waiting steps move replicas or engines
+// off each of them onto others of the set (out: g → the GPUs of left its departures go to), none
+// onto other GPUs of left: a strongly connected component of that graph with no edge out. Nil
+// when there is none.
+func sinkCycle(left []v1.GPURef, out map[v1.GPURef][]v1.GPURef) []v1.GPURef {
 	idx := map[v1.GPURef]int{}
 	for i, g := range left {
 		idx[g] = i
 	}
 	edges := make([][]int, len(left))
 	for i, g := range left {
-		for _, s := range pending {
-			if !departs(s, g) {
-				continue
-			}
-			for _, h := range s.to.gpus() {
-				if j, ok := idx[h]; ok && j != i && !slices.Contains(edges[i], j) {
-					edges[i] = append(edges[i], j)
-				}
+		for _, h := range out[g] {
+			if j, ok := idx[h]; ok && j != i {
+				edges[i] = append(edges[i], j)
 			}
 		}
 	}
@@ -678,17 +689,17 @@ func sinkCycle(left []v1.GPURef, pending []Step, departs func(Step, v1.GPURef) b
 			visit(v)
 		}
 	}
-	size, out := make([]int, ncomp), make([]bool, ncomp)
+	size, exits := make([]int, ncomp), make([]bool, ncomp)
 	for v := range left {
 		size[comp[v]]++
 		for _, u := range edges[v] {
 			if comp[u] != comp[v] {
-				out[comp[v]] = true
+				exits[comp[v]] = true
 			}
 		}
 	}
 	for c := range ncomp {
-		if size[c] < 2 || out[c] {
+		if size[c] < 2 || exits[c] {
 			continue
 		}
 		var gs []v1.GPURef
