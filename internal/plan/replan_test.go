@@ -919,3 +919,25 @@ func TestMigrationDrainsWhatBlocks(t *testing.T) {
 		replayMigration(t, cur, next, steps, mu)
 	}
 }
+
+// Once GPUs are drained, the replicas their drains evicted start before other steps onto them:
+// z, whose slot changes on its own drained GPU 0, starts in the wave after the drains, before the
+// new tenants b and c (tenant order would put it last), so it is down for two waves, not three.
+func TestMigrationStartsEvictedReplicasFirst(t *testing.T) {
+	cur := withMIG(tpPlan(map[string][][]int{"x": {{2}}}), 0, "z")
+	next := withMIG(tpPlan(map[string][][]int{"z": {{0}}, "x": {{5}}}), 2, "b")
+	next.GPUs[2].Instances[1].Replicas = []v1.PlanReplica{{Tenant: "c"}}
+	steps := Migration(cur, next, 2)
+	wave := map[string]int{}
+	for _, s := range steps {
+		t.Logf("wave %d %s %s on %s drain %v: %s -> %s", s.Wave, s.Kind, s.Tenant, s.GPU, s.Drain, s.From, s.To)
+		wave[s.Kind+" "+s.Tenant] = s.Wave
+	}
+	if wave["move z"] > wave["start b"] || wave["move z"] > wave["start c"] {
+		t.Errorf("waves %v: want z's move no later than b's and c's starts", wave)
+	}
+	if g, _ := serviceGaps(cur, next, steps); g["z"] != 2 {
+		t.Errorf("waves without service %v, want 2 for z", g)
+	}
+	replayMigration(t, cur, next, steps, 2)
+}
