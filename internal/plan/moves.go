@@ -299,7 +299,7 @@ func order(gpuSteps, repSteps, restarts []Step, c capacity, maxUnavailable int) 
 	w.put(restarts, maxUnavailable)
 	w.put(stops, maxUnavailable)
 	for i := range w.out {
-		w.out[i].from, w.out[i].to, w.out[i].text, w.out[i].down = nil, nil, [2]string{}, false
+		w.out[i].from, w.out[i].to, w.out[i].text = nil, nil, [2]string{}
 	}
 	return w.out
 }
@@ -387,13 +387,14 @@ func (w *waves) fill(ss []Step, stops *[]Step, last bool) (waiting []Step) {
 }
 
 // runWave runs, in a wave of its own, the first steps of pending (at most per) that are ready (all
-// when ready is nil) and whose new slots have room, and returns the others; ran is false, and
-// nothing is run, when none can.
+// when ready is nil) and whose new slots have room, those that bring back a replica a drain
+// evicted before the others, and returns the others; ran is false, and nothing is run, when none
+// can.
 func (w *waves) runWave(pending []Step, ready func(Step) bool) (rest []Step, ran bool) {
 	taken := map[string]int{}
 	picked := make([]bool, len(pending))
 	n := 0
-	for _, first := range []bool{true, false} { // the replicas that are down first
+	for _, first := range []bool{true, false} { // the replicas a drain evicted first
 		for i, s := range pending {
 			if picked[i] || first && !w.down(s) || n == w.per || ready != nil && !ready(s) || !w.fits(s, taken) {
 				continue
@@ -434,12 +435,8 @@ func (w *waves) runWave(pending []Step, ready func(Step) bool) (rest []Step, ran
 	return rest, true
 }
 
-// down reports whether s brings back a replica or engine that is not running: one a drain
-// evicted, or one a split cycle stopped.
+// down reports whether s brings back a replica or engine that a drain evicted.
 func (w *waves) down(s Step) bool {
-	if s.down {
-		return true
-	}
 	for _, x := range cellsOf(s.from) {
 		if w.gone[x] > 0 {
 			return true
@@ -487,7 +484,7 @@ func (w *waves) split(pending []Step) (out []Step, ok bool) {
 	}
 	m := pending[i]
 	stop := Step{Tenant: m.Tenant, LoRAEngine: m.LoRAEngine, Kind: StepStop, GPU: m.from.gpu, From: m.From, To: "none", clears: true, from: m.from}
-	start := Step{Tenant: m.Tenant, LoRAEngine: m.LoRAEngine, Kind: StepStart, GPU: m.GPU, From: "none", To: m.To, to: m.to, down: true}
+	start := Step{Tenant: m.Tenant, LoRAEngine: m.LoRAEngine, Kind: StepStart, GPU: m.GPU, From: "none", To: m.To, to: m.to}
 	if m.LoRAEngine != "" { // an engine's stop and start name the engine, as engineSteps does
 		stop.From, start.To = m.text[0], m.text[1]
 	}

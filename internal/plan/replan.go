@@ -234,8 +234,6 @@ type Step struct {
 	Drain bool `json:"drain"`
 	// clears marks a stop that frees GPUs for the restart listed after it (it is ordered before).
 	clears bool
-	// down marks the start of a replica or engine that a split cycle stopped (see fill).
-	down bool
 	// from and to are the replica's or engine's slots (nil for a start's from and a stop's to).
 	from, to *slot
 	// text describes an engine that moves before and after, for the stop and start that a
