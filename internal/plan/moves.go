@@ -506,8 +506,7 @@ type clearing struct {
 // most per drains or replica steps a wave, make-before-break: a replica or engine that moves
 // off a drained GPU onto another drained GPU starts there, once that GPU is drained and
 // reconfigured, before its own GPU is drained, so the drain does not evict it. A GPU is drained
-// once no step still waiting moves anything off it (a step onto the GPU itself needs its drain);
-// those that waiting steps move onto come first. When every GPU left is waited on, the GPUs
+// once no step still waiting moves anything off it (a step onto the GPU itself needs its drain). When every GPU left is waited on, the GPUs
 // whose replicas move onto each other (a cycle) are drained together, in one wave as far as per
 // allows, and their replicas are evicted and start on their new GPUs in the waves after; a move
 // that waits for room on GPUs that are not drained is split as fill splits it; failing both, the
@@ -566,16 +565,14 @@ func (w *waves) drain(busy []Step, clears []clearing, pending []Step, stops *[]S
 		if w.stopsFor(waiting, stops) {
 			continue
 		}
-		// departures counts, per GPU left, the waiting steps that move something off it; wanted
-		// marks those that waiting steps move onto; edges are the GPUs left that a GPU's
-		// departures go to.
-		departures, wanted, edges := map[v1.GPURef]int{}, map[v1.GPURef]bool{}, map[v1.GPURef][]v1.GPURef{}
+		// departures counts, per GPU left, the waiting steps that move something off it; edges
+		// are the GPUs left that a GPU's departures go to.
+		departures, edges := map[v1.GPURef]int{}, map[v1.GPURef][]v1.GPURef{}
 		for _, s := range pending {
 			var to []v1.GPURef
 			if s.to != nil {
 				for _, h := range s.to.gpus() {
 					if undrained[h] {
-						wanted[h] = true
 						to = append(to, h)
 					}
 				}
@@ -606,7 +603,6 @@ func (w *waves) drain(busy []Step, clears []clearing, pending []Step, stops *[]S
 				safe = append(safe, g)
 			}
 		}
-		slices.SortStableFunc(safe, func(a, b v1.GPURef) int { return boolRank(wanted[a]) - boolRank(wanted[b]) })
 		if len(safe) > 0 {
 			drainNow(safe[:min(len(safe), w.per)])
 			continue
@@ -708,14 +704,6 @@ func sinkCycle(left []v1.GPURef, out map[v1.GPURef][]v1.GPURef) []v1.GPURef {
 		return gs
 	}
 	return nil
-}
-
-// boolRank orders true before false.
-func boolRank(b bool) int {
-	if b {
-		return 0
-	}
-	return 1
 }
 
 // restartAfter is the restart that the clearing stops from steps[i] on lead to.
