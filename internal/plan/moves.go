@@ -237,15 +237,15 @@ func slotCapacity(before, after map[string][]slot) capacity {
 	return c
 }
 
-// order numbers the waves of a migration: GPUs that run nothing now are reconfigured first
-// (wave 1); then replicas start or move onto GPUs that are not drained, at most maxUnavailable
-// per wave (a move starts the new replica and waits for it before stopping the old one, so the
-// tenant keeps its capacity; a restart's clearing stops come in the waves before it); then busy
-// GPUs are drained, at most maxUnavailable per wave, with the replica steps onto them, a replica
-// moving from one drained GPU to another starting there before its own GPU is drained (see
-// drain); then shared LoRA engines restart in place (restarts: they change no slot's occupants),
-// at most maxUnavailable per wave; stops come last. The shared LoRA engines' starts, moves and stops
-// are among repSteps: an engine occupies its whole GPU's cell (c counts it) and is ordered as a
+// order numbers the waves of a migration: GPUs that run nothing now are reconfigured first (wave
+// 1); then replicas start or move onto GPUs that are not drained, at most maxUnavailable per wave
+// (a move starts the new replica and waits for it before stopping the old one, so the tenant keeps
+// its capacity; a restart's clearing stops come in the waves before it); then busy GPUs are
+// drained, at most maxUnavailable per wave, with the replica steps onto them, a replica moving
+// from one drained GPU to another starting there before its own GPU is drained (see drain); then
+// shared LoRA engines restart in place (restarts: they change no slot's occupants), at most
+// maxUnavailable per wave; stops come last. The shared LoRA engines' starts, moves and stops are
+// among repSteps: an engine occupies its whole GPU's cell (c counts it) and is ordered as a
 // replica on that slot is.
 //
 // An engine that moves is stop-old-then-start-new in reality (its Deployment does not surge), yet
@@ -502,15 +502,16 @@ type clearing struct {
 }
 
 // drain orders the drains of busy GPUs (their GPU steps) with the replica steps onto them
-// (pending: the steps onto drained GPUs, and those onto other GPUs still waiting for room), at
-// most per drains or replica steps a wave, make-before-break: a replica or engine that moves
+// (pending: the steps onto drained GPUs, and those onto other GPUs still waiting for room; clears:
+// the clearing stops of restarts onto drained GPUs, each put once its restart's GPUs are drained),
+// at most per drains or replica steps a wave, make-before-break: a replica or engine that moves
 // off a drained GPU onto another drained GPU starts there, once that GPU is drained and
 // reconfigured, before its own GPU is drained, so the drain does not evict it. A GPU is drained
-// once no step still waiting moves anything off it (a step onto the GPU itself needs its drain). When every GPU left is waited on, the GPUs
-// whose replicas move onto each other (a cycle) are drained together, in one wave as far as per
-// allows, and their replicas are evicted and start on their new GPUs in the waves after; a move
-// that waits for room on GPUs that are not drained is split as fill splits it; failing both, the
-// GPU with the fewest waiting departures is drained.
+// once no step still waiting moves anything off it (a step onto the GPU itself needs its drain).
+// When every GPU left is waited on, the GPUs whose replicas move onto each other (a cycle) are
+// drained together, in one wave as far as per allows, and their replicas are evicted and start on
+// their new GPUs in the waves after; a move that waits for room on GPUs that are not drained is
+// split as fill splits it; failing both, the GPU with the fewest waiting departures is drained.
 func (w *waves) drain(busy []Step, clears []clearing, pending []Step, stops *[]Step) {
 	undrained := map[v1.GPURef]bool{}
 	for _, b := range busy {
