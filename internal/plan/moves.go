@@ -16,7 +16,9 @@ const (
 	StepStop  = "stop"  // a replica stops (nothing replaces it)
 	// StepRestart: a replica moves onto GPUs its old slot holds (a tensor-parallel group that
 	// grows, shrinks or shifts on its node), so the two cannot run side by side: stop the old,
-	// then start the new; the tenant is a replica short meanwhile.
+	// then start the new; the tenant is a replica short meanwhile. A replica that keeps its slot
+	// on a GPU that is drained restarts there too (From and To are the same slot): the drain
+	// stops it, and it starts once the GPU is reconfigured.
 	StepRestart = "restart"
 )
 
@@ -39,6 +41,23 @@ func (s slot) gpuIndices() []int {
 		}
 	}
 	return out
+}
+
+// gpus are the GPUs the slot holds (a tensor-parallel group's, else its GPU).
+func (s slot) gpus() []v1.GPURef {
+	var out []v1.GPURef
+	for _, i := range s.gpuIndices() {
+		out = append(out, v1.GPURef{Node: s.gpu.Node, Index: i})
+	}
+	return out
+}
+
+// onAny reports whether p holds a GPU of set (false for nil).
+func onAny(p *slot, set map[v1.GPURef]bool) bool {
+	if p == nil {
+		return false
+	}
+	return slices.ContainsFunc(p.gpus(), func(g v1.GPURef) bool { return set[g] })
 }
 
 // overlaps reports whether a replica on s and one on o would need a GPU at the same time, one of
@@ -218,14 +237,15 @@ func slotCapacity(before, after map[string][]slot) capacity {
 	return c
 }
 
-// order numbers the waves of a migration: GPUs that run nothing now are reconfigured first
-// (wave 1); then replicas start or move onto GPUs that are not drained, at most maxUnavailable
-// per wave (a move starts the new replica and waits for it before stopping the old one, so the
-// tenant keeps its capacity; a restart's clearing stops come in the waves before it); then busy
-// GPUs are drained, at most maxUnavailable per wave; then replicas start or move onto the drained
-// GPUs; then shared LoRA engines restart in place (restarts: they change no slot's occupants), at
-// most maxUnavailable per wave; stops come last. The shared LoRA engines' starts, moves and stops
-// are among repSteps: an engine occupies its whole GPU's cell (c counts it) and is ordered as a
+// order numbers the waves of a migration: GPUs that run nothing now are reconfigured first (wave
+// 1); then replicas start or move onto GPUs that are not drained, at most maxUnavailable per wave
+// (a move starts the new replica and waits for it before stopping the old one, so the tenant keeps
+// its capacity; a restart's clearing stops come in the waves before it); then busy GPUs are
+// drained, at most maxUnavailable per wave, with the replica steps onto them, a replica moving
+// from one drained GPU to another starting there before its own GPU is drained (see drain); then
+// shared LoRA engines restart in place (restarts: they change no slot's occupants), at most
+// maxUnavailable per wave; stops come last. The shared LoRA engines' starts, moves and stops are
+// among repSteps: an engine occupies its whole GPU's cell (c counts it) and is ordered as a
 // replica on that slot is.
 //
 // An engine that moves is stop-old-then-start-new in reality (its Deployment does not surge), yet
@@ -252,38 +272,30 @@ func order(gpuSteps, repSteps, restarts []Step, c capacity, maxUnavailable int) 
 			idle = append(idle, s)
 		}
 	}
-	var early, late, stops, earlyClear, lateClear []Step
+	var early, late, stops, earlyClear []Step
+	var lateClear []clearing
 	for i, s := range repSteps {
 		switch {
 		case s.clears:
 			// a stop that frees GPUs for the restart after it: in waves before the restart's
-			if r := restartAfter(repSteps, i); r != nil && drained[r.GPU] {
-				lateClear = append(lateClear, s)
+			if r := restartAfter(repSteps, i); r != nil && onAny(r.to, drained) {
+				lateClear = append(lateClear, clearing{s, r.to})
 			} else {
 				earlyClear = append(earlyClear, s)
 			}
 		case s.Kind == StepStop:
 			stops = append(stops, s)
-		case drained[s.GPU]:
+		case onAny(s.to, drained): // any GPU of a group: its first may not be drained
 			late = append(late, s)
 		default:
 			early = append(early, s)
 		}
 	}
-	w := &waves{occ: c.now, most: c.most, per: maxUnavailable}
+	w := &waves{occ: c.now, most: c.most, gone: map[string]int{}, per: maxUnavailable}
 	w.put(idle, max(len(idle), 1))
 	w.put(earlyClear, maxUnavailable)
 	deferred := w.fill(early, &stops, false)
-	w.put(busy, maxUnavailable)
-	for g := range drained { // a drained GPU's replicas are gone, moved away or evicted
-		for x := range w.occ {
-			if cellOn(x, g) {
-				w.occ[x] = 0
-			}
-		}
-	}
-	w.put(lateClear, maxUnavailable)
-	w.fill(append(late, deferred...), &stops, true)
+	w.drain(busy, lateClear, append(late, deferred...), &stops)
 	w.put(restarts, maxUnavailable)
 	w.put(stops, maxUnavailable)
 	for i := range w.out {
@@ -300,9 +312,12 @@ func cellOn(x string, g v1.GPURef) bool {
 // waves assigns waves to steps in order, keeping the cells' occupancy.
 type waves struct {
 	occ, most map[string]int
-	per       int
-	wave      int
-	out       []Step
+	// gone counts, per cell, the occupants a drain evicted whose steps have not left yet: their
+	// departures are already out of occ.
+	gone map[string]int
+	per  int
+	wave int
+	out  []Step
 }
 
 // put gives ss waves of per steps each, in order (GPU steps, clearing stops, stops).
@@ -320,6 +335,10 @@ func (w *waves) put(ss []Step, per int) {
 // leave applies a step's departure (a stop's, or a move's old slot once its new one runs).
 func (w *waves) leave(s Step) {
 	for _, x := range cellsOf(s.from) {
+		if w.gone[x] > 0 {
+			w.gone[x]-- // evicted by its GPU's drain
+			continue
+		}
 		w.occ[x] = max(w.occ[x]-1, 0)
 	}
 }
@@ -328,7 +347,7 @@ func (w *waves) leave(s Step) {
 func (w *waves) fits(s Step, taken map[string]int) bool {
 	for _, x := range cellsOf(s.to) {
 		n := w.occ[x] + taken[x] + 1
-		if s.Kind == StepRestart && slices.Contains(cellsOf(s.from), x) {
+		if s.Kind == StepRestart && slices.Contains(cellsOf(s.from), x) && w.gone[x] == 0 {
 			n-- // a restart stops its old replica before it starts the new one
 		}
 		if n > max(w.most[x], 1) {
@@ -346,81 +365,344 @@ func (w *waves) fits(s Step, taken map[string]int) bool {
 func (w *waves) fill(ss []Step, stops *[]Step, last bool) (waiting []Step) {
 	pending := slices.Clone(ss)
 	for len(pending) > 0 {
-		taken := map[string]int{}
-		var now, rest []Step
-		for _, s := range pending {
-			if len(now) < w.per && w.fits(s, taken) {
-				now = append(now, s)
-				for _, x := range cellsOf(s.to) {
-					taken[x]++
-				}
-				continue
-			}
-			rest = append(rest, s)
-		}
-		if len(now) > 0 {
-			w.wave++
-			for i := range now {
-				now[i].Wave = w.wave
-				for _, x := range cellsOf(now[i].to) {
-					w.occ[x]++
-				}
-				if now[i].Kind == StepRestart {
-					w.leave(now[i]) // its old replica stopped first
-				}
-			}
-			for i := range now {
-				if now[i].Kind == StepMove {
-					w.leave(now[i]) // the old replica stops once the new one runs
-				}
-			}
-			w.out = append(w.out, now...)
+		if rest, ran := w.runWave(pending, nil); ran {
 			pending = rest
 			continue
 		}
-		// Nothing has room: bring forward the stops that free a waiting step's slot.
-		need := map[string]bool{}
-		for _, s := range pending {
-			for _, x := range cellsOf(s.to) {
-				need[x] = true
-			}
-		}
-		var early, keep []Step
-		for _, st := range *stops {
-			frees := false
-			for _, x := range cellsOf(st.from) {
-				frees = frees || need[x]
-			}
-			if frees {
-				early = append(early, st)
-			} else {
-				keep = append(keep, st)
-			}
-		}
-		if len(early) > 0 {
-			*stops = keep
-			w.put(early, w.per)
+		if w.stopsFor(pending, stops) {
 			continue
 		}
 		if !last {
 			return pending
 		}
-		// A cycle: stop the first waiting move's old replica now, start it when its slot is free.
-		i := slices.IndexFunc(pending, func(s Step) bool { return s.Kind == StepMove })
-		if i < 0 {
+		var ok bool
+		if pending, ok = w.split(pending); !ok {
 			// Nothing waiting can be freed (a slot fuller than either plan holds it): run them
 			// as they are rather than lose them.
 			w.put(pending, w.per)
 			return nil
 		}
-		m := pending[i]
-		stop := Step{Tenant: m.Tenant, LoRAEngine: m.LoRAEngine, Kind: StepStop, GPU: m.from.gpu, From: m.From, To: "none", clears: true, from: m.from}
-		start := Step{Tenant: m.Tenant, LoRAEngine: m.LoRAEngine, Kind: StepStart, GPU: m.GPU, From: "none", To: m.To, to: m.to}
-		if m.LoRAEngine != "" { // an engine's stop and start name the engine, as engineSteps does
-			stop.From, start.To = m.text[0], m.text[1]
+	}
+	return nil
+}
+
+// runWave runs, in a wave of its own, the first steps of pending (at most per) that are ready (all
+// when ready is nil) and whose new slots have room, those that bring back a replica a drain
+// evicted before the others, and returns the others; ran is false, and nothing is run, when none
+// can.
+func (w *waves) runWave(pending []Step, ready func(Step) bool) (rest []Step, ran bool) {
+	taken := map[string]int{}
+	picked := make([]bool, len(pending))
+	n := 0
+	for _, first := range []bool{true, false} { // the replicas a drain evicted first
+		for i, s := range pending {
+			if picked[i] || first && !w.down(s) || n == w.per || ready != nil && !ready(s) || !w.fits(s, taken) {
+				continue
+			}
+			picked[i], n = true, n+1
+			for _, x := range cellsOf(s.to) {
+				taken[x]++
+			}
 		}
-		w.put([]Step{stop}, 1)
-		pending[i] = start
+	}
+	if n == 0 {
+		return pending, false
+	}
+	var now []Step
+	for i, s := range pending {
+		if picked[i] {
+			now = append(now, s)
+		} else {
+			rest = append(rest, s)
+		}
+	}
+	w.wave++
+	for i := range now {
+		now[i].Wave = w.wave
+		for _, x := range cellsOf(now[i].to) {
+			w.occ[x]++
+		}
+		if now[i].Kind == StepRestart {
+			w.leave(now[i]) // its old replica stopped first
+		}
+	}
+	for i := range now {
+		if now[i].Kind == StepMove {
+			w.leave(now[i]) // the old replica stops once the new one runs
+		}
+	}
+	w.out = append(w.out, now...)
+	return rest, true
+}
+
+// down reports whether s brings back a replica or engine that a drain evicted.
+func (w *waves) down(s Step) bool {
+	for _, x := range cellsOf(s.from) {
+		if w.gone[x] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// stopsFor brings forward, in a wave of their own, the stops (of stops) that free a slot one of
+// waiting needs, and reports whether there were any.
+func (w *waves) stopsFor(waiting []Step, stops *[]Step) bool {
+	need := map[string]bool{}
+	for _, s := range waiting {
+		for _, x := range cellsOf(s.to) {
+			need[x] = true
+		}
+	}
+	var early, keep []Step
+	for _, st := range *stops {
+		frees := false
+		for _, x := range cellsOf(st.from) {
+			frees = frees || need[x]
+		}
+		if frees {
+			early = append(early, st)
+		} else {
+			keep = append(keep, st)
+		}
+	}
+	if len(early) == 0 {
+		return false
+	}
+	*stops = keep
+	w.put(early, w.per)
+	return true
+}
+
+// split breaks a cycle of moves that wait for each other's slots: the first waiting move's old
+// replica stops now (a clearing stop, in a wave of its own), and the move becomes a start once
+// its slot is free. ok is false when no move waits.
+func (w *waves) split(pending []Step) (out []Step, ok bool) {
+	i := slices.IndexFunc(pending, func(s Step) bool { return s.Kind == StepMove })
+	if i < 0 {
+		return pending, false
+	}
+	m := pending[i]
+	stop := Step{Tenant: m.Tenant, LoRAEngine: m.LoRAEngine, Kind: StepStop, GPU: m.from.gpu, From: m.From, To: "none", clears: true, from: m.from}
+	start := Step{Tenant: m.Tenant, LoRAEngine: m.LoRAEngine, Kind: StepStart, GPU: m.GPU, From: "none", To: m.To, to: m.to}
+	if m.LoRAEngine != "" { // an engine's stop and start name the engine, as engineSteps does
+		stop.From, start.To = m.text[0], m.text[1]
+	}
+	w.put([]Step{stop}, 1)
+	pending = slices.Clone(pending)
+	pending[i] = start
+	return pending, true
+}
+
+// clearing is a stop that frees GPUs for a restart onto drained GPUs (to, the restart's new
+// slot): it runs once those GPUs are drained, before the restart.
+type clearing struct {
+	stop Step
+	to   *slot
+}
+
+// drain orders the drains of busy GPUs (their GPU steps) with the replica steps onto them
+// (pending: the steps onto drained GPUs, and those onto other GPUs still waiting for room; clears:
+// the clearing stops of restarts onto drained GPUs, each put once its restart's GPUs are drained),
+// at most per drains or replica steps a wave, make-before-break: a replica or engine that moves
+// off a drained GPU onto another drained GPU starts there, once that GPU is drained and
+// reconfigured, before its own GPU is drained, so the drain does not evict it. A GPU is drained
+// once no step still waiting moves anything off it (a step onto the GPU itself needs its drain).
+// When every GPU left is waited on, the GPUs whose replicas move onto each other (a cycle) are
+// drained together, in one wave as far as per allows, and their replicas are evicted and start on
+// their new GPUs in the waves after; a move that waits for room on GPUs that are not drained is
+// split as fill splits it; failing both, the GPU with the fewest waiting departures is drained.
+func (w *waves) drain(busy []Step, clears []clearing, pending []Step, stops *[]Step) {
+	undrained := map[v1.GPURef]bool{}
+	for _, b := range busy {
+		undrained[b.GPU] = true
+	}
+	ready := func(s Step) bool { return !onAny(s.to, undrained) }
+	// departs reports whether s moves something off g before g's drain could evict it.
+	departs := func(s Step, g v1.GPURef) bool {
+		if s.from == nil || s.Kind == StepStop || onAny(s.to, map[v1.GPURef]bool{g: true}) {
+			return false
+		}
+		return slices.Contains(s.from.gpus(), g)
+	}
+	drainNow := func(gs []v1.GPURef) {
+		var ss []Step
+		for _, b := range busy {
+			if slices.Contains(gs, b.GPU) {
+				ss = append(ss, b)
+			}
+		}
+		w.put(ss, len(ss))
+		for _, g := range gs {
+			delete(undrained, g)
+			for x := range w.occ { // what still runs on the GPU is gone: moved away, or evicted
+				if cellOn(x, g) {
+					w.gone[x] += w.occ[x]
+					w.occ[x] = 0
+				}
+			}
+		}
+	}
+	for len(undrained) > 0 {
+		var now []Step
+		var later []clearing
+		for _, c := range clears {
+			if !onAny(c.to, undrained) {
+				now = append(now, c.stop)
+			} else {
+				later = append(later, c)
+			}
+		}
+		if len(now) > 0 {
+			w.put(now, w.per)
+			clears = later
+			continue
+		}
+		var ran bool
+		if pending, ran = w.runWave(pending, ready); ran {
+			continue
+		}
+		waiting := slices.DeleteFunc(slices.Clone(pending), func(s Step) bool { return !ready(s) })
+		if w.stopsFor(waiting, stops) {
+			continue
+		}
+		// departures counts, per GPU left, the waiting steps that move something off it; edges
+		// are the GPUs left that a GPU's departures go to.
+		departures, edges := map[v1.GPURef]int{}, map[v1.GPURef][]v1.GPURef{}
+		for _, s := range pending {
+			var to []v1.GPURef
+			if s.to != nil {
+				for _, h := range s.to.gpus() {
+					if undrained[h] {
+						to = append(to, h)
+					}
+				}
+			}
+			if s.from == nil {
+				continue
+			}
+			for _, g := range s.from.gpus() {
+				if undrained[g] && departs(s, g) {
+					departures[g]++
+					for _, h := range to {
+						if !slices.Contains(edges[g], h) {
+							edges[g] = append(edges[g], h)
+						}
+					}
+				}
+			}
+		}
+		var left []v1.GPURef
+		for _, b := range busy {
+			if undrained[b.GPU] {
+				left = append(left, b.GPU)
+			}
+		}
+		var safe []v1.GPURef
+		for _, g := range left {
+			if departures[g] == 0 {
+				safe = append(safe, g)
+			}
+		}
+		if len(safe) > 0 {
+			drainNow(safe[:min(len(safe), w.per)])
+			continue
+		}
+		byDepartures := func(a, b v1.GPURef) int { return departures[a] - departures[b] }
+		if cyc := sinkCycle(left, edges); len(cyc) > 0 {
+			slices.SortStableFunc(cyc, byDepartures)
+			drainNow(cyc[:min(len(cyc), w.per)])
+			continue
+		}
+		if sp, ok := w.split(waiting); ok {
+			pending = append(sp, slices.DeleteFunc(slices.Clone(pending), ready)...)
+			continue
+		}
+		slices.SortStableFunc(left, byDepartures)
+		drainNow(left[:1])
+	}
+	for _, c := range clears {
+		w.put([]Step{c.stop}, w.per)
+	}
+	w.fill(pending, stops, true)
+}
+
+// sinkCycle is a set of GPUs of left (two or more) whose waiting steps move replicas or engines
+// off each of them onto others of the set (out: g → the GPUs of left its departures go to), none
+// onto other GPUs of left: a strongly connected component of that graph with no edge out. Nil
+// when there is none.
+func sinkCycle(left []v1.GPURef, out map[v1.GPURef][]v1.GPURef) []v1.GPURef {
+	idx := map[v1.GPURef]int{}
+	for i, g := range left {
+		idx[g] = i
+	}
+	edges := make([][]int, len(left))
+	for i, g := range left {
+		for _, h := range out[g] {
+			if j, ok := idx[h]; ok && j != i {
+				edges[i] = append(edges[i], j)
+			}
+		}
+	}
+	// Tarjan's strongly connected components.
+	index, low, comp := make([]int, len(left)), make([]int, len(left)), make([]int, len(left))
+	for i := range index {
+		index[i], comp[i] = -1, -1
+	}
+	var stack []int
+	onStack := make([]bool, len(left))
+	next, ncomp := 0, 0
+	var visit func(int)
+	visit = func(v int) {
+		index[v], low[v] = next, next
+		next++
+		stack = append(stack, v)
+		onStack[v] = true
+		for _, u := range edges[v] {
+			if index[u] < 0 {
+				visit(u)
+				low[v] = min(low[v], low[u])
+			} else if onStack[u] {
+				low[v] = min(low[v], index[u])
+			}
+		}
+		if low[v] == index[v] {
+			for {
+				u := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				onStack[u], comp[u] = false, ncomp
+				if u == v {
+					break
+				}
+			}
+			ncomp++
+		}
+	}
+	for v := range left {
+		if index[v] < 0 {
+			visit(v)
+		}
+	}
+	size, exits := make([]int, ncomp), make([]bool, ncomp)
+	for v := range left {
+		size[comp[v]]++
+		for _, u := range edges[v] {
+			if comp[u] != comp[v] {
+				exits[comp[v]] = true
+			}
+		}
+	}
+	for c := range ncomp {
+		if size[c] < 2 || exits[c] {
+			continue
+		}
+		var gs []v1.GPURef
+		for v, g := range left {
+			if comp[v] == c {
+				gs = append(gs, g)
+			}
+		}
+		return gs
 	}
 	return nil
 }

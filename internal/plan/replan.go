@@ -245,7 +245,9 @@ type Step struct {
 // replica and shared LoRA engine that starts, moves, restarts or stops, in waves: GPUs that run
 // nothing now first (new capacity comes up without disturbing anyone), then replicas and engines
 // moving onto GPUs that are not drained, then busy GPUs (those that run replicas or an engine
-// now), then replicas and engines moving onto them, then engines restarting in place, then stops;
+// now) with the replicas and engines moving onto them, make-before-break (one moving from a
+// drained GPU onto another starts there before its own GPU is drained; one that keeps its slot on
+// a drained GPU restarts after the drain), then engines restarting in place, then stops;
 // at most maxUnavailable replica or engine steps or drains per wave, in fleet and tenant order,
 // engines after replicas. A replica or engine starts on a slot only when it has room (see order):
 // after the move away or the stop of the replica or engine it replaces. An engine holds its whole
@@ -273,7 +275,40 @@ func Migration(cur, next *v1.Plan, maxUnavailable int) []Step {
 	was, now := replicaSlots(cur), replicaSlots(next)
 	engines, restarts := engineSteps(cur, next)
 	c := slotCapacity(withEngines(was, cur), withEngines(now, next))
-	return order(gpus, append(stepsBetween(was, now), engines...), restarts, c, maxUnavailable)
+	reps := append(stepsBetween(was, now), restartsInPlace(gpus, was, now)...)
+	return order(gpus, append(reps, engines...), restarts, c, maxUnavailable)
+}
+
+// restartsInPlace are the restarts of replicas that keep their slot on a GPU that is drained (an
+// MPS GPU's replica that keeps the GPU when it becomes exclusive, a MIG instance kept in a new
+// layout): the drain evicts them, so they start again once the GPU is reconfigured.
+func restartsInPlace(gpus []Step, before, after map[string][]slot) []Step {
+	drained := map[v1.GPURef]bool{}
+	for _, g := range gpus {
+		if g.Drain {
+			drained[g.GPU] = true
+		}
+	}
+	var names []string
+	for n := range after {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var out []Step
+	for _, n := range names {
+		old := slices.Clone(before[n])
+		for _, s := range after[n] {
+			j := slices.Index(old, s)
+			if j < 0 {
+				continue
+			}
+			old = slices.Delete(old, j, j+1)
+			if onAny(&s, drained) {
+				out = append(out, Step{Tenant: n, Kind: StepRestart, GPU: s.gpu, From: s.String(), To: s.String(), from: ptr(s), to: ptr(s)})
+			}
+		}
+	}
+	return out
 }
 
 // Moves counts the replica and engine steps of a migration.

@@ -164,8 +164,8 @@ func TestMigrationOrdersLoRAEngines(t *testing.T) {
 // new plan. Between them they move, start, restart and stop engines and drain GPUs that run one
 // now.
 func TestMigrationReplaysLoRARePlans(t *testing.T) {
-	pool := loraFleetPool(t, 8, 6)
-	cur, _ := planWithLoRA(t, pool, nil)
+	pairs := loraReplanPairs(t)
+	cur := pairs[0][0]
 	if len(cur.LoRAEngines) < 2 {
 		t.Fatalf("%d engines in the first plan, want at least 2", len(cur.LoRAEngines))
 	}
@@ -174,38 +174,8 @@ func TestMigrationReplaysLoRARePlans(t *testing.T) {
 		engineGPU[e.GPU] = true
 	}
 	seen := map[string]int{}
-	for v := range 6 {
-		changed := *pool
-		changed.Tenants = nil
-		for i, tn := range pool.Tenants {
-			switch {
-			case v == 1 && i%2 == 1:
-				continue // dropped
-			case v == 2 && i > 0:
-				tn.Traffic.RPS *= 2
-			case v == 3 && i > 0:
-				tn.Traffic.RPS /= 3
-			}
-			changed.Tenants = append(changed.Tenants, tn)
-			if i != 0 {
-				continue
-			}
-			more := map[int]int{0: 3, 1: 2, 2: 1, 5: 12}[v]
-			for k := range more {
-				m := tn
-				m.Name, m.Traffic.RPS = fmt.Sprintf("chat-%d", k), 20
-				changed.Tenants = append(changed.Tenants, m)
-			}
-			if v == 4 {
-				big := tn
-				big.Name, big.Model, big.Traffic.RPS = "big", v1.Model{Name: "llama-3.1-70b"}, 1
-				changed.Tenants = append(changed.Tenants, big)
-			}
-		}
-		next, _ := planWithLoRA(t, &changed, cur)
-		if err := v1.ValidatePlan(next, &changed); err != nil {
-			t.Fatalf("variant %d: %v", v, err)
-		}
+	for v, pr := range pairs {
+		next := pr[1]
 		moved := 0
 		for _, e := range next.LoRAEngines {
 			for _, c := range cur.LoRAEngines {
@@ -245,4 +215,50 @@ func TestMigrationReplaysLoRARePlans(t *testing.T) {
 			t.Errorf("no %s in any variant: %v", k, seen)
 		}
 	}
+}
+
+// loraReplanPairs are the plan of an 8-GPU pool with six adapter tenants on shared LoRA engines
+// and its re-plans against it (BuildWithLoRA) after the tenants changed, one pair per variant:
+// 0, 1, 2 and 5 add 3, 2, 1 and 12 ordinary tenants; 1 drops every other tenant; 2 doubles the
+// rates (all but the first tenant's), 3 cuts them to a third; 4 adds a 70B tenant.
+func loraReplanPairs(t *testing.T) [][2]*v1.Plan {
+	t.Helper()
+	pool := loraFleetPool(t, 8, 6)
+	cur, _ := planWithLoRA(t, pool, nil)
+	var out [][2]*v1.Plan
+	for v := range 6 {
+		changed := *pool
+		changed.Tenants = nil
+		for i, tn := range pool.Tenants {
+			switch {
+			case v == 1 && i%2 == 1:
+				continue // dropped
+			case v == 2 && i > 0:
+				tn.Traffic.RPS *= 2
+			case v == 3 && i > 0:
+				tn.Traffic.RPS /= 3
+			}
+			changed.Tenants = append(changed.Tenants, tn)
+			if i != 0 {
+				continue
+			}
+			more := map[int]int{0: 3, 1: 2, 2: 1, 5: 12}[v]
+			for k := range more {
+				m := tn
+				m.Name, m.Traffic.RPS = fmt.Sprintf("chat-%d", k), 20
+				changed.Tenants = append(changed.Tenants, m)
+			}
+			if v == 4 {
+				big := tn
+				big.Name, big.Model, big.Traffic.RPS = "big", v1.Model{Name: "llama-3.1-70b"}, 1
+				changed.Tenants = append(changed.Tenants, big)
+			}
+		}
+		next, _ := planWithLoRA(t, &changed, cur)
+		if err := v1.ValidatePlan(next, &changed); err != nil {
+			t.Fatalf("variant %d: %v", v, err)
+		}
+		out = append(out, [2]*v1.Plan{cur, next})
+	}
+	return out
 }
