@@ -143,7 +143,7 @@ func (p *planner) optimise() error {
 	for i, tn := range p.tenants {
 		tn.choice, tn.infeas = best.choice[i], best.infeas[i]
 	}
-	return nil
+	return p.releaseShort()
 }
 
 // maxBlockedRetries bounds the re-choices of optimise after tenants were left short by a node rule.
@@ -257,6 +257,12 @@ type planner struct {
 	// forbid holds, per tenant, the slice kinds on a board that an earlier packing could not
 	// place for a node rule; the choice avoids them (retryBlocked).
 	forbid map[*tenant]map[forbidKey]string
+	// released holds the tenants short of GPUs that gave up their placed replicas so that others
+	// are served in full (releaseShort), each with its NoCapacity reason; the packer leaves them
+	// out.
+	released map[*tenant]string
+	// noRelease skips releaseShort (tests compare with and without it).
+	noRelease bool
 	// noCompact skips the compaction after packing (tests compare with and without it).
 	noCompact bool
 	// perClaim is set when the pool takes the DRA path (policy.kubernetesDeviceAPI: dra): each
