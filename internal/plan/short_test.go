@@ -1,11 +1,15 @@
 package plan
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 
+	"pgregory.net/rapid"
+
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/llm"
 )
 
 // shortPool is one node of gpus H100s, no burst pool, a Llama-3.1-70B bf16 tenant (big, which
@@ -65,4 +69,117 @@ func TestShortTenantGivesWay(t *testing.T) {
 		}
 	}
 	t.Logf("big: %s", r.Message)
+}
+
+// overloadedPool draws a small pool that is often too small for its tenants: one or two nodes
+// of 1–4 H100s, no burst pool, 2–5 tenants of models from 3B to 70B bf16 (which only
+// tensor-parallel groups hold), at 0.1–3 req/s, some with fixed replica counts, weights
+// or redundancy, under one of four sets of allowed modes.
+func overloadedPool(rt *rapid.T) *v1.Pool {
+	pool := &v1.Pool{APIVersion: v1.APIVersion, Kind: v1.KindPool, Metadata: v1.Metadata{Name: "overloaded"}}
+	zero := 0
+	pool.Policy.BurstPoolPercent = &zero
+	pool.Policy.AllowedModes = rapid.SampledFrom([][]v1.Mode{
+		{v1.ModeExclusive, v1.ModeMIG, v1.ModeMPS, v1.ModeTimeSlice},
+		{v1.ModeExclusive},
+		{v1.ModeExclusive, v1.ModeMIG},
+		{v1.ModeExclusive, v1.ModeMPS},
+	}).Draw(rt, "modes")
+	for i := range rapid.IntRange(1, 2).Draw(rt, "nodes") {
+		pool.Fleet.Nodes = append(pool.Fleet.Nodes, v1.Node{Name: fmt.Sprintf("n%d", i),
+			GPUs: []v1.GPUGroup{{Board: "H100-SXM5-80GB", Count: rapid.IntRange(1, 4).Draw(rt, "gpus")}}})
+	}
+	models := []struct {
+		name string
+		q    llm.Quantization
+	}{{"llama-3.1-70b", llm.QuantBF16}, {"llama-3.1-70b", llm.QuantFP8}, {"qwen2.5-14b", llm.QuantFP8},
+		{"llama-3.1-8b", llm.QuantBF16}, {"qwen2.5-7b", llm.QuantBF16}, {"llama-3.2-3b", llm.QuantBF16}}
+	for i := range rapid.IntRange(2, 5).Draw(rt, "tenants") {
+		m := rapid.SampledFrom(models).Draw(rt, "model")
+		ttft, tpot := v1.Duration(5e9), v1.Duration(100e6)
+		t := v1.Tenant{Name: fmt.Sprintf("t%d", i), Model: v1.Model{Name: m.name, Quantization: m.q}, MaxContext: 8192,
+			Traffic: v1.Traffic{RPS: float64(rapid.IntRange(1, 30).Draw(rt, "rps")) / 10, InputTokens: 1024, OutputTokens: 256},
+			SLO:     v1.SLO{TTFTP99: &ttft, TPOTP99: &tpot}}
+		t.Isolation = rapid.SampledFrom([]v1.Isolation{v1.IsolationHard, v1.IsolationSoft, v1.IsolationShared}).Draw(rt, "isolation")
+		if rapid.IntRange(0, 3).Draw(rt, "fixed") == 0 {
+			n := rapid.IntRange(1, 3).Draw(rt, "replicas")
+			t.Replicas = &n
+		}
+		w := rapid.SampledFrom([]float64{0.5, 1, 2}).Draw(rt, "weight")
+		t.Weight = &w
+		t.Redundancy = rapid.IntRange(0, 5).Draw(rt, "redundancy") == 0
+		pool.Tenants = append(pool.Tenants, t)
+	}
+	v1.Default(pool)
+	if err := v1.Validate(pool); err != nil {
+		rt.Fatalf("generated pool invalid: %v", err)
+	}
+	return pool
+}
+
+// chosenAndPacked runs the planner's choice and packing on pool, releasing short tenants'
+// placements or not.
+func chosenAndPacked(rt *rapid.T, pool *v1.Pool, release bool) *planner {
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		rt.Fatal(err)
+	}
+	p.noRelease = !release
+	p.evaluate()
+	if err := p.optimise(); err != nil {
+		rt.Fatal(err)
+	}
+	return p
+}
+
+// On small pools too small for their tenants: the plan serves at least as many tenants in full
+// as without releases; no tenant left short holds GPUs that, freed (the pool packed again with
+// the same choices without it), would serve more tenants in full; every released tenant is
+// reported short with its reason first and holds no replica; and the plan is valid.
+func TestShortReleaseProperties(t *testing.T) {
+	released := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		pool := overloadedPool(rt)
+		old := chosenAndPacked(rt, pool, false).servedInFull()
+		p := chosenAndPacked(rt, pool, true)
+		served := p.servedInFull()
+		if served < old {
+			rt.Fatalf("%d tenants served in full, %d without releases", served, old)
+		}
+		released += len(p.released)
+		if p.released == nil {
+			p.released = map[*tenant]string{}
+		}
+		for _, tn := range p.partlyPlaced() {
+			before := p.snapshot()
+			p.released[tn] = "left unplaced"
+			for _, t := range p.tenants {
+				t.infeas = nil
+			}
+			if err := p.pack(); err != nil {
+				rt.Fatal(err)
+			}
+			if now := p.servedInFull(); now > served {
+				rt.Fatalf("%s is short and keeps its replicas, but without it %d tenants are served in full, not %d", tn.t.Name, now, served)
+			}
+			delete(p.released, tn)
+			before.restore(p)
+		}
+		pl, err := Build(context.Background(), pool, Options{})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if err := checkPlan(pool, pl); err != nil {
+			rt.Fatal(err)
+		}
+		for i, pt := range pl.Tenants {
+			if _, out := p.released[p.tenants[i]]; !out {
+				continue
+			}
+			if !pt.Infeasible || len(pt.Replicas) > 0 || pt.Reasons[0].Code != v1.ReasonNoCapacity || !strings.Contains(pt.Reasons[0].Message, "in favour of") {
+				rt.Fatalf("released %s: infeasible %v, %d replicas, first reason %v", pt.Name, pt.Infeasible, len(pt.Replicas), pt.Reasons[0])
+			}
+		}
+	})
+	t.Logf("%d tenants released over the pools drawn", released)
 }
