@@ -183,3 +183,30 @@ func TestShortReleaseProperties(t *testing.T) {
 	})
 	t.Logf("%d tenants released over the pools drawn", released)
 }
+
+// Short tenants holding replicas are tried in give-way order: most demand (GPU-equivalents
+// chosen) per weight first, ties the one listed later first; tenants served in full and short
+// tenants holding nothing are not tried.
+func TestShortGiveWayOrder(t *testing.T) {
+	mk := func(i int, cost, weight float64, short bool) *tenant {
+		tn := &tenant{idx: i, t: v1.Tenant{Name: fmt.Sprintf("t%d", i), Weight: &weight}, choice: &cand{cost: cost}}
+		if short {
+			tn.infeas = []v1.Reason{v1.NewReason(v1.ReasonNoCapacity, "short")}
+		}
+		return tn
+	}
+	// demand per weight: t0 4, t1 5, t2 4, t3 2; t4 is served in full, t5 holds nothing
+	ts := []*tenant{mk(0, 4, 1, true), mk(1, 1, 0.2, true), mk(2, 4, 1, true), mk(3, 4, 2, true), mk(4, 8, 1, false), mk(5, 9, 1, true)}
+	u := &unit{}
+	for _, tn := range ts[:5] {
+		u.reps = append(u.reps, replica{tn: tn})
+	}
+	p := &planner{tenants: ts, gpus: []*gpuPlan{{whole: u}}}
+	var got []string
+	for _, tn := range p.partlyPlaced() {
+		got = append(got, tn.t.Name)
+	}
+	if want := "t1 t2 t0 t3"; strings.Join(got, " ") != want {
+		t.Errorf("give-way order %v, want %s", got, want)
+	}
+}
