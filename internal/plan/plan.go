@@ -114,6 +114,9 @@ func (p *planner) stopped() bool { return p.ctx != nil && p.ctx.Err() != nil }
 // tenants short that way, their blocked kinds are forbidden to them and the choice and packing
 // run again (at most maxBlockedRetries times, each forbidding more); the best plan of all runs
 // is kept, so a retry never makes the plan worse.
+//
+// Last, when the kept plan leaves tenants short, releaseShort gives up placements of short or
+// early-packed tenants where that serves more tenants in full (release.go).
 func (p *planner) optimise() error {
 	best, err := p.optimiseOnce(nil)
 	if err != nil {

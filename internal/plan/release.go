@@ -9,33 +9,34 @@ import (
 	v1 "gpupool.dev/gpupool/api/v1"
 )
 
-// Giving up partial placements when the fleet is too small (docs/planner.md, "When the fleet
-// is too small").
+// Giving up placements when the fleet is too small (docs/planner.md, "When the fleet is too
+// small").
 //
 // The packer places units in group order and a tenant whose units do not all find a GPU keeps
 // the ones that did. In a fleet too small for everyone such a partly placed tenant, which is
 // short anyway, can hold the GPUs another tenant needed: on one node of 2 H100s a 70B bf16
 // tenant sized at two tensor-parallel groups of 2 gets one group, and a 7B tenant behind it
-// finds no GPU, so both are short. After the choice and packing (optimise), releaseShort gives
-// up such placements where that serves more tenants in full:
+// finds no GPU, so both are short. Likewise a tenant packed early and served in full can hold
+// what two later ones needed. After the choice and packing (optimise), releaseShort gives up
+// such placements where that serves more tenants in full:
 //
-//   - the candidates are the tenants short of GPUs that hold placed replicas, taken in
+//   - the candidates are the tenants short of GPUs that hold placed replicas, then the tenants
+//     served in full on a board that has no idle GPU left and a short tenant, each list in
 //     give-way order: most demand per weight first (demand: the GPU-equivalents of the chosen
 //     replicas, cand.cost; weight: the tenant's fair-share weight, as weighted DRF at run time
 //     favours the tenant with the least use per weight), ties the one listed later first;
 //   - a candidate is left out of the packing (released) and the pool packed again with the same
-//     choices; the release is kept when strictly more tenants are then served in full, and
-//     undone otherwise (the tenant keeps its replicas and is reported short, as before);
+//     choices; the release is kept when strictly more tenants are then served in full (so a
+//     tenant served in full gives way only to two or more), and undone otherwise (a short
+//     tenant keeps its replicas and is reported short, as before);
 //   - after a kept release the candidates are listed again (the next packing changed them), and
 //     the search stops when a whole pass keeps none or after maxReleaseTries packings.
 //
-// So when two partly placed tenants each hold what the other needs, the one with less demand
-// per weight is completed and the other gives way. A tenant served in full never gives way,
-// even to several smaller ones, and tenants are released one at a time only (two that only
-// together hold what a third needs both keep their replicas).
+// Tenants are released one at a time only: two short tenants that only together hold what a
+// third needs both keep their replicas. At equal counts nothing is swapped.
 //
-// A released tenant is reported short (Infeasible, NoCapacity), its reason naming the GPUs its
-// choice needs, the replicas that had found room and the tenants served in full in its place.
+// A released tenant is reported short (Infeasible, NoCapacity), its reason naming the tenants
+// served in full in its place, the GPUs its choice needs and those it held.
 
 // maxReleaseTries bounds the packings releaseShort makes.
 const maxReleaseTries = 16
@@ -50,7 +51,7 @@ func (p *planner) releaseShort() error {
 	served := p.servedInFull()
 	for tries := 0; tries < maxReleaseTries; {
 		kept := false
-		for _, tn := range p.partlyPlaced() {
+		for _, tn := range slices.Concat(p.partlyPlaced(), p.servedOnFullBoards()) {
 			if tries >= maxReleaseTries || p.stopped() {
 				return nil
 			}
@@ -58,6 +59,7 @@ func (p *planner) releaseShort() error {
 			before := p.snapshot()
 			held := p.heldBy(tn)
 			wasServed := p.servedSet()
+			held.served = wasServed[tn]
 			if p.released == nil {
 				p.released = map[*tenant]string{}
 			}
@@ -109,10 +111,38 @@ func (p *planner) partlyPlaced() []*tenant {
 			out = append(out, tn)
 		}
 	}
-	slices.SortFunc(out, func(a, b *tenant) int {
-		return cmp.Or(cmp.Compare(demandPerWeight(b), demandPerWeight(a)), cmp.Compare(b.idx, a.idx))
-	})
+	slices.SortFunc(out, giveWay)
 	return out
+}
+
+// servedOnFullBoards lists the tenants served in full on a board with no idle GPU left where
+// another tenant, not released, is short of GPUs, in give-way order as partlyPlaced. Such a
+// tenant gives way only when that serves at least two others in full.
+func (p *planner) servedOnFullBoards() []*tenant {
+	idle, short := map[string]bool{}, map[string]bool{}
+	for _, g := range p.gpus {
+		if g.role == v1.RoleIdle {
+			idle[g.fg.board.Name] = true
+		}
+	}
+	for _, tn := range p.tenants {
+		if _, out := p.released[tn]; !out && tn.choice != nil && !servedInFull(tn) {
+			short[tn.choice.board.Name] = true
+		}
+	}
+	var out []*tenant
+	for _, tn := range p.tenants {
+		if b := tn.choice; servedInFull(tn) && short[b.board.Name] && !idle[b.board.Name] {
+			out = append(out, tn)
+		}
+	}
+	slices.SortFunc(out, giveWay)
+	return out
+}
+
+// giveWay orders tenants most demand per weight first, ties the one listed later first.
+func giveWay(a, b *tenant) int {
+	return cmp.Or(cmp.Compare(demandPerWeight(b), demandPerWeight(a)), cmp.Compare(b.idx, a.idx))
 }
 
 // demandPerWeight is a tenant's chosen GPU-equivalents divided by its fair-share weight.
@@ -126,6 +156,7 @@ func demandPerWeight(tn *tenant) float64 {
 
 // held is what a tenant's placed replicas occupied before it was released.
 type held struct {
+	served   bool // it was served in full
 	replicas int
 	gpus     []string // the GPUs that held them, "node/index" in fleet order
 }
@@ -168,7 +199,7 @@ func (p *planner) servedSet() map[*tenant]bool {
 func needs(c *cand) string {
 	switch {
 	case c.kind == v1.SliceExclusive && c.tp > 1:
-		return fmt.Sprintf("%d %s GPUs (%d groups of %d)", c.replicas*c.tp, c.board.Name, c.replicas, c.tp)
+		return fmt.Sprintf("%d %s GPUs (%d group(s) of %d)", c.replicas*c.tp, c.board.Name, c.replicas, c.tp)
 	case c.kind == v1.SliceExclusive:
 		return fmt.Sprintf("%d %s GPUs", c.replicas, c.board.Name)
 	}
@@ -178,7 +209,13 @@ func needs(c *cand) string {
 // releaseWhy is the NoCapacity reason of a released tenant.
 func (p *planner) releaseWhy(tn *tenant, h held, gained []string) string {
 	c := tn.choice
-	return fmt.Sprintf("left unplaced in favour of %s, served in full in its place: its %d replicas (%s) need %s "+
+	if h.served {
+		return fmt.Sprintf("left unplaced in favour of %s, served in full in its place: its %d replica(s) (%s) need %s, "+
+			"which it had (on %s), and freed they serve %d tenants in full where it was one (the pool has %d GPUs of which %d are canaries and %d held for the burst pool); "+
+			"a tenant gives up what it holds when that serves more tenants in full",
+			strings.Join(gained, ", "), c.replicas, c.label(), needs(c), strings.Join(h.gpus, ", "), len(gained), len(p.fleet), p.canaries(), p.burst)
+	}
+	return fmt.Sprintf("left unplaced in favour of %s, served in full in its place: its %d replica(s) (%s) need %s "+
 		"and only %d of them had found room (on %s; the pool has %d GPUs of which %d are canaries and %d held for the burst pool); "+
 		"a tenant short of GPUs gives up what it holds when that serves more tenants in full",
 		strings.Join(gained, ", "), c.replicas, c.label(), needs(c), h.replicas, strings.Join(h.gpus, ", "), len(p.fleet), p.canaries(), p.burst)

@@ -3,8 +3,11 @@ package plan
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -63,12 +66,43 @@ func TestShortTenantGivesWay(t *testing.T) {
 	if r.Code != v1.ReasonNoCapacity {
 		t.Fatalf("big: first reason %s, want NoCapacity: %s", r.Code, r.Message)
 	}
-	for _, want := range []string{"in favour of small", "need 4 H100-SXM5-80GB GPUs (2 groups of 2)", "only 1 of them had found room (on n0/0, n0/1;"} {
+	for _, want := range []string{"in favour of small", "need 4 H100-SXM5-80GB GPUs (2 group(s) of 2)", "only 1 of them had found room (on n0/0, n0/1;"} {
 		if !strings.Contains(r.Message, want) {
 			t.Errorf("big: reason %q lacks %q", r.Message, want)
 		}
 	}
 	t.Logf("big: %s", r.Message)
+}
+
+// A tenant served in full gives way when that serves more tenants in full: on 2 H100s the 70B
+// bf16 tenant at 0.5 req/s (one tensor-parallel group of 2) is packed first and leaves two 7B
+// tenants, each on a 1g.20gb MIG instance, no GPU; freed, its GPUs serve both.
+func TestServedTenantGivesWayToTwo(t *testing.T) {
+	pool := shortPool(t, 2, 0.5, "exclusive, mig, mps, timeslice")
+	second := pool.Tenants[1]
+	second.Name = "small2"
+	pool.Tenants = append(pool.Tenants, second)
+	pl := build(t, pool)
+	big := pl.Tenants[0]
+	for _, pt := range pl.Tenants[1:] {
+		if pt.Infeasible || len(pt.Replicas) != 1 {
+			t.Errorf("%s: infeasible %v with %d replicas, want served in full with 1", pt.Name, pt.Infeasible, len(pt.Replicas))
+		}
+	}
+	if !big.Infeasible || len(big.Replicas) != 0 || big.Reasons[0].Code != v1.ReasonNoCapacity {
+		t.Fatalf("big: infeasible %v with %d replicas, first reason %v: want short with none, NoCapacity", big.Infeasible, len(big.Replicas), big.Reasons[0])
+	}
+	for _, want := range []string{"in favour of small, small2", "need 2 H100-SXM5-80GB GPUs (1 group(s) of 2), which it had (on n0/0, n0/1)", "serve 2 tenants in full where it was one"} {
+		if !strings.Contains(big.Reasons[0].Message, want) {
+			t.Errorf("big: reason %q lacks %q", big.Reasons[0].Message, want)
+		}
+	}
+	// one 7B tenant alone does not displace it: equal counts keep the packing's order
+	one := shortPool(t, 2, 0.5, "exclusive, mig, mps, timeslice")
+	pl = build(t, one)
+	if pl.Tenants[0].Infeasible || !pl.Tenants[1].Infeasible {
+		t.Errorf("one 7B tenant: big infeasible %v, small infeasible %v; want big served, small short", pl.Tenants[0].Infeasible, pl.Tenants[1].Infeasible)
+	}
 }
 
 // overloadedPool draws a small pool that is often too small for its tenants: one or two nodes
@@ -133,11 +167,12 @@ func chosenAndPacked(rt *rapid.T, pool *v1.Pool, release bool) *planner {
 }
 
 // On small pools too small for their tenants: the plan serves at least as many tenants in full
-// as without releases; no tenant left short holds GPUs that, freed (the pool packed again with
-// the same choices without it), would serve more tenants in full; every released tenant is
+// as without releases; no tenant left short, nor one served in full on a board with no idle
+// GPU, holds GPUs that, freed (the pool packed again with the same choices without it), would
+// serve more tenants in full; every released tenant is
 // reported short with its reason first and holds no replica; and the plan is valid.
 func TestShortReleaseProperties(t *testing.T) {
-	released := 0
+	pools, better, gained, released := 0, 0, 0, 0
 	rapid.Check(t, func(rt *rapid.T) {
 		pool := overloadedPool(rt)
 		old := chosenAndPacked(rt, pool, false).servedInFull()
@@ -146,11 +181,14 @@ func TestShortReleaseProperties(t *testing.T) {
 		if served < old {
 			rt.Fatalf("%d tenants served in full, %d without releases", served, old)
 		}
-		released += len(p.released)
+		pools, released, gained = pools+1, released+len(p.released), gained+served-old
+		if served > old {
+			better++
+		}
 		if p.released == nil {
 			p.released = map[*tenant]string{}
 		}
-		for _, tn := range p.partlyPlaced() {
+		for _, tn := range slices.Concat(p.partlyPlaced(), p.servedOnFullBoards()) {
 			before := p.snapshot()
 			p.released[tn] = "left unplaced"
 			for _, t := range p.tenants {
@@ -160,7 +198,7 @@ func TestShortReleaseProperties(t *testing.T) {
 				rt.Fatal(err)
 			}
 			if now := p.servedInFull(); now > served {
-				rt.Fatalf("%s is short and keeps its replicas, but without it %d tenants are served in full, not %d", tn.t.Name, now, served)
+				rt.Fatalf("%s keeps its replicas, but without it %d tenants are served in full, not %d", tn.t.Name, now, served)
 			}
 			delete(p.released, tn)
 			before.restore(p)
@@ -181,7 +219,7 @@ func TestShortReleaseProperties(t *testing.T) {
 			}
 		}
 	})
-	t.Logf("%d tenants released over the pools drawn", released)
+	t.Logf("%d pools drawn: %d serve more tenants in full (%d more in all), %d tenants released", pools, better, gained, released)
 }
 
 // Short tenants holding replicas are tried in give-way order: most demand (GPU-equivalents
@@ -208,5 +246,33 @@ func TestShortGiveWayOrder(t *testing.T) {
 	}
 	if want := "t1 t2 t0 t3"; strings.Join(got, " ") != want {
 		t.Errorf("give-way order %v, want %s", got, want)
+	}
+}
+
+// On a synthetic pool far too small for it (600 varied tenants on 100 H100s, seed (1, 2)) the
+// releases serve more tenants in full than the same choice and packing without them; the log
+// gives the counts and the time of both.
+func TestReleaseOnSyntheticOverload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans a 600-tenant pool twice")
+	}
+	pool := Synthetic(SyntheticOptions{Tenants: 600, GPUs: 100, Varied: true}, rand.New(rand.NewPCG(1, 2)))
+	var served [2]int
+	for i, release := range []bool{false, true} {
+		start := time.Now()
+		p, err := newPlanner(pool, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.noRelease = !release
+		p.evaluate()
+		if err := p.optimise(); err != nil {
+			t.Fatal(err)
+		}
+		served[i] = p.servedInFull()
+		t.Logf("releases %v: %d of %d tenants served in full, %d released, choice and packing %v", release, served[i], len(p.tenants), len(p.released), time.Since(start).Round(time.Millisecond))
+	}
+	if served[1] <= served[0] {
+		t.Errorf("%d tenants served in full with releases, %d without: want more", served[1], served[0])
 	}
 }
