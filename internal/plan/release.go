@@ -26,9 +26,10 @@ import (
 //     replicas, cand.cost; weight: the tenant's fair-share weight, as weighted DRF at run time
 //     favours the tenant with the least use per weight), ties the one listed later first;
 //   - a candidate is left out of the packing (released) and the pool packed again with the same
-//     choices; the release is kept when strictly more tenants are then served in full (so a
-//     tenant served in full gives way only to two or more), and undone otherwise (a short
-//     tenant keeps its replicas and is reported short, as before);
+//     choices; the release is kept when strictly more tenants are then served in full and every
+//     other tenant served in full before still is (so a tenant served in full gives way only to
+//     two or more, and no one else loses its service to the release), and undone otherwise (a
+//     short tenant keeps its replicas and is reported short, as before);
 //   - after a kept release the candidates are listed again (the next packing changed them), and
 //     the search stops when a whole pass keeps none or after maxReleaseTries packings.
 //
@@ -70,7 +71,7 @@ func (p *planner) releaseShort() error {
 			if err := p.pack(); err != nil {
 				return err
 			}
-			if now := p.servedInFull(); now > served {
+			if now := p.servedInFull(); now > served && !p.lostAny(wasServed, tn) {
 				served, kept = now, true
 				var gained []string
 				for _, t := range p.tenants {
@@ -181,6 +182,16 @@ func (p *planner) heldBy(tn *tenant) held {
 		}
 	}
 	return h
+}
+
+// lostAny reports whether a tenant of was other than tn is no longer served in full.
+func (p *planner) lostAny(was map[*tenant]bool, tn *tenant) bool {
+	for _, t := range p.tenants {
+		if t != tn && was[t] && !servedInFull(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // servedSet is the set of tenants served in full.

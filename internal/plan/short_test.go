@@ -167,19 +167,26 @@ func chosenAndPacked(rt *rapid.T, pool *v1.Pool, release bool) *planner {
 }
 
 // On small pools too small for their tenants: the plan serves at least as many tenants in full
-// as without releases; no tenant left short, nor one served in full on a board with no idle
+// as without releases, and every tenant served in full without them is served in full with
+// them or released; no tenant left short, nor one served in full on a board with no idle
 // GPU, holds GPUs that, freed (the pool packed again with the same choices without it), would
-// serve more tenants in full; every released tenant is
+// serve more tenants in full with every other tenant served before still served; every released tenant is
 // reported short with its reason first and holds no replica; and the plan is valid.
 func TestShortReleaseProperties(t *testing.T) {
 	pools, better, gained, released := 0, 0, 0, 0
 	rapid.Check(t, func(rt *rapid.T) {
 		pool := overloadedPool(rt)
-		old := chosenAndPacked(rt, pool, false).servedInFull()
+		q := chosenAndPacked(rt, pool, false)
+		old, was := q.servedInFull(), q.servedSet()
 		p := chosenAndPacked(rt, pool, true)
 		served := p.servedInFull()
 		if served < old {
 			rt.Fatalf("%d tenants served in full, %d without releases", served, old)
+		}
+		for i, tn := range p.tenants {
+			if _, out := p.released[tn]; was[q.tenants[i]] && !servedInFull(tn) && !out {
+				rt.Fatalf("%s is served in full without releases, short with them, and not released", tn.t.Name)
+			}
 		}
 		pools, released, gained = pools+1, released+len(p.released), gained+served-old
 		if served > old {
@@ -188,6 +195,7 @@ func TestShortReleaseProperties(t *testing.T) {
 		if p.released == nil {
 			p.released = map[*tenant]string{}
 		}
+		served0 := p.servedSet()
 		for _, tn := range slices.Concat(p.partlyPlaced(), p.servedOnFullBoards()) {
 			before := p.snapshot()
 			p.released[tn] = "left unplaced"
@@ -197,7 +205,7 @@ func TestShortReleaseProperties(t *testing.T) {
 			if err := p.pack(); err != nil {
 				rt.Fatal(err)
 			}
-			if now := p.servedInFull(); now > served {
+			if now := p.servedInFull(); now > served && !p.lostAny(served0, tn) {
 				rt.Fatalf("%s keeps its replicas, but without it %d tenants are served in full, not %d", tn.t.Name, now, served)
 			}
 			delete(p.released, tn)
