@@ -53,6 +53,8 @@ type Options struct {
 	// ConfirmSeed seeds those simulations (the simulator's Config.Seed): the plan is a function
 	// of the pool, the options and this seed.
 	ConfirmSeed uint64
+	// noRelease skips releaseShort (tests plan pools as the planner did before it).
+	noRelease bool
 }
 
 // Defaults of Options.
@@ -288,7 +290,7 @@ type fleetGPU struct {
 }
 
 func newPlanner(pool *v1.Pool, o Options) (*planner, error) {
-	p := &planner{ctx: context.Background(), pool: pool, o: o, popts: perf.DefaultOptions(), cache: newEvalCache(), ids: newKeyIDs(), modes: map[v1.Mode]bool{}}
+	p := &planner{ctx: context.Background(), pool: pool, o: o, popts: perf.DefaultOptions(), cache: newEvalCache(), ids: newKeyIDs(), modes: map[v1.Mode]bool{}, noRelease: o.noRelease}
 	if o.Perf != nil {
 		p.popts = *o.Perf
 	}
