@@ -111,8 +111,9 @@ func TestPlanThenSimulateH100x8(t *testing.T) {
 // simulation; under the 2023 engine constants it served 23. On the device-plugin path (no MPS on
 // MIG devices) the 13B tenants' cheapest slice is an MPS third of a whole GPU, which the plugin
 // serves only on a node without MIG GPUs (and not beside the 70B tenants' unshared whole GPUs):
-// the planner re-chooses their slices as MIG, and the three that do not fit are short of capacity
-// (exit 2); every tenant served meets its SLO.
+// the planner re-chooses their slices as MIG, the 13B tenants that do not fit are short of
+// capacity (exit 2), and one 70B tenant gives up its whole GPU to two of them (ADR 0041: more
+// tenants served in full); every tenant served meets its SLO.
 func TestPlanThenSimulateH100x8BF16KV(t *testing.T) {
 	dra := strings.Replace(bf16KV(t), "\npolicy:\n", "\npolicy:\n  kubernetesDeviceAPI: dra\n", 1)
 	code, short, rep := planThenSimulate(t, writeTemp(t, "pool.yaml", dra))
@@ -124,10 +125,16 @@ func TestPlanThenSimulateH100x8BF16KV(t *testing.T) {
 	if code != exitPartial || len(short) == 0 {
 		t.Errorf("device plugin: plan: exit %d with %d tenants short, want some 13B tenants short", code, len(short))
 	}
+	chat := 0
 	for name := range short {
-		if !strings.HasPrefix(name, "product-") {
-			t.Errorf("device plugin: %s short, want only 13B tenants", name)
+		if strings.HasPrefix(name, "chat-") {
+			chat++
+		} else if !strings.HasPrefix(name, "product-") {
+			t.Errorf("device plugin: %s short, want only 13B tenants and a 70B tenant that gave way", name)
 		}
+	}
+	if chat > 1 || len(short) > 2 {
+		t.Errorf("device plugin: %d tenants short, %d of them 70B: want at most 2, at most one 70B", len(short), chat)
 	}
 	checkAttainment(t, short, rep)
 }

@@ -122,13 +122,29 @@ func TestConfirmRaisesShortTenants(t *testing.T) {
 // three runs, and the fleet has no room to raise it. The plan keeps its replica but calls it
 // short (NoCapacity first among its reasons, Infeasible) instead of served: the suite's own run
 // had it at 98.77 %. With maxReplicas 1 the same tenant is short by its bound (OverCap).
+//
+// Since short tenants give up their placements where that serves more tenants in full (ADR
+// 0041), tenant t13 (36 of its 47 replicas placed) gives way there and t0 finds room on another
+// slice; so the checks plan the pool without releases, as it was planned when the pool was
+// found, and the plan with them must serve at least as many tenants in full.
 func TestConfirmShortWithoutRoomIsShort(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("simulates a 23-tenant pool up to 24 times")
 	}
-	check := func(pool *v1.Pool, code v1.ReasonCode, why string) {
+	before := confirmed
+	before.noRelease = true
+	served := func(pl *v1.Plan) int {
+		n := 0
+		for _, pt := range pl.Tenants {
+			if !pt.Infeasible {
+				n++
+			}
+		}
+		return n
+	}
+	check := func(pool *v1.Pool, code v1.ReasonCode, why string) *v1.Plan {
 		t.Helper()
-		pl := buildWith(t, pool, confirmed)
+		pl := buildWith(t, pool, before)
 		if err := v1.ValidatePlan(pl, pool); err != nil {
 			t.Fatal(err)
 		}
@@ -141,9 +157,15 @@ func TestConfirmShortWithoutRoomIsShort(t *testing.T) {
 			t.Error("t0 lost its replicas")
 		}
 		t.Logf("t0: %s: %s", pt.Reasons[0].Code, pt.Reasons[0].Message)
+		return pl
 	}
 	pool := loadPool(t, "testdata/confirm-pool-fleet.yaml")
-	check(pool, v1.ReasonNoCapacity, "the fleet has no room")
+	old := check(pool, v1.ReasonNoCapacity, "the fleet has no room")
+	n, m := served(buildWith(t, pool, confirmed)), served(old)
+	if n < m {
+		t.Errorf("with releases %d tenants served, %d without", n, m)
+	}
+	t.Logf("%d tenants served with releases, %d without", n, m)
 	one := 1
 	pool.Tenants[0].MaxReplicas = &one
 	check(pool, v1.ReasonOverCap, "maxReplicas 1 allows no more")

@@ -178,6 +178,15 @@
 // infeasible with NoCapacity (their other replicas stay placed). A redundant tenant whose
 // replicas all landed on one GPU has one moved or swapped onto another GPU of the same group.
 //
+// Too small a fleet (release.go, ADR 0041). Once the best packing is chosen, a tenant short of
+// GPUs that holds placed replicas, or a tenant served in full on a board with no idle GPU left and
+// a short tenant, gives up its placement when the pool, packed again with the same choices without
+// it, serves strictly more tenants in full, every other one served before still served; candidates
+// go most demand (GPU-equivalents chosen) per weight first, ties the one listed later, one at a
+// time, at most 16 packings. A released tenant is infeasible with a NoCapacity reason naming the
+// tenants served in its place and the GPUs it needs; a short tenant whose release serves no one
+// more keeps its replicas and is reported short.
+//
 // Confirmation (confirm.go, ADR 0035): given a simulator (Options.Simulate; gpupool plan passes
 // internal/plansim.Run, internal/sim's), on pools of at most 64 tenants Build then simulates the
 // chosen plan in three runs of fixed seeds (Options.ConfirmSeed and the next two) within

@@ -50,12 +50,13 @@ func (g *gpuPlan) units() []*unit {
 }
 
 // formUnits groups the chosen replicas into units, group by group in key order; within a group
-// tenants come in pool order, so a tenant's replicas sit together.
+// tenants come in pool order, so a tenant's replicas sit together. Tenants released by
+// releaseShort are left out.
 func (p *planner) formUnits() []*unit {
 	byKey := map[groupKey][]*tenant{}
 	var keys []groupKey
 	for _, tn := range p.tenants {
-		if tn.choice == nil {
+		if _, out := p.released[tn]; tn.choice == nil || out {
 			continue
 		}
 		k := keyOf(tn, tn.choice)
@@ -149,6 +150,11 @@ func (p *planner) pack() error {
 		return err
 	}
 	p.markUnplaced(unplaced)
+	for _, tn := range p.tenants {
+		if why, out := p.released[tn]; out {
+			tn.infeas = append(tn.infeas, v1.NewReason(v1.ReasonNoCapacity, "%s", why))
+		}
+	}
 	p.spreadRedundant()
 	return nil
 }

@@ -53,6 +53,8 @@ type Options struct {
 	// ConfirmSeed seeds those simulations (the simulator's Config.Seed): the plan is a function
 	// of the pool, the options and this seed.
 	ConfirmSeed uint64
+	// noRelease skips releaseShort (tests plan pools as the planner did before it).
+	noRelease bool
 }
 
 // Defaults of Options.
@@ -114,6 +116,9 @@ func (p *planner) stopped() bool { return p.ctx != nil && p.ctx.Err() != nil }
 // tenants short that way, their blocked kinds are forbidden to them and the choice and packing
 // run again (at most maxBlockedRetries times, each forbidding more); the best plan of all runs
 // is kept, so a retry never makes the plan worse.
+//
+// Last, when the kept plan leaves tenants short, releaseShort gives up placements of short or
+// early-packed tenants where that serves more tenants in full (release.go).
 func (p *planner) optimise() error {
 	best, err := p.optimiseOnce(nil)
 	if err != nil {
@@ -143,7 +148,7 @@ func (p *planner) optimise() error {
 	for i, tn := range p.tenants {
 		tn.choice, tn.infeas = best.choice[i], best.infeas[i]
 	}
-	return nil
+	return p.releaseShort()
 }
 
 // maxBlockedRetries bounds the re-choices of optimise after tenants were left short by a node rule.
@@ -257,6 +262,12 @@ type planner struct {
 	// forbid holds, per tenant, the slice kinds on a board that an earlier packing could not
 	// place for a node rule; the choice avoids them (retryBlocked).
 	forbid map[*tenant]map[forbidKey]string
+	// released holds the tenants short of GPUs that gave up their placed replicas so that others
+	// are served in full (releaseShort), each with its NoCapacity reason; the packer leaves them
+	// out.
+	released map[*tenant]string
+	// noRelease skips releaseShort (tests compare with and without it).
+	noRelease bool
 	// noCompact skips the compaction after packing (tests compare with and without it).
 	noCompact bool
 	// perClaim is set when the pool takes the DRA path (policy.kubernetesDeviceAPI: dra): each
@@ -279,7 +290,7 @@ type fleetGPU struct {
 }
 
 func newPlanner(pool *v1.Pool, o Options) (*planner, error) {
-	p := &planner{ctx: context.Background(), pool: pool, o: o, popts: perf.DefaultOptions(), cache: newEvalCache(), ids: newKeyIDs(), modes: map[v1.Mode]bool{}}
+	p := &planner{ctx: context.Background(), pool: pool, o: o, popts: perf.DefaultOptions(), cache: newEvalCache(), ids: newKeyIDs(), modes: map[v1.Mode]bool{}, noRelease: o.noRelease}
 	if o.Perf != nil {
 		p.popts = *o.Perf
 	}
