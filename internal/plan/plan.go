@@ -92,10 +92,10 @@ func Build(ctx context.Context, pool *v1.Pool, o Options) (*v1.Plan, error) {
 		return nil, fmt.Errorf("build plan: %w", err)
 	}
 	next, err := p.result()
-	if err != nil || o.Current == nil || o.MaxMoves == nil {
+	if err != nil || o.Current == nil {
 		return next, err
 	}
-	return p.limitMoves(next)
+	return p.replan(next)
 }
 
 // stopped reports whether the run was cancelled; loops that see it return early and Build
