@@ -108,11 +108,16 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 			budget = fmt.Sprintf(" (max-moves %d)", limit)
 		}
 	}
-	msg := fmt.Sprintf("the plan in force is kept: re-packing would run the pool on %d GPUs instead of %d (%d fewer) but move %d replicas%s",
-		next.Summary.GPUsUsed, kept.Summary.GPUsUsed, kept.Summary.GPUsUsed-next.Summary.GPUsUsed, moves, budget)
+	msg := "the plan in force is kept"
 	if len(mustMove) > 0 {
-		msg = fmt.Sprintf("the plan in force is kept for the tenants it still serves, %d replica moves in all (%s): re-packing would run the pool on %d GPUs instead of %d (%d fewer) but move %d replicas%s",
-			best.moves, joinErrs(mustMove), next.Summary.GPUsUsed, kept.Summary.GPUsUsed, kept.Summary.GPUsUsed-next.Summary.GPUsUsed, moves, budget)
+		msg += fmt.Sprintf(" for the tenants it still serves, %d replica moves in all (%s)", best.moves, joinErrs(mustMove))
+	}
+	if s, k := shortTenants(next), shortTenants(kept); s > k {
+		msg += fmt.Sprintf(": re-packing would leave %d tenants short (this plan %d), run the pool on %d GPUs instead of %d and move %d replicas%s",
+			s, k, next.Summary.GPUsUsed, kept.Summary.GPUsUsed, moves, budget)
+	} else {
+		msg += fmt.Sprintf(": re-packing would run the pool on %d GPUs instead of %d (%d fewer) but move %d replicas%s",
+			next.Summary.GPUsUsed, kept.Summary.GPUsUsed, kept.Summary.GPUsUsed-next.Summary.GPUsUsed, moves, budget)
 	}
 	addReason(kept, v1.NewReason(v1.ReasonMoveBudget, "%s", msg))
 	return kept, nil
@@ -335,15 +340,20 @@ func (p *planner) keepServed(next *v1.Plan) (*v1.Plan, []error, error) {
 	return mixed, why, nil
 }
 
-// placeOnIdle plans the tenants place on the GPUs that kept leaves idle and mixes that plan into
-// kept, whose tenants (served) stay as they are.
+// placeOnIdle plans the tenants place on the GPUs that kept leaves idle (not those that run a
+// shared LoRA engine now, which would then move, nor burst or canary GPUs) and mixes that plan
+// into kept, whose tenants (served) stay as they are.
 func (p *planner) placeOnIdle(kept, next *v1.Plan, place []v1.Tenant, served map[string]bool) (*v1.Plan, error) {
 	sub := *p.pool
 	sub.Tenants = place
 	sub.Policy.CanaryGPUs = slices.Clone(p.pool.Policy.CanaryGPUs)
+	engine := map[v1.GPURef]bool{} // GPUs that run a shared LoRA engine now: taking one moves it
+	for _, g := range p.o.Current.GPUs {
+		engine[g.Ref()] = g.LoRAEngine != ""
+	}
 	adopt := map[string]bool{}
 	for _, g := range kept.GPUs {
-		if g.ReplicaCount() > 0 || g.Role == v1.RoleBurst || g.Role == v1.RoleCanary {
+		if g.ReplicaCount() > 0 || g.Role == v1.RoleBurst || g.Role == v1.RoleCanary || engine[g.Ref()] {
 			if !slices.Contains(sub.Policy.CanaryGPUs, g.Ref()) {
 				sub.Policy.CanaryGPUs = append(sub.Policy.CanaryGPUs, g.Ref())
 			}

@@ -53,6 +53,9 @@ type Options struct {
 	// ConfirmSeed seeds those simulations (the simulator's Config.Seed): the plan is a function
 	// of the pool, the options and this seed.
 	ConfirmSeed uint64
+	// repackOnly, with Current, returns the re-packed plan without weighing it against the plan
+	// in force (replan): tests replay the re-pack's migration with it.
+	repackOnly bool
 }
 
 // Defaults of Options.
@@ -92,7 +95,7 @@ func Build(ctx context.Context, pool *v1.Pool, o Options) (*v1.Plan, error) {
 		return nil, fmt.Errorf("build plan: %w", err)
 	}
 	next, err := p.result()
-	if err != nil || o.Current == nil {
+	if err != nil || o.Current == nil || o.repackOnly {
 		return next, err
 	}
 	return p.replan(next)

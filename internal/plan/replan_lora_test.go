@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -159,7 +160,9 @@ func TestMigrationOrdersLoRAEngines(t *testing.T) {
 // tenants change — ordinary tenants added (three, with GPUs left idle: the engines keep theirs;
 // twelve, filling the fleet: an engine's GPU becomes a MIG GPU and that engine stops), half the
 // adapter tenants dropped, adapter rates doubled or cut to a third, a tensor-parallel tenant
-// added (its group lands on an engine's GPU, and that engine alone moves) — replay wave by wave
+// added (the plan in force still serves every other tenant, so the group starts on GPUs that run
+// nothing and no engine moves; the re-pack, replayed too, puts it on an engine's GPU and that
+// engine alone moves) — replay wave by wave
 // without a GPU over-full or reconfigured under a running engine, within maxUnavailable, to the
 // new plan. Between them they move, start, restart and stop engines and drain GPUs that run one
 // now.
@@ -203,46 +206,63 @@ func TestMigrationReplaysLoRARePlans(t *testing.T) {
 			}
 		}
 		next, _ := planWithLoRA(t, &changed, cur)
-		if err := v1.ValidatePlan(next, &changed); err != nil {
-			t.Fatalf("variant %d: %v", v, err)
-		}
-		moved := 0
-		for _, e := range next.LoRAEngines {
-			for _, c := range cur.LoRAEngines {
-				if c.Name == e.Name && c.GPU != e.GPU {
-					moved++
-				}
+		plans := []*v1.Plan{next}
+		if v == 4 {
+			repacked, _, err := BuildWithLoRA(context.Background(), &changed, Options{Current: cur, repackOnly: true}, nil)
+			if err != nil {
+				t.Fatal(err)
 			}
+			plans = append(plans, repacked)
 		}
-		if want := map[int]int{0: 0, 4: 1}; want[v] != moved && (v == 0 || v == 4) {
-			t.Errorf("variant %d: %d engines move, want %d", v, moved, want[v])
-		}
-		for _, mu := range []int{1, 2, 3} {
-			steps := Migration(cur, next, mu)
-			for _, s := range steps {
-				switch {
-				case s.LoRAEngine != "":
-					seen["engine "+s.Kind]++
-				case s.Kind == StepGPU && engineGPU[s.GPU]:
-					seen["engine GPU reconfigured"]++
-					if !s.Drain {
-						t.Errorf("variant %d: GPU %s runs an engine and is reconfigured without a drain", v, s.GPU)
+		for i, next := range plans {
+			if err := v1.ValidatePlan(next, &changed); err != nil {
+				t.Fatalf("variant %d: %v", v, err)
+			}
+			moved := 0
+			for _, e := range next.LoRAEngines {
+				for _, c := range cur.LoRAEngines {
+					if c.Name == e.Name && c.GPU != e.GPU {
+						moved++
 					}
 				}
 			}
-			replayMigration(t, cur, next, steps, mu)
-			if t.Failed() {
-				for _, s := range steps {
-					t.Logf("wave %d %s %s%s on %s drain %v: %s -> %s", s.Wave, s.Kind, s.Tenant, s.LoRAEngine, s.GPU, s.Drain, s.From, s.To)
-				}
-				t.Fatalf("variant %d, maxUnavailable %d: %d steps", v, mu, len(steps))
+			if want := map[int]int{0: 0, 4: i}; want[v] != moved && (v == 0 || v == 4) {
+				t.Errorf("variant %d (re-pack: %v): %d engines move, want %d", v, i == 1, moved, want[v])
 			}
+			replayVariant(t, v, cur, next, engineGPU, seen)
 		}
 	}
 	t.Logf("steps over the variants: %v", seen)
 	for _, k := range []string{"engine move", "engine start", "engine restart", "engine stop", "engine GPU reconfigured"} {
 		if seen[k] == 0 {
 			t.Errorf("no %s in any variant: %v", k, seen)
+		}
+	}
+}
+
+// replayVariant replays the migration from cur to next at maxUnavailable 1, 2 and 3, counting
+// the engines' steps in seen.
+func replayVariant(t *testing.T, v int, cur, next *v1.Plan, engineGPU map[v1.GPURef]bool, seen map[string]int) {
+	t.Helper()
+	for _, mu := range []int{1, 2, 3} {
+		steps := Migration(cur, next, mu)
+		for _, s := range steps {
+			switch {
+			case s.LoRAEngine != "":
+				seen["engine "+s.Kind]++
+			case s.Kind == StepGPU && engineGPU[s.GPU]:
+				seen["engine GPU reconfigured"]++
+				if !s.Drain {
+					t.Errorf("variant %d: GPU %s runs an engine and is reconfigured without a drain", v, s.GPU)
+				}
+			}
+		}
+		replayMigration(t, cur, next, steps, mu)
+		if t.Failed() {
+			for _, s := range steps {
+				t.Logf("wave %d %s %s%s on %s drain %v: %s -> %s", s.Wave, s.Kind, s.Tenant, s.LoRAEngine, s.GPU, s.Drain, s.From, s.To)
+			}
+			t.Fatalf("variant %d, maxUnavailable %d: %d steps", v, mu, len(steps))
 		}
 	}
 }

@@ -416,7 +416,7 @@ func TestMigrationWaitsForSlots(t *testing.T) {
 
 // Re-plans of synthetic pools whose tenants change (rates doubled or halved, some dropped, some
 // added) replay wave by wave without a slot fuller than either plan holds it: the migration the
-// planner lists can be carried out as listed.
+// planner lists can be carried out as listed, for the plan Build returns and for the re-pack.
 func TestMigrationReplaysOnReplans(t *testing.T) {
 	for seed := range uint64(6) {
 		rng := rand.New(rand.NewPCG(seed, 17))
@@ -440,15 +440,21 @@ func TestMigrationReplaysOnReplans(t *testing.T) {
 			}
 			changed.Tenants = append(changed.Tenants, tn)
 		}
-		again, err := Build(context.Background(), &changed, Options{Current: first})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mu := range []int{1, 3} {
-			steps := Migration(first, again, mu)
-			replayMigration(t, first, again, steps, mu)
-			if t.Failed() {
-				t.Fatalf("seed %d, maxUnavailable %d: %d steps", seed, mu, len(steps))
+		// the plan Build returns, and the re-pack it weighed against the plan in force
+		for _, only := range []bool{false, true} {
+			again, err := Build(context.Background(), &changed, Options{Current: first, repackOnly: only})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mu := range []int{1, 3} {
+				steps := Migration(first, again, mu)
+				replayMigration(t, first, again, steps, mu)
+				if t.Failed() {
+					t.Fatalf("seed %d (re-pack: %v), maxUnavailable %d: %d steps", seed, only, mu, len(steps))
+				}
+				if mu == 1 {
+					t.Logf("seed %d (re-pack: %v): %d steps, %d moves, %d GPUs (plan in force %d)", seed, only, len(steps), countMoves(steps), again.Summary.GPUsUsed, first.Summary.GPUsUsed)
+				}
 			}
 		}
 	}
