@@ -29,11 +29,12 @@ func countMoves(steps []Step) int {
 //   - with Options.MaxMoves, when next moves more replicas than allowed, a partial re-pack
 //     (partialRepack).
 //
-// Of those within the move budget it takes the one with the fewest tenants short, then the
-// fewest GPUs, then the fewest replica moves, then the fewest GPU changes, next first among
-// equals: a re-pack that saves no GPU does not reconfigure or move anything. Every tenant of a
-// plan other than next gets a MoveBudget reason with the numbers given up. When nothing fits the
-// budget Build fails, naming the tenants that must move and why.
+// Of those within the move budget that leave no more tenants short than next does (a budget
+// limits changes, not service) it takes the one with the fewest tenants short, then the fewest
+// GPUs, then the fewest replica moves, then the fewest GPU changes, next first among equals: a
+// re-pack that saves no GPU does not reconfigure or move anything. Every tenant of a plan other
+// than next gets a MoveBudget reason with the numbers given up. When nothing fits the budget
+// Build fails, naming the tenants that must move and why.
 func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 	cur := p.o.Current
 	limit := -1
@@ -53,10 +54,11 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 		chosen string
 	}
 	var best *option
+	short := shortTenants(next)
 	consider := func(pl *v1.Plan, chosen string) {
 		steps := Migration(cur, pl, 1)
 		o := &option{pl: pl, moves: countMoves(steps), chosen: chosen}
-		if !within(o.moves) {
+		if !within(o.moves) || shortTenants(pl) > short { // a budget limits changes, not service
 			return
 		}
 		o.score = [4]int{shortTenants(pl), pl.Summary.GPUsUsed, o.moves, len(gpuChanges(steps))}
@@ -89,11 +91,14 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 		switch {
 		case keepErr != nil:
 			why = "; the plan in force cannot be kept for the tenants it serves: " + keepErr.Error()
+		case shortTenants(kept) > short:
+			why = fmt.Sprintf("; keeping the plan in force for the tenants it serves (%s) leaves %s short that the re-pack serves",
+				joinErrs(mustMove), strings.Join(shortNames(kept, next), ", "))
 		default:
 			why = fmt.Sprintf("; keeping the plan in force for the tenants it serves moves %d (%s)",
 				countMoves(replicaSteps(cur, kept)), joinErrs(mustMove))
 		}
-		if partErr != nil && keepErr == nil {
+		if partErr != nil {
 			why += "; re-packing part of the pool: " + partErr.Error()
 		}
 		return nil, fmt.Errorf("build plan: re-packing moves %d replicas, more than max-moves %d%s", moves, limit, why)
@@ -147,6 +152,21 @@ func replicasN(n int) string {
 		return "1 replica"
 	}
 	return fmt.Sprintf("%d replicas", n)
+}
+
+// shortNames names the tenants pl marks infeasible and than does not.
+func shortNames(pl, than *v1.Plan) []string {
+	served := map[string]bool{}
+	for _, t := range than.Tenants {
+		served[t.Name] = !t.Infeasible
+	}
+	var out []string
+	for _, t := range pl.Tenants {
+		if t.Infeasible && served[t.Name] {
+			out = append(out, t.Name)
+		}
+	}
+	return out
 }
 
 func joinErrs(errs []error) string {

@@ -70,26 +70,60 @@ func TestMaxMoves(t *testing.T) {
 		kept.Tenants[0].Reasons[len(kept.Tenants[0].Reasons)-1].Message)
 }
 
-// A pool the plan in force cannot serve (a tenant's load doubled) with a budget the re-packing
-// exceeds is an error naming the tenant, never a plan with more moves than allowed.
+// A budget limits changes, not service. On the articles' node without chat-3, product-0 and
+// tools-1, a new tenant chat-9 needs two GPUs: the plan in force leaves one idle, the re-pack
+// (2 moves) serves everyone; with max-moves 0 or 1 Build fails naming chat-9, never a plan with
+// more moves than allowed nor one that leaves chat-9 short; with 2 the re-pack stands. And when
+// the re-pack serves fewer tenants than the plan in force (chat-0's load ×4 on the full node: the
+// re-pack gives it two GPUs and leaves two tools tenants short), the plan in force is kept, chat-0
+// short, nothing moved.
 func TestMaxMovesCannotKeep(t *testing.T) {
 	pool := loadPool(t, "../../examples/h100x8-mixed.yaml")
 	first := build(t, pool)
-	busier := *pool
-	busier.Tenants = slices.Clone(pool.Tenants)
-	busier.Tenants[0].Traffic.RPS *= 4
-	free, err := Build(context.Background(), &busier, Options{Current: first})
+	changed := *pool
+	changed.Tenants = slices.DeleteFunc(slices.Clone(pool.Tenants), func(t v1.Tenant) bool {
+		return t.Name == "chat-3" || t.Name == "product-0" || t.Name == "tools-1"
+	})
+	big := pool.Tenants[0]
+	big.Name, big.Traffic.RPS = "chat-9", 2.5
+	changed.Tenants = append(changed.Tenants, big)
+	free, err := Build(context.Background(), &changed, Options{Current: first, repackOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	moves := countMoves(Migration(first, free, 1))
-	if moves == 0 {
-		t.Skip("re-packing moves nothing here")
+	if m := countMoves(Migration(first, free, 1)); m != 2 || shortTenants(free) != 0 {
+		t.Fatalf("setup: re-packing moves %d replicas and leaves %d tenants short, want 2 and 0", m, shortTenants(free))
+	}
+	for _, budget := range []int{0, 1, 2} {
+		pl, err := Build(context.Background(), &changed, Options{Current: first, MaxMoves: &budget})
+		if budget < 2 {
+			if err == nil || !strings.Contains(err.Error(), "leaves chat-9 short") || !strings.Contains(err.Error(), fmt.Sprintf("max-moves %d", budget)) {
+				t.Errorf("max-moves %d: err = %v, want one naming chat-9 short and the budget", budget, err)
+			}
+			continue
+		}
+		if err != nil || shortTenants(pl) != 0 || countMoves(Migration(first, pl, 1)) != 2 {
+			t.Errorf("max-moves 2: err %v, want the re-pack", err)
+		}
+	}
+
+	busier := *pool
+	busier.Tenants = slices.Clone(pool.Tenants)
+	busier.Tenants[0].Traffic.RPS *= 4
+	if free, err = Build(context.Background(), &busier, Options{Current: first, repackOnly: true}); err != nil {
+		t.Fatal(err)
 	}
 	zero := 0
-	_, err = Build(context.Background(), &busier, Options{Current: first, MaxMoves: &zero})
-	if err == nil || !strings.Contains(err.Error(), "tenant "+busier.Tenants[0].Name) || !strings.Contains(err.Error(), "max-moves 0") {
-		t.Errorf("err = %v, want one naming tenant %s and max-moves 0", err, busier.Tenants[0].Name)
+	pl, err := Build(context.Background(), &busier, Options{Current: first, MaxMoves: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPlan(&busier, pl); err != nil {
+		t.Fatal(err)
+	}
+	if n := countMoves(Migration(first, pl, 1)); n != 0 || shortTenants(pl) != 1 || !pl.Tenants[0].Infeasible || shortTenants(free) <= 1 {
+		t.Errorf("chat-0 ×4: %d moves, %d tenants short (chat-0: %v), re-pack %d short; want 0 moves, chat-0 alone short, the re-pack more",
+			n, shortTenants(pl), pl.Tenants[0].Infeasible, shortTenants(free))
 	}
 }
 
