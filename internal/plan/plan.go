@@ -31,13 +31,16 @@ type Options struct {
 	ExactUnits int
 	// Current is the plan in force, when re-planning: planned GPU configurations are moved
 	// between GPUs of the same board so that as many GPUs as possible keep theirs (see
-	// Migration for the steps). nil: plan from scratch.
+	// Migration for the steps), and that re-pack is weighed against keeping every tenant whose
+	// replicas in force still serve it where they are (see replan): a re-pack that saves no GPU
+	// is not made. nil: plan from scratch.
 	Current *v1.Plan
 	// MaxMoves, with Current, is the most replicas the migration may move (StepMove,
-	// StepRestart). When the re-packed plan moves more, part of the pool is re-packed (the
-	// changes that free the most GPUs within the budget, see partialRepack) or, when that frees
-	// nothing, the plan in force is kept if it still serves the pool (see keepCurrent), with a
-	// MoveBudget reason on every tenant saying what was given up; otherwise Build fails. nil: no
+	// StepRestart). Of the re-pack, the plan in force kept for the tenants it still serves
+	// (keepServed) and, when the re-pack moves more, a partial re-pack (the changes that free
+	// the most GPUs within the budget, see partialRepack), the best within the budget that leaves
+	// no tenant short the re-pack serves is returned, with a MoveBudget reason on every tenant
+	// saying what was given up; otherwise Build fails, naming the tenants that must move. nil: no
 	// limit.
 	MaxMoves *int
 	// LPVariables is the largest LP (tenant choices + layout patterns) solved with the simplex
