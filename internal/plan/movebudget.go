@@ -202,10 +202,26 @@ func (p *planner) inForce() ([]v1.PlanGPU, map[string][]slotUse) {
 	}
 	gone := func(r v1.PlanReplica) bool { return !inPool[r.Tenant] }
 	var gpus []v1.PlanGPU
-	uses := map[string][]slotUse{}
 	for _, g := range p.o.Current.GPUs {
 		g.LoRAEngine = "" // shared LoRA engines are placed apart (PlaceLoRAEngines), back here when idle
 		g.Replicas = slices.DeleteFunc(slices.Clone(g.Replicas), gone)
+		g.Instances = slices.Clone(g.Instances)
+		for i := range g.Instances {
+			in := &g.Instances[i]
+			in.Replicas = slices.DeleteFunc(slices.Clone(in.Replicas), gone)
+		}
+		if g.Role == v1.RolePool && g.ReplicaCount() == 0 {
+			g.Role = v1.RoleIdle
+		}
+		gpus = append(gpus, g)
+	}
+	return gpus, planUses(&v1.Plan{GPUs: gpus})
+}
+
+// planUses lists each tenant's replicas in pl as slot uses, a tensor-parallel replica once.
+func planUses(pl *v1.Plan) map[string][]slotUse {
+	uses := map[string][]slotUse{}
+	for _, g := range pl.GPUs {
 		for _, r := range g.Replicas {
 			if tp := r.TensorParallel.GPUs; len(tp) > 0 && tp[0] != g.Index {
 				continue
@@ -213,21 +229,14 @@ func (p *planner) inForce() ([]v1.PlanGPU, map[string][]slotUse) {
 			uses[r.Tenant] = append(uses[r.Tenant], slotUse{g.Board, string(v1.SliceOf(g.Mode, "")), "", max(r.TensorParallel.Size, 1),
 				r.Limits.SMPercent, int64(r.Limits.Memory)})
 		}
-		g.Instances = slices.Clone(g.Instances)
-		for i := range g.Instances {
-			in := &g.Instances[i]
-			in.Replicas = slices.DeleteFunc(slices.Clone(in.Replicas), gone)
+		for _, in := range g.Instances {
 			for _, r := range in.Replicas {
 				uses[r.Tenant] = append(uses[r.Tenant], slotUse{g.Board, string(v1.SliceOf(v1.ModeMIG, in.Sharing.Mode)), in.Profile, 1,
 					r.Limits.SMPercent, int64(r.Limits.Memory)})
 			}
 		}
-		if g.Role == v1.RolePool && g.ReplicaCount() == 0 {
-			g.Role = v1.RoleIdle
-		}
-		gpus = append(gpus, g)
 	}
-	return gpus, uses
+	return uses
 }
 
 // inForceCand is tn's candidate for the slice its replicas run on in the plan in force (uses),
@@ -295,29 +304,81 @@ func servedInForce(tn *tenant, uses []slotUse) error {
 // keepServed is the plan in force for the pool as it is now, for the tenants it still serves
 // (servedInForce): their replicas stay where they run, the replicas of tenants no longer in the
 // pool stop (their GPUs become idle when nothing else runs there), and the tenants it does not
-// serve — new ones, and those whose slices no longer carry their load, whose replicas there are
-// dropped — are planned by themselves on the GPUs left idle (a pool of those tenants with every
-// other GPU a canary), so they are the only ones that move. It returns the plan, why each such
-// tenant starts or moves, and an error when that plan cannot be made or is not valid for the
-// pool (caps, fixed counts, policy, node rules).
+// serve are planned by themselves on the GPUs left idle (a pool of those tenants with every
+// other GPU a canary), so they are the only ones that change. A tenant whose replicas there only
+// fall short in number (growBy) keeps them and starts the rest on the same slice kind; when the
+// idle GPUs do not give it that kind, it moves instead: all its replicas there are dropped and it
+// is planned afresh, as new tenants are. It returns the plan, why each such tenant grows, starts
+// or moves, and an error when that plan cannot be made or is not valid for the pool (caps, fixed
+// counts, policy, node rules).
 func (p *planner) keepServed(next *v1.Plan) (*v1.Plan, []error, error) {
+	_, uses := p.inForce()
+	grow := map[string]int{}
+	for _, tn := range p.tenants {
+		if servedInForce(tn, uses[tn.t.Name]) != nil {
+			if _, more := growBy(tn, uses[tn.t.Name]); more > 0 {
+				grow[tn.t.Name] = more
+			}
+		}
+	}
+	for {
+		pl, why, off, err := p.keepServedGrowing(next, grow)
+		if len(off) == 0 {
+			return pl, why, err
+		}
+		for _, name := range off {
+			delete(grow, name)
+		}
+	}
+}
+
+// growBy is the candidate of tn's replicas in force (uses) and how many replicas it lacks there
+// when that is all that keeps them from serving it: one feasible slice kind, no fixed count or
+// redundancy (whose spread the added replicas would not know). 0: it cannot grow in place.
+func growBy(tn *tenant, uses []slotUse) (*cand, int) {
+	if len(uses) == 0 || tn.t.Replicas != nil || tn.t.Redundancy {
+		return nil, 0
+	}
+	c, err := inForceCand(tn, uses)
+	if err != nil || c.reject != "" || len(uses) >= c.replicas {
+		return nil, 0
+	}
+	if m := maxReplicasOf(tn.t); m > 0 && c.replicas > m {
+		return nil, 0
+	}
+	return c, c.replicas - len(uses)
+}
+
+// keepServedGrowing is keepServed with the tenants of grow growing in place by grow[name]
+// replicas; off names those the idle GPUs did not give their slice kind (or left short), to be
+// moved instead.
+func (p *planner) keepServedGrowing(next *v1.Plan, grow map[string]int) (pl *v1.Plan, why []error, off []string, err error) {
 	cur := p.o.Current
 	gpus, uses := p.inForce()
-	var why []error
-	served, placed := map[string]bool{}, map[string]bool{}
+	served, stays, placed := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	var place []v1.Tenant
 	for _, tn := range p.tenants {
-		err := servedInForce(tn, uses[tn.t.Name])
+		name := tn.t.Name
+		err := servedInForce(tn, uses[name])
 		switch {
-		case err == nil && len(uses[tn.t.Name]) > 0:
-			served[tn.t.Name] = true
+		case err == nil && len(uses[name]) > 0:
+			served[name], stays[name] = true, true
+		case err != nil && grow[name] > 0:
+			c, more := growBy(tn, uses[name])
+			why = append(why, fmt.Errorf("tenant %s grows: it runs %s on %s of %s, which at %.3g req/s needs %d; %d more start",
+				name, replicasN(len(uses[name])), c.label(), c.board.Name, tn.t.Traffic.RPS, c.replicas, more))
+			t := tn.t
+			t.Replicas, t.MinReplicas, t.MaxReplicas, t.Cap, t.Reservation = &more, nil, nil, nil, 0
+			t.Traffic.RPS *= float64(more) / float64(c.replicas) // its share of the load, for the reasons
+			place = append(place, t)
+			stays[name], placed[name] = true, true
 		case err != nil:
 			why = append(why, err)
 			place = append(place, tn.t)
-			placed[tn.t.Name] = true
+			placed[name] = true
 		}
 	}
-	dropped := func(r v1.PlanReplica) bool { return !served[r.Tenant] }
+	dropped := func(r v1.PlanReplica) bool { return !stays[r.Tenant] }
 	for i := range gpus {
 		g := &gpus[i]
 		g.Replicas = slices.DeleteFunc(g.Replicas, dropped)
@@ -334,36 +395,63 @@ func (p *planner) keepServed(next *v1.Plan) (*v1.Plan, []error, error) {
 		byName[tn.t.Name] = tn
 	}
 	for _, t := range cur.Tenants {
-		if served[t.Name] {
-			t.Predicted = p.predictInForce(byName[t.Name], uses[t.Name], t.Predicted)
+		if stays[t.Name] {
+			t.Predicted = p.predictInForce(byName[t.Name], uses[t.Name], len(uses[t.Name])+grow[t.Name], t.Predicted)
 			kept.Tenants = append(kept.Tenants, t)
 		}
 	}
 	kept.Summary = v1.Summary{GPUsUsed: usedGPUs(kept.GPUs), GPUsTotal: len(kept.GPUs), LowerBound: next.Summary.LowerBound,
 		Baselines: next.Summary.Baselines, Objective: next.Summary.Objective}
 	for _, t := range next.Tenants { // tenants nothing runs now and nothing can: as next has them
-		if tn := byName[t.Name]; tn != nil && !served[t.Name] && !placed[t.Name] {
+		if tn := byName[t.Name]; tn != nil && !stays[t.Name] && !placed[t.Name] {
 			kept.Tenants = append(kept.Tenants, t)
 		}
 	}
 	if len(place) == 0 {
 		kept.Tenants = inPoolOrder(p.tenants, kept.Tenants)
 		if err := v1.ValidatePlan(kept, p.pool); err != nil {
-			return nil, nil, fmt.Errorf("it is not valid for the pool: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
+			return nil, nil, nil, fmt.Errorf("it is not valid for the pool: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 		}
-		return kept, nil, nil
+		return kept, nil, nil, nil
 	}
-	mixed, err := p.placeOnIdle(kept, next, place, served)
+	mixed, sub, err := p.placeOnIdle(kept, next, place, stays)
+	for name := range grow {
+		if sub == nil {
+			off = append(off, name) // the placement failed: try again with it moving
+			continue
+		}
+		if t, ok := planTenant(sub, name); !ok || t.Infeasible {
+			off = append(off, name)
+			continue
+		}
+		for _, u := range planUses(sub)[name] {
+			if u != uses[name][0] {
+				off = append(off, name)
+				break
+			}
+		}
+	}
+	slices.Sort(off)
 	if err != nil {
-		return nil, why, err
+		return nil, why, off, err
 	}
-	return mixed, why, nil
+	return mixed, why, off, nil
+}
+
+// planTenant is pl's entry for tenant name.
+func planTenant(pl *v1.Plan, name string) (v1.PlanTenant, bool) {
+	for _, t := range pl.Tenants {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return v1.PlanTenant{}, false
 }
 
 // placeOnIdle plans the tenants place on the GPUs that kept leaves idle (not those that run a
 // shared LoRA engine now, which would then move, nor burst or canary GPUs) and mixes that plan
 // into kept, whose tenants (served) stay as they are.
-func (p *planner) placeOnIdle(kept, next *v1.Plan, place []v1.Tenant, served map[string]bool) (*v1.Plan, error) {
+func (p *planner) placeOnIdle(kept, next *v1.Plan, place []v1.Tenant, served map[string]bool) (mixed, placed *v1.Plan, err error) {
 	sub := *p.pool
 	sub.Tenants = place
 	sub.Policy.CanaryGPUs = slices.Clone(p.pool.Policy.CanaryGPUs)
@@ -382,15 +470,15 @@ func (p *planner) placeOnIdle(kept, next *v1.Plan, place []v1.Tenant, served map
 		adopt[gpuKey(g.Node, g.Index)] = true
 	}
 	if len(adopt) == 0 {
-		return nil, fmt.Errorf("the plan in force leaves no GPU idle for %s", tenantNames(place))
+		return nil, nil, fmt.Errorf("the plan in force leaves no GPU idle for %s", tenantNames(place))
 	}
 	zero := 0
 	sub.Policy.BurstPoolPercent = &zero // the burst GPUs in force stay as they are
 	o := p.o
 	o.Current, o.MaxMoves = nil, nil
-	placed, err := Build(p.ctx, &sub, o)
+	placed, err = Build(p.ctx, &sub, o)
 	if err != nil {
-		return nil, fmt.Errorf("planning %s on the GPUs it leaves idle: %w", tenantNames(place), err)
+		return nil, nil, fmt.Errorf("planning %s on the GPUs it leaves idle: %w", tenantNames(place), err)
 	}
 	overlay := *placed
 	overlay.Summary = next.Summary
@@ -410,12 +498,12 @@ func (p *planner) placeOnIdle(kept, next *v1.Plan, place []v1.Tenant, served map
 			overlay.Tenants = append(overlay.Tenants, t)
 		}
 	}
-	mixed, err := mixPlans(p.pool, kept, &overlay, adopt, served)
+	mixed, err = mixPlans(p.pool, kept, &overlay, adopt, served)
 	if err != nil {
-		return nil, fmt.Errorf("with %s planned on the GPUs it leaves idle, %w", tenantNames(place), err)
+		return nil, placed, fmt.Errorf("with %s planned on the GPUs it leaves idle, %w", tenantNames(place), err)
 	}
 	mixed.Summary.Objective = next.Summary.Objective
-	return mixed, nil
+	return mixed, placed, nil
 }
 
 func tenantNames(ts []v1.Tenant) string {
@@ -436,14 +524,14 @@ func inPoolOrder(tenants []*tenant, ts []v1.PlanTenant) []v1.PlanTenant {
 	return ts
 }
 
-// predictInForce is the prediction for a tenant the plan in force serves, at its load now over
-// the replicas it runs there; old when the queueing model does not size it.
-func (p *planner) predictInForce(tn *tenant, uses []slotUse, old v1.Prediction) v1.Prediction {
+// predictInForce is the prediction for a tenant the plan in force serves, at its load now over n
+// replicas on the slice kind it runs on there (uses); old when the queueing model does not size
+// it.
+func (p *planner) predictInForce(tn *tenant, uses []slotUse, n int, old v1.Prediction) v1.Prediction {
 	c, err := inForceCand(tn, uses)
 	if err != nil || c.ev == nil || c.ev.q == nil || tn.t.Traffic.RPS <= 0 {
 		return old
 	}
-	n := len(uses)
 	st := c.ev.q.state(peakRate(tn.t.Traffic), n)
 	ttft, tpot := seconds(st.ttft), seconds(st.tpot)
 	return v1.Prediction{TTFTP99: v1.Duration(ttft), TPOTP99: v1.Duration(tpot), E2EP99: v1.Duration(ttft + tpot*timeDur(tn.work.OutputTokens-1)),

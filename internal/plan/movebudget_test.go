@@ -320,19 +320,14 @@ func TestMaxMovesKeepsServedReview(t *testing.T) {
 }
 
 // c6-rnd-203-v2 triples t1 (10.1 to 30.2 req/s: its one replica no longer carries it), cuts t4
-// to 0.38 req/s, drops t3 and adds t5. Only t1 must move (its replica, with two more started) and
-// t5 starts: with max-moves 0 Build fails naming t1 and why, not t4; with 1 and 3 the other
-// tenants stay as they are. Before, every budget failed on t4 and t0.
+// to 0.38 req/s, drops t3 and adds t5. t1's replica stays and two more start on its slice kind,
+// t5 starts, both on a GPU that ran nothing: with max-moves 0, 1 and 3 nothing moves, nothing is
+// drained, and the other tenants stay as they are. Before, every budget failed on t4 and t0. When
+// the policy takes MIG away, every tenant must move, and max-moves 2 fails naming them and why.
 func TestMaxMovesMovesOnlyUnservedReview(t *testing.T) {
 	cur := loadReviewPlan(t)
 	pool := loadPool(t, review+"c6-rnd-203-v2.yaml")
-	zero := 0
-	_, err := Build(context.Background(), pool, Options{Current: cur, MaxMoves: &zero})
-	if err == nil || !strings.Contains(err.Error(), "tenant t1-qwen2-5-3b must move") || !strings.Contains(err.Error(), "needs 3") ||
-		strings.Contains(err.Error(), "t4-qwen2-5-7b must") || strings.Contains(err.Error(), "t0-qwen2-5-1-5b must") {
-		t.Errorf("max-moves 0: err = %v, want one naming t1 (needs 3) and neither t4 nor t0", err)
-	}
-	for _, budget := range []int{1, 3} {
+	for _, budget := range []int{0, 1, 3} {
 		pl, err := Build(context.Background(), pool, Options{Current: cur, MaxMoves: &budget})
 		if err != nil {
 			t.Fatalf("max-moves %d: %v", budget, err)
@@ -341,7 +336,7 @@ func TestMaxMovesMovesOnlyUnservedReview(t *testing.T) {
 			t.Fatalf("max-moves %d: %v", budget, err)
 		}
 		steps := Migration(cur, pl, 1)
-		if n := countMoves(steps); n > budget {
+		if n := countMoves(steps); n > 0 {
 			t.Errorf("max-moves %d: %d moves", budget, n)
 		}
 		for _, s := range steps {
@@ -357,9 +352,21 @@ func TestMaxMovesMovesOnlyUnservedReview(t *testing.T) {
 				t.Errorf("max-moves %d: tenant %s short", budget, tn.Name)
 			}
 		}
-		if got := len(replicasOn(pl, "t1-qwen2-5-3b")); got < 3 {
-			t.Errorf("max-moves %d: t1 runs %d replicas, want at least 3", budget, got)
+		t1 := replicasOn(pl, "t1-qwen2-5-3b")
+		if len(t1) != 3 || !slices.Contains(t1, replicasOn(cur, "t1-qwen2-5-3b")[0]) {
+			t.Errorf("max-moves %d: t1 on %v, want 3 replicas, one where it runs now", budget, t1)
 		}
+		if r := pl.Tenants[1].Reasons[len(pl.Tenants[1].Reasons)-1]; !strings.Contains(r.Message, "t1-qwen2-5-3b grows") {
+			t.Errorf("max-moves %d: last reason %s", budget, r.Message)
+		}
+	}
+	noMIG := *pool
+	noMIG.Policy.AllowedModes = []v1.Mode{v1.ModeExclusive}
+	two := 2
+	_, err := Build(context.Background(), &noMIG, Options{Current: cur, MaxMoves: &two})
+	if err == nil || !strings.Contains(err.Error(), "tenant t4-qwen2-5-7b must move: mig 2g.24gb of H100-NVL-94GB is no longer one of its slice kinds") ||
+		!strings.Contains(err.Error(), "max-moves 2") {
+		t.Errorf("without MIG, max-moves 2: err = %v, want one naming t4's slice kind", err)
 	}
 }
 
