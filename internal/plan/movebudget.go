@@ -120,9 +120,12 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 	if s, k := shortTenants(next), shortTenants(kept); s > k {
 		msg += fmt.Sprintf(": re-packing would leave %d tenants short (this plan %d), run the pool on %d GPUs instead of %d and move %d replicas%s",
 			s, k, next.Summary.GPUsUsed, kept.Summary.GPUsUsed, moves, budget)
-	} else {
+	} else if d := kept.Summary.GPUsUsed - next.Summary.GPUsUsed; d >= 0 {
 		msg += fmt.Sprintf(": re-packing would run the pool on %d GPUs instead of %d (%d fewer) but move %d replicas%s",
-			next.Summary.GPUsUsed, kept.Summary.GPUsUsed, kept.Summary.GPUsUsed-next.Summary.GPUsUsed, moves, budget)
+			next.Summary.GPUsUsed, kept.Summary.GPUsUsed, d, moves, budget)
+	} else {
+		msg += fmt.Sprintf(": re-packing would run the pool on %d GPUs instead of %d (%d more) and move %d replicas%s",
+			next.Summary.GPUsUsed, kept.Summary.GPUsUsed, -d, moves, budget)
 	}
 	addReason(kept, v1.NewReason(v1.ReasonMoveBudget, "%s", msg))
 	return kept, nil
@@ -169,6 +172,7 @@ func shortNames(pl, than *v1.Plan) []string {
 	return out
 }
 
+// joinErrs joins the errors' messages with "; ".
 func joinErrs(errs []error) string {
 	parts := make([]string, len(errs))
 	for i, e := range errs {
