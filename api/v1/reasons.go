@@ -80,8 +80,9 @@ const (
 	ReasonMaxUnavailable ReasonCode = "MaxUnavailable"
 	// ReasonPreempted: the grant was reclaimed for a tenant below its fair share or reservation.
 	ReasonPreempted ReasonCode = "Preempted"
-	// ReasonMoveBudget: re-planning kept the plan in force, or re-packed only part of the pool,
-	// because re-packing all of it would move more replicas than the move budget allows.
+	// ReasonMoveBudget: re-planning kept the plan in force for the tenants it still serves, or
+	// re-packed only part of the pool, because re-packing all of it would move more replicas
+	// than the move budget allows, or would save no GPU.
 	ReasonMoveBudget ReasonCode = "MoveBudget"
 	// ReasonSimulated: the planner simulated the plan and the replica count is what the
 	// simulation confirmed (kept, raised or lowered from the queueing model's count).

@@ -39,9 +39,12 @@ func newPlanCmd(e *env) *cobra.Command {
 			"--current PLAN re-plans against the plan in force: as few GPUs as possible change, replicas stay in their\n" +
 			"slots where they can, and the migration steps are listed (GPUs that run nothing first, then replica\n" +
 			"starts and moves, drains, moves onto drained GPUs and stops; at most policy.maxUnavailable per wave).\n" +
-			"--max-moves N (with --current) never moves more than N replicas: when re-packing would, only the changes\n" +
-			"that free the most GPUs within N moves are made, or the plan in force is kept if it still serves the pool\n" +
-			"(every tenant's reasons say how many GPUs that gives up), else it fails. Without the flag, the pool's\n" +
+			"Tenants whose replicas in force still meet their SLO where they run stay there when re-packing would\n" +
+			"save no GPU; only new tenants and those their replicas no longer carry are placed, on idle GPUs.\n" +
+			"--max-moves N (with --current) never moves more than N replicas: when re-packing would, the plan in\n" +
+			"force is kept for the tenants it still serves, or only the changes that free the most GPUs within N moves\n" +
+			"are made, whichever uses fewer GPUs without leaving a tenant short (every tenant's reasons say what that\n" +
+			"gives up); when the tenants that must move exceed N it fails, naming them. Without the flag, the pool's\n" +
 			"policy.maxMoves is the budget (as the Kubernetes controller uses it); --max-moves -1 lifts it.\n" +
 			"On pools of at most 64 tenants the plan is simulated (three runs, the simulator of `gpupool simulate`)\n" +
 			"and a tenant the runs find short of its SLO gets a replica more, for up to four rounds (a Simulated\n" +

@@ -282,10 +282,15 @@
 // GPUs that run nothing first, in one wave, then busy GPUs, each drained, at most
 // policy.maxUnavailable per wave; replicas start, move (start, wait, stop), restart (stop, then
 // start: a tensor-parallel group onto GPUs its tenant's old groups hold, after clearing stops) or
-// stop. With Options.MaxMoves the re-pack is taken whole within the budget; above it the
-// components of the change that free the most GPUs within the budget (partialmoves.go), or the
-// plan in force when none does and it still serves the pool. The packing itself does not weigh
-// changes against GPUs saved.
+// stop. The re-pack is weighed against the kept plan (movebudget.go): the plan in force for every
+// tenant whose replicas there still meet its SLO where they run (the queueing model on their
+// slice, at the load now), the others — new tenants, those their replicas no longer carry —
+// planned alone on the GPUs it leaves idle. The one with the fewest tenants short, then GPUs,
+// then replica moves, then GPU changes is returned, so a re-pack that saves no GPU is not made.
+// With Options.MaxMoves only plans within the budget count, and none that leaves a tenant short
+// the re-pack serves; above the budget the components of the change that free the most GPUs
+// within it (partialmoves.go) are weighed too, and when nothing fits, Build fails naming the
+// tenants that must move. The packing itself does not weigh changes against GPUs saved.
 //
 // # 9. Measured profiles
 //

@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,50 +19,181 @@ func countMoves(steps []Step) int {
 	return n
 }
 
-// limitMoves applies Options.MaxMoves to the re-packed plan next: within the budget it stands.
-// Above it the planner re-packs part of the pool (partialRepack: the components of the change
-// that save the most GPUs within the budget, those with a tenant the plan in force does not serve
-// included) or, when that saves nothing, keeps the plan in force if it still serves the pool;
-// every tenant gets a MoveBudget reason saying what was given up. Otherwise it is an error, never
-// a plan that moves more replicas than allowed.
-func (p *planner) limitMoves(next *v1.Plan) (*v1.Plan, error) {
-	limit := *p.o.MaxMoves
-	moves := countMoves(replicaSteps(p.o.Current, next))
-	if moves <= limit {
-		return next, nil
+// replan weighs the re-packed plan next against the plan in force (Options.Current) and returns
+// the plan to run:
+//
+//   - next, the re-pack;
+//   - kept, the plan in force for every tenant it still serves on the slices it runs on now
+//     (servedInForce), the others (new tenants, tenants whose slices no longer carry their load)
+//     placed on the GPUs that plan leaves idle (keepServed): the fewest moves that serve the pool;
+//   - with Options.MaxMoves, when next moves more replicas than allowed, a partial re-pack
+//     (partialRepack).
+//
+// Of those within the move budget that leave no more tenants short than next does (a budget
+// limits changes, not service) it takes the one with the fewest tenants short, then the fewest
+// GPUs, then the fewest replica moves, then the fewest GPU changes, next first among equals: a
+// re-pack that saves no GPU does not reconfigure or move anything. Every tenant of a plan other
+// than next gets a MoveBudget reason with the numbers given up. When nothing fits the budget
+// Build fails, naming the tenants that must move and why.
+func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
+	cur := p.o.Current
+	limit := -1
+	if p.o.MaxMoves != nil {
+		limit = *p.o.MaxMoves
 	}
-	kept, keepErr := p.keepCurrent(next)
-	part, made, partErr := p.partialRepack(next, limit)
-	if partErr == nil && countMoves(replicaSteps(p.o.Current, part)) > limit {
-		partErr = fmt.Errorf("it would move %d replicas", countMoves(replicaSteps(p.o.Current, part)))
+	within := func(m int) bool { return limit < 0 || m <= limit }
+	nextSteps := Migration(cur, next, 1)
+	moves := countMoves(nextSteps)
+	if moves == 0 && len(gpuChanges(nextSteps)) == 0 {
+		return next, nil // the re-pack is the plan in force already
 	}
-	if partErr == nil && (keepErr != nil || part.Summary.GPUsUsed < kept.Summary.GPUsUsed) {
-		gpus, _ := p.inForce()
-		inForce := usedGPUs(gpus)
-		r := v1.NewReason(v1.ReasonMoveBudget, "partly re-packed within max-moves %d: %d of the re-pack's %d replica moves, those that free the most GPUs; the pool runs on %d GPUs (re-packed: %d, plan in force: %d)",
-			limit, made, moves, part.Summary.GPUsUsed, next.Summary.GPUsUsed, inForce)
-		for i := range part.Tenants {
-			part.Tenants[i].Reasons = append(slices.Clone(part.Tenants[i].Reasons), r)
+	type option struct {
+		pl     *v1.Plan
+		moves  int
+		score  [4]int
+		chosen string
+	}
+	var best *option
+	short := shortTenants(next)
+	consider := func(pl *v1.Plan, chosen string) {
+		steps := Migration(cur, pl, 1)
+		o := &option{pl: pl, moves: countMoves(steps), chosen: chosen}
+		if !within(o.moves) || shortTenants(pl) > short { // a budget limits changes, not service
+			return
 		}
-		return part, nil
+		o.score = [4]int{shortTenants(pl), pl.Summary.GPUsUsed, o.moves, len(gpuChanges(steps))}
+		if best == nil || slices.Compare(o.score[:], best.score[:]) < 0 {
+			best = o
+		}
 	}
-	if keepErr != nil {
-		return nil, fmt.Errorf("build plan: re-packing moves %d replicas, more than max-moves %d, and the plan in force cannot be kept: %w",
-			moves, limit, keepErr)
+	consider(next, "next")
+	kept, mustMove, keepErr := p.keepServed(next)
+	if keepErr == nil {
+		consider(kept, "kept")
 	}
-	r := v1.NewReason(v1.ReasonMoveBudget, "the plan in force is kept: re-packing would run the pool on %d GPUs instead of %d (%d fewer) but move %d replicas, more than max-moves %d",
-		next.Summary.GPUsUsed, kept.Summary.GPUsUsed, kept.Summary.GPUsUsed-next.Summary.GPUsUsed, moves, limit)
-	for i := range kept.Tenants {
-		kept.Tenants[i].Reasons = append(kept.Tenants[i].Reasons, r)
+	var partErr error
+	if !within(moves) {
+		var part *v1.Plan
+		var made int
+		part, made, partErr = p.partialRepack(next, limit)
+		if partErr == nil {
+			consider(part, "part")
+			if best != nil && best.pl == part {
+				gpus, _ := p.inForce()
+				r := v1.NewReason(v1.ReasonMoveBudget, "partly re-packed within max-moves %d: %d of the re-pack's %d replica moves, those that free the most GPUs; the pool runs on %d GPUs (re-packed: %d, plan in force: %d)",
+					limit, made, moves, part.Summary.GPUsUsed, next.Summary.GPUsUsed, usedGPUs(gpus))
+				addReason(part, r)
+			}
+		}
 	}
+	if best == nil {
+		why := ""
+		switch {
+		case keepErr != nil:
+			why = "; the plan in force cannot be kept for the tenants it serves: " + keepErr.Error()
+		case shortTenants(kept) > short:
+			why = fmt.Sprintf("; keeping the plan in force for the tenants it serves (%s) leaves %s short that the re-pack serves",
+				joinErrs(mustMove), strings.Join(shortNames(kept, next), ", "))
+		default:
+			why = fmt.Sprintf("; keeping the plan in force for the tenants it serves moves %d (%s)",
+				countMoves(replicaSteps(cur, kept)), joinErrs(mustMove))
+		}
+		if partErr != nil {
+			why += "; re-packing part of the pool: " + partErr.Error()
+		}
+		return nil, fmt.Errorf("build plan: re-packing moves %d replicas, more than max-moves %d%s", moves, limit, why)
+	}
+	if best.chosen != "kept" {
+		return best.pl, nil
+	}
+	budget := ""
+	if limit >= 0 {
+		budget = fmt.Sprintf(", more than max-moves %d", limit)
+		if within(moves) {
+			budget = fmt.Sprintf(" (max-moves %d)", limit)
+		}
+	}
+	msg := "the plan in force is kept"
+	if len(mustMove) > 0 {
+		msg += fmt.Sprintf(" for the tenants it still serves, %d replica moves in all (%s)", best.moves, joinErrs(mustMove))
+	}
+	if s, k := shortTenants(next), shortTenants(kept); s > k {
+		msg += fmt.Sprintf(": re-packing would leave %d tenants short (this plan %d), run the pool on %d GPUs instead of %d and move %d replicas%s",
+			s, k, next.Summary.GPUsUsed, kept.Summary.GPUsUsed, moves, budget)
+	} else if d := kept.Summary.GPUsUsed - next.Summary.GPUsUsed; d >= 0 {
+		msg += fmt.Sprintf(": re-packing would run the pool on %d GPUs instead of %d (%d fewer) but move %d replicas%s",
+			next.Summary.GPUsUsed, kept.Summary.GPUsUsed, d, moves, budget)
+	} else {
+		msg += fmt.Sprintf(": re-packing would run the pool on %d GPUs instead of %d (%d more) and move %d replicas%s",
+			next.Summary.GPUsUsed, kept.Summary.GPUsUsed, -d, moves, budget)
+	}
+	addReason(kept, v1.NewReason(v1.ReasonMoveBudget, "%s", msg))
 	return kept, nil
 }
 
-// slotUse is one replica of the plan in force as keepCurrent weighs it: its board, slice kind,
-// MIG profile, neighbours on its GPU or instance (share) and tensor-parallel degree.
+// addReason appends r to every tenant's reasons of pl.
+func addReason(pl *v1.Plan, r v1.Reason) {
+	for i := range pl.Tenants {
+		pl.Tenants[i].Reasons = append(slices.Clone(pl.Tenants[i].Reasons), r)
+	}
+}
+
+// shortTenants counts the tenants pl marks infeasible.
+func shortTenants(pl *v1.Plan) int {
+	n := 0
+	for _, t := range pl.Tenants {
+		if t.Infeasible {
+			n++
+		}
+	}
+	return n
+}
+
+// replicasN is "1 replica" or "n replicas".
+func replicasN(n int) string {
+	if n == 1 {
+		return "1 replica"
+	}
+	return fmt.Sprintf("%d replicas", n)
+}
+
+// shortNames names the tenants pl marks infeasible and than does not.
+func shortNames(pl, than *v1.Plan) []string {
+	served := map[string]bool{}
+	for _, t := range than.Tenants {
+		served[t.Name] = !t.Infeasible
+	}
+	var out []string
+	for _, t := range pl.Tenants {
+		if t.Infeasible && served[t.Name] {
+			out = append(out, t.Name)
+		}
+	}
+	return out
+}
+
+// joinErrs joins the errors' messages with "; ".
+func joinErrs(errs []error) string {
+	parts := make([]string, len(errs))
+	for i, e := range errs {
+		parts[i] = e.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// gpuChanges keeps the GPU changes of a migration.
+func gpuChanges(steps []Step) []Step {
+	return slices.DeleteFunc(slices.Clone(steps), func(s Step) bool { return s.Kind != StepGPU })
+}
+
+// slotUse is one replica of the plan in force as servedInForce weighs it: its board, slice kind,
+// MIG profile, tensor-parallel degree and, on a shared slice, its MPS SM percentage and memory
+// cap (which name the share it was sized for).
 type slotUse struct {
 	board, kind, profile string
-	share, tp            int
+	tp                   int
+	smPct                int
+	capBytes             int64
 }
 
 // inForce is the plan in force for the pool as it is now: its GPUs with the replicas of tenants
@@ -76,87 +206,340 @@ func (p *planner) inForce() ([]v1.PlanGPU, map[string][]slotUse) {
 	}
 	gone := func(r v1.PlanReplica) bool { return !inPool[r.Tenant] }
 	var gpus []v1.PlanGPU
-	uses := map[string][]slotUse{}
 	for _, g := range p.o.Current.GPUs {
 		g.LoRAEngine = "" // shared LoRA engines are placed apart (PlaceLoRAEngines), back here when idle
 		g.Replicas = slices.DeleteFunc(slices.Clone(g.Replicas), gone)
-		for _, r := range g.Replicas {
-			if tp := r.TensorParallel.GPUs; len(tp) > 0 && tp[0] != g.Index {
-				continue
-			}
-			uses[r.Tenant] = append(uses[r.Tenant], slotUse{g.Board, string(v1.SliceOf(g.Mode, "")), "", len(g.Replicas), max(r.TensorParallel.Size, 1)})
-		}
 		g.Instances = slices.Clone(g.Instances)
 		for i := range g.Instances {
 			in := &g.Instances[i]
 			in.Replicas = slices.DeleteFunc(slices.Clone(in.Replicas), gone)
-			for _, r := range in.Replicas {
-				uses[r.Tenant] = append(uses[r.Tenant], slotUse{g.Board, string(v1.SliceOf(v1.ModeMIG, in.Sharing.Mode)), in.Profile, len(in.Replicas), 1})
-			}
 		}
 		if g.Role == v1.RolePool && g.ReplicaCount() == 0 {
 			g.Role = v1.RoleIdle
 		}
 		gpus = append(gpus, g)
 	}
-	return gpus, uses
+	return gpus, planUses(&v1.Plan{GPUs: gpus})
 }
 
-// servedInForce says why the plan in force does not serve tn as next does, or nil: it must run
-// at least next's replica count on the slice kind next chose (same board, kind, MIG profile and
-// tensor-parallel group size), all its replicas there, with no more replicas per GPU or instance
-// than next's share, so each has no more neighbours than the sizing assumed.
-func servedInForce(tn *tenant, uses []slotUse, next *v1.Plan) error {
-	c := tn.choice
-	if c == nil {
-		return nil
-	}
-	var have []slotUse
-	for _, u := range uses {
-		if u.board == c.board.Name && u.kind == string(c.kind) && u.profile == profName(c.profile) && u.tp == max(c.tp, 1) && u.share <= c.share {
-			have = append(have, u)
+// planUses lists each tenant's replicas in pl as slot uses, a tensor-parallel replica once.
+func planUses(pl *v1.Plan) map[string][]slotUse {
+	uses := map[string][]slotUse{}
+	for _, g := range pl.GPUs {
+		for _, r := range g.Replicas {
+			if tp := r.TensorParallel.GPUs; len(tp) > 0 && tp[0] != g.Index {
+				continue
+			}
+			uses[r.Tenant] = append(uses[r.Tenant], slotUse{g.Board, string(v1.SliceOf(g.Mode, "")), "", max(r.TensorParallel.Size, 1),
+				r.Limits.SMPercent, int64(r.Limits.Memory)})
+		}
+		for _, in := range g.Instances {
+			for _, r := range in.Replicas {
+				uses[r.Tenant] = append(uses[r.Tenant], slotUse{g.Board, string(v1.SliceOf(v1.ModeMIG, in.Sharing.Mode)), in.Profile, 1,
+					r.Limits.SMPercent, int64(r.Limits.Memory)})
+			}
 		}
 	}
-	if want := planned(next, tn.t.Name); len(have) < want || len(have) < len(uses) {
-		return fmt.Errorf("tenant %s runs %d replicas there, %d of them on %s of %s with at most %d per slice; the pool now needs %d",
-			tn.t.Name, len(uses), len(have), c.label(), c.board.Name, c.share, want)
+	return uses
+}
+
+// inForceCand is tn's candidate for the slice its replicas run on in the plan in force (uses),
+// or why there is none: they must all run on one slice kind (board, kind, MIG profile, tensor-
+// parallel degree and, when shared, the share their limits were sized for) that is still one
+// of its candidates.
+func inForceCand(tn *tenant, uses []slotUse) (*cand, error) {
+	u := uses[0]
+	for _, o := range uses[1:] {
+		if o != u {
+			return nil, fmt.Errorf("its %d replicas run on more than one slice kind", len(uses))
+		}
+	}
+	for _, c := range tn.cands {
+		if c.board.Name != u.board || string(c.kind) != u.kind || profName(c.profile) != u.profile || max(c.tp, 1) != u.tp {
+			continue
+		}
+		shared := c.shared() && c.ev != nil
+		if shared && (c.ev.smPct != u.smPct || c.ev.capBytes != u.capBytes) || !shared && (c.share != 1 || u.smPct != 0 || u.capBytes != 0) {
+			continue
+		}
+		return c, nil
+	}
+	what := u.kind
+	if u.profile != "" {
+		what += " " + u.profile
+	}
+	return nil, fmt.Errorf("%s of %s is no longer one of its slice kinds (isolation, policy or limits changed)", what, u.board)
+}
+
+// servedInForce says why the plan in force does not serve tn, or nil. Its replicas there (uses)
+// serve it when they run on a slice kind that is still one of its candidates (inForceCand), that
+// candidate is feasible, and they are at least as many as it needs at the tenant's load now (the
+// queueing model's count, with the simulation's raise when it was the chosen kind, and the
+// pool's bounds) and no more than maxReplicas, cap or a fixed count allow. The replicas stay on
+// the slices they have: nothing of them moves. A tenant with no replicas there is new to it.
+func servedInForce(tn *tenant, uses []slotUse) error {
+	name := tn.t.Name
+	if len(uses) == 0 {
+		if tn.choice == nil {
+			return nil // nothing runs it now, and nothing can
+		}
+		return fmt.Errorf("tenant %s must start: it runs no replicas in the plan in force", name)
+	}
+	c, err := inForceCand(tn, uses)
+	if err != nil {
+		return fmt.Errorf("tenant %s must move: %w", name, err)
+	}
+	n := len(uses)
+	where := c.label() + " of " + c.board.Name
+	switch {
+	case c.reject != "":
+		return fmt.Errorf("tenant %s must move: on %s at %.3g req/s %s (%s)", name, where, tn.t.Traffic.RPS, c.why, c.reject)
+	case n < c.replicas:
+		return fmt.Errorf("tenant %s must move: it runs %s on %s, which at %.3g req/s needs %d", name, replicasN(n), where, tn.t.Traffic.RPS, c.replicas)
+	case tn.t.Replicas != nil && n != c.replicas:
+		return fmt.Errorf("tenant %s must move: it runs %s on %s, its fixed count is %d", name, replicasN(n), where, c.replicas)
+	}
+	if m := maxReplicasOf(tn.t); m > 0 && n > m {
+		return fmt.Errorf("tenant %s must move: it runs %s on %s, more than %s", name, replicasN(n), where, maxReplicasName(tn.t))
 	}
 	return nil
 }
 
-// keepCurrent is the plan in force for the pool as it is now: replicas of tenants no longer in
-// the pool stop (their GPUs become idle when nothing else runs there), everything else stays.
-// It serves the pool only when every tenant the re-packed plan next serves is served in force
-// (servedInForce), and the result must pass v1.ValidatePlan against the pool (caps, fixed counts,
-// policy, the new lower bound). The error says which tenant or rule fails.
-func (p *planner) keepCurrent(next *v1.Plan) (*v1.Plan, error) {
-	cur := p.o.Current
-	gpus, uses := p.inForce()
-	kept := &v1.Plan{APIVersion: next.APIVersion, Kind: next.Kind, Metadata: next.Metadata, Pool: next.Pool, GPUs: gpus}
-	var errs []error
+// keepServed is the plan in force for the pool as it is now, for the tenants it still serves
+// (servedInForce): their replicas stay where they run, the replicas of tenants no longer in the
+// pool stop (their GPUs become idle when nothing else runs there), and the tenants it does not
+// serve are planned by themselves on the GPUs left idle (a pool of those tenants with every
+// other GPU a canary), so they are the only ones that change. A tenant whose replicas there only
+// fall short in number (growBy) keeps them and starts the rest on the same slice kind; when the
+// idle GPUs do not give it that kind, it moves instead: all its replicas there are dropped and it
+// is planned afresh, as new tenants are. It returns the plan, why each such tenant grows, starts
+// or moves, and an error when that plan cannot be made or is not valid for the pool (caps, fixed
+// counts, policy, node rules).
+func (p *planner) keepServed(next *v1.Plan) (*v1.Plan, []error, error) {
+	_, uses := p.inForce()
+	grow := map[string]int{}
 	for _, tn := range p.tenants {
-		if err := servedInForce(tn, uses[tn.t.Name], next); err != nil {
-			errs = append(errs, err)
+		if servedInForce(tn, uses[tn.t.Name]) != nil {
+			if _, more := growBy(tn, uses[tn.t.Name]); more > 0 {
+				grow[tn.t.Name] = more
+			}
 		}
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	for {
+		pl, why, off, err := p.keepServedGrowing(next, grow)
+		if len(off) == 0 {
+			return pl, why, err
+		}
+		for _, name := range off {
+			delete(grow, name)
+		}
 	}
-	inPool := map[string]bool{}
+}
+
+// growBy is the candidate of tn's replicas in force (uses) and how many replicas it lacks there
+// when that is all that keeps them from serving it: one feasible slice kind, no fixed count or
+// redundancy (whose spread the added replicas would not know). 0: it cannot grow in place.
+func growBy(tn *tenant, uses []slotUse) (*cand, int) {
+	if len(uses) == 0 || tn.t.Replicas != nil || tn.t.Redundancy {
+		return nil, 0
+	}
+	c, err := inForceCand(tn, uses)
+	if err != nil || c.reject != "" || len(uses) >= c.replicas {
+		return nil, 0
+	}
+	if m := maxReplicasOf(tn.t); m > 0 && c.replicas > m {
+		return nil, 0
+	}
+	return c, c.replicas - len(uses)
+}
+
+// keepServedGrowing is keepServed with the tenants of grow growing in place by grow[name]
+// replicas; off names those the idle GPUs did not give their slice kind (or left short), to be
+// moved instead.
+func (p *planner) keepServedGrowing(next *v1.Plan, grow map[string]int) (pl *v1.Plan, why []error, off []string, err error) {
+	cur := p.o.Current
+	gpus, uses := p.inForce()
+	served, stays, placed := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	var place []v1.Tenant
 	for _, tn := range p.tenants {
-		inPool[tn.t.Name] = true
+		name := tn.t.Name
+		err := servedInForce(tn, uses[name])
+		switch {
+		case err == nil && len(uses[name]) > 0:
+			served[name], stays[name] = true, true
+		case err != nil && grow[name] > 0:
+			c, more := growBy(tn, uses[name])
+			why = append(why, fmt.Errorf("tenant %s grows: it runs %s on %s of %s, which at %.3g req/s needs %d; %d more start",
+				name, replicasN(len(uses[name])), c.label(), c.board.Name, tn.t.Traffic.RPS, c.replicas, more))
+			t := tn.t
+			t.Replicas, t.MinReplicas, t.MaxReplicas, t.Cap, t.Reservation = &more, nil, nil, nil, 0
+			t.Traffic.RPS *= float64(more) / float64(c.replicas) // its share of the load, for the reasons
+			place = append(place, t)
+			stays[name], placed[name] = true, true
+		case err != nil:
+			why = append(why, err)
+			place = append(place, tn.t)
+			placed[name] = true
+		}
+	}
+	dropped := func(r v1.PlanReplica) bool { return !stays[r.Tenant] }
+	for i := range gpus {
+		g := &gpus[i]
+		g.Replicas = slices.DeleteFunc(g.Replicas, dropped)
+		for j := range g.Instances {
+			g.Instances[j].Replicas = slices.DeleteFunc(g.Instances[j].Replicas, dropped)
+		}
+		if g.Role == v1.RolePool && g.ReplicaCount() == 0 {
+			g.Role = v1.RoleIdle
+		}
+	}
+	kept := &v1.Plan{APIVersion: next.APIVersion, Kind: next.Kind, Metadata: next.Metadata, Pool: next.Pool, GPUs: gpus}
+	byName := map[string]*tenant{}
+	for _, tn := range p.tenants {
+		byName[tn.t.Name] = tn
 	}
 	for _, t := range cur.Tenants {
-		if inPool[t.Name] {
+		if stays[t.Name] {
+			t.Predicted = p.predictInForce(byName[t.Name], uses[t.Name], len(uses[t.Name])+grow[t.Name], t.Predicted)
 			kept.Tenants = append(kept.Tenants, t)
 		}
 	}
 	kept.Summary = v1.Summary{GPUsUsed: usedGPUs(kept.GPUs), GPUsTotal: len(kept.GPUs), LowerBound: next.Summary.LowerBound,
-		Baselines: next.Summary.Baselines, Objective: cur.Summary.Objective}
-	if err := v1.ValidatePlan(kept, p.pool); err != nil {
-		return nil, fmt.Errorf("it is not valid for the pool: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
+		Baselines: next.Summary.Baselines, Objective: next.Summary.Objective}
+	for _, t := range next.Tenants { // tenants nothing runs now and nothing can: as next has them
+		if tn := byName[t.Name]; tn != nil && !stays[t.Name] && !placed[t.Name] {
+			kept.Tenants = append(kept.Tenants, t)
+		}
 	}
-	return kept, nil
+	if len(place) == 0 {
+		kept.Tenants = inPoolOrder(p.tenants, kept.Tenants)
+		if err := v1.ValidatePlan(kept, p.pool); err != nil {
+			return nil, nil, nil, fmt.Errorf("it is not valid for the pool: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
+		}
+		return kept, nil, nil, nil
+	}
+	mixed, sub, err := p.placeOnIdle(kept, next, place, stays)
+	for name := range grow {
+		if sub == nil {
+			off = append(off, name) // the placement failed: try again with it moving
+			continue
+		}
+		if t, ok := planTenant(sub, name); !ok || t.Infeasible {
+			off = append(off, name)
+			continue
+		}
+		for _, u := range planUses(sub)[name] {
+			if u != uses[name][0] {
+				off = append(off, name)
+				break
+			}
+		}
+	}
+	slices.Sort(off)
+	if err != nil {
+		return nil, why, off, err
+	}
+	return mixed, why, off, nil
+}
+
+// planTenant is pl's entry for tenant name.
+func planTenant(pl *v1.Plan, name string) (v1.PlanTenant, bool) {
+	for _, t := range pl.Tenants {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return v1.PlanTenant{}, false
+}
+
+// placeOnIdle plans the tenants place on the GPUs that kept leaves idle (not those that run a
+// shared LoRA engine now, which would then move, nor burst or canary GPUs) and mixes that plan
+// into kept, whose tenants (served) stay as they are.
+func (p *planner) placeOnIdle(kept, next *v1.Plan, place []v1.Tenant, served map[string]bool) (mixed, placed *v1.Plan, err error) {
+	sub := *p.pool
+	sub.Tenants = place
+	sub.Policy.CanaryGPUs = slices.Clone(p.pool.Policy.CanaryGPUs)
+	engine := map[v1.GPURef]bool{} // GPUs that run a shared LoRA engine now: taking one moves it
+	for _, g := range p.o.Current.GPUs {
+		engine[g.Ref()] = g.LoRAEngine != ""
+	}
+	adopt := map[string]bool{}
+	for _, g := range kept.GPUs {
+		if g.ReplicaCount() > 0 || g.Role == v1.RoleBurst || g.Role == v1.RoleCanary || engine[g.Ref()] {
+			if !slices.Contains(sub.Policy.CanaryGPUs, g.Ref()) {
+				sub.Policy.CanaryGPUs = append(sub.Policy.CanaryGPUs, g.Ref())
+			}
+			continue
+		}
+		adopt[gpuKey(g.Node, g.Index)] = true
+	}
+	if len(adopt) == 0 {
+		return nil, nil, fmt.Errorf("the plan in force leaves no GPU idle for %s", tenantNames(place))
+	}
+	zero := 0
+	sub.Policy.BurstPoolPercent = &zero // the burst GPUs in force stay as they are
+	o := p.o
+	o.Current, o.MaxMoves = nil, nil
+	placed, err = Build(p.ctx, &sub, o)
+	if err != nil {
+		return nil, nil, fmt.Errorf("planning %s on the GPUs it leaves idle: %w", tenantNames(place), err)
+	}
+	overlay := *placed
+	overlay.Summary = next.Summary
+	overlay.Tenants = nil
+	subT := map[string]v1.PlanTenant{}
+	for _, t := range placed.Tenants {
+		subT[t.Name] = t
+	}
+	keptT := map[string]v1.PlanTenant{}
+	for _, t := range kept.Tenants {
+		keptT[t.Name] = t
+	}
+	for _, tn := range p.tenants {
+		if t, ok := subT[tn.t.Name]; ok {
+			overlay.Tenants = append(overlay.Tenants, t)
+		} else if t, ok := keptT[tn.t.Name]; ok {
+			overlay.Tenants = append(overlay.Tenants, t)
+		}
+	}
+	mixed, err = mixPlans(p.pool, kept, &overlay, adopt, served)
+	if err != nil {
+		return nil, placed, fmt.Errorf("with %s planned on the GPUs it leaves idle, %w", tenantNames(place), err)
+	}
+	mixed.Summary.Objective = next.Summary.Objective
+	return mixed, placed, nil
+}
+
+func tenantNames(ts []v1.Tenant) string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// inPoolOrder orders plan tenants as the pool lists them.
+func inPoolOrder(tenants []*tenant, ts []v1.PlanTenant) []v1.PlanTenant {
+	at := map[string]int{}
+	for i, tn := range tenants {
+		at[tn.t.Name] = i
+	}
+	slices.SortStableFunc(ts, func(a, b v1.PlanTenant) int { return at[a.Name] - at[b.Name] })
+	return ts
+}
+
+// predictInForce is the prediction for a tenant the plan in force serves, at its load now over n
+// replicas on the slice kind it runs on there (uses); old when the queueing model does not size
+// it.
+func (p *planner) predictInForce(tn *tenant, uses []slotUse, n int, old v1.Prediction) v1.Prediction {
+	c, err := inForceCand(tn, uses)
+	if err != nil || c.ev == nil || c.ev.q == nil || tn.t.Traffic.RPS <= 0 {
+		return old
+	}
+	st := c.ev.q.state(peakRate(tn.t.Traffic), n)
+	ttft, tpot := seconds(st.ttft), seconds(st.tpot)
+	return v1.Prediction{TTFTP99: v1.Duration(ttft), TPOTP99: v1.Duration(tpot), E2EP99: v1.Duration(ttft + tpot*timeDur(tn.work.OutputTokens-1)),
+		TokensPerSecond: round3(float64(n) * c.ev.rate.OutputTokensPerSec), MaxRPS: round3(float64(n) * c.ev.rate.RequestsPerSec)}
 }
 
 // usedGPUs counts the GPUs that run a replica.

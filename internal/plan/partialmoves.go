@@ -159,7 +159,7 @@ func (p *planner) repackParts(cur, next *v1.Plan, uses map[string][]slotUse) []r
 		if t, ok := strings.CutPrefix(k, "tenant:"); ok {
 			pt.tenants = append(pt.tenants, t)
 			pt.moves += movesOf[t]
-			if tn := byTenant[t]; tn != nil && servedInForce(tn, uses[t], next) != nil {
+			if tn := byTenant[t]; tn != nil && servedInForce(tn, uses[t]) != nil {
 				pt.forced = true
 			}
 			continue

@@ -31,13 +31,16 @@ type Options struct {
 	ExactUnits int
 	// Current is the plan in force, when re-planning: planned GPU configurations are moved
 	// between GPUs of the same board so that as many GPUs as possible keep theirs (see
-	// Migration for the steps). nil: plan from scratch.
+	// Migration for the steps), and that re-pack is weighed against keeping every tenant whose
+	// replicas in force still serve it where they are (see replan): a re-pack that saves no GPU
+	// is not made. nil: plan from scratch.
 	Current *v1.Plan
 	// MaxMoves, with Current, is the most replicas the migration may move (StepMove,
-	// StepRestart). When the re-packed plan moves more, part of the pool is re-packed (the
-	// changes that free the most GPUs within the budget, see partialRepack) or, when that frees
-	// nothing, the plan in force is kept if it still serves the pool (see keepCurrent), with a
-	// MoveBudget reason on every tenant saying what was given up; otherwise Build fails. nil: no
+	// StepRestart). Of the re-pack, the plan in force kept for the tenants it still serves
+	// (keepServed) and, when the re-pack moves more, a partial re-pack (the changes that free
+	// the most GPUs within the budget, see partialRepack), the best within the budget that leaves
+	// no tenant short the re-pack serves is returned, with a MoveBudget reason on every tenant
+	// saying what was given up; otherwise Build fails, naming the tenants that must move. nil: no
 	// limit.
 	MaxMoves *int
 	// LPVariables is the largest LP (tenant choices + layout patterns) solved with the simplex
@@ -55,6 +58,9 @@ type Options struct {
 	ConfirmSeed uint64
 	// noRelease skips releaseShort (tests plan pools as the planner did before it).
 	noRelease bool
+	// repackOnly, with Current, returns the re-packed plan without weighing it against the plan
+	// in force (replan): tests replay the re-pack's migration with it.
+	repackOnly bool
 }
 
 // Defaults of Options.
@@ -94,10 +100,10 @@ func Build(ctx context.Context, pool *v1.Pool, o Options) (*v1.Plan, error) {
 		return nil, fmt.Errorf("build plan: %w", err)
 	}
 	next, err := p.result()
-	if err != nil || o.Current == nil || o.MaxMoves == nil {
+	if err != nil || o.Current == nil || o.repackOnly {
 		return next, err
 	}
-	return p.limitMoves(next)
+	return p.replan(next)
 }
 
 // stopped reports whether the run was cancelled; loops that see it return early and Build

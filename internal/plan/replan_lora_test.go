@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -159,7 +160,9 @@ func TestMigrationOrdersLoRAEngines(t *testing.T) {
 // tenants change — ordinary tenants added (three, with GPUs left idle: the engines keep theirs;
 // twelve, filling the fleet: an engine's GPU becomes a MIG GPU and that engine stops), half the
 // adapter tenants dropped, adapter rates doubled or cut to a third, a tensor-parallel tenant
-// added (its group lands on an engine's GPU, and that engine alone moves) — replay wave by wave
+// added (the plan in force still serves every other tenant, so the group starts on GPUs that run
+// nothing and no engine moves; the re-pack, replayed too, puts it on an engine's GPU and that
+// engine alone moves) — replay wave by wave
 // without a GPU over-full or reconfigured under a running engine, within maxUnavailable, to the
 // new plan. Between them they move, start, restart and stop engines and drain GPUs that run one
 // now.
@@ -184,8 +187,11 @@ func TestMigrationReplaysLoRARePlans(t *testing.T) {
 				}
 			}
 		}
-		if want := map[int]int{0: 0, 4: 1}; want[v] != moved && (v == 0 || v == 4) {
-			t.Errorf("variant %d: %d engines move, want %d", v, moved, want[v])
+		// Variant 4 keeps the engines where they are (the plan in force still serves the adapter
+		// tenants); its plain re-pack (the last pair) lands the 70B group on an engine's GPU and
+		// moves that engine alone.
+		if want, ok := map[int]int{0: 0, 4: 0, 6: 1}[v]; ok && want != moved {
+			t.Errorf("variant %d: %d engines move, want %d", v, moved, want)
 		}
 		for _, mu := range []int{1, 2, 3} {
 			steps := Migration(cur, next, mu)
@@ -220,12 +226,15 @@ func TestMigrationReplaysLoRARePlans(t *testing.T) {
 // loraReplanPairs are the plan of an 8-GPU pool with six adapter tenants on shared LoRA engines
 // and its re-plans against it (BuildWithLoRA) after the tenants changed, one pair per variant:
 // 0, 1, 2 and 5 add 3, 2, 1 and 12 ordinary tenants; 1 drops every other tenant; 2 doubles the
-// rates (all but the first tenant's), 3 cuts them to a third; 4 adds a 70B tenant.
+// rates (all but the first tenant's), 3 cuts them to a third; 4 adds a 70B tenant. A seventh
+// pair, last, is variant 4's plain re-pack (Options.repackOnly), not weighed against the plan in
+// force, so that the migration's ordering of a re-pack that moves an engine stays covered.
 func loraReplanPairs(t *testing.T) [][2]*v1.Plan {
 	t.Helper()
 	pool := loraFleetPool(t, 8, 6)
 	cur, _ := planWithLoRA(t, pool, nil)
 	var out [][2]*v1.Plan
+	var repacked *v1.Plan
 	for v := range 6 {
 		changed := *pool
 		changed.Tenants = nil
@@ -259,6 +268,16 @@ func loraReplanPairs(t *testing.T) [][2]*v1.Plan {
 			t.Fatalf("variant %d: %v", v, err)
 		}
 		out = append(out, [2]*v1.Plan{cur, next})
+		if v == 4 {
+			var err error
+			if repacked, _, err = BuildWithLoRA(context.Background(), &changed, Options{Current: cur, repackOnly: true}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := v1.ValidatePlan(repacked, &changed); err != nil {
+				t.Fatalf("variant 4's re-pack: %v", err)
+			}
+		}
 	}
+	out = append(out, [2]*v1.Plan{cur, repacked})
 	return out
 }

@@ -456,7 +456,7 @@ func TestMigrationWaitsForSlots(t *testing.T) {
 
 // Re-plans of synthetic pools whose tenants change (rates doubled or halved, some dropped, some
 // added) replay wave by wave without a slot fuller than either plan holds it: the migration the
-// planner lists can be carried out as listed.
+// planner lists can be carried out as listed, for the plan Build returns and for the re-pack.
 func TestMigrationReplaysOnReplans(t *testing.T) {
 	for seed, pr := range replanPairs(t) {
 		first, again := pr[0], pr[1]
@@ -472,23 +472,29 @@ func TestMigrationReplaysOnReplans(t *testing.T) {
 
 // fullReplanPairs are as replanPairs, on fleets of 8, 12 and 16 GPUs that the first plans fill
 // or nearly fill, so that the re-plans move replicas from GPUs that are drained onto others.
+// These are the plain re-packs (Options.repackOnly), whose migrations move the most.
 func fullReplanPairs(t *testing.T) [][2]*v1.Plan {
 	t.Helper()
 	var out [][2]*v1.Plan
 	for _, n := range []int{8, 12, 16} {
-		out = append(out, changedPairs(t, n)...)
+		_, repacked := changedPairs(t, n)
+		out = append(out, repacked...)
 	}
 	return out
 }
 
 // replanPairs are six synthetic pools' plans and their re-plans against them after the tenants
-// changed (rates doubled or halved, about a sixth dropped, some added), one pair per seed.
-func replanPairs(t *testing.T) [][2]*v1.Plan { return changedPairs(t, 24) }
+// changed (rates doubled or halved, about a sixth dropped, some added), two pairs per seed: the
+// plan Build returns, and the re-pack it weighed against the plan in force (Options.repackOnly).
+func replanPairs(t *testing.T) [][2]*v1.Plan {
+	weighed, repacked := changedPairs(t, 24)
+	return append(weighed, repacked...)
+}
 
-// changedPairs are replanPairs for 40 tenants on fleets of n GPUs.
-func changedPairs(t *testing.T, n int) [][2]*v1.Plan {
+// changedPairs are replanPairs for 40 tenants on fleets of n GPUs: the plans Build returns and
+// the plain re-packs, one of each per seed.
+func changedPairs(t *testing.T, n int) (weighed, repacked [][2]*v1.Plan) {
 	t.Helper()
-	var out [][2]*v1.Plan
 	for seed := range uint64(6) {
 		rng := rand.New(rand.NewPCG(seed, 17))
 		pool := Synthetic(SyntheticOptions{Tenants: 40, GPUs: n, Varied: seed%2 == 1}, rng)
@@ -511,13 +517,19 @@ func changedPairs(t *testing.T, n int) [][2]*v1.Plan {
 			}
 			changed.Tenants = append(changed.Tenants, tn)
 		}
-		again, err := Build(context.Background(), &changed, Options{Current: first})
-		if err != nil {
-			t.Fatal(err)
+		for _, only := range []bool{false, true} {
+			again, err := Build(context.Background(), &changed, Options{Current: first, repackOnly: only})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if only {
+				repacked = append(repacked, [2]*v1.Plan{first, again})
+			} else {
+				weighed = append(weighed, [2]*v1.Plan{first, again})
+			}
 		}
-		out = append(out, [2]*v1.Plan{first, again})
 	}
-	return out
+	return weighed, repacked
 }
 
 // withMPS makes GPU idx of pl an MPS GPU shared by one replica of each of tenants.
