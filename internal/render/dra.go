@@ -276,8 +276,8 @@ func opaque(c DRADeviceConfig) ([]resourcev1.DeviceClaimConfiguration, error) {
 // path beside the device plugin: dra/<tenant>.yaml holds a ResourceClaimTemplate per Deployment
 // group of unshared devices (each pod its own whole GPU or MIG instance of the profile), and
 // dra/shared.yaml one named ResourceClaim per shared device (time-slicing or MPS, whole GPU or MIG
-// instance), which every pod the plan places on that device references, so tenants land on
-// exactly the device the plan chose. MPS on MIG instances needs no hostPath or hostIPC there: the
+// instance), which every pod the plan places on that device references, so the replicas the plan
+// puts together land on one device (draRequest says what pins which device). MPS on MIG instances needs no hostPath or hostIPC there: the
 // driver runs the MPS daemon for the claim.
 func draArtifacts(m *model) ([]Artifact, error) {
 	by, names := m.replicasByTenant()
