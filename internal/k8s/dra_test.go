@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,11 +102,12 @@ func renderedClaim(t *testing.T, name string) *unstructured.Unstructured {
 }
 
 // TestDRAClaimsScheduled: a driver double publishes, as NVIDIA's DRA driver does, a ResourceSlice
-// for one node with a whole GPU and two MIG devices (attributes type, profile, uuid, parentUUID;
+// for one node with a whole GPU and three MIG devices (attributes type, profile, uuid, parentUUID;
 // memorySlice capacities), and the real kube-scheduler allocates the rendered shared claims: the
 // two pods sharing the time-sliced 1g.10gb claim get the 1g.10gb device and one node, the MPS
-// 3g.40gb claim gets the 3g.40gb device, and a claim for a profile the node lacks stays
-// unallocated with its pod unscheduled.
+// 3g.40gb claim, whose placement the plan's counts force to start 4, gets the 3g.40gb device at
+// start 4 and not the one at start 0 listed before it, and a claim for a profile the node lacks
+// stays unallocated with its pod unscheduled.
 func TestDRAClaimsScheduled(t *testing.T) {
 	c := needAPI(t)
 	startScheduler(t)
@@ -117,7 +119,7 @@ func TestDRAClaimsScheduled(t *testing.T) {
 	one := resourcev1.DeviceCapacity{Value: resource.MustParse("1")}
 	mig := func(name, profile string, start, size int) resourcev1.Device {
 		d := resourcev1.Device{Name: name, Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
-			"type": str("mig"), "profile": str(profile), "uuid": str("MIG-" + name), "parentUUID": str("GPU-1"), "productName": str("NVIDIA H100 80GB HBM3")},
+			"type": str("mig"), "profile": str(profile), "uuid": str("MIG-" + name), "parentUUID": str("GPU-" + strings.Split(name, "-")[1]), "productName": str("NVIDIA H100 80GB HBM3")},
 			Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{}}
 		for i := start; i < start+size; i++ {
 			d.Capacity[resourcev1.QualifiedName(fmt.Sprintf("memorySlice%d", i))] = one
@@ -129,6 +131,7 @@ func TestDRAClaimsScheduled(t *testing.T) {
 		Devices: []resourcev1.Device{
 			{Name: "gpu-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"type": str("gpu"), "uuid": str("GPU-0"), "productName": str("NVIDIA H100 80GB HBM3")}},
 			mig("gpu-1-mig-1g10gb-0", "1g.10gb", 0, 1),
+			mig("gpu-2-mig-3g40gb-0", "3g.40gb", 0, 4), // not the plan's placement; listed first
 			mig("gpu-1-mig-3g40gb-4", "3g.40gb", 4, 4),
 		}}}
 	if err := c.Create(ctx, slice); err != nil {

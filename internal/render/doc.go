@@ -28,8 +28,14 @@
 // devices (MIG ones select the profile), and a named ResourceClaim per shared device whose opaque
 // config is the driver's GpuConfig or MigDeviceConfig with strategy TimeSlicing (interval Default
 // on whole GPUs; MigDeviceConfig has no time-slicing settings) or MPS (the daemon's default
-// thread percentage and pinned-memory limit are the largest of the device's replicas). Claims do
-// not pin a MIG instance's start, which mig-parted leaves to the driver. The driver's
+// thread percentage and pinned-memory limit are the largest of the device's replicas). A MIG
+// request also selects the memorySlice<i> capacities the driver publishes for the slices an
+// instance occupies, pinning its placement, when every legal layout of the GPU's profile counts
+// puts that profile's instances at the plan's starts (mig-parted creates instances by count and
+// the driver picks their starts, so elsewhere a pinned claim could match no instance and the
+// request keeps the profile alone). Nothing pins the GPU: the driver publishes no GPU index (a
+// whole GPU's uuid and pciBusID, a MIG device's parentUUID, are unknown to the plan), and the
+// pods' node affinity picks the node. The driver's
 // TimeSlicingSettings and MPSSupport feature gates (Alpha, off by default) must be on.
 //
 // The plan must pass v1.ValidatePlan against the pool (defaulted here on a copy); otherwise
@@ -51,8 +57,8 @@
 // mig-parted's mig-devices are counts: the start slices of the instances are chosen when they are
 // created (by mig-parted's creation order and the driver), not by the plan. Every count set is
 // checked to have a legal placement (gpu.Board.Place). When the plan's starts differ from those
-// Place chooses for the same counts, README.md says so for that GPU; nothing downstream depends on
-// starts, since Kubernetes hands out MIG devices by profile. The GPU Operator must run with
+// Place chooses for the same counts, README.md says so for that GPU. The device plugin hands out
+// MIG devices by profile; DRA claims pin a start only where the counts allow no other. The GPU Operator must run with
 // mig.strategy=mixed so instances are advertised as nvidia.com/mig-<profile>.
 //
 // # Device plugin

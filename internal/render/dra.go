@@ -3,6 +3,7 @@ package render
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	resourcev1 "k8s.io/api/resource/v1"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/gpu"
 )
 
 // NVIDIA's DRA driver for GPUs (k8s-dra-driver-gpu): its driver name, the DeviceClasses its chart
@@ -30,6 +32,9 @@ const (
 	DRARequest = "gpu"
 	// AnnotationDevice names, on a shared claim, the device the plan placed its replicas on.
 	AnnotationDevice = "gpupool.dev/device"
+	// DRAMemorySlice prefixes the capacity the driver publishes per memory slice a MIG device
+	// occupies (memorySlice0 … memorySlice7).
+	DRAMemorySlice = "memorySlice"
 )
 
 // DRADeviceConfig is the driver's opaque device config (GpuConfig or MigDeviceConfig), with the
@@ -75,20 +80,149 @@ func draClaimName(d *device) string {
 	return shorten(strings.ToLower(s))
 }
 
-// draRequest is the exact request for count devices like d: the GPU class for a whole GPU, the
-// MIG class with the profile for an instance. It does not pin the instance's start (the driver
-// advertises a memorySlice<i> capacity per slice an instance occupies): mig-parted creates
-// instances by count and the GPU driver chooses their starts, so a pinned claim could match no
-// instance. The pods' node affinity picks the node, and one claim per device keeps the replicas
-// the plan puts together on one instance.
-func draRequest(d *device, count int) resourcev1.DeviceRequest {
+// draRequest is the exact request for count devices like those of devs (one shared device, or
+// the unshared devices of one Deployment group): the GPU class for a whole GPU, the MIG class
+// with the profile for an instance and, where the GPU's placement is forced (forced), a selector
+// on the instance's memory slices.
+//
+// What the selectors can pin is what NVIDIA's DRA driver publishes. Read in
+// NVIDIA/k8s-dra-driver-gpu at commit 22407113785e78c7763b4637689a201eb39c6199,
+// cmd/gpu-kubelet-plugin/deviceinfo.go (GpuInfo.Attributes, MigDeviceInfo.GetDevice) and
+// cmd/gpu-kubelet-plugin/mig.go (CommonAttributesMig, CommonCapacitiesMig):
+//   - a whole GPU publishes type, uuid, productName, brand, architecture, cudaComputeCapability,
+//     driverVersion, cudaDriverVersion (and resource.kubernetes.io/pciBusID, pcieRoot where
+//     known), but no index or minor: the driver dropped both in v25.8.0 ("Remove GPU index for
+//     CDI spec generation / attribute advertisement", "Remove minor number from advertised GPU
+//     attributes"). Nothing the plan knows names one GPU of a node, so whole-GPU requests carry
+//     no selector; the pods' node affinity picks the node, and with static MIG a MIG-enabled GPU
+//     publishes only its instances, so a whole-GPU claim lands on one of the GPUs the plan runs
+//     with MIG off.
+//   - a MIG device publishes its parent's uuid (parentUUID) and pciBusID, no parent index, and
+//     one capacity memorySlice<i> (value 1) per memory slice it occupies, from the placement
+//     start NVML reports. Profile plus every slice of the span pins the placement on a GPU; the
+//     parent GPU cannot be pinned before the node's GPU UUIDs are known.
+//
+// mig-parted creates instances by count and the GPU driver chooses their starts, so the plan's
+// starts are pinned only where every legal layout of the GPU's counts has them (forcedStarts);
+// elsewhere a pinned claim could match no instance, and the request keeps the profile alone.
+// Capacities are tested with has(): the driver publishes only the occupied slices, and a CEL
+// reference to an absent field aborts the allocation.
+func draRequest(devs []*device, count int, forced func(*device) bool) resourcev1.DeviceRequest {
+	d := devs[0]
 	ex := &resourcev1.ExactDeviceRequest{DeviceClassName: DeviceClassGPU, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: int64(count)}
 	if d.instance != nil {
 		ex.DeviceClassName = DeviceClassMIG
 		expr := fmt.Sprintf("device.attributes['%s'].profile == '%s'", DRADriver, d.instance.Profile)
 		ex.Selectors = []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: expr}}}
+		if pin, ok := draPlacementSelector(devs, forced); ok {
+			ex.Selectors = append(ex.Selectors, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{Expression: pin}})
+		}
 	}
 	return resourcev1.DeviceRequest{Name: DRARequest, Exactly: ex}
+}
+
+// draPlacementSelector is the CEL expression that holds for a MIG device at any of the
+// placements of devs (MIG instances of one profile): every memorySlice<i> capacity of the span,
+// one span per distinct placement, or-ed. It reports false when one of them is not forced.
+func draPlacementSelector(devs []*device, forced func(*device) bool) (string, bool) {
+	var spans []string
+	for _, d := range devs {
+		if d.instance == nil || d.board == nil || !forced(d) {
+			return "", false
+		}
+		p, err := d.board.Profile(d.instance.Profile)
+		if err != nil || p.MemorySlices <= 0 {
+			return "", false
+		}
+		terms := make([]string, p.MemorySlices)
+		for i := range terms {
+			terms[i] = fmt.Sprintf("has(device.capacity['%s'].%s%d)", DRADriver, DRAMemorySlice, d.instance.Start+i)
+		}
+		spans = append(spans, strings.Join(terms, " && "))
+	}
+	slices.Sort(spans)
+	spans = slices.Compact(spans)
+	if len(spans) == 1 {
+		return spans[0], true
+	}
+	for i, s := range spans {
+		spans[i] = "(" + s + ")"
+	}
+	return strings.Join(spans, " || "), true
+}
+
+// forcedStarts tells, per profile of counts, whether every legal layout of b with exactly those
+// counts puts the profile's instances at the same starts: then mig-parted, whatever starts the
+// driver picks, creates them there.
+func forcedStarts(b *gpu.Board, counts map[string]int) map[string]bool {
+	names := make([]string, 0, len(counts))
+	for n, c := range counts {
+		if c > 0 {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	seen := map[string]map[string]bool{}
+	var cur gpu.Layout
+	var walk func(pi, k, from int)
+	walk = func(pi, k, from int) {
+		if pi == len(names) {
+			by := map[string][]string{}
+			for _, in := range cur {
+				by[in.Profile] = append(by[in.Profile], fmt.Sprint(in.Start))
+			}
+			for _, n := range names {
+				if seen[n] == nil {
+					seen[n] = map[string]bool{}
+				}
+				seen[n][strings.Join(by[n], ",")] = true
+			}
+			return
+		}
+		if k == counts[names[pi]] {
+			walk(pi+1, 0, 0)
+			return
+		}
+		starts, err := b.FreeStarts(cur, names[pi])
+		if err != nil {
+			return
+		}
+		for _, s := range starts {
+			if s < from {
+				continue
+			}
+			cur = append(cur, gpu.Instance{Profile: names[pi], Start: s})
+			walk(pi, k+1, s+1)
+			cur = cur[:len(cur)-1]
+		}
+	}
+	walk(0, 0, 0)
+	out := map[string]bool{}
+	for _, n := range names {
+		out[n] = len(seen[n]) == 1
+	}
+	return out
+}
+
+// draForced returns forced for the model's GPUs: whether a MIG device's start is the only one
+// its GPU's counts allow.
+func (m *model) draForced() func(*device) bool {
+	type key struct {
+		node string
+		gpu  int
+	}
+	byGPU := map[key]map[string]bool{}
+	for _, n := range m.nodes {
+		for _, g := range n.gpus {
+			if g.plan.Mode != v1.ModeMIG || g.board == nil || len(g.plan.Instances) == 0 {
+				continue
+			}
+			byGPU[key{n.name, g.plan.Index}] = forcedStarts(g.board, planLayout(g.plan).Counts())
+		}
+	}
+	return func(d *device) bool {
+		return d.instance != nil && byGPU[key{d.node, d.gpu}][d.instance.Profile]
+	}
 }
 
 // draConfig is the opaque config of a shared device: time-slicing, or MPS with the largest SM
@@ -142,11 +276,12 @@ func opaque(c DRADeviceConfig) ([]resourcev1.DeviceClaimConfiguration, error) {
 // path beside the device plugin: dra/<tenant>.yaml holds a ResourceClaimTemplate per Deployment
 // group of unshared devices (each pod its own whole GPU or MIG instance of the profile), and
 // dra/shared.yaml one named ResourceClaim per shared device (time-slicing or MPS, whole GPU or MIG
-// instance), which every pod the plan places on that device references, so tenants land on
-// exactly the device the plan chose. MPS on MIG instances needs no hostPath or hostIPC there: the
+// instance), which every pod the plan places on that device references, so the replicas the plan
+// puts together land on one device (draRequest says what pins which device). MPS on MIG instances needs no hostPath or hostIPC there: the
 // driver runs the MPS daemon for the claim.
 func draArtifacts(m *model) ([]Artifact, error) {
 	by, names := m.replicasByTenant()
+	forced := m.draForced()
 	var out []Artifact
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Labels: managedLabels()}
@@ -161,10 +296,14 @@ func draArtifacts(m *model) ([]Artifact, error) {
 			if d.shared() {
 				continue
 			}
+			devs := make([]*device, len(g.replicas))
+			for i, r := range g.replicas {
+				devs[i] = r.d
+			}
 			t := resourcev1.ResourceClaimTemplate{TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceClaimTemplate"},
 				ObjectMeta: meta(g.name),
 				Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-					Requests: []resourcev1.DeviceRequest{draRequest(d, g.count)}}}}}
+					Requests: []resourcev1.DeviceRequest{draRequest(devs, g.count, forced)}}}}}
 			t.Labels[LabelTenant] = name
 			b, err := yaml.Marshal(t)
 			if err != nil {
@@ -192,7 +331,7 @@ func draArtifacts(m *model) ([]Artifact, error) {
 		c := resourcev1.ResourceClaim{TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceClaim"},
 			ObjectMeta: meta(draClaimName(d)),
 			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-				Requests: []resourcev1.DeviceRequest{draRequest(d, 1)}, Config: conf}}}
+				Requests: []resourcev1.DeviceRequest{draRequest([]*device{d}, 1, forced)}, Config: conf}}}
 		var users []string
 		for _, r := range d.replicas {
 			users = append(users, fmt.Sprintf("%s#%d", r.Tenant, r.Index))
