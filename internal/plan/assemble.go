@@ -215,13 +215,21 @@ func (p *planner) planTenant(tn *tenant, refs []v1.ReplicaRef) v1.PlanTenant {
 		ttft, tpot = seconds(c.sz.state.ttft), seconds(c.sz.state.tpot)
 	}
 	e2e := ttft + tpot*timeDur(tn.work.OutputTokens-1)
-	pt.Predicted = v1.Prediction{TTFTP99: v1.Duration(ttft), TPOTP99: v1.Duration(tpot),
-		E2EP99: v1.Duration(e2e), TokensPerSecond: round3(n * c.ev.rate.OutputTokensPerSec), MaxRPS: round3(n * c.ev.rate.RequestsPerSec)}
 	if tn.measured != nil {
-		// a request waits at most one batch to start and one to finish: 2 × the batch latency
-		pt.Predicted = v1.Prediction{E2EP99: v1.Duration(2 * c.ev.rate.TTFT), MaxRPS: round3(n * c.ev.rate.RequestsPerSec)}
+		// a request waits at most one batch to start and one to finish: 2 × the batch latency;
+		// measured replicas each carry the measured rate (ParvaGPU's rule)
+		pt.Predicted = v1.Prediction{E2EP99: v1.Duration(2 * c.ev.rate.TTFT), MaxRPS: roundRate(n*c.ev.rate.RequestsPerSec, tn.t.Traffic.RPS)}
+	} else {
+		// the highest rate the planned replicas carry within the SLO, behind one router
+		most, _ := c.ev.q.maxRateOver(tn.slo, len(refs), peakRate(tn.t.Traffic))
+		pt.Predicted = v1.Prediction{TTFTP99: v1.Duration(ttft), TPOTP99: v1.Duration(tpot),
+			E2EP99: v1.Duration(e2e), TokensPerSecond: round3(most * float64(tn.work.OutputTokens)), MaxRPS: roundRate(most, tn.t.Traffic.RPS)}
 	}
 	pt.Reasons = p.tenantReasons(tn)
+	if r, ok := p.fixedUnmet(tn); ok { // a fixed count the SLO needs more than: planned, and said so
+		pt.Infeasible = true
+		pt.Reasons = append([]v1.Reason{r}, pt.Reasons...)
+	}
 	if r, ok := p.simReason(tn); ok {
 		pt.Reasons = append(pt.Reasons, r)
 	}
@@ -236,4 +244,12 @@ func (p *planner) planTenant(tn *tenant, refs []v1.ReplicaRef) v1.PlanTenant {
 		pt.Reasons = append(pt.Reasons, tn.infeas...)
 	}
 	return pt
+}
+
+// roundRate rounds a rate to 3 decimals for the plan, but not below offered when it carries it.
+func roundRate(x, offered float64) float64 {
+	if r := round3(x); r >= offered || x < offered {
+		return r
+	}
+	return offered
 }
