@@ -187,3 +187,19 @@ func TestMaxRPSCarriesOfferedRate(t *testing.T) {
 	}
 	t.Logf("%d tenants of %d pools checked", checked, len(pools))
 }
+
+// A redundant tenant's replicas run on more than one GPU: when no other GPU holds a slot of its
+// kind, one replica goes to another GPU of the board with room for it, or to an idle one.
+func TestRedundantSpreadsToAnotherGPU(t *testing.T) {
+	for _, boards := range []string{a100Node + h200Node, a100Node} {
+		pl := build(t, boundsPool(t, boards))
+		tn := planTenantOf(t, pl, "fixed-redund")
+		gpus := map[v1.GPURef]bool{}
+		for _, r := range tn.Replicas {
+			gpus[r.GPU] = true
+		}
+		if len(tn.Replicas) != 3 || len(gpus) < 2 || hasReason(tn, v1.ReasonRedundancy, "all 3 replicas run on") {
+			t.Errorf("fleet %q: fixed-redund has %d replicas on %d GPU(s): %v; reasons %v", boards, len(tn.Replicas), len(gpus), tn.Replicas, tn.Reasons)
+		}
+	}
+}
