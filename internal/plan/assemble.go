@@ -29,7 +29,7 @@ func (p *planner) spreadRedundant() {
 		}
 		var home *gpuPlan
 		var from *unit
-		single := true
+		single, placed := true, 0
 		for _, g := range p.gpus {
 			for _, u := range g.units() {
 				if !holds(u, tn) {
@@ -39,6 +39,7 @@ func (p *planner) spreadRedundant() {
 					single = false
 				}
 				home, from = g, u
+				placed += countOf(u, tn)
 			}
 		}
 		if home == nil || !single || moveOne(tn, from, home, byKey[from.key], where) {
@@ -50,8 +51,19 @@ func (p *planner) spreadRedundant() {
 		}
 		tn.infeas = append(tn.infeas, v1.NewReason(v1.ReasonRedundancy,
 			"all %d replicas run on %s: no other GPU has a %s slot to spread them to, and no other %s GPU has room for one whose node allows it",
-			tn.choice.replicas, home.fg.ref, tn.choice.label(), home.fg.board.Name))
+			placed, home.fg.ref, tn.choice.label(), home.fg.board.Name))
 	}
+}
+
+// countOf is how many of tn's replicas u holds.
+func countOf(u *unit, tn *tenant) int {
+	n := 0
+	for _, r := range u.reps {
+		if r.tn == tn {
+			n++
+		}
+	}
+	return n
 }
 
 // spreadTo moves one of tn's replicas out of unit from on home (which holds all of them) to

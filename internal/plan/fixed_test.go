@@ -201,5 +201,40 @@ func TestRedundantSpreadsToAnotherGPU(t *testing.T) {
 		if len(tn.Replicas) != 3 || len(gpus) < 2 || hasReason(tn, v1.ReasonRedundancy, "all 3 replicas run on") {
 			t.Errorf("fleet %q: fixed-redund has %d replicas on %d GPU(s): %v; reasons %v", boards, len(tn.Replicas), len(gpus), tn.Replicas, tn.Reasons)
 		}
+		if err := v1.ValidatePlan(pl, boundsPool(t, boards)); err != nil {
+			t.Errorf("fleet %q: %v", boards, err)
+		}
+	}
+}
+
+// The same for replicas that share a whole GPU by MPS: the second goes to an idle GPU.
+func TestRedundantMPSSpreadsToIdleGPU(t *testing.T) {
+	pool, err := v1.LoadPool([]byte(`apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: mps-redund}
+fleet:
+  nodes:
+  - name: n1
+    gpus: [{board: H100, count: 2}]
+policy: {burstPoolPercent: 0, allowedModes: [mps]}
+tenants:
+- name: small
+  isolation: shared
+  model: {name: qwen2.5-0.5b}
+  traffic: {rps: 0.5, inputTokens: 300, outputTokens: 60}
+  slo: {ttftP99: 2s}
+  replicas: 1
+  redundancy: true
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl := build(t, pool)
+	tn := pl.Tenants[0]
+	if len(tn.Replicas) != 2 || tn.Replicas[0].GPU == tn.Replicas[1].GPU || tn.Infeasible {
+		t.Errorf("replicas %v, infeasible %v, reasons %v", tn.Replicas, tn.Infeasible, tn.Reasons)
+	}
+	if err := v1.ValidatePlan(pl, pool); err != nil {
+		t.Error(err)
 	}
 }
