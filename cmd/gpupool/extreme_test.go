@@ -178,8 +178,8 @@ func checkExtremeAnswer(t *testing.T, cmd string, pool *v1.Pool, out string, cod
 			case pt.Infeasible:
 			case spec.Replicas != nil && n != *spec.Replicas+boolInt(spec.Redundancy):
 				t.Errorf("tenant %s: %d replicas, fixed at %d", pt.Name, n, *spec.Replicas)
-			case spec.Replicas == nil && float64(n)*pt.Predicted.MaxRPS < spec.Traffic.RPS*(1-1e-9):
-				t.Errorf("tenant %s: %d replicas × %.4g req/s carry less than the %.4g req/s offered", pt.Name, n, pt.Predicted.MaxRPS, spec.Traffic.RPS)
+			case spec.Replicas == nil && pt.Predicted.MaxRPS < spec.Traffic.RPS*(1-1e-9):
+				t.Errorf("tenant %s: %d replicas carry %.4g req/s within the SLO, less than the %.4g req/s offered", pt.Name, n, pt.Predicted.MaxRPS, spec.Traffic.RPS)
 			case n < spec.Reservation || (spec.Cap != nil && n > *spec.Cap):
 				t.Errorf("tenant %s: %d replicas outside reservation %d and cap %v", pt.Name, n, spec.Reservation, spec.Cap)
 			}

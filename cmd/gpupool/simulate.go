@@ -293,9 +293,12 @@ func simulateNotes(in sim.Input) []string {
 }
 
 func simulateTable(w io.Writer, r simulateReport) error {
-	what := r.Plan
-	if r.Strategy != "" {
+	what := "plan " + r.Plan
+	switch {
+	case r.Strategy != "":
 		what = "uniform " + r.Strategy + " plan"
+	case r.Plan == "" || r.Plan == r.Pool:
+		what = "its plan"
 	}
 	fmt.Fprintf(w, "pool %s, %s: %s simulated, seed %d, %d events\n\n", r.Pool, what,
 		time.Duration(r.DurationSeconds*1e9).String(), r.Seed, r.Events)

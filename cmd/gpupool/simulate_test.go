@@ -254,3 +254,25 @@ func TestSimulateStrategySharesLoRAEngines(t *testing.T) {
 		}
 	}
 }
+
+// The header names the pool once and the plan by its name only when it differs from the pool's.
+func TestSimulateHeaderNamesPlan(t *testing.T) {
+	pool := writeTemp(t, "pool.yaml", simPool)
+	planOut, errs, code := runCmd(t, "plan", pool, "-o", "yaml")
+	if code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, errs)
+	}
+	for _, c := range []struct{ name, want string }{
+		{"sim-cli", "pool sim-cli, its plan: 30s simulated"},
+		{"other", "pool sim-cli, plan other: 30s simulated"},
+	} {
+		doc := strings.Replace(planOut, "name: sim-cli", "name: "+c.name, 1)
+		out, errs, code := runCmd(t, "simulate", pool, "--plan", writeTemp(t, "plan-"+c.name+".yaml", doc), "--duration", "30s")
+		if code != 0 {
+			t.Fatalf("simulate: exit %d: %s", code, errs)
+		}
+		if first, _, _ := strings.Cut(out, "\n"); !strings.HasPrefix(first, c.want) {
+			t.Errorf("header %q, want it to start with %q", first, c.want)
+		}
+	}
+}

@@ -9,23 +9,27 @@ import (
 
 // spreadRedundant keeps a redundant tenant off a single GPU: when all its replicas landed on one
 // GPU, one of them moves to (or swaps with a non-redundant tenant's replica in) a unit of the
-// same group on another GPU.
+// same group on another GPU; when no such unit has room, to another GPU of the board (spreadTo).
 func (p *planner) spreadRedundant() {
-	where := map[*unit]*gpuPlan{}
-	byKey := map[groupKey][]*unit{}
-	for _, g := range p.gpus {
-		for _, u := range g.units() {
-			where[u] = g
-			byKey[u.key] = append(byKey[u.key], u)
+	var where map[*unit]*gpuPlan
+	var byKey map[groupKey][]*unit
+	index := func() {
+		where, byKey = map[*unit]*gpuPlan{}, map[groupKey][]*unit{}
+		for _, g := range p.gpus {
+			for _, u := range g.units() {
+				where[u] = g
+				byKey[u.key] = append(byKey[u.key], u)
+			}
 		}
 	}
+	index()
 	for _, tn := range p.tenants {
 		if !tn.t.Redundancy || tn.choice == nil || tn.choice.replicas < 2 {
 			continue
 		}
 		var home *gpuPlan
 		var from *unit
-		single := true
+		single, placed := true, 0
 		for _, g := range p.gpus {
 			for _, u := range g.units() {
 				if !holds(u, tn) {
@@ -35,16 +39,135 @@ func (p *planner) spreadRedundant() {
 					single = false
 				}
 				home, from = g, u
+				placed += countOf(u, tn)
 			}
 		}
-		if home == nil || !single {
+		if home == nil || !single || moveOne(tn, from, home, byKey[from.key], where) {
 			continue
 		}
-		if !moveOne(tn, from, home, byKey[from.key], where) {
-			tn.infeas = append(tn.infeas, v1.NewReason(v1.ReasonRedundancy,
-				"all %d replicas run on %s: no other GPU has a %s slot to spread them to", tn.choice.replicas, home.fg.ref, tn.choice.label()))
+		if p.spreadTo(tn, from, home) {
+			index()
+			continue
+		}
+		tn.infeas = append(tn.infeas, v1.NewReason(v1.ReasonRedundancy,
+			"all %d replicas run on %s: no other GPU has a %s slot to spread them to, and no other %s GPU has room for one whose node allows it",
+			placed, home.fg.ref, tn.choice.label(), home.fg.board.Name))
+	}
+}
+
+// countOf is how many of tn's replicas u holds.
+func countOf(u *unit, tn *tenant) int {
+	n := 0
+	for _, r := range u.reps {
+		if r.tn == tn {
+			n++
 		}
 	}
+	return n
+}
+
+// spreadTo moves one of tn's replicas out of unit from on home (which holds all of them) to
+// another GPU of the same board: as one more MIG instance of its profile on a MIG GPU of the same
+// energy class whose layout (within one of the board's maximal patterns, laid out again by
+// gpu.Place) and node take it, else onto an idle GPU whose node takes it (a MIG instance alone,
+// or the whole GPU in the unit's mode). The node rules are the packer's (compatible, reserve).
+// It reports whether a replica moved. Tensor-parallel units span GPUs already and stay.
+func (p *planner) spreadTo(tn *tenant, from *unit, home *gpuPlan) bool {
+	if from.c.tp > 1 || from.c.board != home.fg.board {
+		return false
+	}
+	i := slices.IndexFunc(from.reps, func(r replica) bool { return r.tn == tn })
+	if i < 0 {
+		return false
+	}
+	nu := &unit{key: from.key, c: from.c, reps: []replica{from.reps[i]}}
+	board := home.fg.board
+	if from.c.whole() {
+		want := wholeWant(nu)
+		for _, g := range p.gpus {
+			if g.role != v1.RoleIdle || g.fg.board != board || !p.compatible(g.fg.ref.Node, want) {
+				continue
+			}
+			p.reserve(g.fg.ref.Node, want)
+			g.role, g.whole = v1.RolePool, nu
+			g.mode = map[v1.SliceKind]v1.Mode{v1.SliceExclusive: v1.ModeExclusive, v1.SliceMPS: v1.ModeMPS, v1.SliceTimeSlice: v1.ModeTimeSlice}[from.c.kind]
+			from.reps = slices.Delete(from.reps, i, i+1)
+			return true
+		}
+		return false
+	}
+	pc := newPatternCache()
+	pats, err := pc.get(board)
+	if err != nil || pats.index(from.c.profile.Name) < 0 {
+		return false
+	}
+	want := map[string]migUse{}
+	addInstWant(want, from.c.profile.Name, useOf(nu))
+	var targets []*gpuPlan // MIG GPUs of the energy class with room first, then idle GPUs; fleet order
+	for _, g := range p.gpus {
+		if us := g.units(); g != home && g.role == v1.RolePool && g.mode == v1.ModeMIG && g.fg.board == board && len(us) > 0 && us[0].key.energy == from.key.energy {
+			targets = append(targets, g)
+		}
+	}
+	for _, g := range p.gpus {
+		if g.role == v1.RoleIdle && g.fg.board == board {
+			targets = append(targets, g)
+		}
+	}
+	for _, g := range targets {
+		if !p.compatible(g.fg.ref.Node, want) {
+			continue
+		}
+		laid, ok := p.relaid(g, pats, pc, nu, nil)
+		if !ok {
+			continue
+		}
+		rest := home
+		if len(from.reps) == 1 { // the instance leaves home: lay home out without it
+			if rest, ok = p.relaid(home, pats, pc, nil, from); !ok {
+				continue
+			}
+		}
+		p.reserve(g.fg.ref.Node, want)
+		g.role, g.mode, g.insts = laid.role, laid.mode, laid.insts
+		home.insts = rest.insts
+		if len(from.reps) > 1 {
+			from.reps = slices.Delete(from.reps, i, i+1)
+		}
+		return true
+	}
+	return false
+}
+
+// relaid lays MIG GPU g out again with its units plus add and less drop (either may be nil), on a
+// copy; false when the profile counts fit none of the board's maximal patterns or gpu.Place
+// finds no layout.
+func (p *planner) relaid(g *gpuPlan, pats *patterns, pc *patternCache, add, drop *unit) (*gpuPlan, bool) {
+	v := make([]int, len(pats.profiles))
+	queues := map[string][]*unit{}
+	us := g.units()
+	if add != nil {
+		us = append(slices.Clone(us), add)
+	}
+	for _, u := range us {
+		if u == drop || u.c.profile == nil {
+			continue
+		}
+		k := pats.index(u.c.profile.Name)
+		if k < 0 {
+			return nil, false
+		}
+		v[k]++
+		queues[u.c.profile.Name] = append(queues[u.c.profile.Name], u)
+	}
+	if !fits(pats, v) {
+		return nil, false
+	}
+	out := &gpuPlan{fg: g.fg, role: g.role, mode: g.mode}
+	if err := p.fillMIG(out, g.fg.board, pats, v, queues, pc); err != nil {
+		return nil, false
+	}
+	return out, true
 }
 
 func holds(u *unit, tn *tenant) bool {
@@ -215,13 +338,21 @@ func (p *planner) planTenant(tn *tenant, refs []v1.ReplicaRef) v1.PlanTenant {
 		ttft, tpot = seconds(c.sz.state.ttft), seconds(c.sz.state.tpot)
 	}
 	e2e := ttft + tpot*timeDur(tn.work.OutputTokens-1)
-	pt.Predicted = v1.Prediction{TTFTP99: v1.Duration(ttft), TPOTP99: v1.Duration(tpot),
-		E2EP99: v1.Duration(e2e), TokensPerSecond: round3(n * c.ev.rate.OutputTokensPerSec), MaxRPS: round3(n * c.ev.rate.RequestsPerSec)}
 	if tn.measured != nil {
-		// a request waits at most one batch to start and one to finish: 2 × the batch latency
-		pt.Predicted = v1.Prediction{E2EP99: v1.Duration(2 * c.ev.rate.TTFT), MaxRPS: round3(n * c.ev.rate.RequestsPerSec)}
+		// a request waits at most one batch to start and one to finish: 2 × the batch latency;
+		// measured replicas each carry the measured rate (ParvaGPU's rule)
+		pt.Predicted = v1.Prediction{E2EP99: v1.Duration(2 * c.ev.rate.TTFT), MaxRPS: roundRate(n*c.ev.rate.RequestsPerSec, tn.t.Traffic.RPS)}
+	} else {
+		// the highest rate the planned replicas carry within the SLO, behind one router
+		most, _ := c.ev.q.maxRateOver(tn.slo, len(refs), peakRate(tn.t.Traffic))
+		pt.Predicted = v1.Prediction{TTFTP99: v1.Duration(ttft), TPOTP99: v1.Duration(tpot),
+			E2EP99: v1.Duration(e2e), TokensPerSecond: round3(most * float64(tn.work.OutputTokens)), MaxRPS: roundRate(most, tn.t.Traffic.RPS)}
 	}
 	pt.Reasons = p.tenantReasons(tn)
+	if r, ok := p.fixedUnmet(tn); ok { // a fixed count the SLO needs more than: planned, and said so
+		pt.Infeasible = true
+		pt.Reasons = append([]v1.Reason{r}, pt.Reasons...)
+	}
 	if r, ok := p.simReason(tn); ok {
 		pt.Reasons = append(pt.Reasons, r)
 	}
@@ -236,4 +367,12 @@ func (p *planner) planTenant(tn *tenant, refs []v1.ReplicaRef) v1.PlanTenant {
 		pt.Reasons = append(pt.Reasons, tn.infeas...)
 	}
 	return pt
+}
+
+// roundRate rounds a rate to 3 decimals for the plan, but not below offered when it carries it.
+func roundRate(x, offered float64) float64 {
+	if r := round3(x); r >= offered || x < offered {
+		return r
+	}
+	return offered
 }

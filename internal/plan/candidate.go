@@ -44,6 +44,10 @@ type cand struct {
 	// instead of replicas.
 	sz         sizing
 	lbReplicas int
+	// need is the replicas the load needs within the SLO on this slice, before the pool's
+	// bounds (0: no count meets it); asked is the count after them (redundancy, minReplicas,
+	// the reservation or a fixed count), also kept when the candidate is rejected for it.
+	need, asked int
 	// key is keyOf(keyFor, c), set by its first call; kid is its number in kidIn (keyIDs.of).
 	key    groupKey
 	keyFor *tenant
@@ -251,8 +255,64 @@ func (p *planner) evaluate() {
 				}
 			}
 		}
+		p.fixedSlices(tn)
 		sortCands(tn.feasible)
 	}
+}
+
+// fixedSlices keeps a fixed-count tenant on the slice kinds where its count fares best against
+// the SLO: the kinds where the fixed count meets it when there is one (the cheapest of them is
+// chosen, not a cheaper kind where the count misses); else the kinds where some count meets it,
+// the cheapest of them chosen (the tenant is infeasible on any of them, and a larger slice would
+// take room from other tenants without meeting the SLO); else all of them. The others are
+// rejected (SLOUnmet) with what the fixed count lacks there.
+func (p *planner) fixedSlices(tn *tenant) {
+	if tn.t.Replicas == nil || len(tn.feasible) < 2 {
+		return
+	}
+	fixed := *tn.t.Replicas
+	best := tn.feasible[0]
+	for _, c := range tn.feasible[1:] {
+		if fixedRank(c, fixed) < fixedRank(best, fixed) {
+			best = c
+		}
+	}
+	kept := tn.feasible[:0]
+	for _, c := range tn.feasible {
+		if fixedRank(c, fixed) > fixedRank(best, fixed) {
+			c.reject, c.why = v1.ReasonSLOUnmet, fmt.Sprintf("the fixed %d replica(s) %s here; on %s of %s they %s",
+				fixed, fixedShort(c, fixed), best.label(), best.board.Name, fixedShort(best, fixed))
+			continue
+		}
+		kept = append(kept, c)
+	}
+	tn.feasible = kept
+}
+
+// fixedMeets reports whether a fixed count meets the SLO on c.
+func fixedMeets(c *cand, fixed int) bool { return c.need > 0 && fixed >= c.need }
+
+// fixedRank orders the slices for a fixed count: 0 where it meets the SLO, 1 where another count
+// would, 2 where no count does.
+func fixedRank(c *cand, fixed int) int {
+	switch {
+	case fixedMeets(c, fixed):
+		return 0
+	case c.need > 0:
+		return 1
+	}
+	return 2
+}
+
+// fixedShort says how a fixed count fares on c, for reasons.
+func fixedShort(c *cand, fixed int) string {
+	switch {
+	case fixedMeets(c, fixed):
+		return fmt.Sprintf("meet the SLO, which needs %d", c.need)
+	case c.need > 0:
+		return fmt.Sprintf("miss the SLO, which needs %d", c.need)
+	}
+	return "miss the SLO, which no count meets"
 }
 
 func sortCands(cs []*cand) {
@@ -334,15 +394,19 @@ func (p *planner) sizeByRate(tn *tenant, c *cand) {
 		c.reject, c.why = v1.ReasonSLOUnmet, fmt.Sprintf("no rate meets the SLO (p99 latency %s at a trickle)", roundDur(ev.rate.TTFT))
 		return
 	}
-	n, lowest := 1, 1
+	n, lowest, need := 1, 1, 1
+	if tn.t.Traffic.RPS > 0 && ev.rate.RequestsPerSec <= 0 {
+		need = 0 // a fixed count, which no rate carries
+	}
 	if rate := ev.rate.RequestsPerSec; rate > 0 && tn.t.Traffic.RPS > 0 {
 		// Checked: a tiny rate would make the quotient overflow int; above maxDemandReplicas no
 		// fleet can place the replicas anyway (setReplicas rejects them for capacity).
 		n = max(1, int(min(math.Ceil(tn.t.Traffic.RPS/rate-1e-9), maxDemandReplicas)))
 		lowest = n
 		n = p.fillPartialUnit(tn, c, n)
+		need = n
 	}
-	p.setReplicas(tn, c, n, lowest)
+	p.setReplicas(tn, c, need, lowest)
 }
 
 // fillPartialUnit makes n replicas of a measured tenant on c's slice carry its rate when they
@@ -373,6 +437,7 @@ func (p *planner) fillPartialUnit(tn *tenant, c *cand, n int) int {
 func (p *planner) setReplicas(tn *tenant, c *cand, need, lowest int) {
 	t := tn.t
 	n, lb := need, lowest
+	c.need = need
 	if t.Replicas != nil {
 		n, lb = *t.Replicas, *t.Replicas
 		if t.Redundancy {
@@ -388,6 +453,7 @@ func (p *planner) setReplicas(tn *tenant, c *cand, need, lowest int) {
 		lb = max(lb, minReplicasOf(t))
 	}
 	n, lb = max(n, t.Reservation, 1), max(lb, t.Reservation, 1)
+	c.asked = n
 	if m := maxReplicasOf(t); m > 0 && n > m {
 		c.reject, c.why = v1.ReasonOverCap, fmt.Sprintf("needs %d replicas, more than %s", n, maxReplicasName(t))
 		return

@@ -55,8 +55,10 @@
 // alone misses it (the reason names "TTFT at a trickle" or "TPOT at batch 1"). The model was
 // calibrated against internal/sim (simcal_test.go, simrandom_test.go).
 //
-// Then: the pool's fixed replicas (planned even below the SLO's need, which the compute reason
-// states), plus one with redundancy, at least minReplicas and the reservation; a candidate is
+// Then: the pool's fixed replicas (planned even below the SLO's need; the tenant is then
+// infeasible with an SLOUnmet reason naming the count and the need, and its slice kind is one
+// where the fixed count meets the SLO when any does, else the cheapest where some count would:
+// fixedSlices rejects the others), plus one with redundancy, at least minReplicas and the reservation; a candidate is
 // rejected — and kept, with its reason, as a rejected alternative — when the model does not fit
 // (NoFit), no count meets the SLO (SLOUnmet), or it needs more replicas than maxReplicas or the
 // cap (OverCap, naming the bound). Its cost is replicas / k × unit, where the unit is 1 for a
@@ -176,7 +178,9 @@
 // fleet order, held free with role burst before tenants are placed; GPUs left over are idle.
 // When the rest does not hold every unit, the tenants of the units left out are marked
 // infeasible with NoCapacity (their other replicas stay placed). A redundant tenant whose
-// replicas all landed on one GPU has one moved or swapped onto another GPU of the same group.
+// replicas all landed on one GPU has one moved or swapped onto another GPU of the same group, or,
+// when none has room, moved as one more MIG instance onto another GPU of the board and energy
+// class whose layout and node take it, or onto an idle GPU of the board (spreadTo).
 //
 // Too small a fleet (release.go, ADR 0041). Once the best packing is chosen, a tenant short of
 // GPUs that holds placed replicas, or a tenant served in full on a board with no idle GPU left and

@@ -471,14 +471,24 @@ func (q *qmodel) saturation(lam float64) int {
 }
 
 // maxRate is the highest rate one replica carries within slo (for reasons and predictions).
-func (q *qmodel) maxRate(slo perf.SLO) (float64, qstate) {
+func (q *qmodel) maxRate(slo perf.SLO) (float64, qstate) { return q.maxRateOver(slo, 1, 0) }
+
+// maxRateOver is the highest rate n replicas behind the least-loaded router carry within slo,
+// searched upwards from known, a rate they are known to carry (0 when none is known), and the
+// state there. Replicas share one queue, so n of them carry more than n times one's rate.
+func (q *qmodel) maxRateOver(slo perf.SLO, n int, known float64) (float64, qstate) {
 	best := q.trickle()
-	if meets(best, slo) != perf.LimitNone {
+	if meets(best, slo) != perf.LimitNone || n < 1 {
 		return 0, best
 	}
 	lo, hi := 0.0, 1.0
+	if known > 0 {
+		if s := q.state(known, n); meets(s, slo) == perf.LimitNone {
+			lo, best, hi = known, s, 2*known
+		}
+	}
 	for ; hi < 1e7; hi *= 2 {
-		s := q.state(hi, 1)
+		s := q.state(hi, n)
 		if meets(s, slo) != perf.LimitNone {
 			break
 		}
@@ -489,7 +499,7 @@ func (q *qmodel) maxRate(slo perf.SLO) (float64, qstate) {
 			break
 		}
 		mid := (lo + hi) / 2
-		if s := q.state(mid, 1); meets(s, slo) == perf.LimitNone {
+		if s := q.state(mid, n); meets(s, slo) == perf.LimitNone {
 			lo, best = mid, s
 		} else {
 			hi = mid

@@ -9,6 +9,7 @@ import (
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/llm"
+	"gpupool.dev/gpupool/internal/perf"
 )
 
 func timeDur(n int) time.Duration { return time.Duration(max(n, 0)) }
@@ -41,7 +42,7 @@ func (p *planner) tenantReasons(tn *tenant) []v1.Reason {
 	} else {
 		out = append(out, p.memoryReason(tn), p.computeReason(tn))
 	}
-	out = append(out, shapeReason(tn))
+	out = append(out, shapeReason(tn, c.ev.rate.RequestsPerSec > 0 && (tn.t.Replicas == nil || fixedMeets(c, *tn.t.Replicas))))
 	if tn.t.Replicas != nil {
 		out = append(out, v1.NewReason(v1.ReasonFixedReplicas, "replicas fixed at %d by the pool, not sized from traffic", *tn.t.Replicas))
 	}
@@ -99,19 +100,8 @@ func (p *planner) computeReason(tn *tenant) v1.Reason {
 		limitName(string(r.Limit)))
 	lam := peakRate(tn.t.Traffic)
 	switch fixed := tn.t.Replicas; {
-	case fixed != nil && (c.sz.n == 0 || *fixed < c.sz.n):
-		st := c.ev.q.state(lam, *fixed)
-		msg += fmt.Sprintf("; the SLO is not met at %.3g req/s over the fixed %d replica(s) (p99 TTFT %s, TPOT %s", lam, *fixed,
-			roundDur(seconds(st.ttft)), roundDur(seconds(st.tpot)))
-		if st.limit != "" {
-			msg += ", " + string(st.limit)
-		}
-		msg += ")"
-		if c.sz.n > 0 {
-			msg += fmt.Sprintf("; it needs %d", c.sz.n)
-		} else {
-			msg += ": " + c.sz.why
-		}
+	case fixed != nil && !fixedMeets(c, *fixed):
+		msg += fmt.Sprintf("; the fixed %d replica(s) miss the SLO (see %s above)", *fixed, v1.ReasonSLOUnmet)
 	case c.sz.n > 0:
 		msg += fmt.Sprintf("; %.3g req/s over %d replica(s) with %d slot(s) each (%s; excess requests queue): p99 TTFT %s with the queue wait, TPOT %s; fewer than %d replica(s) cannot keep up at all",
 			lam, c.sz.n, c.ev.q.slots, c.ev.q.slotsWhy(), roundDur(seconds(c.sz.state.ttft)), roundDur(seconds(c.sz.state.tpot)), c.sz.lowest)
@@ -150,8 +140,10 @@ func describeSLO(tn *tenant) string {
 	return "the SLO (" + strings.Join(parts, ", ") + ")"
 }
 
-// shapeReason is step 3: why this kind of slice (isolation, SLO shape, frequency).
-func shapeReason(tn *tenant) v1.Reason {
+// shapeReason is step 3: why this kind of slice (isolation, SLO shape, frequency). held says
+// whether the SLO holds up to the compute reason's rate (not when one replica meets it at no rate,
+// or a fixed count misses it).
+func shapeReason(tn *tenant, held bool) v1.Reason {
 	c := tn.choice
 	switch {
 	case c.kind == v1.SliceTimeSlice || c.kind == v1.SliceMIGTimeSlice:
@@ -162,7 +154,43 @@ func shapeReason(tn *tenant) v1.Reason {
 	case isolationOf(tn.t) == v1.IsolationHard:
 		return v1.NewReason(v1.ReasonIsolationHard, "isolation hard: %s that no other tenant shares", c.label())
 	}
+	if !held {
+		return v1.NewReason(v1.ReasonSLOShapeUniform, "an unshared %s: no neighbour adds latency", c.label())
+	}
 	return v1.NewReason(v1.ReasonSLOShapeUniform, "an unshared %s: no neighbour adds latency, so the SLO holds at every load up to the rate above", c.label())
+}
+
+// fixedUnmet is the headline of a tenant whose fixed replica count the model says misses the SLO
+// on its chosen slice: the count is planned as the pool asks, and the tenant is infeasible.
+func (p *planner) fixedUnmet(tn *tenant) (v1.Reason, bool) {
+	c := tn.choice
+	if tn.t.Replicas == nil || c == nil || fixedMeets(c, *tn.t.Replicas) {
+		return v1.Reason{}, false
+	}
+	fixed, lam := *tn.t.Replicas, peakRate(tn.t.Traffic)
+	msg := fmt.Sprintf("the fixed %d replica(s) on %s %s do not meet %s at %.3g req/s", fixed, c.board.Name, c.label(), describeSLO(tn), lam)
+	switch {
+	case c.ev.q == nil && c.need > 0: // a measured profile
+		msg += fmt.Sprintf(": %.3g req/s a replica, so it needs %d", c.ev.rate.RequestsPerSec, c.need)
+	case c.ev.q == nil:
+		msg += fmt.Sprintf(": no rate meets the SLO (p99 latency %s at a trickle)", roundDur(c.ev.rate.TTFT))
+	case c.need > 0:
+		st := c.ev.q.state(lam, fixed)
+		if st.limit == perf.LimitNone || st.limit == perf.LimitTTFT || st.limit == perf.LimitTPOT {
+			msg += fmt.Sprintf(" (p99 TTFT %s, TPOT %s)", roundDur(seconds(st.ttft)), roundDur(seconds(st.tpot)))
+		} else if st.limit == perf.LimitSaturated && fixed < c.sz.lowest {
+			msg += fmt.Sprintf(" (saturated: fewer than %d replica(s) cannot keep up at all)", c.sz.lowest)
+		} else {
+			msg += fmt.Sprintf(" (%s)", st.limit)
+		}
+		msg += fmt.Sprintf(": it needs %d", c.need)
+	default:
+		msg += ": " + c.sz.why
+	}
+	if len(tn.feasible) > 0 && !slices.ContainsFunc(tn.feasible, func(x *cand) bool { return fixedMeets(x, fixed) }) {
+		msg += fmt.Sprintf("; on no allowed slice do %d replica(s) meet it", fixed)
+	}
+	return v1.NewReason(v1.ReasonSLOUnmet, "%s; planned as fixed, not sized", msg), true
 }
 
 func groupText(g string) string {
@@ -219,6 +247,15 @@ func (p *planner) infeasibleReasons(tn *tenant) []v1.Reason {
 		out = append(out, v1.NewReason(code, "no slice kind the tenant may use: %s", msg))
 	case counts[v1.ReasonNoFit] == len(tn.cands):
 		out = append(out, p.noFitReason(tn))
+	case counts[v1.ReasonOverCap] > 0:
+		// The bound decided: these slices meet the SLO with more replicas than it allows.
+		c := fewestOverCap(tn)
+		msg := fmt.Sprintf("no slice that holds the model meets %s within %s: the fewest replicas that do, on %s of %s, are %d",
+			describeSLO(tn), maxReplicasName(tn.t), c.label(), c.board.Name, c.asked)
+		if counts[v1.ReasonSLOUnmet] > 0 {
+			msg += fmt.Sprintf("; on %d other slice(s) no replica count meets it", counts[v1.ReasonSLOUnmet])
+		}
+		out = append(out, v1.NewReason(v1.ReasonOverCap, "%s", msg))
 	case counts[v1.ReasonSLOUnmet] > 0 && tn.measured != nil:
 		out = append(out, v1.NewReason(v1.ReasonSLOUnmet, "no allowed slice meets %s by measured profile %s",
 			describeSLO(tn), tn.measured.Name()))
@@ -239,6 +276,18 @@ func (p *planner) infeasibleReasons(tn *tenant) []v1.Reason {
 		out = append(out, v1.NewReason(v1.ReasonModeNotAllowed, "%s", why))
 	}
 	return append(out, rejected(tn, 4)...)
+}
+
+// fewestOverCap is the OverCap-rejected candidate that asks for the fewest replicas (the first
+// such, in candidate order), nil when none.
+func fewestOverCap(tn *tenant) *cand {
+	var best *cand
+	for _, c := range tn.cands {
+		if c.reject == v1.ReasonOverCap && (best == nil || c.asked < best.asked) {
+			best = c
+		}
+	}
+	return best
 }
 
 // fastestUnmet is the SLO-rejected candidate with the shortest TPOT at batch 1 (the one a single

@@ -48,8 +48,8 @@ func TestInfeasibleNamesTheTerm(t *testing.T) {
 	}
 }
 
-// replicas: fixes the count even when the SLO needs more (the compute reason says the SLO is not
-// met); minReplicas raises the sized count (ReplicaBounds); maxReplicas below the need rejects
+// replicas: fixes the count even when the SLO needs more (the tenant is then infeasible and its
+// SLOUnmet headline says by how much); minReplicas raises the sized count (ReplicaBounds); maxReplicas below the need rejects
 // every slice and the reason names the bound.
 func TestReplicaCountsHonoured(t *testing.T) {
 	base := func() *v1.Pool { return singleTenantPool(t, "qwen2.5-7b", 1, 4, 512, 256, "2s", "100ms", 32) }
@@ -58,14 +58,17 @@ func TestReplicaCountsHonoured(t *testing.T) {
 		t.Fatalf("the load needs %d replicas; the test wants at least 3", need)
 	}
 
-	fixed := need - 2
+	// below what every slice kind needs (tensor-parallel pairs need fewer replicas than whole
+	// GPUs): planned as given, infeasible, and the headline names the fixed count and the need
+	fixed := 2
 	pool := base()
 	pool.Tenants[0].Replicas = &fixed
 	tn := build(t, pool).Tenants[0]
-	if tn.Infeasible || len(tn.Replicas) != fixed {
+	if !tn.Infeasible || len(tn.Replicas) != fixed {
 		t.Fatalf("fixed %d: infeasible %v, %d replicas", fixed, tn.Infeasible, len(tn.Replicas))
 	}
-	if !hasReason(tn, v1.ReasonFixedReplicas, "fixed at") || !hasReason(tn, v1.ReasonComputeBound, "the SLO is not met") {
+	if r := tn.Reasons[0]; r.Code != v1.ReasonSLOUnmet || !strings.Contains(r.Message, "the fixed 2 replica(s)") || !strings.Contains(r.Message, "it needs") ||
+		!hasReason(tn, v1.ReasonFixedReplicas, "fixed at") || !hasReason(tn, v1.ReasonComputeBound, "miss the SLO") {
 		t.Errorf("fixed count below the need: reasons %v", tn.Reasons)
 	}
 
