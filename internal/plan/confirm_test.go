@@ -214,3 +214,81 @@ func BenchmarkConfirmRuns(b *testing.B) {
 		})
 	}
 }
+
+// Two tenants of the review pool c5 (testdata/confirm-component.yaml): t0 (0.088 req/s,
+// 3000-token prompts, TPOT 50 ms) beside t4 (20 req/s) gets too few requests in the pool-wide
+// runs to be judged (135 in three runs of a 10,000-request budget), and its one A100 1g.10gb
+// replica misses its SLO in longer runs. Judged in runs of its sharing component, t0 is found
+// short on that slice and raised. Without the component runs it stays "not judged" on it.
+func TestConfirmJudgesInComponent(t *testing.T) {
+	if raceEnabled {
+		t.Skip("simulates t0 for hours")
+	}
+	pool := loadPool(t, "testdata/confirm-component.yaml")
+	pl := buildWith(t, pool, Options{Simulate: simRun, ConfirmRequests: 10_000})
+	i := slices.IndexFunc(pl.Tenants, func(pt v1.PlanTenant) bool { return pt.Name == "t0" })
+	pt := pl.Tenants[i]
+	r := simReasonOf(pl, "t0")
+	t.Logf("t0: infeasible %v, %s", pt.Infeasible, r)
+	if !strings.Contains(r, "of its sharing component of the plan (t0)") || !strings.Contains(r, "the pool-wide runs gave it") {
+		t.Errorf("t0 not judged in runs of its sharing component: %q", r)
+	}
+	if !strings.Contains(r, "found short before on mig 1g.10gb × 1") && !pt.Infeasible {
+		t.Errorf("t0 neither raised from its 1g.10gb replica nor reported short: %q", r)
+	}
+	for _, rep := range pt.Replicas {
+		if rep.Instance.Profile == "1g.10gb" && len(pt.Replicas) == 1 && !pt.Infeasible {
+			t.Errorf("t0 served by one 1g.10gb replica, which its component's runs found short")
+		}
+	}
+}
+
+// A sharing component joins the tenants of one GPU in modes exclusive, mps and timeslice, and of
+// one MIG instance; by board it also joins the MIG instances of one GPU. restrict cuts a plan
+// to a component's tenants into one the simulator accepts.
+func TestConfirmComponents(t *testing.T) {
+	rep := func(names ...string) []v1.PlanReplica {
+		var out []v1.PlanReplica
+		for _, n := range names {
+			out = append(out, v1.PlanReplica{Tenant: n})
+		}
+		return out
+	}
+	pl := &v1.Plan{GPUs: []v1.PlanGPU{
+		{Node: "n", Index: 0, Mode: v1.ModeMIG, Instances: []v1.PlanInstance{{Replicas: rep("a")}, {Replicas: rep("b", "c")}}},
+		{Node: "n", Index: 1, Mode: v1.ModeMPS, Replicas: rep("c", "d")},
+		{Node: "n", Index: 2, Mode: v1.ModeExclusive, Replicas: rep("e")},
+		{Node: "n", Index: 3, Mode: v1.ModeMIG, Instances: []v1.PlanInstance{{Replicas: rep("f")}, {}}},
+	}}
+	group := func(of map[string]string) string {
+		by := map[string][]string{}
+		for _, n := range []string{"a", "b", "c", "d", "e", "f"} {
+			by[of[n]] = append(by[of[n]], n)
+		}
+		var out []string
+		for _, g := range by {
+			out = append(out, strings.Join(g, ""))
+		}
+		slices.Sort(out)
+		return strings.Join(out, " ")
+	}
+	if got, want := group(components(pl, true)), "abcd e f"; got != want {
+		t.Errorf("by board: %s, want %s", got, want)
+	}
+	if got, want := group(components(pl, false)), "a bcd e f"; got != want {
+		t.Errorf("by instance: %s, want %s", got, want)
+	}
+
+	pool := loadPool(t, "testdata/confirm-component.yaml")
+	full := buildWith(t, pool, Options{})
+	sp, spl := restrict(pool, full, map[string]bool{"t0": true})
+	if err := v1.ValidatePlan(spl, sp); err != nil {
+		t.Fatalf("restricted plan: %v", err)
+	}
+	if len(sp.Tenants) != 1 || len(spl.Tenants) != 1 || spl.Summary.GPUsUsed != 1 || len(spl.GPUs) != len(full.GPUs) {
+		t.Errorf("restricted to t0: %d pool tenants, %d plan tenants, %d of %d GPUs used", len(sp.Tenants), len(spl.Tenants), spl.Summary.GPUsUsed, len(spl.GPUs))
+	}
+	if len(pool.Tenants) != 2 || full.Summary.GPUsUsed < 2 {
+		t.Error("restrict changed the pool or the plan it cut")
+	}
+}
