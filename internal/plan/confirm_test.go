@@ -217,29 +217,55 @@ func BenchmarkConfirmRuns(b *testing.B) {
 
 // Two tenants of the review pool c5 (testdata/confirm-component.yaml): t0 (0.088 req/s,
 // 3000-token prompts, TPOT 50 ms) beside t4 (20 req/s) gets too few requests in the pool-wide
-// runs to be judged (135 in three runs of a 10,000-request budget), and its one A100 1g.10gb
-// replica misses its SLO in longer runs. Judged in runs of its sharing component, t0 is found
-// short on that slice and raised. Without the component runs it stays "not judged" on it.
+// runs to be judged (135 in three runs of a 10,000-request budget). It is judged in runs of its
+// sharing component instead (about 2,500 requests a run). With a simulator that finds t0's first
+// slice short (as the simulator found its A100 1g.10gb replica before the queueing model counted
+// long prompts whole, TestTPOTTailLongPrompts: 97.6 %), the component's verdict raises it
+// exactly as the pool-wide runs' would. Without the component runs t0 stays "not judged".
 func TestConfirmJudgesInComponent(t *testing.T) {
 	if raceEnabled {
 		t.Skip("simulates t0 for hours")
 	}
 	pool := loadPool(t, "testdata/confirm-component.yaml")
+	t0 := func(pl *v1.Plan) v1.PlanTenant {
+		return pl.Tenants[slices.IndexFunc(pl.Tenants, func(pt v1.PlanTenant) bool { return pt.Name == "t0" })]
+	}
 	pl := buildWith(t, pool, Options{Simulate: simRun, ConfirmRequests: 10_000})
-	i := slices.IndexFunc(pl.Tenants, func(pt v1.PlanTenant) bool { return pt.Name == "t0" })
-	pt := pl.Tenants[i]
 	r := simReasonOf(pl, "t0")
-	t.Logf("t0: infeasible %v, %s", pt.Infeasible, r)
-	if !strings.Contains(r, "of its sharing component of the plan (t0)") || !strings.Contains(r, "the pool-wide runs gave it") {
-		t.Errorf("t0 not judged in runs of its sharing component: %q", r)
+	t.Logf("t0: %s", r)
+	if !strings.Contains(r, "of its sharing component of the plan (t0)") || !strings.Contains(r, "the pool-wide runs gave it") || t0(pl).Infeasible {
+		t.Errorf("t0 not judged, or judged short, in runs of its sharing component: %q", r)
 	}
-	if !strings.Contains(r, "found short before on mig 1g.10gb × 1") && !pt.Infeasible {
-		t.Errorf("t0 neither raised from its 1g.10gb replica nor reported short: %q", r)
-	}
-	for _, rep := range pt.Replicas {
-		if rep.Instance.Profile == "1g.10gb" && len(pt.Replicas) == 1 && !pt.Infeasible {
-			t.Errorf("t0 served by one 1g.10gb replica, which its component's runs found short")
+
+	// strict finds t0 short (97 %) while it has one replica on the slice it first had.
+	var mu sync.Mutex
+	var first string
+	strict := func(ctx context.Context, in SimInput) (map[string]SimTenant, error) {
+		out, err := simRun(ctx, in)
+		if err != nil {
+			return nil, err
 		}
+		i := slices.IndexFunc(in.Plan.Tenants, func(pt v1.PlanTenant) bool { return pt.Name == "t0" })
+		if i < 0 || len(in.Plan.Tenants[i].Replicas) != 1 {
+			return out, nil
+		}
+		on := string(in.Plan.Tenants[i].Replicas[0].Slice) + " " + in.Plan.Tenants[i].Replicas[0].Instance.Profile
+		mu.Lock()
+		defer mu.Unlock()
+		if first == "" {
+			first = on
+		}
+		if tr := out["t0"]; on == first && tr.Judged > 0 {
+			tr.Attainment = min(tr.Attainment, 0.97)
+			out["t0"] = tr
+		}
+		return out, nil
+	}
+	pl = buildWith(t, pool, Options{Simulate: strict, ConfirmRequests: 10_000})
+	r = simReasonOf(pl, "t0")
+	t.Logf("t0 with a strict simulator (first on %s): %s", first, r)
+	if !strings.Contains(r, "of its sharing component of the plan (t0)") || !strings.Contains(r, "found short before on "+first+" × 1 (97.00 %") {
+		t.Errorf("t0 not raised from its first slice %s by its component's runs: %q", first, r)
 	}
 }
 
