@@ -40,7 +40,9 @@ import (
 // Only tenants the queueing model sized are changed: not a fixed replicas count, a measured
 // profile, or a bursty or diurnal pattern (a short run does not cover their peaks). A tenant
 // with fewer than confirmMinJudged requests over the runs (its rate is low next to the budget)
-// is simulated but not judged. Pools with more than confirmMaxTenants tenants are not simulated:
+// is judged in runs of its sharing component instead (confirm_component.go, ADR 0045), and is
+// simulated but not judged only when those too give it too few. Pools with more than
+// confirmMaxTenants tenants are not simulated:
 // there the model alone decides, as the scale bars (1,000 tenants in a second) require.
 const (
 	confirmMaxTenants = 64

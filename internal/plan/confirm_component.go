@@ -32,15 +32,16 @@ import (
 //
 // Each component's run is as long as confirmRequests requests of its slowest unjudged tenant,
 // within confirmMaxRun and within the budget over the component's rate; the components of one
-// round together get at most confirmComponentBudgets budgets per run. A tenant that still gets
+// round together get at most confirmComponentShare of the budget per run. A tenant that still gets
 // fewer than confirmMinJudged requests (slower than confirmMinJudged / (confirmRuns ×
 // confirmMaxRun), about 0.0025 req/s, or beside too fast a sharer) stays simulated but not
 // judged. Judged tenants are raised and reported short exactly as the pool-wide runs' are; a
 // tenant the pool-wide runs judged keeps their verdict.
 
-// confirmComponentBudgets is how many budgets (Options.ConfirmRequests, requests a run) the
-// component runs of one round may use together.
-const confirmComponentBudgets = 1
+// confirmComponentShare is the share of the budget (Options.ConfirmRequests, requests a run)
+// that the component runs of one round may use together: half, so that a round costs at most
+// half again as many simulated requests as its pool-wide runs.
+const confirmComponentShare = 0.5
 
 // components maps every tenant with a replica under pl's GPUs to its sharing component's
 // representative: tenants on one GPU in modes exclusive, mps or timeslice, or on one MIG
@@ -146,7 +147,7 @@ func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int) er
 		}
 		return out
 	}
-	left := float64(confirmComponentBudgets) * float64(budget) // requests a run, all components together
+	left := confirmComponentShare * float64(budget) // requests a run, all components together
 	// length is a run of comp's: confirmRequests requests of its slowest open tenant, within
 	// confirmMaxRun and the budget; enough reports whether that tenant then gets
 	// confirmMinJudged requests over the runs.
@@ -158,7 +159,7 @@ func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int) er
 				slowest = min(slowest, rate[n])
 			}
 		}
-		secs = min(confirmRequests/slowest, min(float64(budget), left)/sum, confirmMaxRun.Seconds())
+		secs = min(confirmRequests/slowest, left/sum, confirmMaxRun.Seconds())
 		return secs, secs * sum, secs*slowest*confirmRuns >= confirmMinJudged
 	}
 	done := map[string]bool{}
