@@ -32,11 +32,11 @@ import (
 //
 // Each component's run is as long as confirmRequests requests of its slowest unjudged tenant,
 // within confirmMaxRun and within the budget over the component's rate; the components of one
-// round together get at most confirmComponentShare of the budget per run. A tenant that still gets
-// fewer than confirmMinJudged requests (slower than confirmMinJudged / (confirmRuns ×
-// confirmMaxRun), about 0.0025 req/s, or beside too fast a sharer) stays simulated but not
-// judged. Judged tenants are raised and reported short exactly as the pool-wide runs' are; a
-// tenant the pool-wide runs judged keeps their verdict.
+// round together get at most confirmComponentShare of the budget per run. A tenant that still
+// gets fewer than confirmMinJudged requests (slower than confirmMinJudged / (confirmRuns ×
+// confirmMaxRun), about 0.00083 req/s or three requests an hour, or beside too fast a sharer)
+// stays simulated but not judged. Judged tenants are raised and reported short exactly as the
+// pool-wide runs' are; a tenant the pool-wide runs judged keeps their verdict.
 
 // confirmComponentShare is the share of the budget (Options.ConfirmRequests, requests a run)
 // that the component runs of one round may use together: half, so that a round costs at most

@@ -267,6 +267,14 @@ func TestConfirmJudgesInComponent(t *testing.T) {
 	if !strings.Contains(r, "of its sharing component of the plan (t0)") || !strings.Contains(r, "found short before on "+first+" × 1 (97.00 %") {
 		t.Errorf("t0 not raised from its first slice %s by its component's runs: %q", first, r)
 	}
+
+	// At 0.0005 req/s seven simulated days give t0 about 900 requests over the runs: not judged.
+	pool.Tenants[0].Traffic.RPS = 0.0005
+	r = simReasonOf(buildWith(t, pool, Options{Simulate: simRun, ConfirmRequests: 10_000}), "t0")
+	t.Logf("t0 at 0.0005 req/s: %s", r)
+	if !strings.HasPrefix(r, "not judged by the plan's simulation: ") || !strings.Contains(r, "requests in 3 runs of its sharing component of the plan (t0)") || !strings.Contains(r, "in the pool-wide runs, fewer than 1500") {
+		t.Errorf("t0 at 0.0005 req/s: %q", r)
+	}
 }
 
 // A sharing component joins the tenants of one GPU in modes exclusive, mps and timeslice, and of
