@@ -40,7 +40,9 @@ import (
 // Only tenants the queueing model sized are changed: not a fixed replicas count, a measured
 // profile, or a bursty or diurnal pattern (a short run does not cover their peaks). A tenant
 // with fewer than confirmMinJudged requests over the runs (its rate is low next to the budget)
-// is simulated but not judged. Pools with more than confirmMaxTenants tenants are not simulated:
+// is judged in runs of its sharing component instead (confirm_component.go, ADR 0045), and is
+// simulated but not judged only when those too give it too few. Pools with more than
+// confirmMaxTenants tenants are not simulated:
 // there the model alone decides, as the scale bars (1,000 tenants in a second) require.
 const (
 	confirmMaxTenants = 64
@@ -69,6 +71,32 @@ type confirmState struct {
 	// left says why a count the runs found short was not raised: the last round, the tenant's
 	// maxReplicas, or the fleet ("" when it was raised or passed).
 	left string
+	// poolOver is the requests the pool-wide runs judged; component names the tenants of the
+	// sharing component whose own runs judged the tenant instead ("" when the pool-wide runs
+	// did, or none could), with boardless set when they left out the board's other MIG
+	// instances.
+	poolOver  int64
+	component string
+	boardless bool
+}
+
+// tally sets st from the runs' reports of tenant name at n replicas.
+func (st *confirmState) tally(n int, name string, reports []map[string]SimTenant) {
+	st.simulated, st.att, st.worst, st.over, st.ttft, st.tpot = n, 1, 1, 0, 0, 0
+	met := 0.0
+	for _, rep := range reports {
+		tr := rep[name]
+		met += tr.Attainment * float64(tr.Judged)
+		st.over += tr.Judged
+		if tr.Judged > 0 {
+			st.worst = min(st.worst, tr.Attainment)
+		}
+		st.ttft, st.tpot = max(st.ttft, tr.TTFTP99), max(st.tpot, tr.TPOTP99)
+	}
+	st.judged = st.over >= confirmMinJudged
+	if st.over > 0 {
+		st.att = met / float64(st.over)
+	}
 }
 
 // confirmable reports whether tn's count may be set by the simulation: a tenant served in full
@@ -120,11 +148,11 @@ func (p *planner) confirm() error {
 		if !(secs >= 1) { // the budget buys less than a second of the pool's traffic
 			return nil
 		}
-		reports, err := p.simulateRuns(time.Duration(secs * float64(time.Second)))
+		pl := p.draft()
+		reports, err := p.simulateRuns(p.pool, pl, time.Duration(secs*float64(time.Second)))
 		if err != nil {
 			return err
 		}
-		var raised []*tenant
 		for _, tn := range judge {
 			c := tn.choice
 			st := p.confirmed[c]
@@ -132,22 +160,16 @@ func (p *planner) confirm() error {
 				st = &confirmState{model: c.replicas}
 				p.confirmed[c] = st
 			}
-			st.simulated, st.att, st.worst, st.over, st.ttft, st.tpot = c.replicas, 1, 1, 0, 0, 0
-			met := 0.0
-			for _, rep := range reports {
-				tr := rep[tn.t.Name]
-				met += tr.Attainment * float64(tr.Judged)
-				st.over += tr.Judged
-				if tr.Judged > 0 {
-					st.worst = min(st.worst, tr.Attainment)
-				}
-				st.ttft, st.tpot = max(st.ttft, tr.TTFTP99), max(st.tpot, tr.TPOTP99)
-			}
-			st.judged = st.over >= confirmMinJudged
-			if st.over > 0 {
-				st.att = met / float64(st.over)
-			}
-			if st.judged && (st.att < confirmKeep || st.worst < confirmRunKeep) {
+			st.tally(c.replicas, tn.t.Name, reports)
+			st.poolOver, st.component, st.boardless = st.over, "", false
+		}
+		// Tenants the pool-wide runs cannot judge are judged in runs of their sharing component.
+		if err := p.confirmComponents(judge, pl, budget); err != nil {
+			return err
+		}
+		var raised []*tenant
+		for _, tn := range judge {
+			if st := p.confirmed[tn.choice]; st.judged && (st.att < confirmKeep || st.worst < confirmRunKeep) {
 				raised = append(raised, tn)
 			}
 		}
@@ -289,14 +311,13 @@ type Simulator func(ctx context.Context, in SimInput) (map[string]SimTenant, err
 // seeds and returns each run's tenants by name. The runs are independent (each its own seed, the
 // pool and the draft plan only read), so they run at once, one goroutine each; the answer is in
 // seed order whatever order they finish in.
-func (p *planner) simulateRuns(d time.Duration) ([]map[string]SimTenant, error) {
-	pl := p.draft()
+func (p *planner) simulateRuns(pool *v1.Pool, pl *v1.Plan, d time.Duration) ([]map[string]SimTenant, error) {
 	out := make([]map[string]SimTenant, confirmRuns)
 	errs := make([]error, confirmRuns)
 	var wg sync.WaitGroup
 	for i := range confirmRuns {
 		wg.Go(func() {
-			out[i], errs[i] = p.o.Simulate(p.ctx, SimInput{Pool: p.pool, Plan: pl, Models: p.o.Models, Profiles: p.o.Profiles,
+			out[i], errs[i] = p.o.Simulate(p.ctx, SimInput{Pool: pool, Plan: pl, Models: p.o.Models, Profiles: p.o.Profiles,
 				Perf: p.popts, Duration: d, Seed: p.o.ConfirmSeed + uint64(i)})
 		})
 	}
@@ -320,10 +341,14 @@ func (p *planner) simReason(tn *tenant) (v1.Reason, bool) {
 	}
 	st, n := p.confirmed[tn.choice], tn.choice.replicas
 	if !st.judged {
+		if st.component != "" {
+			return v1.NewReason(v1.ReasonSimulated, "not judged by the plan's simulation: %d requests in %d runs of %s, %d in the pool-wide runs, fewer than %d",
+				st.over, confirmRuns, st.runsOf(), st.poolOver, confirmMinJudged), true
+		}
 		return v1.NewReason(v1.ReasonSimulated, "not judged by the plan's simulation: %d requests in %d runs, fewer than %d", st.over, confirmRuns, confirmMinJudged), true
 	}
-	verdict := fmt.Sprintf("in %d simulated runs of the plan at %d replica(s), %.2f %% of %d requests met the SLO, %.2f %% in the worst run (p99 TTFT up to %s, TPOT up to %s)",
-		confirmRuns, st.simulated, 100*st.att, st.over, 100*st.worst, roundDur(st.ttft), roundDur(st.tpot))
+	verdict := fmt.Sprintf("in %d simulated runs of %s at %d replica(s), %.2f %% of %d requests met the SLO, %.2f %% in the worst run (p99 TTFT up to %s, TPOT up to %s)%s",
+		confirmRuns, st.runsOf(), st.simulated, 100*st.att, st.over, 100*st.worst, roundDur(st.ttft), roundDur(st.tpot), st.poolText())
 	var short string
 	if s := p.confirmShort[tn]; len(s) > 0 {
 		short = fmt.Sprintf("; found short before on %s", strings.Join(s, ", "))

@@ -236,3 +236,115 @@ func BenchmarkConfirmRuns(b *testing.B) {
 		})
 	}
 }
+
+// Two tenants of the review pool c5 (testdata/confirm-component.yaml): t0 (0.088 req/s,
+// 3000-token prompts, TPOT 50 ms) beside t4 (20 req/s) gets too few requests in the pool-wide
+// runs to be judged (135 in three runs of a 10,000-request budget). It is judged in runs of its
+// sharing component instead (about 2,500 requests a run). With a simulator that finds t0's first
+// slice short (as the simulator found its A100 1g.10gb replica before the queueing model counted
+// long prompts whole, TestTPOTTailLongPrompts: 97.6 %), the component's verdict raises it
+// exactly as the pool-wide runs' would. Without the component runs t0 stays "not judged".
+func TestConfirmJudgesInComponent(t *testing.T) {
+	if raceEnabled {
+		t.Skip("simulates t0 for hours")
+	}
+	pool := loadPool(t, "testdata/confirm-component.yaml")
+	t0 := func(pl *v1.Plan) v1.PlanTenant {
+		return pl.Tenants[slices.IndexFunc(pl.Tenants, func(pt v1.PlanTenant) bool { return pt.Name == "t0" })]
+	}
+	pl := buildWith(t, pool, Options{Simulate: simRun, ConfirmRequests: 10_000})
+	r := simReasonOf(pl, "t0")
+	t.Logf("t0: %s", r)
+	if !strings.Contains(r, "of its sharing component of the plan (t0)") || !strings.Contains(r, "the pool-wide runs gave it") || t0(pl).Infeasible {
+		t.Errorf("t0 not judged, or judged short, in runs of its sharing component: %q", r)
+	}
+
+	// strict finds t0 short (97 %) while it has one replica on the slice it first had.
+	var mu sync.Mutex
+	var first string
+	strict := func(ctx context.Context, in SimInput) (map[string]SimTenant, error) {
+		out, err := simRun(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		i := slices.IndexFunc(in.Plan.Tenants, func(pt v1.PlanTenant) bool { return pt.Name == "t0" })
+		if i < 0 || len(in.Plan.Tenants[i].Replicas) != 1 {
+			return out, nil
+		}
+		on := string(in.Plan.Tenants[i].Replicas[0].Slice) + " " + in.Plan.Tenants[i].Replicas[0].Instance.Profile
+		mu.Lock()
+		defer mu.Unlock()
+		if first == "" {
+			first = on
+		}
+		if tr := out["t0"]; on == first && tr.Judged > 0 {
+			tr.Attainment = min(tr.Attainment, 0.97)
+			out["t0"] = tr
+		}
+		return out, nil
+	}
+	pl = buildWith(t, pool, Options{Simulate: strict, ConfirmRequests: 10_000})
+	r = simReasonOf(pl, "t0")
+	t.Logf("t0 with a strict simulator (first on %s): %s", first, r)
+	if !strings.Contains(r, "of its sharing component of the plan (t0)") || !strings.Contains(r, "found short before on "+first+" × 1 (97.00 %") {
+		t.Errorf("t0 not raised from its first slice %s by its component's runs: %q", first, r)
+	}
+
+	// At 0.0005 req/s seven simulated days give t0 about 900 requests over the runs: not judged.
+	pool.Tenants[0].Traffic.RPS = 0.0005
+	r = simReasonOf(buildWith(t, pool, Options{Simulate: simRun, ConfirmRequests: 10_000}), "t0")
+	t.Logf("t0 at 0.0005 req/s: %s", r)
+	if !strings.HasPrefix(r, "not judged by the plan's simulation: ") || !strings.Contains(r, "requests in 3 runs of its sharing component of the plan (t0)") || !strings.Contains(r, "in the pool-wide runs, fewer than 1500") {
+		t.Errorf("t0 at 0.0005 req/s: %q", r)
+	}
+}
+
+// A sharing component joins the tenants of one GPU in modes exclusive, mps and timeslice, and of
+// one MIG instance; by board it also joins the MIG instances of one GPU. restrict cuts a plan
+// to a component's tenants into one the simulator accepts.
+func TestConfirmComponents(t *testing.T) {
+	rep := func(names ...string) []v1.PlanReplica {
+		var out []v1.PlanReplica
+		for _, n := range names {
+			out = append(out, v1.PlanReplica{Tenant: n})
+		}
+		return out
+	}
+	pl := &v1.Plan{GPUs: []v1.PlanGPU{
+		{Node: "n", Index: 0, Mode: v1.ModeMIG, Instances: []v1.PlanInstance{{Replicas: rep("a")}, {Replicas: rep("b", "c")}}},
+		{Node: "n", Index: 1, Mode: v1.ModeMPS, Replicas: rep("c", "d")},
+		{Node: "n", Index: 2, Mode: v1.ModeExclusive, Replicas: rep("e")},
+		{Node: "n", Index: 3, Mode: v1.ModeMIG, Instances: []v1.PlanInstance{{Replicas: rep("f")}, {}}},
+	}}
+	group := func(of map[string]string) string {
+		by := map[string][]string{}
+		for _, n := range []string{"a", "b", "c", "d", "e", "f"} {
+			by[of[n]] = append(by[of[n]], n)
+		}
+		var out []string
+		for _, g := range by {
+			out = append(out, strings.Join(g, ""))
+		}
+		slices.Sort(out)
+		return strings.Join(out, " ")
+	}
+	if got, want := group(components(pl, true)), "abcd e f"; got != want {
+		t.Errorf("by board: %s, want %s", got, want)
+	}
+	if got, want := group(components(pl, false)), "a bcd e f"; got != want {
+		t.Errorf("by instance: %s, want %s", got, want)
+	}
+
+	pool := loadPool(t, "testdata/confirm-component.yaml")
+	full := buildWith(t, pool, Options{})
+	sp, spl := restrict(pool, full, map[string]bool{"t0": true})
+	if err := v1.ValidatePlan(spl, sp); err != nil {
+		t.Fatalf("restricted plan: %v", err)
+	}
+	if len(sp.Tenants) != 1 || len(spl.Tenants) != 1 || spl.Summary.GPUsUsed != 1 || len(spl.GPUs) != len(full.GPUs) {
+		t.Errorf("restricted to t0: %d pool tenants, %d plan tenants, %d of %d GPUs used", len(sp.Tenants), len(spl.Tenants), spl.Summary.GPUsUsed, len(spl.GPUs))
+	}
+	if len(pool.Tenants) != 2 || full.Summary.GPUsUsed < 2 {
+		t.Error("restrict changed the pool or the plan it cut")
+	}
+}

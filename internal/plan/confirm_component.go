@@ -1,0 +1,243 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// Judging in runs of a sharing component (ADR 0045).
+//
+// The pool-wide runs are as long as the budget (Options.ConfirmRequests over the whole pool's
+// rate) allows, so a slow tenant beside a fast one gets too few requests to be judged: on the
+// review pool c5 (cmd/gpupool/testdata/review/c5-rnd-300-tpot-edge.yaml) a tenant at 0.088 req/s
+// got 544 requests in three runs beside one at 20 req/s, and missed its SLO in longer runs
+// (97.1 % in 6 h). Such a tenant is judged in runs of its own sharing component instead: the
+// tenant and every tenant it shares a GPU with, transitively, on the plan's own slices, with
+// the rest of the plan left out. A replica's steps depend only on its GPU's replicas (its MIG
+// instance's or its GPU's, and the board's other instances through the power-limited clock), so
+// the component's runs see what the pool-wide runs would have seen, only longer.
+//
+// The component is first taken by board: tenants on other MIG instances of the same GPU belong
+// to it, since the simulator slows a busy board's clock for all its instances. When that
+// component cannot give its slowest unjudged tenant confirmMinJudged requests within the budget
+// (a fast tenant on the board's other instances), it is cut at the MIG instance: the tenant and
+// its instance's sharers (MPS, time-slicing), a hard or unshared tenant alone; the board's other
+// instances are then idle in those runs, which is optimistic by at most the clock's cut
+// (8 % of the compute at a full board), and the tenant's Simulated reason says so.
+//
+// Each component's run is as long as confirmRequests requests of its slowest unjudged tenant,
+// within confirmMaxRun and within the budget over the component's rate; the components of one
+// round together get at most confirmComponentShare of the budget per run. A tenant that still
+// gets fewer than confirmMinJudged requests (slower than confirmMinJudged / (confirmRuns ×
+// confirmMaxRun), about 0.00083 req/s or three requests an hour, or beside too fast a sharer)
+// stays simulated but not judged. Judged tenants are raised and reported short exactly as the
+// pool-wide runs' are; a tenant the pool-wide runs judged keeps their verdict.
+
+// confirmComponentShare is the share of the budget (Options.ConfirmRequests, requests a run)
+// that the component runs of one round may use together: half, so that a round costs at most
+// half again as many simulated requests as its pool-wide runs.
+const confirmComponentShare = 0.5
+
+// components maps every tenant with a replica under pl's GPUs to its sharing component's
+// representative: tenants on one GPU in modes exclusive, mps or timeslice, or on one MIG
+// instance, share; with board, tenants on different MIG instances of one GPU share too.
+func components(pl *v1.Plan, board bool) map[string]string {
+	parent := map[string]string{}
+	var find func(string) string
+	find = func(x string) string {
+		if parent[x] == x {
+			return x
+		}
+		parent[x] = find(parent[x])
+		return parent[x]
+	}
+	union := func(reps []v1.PlanReplica, first *string) {
+		for _, r := range reps {
+			if _, ok := parent[r.Tenant]; !ok {
+				parent[r.Tenant] = r.Tenant
+			}
+			if *first == "" {
+				*first = r.Tenant
+				continue
+			}
+			if a, b := find(*first), find(r.Tenant); a != b {
+				parent[b] = a
+			}
+		}
+	}
+	for _, g := range pl.GPUs {
+		var first string
+		union(g.Replicas, &first)
+		for _, in := range g.Instances {
+			if !board {
+				first = ""
+			}
+			union(in.Replicas, &first)
+		}
+	}
+	out := map[string]string{}
+	for t := range parent {
+		out[t] = find(t)
+	}
+	return out
+}
+
+// restrict returns pool and pl cut to the tenants in names: the pool's other tenants, their
+// replicas and the LoRA engines are left out; every GPU stays listed, as the plan's check against
+// the fleet requires. Neither pool nor pl is changed.
+func restrict(pool *v1.Pool, pl *v1.Plan, names map[string]bool) (*v1.Pool, *v1.Plan) {
+	keep := func(reps []v1.PlanReplica) []v1.PlanReplica {
+		return slices.DeleteFunc(slices.Clone(reps), func(r v1.PlanReplica) bool { return !names[r.Tenant] })
+	}
+	sp := *pool
+	sp.Tenants = slices.DeleteFunc(slices.Clone(pool.Tenants), func(t v1.Tenant) bool { return !names[t.Name] })
+	out := *pl
+	out.LoRAEngines = nil
+	out.Tenants = slices.DeleteFunc(slices.Clone(pl.Tenants), func(t v1.PlanTenant) bool { return !names[t.Name] })
+	out.GPUs = make([]v1.PlanGPU, len(pl.GPUs))
+	// The totals are the cut plan's: no lower bound, baselines or cost of the whole pool.
+	out.Summary = v1.Summary{GPUsTotal: len(pl.GPUs), Objective: pl.Summary.Objective}
+	for i, g := range pl.GPUs {
+		g.LoRAEngine = ""
+		g.Replicas = keep(g.Replicas)
+		g.Instances = slices.Clone(g.Instances)
+		for j := range g.Instances {
+			g.Instances[j].Replicas = keep(g.Instances[j].Replicas)
+		}
+		if g.ReplicaCount() > 0 {
+			out.Summary.GPUsUsed++
+		}
+		out.GPUs[i] = g
+	}
+	return &sp, &out
+}
+
+// confirmComponents judges, in runs of their sharing components of pl, the tenants of judge the
+// pool-wide runs left unjudged (their confirmState already holds those runs).
+func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int) error {
+	open := map[string]*tenant{}
+	lora := map[string]bool{}
+	for _, pt := range pl.Tenants {
+		lora[pt.Name] = len(pt.LoRAEngines) > 0
+	}
+	for _, tn := range judge {
+		if !p.confirmed[tn.choice].judged && !lora[tn.t.Name] {
+			open[tn.t.Name] = tn
+		}
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	rate := map[string]float64{}
+	for _, t := range p.pool.Tenants {
+		rate[t.Name] = t.Traffic.RPS
+	}
+	byBoard, byInstance := components(pl, true), components(pl, false)
+	members := func(of map[string]string, name string) []string {
+		var out []string
+		for _, t := range p.pool.Tenants { // pool order: deterministic
+			if r, ok := of[t.Name]; ok && r == of[name] {
+				out = append(out, t.Name)
+			}
+		}
+		return out
+	}
+	left := confirmComponentShare * float64(budget) // requests a run, all components together
+	// length is a run of comp's: confirmRequests requests of its slowest open tenant, within
+	// confirmMaxRun and the budget; enough reports whether that tenant then gets
+	// confirmMinJudged requests over the runs.
+	length := func(comp []string) (secs, cost float64, enough bool) {
+		slowest, sum := math.Inf(1), 0.0
+		for _, n := range comp {
+			sum += rate[n]
+			if open[n] != nil {
+				slowest = min(slowest, rate[n])
+			}
+		}
+		secs = min(confirmRequests/slowest, left/sum, confirmMaxRun.Seconds())
+		return secs, secs * sum, secs*slowest*confirmRuns >= confirmMinJudged
+	}
+	done := map[string]bool{}
+	for _, tn := range p.tenants {
+		name := tn.t.Name
+		if open[name] == nil || done[name] {
+			continue
+		}
+		if _, ok := byBoard[name]; !ok {
+			continue // no replica under the plan's GPUs
+		}
+		comp, boardless := members(byBoard, name), false
+		secs, cost, enough := length(comp)
+		if inst := members(byInstance, name); !enough && len(inst) < len(comp) {
+			comp, boardless = inst, true
+			secs, cost, _ = length(comp)
+		}
+		for _, n := range comp {
+			done[n] = true
+		}
+		if !(secs >= 1) {
+			continue
+		}
+		left -= cost
+		in := map[string]bool{}
+		for _, n := range comp {
+			in[n] = true
+		}
+		sp, spl := restrict(p.pool, pl, in)
+		reports, err := p.simulateRuns(sp, spl, time.Duration(secs*float64(time.Second)))
+		if err != nil {
+			return err
+		}
+		for _, n := range comp {
+			tn := open[n]
+			if tn == nil {
+				continue
+			}
+			st := p.confirmed[tn.choice]
+			var again confirmState
+			again.tally(tn.choice.replicas, n, reports)
+			if again.over <= st.poolOver {
+				continue // no more requests than the pool-wide runs gave it
+			}
+			again.model, again.left, again.poolOver = st.model, st.left, st.poolOver
+			again.component, again.boardless = namesOf(comp), boardless
+			*st = again
+		}
+	}
+	return nil
+}
+
+// namesOf lists a component's tenants for a reason: up to four names, then how many more.
+func namesOf(comp []string) string {
+	if len(comp) <= 4 {
+		return strings.Join(comp, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(comp[:4], ", "), len(comp)-4)
+}
+
+// runsOf says, for a Simulated reason, which plan st's runs simulated: the plan, or the
+// tenant's sharing component of it.
+func (st *confirmState) runsOf() string {
+	if st.component == "" {
+		return "the plan"
+	}
+	s := fmt.Sprintf("its sharing component of the plan (%s)", st.component)
+	if st.boardless {
+		s += " without its board's other MIG instances"
+	}
+	return s
+}
+
+// poolText says, for a Simulated reason of a tenant its component's runs judged, how few
+// requests the pool-wide runs gave it ("" for a tenant the pool-wide runs judged).
+func (st *confirmState) poolText() string {
+	if st.component == "" {
+		return ""
+	}
+	return fmt.Sprintf("; the pool-wide runs gave it %d requests, fewer than %d", st.poolOver, confirmMinJudged)
+}
