@@ -56,7 +56,7 @@ func TestFairExamples(t *testing.T) {
 		file string
 		want []string // kind/reason pairs the run must contain
 	}{
-		{"drf-paper.yaml", []string{"grant/FairShare", "release/DemandDropped", "queue/PoolFull"}},
+		{"drf-paper.yaml", []string{"grant/FairShare", "release/DemandDropped", "queue/PoolFull", "preempt/OverShare"}},
 		{"hierarchical-gpu.yaml", []string{"grant/Reservation", "preempt/CapacityLost", "queue/OverCap"}},
 		{"burst-preemption.yaml", []string{"lease/Burst", "reclaim/NeededBySteady", "preempt/OverShare", "reclaim/LeaseExpired"}},
 		{"usage-history.yaml", []string{"preempt/BelowFloor", "preempt/OverShare"}},
@@ -91,6 +91,14 @@ func TestFairExamples(t *testing.T) {
 			if got["A"].Tasks != 3 || got["B"].Tasks != 2 || math.Abs(got["A"].DominantShare-2.0/3) > 1e-12 ||
 				math.Abs(got["B"].DominantShare-2.0/3) > 1e-12 {
 				t.Errorf("DRF paper: %+v", got)
+			}
+			// The last step: B wants 10 again and takes A's newest task back, (3, 2) as at first.
+			last := map[string]fair.TenantState{}
+			for _, s := range res.Steps[len(res.Steps)-1].Tenants {
+				last[s.Name] = s
+			}
+			if last["A"].Steady != 3 || last["B"].Steady != 2 {
+				t.Errorf("DRF paper, after B's demand returns: %+v", last)
 			}
 		}
 	}
