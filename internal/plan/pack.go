@@ -102,18 +102,11 @@ func compareKeys(a, b groupKey) int {
 func (p *planner) pack() error {
 	p.gpus = make([]*gpuPlan, len(p.fleet))
 	free := map[string][]*gpuPlan{}
-	poolSeen, poolTotal := 0, len(p.fleet)-p.canaries()
+	roles := p.fleetRoles()
 	for i, fg := range p.fleet {
-		g := &gpuPlan{fg: fg, role: v1.RoleIdle}
+		g := &gpuPlan{fg: fg, role: roles[i]}
 		p.gpus[i] = g
-		switch {
-		case fg.canary:
-			g.role = v1.RoleCanary
-		case poolSeen >= poolTotal-p.burst:
-			g.role = v1.RoleBurst
-			poolSeen++
-		default:
-			poolSeen++
+		if g.role == v1.RoleIdle {
 			free[fg.board.Name] = append(free[fg.board.Name], g)
 		}
 	}
@@ -148,9 +141,41 @@ func (p *planner) pack() error {
 	if err := p.compact(pc); err != nil {
 		return err
 	}
+	p.unplaced = unplaced
 	p.markUnplaced(unplaced)
 	p.spreadRedundant()
 	return nil
+}
+
+// fleetRoles is each fleet GPU's role before packing: canary, burst (the last burst GPUs of the
+// pool in fleet order) or idle (free for the packer).
+func (p *planner) fleetRoles() []v1.Role {
+	roles := make([]v1.Role, len(p.fleet))
+	poolSeen, poolTotal := 0, len(p.fleet)-p.canaries()
+	for i, fg := range p.fleet {
+		switch {
+		case fg.canary:
+			roles[i] = v1.RoleCanary
+		case poolSeen >= poolTotal-p.burst:
+			roles[i] = v1.RoleBurst
+			poolSeen++
+		default:
+			roles[i] = v1.RoleIdle
+			poolSeen++
+		}
+	}
+	return roles
+}
+
+// poolGPUs is the number of GPUs of each board the packer may use (neither canary nor burst).
+func (p *planner) poolGPUs() map[string]int {
+	n := map[string]int{}
+	for i, r := range p.fleetRoles() {
+		if r == v1.RoleIdle {
+			n[p.fleet[i].board.Name]++
+		}
+	}
+	return n
 }
 
 // packBucket places the units of one board and energy class on free GPUs of that board and
