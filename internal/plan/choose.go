@@ -2,6 +2,7 @@ package plan
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 
@@ -484,6 +485,26 @@ func (p *planner) switchTo(f *fractional, tn *tenant, c *cand) {
 func (p *planner) forbidden(tn *tenant, c *cand) bool {
 	_, ok := p.forbid[tn][forbidKey{c.board.Name, c.kind}]
 	return ok
+}
+
+// spilledWhy says why tn does not run on a cheaper candidate of another board: the packing's
+// rescue moved it off its choice (rescue), or the choice held that board to its limit (boardCap)
+// and tn was chosen elsewhere; "" when neither.
+func (p *planner) spilledWhy(tn *tenant) string {
+	if w := p.moved[tn]; w != "" {
+		return "; " + w
+	}
+	c := tn.choice
+	if p.caps == nil || c == nil {
+		return ""
+	}
+	first := p.firstAllowed(tn)
+	lim, capped := p.caps[first.board.Name]
+	if !capped || first.board == c.board || first.cost >= c.cost-1e-9 {
+		return ""
+	}
+	return fmt.Sprintf("; %s on %s, cheaper (%d replica(s) = %.3f), was not used: that board was full (the choice holds it to %.1f GPU-equivalents, what its %d pool GPUs were found to hold after an earlier packing left tenants short there)",
+		first.label(), first.board.Name, first.replicas, first.cost, lim, p.poolGPUs()[first.board.Name])
 }
 
 // firstAllowed is tn's cheapest candidate that is not forbidden; its cheapest when all are.

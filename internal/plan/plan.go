@@ -144,6 +144,56 @@ func (p *planner) optimise() error {
 	for i, tn := range p.tenants {
 		tn.choice, tn.infeas = best.choice[i], best.infeas[i]
 	}
+	return p.rescueShort(best.unplaced)
+}
+
+// rescueShort gives the tenants the chosen plan left short a second chance on the pool GPUs it
+// left idle (rescue): a tenant placed in full loses its NoCapacity reason; one still short has its
+// reason say why no idle GPU took it.
+func (p *planner) rescueShort(unplaced []*unit) error {
+	if len(unplaced) == 0 {
+		return nil
+	}
+	p.nodeUse, p.blocked = map[string]map[string]migUse{}, map[*unit]blockage{}
+	p.moved, p.unmoved = map[*tenant]string{}, map[*tenant]string{}
+	nodes := map[string]bool{}
+	for _, g := range p.gpus {
+		nodes[g.fg.ref.Node] = true
+	}
+	p.resetNodeUses(nodes)
+	p.greedyOnly = true
+	left, err := p.rescue(unplaced, newPatternCache())
+	p.greedyOnly = false
+	if err != nil {
+		return err
+	}
+	short := map[*tenant]bool{}
+	for _, u := range left {
+		for _, r := range u.reps {
+			short[r.tn] = true
+		}
+	}
+	idle := p.idleBoards()
+	for _, tn := range p.tenants {
+		i := slices.IndexFunc(tn.infeas, func(r v1.Reason) bool { return r.Code == v1.ReasonNoCapacity })
+		if i < 0 {
+			continue
+		}
+		if !short[tn] {
+			tn.infeas = slices.Delete(tn.infeas, i, i+1)
+			if len(tn.infeas) == 0 {
+				tn.infeas = nil
+			}
+			continue
+		}
+		switch w := p.unmoved[tn]; {
+		case w != "":
+			tn.infeas[i].Message += "; no other candidate of it fits the idle pool GPUs either: " + w
+		case idle != "":
+			tn.infeas[i].Message += "; none of its candidates runs on the boards with idle pool GPUs (" + idle + ")"
+		}
+	}
+	p.spreadRedundant()
 	return nil
 }
 
@@ -254,6 +304,8 @@ type packed struct {
 	score   [4]float64
 	blocked map[*tenant]blockedKind
 	caps    map[string]float64
+	// unplaced are the units its packing left without a GPU.
+	unplaced []*unit
 	// spill is, per board whose packing left units without a GPU while another board where one
 	// of their tenants has a candidate kept idle pool GPUs, the GPU-equivalents left (capBoards).
 	spill map[string]float64
@@ -280,7 +332,7 @@ func (p *planner) optimiseOnce(best *packed) (*packed, error) {
 		if err := p.ctx.Err(); err != nil {
 			return nil, fmt.Errorf("build plan: %w", err)
 		}
-		s := &packed{gpus: p.gpus, score: p.score(), blocked: map[*tenant]blockedKind{}, caps: p.caps}
+		s := &packed{gpus: p.gpus, score: p.score(), blocked: map[*tenant]blockedKind{}, caps: p.caps, unplaced: p.unplaced}
 		p.noteSpill(s)
 		for _, tn := range p.tenants {
 			s.choice, s.infeas = append(s.choice, tn.choice), append(s.infeas, tn.infeas)
@@ -360,8 +412,13 @@ type planner struct {
 	// sets it when a packing left tenants short on a board while GPUs of another board where they
 	// could run stayed idle (capBoards).
 	caps map[string]float64
+	// greedyOnly makes packMIG keep its greedy packing (the rescue's trial placements).
+	greedyOnly bool
 	// unplaced are the units the last packing left without a GPU.
 	unplaced []*unit
+	// moved says, per tenant the packing's rescue moved to another candidate, why; unmoved, per
+	// tenant it could not, why not (rescue).
+	moved, unmoved map[*tenant]string
 	// noCompact skips the compaction after packing (tests compare with and without it).
 	noCompact bool
 	// perClaim is set when the pool takes the DRA path (policy.kubernetesDeviceAPI: dra): each

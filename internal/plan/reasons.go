@@ -123,6 +123,7 @@ func (p *planner) computeReason(tn *tenant) v1.Reason {
 			break
 		}
 	}
+	msg += p.spilledWhy(tn)
 	return v1.NewReason(v1.ReasonComputeBound, "%s", msg)
 }
 
