@@ -115,6 +115,12 @@ func (p *planner) stopped() bool { return p.ctx != nil && p.ctx.Err() != nil }
 // tenants short that way, their blocked kinds are forbidden to them and the choice and packing
 // run again (at most maxBlockedRetries times, each forbidding more); the best plan of all runs
 // is kept, so a retry never makes the plan worse.
+//
+// Nor does the choice see how many GPUs each board has. When the best plan leaves units short on
+// a board while another board where their tenants could run keeps idle pool GPUs, the same
+// retry also limits each board (capBoards, boardCap), so that tenants leave a full board for
+// their cheapest candidate on another. Last, the tenants the kept plan leaves short try their
+// other candidates on the GPUs it left idle (rescueShort).
 func (p *planner) optimise() error {
 	best, err := p.optimiseOnce(nil)
 	if err != nil {
