@@ -499,12 +499,13 @@ func (p *planner) spilledWhy(tn *tenant) string {
 		return ""
 	}
 	first := p.firstAllowed(tn)
-	lim, capped := p.caps[first.board.Name]
-	if !capped || first.board == c.board || first.cost >= c.cost-1e-9 {
+	b := first.board.Name
+	lim, capped := p.caps[b]
+	if !capped || first.board == c.board || first.cost >= c.cost-1e-9 || p.capLoad[b]+first.cost <= lim {
 		return ""
 	}
-	return fmt.Sprintf("; %s on %s, cheaper (%d replica(s) = %.3f), was not used: that board was full (the choice holds it to %.1f GPU-equivalents, what its %d pool GPUs were found to hold after an earlier packing left tenants short there)",
-		first.label(), first.board.Name, first.replicas, first.cost, lim, p.poolGPUs()[first.board.Name])
+	return fmt.Sprintf("; %s on %s, cheaper (%d replica(s) = %.3f), was not used: that board was full (the choice holds it to %.1f GPU-equivalents, what its %d pool GPUs were found to hold after an earlier packing left tenants short there, and its tenants take %.1f)",
+		first.label(), b, first.replicas, first.cost, lim, p.poolGPUs()[b], p.capLoad[b])
 }
 
 // firstAllowed is tn's cheapest candidate that is not forbidden; its cheapest when all are.

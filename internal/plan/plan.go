@@ -150,6 +150,16 @@ func (p *planner) optimise() error {
 	for i, tn := range p.tenants {
 		tn.choice, tn.infeas = best.choice[i], best.infeas[i]
 	}
+	p.capLoad = nil
+	if p.caps != nil {
+		f := newFractional(p.ids)
+		f.cap = newBoardCap(p.ids, nil)
+		p.fillChosen(f)
+		p.capLoad = map[string]float64{}
+		for name, i := range f.cap.names {
+			p.capLoad[name] = f.cap.byBoard[i]
+		}
+	}
 	return p.rescueShort(best.unplaced)
 }
 
@@ -418,6 +428,8 @@ type planner struct {
 	// sets it when a packing left tenants short on a board while GPUs of another board where they
 	// could run stayed idle (capBoards).
 	caps map[string]float64
+	// capLoad is, with caps, the load the kept plan's choice puts on each board (boardCap).
+	capLoad map[string]float64
 	// greedyOnly makes packMIG keep its greedy packing (the rescue's trial placements).
 	greedyOnly bool
 	// unplaced are the units the last packing left without a GPU.
