@@ -98,7 +98,7 @@ func TestSpillToIdleBoard(t *testing.T) {
 	}
 	found := false
 	for _, r := range tp.Reasons {
-		found = found || (r.Code == v1.ReasonComputeBound && strings.Contains(r.Message, "on H100-SXM5-80GB, cheaper") && strings.Contains(r.Message, "that board was full"))
+		found = found || (r.Code == v1.ReasonComputeBound && strings.Contains(r.Message, "on H100-SXM5-80GB, cheaper") && strings.Contains(r.Message, "that board had no room for it"))
 	}
 	if !found {
 		t.Errorf("no reason says the H100s were full: %+v", tp.Reasons)

@@ -504,7 +504,7 @@ func (p *planner) spilledWhy(tn *tenant) string {
 	if !capped || first.board == c.board || first.cost >= c.cost-1e-9 || p.capLoad[b]+first.cost <= lim {
 		return ""
 	}
-	return fmt.Sprintf("; %s on %s, cheaper (%d replica(s) = %.3f), was not used: that board was full (the choice holds it to %.1f GPU-equivalents, what its %d pool GPUs were found to hold after an earlier packing left tenants short there, and its tenants take %.1f)",
+	return fmt.Sprintf("; %s on %s, cheaper (%d replica(s) = %.3f), was not used: that board had no room for it (the choice holds it to %.1f GPU-equivalents, what its %d pool GPUs were found to hold after an earlier packing left tenants short there, and other tenants take %.1f)",
 		first.label(), b, first.replicas, first.cost, lim, p.poolGPUs()[b], p.capLoad[b])
 }
 

@@ -120,7 +120,7 @@
 // (boardCap; a board's load counted as the vector objective counts it), so tenants leave a full
 // board for their cheapest candidate elsewhere; a board still short loses at least what was
 // left short at the next try. Such a tenant's ComputeBound reason names its cheaper candidate
-// and says that board was full. Last, the chosen plan's short tenants get a second chance
+// and says that board had no room for it. Last, the chosen plan's short tenants get a second chance
 // (rescue): their unplaced units are packed again on the pool GPUs still idle, and then each
 // tenant still short, in pool order, tries its other feasible candidates, cheapest first, all
 // replicas on their own units under the packer's rules (greedy MIG packing); the first that
