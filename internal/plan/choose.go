@@ -2,6 +2,7 @@ package plan
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 
@@ -81,6 +82,8 @@ type fractional struct {
 	seen     []bool // groups moved into at least once
 	// vec, when set, replaces the sum by the vector objective (objective.go).
 	vec *vectorObjective
+	// cap, when set, adds the penalty for GPUs chosen beyond a board's limit (planner.caps).
+	cap *boardCap
 }
 
 func newFractional(ids *keyIDs) *fractional { return &fractional{ids: ids} }
@@ -114,8 +117,14 @@ func (f *fractional) delta(k int, c *cand, r int) float64 {
 }
 
 func (f *fractional) move(k int, c *cand, r int) {
-	if f.vec != nil {
-		f.vec.add(f.change(k, c, r))
+	if f.vec != nil || f.cap != nil {
+		ch := f.change(k, c, r)
+		if f.vec != nil {
+			f.vec.add(ch)
+		}
+		if f.cap != nil {
+			f.cap.add(ch)
+		}
 	}
 	f.fit(k)
 	f.unit[k] = c.unitFrac
@@ -126,10 +135,120 @@ func (f *fractional) move(k int, c *cand, r int) {
 // moveDelta is the change of the objective when r1 replicas of c1 leave group k1 and r2
 // replicas of c2 join group k2 (k1 ≠ k2).
 func (f *fractional) moveDelta(k1 int, c1 *cand, r1 int, k2 int, c2 *cand, r2 int) float64 {
+	if f.cap != nil {
+		a, b := f.change(k1, c1, r1), f.change(k2, c2, r2)
+		pen := f.cap.delta(a, b)
+		if f.vec != nil {
+			return f.vec.delta(a, b) + pen
+		}
+		return f.delta(k1, c1, r1) + f.delta(k2, c2, r2) + pen
+	}
 	if f.vec != nil {
 		return f.vec.delta(f.change(k1, c1, r1), f.change(k2, c2, r2))
 	}
 	return f.delta(k1, c1, r1) + f.delta(k2, c2, r2)
+}
+
+// boardCap holds the choice to each board's GPUs: the objective gains capPenalty for every
+// GPU-equivalent the chosen slices take on a board beyond its limit. A board's load is counted
+// as the vector objective counts a bucket (whole GPUs + the larger of the MIG instances' memory
+// and compute shares, each group's units rounded up), summed over the board's energy classes:
+// a lower bound on the GPUs its packing takes.
+type boardCap struct {
+	ids   *keyIDs
+	caps  map[string]float64 // board name → limit; a board not in it has none
+	load  vectorObjective    // per bucket
+	board []int              // bucket → index into byBoard and limit
+	names map[string]int
+	// byBoard is the load of each board, limit its limit (+Inf: none).
+	byBoard, limit []float64
+}
+
+// capPenalty is what one GPU-equivalent beyond a board's limit adds to the choice's objective:
+// large enough that any move which brings a board back within its limit pays for itself unless
+// it costs more than capPenalty times what it frees.
+const capPenalty = 100
+
+func newBoardCap(ids *keyIDs, caps map[string]float64) *boardCap {
+	return &boardCap{ids: ids, caps: caps, names: map[string]int{}}
+}
+
+// boardOf is the index of bucket b's board.
+func (bc *boardCap) boardOf(b int) int {
+	for len(bc.board) <= b {
+		name := bc.ids.buckets[len(bc.board)].board
+		i, ok := bc.names[name]
+		if !ok {
+			i = len(bc.byBoard)
+			bc.names[name] = i
+			lim, set := bc.caps[name]
+			if !set {
+				lim = math.Inf(1)
+			}
+			bc.byBoard, bc.limit = append(bc.byBoard, 0), append(bc.limit, lim)
+		}
+		bc.board = append(bc.board, i)
+	}
+	return bc.board[b]
+}
+
+func (bc *boardCap) over(i int, load float64) float64 { return max(0, load-bc.limit[i]) }
+
+// add applies a change to the loads.
+func (bc *boardCap) add(ch unitChange) {
+	i := bc.boardOf(ch.b)
+	before := bc.load.value(bc.load.get(ch.b))
+	bc.load.add(ch)
+	bc.byBoard[i] += bc.load.value(bc.load.get(ch.b)) - before
+}
+
+// delta is the change of the penalty when both changes apply.
+func (bc *boardCap) delta(a, b unitChange) float64 {
+	ia, ib := bc.boardOf(a.b), bc.boardOf(b.b)
+	if math.IsInf(bc.limit[ia], 1) && math.IsInf(bc.limit[ib], 1) {
+		return 0
+	}
+	ta := bc.load.get(a.b)
+	va := bc.load.value(ta)
+	ta[0], ta[1], ta[2] = ta[0]+a.whole, ta[1]+a.mem, ta[2]+a.comp
+	var da, db float64
+	if a.b == b.b {
+		ta[0], ta[1], ta[2] = ta[0]+b.whole, ta[1]+b.mem, ta[2]+b.comp
+		da = bc.load.value(ta) - va
+	} else {
+		da = bc.load.value(ta) - va
+		tb := bc.load.get(b.b)
+		vb := bc.load.value(tb)
+		tb[0], tb[1], tb[2] = tb[0]+b.whole, tb[1]+b.mem, tb[2]+b.comp
+		db = bc.load.value(tb) - vb
+	}
+	la, lb := bc.byBoard[ia], bc.byBoard[ib]
+	if ia == ib {
+		return capPenalty * (bc.over(ia, la+da+db) - bc.over(ia, la))
+	}
+	return capPenalty * (bc.over(ia, la+da) - bc.over(ia, la) + bc.over(ib, lb+db) - bc.over(ib, lb))
+}
+
+// penalty is the penalty of the current loads.
+func (bc *boardCap) penalty() float64 {
+	s := 0.0
+	for i, l := range bc.byBoard {
+		s += bc.over(i, l)
+	}
+	return capPenalty * s
+}
+
+// newFractional is the choice's objective for this run: the vector one with vector, with the
+// boards' limits when the planner has them.
+func (p *planner) newFractional(vector bool) *fractional {
+	f := newFractional(p.ids)
+	if vector {
+		f.vec = newVectorObjective()
+	}
+	if p.caps != nil {
+		f.cap = newBoardCap(p.ids, p.caps)
+	}
+	return f
 }
 
 // choose picks a candidate per tenant: first each tenant's cheapest on its own, then local search
@@ -178,10 +297,7 @@ func (p *planner) choices() chosen {
 
 // chooseFrom runs the local search from seed (a candidate per tenant, nil: each tenant's cheapest).
 func (p *planner) chooseFrom(boardWide, vector bool, seed []*cand) {
-	f := newFractional(p.ids)
-	if vector {
-		f.vec = newVectorObjective()
-	}
+	f := p.newFractional(vector)
 	for i, tn := range p.tenants {
 		tn.choice, tn.infeas = nil, nil
 		if len(tn.feasible) == 0 {
@@ -369,6 +485,27 @@ func (p *planner) switchTo(f *fractional, tn *tenant, c *cand) {
 func (p *planner) forbidden(tn *tenant, c *cand) bool {
 	_, ok := p.forbid[tn][forbidKey{c.board.Name, c.kind}]
 	return ok
+}
+
+// spilledWhy says why tn does not run on a cheaper candidate of another board: the packing's
+// rescue moved it off its choice (rescue), or the choice held that board to its limit (boardCap)
+// and tn was chosen elsewhere; "" when neither.
+func (p *planner) spilledWhy(tn *tenant) string {
+	if w := p.moved[tn]; w != "" {
+		return "; " + w
+	}
+	c := tn.choice
+	if p.caps == nil || c == nil {
+		return ""
+	}
+	first := p.firstAllowed(tn)
+	b := first.board.Name
+	lim, capped := p.caps[b]
+	if !capped || first.board == c.board || first.cost >= c.cost-1e-9 || p.capLoad[b]+first.cost <= lim {
+		return ""
+	}
+	return fmt.Sprintf("; %s on %s, cheaper (%d replica(s) = %.3f), was not used: that board had no room for it (the choice holds it to %.1f GPU-equivalents, what its %d pool GPUs were found to hold after an earlier packing left tenants short there, and other tenants take %.1f)",
+		first.label(), b, first.replicas, first.cost, lim, p.poolGPUs()[b], p.capLoad[b])
 }
 
 // firstAllowed is tn's cheapest candidate that is not forbidden; its cheapest when all are.

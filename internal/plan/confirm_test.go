@@ -123,6 +123,11 @@ func TestConfirmRaisesShortTenants(t *testing.T) {
 // short (NoCapacity first among its reasons, Infeasible) instead of served: the suite's own run
 // had it at 98.77 %. With maxReplicas 1 the same tenant is short by its bound (OverCap).
 //
+// The fixture's fleet had room after all: the plan left 71 of its 88 GPUs idle (every A100 and
+// all H100s but one), and since short tenants try their other candidates on idle GPUs, t0 runs
+// on an H100 1g.20gb there (100 % of its requests within the SLO in the planner's runs). Those
+// GPUs are canaries here, so that the fleet has no room and the plan is the one described.
+//
 // Since short tenants give up their placements where that serves more tenants in full (ADR
 // 0041), tenant t13 (36 of its 47 replicas placed) gives way there and t0 finds room on another
 // slice; so the checks plan the pool without releases, as it was planned when the pool was
@@ -160,6 +165,13 @@ func TestConfirmShortWithoutRoomIsShort(t *testing.T) {
 		return pl
 	}
 	pool := loadPool(t, "testdata/confirm-pool-fleet.yaml")
+	for _, n := range pool.Fleet.Nodes {
+		for i := range n.GPUs[0].Count {
+			if n.Name != "n4" && n.Name != "n6" && (n.Name != "n2" || i > 0) {
+				pool.Policy.CanaryGPUs = append(pool.Policy.CanaryGPUs, v1.GPURef{Node: n.Name, Index: i})
+			}
+		}
+	}
 	old := check(pool, v1.ReasonNoCapacity, "the fleet has no room")
 	n, m := served(buildWith(t, pool, confirmed)), served(old)
 	if n < m {

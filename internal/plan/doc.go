@@ -113,6 +113,24 @@
 // runs are made again, at most three times; the best plan of all runs is kept. A tenant still
 // short names, in its NoCapacity reason, each cheaper kind a node rule kept off and the rule.
 //
+// The choice sees no board's GPU count either: on a fleet of several boards every tenant may
+// take its cheapest board and overfill it while the others stay idle. When the best plan leaves
+// units short on a board while another board where one of their tenants has a candidate keeps
+// idle pool GPUs, the same retry holds every board to a limit (capBoards): its pool GPUs less
+// the packing's waste there (the GPUs the packing took or lacked beyond the load the choice
+// counted). The choice then adds 100 per GPU-equivalent beyond a board's limit to its objective
+// (boardCap; a board's load counted as the vector objective counts it), so tenants leave a full
+// board for their cheapest candidate elsewhere; a board still short loses at least what was
+// left short at the next try. Such a tenant's ComputeBound reason names its cheaper candidate
+// and says that board had no room for it. Last, the chosen plan's short tenants get a second chance
+// (rescue): their unplaced units are packed again on the pool GPUs still idle, and then each
+// tenant still short, in pool order, tries its other feasible candidates, cheapest first, all
+// replicas on their own units under the packer's rules (greedy MIG packing); the first that
+// places every replica becomes its choice, its old replicas are taken off, and its reason says
+// why it moved. A tenant still short has its NoCapacity reason say, per board with idle pool
+// GPUs, why its cheapest candidate there found no room (a node rule, or the units against the
+// room), or that none of its candidates runs on those boards.
+//
 // These node rules are the device plugin's. On the DRA path (policy.kubernetesDeviceAPI: dra)
 // each device is a claim with its own sharing setting and pairing, so the packer keeps none of
 // them (planner.perClaim): every node takes every way, the MIG units of a board and energy

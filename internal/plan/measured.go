@@ -98,7 +98,7 @@ func (p *planner) measureProfile(tn *tenant, c *cand) *evalResult {
 
 // measuredComputeReason is step 2 for a measured tenant: the batch chosen under ParvaGPU's rule,
 // the rate per replica and the replicas.
-func measuredComputeReason(tn *tenant) v1.Reason {
+func (p *planner) measuredComputeReason(tn *tenant) v1.Reason {
 	c := tn.choice
 	pt := c.ev.point
 	msg := fmt.Sprintf("measured profile %s: on %s %s (%d GPCs, %d process(es)) the largest-throughput batch within %.0f%% of slo.e2eP99 (%s) is %g, taking %s; one replica sustains %.4g req/s, %.4g req/s needs %d replica(s) = %.3f GPU-equivalents",
@@ -110,6 +110,7 @@ func measuredComputeReason(tn *tenant) v1.Reason {
 			break
 		}
 	}
+	msg += p.spilledWhy(tn)
 	return v1.NewReason(v1.ReasonMeasuredProfile, "%s", msg)
 }
 

@@ -96,13 +96,14 @@ func (v *vectorObjective) delta(a, b unitChange) float64 {
 // chosenValue is the objective the choice minimises, of the current choice: the vector one with
 // vector, the sum of rounded unit sizes otherwise.
 func (p *planner) chosenValue(vector bool) float64 {
-	f := newFractional(p.ids)
-	if vector {
-		f.vec = newVectorObjective()
-	}
+	f := p.newFractional(vector)
 	keys := p.fillChosen(f)
+	pen := 0.0
+	if f.cap != nil {
+		pen = f.cap.penalty()
+	}
 	if vector {
-		total := 0.0
+		total := pen
 		var buckets []int
 		for b, has := range f.vec.has {
 			if has {
@@ -118,5 +119,5 @@ func (p *planner) chosenValue(vector bool) float64 {
 		}
 		return total
 	}
-	return f.sumCost(keys)
+	return f.sumCost(keys) + pen
 }

@@ -3,7 +3,9 @@ package plan
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/gpu"
@@ -103,18 +105,11 @@ func compareKeys(a, b groupKey) int {
 func (p *planner) pack() error {
 	p.gpus = make([]*gpuPlan, len(p.fleet))
 	free := map[string][]*gpuPlan{}
-	poolSeen, poolTotal := 0, len(p.fleet)-p.canaries()
+	roles := p.fleetRoles()
 	for i, fg := range p.fleet {
-		g := &gpuPlan{fg: fg, role: v1.RoleIdle}
+		g := &gpuPlan{fg: fg, role: roles[i]}
 		p.gpus[i] = g
-		switch {
-		case fg.canary:
-			g.role = v1.RoleCanary
-		case poolSeen >= poolTotal-p.burst:
-			g.role = v1.RoleBurst
-			poolSeen++
-		default:
-			poolSeen++
+		if g.role == v1.RoleIdle {
 			free[fg.board.Name] = append(free[fg.board.Name], g)
 		}
 	}
@@ -149,6 +144,7 @@ func (p *planner) pack() error {
 	if err := p.compact(pc); err != nil {
 		return err
 	}
+	p.unplaced = unplaced
 	p.markUnplaced(unplaced)
 	for _, tn := range p.tenants {
 		if why, out := p.released[tn]; out {
@@ -157,6 +153,332 @@ func (p *planner) pack() error {
 	}
 	p.spreadRedundant()
 	return nil
+}
+
+// rescue gives the units the packing left without a GPU a second chance on the pool GPUs still
+// idle after compaction, before their tenants are reported short. First each board and energy
+// class's units are packed again as they are (compaction may have freed GPUs, or whole nodes).
+// Then, tenant by tenant in pool order, a tenant still short tries its other feasible candidates,
+// cheapest first, on boards with idle pool GPUs: all the candidate's replicas, on their own units,
+// packed with the packer's own rules (node rules included). The first that places every replica
+// becomes the tenant's choice, its old replicas are taken off their GPUs (a GPU left empty is idle
+// again) and moved says why; when none does, unmoved says, per board with idle GPUs, why not. It
+// returns the units still without a GPU.
+func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
+	if len(unplaced) == 0 {
+		return nil, nil
+	}
+	free := p.freeGPUs()
+	if len(free) == 0 {
+		return unplaced, nil
+	}
+	type bucket struct {
+		board  string
+		energy v1.EnergyClass
+	}
+	var order []bucket
+	byBucket := map[bucket][]*unit{}
+	for _, u := range unplaced {
+		b := bucket{u.key.board, u.key.energy}
+		if _, ok := byBucket[b]; !ok {
+			order = append(order, b)
+		}
+		byBucket[b] = append(byBucket[b], u)
+	}
+	var left []*unit
+	for _, b := range order {
+		if len(free[b.board]) == 0 {
+			left = append(left, byBucket[b]...)
+			continue
+		}
+		l, err := p.packBucket(byBucket[b], free, pc)
+		if err != nil {
+			return nil, err
+		}
+		left = append(left, l...)
+	}
+	var short []*tenant
+	seen := map[*tenant]bool{}
+	for _, u := range left {
+		for _, r := range u.reps {
+			if !seen[r.tn] {
+				seen[r.tn] = true
+				short = append(short, r.tn)
+			}
+		}
+	}
+	for _, tn := range short {
+		if p.stopped() {
+			break
+		}
+		moved, err := p.rescueTenant(tn, free, pc)
+		if err != nil {
+			return nil, err
+		}
+		if !moved {
+			continue
+		}
+		kept := left[:0]
+		for _, u := range left {
+			u.reps = slices.DeleteFunc(u.reps, func(r replica) bool { return r.tn == tn })
+			if len(u.reps) > 0 {
+				kept = append(kept, u)
+			}
+		}
+		left = kept
+	}
+	return left, nil
+}
+
+// rescueTenant tries tn's other feasible candidates on the idle pool GPUs in free (see rescue)
+// and reports whether one placed every replica.
+func (p *planner) rescueTenant(tn *tenant, free map[string][]*gpuPlan, pc *patternCache) (bool, error) {
+	old := tn.choice
+	tried := map[string]string{} // board → why its cheapest candidate found no room
+	var boards []string
+	for _, c := range tn.feasible {
+		b := c.board.Name
+		if c == old || !slices.ContainsFunc(free[b], func(g *gpuPlan) bool { return g != nil }) {
+			continue
+		}
+		if p.stopped() {
+			break
+		}
+		units := soloUnits(tn, c)
+		if room, err := p.roomFor(c, free[b], pc); err != nil {
+			return false, err
+		} else if room < len(units) {
+			if _, ok := tried[b]; !ok {
+				tried[b] = fmt.Sprintf("%s: needs %d unit(s), the board's %d idle pool GPUs hold at most %d", c.label(), len(units), countFree(free[b]), room)
+				boards = append(boards, b)
+			}
+			continue
+		}
+		was := slices.Clone(free[b])
+		left, err := p.packBucket(units, free, pc)
+		if err != nil {
+			return false, err
+		}
+		if len(left) == 0 {
+			for _, u := range units {
+				delete(p.blocked, u)
+			}
+			p.dropReplicas(tn, units)
+			tn.choice = c
+			p.moved[tn] = fmt.Sprintf("%s on %s, cheaper, found no free GPU (%s); %s on %s holds all %d replicas",
+				old.label(), old.board.Name, p.shortWhy(tn, old), c.label(), b, c.replicas)
+			return true, nil
+		}
+		if _, ok := tried[b]; !ok {
+			why := fmt.Sprintf("%d of its %d unit(s) found no room on the board's %d idle pool GPUs", len(left), len(units), countFree(was))
+			if bl, ok := p.blocked[left[0]]; ok {
+				why = bl.rule
+			}
+			tried[b] = c.label() + ": " + why
+			boards = append(boards, b)
+		}
+		for _, u := range units {
+			delete(p.blocked, u)
+		}
+		p.undoTrial(was, units, free, b)
+	}
+	var parts []string
+	slices.Sort(boards)
+	for _, b := range boards {
+		parts = append(parts, fmt.Sprintf("on %s, %s", b, tried[b]))
+	}
+	if len(parts) > 0 {
+		p.unmoved[tn] = strings.Join(parts, "; ")
+	}
+	return false, nil
+}
+
+// shortWhy is why tn's choice c was left short: the node rule that blocked it, or its board full.
+func (p *planner) shortWhy(tn *tenant, c *cand) string {
+	for u, b := range p.blocked {
+		if u.c == c && slices.ContainsFunc(u.reps, func(r replica) bool { return r.tn == tn }) {
+			return b.rule
+		}
+	}
+	return "its board's pool GPUs were taken"
+}
+
+// roomFor is the most units of c the GPUs gs (nil: taken) could hold, node rules aside: one per
+// GPU, one per tp GPUs of a node for tensor parallelism, and for MIG the most instances of c's
+// profile one GPU's layouts hold.
+func (p *planner) roomFor(c *cand, gs []*gpuPlan, pc *patternCache) (int, error) {
+	n := countFree(gs)
+	switch {
+	case c.whole() && c.tp > 1:
+		per := map[string]int{}
+		for _, g := range gs {
+			if g != nil {
+				per[g.fg.ref.Node]++
+			}
+		}
+		room := 0
+		for _, k := range per {
+			room += k / c.tp
+		}
+		return room, nil
+	case c.whole():
+		return n, nil
+	}
+	pats, err := pc.get(c.board)
+	if err != nil {
+		return 0, err
+	}
+	i, most := pats.index(c.profile.Name), 0
+	for _, a := range pats.a {
+		most = max(most, a[i])
+	}
+	return n * most, nil
+}
+
+// soloUnits are the units of c's replicas for tn alone.
+func soloUnits(tn *tenant, c *cand) []*unit {
+	var out []*unit
+	var cur *unit
+	for range c.replicas {
+		if cur == nil || len(cur.reps) == c.share {
+			cur = &unit{key: keyOf(tn, c), c: c}
+			out = append(out, cur)
+		}
+		cur.reps = append(cur.reps, replica{tn: tn})
+	}
+	return out
+}
+
+// undoTrial puts the GPUs a failed trial placement of units took on board back: idle, in free as
+// they were (was), and their nodes' uses as their other GPUs ask.
+func (p *planner) undoTrial(was []*gpuPlan, units []*unit, free map[string][]*gpuPlan, board string) {
+	nodes := map[string]bool{}
+	for _, g := range was {
+		if g == nil || g.role == v1.RoleIdle {
+			continue
+		}
+		g.role, g.mode, g.whole, g.insts = v1.RoleIdle, "", nil, nil
+		nodes[g.fg.ref.Node] = true
+	}
+	for _, u := range units {
+		u.tp = v1.TensorParallel{}
+	}
+	free[board] = was
+	p.resetNodeUses(nodes)
+}
+
+// dropReplicas takes tn's replicas off their units and GPUs, but those of keep; a GPU left with no
+// unit is idle again (and free for the rescue of others).
+func (p *planner) dropReplicas(tn *tenant, keep []*unit) {
+	nodes := map[string]bool{}
+	for _, g := range p.gpus {
+		if g.role != v1.RolePool {
+			continue
+		}
+		touched := false
+		for _, u := range g.units() {
+			if !slices.Contains(keep, u) && slices.ContainsFunc(u.reps, func(r replica) bool { return r.tn == tn }) {
+				u.reps = slices.DeleteFunc(u.reps, func(r replica) bool { return r.tn == tn })
+				touched = true
+			}
+		}
+		if !touched {
+			continue
+		}
+		if g.whole != nil && len(g.whole.reps) == 0 {
+			g.whole = nil
+		}
+		empty := g.whole == nil
+		for i := range g.insts {
+			if g.insts[i].u != nil && len(g.insts[i].u.reps) == 0 {
+				g.insts[i].u = nil
+			}
+			if g.insts[i].u != nil {
+				empty = false
+			}
+		}
+		if empty {
+			g.role, g.mode, g.insts = v1.RoleIdle, "", nil
+		}
+		nodes[g.fg.ref.Node] = true
+	}
+	p.resetNodeUses(nodes)
+}
+
+// resetNodeUses sets the uses of nodes to what their GPUs' units ask (as compaction does).
+func (p *planner) resetNodeUses(nodes map[string]bool) {
+	if len(nodes) == 0 {
+		return
+	}
+	for n := range nodes {
+		p.nodeUse[n] = map[string]migUse{}
+	}
+	for _, g := range p.gpus {
+		n := g.fg.ref.Node
+		if !nodes[n] {
+			continue
+		}
+		if g.whole != nil {
+			maps.Copy(p.nodeUse[n], wholeWant(g.whole))
+		}
+		for _, pi := range g.insts {
+			if pi.u != nil {
+				addInstWant(p.nodeUse[n], pi.in.Profile, useOf(pi.u))
+			}
+		}
+	}
+}
+
+// freeGPUs is the pool GPUs still idle, by board, in fleet order.
+func (p *planner) freeGPUs() map[string][]*gpuPlan {
+	free := map[string][]*gpuPlan{}
+	for _, g := range p.gpus {
+		if g.role == v1.RoleIdle {
+			free[g.fg.board.Name] = append(free[g.fg.board.Name], g)
+		}
+	}
+	return free
+}
+
+func countFree(gs []*gpuPlan) int {
+	n := 0
+	for _, g := range gs {
+		if g != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// fleetRoles is each fleet GPU's role before packing: canary, burst (the last burst GPUs of the
+// pool in fleet order) or idle (free for the packer).
+func (p *planner) fleetRoles() []v1.Role {
+	roles := make([]v1.Role, len(p.fleet))
+	poolSeen, poolTotal := 0, len(p.fleet)-p.canaries()
+	for i, fg := range p.fleet {
+		switch {
+		case fg.canary:
+			roles[i] = v1.RoleCanary
+		case poolSeen >= poolTotal-p.burst:
+			roles[i] = v1.RoleBurst
+			poolSeen++
+		default:
+			roles[i] = v1.RoleIdle
+			poolSeen++
+		}
+	}
+	return roles
+}
+
+// poolGPUs is the number of GPUs of each board the packer may use (neither canary nor burst).
+func (p *planner) poolGPUs() map[string]int {
+	n := map[string]int{}
+	for i, r := range p.fleetRoles() {
+		if r == v1.RoleIdle {
+			n[p.fleet[i].board.Name]++
+		}
+	}
+	return n
 }
 
 // packBucket places the units of one board and energy class on free GPUs of that board and
@@ -243,9 +565,25 @@ func (p *planner) markUnplaced(units []*unit) {
 		if w := why[tn]; w != "" {
 			msg += "; free GPUs of the board were left, but " + w
 		}
+
 		msg += p.forbiddenWhy(tn)
 		tn.infeas = append(tn.infeas, v1.NewReason(v1.ReasonNoCapacity, "%s", msg))
 	}
+}
+
+// idleBoards lists the boards with idle pool GPUs and how many, "" when none.
+func (p *planner) idleBoards() string {
+	n := map[string]int{}
+	for _, g := range p.gpus {
+		if g.role == v1.RoleIdle {
+			n[g.fg.board.Name]++
+		}
+	}
+	var parts []string
+	for _, b := range slices.Sorted(maps.Keys(n)) {
+		parts = append(parts, fmt.Sprintf("%d of %s", n[b], b))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // forbiddenWhy says, for a tenant left short, which of its cheaper slice kinds a node rule kept

@@ -101,7 +101,7 @@ func (p *planner) packMIG(board *gpu.Board, mig []*unit, free map[string][]*gpuP
 			uses[u.c.profile.Name] = useOf(u)
 		}
 		bins := greedyPack(pats, dem)
-		if sum(dem) <= p.o.ExactUnits && len(bins) > volumeBound(pats, dem) {
+		if !p.greedyOnly && sum(dem) <= p.o.ExactUnits && len(bins) > volumeBound(pats, dem) {
 			if exact, ok := exactPack(pats, dem, len(bins)-1, 200000); ok {
 				bins = exact
 			}

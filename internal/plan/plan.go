@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -123,14 +124,19 @@ func (p *planner) stopped() bool { return p.ctx != nil && p.ctx.Err() != nil }
 // run again (at most maxBlockedRetries times, each forbidding more); the best plan of all runs
 // is kept, so a retry never makes the plan worse.
 //
-// Last, when the kept plan leaves tenants short, releaseShort gives up placements of short or
-// early-packed tenants where that serves more tenants in full (release.go).
+// Nor does the choice see how many GPUs each board has. When the best plan leaves units short on
+// a board while another board where their tenants could run keeps idle pool GPUs, the same
+// retry also limits each board (capBoards, boardCap), so that tenants leave a full board for
+// their cheapest candidate on another. Last, the tenants the kept plan leaves short try their
+// other candidates on the GPUs it left idle (rescueShort), and then, when tenants are still short,
+// releaseShort gives up placements of short or early-packed tenants where that serves more
+// tenants in full (release.go).
 func (p *planner) optimise() error {
 	best, err := p.optimiseOnce(nil)
 	if err != nil {
 		return err
 	}
-	for retry := 0; retry < maxBlockedRetries && len(best.blocked) > 0; retry++ {
+	for retry := 0; retry < maxBlockedRetries && (len(best.blocked) > 0 || len(best.spill) > 0); retry++ {
 		if p.forbid == nil {
 			p.forbid = map[*tenant]map[forbidKey]string{}
 		}
@@ -143,18 +149,169 @@ func (p *planner) optimise() error {
 				p.forbid[tn][b.key], grew = b.rule, true
 			}
 		}
-		if !grew {
+		if capped := p.capBoards(best); !grew && !capped {
 			break
 		}
 		if best, err = p.optimiseOnce(best); err != nil {
 			return err
 		}
 	}
-	p.gpus = best.gpus
+	p.gpus, p.caps = best.gpus, best.caps
 	for i, tn := range p.tenants {
 		tn.choice, tn.infeas = best.choice[i], best.infeas[i]
 	}
+	p.capLoad = nil
+	if p.caps != nil {
+		f := newFractional(p.ids)
+		f.cap = newBoardCap(p.ids, nil)
+		p.fillChosen(f)
+		p.capLoad = map[string]float64{}
+		for name, i := range f.cap.names {
+			p.capLoad[name] = f.cap.byBoard[i]
+		}
+	}
+	if err := p.rescueShort(best.unplaced); err != nil {
+		return err
+	}
 	return p.releaseShort()
+}
+
+// rescueShort gives the tenants the chosen plan left short a second chance on the pool GPUs it
+// left idle (rescue): a tenant placed in full loses its NoCapacity reason; one still short has its
+// reason say why no idle GPU took it.
+func (p *planner) rescueShort(unplaced []*unit) error {
+	if len(unplaced) == 0 {
+		return nil
+	}
+	p.nodeUse, p.blocked = map[string]map[string]migUse{}, map[*unit]blockage{}
+	p.moved, p.unmoved = map[*tenant]string{}, map[*tenant]string{}
+	nodes := map[string]bool{}
+	for _, g := range p.gpus {
+		nodes[g.fg.ref.Node] = true
+	}
+	p.resetNodeUses(nodes)
+	p.greedyOnly = true
+	left, err := p.rescue(unplaced, newPatternCache())
+	p.greedyOnly = false
+	if err != nil {
+		return err
+	}
+	short := map[*tenant]bool{}
+	for _, u := range left {
+		for _, r := range u.reps {
+			short[r.tn] = true
+		}
+	}
+	idle := p.idleBoards()
+	for _, tn := range p.tenants {
+		i := slices.IndexFunc(tn.infeas, func(r v1.Reason) bool { return r.Code == v1.ReasonNoCapacity })
+		if i < 0 {
+			continue
+		}
+		if !short[tn] {
+			tn.infeas = slices.Delete(tn.infeas, i, i+1)
+			if len(tn.infeas) == 0 {
+				tn.infeas = nil
+			}
+			continue
+		}
+		switch w := p.unmoved[tn]; {
+		case w != "":
+			tn.infeas[i].Message += "; no other candidate of it fits the idle pool GPUs either: " + w
+		case idle != "":
+			tn.infeas[i].Message += "; none of its candidates runs on the boards with idle pool GPUs (" + idle + ")"
+		}
+	}
+	p.spreadRedundant()
+	return nil
+}
+
+// noteSpill records on s the pool GPUs each board's packing used and, when the packing left units
+// without a GPU while idle pool GPUs remain on another board where one of their tenants has a
+// candidate, the GPU-equivalents left per board and the load the choice counted on each board.
+func (p *planner) noteSpill(s *packed) {
+	s.used = map[string]int{}
+	idle := map[string]bool{}
+	for _, g := range p.gpus {
+		switch g.role {
+		case v1.RolePool:
+			s.used[g.fg.board.Name]++
+		case v1.RoleIdle:
+			idle[g.fg.board.Name] = true
+		}
+	}
+	if len(p.unplaced) == 0 || len(idle) == 0 {
+		return
+	}
+	for _, u := range p.unplaced {
+		b := u.c.board.Name
+		elsewhere := false
+		for _, r := range u.reps {
+			for _, c := range r.tn.feasible {
+				if c.board.Name != b && idle[c.board.Name] {
+					elsewhere = true
+					break
+				}
+			}
+		}
+		if !elsewhere {
+			continue
+		}
+		if s.spill == nil {
+			s.spill = map[string]float64{}
+		}
+		s.spill[b] += unitVolume(u)
+	}
+	if s.spill == nil {
+		return
+	}
+	f := newFractional(p.ids)
+	f.cap = newBoardCap(p.ids, nil)
+	p.fillChosen(f)
+	s.load = map[string]float64{}
+	for name, i := range f.cap.names {
+		s.load[name] = f.cap.byBoard[i]
+	}
+}
+
+// unitVolume is the GPU-equivalents of one unit: its GPUs, or its MIG instance's share of one.
+func unitVolume(u *unit) float64 {
+	if u.c.whole() {
+		return float64(max(u.c.tp, 1))
+	}
+	return u.c.unitFrac
+}
+
+// capBoards sets the limits the next choice holds each board to, after best left units short on
+// a board while another board where their tenants could run kept idle GPUs (best.spill). A
+// board's limit is its pool GPUs less the packing's waste there (the GPUs its packing took or
+// lacked beyond the load the choice counted, boardCap); a board already limited and still short
+// loses at least what was left short. The first time, every board gets a limit, so that the
+// tenants that leave a full board do not overfill another. It reports whether a limit changed.
+func (p *planner) capBoards(best *packed) bool {
+	if len(best.spill) == 0 {
+		return false
+	}
+	pool := p.poolGPUs()
+	limit := func(b string) float64 {
+		return float64(pool[b]) - max(0, float64(best.used[b])+best.spill[b]-best.load[b])
+	}
+	caps := map[string]float64{}
+	if best.caps == nil {
+		for _, b := range p.boards {
+			caps[b.Name] = limit(b.Name)
+		}
+	} else {
+		maps.Copy(caps, best.caps)
+		for b, vol := range best.spill {
+			caps[b] = min(limit(b), caps[b]-vol)
+		}
+	}
+	if maps.Equal(caps, p.caps) {
+		return false
+	}
+	p.caps = caps
+	return true
 }
 
 // maxBlockedRetries bounds the re-choices of optimise after tenants were left short by a node rule.
@@ -167,13 +324,24 @@ type forbidKey struct {
 }
 
 // packed is one chosen and packed plan: every tenant's choice and reasons, the GPUs, the score,
-// and the slice kind of each tenant left short by a node rule.
+// the slice kind of each tenant left short by a node rule, and the boards' limits it was chosen
+// under with what its packing left short on each board.
 type packed struct {
 	choice  []*cand
 	infeas  [][]v1.Reason
 	gpus    []*gpuPlan
 	score   [4]float64
 	blocked map[*tenant]blockedKind
+	caps    map[string]float64
+	// unplaced are the units its packing left without a GPU.
+	unplaced []*unit
+	// spill is, per board whose packing left units without a GPU while another board where one
+	// of their tenants has a candidate kept idle pool GPUs, the GPU-equivalents left (capBoards).
+	spill map[string]float64
+	// used is the pool GPUs each board's packing took, load what the choice's objective counted
+	// on it (boardCap).
+	used map[string]int
+	load map[string]float64
 }
 
 // blockedKind is a tenant's slice kind that a node rule kept off every free GPU, and the rule.
@@ -193,7 +361,8 @@ func (p *planner) optimiseOnce(best *packed) (*packed, error) {
 		if err := p.ctx.Err(); err != nil {
 			return nil, fmt.Errorf("build plan: %w", err)
 		}
-		s := &packed{gpus: p.gpus, score: p.score(), blocked: map[*tenant]blockedKind{}}
+		s := &packed{gpus: p.gpus, score: p.score(), blocked: map[*tenant]blockedKind{}, caps: p.caps, unplaced: p.unplaced}
+		p.noteSpill(s)
 		for _, tn := range p.tenants {
 			s.choice, s.infeas = append(s.choice, tn.choice), append(s.infeas, tn.infeas)
 		}
@@ -274,6 +443,19 @@ type planner struct {
 	released map[*tenant]string
 	// noRelease skips releaseShort (tests compare with and without it).
 	noRelease bool
+	// caps, when set, limits the GPU-equivalents the choice puts on each board (boardCap); optimise
+	// sets it when a packing left tenants short on a board while GPUs of another board where they
+	// could run stayed idle (capBoards).
+	caps map[string]float64
+	// capLoad is, with caps, the load the kept plan's choice puts on each board (boardCap).
+	capLoad map[string]float64
+	// greedyOnly makes packMIG keep its greedy packing (the rescue's trial placements).
+	greedyOnly bool
+	// unplaced are the units the last packing left without a GPU.
+	unplaced []*unit
+	// moved says, per tenant the packing's rescue moved to another candidate, why; unmoved, per
+	// tenant it could not, why not (rescue).
+	moved, unmoved map[*tenant]string
 	// noCompact skips the compaction after packing (tests compare with and without it).
 	noCompact bool
 	// perClaim is set when the pool takes the DRA path (policy.kubernetesDeviceAPI: dra): each

@@ -38,7 +38,7 @@ func (p *planner) tenantReasons(tn *tenant) []v1.Reason {
 	c := tn.choice
 	var out []v1.Reason
 	if tn.measured != nil {
-		out = append(out, measuredMemoryReason(tn), measuredComputeReason(tn))
+		out = append(out, measuredMemoryReason(tn), p.measuredComputeReason(tn))
 	} else {
 		out = append(out, p.memoryReason(tn), p.computeReason(tn))
 	}
@@ -113,6 +113,7 @@ func (p *planner) computeReason(tn *tenant) v1.Reason {
 			break
 		}
 	}
+	msg += p.spilledWhy(tn)
 	return v1.NewReason(v1.ReasonComputeBound, "%s", msg)
 }
 
