@@ -241,10 +241,13 @@ type confirmUndo struct {
 	choice []*cand
 	infeas [][]v1.Reason
 	counts map[*cand]int
+	// the packing's rescue (rescueShort): its reasons and the units it found left
+	moved, unmoved map[*tenant]string
+	unplaced       []*unit
 }
 
 func (p *planner) snapshot() confirmUndo {
-	u := confirmUndo{forbid: p.forbid, gpus: p.gpus, counts: map[*cand]int{}}
+	u := confirmUndo{forbid: p.forbid, gpus: p.gpus, counts: map[*cand]int{}, moved: p.moved, unmoved: p.unmoved, unplaced: p.unplaced}
 	for _, tn := range p.tenants {
 		u.choice, u.infeas = append(u.choice, tn.choice), append(u.infeas, tn.infeas)
 		for _, c := range tn.feasible {
@@ -256,6 +259,7 @@ func (p *planner) snapshot() confirmUndo {
 
 func (u confirmUndo) restore(p *planner) {
 	p.forbid, p.gpus = u.forbid, u.gpus
+	p.moved, p.unmoved, p.unplaced = u.moved, u.unmoved, u.unplaced
 	for i, tn := range p.tenants {
 		tn.choice, tn.infeas = u.choice[i], u.infeas[i]
 	}

@@ -205,7 +205,7 @@ func (p *planner) rescueShort(unplaced []*unit) error {
 	idle := p.idleBoards()
 	for _, tn := range p.tenants {
 		i := slices.IndexFunc(tn.infeas, func(r v1.Reason) bool { return r.Code == v1.ReasonNoCapacity })
-		if i < 0 {
+		if _, out := p.released[tn]; i < 0 || out { // a released tenant keeps its release reason
 			continue
 		}
 		if !short[tn] {

@@ -68,7 +68,12 @@ func (p *planner) releaseShort() error {
 			for _, t := range p.tenants {
 				t.infeas = nil
 			}
+			// The trial packs as optimise does: the packer, then the rescue of the tenants it
+			// leaves short onto the GPUs it leaves idle (rescueShort).
 			if err := p.pack(); err != nil {
+				return err
+			}
+			if err := p.rescueShort(p.unplaced); err != nil {
 				return err
 			}
 			if now := p.servedInFull(); now > served && !p.lostAny(wasServed, tn) {

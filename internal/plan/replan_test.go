@@ -768,12 +768,15 @@ func TestMigrationServiceGaps(t *testing.T) {
 		t.Logf("%s: %d waves without service over %d tenants or engines, %d replica-waves short, %d waves", name, all[k].gaps, all[k].who, all[k].short, all[k].waves)
 	}
 	// Measured: 0, 3 (the engines' moves, stop-then-start) and 48 waves without service over 873
-	// waves; with every drain before the moves onto drained GPUs, 0, 3 and 547 over 854.
+	// waves; with every drain before the moves onto drained GPUs, 0, 3 and 547 over 854. Since
+	// tenants short of GPUs on these overloaded fleets try their other candidates on idle GPUs
+	// (rescueShort) and give their placements up to others (ADR 0041), both plans of a pair place
+	// more tenants and their re-packs differ: 126 over 902 waves with the same ordering.
 	if all[0].gaps > 0 || all[1].gaps > 3 {
 		t.Errorf("waves without service: %d on the synthetic re-plans (want 0), %d on the LoRA re-plans (want at most 3)", all[0].gaps, all[1].gaps)
 	}
-	if all[2].gaps > 100 || all[2].waves > 960 {
-		t.Errorf("re-plans of full fleets: %d waves without service over %d waves, want at most 100 over at most 960", all[2].gaps, all[2].waves)
+	if all[2].gaps > 150 || all[2].waves > 960 {
+		t.Errorf("re-plans of full fleets: %d waves without service over %d waves, want at most 150 over at most 960", all[2].gaps, all[2].waves)
 	}
 }
 

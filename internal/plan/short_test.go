@@ -205,6 +205,9 @@ func TestShortReleaseProperties(t *testing.T) {
 			if err := p.pack(); err != nil {
 				rt.Fatal(err)
 			}
+			if err := p.rescueShort(p.unplaced); err != nil {
+				rt.Fatal(err)
+			}
 			if now := p.servedInFull(); now > served && !p.lostAny(served0, tn) {
 				rt.Fatalf("%s keeps its replicas, but without it %d tenants are served in full, not %d", tn.t.Name, now, served)
 			}
