@@ -304,3 +304,23 @@ func TestSimulateEnergyLabelsAndIdleTenant(t *testing.T) {
 		t.Errorf("no row for the idle tenant:\n%s", out)
 	}
 }
+
+// A trace request longer than the replica's --max-model-len is rejected and said so.
+func TestSimulateTraceOverMaxModelLen(t *testing.T) {
+	const dir = "../../testdata/review2/"
+	out, errs, code := runCmd(t, "simulate", dir+"pool-h100x2.yaml", "--plan", dir+"plan-h100x2.yaml", "--trace", dir+"trace-edge.csv")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, w := range []string{"note: tenant rag: 1 request(s) rejected: prompt + output tokens over --max-model-len 32768",
+		"note: tenant chat: 1 request(s) rejected: prompt + output tokens over --max-model-len 4096"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 3 && (f[0] == "rag" || f[0] == "chat") && f[1] == "1" && f[3] != "1" {
+			t.Errorf("row %q: want DROP 1", line)
+		}
+	}
+}
