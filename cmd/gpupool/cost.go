@@ -511,6 +511,11 @@ func simulateCostTable(w io.Writer, r *cost.Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if r.IdlePolicy == "none" || r.IdlePolicy == "" {
+		fmt.Fprintln(w, "J/OUT TOK, J/TOK: billed energy per output token and per token (prompt + output); under idle policy none a tenant is billed its active energy only (its steps above idle power), idle power staying on the (idle) line, so these are below the tenant table's J/OUT TOK+IDLE")
+	} else {
+		fmt.Fprintf(w, "J/OUT TOK, J/TOK: billed energy per output token and per token (prompt + output): a tenant's active energy plus its share of the idle line under idle policy %s\n", r.IdlePolicy)
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintln(w, "note:", n)
 	}

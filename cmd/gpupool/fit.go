@@ -119,6 +119,10 @@ func runFit(e *env, f fitFlags) error {
 	if err := errors.Join(errModel, errOpts, errTargets); err != nil {
 		return invalid(err)
 	}
+	if ctx := fitContext(m, o); o.TokenBudget > 0 && o.TokenBudget < int64(ctx) {
+		return invalid(fmt.Errorf("flag --token-budget: %d tokens is less than one sequence of the %d-token context (vLLM's --max-model-len, which its KV cache must hold); give at least %d or a shorter --context",
+			o.TokenBudget, ctx, ctx))
+	}
 	notes, err := llm.Notes(m, o)
 	if err != nil {
 		return invalid(fmt.Errorf("fit %s: %w", m.Arch.Name, err))
@@ -225,6 +229,9 @@ func fitOptions(f fitFlags) (llm.Options, error) {
 			errs = append(errs, fmt.Errorf("flag --%s: must be between 0 and %d (got %d)", n.name, n.most, n.v))
 		}
 	}
+	if f.concurrency > 0 && f.tokenBudget > 0 {
+		errs = append(errs, errors.New("flags --concurrency and --token-budget: give one (the token budget replaces context × concurrency)"))
+	}
 	if f.util < 0 || f.util > 1 || math.IsNaN(f.util) {
 		errs = append(errs, fmt.Errorf("flag --gpu-memory-utilization: %v is outside (0, 1]", f.util))
 	}
@@ -241,6 +248,18 @@ func fitOptions(f fitFlags) (llm.Options, error) {
 		o.LoRA = &llm.LoRAOptions{MaxLoRAs: f.maxLoRAs, MaxRank: f.loraRank, MaxCPULoRAs: f.cpuLoRAs}
 	}
 	return o, errors.Join(errs...)
+}
+
+// fitContext is the --max-model-len the fit is for: --context, else min(llm.DefaultContext, the
+// model's maximum).
+func fitContext(m llm.Model, o llm.Options) int {
+	if o.Context > 0 {
+		return o.Context
+	}
+	if p := m.Arch.MaxPositions; p > 0 && p < llm.DefaultContext {
+		return p
+	}
+	return llm.DefaultContext
 }
 
 // fitTargets resolves --board and --shared-cap.

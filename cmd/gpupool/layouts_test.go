@@ -93,4 +93,9 @@ func TestLayoutsErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, %q; want exit 1 and %q", tc.args, code, stderr, tc.want)
 		}
 	}
+	// An unknown profile given twice (here the empty one) is reported once.
+	_, stderr, code := runCmd(t, "layouts", "H100", "--profiles", "1g.10gb,,")
+	if n := strings.Count(stderr, `profile "" does not exist`); code != exitInvalid || n != 1 {
+		t.Errorf("--profiles 1g.10gb,,: exit %d, the error %d times in %q; want exit 1 and once", code, n, stderr)
+	}
 }

@@ -303,22 +303,29 @@ func simulateTable(w io.Writer, r simulateReport) error {
 	fmt.Fprintf(w, "pool %s, %s: %s simulated, seed %d, %d events\n\n", r.Pool, what,
 		time.Duration(r.DurationSeconds*1e9).String(), r.Seed, r.Events)
 	tw := newTable(w)
-	fmt.Fprintln(tw, "TENANT\tREPL\tDONE\tDROP\tUNFIN\tTTFT p50/p99\tTPOT p50/p99\tE2E p50/p99\tSLO MET\tOUT TOK/S\tSERVED\tJ/TOKEN")
+	fmt.Fprintln(tw, "TENANT\tREPL\tDONE\tDROP\tUNFIN\tTTFT p50/p99\tTPOT p50/p99\tE2E p50/p99\tSLO MET\tOUT TOK/S\tSERVED\tJ/OUT TOK+IDLE")
 	for _, t := range r.Tenants {
 		slo := fmt.Sprintf("%.1f%%", 100*t.SLOAttainment)
 		if t.SLOJudged == 0 {
 			slo = "-" // no request completed or dropped: nothing met or missed the SLO
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f\t%.1f%%\t%.3f\n", t.Name, t.Replicas, t.Completed, t.Dropped,
-			t.Unfinished, pair(t.TTFT), pair(t.TPOT), pair(t.E2E), slo, t.OutputTokensPerSec,
-			100*t.NormalisedThroughput, t.JoulesPerToken)
+		served := fmt.Sprintf("%.1f%%", 100*t.NormalisedThroughput)
+		if t.Arrived == 0 {
+			served = "-" // nothing asked for: nothing served or not
+		}
+		jpt := fmt.Sprintf("%.3f", t.JoulesPerToken)
+		if t.OutputTokens == 0 {
+			jpt = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f\t%s\t%s\n", t.Name, t.Replicas, t.Completed, t.Dropped,
+			t.Unfinished, pair(t.TTFT), pair(t.TPOT), pair(t.E2E), slo, t.OutputTokensPerSec, served, jpt)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
 	tw = newTable(w)
-	fmt.Fprintln(tw, "GPU\tBOARD\tMODE\tUTIL\tAVG W\tENERGY kJ\tJ/TOKEN")
+	fmt.Fprintln(tw, "GPU\tBOARD\tMODE\tUTIL\tAVG W\tENERGY kJ\tJ/OUT TOK+IDLE")
 	for _, g := range r.GPUs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f%%\t%.0f\t%.1f\t%.3f\n", g.GPU, g.Board, g.Mode, 100*g.Utilization, g.AvgPowerWatts,
 			g.EnergyJoules/1000, g.JoulesPerToken)
@@ -327,6 +334,7 @@ func simulateTable(w io.Writer, r simulateReport) error {
 		return err
 	}
 	fmt.Fprintf(w, "\nJain's fairness index (served/offered tokens): %.3f\n", r.JainIndex)
+	fmt.Fprintln(w, "J/OUT TOK+IDLE: joules per output token with idle power (a tenant: its replicas' share of their GPUs' idle power plus its steps' dynamic energy; a GPU: all its energy)")
 	for _, n := range r.Notes {
 		fmt.Fprintln(w, "note: "+n)
 	}

@@ -276,3 +276,51 @@ func TestSimulateHeaderNamesPlan(t *testing.T) {
 		}
 	}
 }
+
+// The tenant table's energy per token (idle power included) and the bill's (active energy under
+// idle policy none) are labelled apart; a tenant with no traffic shows "-" served, not 0.0 %.
+func TestSimulateEnergyLabelsAndIdleTenant(t *testing.T) {
+	const dir = "../../testdata/review2/"
+	out, errs, code := runCmd(t, "simulate", dir+"pool-h100x2.yaml", "--plan", dir+"plan-h100x2.yaml", "--duration", "30s")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, w := range []string{"SERVED  J/OUT TOK+IDLE", "J/OUT TOK+IDLE: joules per output token with idle power",
+		"J/OUT TOK, J/TOK: billed energy per output token", "under idle policy none a tenant is billed its active energy only"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+	found := false
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 12 && f[0] == "idle" {
+			found = true
+			if f[10] != "-" || f[11] != "-" {
+				t.Errorf("row %q: a tenant with rps 0 wants SERVED - and J/OUT TOK+IDLE -", line)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no row for the idle tenant:\n%s", out)
+	}
+}
+
+// A trace request longer than the replica's --max-model-len is rejected and said so.
+func TestSimulateTraceOverMaxModelLen(t *testing.T) {
+	const dir = "../../testdata/review2/"
+	out, errs, code := runCmd(t, "simulate", dir+"pool-h100x2.yaml", "--plan", dir+"plan-h100x2.yaml", "--trace", dir+"trace-edge.csv")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, w := range []string{"note: tenant rag: 1 request(s) rejected: prompt + output tokens over --max-model-len 32768",
+		"note: tenant chat: 1 request(s) rejected: prompt + output tokens over --max-model-len 4096"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 3 && (f[0] == "rag" || f[0] == "chat") && f[1] == "1" && f[3] != "1" {
+			t.Errorf("row %q: want DROP 1", line)
+		}
+	}
+}

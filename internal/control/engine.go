@@ -9,7 +9,9 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // EngineConfig tunes the Engine.
@@ -211,12 +213,51 @@ func checkTenant(t Tenant) error {
 	if t.Cap > 0 && t.Reservation > t.Cap {
 		inv.add("reservation", "must not exceed cap %d (got %d)", t.Cap, t.Reservation)
 	}
+	if t.Path != "" {
+		for seg := range strings.SplitSeq(t.Path, "/") {
+			if seg == "" || strings.IndexFunc(seg, unicode.IsSpace) >= 0 {
+				inv.add("path", "must be groups separated by '/', none empty or with a space (got %q)", t.Path)
+				break
+			}
+		}
+	}
+	return inv.err()
+}
+
+// checkTree refuses a tenant whose place in the hierarchy collides with another tenant's: its
+// own node (path/name) is a group holding other tenants, or a group on its path is another
+// tenant. The error is a conflict with the stored tenants, with the field paths.
+func (e *Engine) checkTree(t Tenant) error {
+	leaf := t.Name
+	if t.Path != "" {
+		leaf = t.Path + "/" + t.Name
+	}
+	inv := &InvalidError{conflict: true}
+	for _, name := range slices.Sorted(maps.Keys(e.tenants)) {
+		o := e.tenants[name]
+		if name == t.Name {
+			continue
+		}
+		oleaf := o.Name
+		if o.Path != "" {
+			oleaf = o.Path + "/" + o.Name
+		}
+		switch {
+		case o.Path == leaf || strings.HasPrefix(o.Path, leaf+"/"):
+			inv.add("name", "%q is a group path: tenant %s is under it", leaf, name)
+		case t.Path == oleaf || strings.HasPrefix(t.Path, oleaf+"/"):
+			inv.add("path", "%q is under tenant %s, which is not a group", t.Path, name)
+		}
+	}
 	return inv.err()
 }
 
 // PutTenant adds a tenant or updates one (its path cannot change).
 func (e *Engine) PutTenant(now time.Time, t Tenant) (Tenant, error) {
 	if err := checkTenant(t); err != nil {
+		return Tenant{}, err
+	}
+	if err := e.checkTree(t); err != nil {
 		return Tenant{}, err
 	}
 	old, ok := e.tenants[t.Name]

@@ -12,8 +12,12 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
-// InvalidError lists every problem of a request at once.
-type InvalidError struct{ Fields []FieldError }
+// InvalidError lists every problem of a request at once. A conflict is a request that is
+// well-formed but collides with what is stored (409 rather than 400).
+type InvalidError struct {
+	Fields   []FieldError
+	conflict bool
+}
 
 func (e *InvalidError) Error() string {
 	parts := make([]string, len(e.Fields))

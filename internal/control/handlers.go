@@ -116,14 +116,18 @@ func hGetTenant(_ *Server, w http.ResponseWriter, r *http.Request, p Principal) 
 
 func hPutTenant(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
 	var t Tenant
-	if err := decodeBody(r, &t); err != nil {
+	inv, err := decodeFields(r, &t)
+	if err != nil {
 		return err
 	}
 	if name := r.PathValue("name"); name != "" && t.Name != name {
 		if t.Name != "" {
-			return &InvalidError{Fields: []FieldError{{Path: "name", Message: "must equal the path's tenant " + strconv.Quote(name)}}}
+			inv.add("name", "must equal the path's tenant %s", strconv.Quote(name))
 		}
 		t.Name = name
+	}
+	if err := inv.merge(checkTenant(t)); err != nil {
+		return err
 	}
 	t.Version = 0
 	v, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) { return e.PutTenant(now, t) })
@@ -157,11 +161,15 @@ func hSetDemand(s *Server, w http.ResponseWriter, r *http.Request, p Principal) 
 		return errStatus(http.StatusNotFound, "tenant %s not found", name)
 	}
 	var d DemandRequest
-	if err := decodeBody(r, &d); err != nil {
+	inv, err := decodeFields(r, &d)
+	if err != nil {
 		return err
 	}
 	if d.Rate != 0 && d.Replicas != 0 {
-		return &InvalidError{Fields: []FieldError{{Path: "rate", Message: "give replicas or rate, not both"}}}
+		inv.add("rate", "give replicas or rate, not both")
+	}
+	if err := inv.err(); err != nil {
+		return err
 	}
 	v, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) {
 		if d.Rate != 0 {
@@ -246,10 +254,11 @@ func checkTokenRequest(t TokenRequest) error {
 
 func hCreateToken(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
 	var t TokenRequest
-	if err := decodeBody(r, &t); err != nil {
+	inv, err := decodeFields(r, &t)
+	if err != nil {
 		return err
 	}
-	if err := checkTokenRequest(t); err != nil {
+	if err := inv.merge(checkTokenRequest(t)); err != nil {
 		return err
 	}
 	secret := NewSecret()

@@ -72,8 +72,43 @@ func NewServer(loop *Loop, cfg ServerConfig, log, audit *slog.Logger) *Server {
 	return s
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A request no route takes gets problem details like every
+// other error: 405 with the mux's Allow header when another method has the path, else 404 (a
+// GET under /v1/ too, which the console's catch-all would otherwise answer).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	switch {
+	case pattern == "":
+		c := &captureWriter{header: http.Header{}, status: http.StatusNotFound}
+		h.ServeHTTP(c, r) // the mux's own answer, for its status and Allow header
+		if c.status != http.StatusNotFound && c.status != http.StatusMethodNotAllowed {
+			s.mux.ServeHTTP(w, r) // a redirect or anything else the mux answers itself
+			return
+		}
+		if a := c.header.Get("Allow"); a != "" {
+			w.Header().Set("Allow", a)
+		}
+		if c.status == http.StatusMethodNotAllowed {
+			s.problem(w, r, errStatus(c.status, "method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, c.header.Get("Allow")))
+			return
+		}
+		s.problem(w, r, errStatus(c.status, "no endpoint %s %s", r.Method, r.URL.Path))
+	case pattern == "GET /" && strings.HasPrefix(r.URL.Path, "/v1/"):
+		s.problem(w, r, errStatus(http.StatusNotFound, "no endpoint %s %s", r.Method, r.URL.Path))
+	default:
+		s.mux.ServeHTTP(w, r)
+	}
+}
+
+// captureWriter keeps a response's status and header and discards its body.
+type captureWriter struct {
+	header http.Header
+	status int
+}
+
+func (c *captureWriter) Header() http.Header         { return c.header }
+func (c *captureWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (c *captureWriter) WriteHeader(code int)        { c.status = code }
 
 // HashToken is how tokens are stored: the hex SHA-256 of the secret. Tokens are 256-bit random
 // values, so a fast hash is enough (there is nothing to brute-force as with passwords).
@@ -184,6 +219,9 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &inv):
 		status = http.StatusBadRequest
+		if inv.conflict {
+			status = http.StatusConflict
+		}
 		body["errors"] = inv.Fields
 		body["detail"] = inv.Error()
 	case errors.As(err, &mb):
@@ -216,29 +254,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	return json.NewEncoder(w).Encode(v)
-}
-
-// decodeBody reads a JSON body strictly: unknown fields and trailing data are errors, reported
-// with the field path where Go's decoder names one.
-func decodeBody(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
-			return err
-		}
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return &InvalidError{Fields: []FieldError{{Path: te.Field, Message: fmt.Sprintf("must be %s (got %s)", te.Type, te.Value)}}}
-		}
-		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return &InvalidError{Fields: []FieldError{{Path: strings.Trim(f, `"`), Message: "unknown field"}}}
-		}
-		return &InvalidError{Fields: []FieldError{{Path: "", Message: "body is not valid JSON: " + err.Error()}}}
-	}
-	if dec.More() {
-		return &InvalidError{Fields: []FieldError{{Path: "", Message: "trailing data after the JSON value"}}}
-	}
-	return nil
 }

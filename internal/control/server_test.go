@@ -400,3 +400,66 @@ func BenchmarkAPISetDemand(b *testing.B) {
 		}
 	}
 }
+
+// TestProblemDetailsEverywhere: every error is problem+json with its field paths: an invalid
+// path (400), a tenant whose node is another tenant's group or whose group is another tenant
+// (409), duplicate keys, an unknown field reported together with the other problems, and a
+// method or endpoint no route takes (405 with Allow, 404).
+func TestProblemDetailsEverywhere(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool()
+	h.must("operator", "POST", "/v1/tenants", Tenant{Name: "team", Path: "org", Demand: 1}, 200)
+	cases := []struct {
+		method, path string
+		body         string
+		wantStatus   int
+		wantPaths    []string
+		wantAllow    string
+	}{
+		{"POST", "/v1/tenants", `{"name":"x","path":"a//b","demand":1}`, 400, []string{"path"}, ""},
+		{"POST", "/v1/tenants", `{"name":"org","demand":1}`, 409, []string{"name"}, ""},
+		{"POST", "/v1/tenants", `{"name":"y","path":"org/team","demand":1}`, 409, []string{"path"}, ""},
+		{"POST", "/v1/tenants", `{"name":"dupk","demand":1,"demand":2}`, 400, []string{"demand"}, ""},
+		{"POST", "/v1/tenants", `{"name":"Bad!","demand":-1,"colour":"red","size":2}`, 400, []string{"name", "demand", "colour", "size"}, ""},
+		{"PUT", "/v1/tenants/alice/demand", `{"replicas":1,"rate":2,"extra":true}`, 400, []string{"rate", "extra"}, ""},
+		{"PATCH", "/v1/tenants/alpha", `{}`, 405, nil, "DELETE, GET, HEAD, PUT"},
+		{"GET", "/v1/nosuch", ``, 404, nil, ""},
+	}
+	for _, c := range cases {
+		var rd io.Reader
+		if c.body != "" {
+			rd = strings.NewReader(c.body)
+		}
+		req, _ := http.NewRequest(c.method, h.srv.URL+c.path, rd)
+		req.Header.Set("Authorization", "Bearer "+h.tokens["operator"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		what := c.method + " " + c.path + " " + c.body
+		if resp.StatusCode != c.wantStatus {
+			t.Errorf("%s: %d %s, want %d", what, resp.StatusCode, body, c.wantStatus)
+			continue
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+			t.Errorf("%s: Content-Type %q, want application/problem+json", what, ct)
+		}
+		if a := resp.Header.Get("Allow"); a != c.wantAllow {
+			t.Errorf("%s: Allow %q, want %q", what, a, c.wantAllow)
+		}
+		var p struct {
+			Status int          `json:"status"`
+			Errors []FieldError `json:"errors"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil || p.Status != c.wantStatus {
+			t.Errorf("%s: not a problem document: %s", what, body)
+		}
+		for _, w := range c.wantPaths {
+			if !slices.ContainsFunc(p.Errors, func(f FieldError) bool { return f.Path == w }) {
+				t.Errorf("%s: errors %v do not name %q", what, p.Errors, w)
+			}
+		}
+	}
+}

@@ -36,31 +36,59 @@ func a100SXM4_40GB() *Board {
 func a100SXM4_80GB() *Board {
 	return finish(&Board{
 		Name:    "A100-SXM4-80GB",
-		Aliases: []string{"A100", "A100-80GB", "A100-PCIe-80GB", "A800", "A800-80GB", "A800-SXM4-80GB"},
+		Aliases: []string{"A100", "A100-80GB", "A800", "A800-80GB", "A800-SXM4-80GB"},
 		Arch:    "ampere", ComputeCapability: "8.0", MinDriver: "R450",
-		NVMLNames: []string{"NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe", "NVIDIA A800-SXM4-80GB",
-			"NVIDIA A800 80GB PCIe", "NVIDIA A800 80GB PCIe LC"},
-		PCIDeviceIDs: []string{"0x20B210DE", "0x20B510DE", "0x20F310DE", "0x20F510DE"},
+		NVMLNames:    []string{"NVIDIA A100-SXM4-80GB", "NVIDIA A800-SXM4-80GB"},
+		PCIDeviceIDs: []string{"0x20B210DE", "0x20F310DE"},
 		MemoryMiB:    81920, SMs: 108, SMsInMIG: 98,
 		BandwidthGBs: 2039, TDPWatts: 400, BF16TFLOPS: 312, FP8TFLOPS: 0,
 		MemorySlices: 8, ComputeSlices: 7, MaxInstances: 7,
 		Unverified: []string{"memoryMiB", "bandwidthGBs", "tdpWatts", "bf16Tflops"},
 		Sources:    []string{srcGuide, srcGuideGPUs, srcLgipA100, srcGoNVMLMock, srcMigParted, srcDatasheet},
 		Notes: []string{
-			"A100 PCIe 80GB and A800 80GB share this MIG table; the PCIe board has 1935 GB/s and 300 W.",
+			"A800 80GB SXM4 shares this board; the PCIe cards (A100 and A800 80GB PCIe) are A100-PCIe-80GB, with the same MIG table.",
 			"Drivers differ on 1g.10gb usable memory: 9.50 or 9.75 GiB; the catalog keeps 9.75.",
 		},
-		Profiles: []Profile{
-			mk(s8x1g, "1g.10gb", 14, eng(0, 0, 0, 0, 1), gib(9.75), src(srcGuide, srcLgipA100)),
-			mk(s8x1gme, "1g.10gb+me", 14, eng(1, 1, 1, 0, 1), gib(9.75), src(srcGuide, srcLgipA100)),
-			mk(s8x1g2m, "1g.20gb", 14, eng(1, 0, 0, 0, 1), gib(19.50), src(srcGuide, srcLgipA100)),
-			mk(s8x2g, "2g.20gb", 28, eng(1, 0, 0, 0, 2), gib(19.50), src(srcGuide, srcLgipA100)),
-			mk(s8x3g, "3g.40gb", 42, eng(2, 0, 0, 0, 3), gib(39.25), src(srcGuide, srcLgipA100)),
-			mk(s8x4g, "4g.40gb", 56, eng(2, 0, 0, 0, 4), gib(39.25), src(srcGuide, srcLgipA100)),
-			// The 7g row was not seen in real -lgip output: 98 SMs = 7 x 14, MiB from go-nvml's fixture.
-			mk(s8x7g, "7g.80gb", 98, eng(5, 1, 1, 0, 7), mib(80384), unv("sms", "memoryMiB"), src(srcGuide, srcGoNVMLMock)),
-		},
+		Profiles: a100x80GBProfiles(),
 	})
+}
+
+// a100PCIe80GB is the A100 80GB PCIe card: the SXM4 board's GA100 with its MIG table (the MIG
+// User Guide lists both 80GB boards with the same profiles), at the PCIe card's datasheet
+// bandwidth (1,935 GB/s) and power (300 W).
+func a100PCIe80GB() *Board {
+	return finish(&Board{
+		Name:    "A100-PCIe-80GB",
+		Aliases: []string{"A800-PCIe-80GB"},
+		Arch:    "ampere", ComputeCapability: "8.0", MinDriver: "R450",
+		NVMLNames:    []string{"NVIDIA A100 80GB PCIe", "NVIDIA A800 80GB PCIe", "NVIDIA A800 80GB PCIe LC"},
+		PCIDeviceIDs: []string{"0x20B510DE", "0x20F510DE"},
+		MemoryMiB:    81920, SMs: 108, SMsInMIG: 98,
+		BandwidthGBs: 1935, TDPWatts: 300, BF16TFLOPS: 312, FP8TFLOPS: 0,
+		MemorySlices: 8, ComputeSlices: 7, MaxInstances: 7,
+		Unverified: []string{"memoryMiB", "bandwidthGBs", "tdpWatts", "bf16Tflops"},
+		Sources:    []string{srcGuide, srcGuideGPUs, srcLgipA100, srcGoNVMLMock, srcMigParted, srcDatasheet},
+		Notes: []string{
+			"Same MIG table as A100-SXM4-80GB; the datasheet gives the PCIe card 1935 GB/s and 300 W against the SXM4 board's 2039 GB/s and 400 W.",
+			"A800 80GB PCIe shares this board (the same bandwidth and power).",
+			"Drivers differ on 1g.10gb usable memory: 9.50 or 9.75 GiB; the catalog keeps 9.75.",
+		},
+		Profiles: a100x80GBProfiles(),
+	})
+}
+
+// a100x80GBProfiles is the MIG table of the A100 80GB boards, SXM4 and PCIe.
+func a100x80GBProfiles() []Profile {
+	return []Profile{
+		mk(s8x1g, "1g.10gb", 14, eng(0, 0, 0, 0, 1), gib(9.75), src(srcGuide, srcLgipA100)),
+		mk(s8x1gme, "1g.10gb+me", 14, eng(1, 1, 1, 0, 1), gib(9.75), src(srcGuide, srcLgipA100)),
+		mk(s8x1g2m, "1g.20gb", 14, eng(1, 0, 0, 0, 1), gib(19.50), src(srcGuide, srcLgipA100)),
+		mk(s8x2g, "2g.20gb", 28, eng(1, 0, 0, 0, 2), gib(19.50), src(srcGuide, srcLgipA100)),
+		mk(s8x3g, "3g.40gb", 42, eng(2, 0, 0, 0, 3), gib(39.25), src(srcGuide, srcLgipA100)),
+		mk(s8x4g, "4g.40gb", 56, eng(2, 0, 0, 0, 4), gib(39.25), src(srcGuide, srcLgipA100)),
+		// The 7g row was not seen in real -lgip output: 98 SMs = 7 x 14, MiB from go-nvml's fixture.
+		mk(s8x7g, "7g.80gb", 98, eng(5, 1, 1, 0, 7), mib(80384), unv("sms", "memoryMiB"), src(srcGuide, srcGoNVMLMock)),
+	}
 }
 
 func a30_24GB() *Board {

@@ -169,7 +169,9 @@ func TestLookup(t *testing.T) {
 		{"NVIDIA B300 SXM6 AC", "B300-269GB"},
 		{"A100", "A100-SXM4-80GB"},
 		{"NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"},
-		{"NVIDIA A100 80GB PCIe", "A100-SXM4-80GB"},
+		{"NVIDIA A100 80GB PCIe", "A100-PCIe-80GB"},
+		{"A100-PCIe-80GB", "A100-PCIe-80GB"},
+		{"A100-PCIE-80GB", "A100-PCIe-80GB"},
 		{"A30", "A30-24GB"},
 		{"RTX-PRO-6000-Blackwell", "RTX-PRO-6000-Blackwell-96GB"},
 		{"NVIDIA RTX PRO 6000 Blackwell Server Edition", "RTX-PRO-6000-Blackwell-96GB"},
@@ -188,7 +190,7 @@ func TestLookup(t *testing.T) {
 	if !errors.Is(err, ErrUnknownBoard) {
 		t.Fatalf("Lookup(H300) error %v does not wrap ErrUnknownBoard", err)
 	}
-	for _, want := range []string{`lookup board "H300"`, "valid: A100-SXM4-40GB, A100-SXM4-80GB", "H200-141GB"} {
+	for _, want := range []string{`lookup board "H300"`, "valid: A100-PCIe-80GB, A100-SXM4-40GB, A100-SXM4-80GB", "H200-141GB"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Lookup error %q lacks %q", err, want)
 		}
@@ -208,6 +210,8 @@ func TestByPCIDeviceID(t *testing.T) {
 		{"0x20B610DE", "H100-96GB"}, // PG506
 		{"0x233D10DE", "H100-96GB"},
 		{"0x20F310DE", "A100-SXM4-80GB"}, // A800 80GB
+		{"0x20B510DE", "A100-PCIe-80GB"}, // A100 80GB PCIe
+		{"0x20F510DE", "A100-PCIe-80GB"}, // A800 80GB PCIe
 		{"0x20F610DE", "A100-SXM4-40GB"}, // A800 40GB
 		{"0x318210DE", "B300-269GB"},
 		{"0x31C210DE", "GB300-278GB"},
@@ -387,5 +391,29 @@ func TestEveryBoardHasInterconnect(t *testing.T) {
 	}
 	if seen != len(interconnects) {
 		t.Errorf("%d of the %d interconnect rows name catalog boards", seen, len(interconnects))
+	}
+}
+
+// TestA100PCIe80GB: the A100 80GB PCIe card is its own board, at its datasheet's 300 W and
+// 1935 GB/s rather than the SXM4 board's 400 W and 2039 GB/s, with the same MIG table.
+func TestA100PCIe80GB(t *testing.T) {
+	sxm, err := Lookup("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []string{"A100-PCIe-80GB", "NVIDIA A100 80GB PCIe", "NVIDIA A800 80GB PCIe"} {
+		b, err := Lookup(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Name != "A100-PCIe-80GB" || b.TDPWatts != 300 || b.BandwidthGBs != 1935 {
+			t.Errorf("Lookup(%q) = %s, %g W, %g GB/s; want A100-PCIe-80GB, 300 W, 1935 GB/s", in, b.Name, b.TDPWatts, b.BandwidthGBs)
+		}
+		if !slices.Equal(b.ProfileNames(), sxm.ProfileNames()) {
+			t.Errorf("%s profiles %v, want the SXM4 board's %v", b.Name, b.ProfileNames(), sxm.ProfileNames())
+		}
+	}
+	if sxm.TDPWatts != 400 || sxm.BandwidthGBs != 2039 {
+		t.Errorf("A100-SXM4-80GB: %g W, %g GB/s; want 400 W, 2039 GB/s", sxm.TDPWatts, sxm.BandwidthGBs)
 	}
 }

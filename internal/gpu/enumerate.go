@@ -30,7 +30,8 @@ func (b *Board) Enumerate(profiles []string) ([]Layout, error) {
 	return slices.CompactFunc(e.out, func(x, y Layout) bool { return slices.Equal(x, y) }), nil
 }
 
-// resolve turns profile names into the board's profiles, deduplicated, in catalog order.
+// resolve turns profile names into the board's profiles, deduplicated, in catalog order; each
+// unknown name is reported once.
 func (b *Board) resolve(names []string) ([]*Profile, error) {
 	if len(names) == 0 {
 		out := make([]*Profile, len(b.Profiles))
@@ -41,10 +42,15 @@ func (b *Board) resolve(names []string) ([]*Profile, error) {
 	}
 	var errs []error
 	set := map[*Profile]bool{}
+	bad := map[string]bool{} // a name given twice is reported once
 	for _, n := range names {
-		p, err := b.Profile(strings.TrimSpace(n))
+		n = strings.TrimSpace(n)
+		p, err := b.Profile(n)
 		if err != nil {
-			errs = append(errs, err)
+			if !bad[n] {
+				errs = append(errs, err)
+			}
+			bad[n] = true
 			continue
 		}
 		set[p] = true

@@ -59,8 +59,11 @@
 //
 // An arrival goes to its tenant's least-loaded replica (fewest requests running and waiting,
 // ties to the first in plan order). It is dropped, and counted, when the tenant has no replica,
-// when prompt + output cannot fit the replica's KV cache, or when the replica already has
-// Config.MaxQueue requests waiting.
+// when prompt + output tokens exceed the replica's --max-model-len (the last one in its vllmArgs,
+// else the tenant's maxContext: vLLM answers such a request with an error, so a trace row longer
+// than that is rejected, counted against the SLO attainment and named in a note), when prompt +
+// output cannot fit the replica's KV cache, or when the replica already has Config.MaxQueue
+// requests waiting.
 //
 // # Traffic
 //

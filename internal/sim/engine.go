@@ -179,6 +179,10 @@ func (s *Sim) arrive(i int32) {
 		return
 	}
 	r := s.replicas[rep]
+	if r.maxLen > 0 && int64(p.in)+int64(p.out) > r.maxLen {
+		st.dropped[dropOverContext]++ // vLLM answers such a request with an error
+		return
+	}
 	if int64(p.in)+int64(p.out)-1 > r.kvCap {
 		st.dropped[dropTooLong]++
 		return

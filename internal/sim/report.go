@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"time"
 
@@ -39,13 +40,15 @@ type TenantReport struct {
 	Arrived    int64 `json:"arrived"`
 	Completed  int64 `json:"completed"`
 	Unfinished int64 `json:"unfinished"`
-	// Dropped counts arrivals refused: no replica in the plan, longer than a replica's KV cache,
-	// or the replica's queue full.
-	Dropped          int64 `json:"dropped"`
-	DroppedNoReplica int64 `json:"droppedNoReplica,omitempty"`
-	DroppedTooLong   int64 `json:"droppedTooLong,omitempty"`
-	DroppedQueueFull int64 `json:"droppedQueueFull,omitempty"`
-	Preemptions      int64 `json:"preemptions"`
+	// Dropped counts arrivals refused: no replica in the plan, prompt + output tokens longer
+	// than the replica's --max-model-len (vLLM returns an error for such a request) or than its
+	// KV cache, or the replica's queue full.
+	Dropped            int64 `json:"dropped"`
+	DroppedNoReplica   int64 `json:"droppedNoReplica,omitempty"`
+	DroppedOverContext int64 `json:"droppedOverContext,omitempty"`
+	DroppedTooLong     int64 `json:"droppedTooLong,omitempty"`
+	DroppedQueueFull   int64 `json:"droppedQueueFull,omitempty"`
+	Preemptions        int64 `json:"preemptions"`
 	// TTFT, TPOT and E2E are over completed requests.
 	TTFT Latency `json:"ttftMs"`
 	TPOT Latency `json:"tpotMs"`
@@ -187,6 +190,15 @@ func (s *Sim) result() *Result {
 		"energy: idle power plus each step's dynamic power from the performance model (compute-bound kernels at the clock cubed, memory-bound ones at 0.7 of the dynamic range plus their arithmetic, fitted to ML.ENERGY's H100 measurements); energy classes lock clocks (efficiency: 70 % of boost)",
 	}
 	rep.Notes = append(rep.Notes, s.notes...)
+	for i, t := range rep.Tenants {
+		if n := t.DroppedOverContext; n > 0 {
+			var ml int64
+			for _, ri := range s.tenants[i].replicas {
+				ml = max(ml, s.replicas[ri].maxLen)
+			}
+			rep.Notes = append(rep.Notes, fmt.Sprintf("tenant %s: %d request(s) rejected: prompt + output tokens over --max-model-len %d (vLLM answers them with an error); counted in DROP and against SLO attainment", t.Name, n, ml))
+		}
+	}
 	res.Report = rep
 	return res
 }
@@ -195,7 +207,7 @@ func tenantReport(t *tenantState, replicas []*replica, d float64) TenantReport {
 	st := &t.stats
 	tr := TenantReport{Name: t.spec.Name, Replicas: len(t.replicas), Arrived: st.arrived, Completed: st.completed,
 		Unfinished: st.unfinished, DroppedNoReplica: st.dropped[dropNoReplica], DroppedTooLong: st.dropped[dropTooLong],
-		DroppedQueueFull: st.dropped[dropQueueFull], Preemptions: st.preemptions, OutputTokens: st.tokens,
+		DroppedOverContext: st.dropped[dropOverContext], DroppedQueueFull: st.dropped[dropQueueFull], Preemptions: st.preemptions, OutputTokens: st.tokens,
 		TTFT: latency(st.ttft), TPOT: latency(st.tpot), E2E: latency(st.e2e)}
 	for _, n := range st.dropped {
 		tr.Dropped += n

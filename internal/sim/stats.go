@@ -6,9 +6,10 @@ import (
 
 // Why a request was dropped.
 const (
-	dropNoReplica = iota // the tenant has no replica in the plan
-	dropTooLong          // prompt + output do not fit the replica's KV cache
-	dropQueueFull        // the replica's queue was at Config.MaxQueue
+	dropNoReplica   = iota // the tenant has no replica in the plan
+	dropTooLong            // prompt + output do not fit the replica's KV cache
+	dropOverContext        // prompt + output exceed the replica's --max-model-len (vLLM returns an error)
+	dropQueueFull          // the replica's queue was at Config.MaxQueue
 	numDrops
 )
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
@@ -51,6 +53,7 @@ type replica struct {
 	eng                 *perf.Engine
 	smPct               float64 // MPS cap, 0 for none
 	kvCap               int64
+	maxLen              int64 // --max-model-len: a longer prompt + output is refused; 0 for none
 	maxSeqs             int
 	budget              int
 	kvUsed              int64
@@ -266,7 +269,7 @@ func (s *Sim) buildDomain(p string, gi int32, name string, b *gpu.Board, prof *g
 			seqs = parvaBatch(tab, sl, mode, len(reps), t, seqs)
 		}
 		rep := &replica{tenant: ti, domain: di, gpu: gi, eng: eng, smPct: sl.SMPercent, kvCap: eng.KVCapacityTokens(),
-			maxSeqs: seqs, budget: max(eng.MaxBatchedTokens(), seqs),
+			maxLen: maxModelLen(r.VLLMArgs, t.MaxContext), maxSeqs: seqs, budget: max(eng.MaxBatchedTokens(), seqs),
 			name: fmt.Sprintf("%s/%d", r.Tenant, r.Index)}
 		idx := int32(len(s.replicas))
 		s.replicas = append(s.replicas, rep)
@@ -274,6 +277,29 @@ func (s *Sim) buildDomain(p string, gi int32, name string, b *gpu.Board, prof *g
 		s.tenants[ti].replicas = append(s.tenants[ti].replicas, idx)
 	}
 	return errs
+}
+
+// maxModelLen is the replica's --max-model-len: the last one in its vLLM arguments (vLLM's
+// parser keeps the last), in the "--max-model-len N" or "--max-model-len=N" form; the tenant's
+// maxContext when the arguments name none (or none that parses); 0 when neither is set.
+func maxModelLen(args []string, maxContext int) int64 {
+	n := int64(maxContext)
+	for i, a := range args {
+		v, ok := "", false
+		switch {
+		case a == "--max-model-len" && i+1 < len(args):
+			v, ok = args[i+1], true
+		case strings.HasPrefix(a, "--max-model-len="):
+			v, ok = strings.TrimPrefix(a, "--max-model-len="), true
+		}
+		if !ok {
+			continue
+		}
+		if x, err := strconv.ParseInt(v, 10, 64); err == nil && x > 0 {
+			n = x
+		}
+	}
+	return max(n, 0)
 }
 
 // parvaBatch is the batch a measured tenant's replica runs at, by ParvaGPU's rule: the

@@ -1,11 +1,14 @@
 package sim
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 )
 
 var smallTenants = []string{"chat", "batch", "code"}
@@ -117,4 +120,56 @@ func FuzzReadTrace(f *testing.F) {
 			prev = r.At
 		}
 	})
+}
+
+// TestTraceOverMaxModelLen: a trace request whose prompt + output exceed its replica's
+// --max-model-len is refused as vLLM refuses it, counted as dropped (against the SLO
+// attainment) and named in a note, even when the KV cache could hold it.
+func TestTraceOverMaxModelLen(t *testing.T) {
+	const dir = "../../testdata/review2/"
+	read := func(name string) []byte {
+		data, err := os.ReadFile(dir + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	pool, err := v1.LoadPool(read("pool-h100x2.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := v1.DecodePlan(read("plan-h100x2.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := ReadTrace(strings.NewReader(string(read("trace-edge.csv"))), TraceOptions{Tenants: []string{"rag", "chat", "idle"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, res := runSim(t, Input{Pool: pool, Plan: plan, Trace: tr}, Config{Duration: 10 * time.Second})
+	checkInvariants(t, s, res)
+	// rag's 40,000 + 100-token row is over its 32768; chat's 5,000 + 100-token row over 4096.
+	for _, c := range []struct {
+		name string
+		ml   int
+	}{{"rag", 32768}, {"chat", 4096}} {
+		tn := tenantByName(res.Report, c.name)
+		if tn.DroppedOverContext != 1 || tn.Dropped < 1 || tn.DroppedTooLong != 0 {
+			t.Errorf("%s: dropped %d (over context %d, over KV cache %d); want the one row over --max-model-len %d",
+				c.name, tn.Dropped, tn.DroppedOverContext, tn.DroppedTooLong, c.ml)
+		}
+		if tn.SLOJudged != tn.Completed+tn.Dropped || tn.SLOAttainment >= 1 {
+			t.Errorf("%s: attainment %.3f over %d; the rejection must count against it", c.name, tn.SLOAttainment, tn.SLOJudged)
+		}
+		want := fmt.Sprintf("tenant %s: 1 request(s) rejected: prompt + output tokens over --max-model-len %d", c.name, c.ml)
+		if !strings.Contains(strings.Join(res.Report.Notes, "\n"), want) {
+			t.Errorf("notes %q do not say %q", res.Report.Notes, want)
+		}
+	}
+	if got := maxModelLen([]string{"--max-model-len=2048", "--x", "--max-model-len", "1024"}, 4096); got != 1024 {
+		t.Errorf("maxModelLen: %d, want the last flag's 1024", got)
+	}
+	if got := maxModelLen(nil, 4096); got != 4096 {
+		t.Errorf("maxModelLen without the flag: %d, want maxContext 4096", got)
+	}
 }

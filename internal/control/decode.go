@@ -1,0 +1,217 @@
+package control
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// decodeBody reads a JSON body strictly: unknown fields, duplicate keys, wrong types and
+// trailing data are errors, all reported at once with their field paths.
+func decodeBody(r *http.Request, v any) error {
+	inv, err := decodeFields(r, v)
+	if err != nil {
+		return err
+	}
+	return inv.err()
+}
+
+// decodeFields reads a JSON body into v and returns its field problems (unknown fields,
+// duplicate keys, wrong types), with v decoded as far as it could be, so that a handler can add
+// its own checks and answer every problem at once. The error is for a body that cannot be read
+// at all: over the size limit, or not one JSON value.
+func decodeFields(r *http.Request, v any) (*InvalidError, error) {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return nil, err
+		}
+		return nil, &InvalidError{Fields: []FieldError{{Path: "", Message: "reading the body: " + err.Error()}}}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var tree any
+	if err := dec.Decode(&tree); err != nil {
+		return nil, &InvalidError{Fields: []FieldError{{Path: "", Message: "body is not valid JSON: " + err.Error()}}}
+	}
+	if dec.More() {
+		return nil, &InvalidError{Fields: []FieldError{{Path: "", Message: "trailing data after the JSON value"}}}
+	}
+	inv := &InvalidError{}
+	if err := duplicateKeys(json.NewDecoder(bytes.NewReader(data)), "", inv, 0); err != nil {
+		return nil, &InvalidError{Fields: []FieldError{{Path: "", Message: "body is not valid JSON: " + err.Error()}}}
+	}
+	unknownFields(tree, reflect.TypeOf(v), "", inv)
+	if err := json.Unmarshal(data, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			inv.add(te.Field, "must be %s (got %s)", te.Type, te.Value)
+		} else {
+			inv.add("", "%s", err.Error())
+		}
+	}
+	return inv, nil
+}
+
+// merge adds err's field problems (an *InvalidError; any other error is returned as it is) to
+// inv, leaving out a field inv already names, and returns inv's error.
+func (e *InvalidError) merge(err error) error {
+	var more *InvalidError
+	if err != nil && !errors.As(err, &more) {
+		return err
+	}
+	if more != nil {
+		for _, f := range more.Fields {
+			if !slices.ContainsFunc(e.Fields, func(g FieldError) bool { return g.Path == f.Path }) {
+				e.Fields = append(e.Fields, f)
+			}
+		}
+	}
+	return e.err()
+}
+
+func fieldPath(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
+}
+
+const maxBodyDepth = 100
+
+// duplicateKeys reports object keys given twice, with their paths (encoding/json silently keeps
+// the last one).
+func duplicateKeys(dec *json.Decoder, path string, inv *InvalidError, depth int) error {
+	if depth > maxBodyDepth {
+		return fmt.Errorf("nested deeper than %d levels", maxBodyDepth)
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	delim, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	switch delim {
+	case '{':
+		seen := map[string]bool{}
+		for dec.More() {
+			t, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			k, _ := t.(string)
+			if seen[k] {
+				inv.add(fieldPath(path, k), "duplicate key")
+			}
+			seen[k] = true
+			if err := duplicateKeys(dec, fieldPath(path, k), inv, depth+1); err != nil {
+				return err
+			}
+		}
+	case '[':
+		for i := 0; dec.More(); i++ {
+			if err := duplicateKeys(dec, fmt.Sprintf("%s[%d]", path, i), inv, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	_, err = dec.Token() // the closing delimiter
+	return err
+}
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// unknownFields reports every object key that names no field of the struct type it decodes
+// into (encoding/json's DisallowUnknownFields stops at the first), matching names as
+// encoding/json does (exact, else case-insensitive).
+func unknownFields(x any, t reflect.Type, path string, inv *InvalidError) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := x.(map[string]any)
+		if !ok {
+			return
+		}
+		fields := map[string]reflect.Type{}
+		structFields(t, fields)
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			ft, ok := fields[k]
+			if !ok {
+				for name, f := range fields {
+					if strings.EqualFold(name, k) {
+						ft, ok = f, true
+						break
+					}
+				}
+			}
+			if !ok {
+				inv.add(fieldPath(path, k), "unknown field")
+				continue
+			}
+			unknownFields(obj[k], ft, fieldPath(path, k), inv)
+		}
+	case reflect.Slice, reflect.Array:
+		arr, _ := x.([]any)
+		for i, e := range arr {
+			unknownFields(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), inv)
+		}
+	case reflect.Map:
+		obj, _ := x.(map[string]any)
+		for k, e := range obj {
+			unknownFields(e, t.Elem(), fieldPath(path, k), inv)
+		}
+	}
+}
+
+// structFields maps a struct's JSON names to their types, embedded structs' fields included.
+func structFields(t reflect.Type, out map[string]reflect.Type) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		if f.Anonymous && name == "" {
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				structFields(ft, out)
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if _, ok := out[name]; !ok {
+			out[name] = f.Type
+		}
+	}
+}
