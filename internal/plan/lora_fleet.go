@@ -137,9 +137,11 @@ func PlanLoRABoards(g LoRAGroup, boards []LoRABoard, prefix string) ([]LoRABoard
 // takes from): the first option, preferred first, whose engines all fit its board; else the
 // group spills: the preferred board takes the engines it has room for, the adapters (or parts of
 // their rate) of the rest are planned again on the next board (engines numbered on), and so on.
-// It returns the placed parts and the engines no board had room for, with the board they were
-// planned on.
-func (grp LoRAFleetGroup) allocate(avail map[string]int) (placed []LoRABoardPlan, short LoRABoardPlan) {
+// Where a board has room for only some of a plan's engines, those that keep their GPU of the plan
+// in force (keep: engine → the board of that GPU, when it is idle) go first, the rest in plan
+// order. It returns the placed parts and the engines no board had room for, with the board they
+// were planned on.
+func (grp LoRAFleetGroup) allocate(avail map[string]int, keep map[string]string) (placed []LoRABoardPlan, short LoRABoardPlan) {
 	opts := grp.Options
 	if len(opts) == 0 {
 		opts = []LoRABoardPlan{{Board: grp.Board, Plan: grp.Plan}}
@@ -165,6 +167,11 @@ func (grp LoRAFleetGroup) allocate(avail map[string]int) (placed []LoRABoardPlan
 		}
 		k := min(avail[o.Board], len(p.Engines))
 		avail[o.Board] -= k
+		if k < len(p.Engines) {
+			es := slices.Clone(p.Engines)
+			sort.SliceStable(es, func(i, j int) bool { return keep[es[i].Name] == o.Board && keep[es[j].Name] != o.Board })
+			p.Engines = es
+		}
 		if k > 0 {
 			placed = append(placed, LoRABoardPlan{Board: o.Board, Plan: subPlan(p, p.Engines[:k])})
 		}
@@ -260,10 +267,18 @@ func PlaceLoRAEngines(pl *v1.Plan, pool *v1.Pool, groups []LoRAFleetGroup, cur *
 			sharedWhole[g.Node] = true
 		}
 	}
+	keep := map[string]string{} // engine → the board of its GPU in force, when that is idle
+	for i, g := range pl.GPUs {
+		for name, ref := range was {
+			if free(i) && g.Ref() == ref {
+				keep[name] = g.Board
+			}
+		}
+	}
 	// Each group's engines by board, and those left without a GPU.
 	shorts := make([]LoRABoardPlan, len(groups))
 	for gi := range groups {
-		groups[gi].Placed, shorts[gi] = groups[gi].allocate(avail)
+		groups[gi].Placed, shorts[gi] = groups[gi].allocate(avail, keep)
 	}
 	// Engines that keep their GPU of the plan in force take it first, so that an engine placed
 	// before them in order does not take it and make them move too.

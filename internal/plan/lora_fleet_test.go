@@ -383,16 +383,16 @@ func TestLoRAGroupAllocate(t *testing.T) {
 		t.Fatalf("options: H100 %d engines, A100 %d, first %s", nh, na, opts[0].Board)
 	}
 	t.Logf("engines: %d on H100s, %d on A100s", nh, na)
-	placed, short := grp.allocate(map[string]int{h100.Board: nh, a100.Board: na})
+	placed, short := grp.allocate(map[string]int{h100.Board: nh, a100.Board: na}, nil)
 	if len(placed) != 1 || placed[0].Board != h100.Board || len(short.Plan.Engines) != 0 {
 		t.Errorf("room on both: placed %+v short %d", placed, len(short.Plan.Engines))
 	}
-	placed, short = grp.allocate(map[string]int{h100.Board: nh - 1, a100.Board: na})
+	placed, short = grp.allocate(map[string]int{h100.Board: nh - 1, a100.Board: na}, nil)
 	if len(placed) != 1 || placed[0].Board != a100.Board || len(short.Plan.Engines) != 0 {
 		t.Errorf("room on the A100 only: placed %+v short %d", placed, len(short.Plan.Engines))
 	}
 	avail := map[string]int{h100.Board: 1, a100.Board: na - 1}
-	placed, short = grp.allocate(avail)
+	placed, short = grp.allocate(avail, nil)
 	if len(placed) != 2 || placed[0].Board != h100.Board || len(placed[0].Plan.Engines) != 1 || placed[1].Board != a100.Board ||
 		len(short.Plan.Engines) != 0 || avail[h100.Board] != 0 {
 		t.Fatalf("spill: placed %+v short %d avail %v", placed, len(short.Plan.Engines), avail)
