@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -69,6 +70,8 @@ type loraSimOut struct {
 type loraOut struct {
 	Groups []loraGroupOut  `json:"groups"`
 	Solos  []plan.LoRASolo `json:"solos,omitempty"`
+	// Notes says where the fleet has fewer GPUs of a group's board than its engines need.
+	Notes []string `json:"notes,omitempty"`
 }
 
 func newLoRACmd(e *env) *cobra.Command {
@@ -80,7 +83,8 @@ func newLoRACmd(e *env) *cobra.Command {
 		Use:   "lora POOL",
 		Short: "Plan LoRA-adapter tenants onto shared engines, simulate them, render their gateway objects",
 		Long: "lora groups the Pool's adapter tenants (model.adapter) by base model, quantization and trust\n" +
-			"group, plans the fewest engines (one whole GPU of --board each) that keep every adapter's\n" +
+			"group, plans the fewest engines (one whole GPU of --board each, or of the fleet's board that needs the\n" +
+			"fewest and still has that many GPUs; a note and exit 2 when the fleet has too few) that keep every adapter's\n" +
 			"objectives, chooses each engine's --max-loras, and simulates every engine with its adapters'\n" +
 			"traffic; with a price for the board in policy.cost, each engine's monthly GPU cost is split among its\n" +
 			"adapters by the tokens the simulation computed for each. With --gateway it prints the Gateway API\n" +
@@ -96,7 +100,7 @@ func newLoRACmd(e *env) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 	}
 	out := addOutputFlag(cmd)
-	cmd.Flags().StringVar(&board, "board", "", "the engines' board (default: the fleet's first)")
+	cmd.Flags().StringVar(&board, "board", "", "the engines' board (default: per group, the fleet's board that needs the fewest engines and has that many GPUs left)")
 	cmd.Flags().DurationVar(&simFor, "simulate", 300*time.Second, "simulate each engine this long (0: do not)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "the simulation's random seed")
 	cmd.Flags().StringVar(&gateway, "gateway", "", "print the gateway objects for this Gateway instead of the plan")
@@ -144,7 +148,7 @@ func newLoRACmd(e *env) *cobra.Command {
 					return err
 				}
 			}
-			return nil
+			return fleetTooSmall(res)
 		}
 		if format != outTable {
 			err = writeStructured(e.stdout, format, res)
@@ -153,28 +157,36 @@ func newLoRACmd(e *env) *cobra.Command {
 		}
 		if err == nil && problems != nil {
 			// The files are written; what they cannot express exactly is listed (exit 2).
-			return partial(problems)
+			return partial(errors.Join(problems, fleetTooSmall(res)))
+		}
+		if err == nil {
+			err = fleetTooSmall(res)
 		}
 		return err
 	}
 	return cmd
 }
 
+// fleetTooSmall is the plan's notes as a partial result (exit 2: the engines are planned, but
+// the fleet cannot run them all), nil without notes.
+func fleetTooSmall(res loraOut) error {
+	if len(res.Notes) == 0 {
+		return nil
+	}
+	return partial(fmt.Errorf("the fleet is too small: %s", strings.Join(res.Notes, "; ")))
+}
+
 // planLoRA plans and simulates every shared group of pool; relative model and adapter folders
 // are read from base, the Pool file's folder.
 func planLoRA(pool *v1.Pool, base, boardName string, simFor time.Duration, seed uint64) (loraOut, []plan.LoRAPlan, map[string]string, error) {
-	ins, solos, names, err := loraInputs(pool, base, boardName)
+	ins, solos, names, notes, err := loraInputs(pool, base, boardName)
 	if err != nil {
 		return loraOut{}, nil, nil, err
 	}
-	res := loraOut{Solos: solos}
+	res := loraOut{Solos: solos, Notes: notes}
 	var plans []plan.LoRAPlan
 	for _, gi := range ins {
-		in, g, b := gi.in, gi.in.Group, gi.board
-		p, err := plan.PlanLoRA(in)
-		if err != nil {
-			return loraOut{}, nil, nil, err
-		}
+		in, g, b, p := gi.in, gi.in.Group, gi.board, gi.plan
 		plans = append(plans, p)
 		gout := loraGroupOut{Group: g.Key, Board: b.Name, GPUs: len(p.Engines), OnePerAdapter: len(g.Adapters),
 			Reasons: p.Reasons, Shares: p.Shares}
@@ -205,51 +217,117 @@ func planLoRA(pool *v1.Pool, base, boardName string, simFor time.Duration, seed 
 // base model's architecture.
 type loraGroupIn struct {
 	in    plan.LoRAInput
+	plan  plan.LoRAPlan
 	board *gpu.Board
 	base  v1.Tenant
 	arch  llm.Arch
 }
 
-// loraInputs groups pool's adapter tenants (plan.GroupLoRA) and prepares each group for
-// plan.PlanLoRA on boardName (default: the fleet's first board); it returns the hard-isolated
-// adapter tenants apart and every tenant's adapter name.
-func loraInputs(pool *v1.Pool, base, boardName string) ([]loraGroupIn, []plan.LoRASolo, map[string]string, error) {
-	if boardName == "" && len(pool.Fleet.Nodes) > 0 && len(pool.Fleet.Nodes[0].GPUs) > 0 {
-		boardName = pool.Fleet.Nodes[0].GPUs[0].Board
+// loraInputs groups pool's adapter tenants (plan.GroupLoRA) and plans each group
+// (plan.PlanLoRA) on whole GPUs of boardName, or without it of each board of the fleet that holds
+// its base model on one GPU (plan.PlanLoRABoards), taking the preferred board whose GPUs in the
+// fleet, less those the groups before it take, hold all its engines, else the preferred board.
+// A group whose engines outnumber the GPUs of its board the fleet has left gets a note. It
+// returns the hard-isolated adapter tenants apart and every tenant's adapter name.
+func loraInputs(pool *v1.Pool, base, boardName string) ([]loraGroupIn, []plan.LoRASolo, map[string]string, []string, error) {
+	var boards []*gpu.Board
+	if boardName != "" {
+		b, err := gpu.Lookup(boardName)
+		if err != nil {
+			return nil, nil, nil, nil, invalid(fmt.Errorf("flag --board: %w", err))
+		}
+		boards = append(boards, b)
 	}
-	b, err := gpu.Lookup(boardName)
-	if err != nil {
-		return nil, nil, nil, invalid(fmt.Errorf("flag --board: %w", err))
+	left := map[string]int{} // the fleet's GPUs of each board the groups before have not taken
+	for _, n := range pool.Fleet.Nodes {
+		for _, g := range n.GPUs {
+			left[g.Board] += g.Count
+			if b, err := gpu.Lookup(g.Board); boardName == "" && err == nil && !slices.Contains(boards, b) {
+				boards = append(boards, b)
+			}
+		}
+	}
+	if len(boards) == 0 {
+		return nil, nil, nil, nil, invalid(errors.New("flag --board: the fleet has no known board; name one"))
 	}
 	loaded, names, err := loadAdapters(pool, base)
 	if err != nil {
-		return nil, nil, nil, invalid(err)
+		return nil, nil, nil, nil, invalid(err)
 	}
 	groups, solos := plan.GroupLoRA(pool, loaded)
 	var out []loraGroupIn
+	var notes []string
 	prefixes := map[string]int{}
 	for _, g := range groups {
 		t := tenantNamed(pool, g.Adapters[0].Tenant)
 		a, err := baseArch(t, base)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		for i := range g.Adapters {
 			if g.Adapters[i].Bytes == 0 {
 				g.Adapters[i].Bytes, _ = llm.LoRAAdapterBytes(a, g.Adapters[i].Rank, nil)
 			}
 		}
-		eng, lc, err := perf.PlaceLoRA(a, t.Model.Quantization, b)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("group %s: %w", g.Key, err)
+		var lb []plan.LoRABoard
+		var fitErrs []error
+		for _, b := range boards {
+			eng, lc, err := perf.PlaceLoRA(a, t.Model.Quantization, b)
+			if err != nil {
+				fitErrs = append(fitErrs, err)
+				continue
+			}
+			lb = append(lb, plan.LoRABoard{Board: b.Name, Engine: eng, Cost: lc})
+		}
+		if len(lb) == 0 {
+			return nil, nil, nil, nil, fmt.Errorf("group %s: %w", g.Key, errors.Join(fitErrs...))
 		}
 		// Groups of one base model in different trust groups get engines of distinct names.
-		base := plan.LoRAEnginePrefix(t, 1)
-		prefixes[base]++
-		prefix := plan.LoRAEnginePrefix(t, prefixes[base])
-		out = append(out, loraGroupIn{in: plan.LoRAInput{Group: g, Engine: eng, Cost: lc, Prefix: prefix}, board: b, base: t, arch: a})
+		pb := plan.LoRAEnginePrefix(t, 1)
+		prefixes[pb]++
+		prefix := plan.LoRAEnginePrefix(t, prefixes[pb])
+		opts, err := plan.PlanLoRABoards(g, lb, prefix)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		pick := 0
+		for i, o := range opts {
+			if left[o.Board] >= len(o.Plan.Engines) {
+				pick = i
+				break
+			}
+		}
+		o := opts[pick]
+		if n := len(o.Plan.Engines); left[o.Board] < n {
+			notes = append(notes, fmt.Sprintf("group %s needs %s of %s and the fleet has %d of them left for it%s",
+				g.Key, plural(n, "GPU"), o.Board, left[o.Board], otherBoards(opts, o.Board)))
+		}
+		left[o.Board] = max(0, left[o.Board]-len(o.Plan.Engines))
+		var lbo plan.LoRABoard
+		for _, b := range lb {
+			if b.Board == o.Board {
+				lbo = b
+			}
+		}
+		b, _ := gpu.Lookup(o.Board)
+		out = append(out, loraGroupIn{in: plan.LoRAInput{Group: g, Engine: lbo.Engine, Cost: lbo.Cost, Prefix: prefix}, plan: o.Plan,
+			board: b, base: t, arch: a})
 	}
-	return out, solos, names, nil
+	return out, solos, names, notes, nil
+}
+
+// otherBoards lists what the group needs on the boards of opts but the one named, for a note.
+func otherBoards(opts []plan.LoRABoardPlan, but string) string {
+	var parts []string
+	for _, o := range opts {
+		if o.Board != but {
+			parts = append(parts, fmt.Sprintf("%d of %s", len(o.Plan.Engines), o.Board))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (elsewhere: " + strings.Join(parts, ", ") + ", no more left)"
 }
 
 // engineOuts lists a plan's engines with their vLLM flags, and each engine's fair caps: every

@@ -493,3 +493,46 @@ func TestPlanCurrentLoRAEngineSteps(t *testing.T) {
 		t.Errorf("migration.yaml names an engine %d times, want one restart:\n%s", n, mig)
 	}
 }
+
+// On a fleet of one H100 and one A100 the lora command plans each group on the fleet's boards
+// (the teamx group on the H100, the qwen group on the A100, exit 0); held to one board it says
+// that the fleet has too few GPUs of it and exits 2, the plan still printed.
+func TestLoRACommandFleetTooSmall(t *testing.T) {
+	const pool = "../../testdata/review2/pool-lora-1gpu.yaml"
+	stdout, stderr, code := runCmd(t, "lora", pool, "--simulate", "0", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out loraOut
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	boards := map[string]int{}
+	for _, g := range out.Groups {
+		boards[g.Board] += g.GPUs
+	}
+	if len(out.Notes) != 0 || boards["H100-SXM5-80GB"] != 1 || boards["A100-SXM4-80GB"] != 1 {
+		t.Errorf("engines by board %v, notes %q: want one on each board, no note", boards, out.Notes)
+	}
+	for _, board := range []string{"A100-SXM4-80GB", "H100-SXM5-80GB"} {
+		stdout, stderr, code = runCmd(t, "lora", pool, "--simulate", "0", "--board", board)
+		if code != exitPartial || !strings.Contains(stderr, "the fleet is too small") ||
+			!strings.Contains(stderr, "of "+board+" and the fleet has 0 of them left") || !strings.Contains(stdout, "ENGINE") {
+			t.Errorf("--board %s: exit %d, stderr %q, stdout:\n%s", board, code, stderr, stdout)
+		}
+	}
+	_, stderr, code = runCmd(t, "lora", pool, "--simulate", "0", "--board", "A100-SXM4-80GB", "--gateway", "gw")
+	if code != exitPartial || !strings.Contains(stderr, "the fleet is too small") {
+		t.Errorf("--gateway: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// gpupool plan on the same fleet puts a shared engine on the A100, which the hard adapter
+// tenant's MIG instance on the H100 leaves idle, and says so.
+func TestPlanLoRAEngineOnSecondBoard(t *testing.T) {
+	stdout, stderr, code := runCmd(t, "plan", "../../testdata/review2/pool-lora-1gpu.yaml", "--sim-requests", "-1")
+	if code != exitPartial || !strings.Contains(stderr, "1 shared LoRA engine on A100-SXM4-80GB") ||
+		!strings.Contains(stdout, "A100-SXM4-80GB exclusive pool   [lora:llama-3-1-8b-lora-0]") {
+		t.Errorf("exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
+}

@@ -134,8 +134,8 @@ func runPlan(e *env, a planArgs) error {
 		return invalid(err)
 	}
 	for _, g := range lora {
-		fmt.Fprintf(e.stderr, "plan: %s on %s (one replica per adapter: %d); lower bound %s\n",
-			plural(len(g.Plan.Engines), "shared LoRA engine"), g.Board, len(g.Plan.Reasons), g.Why)
+		fmt.Fprintf(e.stderr, "plan: %s (one replica per adapter: %d); lower bound %s\n",
+			loraPlacedText(g), len(g.Plan.Reasons), g.Why)
 	}
 	pl.Summary.Cost = planCostSummary(pl, pool)
 	if err := v1.ValidatePlan(pl, pool); err != nil {

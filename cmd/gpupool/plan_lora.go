@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"strings"
+
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/plan"
 	"gpupool.dev/gpupool/internal/render"
@@ -30,4 +33,17 @@ func loraGatewayFiles(pl *v1.Plan, pool *v1.Pool, gateway, namespace string) ([]
 			outFile{Path: "gateway/" + p.Engines[0].Name + "-epp.yaml", Data: epp})
 	}
 	return out, nil
+}
+
+// loraPlacedText says where a shared group's engines went ("2 shared LoRA engines on
+// H100-SXM5-80GB", "1 … on A100-SXM4-80GB + 1 … on H100-SXM5-80GB"), or that none was placed.
+func loraPlacedText(g plan.LoRAFleetGroup) string {
+	var parts []string
+	for _, p := range g.Placed {
+		parts = append(parts, fmt.Sprintf("%s on %s", plural(len(p.Plan.Engines), "shared LoRA engine"), p.Board))
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("no shared LoRA engine placed (%d needed on %s, its best board)", len(g.Plan.Engines), g.Board)
+	}
+	return strings.Join(parts, " + ")
 }

@@ -350,10 +350,11 @@
 // the p99 of adapters in flight, rounded up to a power of two, or every adapter of the engine when
 // that is fewer; adapters go to engines largest rate
 // first (LPT), a hot one spread over several. Every adapter gets a reason and a fair share of its
-// engine (docs/lora.md). BuildWithLoRA plans a whole pool: the shared groups by PlanLoRA
-// (LoRAFleetGroups, which a plan of the other tenants made otherwise, such as the simulator's
-// uniform plan, may use too), the other tenants by Build, then PlaceLoRAEngines puts the engines
-// on whole GPUs Build leaves idle
+// engine (docs/lora.md). BuildWithLoRA plans a whole pool: the shared groups by PlanLoRA on each
+// board of the fleet that holds their base model (LoRAFleetGroups, PlanLoRABoards; a plan of the
+// other tenants made otherwise, such as the simulator's uniform plan, may use them too), the other
+// tenants by Build, then PlaceLoRAEngines puts the engines on whole GPUs Build leaves idle, each
+// group on its preferred board when that has room, else another, else spilling over boards,
 // and records them (Plan.LoRAEngines); LoRABound is their lower bound by decode throughput,
 // which does not look at the planner's engines.
 package plan

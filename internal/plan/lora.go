@@ -159,8 +159,10 @@ type LoRAInput struct {
 	// Engine is one replica; Cost its LoRA cost model.
 	Engine *perf.Engine
 	Cost   *perf.LoRACost
-	// Prefix names the engines: Prefix-0, Prefix-1, …
+	// Prefix names the engines: Prefix-First, Prefix-(First+1), … (First is 0 but for the part of
+	// a group that spills onto another board, PlaceLoRAEngines).
 	Prefix string
+	First  int
 }
 
 // maxLoRAEngines bounds the engine search.
@@ -227,7 +229,7 @@ func PlanLoRAWith(in LoRAInput, n int) (LoRAPlan, bool, error) {
 	engines := map[string][]string{} // tenant → its engines
 	ok := true
 	for i, bin := range bins {
-		eng := LoRAEngine{Name: fmt.Sprintf("%s-%d", in.Prefix, i), MaxRank: maxRank, MaxCPULoRAs: len(bin), Load: map[string]float64{}}
+		eng := LoRAEngine{Name: fmt.Sprintf("%s-%d", in.Prefix, in.First+i), MaxRank: maxRank, MaxCPULoRAs: len(bin), Load: map[string]float64{}}
 		for _, a := range bin {
 			eng.Adapters = append(eng.Adapters, a.Tenant)
 			eng.Load[a.Tenant] = a.RPS

@@ -78,11 +78,27 @@ func LoRABound(g LoRAGroup, boards []LoRABoard) (int, string, error) {
 		g.Key, demand, best, bestBoard, bestD, minRank, n), nil
 }
 
+// LoRABoardPlan is a shared group, or a part of one, planned on whole GPUs of one board.
+type LoRABoardPlan struct {
+	Board string
+	Plan  LoRAPlan
+}
+
 // LoRAFleetGroup is a planned shared group and what placing its engines on the fleet needs.
 type LoRAFleetGroup struct {
-	Plan LoRAPlan
-	// Board is the board the engines were sized on; they go on whole GPUs of it.
+	// Plan is the group planned on Board, the board it is best served on (Options[0]).
+	Plan  LoRAPlan
 	Board string
+	// Options is the group planned on each board of the fleet that holds its base model on one
+	// whole GPU, preferred first (PlanLoRABoards); Boards those boards' engines and costs, Group
+	// the group and Prefix its engines' prefix, for re-planning a part that spills onto another
+	// board. A group without Options is placed on Board alone.
+	Options []LoRABoardPlan
+	Boards  []LoRABoard
+	Group   LoRAGroup
+	Prefix  string
+	// Placed is what PlaceLoRAEngines put on the fleet: the engines of each board it used.
+	Placed []LoRABoardPlan
 	// Model or ModelDir is the base model as the tenants give it; Quantization theirs.
 	Model, ModelDir, Quantization string
 	// AdapterName maps each tenant to its adapter's name (model.adapter.name).
@@ -92,17 +108,143 @@ type LoRAFleetGroup struct {
 	Why   string
 }
 
+// PlanLoRABoards plans g on each of boards (PlanLoRA, engines named prefix-0, prefix-1, …) and
+// lists the plans preferred first: fewest engines (the planner's objective counts GPUs), ties in
+// the order of boards (the fleet's). A board the group needs too many engines on is left out; an
+// error when that leaves none.
+func PlanLoRABoards(g LoRAGroup, boards []LoRABoard, prefix string) ([]LoRABoardPlan, error) {
+	var out []LoRABoardPlan
+	var errs []error
+	for _, b := range boards {
+		p, err := PlanLoRA(LoRAInput{Group: g, Engine: b.Engine, Cost: b.Cost, Prefix: prefix})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", b.Board, err))
+			continue
+		}
+		out = append(out, LoRABoardPlan{Board: b.Board, Plan: p})
+	}
+	if len(out) == 0 {
+		if len(errs) == 0 {
+			errs = append(errs, errors.New("no board holds the base model on one GPU"))
+		}
+		return nil, fmt.Errorf("plan lora group %s: %w", g.Key, errors.Join(errs...))
+	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i].Plan.Engines) < len(out[j].Plan.Engines) })
+	return out, nil
+}
+
+// allocate chooses where grp's engines go given avail, the GPUs each board offers (which it
+// takes from): the first option, preferred first, whose engines all fit its board; else the
+// group spills: the preferred board takes the engines it has room for, the adapters (or parts of
+// their rate) of the rest are planned again on the next board (engines numbered on), and so on.
+// Where a board has room for only some of a plan's engines, those that keep their GPU of the plan
+// in force (keep: engine → the board of that GPU, when it is idle) go first, the rest in plan
+// order. It returns the placed parts and the engines no board had room for, with the board they
+// were planned on.
+func (grp LoRAFleetGroup) allocate(avail map[string]int, keep map[string]string) (placed []LoRABoardPlan, short LoRABoardPlan) {
+	opts := grp.Options
+	if len(opts) == 0 {
+		opts = []LoRABoardPlan{{Board: grp.Board, Plan: grp.Plan}}
+	}
+	for _, o := range opts {
+		if avail[o.Board] >= len(o.Plan.Engines) {
+			avail[o.Board] -= len(o.Plan.Engines)
+			return []LoRABoardPlan{o}, LoRABoardPlan{}
+		}
+	}
+	left, next := grp.Group, 0
+	for i, o := range opts {
+		p := o.Plan
+		if next > 0 {
+			b := grp.boardNamed(o.Board)
+			if b == nil {
+				continue
+			}
+			var err error
+			if p, err = PlanLoRA(LoRAInput{Group: left, Engine: b.Engine, Cost: b.Cost, Prefix: grp.Prefix, First: next}); err != nil {
+				continue
+			}
+		}
+		k := min(avail[o.Board], len(p.Engines))
+		avail[o.Board] -= k
+		if k < len(p.Engines) {
+			es := slices.Clone(p.Engines)
+			sort.SliceStable(es, func(i, j int) bool { return keep[es[i].Name] == o.Board && keep[es[j].Name] != o.Board })
+			p.Engines = es
+		}
+		if k > 0 {
+			placed = append(placed, LoRABoardPlan{Board: o.Board, Plan: subPlan(p, p.Engines[:k])})
+		}
+		if k == len(p.Engines) {
+			return placed, LoRABoardPlan{}
+		}
+		short = LoRABoardPlan{Board: o.Board, Plan: subPlan(p, p.Engines[k:])}
+		if k > 0 && i+1 < len(opts) {
+			left, next = leftOver(grp.Group, p.Engines[k:]), next+k
+		}
+	}
+	return placed, short
+}
+
+func (grp LoRAFleetGroup) boardNamed(name string) *LoRABoard {
+	for i := range grp.Boards {
+		if grp.Boards[i].Board == name {
+			return &grp.Boards[i]
+		}
+	}
+	return nil
+}
+
+// subPlan is p's engines es with their adapters' reasons and shares.
+func subPlan(p LoRAPlan, es []LoRAEngine) LoRAPlan {
+	out := LoRAPlan{Group: p.Group, Engines: es, Reasons: map[string]string{}}
+	on := map[string]bool{}
+	for _, e := range es {
+		on[e.Name] = true
+		for _, t := range e.Adapters {
+			out.Reasons[t] = p.Reasons[t]
+		}
+	}
+	for _, s := range p.Shares {
+		if on[s.Engine] {
+			out.Shares = append(out.Shares, s)
+		}
+	}
+	return out
+}
+
+// leftOver is g's adapters that engines es carry, each at the rate they carry of it.
+func leftOver(g LoRAGroup, es []LoRAEngine) LoRAGroup {
+	rate := map[string]float64{}
+	for _, e := range es {
+		for _, t := range e.Adapters {
+			rate[t] += e.Load[t]
+		}
+	}
+	out := LoRAGroup{Key: g.Key}
+	for _, a := range g.Adapters {
+		if r, ok := rate[a.Tenant]; ok {
+			a.RPS = r
+			out.Adapters = append(out.Adapters, a)
+		}
+	}
+	return out
+}
+
 // PlaceLoRAEngines puts the shared groups' engines into pl, a plan of the pool's other tenants
-// made on the whole fleet: each engine takes a whole GPU of its board that pl leaves idle (the
-// one the plan in force, cur, gives the same engine when that is idle, these first; else the
-// first left in fleet order on a node whose whole GPUs are not shared by MPS or time-slicing,
-// else the first left), which
-// becomes a pool GPU of mode exclusive naming the engine. Every adapter tenant gets
-// its plan entry with the engines that serve it and the planner's reason; an engine no idle GPU
-// is left for makes its adapters infeasible (NoCapacity). The summary counts the engines' GPUs
-// as used, adds the groups' bounds (LoRABound: the engines run on GPUs of their own, so the
-// bounds add) and adds the engines to every baseline, which plans the rest alike. Tenants are
-// put back in pool order. pl must be a plan of pool less the groups' tenants.
+// made on the whole fleet: each engine takes a whole GPU of its board that pl leaves idle. A
+// group goes, in group order, to its preferred board (Options) when that has idle GPUs for all
+// its engines, else to the next that has; when none has, it spills (allocate): the preferred
+// board takes what it can and the rest is planned again on the next board. Within a board an
+// engine takes the GPU the plan in force, cur, gives the same engine when that is idle (these
+// first), else the first left in fleet order on a node whose whole GPUs are not shared by MPS or
+// time-slicing, else the first left; the GPU becomes a pool GPU of mode exclusive naming the
+// engine. Every adapter tenant gets its plan entry with the engines that serve it and the
+// planner's reason; an engine no idle GPU is left for makes its adapters infeasible
+// (NoCapacity). groups[i].Placed records each group's placed engines by board. The summary
+// counts the engines' GPUs as used, adds the groups' bounds (LoRABound: the engines run on GPUs
+// of their own, so the bounds add) and adds the engines to every baseline, which plans the rest
+// alike. Tenants are put back in pool order. pl must be a plan of pool less the groups' tenants.
 func PlaceLoRAEngines(pl *v1.Plan, pool *v1.Pool, groups []LoRAFleetGroup, cur *v1.Plan) {
 	was := map[string]v1.GPURef{}
 	if cur != nil {
@@ -111,6 +253,12 @@ func PlaceLoRAEngines(pl *v1.Plan, pool *v1.Pool, groups []LoRAFleetGroup, cur *
 		}
 	}
 	free := func(i int) bool { g := pl.GPUs[i]; return g.Role == v1.RoleIdle && g.ReplicaCount() == 0 }
+	avail := map[string]int{}
+	for i, g := range pl.GPUs {
+		if free(i) {
+			avail[g.Board]++
+		}
+	}
 	// The device plugin shares every whole GPU of a node alike: an engine (an unshared whole GPU)
 	// goes to a node whose whole GPUs are not MPS- or time-slice-shared when there is one.
 	sharedWhole := map[string]bool{}
@@ -119,83 +267,113 @@ func PlaceLoRAEngines(pl *v1.Plan, pool *v1.Pool, groups []LoRAFleetGroup, cur *
 			sharedWhole[g.Node] = true
 		}
 	}
+	keep := map[string]string{} // engine → the board of its GPU in force, when that is idle
+	for i, g := range pl.GPUs {
+		for name, ref := range was {
+			if free(i) && g.Ref() == ref {
+				keep[name] = g.Board
+			}
+		}
+	}
+	// Each group's engines by board, and those left without a GPU.
+	shorts := make([]LoRABoardPlan, len(groups))
+	for gi := range groups {
+		groups[gi].Placed, shorts[gi] = groups[gi].allocate(avail, keep)
+	}
 	// Engines that keep their GPU of the plan in force take it first, so that an engine placed
 	// before them in order does not take it and make them move too.
-	type key struct{ g, e int }
+	type key struct{ g, p, e int }
 	gpuOf := map[key]int{}
 	taken := map[int]bool{}
 	for gi, grp := range groups {
-		for ei, e := range grp.Plan.Engines {
-			prev, ok := was[e.Name]
-			if !ok {
-				continue
-			}
-			for i, g := range pl.GPUs {
-				if free(i) && !taken[i] && g.Board == grp.Board && g.Ref() == prev {
-					gpuOf[key{gi, ei}], taken[i] = i, true
-					break
+		for pi, part := range grp.Placed {
+			for ei, e := range part.Plan.Engines {
+				prev, ok := was[e.Name]
+				if !ok {
+					continue
+				}
+				for i, g := range pl.GPUs {
+					if free(i) && !taken[i] && g.Board == part.Board && g.Ref() == prev {
+						gpuOf[key{gi, pi, ei}], taken[i] = i, true
+						break
+					}
 				}
 			}
 		}
 	}
 	for gi, grp := range groups {
-		for ei := range grp.Plan.Engines {
-			if _, ok := gpuOf[key{gi, ei}]; ok {
-				continue
-			}
-			at := -1
-			for i, g := range pl.GPUs {
-				if !free(i) || taken[i] || g.Board != grp.Board {
+		for pi, part := range grp.Placed {
+			for ei := range part.Plan.Engines {
+				if _, ok := gpuOf[key{gi, pi, ei}]; ok {
 					continue
 				}
-				if at < 0 || sharedWhole[pl.GPUs[at].Node] && !sharedWhole[g.Node] {
-					at = i
+				at := -1
+				for i, g := range pl.GPUs {
+					if !free(i) || taken[i] || g.Board != part.Board {
+						continue
+					}
+					if at < 0 || sharedWhole[pl.GPUs[at].Node] && !sharedWhole[g.Node] {
+						at = i
+					}
 				}
-			}
-			gpuOf[key{gi, ei}] = at
-			if at >= 0 {
-				taken[at] = true
+				gpuOf[key{gi, pi, ei}] = at // allocate counted the board's idle GPUs: at ≥ 0
+				if at >= 0 {
+					taken[at] = true
+				}
 			}
 		}
 	}
 	entries := map[string]*v1.PlanTenant{}
 	var order []string
+	entry := func(t string) *v1.PlanTenant {
+		if entries[t] == nil {
+			entries[t] = &v1.PlanTenant{Name: t}
+			order = append(order, t)
+		}
+		return entries[t]
+	}
 	placed := 0
 	for gi, grp := range groups {
-		for ei, e := range grp.Plan.Engines {
-			at := gpuOf[key{gi, ei}]
-			for _, t := range e.Adapters {
-				if entries[t] == nil {
-					entries[t] = &v1.PlanTenant{Name: t}
-					order = append(order, t)
+		var why []map[string]string
+		for pi, part := range grp.Placed {
+			why = append(why, part.Plan.Reasons)
+			for ei, e := range part.Plan.Engines {
+				at := gpuOf[key{gi, pi, ei}]
+				if at < 0 {
+					shorts[gi].Plan.Engines = append(shorts[gi].Plan.Engines, e) // not reached: allocate counted
+					continue
 				}
-			}
-			if at < 0 {
-				for _, t := range e.Adapters {
-					pe := entries[t]
-					pe.Infeasible = true
-					pe.Reasons = append(pe.Reasons, v1.NewReason(v1.ReasonNoCapacity,
-						"engine %s needs a whole %s GPU and the other tenants leave none idle", e.Name, grp.Board))
+				placed++
+				g := &pl.GPUs[at]
+				g.Role, g.Mode, g.LoRAEngine = v1.RolePool, v1.ModeExclusive, e.Name
+				g.Reasons = []v1.Reason{v1.NewReason(v1.ReasonLoRAEngine, "runs LoRA engine %s: %s with %d adapters of %s, %.3g req/s, max_loras %d",
+					e.Name, baseName(grp), len(e.Adapters), grp.Group.Key, e.RPS, e.MaxLoRAs)}
+				pe := v1.PlanLoRAEngine{Name: e.Name, Group: part.Plan.Group, GPU: g.Ref(), Model: grp.Model, ModelDir: grp.ModelDir,
+					Quantization: grp.Quantization, MaxLoRAs: e.MaxLoRAs, MaxLoRARank: e.MaxRank,
+					MaxCPULoRAs: max(e.MaxCPULoRAs, e.MaxLoRAs), ActiveP99: e.ActiveP99}
+				for _, t := range sortedCopy(e.Adapters) {
+					pe.Adapters = append(pe.Adapters, v1.PlanLoRAAdapter{Tenant: t, Adapter: grp.AdapterName[t], RPS: e.Load[t]})
+					entry(t).LoRAEngines = append(entry(t).LoRAEngines, e.Name)
 				}
-				continue
+				pl.LoRAEngines = append(pl.LoRAEngines, pe)
 			}
-			placed++
-			g := &pl.GPUs[at]
-			g.Role, g.Mode, g.LoRAEngine = v1.RolePool, v1.ModeExclusive, e.Name
-			g.Reasons = []v1.Reason{v1.NewReason(v1.ReasonLoRAEngine, "runs LoRA engine %s: %s with %d adapters of %s, %.3g req/s, max_loras %d",
-				e.Name, baseName(grp), len(e.Adapters), grp.Plan.Group, e.RPS, e.MaxLoRAs)}
-			pe := v1.PlanLoRAEngine{Name: e.Name, Group: grp.Plan.Group, GPU: g.Ref(), Model: grp.Model, ModelDir: grp.ModelDir,
-				Quantization: grp.Quantization, MaxLoRAs: e.MaxLoRAs, MaxLoRARank: e.MaxRank,
-				MaxCPULoRAs: max(e.MaxCPULoRAs, e.MaxLoRAs), ActiveP99: e.ActiveP99}
-			for _, t := range sortedCopy(e.Adapters) {
-				pe.Adapters = append(pe.Adapters, v1.PlanLoRAAdapter{Tenant: t, Adapter: grp.AdapterName[t], RPS: e.Load[t]})
-				entries[t].LoRAEngines = append(entries[t].LoRAEngines, e.Name)
-			}
-			pl.LoRAEngines = append(pl.LoRAEngines, pe)
 		}
-		for t, why := range grp.Plan.Reasons {
-			if pe := entries[t]; pe != nil {
-				pe.Reasons = append([]v1.Reason{v1.NewReason(v1.ReasonLoRAEngine, "%s", why)}, pe.Reasons...)
+		short := shorts[gi]
+		why = append(why, short.Plan.Reasons)
+		for _, e := range short.Plan.Engines {
+			for _, t := range e.Adapters {
+				pe := entry(t)
+				pe.Infeasible = true
+				pe.Reasons = append(pe.Reasons, v1.NewReason(v1.ReasonNoCapacity,
+					"engine %s needs a whole %s GPU and the other tenants leave none idle (nor one of another board the base model fits)", e.Name, short.Board))
+			}
+		}
+		// Each part's reasons, first part first, ahead of the NoCapacity ones.
+		for i := len(why) - 1; i >= 0; i-- {
+			for t, w := range why[i] {
+				if pe := entries[t]; pe != nil {
+					pe.Reasons = append([]v1.Reason{v1.NewReason(v1.ReasonLoRAEngine, "%s", w)}, pe.Reasons...)
+				}
 			}
 		}
 		pl.Summary.LowerBound += grp.Bound
@@ -301,8 +479,8 @@ func BuildWithLoRA(ctx context.Context, pool *v1.Pool, o Options, adapters map[s
 }
 
 // LoRAFleetGroups plans pool's adapter tenants that may share a base-model engine (GroupLoRA):
-// each group by PlanLoRA on whole GPUs of the fleet's first board, bounded by LoRABound over every
-// board of the fleet that holds its base model. It returns the groups and the pool less their
+// each group by PlanLoRABoards on whole GPUs of every board of the fleet that holds its base model
+// on one GPU (preferred first), bounded by LoRABound over those boards. It returns the groups and the pool less their
 // tenants (pool itself when there are none), which a plan of the other tenants is made of before
 // PlaceLoRAEngines puts the groups' engines on it. adapters and o.Models as for BuildWithLoRA.
 func LoRAFleetGroups(pool *v1.Pool, o Options, adapters map[string]llm.Adapter) ([]LoRAFleetGroup, *v1.Pool, error) {
@@ -350,12 +528,13 @@ func LoRAFleetGroups(pool *v1.Pool, o Options, adapters map[string]llm.Adapter) 
 			}
 			lb = append(lb, LoRABoard{Board: b.Name, Engine: eng, Cost: lc})
 		}
-		if len(lb) == 0 || lb[0].Board != boards[0].Name {
-			return nil, nil, fmt.Errorf("build plan: lora group %s: the base model does not fit a whole %s, the fleet's first board", g.Key, boards[0].Name)
+		if len(lb) == 0 {
+			return nil, nil, fmt.Errorf("build plan: lora group %s: the base model fits a whole GPU of no board of the fleet", g.Key)
 		}
 		base := LoRAEnginePrefix(t, 1)
 		prefixes[base]++
-		p, err := PlanLoRA(LoRAInput{Group: g, Engine: lb[0].Engine, Cost: lb[0].Cost, Prefix: LoRAEnginePrefix(t, prefixes[base])})
+		prefix := LoRAEnginePrefix(t, prefixes[base])
+		opts, err := PlanLoRABoards(g, lb, prefix)
 		if err != nil {
 			return nil, nil, fmt.Errorf("build plan: %w", err)
 		}
@@ -363,8 +542,8 @@ func LoRAFleetGroups(pool *v1.Pool, o Options, adapters map[string]llm.Adapter) 
 		if err != nil {
 			return nil, nil, fmt.Errorf("build plan: %w", err)
 		}
-		fg = append(fg, LoRAFleetGroup{Plan: p, Board: boards[0].Name, Model: t.Model.Name, ModelDir: t.Model.Dir,
-			Quantization: string(t.Model.Quantization), AdapterName: names, Bound: bound, Why: why})
+		fg = append(fg, LoRAFleetGroup{Plan: opts[0].Plan, Board: opts[0].Board, Options: opts, Boards: lb, Group: g, Prefix: prefix,
+			Model: t.Model.Name, ModelDir: t.Model.Dir, Quantization: string(t.Model.Quantization), AdapterName: names, Bound: bound, Why: why})
 	}
 	rest := *pool
 	rest.Tenants = nil

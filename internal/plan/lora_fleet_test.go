@@ -3,10 +3,15 @@ package plan
 import (
 	"context"
 	"fmt"
+	"math"
+	"os"
 	"strings"
 	"testing"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/gpu"
+	"gpupool.dev/gpupool/internal/llm"
+	"gpupool.dev/gpupool/internal/perf"
 )
 
 func loraBoards(t testing.TB) []LoRABoard {
@@ -303,4 +308,131 @@ func TestInForceLeavesLoRAEnginesOut(t *testing.T) {
 			t.Errorf("GPU %s kept with engine %q, role %s", g.Ref(), g.LoRAEngine, g.Role)
 		}
 	}
+}
+
+// A fleet of one H100 and one A100 (testdata/review2/pool-lora-1gpu.yaml): the hard adapter
+// tenant takes a MIG instance of the H100, so the teamx group, best served on one H100 engine,
+// goes to the A100, which is idle. Its plan there needs two engines and the A100 holds one: the
+// engine's adapters are served and the rest, with the qwen group, are short of a GPU.
+func TestPlaceLoRAEnginesOnAnotherBoard(t *testing.T) {
+	b, err := os.ReadFile("../../testdata/review2/pool-lora-1gpu.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := v1.LoadPool(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, fg := planWithLoRA(t, pool, nil)
+	if err := v1.ValidatePlan(pl, pool); err != nil {
+		t.Fatal(err)
+	}
+	if len(fg) != 2 || fg[0].Board != "H100-SXM5-80GB" || len(fg[0].Options) != 2 {
+		t.Fatalf("groups %+v", fg)
+	}
+	if len(pl.LoRAEngines) != 1 || pl.LoRAEngines[0].GPU.Node != "n2" || len(fg[0].Placed) != 1 || fg[0].Placed[0].Board != "A100-SXM4-80GB" {
+		t.Fatalf("engines %+v, placed %+v: want one on the A100 (n2/0)", pl.LoRAEngines, fg[0].Placed)
+	}
+	served := 0
+	for _, tn := range pl.Tenants {
+		if len(tn.LoRAEngines) > 0 && !tn.Infeasible {
+			served++
+		}
+		if tn.Infeasible && strings.HasPrefix(tn.Name, "lx-") {
+			if r := tn.Reasons[len(tn.Reasons)-1]; r.Code != v1.ReasonNoCapacity || !strings.Contains(r.Message, "A100-SXM4-80GB") {
+				t.Errorf("tenant %s reasons %+v", tn.Name, tn.Reasons)
+			}
+		}
+	}
+	if served == 0 {
+		t.Error("no adapter tenant is served")
+	}
+	if pl.Summary.GPUsUsed != 2 {
+		t.Errorf("GPUs used %d, want 2", pl.Summary.GPUsUsed)
+	}
+}
+
+// A group goes whole to its preferred board when that has room, to another board whole when
+// only that has room, and spills over both when neither alone has: the part left is planned
+// again on the next board with its engines numbered on.
+func TestLoRAGroupAllocate(t *testing.T) {
+	pool := loraFleetPool(t, 4, 8) // 120 req/s: several engines
+	fg, _, err := LoRAFleetGroups(pool, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grp := fg[0]
+	h100 := grp.Boards[0]
+	a100 := loraBoardOf(t, "A100-SXM4-80GB")
+	grp.Boards = append(grp.Boards, a100)
+	opts, err := PlanLoRABoards(grp.Group, grp.Boards, grp.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grp.Options = opts
+	nh, na := 0, 0
+	for _, o := range opts {
+		switch o.Board {
+		case h100.Board:
+			nh = len(o.Plan.Engines)
+		case a100.Board:
+			na = len(o.Plan.Engines)
+		}
+	}
+	if opts[0].Board != h100.Board || nh < 2 || na < nh {
+		t.Fatalf("options: H100 %d engines, A100 %d, first %s", nh, na, opts[0].Board)
+	}
+	t.Logf("engines: %d on H100s, %d on A100s", nh, na)
+	placed, short := grp.allocate(map[string]int{h100.Board: nh, a100.Board: na}, nil)
+	if len(placed) != 1 || placed[0].Board != h100.Board || len(short.Plan.Engines) != 0 {
+		t.Errorf("room on both: placed %+v short %d", placed, len(short.Plan.Engines))
+	}
+	placed, short = grp.allocate(map[string]int{h100.Board: nh - 1, a100.Board: na}, nil)
+	if len(placed) != 1 || placed[0].Board != a100.Board || len(short.Plan.Engines) != 0 {
+		t.Errorf("room on the A100 only: placed %+v short %d", placed, len(short.Plan.Engines))
+	}
+	avail := map[string]int{h100.Board: 1, a100.Board: na - 1}
+	placed, short = grp.allocate(avail, nil)
+	if len(placed) != 2 || placed[0].Board != h100.Board || len(placed[0].Plan.Engines) != 1 || placed[1].Board != a100.Board ||
+		len(short.Plan.Engines) != 0 || avail[h100.Board] != 0 {
+		t.Fatalf("spill: placed %+v short %d avail %v", placed, len(short.Plan.Engines), avail)
+	}
+	rate := map[string]float64{}
+	names := map[string]bool{}
+	for _, p := range placed {
+		for _, e := range p.Plan.Engines {
+			if names[e.Name] {
+				t.Errorf("engine name %s twice", e.Name)
+			}
+			names[e.Name] = true
+			for a, r := range e.Load {
+				rate[a] += r
+			}
+		}
+	}
+	for _, a := range grp.Group.Adapters {
+		if math.Abs(rate[a.Tenant]-a.RPS) > 1e-9 {
+			t.Errorf("adapter %s: %.6g req/s placed of %.6g", a.Tenant, rate[a.Tenant], a.RPS)
+		}
+	}
+	if !names[grp.Prefix+"-0"] || !names[grp.Prefix+"-1"] {
+		t.Errorf("engines %v: want %s-0 on the H100 and %s-1 on", names, grp.Prefix, grp.Prefix)
+	}
+}
+
+func loraBoardOf(t testing.TB, name string) LoRABoard {
+	t.Helper()
+	b, err := gpu.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := llm.Lookup("llama-3.1-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, lc, err := perf.PlaceLoRA(a, llm.QuantBF16, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return LoRABoard{Board: name, Engine: eng, Cost: lc}
 }
