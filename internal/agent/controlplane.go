@@ -154,6 +154,23 @@ func (a *Agent) controlDesired() map[string]gpu.Layout {
 	return out
 }
 
+// migOffWanted returns the GPUs the control plane wants out of MIG mode (a GPU its plan runs whole)
+// for an attempt the gate has not ended without success.
+func (a *Agent) migOffWanted() map[string]bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[string]bool{}
+	for uuid, d := range a.desired {
+		if o, ok := a.outcomes[uuid]; ok && o.Op == d.Op && o.Attempt == d.Attempt && outcomeFailed(o) {
+			continue
+		}
+		if d.MIGOff && d.MIG == "" {
+			out[uuid] = true
+		}
+	}
+	return out
+}
+
 // Link connects an Agent to the control plane: it registers with the GPUs of the agent's polls,
 // reports them again when they change (a gate operation's outcome included), heartbeats, and
 // follows the desired layout by long-poll. It retries through a restarted or unreachable server.

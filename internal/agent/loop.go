@@ -199,6 +199,14 @@ func (a *Agent) poll(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("poll inventory: %w", err)
 	}
+	var errs []error
+	if off, err := a.migModeOff(inv); err != nil {
+		errs = append(errs, err)
+	} else if off {
+		if inv, err = a.Tel.Inventory(); err != nil {
+			return fmt.Errorf("poll inventory: %w", err)
+		}
+	}
 	a.mu.Lock()
 	a.inventory = inv
 	a.mu.Unlock()
@@ -208,7 +216,6 @@ func (a *Agent) poll(ctx context.Context) error {
 		byIndex[g.Index] = g
 		byUUID[g.UUID] = g
 	}
-	var errs []error
 	// The control plane's layouts come first; the config's apply to the GPUs it does not name.
 	control := a.controlDesired()
 	for _, uuid := range slices.Sorted(maps.Keys(control)) {
@@ -253,6 +260,36 @@ func (a *Agent) poll(ctx context.Context) error {
 	}
 	a.measure(ctx, inv, byIndex)
 	return errors.Join(errs...)
+}
+
+// migModeOff turns MIG mode off on the GPUs the control plane wants run whole once the gate has
+// removed their last instance (the gate idle, not cordoned), before the inventory is published, so
+// that the control plane never settles such an operation on a GPU whose mode is still about to
+// change. Setting the mode is idempotent, so it is not journaled: after a crash the next poll sees
+// the mode still on and sets it again. It says whether it changed a GPU's mode.
+func (a *Agent) migModeOff(inv []GPUInfo) (bool, error) {
+	want := a.migOffWanted()
+	if len(want) == 0 {
+		return false, nil
+	}
+	mm, ok := a.Exec.MIG.(MIGMode)
+	if st := a.Exec.State(); !ok || st.Phase() != gate.PhaseIdle || st.Cordoned {
+		return false, nil
+	}
+	changed := false
+	var errs []error
+	for _, g := range inv {
+		if !want[g.UUID] || !g.MIG || len(g.Instances) > 0 {
+			continue
+		}
+		if err := mm.SetMIGMode(g.UUID, false); err != nil {
+			errs = append(errs, fmt.Errorf("control plane: MIG mode off on GPU %s: %w", g.UUID, err))
+			continue
+		}
+		a.Log.Info("MIG mode off", "gpu", g.UUID)
+		changed = true
+	}
+	return changed, errors.Join(errs...)
 }
 
 // applyEnergy locks clocks and sets the power limit of an energy class, once per GPU, and only
