@@ -262,32 +262,25 @@ func (a *Agent) poll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// migModeOff turns MIG mode off on the GPUs the control plane wants run whole once the gate has
-// removed their last instance (the gate idle, not cordoned), before the inventory is published, so
-// that the control plane never settles such an operation on a GPU whose mode is still about to
-// change. Setting the mode is idempotent, so it is not journaled: after a crash the next poll sees
-// the mode still on and sets it again. It says whether it changed a GPU's mode.
+// migModeOff turns MIG mode off on the GPUs the control plane wants run whole (Executor.MIGOff),
+// before the inventory is published, so that the control plane never settles such an operation on
+// a GPU whose mode is about to change. It says whether it changed a GPU's mode.
 func (a *Agent) migModeOff(inv []GPUInfo) (bool, error) {
 	want := a.migOffWanted()
-	if len(want) == 0 {
-		return false, nil
-	}
-	mm, ok := a.Exec.MIG.(MIGMode)
-	if st := a.Exec.State(); !ok || st.Phase() != gate.PhaseIdle || st.Cordoned {
-		return false, nil
-	}
 	changed := false
 	var errs []error
 	for _, g := range inv {
-		if !want[g.UUID] || !g.MIG || len(g.Instances) > 0 {
+		if !want[g.UUID] {
 			continue
 		}
-		if err := mm.SetMIGMode(g.UUID, false); err != nil {
-			errs = append(errs, fmt.Errorf("control plane: MIG mode off on GPU %s: %w", g.UUID, err))
-			continue
+		did, err := a.Exec.MIGOff(g)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("control plane: %w", err))
 		}
-		a.Log.Info("MIG mode off", "gpu", g.UUID)
-		changed = true
+		if did {
+			a.Log.Info("MIG mode off", "gpu", g.UUID)
+		}
+		changed = changed || did
 	}
 	return changed, errors.Join(errs...)
 }

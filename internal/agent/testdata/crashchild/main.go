@@ -96,6 +96,22 @@ func crashChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 6
 	}
+	if os.Getenv("MIG_OFF") != "" { // the GPU is run whole: MIG mode off once empty
+		devs, err := lib.Inventory()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 7
+		}
+		now, _, err := lib.Observe(u[0], board)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 7
+		}
+		if _, err := x.MIGOff(agent.GPUInfo{UUID: u[0], Board: board, MIG: devs[0].MIG, Instances: now}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 7
+		}
+	}
 	rolled := 0
 	for _, n := range x.State().Notes {
 		if n.Code == gate.ReasonRolledBack {
