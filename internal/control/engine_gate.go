@@ -224,9 +224,9 @@ func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, 
 	}
 	e.finish()
 	out := []GateOp{}
-	for _, c := range cs {
+	for i, c := range cs { // each operation once, though a node has several
 		for _, o := range c.n.Gates {
-			if slices.Contains(ids, o.ID) {
+			if o.ID == ids[i] {
 				out = append(out, o)
 			}
 		}
