@@ -330,4 +330,11 @@ func TestApplyPlanRunsGPUWhole(t *testing.T) {
 	if want := "fake-a/" + g0 + "/0"; len(gs) != 1 || gs[0].Slice != want {
 		t.Errorf("grants %+v, want rag on the exclusive slice %s", gs, want)
 	}
+	// The reverse: cut the GPU out of MIG mode into one instance again; the agent turns MIG mode
+	// on before its gate creates the instance.
+	must(t, c.call(ctx, "PUT", "/v1/nodes/fake-a/gpus/"+g0+"/layout", control.LayoutRequest{Layout: "7g.80gb@0"}, nil))
+	waitFor(t, 60*time.Second, out, "GPU 0 in MIG mode with one 7g.80gb instance", func() bool {
+		n := node()
+		return len(n.Gates) == 0 && n.Inventory.GPUs[0].MIG == "7g.80gb@0"
+	})
 }

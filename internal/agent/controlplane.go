@@ -154,9 +154,10 @@ func (a *Agent) controlDesired() map[string]gpu.Layout {
 	return out
 }
 
-// migOffWanted returns the GPUs the control plane wants out of MIG mode (a GPU its plan runs whole)
-// for an attempt the gate has not ended without success.
-func (a *Agent) migOffWanted() map[string]bool {
+// modesWanted returns the MIG mode the control plane wants of each GPU it names, for an attempt
+// the gate has not ended without success: off for a GPU its plan runs whole (no instance,
+// migOff), on for a GPU it cuts into instances.
+func (a *Agent) modesWanted() map[string]bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := map[string]bool{}
@@ -164,8 +165,11 @@ func (a *Agent) migOffWanted() map[string]bool {
 		if o, ok := a.outcomes[uuid]; ok && o.Op == d.Op && o.Attempt == d.Attempt && outcomeFailed(o) {
 			continue
 		}
-		if d.MIGOff && d.MIG == "" {
+		switch {
+		case d.MIG != "":
 			out[uuid] = true
+		case d.MIGOff:
+			out[uuid] = false
 		}
 	}
 	return out

@@ -38,7 +38,8 @@ type scenario struct {
 	failNth   int
 	failSmoke bool
 	wantNew   bool // the run must end in the new layout (no failure injected)
-	migOff    bool // the GPU is to run whole: no instance, then MIG mode off (Executor.MIGOff)
+	migOff    bool // the GPU is to run whole: no instance, then MIG mode off (Executor.SetMIGMode)
+	migOn     bool // the GPU starts out of MIG mode: MIG mode on, then the change
 }
 
 var scenarios = []scenario{
@@ -49,6 +50,7 @@ var scenarios = []scenario{
 		failCall: "GpuInstanceCreateComputeInstance", failNth: 2},
 	{name: "smoke-fails", from: "3g.40gb@0 3g.40gb@4", to: "7g.80gb@0", failSmoke: true},
 	{name: "whole", from: "3g.40gb@0 3g.40gb@4", to: "", wantNew: true, migOff: true},
+	{name: "mig-on", from: "", to: "3g.40gb@0 3g.40gb@4", wantNew: true, migOn: true},
 }
 
 const otherLayout = "2g.20gb@0 2g.20gb@2 3g.40gb@4"
@@ -63,6 +65,9 @@ func runChild(t *testing.T, bin, dir string, sc scenario, env ...string) (killed
 	}
 	if sc.migOff {
 		cmd.Env = append(cmd.Env, "MIG_OFF=1")
+	}
+	if sc.migOn {
+		cmd.Env = append(cmd.Env, "MIG_ON=1")
 	}
 	cmd.Env = append(cmd.Env, env...)
 	b, err := cmd.CombinedOutput()

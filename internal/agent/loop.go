@@ -200,9 +200,9 @@ func (a *Agent) poll(ctx context.Context) error {
 		return fmt.Errorf("poll inventory: %w", err)
 	}
 	var errs []error
-	if off, err := a.migModeOff(inv); err != nil {
+	if set, err := a.migModes(inv); err != nil {
 		errs = append(errs, err)
-	} else if off {
+	} else if set {
 		if inv, err = a.Tel.Inventory(); err != nil {
 			return fmt.Errorf("poll inventory: %w", err)
 		}
@@ -223,6 +223,9 @@ func (a *Agent) poll(ctx context.Context) error {
 		if !ok {
 			errs = append(errs, fmt.Errorf("control plane layout: no GPU %s on the node", uuid))
 			continue
+		}
+		if _, modes := a.Exec.MIG.(MIGMode); modes && len(control[uuid]) > 0 && !g.MIG {
+			continue // migModes turns MIG mode on first, once the gate is idle
 		}
 		if want := control[uuid]; !slices.Equal(want.Sorted(), g.Instances.Sorted()) {
 			if err := a.Exec.Submit(ctx, gate.Desired{GPU: g.UUID, Board: g.Board, Layout: want, Current: g.Instances}); err != nil {
@@ -262,23 +265,26 @@ func (a *Agent) poll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// migModeOff turns MIG mode off on the GPUs the control plane wants run whole (Executor.MIGOff),
-// before the inventory is published, so that the control plane never settles such an operation on
-// a GPU whose mode is about to change. It says whether it changed a GPU's mode.
-func (a *Agent) migModeOff(inv []GPUInfo) (bool, error) {
-	want := a.migOffWanted()
+// migModes sets the MIG mode the control plane wants of its GPUs (Executor.SetMIGMode): on for a
+// GPU it cuts into instances, before the gate creates them; off for a GPU its plan runs whole,
+// once the gate has removed its instances. It runs before the inventory is published, so that the
+// control plane never settles an operation on a GPU whose mode is about to change, and says
+// whether it changed a GPU's mode.
+func (a *Agent) migModes(inv []GPUInfo) (bool, error) {
+	want := a.modesWanted()
 	changed := false
 	var errs []error
 	for _, g := range inv {
-		if !want[g.UUID] {
+		on, ok := want[g.UUID]
+		if !ok {
 			continue
 		}
-		did, err := a.Exec.MIGOff(g)
+		did, err := a.Exec.SetMIGMode(g, on)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("control plane: %w", err))
 		}
 		if did {
-			a.Log.Info("MIG mode off", "gpu", g.UUID)
+			a.Log.Info("MIG mode set", "gpu", g.UUID, "on", on)
 		}
 		changed = changed || did
 	}

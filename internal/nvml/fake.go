@@ -188,6 +188,12 @@ func (f *Fake) wrapDevice(d *server.Device) {
 	d.CreateGpuInstanceWithPlacementFunc = func(info *gonvml.GpuInstanceProfileInfo, p *gonvml.GpuInstancePlacement) (gonvml.GpuInstance, gonvml.Return) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		d.RLock()
+		mode := d.MigMode
+		d.RUnlock()
+		if mode != gonvml.DEVICE_MIG_ENABLE {
+			return nil, gonvml.ERROR_NOT_SUPPORTED // no instance outside MIG mode
+		}
 		in := gpu.Instance{Profile: f.profileName(d, info.Id), Start: int(p.Start)}
 		if in.Profile == "" {
 			return nil, gonvml.ERROR_INVALID_ARGUMENT
