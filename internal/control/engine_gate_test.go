@@ -236,6 +236,7 @@ func TestApplyPlan(t *testing.T) {
 func TestReplanOnRateAndFleet(t *testing.T) {
 	h := newHarness(t, ServerConfig{})
 	h.startReplanner(t)
+	h.settleGates(t) // the nodes' agents: apply and re-plans change their GPUs
 	h100 := func(node string) Inventory {
 		return Inventory{GPUs: []GPU{{UUID: "GPU-" + node, Board: "H100-SXM5-80GB", MIG: "7g.80gb@0", Slices: []string{"7g.80gb"}}}}
 	}
