@@ -87,7 +87,10 @@ type GPULayout struct {
 	UUID  string `json:"uuid"`
 	Board string `json:"board"`
 	MIG   string `json:"mig"`
-	Op    uint64 `json:"op"`
+	// MIGOff asks for MIG mode off once MIG is empty (a GPU the plan runs whole: exclusive, MPS or
+	// time-sliced); the agent turns it off only when its NVML can, and reports what it reads.
+	MIGOff bool   `json:"migOff,omitempty"`
+	Op     uint64 `json:"op"`
 	// Attempt numbers the tries of the operation (a retry is a new attempt for the agent).
 	Attempt int `json:"attempt"`
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -267,4 +268,73 @@ func TestGrantsFollowAppliedPlan(t *testing.T) {
 			t.Errorf("layout slice %+v for %s, want %s (2g.20gb)", s.Slice, s.Tenant, w)
 		}
 	}
+}
+
+// TestApplyPlanRunsGPUWhole: a plan that runs a GPU whole (exclusive) where the node reports MIG
+// instances gets a gate operation for it: the agent's gate removes every instance, then the agent
+// turns MIG mode off on the NVML fake, and the planned exclusive slice exists and carries the
+// planned tenant. The review's pool (testdata/review2/pool-rn1.yaml) puts rag alone on GPU 0,
+// which the node reports cut as 3g.40gb@0 3g.40gb@4.
+func TestApplyPlanRunsGPUWhole(t *testing.T) {
+	_, _, c, out, node := startFakeAgent(t)
+	ctx := context.Background()
+	g0 := node().Inventory.GPUs[0].UUID
+	must(t, c.call(ctx, "PUT", "/v1/nodes/fake-a/gpus/"+g0+"/layout", control.LayoutRequest{Layout: "3g.40gb@0 3g.40gb@4"}, nil))
+	waitFor(t, 30*time.Second, out, "GPU 0 cut in two", func() bool {
+		n := node()
+		return len(n.Gates) == 0 && n.Inventory.GPUs[0].MIG == "3g.40gb@0 3g.40gb@4"
+	})
+	raw, err := os.ReadFile("../../testdata/review2/pool-rn1.yaml")
+	must(t, err)
+	raw = bytes.Replace(raw, []byte("name: rn1"), []byte("name: fake-a"), 1)
+	var applied control.PlanApplied
+	must(t, c.call(ctx, "POST", "/v1/plans/apply", raw, &applied))
+	pg := applied.Plan.GPUs[0]
+	if pg.Mode != "exclusive" || len(pg.Replicas) != 1 || pg.Replicas[0].Tenant != "rag" {
+		t.Fatalf("the plan runs GPU 0 as %s with %+v; this test expects rag alone, exclusive", pg.Mode, pg.Replicas)
+	}
+	var op *control.GateOp
+	for i, o := range applied.Gates {
+		if o.GPU == g0 {
+			op = &applied.Gates[i]
+		}
+	}
+	if op == nil {
+		t.Fatalf("apply asked gate operations %+v, none for GPU 0 (planned exclusive, reported %q)", applied.Gates, "3g.40gb@0 3g.40gb@4")
+	}
+	if op.Layout != "" || !op.MIGOff || op.From != "3g.40gb@0 3g.40gb@4" {
+		t.Errorf("GPU 0's operation %+v, want from the two 3g instances to none with MIG mode off", *op)
+	}
+	waitFor(t, 60*time.Second, out, "every gate operation done and GPU 0 out of MIG mode", func() bool {
+		n := node()
+		g := n.Inventory.GPUs[0]
+		return len(n.Gates) == 0 && g.MIG == "" && slices.Equal(g.Slices, []string{"exclusive"})
+	})
+	for _, want := range []string{"destroy 3g.40gb@0", "destroy 3g.40gb@4"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("agent output lacks %q:\n%s", want, out.String())
+		}
+	}
+	var evs []control.Event
+	must(t, c.call(ctx, "GET", "/v1/events", nil, &evs))
+	done := false
+	for _, ev := range evs {
+		done = done || ev.Code == control.CodeGateDone && strings.Contains(ev.Message, g0) && strings.Contains(ev.Message, "MIG mode off")
+	}
+	if !done {
+		t.Errorf("no GateDone event saying GPU 0's MIG mode is off: %+v", evs)
+	}
+	must(t, c.call(ctx, "PUT", "/v1/tenants/rag", control.Tenant{Demand: 1}, nil))
+	var gs []control.Grant
+	must(t, c.call(ctx, "GET", "/v1/grants", nil, &gs))
+	if want := "fake-a/" + g0 + "/0"; len(gs) != 1 || gs[0].Slice != want {
+		t.Errorf("grants %+v, want rag on the exclusive slice %s", gs, want)
+	}
+	// The reverse: cut the GPU out of MIG mode into one instance again; the agent turns MIG mode
+	// on before its gate creates the instance.
+	must(t, c.call(ctx, "PUT", "/v1/nodes/fake-a/gpus/"+g0+"/layout", control.LayoutRequest{Layout: "7g.80gb@0"}, nil))
+	waitFor(t, 60*time.Second, out, "GPU 0 in MIG mode with one 7g.80gb instance", func() bool {
+		n := node()
+		return len(n.Gates) == 0 && n.Inventory.GPUs[0].MIG == "7g.80gb@0"
+	})
 }

@@ -154,6 +154,27 @@ func (a *Agent) controlDesired() map[string]gpu.Layout {
 	return out
 }
 
+// modesWanted returns the MIG mode the control plane wants of each GPU it names, for an attempt
+// the gate has not ended without success: off for a GPU its plan runs whole (no instance,
+// migOff), on for a GPU it cuts into instances.
+func (a *Agent) modesWanted() map[string]bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[string]bool{}
+	for uuid, d := range a.desired {
+		if o, ok := a.outcomes[uuid]; ok && o.Op == d.Op && o.Attempt == d.Attempt && outcomeFailed(o) {
+			continue
+		}
+		switch {
+		case d.MIG != "":
+			out[uuid] = true
+		case d.MIGOff:
+			out[uuid] = false
+		}
+	}
+	return out
+}
+
 // Link connects an Agent to the control plane: it registers with the GPUs of the agent's polls,
 // reports them again when they change (a gate operation's outcome included), heartbeats, and
 // follows the desired layout by long-poll. It retries through a restarted or unreachable server.

@@ -38,6 +38,8 @@ type scenario struct {
 	failNth   int
 	failSmoke bool
 	wantNew   bool // the run must end in the new layout (no failure injected)
+	migOff    bool // the GPU is to run whole: no instance, then MIG mode off (Executor.SetMIGMode)
+	migOn     bool // the GPU starts out of MIG mode: MIG mode on, then the change
 }
 
 var scenarios = []scenario{
@@ -47,6 +49,8 @@ var scenarios = []scenario{
 	{name: "create-fails", from: "4g.40gb@0 3g.40gb@4", to: "2g.20gb@0 2g.20gb@2 3g.40gb@4",
 		failCall: "GpuInstanceCreateComputeInstance", failNth: 2},
 	{name: "smoke-fails", from: "3g.40gb@0 3g.40gb@4", to: "7g.80gb@0", failSmoke: true},
+	{name: "whole", from: "3g.40gb@0 3g.40gb@4", to: "", wantNew: true, migOff: true},
+	{name: "mig-on", from: "", to: "3g.40gb@0 3g.40gb@4", wantNew: true, migOn: true},
 }
 
 const otherLayout = "2g.20gb@0 2g.20gb@2 3g.40gb@4"
@@ -58,6 +62,12 @@ func runChild(t *testing.T, bin, dir string, sc scenario, env ...string) (killed
 		"FAIL_CALL="+sc.failCall, "FAIL_NTH="+strconv.Itoa(sc.failNth))
 	if sc.failSmoke {
 		cmd.Env = append(cmd.Env, "FAIL_SMOKE=1")
+	}
+	if sc.migOff {
+		cmd.Env = append(cmd.Env, "MIG_OFF=1")
+	}
+	if sc.migOn {
+		cmd.Env = append(cmd.Env, "MIG_ON=1")
 	}
 	cmd.Env = append(cmd.Env, env...)
 	b, err := cmd.CombinedOutput()
@@ -149,6 +159,18 @@ func checkEnd(t *testing.T, dir string, sc scenario, k int, out string) {
 		// The smoke check fails in every process, so the change can never complete. (A failed
 		// create fails only at its n-th call per process: after a kill it may then succeed.)
 		t.Fatalf("%s kill %d: injected failure but GPU at %q, want old %q", sc.name, k, got, old)
+	}
+	devs, err := lib.Inventory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case sc.migOff && devs[0].MIG:
+		t.Fatalf("%s kill %d: GPU 0 still in MIG mode at %q", sc.name, k, got)
+	case !sc.migOff && !devs[0].MIG:
+		t.Fatalf("%s kill %d: GPU 0 left MIG mode", sc.name, k)
+	case !devs[1].MIG:
+		t.Fatalf("%s kill %d: untouched GPU 1 left MIG mode", sc.name, k)
 	}
 	other, p1, _ := lib.Observe(u[1], fake.Board().Name)
 	if other.String() != otherLayout || len(p1) > 0 {

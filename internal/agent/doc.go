@@ -20,10 +20,12 @@
 //
 // Link connects an Agent to the control plane through the ControlPlane port (HTTPControlPlane
 // speaks `gpupool serve`'s agent API): register and report the GPUs, heartbeat, long-poll the
-// desired layout, whose MIG layouts the poll submits to the gate; the gate's outcomes are reported
-// against the control plane's operation and attempt.
+// desired layout, whose MIG layouts the poll submits to the gate (turning MIG mode on before
+// instances are cut into a GPU out of MIG mode, and off once a GPU the plan runs whole has none:
+// Executor.SetMIGMode, idempotent and not journaled); the gate's outcomes are reported against the
+// control plane's operation and attempt.
 //
-// Ports are declared here and implemented elsewhere: internal/nvml (MIG directly, Telemetry and
+// Ports are declared here and implemented elsewhere: internal/nvml (MIG and MIGMode directly, Telemetry and
 // Clocks through the command's adapters), internal/mps (MPS through an adapter), internal/k8s
 // later for Node.
 package agent

@@ -78,6 +78,32 @@ func (x *Executor) Submit(ctx context.Context, d gate.Desired) error {
 // Tick lets deferred changes start once policy allows.
 func (x *Executor) Tick(ctx context.Context) error { return x.step(ctx, gate.Event{Kind: gate.EvTick}) }
 
+// SetMIGMode turns the GPU's MIG mode on or off when the gate is idle and the node is not
+// cordoned (off only once the gate has removed every instance), and says whether it did. Setting a
+// mode is idempotent, so it is not journaled: after a crash the GPU still reads its old mode and
+// the next call sets it again. Without a MIGMode port it does nothing; where the new mode waits
+// for a GPU reset the port returns an error and the mode stays.
+func (x *Executor) SetMIGMode(g GPUInfo, on bool) (bool, error) {
+	mm, ok := x.MIG.(MIGMode)
+	if !ok || g.MIG == on || !on && len(g.Instances) > 0 {
+		return false, nil
+	}
+	if st := x.State(); st.Phase() != gate.PhaseIdle || st.Cordoned {
+		return false, nil
+	}
+	if err := mm.SetMIGMode(g.UUID, on); err != nil {
+		return false, fmt.Errorf("MIG mode %s on GPU %s: %w", onOff(on), g.UUID, err)
+	}
+	return true, nil
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}
+
 // Reset clears a failed change (an operator's decision).
 func (x *Executor) Reset(ctx context.Context) error {
 	return x.step(ctx, gate.Event{Kind: gate.EvReset})

@@ -199,6 +199,14 @@ func (a *Agent) poll(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("poll inventory: %w", err)
 	}
+	var errs []error
+	if set, err := a.migModes(inv); err != nil {
+		errs = append(errs, err)
+	} else if set {
+		if inv, err = a.Tel.Inventory(); err != nil {
+			return fmt.Errorf("poll inventory: %w", err)
+		}
+	}
 	a.mu.Lock()
 	a.inventory = inv
 	a.mu.Unlock()
@@ -208,7 +216,6 @@ func (a *Agent) poll(ctx context.Context) error {
 		byIndex[g.Index] = g
 		byUUID[g.UUID] = g
 	}
-	var errs []error
 	// The control plane's layouts come first; the config's apply to the GPUs it does not name.
 	control := a.controlDesired()
 	for _, uuid := range slices.Sorted(maps.Keys(control)) {
@@ -216,6 +223,9 @@ func (a *Agent) poll(ctx context.Context) error {
 		if !ok {
 			errs = append(errs, fmt.Errorf("control plane layout: no GPU %s on the node", uuid))
 			continue
+		}
+		if _, modes := a.Exec.MIG.(MIGMode); modes && len(control[uuid]) > 0 && !g.MIG {
+			continue // migModes turns MIG mode on first, once the gate is idle
 		}
 		if want := control[uuid]; !slices.Equal(want.Sorted(), g.Instances.Sorted()) {
 			if err := a.Exec.Submit(ctx, gate.Desired{GPU: g.UUID, Board: g.Board, Layout: want, Current: g.Instances}); err != nil {
@@ -253,6 +263,32 @@ func (a *Agent) poll(ctx context.Context) error {
 	}
 	a.measure(ctx, inv, byIndex)
 	return errors.Join(errs...)
+}
+
+// migModes sets the MIG mode the control plane wants of its GPUs (Executor.SetMIGMode): on for a
+// GPU it cuts into instances, before the gate creates them; off for a GPU its plan runs whole,
+// once the gate has removed its instances. It runs before the inventory is published, so that the
+// control plane never settles an operation on a GPU whose mode is about to change, and says
+// whether it changed a GPU's mode.
+func (a *Agent) migModes(inv []GPUInfo) (bool, error) {
+	want := a.modesWanted()
+	changed := false
+	var errs []error
+	for _, g := range inv {
+		on, ok := want[g.UUID]
+		if !ok {
+			continue
+		}
+		did, err := a.Exec.SetMIGMode(g, on)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("control plane: %w", err))
+		}
+		if did {
+			a.Log.Info("MIG mode set", "gpu", g.UUID, "on", on)
+		}
+		changed = changed || did
+	}
+	return changed, errors.Join(errs...)
 }
 
 // applyEnergy locks clocks and sets the power limit of an energy class, once per GPU, and only

@@ -16,6 +16,13 @@ type MIG interface {
 	Destroy(uuid, board string, in gpu.Instance) error
 }
 
+// MIGMode is an optional part of MIG: turning a GPU's MIG mode on or off (internal/nvml.Lib). The
+// driver refuses it while instances are left; where the new mode waits for a GPU reset it returns
+// an error (the agent never resets a GPU).
+type MIGMode interface {
+	SetMIGMode(uuid string, on bool) error
+}
+
 // Node is the node's scheduling state: cordoned or not, and the replicas on GPU instances. On a
 // bare machine it is a file (LocalNode); under Kubernetes, the k8s package implements it.
 type Node interface {

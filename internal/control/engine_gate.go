@@ -124,7 +124,7 @@ func (e *Engine) RequestLayout(now time.Time, node, gpuID, layout string) (GateO
 	if cur, _ := normLayout(g.MIG); cur == want {
 		return GateOp{}, &InvalidError{Fields: []FieldError{{Path: "layout", Message: fmt.Sprintf("GPU %s already has layout %q", gpuID, want)}}}
 	}
-	op := e.addGateOp(now, n, *g, want)
+	op := e.addGateOp(now, n, *g, want, false)
 	if err := e.schedule(now); err != nil {
 		return GateOp{}, err
 	}
@@ -137,10 +137,15 @@ func (e *Engine) RequestLayout(now time.Time, node, gpuID, layout string) (GateO
 	return op, nil
 }
 
-// addGateOp records a waiting gate operation (replacing a waiting one on the same GPU).
-func (e *Engine) addGateOp(now time.Time, n *Node, g GPU, want string) GateOp {
-	e.event(now, Event{Code: CodeGateRequested, Node: n.Name, Message: fmt.Sprintf("GPU %s of node %s asked to change from %q to %q", g.UUID, n.Name, g.MIG, want)})
-	op := GateOp{ID: e.nextEvent, GPU: g.UUID, Board: g.Board, From: g.MIG, Layout: want, State: GateWaiting, Since: now}
+// addGateOp records a waiting gate operation (replacing a waiting one on the same GPU); migOff
+// asks for a GPU run whole (want is then empty).
+func (e *Engine) addGateOp(now time.Time, n *Node, g GPU, want string, migOff bool) GateOp {
+	msg := fmt.Sprintf("GPU %s of node %s asked to change from %q to %q", g.UUID, n.Name, g.MIG, want)
+	if migOff {
+		msg = fmt.Sprintf("GPU %s of node %s asked to change from %q to no MIG instance and MIG mode off: the plan runs it whole", g.UUID, n.Name, g.MIG)
+	}
+	e.event(now, Event{Code: CodeGateRequested, Node: n.Name, Message: msg})
+	op := GateOp{ID: e.nextEvent, GPU: g.UUID, Board: g.Board, From: g.MIG, Layout: want, MIGOff: migOff, State: GateWaiting, Since: now}
 	gates := slices.Clone(n.Gates)
 	if i := slices.IndexFunc(gates, func(o GateOp) bool { return o.GPU == g.UUID }); i >= 0 {
 		gates[i] = op
@@ -160,14 +165,16 @@ func (e *Engine) addGateOp(now time.Time, n *Node, g GPU, want string) GateOp {
 func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, error) {
 	bad := &InvalidError{}
 	type change struct {
-		n    *Node
-		g    GPU
-		want string
+		n      *Node
+		g      GPU
+		want   string
+		migOff bool
 	}
 	var cs []change
 	for i, pg := range p.GPUs {
-		if pg.Mode != v1.ModeMIG {
-			continue
+		whole := pg.Mode != v1.ModeMIG
+		if whole && len(pg.Replicas) == 0 && pg.LoRAEngine == "" {
+			continue // a GPU the plan runs nothing on keeps what it has (its slices stay in the pool)
 		}
 		path := fmt.Sprintf("gpus[%d]", i)
 		n, ok := e.nodes[pg.Node]
@@ -188,7 +195,7 @@ func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, 
 		for _, in := range pg.Instances {
 			l = append(l, gpu.Instance{Profile: in.Profile, Start: in.Start})
 		}
-		want := l.Sorted().String()
+		want := l.Sorted().String() // a GPU run whole: "", no instance left
 		if cur, _ := normLayout(g.MIG); cur == want {
 			continue
 		}
@@ -196,14 +203,14 @@ func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, 
 			bad.add(path, "GPU %d of node %s is being changed by another gate operation", pg.Index, pg.Node)
 			continue
 		}
-		cs = append(cs, change{n, g, want})
+		cs = append(cs, change{n, g, want, whole})
 	}
 	if err := bad.err(); err != nil {
 		return nil, err
 	}
 	var ids []uint64
 	for _, c := range cs {
-		ids = append(ids, e.addGateOp(now, c.n, c.g, c.want).ID)
+		ids = append(ids, e.addGateOp(now, c.n, c.g, c.want, c.migOff).ID)
 	}
 	e.plan, e.pool, e.planned = p, pool, nil
 	e.ch.Plan = true
@@ -217,9 +224,9 @@ func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, 
 	}
 	e.finish()
 	out := []GateOp{}
-	for _, c := range cs {
+	for i, c := range cs { // each operation once, though a node has several
 		for _, o := range c.n.Gates {
-			if slices.Contains(ids, o.ID) {
+			if o.ID == ids[i] {
 				out = append(out, o)
 			}
 		}
@@ -496,7 +503,14 @@ func (e *Engine) settleGates(now time.Time, n *Node) {
 				n.Changed = maps.Clone(n.Changed)
 			}
 			n.Changed[op.GPU] = now
-			e.event(now, Event{Code: CodeGateDone, Node: n.Name, Message: fmt.Sprintf("gate operation %d done: GPU %s changed from %q to %q in %s (attempt %d); its %d slices rejoin the pool", op.ID, op.GPU, op.From, op.Layout, now.Sub(op.Since).Round(time.Millisecond), op.Attempts, len(g.Slices))})
+			to := fmt.Sprintf("%q", op.Layout)
+			switch {
+			case op.MIGOff && len(g.Slices) > 0:
+				to = "no MIG instance, MIG mode off"
+			case op.MIGOff:
+				to = "no MIG instance, MIG mode still on (the agent could not turn it off; a GPU reset may be needed)"
+			}
+			e.event(now, Event{Code: CodeGateDone, Node: n.Name, Message: fmt.Sprintf("gate operation %d done: GPU %s changed from %q to %s in %s (attempt %d); its %d slices rejoin the pool", op.ID, op.GPU, op.From, to, now.Sub(op.Since).Round(time.Millisecond), op.Attempts, len(g.Slices))})
 		case g.Gate != nil && g.Gate.Op == op.ID && g.Gate.Attempt == op.Attempts && gateFailures[g.Gate.Code]:
 			e.event(now, Event{Code: CodeGateFailed, Node: n.Name, Message: fmt.Sprintf("gate operation %d attempt %d of %d failed on GPU %s: %s: %s; the GPU keeps %q", op.ID, op.Attempts, p.MaxAttempts, op.GPU, g.Gate.Code, g.Gate.Message, g.MIG)})
 			if op.Attempts >= p.MaxAttempts || g.Gate.Code == "GateRollbackFailed" {

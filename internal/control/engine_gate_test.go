@@ -236,6 +236,7 @@ func TestApplyPlan(t *testing.T) {
 func TestReplanOnRateAndFleet(t *testing.T) {
 	h := newHarness(t, ServerConfig{})
 	h.startReplanner(t)
+	h.settleGates(t) // the nodes' agents: apply and re-plans change their GPUs
 	h100 := func(node string) Inventory {
 		return Inventory{GPUs: []GPU{{UUID: "GPU-" + node, Board: "H100-SXM5-80GB", MIG: "7g.80gb@0", Slices: []string{"7g.80gb"}}}}
 	}
@@ -293,5 +294,78 @@ func TestAppliedPlanSurvivesRestart(t *testing.T) {
 	defer stop()
 	if v := loop.View(); v.Plan == nil || v.Pool == nil || v.Plan.Pool != "p1" || v.Pool.Metadata.Name != "p1" || len(v.Plan.GPUs) != 1 {
 		t.Fatalf("after a restart the plan is %+v and the pool %+v, want p1's", v.Plan, v.Pool)
+	}
+}
+
+// TestApplyPlanRunsGPUsWhole: a GPU the plan runs whole (exclusive, MPS, time-sliced) with a tenant
+// on it while the node reports MIG instances gets a gate operation to no instance with MIG mode
+// off; a GPU the plan runs nothing on, one already out of MIG mode and one in MIG mode with no
+// instance get none. The agent's report of the GPU out of MIG mode ends the operation.
+func TestApplyPlanRunsGPUsWhole(t *testing.T) {
+	e, err := NewEngine(EngineConfig{NodeTimeout: time.Hour}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := migInv("node-a", 4)
+	in.GPUs[2].Slices, in.GPUs[2].MIG = []string{}, ""            // MIG mode on, no instance
+	in.GPUs[3].Slices, in.GPUs[3].MIG = []string{"exclusive"}, "" // MIG mode off
+	if _, err := e.Register(t0, "node-a", in); err != nil {
+		t.Fatal(err)
+	}
+	whole := func(i int, mode v1.Mode, tenant string) v1.PlanGPU {
+		g := v1.PlanGPU{Node: "node-a", Index: i, Board: "H100-SXM5-80GB", Role: v1.RolePool, Mode: mode}
+		if tenant != "" {
+			g.Replicas = []v1.PlanReplica{{Tenant: tenant}}
+		} else {
+			g.Role = v1.RoleIdle
+		}
+		return g
+	}
+	p := &v1.Plan{Pool: "p", GPUs: []v1.PlanGPU{whole(0, v1.ModeExclusive, "rag"), whole(1, v1.ModeExclusive, ""),
+		whole(2, v1.ModeExclusive, "chat"), whole(3, v1.ModeMPS, "idle")}}
+	ops, err := e.ApplyPlan(t0, &v1.Pool{}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) != 1 || ops[0].GPU != "GPU-node-a-0" || ops[0].Layout != "" || !ops[0].MIGOff || ops[0].From != "7g.80gb@0" {
+		t.Fatalf("operations %+v, want one: GPU 0 from 7g.80gb@0 to no instance, MIG mode off", ops)
+	}
+	l, _ := e.View(1).Layout("node-a")
+	if len(l.GPUs) != 1 || !l.GPUs[0].MIGOff || l.GPUs[0].MIG != "" {
+		t.Fatalf("node layout GPUs %+v, want GPU 0 handed over with migOff", l.GPUs)
+	}
+	in.GPUs[0].Slices, in.GPUs[0].MIG = []string{"exclusive"}, ""
+	if _, err := e.Register(t0.Add(time.Second), "node-a", in); err != nil {
+		t.Fatal(err)
+	}
+	if ev, ok := lastCode(e, CodeGateDone); !ok || !strings.Contains(ev.Message, "MIG mode off") {
+		t.Fatalf("GateDone %v %q, want one saying MIG mode is off", ok, ev.Message)
+	}
+	if len(e.nodes["node-a"].Gates) != 0 {
+		t.Fatalf("operations left: %+v", e.nodes["node-a"].Gates)
+	}
+}
+
+// TestApplyPlanListsEachOperationOnce: two GPUs of one node changed by one plan are two
+// operations in the answer, not four.
+func TestApplyPlanListsEachOperationOnce(t *testing.T) {
+	e, err := NewEngine(EngineConfig{NodeTimeout: time.Hour}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Register(t0, "node-a", migInv("node-a", 2)); err != nil {
+		t.Fatal(err)
+	}
+	half := []v1.PlanInstance{{Profile: "3g.40gb", Start: 4}, {Profile: "3g.40gb"}}
+	var gs []v1.PlanGPU
+	for i := range 2 {
+		gs = append(gs, v1.PlanGPU{Node: "node-a", Index: i, Board: "H100-SXM5-80GB", Role: v1.RolePool, Mode: v1.ModeMIG, Instances: half})
+	}
+	ops, err := e.ApplyPlan(t0, &v1.Pool{}, &v1.Plan{Pool: "p", GPUs: gs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) != 2 || ops[0].GPU != "GPU-node-a-0" || ops[1].GPU != "GPU-node-a-1" {
+		t.Fatalf("operations %+v, want GPU 0's and GPU 1's, once each", ops)
 	}
 }

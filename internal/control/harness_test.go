@@ -6,13 +6,16 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/store"
 )
 
@@ -159,4 +162,51 @@ func (h *harness) simAgent(t *testing.T, n string, set func(*SimAgent)) *SimAgen
 	go func() { defer close(done); a.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done }) // before the harness stops: cleanups run last first
 	return a
+}
+
+// settleGates stands in for the nodes' agents until the test ends: every 20 ms, each gate
+// operation handed to an agent is answered by the node reporting its GPU in the target layout
+// (one "exclusive" slice for a GPU run whole), as an agent's gate would.
+func (h *harness) settleGates(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			_, _ = h.loop.Do(ctx, func(e *Engine, now time.Time) (any, error) {
+				for _, name := range slices.Sorted(maps.Keys(e.nodes)) {
+					n := e.nodes[name]
+					inv, changed := n.Inventory, false
+					inv.GPUs = slices.Clone(inv.GPUs)
+					for _, op := range n.Gates {
+						i := slices.IndexFunc(inv.GPUs, func(g GPU) bool { return g.UUID == op.GPU })
+						if op.State != GateApplying || i < 0 {
+							continue
+						}
+						l, _ := gpu.ParseLayout(op.Layout)
+						g := &inv.GPUs[i]
+						g.MIG, g.Slices, changed = op.Layout, []string{}, true
+						for _, in := range l {
+							g.Slices = append(g.Slices, in.Profile)
+						}
+						if op.MIGOff {
+							g.Slices = []string{"exclusive"}
+						}
+					}
+					if changed {
+						if _, err := e.Register(now, name, inv); err != nil {
+							return nil, err
+						}
+					}
+				}
+				return nil, nil
+			})
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
 }

@@ -45,6 +45,7 @@ func TestPlanningConfirmsBySimulation(t *testing.T) {
 	sim := &countingSim{}
 	h := newHarness(t, ServerConfig{Planning: Planning{Simulate: sim.run}})
 	h.startReplanner(t)
+	h.settleGates(t) // the node's agent: apply and re-plans change GPU 0
 	pool := readFile(t, "../../examples/h100-7b-exclusive.yaml")
 	var p v1.Plan
 	if err := json.Unmarshal(h.must("operator", "POST", "/v1/plans/dry-run", pool, 200), &p); err != nil {

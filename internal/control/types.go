@@ -86,6 +86,9 @@ type GateOp struct {
 	Board  string `json:"board"`
 	From   string `json:"from"`
 	Layout string `json:"layout"`
+	// MIGOff says the plan runs the GPU whole (exclusive, MPS or time-sliced): Layout is empty
+	// (every instance goes) and the agent is asked to turn MIG mode off afterwards.
+	MIGOff bool `json:"migOff,omitempty"`
 	// State is "waiting" (not started), "draining" (the GPU is out of the pool and its replicas'
 	// standbys start elsewhere) or "applying" (handed to the agent).
 	State GateState `json:"state"`

@@ -123,7 +123,7 @@ func (v *View) Layout(node string) (Layout, bool) {
 	l := Layout{Node: node, Revision: v.Nodes[i].LayoutRevision, Epoch: v.Nodes[i].Epoch, Slices: []LayoutSlice{}}
 	for _, op := range v.Nodes[i].Gates {
 		if op.State == GateApplying {
-			l.GPUs = append(l.GPUs, GPULayout{UUID: op.GPU, Board: op.Board, MIG: op.Layout, Op: op.ID, Attempt: op.Attempts})
+			l.GPUs = append(l.GPUs, GPULayout{UUID: op.GPU, Board: op.Board, MIG: op.Layout, MIGOff: op.MIGOff, Op: op.ID, Attempt: op.Attempts})
 		}
 	}
 	bySlice := map[string]Grant{}

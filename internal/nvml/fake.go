@@ -188,6 +188,12 @@ func (f *Fake) wrapDevice(d *server.Device) {
 	d.CreateGpuInstanceWithPlacementFunc = func(info *gonvml.GpuInstanceProfileInfo, p *gonvml.GpuInstancePlacement) (gonvml.GpuInstance, gonvml.Return) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		d.RLock()
+		mode := d.MigMode
+		d.RUnlock()
+		if mode != gonvml.DEVICE_MIG_ENABLE {
+			return nil, gonvml.ERROR_NOT_SUPPORTED // no instance outside MIG mode
+		}
 		in := gpu.Instance{Profile: f.profileName(d, info.Id), Start: int(p.Start)}
 		if in.Profile == "" {
 			return nil, gonvml.ERROR_INVALID_ARGUMENT
@@ -211,6 +217,24 @@ func (f *Fake) wrapDevice(d *server.Device) {
 		}
 		f.hook("after " + point)
 		return gi, r
+	}
+	setMode := d.SetMigModeFunc
+	d.SetMigModeFunc = func(mode int) (gonvml.Return, gonvml.Return) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if mode == gonvml.DEVICE_MIG_DISABLE && len(f.gpuInstances(d)) > 0 {
+			return gonvml.ERROR_IN_USE, gonvml.ERROR_IN_USE // the driver refuses with instances left
+		}
+		point := fmt.Sprintf("set-mig-mode %s %d", d.UUID, mode)
+		f.hook("before " + point)
+		r, act := setMode(mode) // the mock's mode is current at once: no reset is modelled
+		if r == gonvml.SUCCESS {
+			if err := f.save(); err != nil {
+				return gonvml.ERROR_UNKNOWN, gonvml.ERROR_UNKNOWN
+			}
+		}
+		f.hook("after " + point)
+		return r, act
 	}
 	d.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
 		f.tmu.Lock()
@@ -352,12 +376,31 @@ func (f *Fake) wrapServer() {
 	}
 }
 
-// state returns the MIG state of every device, by UUID.
-func (f *Fake) state() map[string][]fakeInstance {
-	out := map[string][]fakeInstance{}
+// gpuInstances returns the device's GPU instances (complete or not).
+func (f *Fake) gpuInstances(d *server.Device) []*server.GpuInstance {
+	d.RLock()
+	defer d.RUnlock()
+	var out []*server.GpuInstance
+	for gi := range d.GpuInstances {
+		out = append(out, gi)
+	}
+	return out
+}
+
+// migOffKey lists, in the state file, the GPUs whose MIG mode is off (a UUID never has this name).
+const migOffKey = "migDisabled"
+
+// state returns the MIG state of every device, by UUID, and under migOffKey the UUIDs of the
+// devices whose MIG mode is off.
+func (f *Fake) state() map[string]any {
+	out := map[string]any{}
+	off := []string{}
 	for _, dd := range f.srv.Devices {
 		d := dd.(*server.Device)
 		d.RLock()
+		if d.MigMode == gonvml.DEVICE_MIG_DISABLE {
+			off = append(off, d.UUID)
+		}
 		list := []fakeInstance{}
 		for gi := range d.GpuInstances {
 			gi.RLock()
@@ -367,6 +410,9 @@ func (f *Fake) state() map[string][]fakeInstance {
 		d.RUnlock()
 		slices.SortFunc(list, func(a, b fakeInstance) int { return int(a.Start) - int(b.Start) })
 		out[d.UUID] = list
+	}
+	if len(off) > 0 {
+		out[migOffKey] = off
 	}
 	return out
 }
@@ -425,9 +471,24 @@ func (f *Fake) restore() error {
 	if err != nil {
 		return fmt.Errorf("restore fake state: %w", err)
 	}
-	var st map[string][]fakeInstance
-	if err := json.Unmarshal(data, &st); err != nil {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
 		return fmt.Errorf("restore fake state %s: %w", f.opt.StatePath, err)
+	}
+	st := map[string][]fakeInstance{}
+	var off []string
+	for k, v := range raw {
+		var err error
+		if k == migOffKey {
+			err = json.Unmarshal(v, &off)
+		} else {
+			var list []fakeInstance
+			err = json.Unmarshal(v, &list)
+			st[k] = list
+		}
+		if err != nil {
+			return fmt.Errorf("restore fake state %s: %s: %w", f.opt.StatePath, k, err)
+		}
 	}
 	hook := f.opt.Hook
 	f.opt.Hook = nil
@@ -437,6 +498,9 @@ func (f *Fake) restore() error {
 	defer func() { f.opt.StatePath = path }()
 	for _, dd := range f.srv.Devices {
 		d := dd.(*server.Device)
+		if slices.Contains(off, d.UUID) {
+			d.MigMode = gonvml.DEVICE_MIG_DISABLE
+		}
 		for _, in := range st[d.UUID] {
 			info := f.infoByID(d, in.ProfileID)
 			if info == nil {

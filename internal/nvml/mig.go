@@ -348,3 +348,29 @@ func (l *Lib) infoFor(h gonvml.Device, uuid string, b *gpu.Board, p *gpu.Profile
 	err := l.do("DeviceGetGpuInstanceProfileInfo", func() (r gonvml.Return) { info, r = h.GetGpuInstanceProfileInfo(idx); return })
 	return info, err
 }
+
+// SetMIGMode turns the GPU's MIG mode on or off (nvmlDeviceSetMigMode). The driver refuses it
+// while the GPU has MIG instances or running processes. Where the new mode only becomes current
+// after a GPU reset (NVML reports it pending: some A100 systems, passthrough VMs), the mode is
+// left pending and an error says so: the agent never resets a GPU itself.
+func (l *Lib) SetMIGMode(uuid string, on bool) error {
+	h, err := l.device(uuid)
+	if err != nil {
+		return fmt.Errorf("set MIG mode of %s: %w", uuid, err)
+	}
+	mode := gonvml.DEVICE_MIG_DISABLE
+	if on {
+		mode = gonvml.DEVICE_MIG_ENABLE
+	}
+	if err := l.doBounded("DeviceSetMigMode", func() (r gonvml.Return) { _, r = h.SetMigMode(mode); return }); err != nil {
+		return fmt.Errorf("set MIG mode of %s to %v: %w", uuid, on, err)
+	}
+	var cur, pending int
+	if err := l.do("DeviceGetMigMode", func() (r gonvml.Return) { cur, pending, r = h.GetMigMode(); return }); err != nil {
+		return fmt.Errorf("read MIG mode of %s: %w", uuid, err)
+	}
+	if cur != mode {
+		return fmt.Errorf("MIG mode of %s is pending (current %d, pending %d): it takes effect after a GPU reset, which the agent does not do", uuid, cur, pending)
+	}
+	return nil
+}

@@ -65,6 +65,12 @@ func crashChild() int {
 				}
 			}
 		}
+		if os.Getenv("MIG_ON") != "" { // GPU 0 starts out of MIG mode
+			if err := lib.SetMIGMode(u[0], false); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 2
+			}
+		}
 		return 0
 	}
 	j, rep, err := agent.OpenJournal(filepath.Join(dir, "gate.journal"))
@@ -86,6 +92,17 @@ func crashChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 4
 	}
+	if os.Getenv("MIG_ON") != "" { // MIG mode on first, as the agent does for a layout
+		devs, err := lib.Inventory()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 7
+		}
+		if _, err := x.SetMIGMode(agent.GPUInfo{UUID: u[0], Board: board, MIG: devs[0].MIG}, true); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 7
+		}
+	}
 	cur, _, err := lib.Observe(u[0], board)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -95,6 +112,22 @@ func crashChild() int {
 	if err := x.Submit(ctx, gate.Desired{GPU: u[0], Board: board, Layout: to, Current: cur}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 6
+	}
+	if os.Getenv("MIG_OFF") != "" { // the GPU is run whole: MIG mode off once empty
+		devs, err := lib.Inventory()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 7
+		}
+		now, _, err := lib.Observe(u[0], board)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 7
+		}
+		if _, err := x.SetMIGMode(agent.GPUInfo{UUID: u[0], Board: board, MIG: devs[0].MIG, Instances: now}, false); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 7
+		}
 	}
 	rolled := 0
 	for _, n := range x.State().Notes {
