@@ -1,71 +1,31 @@
 package fair
 
-import (
-	"container/heap"
-	"math"
-)
+import "math"
 
 // Whole-task floors (docs/fairness.md §3, "Whole-task floors").
 //
 // A tenant's base floor is its entitlement in whole tasks, ⌊e/u⌋. A tenant whose entitlement
 // holds none of its tasks (a lumpy tenant: 4-GPU tasks beside 1-GPU tenants) would have a base
 // floor of 0, and the other tenants' floor claims would take back any task it got: it would
-// starve for good. So floors are filled, in whole tasks, by progressive filling over the steady
-// pool's dominant-share budget (1):
+// starve for good. So when some tenant's base floor is 0, floors are filled in whole tasks by
+// hierarchical progressive filling of the steady pool's dominant-share budget (1):
 //
-//   - tenants with a deserved part on their path, or a sibling's on it (a quota is a
-//     guarantee), keep their base floor, charged to the budget first;
+//   - a tenant with a deserved part on its path, or on a sibling of a node of its path (a quota
+//     is a guarantee), keeps its base floor, charged to the budget first;
 //   - every other tenant that wants steady tasks, and every quota tenant whose base floor is 0,
-//     is filled up to max(base, 1) tasks, lowest level first, where a tenant's level is the part
-//     of its entitlement its floor tasks take (k·u/e); ties go to the larger task, then the
-//     smaller name; a task that does not fit the budget left (or a group limit's) ends that
-//     tenant's filling (the skip rule).
+//     is filled up to max(base, 1) tasks. From the root, the child whose floor tasks take the
+//     smallest part of its entitlement (its level) is taken, down to a tenant; ties go to the
+//     tenant with the larger task, then to the smaller name. The tenant gets one more floor task
+//     if it fits the budget left and every group limit on its path, and otherwise leaves the
+//     filling (the skip rule).
 //
-// Every tenant at level 0 (no floor task yet) comes before every tenant holding one, so the
-// first tasks are handed out before any second one: when the first tasks of the filled tenants
-// fit the budget the quota floors leave, every tenant that wants a task and whose task fits the
-// steady pool has a floor of at least one task. When no tenant has a base floor of 0, the filled
-// floors are the base floors (their sum fits the budget). Floors still fit the steady pool
-// together (their dominant shares sum to at most 1), which is what the loop-freedom argument
-// needs, and they depend only on which tenants want steady tasks, the weights, quotas, limits
-// and the capacity, so they are constant between events.
-
-// floorEnt is one tenant in the floor filling.
-type floorEnt struct {
-	idx    int32
-	level  float64 // k·u/e after its current floor tasks
-	unit   float64
-	e      float64
-	target int
-	name   string
-}
-
-type floorHeap []floorEnt
-
-func (h floorHeap) Len() int { return len(h) }
-func (h floorHeap) Less(i, j int) bool {
-	a, b := &h[i], &h[j]
-	if !sharesEqual(a.level, b.level) {
-		return a.level < b.level
-	}
-	if a.unit != b.unit {
-		return a.unit > b.unit // the larger task first: first-fit decreasing among ties
-	}
-	return a.name < b.name
-}
-func (h floorHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *floorHeap) Push(x any)   { *h = append(*h, x.(floorEnt)) }
-func (h *floorHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-// sharesEqual compares two levels within the tie tolerance.
-func sharesEqual(x, y float64) bool {
-	return math.Abs(x-y) <= tieTolerance*math.Max(math.Abs(x), math.Abs(y))
-}
+// A tenant with no floor task is at level 0, below every sibling holding one, so first tasks
+// come before second ones among siblings, and an org's tenants are served in turn with the other
+// orgs by the orgs' levels. When no tenant has a base floor of 0 the floors are the base floors.
+// Floors fit the steady pool together (their dominant shares sum to at most 1, and each group's
+// to at most its limit), which is what the loop-freedom argument needs, and they depend only on
+// which tenants want steady tasks, the weights, quotas, limits and the capacity, so they are
+// constant between events.
 
 // ensureFloors fills every tenant's floor again when the entitlements changed since the last
 // filling. When a floor changed, every surplus mark is set again before the next claim.
@@ -76,12 +36,6 @@ func (a *Allocator) ensureFloors() {
 	n := len(a.tenants)
 	next := make([]int, n)
 	tr := &a.st
-	budget := 1.0
-	var limUsed map[int32]float64
-	if tr.hasLimit {
-		limUsed = map[int32]float64{}
-	}
-	var fill floorHeap
 	zeros := false
 	ent := make([]float64, n) // 0: not in the filling
 	for i, t := range a.tenants {
@@ -100,41 +54,7 @@ func (a *Allocator) ensureFloors() {
 		}
 	}
 	if zeros {
-		// Quota tenants keep their base floors, charged first.
-		for i, t := range a.tenants {
-			e := ent[i]
-			if e == 0 {
-				continue
-			}
-			base := next[i]
-			if a.quotaPath(t) {
-				budget -= float64(base) * t.unit
-				a.chargeLimits(limUsed, t, float64(base)*t.unit)
-				if base > 0 {
-					continue
-				}
-			}
-			next[i] = 0
-			fill = append(fill, floorEnt{idx: int32(i), unit: t.unit, e: e, target: max(base, 1), name: t.cfg.Name})
-		}
-		heap.Init(&fill)
-		for len(fill) > 0 {
-			f := &fill[0]
-			t := a.tenants[f.idx]
-			if f.unit > budget+tieTolerance || !a.limitsFit(limUsed, t, f.unit) {
-				heap.Pop(&fill) // the skip rule: this tenant's filling ends
-				continue
-			}
-			budget -= f.unit
-			a.chargeLimits(limUsed, t, f.unit)
-			next[f.idx]++
-			if next[f.idx] >= f.target {
-				heap.Pop(&fill)
-				continue
-			}
-			f.level = float64(next[f.idx]) * f.unit / f.e
-			heap.Fix(&fill, 0)
-		}
+		a.fillFloors(next, ent)
 	}
 	if a.ffOK && len(a.ffFloor) == n {
 		for i := range next {
@@ -149,6 +69,103 @@ func (a *Allocator) ensureFloors() {
 	a.ffFloor, a.ffEpoch, a.ffOK = next, tr.demEpoch, true
 }
 
+// fillFloors replaces the base floors in next by the whole-task filling: hierarchical
+// progressive filling of the steady pool's dominant-share budget, where a node's level is the
+// part of its entitlement its floor tasks take. From the root, the child with the lowest level
+// among those holding a tenant still filled is taken (ties: a leaf with the larger task first,
+// then the smaller name), down to a tenant, which gets its next floor task if it fits the budget
+// and every limit on its path, and otherwise leaves the filling (the skip rule).
+func (a *Allocator) fillFloors(next []int, ent []float64) {
+	tr := &a.st
+	nodes := len(tr.parent)
+	used := make([]float64, nodes) // floor tasks' dominant share below each node
+	e := make([]float64, nodes)    // entitlement of each node: its wanting leaves' sum
+	live := make([]int32, nodes)   // leaves below each node still filled
+	target := make([]int, len(next))
+	budget := 1.0
+	charge := func(leaf int32, d float64) {
+		for m := leaf; m >= 0; m = tr.parent[m] {
+			used[m] += d
+		}
+	}
+	limitsFit := func(leaf int32, d float64) bool {
+		for m := tr.parent[leaf]; m > 0; m = tr.parent[m] {
+			if l := tr.limit[m]; l > 0 && used[m]+d > l+tieTolerance {
+				return false
+			}
+		}
+		return true
+	}
+	for i, t := range a.tenants {
+		if ent[i] == 0 {
+			continue
+		}
+		base := next[i]
+		for m := t.sLeaf; m >= 0; m = tr.parent[m] {
+			e[m] += ent[i]
+		}
+		if a.quotaPath(t) {
+			// A quota tenant keeps its base floor, charged first.
+			budget -= float64(base) * t.unit
+			charge(t.sLeaf, float64(base)*t.unit)
+			if base > 0 {
+				continue
+			}
+		}
+		next[i], target[i] = 0, max(base, 1)
+		for m := t.sLeaf; m >= 0; m = tr.parent[m] {
+			live[m]++
+		}
+	}
+	level := func(m int32) float64 { return used[m] / e[m] }
+	for live[0] > 0 {
+		m := int32(0)
+		for !tr.isLeaf(m) {
+			best := int32(-1)
+			for _, c := range tr.kids[m] {
+				if live[c] == 0 {
+					continue
+				}
+				if best < 0 || a.floorBefore(c, best, level(c), level(best)) {
+					best = c
+				}
+			}
+			m = best
+		}
+		i := tr.tenant[m]
+		t := a.tenants[i]
+		done := true
+		if t.unit <= budget+tieTolerance && limitsFit(m, t.unit) {
+			budget -= t.unit
+			charge(m, t.unit)
+			next[i]++
+			done = next[i] >= target[i]
+		}
+		if done {
+			for k := m; k >= 0; k = tr.parent[k] {
+				live[k]--
+			}
+		}
+	}
+}
+
+// floorBefore orders two siblings in the floor filling: the lower level first; among equal
+// levels a tenant with the larger task first (first-fit decreasing: small tasks fill what a large
+// one leaves, not the reverse), then the smaller name.
+func (a *Allocator) floorBefore(x, y int32, lx, ly float64) bool {
+	tr := &a.st
+	if !sharesEqual(lx, ly) {
+		return lx < ly
+	}
+	if tr.isLeaf(x) && tr.isLeaf(y) {
+		ux, uy := a.tenants[tr.tenant[x]].unit, a.tenants[tr.tenant[y]].unit
+		if ux != uy {
+			return ux > uy
+		}
+	}
+	return tr.name[x] < tr.name[y]
+}
+
 // quotaPath says whether a deserved part lies on t's path: on a node of it or on a sibling of one
 // that wants tasks. Such a tenant keeps its base floor (docs/fairness.md §3).
 func (a *Allocator) quotaPath(t *tenantRec) bool {
@@ -161,30 +178,7 @@ func (a *Allocator) quotaPath(t *tenantRec) bool {
 	return false
 }
 
-// chargeLimits adds d (a dominant share of the steady pool) to every limited group on t's path.
-func (a *Allocator) chargeLimits(used map[int32]float64, t *tenantRec, d float64) {
-	if used == nil {
-		return
-	}
-	tr := &a.st
-	for n := tr.parent[t.sLeaf]; n > 0; n = tr.parent[n] {
-		if tr.limit[n] > 0 {
-			used[n] += d
-		}
-	}
-}
-
-// limitsFit says whether d more fits every limit on t's path (a floor never asks for more than a
-// limit allows).
-func (a *Allocator) limitsFit(used map[int32]float64, t *tenantRec, d float64) bool {
-	if used == nil {
-		return true
-	}
-	tr := &a.st
-	for n := tr.parent[t.sLeaf]; n > 0; n = tr.parent[n] {
-		if l := tr.limit[n]; l > 0 && used[n]+d > l+tieTolerance {
-			return false
-		}
-	}
-	return true
+// sharesEqual compares two levels within the tie tolerance.
+func sharesEqual(x, y float64) bool {
+	return math.Abs(x-y) <= tieTolerance*math.Max(math.Abs(x), math.Abs(y))
 }
