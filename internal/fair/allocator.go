@@ -156,6 +156,7 @@ type Allocator struct {
 	leafBuf     []int32
 	// ffFloor is every tenant's floor (by index) as filled at entitlement epoch ffEpoch (floors.go).
 	ffFloor     []int
+	ffEnt       []float64 // ensureFloors' scratch
 	ffEpoch     uint64
 	ffOK        bool
 	batchDemand map[string]int // validateEvents' scratch: demands set earlier in the batch

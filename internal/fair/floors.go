@@ -36,8 +36,12 @@ func (a *Allocator) ensureFloors() {
 	n := len(a.tenants)
 	next := make([]int, n)
 	tr := &a.st
+	if cap(a.ffEnt) < n {
+		a.ffEnt = make([]float64, n)
+	}
+	ent := a.ffEnt[:n] // 0: not in the filling
+	clear(ent)
 	zeros := false
-	ent := make([]float64, n) // 0: not in the filling
 	for i, t := range a.tenants {
 		if t.removed || t.steadyWant() == 0 || t.unit == 0 || math.IsInf(t.unit, 1) {
 			continue
@@ -53,7 +57,7 @@ func (a *Allocator) ensureFloors() {
 			zeros = true
 		}
 	}
-	if zeros {
+	if zeros && !a.floorsFitRaised(next, ent) {
 		a.fillFloors(next, ent)
 	}
 	if a.ffOK && len(a.ffFloor) == n {
@@ -67,6 +71,46 @@ func (a *Allocator) ensureFloors() {
 		tr.demStale, tr.demDirty = true, tr.demDirty[:0]
 	}
 	a.ffFloor, a.ffEpoch, a.ffOK = next, tr.demEpoch, true
+}
+
+// floorsFitRaised raises every base floor of 0 to 1 in next when the raised floors fit the
+// budget and every group limit together: then every tenant gets its whole target in any order,
+// and the filling below would give the same floors.
+func (a *Allocator) floorsFitRaised(next []int, ent []float64) bool {
+	tr := &a.st
+	sum := 0.0
+	var lim map[int32]float64
+	for i, t := range a.tenants {
+		if ent[i] == 0 {
+			continue
+		}
+		d := float64(max(next[i], 1)) * t.unit
+		sum += d
+		if tr.hasLimit {
+			for m := tr.parent[t.sLeaf]; m > 0; m = tr.parent[m] {
+				if tr.limit[m] > 0 {
+					if lim == nil {
+						lim = map[int32]float64{}
+					}
+					lim[m] += d
+				}
+			}
+		}
+	}
+	if sum > 1+tieTolerance {
+		return false
+	}
+	for m, u := range lim {
+		if u > tr.limit[m]+tieTolerance {
+			return false
+		}
+	}
+	for i := range next {
+		if ent[i] != 0 && next[i] == 0 {
+			next[i] = 1
+		}
+	}
+	return true
 }
 
 // fillFloors replaces the base floors in next by the whole-task filling: hierarchical
