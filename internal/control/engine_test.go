@@ -225,6 +225,16 @@ func TestFairShares(t *testing.T) {
 			t.Errorf("%s: %g, want %g", k, got[k], v)
 		}
 	}
+	// A cap bounds the share as demand does: on 9 slices gamma (weight 3, cap 2) gets 2/9, and
+	// the 7 left go to alpha and beta (weight 1 each, demand 9) by weight.
+	got = fairShares(map[string]*Tenant{"alpha": {Name: "alpha", Demand: 9}, "beta": {Name: "beta", Demand: 9},
+		"gamma": {Name: "gamma", Demand: 9, Weight: 3, Cap: 2}}, 9)
+	want = map[string]float64{"alpha": 3.5 / 9, "beta": 3.5 / 9, "gamma": 2.0 / 9}
+	for k, v := range want {
+		if d := got[k] - v; d > 1e-9 || d < -1e-9 {
+			t.Errorf("capped %s: %g, want %g", k, got[k], v)
+		}
+	}
 }
 
 func BenchmarkEngineSetDemand(b *testing.B) {

@@ -51,8 +51,9 @@ type TenantStatus struct {
 	Tenant
 	Granted       int     `json:"granted"`
 	DominantShare float64 `json:"dominantShare"`
-	// FairShare is the share the tenant would get if every tenant wanted everything: its weight
-	// over the sum of the weights of tenants with demand, capped by its own demand's share.
+	// FairShare is the tenant's weighted max-min (water-filling) share of the slices: its weight's
+	// part of what the tenants whose demand (or cap, when lower) is met leave, at most its own
+	// demand's share, and at most its cap's (steady tasks never exceed a cap).
 	FairShare float64 `json:"fairShare"`
 	// Cost is the tenant's cost per hour in the applied plan (planned basis, docs/cost.md); nil
 	// without an applied plan, a policy.cost in its Pool or the tenant in the plan.

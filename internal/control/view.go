@@ -70,8 +70,9 @@ func (e *Engine) View(rev uint64) *View {
 	return v
 }
 
-// fairShares is weighted max-min water-filling of capacity over the tenants' demands (flat: the
-// hierarchy is left to the allocator), as a fraction of capacity.
+// fairShares is weighted max-min water-filling of capacity over the tenants' demands, each capped
+// by the tenant's cap when it has one (steady tasks never exceed a cap; flat: the hierarchy is
+// left to the allocator), as a fraction of capacity.
 func fairShares(ts map[string]*Tenant, capacity int) map[string]float64 {
 	out := map[string]float64{}
 	if capacity == 0 {
@@ -87,8 +88,12 @@ func fairShares(ts map[string]*Tenant, capacity int) map[string]float64 {
 		if w == 0 {
 			w = 1
 		}
-		if t.Demand > 0 {
-			cs = append(cs, claim{t.Name, w, float64(t.Demand)})
+		dem := t.Demand
+		if t.Cap > 0 && t.Cap < dem {
+			dem = t.Cap
+		}
+		if dem > 0 {
+			cs = append(cs, claim{t.Name, w, float64(dem)})
 		}
 	}
 	// Fill in order of demand per weight: a tenant whose demand is met leaves its rest to others.

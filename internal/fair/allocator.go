@@ -154,6 +154,11 @@ type Allocator struct {
 	withdrawn   int    // items withdrawn in this step (compacted at its end)
 	demandSum   int64  // every tenant's demand, summed (limits.maxTotalDemand)
 	leafBuf     []int32
+	// ffFloor is every tenant's floor (by index) as filled at entitlement epoch ffEpoch (floors.go).
+	ffFloor     []int
+	ffEnt       []float64 // ensureFloors' scratch
+	ffEpoch     uint64
+	ffOK        bool
 	batchDemand map[string]int // validateEvents' scratch: demands set earlier in the batch
 }
 
@@ -347,9 +352,10 @@ func (a *Allocator) effMinRuntime(t *tenantRec) time.Duration {
 	return m
 }
 
-// floor is t's sharing-incentive floor in steady tasks: its demand-aware entitlement of the
-// steady pool (tree.entitlement) in whole tasks of its own, rounded down within the tolerance,
-// and at most what it wants.
+// floor is t's sharing-incentive floor in steady tasks, at most what it wants: its demand-aware
+// entitlement of the steady pool (tree.entitlement) in whole tasks of its own, rounded down
+// within the tolerance, or, when some tenant's entitlement holds none of its tasks, the
+// whole-task filling of floors.go.
 func (a *Allocator) floor(t *tenantRec) int {
 	w := t.steadyWant()
 	if w == 0 || t.unit == 0 {
@@ -358,11 +364,8 @@ func (a *Allocator) floor(t *tenantRec) int {
 	if t.fEpoch == a.st.demEpoch && t.fWant == w && t.fOK {
 		return t.fCache
 	}
-	f := a.st.entitlement(t.sLeaf) / t.unit * (1 + tieTolerance)
-	n := w
-	if f < float64(w) {
-		n = int(f)
-	}
+	a.ensureFloors()
+	n := min(w, a.ffFloor[t.idx])
 	t.fEpoch, t.fWant, t.fCache, t.fOK = a.st.demEpoch, w, n, true
 	return n
 }
@@ -370,6 +373,7 @@ func (a *Allocator) floor(t *tenantRec) int {
 // freshSurplus sets every leaf's surplus mark again once entitlements have changed.
 func (a *Allocator) freshSurplus() {
 	tr := &a.st
+	a.ensureFloors()
 	if tr.demStale {
 		tr.demStale, tr.demDirty = false, tr.demDirty[:0]
 		for _, t := range a.tenants {
@@ -510,6 +514,7 @@ func (a *Allocator) rebuild() {
 		t.minRun = a.effMinRuntime(t)
 		t.countClasses()
 		t.fOK = false
+		a.ffOK = false
 		t.unit = dominant(t.d, a.capS, a.res.share)
 		if t.touched == a.stamp {
 			a.touched = append(a.touched, t.idx)

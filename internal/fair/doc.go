@@ -36,7 +36,10 @@
 // # Preemption
 //
 // Every tenant has a sharing-incentive floor: its demand-aware part of the steady pool in whole
-// tasks. At every level a node that wants tasks gets its Deserved part (a quota, on any group or
+// tasks. When some tenant's part holds none of its tasks, floors are filled instead by
+// hierarchical progressive filling in whole tasks (up to max(part, 1) tasks each, first tasks
+// before second ones among siblings, the larger task first among equals; quota tenants keep
+// their part), so that a lumpy tenant is not starved. At every level a node that wants tasks gets its Deserved part (a quota, on any group or
 // tenant) plus its weight's share of what its parent's part leaves after the deserved parts of the
 // siblings that want tasks; without deserved parts that is weight over the summed weights.
 // A waiting tenant below its reservation, then one below its floor, takes the newest eligible

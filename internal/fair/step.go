@@ -214,8 +214,11 @@ func (a *Allocator) reservations() {
 	a.claimBuf = ids[:0]
 }
 
+// reservationClaim takes first only from tenants above what they keep (reservation and floor),
+// so that a reservation does not push a lumpy tenant below its whole-task floor when others could
+// give the room; then, if that fails, from tenants above their reservations alone.
 func (a *Allocator) reservationClaim(c *tenantRec) bool {
-	if a.groupClaim(c, false) {
+	if a.groupClaim(c, false, true) || a.groupClaim(c, false, false) {
 		return true
 	}
 	c.resRetryAt = earliest(a.vs.retry, a.vs.pruned)
@@ -225,14 +228,16 @@ func (a *Allocator) reservationClaim(c *tenantRec) bool {
 
 // groupClaim takes, for claimant c, the newest eligible tasks of the tenants furthest above their
 // share (several tenants if needed) that make room for one task of c, and grants it. A
-// reservation claim (floor false) leaves every victim its reservation; a floor claim leaves it
-// its reservation and its own sharing-incentive floor. The plan is trimmed to what c needs.
-func (a *Allocator) groupClaim(c *tenantRec, floor bool) bool {
-	if floor {
+// reservation claim (floor false) leaves every victim its reservation, and its floor too when
+// keepFloors is set; a floor claim leaves it its reservation and its own sharing-incentive floor.
+// The plan is trimmed to what c needs.
+func (a *Allocator) groupClaim(c *tenantRec, floor, keepFloors bool) bool {
+	keep := floor || keepFloors
+	if keep {
 		a.freshSurplus()
 	}
 	vs := &a.vs
-	vs.mode, vs.claim, vs.floor, vs.retry, vs.pruned, vs.plan = vsReserve, c, floor, time.Time{}, time.Time{}, vs.plan[:0]
+	vs.mode, vs.claim, vs.floor, vs.retry, vs.pruned, vs.plan = vsReserve, c, keep, time.Time{}, time.Time{}, vs.plan[:0]
 	vs.short = append(vs.short[:0], a.sUsed...)
 	for j := range vs.short {
 		vs.short[j] += c.d[j] - a.capS[j]
@@ -252,7 +257,7 @@ func (a *Allocator) groupClaim(c *tenantRec, floor bool) bool {
 		}
 	}
 	vs.helpful = nil
-	if floor {
+	if keep {
 		// Only tenants whose tasks use a short resource can help; with few such classes the
 		// search skips groups holding none of them.
 		if vs.helpful = a.st.ci.helpfulAny(short, vs.hbuf); vs.helpful != nil {
@@ -304,7 +309,7 @@ func (a *Allocator) claims() bool {
 		for len(t.steady) < a.floor(t) {
 			if fits(a.sUsed, a.capS, t.d) && !a.overLimit(t) {
 				a.grantSteady(t, ReasonFairShare)
-			} else if !a.groupClaim(t, true) {
+			} else if !a.groupClaim(t, true, true) {
 				t.minRunWait, t.floorPruned = a.vs.retry, a.vs.pruned
 				break
 			}
