@@ -276,18 +276,31 @@ func checkSingleDocument(data []byte) error {
 // checkJSONKeys reports duplicate object keys in JSON text, with their paths; encoding/json
 // silently keeps the last one.
 func checkJSONKeys(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
 	var errs errList
-	if err := walkJSONValue(dec, "", &errs, 0); err != nil {
+	dups, err := DuplicateJSONKeys(data)
+	if err != nil {
 		return docError("parse JSON: %v", err)
+	}
+	for _, path := range dups {
+		errs.add(path, "duplicate key")
 	}
 	return errs.result()
 }
 
+// DuplicateJSONKeys lists the paths (as the validation errors write them) of the object keys
+// given twice in JSON text, which encoding/json silently resolves to the last one. The error is
+// for text that is not one JSON value or nests deeper than maxJSONDepth levels.
+func DuplicateJSONKeys(data []byte) ([]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var dups []string
+	err := walkJSONValue(dec, "", &dups, 0)
+	return dups, err
+}
+
 const maxJSONDepth = 100
 
-func walkJSONValue(dec *json.Decoder, path string, errs *errList, depth int) error {
+func walkJSONValue(dec *json.Decoder, path string, dups *[]string, depth int) error {
 	if depth > maxJSONDepth {
 		return fmt.Errorf("nested deeper than %d levels", maxJSONDepth)
 	}
@@ -309,16 +322,16 @@ func walkJSONValue(dec *json.Decoder, path string, errs *errList, depth int) err
 			}
 			k, _ := t.(string)
 			if seen[k] {
-				errs.add(key(path, k), "duplicate key")
+				*dups = append(*dups, key(path, k))
 			}
 			seen[k] = true
-			if err := walkJSONValue(dec, key(path, k), errs, depth+1); err != nil {
+			if err := walkJSONValue(dec, key(path, k), dups, depth+1); err != nil {
 				return err
 			}
 		}
 	case '[':
 		for i := 0; dec.More(); i++ {
-			if err := walkJSONValue(dec, index(path, i), errs, depth+1); err != nil {
+			if err := walkJSONValue(dec, index(path, i), dups, depth+1); err != nil {
 				return err
 			}
 		}

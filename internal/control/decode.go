@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 )
 
 // decodeBody reads a JSON body strictly: unknown fields, duplicate keys, wrong types and
@@ -45,8 +47,12 @@ func decodeFields(r *http.Request, v any) (*InvalidError, error) {
 		return nil, &InvalidError{Fields: []FieldError{{Path: "", Message: "trailing data after the JSON value"}}}
 	}
 	inv := &InvalidError{}
-	if err := duplicateKeys(json.NewDecoder(bytes.NewReader(data)), "", inv, 0); err != nil {
+	dups, err := v1.DuplicateJSONKeys(data)
+	if err != nil {
 		return nil, &InvalidError{Fields: []FieldError{{Path: "", Message: "body is not valid JSON: " + err.Error()}}}
+	}
+	for _, path := range dups {
+		inv.add(path, "duplicate key")
 	}
 	unknownFields(tree, reflect.TypeOf(v), "", inv)
 	if err := json.Unmarshal(data, v); err != nil {
@@ -82,50 +88,6 @@ func fieldPath(path, k string) string {
 		return k
 	}
 	return path + "." + k
-}
-
-const maxBodyDepth = 100
-
-// duplicateKeys reports object keys given twice, with their paths (encoding/json silently keeps
-// the last one).
-func duplicateKeys(dec *json.Decoder, path string, inv *InvalidError, depth int) error {
-	if depth > maxBodyDepth {
-		return fmt.Errorf("nested deeper than %d levels", maxBodyDepth)
-	}
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	delim, ok := tok.(json.Delim)
-	if !ok {
-		return nil
-	}
-	switch delim {
-	case '{':
-		seen := map[string]bool{}
-		for dec.More() {
-			t, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			k, _ := t.(string)
-			if seen[k] {
-				inv.add(fieldPath(path, k), "duplicate key")
-			}
-			seen[k] = true
-			if err := duplicateKeys(dec, fieldPath(path, k), inv, depth+1); err != nil {
-				return err
-			}
-		}
-	case '[':
-		for i := 0; dec.More(); i++ {
-			if err := duplicateKeys(dec, fmt.Sprintf("%s[%d]", path, i), inv, depth+1); err != nil {
-				return err
-			}
-		}
-	}
-	_, err = dec.Token() // the closing delimiter
-	return err
 }
 
 var (
