@@ -552,13 +552,3 @@ func usedGPUs(gpus []v1.PlanGPU) int {
 	}
 	return n
 }
-
-// planned is how many replicas next gives tenant name.
-func planned(next *v1.Plan, name string) int {
-	for _, t := range next.Tenants {
-		if t.Name == name {
-			return len(t.Replicas)
-		}
-	}
-	return 0
-}

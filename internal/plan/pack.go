@@ -113,20 +113,7 @@ func (p *planner) pack() error {
 			free[fg.board.Name] = append(free[fg.board.Name], g)
 		}
 	}
-	units := p.formUnits()
-	type bucket struct {
-		board  string
-		energy v1.EnergyClass
-	}
-	var order []bucket
-	byBucket := map[bucket][]*unit{}
-	for _, u := range units {
-		b := bucket{u.key.board, u.key.energy}
-		if _, ok := byBucket[b]; !ok {
-			order = append(order, b)
-		}
-		byBucket[b] = append(byBucket[b], u)
-	}
+	order, byBucket := byBoardAndEnergy(p.formUnits())
 	var unplaced []*unit
 	pc := newPatternCache()
 	p.nodeUse = map[string]map[string]migUse{}
@@ -155,6 +142,25 @@ func (p *planner) pack() error {
 	return nil
 }
 
+// unitBucket is one board and energy class: the packer packs each on its own.
+type unitBucket struct {
+	board  string
+	energy v1.EnergyClass
+}
+
+// byBoardAndEnergy groups units by board and energy class, the buckets in order of first use.
+func byBoardAndEnergy(units []*unit) (order []unitBucket, by map[unitBucket][]*unit) {
+	by = map[unitBucket][]*unit{}
+	for _, u := range units {
+		b := unitBucket{u.key.board, u.key.energy}
+		if _, ok := by[b]; !ok {
+			order = append(order, b)
+		}
+		by[b] = append(by[b], u)
+	}
+	return order, by
+}
+
 // rescue gives the units the packing left without a GPU a second chance on the pool GPUs still
 // idle after compaction, before their tenants are reported short. First each board and energy
 // class's units are packed again as they are (compaction may have freed GPUs, or whole nodes).
@@ -172,19 +178,7 @@ func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 	if len(free) == 0 {
 		return unplaced, nil
 	}
-	type bucket struct {
-		board  string
-		energy v1.EnergyClass
-	}
-	var order []bucket
-	byBucket := map[bucket][]*unit{}
-	for _, u := range unplaced {
-		b := bucket{u.key.board, u.key.energy}
-		if _, ok := byBucket[b]; !ok {
-			order = append(order, b)
-		}
-		byBucket[b] = append(byBucket[b], u)
-	}
+	order, byBucket := byBoardAndEnergy(unplaced)
 	var left []*unit
 	for _, b := range order {
 		if len(free[b.board]) == 0 {
