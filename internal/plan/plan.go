@@ -162,13 +162,7 @@ func (p *planner) optimise() error {
 	}
 	p.capLoad = nil
 	if p.caps != nil {
-		f := newFractional(p.ids)
-		f.cap = newBoardCap(p.ids, nil)
-		p.fillChosen(f)
-		p.capLoad = map[string]float64{}
-		for name, i := range f.cap.names {
-			p.capLoad[name] = f.cap.byBoard[i]
-		}
+		p.capLoad = p.chosenBoardLoad()
 	}
 	if err := p.rescueShort(best.unplaced); err != nil {
 		return err
@@ -265,13 +259,20 @@ func (p *planner) noteSpill(s *packed) {
 	if s.spill == nil {
 		return
 	}
+	s.load = p.chosenBoardLoad()
+}
+
+// chosenBoardLoad is the GPU-equivalents the tenants' chosen candidates put on each board, as the
+// choice's board limits count them (boardCap).
+func (p *planner) chosenBoardLoad() map[string]float64 {
 	f := newFractional(p.ids)
 	f.cap = newBoardCap(p.ids, nil)
 	p.fillChosen(f)
-	s.load = map[string]float64{}
+	load := map[string]float64{}
 	for name, i := range f.cap.names {
-		s.load[name] = f.cap.byBoard[i]
+		load[name] = f.cap.byBoard[i]
 	}
+	return load
 }
 
 // unitVolume is the GPU-equivalents of one unit: its GPUs, or its MIG instance's share of one.
