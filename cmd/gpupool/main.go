@@ -1,4 +1,3 @@
-// Command gpupool plans, allocates and operates shared NVIDIA GPUs for LLM inference tenants.
 package main
 
 import (

@@ -26,6 +26,8 @@
 // control plane's operation and attempt.
 //
 // Ports are declared here and implemented elsewhere: internal/nvml (MIG and MIGMode directly, Telemetry and
-// Clocks through the command's adapters), internal/mps (MPS through an adapter), internal/k8s
-// later for Node.
+// Clocks through the command's adapters), internal/mps (MPS through an adapter). Node has one
+// implementation, LocalNode, in the Kubernetes DaemonSet too: the agent calls no Kubernetes API
+// (docs/kubernetes.md). On nodes whose MIG layout mig-manager drives, the controller's gate
+// (internal/k8s) cordons and drains through the API instead; the agent does not run there.
 package agent

@@ -23,8 +23,9 @@ type MIGMode interface {
 	SetMIGMode(uuid string, on bool) error
 }
 
-// Node is the node's scheduling state: cordoned or not, and the replicas on GPU instances. On a
-// bare machine it is a file (LocalNode); under Kubernetes, the k8s package implements it.
+// Node is the node's scheduling state: cordoned or not, and the replicas on GPU instances. Its one
+// implementation is a file (LocalNode), in the Kubernetes DaemonSet too: the agent calls no
+// Kubernetes API.
 type Node interface {
 	Cordon(ctx context.Context, reason string) error
 	Uncordon(ctx context.Context) error
