@@ -179,7 +179,7 @@ func newTenantCmd(e *env) *cobra.Command {
 
 func newGrantsCmd(e *env) *cobra.Command {
 	var asJSON bool
-	c := &cobra.Command{Use: "grants", Short: "List the grants the caller may see (slice, node, tenant, reason)", Args: cobra.NoArgs}
+	c := &cobra.Command{Use: "grants", Short: "List the grants the caller may see (grant, tenant, slice, reason)", Args: cobra.NoArgs}
 	cl := clientFlags(c)
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	c.RunE = func(cmd *cobra.Command, _ []string) error {

@@ -379,7 +379,9 @@ func PlaceLoRAEngines(pl *v1.Plan, pool *v1.Pool, groups []LoRAFleetGroup, cur *
 		pl.Summary.LowerBound += grp.Bound
 	}
 	for _, t := range order {
-		pl.Tenants = append(pl.Tenants, *entries[t])
+		pe := entries[t]
+		pe.Reasons = headlineReasons(pe.Reasons, pe.Infeasible)
+		pl.Tenants = append(pl.Tenants, *pe)
 	}
 	rank := map[string]int{}
 	for i, t := range pool.Tenants {
@@ -390,6 +392,26 @@ func PlaceLoRAEngines(pl *v1.Plan, pool *v1.Pool, groups []LoRAFleetGroup, cur *
 	for i := range pl.Summary.Baselines {
 		pl.Summary.Baselines[i].GPUs += placed
 	}
+}
+
+// headlineReasons drops repeated reasons (an adapter spread over engines of two parts of a
+// group gets the same text from each) and, for an infeasible adapter, puts the NoCapacity
+// reasons that make it so first, as every other tenant's headline reason is.
+func headlineReasons(rs []v1.Reason, infeasible bool) []v1.Reason {
+	var out []v1.Reason
+	seen := map[v1.Reason]bool{}
+	for _, r := range rs {
+		if !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	if infeasible {
+		sort.SliceStable(out, func(i, j int) bool {
+			return out[i].Code == v1.ReasonNoCapacity && out[j].Code != v1.ReasonNoCapacity
+		})
+	}
+	return out
 }
 
 func baseName(g LoRAFleetGroup) string {

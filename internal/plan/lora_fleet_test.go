@@ -220,7 +220,7 @@ func TestPlaceLoRAEnginesShortOfGPUs(t *testing.T) {
 	for _, tn := range pl.Tenants {
 		if tn.Infeasible {
 			short++
-			if r := tn.Reasons[len(tn.Reasons)-1]; r.Code != v1.ReasonNoCapacity || !strings.Contains(r.Message, "leave none idle") {
+			if r := tn.Reasons[0]; r.Code != v1.ReasonNoCapacity || !strings.Contains(r.Message, "leave none idle") {
 				t.Errorf("tenant %s reasons %+v", tn.Name, tn.Reasons)
 			}
 		}
@@ -338,8 +338,15 @@ func TestPlaceLoRAEnginesOnAnotherBoard(t *testing.T) {
 		if len(tn.LoRAEngines) > 0 && !tn.Infeasible {
 			served++
 		}
+		seen := map[v1.Reason]bool{}
+		for _, r := range tn.Reasons {
+			if seen[r] {
+				t.Errorf("tenant %s: reason %+v given twice", tn.Name, r)
+			}
+			seen[r] = true
+		}
 		if tn.Infeasible && strings.HasPrefix(tn.Name, "lx-") {
-			if r := tn.Reasons[len(tn.Reasons)-1]; r.Code != v1.ReasonNoCapacity || !strings.Contains(r.Message, "A100-SXM4-80GB") {
+			if r := tn.Reasons[0]; r.Code != v1.ReasonNoCapacity || !strings.Contains(r.Message, "A100-SXM4-80GB") {
 				t.Errorf("tenant %s reasons %+v", tn.Name, tn.Reasons)
 			}
 		}
