@@ -46,11 +46,17 @@ func (p *planner) tenantReasons(tn *tenant) []v1.Reason {
 	if tn.t.Replicas != nil {
 		out = append(out, v1.NewReason(v1.ReasonFixedReplicas, "replicas fixed at %d by the pool, not sized from traffic", *tn.t.Replicas))
 	}
-	if m := minReplicasOf(tn.t); tn.t.Replicas == nil && m > 0 && c.sz.n > 0 && c.sz.n < m {
-		out = append(out, v1.NewReason(v1.ReasonReplicaBounds, "minReplicas %d raises the %d replica(s) the load needs", m, c.sz.n))
+	if m := minReplicasOf(tn.t); tn.t.Replicas == nil && m > 0 && c.sz.n > 0 {
+		// redundancy's replica comes first; the floor raises what the load and it need.
+		switch {
+		case tn.t.Redundancy && c.sz.n+1 < m:
+			out = append(out, v1.NewReason(v1.ReasonReplicaBounds, "minReplicas %d raises the %d replica(s) the load and redundancy need", m, c.sz.n+1))
+		case !tn.t.Redundancy && c.sz.n < m:
+			out = append(out, v1.NewReason(v1.ReasonReplicaBounds, "minReplicas %d raises the %d replica(s) the load needs", m, c.sz.n))
+		}
 	}
 	if tn.t.Redundancy {
-		out = append(out, v1.NewReason(v1.ReasonRedundancy, "one replica beyond the load (%d in all), kept on another GPU", c.replicas))
+		out = append(out, redundancyReason(tn.t, c))
 	}
 	if e := energyOf(tn.t); e != v1.EnergyBalanced {
 		out = append(out, v1.NewReason(v1.ReasonEnergyClass, "energy class %s: shares GPUs only with %s tenants (clocks are per GPU)", e, e))
@@ -62,6 +68,31 @@ func (p *planner) tenantReasons(tn *tenant) []v1.Reason {
 		out = append(out, v1.NewReason(v1.ReasonModeNotAllowed, "%s", why))
 	}
 	return append(out, rejected(tn, 3)...)
+}
+
+// redundancyReason says what redundancy added: one replica beyond the fixed count or the load's,
+// and, where minReplicas or the reservation raised the count further, that the floor decides.
+func redundancyReason(t v1.Tenant, c *cand) v1.Reason {
+	base, what := c.need, "the load needs"
+	if t.Replicas != nil {
+		base, what = *t.Replicas, "the pool fixes"
+	}
+	if base > 0 && c.replicas > base+1 {
+		return v1.NewReason(v1.ReasonRedundancy, "one replica beyond the %d %s (%d), within the %d in all that %s sets, kept on another GPU",
+			base, what, base+1, c.replicas, floorName(t, c.replicas))
+	}
+	if base < 1 {
+		return v1.NewReason(v1.ReasonRedundancy, "one replica beyond the load (%d in all), kept on another GPU", c.replicas)
+	}
+	return v1.NewReason(v1.ReasonRedundancy, "one replica beyond the %d %s (%d in all), kept on another GPU", base, what, c.replicas)
+}
+
+// floorName names the floor that set n replicas: minReplicas or the reservation.
+func floorName(t v1.Tenant, n int) string {
+	if t.Reservation >= n && minReplicasOf(t) < n {
+		return fmt.Sprintf("the reservation of %d", t.Reservation)
+	}
+	return fmt.Sprintf("minReplicas %d", minReplicasOf(t))
 }
 
 // memoryReason is step 1: what the model needs and the smallest slice that holds it.

@@ -91,6 +91,49 @@ func TestReplicaCountsHonoured(t *testing.T) {
 	}
 }
 
+// redundancy adds its replica to the load's (or the fixed) count first and minReplicas is a
+// floor on the sum, as docs/api-v1.md says; the reasons say which of them set the count: a
+// floor met by load + 1 gets no ReplicaBounds reason, one above it does, and the Redundancy
+// reason then says the floor decides.
+func TestRedundancyAndFloors(t *testing.T) {
+	base := func() *v1.Pool { return singleTenantPool(t, "qwen2.5-7b", 8, 0.2, 512, 256, "2s", "100ms", 8) }
+	need := len(build(t, base()).Tenants[0].Replicas)
+	if need != 1 {
+		t.Fatalf("the load needs %d replicas; the test wants 1", need)
+	}
+	for _, tc := range []struct {
+		name             string
+		min, fixed       int
+		want             int
+		bounds           bool
+		redundancyReason string
+	}{
+		{"min2", 2, 0, 2, false, "one replica beyond the 1 the load needs (2 in all)"},
+		{"min3", 3, 0, 3, true, "within the 3 in all that minReplicas 3 sets"},
+		{"fixed2", 0, 2, 3, false, "one replica beyond the 2 the pool fixes (3 in all)"},
+	} {
+		pool := base()
+		tn := &pool.Tenants[0]
+		tn.Redundancy = true
+		if tc.min > 0 {
+			tn.MinReplicas = &tc.min
+		}
+		if tc.fixed > 0 {
+			tn.Replicas = &tc.fixed
+		}
+		got := build(t, pool).Tenants[0]
+		if len(got.Replicas) != tc.want {
+			t.Errorf("%s: %d replicas, want %d", tc.name, len(got.Replicas), tc.want)
+		}
+		if b := hasReason(got, v1.ReasonReplicaBounds, "minReplicas"); b != tc.bounds {
+			t.Errorf("%s: ReplicaBounds reason %v, want %v: %v", tc.name, b, tc.bounds, got.Reasons)
+		}
+		if !hasReason(got, v1.ReasonRedundancy, tc.redundancyReason) {
+			t.Errorf("%s: no Redundancy reason saying %q: %v", tc.name, tc.redundancyReason, got.Reasons)
+		}
+	}
+}
+
 func hasReason(tn v1.PlanTenant, code v1.ReasonCode, text string) bool {
 	for _, r := range tn.Reasons {
 		if r.Code == code && strings.Contains(r.Message, text) {
