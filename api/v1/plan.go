@@ -236,8 +236,13 @@ type Prediction struct {
 	E2EP99  Duration `json:"e2eP99,omitzero"`
 	// TokensPerSecond is the output tokens per second all replicas sustain together.
 	TokensPerSecond float64 `json:"tokensPerSecond,omitzero"`
-	// MaxRPS is the highest request rate at which the SLOs still hold.
+	// MaxRPS is the highest request rate at which the SLOs still hold: an instantaneous rate,
+	// to be read against BurstRPS where the traffic is bursty.
 	MaxRPS float64 `json:"maxRps,omitzero"`
+	// BurstRPS is, for bursty traffic, the rate during a burst that the replicas are sized
+	// for (4 × traffic.rps); MaxRPS over it is the headroom. Zero for other patterns, where
+	// MaxRPS is read against traffic.rps.
+	BurstRPS float64 `json:"burstRps,omitzero"`
 }
 
 // Summary holds a plan's totals.

@@ -322,7 +322,11 @@ func writePlanTable(w io.Writer, pl *v1.Plan) error {
 		if t.Infeasible {
 			status = "INFEASIBLE: " + firstReason(t.Reasons)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.3g\t%s\t%s\t%s\n", t.Name, len(t.Replicas), tenantSlices(t, tps), t.Predicted.MaxRPS,
+		most := fmt.Sprintf("%.3g", t.Predicted.MaxRPS)
+		if b := t.Predicted.BurstRPS; b > 0 {
+			most += fmt.Sprintf(" (burst %.3g)", b)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", t.Name, len(t.Replicas), tenantSlices(t, tps), most,
 			shortDur(t.Predicted.TTFTP99), shortDur(t.Predicted.TPOTP99), status)
 	}
 	if err := tw.Flush(); err != nil {

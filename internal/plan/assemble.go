@@ -347,6 +347,9 @@ func (p *planner) planTenant(tn *tenant, refs []v1.ReplicaRef) v1.PlanTenant {
 		most, _ := c.ev.q.maxRateOver(tn.slo, len(refs), peakRate(tn.t.Traffic))
 		pt.Predicted = v1.Prediction{TTFTP99: v1.Duration(ttft), TPOTP99: v1.Duration(tpot),
 			E2EP99: v1.Duration(e2e), TokensPerSecond: round3(most * float64(tn.work.OutputTokens)), MaxRPS: roundRate(most, tn.t.Traffic.RPS)}
+		if tn.t.Traffic.Pattern == v1.PatternBursty {
+			pt.Predicted.BurstRPS = round3(peakRate(tn.t.Traffic))
+		}
 	}
 	pt.Reasons = p.tenantReasons(tn)
 	if r, ok := p.fixedUnmet(tn); ok { // a fixed count the SLO needs more than: planned, and said so

@@ -181,3 +181,20 @@ func TestWholeMPSNotBesideMIG(t *testing.T) {
 		}
 	}
 }
+
+// Bursty traffic is sized for its bursts (4 × rps): the prediction says so in burstRps, and
+// maxRps, an instantaneous rate, covers the burst; a Poisson tenant has no burstRps.
+func TestBurstRPSPredicted(t *testing.T) {
+	pool := singleTenantPool(t, "qwen2.5-7b", 8, 5, 512, 256, "2s", "100ms", 16)
+	if p := build(t, pool).Tenants[0].Predicted; p.BurstRPS != 0 || p.MaxRPS < 5 {
+		t.Errorf("Poisson: predicted %+v, want no burstRps and maxRps ≥ 5", p)
+	}
+	pool.Tenants[0].Traffic.Pattern = v1.PatternBursty
+	tn := build(t, pool).Tenants[0]
+	if tn.Infeasible {
+		t.Fatalf("bursty tenant infeasible: %v", tn.Reasons)
+	}
+	if p := tn.Predicted; p.BurstRPS != 20 || p.MaxRPS < p.BurstRPS {
+		t.Errorf("bursty: predicted %+v, want burstRps 20 and maxRps ≥ it", p)
+	}
+}
