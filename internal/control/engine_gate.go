@@ -97,7 +97,8 @@ func (e *Engine) RequestLayout(now time.Time, node, gpuID, layout string) (GateO
 	}
 	i := slices.IndexFunc(n.Gates, func(op GateOp) bool { return op.GPU == gpuID })
 	if i >= 0 && n.Gates[i].State != GateWaiting {
-		return GateOp{}, fmt.Errorf("gate on GPU %s of node %s: %w: operation %d is being applied", gpuID, node, ErrConflict, n.Gates[i].ID)
+		return GateOp{}, fmt.Errorf("gate on GPU %s of node %s: %w", gpuID, node, &InvalidError{conflict: true,
+			Fields: []FieldError{{Path: "layout", Message: fmt.Sprintf("operation %d on GPU %s is being applied: wait until it ends", n.Gates[i].ID, gpuID)}}})
 	}
 	if layout == "" {
 		if i < 0 {

@@ -112,8 +112,10 @@ func TestGateOperationsFollowPolicy(t *testing.T) {
 	if op1.State != GateWaiting || op1.Reason != waitMaxUnavailable {
 		t.Fatalf("second operation %+v, want waiting for GateMaxUnavailable", op1)
 	}
-	if _, err := e.RequestLayout(t0, "node-a", g0, "7g.80gb@0"); !errors.Is(err, ErrConflict) {
-		t.Fatalf("changing an applying operation: %v, want a conflict", err)
+	var inv *InvalidError
+	if _, err := e.RequestLayout(t0, "node-a", g0, "7g.80gb@0"); !errors.Is(err, ErrConflict) ||
+		!errors.As(err, &inv) || len(inv.Fields) != 1 || inv.Fields[0].Path != "layout" {
+		t.Fatalf("changing an applying operation: %v, want a conflict naming the layout", err)
 	}
 	// The agent reports GPU 0 done: its two slices rejoin, and GPU 1's operation starts.
 	in.GPUs[0].MIG, in.GPUs[0].Slices = "3g.40gb@0 3g.40gb@4", []string{"3g.40gb", "3g.40gb"}
