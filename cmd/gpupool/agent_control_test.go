@@ -338,3 +338,57 @@ func TestApplyPlanRunsGPUWhole(t *testing.T) {
 		return len(n.Gates) == 0 && n.Inventory.GPUs[0].MIG == "7g.80gb@0"
 	})
 }
+
+// TestApplyPlanCleansIdleGPU: a GPU the plan leaves idle keeps no instance of an older layout.
+// The node reports GPU 3 cut 3g.40gb@0 3g.40gb@4; the review's pool (testdata/review2/pool-rn1.yaml)
+// leaves GPUs 2-7 idle, so applying it asks GPU 3 to no instance with MIG mode off, and the
+// agent's journaled gate on the NVML fake destroys both instances and turns MIG mode off: the GPU
+// ends whole (one exclusive slice), and the event says the plan leaves it idle. Before, the old
+// instances stayed.
+func TestApplyPlanCleansIdleGPU(t *testing.T) {
+	_, _, c, out, node := startFakeAgent(t)
+	ctx := context.Background()
+	g3 := node().Inventory.GPUs[3].UUID
+	must(t, c.call(ctx, "PUT", "/v1/nodes/fake-a/gpus/"+g3+"/layout", control.LayoutRequest{Layout: "3g.40gb@0 3g.40gb@4"}, nil))
+	waitFor(t, 30*time.Second, out, "GPU 3 cut in two", func() bool {
+		n := node()
+		return len(n.Gates) == 0 && n.Inventory.GPUs[3].MIG == "3g.40gb@0 3g.40gb@4"
+	})
+	raw, err := os.ReadFile("../../testdata/review2/pool-rn1.yaml")
+	must(t, err)
+	raw = bytes.Replace(raw, []byte("name: rn1"), []byte("name: fake-a"), 1)
+	var applied control.PlanApplied
+	must(t, c.call(ctx, "POST", "/v1/plans/apply", raw, &applied))
+	if pg := applied.Plan.GPUs[3]; pg.Role != "idle" || len(pg.Replicas) != 0 {
+		t.Fatalf("the plan has GPU 3 as %s with %+v; this test expects it idle", pg.Role, pg.Replicas)
+	}
+	var op *control.GateOp
+	for i, o := range applied.Gates {
+		if o.GPU == g3 {
+			op = &applied.Gates[i]
+		}
+	}
+	if op == nil || op.Layout != "" || !op.MIGOff || op.From != "3g.40gb@0 3g.40gb@4" {
+		t.Fatalf("apply asked gate operations %+v; want GPU 3 from the two 3g instances to none with MIG mode off", applied.Gates)
+	}
+	waitFor(t, 60*time.Second, out, "every gate operation done and GPU 3 whole", func() bool {
+		n := node()
+		g := n.Inventory.GPUs[3]
+		return len(n.Gates) == 0 && g.MIG == "" && slices.Equal(g.Slices, []string{"exclusive"})
+	})
+	for _, want := range []string{"destroy 3g.40gb@0", "destroy 3g.40gb@4"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("agent output lacks %q:\n%s", want, out.String())
+		}
+	}
+	var evs []control.Event
+	must(t, c.call(ctx, "GET", "/v1/events", nil, &evs))
+	asked, done := false, false
+	for _, ev := range evs {
+		asked = asked || ev.Code == control.CodeGateRequested && strings.Contains(ev.Message, g3) && strings.Contains(ev.Message, "leaves it idle")
+		done = done || ev.Code == control.CodeGateDone && strings.Contains(ev.Message, g3) && strings.Contains(ev.Message, "MIG mode off")
+	}
+	if !asked || !done {
+		t.Errorf("events: GateRequested saying GPU 3 is idle %v, GateDone saying its MIG mode is off %v: %+v", asked, done, evs)
+	}
+}

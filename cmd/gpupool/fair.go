@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -219,6 +220,10 @@ func replayFair(ctx context.Context, sc fairScenario, start time.Time, cfg fair.
 		items := d.Clone().Items // the next call reuses the decision's buffer
 		if st.Recompute {
 			// The step's own decisions (e.g. expired leases reclaimed), then the reconciliation's.
+			// The reconciliation lists a queue item for every tenant that still waits, after its
+			// own moves, so the step's queue items (for the tenants its events touched) are
+			// dropped: each waiting tenant is listed once, with what it waits for at the end.
+			items = slices.DeleteFunc(items, func(it fair.Item) bool { return it.Kind == fair.KindQueue })
 			if d, err = a.Recompute(now); err != nil {
 				return fairOut{}, fmt.Errorf("steps[%d]: %w", i, err)
 			}

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -240,6 +242,49 @@ steps:
 	for _, want := range []string{"LeaseRenewed", "PoolFull"} {
 		if !strings.Contains(last, want) {
 			t.Errorf("the recompute step lacks a %s decision:\n%s", want, last)
+		}
+	}
+}
+
+// A step that changes demand and recomputes lists each waiting tenant's queue item once: the
+// reconciliation's, with what it waits for after its moves. Pool 4, a and b hold 2 each; a asks
+// 5 at 1m and waits for 3 (PoolFull); at 2m b asks 3 and c (demand 1) arrives and takes one of
+// b's two (equal shares, the larger name gives way), so b waits for 2 and c for none. Before, the
+// step's own queue items came first and the reconciliation's again after them.
+func TestFairRecomputeStepQueuesEachTenantOnce(t *testing.T) {
+	path := writeTemp(t, "scenario.yaml", `capacity: {gpu: 4}
+tenants:
+  - {name: a, task: {gpu: 1}, demand: 2}
+  - {name: b, task: {gpu: 1}, demand: 2}
+steps:
+  - {at: 1m, demand: {a: 5}, recompute: true}
+  - {at: 2m, demand: {b: 3}, add: [{name: c, task: {gpu: 1}, demand: 1}], recompute: true}
+`)
+	out, errs, code := runCmd(t, "fair", path, "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var res struct {
+		Steps []struct {
+			Decisions []struct {
+				Kind   string `json:"kind"`
+				Tenant string `json:"tenant"`
+				Count  int    `json:"count"`
+			} `json:"decisions"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Steps) != 3 {
+		t.Fatalf("decode output (%d steps): %v\n%s", len(res.Steps), err, out)
+	}
+	for i, want := range [][]string{{"a x3"}, {"a x3", "b x2"}} {
+		var got []string
+		for _, it := range res.Steps[i+1].Decisions {
+			if it.Kind == "queue" {
+				got = append(got, fmt.Sprintf("%s x%d", it.Tenant, it.Count))
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("step %d queue items %v, want %v", i+1, got, want)
 		}
 	}
 }

@@ -103,7 +103,7 @@ func TestGpusErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"gpus", "H300"}, `lookup board "H300": unknown board (valid: A100-PCIe-80GB, A100-SXM4-40GB`},
+		{[]string{"gpus", "H300"}, `lookup board "H300": unknown board (valid: A100-PCIe-40GB, A100-PCIe-80GB, A100-SXM4-40GB`},
 		{[]string{"gpus", "-o", "xml"}, `unknown output format "xml"`},
 		{[]string{"gpus", "H100", "A100"}, "accepts at most 1 arg"},
 	} {

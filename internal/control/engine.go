@@ -196,8 +196,8 @@ func checkTenant(t Tenant) error {
 	if !namePattern.MatchString(t.Name) {
 		inv.add("name", "must be 1-63 lower-case letters, digits, '.', '_' or '-', starting and ending with a letter or digit (got %q)", t.Name)
 	}
-	if t.Weight < 0 || t.Weight > 1e6 {
-		inv.add("weight", "must be in [0, 1e6] (got %g)", t.Weight)
+	if t.Weight < 0 || t.Weight > 1e6 || (t.Weight > 0 && t.Weight < 1e-6) {
+		inv.add("weight", "must be 0 (meaning 1) or in [1e-6, 1e6] (got %g)", t.Weight)
 	}
 	for _, f := range []struct {
 		path string
@@ -272,7 +272,7 @@ func (e *Engine) PutTenant(now time.Time, t Tenant) (Tenant, error) {
 		ds, err = e.alloc.addTenant(now, e.fairTenant(t))
 	}
 	if err != nil { // the allocator refuses what cannot hold (a reservation beyond the pool)
-		return Tenant{}, fmt.Errorf("put tenant %s: %w: %w", t.Name, ErrConflict, err)
+		return Tenant{}, fmt.Errorf("put tenant %s: %w", t.Name, refusal(err, nil))
 	}
 	code, msg := CodeTenantAdded, fmt.Sprintf("tenant %s added with demand %d, weight %g", t.Name, t.Demand, t.Weight)
 	if ok {
@@ -329,7 +329,7 @@ func (e *Engine) SetDemandRate(now time.Time, name string, rate float64) (Tenant
 		return Tenant{}, &InvalidError{Fields: []FieldError{{Path: "rate", Message: fmt.Sprintf("%g requests/s at %g per replica needs %g replicas, over 100000", rate, t.RatePerReplica, q)}}}
 	}
 	oldRate := t.Rate
-	out, err := e.SetDemand(now, name, int(max(q, 0)))
+	out, err := e.setDemand(now, name, int(max(q, 0)), "rate")
 	if err == nil {
 		t.Rate, out.Rate = rate, rate
 		err = e.followLoRA(now, name)
@@ -342,18 +342,23 @@ func (e *Engine) SetDemandRate(now time.Time, name string, rate float64) (Tenant
 
 // SetDemand changes how many replicas a tenant wants and returns the stored tenant.
 func (e *Engine) SetDemand(now time.Time, name string, demand int) (Tenant, error) {
+	return e.setDemand(now, name, demand, "replicas")
+}
+
+// setDemand is SetDemand for a request whose field (replicas or rate) asked for demand.
+func (e *Engine) setDemand(now time.Time, name string, demand int, field string) (Tenant, error) {
 	t, ok := e.tenants[name]
 	if !ok {
 		return Tenant{}, fmt.Errorf("set demand of tenant %s: %w", name, ErrNotFound)
 	}
 	if demand < 0 || demand > 100000 {
-		return Tenant{}, &InvalidError{Fields: []FieldError{{Path: "replicas", Message: fmt.Sprintf("must be in [0, 100000] (got %d)", demand)}}}
+		return Tenant{}, &InvalidError{Fields: []FieldError{{Path: field, Message: fmt.Sprintf("must be in [0, 100000] (got %d)", demand)}}}
 	}
 	var ds []decision
 	if len(e.adapterOf[name]) == 0 { // an adapter tenant's demand goes to its engines (followLoRA)
 		var err error
 		if ds, err = e.alloc.setDemand(now, name, demand); err != nil {
-			return Tenant{}, fmt.Errorf("set demand of tenant %s: %w", name, err)
+			return Tenant{}, fmt.Errorf("set demand of tenant %s: %w", name, refusal(err, map[string]string{"demand": field}))
 		}
 	}
 	old := t.Demand

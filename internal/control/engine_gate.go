@@ -97,7 +97,8 @@ func (e *Engine) RequestLayout(now time.Time, node, gpuID, layout string) (GateO
 	}
 	i := slices.IndexFunc(n.Gates, func(op GateOp) bool { return op.GPU == gpuID })
 	if i >= 0 && n.Gates[i].State != GateWaiting {
-		return GateOp{}, fmt.Errorf("gate on GPU %s of node %s: %w: operation %d is being applied", gpuID, node, ErrConflict, n.Gates[i].ID)
+		return GateOp{}, fmt.Errorf("gate on GPU %s of node %s: %w", gpuID, node, &InvalidError{conflict: true,
+			Fields: []FieldError{{Path: "layout", Message: fmt.Sprintf("operation %d on GPU %s is being applied: wait until it ends", n.Gates[i].ID, gpuID)}}})
 	}
 	if layout == "" {
 		if i < 0 {
@@ -124,7 +125,7 @@ func (e *Engine) RequestLayout(now time.Time, node, gpuID, layout string) (GateO
 	if cur, _ := normLayout(g.MIG); cur == want {
 		return GateOp{}, &InvalidError{Fields: []FieldError{{Path: "layout", Message: fmt.Sprintf("GPU %s already has layout %q", gpuID, want)}}}
 	}
-	op := e.addGateOp(now, n, *g, want, false)
+	op := e.addGateOp(now, n, *g, want, false, "")
 	if err := e.schedule(now); err != nil {
 		return GateOp{}, err
 	}
@@ -139,10 +140,13 @@ func (e *Engine) RequestLayout(now time.Time, node, gpuID, layout string) (GateO
 
 // addGateOp records a waiting gate operation (replacing a waiting one on the same GPU); migOff
 // asks for a GPU run whole (want is then empty).
-func (e *Engine) addGateOp(now time.Time, n *Node, g GPU, want string, migOff bool) GateOp {
+func (e *Engine) addGateOp(now time.Time, n *Node, g GPU, want string, migOff bool, why string) GateOp {
 	msg := fmt.Sprintf("GPU %s of node %s asked to change from %q to %q", g.UUID, n.Name, g.MIG, want)
 	if migOff {
-		msg = fmt.Sprintf("GPU %s of node %s asked to change from %q to no MIG instance and MIG mode off: the plan runs it whole", g.UUID, n.Name, g.MIG)
+		if why == "" {
+			why = "the plan runs it whole"
+		}
+		msg = fmt.Sprintf("GPU %s of node %s asked to change from %q to no MIG instance and MIG mode off: %s", g.UUID, n.Name, g.MIG, why)
 	}
 	e.event(now, Event{Code: CodeGateRequested, Node: n.Name, Message: msg})
 	op := GateOp{ID: e.nextEvent, GPU: g.UUID, Board: g.Board, From: g.MIG, Layout: want, MIGOff: migOff, State: GateWaiting, Since: now}
@@ -159,7 +163,10 @@ func (e *Engine) addGateOp(now time.Time, n *Node, g GPU, want string, migOff bo
 
 // ApplyPlan makes the MIG layouts of a plan's GPUs the desired layouts of the nodes: every mig GPU
 // whose layout differs from what its agent reports gets a gate operation (the plan's GPU index i
-// is the i-th GPU the node's agent reports, in NVML order). Nothing changes unless every such GPU
+// is the i-th GPU the node's agent reports, in NVML order). A GPU the plan runs whole, and one it
+// leaves idle (role idle), whose agent reports MIG instances gets an operation to no instance
+// with MIG mode off; a canary or burst GPU the plan runs nothing on keeps what it has. Nothing
+// changes unless every such GPU
 // is known, of the plan's board, and not being changed already; the problems are returned at
 // once with the plan's field paths. The plan and its pool are kept for the next re-plan.
 func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, error) {
@@ -169,12 +176,14 @@ func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, 
 		g      GPU
 		want   string
 		migOff bool
+		idle   bool // the plan leaves the GPU idle: its old instances go, so it is clean and whole
 	}
 	var cs []change
 	for i, pg := range p.GPUs {
 		whole := pg.Mode != v1.ModeMIG
-		if whole && len(pg.Replicas) == 0 && pg.LoRAEngine == "" {
-			continue // a GPU the plan runs nothing on keeps what it has (its slices stay in the pool)
+		idle := whole && len(pg.Replicas) == 0 && pg.LoRAEngine == ""
+		if idle && pg.Role != v1.RoleIdle {
+			continue // a canary or burst GPU the plan runs nothing on keeps what it has
 		}
 		path := fmt.Sprintf("gpus[%d]", i)
 		n, ok := e.nodes[pg.Node]
@@ -203,14 +212,18 @@ func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, 
 			bad.add(path, "GPU %d of node %s is being changed by another gate operation", pg.Index, pg.Node)
 			continue
 		}
-		cs = append(cs, change{n, g, want, whole})
+		cs = append(cs, change{n, g, want, whole, idle})
 	}
 	if err := bad.err(); err != nil {
 		return nil, err
 	}
 	var ids []uint64
 	for _, c := range cs {
-		ids = append(ids, e.addGateOp(now, c.n, c.g, c.want, c.migOff).ID)
+		why := ""
+		if c.idle {
+			why = "the plan leaves it idle, so its old instances go and it is left whole and clean"
+		}
+		ids = append(ids, e.addGateOp(now, c.n, c.g, c.want, c.migOff, why).ID)
 	}
 	e.plan, e.pool, e.planned = p, pool, nil
 	e.ch.Plan = true

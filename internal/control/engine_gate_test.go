@@ -112,8 +112,10 @@ func TestGateOperationsFollowPolicy(t *testing.T) {
 	if op1.State != GateWaiting || op1.Reason != waitMaxUnavailable {
 		t.Fatalf("second operation %+v, want waiting for GateMaxUnavailable", op1)
 	}
-	if _, err := e.RequestLayout(t0, "node-a", g0, "7g.80gb@0"); !errors.Is(err, ErrConflict) {
-		t.Fatalf("changing an applying operation: %v, want a conflict", err)
+	var inv *InvalidError
+	if _, err := e.RequestLayout(t0, "node-a", g0, "7g.80gb@0"); !errors.Is(err, ErrConflict) ||
+		!errors.As(err, &inv) || len(inv.Fields) != 1 || inv.Fields[0].Path != "layout" {
+		t.Fatalf("changing an applying operation: %v, want a conflict naming the layout", err)
 	}
 	// The agent reports GPU 0 done: its two slices rejoin, and GPU 1's operation starts.
 	in.GPUs[0].MIG, in.GPUs[0].Slices = "3g.40gb@0 3g.40gb@4", []string{"3g.40gb", "3g.40gb"}
@@ -299,14 +301,15 @@ func TestAppliedPlanSurvivesRestart(t *testing.T) {
 
 // TestApplyPlanRunsGPUsWhole: a GPU the plan runs whole (exclusive, MPS, time-sliced) with a tenant
 // on it while the node reports MIG instances gets a gate operation to no instance with MIG mode
-// off; a GPU the plan runs nothing on, one already out of MIG mode and one in MIG mode with no
-// instance get none. The agent's report of the GPU out of MIG mode ends the operation.
+// off, and so does a GPU the plan leaves idle (its old instances go: it is left clean); a canary
+// GPU the plan runs nothing on, one already out of MIG mode and one in MIG mode with no instance
+// get none. The agent's report of the GPU out of MIG mode ends the operation.
 func TestApplyPlanRunsGPUsWhole(t *testing.T) {
 	e, err := NewEngine(EngineConfig{NodeTimeout: time.Hour}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := migInv("node-a", 4)
+	in := migInv("node-a", 5)
 	in.GPUs[2].Slices, in.GPUs[2].MIG = []string{}, ""            // MIG mode on, no instance
 	in.GPUs[3].Slices, in.GPUs[3].MIG = []string{"exclusive"}, "" // MIG mode off
 	if _, err := e.Register(t0, "node-a", in); err != nil {
@@ -321,28 +324,44 @@ func TestApplyPlanRunsGPUsWhole(t *testing.T) {
 		}
 		return g
 	}
+	canary := whole(4, v1.ModeExclusive, "")
+	canary.Role = v1.RoleCanary
 	p := &v1.Plan{Pool: "p", GPUs: []v1.PlanGPU{whole(0, v1.ModeExclusive, "rag"), whole(1, v1.ModeExclusive, ""),
-		whole(2, v1.ModeExclusive, "chat"), whole(3, v1.ModeMPS, "idle")}}
+		whole(2, v1.ModeExclusive, "chat"), whole(3, v1.ModeMPS, "idle"), canary}}
 	ops, err := e.ApplyPlan(t0, &v1.Pool{}, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ops) != 1 || ops[0].GPU != "GPU-node-a-0" || ops[0].Layout != "" || !ops[0].MIGOff || ops[0].From != "7g.80gb@0" {
-		t.Fatalf("operations %+v, want one: GPU 0 from 7g.80gb@0 to no instance, MIG mode off", ops)
+	if len(ops) != 2 {
+		t.Fatalf("operations %+v, want two: GPUs 0 and 1 to no instance, MIG mode off", ops)
 	}
-	l, _ := e.View(1).Layout("node-a")
-	if len(l.GPUs) != 1 || !l.GPUs[0].MIGOff || l.GPUs[0].MIG != "" {
-		t.Fatalf("node layout GPUs %+v, want GPU 0 handed over with migOff", l.GPUs)
+	for i, op := range ops {
+		if op.GPU != fmt.Sprintf("GPU-node-a-%d", i) || op.Layout != "" || !op.MIGOff || op.From != "7g.80gb@0" {
+			t.Fatalf("operation %+v, want GPU %d from 7g.80gb@0 to no instance, MIG mode off", op, i)
+		}
 	}
-	in.GPUs[0].Slices, in.GPUs[0].MIG = []string{"exclusive"}, ""
-	if _, err := e.Register(t0.Add(time.Second), "node-a", in); err != nil {
-		t.Fatal(err)
+	if ev, ok := lastCode(e, CodeGateRequested); !ok || !strings.Contains(ev.Message, "GPU-node-a-1") || !strings.Contains(ev.Message, "idle") {
+		t.Fatalf("last GateRequested %q, want GPU 1's saying the plan leaves it idle", ev.Message)
 	}
-	if ev, ok := lastCode(e, CodeGateDone); !ok || !strings.Contains(ev.Message, "MIG mode off") {
-		t.Fatalf("GateDone %v %q, want one saying MIG mode is off", ok, ev.Message)
+	// One GPU out at a time (maxUnavailable 1): GPU 0 is handed over, GPU 1 waits for it.
+	for i, at := range []time.Duration{0, time.Second} {
+		l, _ := e.View(uint64(i + 1)).Layout("node-a")
+		if len(l.GPUs) != 1 || l.GPUs[0].UUID != fmt.Sprintf("GPU-node-a-%d", i) || !l.GPUs[0].MIGOff || l.GPUs[0].MIG != "" {
+			t.Fatalf("node layout GPUs %+v, want GPU %d handed over with migOff", l.GPUs, i)
+		}
+		in.GPUs[i].Slices, in.GPUs[i].MIG = []string{"exclusive"}, ""
+		if _, err := e.Register(t0.Add(at+time.Second), "node-a", in); err != nil {
+			t.Fatal(err)
+		}
+		if ev, ok := lastCode(e, CodeGateDone); !ok || !strings.Contains(ev.Message, "MIG mode off") || !strings.Contains(ev.Message, l.GPUs[0].UUID) {
+			t.Fatalf("GateDone %v %q, want one saying GPU %d's MIG mode is off", ok, ev.Message, i)
+		}
 	}
 	if len(e.nodes["node-a"].Gates) != 0 {
 		t.Fatalf("operations left: %+v", e.nodes["node-a"].Gates)
+	}
+	if g := e.nodes["node-a"].Inventory.GPUs[4]; g.MIG != "7g.80gb@0" {
+		t.Fatalf("canary GPU %+v, want its 7g.80gb@0 kept", g)
 	}
 }
 

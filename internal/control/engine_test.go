@@ -452,3 +452,72 @@ func TestRestoreKeepsLeases(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseExpiryKeepsGrantsGoingBackToTheirTenant: 10 slices, 20% burst (2 leasable), a and b
+// ask 10 each: 4 steady each and one lease each once b's claim settled. At every later expiry
+// both still wait, so the
+// room goes back to filling, which lends it to the same two tenants again (equal shares). Each
+// lease is renewed on its own grant (same ID, slice, a new expiry): no replica stops or starts
+// for a renewal at the same demand, nor when both ask their same demand again at 5m, an expiry.
+func TestLeaseExpiryKeepsGrantsGoingBackToTheirTenant(t *testing.T) {
+	e, _ := NewEngine(EngineConfig{BurstPoolPercent: 20, LeaseDuration: time.Minute, NodeTimeout: time.Hour}, t0)
+	e.Register(t0, "n1", inv(2, 5, "n1"))
+	e.PutTenant(t0, Tenant{Name: "a", Demand: 10})
+	e.PutTenant(t0.Add(time.Second), Tenant{Name: "b", Demand: 10})
+	// b's claim takes a's leases' room; a's leases end at their expiry, lent to b, lower.
+	if err := e.Tick(t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, e)
+	before := map[string]Grant{}
+	for id, g := range e.grants {
+		before[id] = *g
+	}
+	leases := 0
+	for _, g := range before {
+		if !g.Expires.IsZero() {
+			leases++
+		}
+	}
+	if len(before) != 10 || leases != 2 || e.granted("a") != 5 || e.granted("b") != 5 {
+		t.Fatalf("%d grants (%d leased), a %d, b %d; want 10 with 2 leased, 5 each", len(before), leases, e.granted("a"), e.granted("b"))
+	}
+	seq := e.nextEvent
+	for _, at := range []time.Duration{2 * time.Minute, 3 * time.Minute, 4 * time.Minute} {
+		if err := e.Tick(t0.Add(at)); err != nil {
+			t.Fatal(err)
+		}
+		checkInvariants(t, e)
+		if len(e.grants) != len(before) {
+			t.Fatalf("at %s: %d grants, want the %d before", at, len(e.grants), len(before))
+		}
+		for id, was := range before {
+			g := e.grants[id]
+			if g == nil || g.Tenant != was.Tenant || g.Slice != was.Slice {
+				t.Fatalf("at %s: grant %s %+v, want it kept on %s for %s", at, id, g, was.Slice, was.Tenant)
+			}
+			if !was.Expires.IsZero() && !g.Expires.Equal(t0.Add(at+time.Minute)) {
+				t.Errorf("at %s: lease %s expires %s, want %s", at, id, g.Expires, t0.Add(at+time.Minute))
+			}
+		}
+	}
+	// Asked again at the same demand right after an expiry: nothing moves either.
+	for _, name := range []string{"a", "b"} {
+		if _, err := e.SetDemand(t0.Add(5*time.Minute), name, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Tick(t0.Add(5 * time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for id, was := range before {
+		if g := e.grants[id]; g == nil || g.Slice != was.Slice {
+			t.Fatalf("after the same demand again: grant %s %+v, want it kept on %s", id, g, was.Slice)
+		}
+	}
+	for _, ev := range e.events {
+		if ev.Seq > seq && (ev.Code == CodePreempted || ev.Code == CodeGranted || ev.Code == CodeReleased) {
+			t.Errorf("renewal caused %s: %s", ev.Code, ev.Message)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"gpupool.dev/gpupool/internal/fair"
 )
 
 // FieldError is one problem with one field of a request, named by its JSON path.
@@ -24,8 +26,14 @@ func (e *InvalidError) Error() string {
 	for i, f := range e.Fields {
 		parts[i] = f.Path + ": " + f.Message
 	}
+	if e.conflict {
+		return "conflict: " + strings.Join(parts, "; ")
+	}
 	return "invalid request: " + strings.Join(parts, "; ")
 }
+
+// Is makes a conflict match ErrConflict.
+func (e *InvalidError) Is(target error) bool { return e.conflict && target == ErrConflict }
 
 func (e *InvalidError) add(path, format string, args ...any) {
 	e.Fields = append(e.Fields, FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
@@ -45,3 +53,35 @@ var (
 	ErrConflict = errors.New("conflict")
 	ErrFenced   = fmt.Errorf("%w: fenced", ErrConflict)
 )
+
+// refusal turns the allocator's refusal of a change to one tenant into a conflict (409) that
+// lists every problem with the request field it concerns: the field the allocator names
+// (fair.FieldError), renamed by rename where the request calls it otherwise ("demand" is
+// "replicas" in a demand request), or "" (the request as a whole) where it names none.
+func refusal(err error, rename map[string]string) error {
+	inv := &InvalidError{conflict: true}
+	for _, e := range joinedErrors(err) {
+		path, msg := "", e.Error()
+		var fe *fair.FieldError
+		if errors.As(e, &fe) {
+			path, msg = fe.Field, strings.TrimPrefix(fe.Error(), fe.Field+": ")
+			if r, ok := rename[path]; ok {
+				path = r
+			}
+		}
+		inv.add(path, "%s", msg)
+	}
+	return inv
+}
+
+// joinedErrors flattens the errors.Join trees of err into their leaves.
+func joinedErrors(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, joinedErrors(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}

@@ -223,7 +223,7 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 			status = http.StatusConflict
 		}
 		body["errors"] = inv.Fields
-		body["detail"] = inv.Error()
+		body["detail"] = err.Error()
 	case errors.As(err, &mb):
 		status = http.StatusRequestEntityTooLarge
 		body["detail"] = fmt.Sprintf("request body over %d bytes", mb.Limit)

@@ -196,6 +196,41 @@ func TestReservationBeyondPoolIsAConflict(t *testing.T) {
 	}
 }
 
+// TestAllocatorRefusalsCarryFieldPaths: what the allocator refuses is a 409 problem whose
+// errors[] name the request's field, like every other problem. Pool 8: a reservation of 20
+// (reservation: the steady pool has 8); alice raising her reservation to 9 (3 + 9 > 8, on PUT);
+// demand beyond the allocator's total of 2^22 = 4194304 replicas: 41 tenants of 100000 plus
+// alice 2 and bob 3 is 4100005, and alice asking 100000 makes it 4200003 (replicas; rate
+// when asked by rate: 100000 requests/s at 1 per replica).
+func TestAllocatorRefusalsCarryFieldPaths(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool()
+	check := func(method, path string, body any, wantPath, wantText string) {
+		t.Helper()
+		code, raw := h.do("operator", method, path, body)
+		var p struct {
+			Status int          `json:"status"`
+			Detail string       `json:"detail"`
+			Errors []FieldError `json:"errors"`
+		}
+		if err := json.Unmarshal(raw, &p); err != nil || code != http.StatusConflict || p.Status != code {
+			t.Fatalf("%s %s: %d %s, want a 409 problem", method, path, code, raw)
+		}
+		if len(p.Errors) != 1 || p.Errors[0].Path != wantPath || !strings.Contains(p.Errors[0].Message, wantText) {
+			t.Errorf("%s %s: errors %+v, want one on %q saying %q", method, path, p.Errors, wantPath, wantText)
+		}
+	}
+	check("POST", "/v1/tenants", Tenant{Name: "big", Demand: 20, Reservation: 20}, "reservation", "need 20 of slices, the steady pool has 8")
+	h.must("operator", "PUT", "/v1/tenants/alice", Tenant{Demand: 2, Reservation: 3}, 200)
+	check("PUT", "/v1/tenants/alice", Tenant{Demand: 2, Reservation: 9}, "reservation", "need 9 of slices, the steady pool has 8")
+	h.must("operator", "PUT", "/v1/tenants/alice", Tenant{Demand: 2, RatePerReplica: 1}, 200)
+	for i := range 41 {
+		h.must("operator", "POST", "/v1/tenants", Tenant{Name: fmt.Sprintf("t%d", i), Demand: 100000}, 200)
+	}
+	check("PUT", "/v1/tenants/alice/demand", DemandRequest{Replicas: 100000}, "replicas", "total demand 4200003 would exceed the limit of 4194304")
+	check("PUT", "/v1/tenants/alice/demand", map[string]any{"rate": 100000}, "rate", "total demand 4200003 would exceed the limit of 4194304")
+}
+
 func TestRateLimit(t *testing.T) {
 	h := newHarness(t, ServerConfig{Rate: 1, Burst: 3})
 	codes := map[int]int{}
@@ -420,6 +455,7 @@ func TestProblemDetailsEverywhere(t *testing.T) {
 		{"POST", "/v1/tenants", `{"name":"org","demand":1}`, 409, []string{"name"}, ""},
 		{"POST", "/v1/tenants", `{"name":"y","path":"org/team","demand":1}`, 409, []string{"path"}, ""},
 		{"POST", "/v1/tenants", `{"name":"dupk","demand":1,"demand":2}`, 400, []string{"demand"}, ""},
+		{"POST", "/v1/tenants", `{"name":"light","weight":1e-7,"demand":1}`, 400, []string{"weight"}, ""},
 		{"POST", "/v1/tenants", `{"name":"Bad!","demand":-1,"colour":"red","size":2}`, 400, []string{"name", "demand", "colour", "size"}, ""},
 		{"PUT", "/v1/tenants/alice/demand", `{"replicas":1,"rate":2,"extra":true}`, 400, []string{"rate", "extra"}, ""},
 		{"PATCH", "/v1/tenants/alpha", `{}`, 405, nil, "DELETE, GET, HEAD, PUT"},

@@ -31,6 +31,12 @@ type stoppedRec struct {
 	out int
 }
 
+// expiredRec is a lease that reached its expiry in this step, with the index of its reclaim item.
+type expiredRec struct {
+	lease leaseRec
+	out   int
+}
+
 type leaseRec struct {
 	seq           uint64
 	start, expiry int64
@@ -57,13 +63,16 @@ type tenantRec struct {
 	stopped      []stoppedRec
 	stoppedStamp uint64
 	touched      uint64 // step stamp
-	renew        int    // leases that expired in the step renewStamp
-	renewStamp   uint64
-	inRes        bool // listed in resList
-	idx          int32
-	removed      bool
-	lDirty       bool // its lease-tree use lags behind its tasks
-	lCount       int  // the task count the lease tree holds for it
+	// expired are its leases that reached their expiry in the step renewStamp and were reclaimed
+	// because another tenant waited: a lease or steady grant for it later in the same step takes
+	// the newest back (same task) instead of starting a new one, and the reclaim item is withdrawn.
+	expired    []expiredRec
+	renewStamp uint64
+	inRes      bool // listed in resList
+	idx        int32
+	removed    bool
+	lDirty     bool // its lease-tree use lags behind its tasks
+	lCount     int  // the task count the lease tree holds for it
 	// unit is one task's dominant share of the steady pool (+Inf when it does not fit it).
 	unit float64
 	// minRun is the minimum runtime in force: the tenant's own, capped by the operator's

@@ -76,7 +76,9 @@
 //
 // After steady filling, unmet demand (capped or not) is lent any room left in C, by the same
 // filling over all tasks' shares, for LeaseDuration. At its expiry a lease is renewed in place
-// (same task) when no other tenant waits, and otherwise ends and its room goes back to filling. A
+// (same task) when no other tenant waits, and otherwise its room goes back to filling: what
+// filling gives the same tenant again in that step is the same task (renewed, or turned steady),
+// and only a lease whose room goes to another tenant ends. A
 // lease also ends when its tenant wants fewer tasks, when capacity is lost, or when a steady grant
 // within the steady pool needs its room; a lease whose tenant gets steady room becomes a steady
 // task. A caller that rebuilt the allocator (a restarted control plane) gives a lease lent again

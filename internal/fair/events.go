@@ -211,10 +211,10 @@ func (a *Allocator) validateEvents(events []Event) error {
 func (a *Allocator) checkDemand(name string, old, demand int, sum int64) error {
 	lim := a.limits.withDefaults()
 	if err := checkCount(demand, lim.MaxDemand); err != nil {
-		return fmt.Errorf("set demand: tenant %q: demand: %w", name, err)
+		return fmt.Errorf("set demand: tenant %q: %w", name, onField("demand", fmt.Errorf("demand: %w", err)))
 	}
 	if total := sum - int64(old) + int64(demand); total > int64(lim.MaxTotalDemand) {
-		return fmt.Errorf("set demand: tenant %q: total demand %d would exceed the limit of %d (limits.maxTotalDemand)", name, total, lim.MaxTotalDemand)
+		return fmt.Errorf("set demand: tenant %q: %w", name, onField("demand", fmt.Errorf("total demand %d would exceed the limit of %d (limits.maxTotalDemand)", total, lim.MaxTotalDemand)))
 	}
 	return nil
 }

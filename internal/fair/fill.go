@@ -61,7 +61,7 @@ func (a *Allocator) fillSteady() { a.fill(&a.st, a.sUsed, a.capS, true, a.grantF
 // grantFair gives t n steady tasks from filling (n > 1 only for a plain run: no lease to convert,
 // reservation met, room in the whole pool).
 func (a *Allocator) grantFair(t *tenantRec, n int64) {
-	if n == 1 || t.stoppedStamp == a.stamp && len(t.stopped) > 0 {
+	if n == 1 || t.stoppedStamp == a.stamp && len(t.stopped) > 0 || t.renewStamp == a.stamp && len(t.expired) > 0 {
 		for range n {
 			reason := ReasonFairShare
 			if len(t.steady) < t.resTarget() {
@@ -133,6 +133,21 @@ func (a *Allocator) grantSteady(t *tenantRec, reason Reason) {
 			a.refreshLease(t)
 			return
 		}
+		if l, ok := a.restoreExpired(t); ok {
+			// A lease that expired in this step turns steady instead of ending (same task).
+			r := taskRec{seq: l.seq, start: l.start}
+			if t.classN != nil {
+				r.class = t.nextClass()
+				t.addClass(r)
+			}
+			insertTask(t, r)
+			a.steadyDelta(t, 1)
+			a.totalDelta(t, 1)
+			a.emit(t, Item{Kind: KindGrant, Task: l.seq, Reason: ReasonLeaseConverted, Class: t.className(r.class)})
+			a.refreshSteady(t)
+			a.refreshLease(t)
+			return
+		}
 		a.seq++
 		r := taskRec{seq: a.seq, start: a.nowNS}
 		if t.classN != nil {
@@ -170,18 +185,29 @@ func (a *Allocator) grantLease(t *tenantRec) {
 		a.refreshLease(t)
 		return
 	}
+	if l, ok := a.restoreExpired(t); ok {
+		// A lease that expired in this step goes back to its own tenant: it is renewed (same
+		// task, a new term), and its reclaim item is withdrawn.
+		l.expiry = a.nowNS + int64(a.leaseDur)
+		i := len(t.leases)
+		for i > 0 && (t.leases[i-1].start > l.start || t.leases[i-1].start == l.start && t.leases[i-1].seq > l.seq) {
+			i--
+		}
+		t.leases = slices.Insert(t.leases, i, l)
+		a.totalDelta(t, 1)
+		a.flushLease()
+		a.expiries.push(expiryEntry{at: l.expiry, seq: l.seq, tenant: t.idx})
+		a.emit(t, Item{Kind: KindLease, Task: l.seq, Reason: ReasonLeaseRenewed, Expires: a.now.Add(a.leaseDur)})
+		a.refreshLease(t)
+		return
+	}
 	a.seq++
 	l := leaseRec{seq: a.seq, start: a.nowNS, expiry: a.nowNS + int64(a.leaseDur)}
 	t.leases = append(t.leases, l)
 	a.totalDelta(t, 1)
 	a.flushLease()
 	a.expiries.push(expiryEntry{at: l.expiry, seq: l.seq, tenant: t.idx})
-	reason := ReasonBurst
-	if t.renewStamp == a.stamp && t.renew > 0 {
-		t.renew--
-		reason = ReasonLeaseRenewed
-	}
-	a.emit(t, Item{Kind: KindLease, Task: l.seq, Reason: reason, Expires: a.now.Add(a.leaseDur)})
+	a.emit(t, Item{Kind: KindLease, Task: l.seq, Reason: ReasonBurst, Expires: a.now.Add(a.leaseDur)})
 	a.refreshLease(t)
 }
 
@@ -306,6 +332,19 @@ func (a *Allocator) restoreStopped(t *tenantRec) (taskRec, bool) {
 	a.out[s.out].Kind = 0
 	a.withdrawn++
 	return s.rec, true
+}
+
+// restoreExpired takes back t's newest lease that expired in this step, withdrawing its reclaim
+// item.
+func (a *Allocator) restoreExpired(t *tenantRec) (leaseRec, bool) {
+	if t.renewStamp != a.stamp || len(t.expired) == 0 {
+		return leaseRec{}, false
+	}
+	e := t.expired[len(t.expired)-1]
+	t.expired = t.expired[:len(t.expired)-1]
+	a.out[e.out].Kind = 0
+	a.withdrawn++
+	return e.lease, true
 }
 
 // compact drops withdrawn items from the decision.

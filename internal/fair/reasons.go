@@ -46,7 +46,8 @@ const (
 	ReasonLeaseConverted
 	// ReasonBurst: lent from idle or burst-pool capacity for LeaseDuration.
 	ReasonBurst
-	// ReasonLeaseRenewed: a lease of this tenant expired in this step and was lent again.
+	// ReasonLeaseRenewed: a lease of this tenant reached its expiry in this step and was lent
+	// again to it, the same task with a new expiry.
 	ReasonLeaseRenewed
 	// ReasonOverShare: preempted for a tenant whose share after the move stays below the victim's.
 	ReasonOverShare
@@ -105,7 +106,7 @@ var reasons = [reasonEnd]reasonInfo{
 	ReasonFairShare:                {"FairShare", []Kind{KindGrant}, false, "granted by progressive filling: lowest weighted dominant share"},
 	ReasonLeaseConverted:           {"LeaseConverted", []Kind{KindGrant}, false, "the tenant's oldest lease became a steady task"},
 	ReasonBurst:                    {"Burst", []Kind{KindLease}, false, "lent from idle or burst-pool capacity"},
-	ReasonLeaseRenewed:             {"LeaseRenewed", []Kind{KindLease}, false, "a lease expired and was lent again to the same tenant"},
+	ReasonLeaseRenewed:             {"LeaseRenewed", []Kind{KindLease}, false, "a lease expired and was lent again to the same tenant (same task)"},
 	ReasonOverShare:                {"OverShare", []Kind{KindPreempt}, true, "victim stays above the claimant's share after the move"},
 	ReasonReservationClaim:         {"ReservationClaim", []Kind{KindPreempt}, true, "a tenant below its reservation needs the room"},
 	ReasonCapacityLost:             {"CapacityLost", []Kind{KindPreempt, KindReclaim}, true, "capacity shrank below use"},

@@ -238,7 +238,8 @@ func TestApplyErrors(t *testing.T) {
 
 // TestLeaseRenewal: with nobody else waiting, a lease that reaches its expiry is renewed in place
 // (same task number, LeaseRenewed); once another tenant waits for room, expiry hands the room
-// back to filling and the waiting tenant is lent its share.
+// back to filling and the waiting tenant is lent its share, while what filling lends the lease's
+// own tenant again is the same task renewed, not a reclaim and a new lease.
 func TestLeaseRenewal(t *testing.T) {
 	a, err := New(Config{Capacity: Vector{"gpu": 10}, BurstPoolPercent: 20, LeaseDuration: time.Minute,
 		Tenants: []Tenant{
@@ -269,11 +270,22 @@ func TestLeaseRenewal(t *testing.T) {
 	}
 	mustStep(t)(a.SetDemand(t0.Add(90*time.Second), "b", 5))
 	d = mustStep(t)(a.Apply(t0.Add(2 * time.Minute)))
-	if n := countItems(d, KindReclaim, ReasonLeaseExpired); n != 7 {
-		t.Errorf("contended expiry: %d leases expired, want 7: %v", n, d.Items)
+	// Contended: the 8 lease slots go back to filling; b (1 steady) is lent 4 and a (2 steady)
+	// 3 (shares (1+4)/10 and (2+3)/10). a's 3 are 3 of its 7 expired leases renewed, same task
+	// numbers: only the 4 b takes are reclaimed, and no lease of a starts anew.
+	if n := countItems(d, KindReclaim, ReasonLeaseExpired); n != 4 {
+		t.Errorf("contended expiry: %d leases expired, want 4: %v", n, d.Items)
 	}
-	if st := tenants(a); st["b"].Leased == 0 || st["a"].Leased >= 7 {
-		t.Errorf("contended expiry: a leases %d, b leases %d; want b lent room", st["a"].Leased, st["b"].Leased)
+	if n := countItems(d, KindLease, ReasonLeaseRenewed); n != 3 {
+		t.Errorf("contended expiry: %d renewals, want 3: %v", n, d.Items)
+	}
+	for _, it := range d.Items {
+		if it.Tenant == "a" && it.Kind == KindLease && (!leases[it.Task] || it.Reason != ReasonLeaseRenewed) {
+			t.Errorf("contended expiry: a's lease %v is not one of its expired leases renewed", it)
+		}
+	}
+	if st := tenants(a); st["b"].Leased != 4 || st["a"].Leased != 3 {
+		t.Errorf("contended expiry: a leases %d, b leases %d; want 3 and 4", st["a"].Leased, st["b"].Leased)
 	}
 }
 

@@ -80,12 +80,12 @@ func (a *Allocator) expireLeases() {
 			a.emit(t, Item{Kind: KindLease, Task: e.seq, Reason: ReasonLeaseRenewed, Expires: a.now.Add(a.leaseDur)})
 			continue
 		}
+		if t.renewStamp != a.stamp {
+			t.renewStamp, t.expired = a.stamp, t.expired[:0]
+		}
+		t.expired = append(t.expired, expiredRec{lease: t.leases[i], out: len(a.out)})
 		t.leases = append(t.leases[:i], t.leases[i+1:]...)
 		a.totalDelta(t, -1)
-		if t.renewStamp != a.stamp {
-			t.renewStamp, t.renew = a.stamp, 0
-		}
-		t.renew++
 		a.emit(t, Item{Kind: KindReclaim, Task: e.seq, Reason: ReasonLeaseExpired})
 		a.refreshLease(t)
 	}

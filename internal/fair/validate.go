@@ -45,7 +45,7 @@ func validateConfig(cfg Config, checkRes bool, extra ...string) error {
 		}
 	}
 	if sum > int64(lim.MaxTotalDemand) {
-		errs = append(errs, fmt.Errorf("tenants: total demand %d exceeds the limit of %d (limits.maxTotalDemand)", sum, lim.MaxTotalDemand))
+		errs = append(errs, onField("demand", fmt.Errorf("tenants: total demand %d exceeds the limit of %d (limits.maxTotalDemand)", sum, lim.MaxTotalDemand)))
 	}
 	groups := map[string]bool{}
 	for i, g := range cfg.Groups {
@@ -161,14 +161,14 @@ func validateTenants(ts []Tenant, known, groups map[string]bool, lim Limits) []e
 func validateTenant(t Tenant, known map[string]bool, lim Limits) []error {
 	var errs []error
 	if t.Name == "" || strings.ContainsAny(t.Name, "/#") || strings.IndexFunc(t.Name, unicode.IsSpace) >= 0 {
-		errs = append(errs, fmt.Errorf("name %q must be non-empty, without '/', '#' or spaces", t.Name))
+		errs = append(errs, onField("name", fmt.Errorf("name %q must be non-empty, without '/', '#' or spaces", t.Name)))
 	}
 	if err := validatePath(t.Path); err != nil {
-		errs = append(errs, fmt.Errorf("path: %w", err))
+		errs = append(errs, onField("path", fmt.Errorf("path: %w", err)))
 	}
 	if t.Weight != 0 {
 		if err := checkWeight(t.Weight); err != nil {
-			errs = append(errs, fmt.Errorf("weight: %w (0 means 1)", err))
+			errs = append(errs, onField("weight", fmt.Errorf("weight: %w (0 means 1)", err)))
 		}
 	}
 	errs = append(errs, validateTask(t.Task, known)...)
@@ -177,11 +177,11 @@ func validateTenant(t Tenant, known map[string]bool, lim Limits) []error {
 		v    int
 	}{{"demand", t.Demand}, {"reservation", t.Reservation}, {"cap", t.Cap}} {
 		if err := checkCount(f.v, lim.MaxDemand); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", f.name, err))
+			errs = append(errs, onField(f.name, fmt.Errorf("%s: %w", f.name, err)))
 		}
 	}
 	if t.Cap > 0 && t.Reservation > t.Cap {
-		errs = append(errs, fmt.Errorf("reservation: %d is above cap %d", t.Reservation, t.Cap))
+		errs = append(errs, onField("reservation", fmt.Errorf("reservation: %d is above cap %d", t.Reservation, t.Cap)))
 	}
 	if err := checkDeserved(t.Deserved); err != nil {
 		errs = append(errs, err)
@@ -197,7 +197,7 @@ func validateTenant(t Tenant, known map[string]bool, lim Limits) []error {
 		}
 	}
 	if t.MinRuntime < 0 {
-		errs = append(errs, fmt.Errorf("minRuntime: %s is negative", t.MinRuntime))
+		errs = append(errs, onField("minRuntime", fmt.Errorf("minRuntime: %s is negative", t.MinRuntime)))
 	}
 	return errs
 }
@@ -251,11 +251,11 @@ func checkReservations(cfg Config, known map[string]bool) []error {
 	for j, c := range capT {
 		steady := c - int64(math.Floor(float64(c)*cfg.BurstPoolPercent/100))
 		if sum[j] == math.MaxInt64 {
-			errs = append(errs, fmt.Errorf("reservations: need more than %v of %s, the steady pool has %v",
-				fromMicro(math.MaxInt64), names[j], fromMicro(steady)))
+			errs = append(errs, onField("reservation", fmt.Errorf("reservations: need more than %v of %s, the steady pool has %v",
+				fromMicro(math.MaxInt64), names[j], fromMicro(steady))))
 		} else if sum[j] > steady {
-			errs = append(errs, fmt.Errorf("reservations: need %v of %s, the steady pool has %v",
-				fromMicro(sum[j]), names[j], fromMicro(steady)))
+			errs = append(errs, onField("reservation", fmt.Errorf("reservations: need %v of %s, the steady pool has %v",
+				fromMicro(sum[j]), names[j], fromMicro(steady))))
 		}
 	}
 	return errs

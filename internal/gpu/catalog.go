@@ -40,7 +40,7 @@ type catalogIndex struct {
 
 func buildCatalog() *catalogIndex {
 	boards := []*Board{
-		a100SXM4_40GB(), a100SXM4_80GB(), a100PCIe80GB(), a30_24GB(),
+		a100SXM4_40GB(), a100PCIe40GB(), a100SXM4_80GB(), a100PCIe80GB(), a30_24GB(),
 		h100SXM5_80GB(), h100PCIe80GB(), h100NVL94GB(), h100x96GB(), h20x96GB(), gh200x144GB(), h200x141GB(),
 		b200x180GB(), gb200x186GB(), gb200x189GB(), b300x269GB(), gb300x278GB(), rtxPro6000(), rtxPro5000(), rtxPro4500(),
 	}

@@ -7,30 +7,58 @@ package gpu
 func a100SXM4_40GB() *Board {
 	return finish(&Board{
 		Name:    "A100-SXM4-40GB",
-		Aliases: []string{"A100-40GB", "A100-PCIe-40GB", "A800-40GB", "A800-SXM4-40GB"},
+		Aliases: []string{"A100-40GB", "A800-40GB", "A800-SXM4-40GB"},
 		Arch:    "ampere", ComputeCapability: "8.0", MinDriver: "R450",
-		NVMLNames: []string{"NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB", "NVIDIA A100-PG509-200",
+		NVMLNames: []string{"NVIDIA A100-SXM4-40GB", "NVIDIA A100-PG509-200",
 			"NVIDIA A800-SXM4-40GB", "NVIDIA A800 40GB Active"},
-		PCIDeviceIDs: []string{"0x20B010DE", "0x20B110DE", "0x20F110DE", "0x20F610DE"},
+		PCIDeviceIDs: []string{"0x20B010DE", "0x20F610DE"},
 		MemoryMiB:    40960, SMs: 108, SMsInMIG: 98,
 		BandwidthGBs: 1555, TDPWatts: 400, BF16TFLOPS: 312, FP8TFLOPS: 0,
 		MemorySlices: 8, ComputeSlices: 7, MaxInstances: 7,
 		Unverified: []string{"memoryMiB", "bandwidthGBs", "tdpWatts", "bf16Tflops"},
 		Sources:    []string{srcGuide, srcGuideGPUs, srcGuideLgipp, srcGoNVMLMock, srcMigParted, srcDatasheet},
 		Notes: []string{
-			"A100 PCIe 40GB and A800 40GB share this MIG table; the PCIe board's TDP is 250 W.",
+			"A800 40GB shares this board; the A100 40GB PCIe card is A100-PCIe-40GB, with the same MIG table.",
 			"1g.10gb on this board is the 2-memory-slice profile (max 4), not the 1-slice one of the 80GB boards.",
 		},
-		Profiles: []Profile{
-			mk(s8x1g, "1g.5gb", 14, eng(0, 0, 0, 0, 1), mib(4864), src(srcGuide, srcGuideLgipp, srcGoNVMLMock)),
-			mk(s8x1gme, "1g.5gb+me", 14, eng(1, 1, 1, 0, 1), mib(4864), src(srcGuide, srcGuideLgipp)),
-			mk(s8x1g2m, "1g.10gb", 14, eng(1, 0, 0, 0, 1), mib(9856), src(srcGuide, srcGuideLgipp, srcGoNVMLMock)),
-			mk(s8x2g, "2g.10gb", 28, eng(1, 0, 0, 0, 2), mib(9856), src(srcGuide, srcGuideLgipp, srcGoNVMLMock)),
-			mk(s8x3g, "3g.20gb", 42, eng(2, 0, 0, 0, 3), mib(19968), src(srcGuide, srcGuideLgipp, srcGoNVMLMock)),
-			mk(s8x4g, "4g.20gb", 56, eng(2, 0, 0, 0, 4), mib(19968), src(srcGuide, srcGuideLgipp, srcGoNVMLMock)),
-			mk(s8x7g, "7g.40gb", 98, eng(5, 1, 1, 0, 7), mib(40192), src(srcGuide, srcGuideLgipp, srcGoNVMLMock)),
-		},
+		Profiles: a100x40GBProfiles(),
 	})
+}
+
+// a100PCIe40GB is the A100 40GB PCIe card: the SXM4 board's GA100 with its MIG table (the MIG
+// User Guide lists both 40GB boards with the same profiles), at the PCIe card's datasheet
+// power (250 W against the SXM4 board's 400 W) and the same 1,555 GB/s.
+func a100PCIe40GB() *Board {
+	return finish(&Board{
+		Name: "A100-PCIe-40GB",
+		Arch: "ampere", ComputeCapability: "8.0", MinDriver: "R450",
+		NVMLNames:    []string{"NVIDIA A100-PCIE-40GB"},
+		PCIDeviceIDs: []string{"0x20B110DE", "0x20F110DE"},
+		MemoryMiB:    40960, SMs: 108, SMsInMIG: 98,
+		BandwidthGBs: 1555, TDPWatts: 250, BF16TFLOPS: 312, FP8TFLOPS: 0,
+		MemorySlices: 8, ComputeSlices: 7, MaxInstances: 7,
+		Unverified: []string{"memoryMiB", "bandwidthGBs", "tdpWatts", "bf16Tflops"},
+		Sources:    []string{srcGuide, srcGuideGPUs, srcGuideLgipp, srcGoNVMLMock, srcMigParted, srcDatasheet},
+		Notes: []string{
+			"Same MIG table as A100-SXM4-40GB; the datasheet gives the PCIe card 250 W against the SXM4 board's 400 W, both at 1555 GB/s.",
+			"PCI device ids 0x20B1 and 0x20F1 are the A100 PCIe 40GB in the PCI ID database; mig-parted's default file groups them with the SXM4 board's 0x20B0.",
+			"1g.10gb on this board is the 2-memory-slice profile (max 4), not the 1-slice one of the 80GB boards.",
+		},
+		Profiles: a100x40GBProfiles(),
+	})
+}
+
+// a100x40GBProfiles is the MIG table of the A100 40GB boards, SXM4 and PCIe.
+func a100x40GBProfiles() []Profile {
+	return []Profile{
+		mk(s8x1g, "1g.5gb", 14, eng(0, 0, 0, 0, 1), mib(4864), src(srcGuide, srcGuideLgipp, srcGoNVMLMock)),
+		mk(s8x1gme, "1g.5gb+me", 14, eng(1, 1, 1, 0, 1), mib(4864), src(srcGuide, srcGuideLgipp)),
+		mk(s8x1g2m, "1g.10gb", 14, eng(1, 0, 0, 0, 1), mib(9856), src(srcGuide, srcGuideLgipp, srcGoNVMLMock)),
+		mk(s8x2g, "2g.10gb", 28, eng(1, 0, 0, 0, 2), mib(9856), src(srcGuide, srcGuideLgipp, srcGoNVMLMock)),
+		mk(s8x3g, "3g.20gb", 42, eng(2, 0, 0, 0, 3), mib(19968), src(srcGuide, srcGuideLgipp, srcGoNVMLMock)),
+		mk(s8x4g, "4g.20gb", 56, eng(2, 0, 0, 0, 4), mib(19968), src(srcGuide, srcGuideLgipp, srcGoNVMLMock)),
+		mk(s8x7g, "7g.40gb", 98, eng(5, 1, 1, 0, 7), mib(40192), src(srcGuide, srcGuideLgipp, srcGoNVMLMock)),
+	}
 }
 
 func a100SXM4_80GB() *Board {

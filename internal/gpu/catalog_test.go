@@ -190,7 +190,7 @@ func TestLookup(t *testing.T) {
 	if !errors.Is(err, ErrUnknownBoard) {
 		t.Fatalf("Lookup(H300) error %v does not wrap ErrUnknownBoard", err)
 	}
-	for _, want := range []string{`lookup board "H300"`, "valid: A100-PCIe-80GB, A100-SXM4-40GB, A100-SXM4-80GB", "H200-141GB"} {
+	for _, want := range []string{`lookup board "H300"`, "valid: A100-PCIe-40GB, A100-PCIe-80GB, A100-SXM4-40GB, A100-SXM4-80GB", "H200-141GB"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Lookup error %q lacks %q", err, want)
 		}
@@ -213,6 +213,9 @@ func TestByPCIDeviceID(t *testing.T) {
 		{"0x20B510DE", "A100-PCIe-80GB"}, // A100 80GB PCIe
 		{"0x20F510DE", "A100-PCIe-80GB"}, // A800 80GB PCIe
 		{"0x20F610DE", "A100-SXM4-40GB"}, // A800 40GB
+		{"0x20B010DE", "A100-SXM4-40GB"},
+		{"0x20B110DE", "A100-PCIe-40GB"}, // A100 PCIe 40GB
+		{"0x20F110DE", "A100-PCIe-40GB"}, // A100 PCIe 40GB
 		{"0x318210DE", "B300-269GB"},
 		{"0x31C210DE", "GB300-278GB"},
 		{"0x2BB510DE", "RTX-PRO-6000-Blackwell-96GB"},
@@ -415,5 +418,35 @@ func TestA100PCIe80GB(t *testing.T) {
 	}
 	if sxm.TDPWatts != 400 || sxm.BandwidthGBs != 2039 {
 		t.Errorf("A100-SXM4-80GB: %g W, %g GB/s; want 400 W, 2039 GB/s", sxm.TDPWatts, sxm.BandwidthGBs)
+	}
+}
+
+// TestA100PCIe40GB: the A100 40GB PCIe card is its own board, at its datasheet's 250 W rather than
+// the SXM4 board's 400 W, with the same 1555 GB/s and the same MIG table (1g.5gb, 1g.5gb+me,
+// 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb).
+func TestA100PCIe40GB(t *testing.T) {
+	sxm, err := Lookup("A100-SXM4-40GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"}
+	for _, in := range []string{"A100-PCIe-40GB", "A100-PCIE-40GB", "NVIDIA A100-PCIE-40GB", "nvidia_a100-pcie-40gb"} {
+		b, err := Lookup(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Name != "A100-PCIe-40GB" || b.TDPWatts != 250 || b.BandwidthGBs != 1555 || b.MemoryMiB != 40960 {
+			t.Errorf("Lookup(%q) = %s, %g W, %g GB/s, %d MiB; want A100-PCIe-40GB, 250 W, 1555 GB/s, 40960 MiB",
+				in, b.Name, b.TDPWatts, b.BandwidthGBs, b.MemoryMiB)
+		}
+		if !slices.Equal(b.ProfileNames(), want) || !slices.Equal(b.ProfileNames(), sxm.ProfileNames()) {
+			t.Errorf("%s profiles %v, want %v (the SXM4 board's %v)", b.Name, b.ProfileNames(), want, sxm.ProfileNames())
+		}
+		if b.Interconnect.Kind != "pcie4" {
+			t.Errorf("%s link %q, want pcie4", b.Name, b.Interconnect.Kind)
+		}
+	}
+	if sxm.TDPWatts != 400 || sxm.BandwidthGBs != 1555 {
+		t.Errorf("A100-SXM4-40GB: %g W, %g GB/s; want 400 W, 1555 GB/s", sxm.TDPWatts, sxm.BandwidthGBs)
 	}
 }

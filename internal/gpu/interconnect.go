@@ -17,21 +17,23 @@ type Interconnect struct {
 }
 
 const (
-	srcNVLinkA100   = "NVIDIA A100 Tensor Core GPU datasheet: third-generation NVLink, 600 GB/s (SXM4, NVSwitch in HGX A100)"
-	srcNVLinkA100P  = "NVIDIA A100 80GB PCIe datasheet: NVLink bridge for two GPUs, 600 GB/s; PCIe Gen4 64 GB/s (the catalog models PCIe, the link every card has)"
-	srcNVLinkA30    = "NVIDIA A30 datasheet: NVLink bridge for two GPUs, 200 GB/s; PCIe Gen4 64 GB/s"
-	srcNVLinkH100   = "NVIDIA H100 Tensor Core GPU datasheet: fourth-generation NVLink, 900 GB/s (SXM5, NVSwitch in HGX H100); H100 NVL: NVLink bridge 600 GB/s; H100 PCIe: PCIe Gen5 128 GB/s; the H800, an alias of H100-SXM5-80GB here, has 400 GB/s"
-	srcNVLinkH200   = "NVIDIA H200 Tensor Core GPU datasheet: NVLink 900 GB/s (SXM, NVSwitch in HGX H200); H200 NVL: 2- or 4-way NVLink bridge 900 GB/s"
-	srcNVLinkGH200  = "NVIDIA GH200 Grace Hopper Superchip datasheet: NVLink 900 GB/s between superchips"
-	srcNVLinkH20    = "NVIDIA H20 product brief: NVLink 900 GB/s"
-	srcNVLinkB200   = "NVIDIA Blackwell datasheets (HGX B200/B300, GB200/GB300 NVL72): fifth-generation NVLink, 1.8 TB/s per GPU"
-	srcPCIeBlackPro = "NVIDIA RTX PRO Blackwell datasheets: PCIe Gen5 x16, 128 GB/s bidirectional; no NVLink"
+	srcNVLinkA100    = "NVIDIA A100 Tensor Core GPU datasheet: third-generation NVLink, 600 GB/s (SXM4, NVSwitch in HGX A100)"
+	srcNVLinkA100P   = "NVIDIA A100 80GB PCIe datasheet: NVLink bridge for two GPUs, 600 GB/s; PCIe Gen4 64 GB/s (the catalog models PCIe, the link every card has)"
+	srcNVLinkA100P40 = "NVIDIA A100 PCIe 40GB product brief: NVLink bridge for two GPUs, 600 GB/s; PCIe Gen4 64 GB/s (the catalog models PCIe, the link every card has)"
+	srcNVLinkA30     = "NVIDIA A30 datasheet: NVLink bridge for two GPUs, 200 GB/s; PCIe Gen4 64 GB/s"
+	srcNVLinkH100    = "NVIDIA H100 Tensor Core GPU datasheet: fourth-generation NVLink, 900 GB/s (SXM5, NVSwitch in HGX H100); H100 NVL: NVLink bridge 600 GB/s; H100 PCIe: PCIe Gen5 128 GB/s; the H800, an alias of H100-SXM5-80GB here, has 400 GB/s"
+	srcNVLinkH200    = "NVIDIA H200 Tensor Core GPU datasheet: NVLink 900 GB/s (SXM, NVSwitch in HGX H200); H200 NVL: 2- or 4-way NVLink bridge 900 GB/s"
+	srcNVLinkGH200   = "NVIDIA GH200 Grace Hopper Superchip datasheet: NVLink 900 GB/s between superchips"
+	srcNVLinkH20     = "NVIDIA H20 product brief: NVLink 900 GB/s"
+	srcNVLinkB200    = "NVIDIA Blackwell datasheets (HGX B200/B300, GB200/GB300 NVL72): fifth-generation NVLink, 1.8 TB/s per GPU"
+	srcPCIeBlackPro  = "NVIDIA RTX PRO Blackwell datasheets: PCIe Gen5 x16, 128 GB/s bidirectional; no NVLink"
 )
 
 // interconnects are the boards' links, by canonical name; finish sets Board.Interconnect.
 var interconnects = map[string]Interconnect{
 	"A100-SXM4-40GB":              {"nvlink3", 300, 8, srcNVLinkA100},
 	"A100-SXM4-80GB":              {"nvlink3", 300, 8, srcNVLinkA100},
+	"A100-PCIe-40GB":              {"pcie4", 32, 8, srcNVLinkA100P40},
 	"A100-PCIe-80GB":              {"pcie4", 32, 8, srcNVLinkA100P},
 	"A30-24GB":                    {"pcie4", 32, 8, srcNVLinkA30},
 	"H100-SXM5-80GB":              {"nvlink4", 450, 8, srcNVLinkH100},
