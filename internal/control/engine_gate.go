@@ -161,7 +161,8 @@ func (e *Engine) addGateOp(now time.Time, n *Node, g GPU, want string, migOff bo
 // whose layout differs from what its agent reports gets a gate operation (the plan's GPU index i
 // is the i-th GPU the node's agent reports, in NVML order). Nothing changes unless every such GPU
 // is known, of the plan's board, and not being changed already; the problems are returned at
-// once with the plan's field paths. The plan and its pool are kept for the next re-plan.
+// once with the plan's field paths (a conflict when every one is a GPU being changed). The plan
+// and its pool are kept for the next re-plan.
 func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, error) {
 	bad := &InvalidError{}
 	type change struct {
@@ -171,6 +172,7 @@ func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, 
 		migOff bool
 	}
 	var cs []change
+	busy := 0
 	for i, pg := range p.GPUs {
 		whole := pg.Mode != v1.ModeMIG
 		if whole && len(pg.Replicas) == 0 && pg.LoRAEngine == "" {
@@ -201,10 +203,14 @@ func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, 
 		}
 		if applying(n, g.UUID) {
 			bad.add(path, "GPU %d of node %s is being changed by another gate operation", pg.Index, pg.Node)
+			busy++
 			continue
 		}
 		cs = append(cs, change{n, g, want, whole})
 	}
+	// A plan whose only problem is a GPU in another gate operation is well-formed but collides
+	// with what runs: a conflict (409), as when an operator asks that GPU for a layout.
+	bad.conflict = busy > 0 && busy == len(bad.Fields)
 	if err := bad.err(); err != nil {
 		return nil, err
 	}

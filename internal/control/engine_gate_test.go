@@ -369,3 +369,30 @@ func TestApplyPlanListsEachOperationOnce(t *testing.T) {
 		t.Fatalf("operations %+v, want GPU 0's and GPU 1's, once each", ops)
 	}
 }
+
+// TestApplyPlanOnGPUBeingChangedIsConflict: a plan that asks a GPU in another gate operation for
+// a layout is refused as a conflict (409, its field path named), as an operator's request for that
+// GPU is; a plan that also names an unknown node is a bad request (400).
+func TestApplyPlanOnGPUBeingChangedIsConflict(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.must("operator", "PUT", "/v1/nodes/node-a", migInv("node-a", 2), 200)
+	h.must("operator", "PUT", "/v1/nodes/node-a/gpus/GPU-node-a-0/layout", map[string]string{"layout": "3g.40gb@0 3g.40gb@4"}, 200)
+	plan := func(gpus ...v1.PlanGPU) *v1.Plan { return &v1.Plan{Pool: "p", GPUs: gpus} }
+	mig := func(node string, i int) v1.PlanGPU {
+		return v1.PlanGPU{Node: node, Index: i, Board: "H100-SXM5-80GB", Role: v1.RolePool, Mode: v1.ModeMIG,
+			Instances: []v1.PlanInstance{{Profile: "2g.20gb"}, {Profile: "2g.20gb", Start: 2}}}
+	}
+	_, err := h.loop.Do(context.Background(), func(e *Engine, now time.Time) (any, error) {
+		return e.ApplyPlan(now, &v1.Pool{}, plan(mig("node-a", 0)))
+	})
+	var inv *InvalidError
+	if !errors.As(err, &inv) || !inv.conflict || !strings.Contains(err.Error(), "gpus[0]: GPU 0 of node node-a is being changed") {
+		t.Fatalf("a plan changing a GPU in another gate operation: %v, want a conflict naming gpus[0]", err)
+	}
+	_, err = h.loop.Do(context.Background(), func(e *Engine, now time.Time) (any, error) {
+		return e.ApplyPlan(now, &v1.Pool{}, plan(mig("node-a", 0), mig("node-z", 0)))
+	})
+	if !errors.As(err, &inv) || inv.conflict || !strings.Contains(err.Error(), "gpus[1].node") {
+		t.Fatalf("a plan naming an unknown node too: %v, want a bad request naming gpus[1].node", err)
+	}
+}
