@@ -424,6 +424,12 @@ func TestProblemDetailsEverywhere(t *testing.T) {
 		{"PUT", "/v1/tenants/alice/demand", `{"replicas":1,"rate":2,"extra":true}`, 400, []string{"rate", "extra"}, ""},
 		{"PATCH", "/v1/tenants/alpha", `{}`, 405, nil, "DELETE, GET, HEAD, PUT"},
 		{"GET", "/v1/nosuch", ``, 404, nil, ""},
+		// The console's catch-all takes any GET, but not under /v1/: no GET in these Allow lists.
+		{"DELETE", "/v1/nodes/node-a", ``, 405, nil, "PUT"},
+		{"POST", "/v1/whoami", `{}`, 405, nil, "GET, HEAD"},
+		{"GET", "/v1/tokens", ``, 404, nil, ""},
+		{"DELETE", "/v1/tokens", ``, 405, nil, "POST"},
+		{"DELETE", "/v1/nosuch", ``, 404, nil, ""},
 	}
 	for _, c := range cases {
 		var rd io.Reader
