@@ -165,7 +165,7 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 		err := s.authorize(r, rt, &p)
 		if err == nil {
 			r = r.WithContext(context.WithValue(r.Context(), viewKey{}, s.loop.View()))
-			if rt.Path != "/v1/plans/dry-run" { // a Pool document has its own, larger bound
+			if rt.Path != "/v1/plans/dry-run" && rt.Path != "/v1/plans/apply" { // a Pool document has its own, larger bound (maxPoolBody)
 				r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
 			}
 			err = rt.h(s, w, r, p)

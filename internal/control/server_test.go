@@ -469,3 +469,26 @@ func TestProblemDetailsEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanApplyTakesLargePool: a Pool document over the 64 KiB bound of other bodies (but within
+// maxPoolBody) is applied as it is dry-run; before, the apply answered 413 for a Pool the dry run
+// had planned. A Pool over maxPoolBody is a 413 on both.
+func TestPlanApplyTakesLargePool(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.must("operator", "PUT", "/v1/nodes/node-a", Inventory{GPUs: []GPU{{UUID: "GPU-a", Board: "H100-SXM5-80GB", MIG: "7g.80gb@0", Slices: []string{"7g.80gb"}}}}, 200)
+	pool := readFile(t, "../../examples/h100-7b-exclusive.yaml")
+	pad := func(n int) []byte {
+		out := append([]byte{}, pool...)
+		line := "# " + strings.Repeat("x", 1000) + "\n"
+		for len(out) < n {
+			out = append(out, line...)
+		}
+		return out
+	}
+	big := pad(100 << 10)
+	h.must("operator", "POST", "/v1/plans/dry-run", big, 200)
+	h.must("operator", "POST", "/v1/plans/apply", big, 200)
+	huge := pad(maxPoolBody + 1)
+	h.must("operator", "POST", "/v1/plans/dry-run", huge, 413)
+	h.must("operator", "POST", "/v1/plans/apply", huge, 413)
+}
