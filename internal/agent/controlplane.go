@@ -156,7 +156,8 @@ func (a *Agent) controlDesired() map[string]gpu.Layout {
 
 // modesWanted returns the MIG mode the control plane wants of each GPU it names, for an attempt
 // the gate has not ended without success: off for a GPU its plan runs whole (no instance,
-// migOff), on for a GPU it cuts into instances.
+// migOff), on for a GPU it cuts into instances; and off again for a GPU whose MIG mode this
+// agent turned on for an operation whose attempt then failed.
 func (a *Agent) modesWanted() map[string]bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -169,6 +170,19 @@ func (a *Agent) modesWanted() map[string]bool {
 		case d.MIG != "":
 			out[uuid] = true
 		case d.MIGOff:
+			out[uuid] = false
+		}
+	}
+	// A GPU whose MIG mode this agent turned on for an operation whose last attempt then ended
+	// without its layout (rolled back to no instance) runs whole again, as before, unless the
+	// control plane now asks something of it: whether it retries or gives the operation up (and
+	// no longer lists the GPU), the mode is rolled back with the layout. SetMIGMode leaves the
+	// mode while an instance is left.
+	for uuid, op := range a.modeOnFor {
+		if _, asked := out[uuid]; asked {
+			continue
+		}
+		if o, ok := a.outcomes[uuid]; ok && o.Op == op && outcomeFailed(o) {
 			out[uuid] = false
 		}
 	}
