@@ -430,6 +430,11 @@ func TestProblemDetailsEverywhere(t *testing.T) {
 		{"GET", "/v1/tokens", ``, 404, nil, ""},
 		{"DELETE", "/v1/tokens", ``, 405, nil, "POST"},
 		{"DELETE", "/v1/nosuch", ``, 404, nil, ""},
+		// Query parameters that do not parse are named, not ignored.
+		{"GET", "/v1/events?after=abc", ``, 400, []string{"after"}, ""},
+		{"GET", "/v1/nodes/n1/layout?after=x1", ``, 400, []string{"after"}, ""},
+		{"GET", "/v1/nodes/n1/layout?after=1&wait=abc", ``, 400, []string{"wait"}, ""},
+		{"GET", "/v1/nodes/n1/layout?after=1&wait=-5s", ``, 400, []string{"wait"}, ""},
 	}
 	for _, c := range cases {
 		var rd io.Reader
