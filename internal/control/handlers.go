@@ -237,18 +237,29 @@ func NewSecret() string {
 
 func checkTokenRequest(t TokenRequest) error {
 	bad := &InvalidError{}
+	name := func(path, what, v string) {
+		switch {
+		case v == "":
+			bad.add(path, "a %s token needs a %s name", t.Role, what)
+		case !namePattern.MatchString(v):
+			bad.add(path, "must be 1-63 lower-case letters, digits, '.', '_' or '-', starting and ending with a letter or digit (got %q)", v)
+		}
+	}
 	switch t.Role {
 	case RoleOperator:
 	case RoleTenant:
-		if !namePattern.MatchString(t.Tenant) {
-			bad.add("tenant", "a tenant token needs a tenant name (got %q)", t.Tenant)
-		}
+		name("tenant", "tenant", t.Tenant)
 	case RoleAgent:
-		if !namePattern.MatchString(t.Node) {
-			bad.add("node", "an agent token needs a node name (got %q)", t.Node)
-		}
+		name("node", "node", t.Node)
 	default:
 		bad.add("role", "must be operator, tenant or agent (got %q)", t.Role)
+	}
+	// A token names only what its role acts for: a tenant's token no node, an agent's no tenant.
+	if t.Tenant != "" && (t.Role == RoleOperator || t.Role == RoleAgent) {
+		bad.add("tenant", "only a tenant token names a tenant (role %s)", t.Role)
+	}
+	if t.Node != "" && (t.Role == RoleOperator || t.Role == RoleTenant) {
+		bad.add("node", "only an agent token names a node (role %s)", t.Role)
 	}
 	if len(t.Name) > 128 {
 		bad.add("name", "at most 128 characters (got %d)", len(t.Name))

@@ -430,6 +430,11 @@ func TestProblemDetailsEverywhere(t *testing.T) {
 		{"GET", "/v1/tokens", ``, 404, nil, ""},
 		{"DELETE", "/v1/tokens", ``, 405, nil, "POST"},
 		{"DELETE", "/v1/nosuch", ``, 404, nil, ""},
+		// A token request names only what its role acts for; a malformed name is not "missing".
+		{"POST", "/v1/tokens", `{"role":"agent","node":"n1","tenant":"alice"}`, 400, []string{"tenant"}, ""},
+		{"POST", "/v1/tokens", `{"role":"tenant","tenant":"alice","node":"n1"}`, 400, []string{"node"}, ""},
+		{"POST", "/v1/tokens", `{"role":"operator","tenant":"alice"}`, 400, []string{"tenant"}, ""},
+		{"POST", "/v1/tokens", `{"role":"agent","node":"N 1"}`, 400, []string{"node"}, ""},
 		// Query parameters that do not parse are named, not ignored.
 		{"GET", "/v1/events?after=abc", ``, 400, []string{"after"}, ""},
 		{"GET", "/v1/nodes/n1/layout?after=x1", ``, 400, []string{"after"}, ""},
