@@ -196,11 +196,15 @@ type Link struct {
 	CP    ControlPlane
 	Agent *Agent
 	// Every is how often the inventory is compared with the last report (default 250ms);
-	// Heartbeat how often the node says it is alive when nothing changed (default 5s).
+	// Heartbeat how often the node says it is alive when nothing changed (DefaultHeartbeat).
 	Every, Heartbeat time.Duration
 	// OnLayout, when set, is told of every desired layout received.
 	OnLayout func(DesiredLayout)
 }
+
+// DefaultHeartbeat is how often a Link heartbeats when nothing changed, unless told otherwise;
+// the control plane's node timeout must leave room for more than one.
+const DefaultHeartbeat = 5 * time.Second
 
 // Run follows the control plane until ctx ends.
 func (l *Link) Run(ctx context.Context) error {
@@ -209,7 +213,7 @@ func (l *Link) Run(ctx context.Context) error {
 		every = 250 * time.Millisecond
 	}
 	if hb <= 0 {
-		hb = 5 * time.Second
+		hb = DefaultHeartbeat
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
