@@ -396,3 +396,53 @@ func TestApplyPlanOnGPUBeingChangedIsConflict(t *testing.T) {
 		t.Fatalf("a plan naming an unknown node too: %v, want a bad request naming gpus[1].node", err)
 	}
 }
+
+// TestReplanDoesNotRetryGivenUpChange: a change given up after its attempts is not asked again
+// by a re-plan that wants the same layout (before, every fleet change started it again, drained
+// the GPU and failed the same way); an operator's apply asks again, and a finished change of the
+// GPU forgets it.
+func TestReplanDoesNotRetryGivenUpChange(t *testing.T) {
+	e, err := NewEngine(EngineConfig{NodeTimeout: time.Hour, Gate: GatePolicy{MaxAttempts: 1}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Register(t0, "node-a", migInv("node-a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	half := []v1.PlanInstance{{Profile: "3g.40gb"}, {Profile: "3g.40gb", Start: 4}}
+	p := &v1.Plan{Pool: "p", GPUs: []v1.PlanGPU{{Node: "node-a", Index: 0, Board: "H100-SXM5-80GB", Role: v1.RolePool, Mode: v1.ModeMIG, Instances: half}}}
+	pool := &v1.Pool{Metadata: v1.Metadata{Name: "p"}}
+	if !e.Replanned(t0, 1, pool, p, nil) || len(e.nodes["node-a"].Gates) != 1 {
+		t.Fatalf("the first plan asked %+v, want one operation", e.nodes["node-a"].Gates)
+	}
+	op := e.nodes["node-a"].Gates[0]
+	failed := migInv("node-a", 1)
+	failed.GPUs[0].Gate = &v1.GateReport{Op: op.ID, Attempt: op.Attempts, Code: "GateRolledBack", Message: "smoke failed"}
+	if _, err := e.Register(t0.Add(time.Second), "node-a", failed); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := lastCode(e, CodeGateGaveUp); !ok || len(e.nodes["node-a"].Gates) != 0 {
+		t.Fatalf("the failed change was not given up: %+v", e.nodes["node-a"].Gates)
+	}
+	if !e.Replanned(t0.Add(time.Minute), 2, pool, p, nil) {
+		t.Fatal("the re-plan was not applied")
+	}
+	if g := e.nodes["node-a"].Gates; len(g) != 0 {
+		t.Fatalf("a re-plan asked again for the given-up change: %+v", g)
+	}
+	if ev, _ := lastCode(e, CodeReplanned); !strings.Contains(ev.Message, "1 changes given up before not asked again") {
+		t.Errorf("the re-plan does not say what it left out: %q", ev.Message)
+	}
+	ops, err := e.ApplyPlan(t0.Add(2*time.Minute), pool, p)
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("an operator's apply did not ask again: %+v %v", ops, err)
+	}
+	done := migInv("node-a", 1)
+	done.GPUs[0].MIG, done.GPUs[0].Slices = "3g.40gb@0 3g.40gb@4", []string{"3g.40gb", "3g.40gb"}
+	if _, err := e.Register(t0.Add(3*time.Minute), "node-a", done); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.nodes["node-a"]; len(n.Gates) != 0 || len(n.GaveUp) != 0 {
+		t.Fatalf("after the change was done: operations %+v, given up %v", n.Gates, n.GaveUp)
+	}
+}
