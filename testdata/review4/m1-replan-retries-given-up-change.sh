@@ -3,7 +3,8 @@
 # again by the re-planner at the next fleet change (a node registering or lost, a demand rate),
 # and given up again: each time the GPU is drained, its replicas move away and back, and the
 # smoke check runs again — for as long as the fleet keeps changing. "ask again once the cause is
-# fixed" (GateGaveUp) is not what happens.
+# fixed" (GateGaveUp) is not what happened. Fixed in dacd78c: the script now counts 1 GateGaveUp
+# and each Replanned event says it left the given-up change out.
 # Run from the repository root: bash testdata/review4/m1-replan-retries-given-up-change.sh
 . testdata/review4/lib.sh
 r4_build
