@@ -252,6 +252,15 @@ func (e *Engine) applyPlan(now time.Time, pool *v1.Pool, p *v1.Plan, replan bool
 	return out, skipped, nil
 }
 
+// target is what a gate operation asks of its GPU, for events: its layout quoted, or no
+// instance with MIG mode off.
+func target(op GateOp) string {
+	if op.MIGOff {
+		return "no MIG instance and MIG mode off"
+	}
+	return fmt.Sprintf("%q", op.Layout)
+}
+
 // gaveUpKey names the target of a gate operation in Node.GaveUp: its layout, or "migOff".
 func gaveUpKey(layout string, migOff bool) string {
 	if migOff {
@@ -417,7 +426,7 @@ func (e *Engine) advanceDrains(now time.Time, ready []string) {
 			n.Gates = gates
 			e.ch.Nodes[name] = true
 			e.dirtyNodes[name] = true
-			e.event(now, Event{Code: CodeGateStarted, Node: name, Message: fmt.Sprintf("gate operation %d: GPU %s is drained; node %s's agent applies %q (was %q)", op.ID, op.GPU, name, op.Layout, op.From)})
+			e.event(now, Event{Code: CodeGateStarted, Node: name, Message: fmt.Sprintf("gate operation %d: GPU %s is drained; node %s's agent applies %s (was %q)", op.ID, op.GPU, name, target(op), op.From)})
 		}
 	}
 }
@@ -505,7 +514,7 @@ func (e *Engine) schedule(now time.Time) error {
 		e.addSlices(n)
 		e.ch.Nodes[n.Name] = true
 		e.dirtyNodes[n.Name] = true
-		e.event(now, Event{Code: CodeGateDraining, Node: n.Name, Message: fmt.Sprintf("gate operation %d (attempt %d of %d) drains GPU %s of node %s: it leaves the pool, its replicas' standbys start elsewhere, then its agent applies %q", op.ID, op.Attempts, p.MaxAttempts, op.GPU, n.Name, op.Layout)})
+		e.event(now, Event{Code: CodeGateDraining, Node: n.Name, Message: fmt.Sprintf("gate operation %d (attempt %d of %d) drains GPU %s of node %s: it leaves the pool, its replicas' standbys start elsewhere, then its agent applies %s", op.ID, op.Attempts, p.MaxAttempts, op.GPU, n.Name, target(*op))})
 	}
 	if started {
 		ds, err := e.alloc.setCapacity(now, len(e.slices))

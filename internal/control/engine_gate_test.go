@@ -334,6 +334,11 @@ func TestApplyPlanRunsGPUsWhole(t *testing.T) {
 	if len(l.GPUs) != 1 || !l.GPUs[0].MIGOff || l.GPUs[0].MIG != "" {
 		t.Fatalf("node layout GPUs %+v, want GPU 0 handed over with migOff", l.GPUs)
 	}
+	for _, code := range []Code{CodeGateDraining, CodeGateStarted} {
+		if ev, ok := lastCode(e, code); !ok || !strings.Contains(ev.Message, "applies no MIG instance and MIG mode off") {
+			t.Errorf("%s %v %q, want it to say the agent applies no MIG instance and MIG mode off", code, ok, ev.Message)
+		}
+	}
 	in.GPUs[0].Slices, in.GPUs[0].MIG = []string{"exclusive"}, ""
 	if _, err := e.Register(t0.Add(time.Second), "node-a", in); err != nil {
 		t.Fatal(err)
