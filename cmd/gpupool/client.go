@@ -52,7 +52,11 @@ func (c *client) call(ctx context.Context, method, path string, body, out any) e
 	if err != nil {
 		return fmt.Errorf("build request %s %s: %w", method, path, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	token := c.token
+	if token == "" {
+		token = os.Getenv("GPUPOOL_TOKEN")
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("call %s %s: %w", method, path, err)
@@ -74,11 +78,13 @@ func (c *client) call(ctx context.Context, method, path string, body, out any) e
 	return nil
 }
 
-// clientFlags adds --server and --token (defaults from GPUPOOL_SERVER and GPUPOOL_TOKEN).
+// clientFlags adds --server and --token (defaults from GPUPOOL_SERVER and GPUPOOL_TOKEN). The
+// token's default is read when a call is made, not shown as the flag's default: --help must not
+// print the secret.
 func clientFlags(c *cobra.Command) *client {
 	cl := &client{http: newHTTPClient()}
 	c.PersistentFlags().StringVar(&cl.base, "server", envOr("GPUPOOL_SERVER", "http://127.0.0.1:8080"), "control plane URL (env GPUPOOL_SERVER)")
-	c.PersistentFlags().StringVar(&cl.token, "token", os.Getenv("GPUPOOL_TOKEN"), "bearer token (env GPUPOOL_TOKEN)")
+	c.PersistentFlags().StringVar(&cl.token, "token", "", "bearer token (default: env GPUPOOL_TOKEN)")
 	return cl
 }
 

@@ -22,7 +22,9 @@ func TestExitCodes(t *testing.T) {
 		msg  string
 	}{
 		{"ok", []string{"gpus"}, exitOK, ""},
-		{"unknown flag", []string{"plan", pool, "--bogus"}, exitInvalid, "unknown flag: --bogus"},
+		{"unknown flag", []string{"plan", pool, "--bogus"}, exitInvalid, "unknown flag: --bogus (see gpupool plan --help)"},
+		{"unknown flag of a nested command", []string{"tenant", "set", "chat", "1", "--bogus"}, exitInvalid,
+			"unknown flag: --bogus (see gpupool tenant set --help)"},
 		{"bad flag value", []string{"simulate", pool, "--strategy", "mps", "--duration", "ten"}, exitInvalid, `invalid argument "ten"`},
 		{"zero duration", []string{"simulate", pool, "--strategy", "mps", "--duration", "0s"}, exitInvalid, "flag --duration: must be between 1ns"},
 		{"huge input tokens", []string{"perf", "--model", "qwen2.5-7b", "--board", "H100", "--input-tokens", "2000000000"}, exitInvalid,

@@ -33,7 +33,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	root.SetOut(e.stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return invalid(fmt.Errorf("%w (see gpupool %s --help)", err, c.Name()))
+		return invalid(fmt.Errorf("%w (see %s --help)", err, c.CommandPath()))
 	})
 	err = root.ExecuteContext(ctx)
 	switch {

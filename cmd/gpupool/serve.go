@@ -36,6 +36,12 @@ func newServeCmd(e *env) *cobra.Command {
 			if err := checkSimRequests(simRequests); err != nil {
 				return invalid(fmt.Errorf("serve: %w", err))
 			}
+			// A node agent heartbeats every agent.DefaultHeartbeat: a shorter node timeout would
+			// declare live nodes lost between two heartbeats, over and over.
+			if nt := o.Loop.Engine.NodeTimeout; nt < 2*agent.DefaultHeartbeat {
+				return invalid(fmt.Errorf("serve: --node-timeout %s is shorter than two heartbeats of a node agent (%s each): live nodes would be declared lost between heartbeats; give %s or more",
+					nt, agent.DefaultHeartbeat, 2*agent.DefaultHeartbeat))
+			}
 			o.Server.Planning = planning(simRequests)
 			log := slog.New(slog.NewTextHandler(e.stderr, nil))
 			if demo && !cmd.Flags().Changed("gate-cooldown") {
@@ -57,7 +63,7 @@ func newServeCmd(e *env) *cobra.Command {
 	f.StringVar(&o.TokenFile, "token-file", "", "operator token file (default DATA/operator.token)")
 	f.Float64Var(&o.Server.Rate, "rate", 1000, "requests per second allowed per token")
 	f.IntVar(&o.Server.Burst, "burst", 2000, "burst of requests allowed per token")
-	f.DurationVar(&o.Loop.Engine.NodeTimeout, "node-timeout", 30*time.Second, "silence after which a node's slices leave the pool")
+	f.DurationVar(&o.Loop.Engine.NodeTimeout, "node-timeout", 30*time.Second, "silence after which a node's slices leave the pool (at least 10s: two heartbeats of a node agent)")
 	f.Float64Var(&o.Loop.Engine.BurstPoolPercent, "burst-pool-percent", 0, "share of the slices lent only as burst leases")
 	f.DurationVar(&o.Loop.Engine.LeaseDuration, "lease", 0, "how long a burst lease lasts (0: no leases)")
 	f.IntVar(&o.Loop.Engine.Gate.MaxUnavailable, "max-unavailable", 1, "GPUs that may be out of the pool for a MIG change at once")

@@ -205,3 +205,15 @@ func TestServePlansWithSimulation(t *testing.T) {
 		t.Errorf("serve --sim-requests -2: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestServeRefusesNodeTimeoutBelowHeartbeats: a node timeout shorter than two of the node agent's
+// heartbeats is refused before anything starts; before, it was taken and a live agent's node was
+// declared lost between heartbeats again and again (its epoch growing, its replicas moving).
+func TestServeRefusesNodeTimeoutBelowHeartbeats(t *testing.T) {
+	for _, nt := range []string{"3s", "9s", "0s"} {
+		_, errOut, code := runCmd(t, "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--node-timeout", nt)
+		if code != exitInvalid || !strings.Contains(errOut, "--node-timeout "+nt+" is shorter than two heartbeats") {
+			t.Errorf("serve --node-timeout %s: exit %d, stderr %q", nt, code, errOut)
+		}
+	}
+}

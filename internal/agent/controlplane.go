@@ -156,7 +156,8 @@ func (a *Agent) controlDesired() map[string]gpu.Layout {
 
 // modesWanted returns the MIG mode the control plane wants of each GPU it names, for an attempt
 // the gate has not ended without success: off for a GPU its plan runs whole (no instance,
-// migOff), on for a GPU it cuts into instances.
+// migOff), on for a GPU it cuts into instances; and off again for a GPU whose MIG mode this
+// agent turned on for an operation whose attempt then failed.
 func (a *Agent) modesWanted() map[string]bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -172,6 +173,19 @@ func (a *Agent) modesWanted() map[string]bool {
 			out[uuid] = false
 		}
 	}
+	// A GPU whose MIG mode this agent turned on for an operation whose last attempt then ended
+	// without its layout (rolled back to no instance) runs whole again, as before, unless the
+	// control plane now asks something of it: whether it retries or gives the operation up (and
+	// no longer lists the GPU), the mode is rolled back with the layout. SetMIGMode leaves the
+	// mode while an instance is left.
+	for uuid, op := range a.modeOnFor {
+		if _, asked := out[uuid]; asked {
+			continue
+		}
+		if o, ok := a.outcomes[uuid]; ok && o.Op == op && outcomeFailed(o) {
+			out[uuid] = false
+		}
+	}
 	return out
 }
 
@@ -182,11 +196,15 @@ type Link struct {
 	CP    ControlPlane
 	Agent *Agent
 	// Every is how often the inventory is compared with the last report (default 250ms);
-	// Heartbeat how often the node says it is alive when nothing changed (default 5s).
+	// Heartbeat how often the node says it is alive when nothing changed (DefaultHeartbeat).
 	Every, Heartbeat time.Duration
 	// OnLayout, when set, is told of every desired layout received.
 	OnLayout func(DesiredLayout)
 }
+
+// DefaultHeartbeat is how often a Link heartbeats when nothing changed, unless told otherwise;
+// the control plane's node timeout must leave room for more than one.
+const DefaultHeartbeat = 5 * time.Second
 
 // Run follows the control plane until ctx ends.
 func (l *Link) Run(ctx context.Context) error {
@@ -195,7 +213,7 @@ func (l *Link) Run(ctx context.Context) error {
 		every = 250 * time.Millisecond
 	}
 	if hb <= 0 {
-		hb = 5 * time.Second
+		hb = DefaultHeartbeat
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()

@@ -112,6 +112,9 @@ type Agent struct {
 	epoch     uint64 // of the last desired layout from the control plane
 	outcomes  map[string]GateOutcome
 	inventory []GPUInfo
+	// modeOnFor is, by GPU, the control plane's operation for which this agent turned MIG mode
+	// on: when that operation's attempt ends without its layout, the mode is turned off again.
+	modeOnFor map[string]uint64
 }
 
 // Snapshot returns the latest measurements.
@@ -285,6 +288,16 @@ func (a *Agent) migModes(inv []GPUInfo) (bool, error) {
 		}
 		if did {
 			a.Log.Info("MIG mode set", "gpu", g.UUID, "on", on)
+			a.mu.Lock()
+			if a.modeOnFor == nil {
+				a.modeOnFor = map[string]uint64{}
+			}
+			if on {
+				a.modeOnFor[g.UUID] = a.desired[g.UUID].Op
+			} else {
+				delete(a.modeOnFor, g.UUID)
+			}
+			a.mu.Unlock()
 		}
 		changed = changed || did
 	}

@@ -11,6 +11,9 @@ import (
 	"gpupool.dev/gpupool/internal/gpu"
 )
 
+// smokeWaitDelay is how long a smoke command's output may stay open after the command was ended.
+const smokeWaitDelay = 2 * time.Second
+
 // sleepCh is the drain poll period.
 var sleepCh = func() <-chan time.Time { return time.After(500 * time.Millisecond) }
 
@@ -31,6 +34,11 @@ func (s CommandSmoker) Smoke(ctx context.Context, gpuID string, instances gpu.La
 		cctx, cancel := context.WithTimeout(ctx, s.Timeout)
 		cmd := exec.CommandContext(cctx, s.Command[0], s.Command[1:]...)
 		cmd.Env = append(os.Environ(), "GPUPOOL_GPU="+gpuID, "GPUPOOL_INSTANCE="+in.String())
+		// The timeout ends the command's whole process group, not only the process itself: a
+		// shell script's children would otherwise keep its output open and the wait would last
+		// as long as they do. WaitDelay bounds the wait for the output in any case.
+		killGroupOnCancel(cmd)
+		cmd.WaitDelay = smokeWaitDelay
 		out, err := cmd.CombinedOutput()
 		cancel()
 		if err != nil {

@@ -168,8 +168,17 @@ func (e *Engine) addGateOp(now time.Time, n *Node, g GPU, want string, migOff bo
 // with MIG mode off; a canary or burst GPU the plan runs nothing on keeps what it has. Nothing
 // changes unless every such GPU
 // is known, of the plan's board, and not being changed already; the problems are returned at
-// once with the plan's field paths. The plan and its pool are kept for the next re-plan.
+// once with the plan's field paths (a conflict when every one is a GPU being changed). The plan
+// and its pool are kept for the next re-plan.
 func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, error) {
+	ops, _, err := e.applyPlan(now, pool, p, false)
+	return ops, err
+}
+
+// applyPlan is ApplyPlan; a re-plan (replan) leaves out a GPU whose change to the same target
+// was given up (Node.GaveUp) and says how many it left out, where an operator's apply asks
+// for it again.
+func (e *Engine) applyPlan(now time.Time, pool *v1.Pool, p *v1.Plan, replan bool) ([]GateOp, int, error) {
 	bad := &InvalidError{}
 	type change struct {
 		n      *Node
@@ -179,6 +188,7 @@ func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, 
 		idle   bool // the plan leaves the GPU idle: its old instances go, so it is clean and whole
 	}
 	var cs []change
+	busy, skipped := 0, 0
 	for i, pg := range p.GPUs {
 		whole := pg.Mode != v1.ModeMIG
 		idle := whole && len(pg.Replicas) == 0 && pg.LoRAEngine == ""
@@ -210,12 +220,20 @@ func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, 
 		}
 		if applying(n, g.UUID) {
 			bad.add(path, "GPU %d of node %s is being changed by another gate operation", pg.Index, pg.Node)
+			busy++
+			continue
+		}
+		if k, ok := n.GaveUp[g.UUID]; replan && ok && k == gaveUpKey(want, whole) {
+			skipped++ // given up: asked again by an operator, not by every re-plan
 			continue
 		}
 		cs = append(cs, change{n, g, want, whole, idle})
 	}
+	// A plan whose only problem is a GPU in another gate operation is well-formed but collides
+	// with what runs: a conflict (409), as when an operator asks that GPU for a layout.
+	bad.conflict = busy > 0 && busy == len(bad.Fields)
 	if err := bad.err(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var ids []uint64
 	for _, c := range cs {
@@ -229,11 +247,11 @@ func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, 
 	e.ch.Plan = true
 	ds, err := e.syncLoRA(now)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	e.decide(now, ds)
 	if err := e.schedule(now); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	e.finish()
 	out := []GateOp{}
@@ -244,7 +262,44 @@ func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, 
 			}
 		}
 	}
-	return out, nil
+	return out, skipped, nil
+}
+
+// target is what a gate operation asks of its GPU, for events: its layout quoted, or no
+// instance with MIG mode off.
+func target(op GateOp) string {
+	if op.MIGOff {
+		return "no MIG instance and MIG mode off"
+	}
+	return fmt.Sprintf("%q", op.Layout)
+}
+
+// gaveUpKey names the target of a gate operation in Node.GaveUp: its layout, or "migOff".
+func gaveUpKey(layout string, migOff bool) string {
+	if migOff {
+		return "migOff"
+	}
+	return layout
+}
+
+// setGaveUp records (key != "") or forgets (key == "") a GPU's given-up target.
+func setGaveUp(n *Node, gpuID, key string) {
+	if _, ok := n.GaveUp[gpuID]; !ok && key == "" {
+		return
+	}
+	m := maps.Clone(n.GaveUp) // views may hold the old map
+	if m == nil {
+		m = map[string]string{}
+	}
+	if key == "" {
+		delete(m, gpuID)
+	} else {
+		m[gpuID] = key
+	}
+	if len(m) == 0 {
+		m = nil
+	}
+	n.GaveUp = m
 }
 
 // Gates returns every unfinished gate operation by node.
@@ -384,7 +439,7 @@ func (e *Engine) advanceDrains(now time.Time, ready []string) {
 			n.Gates = gates
 			e.ch.Nodes[name] = true
 			e.dirtyNodes[name] = true
-			e.event(now, Event{Code: CodeGateStarted, Node: name, Message: fmt.Sprintf("gate operation %d: GPU %s is drained; node %s's agent applies %q (was %q)", op.ID, op.GPU, name, op.Layout, op.From)})
+			e.event(now, Event{Code: CodeGateStarted, Node: name, Message: fmt.Sprintf("gate operation %d: GPU %s is drained; node %s's agent applies %s (was %q)", op.ID, op.GPU, name, target(op), op.From)})
 		}
 	}
 }
@@ -472,7 +527,7 @@ func (e *Engine) schedule(now time.Time) error {
 		e.addSlices(n)
 		e.ch.Nodes[n.Name] = true
 		e.dirtyNodes[n.Name] = true
-		e.event(now, Event{Code: CodeGateDraining, Node: n.Name, Message: fmt.Sprintf("gate operation %d (attempt %d of %d) drains GPU %s of node %s: it leaves the pool, its replicas' standbys start elsewhere, then its agent applies %q", op.ID, op.Attempts, p.MaxAttempts, op.GPU, n.Name, op.Layout)})
+		e.event(now, Event{Code: CodeGateDraining, Node: n.Name, Message: fmt.Sprintf("gate operation %d (attempt %d of %d) drains GPU %s of node %s: it leaves the pool, its replicas' standbys start elsewhere, then its agent applies %s", op.ID, op.Attempts, p.MaxAttempts, op.GPU, n.Name, target(*op))})
 	}
 	if started {
 		ds, err := e.alloc.setCapacity(now, len(e.slices))
@@ -516,6 +571,7 @@ func (e *Engine) settleGates(now time.Time, n *Node) {
 				n.Changed = maps.Clone(n.Changed)
 			}
 			n.Changed[op.GPU] = now
+			setGaveUp(n, op.GPU, "")
 			to := fmt.Sprintf("%q", op.Layout)
 			switch {
 			case op.MIGOff && len(g.Slices) > 0:
@@ -527,7 +583,8 @@ func (e *Engine) settleGates(now time.Time, n *Node) {
 		case g.Gate != nil && g.Gate.Op == op.ID && g.Gate.Attempt == op.Attempts && gateFailures[g.Gate.Code]:
 			e.event(now, Event{Code: CodeGateFailed, Node: n.Name, Message: fmt.Sprintf("gate operation %d attempt %d of %d failed on GPU %s: %s: %s; the GPU keeps %q", op.ID, op.Attempts, p.MaxAttempts, op.GPU, g.Gate.Code, g.Gate.Message, g.MIG)})
 			if op.Attempts >= p.MaxAttempts || g.Gate.Code == "GateRollbackFailed" {
-				e.event(now, Event{Code: CodeGateGaveUp, Node: n.Name, Message: fmt.Sprintf("gate operation %d given up after %d attempts (%s); ask again once the cause is fixed", op.ID, op.Attempts, g.Gate.Code)})
+				e.event(now, Event{Code: CodeGateGaveUp, Node: n.Name, Message: fmt.Sprintf("gate operation %d given up after %d attempts (%s); ask again once the cause is fixed (a re-plan does not)", op.ID, op.Attempts, g.Gate.Code)})
+				setGaveUp(n, op.GPU, gaveUpKey(op.Layout, op.MIGOff))
 				continue
 			}
 			op.State, op.Reason, op.NotBefore = GateWaiting, g.Gate.Code, now.Add(p.Cooldown)
@@ -551,9 +608,13 @@ func (e *Engine) Replanned(now time.Time, gen uint64, pool *v1.Pool, p *v1.Plan,
 	e.replan.Done = max(e.replan.Done, gen)
 	why := e.replan.Why
 	if planErr == nil {
-		ops, err := e.ApplyPlan(now, pool, p)
+		ops, skipped, err := e.applyPlan(now, pool, p, true)
 		if err == nil {
-			e.event(now, Event{Code: CodeReplanned, Message: fmt.Sprintf("pool %s planned again (%s): %d GPUs, %d gate operations", pool.Metadata.Name, why, len(p.GPUs), len(ops))})
+			msg := fmt.Sprintf("pool %s planned again (%s): %d GPUs, %d gate operations", pool.Metadata.Name, why, len(p.GPUs), len(ops))
+			if skipped > 0 {
+				msg += fmt.Sprintf(" (%d changes given up before not asked again: an operator asks)", skipped)
+			}
+			e.event(now, Event{Code: CodeReplanned, Message: msg})
 			return true
 		}
 		planErr = err

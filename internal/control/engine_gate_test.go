@@ -343,6 +343,11 @@ func TestApplyPlanRunsGPUsWhole(t *testing.T) {
 	if ev, ok := lastCode(e, CodeGateRequested); !ok || !strings.Contains(ev.Message, "GPU-node-a-1") || !strings.Contains(ev.Message, "idle") {
 		t.Fatalf("last GateRequested %q, want GPU 1's saying the plan leaves it idle", ev.Message)
 	}
+	for _, code := range []Code{CodeGateDraining, CodeGateStarted} {
+		if ev, ok := lastCode(e, code); !ok || !strings.Contains(ev.Message, "applies no MIG instance and MIG mode off") {
+			t.Errorf("%s %v %q, want it to say the agent applies no MIG instance and MIG mode off", code, ok, ev.Message)
+		}
+	}
 	// One GPU out at a time (maxUnavailable 1): GPU 0 is handed over, GPU 1 waits for it.
 	for i, at := range []time.Duration{0, time.Second} {
 		l, _ := e.View(uint64(i + 1)).Layout("node-a")
@@ -386,5 +391,82 @@ func TestApplyPlanListsEachOperationOnce(t *testing.T) {
 	}
 	if len(ops) != 2 || ops[0].GPU != "GPU-node-a-0" || ops[1].GPU != "GPU-node-a-1" {
 		t.Fatalf("operations %+v, want GPU 0's and GPU 1's, once each", ops)
+	}
+}
+
+// TestApplyPlanOnGPUBeingChangedIsConflict: a plan that asks a GPU in another gate operation for
+// a layout is refused as a conflict (409, its field path named), as an operator's request for that
+// GPU is; a plan that also names an unknown node is a bad request (400).
+func TestApplyPlanOnGPUBeingChangedIsConflict(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.must("operator", "PUT", "/v1/nodes/node-a", migInv("node-a", 2), 200)
+	h.must("operator", "PUT", "/v1/nodes/node-a/gpus/GPU-node-a-0/layout", map[string]string{"layout": "3g.40gb@0 3g.40gb@4"}, 200)
+	plan := func(gpus ...v1.PlanGPU) *v1.Plan { return &v1.Plan{Pool: "p", GPUs: gpus} }
+	mig := func(node string, i int) v1.PlanGPU {
+		return v1.PlanGPU{Node: node, Index: i, Board: "H100-SXM5-80GB", Role: v1.RolePool, Mode: v1.ModeMIG,
+			Instances: []v1.PlanInstance{{Profile: "2g.20gb"}, {Profile: "2g.20gb", Start: 2}}}
+	}
+	_, err := h.loop.Do(context.Background(), func(e *Engine, now time.Time) (any, error) {
+		return e.ApplyPlan(now, &v1.Pool{}, plan(mig("node-a", 0)))
+	})
+	var inv *InvalidError
+	if !errors.As(err, &inv) || !inv.conflict || !strings.Contains(err.Error(), "gpus[0]: GPU 0 of node node-a is being changed") {
+		t.Fatalf("a plan changing a GPU in another gate operation: %v, want a conflict naming gpus[0]", err)
+	}
+	_, err = h.loop.Do(context.Background(), func(e *Engine, now time.Time) (any, error) {
+		return e.ApplyPlan(now, &v1.Pool{}, plan(mig("node-a", 0), mig("node-z", 0)))
+	})
+	if !errors.As(err, &inv) || inv.conflict || !strings.Contains(err.Error(), "gpus[1].node") {
+		t.Fatalf("a plan naming an unknown node too: %v, want a bad request naming gpus[1].node", err)
+	}
+}
+
+// TestReplanDoesNotRetryGivenUpChange: a change given up after its attempts is not asked again
+// by a re-plan that wants the same layout (before, every fleet change started it again, drained
+// the GPU and failed the same way); an operator's apply asks again, and a finished change of the
+// GPU forgets it.
+func TestReplanDoesNotRetryGivenUpChange(t *testing.T) {
+	e, err := NewEngine(EngineConfig{NodeTimeout: time.Hour, Gate: GatePolicy{MaxAttempts: 1}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Register(t0, "node-a", migInv("node-a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	half := []v1.PlanInstance{{Profile: "3g.40gb"}, {Profile: "3g.40gb", Start: 4}}
+	p := &v1.Plan{Pool: "p", GPUs: []v1.PlanGPU{{Node: "node-a", Index: 0, Board: "H100-SXM5-80GB", Role: v1.RolePool, Mode: v1.ModeMIG, Instances: half}}}
+	pool := &v1.Pool{Metadata: v1.Metadata{Name: "p"}}
+	if !e.Replanned(t0, 1, pool, p, nil) || len(e.nodes["node-a"].Gates) != 1 {
+		t.Fatalf("the first plan asked %+v, want one operation", e.nodes["node-a"].Gates)
+	}
+	op := e.nodes["node-a"].Gates[0]
+	failed := migInv("node-a", 1)
+	failed.GPUs[0].Gate = &v1.GateReport{Op: op.ID, Attempt: op.Attempts, Code: "GateRolledBack", Message: "smoke failed"}
+	if _, err := e.Register(t0.Add(time.Second), "node-a", failed); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := lastCode(e, CodeGateGaveUp); !ok || len(e.nodes["node-a"].Gates) != 0 {
+		t.Fatalf("the failed change was not given up: %+v", e.nodes["node-a"].Gates)
+	}
+	if !e.Replanned(t0.Add(time.Minute), 2, pool, p, nil) {
+		t.Fatal("the re-plan was not applied")
+	}
+	if g := e.nodes["node-a"].Gates; len(g) != 0 {
+		t.Fatalf("a re-plan asked again for the given-up change: %+v", g)
+	}
+	if ev, _ := lastCode(e, CodeReplanned); !strings.Contains(ev.Message, "1 changes given up before not asked again") {
+		t.Errorf("the re-plan does not say what it left out: %q", ev.Message)
+	}
+	ops, err := e.ApplyPlan(t0.Add(2*time.Minute), pool, p)
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("an operator's apply did not ask again: %+v %v", ops, err)
+	}
+	done := migInv("node-a", 1)
+	done.GPUs[0].MIG, done.GPUs[0].Slices = "3g.40gb@0 3g.40gb@4", []string{"3g.40gb", "3g.40gb"}
+	if _, err := e.Register(t0.Add(3*time.Minute), "node-a", done); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.nodes["node-a"]; len(n.Gates) != 0 || len(n.GaveUp) != 0 {
+		t.Fatalf("after the change was done: operations %+v, given up %v", n.Gates, n.GaveUp)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -196,7 +197,10 @@ func hGrants(_ *Server, w http.ResponseWriter, r *http.Request, p Principal) err
 // hEvents lists events after ?after=SEQ. A tenant sees its own tenant's events; an agent its node's
 // events that name no tenant.
 func hEvents(_ *Server, w http.ResponseWriter, r *http.Request, p Principal) error {
-	after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
+	after, err := queryAfter(r)
+	if err != nil {
+		return err
+	}
 	out := []Event{}
 	for _, ev := range r.Context().Value(viewKey{}).(*View).Events {
 		if ev.Seq <= after {
@@ -233,18 +237,29 @@ func NewSecret() string {
 
 func checkTokenRequest(t TokenRequest) error {
 	bad := &InvalidError{}
+	name := func(path, what, v string) {
+		switch {
+		case v == "":
+			bad.add(path, "a %s token needs a %s name", t.Role, what)
+		case !namePattern.MatchString(v):
+			bad.add(path, "must be 1-63 lower-case letters, digits, '.', '_' or '-', starting and ending with a letter or digit (got %q)", v)
+		}
+	}
 	switch t.Role {
 	case RoleOperator:
 	case RoleTenant:
-		if !namePattern.MatchString(t.Tenant) {
-			bad.add("tenant", "a tenant token needs a tenant name (got %q)", t.Tenant)
-		}
+		name("tenant", "tenant", t.Tenant)
 	case RoleAgent:
-		if !namePattern.MatchString(t.Node) {
-			bad.add("node", "an agent token needs a node name (got %q)", t.Node)
-		}
+		name("node", "node", t.Node)
 	default:
 		bad.add("role", "must be operator, tenant or agent (got %q)", t.Role)
+	}
+	// A token names only what its role acts for: a tenant's token no node, an agent's no tenant.
+	if t.Tenant != "" && (t.Role == RoleOperator || t.Role == RoleAgent) {
+		bad.add("tenant", "only a tenant token names a tenant (role %s)", t.Role)
+	}
+	if t.Node != "" && (t.Role == RoleOperator || t.Role == RoleTenant) {
+		bad.add("node", "only an agent token names a node (role %s)", t.Role)
 	}
 	if len(t.Name) > 128 {
 		bad.add("name", "at most 128 characters (got %d)", len(t.Name))
@@ -318,10 +333,17 @@ func hLayout(s *Server, w http.ResponseWriter, r *http.Request, p Principal) err
 	if err := ownNode(p, node); err != nil {
 		return err
 	}
-	after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
+	after, err := queryAfter(r)
+	if err != nil {
+		return err
+	}
 	wait := s.cfg.LongPoll
-	if d, err := time.ParseDuration(r.URL.Query().Get("wait")); err == nil && d >= 0 && d < wait {
-		wait = d
+	if q := r.URL.Query().Get("wait"); q != "" {
+		d, err := time.ParseDuration(q)
+		if err != nil || d < 0 {
+			return &InvalidError{Fields: []FieldError{{Path: "wait", Message: fmt.Sprintf("must be a duration of 0 or more, e.g. 10s (got %q)", q)}}}
+		}
+		wait = min(wait, d)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
@@ -395,4 +417,18 @@ func hGates(_ *Server, w http.ResponseWriter, r *http.Request, _ Principal) erro
 		}
 	}
 	return writeJSON(w, 200, out)
+}
+
+// queryAfter is the ?after= sequence or revision of a request: 0 when absent, a 400 naming
+// "after" when it is not a number.
+func queryAfter(r *http.Request) (uint64, error) {
+	q := r.URL.Query().Get("after")
+	if q == "" {
+		return 0, nil
+	}
+	after, err := strconv.ParseUint(q, 10, 64)
+	if err != nil {
+		return 0, &InvalidError{Fields: []FieldError{{Path: "after", Message: fmt.Sprintf("must be a whole number of 0 or more (got %q)", q)}}}
+	}
+	return after, nil
 }

@@ -16,7 +16,7 @@ import (
 	"gpupool.dev/gpupool/internal/plan"
 )
 
-// maxPoolBody bounds a Pool document sent for a dry-run plan.
+// maxPoolBody bounds a Pool document sent for a dry-run plan or to apply.
 const maxPoolBody = 1 << 20
 
 // hPlanDryRun plans a Pool document (YAML or JSON) without changing anything and returns the

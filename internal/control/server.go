@@ -85,19 +85,38 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.mux.ServeHTTP(w, r) // a redirect or anything else the mux answers itself
 			return
 		}
-		if a := c.header.Get("Allow"); a != "" {
-			w.Header().Set("Allow", a)
+		allow := s.allowed(r, c.header.Get("Allow"))
+		if allow != "" {
+			w.Header().Set("Allow", allow)
 		}
-		if c.status == http.StatusMethodNotAllowed {
-			s.problem(w, r, errStatus(c.status, "method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, c.header.Get("Allow")))
+		if c.status == http.StatusMethodNotAllowed && allow != "" {
+			s.problem(w, r, errStatus(c.status, "method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow))
 			return
 		}
-		s.problem(w, r, errStatus(c.status, "no endpoint %s %s", r.Method, r.URL.Path))
+		s.problem(w, r, errStatus(http.StatusNotFound, "no endpoint %s %s", r.Method, r.URL.Path))
 	case pattern == "GET /" && strings.HasPrefix(r.URL.Path, "/v1/"):
 		s.problem(w, r, errStatus(http.StatusNotFound, "no endpoint %s %s", r.Method, r.URL.Path))
 	default:
 		s.mux.ServeHTTP(w, r)
 	}
+}
+
+// allowed is the mux's Allow list for r's path without the methods only the console's catch-all
+// ("GET /") takes there: under /v1/ such a GET is answered 404, so it is not allowed.
+func (s *Server) allowed(r *http.Request, allow string) string {
+	if allow == "" || !strings.HasPrefix(r.URL.Path, "/v1/") {
+		return allow
+	}
+	var keep []string
+	for _, m := range strings.Split(allow, ",") {
+		m = strings.TrimSpace(m)
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "GET /" {
+			keep = append(keep, m)
+		}
+	}
+	return strings.Join(keep, ", ")
 }
 
 // captureWriter keeps a response's status and header and discards its body.
@@ -146,7 +165,7 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 		err := s.authorize(r, rt, &p)
 		if err == nil {
 			r = r.WithContext(context.WithValue(r.Context(), viewKey{}, s.loop.View()))
-			if rt.Path != "/v1/plans/dry-run" { // a Pool document has its own, larger bound
+			if rt.Path != "/v1/plans/dry-run" && rt.Path != "/v1/plans/apply" { // a Pool document has its own, larger bound (maxPoolBody)
 				r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
 			}
 			err = rt.h(s, w, r, p)

@@ -460,6 +460,22 @@ func TestProblemDetailsEverywhere(t *testing.T) {
 		{"PUT", "/v1/tenants/alice/demand", `{"replicas":1,"rate":2,"extra":true}`, 400, []string{"rate", "extra"}, ""},
 		{"PATCH", "/v1/tenants/alpha", `{}`, 405, nil, "DELETE, GET, HEAD, PUT"},
 		{"GET", "/v1/nosuch", ``, 404, nil, ""},
+		// The console's catch-all takes any GET, but not under /v1/: no GET in these Allow lists.
+		{"DELETE", "/v1/nodes/node-a", ``, 405, nil, "PUT"},
+		{"POST", "/v1/whoami", `{}`, 405, nil, "GET, HEAD"},
+		{"GET", "/v1/tokens", ``, 404, nil, ""},
+		{"DELETE", "/v1/tokens", ``, 405, nil, "POST"},
+		{"DELETE", "/v1/nosuch", ``, 404, nil, ""},
+		// A token request names only what its role acts for; a malformed name is not "missing".
+		{"POST", "/v1/tokens", `{"role":"agent","node":"n1","tenant":"alice"}`, 400, []string{"tenant"}, ""},
+		{"POST", "/v1/tokens", `{"role":"tenant","tenant":"alice","node":"n1"}`, 400, []string{"node"}, ""},
+		{"POST", "/v1/tokens", `{"role":"operator","tenant":"alice"}`, 400, []string{"tenant"}, ""},
+		{"POST", "/v1/tokens", `{"role":"agent","node":"N 1"}`, 400, []string{"node"}, ""},
+		// Query parameters that do not parse are named, not ignored.
+		{"GET", "/v1/events?after=abc", ``, 400, []string{"after"}, ""},
+		{"GET", "/v1/nodes/n1/layout?after=x1", ``, 400, []string{"after"}, ""},
+		{"GET", "/v1/nodes/n1/layout?after=1&wait=abc", ``, 400, []string{"wait"}, ""},
+		{"GET", "/v1/nodes/n1/layout?after=1&wait=-5s", ``, 400, []string{"wait"}, ""},
 	}
 	for _, c := range cases {
 		var rd io.Reader
@@ -498,4 +514,27 @@ func TestProblemDetailsEverywhere(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPlanApplyTakesLargePool: a Pool document over the 64 KiB bound of other bodies (but within
+// maxPoolBody) is applied as it is dry-run; before, the apply answered 413 for a Pool the dry run
+// had planned. A Pool over maxPoolBody is a 413 on both.
+func TestPlanApplyTakesLargePool(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.must("operator", "PUT", "/v1/nodes/node-a", Inventory{GPUs: []GPU{{UUID: "GPU-a", Board: "H100-SXM5-80GB", MIG: "7g.80gb@0", Slices: []string{"7g.80gb"}}}}, 200)
+	pool := readFile(t, "../../examples/h100-7b-exclusive.yaml")
+	pad := func(n int) []byte {
+		out := append([]byte{}, pool...)
+		line := "# " + strings.Repeat("x", 1000) + "\n"
+		for len(out) < n {
+			out = append(out, line...)
+		}
+		return out
+	}
+	big := pad(100 << 10)
+	h.must("operator", "POST", "/v1/plans/dry-run", big, 200)
+	h.must("operator", "POST", "/v1/plans/apply", big, 200)
+	huge := pad(maxPoolBody + 1)
+	h.must("operator", "POST", "/v1/plans/dry-run", huge, 413)
+	h.must("operator", "POST", "/v1/plans/apply", huge, 413)
 }

@@ -156,6 +156,10 @@ type Node struct {
 	Gates []GateOp `json:"gates,omitempty"`
 	// Changed is when each GPU (by UUID) last finished a MIG change, for the cooldown.
 	Changed map[string]time.Time `json:"changed,omitempty"`
+	// GaveUp is, by GPU UUID, the target of its last gate operation that was given up after its
+	// attempts (gaveUpKey): a re-plan does not ask for it again; an operator's request or plan
+	// apply does, and a finished change of the GPU forgets it (replaced, never changed in place).
+	GaveUp map[string]string `json:"gaveUp,omitempty"`
 }
 
 // Grant places one tenant replica on one slice.

@@ -194,7 +194,14 @@ var memRe = regexp.MustCompile(`^[0-9]+[KMGT]?$`)
 
 func (s *Supervisor) emit(e Event) {
 	e.At = time.Now()
-	s.opt.Log.Info("mps", "uuid", e.UUID, "event", e.Kind, "servers", e.Servers, "err", e.Err)
+	level := slog.LevelInfo
+	switch e.Kind {
+	case "exited", "server-exited", "not-ready":
+		// A daemon or server that died took its clients with it: an operator must see it in a
+		// log that shows warnings only (the agent's).
+		level = slog.LevelWarn
+	}
+	s.opt.Log.Log(context.Background(), level, "mps", "uuid", e.UUID, "event", e.Kind, "servers", e.Servers, "err", e.Err)
 	if s.opt.Events != nil {
 		s.opt.Events(e)
 	}
