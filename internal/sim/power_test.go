@@ -1,0 +1,129 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// sharedH100 is one H100 SXM5 (700 W) with n tenants of model at rps each (512 + 256 tokens).
+func sharedH100(n int, model string, rps float64) *v1.Pool {
+	p := &v1.Pool{APIVersion: v1.APIVersion, Kind: v1.KindPool, Metadata: v1.Metadata{Name: "power"},
+		Fleet: v1.Fleet{Nodes: []v1.Node{{Name: "n", GPUs: []v1.GPUGroup{{Board: "H100-SXM5-80GB", Count: 1}}}}}}
+	for i := range n {
+		p.Tenants = append(p.Tenants, v1.Tenant{Name: fmt.Sprintf("t%d", i), Path: "org/team", Isolation: v1.IsolationShared,
+			Model: v1.Model{Name: model}, MaxContext: 4096,
+			Traffic: v1.Traffic{RPS: rps, InputTokens: 512, OutputTokens: 256}})
+	}
+	v1.Default(p)
+	return p
+}
+
+// runPower runs pool under a uniform plan of mode for d; with uncapped the GPUs' power cap is
+// lifted (the accounting before it existed: every engine's steps summed).
+func runPower(t *testing.T, pool *v1.Pool, mode v1.Mode, d time.Duration, uncapped bool) Report {
+	t.Helper()
+	plan, err := UniformPlan(pool, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Input{Pool: pool, Plan: plan}, Config{Duration: d, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uncapped {
+		for _, g := range s.gpus {
+			g.dynCap = math.Inf(1)
+		}
+	}
+	res, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Report
+}
+
+// checkEnergyBooks: the GPU's energy is its idle power over the run plus its replicas' dynamic
+// energy, and the tenants' energies add up to the GPU's less the idle power of SMs no tenant
+// holds (MIG's unused slices; idleShare < 0 checks only that they lie between the dynamic and
+// the GPU's energy).
+func checkEnergyBooks(t *testing.T, r Report, idleShare float64) {
+	t.Helper()
+	g := r.GPUs[0]
+	idle := 0.15 * 700 * r.DurationSeconds
+	dyn, tenants := 0.0, 0.0
+	for _, rp := range r.Replicas {
+		dyn += rp.DynamicJoules
+	}
+	for _, tr := range r.Tenants {
+		tenants += tr.EnergyJoules
+	}
+	if math.Abs(g.EnergyJoules-(idle+dyn)) > 1e-6*g.EnergyJoules+1 {
+		t.Errorf("GPU energy %.1f J, idle %.1f J + replicas' dynamic %.1f J", g.EnergyJoules, idle, dyn)
+	}
+	if idleShare < 0 { // MIG: the tenants are charged their instances' SMs' idle power
+		if tenants < dyn || tenants > g.EnergyJoules+1 {
+			t.Errorf("tenants' energy %.1f J outside [dynamic %.1f J, GPU %.1f J]", tenants, dyn, g.EnergyJoules)
+		}
+		return
+	}
+	if want := idle*idleShare + dyn; math.Abs(tenants-want) > 1e-6*want+1 {
+		t.Errorf("tenants' energy %.1f J, want %.1f J (idle share %.3f + dynamic)", tenants, want, idleShare)
+	}
+}
+
+// TestMPSPowerAtMostTDP: four MPS clients of Qwen2.5-7B on one 700 W H100, driven past
+// saturation, draw at most the board's TDP on average, with idle power counted once. Summing
+// every client's step power, as the simulator did before, gave far more than the TDP.
+func TestMPSPowerAtMostTDP(t *testing.T) {
+	pool := sharedH100(4, "qwen2.5-7b", 20)
+	r := runPower(t, pool, v1.ModeMPS, time.Minute, false)
+	g := r.GPUs[0]
+	t.Logf("MPS × 4 at saturation: %.1f W, %.4f J/token, utilisation %.3f", g.AvgPowerWatts, g.JoulesPerToken, g.Utilization)
+	if g.AvgPowerWatts > 700+1e-6 {
+		t.Errorf("4 MPS clients average %.1f W on a 700 W board", g.AvgPowerWatts)
+	}
+	if g.AvgPowerWatts < 0.5*700 {
+		t.Errorf("4 saturated MPS clients average only %.1f W", g.AvgPowerWatts)
+	}
+	checkEnergyBooks(t, r, 1)
+	u := runPower(t, pool, v1.ModeMPS, time.Minute, true)
+	t.Logf("without the per-GPU cap: %.1f W", u.GPUs[0].AvgPowerWatts)
+}
+
+// TestExclusivePowerUnchanged: an engine alone on its GPU is never capped by the per-GPU
+// accounting (perf caps each step at its slice's share): its report is the same, byte for byte,
+// with the cap lifted.
+func TestExclusivePowerUnchanged(t *testing.T) {
+	pool := sharedH100(1, "qwen2.5-7b", 20)
+	a := runPower(t, pool, v1.ModeExclusive, time.Minute, false)
+	b := runPower(t, pool, v1.ModeExclusive, time.Minute, true)
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("exclusive report changed by the per-GPU power cap:\n%+v\n%+v", a.GPUs, b.GPUs)
+	}
+	t.Logf("exclusive at saturation: %.1f W", a.GPUs[0].AvgPowerWatts)
+	if a.GPUs[0].AvgPowerWatts > 700+1e-6 {
+		t.Errorf("one engine averages %.1f W on a 700 W board", a.GPUs[0].AvgPowerWatts)
+	}
+	checkEnergyBooks(t, a, 1)
+}
+
+// TestMIGPowerAtMostTDP: seven 1g.10gb instances, each saturated, draw at most the board's TDP
+// together; the instances' idle shares are their SMs'.
+func TestMIGPowerAtMostTDP(t *testing.T) {
+	pool := sharedH100(7, "qwen2.5-1.5b", 40)
+	r := runPower(t, pool, v1.ModeMIG, time.Minute, false)
+	g := r.GPUs[0]
+	t.Logf("MIG 7 × %s at saturation: %.1f W, utilisation %.3f", r.Replicas[0].Slice, g.AvgPowerWatts, g.Utilization)
+	if len(r.Replicas) != 7 {
+		t.Fatalf("%d replicas, want 7", len(r.Replicas))
+	}
+	if g.AvgPowerWatts > 700+1e-6 {
+		t.Errorf("7 MIG instances average %.1f W on a 700 W board", g.AvgPowerWatts)
+	}
+	checkEnergyBooks(t, r, -1)
+}
