@@ -92,7 +92,11 @@ func (e *Engine) energy(s stepParts) float64 {
 		c = 1
 	}
 	compute := dyn * math.Min(1, o.PowerDemandRatio*r.sm*c*c*c)
-	memory := dyn * o.MemoryPowerFraction * r.bw * (1 + c*c*c) / 2
-	j := compute*(s.compute+s.hidden) + memory*(s.memory+s.latency) + memory*r.commSM*s.comm
+	memory := dyn * o.MemoryPowerFraction * r.bw * e.bwSaturation(r.sm/r.bw) * (1 + c*c*c) / 2
+	tc, th, tm := s.compute, s.hidden, s.memory
+	if s.hasOwn {
+		tc, th, tm = s.own[0], s.own[1], s.own[2]
+	}
+	j := compute*(tc+th) + memory*(tm+s.latency) + memory*r.commSM*s.comm
 	return r.tp * math.Min(j, dyn*math.Max(r.sm, r.bw)*s.total)
 }

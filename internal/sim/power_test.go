@@ -127,3 +127,53 @@ func TestMIGPowerAtMostTDP(t *testing.T) {
 	}
 	checkEnergyBooks(t, r, -1)
 }
+
+// TestPowerCapSharesExcess: while the steps in flight on one GPU ask for more than TDP − idle
+// (595 W on an H100), the excess is taken off each in proportion to its power, from the
+// replica, its tenant and the GPU alike; one step alone is never capped here.
+func TestPowerCapSharesExcess(t *testing.T) {
+	pool := sharedH100(4, "qwen2.5-7b", 1)
+	plan, err := UniformPlan(pool, v1.ModeMPS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Input{Pool: pool, Plan: plan}, Config{Duration: time.Minute, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := s.gpus[0]
+	if math.Abs(g.dynCap-595) > 1e-9 {
+		t.Fatalf("dynamic cap %.3f W, want 595", g.dynCap)
+	}
+	watts := []float64{100, 200, 300, 400} // 1,000 W asked: 405 W over the cap
+	for i, ri := range []int32{0, 1, 2, 3} {
+		r := s.replicas[ri]
+		r.inStep, r.stepW = true, watts[i]
+		g.stepping++
+	}
+	s.accountPower(0, 2e9) // two seconds
+	for i, ri := range []int32{0, 1, 2, 3} {
+		r := s.replicas[ri]
+		want := -2 * 405 * watts[i] / 1000
+		near := func(what string, got float64) {
+			if math.Abs(got-want) > 1e-9 {
+				t.Errorf("replica %d %s: %.6f J taken off, want %.6f", i, what, got, want)
+			}
+		}
+		near("dynJ", r.dynJ)
+		near("tenant joules", s.tenants[r.tenant].stats.joules)
+	}
+	if math.Abs(g.dynJ+810) > 1e-9 || math.Abs(g.cappedJ-810) > 1e-9 {
+		t.Errorf("GPU: %.6f J dynamic, %.6f J capped; want −810 and 810", g.dynJ, g.cappedJ)
+	}
+	// One step in flight, however much it asks, is perf's to cap.
+	for _, ri := range []int32{1, 2, 3} {
+		s.replicas[ri].inStep = false
+	}
+	g.stepping = 1
+	s.replicas[0].stepW = 5000
+	s.accountPower(0, 3e9)
+	if math.Abs(g.cappedJ-810) > 1e-9 {
+		t.Errorf("one step in flight was capped: %.6f J capped", g.cappedJ)
+	}
+}

@@ -190,8 +190,8 @@ func (s *Sim) result() *Result {
 		"energy: idle power plus each step's dynamic power from the performance model (compute-bound kernels at the clock cubed, memory-bound ones at 0.7 of the dynamic range plus their arithmetic, fitted to ML.ENERGY's H100 measurements); energy classes lock clocks (efficiency: 70 % of boost)",
 	}
 	for _, g := range s.gpus {
-		if g.cappedJ > 0 {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("gpu %s: its engines' concurrent steps asked for %.0f W above the board's power limit on average; capped at TDP", g.ref, g.cappedJ/d))
+		if w := g.cappedJ / d; w >= 0.5 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("gpu %s: its engines' concurrent steps asked for %.0f W above the board's TDP on average; capped at TDP", g.ref, w))
 		}
 	}
 	rep.Notes = append(rep.Notes, s.notes...)
