@@ -84,8 +84,8 @@ type GPUReport struct {
 	// Utilization is the time-average fraction of the board's SMs inside a running step (a MIG
 	// instance counts with its share of the SMs).
 	Utilization float64 `json:"utilization"`
-	// AvgPowerWatts and EnergyJoules follow the power model of doc.go (idle fraction of TDP plus
-	// the rest in proportion to utilisation).
+	// AvgPowerWatts and EnergyJoules follow the power model of doc.go: idle power once per GPU
+	// plus its steps' dynamic energy, the steps in flight together capped at TDP − idle.
 	AvgPowerWatts  float64 `json:"avgPowerWatts"`
 	EnergyJoules   float64 `json:"energyJoules"`
 	OutputTokens   int64   `json:"outputTokens"`
