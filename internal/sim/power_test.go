@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,12 +79,16 @@ func checkEnergyBooks(t *testing.T, r Report, idleShare float64) {
 
 // TestMPSPowerAtMostTDP: four MPS clients of Qwen2.5-7B on one 700 W H100, driven past
 // saturation, draw at most the board's TDP on average, with idle power counted once. Summing
-// every client's step power, as the simulator did before, gave far more than the TDP.
+// every client's step power, each at the whole GPU's memory power, as the simulator did before,
+// gave 1,279 W.
 func TestMPSPowerAtMostTDP(t *testing.T) {
 	pool := sharedH100(4, "qwen2.5-7b", 20)
 	r := runPower(t, pool, v1.ModeMPS, time.Minute, false)
 	g := r.GPUs[0]
-	t.Logf("MPS × 4 at saturation: %.1f W, %.4f J/token, utilisation %.3f", g.AvgPowerWatts, g.JoulesPerToken, g.Utilization)
+	t.Logf("MPS × 4 at saturation: %.1f W, %.4f J/token, utilisation %.3f, served %.3f of the offered tokens", g.AvgPowerWatts, g.JoulesPerToken, g.Utilization, r.Tenants[0].NormalisedThroughput)
+	if nt := r.Tenants[0].NormalisedThroughput; nt > 0.9 {
+		t.Errorf("not saturated: %.3f of the offered tokens served", nt)
+	}
 	if g.AvgPowerWatts > 700+1e-6 {
 		t.Errorf("4 MPS clients average %.1f W on a 700 W board", g.AvgPowerWatts)
 	}
@@ -93,6 +98,30 @@ func TestMPSPowerAtMostTDP(t *testing.T) {
 	checkEnergyBooks(t, r, 1)
 	u := runPower(t, pool, v1.ModeMPS, time.Minute, true)
 	t.Logf("without the per-GPU cap: %.1f W", u.GPUs[0].AvgPowerWatts)
+}
+
+// TestTimeSlicePower: four time-sliced contexts at saturation take turns on the GPU; a step draws
+// nothing above idle while it waits for the others, so their steps' power adds up to what the
+// running context draws: within the TDP without the per-GPU cap cutting anything (no note).
+// They draw 580 W where one engine alone at the same load draws 531.6 W: with a quarter of the
+// KV cache each, they preempt and recompute prompts, compute-bound work.
+func TestTimeSlicePower(t *testing.T) {
+	r := runPower(t, sharedH100(4, "qwen2.5-7b", 20), v1.ModeTimeSlice, time.Minute, false)
+	g := r.GPUs[0]
+	pre := int64(0)
+	for _, rp := range r.Replicas {
+		pre += rp.Preemptions
+	}
+	t.Logf("time-slicing × 4 at saturation: %.1f W (served %.3f of the offered tokens, %d preemptions)", g.AvgPowerWatts, r.Tenants[0].NormalisedThroughput, pre)
+	if g.AvgPowerWatts > 700+1e-6 {
+		t.Errorf("4 time-sliced contexts average %.1f W on a 700 W board", g.AvgPowerWatts)
+	}
+	for _, n := range r.Notes {
+		if strings.Contains(n, "capped at TDP") {
+			t.Errorf("time-sliced steps were capped: %s", n)
+		}
+	}
+	checkEnergyBooks(t, r, 1)
 }
 
 // TestExclusivePowerUnchanged: an engine alone on its GPU is never capped by the per-GPU
@@ -118,7 +147,10 @@ func TestMIGPowerAtMostTDP(t *testing.T) {
 	pool := sharedH100(7, "qwen2.5-1.5b", 40)
 	r := runPower(t, pool, v1.ModeMIG, time.Minute, false)
 	g := r.GPUs[0]
-	t.Logf("MIG 7 × %s at saturation: %.1f W, utilisation %.3f", r.Replicas[0].Slice, g.AvgPowerWatts, g.Utilization)
+	t.Logf("MIG 7 × %s at saturation: %.1f W, utilisation %.3f, served %.3f of the offered tokens", r.Replicas[0].Slice, g.AvgPowerWatts, g.Utilization, r.Tenants[0].NormalisedThroughput)
+	if nt := r.Tenants[0].NormalisedThroughput; nt > 0.9 {
+		t.Errorf("not saturated: %.3f of the offered tokens served", nt)
+	}
 	if len(r.Replicas) != 7 {
 		t.Fatalf("%d replicas, want 7", len(r.Replicas))
 	}
