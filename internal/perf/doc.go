@@ -171,10 +171,13 @@
 // A board draws IdlePowerFraction × TDP whenever it is on; above it a step's compute-bound
 // kernels draw (TDP − idle) · R · s · c³ (s: the engine's SM share, c: its clock; a whole GPU at
 // the power-limited clock draws TDP) and its memory-bound kernels and layer latency
-// (TDP − idle) · MemoryPowerFraction · b · (1 + c³)/2 (b: its bandwidth share), all-reduces that
+// (TDP − idle) · MemoryPowerFraction · b · g(s/b) · (1 + c³)/2 (b: its bandwidth share, g(s/b)
+// the part of it its SMs pull: memory power follows the bytes moved), all-reduces that
 // power times the share of the SMs their kernel occupies (AllReduceSMs), memory-bound kernels also the compute power over the time their FLOPs take at the compute rate; a step's
 // dynamic energy is capped at (TDP − idle) · max(s, b) over the step (the power limit); host time
-// and time-slice waits draw nothing above idle. StepEnergy and StepTimeEnergy give a step's dynamic
+// and time-slice waits draw nothing above idle. MPS neighbours stretch a step but not its energy,
+// which is that of the step's work at the client's own rates and the shared clock: k clients
+// busy together draw about what one engine doing their work draws. StepEnergy and StepTimeEnergy give a step's dynamic
 // joules, IdleWatts the engine's share of idle power, and Estimate the mean power and joules per
 // output token. An energy class locks the clock (Slice.ClockCap, Options.ClockCap): efficiency
 // at EfficiencyClock (0.7) of boost, which slows compute-bound work and cuts its energy per unit

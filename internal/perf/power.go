@@ -10,7 +10,8 @@ import (
 // on; above it, a step's kernels draw dynamic power by what bounds them:
 //
 //	compute-bound   (TDP − idle) · R · s · c³   s: the engine's share of the SMs, c: its clock
-//	memory-bound    (TDP − idle) · MemoryPowerFraction · b · (1 + c³)/2   b: its bandwidth share,
+//	memory-bound    (TDP − idle) · MemoryPowerFraction · b · g(s/b) · (1 + c³)/2   b: its bandwidth
+//	                share, g: the part of it its SMs pull (bandwidth saturation, 1 for a whole GPU),
 //	                plus the compute power over the time its FLOPs would take at the compute rate
 //	latency         as memory-bound (kernels in flight, few SMs busy)
 //	all-reduce      as memory-bound times the share of the board's SMs the all-reduce kernel
@@ -19,6 +20,11 @@ import (
 //
 // and the step's dynamic energy is capped at (TDP − idle) · max(s, b) over the whole step: the
 // board's power limit.
+//
+// MPS neighbours busy beside a client stretch its step, not its work: the step's energy is that of
+// its compute, hidden and memory time at the client's own rates (its slice alone, at the clock the
+// shared GPU runs at), so k symmetric clients together draw what one engine doing their work
+// would, within the board's dynamic range. Time-slice waits draw nothing (another context runs).
 //
 // R is PowerDemandRatio, so a whole GPU running tensor work at the power-limited clock
 // c = (1/R)^(1/3) draws exactly TDP, as boards do under a power cap; a clock cap (an energy
@@ -92,7 +98,11 @@ func (e *Engine) energy(s stepParts) float64 {
 		c = 1
 	}
 	compute := dyn * math.Min(1, o.PowerDemandRatio*r.sm*c*c*c)
-	memory := dyn * o.MemoryPowerFraction * r.bw * (1 + c*c*c) / 2
-	j := compute*(s.compute+s.hidden) + memory*(s.memory+s.latency) + memory*r.commSM*s.comm
+	memory := dyn * o.MemoryPowerFraction * r.bw * e.bwSaturation(r.sm/r.bw) * (1 + c*c*c) / 2
+	tc, th, tm := s.compute, s.hidden, s.memory
+	if s.hasOwn {
+		tc, th, tm = s.own[0], s.own[1], s.own[2]
+	}
+	j := compute*(tc+th) + memory*(tm+s.latency) + memory*r.commSM*s.comm
 	return r.tp * math.Min(j, dyn*math.Max(r.sm, r.bw)*s.total)
 }

@@ -98,3 +98,50 @@ func TestJoulesPerTokenFallWithBatch(t *testing.T) {
 		prev = r.JoulesPerToken
 	}
 }
+
+// MPS neighbours stretch a client's step, not its work: the step's dynamic energy is what its
+// FLOPs and bytes cost on its slice (at the clock the shared GPU runs at), so k symmetric clients
+// busy together draw no more than the board's dynamic range (TDP − idle) in all. Memory power
+// follows the bandwidth the client's SMs pull (g(s/b)): a 25 % client alone streams at about half
+// the whole GPU's rate and draws about half its memory power. Before, a client's memory power was
+// that of the whole bandwidth over its stretched step, and four 25 % clients decoding together
+// drew 1.3× the dynamic range.
+func TestMPSNeighboursStretchStepsNotEnergy(t *testing.T) {
+	h := h100(t)
+	m := mustModel(t, llama7B)
+	dyn := 0.85 * h.TDPWatts
+	b := Batch{DecodeSeqs: 32, KVTokens: 32 * 640}
+	pre := Batch{PrefillTokens: 4096, PrefillSeqs: 2}
+	for _, k := range []int{2, 4} {
+		pct := 100.0 / float64(k)
+		e := mustEngine(t, m, Slice{Board: h, Mode: MPS, SMPercent: pct, Replicas: k})
+		busy := Load{Active: k - 1, Duty: 1, SMPercent: pct}
+		for _, c := range []struct {
+			name string
+			b    Batch
+		}{{"decode", b}, {"prefill", pre}} {
+			ta, ja := e.StepTimeEnergy(c.b, Load{})
+			tb, jb := e.StepTimeEnergy(c.b, busy)
+			sum := float64(k) * jb / tb.Seconds()
+			t.Logf("%d × %.0f %% %s: alone %v %.2f J, with %d busy neighbours %v %.2f J; %d together %.0f W above idle (range %.0f W)",
+				k, pct, c.name, ta, ja, k-1, tb, jb, k, sum, dyn)
+			if tb <= ta {
+				t.Errorf("%d × %.0f %% %s: busy neighbours do not slow the step (%v vs %v alone)", k, pct, c.name, tb, ta)
+			}
+			if jb > ja*1.0001 {
+				t.Errorf("%d × %.0f %% %s: busy neighbours raise the step's energy from %.3f to %.3f J", k, pct, c.name, ja, jb)
+			}
+			if sum > dyn*1.0001 {
+				t.Errorf("%d × %.0f %% %s: the clients together draw %.0f W above idle, more than the %.0f W range", k, pct, c.name, sum, dyn)
+			}
+		}
+	}
+	whole := mustEngine(t, m, Slice{Board: h})
+	quarter := mustEngine(t, m, Slice{Board: h, Mode: MPS, SMPercent: 25, Replicas: 4})
+	one := Batch{DecodeSeqs: 1, KVTokens: 512}
+	pw, pq := whole.StepEnergy(one, Load{})/whole.StepTime(one, Load{}).Seconds(), quarter.StepEnergy(one, Load{})/quarter.StepTime(one, Load{}).Seconds()
+	t.Logf("batch-1 decode above idle: whole GPU %.0f W, a 25 %% MPS client alone %.0f W", pw, pq)
+	if pq > 0.75*pw {
+		t.Errorf("a 25 %% MPS client alone draws %.0f W decoding, the whole GPU %.0f W: its memory power ignores the bandwidth it pulls", pq, pw)
+	}
+}

@@ -10,6 +10,11 @@ type stepParts struct {
 	hidden         float64
 	overhead, wait float64
 	total, clock   float64
+	// own, when set, is the step's compute, hidden and memory time at the engine's own rates
+	// (its slice alone, at the step's clock): MPS neighbours stretch a step, not its work, so the
+	// step's energy is that of these times (power.go).
+	own    [3]float64
+	hasOwn bool
 }
 
 func (s stepParts) gpu() float64 { return s.compute + s.memory + s.comm + s.latency }
@@ -44,7 +49,13 @@ func (e *Engine) step(w work, l Load) stepParts {
 		case TimeSlice:
 			s.wait = e.timeSliceWait(s.gpu(), n*duty)
 		case MPS:
-			s = e.gpuTime(w, e.mpsRates(n*duty, l))
+			q := e.mpsRates(n*duty, l)
+			own := alone
+			own.flops *= q.clock / alone.clock
+			own.clock = q.clock
+			o := e.gpuTime(w, own)
+			s = e.gpuTime(w, q)
+			s.own, s.hasOwn = [3]float64{o.compute, o.hidden, o.memory}, true
 		}
 	}
 	s.overhead = overhead

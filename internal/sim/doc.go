@@ -91,10 +91,19 @@
 // instance weighs its share of the SMs; an MPS or time-sliced GPU is busy while any replica is
 // in a step). Energy is the GPU's idle power (Config.IdlePowerFraction × TDP, default 0.15:
 // data-centre boards report roughly 60-100 W idle against 400-700 W TDP in nvidia-smi; an
-// assumption, not a measurement) over the run plus the dynamic energy of every step, from the
-// performance model's power model (perf.Engine.StepTimeEnergy: compute-bound kernels draw up to
-// TDP at the power-limited clock and with the clock cubed below it, memory-bound ones about half
-// the dynamic range). A tenant's energy is its replicas' share of their GPUs' idle power plus its
+// assumption, not a measurement) over the run, counted once per GPU, plus the dynamic energy of
+// every step, from the performance model's power model (perf.Engine.StepTimeEnergy:
+// compute-bound kernels draw up to TDP at the power-limited clock and with the clock cubed below
+// it, memory-bound ones 0.7 of the dynamic range times the part of the bandwidth they pull; an
+// MPS client's step costs the energy of its own work, however long busy neighbours stretch it).
+// Power is accounted per physical GPU: a step draws its energy evenly over its length, and while
+// the steps in flight on one GPU (MPS clients, time-sliced contexts, MIG instances) ask together
+// for more than TDP − idle, the excess is taken off each in proportion to its power, so a GPU
+// never averages above its TDP; one step alone is never cut (perf caps it at its slice's share),
+// so an exclusive engine's energy is the sum of its steps'. A time-sliced context's step draws
+// nothing while it waits for the others, so its power is the running context's. A note names a
+// GPU whose steps were cut, with the mean watts cut. Steps in flight at the end count up to the
+// end. A tenant's energy is its replicas' share of their GPUs' idle power plus its
 // steps' dynamic energy; joules per output token divide either by the tokens generated. A
 // tenant's energy class locks its GPU's clocks (perf.Options.ClockCap: efficiency at 70 % of
 // boost), which slows compute-bound steps and lowers their power.

@@ -102,6 +102,9 @@ func New(in Input, cfg Config) (*Sim, error) {
 	if err := s.build(in); err != nil {
 		return nil, fmt.Errorf("new simulation: %w", err)
 	}
+	for _, g := range s.gpus {
+		g.dynCap = s.gpuDynCap(g)
+	}
 	if err := s.buildSources(in.Trace); err != nil {
 		return nil, fmt.Errorf("new simulation: %w", err)
 	}
@@ -214,6 +217,7 @@ func (s *Sim) route(t *tenantState) (int32, bool) {
 
 // finish closes the busy intervals still open at the end and counts unfinished requests.
 func (s *Sim) finish() {
+	s.finishPower()
 	for di, d := range s.domains {
 		if d.inStep > 0 {
 			s.addBusy(int32(di), d.since, s.end)

@@ -22,6 +22,9 @@ func (s *Sim) startStep(ri int32) {
 	if dt < 1 {
 		dt = 1 // time always moves forward: a step takes at least a nanosecond
 	}
+	s.accountPower(r.gpu, s.now)
+	s.gpus[r.gpu].stepping++
+	r.stepW, r.stepEnd = joules/(float64(dt)/1e9), s.now+dt
 	r.inStep, r.stepStart = true, s.now
 	r.steps++
 	d := s.domains[r.domain]
@@ -169,6 +172,8 @@ func (s *Sim) stepDone(ri int32) {
 	if done {
 		s.complete(r, st)
 	}
+	s.accountPower(r.gpu, s.now)
+	g.stepping--
 	r.inStep = false
 	d := s.domains[r.domain]
 	d.inStep--

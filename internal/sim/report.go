@@ -84,8 +84,8 @@ type GPUReport struct {
 	// Utilization is the time-average fraction of the board's SMs inside a running step (a MIG
 	// instance counts with its share of the SMs).
 	Utilization float64 `json:"utilization"`
-	// AvgPowerWatts and EnergyJoules follow the power model of doc.go (idle fraction of TDP plus
-	// the rest in proportion to utilisation).
+	// AvgPowerWatts and EnergyJoules follow the power model of doc.go: idle power once per GPU
+	// plus its steps' dynamic energy, the steps in flight together capped at TDP − idle.
 	AvgPowerWatts  float64 `json:"avgPowerWatts"`
 	EnergyJoules   float64 `json:"energyJoules"`
 	OutputTokens   int64   `json:"outputTokens"`
@@ -188,6 +188,11 @@ func (s *Sim) result() *Result {
 	rep.Notes = []string{
 		"latencies are over completed requests; requests still in flight at the end are counted as unfinished",
 		"energy: idle power plus each step's dynamic power from the performance model (compute-bound kernels at the clock cubed, memory-bound ones at 0.7 of the dynamic range plus their arithmetic, fitted to ML.ENERGY's H100 measurements); energy classes lock clocks (efficiency: 70 % of boost)",
+	}
+	for _, g := range s.gpus {
+		if w := g.cappedJ / d; w >= 0.5 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("gpu %s: its engines' concurrent steps asked for %.0f W above the board's TDP on average; capped at TDP", g.ref, w))
+		}
 	}
 	rep.Notes = append(rep.Notes, s.notes...)
 	for i, t := range rep.Tenants {

@@ -44,6 +44,13 @@ type gpuState struct {
 	tokens   int64   // output tokens generated on this GPU
 	dynJ     float64 // dynamic energy of the steps run on this GPU, joules above idle
 	timeline []float64
+	// Power accounting (power.go): the cap on the steps' summed power, the replicas in a step
+	// now, when the power was last integrated, the energy the cap took off, and scratch space.
+	dynCap   float64
+	stepping int
+	powSince int64
+	cappedJ  float64
+	active   []int32
 }
 
 // replica is one inference engine.
@@ -64,6 +71,8 @@ type replica struct {
 	stepStart           int64
 	steps, preemptions  int64
 	dynJ                float64 // dynamic energy of the replica's steps, joules above idle
+	stepW               float64 // power of the step in flight, watts above idle (its energy / its time)
+	stepEnd             int64   // when the step in flight ends
 	outTokens, inTokens int64   // output tokens generated, prompt tokens computed (recomputes included)
 }
 
