@@ -22,7 +22,10 @@ import (
 // TPOT p99 is the step time at the 99th percentile of the decode batch (Poisson spread, at most
 // the slots) and of the prompts a request's decode meets; TTFT p99 is the slot wait's p99 (with a
 // margin), plus the prompt's wait for the step budget (M/D/1, as in perf), plus one step in
-// progress, plus its k chunk steps.
+// progress, plus its k chunk steps. A prompt longer than one chunk (k > 1) is priced chunk by
+// chunk at its real sizes (ownPrefill) and waits for the prompts ahead of it by Erlang's M/D/1
+// law, scaled by the least-loaded router's chance of sending it to a replica still prefilling
+// (longPromptWait).
 
 // maxSearchReplicas bounds the replica search: a tenant needing more is reported, not planned.
 const maxSearchReplicas = 1 << 17
