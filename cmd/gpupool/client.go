@@ -288,7 +288,7 @@ func applyPlan(ctx context.Context, e *env, cl *client, pool []byte) error {
 func newHTTPClient() *http.Client { return &http.Client{Timeout: 60 * time.Second} }
 
 func newNodeCmd(e *env) *cobra.Command {
-	c := &cobra.Command{Use: "node", Short: "List nodes, cordon and uncordon them (operator only)"}
+	c := &cobra.Command{Use: "node", Short: "List nodes, cordon, uncordon and remove them (operator only)"}
 	cl := clientFlags(c)
 	list := &cobra.Command{Use: "list", Short: "Nodes with their slices, heartbeat and state", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -326,7 +326,16 @@ func newNodeCmd(e *env) *cobra.Command {
 				return err
 			}}
 	}
-	c.AddCommand(list, cordon("cordon", true), cordon("uncordon", false))
+	rm := &cobra.Command{Use: "rm NODE", Short: "Remove a lost node, or a cordoned one whose replicas have moved, for good (its gate operations are given up)",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cl.call(cmd.Context(), "DELETE", "/v1/nodes/"+args[0], nil, nil); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(e.stdout, "node %s removed\n", args[0])
+			return err
+		}}
+	c.AddCommand(list, cordon("cordon", true), cordon("uncordon", false), rm)
 	return c
 }
 

@@ -490,7 +490,11 @@ func (e *Engine) schedule(now time.Time) error {
 		for i := range n.Gates {
 			op := &n.Gates[i]
 			if op.State != GateWaiting { // draining or applying
-				busy++
+				// A lost node's GPUs are out of the pool whatever its operations do: they do not
+				// hold the budget. Its agent's report settles them when the node is back.
+				if !n.Lost {
+					busy++
+				}
 			} else {
 				waiting = append(waiting, op)
 				owner[op] = n

@@ -370,3 +370,55 @@ func (e *Engine) Cordon(now time.Time, node string, on bool) (Node, error) {
 	e.finish()
 	return *n, nil
 }
+
+// RemoveNode forgets a node for good: its record, its gate operations (given up) and its
+// given-up targets. A node that may still run replicas is refused (a conflict): it must be lost,
+// or cordoned, and no grant (replica or standby) may be left on it; a cordoned node's replicas
+// leave once their standbys elsewhere are ready. Its agent may register it again later as a new
+// node; tokens are not touched.
+func (e *Engine) RemoveNode(now time.Time, node string) error {
+	n, ok := e.nodes[node]
+	if !ok {
+		return fmt.Errorf("remove node %s: %w", node, ErrNotFound)
+	}
+	if !n.Lost && !n.Cordoned {
+		return fmt.Errorf("remove node %s: %w", node, &InvalidError{conflict: true, Fields: []FieldError{{Path: "node",
+			Message: fmt.Sprintf("node %s is live and not cordoned: cordon it first (its replicas move), or wait until it is lost", node)}}})
+	}
+	var left []string
+	for _, id := range slices.Sorted(maps.Keys(e.grants)) {
+		if e.grants[id].Node == node {
+			left = append(left, id)
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("remove node %s: %w", node, &InvalidError{conflict: true, Fields: []FieldError{{Path: "node",
+			Message: fmt.Sprintf("grants %v still run on node %s: wait until they have moved (their standbys become ready, or the drain timeout passes)", left, node)}}})
+	}
+	if !n.Lost {
+		e.removeSlices(n)
+	}
+	for _, op := range n.Gates {
+		e.event(now, Event{Code: CodeGateGaveUp, Node: node, Message: fmt.Sprintf("gate operation %d on GPU %s (%s) given up: node %s was removed", op.ID, op.GPU, op.State, node)})
+	}
+	delete(e.nodes, node)
+	delete(e.fenced, node)
+	delete(e.dirtyNodes, node)
+	e.ch.Nodes[node] = false
+	e.wantReplan("node " + node + " removed")
+	state := "cordoned"
+	if n.Lost {
+		state = "lost"
+	}
+	e.event(now, Event{Code: CodeNodeRemoved, Node: node, Message: fmt.Sprintf("node %s (%s, %d GPUs, %d gate operations) removed by an operator; its agent may register it again as a new node", node, state, len(n.Inventory.GPUs), len(n.Gates))})
+	ds, err := e.alloc.setCapacity(now, len(e.slices))
+	if err != nil {
+		return fmt.Errorf("remove node %s: %w", node, err)
+	}
+	e.decide(now, ds)
+	if err := e.schedule(now); err != nil {
+		return fmt.Errorf("remove node %s: %w", node, err)
+	}
+	e.finish()
+	return nil
+}

@@ -17,6 +17,9 @@ import (
 func TestAuthorizationMatrix(t *testing.T) {
 	h := newHarness(t, ServerConfig{})
 	h.seedPool()
+	// A cordoned node with no replica: the operator's DELETE /v1/nodes/{node} removes it.
+	h.must("operator", "PUT", "/v1/nodes/spare", inv(1, 1, "spare"), 200)
+	h.must("operator", "PUT", "/v1/nodes/spare/cordon", CordonRequest{Cordoned: true}, 200)
 	// Concrete paths: "own" is the caller's object, "other" someone else's.
 	fill := func(path, who string, own bool) string {
 		tenant, node := "bob", "n2"
@@ -58,8 +61,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 					continue
 				}
 				path := fill(rt.Path, who, own)
-				if rt.Method == "DELETE" && who == "operator" {
+				if key == "DELETE /v1/tenants/{name}" && who == "operator" {
 					path = "/v1/tenants/carol" // keep alice for later rows
+				}
+				if key == "DELETE /v1/nodes/{node}" && who == "operator" {
+					path = "/v1/nodes/spare" // keep n1 for later rows
 				}
 				code, body := h.do(who, rt.Method, path, bodies[key])
 				checked++
@@ -461,7 +467,9 @@ func TestProblemDetailsEverywhere(t *testing.T) {
 		{"PATCH", "/v1/tenants/alpha", `{}`, 405, nil, "DELETE, GET, HEAD, PUT"},
 		{"GET", "/v1/nosuch", ``, 404, nil, ""},
 		// The console's catch-all takes any GET, but not under /v1/: no GET in these Allow lists.
-		{"DELETE", "/v1/nodes/node-a", ``, 405, nil, "PUT"},
+		{"POST", "/v1/nodes/node-a", ``, 405, nil, "DELETE, PUT"},
+		// A live node that is not cordoned is not removed.
+		{"DELETE", "/v1/nodes/n1", ``, 409, []string{"node"}, ""},
 		{"POST", "/v1/whoami", `{}`, 405, nil, "GET, HEAD"},
 		{"GET", "/v1/tokens", ``, 404, nil, ""},
 		{"DELETE", "/v1/tokens", ``, 405, nil, "POST"},
