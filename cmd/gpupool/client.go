@@ -57,6 +57,9 @@ func (c *client) call(ctx context.Context, method, path string, body, out any) e
 		token = os.Getenv("GPUPOOL_TOKEN")
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	if _, doc := body.([]byte); body != nil && !doc {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("call %s %s: %w", method, path, err)
@@ -134,8 +137,9 @@ func newTenantCmd(e *env) *cobra.Command {
 	demand := &cobra.Command{Use: "demand NAME (REPLICAS | --rate R)", Short: "Set how many replicas a tenant wants, or the request rate it must serve",
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := control.DemandRequest{Rate: rateArg}
-			if (len(args) == 2) == (rateArg != 0) {
+			rateSet := cmd.Flags().Changed("rate")
+			req := control.RateDemand(rateArg)
+			if (len(args) == 2) == rateSet {
 				return invalid(fmt.Errorf("set demand of tenant %s: give REPLICAS or --rate, exactly one", args[0]))
 			}
 			if len(args) == 2 {
@@ -143,7 +147,7 @@ func newTenantCmd(e *env) *cobra.Command {
 				if err != nil {
 					return invalid(fmt.Errorf("parse replicas %q: %w", args[1], err))
 				}
-				req.Replicas = n
+				req = control.ReplicasDemand(n)
 			}
 			var t control.Tenant
 			if err := cl.call(cmd.Context(), "PUT", "/v1/tenants/"+args[0]+"/demand", req, &t); err != nil {

@@ -258,7 +258,7 @@ func TestReplanOnRateAndFleet(t *testing.T) {
 		}
 		t.Fatalf("no %s event with %q; events: %+v", code, text, h.loop.View().Events)
 	}
-	h.must("operator", "PUT", "/v1/tenants/chat/demand", DemandRequest{Rate: 40}, 200)
+	h.must("operator", "PUT", "/v1/tenants/chat/demand", RateDemand(40), 200)
 	waitEvent(CodeReplanned, "tenant chat asks 40 requests/s")
 	h.must("operator", "PUT", "/v1/nodes/node-b", h100("node-b"), 200)
 	waitEvent(CodeReplanned, "node node-b reports 1 GPUs")
@@ -621,6 +621,51 @@ func TestRemoveNode(t *testing.T) {
 		if n.Name == "node-b" {
 			t.Fatal("the store still holds node-b")
 		}
+	}
+	checkInvariants(t, e)
+}
+
+// A standby does not start on a GPU whose own gate operation waits, while another free slice
+// exists: it would move a second time when that operation starts.
+func TestStandbyAvoidsGPUWithPendingChange(t *testing.T) {
+	e, err := NewEngine(EngineConfig{NodeTimeout: time.Hour, Gate: GatePolicy{MaxUnavailable: 1, Cooldown: 10 * time.Minute}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := migInv("node-a", 3)
+	if _, err := e.Register(t0, "node-a", in); err != nil {
+		t.Fatal(err)
+	}
+	g0, g1 := in.GPUs[0].UUID, in.GPUs[1].UUID
+	half := "3g.40gb@0 3g.40gb@4"
+	// GPU 1 is cut in two (nothing runs there), then asked back: that waits for the cooldown.
+	if _, err := e.RequestLayout(t0, "node-a", g1, half); err != nil {
+		t.Fatal(err)
+	}
+	done := migInv("node-a", 3)
+	done.GPUs[1].MIG, done.GPUs[1].Slices = half, []string{"3g.40gb", "3g.40gb"}
+	if _, err := e.Register(t0.Add(time.Second), "node-a", done); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.PutTenant(t0.Add(time.Second), Tenant{Name: "chat", Demand: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if g := e.grants["g1"]; g == nil || !strings.Contains(g.Slice, g0) {
+		t.Fatalf("grants %+v, want chat's g1 on GPU 0", e.grants)
+	}
+	if op, err := e.RequestLayout(t0.Add(2*time.Second), "node-a", g1, "7g.80gb@0"); err != nil || op.State != GateWaiting {
+		t.Fatalf("GPU 1's second change %+v %v, want waiting", op, err)
+	}
+	// GPU 0, where chat runs, is changed: the standby goes to GPU 2, not to GPU 1.
+	if _, err := e.RequestLayout(t0.Add(3*time.Second), "node-a", g0, half); err != nil {
+		t.Fatal(err)
+	}
+	sb := e.standbyOf("g1")
+	if sb == nil {
+		t.Fatal("no standby for g1")
+	}
+	if strings.Contains(sb.Slice, g1) {
+		t.Fatalf("standby %s on GPU 1, whose own change waits", sb.Slice)
 	}
 	checkInvariants(t, e)
 }
