@@ -178,8 +178,16 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	}
 	defer j.Close()
 	var smoke agent.Smoker
+	// A smoke command that a killed agent left running is ended before the journal resumes
+	// (and runs the smoke step again).
+	smokeGroup := filepath.Join(cfg.StateDir, "smoke.group")
+	if k, err := agent.ReapSmokeLeftover(smokeGroup); err != nil {
+		log.Warn("smoke command left by a previous run", "err", err)
+	} else if k > 0 {
+		log.Warn("ended the smoke command a previous run left running", "processes", k)
+	}
 	if len(cfg.Smoke.Command) > 0 {
-		smoke = agent.CommandSmoker{Command: cfg.Smoke.Command, Timeout: set.SmokeTimeout}
+		smoke = agent.CommandSmoker{Command: cfg.Smoke.Command, Timeout: set.SmokeTimeout, GroupFile: smokeGroup}
 	}
 	policy := gate.Policy{Cooldown: set.Cooldown, MaxChanges: cfg.Policy.MaxChanges, Window: set.Window}
 	var noteTo atomic.Pointer[agent.Agent] // set once the agent exists

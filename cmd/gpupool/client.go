@@ -57,6 +57,9 @@ func (c *client) call(ctx context.Context, method, path string, body, out any) e
 		token = os.Getenv("GPUPOOL_TOKEN")
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	if _, doc := body.([]byte); body != nil && !doc {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("call %s %s: %w", method, path, err)
@@ -134,8 +137,9 @@ func newTenantCmd(e *env) *cobra.Command {
 	demand := &cobra.Command{Use: "demand NAME (REPLICAS | --rate R)", Short: "Set how many replicas a tenant wants, or the request rate it must serve",
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := control.DemandRequest{Rate: rateArg}
-			if (len(args) == 2) == (rateArg != 0) {
+			rateSet := cmd.Flags().Changed("rate")
+			req := control.RateDemand(rateArg)
+			if (len(args) == 2) == rateSet {
 				return invalid(fmt.Errorf("set demand of tenant %s: give REPLICAS or --rate, exactly one", args[0]))
 			}
 			if len(args) == 2 {
@@ -143,7 +147,7 @@ func newTenantCmd(e *env) *cobra.Command {
 				if err != nil {
 					return invalid(fmt.Errorf("parse replicas %q: %w", args[1], err))
 				}
-				req.Replicas = n
+				req = control.ReplicasDemand(n)
 			}
 			var t control.Tenant
 			if err := cl.call(cmd.Context(), "PUT", "/v1/tenants/"+args[0]+"/demand", req, &t); err != nil {
@@ -288,7 +292,7 @@ func applyPlan(ctx context.Context, e *env, cl *client, pool []byte) error {
 func newHTTPClient() *http.Client { return &http.Client{Timeout: 60 * time.Second} }
 
 func newNodeCmd(e *env) *cobra.Command {
-	c := &cobra.Command{Use: "node", Short: "List nodes, cordon and uncordon them (operator only)"}
+	c := &cobra.Command{Use: "node", Short: "List nodes, cordon, uncordon and remove them (operator only)"}
 	cl := clientFlags(c)
 	list := &cobra.Command{Use: "list", Short: "Nodes with their slices, heartbeat and state", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -326,7 +330,16 @@ func newNodeCmd(e *env) *cobra.Command {
 				return err
 			}}
 	}
-	c.AddCommand(list, cordon("cordon", true), cordon("uncordon", false))
+	rm := &cobra.Command{Use: "rm NODE", Short: "Remove a lost node, or a cordoned one whose replicas have moved, for good (its gate operations are given up)",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cl.call(cmd.Context(), "DELETE", "/v1/nodes/"+args[0], nil, nil); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(e.stdout, "node %s removed\n", args[0])
+			return err
+		}}
+	c.AddCommand(list, cordon("cordon", true), cordon("uncordon", false), rm)
 	return c
 }
 

@@ -81,7 +81,7 @@ func newServeCmd(e *env) *cobra.Command {
 }
 
 // demoMPSNode is the demo's simulated node: an H200 with MPS shares (MPS is not mocked).
-var demoMPSNode = control.Inventory{GPUs: []control.GPU{{UUID: "GPU-c0", Board: "H200-SXM5-141GB", Slices: []string{"mps-50", "mps-25", "mps-25"}}}}
+var demoMPSNode = control.Inventory{GPUs: []control.GPU{{UUID: "GPU-c0", Board: "H200-141GB", Slices: []string{"mps-50", "mps-25", "mps-25"}}}}
 
 // demoLayouts are the MIG layouts the demo's gate driver moves GPUs between.
 var demoLayouts = []string{"3g.40gb@0 3g.40gb@4", "2g.20gb@0 2g.20gb@2 3g.40gb@4", "7g.80gb@0",
@@ -144,7 +144,7 @@ func runDemo(ctx context.Context, base, operator, dataDir string, seed uint64, l
 				err = cl.call(ctx, "PUT", "/v1/tenants/"+t.Name, t, nil)
 			}
 		} else {
-			err = cl.call(ctx, "PUT", "/v1/tenants/"+t.Name+"/demand", control.DemandRequest{Replicas: rng.IntN(8)}, nil)
+			err = cl.call(ctx, "PUT", "/v1/tenants/"+t.Name+"/demand", control.ReplicasDemand(rng.IntN(8)), nil)
 		}
 		if err != nil && ctx.Err() == nil {
 			log.Warn("demo: tenant change", "tenant", t.Name, "err", err)

@@ -131,7 +131,7 @@ func TestServeSurvivesSIGKILL(t *testing.T) {
 				want := rng.IntN(5)
 				tc.attempted = append(tc.attempted, want)
 				var got control.Tenant
-				err := cl().call(ctx, "PUT", "/v1/tenants/"+tc.name+"/demand", control.DemandRequest{Replicas: want}, &got)
+				err := cl().call(ctx, "PUT", "/v1/tenants/"+tc.name+"/demand", control.ReplicasDemand(want), &got)
 				writes[i%64]++
 				if err == nil {
 					if got.Demand != want {

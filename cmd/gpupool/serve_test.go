@@ -101,6 +101,16 @@ func TestClientCommands(t *testing.T) {
 	if _, _, code := cli("tenant", "rm", "alpha"); code != 0 {
 		t.Fatalf("tenant rm: %d", code)
 	}
+	// A cordoned node with no replica left is removed for good; an unknown one is a 404.
+	if out, errs, code := cli("node", "rm", "n1"); code != 0 || !strings.Contains(out, "node n1 removed") {
+		t.Fatalf("node rm: %d %q %q", code, out, errs)
+	}
+	if out, _, _ := cli("node", "list"); strings.Contains(out, "n1") {
+		t.Fatalf("node list after rm: %q", out)
+	}
+	if _, errs, code := cli("node", "rm", "n1"); code != exitInvalid || !strings.Contains(errs, "404") {
+		t.Fatalf("node rm of a removed node: %d %q, want exit 1 and a 404", code, errs)
+	}
 }
 
 func mustRead(t *testing.T, p string) string {

@@ -23,6 +23,10 @@ var sleepCh = func() <-chan time.Time { return time.After(500 * time.Millisecond
 type CommandSmoker struct {
 	Command []string
 	Timeout time.Duration
+	// GroupFile, when set, holds the running command's process group and GPU while it runs, so
+	// that an agent restarted after being killed ends a command its predecessor left running
+	// (ReapSmokeLeftover) before it runs the smoke step again.
+	GroupFile string
 }
 
 // Smoke runs the command for each instance in turn.
@@ -39,10 +43,18 @@ func (s CommandSmoker) Smoke(ctx context.Context, gpuID string, instances gpu.La
 		// as long as they do. WaitDelay bounds the wait for the output in any case.
 		killGroupOnCancel(cmd)
 		cmd.WaitDelay = smokeWaitDelay
-		out, err := cmd.CombinedOutput()
+		var buf strings.Builder
+		cmd.Stdout, cmd.Stderr = &buf, &buf
+		err := cmd.Start()
+		if err == nil {
+			s.record(cmd, gpuID)
+			err = cmd.Wait()
+			s.record(nil, "")
+		}
+		out := buf.String()
 		cancel()
 		if err != nil {
-			tail := strings.TrimSpace(string(out))
+			tail := strings.TrimSpace(out)
 			if len(tail) > 200 {
 				tail = tail[len(tail)-200:]
 			}
@@ -50,4 +62,17 @@ func (s CommandSmoker) Smoke(ctx context.Context, gpuID string, instances gpu.La
 		}
 	}
 	return nil
+}
+
+// record writes the running command's process group and GPU to GroupFile, or removes the file
+// (cmd nil). A failure to write only loses the clean-up after a crash.
+func (s CommandSmoker) record(cmd *exec.Cmd, gpuID string) {
+	if s.GroupFile == "" {
+		return
+	}
+	if cmd == nil {
+		_ = os.Remove(s.GroupFile)
+		return
+	}
+	_ = os.WriteFile(s.GroupFile, fmt.Appendf(nil, "%d %s\n", cmd.Process.Pid, gpuID), 0o600)
 }

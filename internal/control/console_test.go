@@ -81,7 +81,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// A demand change made through the API appears in the page within 2 s.
-	h.must("bob", "PUT", "/v1/tenants/bob/demand", DemandRequest{Replicas: 1}, 200)
+	h.must("bob", "PUT", "/v1/tenants/bob/demand", ReplicasDemand(1), 200)
 	changed := time.Now()
 	for {
 		// One expression: the page redraws every 500 ms, so a node found by one call may be gone

@@ -39,6 +39,7 @@ func decodeFields(r *http.Request, v any) (*InvalidError, error) {
 		return nil, &InvalidError{Fields: []FieldError{{Path: "", Message: "reading the body: " + err.Error()}}}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // a number out of float64's range is the struct decode's to report, with its path
 	var tree any
 	if err := dec.Decode(&tree); err != nil {
 		return nil, &InvalidError{Fields: []FieldError{{Path: "", Message: "body is not valid JSON: " + err.Error()}}}
@@ -57,9 +58,19 @@ func decodeFields(r *http.Request, v any) (*InvalidError, error) {
 	unknownFields(tree, reflect.TypeOf(v), "", inv)
 	if err := json.Unmarshal(data, v); err != nil {
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			inv.add(te.Field, "must be %s (got %s)", te.Type, te.Value)
-		} else {
+		switch {
+		case errors.As(err, &te) && strings.HasPrefix(te.Value, "number ") && te.Field == "":
+			// A number too large for its field: encoding/json does not say which field.
+			paths := hugeNumbers(tree, "")
+			if len(paths) == 0 {
+				paths = []string{""}
+			}
+			for _, path := range paths {
+				inv.add(path, "must be %s in range (got %s)", jsonKind(te.Type), te.Value)
+			}
+		case errors.As(err, &te):
+			inv.add(te.Field, "must be %s (got %s)", jsonKind(te.Type), te.Value)
+		default:
 			inv.add("", "%s", err.Error())
 		}
 	}
@@ -176,4 +187,53 @@ func structFields(t reflect.Type, out map[string]reflect.Type) {
 			out[name] = f.Type
 		}
 	}
+}
+
+// jsonKind names what a Go type decodes from, in JSON's words.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "a " + t.Kind().String()
+}
+
+// hugeNumbers lists the paths of the numbers in a decoded tree (json.Number leaves) that do not
+// fit a float64.
+func hugeNumbers(x any, path string) []string {
+	var out []string
+	switch v := x.(type) {
+	case json.Number:
+		if _, err := v.Float64(); err != nil {
+			out = append(out, path)
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			out = append(out, hugeNumbers(v[k], fieldPath(path, k))...)
+		}
+	case []any:
+		for i, e := range v {
+			out = append(out, hugeNumbers(e, fmt.Sprintf("%s[%d]", path, i))...)
+		}
+	}
+	return out
 }

@@ -31,7 +31,12 @@
 // window), then take the GPU's slices out of the pool and drain it (a standby replica starts
 // elsewhere for each replica on it; the old one stops once the standby's agent reports it ready,
 // or after DrainTimeout), then put the target into the node's layout; the agent's report settles them (done, or failed and
-// retried after the cooldown up to MaxAttempts, then given up).
+// retried after the cooldown up to MaxAttempts, then given up). A lost node's started operations
+// do not count against maxUnavailable; its report settles them when it is back, and an operator
+// may remove a lost node, or a cordoned one with no grant left (Engine.RemoveNode).
+//
+// A node's report is checked against the catalog (board, MIG layout, slice kinds) on the HTTP
+// path (checkReport), and a GPU UUID another node reports is refused in Engine.Register.
 //
 // Ports declared here: Store (Load, Commit; internal/store's Bolt implements it) and Clock (Now).
 // The node side talks to the Server over HTTP (register and report, heartbeat, layout by

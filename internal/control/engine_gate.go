@@ -358,7 +358,12 @@ func (e *Engine) startStandbys(now time.Time) {
 		if g.Replaces != "" || has[id] || !e.drainingSlice(g.Slice) {
 			continue
 		}
-		sl, ok := e.freeSlice(g.Tenant)
+		// Not onto a GPU whose own change waits, where another free slice exists: the replica
+		// would move again when that change starts.
+		sl, ok := e.freeSliceWhere(g.Tenant, func(s Slice) bool { return !e.changePending(s) })
+		if !ok {
+			sl, ok = e.freeSlice(g.Tenant)
+		}
 		if !ok {
 			continue // cannot happen (see above); the drain timeout stops the old one
 		}
@@ -490,7 +495,11 @@ func (e *Engine) schedule(now time.Time) error {
 		for i := range n.Gates {
 			op := &n.Gates[i]
 			if op.State != GateWaiting { // draining or applying
-				busy++
+				// A lost node's GPUs are out of the pool whatever its operations do: they do not
+				// hold the budget. Its agent's report settles them when the node is back.
+				if !n.Lost {
+					busy++
+				}
 			} else {
 				waiting = append(waiting, op)
 				owner[op] = n
@@ -622,5 +631,19 @@ func (e *Engine) Replanned(now time.Time, gen uint64, pool *v1.Pool, p *v1.Plan,
 	}
 	e.event(now, Event{Code: CodeReplanFailed, Message: fmt.Sprintf("re-plan of pool %s (%s) failed: %v", pool.Metadata.Name, why, planErr)})
 	e.finish()
+	return false
+}
+
+// changePending reports whether a slice's GPU has a gate operation that waits to start.
+func (e *Engine) changePending(s Slice) bool {
+	n, ok := e.nodes[s.Node]
+	if !ok {
+		return false
+	}
+	for _, op := range n.Gates {
+		if op.GPU == s.GPU && op.State == GateWaiting {
+			return true
+		}
+	}
 	return false
 }

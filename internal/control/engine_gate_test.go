@@ -258,7 +258,7 @@ func TestReplanOnRateAndFleet(t *testing.T) {
 		}
 		t.Fatalf("no %s event with %q; events: %+v", code, text, h.loop.View().Events)
 	}
-	h.must("operator", "PUT", "/v1/tenants/chat/demand", DemandRequest{Rate: 40}, 200)
+	h.must("operator", "PUT", "/v1/tenants/chat/demand", RateDemand(40), 200)
 	waitEvent(CodeReplanned, "tenant chat asks 40 requests/s")
 	h.must("operator", "PUT", "/v1/nodes/node-b", h100("node-b"), 200)
 	waitEvent(CodeReplanned, "node node-b reports 1 GPUs")
@@ -469,4 +469,203 @@ func TestReplanDoesNotRetryGivenUpChange(t *testing.T) {
 	if n := e.nodes["node-a"]; len(n.Gates) != 0 || len(n.GaveUp) != 0 {
 		t.Fatalf("after the change was done: operations %+v, given up %v", n.Gates, n.GaveUp)
 	}
+}
+
+// A lost node's applying operation does not hold the pool's maxUnavailable budget, is settled by
+// the node's report when it is back, and an operator can remove a lost node (its operations are
+// given up) but not a live, uncordoned one or one that still runs a replica.
+func TestLostNodeOperationFreesBudget(t *testing.T) {
+	e, err := NewEngine(EngineConfig{NodeTimeout: time.Minute, Gate: GatePolicy{MaxUnavailable: 1}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := migInv("node-a", 1), migInv("node-b", 1)
+	for n, in := range map[string]Inventory{"node-a": a, "node-b": b} {
+		if _, err := e.Register(t0, n, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	half := "3g.40gb@0 3g.40gb@4"
+	if op, err := e.RequestLayout(t0, "node-b", b.GPUs[0].UUID, half); err != nil || op.State != GateApplying {
+		t.Fatalf("node-b's operation %+v %v, want applying", op, err)
+	}
+	// node-a keeps reporting; node-b goes silent and is lost.
+	t1 := t0.Add(90 * time.Second)
+	if _, err := e.Register(t1.Add(-time.Second), "node-a", a); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Tick(t1); err != nil {
+		t.Fatal(err)
+	}
+	if !e.nodes["node-b"].Lost {
+		t.Fatal("node-b not lost")
+	}
+	if ev, _ := lastCode(e, CodeNodeLost); !strings.Contains(ev.Message, "no longer counts against maxUnavailable") {
+		t.Errorf("NodeLost does not say the operation stops counting: %q", ev.Message)
+	}
+	opA, err := e.RequestLayout(t1, "node-a", a.GPUs[0].UUID, half)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opA.State == GateWaiting {
+		t.Fatalf("node-a's operation waits (%s) behind the lost node's", opA.Reason)
+	}
+	// node-a is live and not cordoned: it cannot be removed.
+	if err := e.RemoveNode(t1, "node-a"); !isConflict(err) {
+		t.Fatalf("removing a live node: %v, want a conflict", err)
+	}
+	// node-b is back with the new layout (its agent's journal finished the change): done.
+	back := migInv("node-b", 1)
+	back.Epoch = e.nodes["node-b"].Epoch
+	back.GPUs[0].MIG, back.GPUs[0].Slices = half, []string{"3g.40gb", "3g.40gb"}
+	if _, err := e.Register(t1.Add(time.Second), "node-b", back); err != nil {
+		t.Fatal(err)
+	}
+	if g := e.nodes["node-b"].Gates; len(g) != 0 {
+		t.Fatalf("node-b's operation not settled by its report: %+v", g)
+	}
+	if ev, _ := lastCode(e, CodeGateDone); !strings.Contains(ev.Message, "node-b") {
+		t.Errorf("last GateDone %q, want node-b's", ev.Message)
+	}
+	checkInvariants(t, e)
+}
+
+func isConflict(err error) bool {
+	var inv *InvalidError
+	return errors.As(err, &inv) && inv.conflict
+}
+
+// Removing a lost node gives its operations up, deletes its record from the store, and frees the
+// budget; a cordoned node is removed once no grant is left on it.
+func TestRemoveNode(t *testing.T) {
+	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	e, err := NewEngine(EngineConfig{NodeTimeout: time.Minute, Gate: GatePolicy{MaxUnavailable: 1}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	save := func() {
+		t.Helper()
+		b, err := e.batchFor(e.Take())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Commit(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := migInv("node-a", 1), migInv("node-b", 1)
+	for n, in := range map[string]Inventory{"node-a": a, "node-b": b} {
+		if _, err := e.Register(t0, n, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.PutTenant(t0, Tenant{Name: "alpha", Demand: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.RequestLayout(t0, "node-b", b.GPUs[0].UUID, "3g.40gb@0 3g.40gb@4"); err != nil {
+		t.Fatal(err)
+	}
+	save()
+	if err := e.RemoveNode(t0, "node-x"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("removing an unknown node: %v", err)
+	}
+	// alpha runs on node-a (first slice by id); cordoned, its replica runs until its standby on
+	// node-c is ready, so node-a cannot be removed yet.
+	if _, err := e.Register(t0, "node-c", inv(1, 1, "node-c")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Cordon(t0, "node-a", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.RemoveNode(t0, "node-a"); !isConflict(err) || !strings.Contains(err.Error(), "still run on node node-a") {
+		t.Fatalf("removing a cordoned node with a grant: %v, want a conflict naming the grant", err)
+	}
+	if _, err := e.Cordon(t0, "node-a", false); err != nil {
+		t.Fatal(err)
+	}
+	t1 := t0.Add(90 * time.Second)
+	for n, in := range map[string]Inventory{"node-a": a, "node-c": inv(1, 1, "node-c")} {
+		if _, err := e.Register(t1.Add(-time.Second), n, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Tick(t1); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.RemoveNode(t1, "node-b"); err != nil {
+		t.Fatalf("removing a lost node: %v", err)
+	}
+	if _, ok := e.nodes["node-b"]; ok {
+		t.Fatal("node-b still there")
+	}
+	if ev, _ := lastCode(e, CodeGateGaveUp); !strings.Contains(ev.Message, "node node-b was removed") {
+		t.Errorf("GateGaveUp %q", ev.Message)
+	}
+	if _, ok := lastCode(e, CodeNodeRemoved); !ok {
+		t.Error("no NodeRemoved event")
+	}
+	save()
+	snap, err := st.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stt, err := stateFrom(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range stt.Nodes {
+		if n.Name == "node-b" {
+			t.Fatal("the store still holds node-b")
+		}
+	}
+	checkInvariants(t, e)
+}
+
+// A standby does not start on a GPU whose own gate operation waits, while another free slice
+// exists: it would move a second time when that operation starts.
+func TestStandbyAvoidsGPUWithPendingChange(t *testing.T) {
+	e, err := NewEngine(EngineConfig{NodeTimeout: time.Hour, Gate: GatePolicy{MaxUnavailable: 1, Cooldown: 10 * time.Minute}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := migInv("node-a", 3)
+	if _, err := e.Register(t0, "node-a", in); err != nil {
+		t.Fatal(err)
+	}
+	g0, g1 := in.GPUs[0].UUID, in.GPUs[1].UUID
+	half := "3g.40gb@0 3g.40gb@4"
+	// GPU 1 is cut in two (nothing runs there), then asked back: that waits for the cooldown.
+	if _, err := e.RequestLayout(t0, "node-a", g1, half); err != nil {
+		t.Fatal(err)
+	}
+	done := migInv("node-a", 3)
+	done.GPUs[1].MIG, done.GPUs[1].Slices = half, []string{"3g.40gb", "3g.40gb"}
+	if _, err := e.Register(t0.Add(time.Second), "node-a", done); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.PutTenant(t0.Add(time.Second), Tenant{Name: "chat", Demand: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if g := e.grants["g1"]; g == nil || !strings.Contains(g.Slice, g0) {
+		t.Fatalf("grants %+v, want chat's g1 on GPU 0", e.grants)
+	}
+	if op, err := e.RequestLayout(t0.Add(2*time.Second), "node-a", g1, "7g.80gb@0"); err != nil || op.State != GateWaiting {
+		t.Fatalf("GPU 1's second change %+v %v, want waiting", op, err)
+	}
+	// GPU 0, where chat runs, is changed: the standby goes to GPU 2, not to GPU 1.
+	if _, err := e.RequestLayout(t0.Add(3*time.Second), "node-a", g0, half); err != nil {
+		t.Fatal(err)
+	}
+	sb := e.standbyOf("g1")
+	if sb == nil {
+		t.Fatal("no standby for g1")
+	}
+	if strings.Contains(sb.Slice, g1) {
+		t.Fatalf("standby %s on GPU 1, whose own change waits", sb.Slice)
+	}
+	checkInvariants(t, e)
 }

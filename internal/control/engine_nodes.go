@@ -5,7 +5,10 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"gpupool.dev/gpupool/internal/gpu"
 )
 
 func checkInventory(node string, inv Inventory) error {
@@ -41,6 +44,15 @@ func checkInventory(node string, inv Inventory) error {
 func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, error) {
 	if err := checkInventory(node, inv); err != nil {
 		return Node{}, err
+	}
+	dup := &InvalidError{conflict: true}
+	for i, g := range inv.GPUs {
+		if other, ok := e.uuidElsewhere(node, g.UUID); ok {
+			dup.add(fmt.Sprintf("inventory.gpus[%d].uuid", i), "GPU %s is reported by node %s (a node that is lost keeps its GPUs until it is removed: gpupool node rm %s)", g.UUID, other, other)
+		}
+	}
+	if err := dup.err(); err != nil {
+		return Node{}, fmt.Errorf("register node %s: %w", node, err)
 	}
 	n, ok := e.nodes[node]
 	if ok && inv.Epoch != n.Epoch {
@@ -262,6 +274,11 @@ func (e *Engine) grant(now time.Time, d decision) {
 // equals: on a node where the tenant already runs if possible, else the first free one by id, so
 // choices are deterministic.
 func (e *Engine) freeSlice(tenant string) (Slice, bool) {
+	return e.freeSliceWhere(tenant, nil)
+}
+
+// freeSliceWhere is freeSlice among the slices ok accepts (all when ok is nil).
+func (e *Engine) freeSliceWhere(tenant string, ok func(Slice) bool) (Slice, bool) {
 	onNode := map[string]bool{}
 	for _, g := range e.grants {
 		if g.Tenant == tenant {
@@ -285,7 +302,7 @@ func (e *Engine) freeSlice(tenant string) (Slice, bool) {
 	var best Slice
 	found, bestLocal, bestRank := false, false, 3
 	for id, s := range e.slices {
-		if e.sliceGrant[id] != "" {
+		if e.sliceGrant[id] != "" || ok != nil && !ok(s) {
 			continue
 		}
 		local, r := onNode[s.Node], rank(id)
@@ -369,4 +386,144 @@ func (e *Engine) Cordon(now time.Time, node string, on bool) (Node, error) {
 	}
 	e.finish()
 	return *n, nil
+}
+
+// RemoveNode forgets a node for good: its record, its gate operations (given up) and its
+// given-up targets. A node that may still run replicas is refused (a conflict): it must be lost,
+// or cordoned, and no grant (replica or standby) may be left on it; a cordoned node's replicas
+// leave once their standbys elsewhere are ready. Its agent may register it again later as a new
+// node; tokens are not touched.
+func (e *Engine) RemoveNode(now time.Time, node string) error {
+	n, ok := e.nodes[node]
+	if !ok {
+		return fmt.Errorf("remove node %s: %w", node, ErrNotFound)
+	}
+	if !n.Lost && !n.Cordoned {
+		return fmt.Errorf("remove node %s: %w", node, &InvalidError{conflict: true, Fields: []FieldError{{Path: "node",
+			Message: fmt.Sprintf("node %s is live and not cordoned: cordon it first (its replicas move), or wait until it is lost", node)}}})
+	}
+	var left []string
+	for _, id := range slices.Sorted(maps.Keys(e.grants)) {
+		if e.grants[id].Node == node {
+			left = append(left, id)
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("remove node %s: %w", node, &InvalidError{conflict: true, Fields: []FieldError{{Path: "node",
+			Message: fmt.Sprintf("grants %v still run on node %s: wait until they have moved (their standbys become ready, or the drain timeout passes)", left, node)}}})
+	}
+	if !n.Lost {
+		e.removeSlices(n)
+	}
+	for _, op := range n.Gates {
+		e.event(now, Event{Code: CodeGateGaveUp, Node: node, Message: fmt.Sprintf("gate operation %d on GPU %s (%s) given up: node %s was removed", op.ID, op.GPU, op.State, node)})
+	}
+	delete(e.nodes, node)
+	delete(e.fenced, node)
+	delete(e.dirtyNodes, node)
+	e.ch.Nodes[node] = false
+	e.wantReplan("node " + node + " removed")
+	state := "cordoned"
+	if n.Lost {
+		state = "lost"
+	}
+	e.event(now, Event{Code: CodeNodeRemoved, Node: node, Message: fmt.Sprintf("node %s (%s, %d GPUs, %d gate operations) removed by an operator; its agent may register it again as a new node", node, state, len(n.Inventory.GPUs), len(n.Gates))})
+	ds, err := e.alloc.setCapacity(now, len(e.slices))
+	if err != nil {
+		return fmt.Errorf("remove node %s: %w", node, err)
+	}
+	e.decide(now, ds)
+	if err := e.schedule(now); err != nil {
+		return fmt.Errorf("remove node %s: %w", node, err)
+	}
+	e.finish()
+	return nil
+}
+
+// checkReport checks what an agent reports about its GPUs against the catalog, and makes each
+// board name canonical: a board the catalog knows (by name, alias or NVML product name), a MIG
+// layout that parses and is legal on the board, slices that are the layout's instances (a GPU
+// in MIG mode) or whole-GPU kinds ("exclusive", "mps", "mps-N" with N in 1..100, "timeslice"; a
+// GPU reported without a layout may also list the board's MIG profiles). The Kubernetes
+// admission path registers devices by product label and does not come through here.
+func checkReport(inv *Inventory) error {
+	bad := &InvalidError{}
+	for i := range inv.GPUs {
+		g := &inv.GPUs[i]
+		p := fmt.Sprintf("inventory.gpus[%d]", i)
+		b, err := gpu.Lookup(g.Board)
+		if err != nil {
+			names := []string{}
+			for _, b := range gpu.Boards() {
+				names = append(names, b.Name)
+			}
+			bad.add(p+".board", "unknown board %q: give a catalog name, alias or NVML product name (one of %s)", g.Board, strings.Join(names, ", "))
+			continue
+		}
+		g.Board = b.Name
+		var layout gpu.Layout
+		if g.MIG != "" {
+			l, err := gpu.ParseLayout(g.MIG)
+			switch {
+			case err != nil:
+				bad.add(p+".mig", "%v", err)
+				continue
+			case !b.MIGCapable():
+				bad.add(p+".mig", "board %s has no MIG profiles, but a layout %q is reported", b.Name, g.MIG)
+				continue
+			}
+			if err := b.Validate(l); err != nil {
+				bad.add(p+".mig", "%v", err)
+				continue
+			}
+			layout = l
+		}
+		if layout != nil {
+			want := map[string]int{}
+			for _, in := range layout {
+				want[in.Profile]++
+			}
+			got := map[string]int{}
+			for _, k := range g.Slices {
+				got[k]++
+			}
+			if !maps.Equal(want, got) {
+				bad.add(p+".slices", "must be the instances of layout %q, one slice each (got %q)", g.MIG, g.Slices)
+			}
+			continue
+		}
+		for j, k := range g.Slices {
+			if !wholeKind(k) && !(b.MIGCapable() && slices.Contains(b.ProfileNames(), k)) {
+				bad.add(fmt.Sprintf("%s.slices[%d]", p, j), "unknown slice kind %q on board %s: exclusive, mps, mps-N (N in 1..100), timeslice, or one of the board's MIG profiles", k, b.Name)
+			}
+		}
+	}
+	return bad.err()
+}
+
+func wholeKind(k string) bool {
+	switch k {
+	case "exclusive", "mps", "timeslice":
+		return true
+	}
+	if n, ok := strings.CutPrefix(k, "mps-"); ok {
+		v, err := strconv.Atoi(n)
+		return err == nil && v >= 1 && v <= 100 && strconv.Itoa(v) == n
+	}
+	return false
+}
+
+// uuidElsewhere returns the node, other than node, that reports a GPU UUID.
+func (e *Engine) uuidElsewhere(node, uuid string) (string, bool) {
+	for _, name := range slices.Sorted(maps.Keys(e.nodes)) {
+		if name == node {
+			continue
+		}
+		for _, g := range e.nodes[name].Inventory.GPUs {
+			if g.UUID == uuid {
+				return name, true
+			}
+		}
+	}
+	return "", false
 }

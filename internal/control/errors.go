@@ -3,6 +3,7 @@ package control
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"gpupool.dev/gpupool/internal/fair"
@@ -24,7 +25,10 @@ type InvalidError struct {
 func (e *InvalidError) Error() string {
 	parts := make([]string, len(e.Fields))
 	for i, f := range e.Fields {
-		parts[i] = f.Path + ": " + f.Message
+		parts[i] = f.Message // the body as a whole
+		if f.Path != "" {
+			parts[i] = f.Path + ": " + f.Message
+		}
 	}
 	if e.conflict {
 		return "conflict: " + strings.Join(parts, "; ")
@@ -37,6 +41,11 @@ func (e *InvalidError) Is(target error) bool { return e.conflict && target == Er
 
 func (e *InvalidError) add(path, format string, args ...any) {
 	e.Fields = append(e.Fields, FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// has reports whether a problem is recorded for path.
+func (e *InvalidError) has(path string) bool {
+	return slices.ContainsFunc(e.Fields, func(f FieldError) bool { return f.Path == path })
 }
 
 func (e *InvalidError) err() error {

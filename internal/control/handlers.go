@@ -33,6 +33,7 @@ var routes = []route{
 	{"POST", "/v1/tokens", operatorOnly, true, hCreateToken},
 	{"GET", "/v1/nodes", operatorOnly, false, hNodes},
 	{"PUT", "/v1/nodes/{node}", opOrAgent, true, hRegister},
+	{"DELETE", "/v1/nodes/{node}", operatorOnly, true, hRemoveNode},
 	{"POST", "/v1/nodes/{node}/heartbeat", opOrAgent, false, hHeartbeat},
 	{"GET", "/v1/nodes/{node}/layout", opOrAgent, false, hLayout},
 	{"PUT", "/v1/nodes/{node}/cordon", operatorOnly, true, hCordon},
@@ -130,8 +131,23 @@ func hPutTenant(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) 
 	if err := inv.merge(checkTenant(t)); err != nil {
 		return err
 	}
+	// A version given is a precondition (optimistic concurrency): the write applies only to the
+	// tenant at that version; absent or 0 writes whatever is stored.
+	want := t.Version
 	t.Version = 0
-	v, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) { return e.PutTenant(now, t) })
+	v, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) {
+		if want != 0 {
+			var have uint64
+			if old, ok := e.tenants[t.Name]; ok {
+				have = old.Version
+			}
+			if have != want {
+				return nil, &InvalidError{conflict: true, Fields: []FieldError{{Path: "version",
+					Message: fmt.Sprintf("tenant %s is at version %d, not %d: read it again, or leave version out to overwrite", t.Name, have, want)}}}
+			}
+		}
+		return e.PutTenant(now, t)
+	})
 	if err != nil {
 		return err
 	}
@@ -149,12 +165,19 @@ func hDeleteTenant(s *Server, w http.ResponseWriter, r *http.Request, _ Principa
 }
 
 // DemandRequest is the body of PUT /v1/tenants/{name}/demand.
-// Give either replicas or a rate (requests/s, turned into replicas by the tenant's
-// ratePerReplica).
+// Give exactly one of replicas or a rate (requests/s, turned into replicas by the tenant's
+// ratePerReplica). Both are pointers so that 0 is sent when set (0 replicas stops every replica
+// of the tenant): a body with neither is refused, never taken as 0.
 type DemandRequest struct {
-	Replicas int     `json:"replicas,omitempty"`
-	Rate     float64 `json:"rate,omitempty"`
+	Replicas *int     `json:"replicas,omitempty"`
+	Rate     *float64 `json:"rate,omitempty"`
 }
+
+// ReplicasDemand is the body asking for n replicas.
+func ReplicasDemand(n int) DemandRequest { return DemandRequest{Replicas: &n} }
+
+// RateDemand is the body asking for the replicas a request rate (requests/s) needs.
+func RateDemand(rate float64) DemandRequest { return DemandRequest{Rate: &rate} }
 
 func hSetDemand(s *Server, w http.ResponseWriter, r *http.Request, p Principal) error {
 	name := r.PathValue("name")
@@ -166,17 +189,20 @@ func hSetDemand(s *Server, w http.ResponseWriter, r *http.Request, p Principal) 
 	if err != nil {
 		return err
 	}
-	if d.Rate != 0 && d.Replicas != 0 {
+	switch {
+	case d.Rate != nil && d.Replicas != nil:
 		inv.add("rate", "give replicas or rate, not both")
+	case d.Rate == nil && d.Replicas == nil && !inv.has("replicas") && !inv.has("rate"):
+		inv.add("replicas", "give replicas (0 stops every replica) or rate; an empty body changes nothing")
 	}
 	if err := inv.err(); err != nil {
 		return err
 	}
 	v, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) {
-		if d.Rate != 0 {
-			return e.SetDemandRate(now, name, d.Rate)
+		if d.Rate != nil {
+			return e.SetDemandRate(now, name, *d.Rate)
 		}
-		return e.SetDemand(now, name, d.Replicas)
+		return e.SetDemand(now, name, *d.Replicas)
 	})
 	if err != nil {
 		return err
@@ -307,11 +333,23 @@ func hRegister(s *Server, w http.ResponseWriter, r *http.Request, p Principal) e
 	if err := decodeBody(r, &in); err != nil {
 		return err
 	}
+	if err := checkReport(&in); err != nil {
+		return err
+	}
 	v, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) { return e.Register(now, node, in) })
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, 200, v)
+}
+
+func hRemoveNode(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
+	node := r.PathValue("node")
+	if _, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) { return nil, e.RemoveNode(now, node) }); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 func hHeartbeat(s *Server, w http.ResponseWriter, r *http.Request, p Principal) error {

@@ -137,7 +137,7 @@ func TestLoRAEngineThroughControlPlane(t *testing.T) {
 
 	// ad-1 asks for five times its planned rate: the three want more than the engine, and the
 	// weights split it; the engine is still granted once, where it was.
-	h.must("operator", "PUT", "/v1/tenants/ad-1/demand", DemandRequest{Rate: 5 * rates["ad-1"]}, 200)
+	h.must("operator", "PUT", "/v1/tenants/ad-1/demand", RateDemand(5*rates["ad-1"]), 200)
 	st := statuses()
 	var sum float64
 	for n, s := range st {
@@ -157,7 +157,7 @@ func TestLoRAEngineThroughControlPlane(t *testing.T) {
 
 	// Without demand the engine's adapters leave it nothing to serve: its slice is released.
 	for _, n := range []string{"ad-1", "ad-2", "ad-3"} {
-		h.must("operator", "PUT", "/v1/tenants/"+n+"/demand", DemandRequest{}, 200)
+		h.must("operator", "PUT", "/v1/tenants/"+n+"/demand", ReplicasDemand(0), 200)
 	}
 	if v := h.loop.View(); len(v.Grants) != 0 {
 		t.Errorf("grants without demand: %+v, want none", v.Grants)
@@ -257,7 +257,7 @@ func TestLoRAReplan(t *testing.T) {
 		h.must("operator", "PUT", "/v1/tenants/"+n, Tenant{Demand: 1, RatePerReplica: 20}, 200)
 	}
 	h.must("operator", "POST", "/v1/plans/apply", []byte(fmt.Sprintf(loraPool, loraTenant("ad-1", 2)+loraTenant("ad-2", 1))), 200)
-	h.must("operator", "PUT", "/v1/tenants/ad-1/demand", DemandRequest{Rate: 7}, 200)
+	h.must("operator", "PUT", "/v1/tenants/ad-1/demand", RateDemand(7), 200)
 	waitForView(t, h, "a re-plan with ad-1 at 7 req/s", func(v *View) bool {
 		if v.Replan.Done < v.Replan.Wanted || v.Plan == nil {
 			return false

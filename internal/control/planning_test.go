@@ -58,7 +58,7 @@ func TestPlanningConfirmsBySimulation(t *testing.T) {
 	h.must("operator", "PUT", "/v1/tenants/chat", Tenant{Demand: 1, RatePerReplica: 10}, 200)
 	h.must("operator", "POST", "/v1/plans/apply", pool, 200)
 	before := sim.runs.Load()
-	h.must("operator", "PUT", "/v1/tenants/chat/demand", DemandRequest{Rate: 40}, 200)
+	h.must("operator", "PUT", "/v1/tenants/chat/demand", RateDemand(40), 200)
 	end := time.Now().Add(20 * time.Second)
 	for replanned := false; !replanned; {
 		for _, ev := range h.loop.View().Events {
@@ -107,7 +107,7 @@ func TestReplannerBacksOffAfterFailures(t *testing.T) {
 	h.must("operator", "PUT", "/v1/nodes/node-a", Inventory{GPUs: []GPU{{UUID: "GPU-a", Board: "H100-SXM5-80GB", MIG: "7g.80gb@0", Slices: []string{"7g.80gb"}}}}, 200)
 	h.must("operator", "PUT", "/v1/tenants/chat", Tenant{Demand: 1, RatePerReplica: 10}, 200)
 	h.must("operator", "POST", "/v1/plans/apply", readFile(t, "../../examples/h100-7b-exclusive.yaml"), 200)
-	h.must("operator", "PUT", "/v1/tenants/chat/demand", DemandRequest{Rate: 2}, 200)
+	h.must("operator", "PUT", "/v1/tenants/chat/demand", RateDemand(2), 200)
 	time.Sleep(1500 * time.Millisecond)
 	failed := 0
 	for _, ev := range h.loop.View().Events {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strings"
 	"sync"
@@ -72,6 +73,10 @@ func NewServer(loop *Loop, cfg ServerConfig, log, audit *slog.Logger) *Server {
 	return s
 }
 
+// unmatchedRoute is the route label of requests no route takes (one label, so that scanning
+// for paths cannot grow the metric without bound).
+const unmatchedRoute = "unmatched"
+
 // ServeHTTP implements http.Handler. A request no route takes gets problem details like every
 // other error: 405 with the mux's Allow header when another method has the path, else 404 (a
 // GET under /v1/ too, which the console's catch-all would otherwise answer).
@@ -91,11 +96,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if c.status == http.StatusMethodNotAllowed && allow != "" {
 			s.problem(w, r, errStatus(c.status, "method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow))
+			s.metrics.observe(unmatchedRoute, c.status, 0)
 			return
 		}
 		s.problem(w, r, errStatus(http.StatusNotFound, "no endpoint %s %s", r.Method, r.URL.Path))
+		s.metrics.observe(unmatchedRoute, http.StatusNotFound, 0)
 	case pattern == "GET /" && strings.HasPrefix(r.URL.Path, "/v1/"):
 		s.problem(w, r, errStatus(http.StatusNotFound, "no endpoint %s %s", r.Method, r.URL.Path))
+		s.metrics.observe(unmatchedRoute, http.StatusNotFound, 0)
 	default:
 		s.mux.ServeHTTP(w, r)
 	}
@@ -164,6 +172,9 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 		var p Principal
 		err := s.authorize(r, rt, &p)
 		if err == nil {
+			err = checkContentType(r, rt)
+		}
+		if err == nil {
 			r = r.WithContext(context.WithValue(r.Context(), viewKey{}, s.loop.View()))
 			if rt.Path != "/v1/plans/dry-run" && rt.Path != "/v1/plans/apply" { // a Pool document has its own, larger bound (maxPoolBody)
 				r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
@@ -179,6 +190,32 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 				"method", r.Method, "path", r.URL.Path, "status", w.status)
 		}
 	}
+}
+
+// checkContentType refuses (415) a body whose Content-Type names a format the route does not
+// read: JSON everywhere (application/json, application/*+json), YAML too for a Pool document.
+// No Content-Type, and curl's default for -d (application/x-www-form-urlencoded), are read as
+// the route's format.
+func checkContentType(r *http.Request, rt route) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" || r.ContentLength == 0 {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return errStatus(http.StatusUnsupportedMediaType, "Content-Type %q does not parse: %v", ct, err)
+	}
+	switch {
+	case mt == "application/json", strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"),
+		mt == "application/x-www-form-urlencoded":
+		return nil
+	case strings.HasPrefix(rt.Path, "/v1/plans/"):
+		if mt == "application/yaml" || mt == "application/x-yaml" || mt == "text/yaml" || mt == "text/x-yaml" {
+			return nil
+		}
+		return errStatus(http.StatusUnsupportedMediaType, "Content-Type %s: a Pool document is JSON (application/json) or YAML (application/yaml)", mt)
+	}
+	return errStatus(http.StatusUnsupportedMediaType, "Content-Type %s: the body must be JSON (application/json)", mt)
 }
 
 // Problem errors carry an HTTP status.

@@ -17,6 +17,9 @@ import (
 func TestAuthorizationMatrix(t *testing.T) {
 	h := newHarness(t, ServerConfig{})
 	h.seedPool()
+	// A cordoned node with no replica: the operator's DELETE /v1/nodes/{node} removes it.
+	h.must("operator", "PUT", "/v1/nodes/spare", inv(1, 1, "spare"), 200)
+	h.must("operator", "PUT", "/v1/nodes/spare/cordon", CordonRequest{Cordoned: true}, 200)
 	// Concrete paths: "own" is the caller's object, "other" someone else's.
 	fill := func(path, who string, own bool) string {
 		tenant, node := "bob", "n2"
@@ -37,7 +40,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	bodies := map[string]any{
 		"POST /v1/tenants":                       Tenant{Name: "carol", Demand: 1},
 		"PUT /v1/tenants/{name}":                 Tenant{Demand: 2},
-		"PUT /v1/tenants/{name}/demand":          DemandRequest{Replicas: 1},
+		"PUT /v1/tenants/{name}/demand":          ReplicasDemand(1),
 		"POST /v1/tokens":                        TokenRequest{Role: RoleTenant, Tenant: "carol"},
 		"PUT /v1/nodes/{node}":                   inv(2, 2, "x"),
 		"GET /v1/nodes/{node}/layout":            nil,
@@ -58,8 +61,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 					continue
 				}
 				path := fill(rt.Path, who, own)
-				if rt.Method == "DELETE" && who == "operator" {
+				if key == "DELETE /v1/tenants/{name}" && who == "operator" {
 					path = "/v1/tenants/carol" // keep alice for later rows
+				}
+				if key == "DELETE /v1/nodes/{node}" && who == "operator" {
+					path = "/v1/nodes/spare" // keep n1 for later rows
 				}
 				code, body := h.do(who, rt.Method, path, bodies[key])
 				checked++
@@ -125,7 +131,7 @@ func leaks(t *testing.T, who, path string, body []byte) {
 func TestTenantSeesOnlyOwnEventsAndGrants(t *testing.T) {
 	h := newHarness(t, ServerConfig{})
 	h.seedPool()
-	h.must("bob", "PUT", "/v1/tenants/bob/demand", DemandRequest{Replicas: 5}, 200)
+	h.must("bob", "PUT", "/v1/tenants/bob/demand", ReplicasDemand(5), 200)
 	var evs []Event
 	json.Unmarshal(h.must("alice", "GET", "/v1/events", nil, 200), &evs)
 	if len(evs) == 0 {
@@ -227,7 +233,7 @@ func TestAllocatorRefusalsCarryFieldPaths(t *testing.T) {
 	for i := range 41 {
 		h.must("operator", "POST", "/v1/tenants", Tenant{Name: fmt.Sprintf("t%d", i), Demand: 100000}, 200)
 	}
-	check("PUT", "/v1/tenants/alice/demand", DemandRequest{Replicas: 100000}, "replicas", "total demand 4200003 would exceed the limit of 4194304")
+	check("PUT", "/v1/tenants/alice/demand", ReplicasDemand(100000), "replicas", "total demand 4200003 would exceed the limit of 4194304")
 	check("PUT", "/v1/tenants/alice/demand", map[string]any{"rate": 100000}, "rate", "total demand 4200003 would exceed the limit of 4194304")
 }
 
@@ -318,7 +324,7 @@ func TestReadYourWrites(t *testing.T) {
 	h.seedPool()
 	for i := range 200 {
 		var put, got Tenant
-		json.Unmarshal(h.must("alice", "PUT", "/v1/tenants/alice/demand", DemandRequest{Replicas: i % 5}, 200), &put)
+		json.Unmarshal(h.must("alice", "PUT", "/v1/tenants/alice/demand", ReplicasDemand(i%5), 200), &put)
 		json.Unmarshal(h.must("alice", "GET", "/v1/tenants/alice", nil, 200), &got)
 		if got.Version != put.Version || got.Demand != i%5 {
 			t.Fatalf("write %d answered version %d, then read version %d demand %d", i, put.Version, got.Version, got.Demand)
@@ -357,13 +363,14 @@ func TestPlanDryRun(t *testing.T) {
 }
 
 // TestAuditAndMetrics: every change leaves one audit record naming who did what; reads leave
-// none; /metrics reports grants per tenant and request counts.
+// none; /metrics reports grants per tenant, request counts (unknown routes too), gate operations
+// and nodes by state.
 func TestAuditAndMetrics(t *testing.T) {
 	h := newHarness(t, ServerConfig{})
 	h.seedPool() // 2 registrations + 2 tenants = 4 changes
-	h.must("alice", "PUT", "/v1/tenants/alice/demand", DemandRequest{Replicas: 1}, 200)
+	h.must("alice", "PUT", "/v1/tenants/alice/demand", ReplicasDemand(1), 200)
 	h.must("alice", "GET", "/v1/tenants/alice", nil, 200)
-	h.do("alice", "PUT", "/v1/tenants/bob/demand", DemandRequest{Replicas: 1}) // refused: no record
+	h.do("alice", "PUT", "/v1/tenants/bob/demand", ReplicasDemand(1)) // refused: no record
 	lines := strings.Split(strings.TrimSpace(h.audit.String()), "\n")
 	if len(lines) != 5 {
 		t.Fatalf("%d audit records, want 5 (4 seed changes + 1 demand change):\n%s", len(lines), h.audit.String())
@@ -375,6 +382,8 @@ func TestAuditAndMetrics(t *testing.T) {
 	if rec["role"] != "tenant" || rec["tenant"] != "alice" || rec["method"] != "PUT" || rec["path"] != "/v1/tenants/alice/demand" || rec["status"] != 200.0 {
 		t.Fatalf("audit record %v", rec)
 	}
+	h.do("alice", "GET", "/v1/nosuch", nil)
+	h.do("alice", "PATCH", "/v1/tenants/alice", nil)
 	resp, err := http.Get(h.srv.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -384,7 +393,11 @@ func TestAuditAndMetrics(t *testing.T) {
 	io.Copy(&b, resp.Body)
 	for _, want := range []string{`gpupool_grants{tenant="alice"} 1`, `gpupool_demand_replicas{tenant="bob"} 3`,
 		`gpupool_capacity_slices 8`, `gpupool_api_requests_total{code="200",route="/v1/tenants/{name}/demand"} 1`,
-		`gpupool_api_requests_total{code="404",route="/v1/tenants/{name}/demand"} 1`} {
+		`gpupool_api_requests_total{code="404",route="/v1/tenants/{name}/demand"} 1`,
+		// requests no route takes, under one label; gate operations and nodes by state
+		`gpupool_api_requests_total{code="404",route="unmatched"} 1`, `gpupool_api_requests_total{code="405",route="unmatched"} 1`,
+		`gpupool_gate_operations{state="waiting"} 0`, `gpupool_gate_operations{state="applying"} 0`,
+		`gpupool_nodes{state="ready"} 2`, `gpupool_gate_given_up_gpus 0`} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
@@ -430,7 +443,7 @@ func BenchmarkAPISetDemand(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		if code, _ := h.do("alice", "PUT", "/v1/tenants/alice/demand", DemandRequest{Replicas: i % 4}); code != 200 {
+		if code, _ := h.do("alice", "PUT", "/v1/tenants/alice/demand", ReplicasDemand(i%4)); code != 200 {
 			b.Fatal(code)
 		}
 	}
@@ -461,7 +474,9 @@ func TestProblemDetailsEverywhere(t *testing.T) {
 		{"PATCH", "/v1/tenants/alpha", `{}`, 405, nil, "DELETE, GET, HEAD, PUT"},
 		{"GET", "/v1/nosuch", ``, 404, nil, ""},
 		// The console's catch-all takes any GET, but not under /v1/: no GET in these Allow lists.
-		{"DELETE", "/v1/nodes/node-a", ``, 405, nil, "PUT"},
+		{"POST", "/v1/nodes/node-a", ``, 405, nil, "DELETE, PUT"},
+		// A live node that is not cordoned is not removed.
+		{"DELETE", "/v1/nodes/n1", ``, 409, []string{"node"}, ""},
 		{"POST", "/v1/whoami", `{}`, 405, nil, "GET, HEAD"},
 		{"GET", "/v1/tokens", ``, 404, nil, ""},
 		{"DELETE", "/v1/tokens", ``, 405, nil, "POST"},
@@ -537,4 +552,144 @@ func TestPlanApplyTakesLargePool(t *testing.T) {
 	huge := pad(maxPoolBody + 1)
 	h.must("operator", "POST", "/v1/plans/dry-run", huge, 413)
 	h.must("operator", "POST", "/v1/plans/apply", huge, 413)
+}
+
+// TestRequestBodyEdges: a demand body must give replicas or rate (an empty one used to set 0 and
+// stop every replica); a Go client's 0 replicas is sent as such; a body in another format is a
+// 415; a tenant's version is a precondition; whole-body and number problems are worded in JSON's
+// terms with the field's path.
+func TestRequestBodyEdges(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool()
+	send := func(method, path, ct, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, h.srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+h.tokens["operator"])
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	demand := func() int {
+		var ts TenantStatus
+		json.Unmarshal(h.must("operator", "GET", "/v1/tenants/alice", nil, 200), &ts)
+		return ts.Demand
+	}
+	for _, body := range []string{`{}`, `null`} {
+		if code, out := send("PUT", "/v1/tenants/alice/demand", "application/json", body); code != 400 || !strings.Contains(out, `"path":"replicas"`) {
+			t.Errorf("demand %s: %d %s, want 400 naming replicas", body, code, out)
+		}
+	}
+	if d := demand(); d != 2 {
+		t.Fatalf("alice's demand %d after refused bodies, want 2", d)
+	}
+	if raw, _ := json.Marshal(ReplicasDemand(0)); string(raw) != `{"replicas":0}` {
+		t.Errorf("ReplicasDemand(0) encodes as %s", raw)
+	}
+	h.must("operator", "PUT", "/v1/tenants/alice/demand", ReplicasDemand(0), 200)
+	if d := demand(); d != 0 {
+		t.Fatalf("alice's demand %d after replicas 0", d)
+	}
+	if code, out := send("PUT", "/v1/tenants/alice/demand", "application/json", `{"replicas":1,"rate":0}`); code != 400 || !strings.Contains(out, `"path":"rate"`) {
+		t.Errorf("replicas and rate: %d %s", code, out)
+	}
+	// Content types: JSON (and curl's default for -d) is read, another format is a 415.
+	for ct, want := range map[string]int{"application/json; charset=utf-8": 200, "application/x-www-form-urlencoded": 200,
+		"application/merge-patch+json": 200, "application/xml": 415, "text/plain": 415, "application/yaml": 415} {
+		if code, out := send("PUT", "/v1/tenants/alice/demand", ct, `{"replicas":1}`); code != want {
+			t.Errorf("Content-Type %s: %d %s, want %d", ct, code, out, want)
+		}
+	}
+	// A version given must be the stored one.
+	var ts TenantStatus
+	json.Unmarshal(h.must("operator", "GET", "/v1/tenants/alice", nil, 200), &ts)
+	stale := fmt.Sprintf(`{"demand":3,"version":%d}`, ts.Version-1)
+	if code, out := send("PUT", "/v1/tenants/alice", "application/json", stale); code != 409 || !strings.Contains(out, `"path":"version"`) {
+		t.Errorf("stale version: %d %s, want 409 naming version", code, out)
+	}
+	if code, out := send("PUT", "/v1/tenants/newbie", "application/json", `{"demand":1,"version":4}`); code != 409 {
+		t.Errorf("version on a new tenant: %d %s, want 409", code, out)
+	}
+	fresh := fmt.Sprintf(`{"demand":3,"version":%d}`, ts.Version)
+	if code, out := send("PUT", "/v1/tenants/alice", "application/json", fresh); code != 200 || !strings.Contains(out, fmt.Sprintf(`"version":%d`, ts.Version+1)) {
+		t.Errorf("current version: %d %s", code, out)
+	}
+	// Whole-body and number problems: no empty path before a colon, no Go type names.
+	for _, c := range []struct{ path, body, field string }{
+		{"/v1/tenants", `[]`, ""},
+		{"/v1/tenants/alice/demand", `{"replicas":1e400}`, "replicas"},
+		{"/v1/tenants/alice/demand", `{"rate":1e400}`, "rate"},
+		{"/v1/tenants/alice/demand", `{"replicas":"two"}`, "replicas"},
+	} {
+		method := "PUT"
+		if c.path == "/v1/tenants" {
+			method = "POST"
+		}
+		code, out := send(method, c.path, "application/json", c.body)
+		var p struct {
+			Detail string       `json:"detail"`
+			Errors []FieldError `json:"errors"`
+		}
+		json.Unmarshal([]byte(out), &p)
+		if code != 400 || len(p.Errors) == 0 || p.Errors[0].Path != c.field {
+			t.Errorf("%s %s: %d %s, want 400 naming %q", c.path, c.body, code, out, c.field)
+		}
+		for _, bad := range []string{": :", "request: :", "control.", "Go value", "float64", "int"} {
+			if strings.Contains(p.Detail, bad) {
+				t.Errorf("%s %s: detail %q contains %q", c.path, c.body, p.Detail, bad)
+			}
+		}
+	}
+}
+
+// TestRegistrationChecksInventory: a report is checked against the catalog with field paths: an
+// unknown board, a MIG layout that does not parse or is illegal, slices that are not the
+// layout's, an unknown slice kind (400); a GPU another node reports (409). A board given by its
+// NVML product name is taken and stored under its catalog name.
+func TestRegistrationChecksInventory(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.seedPool()
+	gpuJSON := func(uuid, board, mig string, slices ...string) Inventory {
+		return Inventory{GPUs: []GPU{{UUID: uuid, Board: board, MIG: mig, Slices: slices}}}
+	}
+	cases := []struct {
+		name   string
+		inv    Inventory
+		status int
+		path   string
+	}{
+		{"unknown board", gpuJSON("GPU-q", "H999", "", "exclusive"), 400, "inventory.gpus[0].board"},
+		{"layout that does not parse", gpuJSON("GPU-r", "H100-SXM5-80GB", "garbage", "7g.80gb"), 400, "inventory.gpus[0].mig"},
+		{"illegal layout", gpuJSON("GPU-r", "H100-SXM5-80GB", "7g.80gb@1", "7g.80gb"), 400, "inventory.gpus[0].mig"},
+		{"slices not the layout's", gpuJSON("GPU-s", "H100-SXM5-80GB", "7g.80gb@0", "1g.10gb", "1g.10gb", "1g.10gb"), 400, "inventory.gpus[0].slices"},
+		{"unknown slice kind", gpuJSON("GPU-z", "H100-SXM5-80GB", "", "banana"), 400, "inventory.gpus[0].slices[0]"},
+		{"mps share out of range", gpuJSON("GPU-z", "H100-SXM5-80GB", "", "mps-0"), 400, "inventory.gpus[0].slices[0]"},
+		{"UUID of another node", gpuJSON("GPU-n1-0", "H100-SXM5-80GB", "", "exclusive"), 409, "inventory.gpus[0].uuid"},
+	}
+	for _, c := range cases {
+		code, out := h.do("operator", "PUT", "/v1/nodes/node-x", c.inv)
+		if code != c.status || !strings.Contains(string(out), `"path":"`+c.path+`"`) {
+			t.Errorf("%s: %d %s, want %d naming %s", c.name, code, out, c.status, c.path)
+		}
+	}
+	var nodes []Node
+	json.Unmarshal(h.must("operator", "GET", "/v1/nodes", nil, 200), &nodes)
+	if len(nodes) != 2 {
+		t.Fatalf("%d nodes after refused reports, want 2", len(nodes))
+	}
+	// Taken: an NVML product name (stored canonical), a MIG layout with its slices, MPS shares.
+	var n Node
+	json.Unmarshal(h.must("operator", "PUT", "/v1/nodes/node-y", Inventory{GPUs: []GPU{
+		{UUID: "GPU-y0", Board: "NVIDIA H100 80GB HBM3", MIG: "3g.40gb@4 3g.40gb@0", Slices: []string{"3g.40gb", "3g.40gb"}},
+		{UUID: "GPU-y1", Board: "H100-SXM5-80GB", Slices: []string{"mps-50", "mps-25", "mps-25"}},
+	}}, 200), &n)
+	if b := n.Inventory.GPUs[0].Board; b != "H100-SXM5-80GB" {
+		t.Errorf("board stored as %q, want the catalog name", b)
+	}
 }

@@ -213,6 +213,7 @@ const (
 	CodeNodeFenced     Code = "NodeFenced"
 	CodeNodeCordoned   Code = "NodeCordoned"
 	CodeNodeUncordoned Code = "NodeUncordoned"
+	CodeNodeRemoved    Code = "NodeRemoved"
 	CodeTokenCreated   Code = "TokenCreated"
 	CodeGateRequested  Code = "GateRequested"
 	CodeGateWaiting    Code = "GateWaiting"
@@ -231,6 +232,6 @@ const (
 // Codes lists every event code.
 var Codes = []Code{CodeTenantAdded, CodeTenantUpdated, CodeTenantRemoved, CodeDemandChanged,
 	CodeGranted, CodeReleased, CodePreempted, CodeQueued, CodeMoved, CodeNodeRegistered,
-	CodeNodeLost, CodeNodeBack, CodeNodeFenced, CodeNodeCordoned, CodeNodeUncordoned, CodeTokenCreated,
+	CodeNodeLost, CodeNodeBack, CodeNodeFenced, CodeNodeCordoned, CodeNodeUncordoned, CodeNodeRemoved, CodeTokenCreated,
 	CodeGateRequested, CodeGateWaiting, CodeGateDraining, CodeGateStarted, CodeGateDone, CodeGateFailed, CodeGateGaveUp,
 	CodeGateCancelled, CodeMoveStarted, CodeStandbyFailed, CodeReplanned, CodeReplanFailed}

@@ -178,7 +178,7 @@ func (s *State) done(a Action, obs *Observation, now time.Time) {
 		c.Ops = c.Ops[1:]
 		s.nextOp()
 	case ActSmoke:
-		s.note(now, c.GPU, ReasonDone, "GPU %s re-partitioned from %q to %q in %s", c.GPU, c.From.String(), c.To.String(), now.Sub(c.Start))
+		s.note(now, c.GPU, ReasonDone, "GPU %s re-partitioned from %q to %q in %s", c.GPU, c.From.String(), c.To.String(), took(c, now))
 		s.finish(now)
 		s.issue(Action{Kind: ActUncordon})
 	case ActUncordon:
@@ -386,4 +386,15 @@ func diff(have, want, partial gpu.Layout, board string) []Op {
 		ops = append(ops, Op{Kind: OpCreate, Instance: in})
 	}
 	return ops
+}
+
+// took is how long the change has run, in words. A clock behind the change's start (the
+// executor restarted with a clock that starts over, or the clock stepped back) gives no
+// negative duration: it says the time is unknown.
+func took(c *Change, now time.Time) string {
+	d := now.Sub(c.Start)
+	if d < 0 {
+		return fmt.Sprintf("an unknown time (the clock is %s behind the change's start, %s)", -d, c.Start.Format(time.RFC3339))
+	}
+	return d.String()
 }
