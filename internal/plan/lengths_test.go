@@ -126,31 +126,36 @@ func TestVariedLengthsSingleTenant(t *testing.T) {
 		rps        float64
 		in, out    int
 		ttft, tpot string
+		law        v1.Lengths
 	}{
-		{"qwen2.5-7b", 32, 8, 512, 256, "2s", "100ms"},
-		{"llama-3.1-8b", 16, 6, 1000, 200, "500ms", "30ms"},
+		{"llama-3.1-8b", 16, 6, 1000, 200, "500ms", "30ms", v1.LengthsExponential},
+		{"qwen2.5-7b", 32, 8, 512, 256, "2s", "100ms", v1.LengthsExponential},
+		{"qwen2.5-14b", 0, 10, 1000, 200, "500ms", "30ms", v1.LengthsExponential},
+		{"qwen2.5-14b", 0, 10, 1000, 200, "500ms", "30ms", v1.LengthsUniform},
+		{"llama-3.1-8b", 4, 20, 2000, 300, "1s", "25ms", v1.LengthsExponential},
 	}
 	requests := 4000
 	if testing.Short() || raceEnabled {
-		cases, requests = cases[1:], 2000
+		cases, requests = cases[:1], 2000
 	}
 	for _, c := range cases {
 		pool := singleTenantPool(t, c.model, c.conc, c.rps, c.in, c.out, c.ttft, c.tpot, 32)
-		pool.Tenants[0].Traffic.Lengths = v1.LengthsExponential
+		pool.Tenants[0].Traffic.Lengths = c.law
 		pl := build(t, pool)
 		tn := pl.Tenants[0]
 		if tn.Infeasible {
-			t.Fatalf("%s: infeasible: %v", c.model, tn.Reasons)
+			t.Errorf("%s, %s lengths: infeasible: %v", c.model, c.law, tn.Reasons)
+			continue
 		}
 		n := len(tn.Replicas)
 		a, _ := simAttain(t, pool, n, requests)
 		k := fewestSimulated(t, pool, n, requests)
-		t.Logf("%s at %g req/s, %d + %d tokens exponential: planned %d, the simulator's fewest %d, planned attains %.2f %%", c.model, c.rps, c.in, c.out, n, k, 100*a)
+		t.Logf("%s at %g req/s, %d + %d tokens %s: planned %d, the simulator's fewest %d, planned attains %.2f %%", c.model, c.rps, c.in, c.out, c.law, n, k, 100*a)
 		if a < 0.99 {
-			t.Errorf("%s: %d planned replicas attain %.2f %%", c.model, n, 100*a)
+			t.Errorf("%s, %s lengths: %d planned replicas attain %.2f %%", c.model, c.law, n, 100*a)
 		}
 		if lim := math.Max(float64(k+1), 1.25*float64(k)); float64(n) > lim {
-			t.Errorf("%s: planned %d > max(k+1, 1.25k) = %g with k = %d", c.model, n, lim, k)
+			t.Errorf("%s, %s lengths: planned %d > max(k+1, 1.25k) = %g with k = %d", c.model, c.law, n, lim, k)
 		}
 	}
 }
