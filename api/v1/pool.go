@@ -158,6 +158,17 @@ const (
 	PatternDiurnal  Pattern = "diurnal"  // daily cycle; rps is the peak-hour mean
 )
 
+// Lengths is how a tenant's request token lengths vary around traffic.inputTokens and
+// traffic.outputTokens, which are their means.
+type Lengths string
+
+// Length distributions.
+const (
+	LengthsFixed       Lengths = "fixed"       // every request has exactly the mean lengths
+	LengthsUniform     Lengths = "uniform"     // uniform on [mean/2, 3·mean/2]
+	LengthsExponential Lengths = "exponential" // geometric with the mean: many short, a few long
+)
+
 // Tenant is one unit of fairness and isolation.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.cap) || self.cap >= (has(self.reservation) ? self.reservation : 0) && self.cap >= 1",message="cap must be at least max(1, reservation)"
@@ -282,6 +293,10 @@ type Traffic struct {
 	OutputTokens int `json:"outputTokens,omitzero"`
 	// Pattern is poisson, constant, bursty or diurnal. Default poisson.
 	Pattern Pattern `json:"pattern,omitzero"`
+	// Lengths is fixed, uniform or exponential: how the requests' token lengths vary around
+	// the means. Empty means fixed (every request has the mean lengths), and is kept empty by
+	// defaulting so that pools written before the field read back unchanged.
+	Lengths Lengths `json:"lengths,omitzero"`
 }
 
 // SLO holds 99th-percentile latency objectives; each is optional and > 0 when set.

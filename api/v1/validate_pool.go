@@ -12,6 +12,7 @@ var (
 	isolations    = []Isolation{IsolationHard, IsolationSoft, IsolationShared}
 	energyClasses = []EnergyClass{EnergyPerformance, EnergyBalanced, EnergyEfficiency}
 	patterns      = []Pattern{PatternPoisson, PatternConstant, PatternBursty, PatternDiurnal}
+	lengthLaws    = []Lengths{LengthsFixed, LengthsUniform, LengthsExponential}
 	kvCacheDtypes = []string{"auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"}
 )
 
@@ -273,6 +274,7 @@ func (c *poolChecker) checkLoad(p string, t Tenant, maxPos int) {
 		c.errs.add(field(tp, "outputTokens"), "must be between 0 and %d (got %d)", MaxTokens, tr.OutputTokens)
 	}
 	checkEnum(&c.errs, field(tp, "pattern"), tr.Pattern, patterns)
+	checkEnum(&c.errs, field(tp, "lengths"), tr.Lengths, lengthLaws)
 	limit, what := t.MaxContext, "maxContext"
 	if limit == 0 {
 		limit, what = maxPos, "the model's maximum context"

@@ -173,6 +173,8 @@ tenants[4].model.adapter.volume.subPath: must be relative to the claim's root (g
 			`tenants[1].traffic.inputTokens: must be between 0 and 10000000 (got -1)` + "\n" + `tenants[1].traffic.outputTokens: must be between 0 and 10000000 (got -1)`},
 		{"pattern", func(p *Pool) { p.Tenants[1].Traffic.Pattern = "spiky" },
 			`tenants[1].traffic.pattern: unknown value "spiky" (valid: poisson, constant, bursty, diurnal)`},
+		{"lengths", func(p *Pool) { p.Tenants[1].Traffic.Lengths = "normal" },
+			`tenants[1].traffic.lengths: unknown value "normal" (valid: fixed, uniform, exponential)`},
 		{"tokens above maxContext", func(p *Pool) { p.Tenants[2].Traffic.InputTokens = 8000 }, // 8000 + 400 > 8192
 			`tenants[2].traffic: inputTokens + outputTokens = 8400 is more than maxContext 8192`},
 		{"tokens above the model", func(p *Pool) { p.Tenants[4].Traffic.InputTokens = 32000 }, // 32000 + 800 > 32768

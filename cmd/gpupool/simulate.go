@@ -55,7 +55,7 @@ func newSimulateCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.strategy, "strategy", "", "build a uniform plan instead: exclusive, mig, mps or timeslice")
 	fl.DurationVar(&f.duration, "duration", 10*time.Minute, "simulated time (with --trace and no --duration: the trace's span)")
 	fl.Uint64Var(&f.seed, "seed", 1, "random seed (recorded in the report)")
-	fl.StringVar(&f.lengths, "lengths", "fixed", "request token lengths around the pool's means: fixed, uniform, exponential")
+	fl.StringVar(&f.lengths, "lengths", "", "request token lengths around the pool's means for every tenant: fixed, uniform, exponential (default: each tenant's traffic.lengths, fixed where unset)")
 	fl.StringVar(&f.trace, "trace", "", "replay this CSV trace instead of generating traffic (columns timestamp,tenant,input_tokens,output_tokens, or an Azure LLM trace: TIMESTAMP,ContextTokens,GeneratedTokens)")
 	fl.StringVar(&f.traceTenant, "trace-tenant", "", "tenant of an Azure trace's rows (default: the pool's first tenant)")
 	fl.StringVar(&f.plotDir, "plot", "", "write latency CDFs and a utilisation timeline as PNG and SVG into this directory (replaced as a whole)")

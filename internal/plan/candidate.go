@@ -542,7 +542,9 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 	e = e.WithKVCapacity(fit.MaxTokens)
 	// max-num-seqs (concurrency, or the device default) or what the KV cache runs; one model
 	// (and its step-time memo) serves every SLO of the same engine and request shape
-	r.q = p.cache.qmodel(tn, c, func() *qmodel { return newQModel(e, tn.work, sizingLoad(c)) })
+	r.q = p.cache.qmodel(tn, c, func() *qmodel {
+		return newQModel(e, tn.work, sizingLoad(c)).withLengths(lengthLaw(tn.t.Traffic), tn.t.MaxContext)
+	})
 	rate, st := r.q.maxRate(tn.slo)
 	r.rate = perf.Rate{RequestsPerSec: rate, OutputTokensPerSec: rate * float64(tn.work.OutputTokens),
 		TTFT: seconds(st.ttft), TPOT: seconds(st.tpot), Limit: meets(r.q.state(rate*1.01+1e-9, 1), tn.slo)}
@@ -620,6 +622,7 @@ type shapeKey struct {
 	ctx, conc         int
 	in, out           int
 	ttft, tpot, batch time.Duration
+	lengths           v1.Lengths // lengthLaw
 }
 
 // evalKey is a tenant's shape number and the candidate's slice (boards and profiles are the
@@ -684,7 +687,8 @@ func (c *evalCache) slotKey(shape int, cd *cand) evalKey {
 func (c *evalCache) shape(tn *tenant) int {
 	if tn.shapeIn != c {
 		k := shapeKey{model: tn.modKey, quant: tn.llmOpt.Quantization, kv: tn.llmOpt.KVCacheDType, ctx: tn.llmOpt.Context,
-			conc: tn.llmOpt.MaxNumSeqs, in: tn.work.InputTokens, out: tn.work.OutputTokens, ttft: tn.slo.TTFT, tpot: tn.slo.TPOT, batch: tn.batchLimit}
+			conc: tn.llmOpt.MaxNumSeqs, in: tn.work.InputTokens, out: tn.work.OutputTokens, ttft: tn.slo.TTFT, tpot: tn.slo.TPOT, batch: tn.batchLimit,
+			lengths: lengthLaw(tn.t.Traffic)}
 		tn.shapeID = c.number(k)
 		k.ttft, k.tpot, k.batch = 0, 0, 0
 		tn.qshapeID = c.number(k)

@@ -109,9 +109,11 @@ func erlangB(servers int, a float64) float64 {
 
 // floorRate is the Poisson rate the TTFT floor applies to, 0 for other arrivals: bursty,
 // constant, diurnal and traced traffic are not Poisson at the rate the pool states, and evenly
-// spaced arrivals can do better than the loss system's share.
+// spaced arrivals can do better than the loss system's share. Traffic of varying lengths
+// (traffic.lengths uniform or exponential) gets none either: the floor's holding time is the
+// mean request's, and short requests hold a slot for less.
 func floorRate(t v1.Traffic) float64 {
-	if (t.Pattern != v1.PatternPoisson && t.Pattern != "") || !(t.RPS > 0) || math.IsInf(t.RPS, 0) {
+	if (t.Pattern != v1.PatternPoisson && t.Pattern != "") || lengthLaw(t) != "" || !(t.RPS > 0) || math.IsInf(t.RPS, 0) {
 		return 0
 	}
 	return t.RPS

@@ -51,6 +51,10 @@ type qmodel struct {
 	// until asked for.
 	w    perf.Workload
 	idle *qmodel
+	// lengths is the tenant's length law, "" for fixed, and maxCtx the context that caps a
+	// drawn length (lengths.go).
+	lengths v1.Lengths
+	maxCtx  int
 }
 
 // The dense step-time table covers batches up to these sizes; larger ones use the map. Both
@@ -215,7 +219,7 @@ func (q *qmodel) state(lam float64, n int) qstate {
 	if o1 >= 1 {
 		per := q.in / float64(q.chunk) // chunks of q.chunk tokens a prompt adds, token for token
 		for range 20 {
-			f99 := math.Max(f, per*poissonP99(lr*o1*tpot)/o1)
+			f99 := math.Max(f, q.promptChunksP99(per, lr*o1*tpot)/o1)
 			nt := q.step(d99, f99)
 			if nt <= tpot*(1+1e-6) {
 				break
@@ -223,13 +227,14 @@ func (q *qmodel) state(lam float64, n int) qstate {
 			tpot = nt
 		}
 	}
-	ttft := batchStep + q.k*q.step(d99, f+1)
+	tpot = q.tpotSpread(lr, d99, tpot)
+	ttft := batchStep + q.k*q.step(d99, f+1) + q.longPromptExtra(d99)
 	if q.k > 1 {
 		// A prompt longer than a chunk: its k steps each run what the others bring (f chunks
 		// on average) and its own tokens, priced chunk by chunk at their real sizes and
 		// offsets, not k whole chunks at the mean chunk's attention (longPromptWait).
 		own := q.ownPrefill(int(d99))
-		ttft = batchStep + q.k*q.step(d99, f) + own
+		ttft = batchStep + q.k*q.step(d99, f) + own + q.longPromptExtra(d99)
 		if lr > 0 {
 			w, ok := q.longPromptWait(lam, n, own+q.k*q.step(d99, 0))
 			if !ok {
@@ -269,6 +274,7 @@ func (q *qmodel) state(lam float64, n int) qstate {
 	if q.l.Active > 0 {
 		safety *= slotWaitShared
 	}
+	safety *= q.holdSpread()
 	ttft += safety * slotWaitP99(lam, holding, n*q.slots, q.slots)
 	return qstate{ttft: ttft, tpot: tpot, inFlight: inFlight}
 }
@@ -532,9 +538,9 @@ func meets(s qstate, slo perf.SLO) perf.Limit {
 func (q *qmodel) trickle() qstate {
 	tpot := q.step(1, 0)
 	if q.k > 1 {
-		return qstate{tpot: tpot, ttft: tpot + q.k*q.step(1, 0) + q.ownPrefill(1)}
+		return qstate{tpot: tpot, ttft: tpot + q.k*q.step(1, 0) + q.ownPrefill(1) + q.longPromptExtra(1)}
 	}
-	return qstate{tpot: tpot, ttft: tpot + q.k*q.step(1, 1)}
+	return qstate{tpot: tpot, ttft: tpot + q.k*q.step(1, 1) + q.longPromptExtra(1)}
 }
 
 // sizing is what the queueing model says for one tenant on one slice kind.
@@ -594,7 +600,7 @@ func (q *qmodel) bestCase() *qmodel {
 		return q
 	}
 	if q.idle == nil {
-		q.idle = newQModel(q.e, q.w, perf.Load{})
+		q.idle = newQModel(q.e, q.w, perf.Load{}).withLengths(q.lengths, q.maxCtx)
 	}
 	return q.idle
 }

@@ -198,8 +198,8 @@ func isolationOf(t v1.Tenant) v1.Isolation {
 
 // contextFor is the --max-model-len a tenant's replicas get: its maxContext when set; otherwise
 // min(llm.DefaultContext, the model's maximum), raised to the tenant's own prompt + output tokens
-// when those are longer (vLLM rejects a request longer than --max-model-len), never above the
-// model's maximum.
+// when those are longer (vLLM rejects a request longer than --max-model-len; for lengths that
+// vary, what all but 0.1 % of its requests need: lengthsNeed), never above the model's maximum.
 func contextFor(t v1.Tenant, maxPos int) int {
 	if t.MaxContext > 0 {
 		return t.MaxContext
@@ -208,7 +208,7 @@ func contextFor(t v1.Tenant, maxPos int) int {
 	if maxPos > 0 && maxPos < c {
 		c = maxPos
 	}
-	if need := t.Traffic.InputTokens + t.Traffic.OutputTokens; need > c {
+	if need := lengthsNeed(t.Traffic); need > c {
 		c = need
 		if maxPos > 0 && c > maxPos {
 			c = maxPos

@@ -27,17 +27,17 @@ type Input struct {
 }
 
 // Lengths is how request token lengths are drawn around the Pool's traffic.inputTokens and
-// traffic.outputTokens means.
-type Lengths string
+// traffic.outputTokens means: the Pool's traffic.lengths (v1.Lengths).
+type Lengths = v1.Lengths
 
 const (
 	// LengthsFixed: every request has exactly the mean lengths.
-	LengthsFixed Lengths = "fixed"
+	LengthsFixed = v1.LengthsFixed
 	// LengthsUniform: uniform on [mean/2, 3·mean/2], rounded, at least 1.
-	LengthsUniform Lengths = "uniform"
+	LengthsUniform = v1.LengthsUniform
 	// LengthsExponential: geometric with the mean (the memoryless discrete law), at least 1,
 	// capped so that a request fits the tenant's maxContext.
-	LengthsExponential Lengths = "exponential"
+	LengthsExponential = v1.LengthsExponential
 )
 
 // Config holds the knobs of a run. The zero value is usable: Defaults fills it.
@@ -47,8 +47,9 @@ type Config struct {
 	Duration time.Duration `json:"duration"`
 	// Seed seeds every random stream (one per tenant, derived from Seed and the tenant's index).
 	Seed uint64 `json:"seed"`
-	// Lengths is fixed, uniform or exponential. Default fixed.
-	Lengths Lengths `json:"lengths"`
+	// Lengths, when set (fixed, uniform or exponential), overrides every tenant's
+	// traffic.lengths. Empty (the default): each tenant's own, fixed where the Pool states none.
+	Lengths Lengths `json:"lengths,omitzero"`
 	// Perf are the performance model's constants. Default perf.DefaultOptions().
 	Perf perf.Options `json:"-"`
 	// MaxQueue is the most requests waiting at one replica; an arrival beyond it is dropped
@@ -75,9 +76,6 @@ type Config struct {
 func (c Config) Defaults() Config {
 	if c.Duration == 0 {
 		c.Duration = 10 * time.Minute
-	}
-	if c.Lengths == "" {
-		c.Lengths = LengthsFixed
 	}
 	if c.Perf == (perf.Options{}) {
 		c.Perf = perf.DefaultOptions()
@@ -113,7 +111,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("config duration: %s outside (0, 366d]", c.Duration))
 	}
 	switch c.Lengths {
-	case LengthsFixed, LengthsUniform, LengthsExponential:
+	case "", LengthsFixed, LengthsUniform, LengthsExponential:
 	default:
 		errs = append(errs, fmt.Errorf("config lengths: unknown %q (valid: fixed, uniform, exponential)", c.Lengths))
 	}

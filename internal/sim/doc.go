@@ -72,9 +72,10 @@
 // default 10 s and 30 s, Poisson at rps·(on+off)/on while on, so the mean stays rps) and diurnal
 // (a sinusoidal rate of period Config.DiurnalPeriod, default 24 h, from the peak rps at time 0
 // down to Config.DiurnalTrough of it, default 0.15 — day traffic several times night traffic —
-// drawn by thinning). Token lengths are the pool's inputTokens and outputTokens (Lengths fixed,
-// the default), uniform on [mean/2, 3·mean/2], or geometric with the mean (exponential), capped by
-// maxContext. ReadTrace reads a CSV trace instead (see its documentation for the layouts).
+// drawn by thinning). Token lengths follow the tenant's traffic.lengths around its inputTokens and
+// outputTokens means, unless Config.Lengths overrides every tenant's: exactly the means (fixed,
+// the default), uniform on [mean/2, 3·mean/2], or geometric with the mean (exponential), capped
+// by maxContext. ReadTrace reads a CSV trace instead (see its documentation for the layouts).
 //
 // # Report
 //

@@ -151,3 +151,43 @@ func TestEnergyClassesAndTenantEnergy(t *testing.T) {
 		t.Errorf("GPU: balanced %.4f J/token at %.0f W, efficiency %.4f J/token", g.JoulesPerToken, g.AvgPowerWatts, ge.JoulesPerToken)
 	}
 }
+
+// TestLengthsPerTenant: each tenant's source draws by its own traffic.lengths (fixed where
+// unset), and Config.Lengths, when set, overrides every tenant's.
+func TestLengthsPerTenant(t *testing.T) {
+	pool := loadPool(t, "pool-small.yaml")
+	if len(pool.Tenants) < 2 {
+		t.Fatal("pool-small.yaml has fewer than two tenants")
+	}
+	for i := range pool.Tenants {
+		pool.Tenants[i].Traffic.Lengths = ""
+	}
+	pool.Tenants[0].Traffic.Lengths = v1.LengthsExponential
+	pool.Tenants[1].Traffic.Lengths = v1.LengthsUniform
+	in := Input{Pool: pool, Plan: loadPlan(t, "plan-small.yaml")}
+	laws := func(cfg Config) map[int32]Lengths {
+		s, err := New(in, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[int32]Lengths{}
+		for _, src := range s.sources {
+			got[src.tenant] = src.lengths
+		}
+		return got
+	}
+	own := laws(Config{})
+	if own[0] != LengthsExponential || own[1] != LengthsUniform {
+		t.Errorf("tenants' own laws: got %v, want exponential and uniform for the first two", own)
+	}
+	for ti, l := range own {
+		if ti > 1 && l != "" && l != LengthsFixed {
+			t.Errorf("tenant %d states no lengths but draws %q", ti, l)
+		}
+	}
+	for ti, l := range laws(Config{Lengths: LengthsFixed}) {
+		if l != LengthsFixed {
+			t.Errorf("with the override fixed, tenant %d draws %q", ti, l)
+		}
+	}
+}

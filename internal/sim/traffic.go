@@ -60,9 +60,13 @@ func (s *Sim) buildSources(tr *Trace) error {
 		if tf.RPS <= 0 {
 			continue
 		}
+		lengths := tf.Lengths // the tenant's own, unless the run overrides it
+		if s.cfg.Lengths != "" {
+			lengths = s.cfg.Lengths
+		}
 		src := source{tenant: int32(i), rng: rand.New(rand.NewPCG(s.cfg.Seed, uint64(i)+1)),
 			pattern: tf.Pattern, rate: tf.RPS / 1e9, meanIn: max(tf.InputTokens, 1), meanOut: max(tf.OutputTokens, 1),
-			maxCtx: t.spec.MaxContext, lengths: s.cfg.Lengths}
+			maxCtx: t.spec.MaxContext, lengths: lengths}
 		switch src.pattern {
 		case v1.PatternBursty:
 			src.meanOn, src.meanOff = float64(s.cfg.BurstOn), float64(s.cfg.BurstOff)

@@ -1,0 +1,207 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/sim"
+)
+
+// denseVaried is a dense B200 pool of mid-size tenants (tight TTFT targets, concurrency caps)
+// whose requests have the lengths law given, on gpus GPUs.
+func denseVaried(t testing.TB, lengths string, gpus int) *v1.Pool {
+	t.Helper()
+	doc := fmt.Sprintf(`apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: dense-varied}
+fleet:
+  nodes:
+  - name: b
+    gpus: [{board: B200-180GB, count: %d}]
+policy:
+  burstPoolPercent: 10
+tenants:
+- name: t-72b
+  path: a/a
+  model: {name: qwen2.5-72b, quantization: fp8}
+  traffic: {rps: 5, inputTokens: 2000, outputTokens: 400, lengths: LAW}
+  slo: {ttftP99: 1500ms, tpotP99: 35ms}
+- name: t-32b
+  path: a/b
+  concurrency: 8
+  model: {name: qwen2.5-32b, quantization: bf16}
+  traffic: {rps: 3, inputTokens: 1500, outputTokens: 300, lengths: LAW}
+  slo: {ttftP99: 1s, tpotP99: 40ms}
+- name: t-14b
+  path: a/c
+  model: {name: qwen2.5-14b, quantization: bf16}
+  traffic: {rps: 10, inputTokens: 1000, outputTokens: 200, lengths: LAW}
+  slo: {ttftP99: 500ms, tpotP99: 30ms}
+- name: t-mix
+  path: a/d
+  isolation: hard
+  model: {name: mixtral-8x7b, quantization: fp8}
+  traffic: {rps: 4, inputTokens: 1000, outputTokens: 300, lengths: LAW}
+  slo: {ttftP99: 1s, tpotP99: 30ms}
+- name: t-8b-c2
+  path: a/e
+  concurrency: 2
+  model: {name: llama-3.1-8b, quantization: bf16}
+  traffic: {rps: 6, inputTokens: 500, outputTokens: 100, lengths: LAW}
+  slo: {ttftP99: 1s, tpotP99: 20ms}
+`, gpus)
+	pool, err := v1.LoadPool([]byte(strings.ReplaceAll(doc, "LAW", lengths)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+// simulatePlan runs pl on pool for d with seed, each tenant drawing its stated lengths, and
+// returns the report's tenants by name.
+func simulatePlan(t testing.TB, pool *v1.Pool, pl *v1.Plan, d time.Duration, seed uint64) map[string]sim.TenantReport {
+	t.Helper()
+	s, err := sim.New(sim.Input{Pool: pool, Plan: pl}, sim.Config{Duration: d, Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]sim.TenantReport{}
+	for _, tr := range res.Report.Tenants {
+		out[tr.Name] = tr
+	}
+	return out
+}
+
+// TestVariedLengthsPlanMeetsSLO: a dense B200 pool whose tenants state exponential lengths,
+// planned by the queueing model alone (as pools of more than 64 tenants are) and with the
+// simulation that confirms the counts, then simulated with those lengths: every tenant the plan
+// serves meets its SLO for at least 99 % of its requests. Sized for the mean lengths (the
+// planner before traffic.lengths), t-72b met it for 96.4 %, t-8b-c2 for 97.0 % and t-14b for
+// 98.0 % (review finding 7, seed 7).
+func TestVariedLengthsPlanMeetsSLO(t *testing.T) {
+	pool := denseVaried(t, "exponential", 16)
+	d := time.Hour
+	if testing.Short() || raceEnabled {
+		d = 20 * time.Minute
+	}
+	for _, o := range []struct {
+		name string
+		opts Options
+	}{{"model", Options{}}, {"confirmed", confirmed}} {
+		pl := buildWith(t, pool, o.opts)
+		for _, seed := range []uint64{7, 8} {
+			got := simulatePlan(t, pool, pl, d, seed)
+			for _, tn := range pl.Tenants {
+				tr := got[tn.Name]
+				if tn.Infeasible {
+					continue
+				}
+				t.Logf("%s, seed %d: %s × %d: %.2f %% within the SLO (TTFT p99 %v ms, TPOT p99 %v ms)",
+					o.name, seed, tn.Name, len(tn.Replicas), 100*tr.SLOAttainment, tr.TTFT.P99, tr.TPOT.P99)
+				if tr.SLOAttainment < 0.99 {
+					t.Errorf("%s, seed %d: %s with %d replicas meets its SLO for %.2f %% of its requests, below 99 %%",
+						o.name, seed, tn.Name, len(tn.Replicas), 100*tr.SLOAttainment)
+				}
+			}
+		}
+	}
+}
+
+// TestVariedLengthsSingleTenant: for a single exponential-lengths tenant the queueing model's
+// count meets the SLO in simulation and is at most max(k + 1, 1.25 k), k the fewest replicas the
+// simulator accepts (≥ 99 %).
+func TestVariedLengthsSingleTenant(t *testing.T) {
+	cases := []struct {
+		model      string
+		conc       int
+		rps        float64
+		in, out    int
+		ttft, tpot string
+		law        v1.Lengths
+	}{
+		{"llama-3.1-8b", 16, 6, 1000, 200, "500ms", "30ms", v1.LengthsExponential},
+		{"qwen2.5-7b", 32, 8, 512, 256, "2s", "100ms", v1.LengthsExponential},
+		{"qwen2.5-14b", 0, 10, 1000, 200, "500ms", "30ms", v1.LengthsExponential},
+		{"qwen2.5-14b", 0, 10, 1000, 200, "500ms", "30ms", v1.LengthsUniform},
+		{"llama-3.1-8b", 4, 20, 2000, 300, "1s", "25ms", v1.LengthsExponential},
+	}
+	requests := 4000
+	if testing.Short() || raceEnabled {
+		cases, requests = cases[:1], 2000
+	}
+	for _, c := range cases {
+		pool := singleTenantPool(t, c.model, c.conc, c.rps, c.in, c.out, c.ttft, c.tpot, 32)
+		pool.Tenants[0].Traffic.Lengths = c.law
+		pl := build(t, pool)
+		tn := pl.Tenants[0]
+		if tn.Infeasible {
+			t.Errorf("%s, %s lengths: infeasible: %v", c.model, c.law, tn.Reasons)
+			continue
+		}
+		n := len(tn.Replicas)
+		a, _ := simAttain(t, pool, n, requests)
+		k := fewestSimulated(t, pool, n, requests)
+		t.Logf("%s at %g req/s, %d + %d tokens %s: planned %d, the simulator's fewest %d, planned attains %.2f %%", c.model, c.rps, c.in, c.out, c.law, n, k, 100*a)
+		if a < 0.99 {
+			t.Errorf("%s, %s lengths: %d planned replicas attain %.2f %%", c.model, c.law, n, 100*a)
+		}
+		if lim := math.Max(float64(k+1), 1.25*float64(k)); float64(n) > lim {
+			t.Errorf("%s, %s lengths: planned %d > max(k+1, 1.25k) = %g with k = %d", c.model, c.law, n, lim, k)
+		}
+	}
+}
+
+// TestLengthsFixedIsTheDefault: traffic.lengths fixed plans exactly as no lengths.
+func TestLengthsFixedIsTheDefault(t *testing.T) {
+	unset := denseVaried(t, "fixed", 8)
+	for i := range unset.Tenants {
+		unset.Tenants[i].Traffic.Lengths = ""
+	}
+	a, b := build(t, unset), build(t, denseVaried(t, "fixed", 8))
+	ea, err := v1.EncodeYAML(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb, err := v1.EncodeYAML(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(ea) != string(eb) {
+		t.Errorf("traffic.lengths fixed plans differently from no lengths")
+	}
+}
+
+// TestLengthTails: the laws' percentiles and the compound Poisson p99 against their closed forms.
+func TestLengthTails(t *testing.T) {
+	q := &qmodel{in: 1000, out: 200, lengths: v1.LengthsExponential}
+	if p := q.promptP99(); math.Abs(p-1000*math.Log(100)) > 10 {
+		t.Errorf("exponential prompt p99 %g, want about %g", p, 1000*math.Log(100))
+	}
+	q.lengths = v1.LengthsUniform
+	if p := q.promptP99(); p != 1490 {
+		t.Errorf("uniform prompt p99 %g, want 1490", p)
+	}
+	q.lengths = ""
+	if p := q.promptP99(); p != 1000 || q.longPromptExtra(1) != 0 || q.holdSpread() != 1 || q.promptChunksP99(2, 3) != 2*poissonP99(3) {
+		t.Error("fixed lengths must leave the model as it is")
+	}
+	// One exponential prompt at most (m → 0 but P(N ≥ 1) = m): P(S > x) ≈ m·e^{−x/in}.
+	m := 0.05
+	x := compoundP99(v1.LengthsExponential, 1000, m)
+	if want := 1000 * math.Log(m/0.01); math.Abs(x-want)/want > 0.1 {
+		t.Errorf("compound p99 of %g exponential prompts of 1000: %g, want about %g", m, x, want)
+	}
+	if lengthsNeed(v1.Traffic{InputTokens: 2000, OutputTokens: 400}) != 2400 ||
+		lengthsNeed(v1.Traffic{InputTokens: 2000, OutputTokens: 400, Lengths: v1.LengthsExponential}) != int(math.Ceil(math.Log(1000)*2400)) {
+		t.Error("lengthsNeed")
+	}
+}
