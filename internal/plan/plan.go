@@ -138,10 +138,18 @@ func (p *planner) optimise() error {
 	}
 	for retry := 0; retry < maxBlockedRetries && (len(best.blocked) > 0 || len(best.spill) > 0); retry++ {
 		if p.forbid == nil {
-			p.forbid = map[*tenant]map[forbidKey]string{}
+			p.forbid, p.nodeRule = map[*tenant]map[forbidKey]string{}, map[*tenant]map[forbidKey]string{}
 		}
-		grew := false
+		counted := p.countNodes(best)
+		grew := len(counted) > 0
 		for tn, b := range best.blocked {
+			if counted[b.key.board] { // counted in nodes now, the kind stays open on the board
+				if p.nodeRule[tn] == nil {
+					p.nodeRule[tn] = map[forbidKey]string{}
+				}
+				p.nodeRule[tn][b.key] = b.rule
+				continue
+			}
 			if p.forbid[tn] == nil {
 				p.forbid[tn] = map[forbidKey]string{}
 			}
@@ -267,6 +275,7 @@ func (p *planner) noteSpill(s *packed) {
 func (p *planner) chosenBoardLoad() map[string]float64 {
 	f := newFractional(p.ids)
 	f.cap = newBoardCap(p.ids, nil)
+	f.node = p.nodeMPS
 	p.fillChosen(f)
 	load := map[string]float64{}
 	for name, i := range f.cap.names {
@@ -313,6 +322,39 @@ func (p *planner) capBoards(best *packed) bool {
 	}
 	p.caps = caps
 	return true
+}
+
+// countNodes makes the next choices count whole-GPU MPS in whole nodes (nodeMPS) on the boards
+// where best left units short for a node rule, and reports whether a board was added. On the
+// device-plugin path a node whose nvidia.com/gpu is MPS-shared serves it one way and to one
+// trust path, with migStrategy none: its other GPUs take no MIG instance, no exclusive replica
+// and no other group's share. A choice that counts a group by its GPUs alone opens more such
+// groups on a board than it has nodes, and the packer leaves the rest short beside GPUs those
+// nodes strand. Counted by the node, a small group's tenants take MIG instances or another
+// share of their path's nodes instead, where that costs less than the node.
+func (p *planner) countNodes(best *packed) map[string]bool {
+	if p.perClaim {
+		return nil
+	}
+	var grew map[string]bool
+	for _, b := range best.blocked {
+		if _, ok := p.nodeMPS[b.key.board]; ok {
+			continue
+		}
+		for _, bd := range p.boards {
+			if bd.Name == b.key.board {
+				if p.nodeMPS == nil {
+					p.nodeMPS = map[string]int{}
+				}
+				p.nodeMPS[bd.Name] = p.maxNodeGPUs(bd)
+				if grew == nil {
+					grew = map[string]bool{}
+				}
+				grew[bd.Name] = true
+			}
+		}
+	}
+	return grew
 }
 
 // maxBlockedRetries bounds the re-choices of optimise after tenants were left short by a node rule.
@@ -448,6 +490,13 @@ type planner struct {
 	// sets it when a packing left tenants short on a board while GPUs of another board where they
 	// could run stayed idle (capBoards).
 	caps map[string]float64
+	// nodeRule holds, per tenant, the slice kinds on a board that a packing could not place for a
+	// node rule where the next choice counted whole-GPU MPS in nodes instead of forbidding them
+	// (countNodes): reasons name them as they name forbidden kinds.
+	nodeRule map[*tenant]map[forbidKey]string
+	// nodeMPS, when set, is the GPUs per node of the boards on which the choice counts whole-GPU
+	// MPS groups in whole nodes (countNodes).
+	nodeMPS map[string]int
 	// capLoad is, with caps, the load the kept plan's choice puts on each board (boardCap).
 	capLoad map[string]float64
 	// greedyOnly makes packMIG keep its greedy packing (the rescue's trial placements).
