@@ -98,3 +98,22 @@ func infeasibleIn(t *testing.T, path string) int {
 	}
 	return k
 }
+
+// The six-board review pool whose whole-GPU MPS once took nodes of their own until tenants were
+// short beside idle GPUs (six-boards-250.yaml; TestSixBoardsNodeRules, internal/plan) plans with
+// at most 12 tenants short (exit 2) and renders with no problem: every node's device-plugin
+// config serves its GPUs as planned.
+func TestSixBoardsNodesRender(t *testing.T) {
+	if raceEnabled {
+		t.Skip("250 tenants: slow under the race detector")
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	_, stderr, code := runCmd(t, "plan", "testdata/review/six-boards-250.yaml", "--out", out)
+	readme, err := os.ReadFile(filepath.Join(out, "README.md"))
+	if err != nil || strings.Contains(string(readme), "## Problems") {
+		t.Fatalf("README.md lists problems (%v): %s", err, stderr)
+	}
+	if n := infeasibleIn(t, filepath.Join(out, "plan.yaml")); code != exitPartial || n == 0 || n > 12 {
+		t.Errorf("plan --out: exit %d with %d tenants short, want %d with 1 to 12: %s", code, n, exitPartial, stderr)
+	}
+}

@@ -84,6 +84,9 @@ type fractional struct {
 	vec *vectorObjective
 	// cap, when set, adds the penalty for GPUs chosen beyond a board's limit (planner.caps).
 	cap *boardCap
+	// node, when set, is the GPUs per node of the boards whose whole-GPU MPS groups are counted
+	// in whole nodes (planner.nodeMPS): a group's GPUs are rounded up to a multiple of it.
+	node map[string]int
 }
 
 func newFractional(ids *keyIDs) *fractional { return &fractional{ids: ids} }
@@ -104,7 +107,32 @@ func (f *fractional) cost(k, r int) float64 {
 		return 0
 	}
 	f.fit(k)
-	return math.Ceil(float64(r)/float64(f.ids.share[k])) * f.unit[k]
+	return f.units(k, r) * f.unit[k]
+}
+
+// units is the units r replicas of group k fill: ceil(r / share), and for whole-GPU MPS on a
+// board in f.node, that rounded up to whole nodes. On the device-plugin path a node serves
+// nvidia.com/gpu one way, by one trust path, and its MPS needs migStrategy none, so the GPUs
+// its MPS group leaves free on a node take nothing else (docs/planner.md, "Boards, and tenants
+// short of GPUs").
+func (f *fractional) units(k, r int) float64 {
+	u := unitsOf(r, f.ids.share[k])
+	if n := f.perNode(k); n > 1 {
+		u = math.Ceil(u/float64(n)) * float64(n)
+	}
+	return u
+}
+
+// perNode is the units group k's units are counted in: the GPUs of a node for whole-GPU MPS on a
+// board in f.node, otherwise 1.
+func (f *fractional) perNode(k int) int {
+	if f.node == nil {
+		return 1
+	}
+	if key := f.ids.keys[k]; key.kind == v1.SliceMPS {
+		return max(1, f.node[key.board])
+	}
+	return 1
 }
 
 // delta is the change of the objective when r replicas of candidate c join (r > 0) or leave
@@ -248,6 +276,7 @@ func (p *planner) newFractional(vector bool) *fractional {
 	if p.caps != nil {
 		f.cap = newBoardCap(p.ids, p.caps)
 	}
+	f.node = p.nodeMPS
 	return f
 }
 
@@ -367,7 +396,7 @@ func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
 		if p.stopped() {
 			return emptied
 		}
-		rest := f.replicas[k] % p.ids.share[k] // replicas on the last unit
+		rest := f.replicas[k] % (p.ids.share[k] * f.perNode(k)) // replicas on the last unit (node, where counted so)
 		if rest == 0 {
 			continue
 		}

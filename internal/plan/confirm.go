@@ -204,7 +204,7 @@ func (p *planner) confirm() error {
 			c.replicas++
 			c.cost = float64(c.replicas) / float64(c.share) * c.unitFrac
 		}
-		p.forbid = nil // choose and pack as the first time, now with the raised counts
+		p.forbid, p.nodeRule, p.nodeMPS = nil, nil, nil // choose and pack as the first time, now with the raised counts
 		if err := p.optimise(); err != nil {
 			return err
 		}
@@ -237,17 +237,20 @@ func (p *planner) leftShort(tn *tenant, left string, code v1.ReasonCode, why str
 // confirmUndo is the chosen and packed state and the counts before a raise.
 type confirmUndo struct {
 	forbid map[*tenant]map[forbidKey]string
-	gpus   []*gpuPlan
-	choice []*cand
-	infeas [][]v1.Reason
-	counts map[*cand]int
+	// the kinds a node rule kept off and the boards counted in nodes (countNodes)
+	nodeRule map[*tenant]map[forbidKey]string
+	nodeMPS  map[string]int
+	gpus     []*gpuPlan
+	choice   []*cand
+	infeas   [][]v1.Reason
+	counts   map[*cand]int
 	// the packing's rescue (rescueShort): its reasons and the units it found left
 	moved, unmoved map[*tenant]string
 	unplaced       []*unit
 }
 
 func (p *planner) snapshot() confirmUndo {
-	u := confirmUndo{forbid: p.forbid, gpus: p.gpus, counts: map[*cand]int{}, moved: p.moved, unmoved: p.unmoved, unplaced: p.unplaced}
+	u := confirmUndo{forbid: p.forbid, nodeRule: p.nodeRule, nodeMPS: p.nodeMPS, gpus: p.gpus, counts: map[*cand]int{}, moved: p.moved, unmoved: p.unmoved, unplaced: p.unplaced}
 	for _, tn := range p.tenants {
 		u.choice, u.infeas = append(u.choice, tn.choice), append(u.infeas, tn.infeas)
 		for _, c := range tn.feasible {
@@ -259,6 +262,7 @@ func (p *planner) snapshot() confirmUndo {
 
 func (u confirmUndo) restore(p *planner) {
 	p.forbid, p.gpus = u.forbid, u.gpus
+	p.nodeRule, p.nodeMPS = u.nodeRule, u.nodeMPS
 	p.moved, p.unmoved, p.unplaced = u.moved, u.unmoved, u.unplaced
 	for i, tn := range p.tenants {
 		tn.choice, tn.infeas = u.choice[i], u.infeas[i]

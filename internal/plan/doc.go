@@ -122,9 +122,15 @@
 // (boardCap; a board's load counted as the vector objective counts it), so tenants leave a full
 // board for their cheapest candidate elsewhere; a board still short loses at least what was
 // left short at the next try. Such a tenant's ComputeBound reason names its cheaper candidate
-// and says that board had no room for it. Last, the chosen plan's short tenants get a second chance
+// and says that board had no room for it. A node whose nvidia.com/gpu is MPS-shared serves one
+// share and one trust path and takes no MIG GPU, so its other GPUs are lost to every other
+// tenant: after a packing left units short for a node rule on a board, the retries count that
+// board's whole-GPU MPS groups in whole nodes (countNodes; the group's GPUs rounded up to the
+// board's GPUs per node, in the objective, the board limits and emptyLastUnits), and do not
+// forbid those tenants' kinds on that retry. Last, the chosen plan's short tenants get a second chance
 // (rescue): their unplaced units are packed again on the pool GPUs still idle, and then each
-// tenant still short, in pool order, tries its other feasible candidates, cheapest first, all
+// tenant still short, in pool order, tries its other feasible candidates, cheapest first (a
+// whole-GPU MPS candidate that would take a node of its own last), all
 // replicas on their own units under the packer's rules (greedy MIG packing); the first that
 // places every replica becomes its choice, its old replicas are taken off, and its reason says
 // why it moved. A tenant still short has its NoCapacity reason say, per board with idle pool

@@ -40,8 +40,8 @@ func newVectorObjective() *vectorObjective { return &vectorObjective{} }
 // change is what r replicas of c joining (r > 0) or leaving (r < 0) group k do to the units.
 func (f *fractional) change(k int, c *cand, r int) unitChange {
 	f.fit(k)
-	cur, share := f.replicas[k], f.ids.share[k]
-	du := unitsOf(cur+r, share) - unitsOf(cur, share)
+	cur := f.replicas[k]
+	du := f.units(k, cur+r) - f.units(k, cur)
 	ch := unitChange{b: f.ids.bucket[k]}
 	if c.whole() {
 		ch.whole = du * float64(max(c.tp, 1))

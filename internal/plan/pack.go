@@ -230,7 +230,7 @@ func (p *planner) rescueTenant(tn *tenant, free map[string][]*gpuPlan, pc *patte
 	old := tn.choice
 	tried := map[string]string{} // board → why its cheapest candidate found no room
 	var boards []string
-	for _, c := range tn.feasible {
+	for _, c := range p.rescueOrder(tn, free) {
 		b := c.board.Name
 		if c == old || !slices.ContainsFunc(free[b], func(g *gpuPlan) bool { return g != nil }) {
 			continue
@@ -285,6 +285,42 @@ func (p *planner) rescueTenant(tn *tenant, free map[string][]*gpuPlan, pc *patte
 		p.unmoved[tn] = strings.Join(parts, "; ")
 	}
 	return false, nil
+}
+
+// rescueOrder is the order in which rescueTenant tries tn's feasible candidates: cheapest first,
+// but on the device-plugin path a whole-GPU MPS candidate that no node of its board with idle
+// GPUs already serves its way (share and trust path) comes after the others. Such a candidate
+// takes a node of its own: MPS fixes the node's nvidia.com/gpu to one share and trust path and
+// its migStrategy to none, so the node's other idle GPUs could then take no MIG instance,
+// exclusive replica or other group's share of the tenants rescued after it.
+func (p *planner) rescueOrder(tn *tenant, free map[string][]*gpuPlan) []*cand {
+	if p.perClaim {
+		return tn.feasible
+	}
+	var now, later []*cand
+	for _, c := range tn.feasible {
+		if c.kind == v1.SliceMPS && !p.servedOnIdle(soloUnits(tn, c)[0], free[c.board.Name]) {
+			later = append(later, c)
+		} else {
+			now = append(now, c)
+		}
+	}
+	return append(now, later...)
+}
+
+// servedOnIdle reports whether a node of one of the idle GPUs gs already serves nvidia.com/gpu
+// the way the whole-GPU unit u asks.
+func (p *planner) servedOnIdle(u *unit, gs []*gpuPlan) bool {
+	use := useOf(u)
+	for _, g := range gs {
+		if g == nil {
+			continue
+		}
+		if have, ok := p.nodeUse[g.fg.ref.Node][wholeResource]; ok && have == use {
+			return true
+		}
+	}
+	return false
 }
 
 // shortWhy is why tn's choice c was left short: the node rule that blocked it, or its board full.
@@ -584,7 +620,7 @@ func (p *planner) idleBoards() string {
 // off the fleet (for it or for another tenant; see optimise), "" when none.
 func (p *planner) forbiddenWhy(tn *tenant) string {
 	rules := map[forbidKey]string{}
-	for _, m := range p.forbid {
+	for _, m := range slices.Concat(slices.Collect(maps.Values(p.forbid)), slices.Collect(maps.Values(p.nodeRule))) {
 		for k, r := range m {
 			if _, ok := rules[k]; !ok || r < rules[k] {
 				rules[k] = r

@@ -771,12 +771,15 @@ func TestMigrationServiceGaps(t *testing.T) {
 	// waves; with every drain before the moves onto drained GPUs, 0, 3 and 547 over 854. Since
 	// tenants short of GPUs on these overloaded fleets try their other candidates on idle GPUs
 	// (rescueShort) and give their placements up to others (ADR 0041), both plans of a pair place
-	// more tenants and their re-packs differ: 126 over 902 waves with the same ordering.
+	// more tenants and their re-packs differ: 126 over 902 waves with the same ordering. Since
+	// a packing left short by a node rule makes the next choices count whole-GPU MPS in whole
+	// nodes (countNodes), these fleets' plans serve 1,338 of the pairs' 1,416 tenant plans where
+	// they served 919, and more tenants move: 169 over 784 waves.
 	if all[0].gaps > 0 || all[1].gaps > 3 {
 		t.Errorf("waves without service: %d on the synthetic re-plans (want 0), %d on the LoRA re-plans (want at most 3)", all[0].gaps, all[1].gaps)
 	}
-	if all[2].gaps > 150 || all[2].waves > 960 {
-		t.Errorf("re-plans of full fleets: %d waves without service over %d waves, want at most 150 over at most 960", all[2].gaps, all[2].waves)
+	if all[2].gaps > 180 || all[2].waves > 960 {
+		t.Errorf("re-plans of full fleets: %d waves without service over %d waves, want at most 180 over at most 960", all[2].gaps, all[2].waves)
 	}
 }
 
