@@ -526,6 +526,22 @@ func (w *waves) drain(busy []Step, clears []clearing, pending []Step, stops *[]S
 		return slices.Contains(s.from.gpus(), g)
 	}
 	drainNow := func(gs []v1.GPURef) {
+		// the stops of replicas or engines on these GPUs come first, in waves of their own: the
+		// drain would end them anyway, and a stop listed after it would be of one already gone
+		on := map[v1.GPURef]bool{}
+		for _, g := range gs {
+			on[g] = true
+		}
+		var first, keep []Step
+		for _, st := range *stops {
+			if onAny(st.from, on) {
+				first = append(first, st)
+			} else {
+				keep = append(keep, st)
+			}
+		}
+		*stops = keep
+		w.put(first, w.per)
 		var ss []Step
 		for _, b := range busy {
 			if slices.Contains(gs, b.GPU) {
