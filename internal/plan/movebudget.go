@@ -8,16 +8,9 @@ import (
 	v1 "gpupool.dev/gpupool/api/v1"
 )
 
-// countMoves counts the replicas a migration moves (moves and restarts).
-func countMoves(steps []Step) int {
-	n := 0
-	for _, s := range steps {
-		if s.Kind == StepMove || s.Kind == StepRestart {
-			n++
-		}
-	}
-	return n
-}
+// countMoves counts the replicas a migration moves to another GPU (CountMoves): restarts in
+// place are reconfigurations, counted apart.
+func countMoves(steps []Step) int { return CountMoves(steps) }
 
 // replan weighs the re-packed plan next against the plan in force (Options.Current) and returns
 // the plan to run:
