@@ -34,7 +34,7 @@ func (s Step) InPlace() bool { return s.inPlace }
 func CountMoves(steps []Step) int {
 	n := 0
 	for _, s := range steps {
-		if s.Kind == StepMove || s.Kind == StepRestart && !s.inPlace {
+		if (s.Kind == StepMove || s.Kind == StepRestart) && !s.inPlace {
 			n++
 		}
 	}

@@ -325,7 +325,7 @@ func restartsInPlace(gpus []Step, before, after map[string][]slot) []Step {
 			}
 			old = slices.Delete(old, j, j+1)
 			if onAny(&s, drained) {
-				out = append(out, Step{Tenant: n, Kind: StepRestart, GPU: s.gpu, From: s.String(), To: s.String(), from: ptr(s), to: ptr(s), inPlace: s.tp == ""})
+				out = append(out, Step{Tenant: n, Kind: StepRestart, GPU: s.gpu, From: s.String(), To: s.String(), from: ptr(s), to: ptr(s), inPlace: true})
 			}
 		}
 	}
