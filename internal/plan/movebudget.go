@@ -645,7 +645,9 @@ func (p *planner) keepHolding(next *v1.Plan, why string) (*v1.Plan, error) {
 			t.Name = name
 		}
 		if err == nil {
-			t.Predicted = p.predictInForce(tn, uses[name], len(uses[name]), t.Predicted)
+			if stays[name] { // else nothing runs it now and nothing can: as next has it
+				t.Predicted = p.predictInForce(tn, uses[name], len(uses[name]), t.Predicted)
+			}
 			held.Tenants = append(held.Tenants, t)
 			continue
 		}

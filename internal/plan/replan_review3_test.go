@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 )
@@ -153,5 +154,31 @@ func TestMaxMovesHoldsShortReview3(t *testing.T) {
 			slices.ContainsFunc(got, func(n string) bool { return n != "t-14b" && n != "t-8b-c2" }) {
 			t.Errorf("max-moves %d: short %v, want at most t-14b and t-8b-c2", budget, got)
 		}
+	}
+}
+
+// A tenant that nothing runs now and nothing can run (no slice meets a 1 ms TTFT) is left as the
+// re-pack has it in the held plan, short for its own reason; the others are held as above.
+func TestMaxMovesHoldsUnplannableReview3(t *testing.T) {
+	cur, pool := r7r8(t)
+	never := pool.Tenants[len(pool.Tenants)-1]
+	never.Name, never.Path = "t-never", "a/f"
+	ms := v1.Duration(time.Millisecond)
+	never.SLO.TTFTP99, never.SLO.TPOTP99 = &ms, &ms
+	pool.Tenants = append(slices.Clone(pool.Tenants), never)
+	zero := 0
+	pl, err := Build(context.Background(), pool, Options{Current: cur, MaxMoves: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPlan(pool, pl); err != nil {
+		t.Fatal(err)
+	}
+	tn, ok := planTenant(pl, "t-never")
+	if !ok || !tn.Infeasible || len(tn.Replicas) > 0 || tn.Reasons[0].Code == v1.ReasonMoveBudget {
+		t.Errorf("t-never: %+v", tn)
+	}
+	if m := CountMoves(Migration(cur, pl, 1)); m != 0 {
+		t.Errorf("%d moves, want 0", m)
 	}
 }
