@@ -287,7 +287,8 @@ func writeMigration(w io.Writer, steps []plan.Step) error {
 	}
 	var sb strings.Builder
 	moves := plan.Moves(steps)
-	fmt.Fprintf(&sb, "\nmigration: %d GPU change(s), %d replica step(s)\n", len(steps)-moves, moves)
+	fmt.Fprintf(&sb, "\nmigration: %d GPU change(s), %d replica step(s): %d move(s) to another GPU, %d in place\n",
+		len(steps)-moves, moves, plan.CountMoves(steps), plan.Reconfigurations(steps))
 	tw := newTable(&sb)
 	fmt.Fprintln(tw, "WAVE\tSTEP\tGPU\tTENANT\tDRAIN\tFROM\tTO")
 	for _, s := range steps {

@@ -309,16 +309,20 @@
 // slices (a pod move, not a GPU change). Migration lists the GPUs whose mode or layout changes:
 // GPUs that run nothing first, in one wave, then busy GPUs, each drained, at most
 // policy.maxUnavailable per wave; replicas start, move (start, wait, stop), restart (stop, then
-// start: a tensor-parallel group onto GPUs its tenant's old groups hold, after clearing stops) or
-// stop. The re-pack is weighed against the kept plan (movebudget.go): the plan in force for every
+// start: a tensor-parallel group onto GPUs its tenant's old groups hold, after clearing stops; a
+// replica on a drained GPU that stays on it, in its slot or a new MIG instance, after the drain)
+// or stop (a replica on a drained GPU before that drain). A move changes GPU; what stays on its
+// GPU is a reconfiguration, listed but not counted as a move. The re-pack is weighed against the kept plan (movebudget.go): the plan in force for every
 // tenant whose replicas there still meet its SLO where they run (the queueing model on their
 // slice, at the load now), the others — new tenants, those their replicas no longer carry —
 // planned alone on the GPUs it leaves idle. The one with the fewest tenants short, then GPUs,
 // then replica moves, then GPU changes is returned, so a re-pack that saves no GPU is not made.
 // With Options.MaxMoves only plans within the budget count, and none that leaves a tenant short
 // the re-pack serves; above the budget the components of the change that free the most GPUs
-// within it (partialmoves.go) are weighed too, and when nothing fits, Build fails naming the
-// tenants that must move. The packing itself does not weigh changes against GPUs saved.
+// within it (partialmoves.go) are weighed too. When none of those serves every tenant the
+// re-pack serves, the best within the budget is returned with the tenants it leaves short and
+// why (the plan in force held as it is, every tenant keeping what it runs), and only when that
+// would stop a tenant that runs now does Build fail, naming the tenants that must move. The packing itself does not weigh changes against GPUs saved.
 //
 // # 9. Measured profiles
 //

@@ -8,16 +8,9 @@ import (
 	v1 "gpupool.dev/gpupool/api/v1"
 )
 
-// countMoves counts the replicas a migration moves (moves and restarts).
-func countMoves(steps []Step) int {
-	n := 0
-	for _, s := range steps {
-		if s.Kind == StepMove || s.Kind == StepRestart {
-			n++
-		}
-	}
-	return n
-}
+// countMoves counts the replicas a migration moves to another GPU (CountMoves): restarts in
+// place are reconfigurations, counted apart.
+func countMoves(steps []Step) int { return CountMoves(steps) }
 
 // replan weighs the re-packed plan next against the plan in force (Options.Current) and returns
 // the plan to run:
@@ -33,8 +26,15 @@ func countMoves(steps []Step) int {
 // limits changes, not service) it takes the one with the fewest tenants short, then the fewest
 // GPUs, then the fewest replica moves, then the fewest GPU changes, next first among equals: a
 // re-pack that saves no GPU does not reconfigure or move anything. Every tenant of a plan other
-// than next gets a MoveBudget reason with the numbers given up. When nothing fits the budget
-// Build fails, naming the tenants that must move and why.
+// than next gets a MoveBudget reason with the numbers given up. Moves are replicas that change
+// GPU (CountMoves); restarts and moves on a replica's own GPU are reconfigurations, not counted.
+//
+// With a budget, when no plan within it serves every tenant next serves, the best plan within it
+// is taken all the same (by the same order), and says so: the kept plan, or the plan in force
+// held as it is (keepHolding: every tenant keeps what runs now, those it no longer serves short,
+// with why), never one that leaves a tenant without the replicas it runs now. When not even that
+// exists (a tenant that runs now would have to stop: its slice kind is no longer allowed) Build
+// fails, naming the tenants that must move and why.
 func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 	cur := p.o.Current
 	limit := -1
@@ -53,15 +53,25 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 		score  [4]int
 		chosen string
 	}
-	var best *option
+	var best, fallback *option
+	_, running := p.inForce()
 	short := shortTenants(next)
 	consider := func(pl *v1.Plan, chosen string) {
 		steps := Migration(cur, pl, 1)
 		o := &option{pl: pl, moves: countMoves(steps), chosen: chosen}
-		if !within(o.moves) || shortTenants(pl) > short { // a budget limits changes, not service
+		if !within(o.moves) {
 			return
 		}
 		o.score = [4]int{shortTenants(pl), pl.Summary.GPUsUsed, o.moves, len(gpuChanges(steps))}
+		if shortTenants(pl) > short {
+			// a budget limits changes, not service: such a plan is taken only when no plan
+			// within the budget serves every tenant the re-pack serves, and never one that
+			// leaves a tenant without the replicas it runs now
+			if limit >= 0 && !stopsRunning(pl, running) && (fallback == nil || slices.Compare(o.score[:], fallback.score[:]) < 0) {
+				fallback = o
+			}
+			return
+		}
 		if best == nil || slices.Compare(o.score[:], best.score[:]) < 0 {
 			best = o
 		}
@@ -85,6 +95,28 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 				addReason(part, r)
 			}
 		}
+	}
+	if best == nil && limit >= 0 && len(cur.LoRAEngines) == 0 {
+		// Nothing within the budget serves every tenant the re-pack serves: the best plan within
+		// it does not, and says so. Besides the kept plan (when it could be made), the plan in
+		// force held as it is: every tenant keeps what runs now, those it does not serve short.
+		why := fmt.Sprintf("serving it within max-moves %d: re-packing moves %d replicas", limit, moves)
+		if keepErr != nil {
+			why += "; keeping the others where they run and placing it: " + keepErr.Error()
+		}
+		if partErr != nil {
+			why += "; re-packing part of the pool: " + partErr.Error()
+		}
+		if held, err := p.keepHolding(next, why); err == nil {
+			consider(held, "held")
+		}
+	}
+	if best == nil && fallback != nil {
+		pl := fallback.pl
+		names := shortNames(pl, next)
+		addReason(pl, v1.NewReason(v1.ReasonMoveBudget, "no plan within max-moves %d serves every tenant the re-pack serves (it moves %d replicas): this one moves %d and leaves %s short (the re-pack: %d short, %d GPUs; this plan: %d GPUs)",
+			limit, moves, fallback.moves, strings.Join(names, ", "), short, next.Summary.GPUsUsed, pl.Summary.GPUsUsed))
+		return pl, nil
 	}
 	if best == nil {
 		why := ""
@@ -551,4 +583,101 @@ func usedGPUs(gpus []v1.PlanGPU) int {
 		}
 	}
 	return n
+}
+
+// keepHolding is the plan in force for the pool as it is now with nothing placed anew: every
+// tenant keeps the replicas it runs there (none moves, starts or is reconfigured), the replicas
+// of tenants no longer in the pool stop, and a tenant they do not serve (servedInForce) is left
+// short, its reasons saying why and what serving it would take (why: the reasons it could not be
+// served within the budget). A tenant whose slice kind in force is no longer one of its
+// candidates (isolation or policy took it away) cannot keep it, and stopping a tenant that runs
+// is no plan within a budget: that is an error. It is what a move budget leaves when no plan
+// within it serves every tenant the re-pack serves; an error too when it is not valid for the
+// pool.
+func (p *planner) keepHolding(next *v1.Plan, why string) (*v1.Plan, error) {
+	cur := p.o.Current
+	gpus, uses := p.inForce()
+	stays, short := map[string]bool{}, map[string]error{}
+	for _, tn := range p.tenants {
+		name := tn.t.Name
+		err := servedInForce(tn, uses[name])
+		if err == nil {
+			stays[name] = len(uses[name]) > 0
+			continue
+		}
+		short[name] = err
+		if len(uses[name]) > 0 {
+			if _, cerr := inForceCand(tn, uses[name]); cerr != nil {
+				// holding would stop a tenant that runs now: no plan within a budget does that
+				return nil, fmt.Errorf("%v, and it cannot keep them", err)
+			}
+			stays[name] = true
+		}
+	}
+	dropped := func(r v1.PlanReplica) bool { return !stays[r.Tenant] }
+	for i := range gpus {
+		g := &gpus[i]
+		g.Replicas = slices.DeleteFunc(g.Replicas, dropped)
+		for j := range g.Instances {
+			g.Instances[j].Replicas = slices.DeleteFunc(g.Instances[j].Replicas, dropped)
+		}
+		if g.Role == v1.RolePool && g.ReplicaCount() == 0 {
+			g.Role = v1.RoleIdle
+		}
+	}
+	held := &v1.Plan{APIVersion: next.APIVersion, Kind: next.Kind, Metadata: next.Metadata, Pool: next.Pool, GPUs: gpus}
+	curT := map[string]v1.PlanTenant{}
+	for _, t := range cur.Tenants {
+		curT[t.Name] = t
+	}
+	nextT := map[string]v1.PlanTenant{}
+	for _, t := range next.Tenants {
+		nextT[t.Name] = t
+	}
+	for _, tn := range p.tenants {
+		name := tn.t.Name
+		err := short[name]
+		t, ok := curT[name]
+		if !stays[name] {
+			if t, ok = nextT[name]; !ok && err == nil {
+				continue
+			}
+			t.Name = name
+		}
+		if err == nil {
+			if stays[name] { // else nothing runs it now and nothing can: as next has it
+				t.Predicted = p.predictInForce(tn, uses[name], len(uses[name]), t.Predicted)
+			}
+			held.Tenants = append(held.Tenants, t)
+			continue
+		}
+		t.Infeasible = true
+		t.Reasons = slices.Clone(t.Reasons)
+		if n := len(uses[name]); stays[name] {
+			// what the plan in force says they carry; no latency: the load now is more
+			t.Predicted = v1.Prediction{MaxRPS: t.Predicted.MaxRPS, TokensPerSecond: t.Predicted.TokensPerSecond}
+			t.Reasons = append([]v1.Reason{v1.NewReason(v1.ReasonNoCapacity, "short: %v; it keeps its %s in force where it runs them; %s", err, replicasN(n), why)}, t.Reasons...)
+		} else {
+			t.Replicas, t.LoRAEngines, t.Predicted = nil, nil, v1.Prediction{}
+			t.Reasons = append([]v1.Reason{v1.NewReason(v1.ReasonNoCapacity, "not served: %v; %s", err, why)}, t.Reasons...)
+		}
+		held.Tenants = append(held.Tenants, t)
+	}
+	held.Summary = v1.Summary{GPUsUsed: usedGPUs(held.GPUs), GPUsTotal: len(held.GPUs), LowerBound: next.Summary.LowerBound,
+		Baselines: next.Summary.Baselines, Objective: next.Summary.Objective}
+	if err := v1.ValidatePlan(held, p.pool); err != nil {
+		return nil, fmt.Errorf("it is not valid for the pool: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	return held, nil
+}
+
+// stopsRunning reports whether pl leaves a tenant short with no replica (nor shared LoRA engine)
+// while it runs replicas in the plan in force (running: its slot uses there).
+func stopsRunning(pl *v1.Plan, running map[string][]slotUse) bool {
+	for _, t := range pl.Tenants {
+		if t.Infeasible && len(t.Replicas) == 0 && len(t.LoRAEngines) == 0 && len(running[t.Name]) > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -18,9 +18,44 @@ const (
 	// grows, shrinks or shifts on its node), so the two cannot run side by side: stop the old,
 	// then start the new; the tenant is a replica short meanwhile. A replica that keeps its slot
 	// on a GPU that is drained restarts there too (From and To are the same slot): the drain
-	// stops it, and it starts once the GPU is reconfigured.
+	// stops it, and it starts once the GPU is reconfigured. So does a replica whose MIG instance
+	// is replaced by another on the same GPU (a re-slice: From and To name the two instances).
 	StepRestart = "restart"
 )
+
+// InPlace reports whether s keeps a replica on the GPU it runs on: a restart there (its slot kept
+// in a new layout, or a new MIG instance of the GPU it re-partitions), or a move between two MIG
+// instances of a GPU whose layout stays. That is a reconfiguration, not a move: it is listed and
+// counted (Reconfigurations) but not against a move budget (CountMoves).
+func (s Step) InPlace() bool { return s.inPlace }
+
+// CountMoves counts the replicas and engines a migration moves to another GPU: its moves and its
+// restarts that are not in place (a tensor-parallel group onto GPUs its old groups hold).
+func CountMoves(steps []Step) int {
+	n := 0
+	for _, s := range steps {
+		if (s.Kind == StepMove || s.Kind == StepRestart) && !s.inPlace {
+			n++
+		}
+	}
+	return n
+}
+
+// Reconfigurations counts the replicas a migration restarts or moves on their own GPU (InPlace).
+func Reconfigurations(steps []Step) int {
+	n := 0
+	for _, s := range steps {
+		if s.inPlace {
+			n++
+		}
+	}
+	return n
+}
+
+// sameInstanceGPU reports whether a and b are MIG instances of one GPU.
+func sameInstanceGPU(a, b slot) bool {
+	return a.tp == "" && b.tp == "" && a.inst.Profile != "" && b.inst.Profile != "" && a.gpu == b.gpu
+}
 
 // slot is where a replica runs: a GPU and, under MIG, its instance.
 type slot struct {
@@ -176,6 +211,7 @@ func stepsBetween(before, after map[string][]slot) []Step {
 			switch {
 			case i < len(old) && i < len(now):
 				s.Kind, s.GPU, s.From, s.To, s.from, s.to = StepMove, now[i].gpu, old[i].String(), now[i].String(), ptr(old[i]), ptr(now[i])
+				s.inPlace = sameInstanceGPU(old[i], now[i])
 			case i < len(now):
 				s.Kind, s.GPU, s.From, s.To, s.to = StepStart, now[i].gpu, "none", now[i].String(), ptr(now[i])
 			default:
@@ -526,6 +562,22 @@ func (w *waves) drain(busy []Step, clears []clearing, pending []Step, stops *[]S
 		return slices.Contains(s.from.gpus(), g)
 	}
 	drainNow := func(gs []v1.GPURef) {
+		// the stops of replicas or engines on these GPUs come first, in waves of their own: the
+		// drain would end them anyway, and a stop listed after it would be of one already gone
+		on := map[v1.GPURef]bool{}
+		for _, g := range gs {
+			on[g] = true
+		}
+		var first, keep []Step
+		for _, st := range *stops {
+			if onAny(st.from, on) {
+				first = append(first, st)
+			} else {
+				keep = append(keep, st)
+			}
+		}
+		*stops = keep
+		w.put(first, w.per)
 		var ss []Step
 		for _, b := range busy {
 			if slices.Contains(gs, b.GPU) {

@@ -105,7 +105,7 @@ func (p *planner) repackParts(cur, next *v1.Plan, uses map[string][]slotUse) []r
 			changed = append(changed, s.Tenant)
 			movesOf[s.Tenant] = 0
 		}
-		if s.Kind == StepMove || s.Kind == StepRestart {
+		if (s.Kind == StepMove || s.Kind == StepRestart) && !s.inPlace { // not a reconfiguration on its own GPU
 			movesOf[s.Tenant]++
 		}
 	}

@@ -36,13 +36,15 @@ type Options struct {
 	// replicas in force still serve it where they are (see replan): a re-pack that saves no GPU
 	// is not made. nil: plan from scratch.
 	Current *v1.Plan
-	// MaxMoves, with Current, is the most replicas the migration may move (StepMove,
-	// StepRestart). Of the re-pack, the plan in force kept for the tenants it still serves
-	// (keepServed) and, when the re-pack moves more, a partial re-pack (the changes that free
-	// the most GPUs within the budget, see partialRepack), the best within the budget that leaves
-	// no tenant short the re-pack serves is returned, with a MoveBudget reason on every tenant
-	// saying what was given up; otherwise Build fails, naming the tenants that must move. nil: no
-	// limit.
+	// MaxMoves, with Current, is the most replicas the migration may move to another GPU
+	// (CountMoves; restarts and moves on a replica's own GPU are reconfigurations, not counted).
+	// Of the re-pack, the plan in force kept for the tenants it still serves (keepServed) and,
+	// when the re-pack moves more, a partial re-pack (the changes that free the most GPUs within
+	// the budget, see partialRepack), the best within the budget that leaves no tenant short the
+	// re-pack serves is returned, with a MoveBudget reason on every tenant saying what was given
+	// up; failing that, the best within the budget that leaves tenants short, saying which and
+	// why (keepHolding), but none that stops a tenant that runs now; otherwise Build fails,
+	// naming the tenants that must move. nil: no limit.
 	MaxMoves *int
 	// LPVariables is the largest LP (tenant choices + layout patterns) solved with the simplex
 	// method for the lower bound; larger inputs use the Lagrangian volume bound. 0: DefaultLPVariables.

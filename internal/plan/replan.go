@@ -234,6 +234,8 @@ type Step struct {
 	Drain bool `json:"drain"`
 	// clears marks a stop that frees GPUs for the restart listed after it (it is ordered before).
 	clears bool
+	// inPlace marks a restart on the replica's own GPU (InPlace).
+	inPlace bool
 	// from and to are the replica's or engine's slots (nil for a start's from and a stop's to).
 	from, to *slot
 	// text describes an engine that moves before and after, for the stop and start that a
@@ -275,8 +277,27 @@ func Migration(cur, next *v1.Plan, maxUnavailable int) []Step {
 	was, now := replicaSlots(cur), replicaSlots(next)
 	engines, restarts := engineSteps(cur, next)
 	c := slotCapacity(withEngines(was, cur), withEngines(now, next))
-	reps := append(stepsBetween(was, now), restartsInPlace(gpus, was, now)...)
+	reps := append(reslices(stepsBetween(was, now), gpus), restartsInPlace(gpus, was, now)...)
 	return order(gpus, append(reps, engines...), restarts, c, maxUnavailable)
+}
+
+// reslices turns the moves between two MIG instances of a GPU that is drained (re-partitioned:
+// the new instance replaces the old) into restarts in place: the drain stops the replica and it
+// starts on the new instance once the GPU is reconfigured; listed as a move it would seem to
+// start beside an instance the drain already ended.
+func reslices(steps, gpus []Step) []Step {
+	drained := map[v1.GPURef]bool{}
+	for _, g := range gpus {
+		if g.Drain {
+			drained[g.GPU] = true
+		}
+	}
+	for i, s := range steps {
+		if s.Kind == StepMove && s.inPlace && drained[s.GPU] {
+			steps[i].Kind = StepRestart
+		}
+	}
+	return steps
 }
 
 // restartsInPlace are the restarts of replicas that keep their slot on a GPU that is drained (an
@@ -304,7 +325,7 @@ func restartsInPlace(gpus []Step, before, after map[string][]slot) []Step {
 			}
 			old = slices.Delete(old, j, j+1)
 			if onAny(&s, drained) {
-				out = append(out, Step{Tenant: n, Kind: StepRestart, GPU: s.gpu, From: s.String(), To: s.String(), from: ptr(s), to: ptr(s)})
+				out = append(out, Step{Tenant: n, Kind: StepRestart, GPU: s.gpu, From: s.String(), To: s.String(), from: ptr(s), to: ptr(s), inPlace: true})
 			}
 		}
 	}
