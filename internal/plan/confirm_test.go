@@ -84,7 +84,8 @@ func worstRuns(t *testing.T, pool *v1.Pool, pl *v1.Plan) map[string]float64 {
 // A pool of the agreement suite's generator on a stream it was not fitted on (seed 32, pool 27:
 // 36 tenants): planned by the queueing model alone, tenant t11 (llama-3.1-8b at 6.77 req/s,
 // max-num-seqs 40, 512 + 64 tokens, TTFT 1.416 s and TPOT 61 ms, shared tier) misses its SLO
-// in simulation (98.07 % of requests in the worst of five runs). Confirmed by simulation, the
+// in simulation (98.07 % of requests in the worst of five runs; since ADR 0047 the model-only
+// plan is placed otherwise and t14 misses instead, 98.9 %). Confirmed by simulation, the
 // planner's runs find its one replica on an MPS 1/6 share short (97.2 % of its requests), raise
 // it, and the tenant moves to a slice where one replica meets the SLO; no tenant then misses in
 // five runs with seeds the planner did not use (and the plan takes 18 GPUs, the model's 20). (The suite's former fixture, testdata/confirm-pool.yaml, no
@@ -107,8 +108,11 @@ func TestConfirmRaisesShortTenants(t *testing.T) {
 	t.Logf("t11: %s", r)
 	missOff, missOn := worstRuns(t, pool, off), worstRuns(t, pool, on)
 	t.Logf("below 99 %% in some run: without simulation %v (%d GPUs), with %v (%d GPUs)", missOff, off.Summary.GPUsUsed, missOn, on.Summary.GPUsUsed)
-	if _, ok := missOff["t11"]; !ok {
-		t.Errorf("without simulation t11 meets its SLO in every run: the test checks nothing")
+	// Since whole-GPU MPS groups are counted in whole nodes where a node rule leaves units
+	// short (ADR 0047), the model-only plan places t11 where it meets its SLO and t14 misses
+	// (98.9 % in the worst run) instead; what the test needs is a miss to catch.
+	if len(missOff) == 0 {
+		t.Errorf("without simulation every tenant meets its SLO in every run: the test checks nothing")
 	}
 	if len(missOn) > 0 {
 		t.Errorf("confirmed plan: tenants below 99 %% in some run: %v", missOn)
