@@ -637,8 +637,9 @@ func (p *planner) keepHolding(next *v1.Plan, why string) (*v1.Plan, error) {
 	for _, tn := range p.tenants {
 		name := tn.t.Name
 		err := short[name]
-		t, ok := curT[name]
+		t := curT[name]
 		if !stays[name] {
+			var ok bool
 			if t, ok = nextT[name]; !ok && err == nil {
 				continue
 			}

@@ -15,24 +15,6 @@ import (
 	"gpupool.dev/gpupool/internal/plan"
 )
 
-// renderProblems plans pool and renders the plan; it returns the renderer's problems.
-func renderProblems(t *testing.T, pool *v1.Pool) []Problem {
-	t.Helper()
-	pl, err := plan.Build(context.Background(), pool, plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = Artifacts(pl, pool)
-	var pe *ProblemsError
-	switch {
-	case errors.As(err, &pe):
-		return pe.Problems
-	case err != nil:
-		t.Fatal(err)
-	}
-	return nil
-}
-
 // Every plan the planner produces can be served as planned on the pool's own device path: the
 // examples' pools and synthetic pools of 1–60 tenants on 16–47 GPUs (mixed tiers, ten trust
 // groups; every other pool with varied lengths, SLOs and concurrency), each planned once with
