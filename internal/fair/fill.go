@@ -172,42 +172,32 @@ func (a *Allocator) grantLease(t *tenantRec) {
 	if r, ok := a.restoreStopped(t); ok {
 		// The task a claim took keeps running as a lease: the preempt item is withdrawn and a
 		// lease item with the same task number says when it now ends.
-		l := leaseRec{seq: r.seq, start: r.start, expiry: a.nowNS + int64(a.leaseDur)}
-		i := len(t.leases)
-		for i > 0 && (t.leases[i-1].start > l.start || t.leases[i-1].start == l.start && t.leases[i-1].seq > l.seq) {
-			i--
-		}
-		t.leases = slices.Insert(t.leases, i, l)
-		a.totalDelta(t, 1)
-		a.flushLease()
-		a.expiries.push(expiryEntry{at: l.expiry, seq: l.seq, tenant: t.idx})
-		a.emit(t, Item{Kind: KindLease, Task: l.seq, Reason: ReasonSteadyToLease, Expires: a.now.Add(a.leaseDur)})
-		a.refreshLease(t)
+		a.putLease(t, leaseRec{seq: r.seq, start: r.start, expiry: a.nowNS + int64(a.leaseDur)}, ReasonSteadyToLease)
 		return
 	}
 	if l, ok := a.restoreExpired(t); ok {
 		// A lease that expired in this step goes back to its own tenant: it is renewed (same
 		// task, a new term), and its reclaim item is withdrawn.
 		l.expiry = a.nowNS + int64(a.leaseDur)
-		i := len(t.leases)
-		for i > 0 && (t.leases[i-1].start > l.start || t.leases[i-1].start == l.start && t.leases[i-1].seq > l.seq) {
-			i--
-		}
-		t.leases = slices.Insert(t.leases, i, l)
-		a.totalDelta(t, 1)
-		a.flushLease()
-		a.expiries.push(expiryEntry{at: l.expiry, seq: l.seq, tenant: t.idx})
-		a.emit(t, Item{Kind: KindLease, Task: l.seq, Reason: ReasonLeaseRenewed, Expires: a.now.Add(a.leaseDur)})
-		a.refreshLease(t)
+		a.putLease(t, l, ReasonLeaseRenewed)
 		return
 	}
 	a.seq++
-	l := leaseRec{seq: a.seq, start: a.nowNS, expiry: a.nowNS + int64(a.leaseDur)}
-	t.leases = append(t.leases, l)
+	a.putLease(t, leaseRec{seq: a.seq, start: a.nowNS, expiry: a.nowNS + int64(a.leaseDur)}, ReasonBurst)
+}
+
+// putLease adds lease l to t's leases, kept in start order (task number among equal starts),
+// counts it, schedules its expiry and emits its item with the reason given.
+func (a *Allocator) putLease(t *tenantRec, l leaseRec, reason Reason) {
+	i := len(t.leases)
+	for i > 0 && (t.leases[i-1].start > l.start || t.leases[i-1].start == l.start && t.leases[i-1].seq > l.seq) {
+		i--
+	}
+	t.leases = slices.Insert(t.leases, i, l)
 	a.totalDelta(t, 1)
 	a.flushLease()
 	a.expiries.push(expiryEntry{at: l.expiry, seq: l.seq, tenant: t.idx})
-	a.emit(t, Item{Kind: KindLease, Task: l.seq, Reason: ReasonBurst, Expires: a.now.Add(a.leaseDur)})
+	a.emit(t, Item{Kind: KindLease, Task: l.seq, Reason: reason, Expires: a.now.Add(a.leaseDur)})
 	a.refreshLease(t)
 }
 
