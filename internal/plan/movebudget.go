@@ -414,18 +414,7 @@ func (p *planner) keepServedGrowing(next *v1.Plan, grow map[string]int) (pl *v1.
 			placed[name] = true
 		}
 	}
-	dropped := func(r v1.PlanReplica) bool { return !stays[r.Tenant] }
-	for i := range gpus {
-		g := &gpus[i]
-		g.Replicas = slices.DeleteFunc(g.Replicas, dropped)
-		for j := range g.Instances {
-			g.Instances[j].Replicas = slices.DeleteFunc(g.Instances[j].Replicas, dropped)
-		}
-		if g.Role == v1.RolePool && g.ReplicaCount() == 0 {
-			g.Role = v1.RoleIdle
-		}
-	}
-	kept := &v1.Plan{APIVersion: next.APIVersion, Kind: next.Kind, Metadata: next.Metadata, Pool: next.Pool, GPUs: gpus}
+	kept := keepOnly(next, gpus, stays)
 	byName := map[string]*tenant{}
 	for _, tn := range p.tenants {
 		byName[tn.t.Name] = tn
@@ -614,18 +603,7 @@ func (p *planner) keepHolding(next *v1.Plan, why string) (*v1.Plan, error) {
 			stays[name] = true
 		}
 	}
-	dropped := func(r v1.PlanReplica) bool { return !stays[r.Tenant] }
-	for i := range gpus {
-		g := &gpus[i]
-		g.Replicas = slices.DeleteFunc(g.Replicas, dropped)
-		for j := range g.Instances {
-			g.Instances[j].Replicas = slices.DeleteFunc(g.Instances[j].Replicas, dropped)
-		}
-		if g.Role == v1.RolePool && g.ReplicaCount() == 0 {
-			g.Role = v1.RoleIdle
-		}
-	}
-	held := &v1.Plan{APIVersion: next.APIVersion, Kind: next.Kind, Metadata: next.Metadata, Pool: next.Pool, GPUs: gpus}
+	held := keepOnly(next, gpus, stays)
 	curT := map[string]v1.PlanTenant{}
 	for _, t := range cur.Tenants {
 		curT[t.Name] = t
@@ -681,4 +659,21 @@ func stopsRunning(pl *v1.Plan, running map[string][]slotUse) bool {
 		}
 	}
 	return false
+}
+
+// keepOnly is a plan with next's header and the GPUs in force, gpus (changed in place), holding
+// only the replicas of the tenants in stays; a pool GPU left without any becomes idle.
+func keepOnly(next *v1.Plan, gpus []v1.PlanGPU, stays map[string]bool) *v1.Plan {
+	dropped := func(r v1.PlanReplica) bool { return !stays[r.Tenant] }
+	for i := range gpus {
+		g := &gpus[i]
+		g.Replicas = slices.DeleteFunc(g.Replicas, dropped)
+		for j := range g.Instances {
+			g.Instances[j].Replicas = slices.DeleteFunc(g.Instances[j].Replicas, dropped)
+		}
+		if g.Role == v1.RolePool && g.ReplicaCount() == 0 {
+			g.Role = v1.RoleIdle
+		}
+	}
+	return &v1.Plan{APIVersion: next.APIVersion, Kind: next.Kind, Metadata: next.Metadata, Pool: next.Pool, GPUs: gpus}
 }
