@@ -84,7 +84,10 @@ func BenchmarkPlan20000(b *testing.B) { benchPlan(b, 20000, 10000) }
 // at 1,000 tenants were 221 and 213, and 1,000 tenants met 1.05 on both paths against that
 // (invalid) bound; now both do again, the DRA path at 1.048 and the device-plugin path at
 // 228 / 218 = 1.046, its bound lifted from 217 by the sharing-group bound, which now runs on
-// pools of up to 2,000 tenants (217.27). At 100 tenants neither does: 23 / 21 and 22 / 20.
+// pools of up to 2,000 tenants (217.27). Measured now: 23 / 21 and 227 / 218 on the
+// device-plugin path, 21 / 20 and 219 / 210 on the DRA path. At 100 tenants the device-plugin
+// plan is as small as its slice kinds allow at the sized replica counts (the per-group figure
+// there is 22.333, TestSynthetic100AtGroupFigure), so its gap is the SLO sizing, not the packing.
 // Every tenant is served, every plan passes checkPlan, and GPUs used are guarded separately
 // from the gap (most), at the counts measured.
 func TestSyntheticGap(t *testing.T) {
@@ -98,7 +101,7 @@ func TestSyntheticGap(t *testing.T) {
 		n   int
 		api v1.KubernetesDeviceAPI
 	}
-	most := map[sized]int{{100, ""}: 23, {1000, ""}: 228, {100, v1.DeviceAPIDRA}: 22, {1000, v1.DeviceAPIDRA}: 220}
+	most := map[sized]int{{100, ""}: 23, {1000, ""}: 227, {100, v1.DeviceAPIDRA}: 21, {1000, v1.DeviceAPIDRA}: 219}
 	for _, n := range sizes {
 		for _, api := range []v1.KubernetesDeviceAPI{"", v1.DeviceAPIDRA} {
 			pool := synthPool(n)

@@ -157,3 +157,31 @@ func TestSynthetic100PacksAtBoundCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestSynthetic100AtGroupFigure prices the synthetic 100-tenant pool's plans against the
+// per-sharing-group figure at the planner's own replica counts (groupBoundAt over the 21 prices
+// between memory and compute): every tenant at one of its candidates as sized, a shared unit
+// holding one sharing group's replicas, a GPU's MIG instances at most its memory and compute.
+// No plan of these slice kinds at these counts uses fewer GPUs than that figure rounded up. Both
+// paths' plans take exactly that many (device plugin 22.333 → 23, DRA 20.771 → 21), so neither
+// packing loses a GPU; the device-plugin path's gap to its bound of 21 is the SLO sizing (the
+// bound counts 20.500 at its own replica counts) and its GPU over the DRA plan is MIG+MPS, which
+// the device plugin cannot serve. The test fails if a plan takes a GPU more than the figure
+// allows, or one fewer (the figure would then be wrong).
+func TestSynthetic100AtGroupFigure(t *testing.T) {
+	for _, api := range []v1.KubernetesDeviceAPI{v1.DeviceAPIDevicePlugin, v1.DeviceAPIDRA} {
+		pool := synthPool(100)
+		pool.Policy.KubernetesDeviceAPI = api
+		p, pl := planWith(t, pool, func(*planner) {})
+		lams := make([]float64, 21)
+		for i := range lams {
+			lams[i] = float64(i) / 20
+		}
+		fig := p.groupBoundAt(lams)
+		need := int(math.Ceil(fig - boundSlack))
+		t.Logf("%s: per-group figure at the sized counts %.3f, plan %d GPUs, bound %d", api, fig, pl.Summary.GPUsUsed, pl.Summary.LowerBound)
+		if pl.Summary.GPUsUsed != need {
+			t.Errorf("%s: plan uses %d GPUs, the per-group figure at the sized counts %.3f needs %d", api, pl.Summary.GPUsUsed, fig, need)
+		}
+	}
+}
