@@ -128,6 +128,10 @@
 // --gpu-memory-utilization is added when missing (and no --kv-cache-memory-bytes is given) and the
 // replica has a memory limit: the limit over the device's memory, rounded down to hundredths, so
 // vLLM's budget (a fraction of the device's total memory) stays inside the plan's.
+// An adapter tenant's own replicas (outside every shared LoRA engine) also get --enable-lora with
+// one adapter slot, --max-lora-rank covering model.adapter.rank (vLLM's default, with a README
+// note, when the pool gives none) and --lora-modules under the adapter's name; an adapter on a
+// volume is mounted read-only as for an engine, one given by a dir alone is a Problem.
 //
 // # Kubernetes
 //

@@ -347,3 +347,28 @@ func TestDRADeployments(t *testing.T) {
 		}
 	}
 }
+
+// TestDRAReadmeApplySteps: on a pool of the DRA path README.md says to apply dra/ before k8s/
+// and that pods take their devices by claims, and names the driver's feature gates the shared
+// claims need; the device-plugin path keeps its steps.
+func TestDRAReadmeApplySteps(t *testing.T) {
+	plan, pool := allModesPlan(t)
+	for _, api := range []v1.KubernetesDeviceAPI{v1.DeviceAPIDevicePlugin, v1.DeviceAPIDRA} {
+		pool.Policy.KubernetesDeviceAPI = api
+		arts, err := Artifacts(plan, pool)
+		var pe *ProblemsError
+		if err != nil && !errors.As(err, &pe) {
+			t.Fatal(err)
+		}
+		readme := string(artifactMap(arts)["README.md"])
+		dra := []string{"kubectl apply -f dra/ -n <namespace>", "`MPSSupport`", "`TimeSlicingSettings`", "through a ResourceClaim"}
+		dp := "Each Deployment asks for one device-plugin resource per pod"
+		if api == v1.DeviceAPIDRA {
+			if !containsAll(readme, dra...) || strings.Contains(readme, dp) {
+				t.Errorf("dra: README.md's steps are not the DRA path's:\n%s", readme)
+			}
+		} else if !strings.Contains(readme, dp) || strings.Contains(readme, dra[0]) {
+			t.Errorf("device plugin: README.md's steps are not the device plugin's:\n%s", readme)
+		}
+	}
+}

@@ -237,6 +237,7 @@ func (m *model) podSpec(g *group, hosts []string) corev1.PodSpec {
 	// whole GPUs, the DRA driver's CDI edits for a claim), so every pod passes the Pod Security
 	// baseline.
 	// vllmContainerDefaults mounts a memory-backed /dev/shm, which tensor-parallel workers need too.
+	adapterVolume(m.tenants[g.tenant], &c, &spec)
 	vllmContainerDefaults(&c, &spec)
 	spec.Containers = []corev1.Container{c}
 	return spec

@@ -68,14 +68,19 @@ func readmeArtifact(m *model, arts []Artifact) Artifact {
 		fmt.Fprintf(&b, "   - `kubectl label node %s %s=%s %s=%s %s=%s --overwrite`\n", n.name,
 			LabelMigConfig, n.migConfig, LabelDeviceConfig, n.dpConfig, LabelPool, n.pool)
 	}
-	b.WriteString(`4. Nothing to start for MPS: the device plugin runs whole-GPU MPS itself and hands each pod the
+	if m.dra() {
+		b.WriteString(draApplySteps)
+	} else {
+		b.WriteString(`4. Nothing to start for MPS: the device plugin runs whole-GPU MPS itself and hands each pod the
    pipe directory of the GPU it allocated (` + "`mps/`" + ` shows the settings). It runs no MPS on MIG
    devices, so MIG instances the plan shares by MPS are a problem below on this path; with
    ` + "`policy.kubernetesDeviceAPI: dra`" + ` NVIDIA's DRA driver runs MPS per claim (` + "`dra/shared.yaml`" + `).
 5. ` + "`kubectl apply -f k8s/ -n <namespace>`" + `. Each Deployment asks for one device-plugin resource per pod
    (` + "`nvidia.com/gpu`" + `, ` + "`nvidia.com/mig-<profile>`" + `, or ` + "`.shared`" + ` for time-sliced and MPS-shared devices, since
    the configs set ` + "`renameByDefault: true`" + `) and is pinned to the plan's nodes.
-
+`)
+	}
+	b.WriteString(`
 ## Semantics
 
 * Kubernetes assigns devices by resource name, not by position: a pod gets some device of the
@@ -104,3 +109,19 @@ func readmeArtifact(m *model, arts []Artifact) Artifact {
 	}
 	return Artifact{Path: "README.md", Data: []byte(b.String())}
 }
+
+// draApplySteps are README.md's steps 4 and 5 on a pool of the DRA path
+// (policy.kubernetesDeviceAPI: dra), whose pods take their devices by ResourceClaims, not by
+// device-plugin resources.
+const draApplySteps = `4. Run NVIDIA's DRA driver (k8s-dra-driver-gpu) on these nodes with its ` + "`MPSSupport`" + ` and
+   ` + "`TimeSlicingSettings`" + ` feature gates on (Alpha, off by default; without them the driver refuses
+   the MPS and time-slicing settings of the claims in ` + "`dra/shared.yaml`" + `). The driver starts an MPS
+   control daemon per MPS claim and hands its pods the daemon's pipe directory (` + "`mps/`" + ` shows the
+   settings). The ` + "`device-plugin/`" + ` configs are for a device plugin running beside the driver; one
+   that shares these nodes' GPUs by MPS starts MPS daemons of its own on them.
+5. ` + "`kubectl apply -f dra/ -n <namespace>`" + `, then ` + "`kubectl apply -f k8s/ -n <namespace>`" + `, in one
+   namespace. Each pod takes its device through a ResourceClaim, not a device-plugin resource: its
+   own, from a ResourceClaimTemplate of ` + "`dra/<tenant>.yaml`" + `, or the named claim of its shared device
+   in ` + "`dra/shared.yaml`" + `, which every pod on that device references; a pod whose template or claim
+   is missing stays Pending. Each pod is pinned to the plan's nodes.
+`

@@ -71,7 +71,8 @@ func modelName(t v1.Tenant) string {
 // those of the tenant's lowest-indexed replica that has them), with --model added when missing
 // and --gpu-memory-utilization added when missing and the replica has a memory limit (the limit
 // over the device's memory, rounded down to hundredths, so vLLM stays inside the plan's budget),
-// and --tensor-parallel-size for a tensor-parallel replica, when missing.
+// --tensor-parallel-size for a tensor-parallel replica, when missing, and an adapter tenant's LoRA
+// flags (adapterFlags) when --enable-lora is missing.
 func vllmArgs(t v1.Tenant, rs []placedReplica, k int) []string {
 	args := rs[k].r.VLLMArgs
 	for i := 0; len(args) == 0 && i < len(rs); i++ {
@@ -80,6 +81,9 @@ func vllmArgs(t v1.Tenant, rs []placedReplica, k int) []string {
 	out := append([]string(nil), args...)
 	if !hasFlag(out, "--model") {
 		out = append([]string{"--model", modelName(t)}, out...)
+	}
+	if a := t.Model.Adapter; a != nil && !hasFlag(out, "--enable-lora") {
+		out = append(out, adapterFlags(a)...)
 	}
 	if n := rs[k].r.TensorParallel.Size; n > 1 && !hasFlag(out, "--tensor-parallel-size") {
 		out = append(out, "--tensor-parallel-size", strconv.Itoa(n))
@@ -138,6 +142,7 @@ type VLLMReplica struct {
 func vllmArtifacts(m *model) ([]Artifact, error) {
 	by, names := m.replicasByTenant()
 	m.noteNonLLM(names)
+	m.noteOwnAdapters(names)
 	var out []Artifact
 	for _, name := range names {
 		t := m.tenants[name]
