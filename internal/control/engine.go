@@ -396,7 +396,7 @@ func (e *Engine) Tick(now time.Time) error {
 			e.wantReplan("node " + name + " lost")
 			e.removeSlices(n)
 			e.ch.Nodes[name] = true
-			msg := fmt.Sprintf("node %s silent for %s (timeout %s): its %d slices leave the pool and its epoch becomes %d", name, now.Sub(n.LastSeen).Round(time.Millisecond), e.cfg.NodeTimeout, countSlices(n.Inventory), n.Epoch)
+			msg := fmt.Sprintf("node %s silent for %s (timeout %s): %s the pool and its epoch becomes %d", name, now.Sub(n.LastSeen).Round(time.Millisecond), e.cfg.NodeTimeout, its(countSlices(n.Inventory), "leave", "leaves"), n.Epoch)
 			for _, op := range n.Gates {
 				if op.State != GateWaiting {
 					msg += fmt.Sprintf("; gate operation %d on GPU %s (%s) no longer counts against maxUnavailable: the node's next report settles it, or removing the node drops it", op.ID, op.GPU, op.State)

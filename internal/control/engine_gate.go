@@ -588,11 +588,11 @@ func (e *Engine) settleGates(now time.Time, n *Node) {
 			case op.MIGOff:
 				to = "no MIG instance, MIG mode still on (the agent could not turn it off; a GPU reset may be needed)"
 			}
-			e.event(now, Event{Code: CodeGateDone, Node: n.Name, Message: fmt.Sprintf("gate operation %d done: GPU %s changed from %q to %s in %s (attempt %d); its %d slices rejoin the pool", op.ID, op.GPU, op.From, to, now.Sub(op.Since).Round(time.Millisecond), op.Attempts, len(g.Slices))})
+			e.event(now, Event{Code: CodeGateDone, Node: n.Name, Message: fmt.Sprintf("gate operation %d done: GPU %s changed from %q to %s in %s (attempt %d); %s the pool", op.ID, op.GPU, op.From, to, now.Sub(op.Since).Round(time.Millisecond), op.Attempts, its(len(g.Slices), "rejoin", "rejoins"))})
 		case g.Gate != nil && g.Gate.Op == op.ID && g.Gate.Attempt == op.Attempts && gateFailures[g.Gate.Code]:
 			e.event(now, Event{Code: CodeGateFailed, Node: n.Name, Message: fmt.Sprintf("gate operation %d attempt %d of %d failed on GPU %s: %s: %s; the GPU keeps %q", op.ID, op.Attempts, p.MaxAttempts, op.GPU, g.Gate.Code, g.Gate.Message, g.MIG)})
 			if op.Attempts >= p.MaxAttempts || g.Gate.Code == "GateRollbackFailed" {
-				e.event(now, Event{Code: CodeGateGaveUp, Node: n.Name, Message: fmt.Sprintf("gate operation %d given up after %d attempts (%s); ask again once the cause is fixed (a re-plan does not)", op.ID, op.Attempts, g.Gate.Code)})
+				e.event(now, Event{Code: CodeGateGaveUp, Node: n.Name, Message: fmt.Sprintf("gate operation %d given up after %s (%s); ask again once the cause is fixed (a re-plan does not)", op.ID, count(op.Attempts, "attempt"), g.Gate.Code)})
 				setGaveUp(n, op.GPU, gaveUpKey(op.Layout, op.MIGOff))
 				continue
 			}
@@ -646,4 +646,24 @@ func (e *Engine) changePending(s Slice) bool {
 		}
 	}
 	return false
+}
+
+// count says n of a thing in words: "1 attempt", "3 attempts".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+// its says what happens to a node's slices: its(2, "leave", "leaves") is "its 2 slices leave",
+// its(1, …) "its one slice leaves", its(0, …) "no slice leaves".
+func its(n int, verb, verbOne string) string {
+	switch n {
+	case 0:
+		return "no slice " + verbOne
+	case 1:
+		return "its one slice " + verbOne
+	}
+	return fmt.Sprintf("its %d slices %s", n, verb)
 }

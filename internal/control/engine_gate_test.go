@@ -358,8 +358,9 @@ func TestApplyPlanRunsGPUsWhole(t *testing.T) {
 		if _, err := e.Register(t0.Add(at+time.Second), "node-a", in); err != nil {
 			t.Fatal(err)
 		}
-		if ev, ok := lastCode(e, CodeGateDone); !ok || !strings.Contains(ev.Message, "MIG mode off") || !strings.Contains(ev.Message, l.GPUs[0].UUID) {
-			t.Fatalf("GateDone %v %q, want one saying GPU %d's MIG mode is off", ok, ev.Message, i)
+		if ev, ok := lastCode(e, CodeGateDone); !ok || !strings.Contains(ev.Message, "MIG mode off") || !strings.Contains(ev.Message, l.GPUs[0].UUID) ||
+			!strings.HasSuffix(ev.Message, "; its one slice rejoins the pool") {
+			t.Fatalf("GateDone %v %q, want one saying GPU %d's MIG mode is off and its one slice rejoins the pool", ok, ev.Message, i)
 		}
 	}
 	if len(e.nodes["node-a"].Gates) != 0 {
@@ -445,8 +446,10 @@ func TestReplanDoesNotRetryGivenUpChange(t *testing.T) {
 	if _, err := e.Register(t0.Add(time.Second), "node-a", failed); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := lastCode(e, CodeGateGaveUp); !ok || len(e.nodes["node-a"].Gates) != 0 {
+	if ev, ok := lastCode(e, CodeGateGaveUp); !ok || len(e.nodes["node-a"].Gates) != 0 {
 		t.Fatalf("the failed change was not given up: %+v", e.nodes["node-a"].Gates)
+	} else if !strings.Contains(ev.Message, "given up after 1 attempt (GateRolledBack)") {
+		t.Fatalf("GateGaveUp %q, want \"after 1 attempt\" (L8: was \"after 1 attempts\")", ev.Message)
 	}
 	if !e.Replanned(t0.Add(time.Minute), 2, pool, p, nil) {
 		t.Fatal("the re-plan was not applied")

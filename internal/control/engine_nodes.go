@@ -68,9 +68,9 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 	if !ok {
 		n = &Node{Name: node}
 		e.nodes[node] = n
-		e.event(now, Event{Code: CodeNodeRegistered, Node: node, Message: fmt.Sprintf("node %s registered with %d GPUs and %d slices", node, len(inv.GPUs), countSlices(inv))})
+		e.event(now, Event{Code: CodeNodeRegistered, Node: node, Message: fmt.Sprintf("node %s registered with %s and %s", node, count(len(inv.GPUs), "GPU"), count(countSlices(inv), "slice"))})
 	} else if n.Lost {
-		e.event(now, Event{Code: CodeNodeBack, Node: node, Message: fmt.Sprintf("node %s is back with %d slices", node, countSlices(inv))})
+		e.event(now, Event{Code: CodeNodeBack, Node: node, Message: fmt.Sprintf("node %s is back with %s", node, count(countSlices(inv), "slice"))})
 	}
 	if !n.Lost {
 		e.removeSlices(n)
@@ -365,13 +365,13 @@ func (e *Engine) Cordon(now time.Time, node string, on bool) (Node, error) {
 			e.removeSlices(n)
 		}
 		n.Cordoned, n.CordonedSince = true, now
-		e.event(now, Event{Code: CodeNodeCordoned, Node: node, Message: fmt.Sprintf("node %s cordoned: its %d slices leave the pool; its replicas run until their standbys elsewhere are ready", node, countSlices(n.Inventory))})
+		e.event(now, Event{Code: CodeNodeCordoned, Node: node, Message: fmt.Sprintf("node %s cordoned: %s the pool; its replicas run until their standbys elsewhere are ready", node, its(countSlices(n.Inventory), "leave", "leaves"))})
 	} else {
 		n.Cordoned, n.CordonedSince = false, time.Time{}
 		if !n.Lost {
 			e.addSlices(n)
 		}
-		e.event(now, Event{Code: CodeNodeUncordoned, Node: node, Message: fmt.Sprintf("node %s uncordoned: its %d slices return to the pool", node, countSlices(n.Inventory))})
+		e.event(now, Event{Code: CodeNodeUncordoned, Node: node, Message: fmt.Sprintf("node %s uncordoned: %s to the pool", node, its(countSlices(n.Inventory), "return", "returns"))})
 	}
 	e.ch.Nodes[node] = true
 	e.dirtyNodes[node] = true
