@@ -84,7 +84,7 @@ func (a *Agent) SetDesired(d DesiredLayout) {
 	}
 	slices.Sort(ready)
 	a.mu.Lock()
-	a.desired, a.ready, a.epoch = m, ready, d.Epoch
+	a.desired, a.ready, a.epoch, a.heard = m, ready, d.Epoch, true
 	a.mu.Unlock()
 }
 
@@ -176,13 +176,18 @@ func (a *Agent) modesWanted() map[string]bool {
 	// A GPU whose MIG mode this agent turned on for an operation whose last attempt then ended
 	// without its layout (rolled back to no instance) runs whole again, as before, unless the
 	// control plane now asks something of it: whether it retries or gives the operation up (and
-	// no longer lists the GPU), the mode is rolled back with the layout. SetMIGMode leaves the
-	// mode while an instance is left.
+	// no longer lists the GPU), the mode is rolled back with the layout. The record outlives a
+	// restart (migmode.json) where the attempt's outcome does not: a GPU the control plane no
+	// longer lists, once it has been heard from, has its mode turned off too. SetMIGMode leaves
+	// the mode while an instance is left or the gate is busy (a change resumed from the journal).
+	a.loadModeOnLocked()
 	for uuid, op := range a.modeOnFor {
 		if _, asked := out[uuid]; asked {
 			continue
 		}
-		if o, ok := a.outcomes[uuid]; ok && o.Op == op && outcomeFailed(o) {
+		o, ok := a.outcomes[uuid]
+		_, listed := a.desired[uuid]
+		if ok && o.Op == op && outcomeFailed(o) || !ok && !listed && a.heard {
 			out[uuid] = false
 		}
 	}
