@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -301,9 +302,10 @@ func TestAppliedPlanSurvivesRestart(t *testing.T) {
 
 // TestApplyPlanRunsGPUsWhole: a GPU the plan runs whole (exclusive, MPS, time-sliced) with a tenant
 // on it while the node reports MIG instances gets a gate operation to no instance with MIG mode
-// off, and so does a GPU the plan leaves idle (its old instances go: it is left clean); a canary
-// GPU the plan runs nothing on, one already out of MIG mode and one in MIG mode with no instance
-// get none. The agent's report of the GPU out of MIG mode ends the operation.
+// off, and so does a GPU the plan leaves idle (its old instances go: it is left clean), and one in
+// MIG mode with no instance (before, it got none: its layout "" matched, and it offered no slice
+// for ever); a canary GPU the plan runs nothing on and one already out of MIG mode get none. The
+// agent's report of the GPU out of MIG mode ends the operation.
 func TestApplyPlanRunsGPUsWhole(t *testing.T) {
 	e, err := NewEngine(EngineConfig{NodeTimeout: time.Hour}, t0)
 	if err != nil {
@@ -332,24 +334,32 @@ func TestApplyPlanRunsGPUsWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ops) != 2 {
-		t.Fatalf("operations %+v, want two: GPUs 0 and 1 to no instance, MIG mode off", ops)
+	if len(ops) != 3 {
+		t.Fatalf("operations %+v, want three: GPUs 0, 1 and 2 to no instance, MIG mode off", ops)
 	}
 	for i, op := range ops {
-		if op.GPU != fmt.Sprintf("GPU-node-a-%d", i) || op.Layout != "" || !op.MIGOff || op.From != "7g.80gb@0" {
-			t.Fatalf("operation %+v, want GPU %d from 7g.80gb@0 to no instance, MIG mode off", op, i)
+		from := "7g.80gb@0"
+		if i == 2 {
+			from = ""
+		}
+		if op.GPU != fmt.Sprintf("GPU-node-a-%d", i) || op.Layout != "" || !op.MIGOff || op.From != from {
+			t.Fatalf("operation %+v, want GPU %d from %q to no instance, MIG mode off", op, i, from)
 		}
 	}
-	if ev, ok := lastCode(e, CodeGateRequested); !ok || !strings.Contains(ev.Message, "GPU-node-a-1") || !strings.Contains(ev.Message, "idle") {
-		t.Fatalf("last GateRequested %q, want GPU 1's saying the plan leaves it idle", ev.Message)
+	idleAsked := false
+	for _, ev := range e.events {
+		idleAsked = idleAsked || ev.Code == CodeGateRequested && strings.Contains(ev.Message, "GPU-node-a-1") && strings.Contains(ev.Message, "idle")
+	}
+	if !idleAsked {
+		t.Fatal("no GateRequested of GPU 1 says the plan leaves it idle")
 	}
 	for _, code := range []Code{CodeGateDraining, CodeGateStarted} {
 		if ev, ok := lastCode(e, code); !ok || !strings.Contains(ev.Message, "applies no MIG instance and MIG mode off") {
 			t.Errorf("%s %v %q, want it to say the agent applies no MIG instance and MIG mode off", code, ok, ev.Message)
 		}
 	}
-	// One GPU out at a time (maxUnavailable 1): GPU 0 is handed over, GPU 1 waits for it.
-	for i, at := range []time.Duration{0, time.Second} {
+	// One GPU out at a time (maxUnavailable 1): GPU 0 is handed over, GPUs 1 and 2 wait.
+	for i, at := range []time.Duration{0, time.Second, 2 * time.Second} {
 		l, _ := e.View(uint64(i + 1)).Layout("node-a")
 		if len(l.GPUs) != 1 || l.GPUs[0].UUID != fmt.Sprintf("GPU-node-a-%d", i) || !l.GPUs[0].MIGOff || l.GPUs[0].MIG != "" {
 			t.Fatalf("node layout GPUs %+v, want GPU %d handed over with migOff", l.GPUs, i)
@@ -671,4 +681,47 @@ func TestStandbyAvoidsGPUWithPendingChange(t *testing.T) {
 		t.Fatalf("standby %s on GPU 1, whose own change waits", sb.Slice)
 	}
 	checkInvariants(t, e)
+}
+
+// TestOperatorAsksGPUWhole: `{"migOff": true}` asks for a GPU run whole, a gate operation with
+// migOff, also of a GPU left in MIG mode with no instance, which no layout could ask for before
+// (`{"layout": ""}` cancels, and its layout "" already matched); a GPU already whole, or a body
+// with a layout too, is a 400 naming migOff.
+func TestOperatorAsksGPUWhole(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	in := inv(3, 1, "n1")
+	in.GPUs[0].Slices, in.GPUs[0].MIG = []string{}, ""                   // MIG mode on, no instance
+	in.GPUs[1].Slices, in.GPUs[1].MIG = []string{"exclusive"}, ""        // whole
+	in.GPUs[2].Slices, in.GPUs[2].MIG = []string{"7g.80gb"}, "7g.80gb@0" // one instance
+	h.must("agent-n1", "PUT", "/v1/nodes/n1", in, 200)
+	var op GateOp
+	json.Unmarshal(h.must("operator", "PUT", "/v1/nodes/n1/gpus/GPU-n1-0/layout", map[string]any{"migOff": true}, 200), &op)
+	if !op.MIGOff || op.Layout != "" || op.From != "" || op.GPU != "GPU-n1-0" {
+		t.Fatalf("operation %+v, want GPU-n1-0 to no instance, MIG mode off", op)
+	}
+	var l Layout
+	json.Unmarshal(h.must("agent-n1", "GET", "/v1/nodes/n1/layout", nil, 200), &l)
+	if op.State == GateApplying && (len(l.GPUs) != 1 || !l.GPUs[0].MIGOff) {
+		t.Fatalf("node layout GPUs %+v, want GPU-n1-0 handed over with migOff", l.GPUs)
+	}
+	for _, c := range []struct {
+		gpu  string
+		body map[string]any
+	}{
+		{"GPU-n1-1", map[string]any{"migOff": true}},
+		{"GPU-n1-2", map[string]any{"migOff": true, "layout": "3g.40gb@0"}},
+	} {
+		code, out := h.do("operator", "PUT", "/v1/nodes/n1/gpus/"+c.gpu+"/layout", c.body)
+		var p struct {
+			Errors []FieldError `json:"errors"`
+		}
+		json.Unmarshal(out, &p)
+		if code != 400 || len(p.Errors) != 1 || p.Errors[0].Path != "migOff" {
+			t.Errorf("%s %v: %d %s, want 400 naming migOff", c.gpu, c.body, code, out)
+		}
+	}
+	json.Unmarshal(h.must("operator", "PUT", "/v1/nodes/n1/gpus/GPU-n1-2/layout", map[string]any{"migOff": true}, 200), &op)
+	if !op.MIGOff || op.From != "7g.80gb@0" {
+		t.Fatalf("operation %+v, want GPU-n1-2 from 7g.80gb@0 to no instance, MIG mode off", op)
+	}
 }

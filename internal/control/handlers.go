@@ -421,9 +421,11 @@ func hCordon(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) err
 }
 
 // LayoutRequest is the body of PUT /v1/nodes/{node}/gpus/{gpu}/layout: the GPU's new MIG layout
-// ("3g.40gb@0 3g.40gb@4"); empty cancels a waiting gate operation.
+// ("3g.40gb@0 3g.40gb@4"); empty cancels a waiting gate operation. MIGOff, with no layout, asks
+// for the GPU run whole: no instance, MIG mode off (also for a GPU left in MIG mode with none).
 type LayoutRequest struct {
 	Layout string `json:"layout"`
+	MIGOff bool   `json:"migOff,omitempty"`
 }
 
 func hRequestLayout(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
@@ -433,6 +435,12 @@ func hRequestLayout(s *Server, w http.ResponseWriter, r *http.Request, _ Princip
 		return err
 	}
 	v, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) {
+		if lr.MIGOff {
+			if lr.Layout != "" {
+				return GateOp{}, &InvalidError{Fields: []FieldError{{Path: "migOff", Message: fmt.Sprintf("asks for no MIG instance; layout %q asks for instances: give one or the other", lr.Layout)}}}
+			}
+			return e.RequestWhole(now, node, gpuID)
+		}
 		return e.RequestLayout(now, node, gpuID, lr.Layout)
 	})
 	if err != nil {
