@@ -336,10 +336,19 @@ func newNodeCmd(e *env) *cobra.Command {
 			if err := cl.call(cmd.Context(), "DELETE", "/v1/nodes/"+args[0], nil, nil); err != nil {
 				return err
 			}
-			_, err := fmt.Fprintf(e.stdout, "node %s removed\n", args[0])
+			_, err := fmt.Fprintf(e.stdout, "node %s removed; its agent is refused until: gpupool node admit %s\n", args[0], args[0])
 			return err
 		}}
-	c.AddCommand(list, cordon("cordon", true), cordon("uncordon", false), rm)
+	admit := &cobra.Command{Use: "admit NODE", Short: "Re-admit a removed node: its agent's next report registers it as a new node",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cl.call(cmd.Context(), "POST", "/v1/nodes/"+args[0]+"/admit", nil, nil); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(e.stdout, "node %s re-admitted\n", args[0])
+			return err
+		}}
+	c.AddCommand(list, cordon("cordon", true), cordon("uncordon", false), rm, admit)
 	return c
 }
 

@@ -636,6 +636,45 @@ func TestRemoveNode(t *testing.T) {
 		}
 	}
 	checkInvariants(t, e)
+	// The removal leaves a tombstone: node-b's agent, still running, is refused (before, its next
+	// report registered the node again and brought it back into the pool), also by an engine
+	// restored from the store, until an operator re-admits the node.
+	if _, ok := stt.Removed["node-b"]; !ok {
+		t.Fatalf("the store holds no tombstone for node-b: %+v", stt.Removed)
+	}
+	r, err := restoreEngine(e.cfg, t1, stt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range []*Engine{e, r} {
+		if _, err := en.Register(t1, "node-b", b); !errors.Is(err, ErrRemoved) || !strings.Contains(err.Error(), "gpupool node admit node-b") {
+			t.Fatalf("report of the removed node: %v, want ErrRemoved saying how to re-admit it", err)
+		}
+		if err := en.Heartbeat(t1, "node-b"); !errors.Is(err, ErrRemoved) {
+			t.Fatalf("heartbeat of the removed node: %v, want ErrRemoved", err)
+		}
+		if _, ok := en.nodes["node-b"]; ok {
+			t.Fatal("the refused report registered node-b")
+		}
+	}
+	if err := e.AdmitNode(t1, "node-a"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("admitting a node that was not removed: %v, want not found", err)
+	}
+	if err := e.AdmitNode(t1, "node-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := lastCode(e, CodeNodeAdmitted); !ok {
+		t.Error("no NodeAdmitted event")
+	}
+	if ch := e.Take(); ch.Removed["node-b"] {
+		t.Fatalf("admission leaves the tombstone stored: %+v", ch.Removed)
+	}
+	if _, err := e.Register(t1, "node-b", b); err != nil {
+		t.Fatalf("report of the re-admitted node: %v", err)
+	}
+	if n := e.nodes["node-b"]; n == nil || n.Epoch != 0 || n.Lost {
+		t.Fatalf("node-b after re-admission: %+v, want a new live node", n)
+	}
 }
 
 // A standby does not start on a GPU whose own gate operation waits, while another free slice

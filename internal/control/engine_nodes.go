@@ -54,6 +54,9 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 	if err := dup.err(); err != nil {
 		return Node{}, fmt.Errorf("register node %s: %w", node, err)
 	}
+	if r, gone := e.removed[node]; gone {
+		return Node{}, fmt.Errorf("register node %s: %w: %s", node, ErrRemoved, r.refusal(node))
+	}
 	n, ok := e.nodes[node]
 	if ok && inv.Epoch != n.Epoch {
 		if e.fenced == nil {
@@ -109,6 +112,9 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 // back by a report for its new epoch, once its agent stopped the replicas of the old one.
 func (e *Engine) Heartbeat(now time.Time, node string) error {
 	n, ok := e.nodes[node]
+	if r, gone := e.removed[node]; !ok && gone {
+		return fmt.Errorf("heartbeat of node %s: %w: %s", node, ErrRemoved, r.refusal(node))
+	}
 	if !ok {
 		return fmt.Errorf("heartbeat of node %s: %w: register first", node, ErrNotFound)
 	}
@@ -419,6 +425,11 @@ func (e *Engine) RemoveNode(now time.Time, node string) error {
 		e.event(now, Event{Code: CodeGateGaveUp, Node: node, Message: fmt.Sprintf("gate operation %d on GPU %s (%s) given up: node %s was removed", op.ID, op.GPU, op.State, node)})
 	}
 	delete(e.nodes, node)
+	if e.removed == nil {
+		e.removed = map[string]Removal{}
+	}
+	e.removed[node] = Removal{At: now, GPUs: len(n.Inventory.GPUs)}
+	e.ch.Removed[node] = true
 	delete(e.fenced, node)
 	delete(e.dirtyNodes, node)
 	e.ch.Nodes[node] = false
@@ -427,7 +438,7 @@ func (e *Engine) RemoveNode(now time.Time, node string) error {
 	if n.Lost {
 		state = "lost"
 	}
-	e.event(now, Event{Code: CodeNodeRemoved, Node: node, Message: fmt.Sprintf("node %s (%s, %d GPUs, %d gate operations) removed by an operator; its agent may register it again as a new node", node, state, len(n.Inventory.GPUs), len(n.Gates))})
+	e.event(now, Event{Code: CodeNodeRemoved, Node: node, Message: fmt.Sprintf("node %s (%s, %d GPUs, %d gate operations) removed by an operator; its agent's reports are refused (410) until an operator re-admits it (gpupool node admit %s)", node, state, len(n.Inventory.GPUs), len(n.Gates), node)})
 	ds, err := e.alloc.setCapacity(now, len(e.slices))
 	if err != nil {
 		return fmt.Errorf("remove node %s: %w", node, err)
@@ -436,6 +447,31 @@ func (e *Engine) RemoveNode(now time.Time, node string) error {
 	if err := e.schedule(now); err != nil {
 		return fmt.Errorf("remove node %s: %w", node, err)
 	}
+	e.finish()
+	return nil
+}
+
+// Removal is the tombstone of a node an operator removed: when, and how many GPUs it had.
+type Removal struct {
+	At   time.Time `json:"at"`
+	GPUs int       `json:"gpus"`
+}
+
+func (r Removal) refusal(node string) string {
+	return fmt.Sprintf("node %s was removed by an operator at %s; its agent is refused until an operator re-admits the node (POST /v1/nodes/%s/admit, gpupool node admit %s)",
+		node, r.At.UTC().Format(time.RFC3339), node, node)
+}
+
+// AdmitNode lifts a removed node's tombstone: its agent's next report registers it as a new node
+// (epoch 0, re-planned as any new node). A node that was not removed is not found.
+func (e *Engine) AdmitNode(now time.Time, node string) error {
+	r, ok := e.removed[node]
+	if !ok {
+		return fmt.Errorf("admit node %s: %w: it was not removed", node, ErrNotFound)
+	}
+	delete(e.removed, node)
+	e.ch.Removed[node] = false
+	e.event(now, Event{Code: CodeNodeAdmitted, Node: node, Message: fmt.Sprintf("node %s (removed at %s) re-admitted by an operator: its agent's next report registers it as a new node", node, r.At.UTC().Format(time.RFC3339))})
 	e.finish()
 	return nil
 }

@@ -34,6 +34,7 @@ var routes = []route{
 	{"GET", "/v1/nodes", operatorOnly, false, hNodes},
 	{"PUT", "/v1/nodes/{node}", opOrAgent, true, hRegister},
 	{"DELETE", "/v1/nodes/{node}", operatorOnly, true, hRemoveNode},
+	{"POST", "/v1/nodes/{node}/admit", operatorOnly, true, hAdmitNode},
 	{"POST", "/v1/nodes/{node}/heartbeat", opOrAgent, false, hHeartbeat},
 	{"GET", "/v1/nodes/{node}/layout", opOrAgent, false, hLayout},
 	{"PUT", "/v1/nodes/{node}/cordon", operatorOnly, true, hCordon},
@@ -346,6 +347,15 @@ func hRegister(s *Server, w http.ResponseWriter, r *http.Request, p Principal) e
 func hRemoveNode(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
 	node := r.PathValue("node")
 	if _, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) { return nil, e.RemoveNode(now, node) }); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func hAdmitNode(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
+	node := r.PathValue("node")
+	if _, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) { return nil, e.AdmitNode(now, node) }); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
