@@ -397,8 +397,8 @@ func (e *Engine) Cordon(now time.Time, node string, on bool) (Node, error) {
 // RemoveNode forgets a node for good: its record, its gate operations (given up) and its
 // given-up targets. A node that may still run replicas is refused (a conflict): it must be lost,
 // or cordoned, and no grant (replica or standby) may be left on it; a cordoned node's replicas
-// leave once their standbys elsewhere are ready. Its agent may register it again later as a new
-// node; tokens are not touched.
+// leave once their standbys elsewhere are ready. It leaves a tombstone (Removal): its agent's
+// reports and heartbeats are refused (ErrRemoved) until AdmitNode; tokens are not touched.
 func (e *Engine) RemoveNode(now time.Time, node string) error {
 	n, ok := e.nodes[node]
 	if !ok {
