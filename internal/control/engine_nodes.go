@@ -481,7 +481,8 @@ func (e *Engine) AdmitNode(now time.Time, node string) error {
 // layout that parses and is legal on the board, slices that are the layout's instances (a GPU
 // in MIG mode) or whole-GPU kinds ("exclusive", "mps", "mps-N" with N in 1..100, "timeslice"; a
 // GPU reported without a layout may also list the board's MIG profiles). The Kubernetes
-// admission path registers devices by product label and does not come through here.
+// admission path registers devices in its own engine and maps their product label to a catalog
+// board itself (internal/k8s productBoard).
 func checkReport(inv *Inventory) error {
 	bad := &InvalidError{}
 	for i := range inv.GPUs {
