@@ -315,7 +315,11 @@ func hCreateToken(s *Server, w http.ResponseWriter, r *http.Request, _ Principal
 }
 
 func hNodes(_ *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
-	return writeJSON(w, 200, r.Context().Value(viewKey{}).(*View).Nodes)
+	ns := r.Context().Value(viewKey{}).(*View).Nodes
+	if ns == nil {
+		ns = []Node{} // an empty list, not null, once the last node is removed
+	}
+	return writeJSON(w, 200, ns)
 }
 
 func ownNode(p Principal, node string) error {

@@ -705,6 +705,9 @@ func TestRemovedNodeIsGone(t *testing.T) {
 	h.must("agent-n1", "PUT", "/v1/nodes/n1", inv(1, 1, "n1"), 200)
 	h.must("operator", "PUT", "/v1/nodes/n1/cordon", CordonRequest{Cordoned: true}, 200)
 	h.must("operator", "DELETE", "/v1/nodes/n1", nil, 204)
+	if out := strings.TrimSpace(string(h.must("operator", "GET", "/v1/nodes", nil, 200))); out != "[]" {
+		t.Errorf("GET /v1/nodes with no node: %s, want []", out)
+	}
 	for _, c := range []struct {
 		method, path string
 		body         any
