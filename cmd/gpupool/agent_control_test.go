@@ -96,6 +96,15 @@ func TestAgentFollowsControlPlane(t *testing.T) {
 	if o, _, code := runCmd(t, "gate", "list", "--server", url, "--token", op); code != 0 || strings.Count(o, "\n") != 1 {
 		t.Errorf("gate list after both changes: %d %q, want the header only", code, o)
 	}
+	// And whole: no instance, MIG mode off (gate set --whole, {"migOff": true}).
+	if o, errs, code := runCmd(t, "gate", "set", "fake-a", g0.UUID, "--whole", "--server", url, "--token", op); code != 0 || !strings.Contains(o, `"7g.80gb@0" → no instance, MIG mode off`) {
+		t.Fatalf("gate set --whole: %d %q %q", code, o, errs)
+	}
+	waitFor(t, 30*time.Second, out, "GPU 0 to run whole", func() bool {
+		n := node()
+		g := n.Inventory.GPUs[0]
+		return len(n.Gates) == 0 && g.MIG == "" && slices.Equal(g.Slices, []string{"exclusive"})
+	})
 }
 
 // startFakeAgent runs the control plane and a real agent for node fake-a on the NVML fake (8

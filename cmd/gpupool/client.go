@@ -336,10 +336,19 @@ func newNodeCmd(e *env) *cobra.Command {
 			if err := cl.call(cmd.Context(), "DELETE", "/v1/nodes/"+args[0], nil, nil); err != nil {
 				return err
 			}
-			_, err := fmt.Fprintf(e.stdout, "node %s removed\n", args[0])
+			_, err := fmt.Fprintf(e.stdout, "node %s removed; its agent is refused until: gpupool node admit %s\n", args[0], args[0])
 			return err
 		}}
-	c.AddCommand(list, cordon("cordon", true), cordon("uncordon", false), rm)
+	admit := &cobra.Command{Use: "admit NODE", Short: "Re-admit a removed node: its agent's next report registers it as a new node",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cl.call(cmd.Context(), "POST", "/v1/nodes/"+args[0]+"/admit", nil, nil); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(e.stdout, "node %s re-admitted\n", args[0])
+			return err
+		}}
+	c.AddCommand(list, cordon("cordon", true), cordon("uncordon", false), rm, admit)
 	return c
 }
 
@@ -359,16 +368,31 @@ func newGateCmd(e *env) *cobra.Command {
 			}
 			return tw.Flush()
 		}}
-	set := &cobra.Command{Use: "set NODE GPU-UUID LAYOUT", Short: `Ask for a GPU's MIG layout ("3g.40gb@0 3g.40gb@4"); "" cancels a waiting request`,
-		Args: cobra.ExactArgs(3),
+	var whole bool
+	set := &cobra.Command{Use: "set NODE GPU-UUID (LAYOUT | --whole)", Short: `Ask for a GPU's MIG layout ("3g.40gb@0 3g.40gb@4"), or with --whole for no instance and MIG mode off; "" cancels a waiting request`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if whole {
+				return cobra.ExactArgs(2)(cmd, args)
+			}
+			return cobra.ExactArgs(3)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			req := control.LayoutRequest{MIGOff: whole}
+			if !whole {
+				req.Layout = args[2]
+			}
 			var g control.GateOp
-			if err := cl.call(cmd.Context(), "PUT", "/v1/nodes/"+args[0]+"/gpus/"+args[1]+"/layout", control.LayoutRequest{Layout: args[2]}, &g); err != nil {
+			if err := cl.call(cmd.Context(), "PUT", "/v1/nodes/"+args[0]+"/gpus/"+args[1]+"/layout", req, &g); err != nil {
 				return err
 			}
-			_, err := fmt.Fprintf(e.stdout, "gate operation %d on GPU %s: %q → %q, %s %s\n", g.ID, g.GPU, g.From, g.Layout, g.State, g.Reason)
+			to := fmt.Sprintf("%q", g.Layout)
+			if g.MIGOff {
+				to = "no instance, MIG mode off"
+			}
+			_, err := fmt.Fprintf(e.stdout, "gate operation %d on GPU %s: %q → %s, %s %s\n", g.ID, g.GPU, g.From, to, g.State, g.Reason)
 			return err
 		}}
+	set.Flags().BoolVar(&whole, "whole", false, "run the GPU whole: no MIG instance, MIG mode off (also for a GPU left in MIG mode with no instance)")
 	c.AddCommand(list, set)
 	return c
 }

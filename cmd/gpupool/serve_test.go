@@ -44,8 +44,8 @@ func TestClientCommands(t *testing.T) {
 	}
 	// A node registers through the API (an operator may speak for a node).
 	c := &client{base: url, token: op, http: newHTTPClient()}
-	must(t, c.call(context.Background(), "PUT", "/v1/nodes/n1", control.Inventory{GPUs: []control.GPU{
-		{UUID: "GPU-0", Board: "H100-SXM5-80GB", Slices: []string{"3g.40gb", "3g.40gb", "1g.10gb"}}}}, nil))
+	n1 := control.Inventory{GPUs: []control.GPU{{UUID: "GPU-0", Board: "H100-SXM5-80GB", Slices: []string{"3g.40gb", "3g.40gb", "1g.10gb"}}}}
+	must(t, c.call(context.Background(), "PUT", "/v1/nodes/n1", n1, nil))
 
 	if out, errs, code := cli("tenant", "set", "alpha", "2", "--weight", "2"); code != 0 || !strings.Contains(out, "tenant alpha: demand 2 (version 1)") {
 		t.Fatalf("tenant set: %d %q %q", code, out, errs)
@@ -111,6 +111,17 @@ func TestClientCommands(t *testing.T) {
 	if _, errs, code := cli("node", "rm", "n1"); code != exitInvalid || !strings.Contains(errs, "404") {
 		t.Fatalf("node rm of a removed node: %d %q, want exit 1 and a 404", code, errs)
 	}
+	// Removed, the node's reports are refused (410) until it is re-admitted.
+	if err := c.call(context.Background(), "PUT", "/v1/nodes/n1", n1, nil); err == nil || !strings.Contains(err.Error(), "410") {
+		t.Fatalf("report of the removed node: %v, want a 410", err)
+	}
+	if out, errs, code := cli("node", "admit", "n1"); code != 0 || !strings.Contains(out, "node n1 re-admitted") {
+		t.Fatalf("node admit: %d %q %q", code, out, errs)
+	}
+	if _, errs, code := cli("node", "admit", "n1"); code != exitInvalid || !strings.Contains(errs, "404") {
+		t.Fatalf("node admit of a node not removed: %d %q, want exit 1 and a 404", code, errs)
+	}
+	must(t, c.call(context.Background(), "PUT", "/v1/nodes/n1", n1, nil))
 }
 
 func mustRead(t *testing.T, p string) string {

@@ -37,6 +37,11 @@ var ErrNotRegistered = errors.New("node not registered")
 // drops what it held for the old one and reports again.
 var ErrFenced = errors.New("node fenced: its epoch moved on")
 
+// ErrRemoved is a report or heartbeat the control plane refused because an operator removed the
+// node (410 Gone): the agent reports again once per heartbeat, quietly, until an operator
+// re-admits the node.
+var ErrRemoved = errors.New("node removed by an operator")
+
 // The wire types are api/v1's, shared with the control plane; these are their names here.
 type (
 	// NodeReport is what the agent reports: its GPUs, the standby replicas of its layout that
@@ -84,7 +89,7 @@ func (a *Agent) SetDesired(d DesiredLayout) {
 	}
 	slices.Sort(ready)
 	a.mu.Lock()
-	a.desired, a.ready, a.epoch = m, ready, d.Epoch
+	a.desired, a.ready, a.epoch, a.heard = m, ready, d.Epoch, true
 	a.mu.Unlock()
 }
 
@@ -176,13 +181,18 @@ func (a *Agent) modesWanted() map[string]bool {
 	// A GPU whose MIG mode this agent turned on for an operation whose last attempt then ended
 	// without its layout (rolled back to no instance) runs whole again, as before, unless the
 	// control plane now asks something of it: whether it retries or gives the operation up (and
-	// no longer lists the GPU), the mode is rolled back with the layout. SetMIGMode leaves the
-	// mode while an instance is left.
+	// no longer lists the GPU), the mode is rolled back with the layout. The record outlives a
+	// restart (migmode.json) where the attempt's outcome does not: a GPU the control plane no
+	// longer lists, once it has been heard from, has its mode turned off too. SetMIGMode leaves
+	// the mode while an instance is left or the gate is busy (a change resumed from the journal).
+	a.loadModeOnLocked()
 	for uuid, op := range a.modeOnFor {
 		if _, asked := out[uuid]; asked {
 			continue
 		}
-		if o, ok := a.outcomes[uuid]; ok && o.Op == op && outcomeFailed(o) {
+		o, ok := a.outcomes[uuid]
+		_, listed := a.desired[uuid]
+		if ok && o.Op == op && outcomeFailed(o) || !ok && !listed && a.heard {
 			out[uuid] = false
 		}
 	}
@@ -220,7 +230,7 @@ func (l *Link) Run(ctx context.Context) error {
 	registered := make(chan struct{})
 	wg.Go(func() { l.follow(ctx, registered, hb) })
 	var last []byte
-	var lastSent time.Time
+	var lastSent, removedAt time.Time // removedAt: when a report was last refused as removed
 	once := sync.OnceFunc(func() { close(registered) })
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -229,8 +239,17 @@ func (l *Link) Run(ctx context.Context) error {
 		raw, _ := json.Marshal(rep)
 		switch {
 		case rep.GPUs == nil: // no poll yet
+		case !removedAt.IsZero() && time.Since(removedAt) < hb:
+			// The node was removed: ask again once per heartbeat, not at every tick.
 		case !bytes.Equal(raw, last):
 			if err := l.CP.Report(ctx, rep); err != nil {
+				if errors.Is(err, ErrRemoved) {
+					if removedAt.IsZero() {
+						l.Agent.Log.Error("the control plane refuses this node: an operator removed it; reporting again once per heartbeat until it is re-admitted", "err", err)
+					}
+					removedAt = time.Now()
+					break
+				}
 				if errors.Is(err, ErrFenced) {
 					// The node is known but fenced: follow its layout, whose new epoch the next
 					// report carries.
@@ -240,11 +259,14 @@ func (l *Link) Run(ctx context.Context) error {
 				}
 				break
 			}
-			last, lastSent = raw, time.Now()
+			if !removedAt.IsZero() {
+				l.Agent.Log.Info("the control plane takes this node's reports again (re-admitted)")
+			}
+			last, lastSent, removedAt = raw, time.Now(), time.Time{}
 			once()
 		case time.Since(lastSent) >= hb:
 			err := l.CP.Heartbeat(ctx)
-			if errors.Is(err, ErrNotRegistered) || errors.Is(err, ErrFenced) {
+			if errors.Is(err, ErrNotRegistered) || errors.Is(err, ErrFenced) || errors.Is(err, ErrRemoved) {
 				last = nil // report again (once fenced, for the epoch of the layout it takes next)
 			} else if err != nil {
 				l.Agent.Log.Warn("heartbeat", "err", err)
@@ -267,16 +289,21 @@ func (l *Link) follow(ctx context.Context, registered <-chan struct{}, hb time.D
 	case <-registered:
 	}
 	var after uint64
+	backoff := 200 * time.Millisecond
 	for ctx.Err() == nil {
 		d, err := l.CP.Desired(ctx, after, 2*hb)
 		if err != nil {
 			if ctx.Err() == nil {
 				l.Agent.Log.Warn("desired layout", "err", err)
 				after = 0 // a restarted server may count revisions anew
-				sleepCtx(ctx, 200*time.Millisecond)
+				sleepCtx(ctx, backoff)
+				// Doubling up to a heartbeat: a removed node's layout is not found until it is
+				// re-admitted, and a stopped server may be down a while.
+				backoff = min(2*backoff, hb)
 			}
 			continue
 		}
+		backoff = 200 * time.Millisecond
 		if d.Revision != after || after == 0 {
 			l.Agent.SetDesired(d)
 			if l.OnLayout != nil {
@@ -333,6 +360,13 @@ func (h *HTTPControlPlane) do(ctx context.Context, method, path string, body, ou
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound && method == "POST" {
 		return ErrNotRegistered
+	}
+	if resp.StatusCode == http.StatusGone && method != "GET" {
+		var p struct {
+			Detail string `json:"detail"`
+		}
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&p)
+		return fmt.Errorf("%s %s: %w: %s", method, path, ErrRemoved, p.Detail)
 	}
 	if resp.StatusCode == http.StatusConflict && method != "GET" { // a report or heartbeat fenced
 		return fmt.Errorf("%s %s: %w", method, path, ErrFenced)

@@ -2,9 +2,13 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,4 +122,69 @@ func TestLinkFencing(t *testing.T) {
 	if r := a.Report(); r.Epoch != 2 || len(r.Ready) != 1 || r.Ready[0] != "g5" {
 		t.Fatalf("report %+v, want epoch 2 with only the new epoch's standby g5", r)
 	}
+}
+
+// TestLinkRemovedNode: a control plane that answers 410 Gone (an operator removed the node) is
+// read as ErrRemoved, and the link asks again once per heartbeat instead of at every tick
+// (5 ms here); once the node is re-admitted, its report is taken.
+func TestLinkRemovedNode(t *testing.T) {
+	var mu sync.Mutex
+	puts, gone := 0, true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case r.Method == "PUT":
+			puts++
+			if gone {
+				w.Header().Set("Content-Type", "application/problem+json")
+				w.WriteHeader(http.StatusGone)
+				io.WriteString(w, `{"status":410,"detail":"node n was removed by an operator; … gpupool node admit n"}`)
+				return
+			}
+			w.Write([]byte("{}"))
+		case r.Method == "GET":
+			w.WriteHeader(http.StatusNotFound)
+		default:
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}))
+	defer srv.Close()
+	cp := &HTTPControlPlane{Server: srv.URL, Token: "t", Node: "n"}
+	if err := cp.Report(context.Background(), NodeReport{}); !errors.Is(err, ErrRemoved) || !strings.Contains(err.Error(), "gpupool node admit n") {
+		t.Fatalf("report to a control plane that removed the node: %v, want ErrRemoved with its detail", err)
+	}
+	mu.Lock()
+	puts = 0
+	mu.Unlock()
+	a := &Agent{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	a.inventory = []GPUInfo{{Index: 0, UUID: "GPU-0", Board: "H100-SXM5-80GB"}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- (&Link{CP: cp, Agent: a, Every: 5 * time.Millisecond, Heartbeat: 200 * time.Millisecond}).Run(ctx)
+	}()
+	time.Sleep(time.Second)
+	mu.Lock()
+	n := puts
+	gone = false
+	mu.Unlock()
+	if n < 2 || n > 7 {
+		t.Errorf("%d reports in 1 s to a control plane that removed the node, want about one per 200 ms heartbeat", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		m := puts
+		mu.Unlock()
+		if m > n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no report after the node was re-admitted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
 }

@@ -114,7 +114,12 @@ type Agent struct {
 	inventory []GPUInfo
 	// modeOnFor is, by GPU, the control plane's operation for which this agent turned MIG mode
 	// on: when that operation's attempt ends without its layout, the mode is turned off again.
-	modeOnFor map[string]uint64
+	// It is kept in StateDir (migmode.json), read once (modeLoaded), so that a restart between
+	// the rollback and the mode change still turns the mode off. heard says a desired layout
+	// came from the control plane since the agent started.
+	modeOnFor  map[string]uint64
+	modeLoaded bool
+	heard      bool
 }
 
 // Snapshot returns the latest measurements.
@@ -277,10 +282,22 @@ func (a *Agent) migModes(inv []GPUInfo) (bool, error) {
 	want := a.modesWanted()
 	changed := false
 	var errs []error
+	var forget []string
 	for _, g := range inv {
 		on, ok := want[g.UUID]
 		if !ok {
 			continue
+		}
+		if on && !g.MIG {
+			// Write ahead: the record is durable before the mode changes, so that no crash
+			// leaves a GPU in MIG mode that this agent does not know it turned on.
+			a.mu.Lock()
+			op := a.desired[g.UUID].Op
+			a.mu.Unlock()
+			if err := a.rememberModeOn(g.UUID, op); err != nil {
+				errs = append(errs, fmt.Errorf("control plane: MIG mode on GPU %s: %w", g.UUID, err))
+				continue
+			}
 		}
 		did, err := a.Exec.SetMIGMode(g, on)
 		if err != nil {
@@ -288,18 +305,29 @@ func (a *Agent) migModes(inv []GPUInfo) (bool, error) {
 		}
 		if did {
 			a.Log.Info("MIG mode set", "gpu", g.UUID, "on", on)
-			a.mu.Lock()
-			if a.modeOnFor == nil {
-				a.modeOnFor = map[string]uint64{}
+			if !on {
+				forget = append(forget, g.UUID)
 			}
-			if on {
-				a.modeOnFor[g.UUID] = a.desired[g.UUID].Op
-			} else {
-				delete(a.modeOnFor, g.UUID)
-			}
-			a.mu.Unlock()
 		}
 		changed = changed || did
+	}
+	// A remembered GPU whose mode is off (and not about to be turned on), or whose mode now
+	// serves instances the gate made and is done with, needs no remembering.
+	idle := a.Exec.State().Phase() == gate.PhaseIdle
+	a.mu.Lock()
+	for _, g := range inv {
+		if _, ok := a.modeOnFor[g.UUID]; !ok || slices.Contains(forget, g.UUID) {
+			continue
+		}
+		if !g.MIG && !want[g.UUID] || g.MIG && len(g.Instances) > 0 && idle {
+			forget = append(forget, g.UUID)
+		}
+	}
+	a.mu.Unlock()
+	if len(forget) > 0 {
+		if err := a.forgetModeOn(forget...); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return changed, errors.Join(errs...)
 }

@@ -2,14 +2,19 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"gpupool.dev/gpupool/internal/gate"
 	"gpupool.dev/gpupool/internal/nvml"
+	"gpupool.dev/gpupool/internal/testbin"
 )
 
 // TestFailedChangeRestoresMIGModeOff: a GPU out of MIG mode (run whole) that the control plane
@@ -84,5 +89,51 @@ func TestFailedChangeRestoresMIGModeOff(t *testing.T) {
 	}
 	if devs, _ := lib.Inventory(); !devs[0].MIG {
 		t.Fatal("the retry did not turn MIG mode on")
+	}
+}
+
+// TestModeOffSurvivesSIGKILL: the agent process (testdata/migmodechild) turns MIG mode on for a
+// change of a GPU that ran whole, the smoke check fails, the gate rolls back to no instance, and
+// the process is SIGKILLed before its next poll turns the mode off again. Started again on the
+// same state directory, with the control plane having given the operation up, it turns the mode
+// off: its record of having turned the mode on is in StateDir/migmode.json. Before, the record
+// lived only in memory, and the restarted agent left the GPU in MIG mode with no instance and no
+// slice.
+func TestModeOffSurvivesSIGKILL(t *testing.T) {
+	bin := testbin.Build(t, "./testdata/migmodechild", "migmodechild")
+	dir := t.TempDir()
+	child := func(env ...string) (bool, string) {
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), append([]string{"DIR=" + dir}, env...)...)
+		b, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+				return true, string(b)
+			}
+		}
+		if err != nil {
+			t.Fatalf("child %v: %v\n%s", env, err, b)
+		}
+		return false, string(b)
+	}
+	child("INIT=1")
+	if killed, out := child("KILL=1"); !killed {
+		t.Fatalf("the child was not killed at the rollback: %s", out)
+	}
+	fake, err := nvml.NewFake(nvml.FakeOptions{Model: "h100", GPUs: 1, StatePath: filepath.Join(dir, "mig.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if devs, err := nvml.New(fake.Interface(), nvml.Options{}).Inventory(); err != nil || !devs[0].MIG || len(devs[0].Instances) != 0 {
+		t.Fatalf("after the kill the GPU reads MIG %t with %v (%v); want the point under test: MIG mode on, no instance", devs[0].MIG, devs[0].Instances, err)
+	}
+	_, out := child()
+	if want := "mig=false instances=0 slices=[\"exclusive\"]\n"; out != want {
+		t.Fatalf("the restarted agent ends with %q, want %q: the GPU whole again", out, want)
+	}
+	// The record is gone once the mode is off again.
+	if raw, err := os.ReadFile(filepath.Join(dir, modeFileName)); err != nil || string(raw) != "{}" {
+		t.Fatalf("%s holds %q (%v), want {}", modeFileName, raw, err)
 	}
 }

@@ -64,6 +64,9 @@ type Engine struct {
 	pool       *v1.Pool // the Pool document of the last plan applied (in memory only)
 	replan     Replan
 	fenced     map[string]uint64 // node → the epoch a refused report was last recorded for
+	// removed holds the nodes an operator removed: their agents' reports and heartbeats are
+	// refused (ErrRemoved) until an operator re-admits them (AdmitNode).
+	removed map[string]Removal
 	// planned maps live slices to the applied plan's replicas (placement); nil when stale.
 	planned map[string]plannedSlot
 	// lora holds the applied plan's shared LoRA engines by name, adapterOf the engines of each
@@ -96,6 +99,7 @@ type Changes struct {
 	Grants  map[string]bool
 	Nodes   map[string]bool
 	Tokens  map[string]bool
+	Removed map[string]bool // removed nodes' tombstones (Removal)
 	Events  []Event
 	Dropped []uint64 // event sequence numbers that fell out of the history
 	// Plan says the applied plan (and its Pool document) changed.
@@ -103,12 +107,12 @@ type Changes struct {
 }
 
 func (c *Changes) reset() {
-	*c = Changes{Tenants: map[string]bool{}, Grants: map[string]bool{}, Nodes: map[string]bool{}, Tokens: map[string]bool{}}
+	*c = Changes{Tenants: map[string]bool{}, Grants: map[string]bool{}, Nodes: map[string]bool{}, Tokens: map[string]bool{}, Removed: map[string]bool{}}
 }
 
 // Empty reports whether nothing changed.
 func (c Changes) Empty() bool {
-	return len(c.Tenants)+len(c.Grants)+len(c.Nodes)+len(c.Tokens)+len(c.Events)+len(c.Dropped) == 0 && !c.Plan
+	return len(c.Tenants)+len(c.Grants)+len(c.Nodes)+len(c.Tokens)+len(c.Removed)+len(c.Events)+len(c.Dropped) == 0 && !c.Plan
 }
 
 // NewEngine returns an empty engine at now.
@@ -122,6 +126,7 @@ type State struct {
 	Nodes     []Node
 	Grants    []Grant
 	Tokens    map[string]Principal
+	Removed   map[string]Removal
 	Events    []Event
 	NextGrant uint64
 	NextEvent uint64
@@ -139,7 +144,7 @@ func restoreEngine(cfg EngineConfig, now time.Time, st State) (*Engine, error) {
 		slices: map[string]Slice{}, sliceGrant: map[string]string{}, grants: map[string]*Grant{},
 		taskGrant: map[uint64]string{}, hints: map[string][]*Grant{}, queued: map[string]int{},
 		tokens: maps.Clone(st.Tokens), dirtyNodes: map[string]bool{},
-		nextGrant: st.NextGrant, nextEvent: st.NextEvent, plan: st.Plan, pool: st.Pool}
+		nextGrant: st.NextGrant, nextEvent: st.NextEvent, plan: st.Plan, pool: st.Pool, removed: maps.Clone(st.Removed)}
 	if e.tokens == nil {
 		e.tokens = map[string]Principal{}
 	}
@@ -396,7 +401,7 @@ func (e *Engine) Tick(now time.Time) error {
 			e.wantReplan("node " + name + " lost")
 			e.removeSlices(n)
 			e.ch.Nodes[name] = true
-			msg := fmt.Sprintf("node %s silent for %s (timeout %s): its %d slices leave the pool and its epoch becomes %d", name, now.Sub(n.LastSeen).Round(time.Millisecond), e.cfg.NodeTimeout, countSlices(n.Inventory), n.Epoch)
+			msg := fmt.Sprintf("node %s silent for %s (timeout %s): %s the pool and its epoch becomes %d", name, now.Sub(n.LastSeen).Round(time.Millisecond), e.cfg.NodeTimeout, its(countSlices(n.Inventory), "leave", "leaves"), n.Epoch)
 			for _, op := range n.Gates {
 				if op.State != GateWaiting {
 					msg += fmt.Sprintf("; gate operation %d on GPU %s (%s) no longer counts against maxUnavailable: the node's next report settles it, or removing the node drops it", op.ID, op.GPU, op.State)

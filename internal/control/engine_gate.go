@@ -82,6 +82,17 @@ func normLayout(s string) (string, error) {
 // policy lets it start; a waiting operation on the same GPU is replaced, an applying one is a
 // conflict. An empty layout cancels a waiting operation.
 func (e *Engine) RequestLayout(now time.Time, node, gpuID, layout string) (GateOp, error) {
+	return e.requestLayout(now, node, gpuID, layout, false)
+}
+
+// RequestWhole asks for a GPU run whole (a gate operation with migOff): no MIG instance and MIG
+// mode off, for a GPU with instances or one left in MIG mode with none (which no plan's layout
+// tells apart from a whole GPU). It waits, replaces and conflicts as RequestLayout does.
+func (e *Engine) RequestWhole(now time.Time, node, gpuID string) (GateOp, error) {
+	return e.requestLayout(now, node, gpuID, "", true)
+}
+
+func (e *Engine) requestLayout(now time.Time, node, gpuID, layout string, migOff bool) (GateOp, error) {
 	n, ok := e.nodes[node]
 	if !ok {
 		return GateOp{}, fmt.Errorf("gate on node %s: %w", node, ErrNotFound)
@@ -99,6 +110,13 @@ func (e *Engine) RequestLayout(now time.Time, node, gpuID, layout string) (GateO
 	if i >= 0 && n.Gates[i].State != GateWaiting {
 		return GateOp{}, fmt.Errorf("gate on GPU %s of node %s: %w", gpuID, node, &InvalidError{conflict: true,
 			Fields: []FieldError{{Path: "layout", Message: fmt.Sprintf("operation %d on GPU %s is being applied: wait until it ends", n.Gates[i].ID, gpuID)}}})
+	}
+	if migOff {
+		if g.MIG == "" && len(g.Slices) > 0 {
+			return GateOp{}, &InvalidError{Fields: []FieldError{{Path: "migOff", Message: fmt.Sprintf("GPU %s already runs whole (MIG mode off)", gpuID)}}}
+		}
+		op := e.addGateOp(now, n, *g, "", true, "an operator asks for it")
+		return e.scheduled(now, n, op)
 	}
 	if layout == "" {
 		if i < 0 {
@@ -125,7 +143,12 @@ func (e *Engine) RequestLayout(now time.Time, node, gpuID, layout string) (GateO
 	if cur, _ := normLayout(g.MIG); cur == want {
 		return GateOp{}, &InvalidError{Fields: []FieldError{{Path: "layout", Message: fmt.Sprintf("GPU %s already has layout %q", gpuID, want)}}}
 	}
-	op := e.addGateOp(now, n, *g, want, false, "")
+	return e.scheduled(now, n, e.addGateOp(now, n, *g, want, false, ""))
+}
+
+// scheduled runs the gate policy after an operator's request and returns the operation as it
+// then stands (started, or waiting and why).
+func (e *Engine) scheduled(now time.Time, n *Node, op GateOp) (GateOp, error) {
 	if err := e.schedule(now); err != nil {
 		return GateOp{}, err
 	}
@@ -164,8 +187,9 @@ func (e *Engine) addGateOp(now time.Time, n *Node, g GPU, want string, migOff bo
 // ApplyPlan makes the MIG layouts of a plan's GPUs the desired layouts of the nodes: every mig GPU
 // whose layout differs from what its agent reports gets a gate operation (the plan's GPU index i
 // is the i-th GPU the node's agent reports, in NVML order). A GPU the plan runs whole, and one it
-// leaves idle (role idle), whose agent reports MIG instances gets an operation to no instance
-// with MIG mode off; a canary or burst GPU the plan runs nothing on keeps what it has. Nothing
+// leaves idle (role idle), whose agent reports MIG instances, or MIG mode on with no instance (no
+// slice), gets an operation to no instance with MIG mode off; a canary or burst GPU the plan runs
+// nothing on keeps what it has. Nothing
 // changes unless every such GPU
 // is known, of the plan's board, and not being changed already; the problems are returned at
 // once with the plan's field paths (a conflict when every one is a GPU being changed). The plan
@@ -215,7 +239,10 @@ func (e *Engine) applyPlan(now time.Time, pool *v1.Pool, p *v1.Plan, replan bool
 			l = append(l, gpu.Instance{Profile: in.Profile, Start: in.Start})
 		}
 		want := l.Sorted().String() // a GPU run whole: "", no instance left
-		if cur, _ := normLayout(g.MIG); cur == want {
+		// A GPU run whole that reports no instance and no slice is in MIG mode with no instance
+		// (a failed change that turned the mode on, a reset): its layout matches, its mode does
+		// not, and it gets the operation that turns the mode off.
+		if cur, _ := normLayout(g.MIG); cur == want && !(whole && len(g.Slices) == 0) {
 			continue
 		}
 		if applying(n, g.UUID) {
@@ -588,11 +615,11 @@ func (e *Engine) settleGates(now time.Time, n *Node) {
 			case op.MIGOff:
 				to = "no MIG instance, MIG mode still on (the agent could not turn it off; a GPU reset may be needed)"
 			}
-			e.event(now, Event{Code: CodeGateDone, Node: n.Name, Message: fmt.Sprintf("gate operation %d done: GPU %s changed from %q to %s in %s (attempt %d); its %d slices rejoin the pool", op.ID, op.GPU, op.From, to, now.Sub(op.Since).Round(time.Millisecond), op.Attempts, len(g.Slices))})
+			e.event(now, Event{Code: CodeGateDone, Node: n.Name, Message: fmt.Sprintf("gate operation %d done: GPU %s changed from %q to %s in %s (attempt %d); %s the pool", op.ID, op.GPU, op.From, to, now.Sub(op.Since).Round(time.Millisecond), op.Attempts, its(len(g.Slices), "rejoin", "rejoins"))})
 		case g.Gate != nil && g.Gate.Op == op.ID && g.Gate.Attempt == op.Attempts && gateFailures[g.Gate.Code]:
 			e.event(now, Event{Code: CodeGateFailed, Node: n.Name, Message: fmt.Sprintf("gate operation %d attempt %d of %d failed on GPU %s: %s: %s; the GPU keeps %q", op.ID, op.Attempts, p.MaxAttempts, op.GPU, g.Gate.Code, g.Gate.Message, g.MIG)})
 			if op.Attempts >= p.MaxAttempts || g.Gate.Code == "GateRollbackFailed" {
-				e.event(now, Event{Code: CodeGateGaveUp, Node: n.Name, Message: fmt.Sprintf("gate operation %d given up after %d attempts (%s); ask again once the cause is fixed (a re-plan does not)", op.ID, op.Attempts, g.Gate.Code)})
+				e.event(now, Event{Code: CodeGateGaveUp, Node: n.Name, Message: fmt.Sprintf("gate operation %d given up after %s (%s); ask again once the cause is fixed (a re-plan does not)", op.ID, count(op.Attempts, "attempt"), g.Gate.Code)})
 				setGaveUp(n, op.GPU, gaveUpKey(op.Layout, op.MIGOff))
 				continue
 			}
@@ -646,4 +673,24 @@ func (e *Engine) changePending(s Slice) bool {
 		}
 	}
 	return false
+}
+
+// count says n of a thing in words: "1 attempt", "3 attempts".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+// its says what happens to a node's slices: its(2, "leave", "leaves") is "its 2 slices leave",
+// its(1, …) "its one slice leaves", its(0, …) "no slice leaves".
+func its(n int, verb, verbOne string) string {
+	switch n {
+	case 0:
+		return "no slice " + verbOne
+	case 1:
+		return "its one slice " + verbOne
+	}
+	return fmt.Sprintf("its %d slices %s", n, verb)
 }

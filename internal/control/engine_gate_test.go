@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -301,9 +302,10 @@ func TestAppliedPlanSurvivesRestart(t *testing.T) {
 
 // TestApplyPlanRunsGPUsWhole: a GPU the plan runs whole (exclusive, MPS, time-sliced) with a tenant
 // on it while the node reports MIG instances gets a gate operation to no instance with MIG mode
-// off, and so does a GPU the plan leaves idle (its old instances go: it is left clean); a canary
-// GPU the plan runs nothing on, one already out of MIG mode and one in MIG mode with no instance
-// get none. The agent's report of the GPU out of MIG mode ends the operation.
+// off, and so does a GPU the plan leaves idle (its old instances go: it is left clean), and one in
+// MIG mode with no instance (before, it got none: its layout "" matched, and it offered no slice
+// for ever); a canary GPU the plan runs nothing on and one already out of MIG mode get none. The
+// agent's report of the GPU out of MIG mode ends the operation.
 func TestApplyPlanRunsGPUsWhole(t *testing.T) {
 	e, err := NewEngine(EngineConfig{NodeTimeout: time.Hour}, t0)
 	if err != nil {
@@ -332,24 +334,32 @@ func TestApplyPlanRunsGPUsWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ops) != 2 {
-		t.Fatalf("operations %+v, want two: GPUs 0 and 1 to no instance, MIG mode off", ops)
+	if len(ops) != 3 {
+		t.Fatalf("operations %+v, want three: GPUs 0, 1 and 2 to no instance, MIG mode off", ops)
 	}
 	for i, op := range ops {
-		if op.GPU != fmt.Sprintf("GPU-node-a-%d", i) || op.Layout != "" || !op.MIGOff || op.From != "7g.80gb@0" {
-			t.Fatalf("operation %+v, want GPU %d from 7g.80gb@0 to no instance, MIG mode off", op, i)
+		from := "7g.80gb@0"
+		if i == 2 {
+			from = ""
+		}
+		if op.GPU != fmt.Sprintf("GPU-node-a-%d", i) || op.Layout != "" || !op.MIGOff || op.From != from {
+			t.Fatalf("operation %+v, want GPU %d from %q to no instance, MIG mode off", op, i, from)
 		}
 	}
-	if ev, ok := lastCode(e, CodeGateRequested); !ok || !strings.Contains(ev.Message, "GPU-node-a-1") || !strings.Contains(ev.Message, "idle") {
-		t.Fatalf("last GateRequested %q, want GPU 1's saying the plan leaves it idle", ev.Message)
+	idleAsked := false
+	for _, ev := range e.events {
+		idleAsked = idleAsked || ev.Code == CodeGateRequested && strings.Contains(ev.Message, "GPU-node-a-1") && strings.Contains(ev.Message, "idle")
+	}
+	if !idleAsked {
+		t.Fatal("no GateRequested of GPU 1 says the plan leaves it idle")
 	}
 	for _, code := range []Code{CodeGateDraining, CodeGateStarted} {
 		if ev, ok := lastCode(e, code); !ok || !strings.Contains(ev.Message, "applies no MIG instance and MIG mode off") {
 			t.Errorf("%s %v %q, want it to say the agent applies no MIG instance and MIG mode off", code, ok, ev.Message)
 		}
 	}
-	// One GPU out at a time (maxUnavailable 1): GPU 0 is handed over, GPU 1 waits for it.
-	for i, at := range []time.Duration{0, time.Second} {
+	// One GPU out at a time (maxUnavailable 1): GPU 0 is handed over, GPUs 1 and 2 wait.
+	for i, at := range []time.Duration{0, time.Second, 2 * time.Second} {
 		l, _ := e.View(uint64(i + 1)).Layout("node-a")
 		if len(l.GPUs) != 1 || l.GPUs[0].UUID != fmt.Sprintf("GPU-node-a-%d", i) || !l.GPUs[0].MIGOff || l.GPUs[0].MIG != "" {
 			t.Fatalf("node layout GPUs %+v, want GPU %d handed over with migOff", l.GPUs, i)
@@ -358,8 +368,9 @@ func TestApplyPlanRunsGPUsWhole(t *testing.T) {
 		if _, err := e.Register(t0.Add(at+time.Second), "node-a", in); err != nil {
 			t.Fatal(err)
 		}
-		if ev, ok := lastCode(e, CodeGateDone); !ok || !strings.Contains(ev.Message, "MIG mode off") || !strings.Contains(ev.Message, l.GPUs[0].UUID) {
-			t.Fatalf("GateDone %v %q, want one saying GPU %d's MIG mode is off", ok, ev.Message, i)
+		if ev, ok := lastCode(e, CodeGateDone); !ok || !strings.Contains(ev.Message, "MIG mode off") || !strings.Contains(ev.Message, l.GPUs[0].UUID) ||
+			!strings.HasSuffix(ev.Message, "; its one slice rejoins the pool") {
+			t.Fatalf("GateDone %v %q, want one saying GPU %d's MIG mode is off and its one slice rejoins the pool", ok, ev.Message, i)
 		}
 	}
 	if len(e.nodes["node-a"].Gates) != 0 {
@@ -445,8 +456,10 @@ func TestReplanDoesNotRetryGivenUpChange(t *testing.T) {
 	if _, err := e.Register(t0.Add(time.Second), "node-a", failed); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := lastCode(e, CodeGateGaveUp); !ok || len(e.nodes["node-a"].Gates) != 0 {
+	if ev, ok := lastCode(e, CodeGateGaveUp); !ok || len(e.nodes["node-a"].Gates) != 0 {
 		t.Fatalf("the failed change was not given up: %+v", e.nodes["node-a"].Gates)
+	} else if !strings.Contains(ev.Message, "given up after 1 attempt (GateRolledBack)") {
+		t.Fatalf("GateGaveUp %q, want \"after 1 attempt\" (L8: was \"after 1 attempts\")", ev.Message)
 	}
 	if !e.Replanned(t0.Add(time.Minute), 2, pool, p, nil) {
 		t.Fatal("the re-plan was not applied")
@@ -623,6 +636,45 @@ func TestRemoveNode(t *testing.T) {
 		}
 	}
 	checkInvariants(t, e)
+	// The removal leaves a tombstone: node-b's agent, still running, is refused (before, its next
+	// report registered the node again and brought it back into the pool), also by an engine
+	// restored from the store, until an operator re-admits the node.
+	if _, ok := stt.Removed["node-b"]; !ok {
+		t.Fatalf("the store holds no tombstone for node-b: %+v", stt.Removed)
+	}
+	r, err := restoreEngine(e.cfg, t1, stt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range []*Engine{e, r} {
+		if _, err := en.Register(t1, "node-b", b); !errors.Is(err, ErrRemoved) || !strings.Contains(err.Error(), "gpupool node admit node-b") {
+			t.Fatalf("report of the removed node: %v, want ErrRemoved saying how to re-admit it", err)
+		}
+		if err := en.Heartbeat(t1, "node-b"); !errors.Is(err, ErrRemoved) {
+			t.Fatalf("heartbeat of the removed node: %v, want ErrRemoved", err)
+		}
+		if _, ok := en.nodes["node-b"]; ok {
+			t.Fatal("the refused report registered node-b")
+		}
+	}
+	if err := e.AdmitNode(t1, "node-a"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("admitting a node that was not removed: %v, want not found", err)
+	}
+	if err := e.AdmitNode(t1, "node-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := lastCode(e, CodeNodeAdmitted); !ok {
+		t.Error("no NodeAdmitted event")
+	}
+	if ch := e.Take(); ch.Removed["node-b"] {
+		t.Fatalf("admission leaves the tombstone stored: %+v", ch.Removed)
+	}
+	if _, err := e.Register(t1, "node-b", b); err != nil {
+		t.Fatalf("report of the re-admitted node: %v", err)
+	}
+	if n := e.nodes["node-b"]; n == nil || n.Epoch != 0 || n.Lost {
+		t.Fatalf("node-b after re-admission: %+v, want a new live node", n)
+	}
 }
 
 // A standby does not start on a GPU whose own gate operation waits, while another free slice
@@ -668,4 +720,47 @@ func TestStandbyAvoidsGPUWithPendingChange(t *testing.T) {
 		t.Fatalf("standby %s on GPU 1, whose own change waits", sb.Slice)
 	}
 	checkInvariants(t, e)
+}
+
+// TestOperatorAsksGPUWhole: `{"migOff": true}` asks for a GPU run whole, a gate operation with
+// migOff, also of a GPU left in MIG mode with no instance, which no layout could ask for before
+// (`{"layout": ""}` cancels, and its layout "" already matched); a GPU already whole, or a body
+// with a layout too, is a 400 naming migOff.
+func TestOperatorAsksGPUWhole(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	in := inv(3, 1, "n1")
+	in.GPUs[0].Slices, in.GPUs[0].MIG = []string{}, ""                   // MIG mode on, no instance
+	in.GPUs[1].Slices, in.GPUs[1].MIG = []string{"exclusive"}, ""        // whole
+	in.GPUs[2].Slices, in.GPUs[2].MIG = []string{"7g.80gb"}, "7g.80gb@0" // one instance
+	h.must("agent-n1", "PUT", "/v1/nodes/n1", in, 200)
+	var op GateOp
+	json.Unmarshal(h.must("operator", "PUT", "/v1/nodes/n1/gpus/GPU-n1-0/layout", map[string]any{"migOff": true}, 200), &op)
+	if !op.MIGOff || op.Layout != "" || op.From != "" || op.GPU != "GPU-n1-0" {
+		t.Fatalf("operation %+v, want GPU-n1-0 to no instance, MIG mode off", op)
+	}
+	var l Layout
+	json.Unmarshal(h.must("agent-n1", "GET", "/v1/nodes/n1/layout", nil, 200), &l)
+	if op.State == GateApplying && (len(l.GPUs) != 1 || !l.GPUs[0].MIGOff) {
+		t.Fatalf("node layout GPUs %+v, want GPU-n1-0 handed over with migOff", l.GPUs)
+	}
+	for _, c := range []struct {
+		gpu  string
+		body map[string]any
+	}{
+		{"GPU-n1-1", map[string]any{"migOff": true}},
+		{"GPU-n1-2", map[string]any{"migOff": true, "layout": "3g.40gb@0"}},
+	} {
+		code, out := h.do("operator", "PUT", "/v1/nodes/n1/gpus/"+c.gpu+"/layout", c.body)
+		var p struct {
+			Errors []FieldError `json:"errors"`
+		}
+		json.Unmarshal(out, &p)
+		if code != 400 || len(p.Errors) != 1 || p.Errors[0].Path != "migOff" {
+			t.Errorf("%s %v: %d %s, want 400 naming migOff", c.gpu, c.body, code, out)
+		}
+	}
+	json.Unmarshal(h.must("operator", "PUT", "/v1/nodes/n1/gpus/GPU-n1-2/layout", map[string]any{"migOff": true}, 200), &op)
+	if !op.MIGOff || op.From != "7g.80gb@0" {
+		t.Fatalf("operation %+v, want GPU-n1-2 from 7g.80gb@0 to no instance, MIG mode off", op)
+	}
 }

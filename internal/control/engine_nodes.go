@@ -54,6 +54,9 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 	if err := dup.err(); err != nil {
 		return Node{}, fmt.Errorf("register node %s: %w", node, err)
 	}
+	if r, gone := e.removed[node]; gone {
+		return Node{}, fmt.Errorf("register node %s: %w: %s", node, ErrRemoved, r.refusal(node))
+	}
 	n, ok := e.nodes[node]
 	if ok && inv.Epoch != n.Epoch {
 		if e.fenced == nil {
@@ -68,9 +71,9 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 	if !ok {
 		n = &Node{Name: node}
 		e.nodes[node] = n
-		e.event(now, Event{Code: CodeNodeRegistered, Node: node, Message: fmt.Sprintf("node %s registered with %d GPUs and %d slices", node, len(inv.GPUs), countSlices(inv))})
+		e.event(now, Event{Code: CodeNodeRegistered, Node: node, Message: fmt.Sprintf("node %s registered with %s and %s", node, count(len(inv.GPUs), "GPU"), count(countSlices(inv), "slice"))})
 	} else if n.Lost {
-		e.event(now, Event{Code: CodeNodeBack, Node: node, Message: fmt.Sprintf("node %s is back with %d slices", node, countSlices(inv))})
+		e.event(now, Event{Code: CodeNodeBack, Node: node, Message: fmt.Sprintf("node %s is back with %s", node, count(countSlices(inv), "slice"))})
 	}
 	if !n.Lost {
 		e.removeSlices(n)
@@ -109,6 +112,9 @@ func (e *Engine) Register(now time.Time, node string, inv Inventory) (Node, erro
 // back by a report for its new epoch, once its agent stopped the replicas of the old one.
 func (e *Engine) Heartbeat(now time.Time, node string) error {
 	n, ok := e.nodes[node]
+	if r, gone := e.removed[node]; !ok && gone {
+		return fmt.Errorf("heartbeat of node %s: %w: %s", node, ErrRemoved, r.refusal(node))
+	}
 	if !ok {
 		return fmt.Errorf("heartbeat of node %s: %w: register first", node, ErrNotFound)
 	}
@@ -365,13 +371,13 @@ func (e *Engine) Cordon(now time.Time, node string, on bool) (Node, error) {
 			e.removeSlices(n)
 		}
 		n.Cordoned, n.CordonedSince = true, now
-		e.event(now, Event{Code: CodeNodeCordoned, Node: node, Message: fmt.Sprintf("node %s cordoned: its %d slices leave the pool; its replicas run until their standbys elsewhere are ready", node, countSlices(n.Inventory))})
+		e.event(now, Event{Code: CodeNodeCordoned, Node: node, Message: fmt.Sprintf("node %s cordoned: %s the pool; its replicas run until their standbys elsewhere are ready", node, its(countSlices(n.Inventory), "leave", "leaves"))})
 	} else {
 		n.Cordoned, n.CordonedSince = false, time.Time{}
 		if !n.Lost {
 			e.addSlices(n)
 		}
-		e.event(now, Event{Code: CodeNodeUncordoned, Node: node, Message: fmt.Sprintf("node %s uncordoned: its %d slices return to the pool", node, countSlices(n.Inventory))})
+		e.event(now, Event{Code: CodeNodeUncordoned, Node: node, Message: fmt.Sprintf("node %s uncordoned: %s to the pool", node, its(countSlices(n.Inventory), "return", "returns"))})
 	}
 	e.ch.Nodes[node] = true
 	e.dirtyNodes[node] = true
@@ -391,8 +397,8 @@ func (e *Engine) Cordon(now time.Time, node string, on bool) (Node, error) {
 // RemoveNode forgets a node for good: its record, its gate operations (given up) and its
 // given-up targets. A node that may still run replicas is refused (a conflict): it must be lost,
 // or cordoned, and no grant (replica or standby) may be left on it; a cordoned node's replicas
-// leave once their standbys elsewhere are ready. Its agent may register it again later as a new
-// node; tokens are not touched.
+// leave once their standbys elsewhere are ready. It leaves a tombstone (Removal): its agent's
+// reports and heartbeats are refused (ErrRemoved) until AdmitNode; tokens are not touched.
 func (e *Engine) RemoveNode(now time.Time, node string) error {
 	n, ok := e.nodes[node]
 	if !ok {
@@ -419,6 +425,11 @@ func (e *Engine) RemoveNode(now time.Time, node string) error {
 		e.event(now, Event{Code: CodeGateGaveUp, Node: node, Message: fmt.Sprintf("gate operation %d on GPU %s (%s) given up: node %s was removed", op.ID, op.GPU, op.State, node)})
 	}
 	delete(e.nodes, node)
+	if e.removed == nil {
+		e.removed = map[string]Removal{}
+	}
+	e.removed[node] = Removal{At: now, GPUs: len(n.Inventory.GPUs)}
+	e.ch.Removed[node] = true
 	delete(e.fenced, node)
 	delete(e.dirtyNodes, node)
 	e.ch.Nodes[node] = false
@@ -427,7 +438,7 @@ func (e *Engine) RemoveNode(now time.Time, node string) error {
 	if n.Lost {
 		state = "lost"
 	}
-	e.event(now, Event{Code: CodeNodeRemoved, Node: node, Message: fmt.Sprintf("node %s (%s, %d GPUs, %d gate operations) removed by an operator; its agent may register it again as a new node", node, state, len(n.Inventory.GPUs), len(n.Gates))})
+	e.event(now, Event{Code: CodeNodeRemoved, Node: node, Message: fmt.Sprintf("node %s (%s, %d GPUs, %d gate operations) removed by an operator; its agent's reports are refused (410) until an operator re-admits it (gpupool node admit %s)", node, state, len(n.Inventory.GPUs), len(n.Gates), node)})
 	ds, err := e.alloc.setCapacity(now, len(e.slices))
 	if err != nil {
 		return fmt.Errorf("remove node %s: %w", node, err)
@@ -440,12 +451,38 @@ func (e *Engine) RemoveNode(now time.Time, node string) error {
 	return nil
 }
 
+// Removal is the tombstone of a node an operator removed: when, and how many GPUs it had.
+type Removal struct {
+	At   time.Time `json:"at"`
+	GPUs int       `json:"gpus"`
+}
+
+func (r Removal) refusal(node string) string {
+	return fmt.Sprintf("node %s was removed by an operator at %s; its agent is refused until an operator re-admits the node (POST /v1/nodes/%s/admit, gpupool node admit %s)",
+		node, r.At.UTC().Format(time.RFC3339), node, node)
+}
+
+// AdmitNode lifts a removed node's tombstone: its agent's next report registers it as a new node
+// (epoch 0, re-planned as any new node). A node that was not removed is not found.
+func (e *Engine) AdmitNode(now time.Time, node string) error {
+	r, ok := e.removed[node]
+	if !ok {
+		return fmt.Errorf("admit node %s: %w: it was not removed", node, ErrNotFound)
+	}
+	delete(e.removed, node)
+	e.ch.Removed[node] = false
+	e.event(now, Event{Code: CodeNodeAdmitted, Node: node, Message: fmt.Sprintf("node %s (removed at %s) re-admitted by an operator: its agent's next report registers it as a new node", node, r.At.UTC().Format(time.RFC3339))})
+	e.finish()
+	return nil
+}
+
 // checkReport checks what an agent reports about its GPUs against the catalog, and makes each
 // board name canonical: a board the catalog knows (by name, alias or NVML product name), a MIG
 // layout that parses and is legal on the board, slices that are the layout's instances (a GPU
 // in MIG mode) or whole-GPU kinds ("exclusive", "mps", "mps-N" with N in 1..100, "timeslice"; a
 // GPU reported without a layout may also list the board's MIG profiles). The Kubernetes
-// admission path registers devices by product label and does not come through here.
+// admission path registers devices in its own engine and maps their product label to a catalog
+// board itself (internal/k8s productBoard).
 func checkReport(inv *Inventory) error {
 	bad := &InvalidError{}
 	for i := range inv.GPUs {

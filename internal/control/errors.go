@@ -55,12 +55,15 @@ func (e *InvalidError) err() error {
 	return e
 }
 
-// ErrNotFound and ErrConflict classify engine errors (wrapped with the identifiers). ErrFenced
-// is a conflict: a node's agent spoke for an epoch the node has left (see Node.Epoch).
+// ErrNotFound, ErrConflict and ErrRemoved classify engine errors (wrapped with the identifiers).
+// ErrFenced is a conflict: a node's agent spoke for an epoch the node has left (see Node.Epoch).
 var (
 	ErrNotFound = errors.New("not found")
 	ErrConflict = errors.New("conflict")
 	ErrFenced   = fmt.Errorf("%w: fenced", ErrConflict)
+	// ErrRemoved is a node an operator removed (DELETE /v1/nodes/{node}) speaking again: its
+	// registration is refused (410 Gone) until an operator re-admits it.
+	ErrRemoved = errors.New("removed")
 )
 
 // refusal turns the allocator's refusal of a change to one tenant into a conflict (409) that

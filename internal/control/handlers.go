@@ -34,6 +34,7 @@ var routes = []route{
 	{"GET", "/v1/nodes", operatorOnly, false, hNodes},
 	{"PUT", "/v1/nodes/{node}", opOrAgent, true, hRegister},
 	{"DELETE", "/v1/nodes/{node}", operatorOnly, true, hRemoveNode},
+	{"POST", "/v1/nodes/{node}/admit", operatorOnly, true, hAdmitNode},
 	{"POST", "/v1/nodes/{node}/heartbeat", opOrAgent, false, hHeartbeat},
 	{"GET", "/v1/nodes/{node}/layout", opOrAgent, false, hLayout},
 	{"PUT", "/v1/nodes/{node}/cordon", operatorOnly, true, hCordon},
@@ -314,7 +315,11 @@ func hCreateToken(s *Server, w http.ResponseWriter, r *http.Request, _ Principal
 }
 
 func hNodes(_ *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
-	return writeJSON(w, 200, r.Context().Value(viewKey{}).(*View).Nodes)
+	ns := r.Context().Value(viewKey{}).(*View).Nodes
+	if ns == nil {
+		ns = []Node{} // an empty list, not null, once the last node is removed
+	}
+	return writeJSON(w, 200, ns)
 }
 
 func ownNode(p Principal, node string) error {
@@ -346,6 +351,15 @@ func hRegister(s *Server, w http.ResponseWriter, r *http.Request, p Principal) e
 func hRemoveNode(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
 	node := r.PathValue("node")
 	if _, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) { return nil, e.RemoveNode(now, node) }); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func hAdmitNode(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
+	node := r.PathValue("node")
+	if _, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) { return nil, e.AdmitNode(now, node) }); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -421,9 +435,11 @@ func hCordon(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) err
 }
 
 // LayoutRequest is the body of PUT /v1/nodes/{node}/gpus/{gpu}/layout: the GPU's new MIG layout
-// ("3g.40gb@0 3g.40gb@4"); empty cancels a waiting gate operation.
+// ("3g.40gb@0 3g.40gb@4"); empty cancels a waiting gate operation. MIGOff, with no layout, asks
+// for the GPU run whole: no instance, MIG mode off (also for a GPU left in MIG mode with none).
 type LayoutRequest struct {
 	Layout string `json:"layout"`
+	MIGOff bool   `json:"migOff,omitempty"`
 }
 
 func hRequestLayout(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
@@ -433,6 +449,12 @@ func hRequestLayout(s *Server, w http.ResponseWriter, r *http.Request, _ Princip
 		return err
 	}
 	v, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) {
+		if lr.MIGOff {
+			if lr.Layout != "" {
+				return GateOp{}, &InvalidError{Fields: []FieldError{{Path: "migOff", Message: fmt.Sprintf("asks for no MIG instance; layout %q asks for instances: give one or the other", lr.Layout)}}}
+			}
+			return e.RequestWhole(now, node, gpuID)
+		}
 		return e.RequestLayout(now, node, gpuID, lr.Layout)
 	})
 	if err != nil {

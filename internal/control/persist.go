@@ -15,6 +15,7 @@ const (
 	kindGrants  = "grants"
 	kindNodes   = "nodes"
 	kindTokens  = "tokens"
+	kindRemoved = "removed"
 	kindEvents  = "events"
 	kindMeta    = "meta"
 	metaCounter = "counters"
@@ -60,6 +61,7 @@ func (e *Engine) batchFor(c Changes) (store.Batch, error) {
 	each(kindGrants, c.Grants, func(k string) any { return e.grants[k] })
 	each(kindNodes, c.Nodes, func(k string) any { return e.nodes[k] })
 	each(kindTokens, c.Tokens, func(k string) any { return e.tokens[k] })
+	each(kindRemoved, c.Removed, func(k string) any { return e.removed[k] })
 	for _, ev := range c.Events {
 		if err == nil {
 			err = put(kindEvents, eventKey(ev.Seq), ev)
@@ -111,6 +113,15 @@ func stateFrom(s store.Snapshot) (State, error) {
 		var p Principal
 		if dec(kindTokens, k, raw, &p) {
 			st.Tokens[k] = p
+		}
+	}
+	for k, raw := range s.Records[kindRemoved] {
+		var r Removal
+		if dec(kindRemoved, k, raw, &r) {
+			if st.Removed == nil {
+				st.Removed = map[string]Removal{}
+			}
+			st.Removed[k] = r
 		}
 	}
 	keys := make([]string, 0, len(s.Records[kindEvents]))

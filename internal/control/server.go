@@ -286,6 +286,9 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &he):
 		status = he.status
 		body["detail"] = he.detail
+	case errors.Is(err, ErrRemoved):
+		status = http.StatusGone
+		body["detail"] = err.Error()
 	case errors.Is(err, ErrNotFound):
 		status = http.StatusNotFound
 		body["detail"] = err.Error()

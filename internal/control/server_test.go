@@ -67,6 +67,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 				if key == "DELETE /v1/nodes/{node}" && who == "operator" {
 					path = "/v1/nodes/spare" // keep n1 for later rows
 				}
+				if key == "POST /v1/nodes/{node}/admit" && who == "operator" {
+					path = "/v1/nodes/spare/admit" // removed by the DELETE row
+				}
 				code, body := h.do(who, rt.Method, path, bodies[key])
 				checked++
 				allowed := who != "" && slices.Contains(rt.Roles, principalRole(who))
@@ -692,4 +695,29 @@ func TestRegistrationChecksInventory(t *testing.T) {
 	if b := n.Inventory.GPUs[0].Board; b != "H100-SXM5-80GB" {
 		t.Errorf("board stored as %q, want the catalog name", b)
 	}
+}
+
+// TestRemovedNodeIsGone: a removed node's agent, still running, is answered 410 Gone on its
+// reports and heartbeats, with how to re-admit the node, until an operator does
+// (POST /v1/nodes/{node}/admit). Before, its next report registered the node again.
+func TestRemovedNodeIsGone(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.must("agent-n1", "PUT", "/v1/nodes/n1", inv(1, 1, "n1"), 200)
+	h.must("operator", "PUT", "/v1/nodes/n1/cordon", CordonRequest{Cordoned: true}, 200)
+	h.must("operator", "DELETE", "/v1/nodes/n1", nil, 204)
+	if out := strings.TrimSpace(string(h.must("operator", "GET", "/v1/nodes", nil, 200))); out != "[]" {
+		t.Errorf("GET /v1/nodes with no node: %s, want []", out)
+	}
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{{"PUT", "/v1/nodes/n1", inv(1, 1, "n1")}, {"POST", "/v1/nodes/n1/heartbeat", nil}} {
+		code, out := h.do("agent-n1", c.method, c.path, c.body)
+		if code != http.StatusGone || !strings.Contains(string(out), "gpupool node admit n1") {
+			t.Errorf("%s %s of the removed node: %d %s, want 410 saying how to re-admit it", c.method, c.path, code, out)
+		}
+	}
+	h.must("operator", "POST", "/v1/nodes/n2/admit", nil, 404)
+	h.must("operator", "POST", "/v1/nodes/n1/admit", nil, 204)
+	h.must("agent-n1", "PUT", "/v1/nodes/n1", inv(1, 1, "n1"), 200)
 }

@@ -214,6 +214,7 @@ const (
 	CodeNodeCordoned   Code = "NodeCordoned"
 	CodeNodeUncordoned Code = "NodeUncordoned"
 	CodeNodeRemoved    Code = "NodeRemoved"
+	CodeNodeAdmitted   Code = "NodeAdmitted"
 	CodeTokenCreated   Code = "TokenCreated"
 	CodeGateRequested  Code = "GateRequested"
 	CodeGateWaiting    Code = "GateWaiting"
@@ -232,6 +233,6 @@ const (
 // Codes lists every event code.
 var Codes = []Code{CodeTenantAdded, CodeTenantUpdated, CodeTenantRemoved, CodeDemandChanged,
 	CodeGranted, CodeReleased, CodePreempted, CodeQueued, CodeMoved, CodeNodeRegistered,
-	CodeNodeLost, CodeNodeBack, CodeNodeFenced, CodeNodeCordoned, CodeNodeUncordoned, CodeNodeRemoved, CodeTokenCreated,
+	CodeNodeLost, CodeNodeBack, CodeNodeFenced, CodeNodeCordoned, CodeNodeUncordoned, CodeNodeRemoved, CodeNodeAdmitted, CodeTokenCreated,
 	CodeGateRequested, CodeGateWaiting, CodeGateDraining, CodeGateStarted, CodeGateDone, CodeGateFailed, CodeGateGaveUp,
 	CodeGateCancelled, CodeMoveStarted, CodeStandbyFailed, CodeReplanned, CodeReplanFailed}

@@ -310,8 +310,8 @@ func (s *State) fail(now time.Time, code, msg string) {
 	if c.Attempts > MaxRollbackAttempts {
 		c.Phase = PhaseFailed
 		c.Ops = nil
-		s.CordonReason = fmt.Sprintf("gpupool gate: GPU %s could not be restored to %q after %d attempts (%s); operator reset needed",
-			c.GPU, c.From.String(), c.Attempts-1, causeOf(c))
+		s.CordonReason = fmt.Sprintf("gpupool gate: GPU %s could not be restored to %q after %d attempt%s (%s); operator reset needed",
+			c.GPU, c.From.String(), c.Attempts-1, plural(c.Attempts-1), causeOf(c))
 		s.note(now, c.GPU, ReasonRollbackFailed, "%s", s.CordonReason)
 		// Cordon again with this reason, so that the node itself says why it stays cordoned.
 		s.issue(Action{Kind: ActCordon, Reason: s.CordonReason})
@@ -397,4 +397,12 @@ func took(c *Change, now time.Time) string {
 		return fmt.Sprintf("an unknown time (the clock is %s behind the change's start, %s)", -d, c.Start.Format(time.RFC3339))
 	}
 	return d.String()
+}
+
+// plural is the "s" of a count's noun: "" for one.
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

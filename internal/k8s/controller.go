@@ -121,7 +121,7 @@ func NewController(cfg *rest.Config, o ControllerOptions) (manager.Manager, erro
 		return nil, fmt.Errorf("register mig gate controller: %w", err)
 	}
 	if o.AdmitEvery > 0 {
-		ga := &GrantAdmission{C: direct, Admitter: &Admitter{C: direct}}
+		ga := &GrantAdmission{C: direct, Admitter: &Admitter{C: direct}, Log: log}
 		// a Runnable without NeedLeaderElection runs only on the leader
 		err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 			t := time.NewTicker(o.AdmitEvery)

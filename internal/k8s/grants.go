@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -13,10 +14,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/control"
+	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/render"
 )
 
@@ -34,11 +37,15 @@ type GrantAdmission struct {
 	Admitter *Admitter
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Log, when set, gets a warning for each node whose devices are not counted because the
+	// catalog does not know its GPU product (also a Warning Event on the node).
+	Log *slog.Logger
 
 	mu      sync.Mutex
 	engine  *control.Engine
 	inv     map[string]string // node → inventory signature last registered
 	tenants map[string]control.Tenant
+	refused map[string]string // node → the product label whose refusal was last reported
 }
 
 func (g *GrantAdmission) now() time.Time {
@@ -59,7 +66,7 @@ func (g *GrantAdmission) Sync(ctx context.Context) (map[string]int, AdmitResult,
 		if err != nil {
 			return nil, AdmitResult{}, err
 		}
-		g.engine, g.inv, g.tenants = e, map[string]string{}, map[string]control.Tenant{}
+		g.engine, g.inv, g.tenants, g.refused = e, map[string]string{}, map[string]control.Tenant{}, map[string]string{}
 	}
 	its, err := g.inferenceTenants(ctx)
 	if err != nil {
@@ -261,6 +268,58 @@ func inventory(n *corev1.Node) control.Inventory {
 	return inv
 }
 
+// productBoard maps a node's GPU product label (GPU Feature Discovery's nvidia.com/gpu.product,
+// NVML's product name with spaces as dashes, e.g. "NVIDIA-H100-80GB-HBM3") to the catalog's board
+// name, as node reports to the control plane are mapped (gpu.Lookup: names, aliases, NVML product
+// names). GFD's decorations are taken off first: "-SHARED" (a GPU shared by time-slicing or MPS)
+// and "-MIG-<profile>" (the single MIG strategy).
+func productBoard(product string) (string, error) {
+	if product == "" {
+		return "", fmt.Errorf("label %s: missing (GPU Feature Discovery sets it)", LabelGPUProduct)
+	}
+	p := strings.TrimSuffix(product, "-SHARED")
+	if i := strings.LastIndex(p, "-MIG-"); i > 0 {
+		p = p[:i]
+	}
+	b, err := gpu.Lookup(p)
+	if err != nil {
+		return "", fmt.Errorf("label %s=%q: the catalog knows no such board (gpupool boards lists it): %w", LabelGPUProduct, product, gpu.ErrUnknownBoard)
+	}
+	return b.Name, nil
+}
+
+// refuse reports, once per node and product label, that a node's devices are not counted: a
+// warning in the log and a Warning Event on the node (reason GPUProductUnknown, best-effort).
+func (g *GrantAdmission) refuse(ctx context.Context, n *corev1.Node, product string, inv control.Inventory, why error) {
+	if old, ok := g.refused[n.Name]; ok && old == product {
+		return
+	}
+	g.refused[n.Name] = product
+	devices := 0
+	for _, d := range inv.GPUs {
+		devices += len(d.Slices)
+	}
+	msg := fmt.Sprintf("%v; its %d GPU devices are not counted for admission until the catalog knows the board", why, devices)
+	if devices == 1 {
+		msg = fmt.Sprintf("%v; its one GPU device is not counted for admission until the catalog knows the board", why)
+	}
+	if g.Log != nil {
+		g.Log.Warn("admission: node's GPUs not counted", "node", n.Name, "field", "metadata.labels["+LabelGPUProduct+"]", "product", product, "err", why)
+	}
+	now := metav1.NewTime(g.now())
+	_ = g.C.Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: n.Name + ".admission.", Namespace: metav1.NamespaceDefault},
+		InvolvedObject: corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID},
+		Reason:         ReasonGPUProductUnknown, Message: msg, Type: corev1.EventTypeWarning,
+		Source:         corev1.EventSource{Component: "gpupool-admission"},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	})
+}
+
+// ReasonGPUProductUnknown is the reason of the Warning Event on a node whose GPU devices
+// admission does not count: no product label, or one the catalog does not know.
+const ReasonGPUProductUnknown = "GPUProductUnknown"
+
 func nodeReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -312,6 +371,21 @@ func (g *GrantAdmission) syncNodes(ctx context.Context, now time.Time, pools map
 		inv := inventory(pn.node)
 		if pn.pool.Spec.Policy.DeviceAPI() == v1.DeviceAPIDRA {
 			inv = draInventory(pn.node, plans[pn.pool.Name], published[name])
+		}
+		// The board is the catalog's name for the node's GPU product; a product the catalog does
+		// not know (or no product label) offers nothing: its devices could not be planned for,
+		// and the PoolReconciler leaves the node out of the pool's plan for the same reason.
+		product := pn.node.Labels[LabelGPUProduct]
+		if board, err := productBoard(product); err != nil {
+			if len(inv.GPUs) > 0 {
+				g.refuse(ctx, pn.node, product, inv, err)
+			}
+			inv = control.Inventory{}
+		} else {
+			for i := range inv.GPUs {
+				inv.GPUs[i].Board = board
+			}
+			delete(g.refused, name)
 		}
 		sig := invSignature(inv)
 		if old, ok := g.inv[name]; ok && old == sig {

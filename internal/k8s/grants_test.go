@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,7 +36,7 @@ func grantScenario(t *testing.T, c, gc client.Client) {
 	ns := newNamespace(t, c, "grants")
 	poolName := fmt.Sprintf("grants-%d", nsSeq.Add(1))
 	node := nextNode("grant")
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"gpupool.dev/test-pool": poolName}}}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"gpupool.dev/test-pool": poolName, LabelGPUProduct: "NVIDIA-H100-80GB-HBM3"}}}
 	if err := c.Create(ctx, n); err != nil {
 		t.Fatal(err)
 	}
@@ -131,6 +132,7 @@ func TestGrantAdmissionWithScheduler(t *testing.T) {
 			t.Fatal(err)
 		}
 		n.Labels["gpupool.dev/test-pool"] = poolName
+		n.Labels[LabelGPUProduct] = "NVIDIA-H100-80GB-HBM3"
 		if err := c.Update(ctx, n); err != nil {
 			t.Fatal(err)
 		}
@@ -208,5 +210,107 @@ func TestGrantAdmissionWithScheduler(t *testing.T) {
 	}
 	if err := c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGrantAdmissionChecksProduct: admission counts a node's devices only when its GPU product
+// label maps to a catalog board (an NVML product name, with GFD's "-SHARED" taken off); a node
+// with an unknown product, or none, offers nothing, with a Warning Event (GPUProductUnknown) on
+// the node that names the label and its value, once. Before, the label was taken as the board
+// unchecked, and an unknown product's devices were granted like any others.
+func TestGrantAdmissionChecksProduct(t *testing.T) {
+	c := needAPI(t)
+	ctx := context.Background()
+	ns := newNamespace(t, c, "product")
+	poolName := fmt.Sprintf("product-%d", nsSeq.Add(1))
+	mk := func(product string, gpus int64) *corev1.Node {
+		labels := map[string]string{"gpupool.dev/test-pool": poolName}
+		if product != "" {
+			labels[LabelGPUProduct] = product
+		}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nextNode("product"), Labels: labels}}
+		if err := c.Create(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		setAllocatable(n, map[string]int64{"nvidia.com/gpu": gpus})
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		if err := c.Status().Update(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	known, unknown, _ := mk("NVIDIA-H100-80GB-HBM3", 2), mk("NVIDIA-H999-SXM9", 4), mk("", 1)
+	createPool(t, c, poolName, v1.Policy{})
+	tn := exampleTenants(t)[0]
+	tn.Name = "solo"
+	if err := c.Create(ctx, &InferenceTenant{ObjectMeta: metav1.ObjectMeta{Name: "solo", Namespace: ns}, Spec: InferenceTenantSpec{Pool: poolName, Tenant: tn}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("solo-%d", i), Namespace: ns, Labels: map[string]string{render.LabelTenant: "solo"}},
+			Spec: corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: SchedulingGate}},
+				Containers: []corev1.Container{{Name: "vllm", Image: render.Image, Resources: corev1.ResourceRequirements{
+					Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}}}
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns)) })
+	ga := &GrantAdmission{C: c, Admitter: &Admitter{C: c, Namespace: ns}}
+	sync := func(step string, want int) {
+		t.Helper()
+		grants, _, err := ga.Sync(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if grants["solo"] != want {
+			t.Fatalf("%s: grants %v, want solo %d", step, grants, want)
+		}
+	}
+	sync("one known node of three", 2)
+	sync("again", 2)
+	warnings := func(n *corev1.Node) []corev1.Event {
+		var evs corev1.EventList
+		if err := c.List(ctx, &evs, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+			t.Fatal(err)
+		}
+		var out []corev1.Event
+		for _, ev := range evs.Items {
+			if ev.InvolvedObject.Name == n.Name && ev.Reason == ReasonGPUProductUnknown {
+				out = append(out, ev)
+			}
+		}
+		return out
+	}
+	if evs := warnings(unknown); len(evs) != 1 || evs[0].Type != corev1.EventTypeWarning ||
+		!strings.Contains(evs[0].Message, `nvidia.com/gpu.product="NVIDIA-H999-SXM9"`) || !strings.Contains(evs[0].Message, "4 GPU devices are not counted") {
+		t.Fatalf("events on the node of an unknown product: %+v, want one warning naming the label and its value", evs)
+	}
+	if evs := warnings(known); len(evs) != 0 {
+		t.Fatalf("events on the node of a known product: %+v", evs)
+	}
+	// GFD renames a shared GPU's product with "-SHARED"; the board is the same.
+	unknown.Labels[LabelGPUProduct] = "NVIDIA-H100-80GB-HBM3-SHARED"
+	if err := c.Update(ctx, unknown); err != nil {
+		t.Fatal(err)
+	}
+	sync("the unknown node relabelled with a known product", 6)
+}
+
+func TestProductBoard(t *testing.T) {
+	for _, c := range []struct{ product, want string }{
+		{"NVIDIA-H100-80GB-HBM3", "H100-SXM5-80GB"},
+		{"NVIDIA-H100-80GB-HBM3-SHARED", "H100-SXM5-80GB"},
+		{"NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", "H100-SXM5-80GB"},
+		{"H100-SXM5-80GB", "H100-SXM5-80GB"},
+	} {
+		if got, err := productBoard(c.product); err != nil || got != c.want {
+			t.Errorf("productBoard(%q) = %q, %v; want %q", c.product, got, err, c.want)
+		}
+	}
+	for _, p := range []string{"", "NVIDIA-H999-SXM9"} {
+		if _, err := productBoard(p); err == nil || !strings.Contains(err.Error(), LabelGPUProduct) {
+			t.Errorf("productBoard(%q): %v, want an error naming the label", p, err)
+		}
 	}
 }

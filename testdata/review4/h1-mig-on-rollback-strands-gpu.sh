@@ -4,7 +4,11 @@
 # Before d8ddad5 MIG mode stayed on: the GPU reported no slice and left the pool for good (neither
 # a retry nor a plan, which sees layout "" == "" and asks nothing, turned the mode off again).
 # Now the agent turns the mode off again and the GPU is reported whole: expected output
-# "00 ['exclusive'] ''" after the failed change and capacity 9.
+# "00 ['exclusive'] ''" after the failed change and capacity 9. A restart of the agent between the
+# rollback and the mode change is covered by `go test ./internal/agent -run
+# TestModeOffSurvivesSIGKILL` (the record is in the agent's stateDir/migmode.json); a GPU left in
+# MIG mode with no instance some other way gets migOff from a plan that runs it whole, or from
+# `gpupool gate set NODE GPU --whole` (the last step here: a 400 while the GPU is whole).
 # Run from the repository root: bash testdata/review4/h1-mig-on-rollback-strands-gpu.sh
 . testdata/review4/lib.sh
 r4_build
@@ -17,8 +21,8 @@ chmod +x "$R4_DIR/smoke.sh"
 r4_serve --gate-cooldown 1s --gate-attempts 1
 r4_agent node-a "$R4_DIR/smoke.sh"
 G0=$(r4_uuid node-a 0)
-echo "== GPU 0 to MIG mode off, through a plan that runs it whole (the operator API cannot ask for"
-echo "   MIG mode off: layout \"\" cancels): testdata/review2/pool-rn1.yaml with the node renamed"
+echo "== GPU 0 to MIG mode off, through a plan that runs it whole: testdata/review2/pool-rn1.yaml with"
+echo "   the node renamed"
 sed 's/name: rn1/name: node-a/' testdata/review2/pool-rn1.yaml >"$R4_DIR/pool.yaml"
 c -XPOST $S/v1/plans/apply --data-binary @"$R4_DIR/pool.yaml" -o /dev/null
 r4_wait_gates 60
@@ -35,3 +39,5 @@ echo "== a plan that runs GPU 0 whole asks nothing for it (right now that it is 
 c_json -XPOST $S/v1/plans/apply --data-binary @"$R4_DIR/pool.yaml" | python3 -c 'import sys,json; d=json.load(sys.stdin); print("gate operations:", [(g["gpu"][-2:], g["layout"], g.get("migOff", False)) for g in d.get("gates", [])])'
 r4_events 0 | grep -E 'Gate(Failed|GaveUp|Done)' | cut -c1-160
 echo "capacity (9 before the failed change): $(curl -s $S/metrics | grep '^gpupool_capacity_slices')"
+echo "== gate set --whole of GPU 0, already whole (400 on migOff):"
+"$R4_BIN" gate set node-a "$G0" --whole --server $S --token "$T" 2>&1 | cut -c1-200
