@@ -221,3 +221,113 @@ func TestDRAClaimsScheduled(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// renderedTemplateClaim is a ResourceClaim with the spec of one ResourceClaimTemplate of a golden
+// dra/<tenant>.yaml, named after it: what the resource-claim controller creates for a pod of the
+// template (that controller runs in kube-controller-manager, which these tests do not start).
+func renderedTemplateClaim(t *testing.T, file, name string) *unstructured.Unstructured {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := DecodeObjects(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range objs {
+		if u.GetKind() != "ResourceClaimTemplate" || u.GetName() != name {
+			continue
+		}
+		spec, ok, err := unstructured.NestedMap(u.Object, "spec", "spec")
+		if err != nil || !ok {
+			t.Fatalf("%s %s: no spec.spec: %v", file, name, err)
+		}
+		c := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "spec": spec}}
+		c.SetName(name)
+		return c
+	}
+	t.Fatalf("template %s not rendered in %s", name, file)
+	return nil
+}
+
+// TestDRAClaimsSelectBoardScheduled: a driver double publishes, as NVIDIA's DRA driver does, a
+// node with an A30 and an H100 (whole GPUs with type, uuid and productName, the NVML name; the
+// A30 listed first), and the real kube-scheduler allocates the claims of the mixed-board golden
+// plan's templates: big (Llama 70B-sized, planned on the H100) gets the H100 and small the A30,
+// in either order of creation; without the productName selector big's claim takes the A30.
+func TestDRAClaimsSelectBoardScheduled(t *testing.T) {
+	c := needAPI(t)
+	startScheduler(t)
+	ctx := context.Background()
+	createDeviceClasses(t, c)
+	str := func(s string) resourcev1.DeviceAttribute { return resourcev1.DeviceAttribute{StringValue: &s} }
+	gpu := func(name, product string) resourcev1.Device {
+		return resourcev1.Device{Name: name, Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+			"type": str("gpu"), "uuid": str("GPU-" + name), "productName": str(product), "brand": str("Nvidia")}}
+	}
+	const dir = "../render/testdata/golden/mixed-board-dra/dra/"
+	allocated := func(ns, claim string) string {
+		var rc resourcev1.ResourceClaim
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim}, &rc); err != nil || rc.Status.Allocation == nil || len(rc.Status.Allocation.Devices.Results) != 1 {
+			return ""
+		}
+		return rc.Status.Allocation.Devices.Results[0].Device
+	}
+	// run creates a node with its ResourceSlice, then the claims of the named templates
+	// (tenant/template) and a pod on the node for each, one at a time in that order, and returns
+	// the device each claim was allocated.
+	run := func(strip bool, order ...string) map[string]string {
+		node := nextNode("mixed")
+		newSchedulableNode(t, c, node, 110, 0)
+		slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: node + "-gpu.nvidia.com"}, Spec: resourcev1.ResourceSliceSpec{
+			Driver: render.DRADriver, NodeName: &node, Pool: resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			Devices: []resourcev1.Device{gpu("gpu-0", "NVIDIA A30"), gpu("gpu-1", "NVIDIA H100 80GB HBM3")}}}
+		if err := c.Create(ctx, slice); err != nil {
+			t.Fatal(err)
+		}
+		ns := newNamespace(t, c, "draboard")
+		got := map[string]string{}
+		for _, tt := range order {
+			tenant, tmpl, _ := strings.Cut(tt, "/")
+			u := renderedTemplateClaim(t, dir+tenant+".yaml", tmpl)
+			if strip {
+				reqs, _, _ := unstructured.NestedSlice(u.Object, "spec", "devices", "requests")
+				delete(reqs[0].(map[string]any)["exactly"].(map[string]any), "selectors")
+				if err := unstructured.SetNestedSlice(u.Object, reqs, "spec", "devices", "requests"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			u.SetNamespace(ns)
+			if err := c.Create(ctx, u); err != nil {
+				t.Fatal(err)
+			}
+			claim := tmpl
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tenant, Namespace: ns},
+				Spec: corev1.PodSpec{NodeSelector: map[string]string{"kubernetes.io/hostname": node}, ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim}},
+					Containers: []corev1.Container{{Name: "vllm", Image: render.Image, Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}}}}
+			if err := c.Create(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				return allocated(ns, tmpl) != "", nil
+			}); err != nil {
+				t.Fatalf("claim %s (selectors stripped: %v) not allocated: %v", tmpl, strip, err)
+			}
+			got[tenant] = allocated(ns, tmpl)
+		}
+		if err := c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	want := map[string]string{"big": "gpu-1", "small": "gpu-0"}
+	for _, order := range [][]string{{"big/big-gpu", "small/small-gpu"}, {"small/small-gpu", "big/big-gpu"}} {
+		if got := run(false, order...); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("created in order %v: allocated %v, want %v", order, got, want)
+		}
+	}
+	if got := run(true, "big/big-gpu", "small/small-gpu"); got["big"] != "gpu-0" {
+		t.Errorf("without selectors big's claim got %v; the test no longer shows what the selector prevents", got)
+	}
+}

@@ -323,6 +323,7 @@ func devicePluginArtifacts(m *model) ([]Artifact, error) {
 		cfg := m.devicePluginConfig(n)
 		m.checkMPSShares(n)
 		m.checkMIGMPS(n)
+		m.checkMixedBoards(n)
 		if m.dra() {
 			m.devicePluginOnly(before)
 		}
@@ -352,6 +353,56 @@ func devicePluginArtifacts(m *model) ([]Artifact, error) {
 		return nil, err
 	}
 	return append(out, labels), nil
+}
+
+// checkMixedBoards records a problem for every resource of node n that the device plugin
+// advertises from GPUs of more than one board while the plan puts replicas on it. The plugin
+// names a device by its resource only (nvidia.com/gpu for every whole GPU, nvidia.com/mig-<profile>
+// for every instance of a profile, whatever the board; GPU Feature Discovery's labels and the
+// per-node config cannot split a resource by board) and hands a pod any free device of its
+// resource on the node, so a replica the plan sized for one board (its memory, its vLLM limits,
+// its predicted latency) may be started on the other. The DRA path pins the board instead
+// (draBoardSelector).
+func (m *model) checkMixedBoards(n *node) {
+	byRes := map[string][]*device{}
+	var names []string
+	for _, d := range n.devices() {
+		if _, ok := byRes[d.baseResource()]; !ok {
+			names = append(names, d.baseResource())
+		}
+		byRes[d.baseResource()] = append(byRes[d.baseResource()], d)
+	}
+	slices.Sort(names)
+	for _, res := range names {
+		var boards, users []string
+		on := map[string][]string{}
+		for _, d := range byRes[res] {
+			b := d.board.Name
+			if _, ok := on[b]; !ok {
+				boards = append(boards, b)
+			}
+			on[b] = append(on[b], fmt.Sprint(d.gpu))
+			for _, r := range d.replicas {
+				users = append(users, fmt.Sprintf("%s#%d (%s)", r.Tenant, r.Index, d.where()+" "+b))
+			}
+			if d.loraEngine != "" {
+				users = append(users, fmt.Sprintf("LoRA engine %s (%s)", d.loraEngine, d.where()+" "+b))
+			}
+		}
+		if len(boards) < 2 || len(users) == 0 {
+			continue
+		}
+		parts := make([]string, len(boards))
+		for i, b := range boards {
+			parts[i] = fmt.Sprintf("%s (GPU %s)", b, strings.Join(slices.Compact(on[b]), ", "))
+		}
+		m.problem(n.name, res, "the device plugin advertises the devices of boards %s as this one resource and "+
+			"hands a pod any free one of them, but the plan sized %s for the board it placed each on (memory, "+
+			"vLLM limits, predicted latency); a pod may be started on the other board, where its model may not "+
+			"fit or its SLOs may not hold. Give each board nodes of its own, or take devices by DRA claims "+
+			"(policy.kubernetesDeviceAPI: dra), which select the board by its productName",
+			strings.Join(parts, " and "), strings.Join(users, ", "))
+	}
 }
 
 // devicePluginOnly turns the problems from index first on into notes, on the DRA path: the

@@ -35,7 +35,10 @@
 // the driver picks their starts, so elsewhere a pinned claim could match no instance and the
 // request keeps the profile alone). Nothing pins the GPU: the driver publishes no GPU index (a
 // whole GPU's uuid and pciBusID, a MIG device's parentUUID, are unknown to the plan), and the
-// pods' node affinity picks the node. The driver's
+// pods' node affinity picks the node. On a node with GPUs of more than one board the request
+// also selects the board by the productName the driver publishes (the GPU's NVML name, a MIG
+// device's parent's), listing the catalog's NVML names of the board, and the tenant's
+// Deployments split by board (draBoardSelector). The driver's
 // TimeSlicingSettings and MPSSupport feature gates (Alpha, off by default) must be on.
 //
 // The plan must pass v1.ValidatePlan against the pool (defaulted here on a copy); otherwise
@@ -68,7 +71,9 @@
 // --mig-strategy=mixed is not supported with MPS"; the per-node config overrides the GPU
 // Operator's ClusterPolicy `mig.strategy`, which stays mixed, when the plugin runs without the
 // --mig-strategy flag and MIG_STRATEGY variable, which take precedence over the file). Whole-GPU MPS on a node with MIG
-// GPUs is a Problem and the node shares no whole GPU. When it shares devices, a config has either
+// GPUs is a Problem and the node shares no whole GPU. So is a resource whose devices on a node are
+// of more than one board while replicas use it: the plugin hands a pod any device of its resource,
+// and no config or label splits a resource by board (checkMixedBoards). When it shares devices, a config has either
 // `sharing.timeSlicing` (renameByDefault and failRequestsGreaterThanOne true) or `sharing.mps`
 // (renameByDefault true), with `resources: [{name, replicas}]` as in the k8s-device-plugin README.
 // A resource is nvidia.com/gpu (whole GPUs) or nvidia.com/mig-<profile>; with renameByDefault a

@@ -107,7 +107,7 @@ func draClaimName(d *device) string {
 // elsewhere a pinned claim could match no instance, and the request keeps the profile alone.
 // Capacities are tested with has(): the driver publishes only the occupied slices, and a CEL
 // reference to an absent field aborts the allocation.
-func draRequest(devs []*device, count int, forced func(*device) bool) resourcev1.DeviceRequest {
+func draRequest(devs []*device, count int, forced func(*device) bool, board string) resourcev1.DeviceRequest {
 	d := devs[0]
 	ex := &resourcev1.ExactDeviceRequest{DeviceClassName: DeviceClassGPU, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: int64(count)}
 	if d.instance != nil {
@@ -118,7 +118,80 @@ func draRequest(devs []*device, count int, forced func(*device) bool) resourcev1
 			ex.Selectors = append(ex.Selectors, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{Expression: pin}})
 		}
 	}
+	if board != "" {
+		ex.Selectors = append(ex.Selectors, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{Expression: board}})
+	}
 	return resourcev1.DeviceRequest{Name: DRARequest, Exactly: ex}
+}
+
+// draBoardSelector is the CEL expression that holds for a device of any board of devs, by the
+// productName the driver publishes, when one of devs is on a node with GPUs of more than one
+// board; "" elsewhere (the node affinity already fixes the board). The driver publishes the GPU's
+// NVML name (nvmlDeviceGetName: "NVIDIA H100 80GB HBM3") as productName on a whole GPU and, its
+// parent's, on a MIG device (cmd/gpu-kubelet-plugin/nvlib.go, deviceinfo.go GpuInfo.Attributes,
+// mig.go CommonAttributesMig), so the selector lists the catalog's NVML names of the boards. A
+// board whose NVML names the catalog lacks cannot be selected: its name is returned in unknown and
+// the request is left without the selector.
+func (m *model) draBoardSelector(devs []*device) (expr string, unknown []string) {
+	mixed := false
+	var names []string
+	for _, d := range devs {
+		mixed = mixed || m.mixedNode(d.node)
+		if len(d.board.NVMLNames) == 0 {
+			unknown = append(unknown, d.board.Name)
+		}
+		names = append(names, d.board.NVMLNames...)
+	}
+	if !mixed {
+		return "", nil
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return "", slices.Compact(unknown)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	attr := fmt.Sprintf("device.attributes['%s'].productName", DRADriver)
+	if len(names) == 1 {
+		return fmt.Sprintf("%s == %s", attr, celString(names[0])), nil
+	}
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = celString(n)
+	}
+	return fmt.Sprintf("%s in [%s]", attr, strings.Join(quoted, ", ")), nil
+}
+
+// celString quotes s as a CEL string literal in single quotes.
+func celString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(s) + "'"
+}
+
+// mixedNode tells whether the plan's node has GPUs of more than one board.
+func (m *model) mixedNode(name string) bool {
+	for _, n := range m.nodes {
+		if n.name == name {
+			return slices.ContainsFunc(n.gpus, func(g *gpuModel) bool { return g.board != n.gpus[0].board })
+		}
+	}
+	return false
+}
+
+// anyMixedNode tells whether a node of the plan has GPUs of more than one board.
+func (m *model) anyMixedNode() bool {
+	return slices.ContainsFunc(m.nodes, func(n *node) bool { return m.mixedNode(n.name) })
+}
+
+// draRequestFor is draRequest with the board selector of devs, recording a problem, on a pool of
+// the DRA path, where the board cannot be selected.
+func (m *model) draRequestFor(what string, devs []*device, count int, forced func(*device) bool) resourcev1.DeviceRequest {
+	board, unknown := m.draBoardSelector(devs)
+	if len(unknown) > 0 && m.dra() {
+		m.problem(devs[0].node, "", "%s: the node has GPUs of more than one board and the catalog knows no NVML name "+
+			"(the productName NVIDIA's DRA driver publishes) of %s, so the claim cannot select the board and may "+
+			"be given a device of another board of the node", what, strings.Join(unknown, ", "))
+	}
+	return draRequest(devs, count, forced, board)
 }
 
 // draPlacementSelector is the CEL expression that holds for a MIG device at any of the
@@ -303,7 +376,7 @@ func draArtifacts(m *model) ([]Artifact, error) {
 			t := resourcev1.ResourceClaimTemplate{TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceClaimTemplate"},
 				ObjectMeta: meta(g.name),
 				Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-					Requests: []resourcev1.DeviceRequest{draRequest(devs, g.count, forced)}}}}}
+					Requests: []resourcev1.DeviceRequest{m.draRequestFor("ResourceClaimTemplate "+g.name, devs, g.count, forced)}}}}}
 			t.Labels[LabelTenant] = name
 			b, err := yaml.Marshal(t)
 			if err != nil {
@@ -331,7 +404,7 @@ func draArtifacts(m *model) ([]Artifact, error) {
 		c := resourcev1.ResourceClaim{TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceClaim"},
 			ObjectMeta: meta(draClaimName(d)),
 			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-				Requests: []resourcev1.DeviceRequest{draRequest([]*device{d}, 1, forced)}, Config: conf}}}
+				Requests: []resourcev1.DeviceRequest{m.draRequestFor("ResourceClaim "+draClaimName(d), []*device{d}, 1, forced)}, Config: conf}}}
 		var users []string
 		for _, r := range d.replicas {
 			users = append(users, fmt.Sprintf("%s#%d", r.Tenant, r.Index))

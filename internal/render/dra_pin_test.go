@@ -60,7 +60,7 @@ func migDevice(b *gpu.Board, parent, profile string, start int) dracel.Device {
 	d := dracel.Device{Driver: DRADriver,
 		Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
 			"type": str("mig"), "profile": str(profile), "uuid": str(fmt.Sprintf("MIG-%s-%s-%d", parent, profile, start)),
-			"parentUUID": str(parent), "productName": str("NVIDIA H100 80GB HBM3"),
+			"parentUUID": str(parent), "productName": str(b.NVMLNames[0]),
 		},
 		Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
 			"memory": qty(p.MemoryMiB << 20), "multiprocessors": qty(int64(p.SMs)),
@@ -204,7 +204,7 @@ func TestDRASelectorsCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, load := range map[string]func(tb) (*v1.Plan, *v1.Pool){"example": loadFixture, "mixed-sharing": loadMixedSharing, "all-modes": allModesPlan} {
+	for name, load := range map[string]func(tb) (*v1.Plan, *v1.Pool){"example": loadFixture, "mixed-sharing": loadMixedSharing, "all-modes": allModesPlan, "mixed-board-dra": mixedBoardDRAPlan} {
 		plan, pool := load(t)
 		arts, err := Artifacts(plan, pool)
 		var pe *ProblemsError

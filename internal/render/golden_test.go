@@ -40,11 +40,12 @@ func allModesPlan(t tb) (*v1.Plan, *v1.Pool) {
 	return finish(plan, pool), pool
 }
 
-// TestGolden renders the schema's example plan, the mixed-sharing plan and a plan with every slice
-// kind and compares
+// TestGolden renders the schema's example plan, the mixed-sharing plan, a plan with every slice
+// kind and a DRA plan on nodes with GPUs of two boards (mixedBoardDRAPlan) and compares
 // every artifact, and the list of problems, with testdata/golden/<case>.
 func TestGolden(t *testing.T) {
-	cases := map[string]func(tb) (*v1.Plan, *v1.Pool){"example": loadFixture, "mixed-sharing": loadMixedSharing, "all-modes": allModesPlan}
+	cases := map[string]func(tb) (*v1.Plan, *v1.Pool){"example": loadFixture, "mixed-sharing": loadMixedSharing, "all-modes": allModesPlan,
+		"mixed-board-dra": mixedBoardDRAPlan}
 	for name, load := range cases {
 		t.Run(name, func(t *testing.T) {
 			plan, pool := load(t)

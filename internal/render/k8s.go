@@ -48,10 +48,14 @@ type group struct {
 	// claim is, with the DRA device API, the named ResourceClaim of the shared device every
 	// replica of the group is on (one Deployment per shared device); empty otherwise.
 	claim string
+	// board is, with the DRA device API on a pool with a node of GPUs of several boards, the
+	// board of the group's devices: its claims select the board (draBoardSelector), so a group
+	// holds one board's devices only.
+	board string
 }
 
 func (g *group) key() string {
-	return fmt.Sprint(g.kind, "|", g.resource, "|", g.count, "|", strings.Join(g.args, "\x00"), "|", envString(g.env), "|", g.claim)
+	return fmt.Sprint(g.kind, "|", g.resource, "|", g.count, "|", strings.Join(g.args, "\x00"), "|", envString(g.env), "|", g.claim, "|", g.board)
 }
 
 // dra tells whether the pool's pods get their devices through DRA claims.
@@ -74,6 +78,7 @@ func envString(env map[string]string) string {
 func (m *model) groups(tenant string, rs []placedReplica) []*group {
 	var out []*group
 	t := m.tenants[tenant]
+	mixed := m.dra() && m.anyMixedNode()
 	for k, pr := range rs {
 		g := &group{tenant: tenant, kind: pr.d.kind, resource: pr.d.resource(), count: pr.count(), args: vllmArgs(t, rs, k), env: replicaEnv(pr)}
 		switch {
@@ -85,6 +90,9 @@ func (m *model) groups(tenant string, rs []placedReplica) []*group {
 			// No MPS daemon serves a MIG instance on the device-plugin path (a Problem): the pods
 			// share the instance by time-slicing, where MPS client limits mean nothing.
 			g.env = nil
+		}
+		if mixed {
+			g.board = pr.d.board.Name
 		}
 		i := slices.IndexFunc(out, func(o *group) bool { return o.key() == g.key() })
 		if i < 0 {
