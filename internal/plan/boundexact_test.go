@@ -138,7 +138,7 @@ func migCover(patterns [][]int, demand []int) int {
 func TestBoundBelowExactOptimum(t *testing.T) {
 	src := synthPool(1000).Tenants
 	rng := rand.New(rand.NewPCG(11, 3))
-	trials := 120
+	trials := 80
 	if testing.Short() {
 		trials = 40
 	}
