@@ -41,11 +41,11 @@ func boundAtCounts(t *testing.T, api v1.KubernetesDeviceAPI, keep map[string][]s
 // bound lacks"). Six candidates meet the SLO in simulation at the bound's own count in the most
 // favourable plan (each replica alone on its GPU or instance, idle neighbours; three runs of
 // about 4,000 requests each), so no lower bound may count them higher; with those six at the
-// bound's count and every other candidate of every tenant at the planner's sized count (the
-// most any proof could give) but t-00025's single 2g.20gb instance, the bound is still 21. Only
+// bound's count and every other candidate of every tenant raised to the planner's own sized
+// count, t-00025's single 2g.20gb instance aside, the bound is still 21. Only
 // with t-00025 (llama-2-13b, 0.414 req/s) counted at two 2g.20gb instances as well would it be 22
 // (logged), and one such instance is at the SLO's edge in simulation (98.7–99.2 % of the
-// requests meet it in the three runs, logged, as does one 1g.20gb instance, 98.5–99.1 %).
+// requests meet it in the three runs, logged, and one 1g.20gb instance 98.5–99.1 %).
 func TestBoundCountsAtSimulatorEdge(t *testing.T) {
 	accepted := map[string][]string{
 		"t-00000": {"mps 1/2"}, // qwen2.5-14b, 7.78 req/s
