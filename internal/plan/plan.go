@@ -446,7 +446,10 @@ type blockedKind struct {
 }
 
 // optimiseOnce runs the four choice variants under the current forbidden kinds and returns the
-// best plan of them and best (nil: none yet).
+// best plan of them and best (nil: none yet). A variant whose packing left units short for a
+// node rule is packed again with those units' groups first (packFirst), and the better packing
+// counts: the first unit on a node fixes its device-plugin setting, and in group order that may
+// be the fewer tenants' (an exclusive GPU before a time-sliced one of four tenants).
 func (p *planner) optimiseOnce(best *packed) (*packed, error) {
 	for _, v := range [][2]bool{{true, false}, {false, false}, {true, true}, {false, true}} {
 		p.choose(v[0], v[1])
