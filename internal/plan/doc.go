@@ -106,6 +106,12 @@
 // "way" includes the trust path (shared-tier tenants count as one): one path per node and
 // profile. A packed GPU no node can take under these rules is not placed; its tenants are short
 // of capacity (NoCapacity) instead of planned onto devices pods could not reach as planned.
+// Which unit keeps a node is decided by the packing order (group key order: exclusive before
+// shared), so when a packing leaves units short for a node rule, the same choice is packed again
+// with those units' groups first (planner.packFirst), and the packing with the better score is
+// kept: a hard tenant's exclusive GPU placed first fixed a node's nvidia.com/gpu unshared and
+// kept four shared tenants' time-sliced GPU off it, where the other order serves the four and
+// leaves the one short.
 // The choice sees no nodes, so when the best plan leaves tenants short while free GPUs of their
 // board were left (a node rule kept their kind off every one: whole-GPU MPS needs migStrategy
 // none, which a node with MIG GPUs cannot have; one sharing setting and trust path per resource
@@ -131,7 +137,10 @@
 // (rescue): their unplaced units are packed again on the pool GPUs still idle, and then each
 // tenant still short, in pool order, tries its other feasible candidates, cheapest first (a
 // whole-GPU MPS candidate that would take a node of its own last), all
-// replicas on their own units under the packer's rules (greedy MIG packing); the first that
+// replicas in the open places of placed units of the candidate's group (shared units holding
+// fewer replicas than their share: a tenant of a trust path rescued after another joins its
+// MPS GPU, as the packer would have put them) when those hold them all, otherwise on their own
+// units under the packer's rules (greedy MIG packing); the first that
 // places every replica becomes its choice, its old replicas are taken off, and its reason says
 // why it moved. A tenant still short has its NoCapacity reason say, per board with idle pool
 // GPUs, why its cheapest candidate there found no room (a node rule, or the units against the

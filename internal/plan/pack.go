@@ -113,7 +113,13 @@ func (p *planner) pack() error {
 			free[fg.board.Name] = append(free[fg.board.Name], g)
 		}
 	}
-	order, byBucket := byBoardAndEnergy(p.formUnits())
+	units := p.formUnits()
+	if p.packFirst != nil {
+		slices.SortStableFunc(units, func(a, b *unit) int {
+			return cmp.Compare(btoi(!p.packFirst[a.key]), btoi(!p.packFirst[b.key]))
+		})
+	}
+	order, byBucket := byBoardAndEnergy(units)
 	var unplaced []*unit
 	pc := newPatternCache()
 	p.nodeUse = map[string]map[string]migUse{}
@@ -232,7 +238,19 @@ func (p *planner) rescueTenant(tn *tenant, free map[string][]*gpuPlan, pc *patte
 	var boards []string
 	for _, c := range p.rescueOrder(tn, free) {
 		b := c.board.Name
-		if c == old || !slices.ContainsFunc(free[b], func(g *gpuPlan) bool { return g != nil }) {
+		if c == old {
+			continue
+		}
+		slots := p.openSlots(keyOf(tn, c))
+		if slots >= c.replicas {
+			joined := p.joinOpen(tn, c)
+			p.dropReplicas(tn, joined)
+			tn.choice = c
+			p.moved[tn] = fmt.Sprintf("%s on %s, cheaper, found no free GPU (%s); %s on %s holds all %d replicas, beside other tenants of its group",
+				old.label(), old.board.Name, p.shortWhy(tn, old), c.label(), b, c.replicas)
+			return true, nil
+		}
+		if !slices.ContainsFunc(free[b], func(g *gpuPlan) bool { return g != nil }) {
 			continue
 		}
 		if p.stopped() {
@@ -285,6 +303,68 @@ func (p *planner) rescueTenant(tn *tenant, free map[string][]*gpuPlan, pc *patte
 		p.unmoved[tn] = strings.Join(parts, "; ")
 	}
 	return false, nil
+}
+
+// openSlots counts the free places of the placed shared units of group k: a unit shared k.share
+// ways that holds fewer replicas. A tenant of the group rescued onto k's candidate takes them
+// before a GPU of its own (joinOpen): two tenants of one trust path rescued one after the other
+// then share one GPU, as the packer would have put them (formUnits).
+func (p *planner) openSlots(k groupKey) int {
+	if k.share < 2 {
+		return 0
+	}
+	n := 0
+	for _, u := range p.placedUnits() {
+		if u.key == k {
+			n += max(0, k.share-len(u.reps))
+		}
+	}
+	return n
+}
+
+// placedUnits are the units on pool GPUs, each once, in fleet order.
+func (p *planner) placedUnits() []*unit {
+	var out []*unit
+	seen := map[*unit]bool{}
+	for _, g := range p.gpus {
+		if g.role != v1.RolePool {
+			continue
+		}
+		for _, u := range g.units() {
+			if !seen[u] {
+				seen[u] = true
+				out = append(out, u)
+			}
+		}
+	}
+	return out
+}
+
+// joinOpen puts tn's replicas of c into the open slots of c's group (openSlots, which must hold
+// them all), fullest unit first, and returns the units it joined.
+func (p *planner) joinOpen(tn *tenant, c *cand) []*unit {
+	k := keyOf(tn, c)
+	var open []*unit
+	for _, u := range p.placedUnits() {
+		if u.key == k && len(u.reps) < k.share {
+			open = append(open, u)
+		}
+	}
+	slices.SortStableFunc(open, func(a, b *unit) int { return cmp.Compare(len(b.reps), len(a.reps)) })
+	var joined []*unit
+	left := c.replicas
+	for _, u := range open {
+		if left == 0 {
+			break
+		}
+		n := min(left, k.share-len(u.reps))
+		for range n {
+			u.reps = append(u.reps, replica{tn: tn})
+		}
+		left -= n
+		joined = append(joined, u)
+	}
+	return joined
 }
 
 // rescueOrder is the order in which rescueTenant tries tn's feasible candidates: cheapest first,
@@ -640,6 +720,14 @@ func (p *planner) forbiddenWhy(tn *tenant) string {
 		msg += fmt.Sprintf("; %s on %s, cheaper, was not used: %s", k.kind, k.board, rules[k])
 	}
 	return msg
+}
+
+// btoi is 1 for true, 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func sum(xs []int) int {

@@ -179,7 +179,7 @@ func (p *planner) optimise() error {
 	if alt != nil && alt.score[0] == best.score[0] && slices.Compare(alt.score[:], best.score[:]) < 0 {
 		best = alt // as many tenants short, fewer GPUs (or node/profile pairs used two ways)
 	}
-	p.gpus, p.caps = best.gpus, best.caps
+	p.gpus, p.caps, p.packFirst = best.gpus, best.caps, best.packFirst
 	for i, tn := range p.tenants {
 		tn.choice, tn.infeas = best.choice[i], best.infeas[i]
 	}
@@ -435,6 +435,8 @@ type packed struct {
 	// on it (boardCap).
 	used map[string]int
 	load map[string]float64
+	// packFirst is the groups its packing placed first (planner.packFirst).
+	packFirst map[groupKey]bool
 }
 
 // blockedKind is a tenant's slice kind that a node rule kept off every free GPU, and the rule.
@@ -444,33 +446,80 @@ type blockedKind struct {
 }
 
 // optimiseOnce runs the four choice variants under the current forbidden kinds and returns the
-// best plan of them and best (nil: none yet).
+// best plan of them and best (nil: none yet). A variant whose packing left units short for a
+// node rule is packed again with those units' groups first (packFirst), and the better packing
+// counts: the first unit on a node fixes its device-plugin setting, and in group order that may
+// be the fewer tenants' (an exclusive GPU before a time-sliced one of four tenants).
 func (p *planner) optimiseOnce(best *packed) (*packed, error) {
 	for _, v := range [][2]bool{{true, false}, {false, false}, {true, true}, {false, true}} {
 		p.choose(v[0], v[1])
-		if err := p.pack(); err != nil {
+		p.packFirst = nil
+		chosen := make([][]v1.Reason, len(p.tenants))
+		for i, tn := range p.tenants {
+			chosen[i] = slices.Clone(tn.infeas)
+		}
+		s, err := p.packScored()
+		if err != nil {
 			return nil, err
 		}
-		if err := p.ctx.Err(); err != nil {
-			return nil, fmt.Errorf("build plan: %w", err)
-		}
-		s := &packed{gpus: p.gpus, score: p.score(), blocked: map[*tenant]blockedKind{}, caps: p.caps, unplaced: p.unplaced}
-		p.noteSpill(s)
-		for _, tn := range p.tenants {
-			s.choice, s.infeas = append(s.choice, tn.choice), append(s.infeas, tn.infeas)
-		}
-		for u, b := range p.blocked {
-			for _, r := range u.reps { // the least rule, so that map order does not show
-				if old, ok := s.blocked[r.tn]; !ok || b.rule < old.rule {
-					s.blocked[r.tn] = blockedKind{forbidKey{u.c.board.Name, b.kind}, b.rule}
-				}
+		if first := p.blockedKeys(); first != nil {
+			// The units a node rule kept off their board's free GPUs pack first this time: the
+			// units that set the rule may be the fewer tenants (docs/planner.md, "Plans the
+			// device plugin can serve").
+			p.packFirst = first
+			for i, tn := range p.tenants {
+				tn.infeas = slices.Clone(chosen[i])
+			}
+			alt, err := p.packScored()
+			if err != nil {
+				return nil, err
+			}
+			if slices.Compare(alt.score[:], s.score[:]) < 0 {
+				s = alt
 			}
 		}
 		if best == nil || slices.Compare(s.score[:], best.score[:]) < 0 {
 			best = s
 		}
 	}
+	p.packFirst = best.packFirst
 	return best, nil
+}
+
+// packScored packs the current choice (pack) and returns it as a packed plan with its score.
+func (p *planner) packScored() (*packed, error) {
+	if err := p.pack(); err != nil {
+		return nil, err
+	}
+	if err := p.ctx.Err(); err != nil {
+		return nil, fmt.Errorf("build plan: %w", err)
+	}
+	s := &packed{gpus: p.gpus, score: p.score(), blocked: map[*tenant]blockedKind{}, caps: p.caps, unplaced: p.unplaced, packFirst: p.packFirst}
+	p.noteSpill(s)
+	for _, tn := range p.tenants {
+		s.choice, s.infeas = append(s.choice, tn.choice), append(s.infeas, tn.infeas)
+	}
+	for u, b := range p.blocked {
+		for _, r := range u.reps { // the least rule, so that map order does not show
+			if old, ok := s.blocked[r.tn]; !ok || b.rule < old.rule {
+				s.blocked[r.tn] = blockedKind{forbidKey{u.c.board.Name, b.kind}, b.rule}
+			}
+		}
+	}
+	return s, nil
+}
+
+// blockedKeys is the groups of the units the last packing left without a GPU for a node rule
+// although free GPUs of their board were left (p.blocked); nil when there are none.
+func (p *planner) blockedKeys() map[groupKey]bool {
+	if len(p.blocked) == 0 {
+		return nil
+	}
+	keys := map[groupKey]bool{}
+	for u := range p.blocked {
+		keys[u.key] = true
+	}
+	return keys
 }
 
 // score ranks a packed plan, lower is better: tenants short of GPUs, nodes with a MIG profile
@@ -553,6 +602,9 @@ type planner struct {
 	greedyOnly bool
 	// unplaced are the units the last packing left without a GPU.
 	unplaced []*unit
+	// packFirst, when set, is the groups whose units pack before all others (pack): those a
+	// node rule kept off their board's free GPUs in the packing before (optimiseOnce).
+	packFirst map[groupKey]bool
 	// moved says, per tenant the packing's rescue moved to another candidate, why; unmoved, per
 	// tenant it could not, why not (rescue).
 	moved, unmoved map[*tenant]string
