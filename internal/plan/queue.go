@@ -229,7 +229,7 @@ func (q *qmodel) state(lam float64, n int) qstate {
 		// during its decode: the window is that much longer. Without it one llama-3.1-8b fp8
 		// replica at 0.3 req/s of 28,000 + 500 tokens on A100-80GB TP-2 (r4-rag-a100.yaml's
 		// rag-8b-fp8kv) was predicted 49.8 ms where the simulator's p99 is 52–67 ms in 2-hour
-		// runs; with it 55.7 ms, still short of the worst runs, which the confirmation by
+		// runs; with it 55.5 ms, still short of the worst runs, which the confirmation by
 		// simulation catches. Prompts of one chunk keep the decode alone.
 		pre := 0.0
 		if q.k > 1 {
