@@ -1,9 +1,11 @@
 package plan
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,4 +212,59 @@ func TestMDOneTail(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A slice whose engine (perf's, from the slice's memory, as the simulator builds it) cannot hold
+// one request is refused even when the memory fit's cache, which rounds differently, holds it:
+// qwen2.5-7b at 14,444 + 64 tokens on an H200's MPS 1/8 share (perf's 14,448 tokens) was planned
+// there, and the plan's own confirmation by simulation then failed ("slice too small"), so
+// `gpupool plan` exited with an error (a pool of the agreement suite's generator).
+func TestEngineKVHoldsOneRequest(t *testing.T) {
+	pool, err := v1.LoadPool([]byte(`apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: kv-edge}
+fleet:
+  nodes:
+  - name: n0
+    gpus: [{board: H200-141GB, count: 1}]
+policy: {burstPoolPercent: 0, allowedModes: [mps]}
+tenants:
+- name: t
+  model: {name: qwen2.5-7b}
+  concurrency: 14
+  isolation: shared
+  traffic: {rps: 0.2, inputTokens: 14444, outputTokens: 64}
+  slo: {ttftP99: 4576ms, tpotP99: 89ms}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ctx = context.Background()
+	p.evaluate()
+	found := false
+	for _, c := range p.tenants[0].cands {
+		if c.label() != "mps 1/8" {
+			continue
+		}
+		found = true
+		if c.reject != v1.ReasonNoFit || !strings.Contains(c.why, "engine's KV cache") {
+			t.Errorf("mps 1/8: reject %q (%s), want NoFit for the engine's KV cache", c.reject, c.why)
+		}
+		if fit, err := p.cache.fit(p.tenants[0], llm.Slice{Board: "H200-141GB", Kind: llm.SliceShared, MemoryBytes: c.ev.capBytes,
+			GPUBytes: llm.VisibleBytes(c.board.MemoryMiB)}); err != nil || !fit.Fits || fit.MaxTokens < 14508 {
+			t.Errorf("setup: the memory fit should hold one request on mps 1/8 (fits %v, %d tokens, %v)", fit.Fits, fit.MaxTokens, err)
+		}
+	}
+	if !found {
+		t.Fatal("no candidate mps 1/8")
+	}
+	pl := build(t, pool)
+	if tn := pl.Tenants[0]; tn.Infeasible {
+		t.Fatalf("infeasible: %v", tn.Reasons)
+	}
+	simulate(t, pool, pl, 10*time.Minute, 1) // fails the test if the simulator refuses a slice
 }
