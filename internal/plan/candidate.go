@@ -539,6 +539,16 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 		r.err = err
 		return r
 	}
+	// The engine the replica runs (perf's, from the slice's memory, as the simulator builds it)
+	// must hold one request: the memory fit's capacity rounds differently, and with prompts of
+	// several thousand tokens the two can fall either side of one request (qwen2.5-7b at 14,444
+	// + 64 tokens on an H200 MPS 1/8 share: the fit's cache held it, perf's 14,448 tokens do not,
+	// and the simulator refuses the plan).
+	if own, need := e.KVCapacityTokens(), int64(tn.work.InputTokens+tn.work.OutputTokens); own < need {
+		r.fit.Fits = false
+		r.fit.Reasons = []string{fmt.Sprintf("the engine's KV cache on %s holds %d tokens, less than one request of %d", c.label(), max(own, 0), need)}
+		return r
+	}
 	e = e.WithKVCapacity(fit.MaxTokens)
 	// max-num-seqs (concurrency, or the device default) or what the KV cache runs; one model
 	// (and its step-time memo) serves every SLO of the same engine and request shape

@@ -191,7 +191,7 @@ func TestLengthTails(t *testing.T) {
 		t.Errorf("uniform prompt p99 %g, want 1490", p)
 	}
 	q.lengths = ""
-	if p := q.promptP99(); p != 1000 || q.longPromptExtra(1) != 0 || q.holdSpread() != 1 || q.promptChunksP99(2, 3) != 2*poissonP99(3) {
+	if p := q.promptP99(); p != 1000 || q.longPromptExtra(1) != 0 || q.holdSpread() != 1 || q.promptChunksP99(2, 3, 1) != 2*poissonP99(3) {
 		t.Error("fixed lengths must leave the model as it is")
 	}
 	// One exponential prompt at most (m → 0 but P(N ≥ 1) = m): P(S > x) ≈ m·e^{−x/in}.

@@ -21,8 +21,12 @@ import (
 // factor 2 above a pool-wide floor r0 (so that every tenant gets enough requests in one run of
 // a bounded length), TTFT 1–4 s and TPOT 60–150 ms, on max(4, tenants/2) nodes of eight GPUs of
 // one or two boards; on the DRA device path (dra) when dra is set, where MIG instances may be
-// shared by MPS, else with policy.kubernetesDeviceAPI unset (the device plugin).
-func randomPool(rng *rand.Rand, tenants int, r0 float64, dra bool) string {
+// shared by MPS, else with policy.kubernetesDeviceAPI unset (the device plugin). ext, a stream
+// of its own (so that the other draws stay those the bar was first measured on), makes about
+// one tenant in ten a long-prompt one (6,000–20,000 prompt tokens, several chunks of the step's
+// budget, TTFT 4–10 s) and about one in twelve a llama-3.1-70b one (fp8 or bf16, which needs
+// tensor parallelism over 2 or 4 GPUs of an 80 GB board); nil draws neither.
+func randomPool(rng *rand.Rand, tenants int, r0 float64, dra bool, ext *rand.Rand) string {
 	boards := []string{"H100-SXM5-80GB", "A100-SXM4-80GB", "H200-141GB"}
 	models := []string{"qwen2.5-1.5b", "llama-3.2-3b", "qwen2.5-7b", "llama-3.1-8b"}
 	var b strings.Builder
@@ -40,8 +44,20 @@ func randomPool(rng *rand.Rand, tenants int, r0 float64, dra bool) string {
 		conc := int(math.Round(math.Exp(rng.Float64() * math.Log(64))))
 		rps := r0 * math.Exp(rng.Float64()*math.Log(2))
 		in, out := 128<<rng.IntN(3), 32<<rng.IntN(3)
-		fmt.Fprintf(&b, "- name: t%d\n  model: {name: %s}\n  concurrency: %d\n  traffic: {rps: %.4g, inputTokens: %d, outputTokens: %d}\n  slo: {ttftP99: %dms, tpotP99: %dms}\n",
-			i, models[rng.IntN(len(models))], max(conc, 1), rps, in, out, 1000+rng.IntN(3000), 60+rng.IntN(91))
+		model, ttft, tpot := fmt.Sprintf("{name: %s}", models[rng.IntN(len(models))]), 1000+rng.IntN(3000), 60+rng.IntN(91)
+		if ext != nil {
+			switch u := ext.Float64(); {
+			case u < 0.1: // a long prompt: several chunks of the step's budget
+				in, ttft = 6000+ext.IntN(14001), 4000+ext.IntN(6001)
+			case u < 0.18: // a 70B model: tensor parallelism on 80 GB boards
+				model = "{name: llama-3.1-70b, quantization: fp8}"
+				if ext.IntN(2) == 0 {
+					model = "{name: llama-3.1-70b, quantization: bf16}"
+				}
+			}
+		}
+		fmt.Fprintf(&b, "- name: t%d\n  model: %s\n  concurrency: %d\n  traffic: {rps: %.4g, inputTokens: %d, outputTokens: %d}\n  slo: {ttftP99: %dms, tpotP99: %dms}\n",
+			i, model, max(conc, 1), rps, in, out, ttft, tpot)
 		switch rng.IntN(3) {
 		case 0:
 			b.WriteString("  isolation: hard\n")
@@ -64,7 +80,9 @@ func randomPool(rng *rand.Rand, tenants int, r0 float64, dra bool) string {
 // of 1–40 tenants (log-uniform, so that about one pool in nine has a single tenant), request
 // rates within 2× of a floor drawn log-uniformly in [0.05, 10] req/s (so 0.05–20 req/s over the
 // suite), on a fleet that grows with the tenants, each pool on the device-plugin or the DRA
-// path at random (on the device-plugin path no MIG instance may be shared by MPS); -short and
+// path at random (on the device-plugin path no MIG instance may be shared by MPS), about one
+// tenant in ten with prompts of several chunks and one in twelve a 70B model on tensor-parallel
+// slices (randomPool's ext stream); -short and
 // -race: 20 pools of at most 12. GPUPOOL_AGREEMENT_STREAM draws the pools from another stream
 // of the generator (the suite's own is 8; docs/planner.md reports others).
 func TestPlannerSimulatorAgreement(t *testing.T) {
@@ -90,7 +108,7 @@ func TestPlannerSimulatorAgreement(t *testing.T) {
 		// The device path is drawn from a stream of its own, so the pools are the ones the bar
 		// was first measured on, each now on one path or the other.
 		dra := rand.New(rand.NewPCG(uint64(i), 31)).IntN(2) == 1
-		doc := randomPool(rng, max(n, 1), r0, dra)
+		doc := randomPool(rng, max(n, 1), r0, dra, rand.New(rand.NewPCG(uint64(i), 47)))
 		pool, err := v1.LoadPool([]byte(doc))
 		if err != nil {
 			t.Fatalf("pool %d: %v\n%s", i, err, doc)
