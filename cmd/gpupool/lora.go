@@ -450,7 +450,7 @@ func simulateGroup(in plan.LoRAInput, p plan.LoRAPlan, d time.Duration, seed uin
 		for _, name := range en.Adapters {
 			a := by[name]
 			cfg.Adapters = append(cfg.Adapters, sim.LoRAAdapter{Name: name, RPS: en.Load[name], InputTokens: a.InputTokens,
-				OutputTokens: a.OutputTokens, Bytes: a.Bytes, Rank: a.Rank, TTFT: a.SLO.TTFT, TPOT: a.SLO.TPOT})
+				OutputTokens: a.OutputTokens, Lengths: a.Lengths, MaxContext: a.MaxContext, Bytes: a.Bytes, Rank: a.Rank, TTFT: a.SLO.TTFT, TPOT: a.SLO.TPOT})
 		}
 		r, err := sim.SimulateLoRA(cfg, rand.New(rand.NewPCG(seed, uint64(i))))
 		if err != nil {

@@ -115,8 +115,8 @@ type loraEngineRun struct {
 // (sim.SimulateLoRA: per-adapter queues and objectives, adapter slots and loads), engine i with
 // the random stream (seed, 1000 + i), apart from the replica simulator's. loaded holds the
 // adapters read from PEFT folders, by tenant (their rank and bytes); the others are sized from
-// their rank.
-func simulateLoRAEngines(pl *v1.Plan, pool *v1.Pool, ms map[string]loraEngineModel, loaded map[string]llm.Adapter, d time.Duration, seed uint64) ([]loraEngineRun, error) {
+// their rank. Request lengths follow each tenant's traffic.lengths, or lengths for all when set.
+func simulateLoRAEngines(pl *v1.Plan, pool *v1.Pool, ms map[string]loraEngineModel, loaded map[string]llm.Adapter, d time.Duration, seed uint64, lengths sim.Lengths) ([]loraEngineRun, error) {
 	idle := perf.DefaultOptions().IdlePowerFraction
 	boards := map[v1.GPURef]string{}
 	for _, g := range pl.GPUs {
@@ -137,8 +137,12 @@ func simulateLoRAEngines(pl *v1.Plan, pool *v1.Pool, ms map[string]loraEngineMod
 				rank, bytes = l.Config.MaxRank, l.Bytes
 			}
 			slo := sloOfTenant(t)
+			law := t.Traffic.Lengths
+			if lengths != "" {
+				law = lengths // the run's --lengths overrides every tenant's
+			}
 			cfg.Adapters = append(cfg.Adapters, sim.LoRAAdapter{Name: a.Tenant, RPS: a.RPS, InputTokens: t.Traffic.InputTokens,
-				OutputTokens: t.Traffic.OutputTokens, Bytes: bytes, Rank: rank, TTFT: slo.TTFT, TPOT: slo.TPOT})
+				OutputTokens: t.Traffic.OutputTokens, Lengths: law, MaxContext: t.MaxContext, Bytes: bytes, Rank: rank, TTFT: slo.TTFT, TPOT: slo.TPOT})
 		}
 		r, err := sim.SimulateLoRA(cfg, rand.New(rand.NewPCG(seed, 1000+uint64(i))))
 		if err != nil {

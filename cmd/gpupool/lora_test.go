@@ -536,3 +536,40 @@ func TestPlanLoRAEngineOnSecondBoard(t *testing.T) {
 		t.Errorf("exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
 	}
 }
+
+// The plan table counts an adapter tenant's shared engines as its replicas and shows their
+// prediction; the JSON carries it in the tenant's predicted.
+func TestPlanTableShowsLoRAEngines(t *testing.T) {
+	stdout, stderr, code := runCmd(t, "plan", "../../examples/lora-mixed.yaml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	row := ""
+	for _, l := range strings.Split(stdout, "\n") {
+		if strings.HasPrefix(l, "ad-01 ") {
+			row = l
+		}
+	}
+	f := strings.Fields(row)
+	// ad-01  1  shared engine lora:llama-3-1-8b-lora-0  40.9  51.7ms  10.7ms  ok
+	if len(f) != 9 || f[1] != "1" || f[2]+" "+f[3]+" "+f[4] != "shared engine lora:llama-3-1-8b-lora-0" ||
+		f[5] == "0" || f[6] == "-" || f[7] == "-" || f[8] != "ok" {
+		t.Errorf("ad-01's row %q", row)
+	}
+	stdout, stderr, code = runCmd(t, "plan", "../../examples/lora-mixed.yaml", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var pl v1.Plan
+	if err := json.Unmarshal([]byte(stdout), &pl); err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range pl.Tenants {
+		if len(tn.LoRAEngines) == 0 {
+			continue
+		}
+		if p := tn.Predicted; p.TTFTP99 <= 0 || p.TPOTP99 <= 0 || p.MaxRPS <= 0 {
+			t.Errorf("%s: predicted %+v", tn.Name, p)
+		}
+	}
+}

@@ -327,7 +327,8 @@ func writePlanTable(w io.Writer, pl *v1.Plan) error {
 		if b := t.Predicted.BurstRPS; b > 0 {
 			most += fmt.Sprintf(" (burst %.3g)", b)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", t.Name, len(t.Replicas), tenantSlices(t, tps), most,
+		// An adapter tenant's replicas are the shared engines that serve it (tenantSlices).
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", t.Name, len(t.Replicas)+len(t.LoRAEngines), tenantSlices(t, tps), most,
 			shortDur(t.Predicted.TTFTP99), shortDur(t.Predicted.TPOTP99), status)
 	}
 	if err := tw.Flush(); err != nil {
@@ -413,7 +414,11 @@ func tpSizes(pl *v1.Plan) map[string]int {
 
 func tenantSlices(t v1.PlanTenant, tp map[string]int) string {
 	if len(t.LoRAEngines) > 0 {
-		return "lora:" + strings.Join(t.LoRAEngines, ",")
+		kind := "shared engine"
+		if len(t.LoRAEngines) > 1 {
+			kind += "s"
+		}
+		return kind + " lora:" + strings.Join(t.LoRAEngines, ",")
 	}
 	seen := map[string]int{}
 	var order []string

@@ -102,7 +102,7 @@ func runSimulate(e *env, f *simulateFlags, poolPath string, durationSet bool) er
 	res.Report.Notes = append(res.Report.Notes, simulateNotes(in)...)
 	var runs []loraEngineRun
 	if lin != nil {
-		if runs, err = simulateLoRAEngines(full.Plan, full.Pool, lin.models, lin.loaded, cfg.Defaults().Duration, cfg.Defaults().Seed); err != nil {
+		if runs, err = simulateLoRAEngines(full.Plan, full.Pool, lin.models, lin.loaded, cfg.Defaults().Duration, cfg.Defaults().Seed, cfg.Lengths); err != nil {
 			return err
 		}
 	}

@@ -375,5 +375,9 @@
 // tenants by Build, then PlaceLoRAEngines puts the engines on whole GPUs Build leaves idle, each
 // group on its preferred board when that has room, else another, else spilling over boards,
 // and records them (Plan.LoRAEngines); LoRABound is their lower bound by decode throughput,
-// which does not look at the planner's engines.
+// which does not look at the planner's engines. An engine is sized for the widest
+// traffic.lengths among its adapters (lengths.go's terms), and what its queueing model predicts
+// (LoRAEngine.Predicted: p99 TTFT and TPOT with the LoRA kernels, its max rate) is each adapter
+// tenant's prediction in the Plan: the worst of its engines, and as max rate its own load plus
+// its engines' headroom.
 package plan

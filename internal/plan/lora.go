@@ -26,6 +26,10 @@ type LoRAAdapter struct {
 	InputTokens, OutputTokens int
 	SLO                       perf.SLO
 	Weight                    float64
+	// Lengths is the tenant's length law (traffic.lengths; "" for fixed) and MaxContext the
+	// context that caps a drawn length (0: none), as the dense planner sizes for (lengths.go).
+	Lengths    v1.Lengths
+	MaxContext int
 }
 
 // LoRAGroup is adapters that may share an engine process: one base model at one quantization, in
@@ -89,7 +93,7 @@ func GroupLoRA(p *v1.Pool, loaded map[string]llm.Adapter) ([]LoRAGroup, []LoRASo
 		}
 		la := LoRAAdapter{Tenant: t.Name, Adapter: a.Name, Rank: a.Rank,
 			RPS: t.Traffic.RPS, InputTokens: t.Traffic.InputTokens, OutputTokens: t.Traffic.OutputTokens,
-			SLO: sloOf(t.SLO), Weight: w}
+			SLO: sloOf(t.SLO), Weight: w, Lengths: lengthLaw(t.Traffic), MaxContext: t.MaxContext}
 		if l, ok := loaded[t.Name]; ok {
 			la.Rank, la.Bytes = l.Config.MaxRank, l.Bytes
 		}
@@ -137,6 +141,18 @@ type LoRAEngine struct {
 	// ActiveP99 is the 99th percentile of distinct adapters with a request in flight (what
 	// MaxLoRAs covers).
 	ActiveP99 int
+	// Predicted is what the queueing model that sized the engine says of it (engineMeets).
+	Predicted LoRAPrediction
+}
+
+// LoRAPrediction is the queueing model's prediction for one engine at its planned load: the p99
+// TTFT and TPOT every adapter on it sees (the model takes the engine's aggregate load at its
+// adapters' mean request shape, so one figure holds for all of them), with the LoRA kernels'
+// time included, and MaxRPS, the highest aggregate rate at the same mix of adapters within the
+// strictest objectives of its adapters (0 when even its planned load misses them).
+type LoRAPrediction struct {
+	TTFT, TPOT time.Duration
+	MaxRPS     float64
 }
 
 // LoRAShare is an adapter's fair share of its engine: its weight over the engine's weights.
@@ -242,6 +258,7 @@ func PlanLoRAWith(in LoRAInput, n int) (LoRAPlan, bool, error) {
 		if !engineMeets(in, bin, eng) {
 			ok = false
 		}
+		eng.Predicted = enginePredict(in, bin, eng)
 		p.Engines = append(p.Engines, eng)
 		var wsum float64
 		for _, a := range bin {
@@ -404,8 +421,18 @@ func pow2AtLeast(n int) int {
 // engineMeets sizes one engine with the queueing model: the bin's aggregate rate at its mean
 // request shape, within the strictest objectives of the bin less the LoRA kernels' time.
 func engineMeets(in LoRAInput, bin []LoRAAdapter, eng LoRAEngine) bool {
+	_, ok := engineModel(in, bin, eng, 1, eng.ActiveP99)
+	return ok
+}
+
+// engineModel is the queueing model of one engine carrying its bin's adapters at scale times
+// their rates, with active distinct adapters in a step: the predicted p99 TTFT and TPOT (the LoRA
+// kernels' time included) and whether they meet the strictest objectives of the bin. The
+// engine's request shape is the bin's rate-weighted mean, drawn by the widest length law among
+// its adapters (loraLengths); fixed lengths leave the model as it was without them.
+func engineModel(in LoRAInput, bin []LoRAAdapter, eng LoRAEngine, scale float64, active int) (LoRAPrediction, bool) {
 	if len(bin) == 0 {
-		return true
+		return LoRAPrediction{}, true
 	}
 	var lam, inTok, outTok float64
 	slo := perf.SLO{}
@@ -417,9 +444,10 @@ func engineMeets(in LoRAInput, bin []LoRAAdapter, eng LoRAEngine) bool {
 		slo.TPOT = minPositive(slo.TPOT, a.SLO.TPOT)
 	}
 	if lam <= 0 {
-		return true
+		return LoRAPrediction{}, true
 	}
 	w := perf.Workload{InputTokens: max(1, int(math.Round(inTok/lam))), OutputTokens: max(1, int(math.Round(outTok/lam)))}
+	lam *= scale
 	e := in.Engine
 	if kb := e.Model().KVBytesPerToken(); kb > 0 {
 		e = e.WithKVCapacity(e.KVCapacityTokens() - in.Cost.SlotBytes(eng.MaxRank)*int64(eng.MaxLoRAs)/kb)
@@ -427,14 +455,15 @@ func engineMeets(in LoRAInput, bin []LoRAAdapter, eng LoRAEngine) bool {
 	// The LoRA kernels lengthen every step: requests stay longer, so more are in flight, as if
 	// the rate were higher by (t + o)/t at a mean step t and LoRA time o; and each p99 step is
 	// longer by o, which comes off the objectives.
-	q := newQModel(e, w, perf.Load{})
-	active := max(1, eng.ActiveP99)
+	law, maxCtx := loraLengths(bin)
+	q := newQModel(e, w, perf.Load{}).withLengths(law, maxCtx)
+	active = max(1, active)
 	eff := lam
 	var o time.Duration
 	for range 10 {
 		t, ok := q.meanStep(eff)
 		if !ok {
-			return false
+			return LoRAPrediction{}, false
 		}
 		d := max(1, int(math.Ceil(eff*float64(w.OutputTokens-1)*t)))
 		o = in.Cost.StepOverhead(d, active, eng.MaxRank)
@@ -444,18 +473,85 @@ func engineMeets(in LoRAInput, bin []LoRAAdapter, eng LoRAEngine) bool {
 		}
 		eff = next
 	}
+	// A prompt's chunks each pay the LoRA kernels over a full step budget: the p99 prompt's
+	// chunks under a length law, the mean prompt's for fixed lengths.
 	chunk := in.Cost.StepOverhead(e.MaxBatchedTokens(), active, eng.MaxRank)
-	k := math.Ceil(float64(w.InputTokens) / float64(max(e.MaxBatchedTokens()-1, 1)))
+	k := math.Ceil(q.promptP99() / float64(max(e.MaxBatchedTokens()-1, 1)))
+	extraTTFT := o + time.Duration(k)*chunk
 	if slo.TPOT > 0 {
 		slo.TPOT -= o
 	}
 	if slo.TTFT > 0 {
-		slo.TTFT -= o + time.Duration(k)*chunk
+		slo.TTFT -= extraTTFT
 	}
+	st := q.state(eff, 1)
+	if st.limit != perf.LimitNone {
+		return LoRAPrediction{}, false
+	}
+	p := LoRAPrediction{TTFT: seconds(st.ttft) + extraTTFT, TPOT: seconds(st.tpot) + o}
 	if slo.TPOT < 0 || slo.TTFT < 0 {
-		return false
+		return p, false
 	}
-	return meets(q.state(eff, 1), slo) == perf.LimitNone
+	return p, meets(st, slo) == perf.LimitNone
+}
+
+// loraLengths is the length law an engine is sized for: the widest of its adapters' (exponential
+// over uniform over fixed), applied to the engine's mean request shape, and the context that caps
+// a drawn length: the largest of the adapters' maxContext, 0 (none) when one has none.
+func loraLengths(bin []LoRAAdapter) (v1.Lengths, int) {
+	var law v1.Lengths
+	maxCtx := 0
+	for i, a := range bin {
+		switch {
+		case a.Lengths == v1.LengthsExponential:
+			law = v1.LengthsExponential
+		case a.Lengths == v1.LengthsUniform && law == "":
+			law = v1.LengthsUniform
+		}
+		if a.MaxContext <= 0 {
+			maxCtx = -1
+		} else if maxCtx >= 0 && (i == 0 || a.MaxContext > maxCtx) {
+			maxCtx = a.MaxContext
+		}
+	}
+	return law, max(maxCtx, 0)
+}
+
+// enginePredict is eng's prediction at its planned load (engineModel) and its max rate: the
+// highest rate, at the same mix of adapters, within the strictest objectives of its adapters,
+// the LoRA kernels paid for the adapters in flight at that rate (activeP99, at most max_loras).
+// An engine that misses them at its planned load keeps its p99s and a max rate of 0.
+func enginePredict(in LoRAInput, bin []LoRAAdapter, eng LoRAEngine) LoRAPrediction {
+	p, ok := engineModel(in, bin, eng, 1, eng.ActiveP99)
+	if !ok || eng.RPS <= 0 {
+		return p
+	}
+	scaled := make([]LoRAAdapter, len(bin))
+	meetsAt := func(s float64) bool {
+		for i, a := range bin {
+			scaled[i] = a
+			scaled[i].RPS = a.RPS * s
+		}
+		active := min(activeP99(in.Engine, in.Cost, eng.MaxRank, scaled), eng.MaxLoRAs)
+		_, ok := engineModel(in, bin, eng, s, max(active, eng.ActiveP99))
+		return ok
+	}
+	lo, hi := 1.0, 2.0
+	for ; hi < 1e6 && meetsAt(hi); hi *= 2 {
+		lo = hi
+	}
+	for range 40 {
+		if (hi-lo)/hi < 1e-3 {
+			break
+		}
+		if mid := (lo + hi) / 2; meetsAt(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	p.MaxRPS = lo * eng.RPS
+	return p
 }
 
 func minPositive(a, b time.Duration) time.Duration {

@@ -354,6 +354,7 @@ func PlaceLoRAEngines(pl *v1.Plan, pool *v1.Pool, groups []LoRAFleetGroup, cur *
 				for _, t := range sortedCopy(e.Adapters) {
 					pe.Adapters = append(pe.Adapters, v1.PlanLoRAAdapter{Tenant: t, Adapter: grp.AdapterName[t], RPS: e.Load[t]})
 					entry(t).LoRAEngines = append(entry(t).LoRAEngines, e.Name)
+					predictAdapter(entry(t), e, e.Load[t])
 				}
 				pl.LoRAEngines = append(pl.LoRAEngines, pe)
 			}
@@ -378,9 +379,18 @@ func PlaceLoRAEngines(pl *v1.Plan, pool *v1.Pool, groups []LoRAFleetGroup, cur *
 		}
 		pl.Summary.LowerBound += grp.Bound
 	}
+	offered := map[string]float64{}
+	for _, t := range pool.Tenants {
+		offered[t.Name] = t.Traffic.RPS
+	}
 	for _, t := range order {
 		pe := entries[t]
 		pe.Reasons = headlineReasons(pe.Reasons, pe.Infeasible)
+		if pe.Infeasible {
+			pe.Predicted = v1.Prediction{} // an engine it needs has no GPU: no prediction holds
+		} else {
+			pe.Predicted.MaxRPS = roundRate(pe.Predicted.MaxRPS, offered[t])
+		}
 		pl.Tenants = append(pl.Tenants, *pe)
 	}
 	rank := map[string]int{}
@@ -392,6 +402,20 @@ func PlaceLoRAEngines(pl *v1.Plan, pool *v1.Pool, groups []LoRAFleetGroup, cur *
 	for i := range pl.Summary.Baselines {
 		pl.Summary.Baselines[i].GPUs += placed
 	}
+}
+
+// predictAdapter adds engine e, which carries load req/s of the adapter tenant pt, to pt's
+// prediction: its p99 TTFT and TPOT are the worst of its engines' (each engine's queueing model,
+// LoRA kernels included: LoRAPrediction), and its max rate is, summed over its engines, the rate
+// it may offer an engine with the engine's other adapters at their planned rates before the
+// engine's aggregate passes the engine's max rate (the strictest objectives of its adapters):
+// its own load plus the engine's headroom. Adapters of one engine share that headroom: it is
+// each one's alone, not all of theirs at once.
+func predictAdapter(pt *v1.PlanTenant, e LoRAEngine, load float64) {
+	p := &pt.Predicted
+	p.TTFTP99 = max(p.TTFTP99, v1.Duration(e.Predicted.TTFT))
+	p.TPOTP99 = max(p.TPOTP99, v1.Duration(e.Predicted.TPOT))
+	p.MaxRPS += max(0, e.Predicted.MaxRPS-(e.RPS-load))
 }
 
 // headlineReasons drops repeated reasons (an adapter spread over engines of two parts of a

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/gpu"
@@ -172,6 +173,29 @@ func TestPlaceLoRAEngines(t *testing.T) {
 		}
 		if i > 0 && (len(tn.LoRAEngines) == 0 || tn.Reasons[0].Code != v1.ReasonLoRAEngine || !strings.Contains(tn.Reasons[0].Message, "engine")) {
 			t.Errorf("tenant %+v", tn)
+		}
+	}
+	// Each adapter tenant's prediction is its engines': the worst p99s, and its own rate plus
+	// each engine's headroom over its planned load.
+	byEngine := map[string]LoRAEngine{}
+	for _, e := range fg[0].Plan.Engines {
+		byEngine[e.Name] = e
+	}
+	for i, tn := range pl.Tenants[1:] {
+		var ttft, tpot time.Duration
+		var most float64
+		for _, name := range tn.LoRAEngines {
+			e := byEngine[name]
+			if e.Predicted.TTFT <= 0 || e.Predicted.TPOT <= 0 || e.Predicted.MaxRPS < e.RPS {
+				t.Fatalf("engine %s: prediction %+v at %.3g req/s", name, e.Predicted, e.RPS)
+			}
+			ttft, tpot = max(ttft, e.Predicted.TTFT), max(tpot, e.Predicted.TPOT)
+			most += e.Predicted.MaxRPS - e.RPS + e.Load[tn.Name]
+		}
+		offered := pool.Tenants[i+1].Traffic.RPS
+		p := tn.Predicted
+		if time.Duration(p.TTFTP99) != ttft || time.Duration(p.TPOTP99) != tpot || math.Abs(p.MaxRPS-most) > 1e-3 || p.MaxRPS < offered {
+			t.Errorf("%s: predicted %+v, want TTFT %v, TPOT %v, max %.3f (offered %.3g)", tn.Name, p, ttft, tpot, most, offered)
 		}
 	}
 	// Re-planning keeps each engine on the GPU the plan in force gives it, even when an earlier

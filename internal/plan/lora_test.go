@@ -1,7 +1,9 @@
 package plan
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -189,5 +191,76 @@ func BenchmarkPlanLoRA(b *testing.B) {
 		if _, err := PlanLoRA(in); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// An engine's prediction is the queueing model's at its load: the p99s grow with the first
+// engine's load (18, 36 and 47.7 req/s here) and
+// stay within the objectives of a plan that meets them, and its max rate is at least its load,
+// with the objectives just met there (a little more is too much). The group's traffic.lengths
+// are sized for as the dense planner sizes them: exponential lengths need at least the engines
+// fixed ones do and predict a longer TTFT (the 99th-percentile prompt), and lengths "fixed" plan
+// exactly as none.
+func TestPlanLoRAPredictionAndLengths(t *testing.T) {
+	var prev LoRAPrediction
+	prevRPS := 0.0
+	for _, rps := range []float64{5, 20, 40} {
+		in := loraInput(t, 20, rps)
+		p, err := PlanLoRA(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := p.Engines[0]
+		pr := e.Predicted
+		if e.RPS <= prevRPS || pr.TTFT <= prev.TTFT || pr.TPOT <= prev.TPOT {
+			t.Errorf("%v req/s: prediction %+v, not above %+v at less load", rps, pr, prev)
+		}
+		if pr.TTFT > time.Second || pr.TPOT > 50*time.Millisecond || pr.MaxRPS < e.RPS {
+			t.Errorf("%v req/s: prediction %+v of an engine at %.3g req/s", rps, pr, e.RPS)
+		}
+		var bin []LoRAAdapter
+		for _, a := range in.Group.Adapters {
+			if slices.Contains(e.Adapters, a.Tenant) {
+				a.RPS = e.Load[a.Tenant]
+				bin = append(bin, a)
+			}
+		}
+		over := pr.MaxRPS / e.RPS * 1.01
+		scaled := slices.Clone(bin)
+		for i := range scaled {
+			scaled[i].RPS *= over
+		}
+		active := max(min(activeP99(in.Engine, in.Cost, e.MaxRank, scaled), e.MaxLoRAs), e.ActiveP99)
+		if _, ok := engineModel(in, bin, e, over, active); ok {
+			t.Errorf("%v req/s: the engine meets the objectives 1 %% above its max rate %.3g", rps, pr.MaxRPS)
+		}
+		prev, prevRPS = pr, e.RPS
+		t.Logf("%v req/s: %d engines, first at %.3g req/s: %+v", rps, len(p.Engines), e.RPS, pr)
+	}
+	for _, rps := range []float64{20, 60} {
+		fixed := loraInput(t, 20, rps)
+		pf, err := PlanLoRA(fixed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		named := loraInput(t, 20, rps)
+		for i := range named.Group.Adapters {
+			named.Group.Adapters[i].Lengths = v1.LengthsFixed
+		}
+		if pn, err := PlanLoRA(named); err != nil || fmt.Sprint(pn) != fmt.Sprint(pf) {
+			t.Errorf("%v req/s: lengths fixed planned %v, none %v (%v)", rps, pn, pf, err)
+		}
+		exp := loraInput(t, 20, rps)
+		exp.Group.Adapters[0].Lengths = v1.LengthsExponential // one adapter's law sizes its engine
+		pe, err := PlanLoRA(exp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pe.Engines) < len(pf.Engines) || pe.Engines[0].Predicted.TTFT <= pf.Engines[0].Predicted.TTFT {
+			t.Errorf("%v req/s: exponential lengths %d engines (TTFT %v), fixed %d (%v)", rps, len(pe.Engines),
+				pe.Engines[0].Predicted.TTFT, len(pf.Engines), pf.Engines[0].Predicted.TTFT)
+		}
+		t.Logf("%v req/s: fixed %d engines, TTFT p99 %v; exponential %d, %v", rps, len(pf.Engines), pf.Engines[0].Predicted.TTFT,
+			len(pe.Engines), pe.Engines[0].Predicted.TTFT)
 	}
 }

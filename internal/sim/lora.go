@@ -17,9 +17,13 @@ import (
 // LoRAAdapter is one adapter's traffic and objectives on a shared LoRA engine.
 type LoRAAdapter struct {
 	Name string
-	// RPS is the mean Poisson arrival rate; InputTokens and OutputTokens every request's lengths.
+	// RPS is the mean Poisson arrival rate; InputTokens and OutputTokens the requests' mean
+	// lengths, drawn by Lengths (fixed, uniform or exponential, as Config.Lengths; "" is fixed)
+	// as the dense simulator draws a tenant's, a drawn pair capped by MaxContext (0: no cap).
 	RPS                       float64
 	InputTokens, OutputTokens int
+	Lengths                   Lengths
+	MaxContext                int
 	// Bytes is the adapter's tensor bytes (what a load copies); Rank its LoRA rank.
 	Bytes int64
 	Rank  int
@@ -82,6 +86,10 @@ type LoRAResult struct {
 	ActiveMean   float64 `json:"activeMean"`
 	ActiveMax    int     `json:"activeMax"`
 	InFlightMean float64 `json:"inFlightMean"`
+	// TTFTP99 and TPOTP99 are the engine's p99s over every adapter's requests together (what
+	// the planner's queueing model predicts for an engine: plan.LoRAPrediction).
+	TTFTP99 time.Duration `json:"ttftP99"`
+	TPOTP99 time.Duration `json:"tpotP99"`
 	// Busy is the engine's time in steps; End when the last request finished.
 	Busy time.Duration `json:"busy"`
 	End  time.Duration `json:"end"`
@@ -124,6 +132,8 @@ type loraState struct {
 	res      LoRAResult
 	// activeSum and inFlightSum integrate distinct adapters and requests over busy time.
 	activeSum, inFlightSum float64
+	// ttft and tpot are every request's, all adapters together.
+	ttft, tpot *hdr.Histogram
 }
 
 type loraStats struct {
@@ -159,6 +169,7 @@ func SimulateLoRA(cfg LoRAConfig, r *rand.Rand) (LoRAResult, error) {
 	for i := range s.stats {
 		s.stats[i] = loraStats{ttft: hdr.New(histLow, histHigh, histDigits), tpot: hdr.New(histLow, histHigh, histDigits)}
 	}
+	s.ttft, s.tpot = hdr.New(histLow, histHigh, histDigits), hdr.New(histLow, histHigh, histDigits)
 	now, next := int64(0), 0
 	for next < len(arr) || len(s.waiting)+len(s.running) > 0 || s.gatewayLen() > 0 {
 		for ; next < len(arr) && arr[next].arrival <= now; next++ {
@@ -196,6 +207,11 @@ func (c LoRAConfig) validate() error {
 		if !(a.RPS >= 0 && a.RPS < 1e6) || !(a.Burst.RPS >= 0 && a.Burst.RPS < 1e6) {
 			errs = append(errs, fmt.Errorf("%s: rates must be in [0, 1e6)", p))
 		}
+		switch a.Lengths {
+		case "", LengthsFixed, LengthsUniform, LengthsExponential:
+		default:
+			errs = append(errs, fmt.Errorf("%s: lengths: unknown %q (valid: fixed, uniform, exponential)", p, a.Lengths))
+		}
 		if a.InputTokens < 1 || a.OutputTokens < 1 {
 			errs = append(errs, fmt.Errorf("%s: inputTokens and outputTokens must be ≥ 1", p))
 		}
@@ -212,17 +228,30 @@ func (c LoRAConfig) validate() error {
 	return nil
 }
 
-// loraArrivals draws every adapter's Poisson arrivals (and bursts) and merges them by time.
+// draws says whether src draws lengths (uniform or exponential) rather than take the means.
+func (src *source) draws() bool {
+	return src.lengths == LengthsUniform || src.lengths == LengthsExponential
+}
+
+// loraArrivals draws every adapter's Poisson arrivals (and bursts) and merges them by time, each
+// request's lengths by its adapter's law.
 func loraArrivals(cfg LoRAConfig, r *rand.Rand) []*loraReq {
 	var all []*loraReq
 	end := float64(cfg.Duration)
 	for i, a := range cfg.Adapters {
+		// Fixed lengths draw nothing, so that their arrivals are those of a run without lengths.
+		lengths := source{rng: r, meanIn: a.InputTokens, meanOut: a.OutputTokens, maxCtx: a.MaxContext, lengths: a.Lengths}
 		add := func(rate, from, to float64) {
 			if rate <= 0 {
 				return
 			}
 			for t := from + r.ExpFloat64()/rate*1e9; t < to; t += r.ExpFloat64() / rate * 1e9 {
-				all = append(all, &loraReq{adapter: i, arrival: int64(t), in: a.InputTokens, out: a.OutputTokens})
+				q := &loraReq{adapter: i, arrival: int64(t), in: a.InputTokens, out: a.OutputTokens}
+				if lengths.draws() {
+					in, out := lengths.draw()
+					q.in, q.out = int(in), int(out)
+				}
+				all = append(all, q)
 			}
 		}
 		add(a.RPS, 0, end)

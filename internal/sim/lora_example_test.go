@@ -16,7 +16,14 @@ import (
 // loraExample is examples/lora-200.yaml's one group on its engine (Llama-3.1-8B on a whole H100).
 func loraExample(t *testing.T) plan.LoRAInput {
 	t.Helper()
-	data, err := os.ReadFile("../../examples/lora-200.yaml")
+	return loraExampleGroup(t, "lora-200.yaml", 200, 0)
+}
+
+// loraExampleGroup is the one shared group of examples/NAME, of n adapters, beside solos
+// hard-isolated adapter tenants, on a whole H100 (its base model is Llama-3.1-8B at bf16).
+func loraExampleGroup(t *testing.T, name string, n, solo int) plan.LoRAInput {
+	t.Helper()
+	data, err := os.ReadFile("../../examples/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,8 +32,8 @@ func loraExample(t *testing.T) plan.LoRAInput {
 		t.Fatal(err)
 	}
 	groups, solos := plan.GroupLoRA(p, nil)
-	if len(groups) != 1 || len(solos) != 0 || len(groups[0].Adapters) != 200 {
-		t.Fatalf("groups %d (solos %d), want one of 200 adapters", len(groups), len(solos))
+	if len(groups) != 1 || len(solos) != solo || len(groups[0].Adapters) != n {
+		t.Fatalf("%s: groups %d (solos %d), want one of %d adapters", name, len(groups), len(solos), n)
 	}
 	a, err := llm.Lookup("llama-3.1-8b")
 	if err != nil {
@@ -127,7 +134,7 @@ func loraEngineConfig(in plan.LoRAInput, eng plan.LoRAEngine, d time.Duration) L
 	for _, name := range eng.Adapters {
 		a := by[name]
 		cfg.Adapters = append(cfg.Adapters, LoRAAdapter{Name: name, RPS: eng.Load[name], InputTokens: a.InputTokens,
-			OutputTokens: a.OutputTokens, Bytes: a.Bytes, Rank: a.Rank, TTFT: a.SLO.TTFT, TPOT: a.SLO.TPOT})
+			OutputTokens: a.OutputTokens, Lengths: a.Lengths, MaxContext: a.MaxContext, Bytes: a.Bytes, Rank: a.Rank, TTFT: a.SLO.TTFT, TPOT: a.SLO.TPOT})
 	}
 	return cfg
 }

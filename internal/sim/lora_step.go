@@ -122,10 +122,12 @@ func (s *loraState) complete(q *loraReq, end int64) {
 	s.kvUsed -= int64(q.in + q.out)
 	ttft := q.first - q.arrival
 	recordNs(st.ttft, ttft)
+	recordNs(s.ttft, ttft)
 	var tpot int64
 	if q.out > 1 {
 		tpot = (end - q.first) / int64(q.out-1)
 		recordNs(st.tpot, tpot)
+		recordNs(s.tpot, tpot)
 	}
 	if (a.TTFT == 0 || ttft <= int64(a.TTFT)) && (a.TPOT == 0 || q.out <= 1 || tpot <= int64(a.TPOT)) {
 		st.met++
@@ -143,6 +145,8 @@ func (s *loraState) finish() {
 	if b := s.res.Busy.Seconds(); b > 0 {
 		s.res.ActiveMean, s.res.InFlightMean = s.activeSum/b, s.inFlightSum/b
 	}
+	s.res.TTFTP99 = time.Duration(s.ttft.ValueAtQuantile(99)) * time.Microsecond
+	s.res.TPOTP99 = time.Duration(s.tpot.ValueAtQuantile(99)) * time.Microsecond
 	for i, a := range s.cfg.Adapters {
 		st := s.stats[i]
 		r := LoRAAdapterResult{Name: a.Name, Arrived: st.arrived, Completed: st.completed, Met: st.met,

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -164,4 +165,44 @@ func TestLoRAHostCacheStartsWarm(t *testing.T) {
 		t.Errorf("12 adapters in a host cache of 6: no load from disk")
 	}
 	t.Logf("host cache of 6: %d loads, %d from disk", res.Loads, res.DiskLoads)
+}
+
+// An adapter's requests draw their lengths by its law, as the dense simulator draws a tenant's:
+// exponential lengths keep their means and vary, a drawn pair stays within MaxContext, and
+// lengths "fixed" are the run without a law, arrival for arrival.
+func TestLoRALengths(t *testing.T) {
+	cfg := loraSetup(t, 6, 2, 6)
+	base := runLoRA(t, cfg, 3)
+	for i := range cfg.Adapters {
+		cfg.Adapters[i].Lengths = LengthsFixed
+	}
+	if fixed := runLoRA(t, cfg, 3); fmt.Sprint(fixed) != fmt.Sprint(base) {
+		t.Error("lengths fixed changed the run")
+	}
+	for i := range cfg.Adapters {
+		cfg.Adapters[i].Lengths, cfg.Adapters[i].MaxContext = LengthsExponential, 2048
+		cfg.Adapters[i].RPS = 20
+	}
+	reqs := loraArrivals(cfg, rand.New(rand.NewPCG(3, 1)))
+	var in, out float64
+	distinct := map[int]bool{}
+	for _, q := range reqs {
+		if q.in+q.out > 2048 || q.in < 1 || q.out < 1 {
+			t.Fatalf("drawn %d + %d tokens, beyond the context of 2048", q.in, q.out)
+		}
+		in += float64(q.in)
+		out += float64(q.out)
+		distinct[q.in] = true
+	}
+	n := float64(len(reqs))
+	t.Logf("%d requests: mean %.1f prompt and %.1f output tokens, %d distinct prompt lengths", len(reqs), in/n, out/n, len(distinct))
+	if math.Abs(in/n-512)/512 > 0.05 || math.Abs(out/n-128)/128 > 0.05 || len(distinct) < 100 {
+		t.Errorf("exponential lengths: mean %.1f/%.1f tokens (want 512/128 within 5 %%), %d distinct prompt lengths", in/n, out/n, len(distinct))
+	}
+	res := runLoRA(t, cfg, 3)
+	for _, a := range res.Adapters {
+		if a.Completed != a.Arrived {
+			t.Errorf("%s: %d of %d completed", a.Name, a.Completed, a.Arrived)
+		}
+	}
 }
