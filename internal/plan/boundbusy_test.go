@@ -42,7 +42,9 @@ func busyRejectedPool(t *testing.T) *v1.Pool {
 // kind it may use costs a whole GPU, so a bound over the feasible kinds alone is 2 GPUs. One GPU
 // serves both tenants, each on an MPS half, and the simulator finds the tight tenant's SLO met
 // there (its neighbour is idle but for 0.005 req/s). The bound counts the rejected half at its
-// idle-neighbour count and is 1, the exact optimum of exactSharedGPUs.
+// idle-neighbour count and is 1, the exact optimum of exactSharedGPUs. The tight tenant's
+// rejected kinds whose decode step alone is above 10 ms (MIG instances up to 4g.40gb, MPS
+// quarters) stay out of the bound, and the others (MPS halves and thirds) are in.
 func TestBoundCountsKindsRejectedUnderBusyNeighbours(t *testing.T) {
 	pool := busyRejectedPool(t)
 	p, err := newPlanner(pool, Options{})
@@ -63,6 +65,19 @@ func TestBoundCountsKindsRejectedUnderBusyNeighbours(t *testing.T) {
 	if c.reject != v1.ReasonSLOUnmet || !slices.Contains(tight.boundExtra, c) || c.lbReplicas != 1 {
 		t.Fatalf("tight on MPS 1/2: reject %q (%s), in the bound's extra kinds %v, bound's count %d; want SLOUnmet, true, 1",
 			c.reject, c.why, slices.Contains(tight.boundExtra, c), c.lbReplicas)
+	}
+	// A kind whose decode step alone is above the target stays out: no neighbour load helps.
+	for _, x := range tight.cands {
+		if x.ev.q == nil {
+			continue
+		}
+		pf, dec := x.ev.q.bestCase().floorTimes()
+		in := slices.Contains(tight.boundExtra, x)
+		t.Logf("tight on %s: reject %q, decode alone %.2f ms, prompt alone %.1f ms, counted by the bound %v (count %d)",
+			x.label(), x.reject, 1e3*dec, 1e3*pf, in || x.reject == "", x.lbReplicas)
+		if x.reject != "" && in != (dec <= 0.010) {
+			t.Errorf("tight on %s: decode alone %.2f ms against the 10 ms target, yet counted by the bound: %v", x.label(), 1e3*dec, in)
+		}
 	}
 	for _, tn := range p.tenants {
 		if len(tn.feasible) > 0 {
