@@ -20,17 +20,25 @@ const boundSlack = 1e-6
 //
 // It does not trust the planner's replica counts: every candidate is counted at its lbReplicas,
 // the fewest replicas that keep up with the tenant's load at all on that slice kind (the
-// queueing model's saturation count, with the pool's fixed count, floors and redundancy), so
-// that "no plan from these slice kinds uses fewer GPUs" holds whatever the SLO sizing says.
+// queueing model's saturation count or the TTFT floor, with idle neighbours, with the pool's
+// fixed count, floors and redundancy), so that "no plan from these slice kinds uses fewer GPUs"
+// holds whatever the SLO sizing says. Nor does it trust the sizing's rejections: a tenant's
+// candidates are its feasible ones and those rejected only under busy neighbours (boundExtra,
+// boundAdmits), since a plan may give a replica idle ones.
 func (p *planner) lowerBound() int {
 	type saved struct {
 		c *cand
 		r int
 	}
 	var restore []saved
-	for _, tn := range p.tenants {
+	feasible := make([][]*cand, len(p.tenants))
+	for i, tn := range p.tenants {
+		feasible[i] = tn.feasible
+		if len(tn.boundExtra) > 0 { // kinds rejected with busy neighbours, which a plan may avoid
+			tn.feasible = append(slices.Clip(tn.feasible), tn.boundExtra...)
+		}
 		for _, c := range tn.feasible {
-			if c.lbReplicas > 0 && c.lbReplicas < c.replicas {
+			if c.lbReplicas > 0 && (c.lbReplicas < c.replicas || c.replicas == 0) {
 				restore = append(restore, saved{c, c.replicas})
 				c.replicas = c.lbReplicas
 			}
@@ -39,6 +47,9 @@ func (p *planner) lowerBound() int {
 	defer func() {
 		for _, s := range restore {
 			s.c.replicas = s.r
+		}
+		for i, tn := range p.tenants {
+			tn.feasible = feasible[i]
 		}
 	}()
 	lb := p.volumeBound()

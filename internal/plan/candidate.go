@@ -257,7 +257,76 @@ func (p *planner) evaluate() {
 		}
 		p.fixedSlices(tn)
 		sortCands(tn.feasible)
+		for _, c := range tn.cands {
+			if c.reject != "" && p.boundAdmits(tn, c) {
+				tn.boundExtra = append(tn.boundExtra, c)
+			}
+		}
 	}
+}
+
+// boundAdmits reports whether the lower bound must still count a rejected candidate, and sets
+// its lbReplicas. The sizing rejects a slice kind when its SLO check fails with every neighbour
+// busy (sizingLoad), or when the busy count exceeds maxReplicas or the fleet, and fixedSlices
+// drops kinds where a fixed count fares worse by that check; a plan may still give the replicas
+// idle neighbours (light tenants, or none) and meet the SLO there, so the bound keeps every
+// such kind at its own count, the larger of the saturation count and the TTFT floor with idle
+// neighbours under the pool's bounds. It leaves a kind out only for reasons no neighbour load
+// changes: the replica does not fit its memory, its KV cache holds less than one request, a
+// request's decode step alone (each of its decode steps takes at least that, lbfloor.go) is
+// above the TPOT target or its whole prompt alone above the TTFT target (fixed request
+// lengths only), or its own count is above maxReplicas or what the fleet holds. Measured
+// profiles are left as they are.
+func (p *planner) boundAdmits(tn *tenant, c *cand) bool {
+	ev := c.ev
+	if ev == nil || ev.q == nil || ev.err != nil || !ev.fit.Fits || ev.why != "" {
+		return false
+	}
+	q := ev.q.bestCase()
+	if q.kvSeqs < 1 {
+		return false
+	}
+	if lengthLaw(tn.t.Traffic) == "" {
+		pf, dec := q.floorTimes()
+		if tn.slo.TPOT > 0 && q.out >= 2 && dec > tn.slo.TPOT.Seconds() {
+			return false
+		}
+		if tn.slo.TTFT > 0 && pf > tn.slo.TTFT.Seconds() {
+			return false
+		}
+	}
+	if c.replicas > 0 && c.lbReplicas > 0 { // sized, then dropped by fixedSlices: its count stands
+		return true
+	}
+	lowest := 1
+	if lam := peakRate(tn.t.Traffic); lam > 0 {
+		lowest = q.saturation(lam)
+	}
+	lb := poolFloor(tn.t, max(lowest, ev.q.ttftFloor(floorRate(tn.t.Traffic), tn.slo)))
+	if m := maxReplicasOf(tn.t); m > 0 && lb > m {
+		return false
+	}
+	if lb > len(p.fleet)*7*max(c.share, 1) {
+		return false
+	}
+	c.lbReplicas = lb
+	return true
+}
+
+// poolFloor applies the pool's bounds to a lower bound on the replicas the load needs: a fixed
+// count replaces it, redundancy adds one, minReplicas and the reservation are floors.
+func poolFloor(t v1.Tenant, lowest int) int {
+	lb := lowest
+	if t.Replicas != nil {
+		lb = *t.Replicas
+	}
+	if t.Redundancy {
+		lb++
+	}
+	if t.Replicas == nil {
+		lb = max(lb, minReplicasOf(t))
+	}
+	return max(lb, t.Reservation, 1)
 }
 
 // fixedSlices keeps a fixed-count tenant on the slice kinds where its count fares best against

@@ -273,7 +273,11 @@
 // count), or the TTFT floor where higher, both computed with idle neighbours (no other process
 // on the GPU or instance in a step, the rest of the board idle), because a plan may put a busy
 // tenant beside quiet ones, and the sizing's worst case of busy neighbours would then exclude
-// plans that serve it (ADR 0032).
+// plans that serve it (ADR 0032). For the same reason a tenant's candidates there are its
+// feasible ones and those the sizing rejects only under busy neighbours (an SLO check that
+// fails with every neighbour busy, a busy count above maxReplicas or the fleet, a kind
+// fixedSlices drops): the bound keeps them at their idle-neighbour count and leaves a kind out
+// only for reasons no neighbour load changes (boundAdmits).
 //
 // All are rounded up; each assumes, as the planner does, that all replicas of a tenant use one
 // kind of slice. The bound ignores canaries, the burst pool, the one-sharing-setting rule and

@@ -39,8 +39,11 @@ type tenant struct {
 
 	cands    []*cand // every candidate evaluated, feasible or not
 	feasible []*cand // the feasible ones, cheapest first
-	choice   *cand
-	infeas   []v1.Reason // set when the tenant cannot be (fully) served
+	// boundExtra are rejected candidates the lower bound still counts, at their lbReplicas
+	// (boundAdmits): their rejection rests on busy neighbours, which a plan may avoid.
+	boundExtra []*cand
+	choice     *cand
+	infeas     []v1.Reason // set when the tenant cannot be (fully) served
 }
 
 func newTenant(i int, t v1.Tenant, o Options, po perf.Options) (*tenant, error) {
