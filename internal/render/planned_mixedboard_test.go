@@ -87,4 +87,3 @@ func TestPlannedMixedBoardNodesRenderClean(t *testing.T) {
 	}
 	t.Logf("%d nodes serve replicas on GPUs of more than one board", bothBoards)
 }
-
