@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	v1 "gpupool.dev/gpupool/api/v1"
@@ -86,4 +89,68 @@ func TestPlannedMixedBoardNodesRenderClean(t *testing.T) {
 		t.Error("no plan serves replicas on two boards of one node: the test no longer covers the rule")
 	}
 	t.Logf("%d nodes serve replicas on GPUs of more than one board", bothBoards)
+}
+
+// TestPlannedMixedBoardReviewPool: review5's p6-mixedboard.yaml (node mixed: an A30 and an H100;
+// hard tenants big, Llama-3.1-70B fp8, which only the H100 holds, and small, Llama-3.1-8B; only
+// exclusive GPUs allowed) plans big on the H100 and renders with no problem: the A30 goes into MIG
+// mode with no instances, so the device plugin does not advertise it as nvidia.com/gpu beside
+// the H100, and small is short of capacity with the node rule as its reason. With mig allowed
+// too, small takes the A30 as one 4g.24gb instance and every tenant is served.
+func TestPlannedMixedBoardReviewPool(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "review5", "p6-mixedboard.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, withMIG := range []bool{false, true} {
+		pool, err := v1.LoadPool(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if withMIG {
+			pool.Policy.AllowedModes = append(pool.Policy.AllowedModes, v1.ModeMIG)
+		}
+		pl, err := plan.Build(context.Background(), pool, plan.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Artifacts(pl, pool)
+		var pe *ProblemsError
+		if err != nil && !errors.As(err, &pe) {
+			t.Fatal(err)
+		}
+		for _, pr := range problemsOf(pe) {
+			t.Errorf("mig allowed %v: %s", withMIG, pr)
+		}
+		where := map[string]string{}
+		for _, g := range pl.GPUs {
+			reps := slices.Clone(g.Replicas)
+			for _, in := range g.Instances {
+				reps = append(reps, in.Replicas...)
+			}
+			for _, r := range reps {
+				where[r.Tenant] = fmt.Sprintf("%s/%d %s %s", g.Node, g.Index, g.Board, g.Mode)
+			}
+			if g.Board == "A30-24GB" && !withMIG && (g.Mode != v1.ModeMIG || len(g.Instances) > 0 ||
+				!slices.ContainsFunc(g.Reasons, func(r v1.Reason) bool { return strings.Contains(r.Message, "does not advertise it as nvidia.com/gpu") })) {
+				t.Errorf("mixed/0 A30: mode %s, %d instances, reasons %v; want MIG mode, no instances, the node rule as reason", g.Mode, len(g.Instances), g.Reasons)
+			}
+		}
+		if where["big"] != "mixed/1 H100-SXM5-80GB exclusive" {
+			t.Errorf("mig allowed %v: big on %q, want the H100 whole", withMIG, where["big"])
+		}
+		for _, tn := range pl.Tenants {
+			if tn.Name != "small" {
+				continue
+			}
+			switch {
+			case withMIG && (tn.Infeasible || where["small"] != "mixed/0 A30-24GB mig"):
+				t.Errorf("mig allowed: small infeasible %v on %q, want served on the A30 by MIG", tn.Infeasible, where["small"])
+			case !withMIG && (!tn.Infeasible || !slices.ContainsFunc(tn.Reasons, func(r v1.Reason) bool {
+				return r.Code == v1.ReasonNoCapacity && strings.Contains(r.Message, "keeps nvidia.com/gpu for its H100-SXM5-80GB GPUs")
+			})):
+				t.Errorf("small: infeasible %v, reasons %v; want short of capacity by the one-board rule", tn.Infeasible, tn.Reasons)
+			}
+		}
+	}
 }
