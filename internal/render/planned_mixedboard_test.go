@@ -15,9 +15,9 @@ import (
 	"gpupool.dev/gpupool/internal/plan"
 )
 
-// mixedBoards are the boards the random mixed-board fleets draw from: MIG boards whose profile
-// names meet (1g.10gb on A100-80GB and H100, 1g.5gb on A100-40GB and A30's 1g.6gb apart), and
-// one without MIG, whose GPUs the device plugin always advertises as nvidia.com/gpu.
+// mixedBoards are the boards the random mixed-board fleets draw from, of sizes 24–141 GB, some of
+// whose MIG profile names meet (1g.10gb on A100-SXM4-80GB and H100-SXM5-80GB). Every board of
+// the catalog has MIG, so the rule's case of a board without it is not drawn.
 var mixedBoards = []string{"A30-24GB", "A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB", "H200-141GB", "RTX-PRO-4500-Blackwell-32GB"}
 
 // TestPlannedMixedBoardNodesRenderClean: on the device-plugin path the planner keeps every
