@@ -247,6 +247,7 @@ func (p *planner) draft() *v1.Plan {
 		pg.Reasons = p.gpuReasons(g, pg)
 		out.GPUs = append(out.GPUs, pg)
 	}
+	p.hideOtherBoards(out)
 	for _, tn := range p.tenants {
 		out.Tenants = append(out.Tenants, p.planTenant(tn, refs[tn]))
 	}

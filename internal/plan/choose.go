@@ -555,6 +555,10 @@ type migUse struct {
 	kind  v1.SliceKind
 	share int
 	group string
+	// board is the board of the devices a unit uses (useOf): on a node with GPUs of two boards
+	// the device plugin advertises both under one resource, so a resource is used by one board
+	// per node (mixedboard.go).
+	board string
 }
 
 func useKey(c *cand) string { return c.board.Name + "/" + c.profile.Name }

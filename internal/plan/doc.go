@@ -146,6 +146,13 @@
 // GPUs, why its cheapest candidate there found no room (a node rule, or the units against the
 // room), or that none of its candidates runs on those boards.
 //
+// On a node with GPUs of more than one board the device plugin advertises both boards' whole
+// GPUs as nvidia.com/gpu, and instances of a profile both have as one nvidia.com/mig-<profile>,
+// and hands a pod any of them; so a resource of such a node carries replicas of one board only
+// (mixedboard.go): the packer's per-node uses name the board, whole GPUs there go to the largest
+// board the tenants use whole and never as MPS, and the plan puts the other boards' GPUs left
+// without replicas into MIG mode with no instances, so that they advertise nothing.
+//
 // These node rules are the device plugin's. On the DRA path (policy.kubernetesDeviceAPI: dra)
 // each device is a claim with its own sharing setting and pairing, so the packer keeps none of
 // them (planner.perClaim): every node takes every way, the MIG units of a board and energy

@@ -11,7 +11,9 @@ import (
 )
 
 // useOf is how a MIG unit's instance is shared.
-func useOf(u *unit) migUse { return migUse{kind: u.c.kind, share: u.c.share, group: pairGroup(u)} }
+func useOf(u *unit) migUse {
+	return migUse{kind: u.c.kind, share: u.c.share, group: pairGroup(u), board: u.c.board.Name}
+}
 
 // strategyKey is the node-wide pseudo-resource of the device plugin's sharing strategy:
 // time-slicing and MPS never meet on one node.
@@ -237,8 +239,10 @@ func (p *planner) release(node string, set []string) {
 }
 
 // compatible reports whether node takes want: every resource, the sharing strategy and the
-// migStrategy used the way want asks, or not used yet. Always true on the DRA path (perClaim),
-// where the DRA driver sets sharing per claim and device and nothing is set per node.
+// migStrategy used the way want asks (by the same board), or not used yet, and on a node with
+// GPUs of two boards whole GPUs only where the other boards' GPUs can keep off nvidia.com/gpu
+// (boardsFit). Always true on the DRA path (perClaim), where the DRA driver sets sharing per
+// claim and device, claims select the board, and nothing is set per node.
 func (p *planner) compatible(node string, want map[string]migUse) bool {
 	if p.perClaim {
 		return true
@@ -248,7 +252,7 @@ func (p *planner) compatible(node string, want map[string]migUse) bool {
 			return false
 		}
 	}
-	return true
+	return p.boardsFit(node, want) == ""
 }
 
 // blockage is why a unit found no GPU although free GPUs of its board were left: the node rule
@@ -286,6 +290,9 @@ func (p *planner) conflictRule(node string, want map[string]migUse) string {
 		if !set || have == u {
 			continue
 		}
+		if have.board != u.board {
+			return boardRule(node, k, have.board, u.board)
+		}
 		switch k {
 		case migStrategyKey:
 			if u.group == "none" {
@@ -300,7 +307,7 @@ func (p *planner) conflictRule(node string, want map[string]migUse) string {
 			return fmt.Sprintf("node %s serves MIG profile %s as %s and this slice needs %s (one sharing setting and trust path per resource and node)", node, k, describeUse(have), describeUse(u))
 		}
 	}
-	return ""
+	return p.boardsFit(node, want)
 }
 
 // describeUse names a resource's use for people: "exclusive", "mps 1/3 for path:team/a".

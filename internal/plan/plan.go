@@ -614,6 +614,9 @@ type planner struct {
 	// device is its own claim with its own sharing setting, so the device plugin's per-node rules
 	// (compatible) do not bind the packing there.
 	perClaim bool
+	// boardsOn lists, per node with GPUs of more than one board, its boards (mixedboard.go);
+	// nodes of one board are not in it.
+	boardsOn map[string][]*gpu.Board
 	// confirmed holds what the plan's simulations said about each simulated tenant's chosen
 	// candidate (confirm.go); nil when the plan was not simulated.
 	confirmed map[*cand]*confirmState
@@ -683,6 +686,7 @@ func newPlanner(pool *v1.Pool, o Options) (*planner, error) {
 		return nil, errors.Join(errs...)
 	}
 	p.burst = burstGPUs(pool, len(p.fleet)-p.canaries())
+	p.boardsOn = mixedBoardNodes(p.fleet)
 	return p, nil
 }
 
