@@ -252,7 +252,22 @@ func PlaceLoRAEngines(pl *v1.Plan, pool *v1.Pool, groups []LoRAFleetGroup, cur *
 			was[e.Name] = e.GPU
 		}
 	}
-	free := func(i int) bool { g := pl.GPUs[i]; return g.Role == v1.RoleIdle && g.ReplicaCount() == 0 }
+	// On the device-plugin path an engine on a node with GPUs of more than one board goes only
+	// to the node's engine board, and the other boards' GPUs are then hidden from nvidia.com/gpu
+	// (mixedboard.go): the plugin would hand the engine's pod any whole GPU of the node.
+	var boardsOn map[string][]*gpu.Board
+	var onBoard map[string]string
+	if pool.Policy.DeviceAPI() != v1.DeviceAPIDRA {
+		boardsOn = planBoardsOn(pl)
+		onBoard = engineBoards(pl, boardsOn)
+	}
+	free := func(i int) bool {
+		g := pl.GPUs[i]
+		if b, mixed := onBoard[g.Node]; mixed && b != g.Board {
+			return false
+		}
+		return g.Role == v1.RoleIdle && g.ReplicaCount() == 0
+	}
 	avail := map[string]int{}
 	for i, g := range pl.GPUs {
 		if free(i) {
@@ -379,6 +394,9 @@ func PlaceLoRAEngines(pl *v1.Plan, pool *v1.Pool, groups []LoRAFleetGroup, cur *
 		}
 		pl.Summary.LowerBound += grp.Bound
 	}
+	if placed > 0 {
+		hideOtherBoardsIn(pl, boardsOn, migAllowed(pool))
+	}
 	offered := map[string]float64{}
 	for _, t := range pool.Tenants {
 		offered[t.Name] = t.Traffic.RPS
@@ -436,6 +454,11 @@ func headlineReasons(rs []v1.Reason, infeasible bool) []v1.Reason {
 		})
 	}
 	return out
+}
+
+// migAllowed reports whether pool's policy.allowedModes has mig (all modes when it is empty).
+func migAllowed(pool *v1.Pool) bool {
+	return len(pool.Policy.AllowedModes) == 0 || slices.Contains(pool.Policy.AllowedModes, v1.ModeMIG)
 }
 
 func baseName(g LoRAFleetGroup) string {

@@ -145,13 +145,22 @@ func boardNames(bs []*gpu.Board) string {
 // has no mig), and an instance without replicas whose profile another board's instances on the
 // node serve is dropped. Nothing changes on the DRA path or on nodes of one board.
 func (p *planner) hideOtherBoards(out *v1.Plan) {
-	if p.perClaim || p.boardsOn == nil {
+	if p.perClaim {
+		return
+	}
+	hideOtherBoardsIn(out, p.boardsOn, p.modes[v1.ModeMIG])
+}
+
+// hideOtherBoardsIn is hideOtherBoards on out's nodes boardsOn lists; migAllowed says whether
+// policy.allowedModes has mig (a burst GPU put into MIG mode becomes idle when it has not).
+func hideOtherBoardsIn(out *v1.Plan, boardsOn map[string][]*gpu.Board, migAllowed bool) {
+	if boardsOn == nil {
 		return
 	}
 	type key struct{ node, res string }
 	users := map[key]string{} // the board whose devices carry replicas under the resource
 	for _, g := range out.GPUs {
-		if p.boardsOn[g.Node] == nil {
+		if boardsOn[g.Node] == nil {
 			continue
 		}
 		if g.Mode != v1.ModeMIG {
@@ -168,7 +177,7 @@ func (p *planner) hideOtherBoards(out *v1.Plan) {
 	}
 	for i := range out.GPUs {
 		g := &out.GPUs[i]
-		if p.boardsOn[g.Node] == nil {
+		if boardsOn[g.Node] == nil {
 			continue
 		}
 		if g.Mode != v1.ModeMIG {
@@ -180,7 +189,7 @@ func (p *planner) hideOtherBoards(out *v1.Plan) {
 			if err != nil || !hasMIG(board) {
 				continue // compatible placed no whole GPU of another board here
 			}
-			if g.Role == v1.RoleBurst && !p.modes[v1.ModeMIG] {
+			if g.Role == v1.RoleBurst && !migAllowed {
 				g.Role = v1.RoleIdle
 			}
 			g.Mode, g.Instances = v1.ModeMIG, nil
@@ -205,4 +214,68 @@ func (p *planner) hideOtherBoards(out *v1.Plan) {
 				strings.Join(dropped, ", ")))
 		}
 	}
+}
+
+// planBoardsOn lists, per node of pl with GPUs of more than one board in the catalog, its
+// boards (mixedBoardNodes over a plan's GPUs).
+func planBoardsOn(pl *v1.Plan) map[string][]*gpu.Board {
+	var fleet []fleetGPU
+	for _, g := range pl.GPUs {
+		b, err := gpu.Lookup(g.Board)
+		if err != nil {
+			continue
+		}
+		fleet = append(fleet, fleetGPU{ref: g.Ref(), board: b})
+	}
+	return mixedBoardNodes(fleet)
+}
+
+// engineBoards names, on the device-plugin path, the one board of each node with GPUs of more
+// than one board whose idle GPUs may take a shared LoRA engine (an unshared whole GPU, so
+// nvidia.com/gpu): the board whose whole GPUs already carry replicas there, or, when none do,
+// the largest board of the node whose engine would leave every GPU of the other boards in MIG
+// mode or able to go there (no replica, a board with MIG); "" when no board may. Every other
+// board's GPUs are then hidden from nvidia.com/gpu as hideOtherBoards does.
+func engineBoards(pl *v1.Plan, boardsOn map[string][]*gpu.Board) map[string]string {
+	out := map[string]string{}
+	for node, boards := range boardsOn {
+		var gs []v1.PlanGPU
+		for _, g := range pl.GPUs {
+			if g.Node == node {
+				gs = append(gs, g)
+			}
+		}
+		user := ""
+		for _, g := range gs {
+			if g.Mode != v1.ModeMIG && (len(g.Replicas) > 0 || g.LoRAEngine != "") {
+				user = g.Board
+			}
+		}
+		if user != "" {
+			out[node] = user
+			continue
+		}
+		var best *gpu.Board
+		for _, b := range boards {
+			ok := true
+			for _, g := range gs {
+				if g.Board == b.Name || g.Mode == v1.ModeMIG {
+					continue
+				}
+				ob, err := gpu.Lookup(g.Board)
+				if err != nil || g.ReplicaCount() > 0 || !hasMIG(ob) {
+					ok = false
+				}
+			}
+			if ok && (best == nil || b.MemoryMiB > best.MemoryMiB) {
+				best = b
+			}
+		}
+		if best != nil {
+			out[node] = best.Name
+		} else {
+			out[node] = ""
+		}
+	}
+	return out
 }

@@ -154,3 +154,67 @@ func TestPlannedMixedBoardReviewPool(t *testing.T) {
 		}
 	}
 }
+
+// TestPlannedMixedBoardLoRAEngines: shared LoRA engines (placed on the GPUs the plan leaves idle)
+// keep the same rule. On a node with an A30 and two H100s, beside a hard 70B tenant on an H100,
+// and on a node with only idle GPUs of both boards, the engine takes an H100 and the A30 goes
+// into MIG mode with no instances, so the plan renders with no problem; before, the engine took
+// the A30 (the first idle GPU) beside the H100 whole and the renderer reported nvidia.com/gpu of
+// two boards on the node.
+func TestPlannedMixedBoardLoRAEngines(t *testing.T) {
+	const head = `apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: mx-lora}
+fleet:
+  nodes:
+  - name: mixed
+    gpus:
+    - {board: A30-24GB, count: 1}
+    - {board: H100-SXM5-80GB, count: 2}
+policy: {burstPoolPercent: 0}
+tenants:
+`
+	const big = "- {name: big, path: a, isolation: hard, model: {name: llama-3.1-70b, quantization: fp8, kvCacheDtype: fp8}, maxContext: 4096, traffic: {rps: 0.2, inputTokens: 500, outputTokens: 100}, slo: {ttftP99: 4s, tpotP99: 120ms}}\n"
+	adapters := ""
+	for i, rps := range []float64{2, 1} {
+		adapters += fmt.Sprintf("- {name: ad-%d, path: acme/x, isolation: soft, model: {name: llama-3.1-8b, quantization: bf16, adapter: {name: ad-%d-lora, repo: acme/ad-%d-lora, rank: 16}}, traffic: {rps: %g, inputTokens: 512, outputTokens: 128}, slo: {ttftP99: 1s, tpotP99: 50ms}}\n", i, i, i, rps)
+	}
+	for _, withBig := range []bool{true, false} {
+		doc := head + adapters
+		if withBig {
+			doc = head + big + adapters
+		}
+		pool, err := v1.LoadPool([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, _, err := plan.BuildWithLoRA(context.Background(), pool, plan.Options{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Artifacts(pl, pool)
+		var pe *ProblemsError
+		if err != nil && !errors.As(err, &pe) {
+			t.Fatal(err)
+		}
+		for _, pr := range problemsOf(pe) {
+			t.Errorf("with big %v: %s", withBig, pr)
+		}
+		if len(pl.LoRAEngines) != 1 {
+			t.Fatalf("with big %v: %d engines, want 1", withBig, len(pl.LoRAEngines))
+		}
+		for _, g := range pl.GPUs {
+			if g.LoRAEngine != "" && g.Board != "H100-SXM5-80GB" {
+				t.Errorf("with big %v: engine on %s/%d %s, want an H100", withBig, g.Node, g.Index, g.Board)
+			}
+			if g.Board == "A30-24GB" && g.Mode != v1.ModeMIG {
+				t.Errorf("with big %v: the A30 in mode %s, want MIG mode with no instances", withBig, g.Mode)
+			}
+		}
+		for _, tn := range pl.Tenants {
+			if tn.Infeasible {
+				t.Errorf("with big %v: %s not served: %v", withBig, tn.Name, tn.Reasons)
+			}
+		}
+	}
+}
