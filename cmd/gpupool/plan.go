@@ -118,7 +118,7 @@ func runPlan(e *env, a planArgs) error {
 	if err != nil {
 		return invalid(err)
 	}
-	o := plan.Options{Models: models, Profiles: profiles, Current: cur, Simulate: plansim.Run, ConfirmRequests: a.simRequests}
+	o := plan.Options{Models: models, Profiles: profiles, Current: cur, Simulate: plansim.Run, SimulateLoRA: plansim.RunLoRA, ConfirmRequests: a.simRequests}
 	switch {
 	case a.maxMovesSet && a.maxMoves >= 0:
 		o.MaxMoves = &a.maxMoves
