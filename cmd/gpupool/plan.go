@@ -482,5 +482,5 @@ func checkSimRequests(n int) error {
 // planning is how the long-running commands (serve, controller) plan: as gpupool plan does,
 // confirming the plan by simulation within n requests a run.
 func planning(n int) control.Planning {
-	return control.Planning{Simulate: plansim.Run, ConfirmRequests: n}
+	return control.Planning{Simulate: plansim.Run, SimulateLoRA: plansim.RunLoRA, ConfirmRequests: n}
 }
