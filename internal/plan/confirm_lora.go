@@ -53,16 +53,16 @@ type LoRASimulator func(ctx context.Context, in LoRASimInput) (map[string]SimTen
 
 // loraVerdict is what the confirming runs did to one group.
 type loraVerdict struct {
-	// found lists, per raise, the engines found short and why; model is the model's count.
-	found []string
-	model int
-	// final is the last simulated count's worst share over its engines; short names the
-	// adapters left short when no GPU was free for another engine (why: the runs' figures).
-	final   string
-	short   map[string]string
-	left    string
-	simmed  bool
-	engines int
+	// found lists, per round that found the group short, its engines then and why; model is
+	// the queueing model's count and engines the count simulated last.
+	found          []string
+	model, engines int
+	// final is what the last round measured (its worst engine's share); short maps each
+	// adapter left short, when no engine could be added, to its runs' figures, and left says
+	// why none could.
+	final string
+	short map[string]string
+	left  string
 }
 
 // loraTally is one engine's (or adapter's) requests over the runs.
@@ -133,7 +133,7 @@ func confirmLoRA(ctx context.Context, pl *v1.Plan, fg []LoRAFleetGroup, o Option
 			if engs == nil {
 				break // too little traffic to simulate
 			}
-			v.simmed, v.engines = true, len(opt.Plan.Engines)
+			v.engines = len(opt.Plan.Engines)
 			var why []string
 			shortAds := map[string]string{}
 			worst := 1.0
