@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -21,7 +22,8 @@ import (
 // tenants (Options.Simulate, ConfirmRequests not negative), BuildWithLoRA given
 // Options.SimulateLoRA also simulates, before the engines are placed, the engines each group
 // would be placed with (the board allocate chooses given the GPUs the other tenants leave idle),
-// each engine with its adapters' traffic, in confirmRuns runs of seeds ConfirmSeed, +1, +2. An
+// each engine with its adapters' traffic, in confirmRuns runs of seeds ConfirmSeed, +1, +2, each
+// long enough for confirmRequests requests of the group's slowest engine within the budget. An
 // engine is short when the share of its requests that met their adapter's SLO over the runs is
 // below confirmKeep, or below confirmRunKeep in one run, or when one of its adapters with at
 // least confirmMinJudged requests over the runs is (its own attainment, by the same rule). A
@@ -186,15 +188,20 @@ func confirmLoRA(ctx context.Context, pl *v1.Plan, fg []LoRAFleetGroup, o Option
 	return out, nil
 }
 
-// simulateLoRAEngines runs every engine of p confirmRuns times, each run long enough for the
-// budget's requests of the group's traffic (at most confirmMaxRun), and tallies each engine and
+// simulateLoRAEngines runs every engine of p confirmRuns times, each run long enough for
+// confirmRequests requests of the slowest engine, as the dense runs are for their slowest judged
+// tenant, within the budget's requests of the group's traffic (and confirmMaxRun), and tallies each engine and
 // each adapter over the runs. nil when the budget buys less than a second.
 func simulateLoRAEngines(ctx context.Context, in LoRAInput, p LoRAPlan, budget int, o Options) ([]loraTally, map[string]*loraTally, error) {
 	var rate float64
+	slowest := math.Inf(1)
 	for _, e := range p.Engines {
 		rate += e.RPS
+		if e.RPS > 0 {
+			slowest = min(slowest, e.RPS)
+		}
 	}
-	secs := min(float64(budget)/rate, confirmMaxRun.Seconds())
+	secs := min(confirmRequests/slowest, float64(budget)/rate, confirmMaxRun.Seconds())
 	if !(secs >= 1) {
 		return nil, nil, nil
 	}
