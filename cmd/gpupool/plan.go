@@ -118,7 +118,7 @@ func runPlan(e *env, a planArgs) error {
 	if err != nil {
 		return invalid(err)
 	}
-	o := plan.Options{Models: models, Profiles: profiles, Current: cur, Simulate: plansim.Run, ConfirmRequests: a.simRequests}
+	o := plan.Options{Models: models, Profiles: profiles, Current: cur, Simulate: plansim.Run, SimulateLoRA: plansim.RunLoRA, ConfirmRequests: a.simRequests}
 	switch {
 	case a.maxMovesSet && a.maxMoves >= 0:
 		o.MaxMoves = &a.maxMoves
@@ -482,5 +482,5 @@ func checkSimRequests(n int) error {
 // planning is how the long-running commands (serve, controller) plan: as gpupool plan does,
 // confirming the plan by simulation within n requests a run.
 func planning(n int) control.Planning {
-	return control.Planning{Simulate: plansim.Run, ConfirmRequests: n}
+	return control.Planning{Simulate: plansim.Run, SimulateLoRA: plansim.RunLoRA, ConfirmRequests: n}
 }

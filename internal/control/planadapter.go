@@ -194,10 +194,12 @@ func replanPool(v *View) (*v1.Pool, error) {
 
 // Planning is how the control plane plans a pool, as `gpupool plan` does: Simulate confirms the
 // plan's replica counts by simulation (plan.Options.Simulate; `gpupool serve` passes the
-// project's simulator) and ConfirmRequests bounds each run (plan.Options.ConfirmRequests: 0 the
-// default, -1 none). The zero value plans by the queueing model alone.
+// project's simulator), SimulateLoRA its shared LoRA engines' (plan.Options.SimulateLoRA), and
+// ConfirmRequests bounds each run (plan.Options.ConfirmRequests: 0 the default, -1 none). The
+// zero value plans by the queueing model alone.
 type Planning struct {
 	Simulate        plan.Simulator
+	SimulateLoRA    plan.LoRASimulator
 	ConfirmRequests int
 }
 
@@ -210,7 +212,7 @@ func (pl Planning) build(ctx context.Context, pool *v1.Pool, cur *v1.Plan) (*v1.
 
 // Options are the planner's options for planning from the plan in force cur (nil: from scratch).
 func (pl Planning) Options(cur *v1.Plan) plan.Options {
-	return plan.Options{Current: cur, Simulate: pl.Simulate, ConfirmRequests: pl.ConfirmRequests}
+	return plan.Options{Current: cur, Simulate: pl.Simulate, SimulateLoRA: pl.SimulateLoRA, ConfirmRequests: pl.ConfirmRequests}
 }
 
 // adapterRanks refuses an adapter given by its PEFT folder without its rank: the control plane

@@ -390,5 +390,10 @@
 // traffic.lengths among its adapters (lengths.go's terms), and what its queueing model predicts
 // (LoRAEngine.Predicted: p99 TTFT and TPOT with the LoRA kernels, its max rate) is each adapter
 // tenant's prediction in the Plan: the worst of its engines, and as max rate its own load plus
-// its engines' headroom.
+// its engines' headroom. Given a LoRA engine simulator (Options.SimulateLoRA; gpupool plan passes
+// internal/plansim.RunLoRA), BuildWithLoRA confirms each group's engines before placing them
+// (confirm_lora.go, ADR 0035's rule): three runs of each engine with its adapters' traffic; a
+// group with an engine, or an adapter of 1,500 requests or more, short gets one engine more
+// (re-binned) while its board has an idle GPU, else its short adapters are infeasible with a
+// NoCapacity reason giving the measured attainment. Groups that pass keep the model's plan.
 package plan

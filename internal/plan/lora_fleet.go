@@ -539,7 +539,12 @@ func BuildWithLoRA(ctx context.Context, pool *v1.Pool, o Options, adapters map[s
 		return nil, nil, err
 	}
 	if len(fg) > 0 {
+		vs, err := confirmLoRA(ctx, pl, fg, o)
+		if err != nil {
+			return nil, nil, err
+		}
 		PlaceLoRAEngines(pl, pool, fg, o.Current)
+		loraVerdictReasons(pl, fg, vs)
 	}
 	if pool.Policy.DeviceAPI() == v1.DeviceAPIDRA {
 		noEngineReasons(pl, pool)

@@ -53,6 +53,10 @@ type Options struct {
 	// with, by simulating the plan it chose (confirm.go, pools of at most 64 tenants);
 	// internal/plansim.Run is internal/sim's. nil: the model alone decides.
 	Simulate Simulator
+	// SimulateLoRA, when set, is the LoRA engine simulator BuildWithLoRA confirms the shared
+	// LoRA engines' counts with (confirm_lora.go), under the same ConfirmRequests and
+	// ConfirmSeed; internal/plansim.RunLoRA is internal/sim's. nil: the model alone decides.
+	SimulateLoRA LoRASimulator
 	// ConfirmRequests is the most requests one of those simulations may generate; 0:
 	// DefaultConfirmRequests; negative: no simulation.
 	ConfirmRequests int

@@ -2,6 +2,7 @@ package plansim
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"gpupool.dev/gpupool/internal/plan"
@@ -25,6 +26,31 @@ func run(ctx context.Context, in plan.SimInput) (map[string]plan.SimTenant, erro
 	for _, tr := range res.Report.Tenants {
 		out[tr.Name] = plan.SimTenant{Judged: tr.SLOJudged, Attainment: tr.SLOAttainment,
 			TTFTP99: time.Duration(tr.TTFT.P99 * float64(time.Millisecond)), TPOTP99: time.Duration(tr.TPOT.P99 * float64(time.Millisecond))}
+	}
+	return out, nil
+}
+
+// RunLoRA simulates one shared LoRA engine with internal/sim's LoRA engine simulator (the one
+// gpupool lora and gpupool simulate run) and reports each of its adapters by tenant name.
+var RunLoRA plan.LoRASimulator = runLoRA
+
+func runLoRA(ctx context.Context, in plan.LoRASimInput) (map[string]plan.SimTenant, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	e := in.LoRA
+	cfg := sim.LoRAConfig{Engine: in.Engine, Cost: in.Cost, MaxLoRAs: e.MaxLoRAs, MaxRank: e.MaxRank, MaxCPULoRAs: e.MaxCPULoRAs, Duration: in.Duration}
+	for _, a := range in.Adapters {
+		cfg.Adapters = append(cfg.Adapters, sim.LoRAAdapter{Name: a.Tenant, RPS: a.RPS, InputTokens: a.InputTokens, OutputTokens: a.OutputTokens,
+			Lengths: a.Lengths, MaxContext: a.MaxContext, Bytes: a.Bytes, Rank: a.Rank, TTFT: a.SLO.TTFT, TPOT: a.SLO.TPOT})
+	}
+	r, err := sim.SimulateLoRA(cfg, rand.New(rand.NewPCG(in.Seed, in.Stream)))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]plan.SimTenant, len(r.Adapters))
+	for _, a := range r.Adapters {
+		out[a.Name] = plan.SimTenant{Judged: a.Arrived, Attainment: a.Attainment, TTFTP99: a.TTFTP99, TPOTP99: a.TPOTP99}
 	}
 	return out, nil
 }
