@@ -97,7 +97,7 @@ func (t loraTally) String() string {
 // confirmLoRA confirms the groups' engines (see above) against pl, the plan of the other
 // tenants, changing the chosen option's plan of a group it raises. It returns a verdict per
 // group (nil where not simulated).
-func confirmLoRA(ctx context.Context, pl *v1.Plan, fg []LoRAFleetGroup, o Options) ([]*loraVerdict, error) {
+func confirmLoRA(ctx context.Context, pl *v1.Plan, pool *v1.Pool, fg []LoRAFleetGroup, o Options) ([]*loraVerdict, error) {
 	budget := o.ConfirmRequests
 	if budget == 0 {
 		budget = DefaultConfirmRequests
@@ -106,8 +106,9 @@ func confirmLoRA(ctx context.Context, pl *v1.Plan, fg []LoRAFleetGroup, o Option
 		return nil, nil
 	}
 	avail := map[string]int{} // the idle GPUs of each board, as PlaceLoRAEngines counts them
-	for _, g := range pl.GPUs {
-		if g.Role == v1.RoleIdle && g.ReplicaCount() == 0 {
+	free, _ := engineGPUs(pl, pool)
+	for i, g := range pl.GPUs {
+		if free(i) {
 			avail[g.Board]++
 		}
 	}

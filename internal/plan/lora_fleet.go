@@ -252,22 +252,7 @@ func PlaceLoRAEngines(pl *v1.Plan, pool *v1.Pool, groups []LoRAFleetGroup, cur *
 			was[e.Name] = e.GPU
 		}
 	}
-	// On the device-plugin path an engine on a node with GPUs of more than one board goes only
-	// to the node's engine board, and the other boards' GPUs are then hidden from nvidia.com/gpu
-	// (mixedboard.go): the plugin would hand the engine's pod any whole GPU of the node.
-	var boardsOn map[string][]*gpu.Board
-	var onBoard map[string]string
-	if pool.Policy.DeviceAPI() != v1.DeviceAPIDRA {
-		boardsOn = planBoardsOn(pl)
-		onBoard = engineBoards(pl, boardsOn)
-	}
-	free := func(i int) bool {
-		g := pl.GPUs[i]
-		if b, mixed := onBoard[g.Node]; mixed && b != g.Board {
-			return false
-		}
-		return g.Role == v1.RoleIdle && g.ReplicaCount() == 0
-	}
+	free, boardsOn := engineGPUs(pl, pool)
 	avail := map[string]int{}
 	for i, g := range pl.GPUs {
 		if free(i) {
@@ -456,6 +441,26 @@ func headlineReasons(rs []v1.Reason, infeasible bool) []v1.Reason {
 	return out
 }
 
+// engineGPUs says which GPUs of pl a shared LoRA engine may take: idle ones without replicas;
+// on the device-plugin path, on a node with GPUs of more than one board, only those of the
+// node's engine board (engineBoards), since the plugin would hand the engine's pod any whole GPU
+// of the node. boardsOn lists those nodes' boards (nil on the DRA path), for hideOtherBoardsIn
+// once the engines are placed.
+func engineGPUs(pl *v1.Plan, pool *v1.Pool) (free func(i int) bool, boardsOn map[string][]*gpu.Board) {
+	var onBoard map[string]string
+	if pool.Policy.DeviceAPI() != v1.DeviceAPIDRA {
+		boardsOn = planBoardsOn(pl)
+		onBoard = engineBoards(pl, boardsOn)
+	}
+	return func(i int) bool {
+		g := pl.GPUs[i]
+		if b, mixed := onBoard[g.Node]; mixed && b != g.Board {
+			return false
+		}
+		return g.Role == v1.RoleIdle && g.ReplicaCount() == 0
+	}, boardsOn
+}
+
 // migAllowed reports whether pool's policy.allowedModes has mig (all modes when it is empty).
 func migAllowed(pool *v1.Pool) bool {
 	return len(pool.Policy.AllowedModes) == 0 || slices.Contains(pool.Policy.AllowedModes, v1.ModeMIG)
@@ -539,7 +544,7 @@ func BuildWithLoRA(ctx context.Context, pool *v1.Pool, o Options, adapters map[s
 		return nil, nil, err
 	}
 	if len(fg) > 0 {
-		vs, err := confirmLoRA(ctx, pl, fg, o)
+		vs, err := confirmLoRA(ctx, pl, pool, fg, o)
 		if err != nil {
 			return nil, nil, err
 		}
