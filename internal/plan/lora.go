@@ -258,7 +258,6 @@ func PlanLoRAWith(in LoRAInput, n int) (LoRAPlan, bool, error) {
 		if !engineMeets(in, bin, eng) {
 			ok = false
 		}
-		eng.Predicted = enginePredict(in, bin, eng)
 		p.Engines = append(p.Engines, eng)
 		var wsum float64
 		for _, a := range bin {
@@ -273,6 +272,15 @@ func PlanLoRAWith(in LoRAInput, n int) (LoRAPlan, bool, error) {
 			p.Reasons[a.Tenant] = fmt.Sprintf("shares engine %s with %d other adapters of %s (%s; %.3g of the engine's %.3g req/s)",
 				eng.Name, len(bin)-1, g.Key, slots, a.RPS, eng.RPS)
 			p.Shares = append(p.Shares, LoRAShare{Tenant: a.Tenant, Engine: eng.Name, Weight: weightOf(a), Share: weightOf(a) / wsum})
+		}
+	}
+	// Predictions once the count is known: the engine searches try counts that miss, and a max
+	// rate is a search of its own, so a plan that misses keeps the p99s at its load only.
+	for i, bin := range bins {
+		if ok {
+			p.Engines[i].Predicted = enginePredict(in, bin, p.Engines[i])
+		} else {
+			p.Engines[i].Predicted, _ = engineModel(in, bin, p.Engines[i], 1, p.Engines[i].ActiveP99)
 		}
 	}
 	for t, es := range engines {

@@ -194,6 +194,17 @@ func BenchmarkPlanLoRA(b *testing.B) {
 	}
 }
 
+// PlanLoRA for 200 adapters at 400 req/s: the engine search tries every count up to about ten,
+// so predictions (each a max-rate search) must be made for the count chosen only.
+func BenchmarkPlanLoRAManyEngines(b *testing.B) {
+	in := loraInput(b, 200, 400)
+	for b.Loop() {
+		if _, err := PlanLoRA(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // An engine's prediction is the queueing model's at its load: the p99s grow with the first
 // engine's load (18, 36 and 47.7 req/s here) and
 // stay within the objectives of a plan that meets them, and its max rate is at least its load,
