@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -17,16 +16,8 @@ func boundAtCounts(t *testing.T, api v1.KubernetesDeviceAPI, keep map[string][]s
 	t.Helper()
 	pool := synthPool(100)
 	pool.Policy.KubernetesDeviceAPI = api
-	p, err := newPlanner(pool, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.ctx = context.Background()
-	p.evaluate()
+	p := evaluated(t, pool)
 	for _, tn := range p.tenants {
-		if len(tn.feasible) > 0 {
-			tn.choice = tn.feasible[0]
-		}
 		for _, c := range tn.feasible {
 			if !slices.Contains(keep[tn.t.Name], c.label()) {
 				c.lbReplicas = c.replicas

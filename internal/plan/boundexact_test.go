@@ -163,16 +163,8 @@ func TestBoundBelowExactOptimum(t *testing.T) {
 				names = append(names, fmt.Sprintf("%s %.3g req/s %s", tn.Model.Name, tn.Traffic.RPS, tn.Isolation))
 			}
 			v1.Default(pool)
-			p, err := newPlanner(pool, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.ctx = context.Background()
-			p.evaluate()
+			p := evaluated(t, pool)
 			for _, tn := range p.tenants {
-				if len(tn.feasible) > 0 {
-					tn.choice = tn.feasible[0]
-				}
 				lam := floorRate(tn.t.Traffic)
 				for _, c := range tn.feasible {
 					if c.ev.q == nil || c.need == 0 {
@@ -204,4 +196,22 @@ func TestBoundBelowExactOptimum(t *testing.T) {
 			t.Errorf("%s: %d pools checked, %d tight: the test checks little", api, checked, tight)
 		}
 	}
+}
+
+// evaluated is a planner for pool with every tenant's candidates sized and its first feasible
+// one chosen, as the bound tests read them.
+func evaluated(t testing.TB, pool *v1.Pool) *planner {
+	t.Helper()
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ctx = context.Background()
+	p.evaluate()
+	for _, tn := range p.tenants {
+		if len(tn.feasible) > 0 {
+			tn.choice = tn.feasible[0]
+		}
+	}
+	return p
 }

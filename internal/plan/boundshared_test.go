@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -170,16 +169,8 @@ func TestBoundBelowExactOptimumShared(t *testing.T) {
 				names = append(names, fmt.Sprintf("%s %.3g req/s TPOT %v path %q", tn.Model.Name, tn.Traffic.RPS, tpot, tn.Path))
 			}
 			v1.Default(pool)
-			p, err := newPlanner(pool, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.ctx = context.Background()
-			p.evaluate()
+			p := evaluated(t, pool)
 			for _, tn := range p.tenants {
-				if len(tn.feasible) > 0 {
-					tn.choice = tn.feasible[0]
-				}
 				extra += len(tn.boundExtra)
 			}
 			opt := exactSharedGPUs(t, p)
