@@ -113,7 +113,7 @@ func kvCalPool(template, board string, rps float64, in, out int) *v1.Pool {
 
 // TestTokenAdmissionSlotWait is why the slot wait of a KV-bound replica still counts perf's
 // slots (the cache over a request's mean hold, rounded down) rather than the engine's admission
-// by cache room, although the slots are what keeps four llama-2-13b tenants of the synthetic
+// by cache room, although the slots are what keeps three llama-2-13b tenants of the synthetic
 // 100-tenant pool at two MIG instances (docs/planner.md, "What the bound lacks"). vLLM and the
 // simulator admit a request whenever its prompt fits the cache, so a replica of 5 slots runs a
 // sixth request when the five hold little, and preempts when they grow. One replica, each alone
