@@ -12,27 +12,22 @@ import (
 	"gpupool.dev/gpupool/internal/perf"
 )
 
-// Shares tried per sharing mode: how many replicas split one GPU or MIG instance. The shares
-// above coarseShare are tried only where one replica fits their memory cap (finestShare), a
-// test of the memory fit alone, so that large models cost no evaluation there. Between two
-// shares of a ladder, and past its last one up to the finest share that fits, the lower bound
-// counts every other share by rounding (fineShareBound).
+// Shares tried per sharing mode: how many replicas split one GPU or MIG instance. The lower
+// bound also counts every other share a plan may use, by rounding (fineShareBound).
 var (
-	mpsShares      = []int{2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32, 48}
-	timeShares     = []int{2, 3, 4, 6, 8, 12, 16, 24, 32, 48}
-	migMPSShares   = []int{2, 3, 4, 6, 8}
-	migTimeShares  = []int{2, 4, 8}
+	mpsShares      = []int{2, 3, 4, 5, 6, 7, 8}
+	timeShares     = []int{2, 3, 4, 6, 8}
+	migMPSShares   = []int{2, 3, 4}
+	migTimeShares  = []int{2, 4}
 	kindPreference = []v1.SliceKind{v1.SliceExclusive, v1.SliceMIG, v1.SliceMIGMPS, v1.SliceMPS, v1.SliceMIGTimeSlice, v1.SliceTimeSlice}
 )
 
 // Limits of sharing. An MPS server runs at most maxMPSClients client processes on one GPU or
 // MIG instance (NVIDIA's MPS: 48 on Volta and later), so no plan puts more MPS replicas there;
-// time-slicing has no such limit, and perf models at most maxTimeShare contexts. Shares up to
-// coarseShare are candidates whether or not they fit (their misfits are reported).
+// time-slicing has no such limit, and perf models at most maxTimeShare contexts.
 const (
 	maxMPSClients = 48
 	maxTimeShare  = 1024
-	coarseShare   = 8
 )
 
 // cand is one way to serve a tenant: a slice kind on a board, evaluated.
@@ -179,35 +174,28 @@ func (p *planner) candidates(tn *tenant, b *gpu.Board) []*cand {
 		for _, prof := range migProfiles(b) {
 			add(v1.SliceMIG, prof, 1)
 			for _, k := range migMPSShares {
-				if shareMIGMPS && p.shareTried(tn, b, prof, v1.SliceMIGMPS, k) {
+				if shareMIGMPS {
 					add(v1.SliceMIGMPS, prof, k)
 				}
 			}
 			for _, k := range migTimeShares {
-				if shareTS && p.shareTried(tn, b, prof, v1.SliceMIGTimeSlice, k) {
+				if shareTS {
 					add(v1.SliceMIGTimeSlice, prof, k)
 				}
 			}
 		}
 	}
 	for _, k := range mpsShares {
-		if shareMPS && p.shareTried(tn, b, nil, v1.SliceMPS, k) {
+		if shareMPS {
 			add(v1.SliceMPS, nil, k)
 		}
 	}
 	for _, k := range timeShares {
-		if shareTS && p.shareTried(tn, b, nil, v1.SliceTimeSlice, k) {
+		if shareTS {
 			add(v1.SliceTimeSlice, nil, k)
 		}
 	}
 	return out
-}
-
-// shareTried says whether the share 1/k of kind is a candidate: always up to coarseShare, finer
-// only where one replica fits its memory cap. Measured profiles keep their own limit
-// (measuredAdd).
-func (p *planner) shareTried(tn *tenant, b *gpu.Board, prof *gpu.Profile, kind v1.SliceKind, k int) bool {
-	return k <= coarseShare || tn.measured != nil || k <= p.finestShare(tn, b, prof, kind)
 }
 
 // maxShare is the most replicas one GPU or MIG instance holds under a sharing kind.

@@ -18,15 +18,10 @@
 //	exclusive       a whole GPU                                   every tier
 //	tensor-parallel tp whole GPUs of one node, tp = 2, 4, 8         every tier
 //	mig P           an unshared MIG instance of profile P          every tier
-//	mig P + mps 1/k MPS inside an instance, k = 2, 3, 4, 6, 8      soft, shared; DRA path only
-//	mps 1/k         MPS on a whole GPU, k = 2 … 8, 10, 12, 16,     soft, shared
-//	                24, 32, 48
-//	mig P + ts 1/k  time-slicing inside an instance, k = 2, 4, 8   shared and lowFrequency
-//	timeslice 1/k   time-slicing of a whole GPU, k = 2, 3, 4, 6,   shared and lowFrequency
-//	                8, 12, 16, 24, 32, 48
-//
-// A share finer than 1/8 is listed only where one replica fits its memory cap (finestShare, a
-// binary search over the memory fit alone), so large models cost no evaluation there.
+//	mig P + mps 1/k MPS inside an instance, k = 2, 3, 4            soft, shared; DRA path only
+//	mps 1/k         MPS on a whole GPU, k = 2 … 8                  soft, shared
+//	mig P + ts 1/k  time-slicing inside an instance, k = 2, 4      shared and lowFrequency
+//	timeslice 1/k   time-slicing of a whole GPU, k = 2, 3, 4, 6, 8 shared and lowFrequency
 //
 // MIG+MPS is listed only when the pool sets policy.kubernetesDeviceAPI: dra: NVIDIA's device
 // plugin runs no MPS on MIG devices, the node agent runs no per-instance daemons, and the DRA

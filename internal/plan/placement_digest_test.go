@@ -86,13 +86,10 @@ func placementDigest(t *testing.T, pl *v1.Plan) string {
 // a packing that leaves units short for a node rule makes the next choices count whole-GPU MPS
 // of that board in whole nodes (countNodes), the 600 varied tenants on 300 GPUs have a new
 // digest: every tenant served, on 219 GPUs, where 24 were short on 194 (the other pools are as
-// before). Since the planner tries MPS shares finer than 1/8 where the memory fits and the bound
-// counts every share (ADR 0053), five pools have new digests: on the device-plugin path the
-// standard 300 tenants take 66 GPUs as before (bound 63 as before, other placements), the varied
-// 300 102 where they took 103 (bound 78 where 79), the varied 600 on 300 GPUs 219 as before
-// (bound 148 where 154); on the DRA path the varied 300 take 100 as before (bound 74 where 75),
-// the varied 600 194 as before (bound 146 where 148); the standard 300 on the DRA path are as
-// before. Every tenant is served in each.
+// before). Since the bound counts every share a plan may use (ADR 0053), the varied pools have
+// new digests with the same placements and lower bounds: on the device-plugin path 77 where
+// it was 79 (300 tenants) and 148 where 154 (600 on 300 GPUs), on the DRA path 74 where 75 and
+// 146 where 148; the standard pools' bounds and digests are as before.
 func TestPlacementDigest(t *testing.T) {
 	cases := []struct {
 		name          string
@@ -101,12 +98,12 @@ func TestPlacementDigest(t *testing.T) {
 		api           v1.KubernetesDeviceAPI
 		want          string
 	}{
-		{"standard-300", 300, 300, false, "", "ed028bf362ddb74f"},
-		{"varied-300", 300, 300, true, "", "3c57fe86864716c0"},
-		{"varied-600-on-300", 600, 300, true, "", "928dcece070c7a73"},
+		{"standard-300", 300, 300, false, "", "fb21e33613e30389"},
+		{"varied-300", 300, 300, true, "", "a7c20d7051e62c63"},
+		{"varied-600-on-300", 600, 300, true, "", "8994aa4695795998"},
 		{"standard-300-dra", 300, 300, false, v1.DeviceAPIDRA, "1823f5d2df8c0d97"},
-		{"varied-300-dra", 300, 300, true, v1.DeviceAPIDRA, "0f569b2eb8f424a0"},
-		{"varied-600-on-300-dra", 600, 300, true, v1.DeviceAPIDRA, "b9d25d48e93bb3e4"},
+		{"varied-300-dra", 300, 300, true, v1.DeviceAPIDRA, "99554b506fcff477"},
+		{"varied-600-on-300-dra", 600, 300, true, v1.DeviceAPIDRA, "ee16d721e652610c"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
