@@ -37,4 +37,7 @@ const (
 	// MaxTimeSliceReplicas bounds a Plan replica's limits.timeSliceReplicas (the device
 	// plugin's replicas per GPU or instance).
 	MaxTimeSliceReplicas = 64
+	// MaxMPSClients bounds the replicas one GPU or MIG instance shares by MPS: an MPS server runs
+	// at most 48 client processes (Volta and later).
+	MaxMPSClients = 48
 )

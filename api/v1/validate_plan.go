@@ -269,6 +269,10 @@ func (c *planChecker) checkDomain(g PlanGPU, d domain) {
 	if (d.slice == SliceExclusive || d.slice == SliceMIG) && len(d.replicas) > 1 {
 		c.errs.add(d.path, "slice kind %q holds one replica (got %d)", d.slice, len(d.replicas))
 	}
+	if (d.slice == SliceMPS || d.slice == SliceMIGMPS) && len(d.replicas) > MaxMPSClients {
+		c.errs.add(d.path, "an MPS server runs at most %d clients (got %d replicas)", MaxMPSClients, len(d.replicas))
+	}
+	c.checkEqualShares(d)
 	var mem Bytes
 	for k, r := range d.replicas {
 		rp := index(d.path, k)
@@ -288,6 +292,25 @@ func (c *planChecker) checkDomain(g PlanGPU, d domain) {
 	}
 	if d.capacity > 0 && mem > d.capacity {
 		c.errs.add(d.path, "memory limits add up to %s, more than the %s the slice has", mem, d.capacity)
+	}
+}
+
+// checkEqualShares reports, on the device-plugin path, a whole-GPU MPS replica whose limits are
+// above the equal share of the k replicas of its GPU: the plugin's MPS daemon gives each of its N
+// clients (N ≥ k, one setting per node) 100/N % of the SMs and 1/N of the memory, and a client's
+// own settings can only lower that, so such a plan does not run as written. (The DRA path runs
+// unequal limits: the claim's daemon takes the largest and each client lowers its own.)
+func (c *planChecker) checkEqualShares(d domain) {
+	if c.pool == nil || c.pool.Policy.DeviceAPI() == DeviceAPIDRA || d.slice != SliceMPS || len(d.replicas) < 2 {
+		return
+	}
+	k := len(d.replicas)
+	share, pct := d.capacity/Bytes(k)/MiB*MiB, 100/k
+	for i, r := range d.replicas {
+		if r.Limits.SMPercent > pct || (d.capacity > 0 && r.Limits.Memory > share) {
+			c.errs.add(field(index(d.path, i), "limits"), "%d%% SMs and %s memory, more than the device plugin's equal share of %d replicas (%d%%, %s): it gives every MPS client of a GPU the same share",
+				r.Limits.SMPercent, r.Limits.Memory, k, pct, share)
+		}
 	}
 }
 

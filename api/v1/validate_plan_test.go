@@ -381,3 +381,53 @@ func TestValidatePlanLoRAEngines(t *testing.T) {
 		})
 	}
 }
+
+// TestValidatePlanMPSShares: an MPS GPU or instance holds at most MaxMPSClients replicas, and on
+// the device-plugin path a whole-GPU MPS replica may not ask for more than the equal share of
+// its GPU's replicas (the plugin gives each client the same); the DRA path accepts it.
+func TestValidatePlanMPSShares(t *testing.T) {
+	has := func(err error, want string) bool { return err != nil && strings.Contains(err.Error(), want) }
+
+	p, pool := loadValidPlan(t), loadValidPool(t)
+	in := &p.GPUs[4].Instances[0]
+	for len(in.Replicas) <= MaxMPSClients {
+		r := in.Replicas[0]
+		r.Index = 100 + len(in.Replicas)
+		in.Replicas = append(in.Replicas, r)
+	}
+	const clients = "an MPS server runs at most 48 clients (got 49 replicas)"
+	if err := testValidator.Plan(p, pool); !has(err, clients) {
+		t.Errorf("49 MPS replicas on one instance: got %v, want %q", err, clients)
+	}
+	in.Replicas = in.Replicas[:MaxMPSClients]
+	if err := testValidator.Plan(p, pool); has(err, "MPS server runs at most") {
+		t.Errorf("48 MPS replicas on one instance: %v", err)
+	}
+
+	// GPU a/1 by MPS between chat 1 and a second replica of chat, one of them above half.
+	mps := func(api KubernetesDeviceAPI, pct int, mem Bytes) error {
+		p, pool := loadValidPlan(t), loadValidPool(t)
+		pool.Policy.KubernetesDeviceAPI = api
+		g := &p.GPUs[1]
+		g.Mode = ModeMPS
+		r := g.Replicas[0]
+		r.Limits = Limits{SMPercent: 50, Memory: 30 * GiB}
+		g.Replicas[0].Limits = Limits{SMPercent: pct, Memory: mem}
+		r.Index = 90
+		g.Replicas = append(g.Replicas, r)
+		return testValidator.Plan(p, pool)
+	}
+	const unequal = "more than the device plugin's equal share of 2 replicas"
+	if err := mps("", 60, 30*GiB); !has(err, "gpus[1].replicas[0].limits: 60% SMs and 30Gi memory, "+unequal+" (50%, 40779Mi)") {
+		t.Errorf("MPS replica at 60%% of 2 on the device plugin: got %v", err)
+	}
+	if err := mps("", 50, 45*GiB); !has(err, unequal) {
+		t.Errorf("MPS replica with 45Gi of 80Gi among 2 on the device plugin: got %v", err)
+	}
+	if err := mps("", 50, 30*GiB); has(err, unequal) {
+		t.Errorf("MPS replicas at equal shares on the device plugin: %v", err)
+	}
+	if err := mps(DeviceAPIDRA, 60, 45*GiB); has(err, unequal) {
+		t.Errorf("unequal MPS replicas on the DRA path: %v", err)
+	}
+}

@@ -44,6 +44,12 @@ func idleCount(tn *tenant, c *cand) int {
 // they have there uses at least the idle count, so this is at most any such plan's GPUs.
 func exactSharedGPUs(t *testing.T, p *planner) int {
 	t.Helper()
+	return exactSharedGPUsOver(t, p, func(tn *tenant) []*cand { return tn.cands })
+}
+
+// exactSharedGPUsOver is exactSharedGPUs over the candidates candsOf gives each tenant.
+func exactSharedGPUsOver(t *testing.T, p *planner, candsOf func(*tenant) []*cand) int {
+	t.Helper()
 	ps, err := newPatternCache().get(p.boards[0])
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +61,7 @@ func exactSharedGPUs(t *testing.T, p *planner) int {
 		}
 		best := map[string]sharedOpt{}
 		var keys []string
-		for _, c := range tn.cands {
+		for _, c := range candsOf(tn) {
 			r := idleCount(tn, c)
 			if c.reject == "" && (r == 0 || c.replicas < r) {
 				r = c.replicas

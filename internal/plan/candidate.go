@@ -12,13 +12,22 @@ import (
 	"gpupool.dev/gpupool/internal/perf"
 )
 
-// Shares tried per sharing mode: how many replicas split one GPU or MIG instance.
+// Shares tried per sharing mode: how many replicas split one GPU or MIG instance. The lower
+// bound also counts every other share a plan may use, by rounding (fineShareBound).
 var (
 	mpsShares      = []int{2, 3, 4, 5, 6, 7, 8}
 	timeShares     = []int{2, 3, 4, 6, 8}
 	migMPSShares   = []int{2, 3, 4}
 	migTimeShares  = []int{2, 4}
 	kindPreference = []v1.SliceKind{v1.SliceExclusive, v1.SliceMIG, v1.SliceMIGMPS, v1.SliceMPS, v1.SliceMIGTimeSlice, v1.SliceTimeSlice}
+)
+
+// Limits of sharing. An MPS server runs at most maxMPSClients client processes on one GPU or
+// MIG instance (NVIDIA's MPS: 48 on Volta and later), so no plan puts more MPS replicas there;
+// time-slicing has no such limit, and perf models at most maxTimeShare contexts.
+const (
+	maxMPSClients = 48
+	maxTimeShare  = 1024
 )
 
 // cand is one way to serve a tenant: a slice kind on a board, evaluated.
@@ -48,6 +57,8 @@ type cand struct {
 	// bounds (0: no count meets it); asked is the count after them (redundancy, minReplicas,
 	// the reservation or a fixed count), also kept when the candidate is rejected for it.
 	need, asked int
+	// inBound marks a rejected candidate the lower bound still counts (in its tenant's boundExtra).
+	inBound bool
 	// key is keyOf(keyFor, c), set by its first call; kid is its number in kidIn (keyIDs.of).
 	key    groupKey
 	keyFor *tenant
@@ -187,6 +198,133 @@ func (p *planner) candidates(tn *tenant, b *gpu.Board) []*cand {
 	return out
 }
 
+// maxShare is the most replicas one GPU or MIG instance holds under a sharing kind.
+func maxShare(kind v1.SliceKind) int {
+	if kind == v1.SliceMPS || kind == v1.SliceMIGMPS {
+		return maxMPSClients
+	}
+	return maxTimeShare
+}
+
+// sharedSlice is the memory one replica of a share 1/k of b's GPU (prof nil) or of MIG instance
+// prof gets: the device's memory over k, in whole MiB, as the plan's limits give it.
+func sharedSlice(b *gpu.Board, prof *gpu.Profile, k int) (sl llm.Slice, capBytes int64) {
+	devBytes := llm.VisibleBytes(b.MemoryMiB)
+	if prof != nil {
+		devBytes = prof.MemoryMiB * llm.MiB
+	}
+	capBytes = devBytes / int64(k) / llm.MiB * llm.MiB
+	return llm.Slice{Board: b.Name, Kind: llm.SliceShared, Name: "shared-" + llm.FormatGiB(capBytes), MemoryBytes: capBytes, GPUBytes: devBytes}, capBytes
+}
+
+// finestShare is the most replicas of tn that one GPU of b (prof nil) or one MIG instance of
+// prof holds under kind, each with its equal share of the memory: the largest k up to
+// maxShare(kind) whose memory cap passes the memory fit (1 when not even a half does). The fit
+// is monotone in the cap (a smaller cap holds less weights and cache), so a binary search finds
+// it; it is memoised by model, options, device and limit.
+func (p *planner) finestShare(tn *tenant, b *gpu.Board, prof *gpu.Profile, kind v1.SliceKind) int {
+	top := maxShare(kind)
+	k := finestKey{shape: p.cache.qshape(tn), board: b, prof: prof, top: top}
+	if v, ok := p.cache.finest[k]; ok {
+		return v
+	}
+	fits := func(n int) bool {
+		sl, _ := sharedSlice(b, prof, n)
+		f, err := p.cache.fit(tn, sl)
+		return err == nil && f.Fits
+	}
+	v := 1
+	switch {
+	case !fits(2):
+	case fits(top):
+		v = top
+	default:
+		lo, hi := 2, top // fits(lo), !fits(hi)
+		for hi-lo > 1 {
+			mid := (lo + hi) / 2
+			if fits(mid) {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		v = lo
+	}
+	p.cache.finest[k] = v
+	return v
+}
+
+// finestKey is what finestShare depends on: the tenant's model and options (within its shape
+// without the SLO, evalCache.qshape), the device and the limit.
+type finestKey struct {
+	shape int
+	board *gpu.Board
+	prof  *gpu.Profile
+	top   int
+}
+
+// fineShareBound adds to tn.boundExtra the shares no candidate tries, so that the lower bound
+// covers every share 1/n of a GPU or MIG instance a plan may use: n up to maxShare(kind) and up
+// to the finest that fits the memory (finestShare). For two consecutive shares k1 < k2 of a
+// kind's ladder that the bound counts, a share n with k1 < n < k2 is counted as a column of
+// share k2 − 1 (a replica takes at least 1/(k2 − 1) of its unit, since its unit holds at most
+// k2 − 1 replicas) at the lower bound's count of k1 (its replica has less memory, and under MPS
+// fewer SMs, than one at k1, and a replica never does more with less of either: fewer or equal
+// KV cache places and no faster a step, with idle neighbours — the monotonicity asserted by
+// TestBoundCountMonotoneInShare); past the ladder's last share kL that the bound counts, up to
+// the finest share that fits, a column of that finest share at kL's count. A share the bound
+// does not count (no fit, no request in the cache, a step alone above the SLO) leaves every
+// finer share out, by the same monotonicity.
+func (p *planner) fineShareBound(tn *tenant) {
+	if tn.measured != nil {
+		return
+	}
+	// candidates lists each board's and profile's shares of one kind together, coarsest first
+	cs := tn.cands
+	for i := 0; i < len(cs); {
+		c := cs[i]
+		j := i + 1
+		if !c.shared() || c.tp > 1 {
+			i = j
+			continue
+		}
+		for j < len(cs) && cs[j].board == c.board && cs[j].kind == c.kind && cs[j].profile == c.profile {
+			j++
+		}
+		p.fineSeries(tn, cs[i:j])
+		i = j
+	}
+}
+
+// fineSeries adds the rounded columns of one series of shares (one board, kind and profile,
+// coarsest first).
+func (p *planner) fineSeries(tn *tenant, cs []*cand) {
+	top := p.finestShare(tn, cs[0].board, cs[0].profile, cs[0].kind)
+	for i, c := range cs {
+		if !(c.reject == "" || c.inBound) || c.lbReplicas <= 0 || c.share >= top {
+			return
+		}
+		if i+1 < len(cs) && cs[i+1].share <= c.share {
+			return // not a ladder, coarsest first: count nothing more
+		}
+		hi := top
+		if i+1 < len(cs) {
+			hi = min(cs[i+1].share-1, top)
+		}
+		if hi > c.share {
+			tn.boundExtra = append(tn.boundExtra, finerColumn(c, hi))
+		}
+	}
+}
+
+// finerColumn is a column of the lower bound only: c's slice at share n, at c's bound count.
+func finerColumn(c *cand, n int) *cand {
+	return &cand{board: c.board, kind: c.kind, profile: c.profile, share: n, tp: 1,
+		unitFrac: c.unitFrac, memFrac: c.memFrac, compFrac: c.compFrac, ev: c.ev,
+		lbReplicas: c.lbReplicas, sz: c.sz, need: c.need, asked: c.asked,
+		reject: v1.ReasonSLOUnmet, why: fmt.Sprintf("counted by the lower bound only, at the count of %s", c.label())}
+}
+
 // migMPSServed says whether the pool's device path serves MPS inside a MIG instance. NVIDIA's
 // DRA driver runs MPS for the very instance a claim got; the device plugin runs no MPS on MIG
 // devices (its getMPSOptions: "sharing using MPS is not supported for MIG devices") and hands a
@@ -260,8 +398,10 @@ func (p *planner) evaluate() {
 		for _, c := range tn.cands {
 			if c.reject != "" && p.boundAdmits(tn, c) {
 				tn.boundExtra = append(tn.boundExtra, c)
+				c.inBound = true
 			}
 		}
+		p.fineShareBound(tn)
 	}
 }
 
@@ -590,8 +730,7 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 		ps.Mode = perf.TimeSlice
 	}
 	if c.shared() {
-		r.capBytes = devBytes / int64(c.share) / llm.MiB * llm.MiB
-		sl = llm.Slice{Board: b.Name, Kind: llm.SliceShared, Name: "shared-" + llm.FormatGiB(r.capBytes), MemoryBytes: r.capBytes, GPUBytes: devBytes}
+		sl, r.capBytes = sharedSlice(b, c.profile, c.share)
 		ps.MemoryMiB = r.capBytes / llm.MiB
 	}
 	fit, err := p.cache.fit(tn, sl)
@@ -669,6 +808,8 @@ type evalCache struct {
 	// shapes number the tenants' model, serving options, request shape and SLO (shapeKey), so
 	// that the keys above hash a number and pointers instead of strings.
 	shapes map[shapeKey]int
+	// finest is finestShare's memo.
+	finest map[finestKey]int
 }
 
 type fitKey struct {
@@ -715,7 +856,7 @@ type evalKey struct {
 }
 
 func newEvalCache() *evalCache {
-	return &evalCache{m: map[evalKey]*evalResult{}, sizes: map[sizeKey]sizing{}, qs: map[evalKey]*qmodel{}, fits: map[fitKey]fitResult{}, shapes: map[shapeKey]int{}}
+	return &evalCache{m: map[evalKey]*evalResult{}, sizes: map[sizeKey]sizing{}, qs: map[evalKey]*qmodel{}, fits: map[fitKey]fitResult{}, shapes: map[shapeKey]int{}, finest: map[finestKey]int{}}
 }
 
 // qmodel memoises the queueing model of a tenant's replica on a candidate across SLOs.

@@ -27,7 +27,8 @@
 // plugin runs no MPS on MIG devices, the node agent runs no per-instance daemons, and the DRA
 // driver runs MPS for the instance a claim got. Elsewhere a tenant that could have shared an
 // instance by MPS says why it does not (ModeNotAllowed). The candidates are a function of the
-// pool, and the lower bound reads the same ones.
+// pool, and the lower bound reads the same ones, and every other share a plan may use by rounding
+// (fineShareBound: section 4).
 //
 // MIG profiles are the board's profiles with a known memory size, media variants (+me) folded
 // into their base profile. A share 1/k gets floor(100/k) % of the SMs (MPS active-thread
@@ -242,8 +243,15 @@
 //
 // # 4. Lower bound
 //
-// summary.lowerBound is a proven lower bound on the GPUs any plan built from the candidate slices
-// needs for the tenants that can be served: the larger of
+// summary.lowerBound is a proven lower bound on the GPUs any plan needs for the tenants that can
+// be served, over the candidate slice kinds and every share of a GPU or MIG instance a plan may
+// use (MPS up to 48 replicas, the most clients an MPS server runs; time-slicing up to the finest
+// share that fits the memory), each of a unit's k replicas getting at most 1/k of its memory and,
+// under MPS, 100/k % of its SMs. Shares the ladders do not try are columns of the bound alone
+// (fineShareBound): a share between two ladder shares k1 < k2 counts as 1/(k2 − 1) of a unit at
+// the bound's count of k1, a share past the last as the finest that fits at the last's count,
+// since a replica with less memory and no more SMs needs no fewer replicas
+// (TestBoundCountMonotoneInShare). The bound is the larger of
 //
 //   - the LP relaxation of the pattern formulation with tenant choice,
 //     min Σ_p x_p + Σ_{t,c whole} (r_tc/k_c) y_tc  s.t. Σ_c y_tc = 1,

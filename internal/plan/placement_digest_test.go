@@ -86,7 +86,10 @@ func placementDigest(t *testing.T, pl *v1.Plan) string {
 // a packing that leaves units short for a node rule makes the next choices count whole-GPU MPS
 // of that board in whole nodes (countNodes), the 600 varied tenants on 300 GPUs have a new
 // digest: every tenant served, on 219 GPUs, where 24 were short on 194 (the other pools are as
-// before).
+// before). Since the bound counts every share a plan may use (ADR 0053), the varied pools have
+// new digests with the same placements and lower bounds: on the device-plugin path 77 where
+// it was 79 (300 tenants) and 148 where 154 (600 on 300 GPUs), on the DRA path 74 where 75 and
+// 146 where 148; the standard pools' bounds and digests are as before.
 func TestPlacementDigest(t *testing.T) {
 	cases := []struct {
 		name          string
@@ -96,11 +99,11 @@ func TestPlacementDigest(t *testing.T) {
 		want          string
 	}{
 		{"standard-300", 300, 300, false, "", "fb21e33613e30389"},
-		{"varied-300", 300, 300, true, "", "4d8beec3e79758cd"},
-		{"varied-600-on-300", 600, 300, true, "", "0657f3faf0fd2d36"},
+		{"varied-300", 300, 300, true, "", "a7c20d7051e62c63"},
+		{"varied-600-on-300", 600, 300, true, "", "8994aa4695795998"},
 		{"standard-300-dra", 300, 300, false, v1.DeviceAPIDRA, "1823f5d2df8c0d97"},
-		{"varied-300-dra", 300, 300, true, v1.DeviceAPIDRA, "8f66dfb1e2f37294"},
-		{"varied-600-on-300-dra", 600, 300, true, v1.DeviceAPIDRA, "406427af6ae94f93"},
+		{"varied-300-dra", 300, 300, true, v1.DeviceAPIDRA, "99554b506fcff477"},
+		{"varied-600-on-300-dra", 600, 300, true, v1.DeviceAPIDRA, "ee16d721e652610c"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
