@@ -10,10 +10,11 @@ import (
 
 // ReplicaSlice is the slice one vLLM replica runs in on board b: the whole GPU (prof nil) or MIG
 // instance prof, or, with a memory cap of capBytes > 0 (an MPS pinned-memory cap or a
-// time-slice budget), a shared slice of that cap on it. A replica without a cap that shares the
+// time-slice budget) below the memory CUDA reports there, a shared slice of that cap on it (a
+// cap at or above it limits nothing). A replica without a cap that shares the
 // GPU or instance with share − 1 others (share > 1) gets the planner's cap, the memory over
-// share rounded down to a MiB. The planner fits each candidate on this slice and the simulator
-// sizes each planned replica's KV cache on it.
+// share rounded down to a MiB. It is the slice the planner fits a candidate on (internal/plan's
+// measure), and the simulator sizes each planned replica's KV cache on it.
 func ReplicaSlice(b *gpu.Board, prof *gpu.Profile, capBytes int64, share int) Slice {
 	devBytes := VisibleBytes(b.MemoryMiB)
 	sl := Slice{Board: b.Name, Kind: SliceGPU, Name: "gpu", MemoryBytes: devBytes, GPUBytes: devBytes, SMs: b.SMs}
@@ -21,7 +22,10 @@ func ReplicaSlice(b *gpu.Board, prof *gpu.Profile, capBytes int64, share int) Sl
 		devBytes = prof.MemoryMiB * MiB
 		sl = Slice{Board: b.Name, Kind: SliceMIG, Name: prof.Name, MemoryBytes: devBytes, GPUBytes: devBytes, SMs: prof.SMs}
 	}
-	if capBytes <= 0 && share > 1 {
+	switch {
+	case capBytes >= devBytes:
+		capBytes = 0 // no cap: the whole GPU or instance (as perf.Slice.MemoryMiB)
+	case capBytes <= 0 && share > 1:
 		capBytes = devBytes / int64(share) / MiB * MiB
 	}
 	if capBytes > 0 {

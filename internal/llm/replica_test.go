@@ -80,6 +80,9 @@ func TestReplicaSlice(t *testing.T) {
 	if got := ReplicaSlice(b, nil, 10*GiB, 4); got != all[len(all)-1] {
 		t.Errorf("capped: %+v, Slices says %+v", got, all[len(all)-1])
 	}
+	if got := ReplicaSlice(b, nil, b.MemoryMiB*MiB, 2); got != all[0] {
+		t.Errorf("a cap of the board's whole memory: %+v, want the whole GPU %+v", got, all[0])
+	}
 	mig := ReplicaSlice(b, p, 0, 1)
 	if mig.Kind != SliceMIG || mig.MemoryBytes != p.MemoryMiB*MiB {
 		t.Errorf("3g.40gb: %+v", mig)
