@@ -31,7 +31,16 @@
 // Each replica is an inference engine like vLLM v1 with continuous batching and chunked prefill.
 // Its limits come from perf: the per-step token budget (MaxBatchedTokens), max_num_seqs
 // (Engine.MaxSeqs: vLLM's default for the device the replica sees, or the tenant's concurrency
-// when set) and the KV-cache capacity in tokens (KVCapacityTokens, from llm's memory model). A step is formed as vLLM's scheduler does:
+// when set) and the KV-cache capacity in tokens. The capacity is that of the vLLM the plan
+// starts: llm's memory fit (llm.FitSlice, the one the planner sizes each replica with) of the
+// replica's slice (llm.ReplicaSlice: its whole GPU or MIG instance, inside its MPS pinned-memory
+// cap or time-slice budget) at the tenant's quantization, KV-cache dtype and concurrency and the
+// replica's own --max-model-len, --gpu-memory-utilization and --enforce-eager
+// (llm.Options.WithVLLMArgs; the tenant's maxContext, else the model's default context, where
+// the arguments name no length). A replica whose arguments leave no room for one sequence of
+// its --max-model-len, on which vLLM would not start, is refused with the fit's reasons. A
+// tensor-parallel replica's cache is perf's tensor-parallel engine's (as the planner sizes it),
+// a measured tenant's its table's. A step is formed as vLLM's scheduler does:
 //
 //  1. running requests, oldest first: a decoding request takes one token of the budget, a request
 //     still in prefill the rest of its prompt up to the budget (a chunk);

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"gpupool.dev/gpupool/internal/llm"
 	"gpupool.dev/gpupool/internal/perf"
 )
 
@@ -81,6 +82,7 @@ type Sim struct {
 	domains   []*domain
 	gpus      []*gpuState
 	measured  map[string]*perf.Measured // measured tables by tenant (Input.Profiles)
+	served    map[string]llm.Model      // the model each vLLM tenant's replicas are fitted with (planCache)
 	sources   []source
 	reqs      requests
 	queue     eventQueue

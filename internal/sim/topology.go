@@ -119,6 +119,7 @@ func (s *Sim) build(in Input) error {
 // from in.Models.
 func (s *Sim) models(in Input) (map[string]*perf.Model, []error) {
 	out := map[string]*perf.Model{}
+	s.served = map[string]llm.Model{}
 	var errs []error
 	for i, t := range in.Pool.Tenants {
 		p := fmt.Sprintf("tenants[%d] (%s)", i, t.Name)
@@ -134,6 +135,7 @@ func (s *Sim) models(in Input) (map[string]*perf.Model, []error) {
 				continue
 			}
 			arch = a
+			s.served[t.Name] = llm.FromArch(a)
 		default:
 			m, ok := in.Models[t.Name]
 			if !ok {
@@ -141,6 +143,7 @@ func (s *Sim) models(in Input) (map[string]*perf.Model, []error) {
 				continue
 			}
 			arch = m.Arch
+			s.served[t.Name] = m
 		}
 		q := t.Model.Quantization
 		if q == "" && arch.Quantization != "" {
@@ -265,7 +268,15 @@ func (s *Sim) buildDomain(p string, gi int32, name string, b *gpu.Board, prof *g
 			continue
 		}
 		t := s.tenants[ti].spec
-		if err := checkFit(eng, t); err != nil {
+		if tab == nil && sl.TensorParallel == 0 {
+			// The replica's KV cache is the vLLM the plan starts: the planner's memory fit of this
+			// slice with the replica's --max-model-len and --gpu-memory-utilization.
+			eng, err = s.planCache(eng, t, b, prof, mode, r, len(reps))
+		}
+		if err == nil {
+			err = checkFit(eng, t)
+		}
+		if err != nil {
 			at := rp
 			if sl.MemoryMiB > 0 { // the replica's own memory limit is what is too small
 				at = fmt.Sprintf("%s.limits.memory (%d MiB)", rp, sl.MemoryMiB)
@@ -286,6 +297,39 @@ func (s *Sim) buildDomain(p string, gi int32, name string, b *gpu.Board, prof *g
 		s.tenants[ti].replicas = append(s.tenants[ti].replicas, idx)
 	}
 	return errs
+}
+
+// planCache returns eng with the KV cache of the vLLM the plan starts for replica r of tenant t,
+// share replicas sharing its GPU or instance in mode: llm's memory fit (the planner's) of the
+// replica's slice (llm.ReplicaSlice: its MIG instance or whole GPU, inside its memory limit) at
+// the tenant's serving options as the planner sets them (quantization, KV-cache dtype,
+// concurrency as --max-num-seqs) and the replica's --max-model-len, --gpu-memory-utilization and
+// --enforce-eager (Options.WithVLLMArgs; the tenant's maxContext, else the model's default
+// context, where the arguments give no length). A replica whose vLLM would not start (its cache
+// holds no sequence of its --max-model-len) is an error.
+func (s *Sim) planCache(eng *perf.Engine, t v1.Tenant, b *gpu.Board, prof *gpu.Profile, mode perf.Mode,
+	r v1.PlanReplica, share int) (*perf.Engine, error) {
+	capBytes := int64(r.Limits.Memory)
+	if mode == perf.Exclusive { // a limit on an unshared slice is not applied (as perf.Slice.MemoryMiB)
+		share, capBytes = 1, 0
+	}
+	kv := t.Model.KVCacheDtype
+	if kv == "" {
+		kv = llm.KVCacheAuto
+	}
+	o, err := llm.Options{Quantization: t.Model.Quantization, KVCacheDType: kv, Context: t.MaxContext,
+		MaxNumSeqs: t.Concurrency}.WithVLLMArgs(r.VLLMArgs)
+	if err != nil {
+		return nil, err
+	}
+	fit, err := llm.FitSlice(s.served[t.Name], o, llm.ReplicaSlice(b, prof, capBytes, share))
+	if err != nil {
+		return nil, err
+	}
+	if !fit.Fits {
+		return nil, fmt.Errorf("slice too small for model %s: its vLLM would not start: %s", eng.Model().Name(), strings.Join(fit.Reasons, "; "))
+	}
+	return eng.WithKVCapacity(fit.MaxTokens), nil
 }
 
 // maxModelLen is the replica's --max-model-len: the last one in its vLLM arguments (vLLM's
