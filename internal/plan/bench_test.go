@@ -229,3 +229,33 @@ func TestGapDecomposition(t *testing.T) {
 			tc.name, used, lb, float64(used)/float64(lb), slo, lb, float64(slo)/float64(lb), used, slo, float64(used)/float64(slo), grp, infeasible, tp)
 	}
 }
+
+// lengthLawPool is one tenant of long prompts (8,000 tokens) whose request lengths follow law,
+// the case where the TPOT tail over the output law (tpotSpread, compoundTail) dominates planning.
+func lengthLawPool(b *testing.B, law string) *v1.Pool {
+	p, err := v1.DecodePool([]byte(`apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: lengths}
+fleet:
+  nodes:
+  - name: n1
+    gpus: [{board: H100, count: 8}]
+  - name: n2
+    gpus: [{board: A100-SXM4-80GB, count: 8}]
+tenants:
+- name: long-prompt
+  model: {name: llama-3.2-1b}
+  traffic: {rps: 0.3, inputTokens: 8000, outputTokens: 20, lengths: ` + law + `}
+  slo: {ttftP99: 5000ms, tpotP99: 150ms}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// BenchmarkPlanLengthsUniform and BenchmarkPlanLengthsExponential plan one tenant whose lengths
+// vary (see lengthLawPool); BenchmarkPlanLengthsFixed is the same tenant at fixed lengths.
+func BenchmarkPlanLengthsUniform(b *testing.B)     { benchPlanOn(b, lengthLawPool(b, "uniform")) }
+func BenchmarkPlanLengthsExponential(b *testing.B) { benchPlanOn(b, lengthLawPool(b, "exponential")) }
+func BenchmarkPlanLengthsFixed(b *testing.B)       { benchPlanOn(b, lengthLawPool(b, "fixed")) }

@@ -187,6 +187,11 @@ func compoundTail(l v1.Lengths, in, m, x float64) float64 {
 	gt, gterm := 0.0, math.Exp(-y) // exponential: P(Gamma(n, 1) > y) = Σ_{j<n} e^{−y} y^j/j!, by n
 	for n := 1; n <= hi; n++ {
 		pn *= m / float64(n)
+		if s+pn == s && float64(n) > m {
+			// Past the mode P(N = n) only falls, and every term is at most it: none of the rest
+			// changes s in float64 any more (rounding is monotone), so the sum is final.
+			break
+		}
 		if l == v1.LengthsExponential {
 			if y <= 0 {
 				s += pn
@@ -252,11 +257,16 @@ func (q *qmodel) tpotSpread(lr, d99, tpot float64) float64 {
 		}
 		return hi
 	}
+	// miss is only compared with 1 %: the terms are chances (≥ 0), so once the partial sum is
+	// above it the whole sum is too, and the rest need not be computed (the answer is the same).
 	miss := func(x float64) float64 {
 		fx := fAt(x)
 		s := 0.0
 		for _, j := range steps {
 			s += compoundTail(q.lengths, q.in, lr*j*x, j*(q.in/q.k)*fx)
+			if s/grid > 0.01 {
+				break
+			}
 		}
 		return s / grid
 	}
