@@ -28,6 +28,9 @@ var dpCases = []struct {
 	problems []string
 	// resources a tenant's pods ask for.
 	resources map[string]string
+	// invalid, when set, is a substring of the plan validation's error that Artifacts returns
+	// before rendering anything.
+	invalid string
 }{
 	{name: "exclusive and MIG share nothing",
 		edit: func(p *v1.Plan) {
@@ -74,8 +77,9 @@ var dpCases = []struct {
 			// 70% > 100 / 2 = 50%.
 			whole(p, "n0", 0, v1.ModeMPS, rep("c", mps(70, 30*v1.GiB)), rep("d", mps(30, 30*v1.GiB)))
 		},
-		mps:      []ReplicatedResource{{"nvidia.com/gpu", 2}},
-		problems: []string{"replica 0 of tenant c asks for 70% SMs and 30Gi, but the device plugin's MPS daemon gives each of 2 clients 50% and 40779M"}},
+		// Plan validation refuses it on the device-plugin path (a client's own limits can only
+		// lower the plugin's equal share), so nothing is rendered.
+		invalid: "gpus[0].replicas[0].limits: 70% SMs and 30Gi memory, more than the device plugin's equal share of 2 replicas (50%, 40779Mi)"},
 	{name: "time-slicing and MPS on one node",
 		edit: func(p *v1.Plan) {
 			whole(p, "n0", 0, v1.ModeMPS, rep("c", mps(50, 30*v1.GiB)), rep("d", mps(50, 30*v1.GiB)))
@@ -125,6 +129,12 @@ func TestDevicePluginConfigs(t *testing.T) {
 			tc.edit(plan)
 			finish(plan, pool)
 			arts, err := Artifacts(plan, pool)
+			if tc.invalid != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.invalid) {
+					t.Fatalf("Artifacts: %v, want a validation error containing %q", err, tc.invalid)
+				}
+				return
+			}
 			var pe *ProblemsError
 			if err != nil && !errors.As(err, &pe) {
 				t.Fatalf("Artifacts: %v", err)
