@@ -715,12 +715,7 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 	}
 	b := c.board
 	ps := perf.Slice{Board: b, Profile: c.profile, Replicas: c.share}
-	devBytes := llm.VisibleBytes(b.MemoryMiB)
-	sl := llm.Slice{Board: b.Name, Kind: llm.SliceGPU, Name: "gpu", MemoryBytes: devBytes, GPUBytes: devBytes, SMs: b.SMs}
-	if c.profile != nil {
-		devBytes = c.profile.MemoryMiB * llm.MiB
-		sl = llm.Slice{Board: b.Name, Kind: llm.SliceMIG, Name: c.profile.Name, MemoryBytes: devBytes, GPUBytes: devBytes, SMs: c.profile.SMs}
-	}
+	sl := llm.ReplicaSlice(b, c.profile, 0, 1) // the whole GPU or MIG instance, as the simulator sizes it
 	r := &evalResult{}
 	switch c.kind {
 	case v1.SliceMPS, v1.SliceMIGMPS:
