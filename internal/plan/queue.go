@@ -48,6 +48,9 @@ type qmodel struct {
 	// ownMemo is ownPrefill by decode sequences, fullMemo fullStep by decode batch.
 	ownMemo  map[int]float64
 	fullMemo map[float64]float64
+	// trick is trickle's answer once trickled.
+	trick    qstate
+	trickled bool
 	// w is the request shape; idle is the same replica with idle neighbours (bestCase), nil
 	// until asked for.
 	w    perf.Workload
@@ -568,12 +571,19 @@ func meets(s qstate, slo perf.SLO) perf.Limit {
 }
 
 // trickle is the state of one replica with one request at a time: the best any count reaches.
+// Memoised: every sizing and rate search of the model starts from it.
 func (q *qmodel) trickle() qstate {
+	if q.trickled {
+		return q.trick
+	}
 	tpot := q.step(1, 0)
 	if q.k > 1 {
-		return qstate{tpot: tpot, ttft: tpot + q.k*q.step(1, 0) + q.ownPrefill(1) + q.longPromptExtra(1)}
+		q.trick = qstate{tpot: tpot, ttft: tpot + q.k*q.step(1, 0) + q.ownPrefill(1) + q.longPromptExtra(1)}
+	} else {
+		q.trick = qstate{tpot: tpot, ttft: tpot + q.k*q.step(1, 1) + q.longPromptExtra(1)}
 	}
-	return qstate{tpot: tpot, ttft: tpot + q.k*q.step(1, 1) + q.longPromptExtra(1)}
+	q.trickled = true
+	return q.trick
 }
 
 // sizing is what the queueing model says for one tenant on one slice kind.
