@@ -115,3 +115,44 @@ func TestJSONTextAgreesWithTreeCheck(t *testing.T) {
 		check("x" + string(r))
 	}
 }
+
+// TestIndentCompactMatchesJSONIndent: EncodeJSON's indentation gives json.Indent's bytes for
+// compact JSON, on the examples, on values marshalled from trees with empty and nested objects
+// and arrays, and on strings holding JSON's punctuation, escaped quotes and backslashes.
+func TestIndentCompactMatchesJSONIndent(t *testing.T) {
+	var srcs [][]byte
+	for _, name := range []string{"pool-valid.yaml", "plan-valid.yaml", "pool-invalid.yaml"} {
+		d, err := Decode(readTestdata(t, name))
+		if d == nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		j, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs = append(srcs, j)
+	}
+	for _, v := range []any{
+		map[string]any{}, []any{}, "", 0, nil, true, 1.5e-7, "x",
+		map[string]any{"a": map[string]any{}, "b": []any{}, "c": []any{map[string]any{}, []any{}, []any{[]any{}}}},
+		map[string]any{"q": `he said "{[a, b]: c}" \ ` + `\"`, "k\"{": []any{`\`, `\\`, `"`, ",", ":", "]}", "é\t\n"}},
+		[]any{1, []any{2, map[string]any{"x": []any{3, map[string]any{"y": nil}}}}, -4.25, false},
+	} {
+		j, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs = append(srcs, j)
+	}
+	for _, src := range srcs {
+		var want bytes.Buffer
+		if err := json.Indent(&want, src, "", "  "); err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		prefix := []byte("kept ")
+		got := indentCompact(append([]byte(nil), prefix...), src)
+		if !bytes.Equal(got, append(prefix, want.Bytes()...)) {
+			t.Errorf("indentCompact(%s):\n%s\nwant\n%s", src, got, want.Bytes())
+		}
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -97,7 +99,16 @@ type planArgs struct {
 	simRequests           int // plan.Options.ConfirmRequests
 }
 
+// planGCPercent is the garbage collector's target heap growth while gpupool plan runs (Go's
+// default is 100), unless GOGC is set: planning is one short run that builds most of what it
+// keeps, and collecting half as often cut a fifth of the CPU time of planning 20,000 tenants on
+// 10,000 GPUs for a quarter more peak memory (docs/planner.md, "Planning time").
+const planGCPercent = 200
+
 func runPlan(e *env, a planArgs) error {
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(planGCPercent))
+	}
 	pool, err := readPool(e.ctx, a.pool)
 	if err != nil {
 		return invalid(err)

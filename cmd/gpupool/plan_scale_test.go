@@ -24,8 +24,10 @@ func processCPU(t *testing.T) time.Duration {
 // included, on the varied generator's pools: 1,000 tenants on 1,000 GPUs within 1 s and 20,000
 // on 10,000 GPUs within 10 s on two cores. The machine running the tests is shared, so the
 // test measures the process's CPU time (user and system, the garbage collector's included),
-// not wall time, against a limit 1.5× (1,000) and 1.3× (20,000) the bar, and tries a slow run
-// once more; docs/planner-history.md records the side-by-side measurements. Skipped with -short and
+// not wall time, against a limit 1.2× (1,000) and 1.15× (20,000) the bar, and tries a slow run
+// once more (measured 0.68 s and 9.1 s on a loaded machine, where the limits were 1.5× and 1.3×
+// before the sizing's rate on one replica was computed on first read); docs/planner-history.md
+// records the side-by-side measurements. Skipped with -short and
 // under the race detector.
 func TestPlanScaleVaried(t *testing.T) {
 	if testing.Short() || raceEnabled {
@@ -34,7 +36,7 @@ func TestPlanScaleVaried(t *testing.T) {
 	for _, c := range []struct {
 		tenants, gpus int
 		limit         time.Duration
-	}{{1000, 1000, 1500 * time.Millisecond}, {20000, 10000, 13 * time.Second}} {
+	}{{1000, 1000, 1200 * time.Millisecond}, {20000, 10000, 11500 * time.Millisecond}} {
 		pool := plan.Synthetic(plan.SyntheticOptions{Tenants: c.tenants, GPUs: c.gpus, Varied: true}, rand.New(rand.NewPCG(1, 2)))
 		data, err := v1.EncodeYAML(pool)
 		if err != nil {

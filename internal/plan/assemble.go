@@ -334,7 +334,7 @@ func (p *planner) planTenant(tn *tenant, refs []v1.ReplicaRef) v1.PlanTenant {
 	}
 	c := tn.choice
 	n := float64(len(refs))
-	ttft, tpot := c.ev.rate.TTFT, c.ev.rate.TPOT
+	ttft, tpot := c.ev.oneRate().TTFT, c.ev.oneRate().TPOT
 	if c.sz.n > 0 && tn.t.Traffic.RPS > 0 { // at the tenant's own load, over its replicas
 		ttft, tpot = seconds(c.sz.state.ttft), seconds(c.sz.state.tpot)
 	}
@@ -342,7 +342,7 @@ func (p *planner) planTenant(tn *tenant, refs []v1.ReplicaRef) v1.PlanTenant {
 	if tn.measured != nil {
 		// a request waits at most one batch to start and one to finish: 2 × the batch latency;
 		// measured replicas each carry the measured rate (ParvaGPU's rule)
-		pt.Predicted = v1.Prediction{E2EP99: v1.Duration(2 * c.ev.rate.TTFT), MaxRPS: roundRate(n*c.ev.rate.RequestsPerSec, tn.t.Traffic.RPS)}
+		pt.Predicted = v1.Prediction{E2EP99: v1.Duration(2 * c.ev.oneRate().TTFT), MaxRPS: roundRate(n*c.ev.oneRate().RequestsPerSec, tn.t.Traffic.RPS)}
 	} else {
 		// the highest rate the planned replicas carry within the SLO, behind one router
 		most, _ := c.ev.q.maxRateOver(tn.slo, len(refs), peakRate(tn.t.Traffic))

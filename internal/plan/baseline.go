@@ -154,7 +154,7 @@ func (p *planner) ruleOfThumb(ts []*tenant) int {
 		excl := p.probe(tn, b, v1.SliceExclusive, nil, 1)
 		exN := p.exclusiveReplicas(tn)
 		memBig := excl == nil || float64(excl.ev.fit.Memory.Budget()) > 0.85*float64(excl.ev.fit.Slice.MemoryBytes)
-		busy := excl != nil && tn.t.Traffic.RPS > 0.7*excl.ev.rate.RequestsPerSec
+		busy := excl != nil && tn.t.Traffic.RPS > 0.7*excl.ev.oneRate().RequestsPerSec
 		switch {
 		case memBig || busy:
 			gpus += exN

@@ -70,13 +70,19 @@ type cand struct {
 // evalResult is the memory fit and the performance of one replica on a slice.
 type evalResult struct {
 	fit      llm.Fit
-	rate     perf.Rate
 	smPct    int   // MPS active-thread percentage, 0 when not MPS
 	capBytes int64 // memory cap of a shared replica, 0 when not shared
-	// q is the replica's queueing model (nil for a measured profile); rate is one replica's
+	// q is the replica's queueing model (nil for a measured profile); oneRate is one replica's
 	// highest rate within the SLO by it.
 	q   *qmodel
 	err error
+	// rate is oneRate's answer: set by measureProfile for a measured profile, else computed by
+	// the queueing model for slo and out tokens on first use (rateSet), since most candidates
+	// are never chosen and their rate is read only for the chosen one's reasons and prediction.
+	rate    perf.Rate
+	rateSet bool
+	slo     perf.SLO
+	out     int
 	// point is the measured row chosen for a tenant with a measured profile; why says why
 	// none meets its latency limit.
 	point perf.MeasuredPoint
@@ -758,10 +764,22 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 	r.q = p.cache.qmodel(tn, c, func() *qmodel {
 		return newQModel(e, tn.work, sizingLoad(c)).withLengths(lengthLaw(tn.t.Traffic), tn.t.MaxContext)
 	})
-	rate, st := r.q.maxRate(tn.slo)
-	r.rate = perf.Rate{RequestsPerSec: rate, OutputTokensPerSec: rate * float64(tn.work.OutputTokens),
-		TTFT: seconds(st.ttft), TPOT: seconds(st.tpot), Limit: meets(r.q.state(rate*1.01+1e-9, 1), tn.slo)}
+	r.slo, r.out = tn.slo, tn.work.OutputTokens
 	return r
+}
+
+// oneRate is the highest rate one replica sustains within the SLO, with its p99 TTFT and TPOT
+// there and the term that binds just above it: the measured row's for a measured profile, else
+// the queueing model's (maxRate), computed on first use and kept.
+func (r *evalResult) oneRate() perf.Rate {
+	if r.rateSet || r.q == nil {
+		return r.rate
+	}
+	rate, st := r.q.maxRate(r.slo)
+	r.rate = perf.Rate{RequestsPerSec: rate, OutputTokensPerSec: rate * float64(r.out),
+		TTFT: seconds(st.ttft), TPOT: seconds(st.tpot), Limit: meets(r.q.state(rate*1.01+1e-9, 1), r.slo)}
+	r.rateSet = true
+	return r.rate
 }
 
 // sizingLoad is the neighbours a replica is sized against: every other replica of its GPU or

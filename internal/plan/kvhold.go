@@ -47,7 +47,7 @@ func kvHoldExceeds(m, in, out, capTokens float64, slots int) bool {
 	hi := int(math.Ceil(m + 12*math.Sqrt(m) + 20)) // the Poisson mass beyond is negligible
 	lgm := math.Log(m)
 	pmf := func(n int) float64 {
-		lg, _ := math.Lgamma(float64(n) + 1)
+		lg := lnFact(n)
 		return math.Exp(float64(n)*lgm - m - lg)
 	}
 	tail := func(n int) float64 { // P(n requests in flight overflow the cache)

@@ -560,7 +560,7 @@ func (p *planner) predictInForce(tn *tenant, uses []slotUse, n int, old v1.Predi
 	st := c.ev.q.state(peakRate(tn.t.Traffic), n)
 	ttft, tpot := seconds(st.ttft), seconds(st.tpot)
 	return v1.Prediction{TTFTP99: v1.Duration(ttft), TPOTP99: v1.Duration(tpot), E2EP99: v1.Duration(ttft + tpot*timeDur(tn.work.OutputTokens-1)),
-		TokensPerSecond: round3(float64(n) * c.ev.rate.OutputTokensPerSec), MaxRPS: round3(float64(n) * c.ev.rate.RequestsPerSec)}
+		TokensPerSecond: round3(float64(n) * c.ev.oneRate().OutputTokensPerSec), MaxRPS: round3(float64(n) * c.ev.oneRate().RequestsPerSec)}
 }
 
 // usedGPUs counts the GPUs that run a replica.

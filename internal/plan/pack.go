@@ -669,6 +669,10 @@ func (p *planner) markUnplaced(units []*unit) {
 			}
 		}
 	}
+	var rules map[forbidKey]string
+	if len(order) > 0 {
+		rules = p.forbidRules()
+	}
 	for _, tn := range order {
 		msg := fmt.Sprintf("%d of %d replicas (%s on %s) found no free GPU: the pool has %d GPUs of which %d are canaries and %d held for the burst pool",
 			short[tn], tn.choice.replicas, tn.choice.label(), tn.choice.board.Name, len(p.fleet), p.canaries(), p.burst)
@@ -676,7 +680,7 @@ func (p *planner) markUnplaced(units []*unit) {
 			msg += "; free GPUs of the board were left, but " + w
 		}
 
-		msg += p.forbiddenWhy(tn)
+		msg += forbiddenWhy(tn, rules)
 		tn.infeas = append(tn.infeas, v1.NewReason(v1.ReasonNoCapacity, "%s", msg))
 	}
 }
@@ -697,16 +701,8 @@ func (p *planner) idleBoards() string {
 }
 
 // forbiddenWhy says, for a tenant left short, which of its cheaper slice kinds a node rule kept
-// off the fleet (for it or for another tenant; see optimise), "" when none.
-func (p *planner) forbiddenWhy(tn *tenant) string {
-	rules := map[forbidKey]string{}
-	for _, m := range slices.Concat(slices.Collect(maps.Values(p.forbid)), slices.Collect(maps.Values(p.nodeRule))) {
-		for k, r := range m {
-			if _, ok := rules[k]; !ok || r < rules[k] {
-				rules[k] = r
-			}
-		}
-	}
+// off the fleet (for it or for another tenant; see optimise), by rules (forbidRules), "" when none.
+func forbiddenWhy(tn *tenant, rules map[forbidKey]string) string {
 	var keys []forbidKey
 	for _, c := range tn.feasible {
 		k := forbidKey{c.board.Name, c.kind}
@@ -720,6 +716,21 @@ func (p *planner) forbiddenWhy(tn *tenant) string {
 		msg += fmt.Sprintf("; %s on %s, cheaper, was not used: %s", k.kind, k.board, rules[k])
 	}
 	return msg
+}
+
+// forbidRules is, for every slice kind on a board that optimise ruled out for some tenant or a
+// node rule keeps off the fleet, the first of its reasons in byte order: what forbiddenWhy
+// names. Built once for all the tenants a packing leaves short (it reads every tenant's rules).
+func (p *planner) forbidRules() map[forbidKey]string {
+	rules := map[forbidKey]string{}
+	for _, m := range slices.Concat(slices.Collect(maps.Values(p.forbid)), slices.Collect(maps.Values(p.nodeRule))) {
+		for k, r := range m {
+			if _, ok := rules[k]; !ok || r < rules[k] {
+				rules[k] = r
+			}
+		}
+	}
+	return rules
 }
 
 // btoi is 1 for true, 0 for false.

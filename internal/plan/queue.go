@@ -45,8 +45,12 @@ type qmodel struct {
 	dense   [][]float64        // stepAt by [chunks][decodes] for small batches; unsetStep when not yet computed
 	// floorPF and floorDec are the TTFT floor's step times (floorTimes), 0 until asked for.
 	floorPF, floorDec float64
-	// ownMemo is ownPrefill by decode sequences.
-	ownMemo map[int]float64
+	// ownMemo is ownPrefill by decode sequences, fullMemo fullStep by decode batch.
+	ownMemo  map[int]float64
+	fullMemo map[float64]float64
+	// trick is trickle's answer once trickled.
+	trick    qstate
+	trickled bool
 	// w is the request shape; idle is the same replica with idle neighbours (bestCase), nil
 	// until asked for.
 	w    perf.Workload
@@ -265,9 +269,7 @@ func (q *qmodel) state(lam float64, n int) qstate {
 		if bp < 1 {
 			return qstate{limit: perf.LimitSaturated}
 		}
-		full := q.e.StepTime(perf.Batch{PrefillTokens: int(bp), PrefillSeqs: max(1, int(bp/q.in)),
-			PrefillPairs: int64(bp * (math.Min(q.in, bp) + 1) / 2), DecodeSeqs: int(d99),
-			KVTokens: int64(d99 * (q.in + q.out/2))}, q.l).Seconds()
+		full := q.fullStep(d99, bp)
 		s := q.in / bp * full
 		rho := lr * s
 		if rho >= 1 {
@@ -294,6 +296,23 @@ func (q *qmodel) state(lam float64, n int) qstate {
 	safety *= q.holdSpread()
 	ttft += safety * slotWaitP99(lam, holding, n*q.slots, q.slots)
 	return qstate{ttft: ttft, tpot: tpot, inFlight: inFlight}
+}
+
+// fullStep is the step time of a full step budget beside d99 decode sequences: bp = budget − d99
+// prompt tokens, as many whole prompts as they hold. Memoised by d99 (bp follows from it): the
+// sizing's searches ask again for the same decode batch at many rates.
+func (q *qmodel) fullStep(d99, bp float64) float64 {
+	if t, ok := q.fullMemo[d99]; ok {
+		return t
+	}
+	t := q.e.StepTime(perf.Batch{PrefillTokens: int(bp), PrefillSeqs: max(1, int(bp/q.in)),
+		PrefillPairs: int64(bp * (math.Min(q.in, bp) + 1) / 2), DecodeSeqs: int(d99),
+		KVTokens: int64(d99 * (q.in + q.out/2))}, q.l).Seconds()
+	if q.fullMemo == nil {
+		q.fullMemo = map[float64]float64{}
+	}
+	q.fullMemo[d99] = t
+	return t
 }
 
 // ownPrefill is what a prompt longer than one chunk adds to the k steps that carry it, beside d
@@ -392,7 +411,7 @@ func mdOneTail(lam, s, x float64) float64 {
 	sum := 0.0
 	for j := 0; float64(j)*s <= x; j++ {
 		u := lam * (float64(j)*s - x) // ≤ 0
-		lg, _ := math.Lgamma(float64(j) + 1)
+		lg := lnFact(j)
 		term := math.Exp(float64(j)*math.Log(math.Abs(u)) - lg - u)
 		if j == 0 {
 			term = math.Exp(-u)
@@ -414,7 +433,7 @@ func poissonFloorMean(m float64, n int) float64 {
 	end := int(m + 12*math.Sqrt(m) + 30)
 	cdf, sum := 0.0, 0.0
 	for c := 0; c < end; c++ {
-		lg, _ := math.Lgamma(float64(c) + 1)
+		lg := lnFact(c)
 		cdf += math.Exp(float64(c)*math.Log(m) - m - lg)
 		if (c+1)%n == 0 {
 			sum += math.Max(0, 1-cdf) // P(N ≥ c+1), c+1 a multiple of n
@@ -552,12 +571,19 @@ func meets(s qstate, slo perf.SLO) perf.Limit {
 }
 
 // trickle is the state of one replica with one request at a time: the best any count reaches.
+// Memoised: every sizing and rate search of the model starts from it.
 func (q *qmodel) trickle() qstate {
+	if q.trickled {
+		return q.trick
+	}
 	tpot := q.step(1, 0)
 	if q.k > 1 {
-		return qstate{tpot: tpot, ttft: tpot + q.k*q.step(1, 0) + q.ownPrefill(1) + q.longPromptExtra(1)}
+		q.trick = qstate{tpot: tpot, ttft: tpot + q.k*q.step(1, 0) + q.ownPrefill(1) + q.longPromptExtra(1)}
+	} else {
+		q.trick = qstate{tpot: tpot, ttft: tpot + q.k*q.step(1, 1) + q.longPromptExtra(1)}
 	}
-	return qstate{tpot: tpot, ttft: tpot + q.k*q.step(1, 1) + q.longPromptExtra(1)}
+	q.trickled = true
+	return q.trick
 }
 
 // sizing is what the queueing model says for one tenant on one slice kind.

@@ -42,7 +42,7 @@ func (p *planner) tenantReasons(tn *tenant) []v1.Reason {
 	} else {
 		out = append(out, p.memoryReason(tn), p.computeReason(tn))
 	}
-	out = append(out, shapeReason(tn, c.ev.rate.RequestsPerSec > 0 && (tn.t.Replicas == nil || fixedMeets(c, *tn.t.Replicas))))
+	out = append(out, shapeReason(tn, c.ev.oneRate().RequestsPerSec > 0 && (tn.t.Replicas == nil || fixedMeets(c, *tn.t.Replicas))))
 	if tn.t.Replicas != nil {
 		out = append(out, v1.NewReason(v1.ReasonFixedReplicas, "replicas fixed at %d by the pool, not sized from traffic", *tn.t.Replicas))
 	}
@@ -125,7 +125,7 @@ func (p *planner) memoryReason(tn *tenant) v1.Reason {
 // computeReason is step 2: the rate one replica sustains within the SLO and the replicas needed.
 func (p *planner) computeReason(tn *tenant) v1.Reason {
 	c := tn.choice
-	r := c.ev.rate
+	r := c.ev.oneRate()
 	msg := fmt.Sprintf("one replica on %s %s sustains %.3g req/s of %d+%d tokens within %s (p99 TTFT %s, TPOT %s; above it %s binds)",
 		c.board.Name, c.label(), r.RequestsPerSec, tn.work.InputTokens, tn.work.OutputTokens, describeSLO(tn), roundDur(r.TTFT), roundDur(r.TPOT),
 		limitName(string(r.Limit)))
@@ -203,9 +203,9 @@ func (p *planner) fixedUnmet(tn *tenant) (v1.Reason, bool) {
 	msg := fmt.Sprintf("the fixed %d replica(s) on %s %s do not meet %s at %.3g req/s", fixed, c.board.Name, c.label(), describeSLO(tn), lam)
 	switch {
 	case c.ev.q == nil && c.need > 0: // a measured profile
-		msg += fmt.Sprintf(": %.3g req/s a replica, so it needs %d", c.ev.rate.RequestsPerSec, c.need)
+		msg += fmt.Sprintf(": %.3g req/s a replica, so it needs %d", c.ev.oneRate().RequestsPerSec, c.need)
 	case c.ev.q == nil:
-		msg += fmt.Sprintf(": no rate meets the SLO (p99 latency %s at a trickle)", roundDur(c.ev.rate.TTFT))
+		msg += fmt.Sprintf(": no rate meets the SLO (p99 latency %s at a trickle)", roundDur(c.ev.oneRate().TTFT))
 	case c.need > 0:
 		st := c.ev.q.state(lam, fixed)
 		if st.limit == perf.LimitNone || st.limit == perf.LimitTTFT || st.limit == perf.LimitTPOT {

@@ -66,9 +66,7 @@ func (p *planner) measureTP(tn *tenant, c *cand) *evalResult {
 	}
 	r.fit.Fits = true
 	r.q = newQModel(e, tn.work, sizingLoad(c)).withLengths(lengthLaw(tn.t.Traffic), tn.t.MaxContext)
-	rate, st := r.q.maxRate(tn.slo)
-	r.rate = perf.Rate{RequestsPerSec: rate, OutputTokensPerSec: rate * float64(tn.work.OutputTokens),
-		TTFT: seconds(st.ttft), TPOT: seconds(st.tpot), Limit: meets(r.q.state(rate*1.01+1e-9, 1), tn.slo)}
+	r.slo, r.out = tn.slo, tn.work.OutputTokens
 	return r
 }
 

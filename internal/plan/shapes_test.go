@@ -1,0 +1,120 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/perf"
+)
+
+// distinctShapesPool is n tenants of four models on H100 and A100-80GB nodes (MIG allowed), no
+// two with the same request shape (fixed lengths): every tenant and slice kind is a queueing
+// model of its own, the case where the sizing, not the packing, sets the planning time.
+func distinctShapesPool(tb testing.TB, n int) *v1.Pool {
+	tb.Helper()
+	r := rand.New(rand.NewPCG(uint64(n), 11))
+	models := []string{"llama-3.2-1b", "qwen2.5-3b", "llama-3.1-8b", "qwen2.5-7b"}
+	var b strings.Builder
+	b.WriteString("apiVersion: gpupool.dev/v1\nkind: Pool\nmetadata: {name: shapes}\nfleet:\n  nodes:\n")
+	for i := range max(1, n/16) {
+		fmt.Fprintf(&b, "  - name: h%d\n    gpus: [{board: H100, count: 8}]\n  - name: a%d\n    gpus: [{board: A100-SXM4-80GB, count: 8}]\n", i, i)
+	}
+	b.WriteString("tenants:\n")
+	for i := range n {
+		in, out := 100+7*i+r.IntN(7), 20+3*i%700+r.IntN(3)
+		fmt.Fprintf(&b, "- name: t%04d\n  model: {name: %s}\n  traffic: {rps: %.2f, inputTokens: %d, outputTokens: %d}\n  slo: {ttftP99: %dms, tpotP99: %dms}\n",
+			i, models[i%len(models)], 0.2+r.Float64()*8, in, out, 500+r.IntN(8)*250, 40+r.IntN(6)*20)
+	}
+	p, err := v1.DecodePool([]byte(b.String()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// BenchmarkPlanDistinctShapes plans 200 tenants of distinct request shapes (distinctShapesPool).
+func BenchmarkPlanDistinctShapes(b *testing.B) { benchPlanOn(b, distinctShapesPool(b, 200)) }
+
+// BenchmarkSizeDistinctShapes is the queueing model's part of it: for every tenant and slice
+// kind of the pool, a fresh model sized at the tenant's rate and its highest rate on one replica
+// (what the evaluation did for every candidate before that rate was computed on first read).
+func BenchmarkSizeDistinctShapes(b *testing.B) {
+	p, err := newPlanner(distinctShapesPool(b, 200), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.evaluate()
+	type job struct {
+		q   *qmodel
+		tn  *tenant
+		lam float64
+	}
+	var jobs []job
+	for _, tn := range p.tenants {
+		for _, c := range tn.cands {
+			if c.ev != nil && c.ev.q != nil {
+				jobs = append(jobs, job{c.ev.q, tn, peakRate(tn.t.Traffic)})
+			}
+		}
+	}
+	for b.Loop() {
+		for _, j := range jobs {
+			q := newQModel(j.q.e, j.q.w, j.q.l).withLengths(j.q.lengths, j.q.maxCtx)
+			q.size(j.lam, j.tn.slo)
+			q.maxRate(j.tn.slo)
+		}
+	}
+	b.ReportMetric(float64(len(jobs)), "models")
+}
+
+// TestOneRateOnRead: the evaluation leaves one replica's highest rate uncomputed, and reading it
+// later, after the sizing has filled the model's memos, gives what a fresh model computes at
+// once: the rate, its p99 TTFT and TPOT, and the term that binds above it.
+func TestOneRateOnRead(t *testing.T) {
+	p, err := newPlanner(distinctShapesPool(t, 24), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.evaluate()
+	models := 0
+	for _, tn := range p.tenants {
+		for _, c := range tn.cands {
+			ev := c.ev
+			if ev == nil || ev.q == nil {
+				continue
+			}
+			if ev.rateSet {
+				t.Fatalf("%s on %s %s: the evaluation computed one replica's rate", tn.t.Name, c.board.Name, c.label())
+			}
+			models++
+			got := ev.oneRate()
+			q := newQModel(ev.q.e, ev.q.w, ev.q.l).withLengths(ev.q.lengths, ev.q.maxCtx)
+			rate, st := q.maxRate(tn.slo)
+			want := perf.Rate{RequestsPerSec: rate, OutputTokensPerSec: rate * float64(tn.work.OutputTokens),
+				TTFT: seconds(st.ttft), TPOT: seconds(st.tpot), Limit: meets(q.state(rate*1.01+1e-9, 1), tn.slo)}
+			if got != want {
+				t.Errorf("%s on %s %s: read %+v, fresh %+v", tn.t.Name, c.board.Name, c.label(), got, want)
+			}
+			if again := ev.oneRate(); again != got {
+				t.Errorf("%s on %s %s: a second read gave %+v after %+v", tn.t.Name, c.board.Name, c.label(), again, got)
+			}
+		}
+	}
+	if models < 24 {
+		t.Fatalf("only %d candidates with a queueing model", models)
+	}
+}
+
+// TestLnFact: the table gives math.Lgamma's values bit for bit, inside it and beyond.
+func TestLnFact(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 10, 170, 171, 1000, len(lnFactTable) - 1, len(lnFactTable), len(lnFactTable) + 5, 1 << 20} {
+		want, _ := math.Lgamma(float64(n) + 1)
+		if got := lnFact(n); math.Float64bits(got) != math.Float64bits(want) {
+			t.Errorf("lnFact(%d) = %v, want %v", n, got, want)
+		}
+	}
+}
