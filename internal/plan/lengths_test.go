@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strings"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
