@@ -228,7 +228,7 @@ func compoundTail(l v1.Lengths, in, m, x float64) float64 {
 	y := x / in
 	gt, gterm := 0.0, math.Exp(-y) // exponential: P(Gamma(n, 1) > y) = Σ_{j<n} e^{−y} y^j/j!, by n
 	first := 1
-	if l == v1.LengthsUniform {
+	if l == v1.LengthsUniform && y > 0 {
 		// (y − n)/√(n/12) falls with n and is 8.3 at n = r²: below it every term's Irwin–Hall
 		// tail is under 1e-16 (irwinHallTail's normal law above 12, 0 at or below, where y is
 		// beyond the support), and so is their sum, which is counted as 1e-16.
@@ -349,17 +349,19 @@ func (q *qmodel) tpotSpread(lr, d99, tpot float64) float64 {
 		mhi = miss(hi, true)
 	}
 	// Illinois' false position on log(miss/1 %), which the tails make nearly linear near the
-	// answer; a bisection step whenever a value is 0 or the bracket did not halve.
+	// answer (an end kept twice in a row has its value halved); a bisection step while the
+	// upper end's miss is 0, and every fourth step, so that the bracket at least halves every
+	// four steps whatever the values.
 	gap := func(m float64) float64 { return math.Log(m / 0.01) }
 	glo, ghi := gap(mlo), gap(mhi)
 	side := 0
-	for range 60 {
+	for it := range 60 {
 		w := hi - lo
 		if w <= spreadTol*hi {
 			break
 		}
 		x := (lo + hi) / 2
-		if !math.IsInf(ghi, 0) && glo > ghi {
+		if it%4 != 3 && !math.IsInf(ghi, 0) && glo > ghi {
 			x = hi - ghi*w/(ghi-glo)
 			x = math.Min(math.Max(x, lo+w*spreadTol/4), hi-w*spreadTol/4)
 		}
