@@ -305,3 +305,29 @@ func TestSyntheticLaws(t *testing.T) {
 		t.Errorf("invalid pool: %v", err)
 	}
 }
+
+// The length-law tables are shared by concurrent planners: two plans built at once from cold
+// rows agree with each other and with one built after (run with -race).
+func TestLengthTablesShared(t *testing.T) {
+	pool := denseVaried(t, "uniform", 8)
+	var plans [3]*v1.Plan
+	done := make(chan int)
+	for i := range 2 {
+		go func() {
+			pl, err := Build(context.Background(), pool, Options{})
+			if err != nil {
+				t.Error(err)
+			}
+			plans[i] = pl
+			done <- i
+		}()
+	}
+	<-done
+	<-done
+	plans[2] = build(t, pool)
+	for i := range 2 {
+		if plans[i] == nil || !reflect.DeepEqual(plans[i].Tenants, plans[2].Tenants) {
+			t.Errorf("plan %d built concurrently differs", i)
+		}
+	}
+}
