@@ -56,6 +56,12 @@ func BenchmarkPlanVaried1000(b *testing.B) {
 	b.ReportMetric(float64(pl.Summary.LowerBound), "bound")
 }
 
+// BenchmarkPlanVariedLaws1000 is BenchmarkPlanVaried1000's pool with a third of the tenants'
+// lengths uniform and a third exponential (SyntheticOptions.Laws).
+func BenchmarkPlanVariedLaws1000(b *testing.B) {
+	benchPlanOn(b, Synthetic(SyntheticOptions{Tenants: 1000, GPUs: 1000, Varied: true, Laws: true}, rand.New(rand.NewPCG(1000, 7))))
+}
+
 func BenchmarkPlan100(b *testing.B)   { benchPlan(b, 100, 100) }
 func BenchmarkPlan1000(b *testing.B)  { benchPlan(b, 1000, 1000) }
 func BenchmarkPlan10000(b *testing.B) { benchPlan(b, 10000, 10000) }

@@ -2,6 +2,8 @@ package plan
 
 import (
 	"math"
+	"sync"
+	"sync/atomic"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/perf"
@@ -134,6 +136,11 @@ func routedPromptsP99(m float64, n int) float64 {
 // compoundP99 is the 99th percentile of S = L₁ + … + L_N, N Poisson of mean m and the L
 // independent lengths of mean in under law l (exponential: Gamma(n, in) given N = n; uniform:
 // n·in/2 + in·Irwin–Hall(n)). Above a mean of 50 prompts the normal law of S with its moments.
+//
+// Up to 50 it is in times the p99 of S/in, which depends on m alone, at the least point of a
+// geometric grid of m (ratio 2^(1/256), 0.27 %) not below m: the p99 grows with m, so that is
+// the p99 of prompts arriving at most 0.27 % faster, never less than the exact one (tabulated
+// once per grid point for all tenants, p99Grid).
 func compoundP99(l v1.Lengths, in, m float64) float64 {
 	ex2 := in * in * (1 + 1.0/12) // E[L²]
 	if l == v1.LengthsExponential {
@@ -142,20 +149,55 @@ func compoundP99(l v1.Lengths, in, m float64) float64 {
 	if m > 50 {
 		return m*in + zP99*math.Sqrt(m*ex2)
 	}
-	hi := int(math.Ceil(m + 12*math.Sqrt(m) + 20))
-	tail := func(x float64) float64 { return compoundTail(l, in, m, x) }
-	lo, up := 0.0, in*(float64(hi)*2+10)
-	if tail(lo) <= 0.01 {
+	if -math.Expm1(-m) <= 0.01 { // S = 0 (no prompt) at least 99 % of the time
 		return 0
 	}
-	for range 60 {
+	i, mg := p99GridPoint(m)
+	t := &p99Grid[0]
+	if l == v1.LengthsExponential {
+		t = &p99Grid[1]
+	}
+	if v := t[i].Load(); v != 0 {
+		return in * math.Float64frombits(v)
+	}
+	v := normalizedP99(l, mg)
+	t[i].Store(math.Float64bits(v))
+	return in * v
+}
+
+// p99GridPoints is the size of the grid of means on which compoundP99 is tabulated: from
+// 2^−7 (below about 0.01 S is 0 at the 99th percentile) up to 50 by factors of 2^(1/256).
+const p99GridPoints = 256*13 + 1
+
+// p99Grid holds, per law (uniform, exponential), the p99 of S/in at each grid point as float64
+// bits, 0 until computed. Each entry is a pure function of its index, so concurrent planners
+// that compute one store the same bits.
+var p99Grid [2][p99GridPoints]atomic.Uint64
+
+// p99GridPoint is the index and mean of the least grid point not below m (0 < m ≤ 50), the
+// mean capped at 50 (the grid's last point).
+func p99GridPoint(m float64) (int, float64) {
+	i := max(0, int(math.Ceil(256*math.Log2(128*m))))
+	mg := math.Exp2(float64(i)/256) / 128
+	for mg < m {
+		i++
+		mg = math.Exp2(float64(i)/256) / 128
+	}
+	return i, math.Min(mg, 50)
+}
+
+// normalizedP99 is the p99 of S/in for mean m ≤ 50, bracketed by bisection to a relative 1e-5
+// and rounded up (the upper end of the bracket).
+func normalizedP99(l v1.Lengths, m float64) float64 {
+	lo, up := 0.0, math.Ceil(m+12*math.Sqrt(m)+20)*2+10
+	for range 80 {
 		mid := (lo + up) / 2
-		if tail(mid) > 0.01 {
+		if compoundTail(l, 1, m, mid) > 0.01 {
 			lo = mid
 		} else {
 			up = mid
 		}
-		if up-lo <= 0.5 {
+		if up-lo <= 1e-5*up {
 			break
 		}
 	}
@@ -185,12 +227,36 @@ func compoundTail(l v1.Lengths, in, m, x float64) float64 {
 	pn := math.Exp(-m) // P(N = n), from n = 0
 	y := x / in
 	gt, gterm := 0.0, math.Exp(-y) // exponential: P(Gamma(n, 1) > y) = Σ_{j<n} e^{−y} y^j/j!, by n
-	for n := 1; n <= hi; n++ {
-		pn *= m / float64(n)
-		if s+pn == s && float64(n) > m {
-			// Past the mode P(N = n) only falls, and every term is at most it: none of the rest
-			// changes s in float64 any more (rounding is monotone), so the sum is final.
-			break
+	first := 1
+	if l == v1.LengthsUniform && y > 0 {
+		// (y − n)/√(n/12) falls with n and is 8.3 at n = r²: below it every term's Irwin–Hall
+		// tail is under 1e-16 (irwinHallTail's normal law above 12, 0 at or below, where y is
+		// beyond the support), and so is their sum, which is counted as 1e-16.
+		const a = 8.3 / 3.4641016151377544 // 8.3/√12
+		r := (math.Sqrt(a*a+4*y) - a) / 2
+		if k := int(r * r); k > 13 {
+			first = k
+			lg, _ := math.Lgamma(float64(k))
+			pn = math.Exp(float64(k-1)*math.Log(m) - m - lg) // P(N = k − 1)
+			s += 1e-16
+		}
+	}
+	for n := first; n <= hi; n++ {
+		fn := float64(n)
+		pn *= m / fn
+		if fn > m {
+			// Past the mode P(N = n) only falls, by at least r = m/(n+1) a step: the rest of the
+			// sum is at most P(N ≥ n) ≤ P(N = n)/(1 − r), which is added once it is below
+			// tailSlack (so the sum never falls below the full one), or once it no longer
+			// changes s in float64 (rounding is monotone), when the sum is final.
+			rest := pn / (1 - m/(fn+1))
+			if s+rest == s {
+				break
+			}
+			if rest <= tailSlack {
+				s += rest
+				break
+			}
 		}
 		if l == v1.LengthsExponential {
 			if y <= 0 {
@@ -198,14 +264,23 @@ func compoundTail(l v1.Lengths, in, m, x float64) float64 {
 				continue
 			}
 			gt += gterm
-			gterm *= y / float64(n)
+			gterm *= y / fn
 			s += pn * math.Min(gt, 1)
-		} else {
-			s += pn * irwinHallTail(n, (x-float64(n)*in/2)/in)
+			continue
 		}
+		z := (x - fn*in/2) / in
+		if n > 12 && z > 0 && z < fn {
+			// irwinHallTail's normal law, from normalTail's table (never below it).
+			s += pn * normalTail((z-fn/2)/math.Sqrt(fn/6))
+			continue
+		}
+		s += pn * irwinHallTail(n, z)
 	}
 	return s
 }
+
+// tailSlack is the most compoundTail adds for the Poisson mass it leaves unsummed.
+const tailSlack = 1e-14
 
 // outQuantile is the u-quantile of the output length under the model's law.
 func (q *qmodel) outQuantile(u float64) float64 {
@@ -227,68 +302,113 @@ func (q *qmodel) outQuantile(u float64) float64 {
 // when the prompt tokens arriving over its decode (compound Poisson of mean λ·j·x prompts) exceed
 // j·chunk·f(x); the p99 is the least x at which that chance, averaged over the output law
 // (requests of one output token have no TPOT), is 1 %. tpot itself for fixed lengths.
+//
+// The search returns the upper end of a bracket [lo, hi] with miss(lo) > 1 % ≥ miss(hi) and
+// hi − lo ≤ spreadTol·hi (Illinois' false position on log miss), so never less than the least
+// such x and at most spreadTol above it; output quantiles of equal length are summed once, times
+// their count, and each tail comes from tailAt's table, an upper bound within a step of it.
 func (q *qmodel) tpotSpread(lr, d99, tpot float64) float64 {
 	if q.lengths == "" || q.out < 2 || lr <= 0 {
 		return tpot
 	}
 	const grid = 100
-	var steps []float64
+	var steps, count []float64 // distinct decode steps of the output quantiles, and how many
 	for i := range grid {
 		if j := q.outQuantile((float64(i)+0.5)/grid) - 1; j >= 1 {
-			steps = append(steps, j)
+			if n := len(steps); n > 0 && steps[n-1] == j {
+				count[n-1]++
+			} else {
+				steps, count = append(steps, j), append(count, 1)
+			}
 		}
 	}
 	base := q.step(d99, 0)
-	fAt := func(x float64) float64 { // chunks per step at which step(d99, ·) reaches x
-		lo, hi := 0.0, 1.0
-		for q.step(d99, hi) < x {
-			if hi > 1e4 {
-				return hi
-			}
-			lo, hi = hi, 2*hi
-		}
-		for range 30 {
-			mid := (lo + hi) / 2
-			if q.step(d99, mid) < x {
-				lo = mid
-			} else {
-				hi = mid
-			}
-		}
-		return hi
-	}
-	// miss is only compared with 1 %: the terms are chances (≥ 0), so once the partial sum is
-	// above it the whole sum is too, and the rest need not be computed (the answer is the same).
-	miss := func(x float64) float64 {
-		fx := fAt(x)
+	chunk := q.in / q.k
+	miss := func(x float64, full bool) float64 { // full: the whole sum, not only until above 1 %
+		fx := q.chunksAt(d99, x)
 		s := 0.0
-		for _, j := range steps {
-			s += compoundTail(q.lengths, q.in, lr*j*x, j*(q.in/q.k)*fx)
-			if s/grid > 0.01 {
+		for i, j := range steps {
+			s += count[i] * tailAt(q.lengths, lr*j*x, j*chunk*fx/q.in)
+			if !full && s/grid > 0.01 {
 				break
 			}
 		}
 		return s / grid
 	}
-	if miss(tpot) <= 0.01 {
+	mlo := miss(tpot, true)
+	if mlo <= 0.01 {
 		return tpot
 	}
 	lo, hi := tpot, math.Max(tpot, base)*2
-	for miss(hi) > 0.01 {
+	mhi := miss(hi, true)
+	for mhi > 0.01 {
 		if hi > 1e3 {
 			return math.Inf(1)
 		}
+		lo, hi, mlo = hi, 2*hi, mhi
+		mhi = miss(hi, true)
+	}
+	// Illinois' false position on log(miss/1 %), which the tails make nearly linear near the
+	// answer (an end kept twice in a row has its value halved); a bisection step while the
+	// upper end's miss is 0, and every fourth step, so that the bracket at least halves every
+	// four steps whatever the values.
+	gap := func(m float64) float64 { return math.Log(m / 0.01) }
+	glo, ghi := gap(mlo), gap(mhi)
+	side := 0
+	for it := range 60 {
+		w := hi - lo
+		if w <= spreadTol*hi {
+			break
+		}
+		x := (lo + hi) / 2
+		if it%4 != 3 && !math.IsInf(ghi, 0) && glo > ghi {
+			x = hi - ghi*w/(ghi-glo)
+			x = math.Min(math.Max(x, lo+w*spreadTol/4), hi-w*spreadTol/4)
+		}
+		mx := miss(x, true)
+		if gx := gap(mx); mx > 0.01 {
+			lo, glo = x, gx
+			if side == -1 {
+				ghi /= 2
+			}
+			side = -1
+		} else {
+			hi, ghi = x, gx
+			if side == 1 {
+				glo /= 2
+			}
+			side = 1
+		}
+	}
+	return hi
+}
+
+// spreadTol is the relative width to which tpotSpread brackets its answer (rounded up).
+const spreadTol = 1e-4
+
+// chunksAt is the prompt chunks per step at which step(d, ·) reaches x (up to 1e4 chunks): the
+// step time is linear in the chunks between whole counts, so it is solved exactly there.
+func (q *qmodel) chunksAt(d, x float64) float64 {
+	lo, hi := 0, 1
+	for q.step(d, float64(hi)) < x {
+		if hi > 1e4 {
+			return float64(hi)
+		}
 		lo, hi = hi, 2*hi
 	}
-	for range 25 {
+	if q.step(d, float64(lo)) >= x {
+		return float64(lo)
+	}
+	for hi-lo > 1 { // step(d, lo) < x ≤ step(d, hi)
 		mid := (lo + hi) / 2
-		if miss(mid) > 0.01 {
+		if q.step(d, float64(mid)) < x {
 			lo = mid
 		} else {
 			hi = mid
 		}
 	}
-	return hi
+	a, b := q.step(d, float64(lo)), q.step(d, float64(hi))
+	return float64(lo) + (x-a)/(b-a)
 }
 
 // lengthsNeed is the prompt + output tokens that a --max-model-len must admit for all but 0.1 %
@@ -306,3 +426,97 @@ func lengthsNeed(t v1.Traffic) int {
 	}
 	return t.InputTokens + t.OutputTokens
 }
+
+// normalTail is an upper bound on ½·erfc(u), the normal tail that irwinHallTail takes above 12
+// terms, within 6e-8 of it, from a table at steps of h = 1/1024 on [−6, 6]: the chord between
+// the two points around u, which lies above ½·erfc where it is convex (u ≥ 0), plus the most a
+// chord can fall below it where it is concave (h²/8 times the largest |(½·erfc)″|, 0.484), and
+// beyond the table 1e-16 or 1 (½·erfc(6) is 1.1e-17).
+func normalTail(u float64) float64 {
+	normalTable.once.Do(func() {
+		for i := range normalTable.v {
+			normalTable.v[i] = 0.5 * math.Erfc(float64(i-normalSteps*6)/normalSteps)
+		}
+	})
+	if u <= -6 {
+		return 1
+	}
+	if u >= 6 {
+		return 1e-16
+	}
+	t := (u + 6) * normalSteps
+	i := min(int(t), len(normalTable.v)-2)
+	f := t - float64(i)
+	v := normalTable.v[i] + f*(normalTable.v[i+1]-normalTable.v[i])
+	if u < 0 {
+		v += 0.484 / (8 * normalSteps * normalSteps)
+	}
+	return math.Min(v, 1)
+}
+
+// normalSteps is the table's points per unit of normalTail's argument.
+const normalSteps = 1024
+
+var normalTable struct {
+	once sync.Once
+	v    [12*normalSteps + 1]float64
+}
+
+// tailAt is compoundTail(l, 1, m, y) (prompt lengths of mean 1), or an upper bound on it within
+// a table's step: for 2^−7 ≤ m ≤ 50 the exact tail at the least point m⁺ of a geometric grid
+// (ratio 2^(1/128), 0.54 %) not below m, and at the greatest point y⁻ not above y of the grid
+// m⁺ + (k/64 − 8)·σ(m⁺), σ the standard deviation of the sum (1/64 of it a step, from 8 below
+// the mean to 10 above). The tail grows with m and falls with y, so that is the chance for
+// prompts arriving at most 0.54 % faster over a threshold at most σ/64 lower, never less than
+// the exact one. Computed once per grid point for all tenants (tailGrid); outside the grid (and
+// below a threshold of 0, where S's atom at 0 would count), the tail itself.
+func tailAt(l v1.Lengths, m, y float64) float64 {
+	if m > 50 || m < 1.0/128 {
+		return compoundTail(l, 1, m, y)
+	}
+	i := max(0, int(math.Ceil(128*math.Log2(128*m))))
+	mg := math.Exp2(float64(i)/128) / 128
+	for mg < m {
+		i++
+		mg = math.Exp2(float64(i)/128) / 128
+	}
+	mg = math.Min(mg, 50)
+	sd := math.Sqrt(mg * 13 / 12)
+	law := 0
+	if l == v1.LengthsExponential {
+		sd, law = math.Sqrt(mg*2), 1
+	}
+	k := int(math.Floor(64 * ((y-mg)/sd + 8)))
+	if k < 0 || k >= tailCols {
+		return compoundTail(l, 1, m, y)
+	}
+	yk := mg + (float64(k)/64-8)*sd
+	for yk > y && k > 0 {
+		k--
+		yk = mg + (float64(k)/64-8)*sd
+	}
+	if yk > y || yk < 0 {
+		return compoundTail(l, 1, m, y)
+	}
+	row := tailGrid[law][i].Load()
+	if row == nil {
+		tailGrid[law][i].CompareAndSwap(nil, new(tailRow))
+		row = tailGrid[law][i].Load()
+	}
+	if b := row[k].Load(); b != 0 {
+		return math.Float64frombits(b &^ (1 << 63))
+	}
+	v := compoundTail(l, 1, mg, yk)
+	row[k].Store(math.Float64bits(v) | 1<<63) // the sign bit marks a value as computed
+	return v
+}
+
+// tailCols is the points of a row of tailGrid: y from 8 standard deviations below the mean to
+// 10 above, 64 a deviation.
+const tailCols = 18*64 + 1
+
+type tailRow [tailCols]atomic.Uint64
+
+// tailGrid holds tailAt's rows per law (uniform, exponential) and mean's grid point, allocated
+// when first used; each value is a pure function of its place.
+var tailGrid [2][128*13 + 2]atomic.Pointer[tailRow]

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/llm"
 	"gpupool.dev/gpupool/internal/sim"
 )
 
@@ -203,5 +206,128 @@ func TestLengthTails(t *testing.T) {
 	if lengthsNeed(v1.Traffic{InputTokens: 2000, OutputTokens: 400}) != 2400 ||
 		lengthsNeed(v1.Traffic{InputTokens: 2000, OutputTokens: 400, Lengths: v1.LengthsExponential}) != int(math.Ceil(math.Log(1000)*2400)) {
 		t.Error("lengthsNeed")
+	}
+}
+
+// tailAt's table is an upper bound on the compound tail, within one step of its grid: at most
+// the exact tail of a mean 2^(1/128) times larger over a threshold σ/64 lower; normalTail is an
+// upper bound on ½·erfc within 6e-8; compoundP99's grid never gives less than the
+// exact p99 and at most that of a mean 2^(1/256) times larger.
+func TestLengthTablesBoundTheTails(t *testing.T) {
+	worst := 0.0
+	for _, l := range []v1.Lengths{v1.LengthsUniform, v1.LengthsExponential} {
+		ex2 := 13.0 / 12
+		if l == v1.LengthsExponential {
+			ex2 = 2
+		}
+		for _, m := range []float64{0.008, 0.05, 0.3, 1, 2.7, 7, 13.3, 24, 41, 49.9} {
+			sd := math.Sqrt(m * ex2)
+			for u := -9.0; u <= 11; u += 0.37 {
+				y := math.Max(0, m+u*sd)
+				got, exact := tailAt(l, m, y), compoundTail(l, 1, m, y)
+				if got < exact-1e-12 {
+					t.Errorf("%s m=%g y=%g: table %g below the tail %g", l, m, y, got, exact)
+				}
+				if up := compoundTail(l, 1, math.Min(50, m*math.Exp2(1.0/128)), y-math.Sqrt(math.Min(50, m*math.Exp2(1.0/128))*ex2)/64); got > up+1e-12 {
+					t.Errorf("%s m=%g y=%g: table %g above the tail one step on, %g", l, m, y, got, up)
+				}
+				if exact >= 1e-4 {
+					worst = math.Max(worst, got/exact-1)
+				}
+			}
+			p := compoundP99(l, 1000, m)
+			exact := normalizedP99(l, m) * 1000
+			upper := normalizedP99(l, math.Min(50, m*math.Exp2(1.0/256))) * 1000
+			if m >= 0.0101 && (p < exact*(1-1e-5) || p > upper*(1+1e-5)) {
+				t.Errorf("%s m=%g: compoundP99 %g outside [%g, %g]", l, m, p, exact, upper)
+			}
+		}
+	}
+	t.Logf("largest relative excess of the table over tails of 1e-4 or more: %.3g", worst)
+	for u := -7.0; u <= 7; u += 0.0013 {
+		got, exact := normalTail(u), 0.5*math.Erfc(u)
+		if got < exact || got > exact+6e-8 {
+			t.Errorf("normalTail(%g) = %g, ½erfc = %g", u, got, exact)
+		}
+	}
+}
+
+// chunksAt solves step(d, f) = x exactly between whole chunk counts.
+func TestChunksAtSolvesTheStep(t *testing.T) {
+	pool := denseVaried(t, "uniform", 8)
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.evaluate()
+	checked := 0
+	for _, q := range p.cache.qs {
+		for _, d := range []float64{1, 3, 17.5} {
+			for _, f := range []float64{0.3, 1, 2.5, 9.75} {
+				x := q.step(d, f)
+				if got := q.chunksAt(d, x); math.Abs(q.step(d, got)-x) > 1e-12*x || got > f+1e-9 {
+					t.Errorf("chunksAt(%g, step(%g, %g)) = %g", d, d, f, got)
+				}
+				checked++
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no queueing model to check")
+	}
+}
+
+// SyntheticOptions.Laws gives a third of the varied tenants each law, with a maxContext that
+// admits what the law needs where the model allows, and changes nothing else of the pool.
+func TestSyntheticLaws(t *testing.T) {
+	plain := Synthetic(SyntheticOptions{Tenants: 90, GPUs: 40, Varied: true}, rand.New(rand.NewPCG(5, 6)))
+	laws := Synthetic(SyntheticOptions{Tenants: 90, GPUs: 40, Varied: true, Laws: true}, rand.New(rand.NewPCG(5, 6)))
+	count := map[v1.Lengths]int{}
+	for i, tn := range laws.Tenants {
+		count[lengthLaw(tn.Traffic)]++
+		a, err := llm.Lookup(tn.Model.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if need := min(lengthsNeed(tn.Traffic), a.MaxPositions); tn.MaxContext < need {
+			t.Errorf("%s (%s lengths): maxContext %d below the %d its law needs", tn.Name, tn.Traffic.Lengths, tn.MaxContext, need)
+		}
+		p := plain.Tenants[i]
+		p.Traffic.Lengths, p.MaxContext = tn.Traffic.Lengths, tn.MaxContext
+		if !reflect.DeepEqual(p, tn) {
+			t.Errorf("%s differs in more than its law and maxContext", tn.Name)
+		}
+	}
+	if count[""] != 30 || count[v1.LengthsUniform] != 30 || count[v1.LengthsExponential] != 30 {
+		t.Errorf("laws %v, want 30 of each", count)
+	}
+	if err := v1.Validate(laws); err != nil {
+		t.Errorf("invalid pool: %v", err)
+	}
+}
+
+// The length-law tables are shared by concurrent planners: two plans built at once from cold
+// rows agree with each other and with one built after (run with -race).
+func TestLengthTablesShared(t *testing.T) {
+	pool := denseVaried(t, "uniform", 8)
+	var plans [3]*v1.Plan
+	done := make(chan int)
+	for i := range 2 {
+		go func() {
+			pl, err := Build(context.Background(), pool, Options{})
+			if err != nil {
+				t.Error(err)
+			}
+			plans[i] = pl
+			done <- i
+		}()
+	}
+	<-done
+	<-done
+	plans[2] = build(t, pool)
+	for i := range 2 {
+		if plans[i] == nil || !reflect.DeepEqual(plans[i].Tenants, plans[2].Tenants) {
+			t.Errorf("plan %d built concurrently differs", i)
+		}
 	}
 }

@@ -21,6 +21,12 @@ type SyntheticOptions struct {
 	// ×1.5) and, for a third of the tenants, concurrency (log-uniform on 1–64; the others leave
 	// it to the engine's 256). Off, the pool is the same as before the option existed.
 	Varied bool
+	// Laws, with Varied, also varies how each tenant's lengths vary: traffic.lengths fixed,
+	// uniform and exponential in turn by the tenant's index (a third each), the maxContext
+	// raised to what the law needs (lengthsNeed) up to the model's maximum. It takes no random
+	// draw, so the pool is Varied's with those two fields changed. Off for the scale bars'
+	// pools: such tenants still cost more to plan than fixed ones (docs/planner.md, "Not done").
+	Laws bool
 	// DeviceAPI is the pool's policy.kubernetesDeviceAPI; "" leaves it unset (the device plugin),
 	// on which no MIG instance is shared by MPS. DRA pools may share MIG instances by MPS.
 	DeviceAPI v1.KubernetesDeviceAPI
@@ -84,6 +90,9 @@ func Synthetic(o SyntheticOptions, rng *rand.Rand) *v1.Pool {
 		ttft, tpot := v1.Duration(m.ttft), v1.Duration(m.tpot)
 		if o.Varied {
 			vary(&t, &ttft, &tpot, rng)
+			if o.Laws {
+				varyLaw(&t, i)
+			}
 		}
 		t.SLO = v1.SLO{TTFTP99: &ttft, TPOTP99: &tpot}
 		switch r := rng.IntN(10); {
@@ -112,4 +121,15 @@ func vary(t *v1.Tenant, ttft, tpot *v1.Duration, rng *rand.Rand) {
 	if rng.IntN(3) == 0 {
 		t.Concurrency = max(1, int(math.Round(math.Exp(rng.Float64()*math.Log(64)))))
 	}
+}
+
+// varyLaw gives the i-th synthetic tenant its length law, fixed, uniform or exponential in turn,
+// and a maxContext that admits what the law needs (up to the model's maximum).
+func varyLaw(t *v1.Tenant, i int) {
+	t.Traffic.Lengths = []v1.Lengths{v1.LengthsFixed, v1.LengthsUniform, v1.LengthsExponential}[i%3]
+	need := lengthsNeed(t.Traffic)
+	if a, err := llm.Lookup(t.Model.Name); err == nil && a.MaxPositions > 0 {
+		need = min(need, a.MaxPositions)
+	}
+	t.MaxContext = max(t.MaxContext, need)
 }
