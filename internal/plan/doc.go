@@ -336,8 +336,10 @@
 // With Options.Current (the plan in force) the planned GPU configurations — mode, MIG instances
 // and their sharing — are moved between GPUs of the same board so that as many GPUs as possible
 // keep theirs: a configuration goes first to a GPU that already runs it (keeping its current
-// instance starts), then to a GPU that runs nothing now. Replicas may still move between equal
-// slices (a pod move, not a GPU change). Migration lists the GPUs whose mode or layout changes:
+// instance starts), then to a GPU that runs nothing now; before that, a tensor-parallel group
+// that would land on GPUs its tenant's old groups hold trades places with idle GPUs of one node
+// that run nothing now, when there are enough (regroupOnFree), so that it starts before they
+// stop. Replicas may still move between equal slices (a pod move, not a GPU change). Migration lists the GPUs whose mode or layout changes:
 // GPUs that run nothing first, in one wave, then busy GPUs, each drained, at most
 // policy.maxUnavailable per wave; replicas start, move (start, wait, stop), restart (stop, then
 // start: a tensor-parallel group onto GPUs its tenant's old groups hold, after clearing stops; a
