@@ -41,24 +41,39 @@ const MaxDocumentBytes = 64 << 20
 // it rewrites is a tenant's model.quantization given as a known alias ("awq", "gptq", "w4a16",
 // "fp8_e4m3", …), which it stores under the canonical name ("int4-awq", "int4-gptq", "fp8").
 func Decode(data []byte) (Document, error) {
-	tree, raw, err := parseTreeRaw(data)
+	tree, raw, dups, err := parseDocument(data)
 	if err != nil {
 		return nil, err
 	}
 	kind, err := checkTreeHeader(tree)
 	if err != nil {
-		return nil, err
+		return nil, withDuplicates(dups, err)
 	}
 	switch kind {
 	case KindPool:
 		p := new(Pool)
 		err := decodeTreeRaw(tree, raw, p)
 		normaliseQuantizations(p)
-		return p, err
+		return p, withDuplicates(dups, err)
 	default:
 		p := new(Plan)
-		return p, decodeTreeRaw(tree, raw, p)
+		return p, withDuplicates(dups, decodeTreeRaw(tree, raw, p))
 	}
+}
+
+// withDuplicates adds the duplicate-key errors to err (FieldErrors or nil), sorted by path.
+func withDuplicates(dups FieldErrors, err error) error {
+	if len(dups) == 0 {
+		return err
+	}
+	all := append(FieldErrors{}, dups...)
+	var fe FieldErrors
+	if errors.As(err, &fe) {
+		all = append(all, fe...)
+	} else if err != nil {
+		all = append(all, FieldError{Msg: err.Error()})
+	}
+	return sortFieldErrors(all)
 }
 
 // DecodePool is Decode for a document that must be a Pool.
@@ -206,29 +221,54 @@ func parseTree(data []byte) (map[string]any, error) {
 	return tree, err
 }
 
-// parseTreeRaw is parseTree that also returns the JSON text the tree was read from.
+// parseTreeRaw is parseTree that also returns the JSON text the tree was read from. A key given
+// twice is an error here; Decode reads past it (see parseDocument).
 func parseTreeRaw(data []byte) (map[string]any, []byte, error) {
+	tree, raw, dups, err := parseDocument(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(dups) > 0 {
+		return nil, nil, dups
+	}
+	return tree, raw, nil
+}
+
+// parseDocument is parseTreeRaw that reads past keys given twice in one mapping: it returns them
+// as dups, one error per repeated key with its path, and the tree holds the last value of each
+// (what both the YAML reader and encoding/json keep), so the document's other problems can be
+// reported in the same run.
+func parseDocument(data []byte) (map[string]any, []byte, FieldErrors, error) {
 	if len(data) > MaxDocumentBytes {
-		return nil, nil, docError("document is %d bytes, more than the %d allowed", len(data), MaxDocumentBytes)
+		return nil, nil, nil, docError("document is %d bytes, more than the %d allowed", len(data), MaxDocumentBytes)
 	}
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	trimmed := bytes.TrimSpace(data)
 	var jsonData []byte
+	var dups FieldErrors
 	if len(trimmed) > 0 && trimmed[0] == '{' {
-		if err := checkJSONKeys(trimmed); err != nil {
-			return nil, nil, err
+		d, err := checkJSONKeys(trimmed)
+		if err != nil {
+			return nil, nil, nil, err
 		}
-		jsonData = trimmed
+		dups, jsonData = d, trimmed
 	} else {
 		if err := checkSingleDocument(data); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		j, err := yaml.YAMLToJSONStrict(data)
 		if err != nil {
-			if path, v, ok := findNonFinite(data); ok {
-				return nil, nil, FieldErrors{{Path: path, Msg: fmt.Sprintf("must be a finite number (got %s)", v)}}
+			// A repeated key fails the strict reader at once; read on past it when that is all
+			// that is wrong, naming every repeated key.
+			if d, lax, ok := yamlDuplicates(data); ok {
+				dups, j, err = d, lax, nil
 			}
-			return nil, nil, docError("parse YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		if err != nil {
+			if path, v, ok := findNonFinite(data); ok {
+				return nil, nil, nil, FieldErrors{{Path: path, Msg: fmt.Sprintf("must be a finite number (got %s)", v)}}
+			}
+			return nil, nil, nil, docError("parse YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 		}
 		jsonData = j
 	}
@@ -236,19 +276,23 @@ func parseTreeRaw(data []byte) (map[string]any, []byte, error) {
 	dec.UseNumber()
 	var tree any
 	if err := dec.Decode(&tree); err != nil {
-		return nil, nil, docError("parse JSON: %v", err)
+		return nil, nil, nil, docError("parse JSON: %v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, nil, docError("parse JSON: unexpected data after the document")
+		return nil, nil, nil, docError("parse JSON: unexpected data after the document")
 	}
 	obj, ok := tree.(map[string]any)
 	if !ok {
 		if tree == nil {
-			return nil, nil, docError("empty document")
+			return nil, nil, nil, docError("empty document")
 		}
-		return nil, nil, docError("expected a mapping at the top of the document, got %s", describe(tree))
+		return nil, nil, nil, docError("expected a mapping at the top of the document, got %s", describe(tree))
 	}
-	return obj, jsonData, nil
+	if len(dups) > 0 {
+		// The text holds the repeated keys; decode from the tree, which holds the last of each.
+		jsonData = nil
+	}
+	return obj, jsonData, dups, nil
 }
 
 func docError(format string, args ...any) error {
@@ -273,18 +317,18 @@ func checkSingleDocument(data []byte) error {
 	return nil
 }
 
-// checkJSONKeys reports duplicate object keys in JSON text, with their paths; encoding/json
-// silently keeps the last one.
-func checkJSONKeys(data []byte) error {
-	var errs errList
-	dups, err := DuplicateJSONKeys(data)
+// checkJSONKeys lists duplicate object keys in JSON text, with their paths; encoding/json
+// silently keeps the last one. The error is for text that is not JSON.
+func checkJSONKeys(data []byte) (FieldErrors, error) {
+	paths, err := DuplicateJSONKeys(data)
 	if err != nil {
-		return docError("parse JSON: %v", err)
+		return nil, docError("parse JSON: %v", err)
 	}
-	for _, path := range dups {
-		errs.add(path, "duplicate key")
+	var dups FieldErrors
+	for _, path := range paths {
+		dups = append(dups, FieldError{Path: path, Msg: "duplicate key"})
 	}
-	return errs.result()
+	return dups, nil
 }
 
 // DuplicateJSONKeys lists the paths (as the validation errors write them) of the object keys

@@ -75,7 +75,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"two documents", minimalPool + "---\n" + minimalPool,
 			"line 8: a second YAML document starts here; put one document in each file"},
 		{"duplicate YAML key", "apiVersion: gpupool.dev/v1\nkind: Pool\nkind: Pool\n",
-			`parse YAML: unmarshal errors:` + "\n" + `  line 3: key "kind" already set in map`},
+			"kind: duplicate key (lines 2 and 3; only the last is read)"},
 		{"duplicate JSON key", `{"apiVersion": "gpupool.dev/v1", "kind": "Pool", "fleet": {"nodes": [{"name": "a", "name": "b"}]}}`,
 			"fleet.nodes[0].name: duplicate key"},
 		{"unknown fields everywhere", minimalPool + "spec: {}\npolicy: {burstPool: 10}\ntenants:\n- name: a\n  isolaton: hard\n  Model: {name: x}\n",

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // seedDecoders adds the examples, their JSON forms and a few edge cases to a fuzz corpus.
@@ -25,6 +27,9 @@ func seedDecoders(f *testing.F, files ...string) {
 		"[]",
 		"apiVersion: gpupool.dev/v1\nkind: Plan\n",
 		`{"apiVersion":"gpupool.dev/v1","kind":"Pool","fleet":{"nodes":[{"name":"a","name":"b"}]}}`,
+		"apiVersion: gpupool.dev/v1\nkind: Pool\ntenants: [{name: a, slo: {ttftP99: 1s}, slo: {ttftP99: x}, weight: w}]\n",
+		"apiVersion: gpupool.dev/v1\nkind: Pool\nkind: Plan\nfleet: {nodes: [{name: a, labels: {1: x, \"1\": y, 0x1: z}}]}\n",
+		"apiVersion: gpupool.dev/v1\nkind: Pool\nfleet: {nodes: [{name: a, labels: &l {z: a}}, {name: b, labels: {<<: *l, z: b}}]}\n",
 		"apiVersion: gpupool.dev/v1\nkind: Pool\ntenants: [{name: a, slo: {ttftP99: 1.5s}, weight: 1e3}]\n",
 		"apiVersion: gpupool.dev/v1\nkind: Pool\ntenants: [{name: a, model: {name: x, quantization: ' AWQ_Marlin '}}, {name: b, model: {quantization: nf4}}]\n",
 		"apiVersion: gpupool.dev/v1\nkind: Plan\ngpus: [{node: a, index: 0, instances: [{profile: x, replicas: [{limits: {memory: 1.5Gi}}]}]}]\n",
@@ -64,6 +69,7 @@ func FuzzDecodePool(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkRawDecode(t, data)
 		p, err := DecodePool(data)
+		checkNoDuplicateAccepted(t, data, err)
 		_, lerr := LoadPool(data)
 		if err != nil {
 			if _, ok := err.(FieldErrors); !ok {
@@ -111,14 +117,34 @@ func FuzzDecodePlan(f *testing.F) {
 // the same Pool and the same errors.
 func checkRawDecode(t *testing.T, data []byte) {
 	t.Helper()
-	tree, raw, err := parseTreeRaw(data)
+	tree, raw, _, err := parseDocument(data)
 	if err != nil {
 		return
 	}
-	again, _, _ := parseTreeRaw(data)
+	again, _, _, _ := parseDocument(data)
 	a, b := new(Pool), new(Pool)
 	ea, eb := decodeTreeRaw(tree, raw, a), decodeTreeRaw(again, nil, b)
 	if fmt.Sprint(ea) != fmt.Sprint(eb) || !reflect.DeepEqual(a, b) {
 		t.Fatalf("raw decode %+v (%v) differs from re-encoded %+v (%v)", a, ea, b, eb)
+	}
+}
+
+// checkNoDuplicateAccepted: reading past a repeated key never accepts a document that has one:
+// an accepted YAML document passes the strict YAML reader, an accepted JSON one has no repeated
+// key.
+func checkNoDuplicateAccepted(t *testing.T, data []byte, err error) {
+	t.Helper()
+	if err != nil {
+		return
+	}
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
+		if dups, derr := DuplicateJSONKeys(trimmed); derr != nil || len(dups) > 0 {
+			t.Fatalf("accepted JSON with duplicate keys %v (%v)", dups, derr)
+		}
+		return
+	}
+	if _, serr := yaml.YAMLToJSONStrict(data); serr != nil {
+		t.Fatalf("accepted YAML the strict reader refuses: %v", serr)
 	}
 }

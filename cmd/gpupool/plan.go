@@ -157,6 +157,9 @@ func runPlan(e *env, a planArgs) error {
 		mu := pool.Policy.MaxUnavailable.Resolve(pl.Summary.GPUsTotal)
 		steps = plan.Migration(cur, pl, mu)
 	}
+	if note := cooldownNote(pool, steps); note != "" {
+		fmt.Fprintln(e.stderr, note)
+	}
 	var problems []string
 	if a.outDir != "" {
 		if problems, err = writePlanDir(e.ctx, a.outDir, a.force, pl, pool, steps, cur != nil, a.gateway, a.namespace); err != nil {
@@ -288,6 +291,31 @@ func writePlanDir(ctx context.Context, dir string, force bool, pl *v1.Plan, pool
 		files = append(files, outFile{Path: "migration.yaml", Data: mig})
 	}
 	return problems, writeOutDir(ctx, dir, files, force)
+}
+
+// cooldownNote says, for a migration that re-partitions MIG GPUs, that policy.reconfigCooldown
+// is not checked by the planner: a plan records no re-partition times, so the least time between
+// two re-partitions of one GPU is kept where the change is applied (the node agent's gate, the
+// Kubernetes controller), which holds a GPU's change until it has passed. "" when no step
+// changes a MIG layout or the pool sets no cooldown.
+func cooldownNote(pool *v1.Pool, steps []plan.Step) string {
+	cd := pool.Policy.ReconfigCooldown
+	if cd == nil || *cd <= 0 {
+		return ""
+	}
+	var gpus []string
+	for _, s := range steps {
+		if s.Kind == plan.StepGPU && (strings.HasPrefix(s.From, "mig") || strings.HasPrefix(s.To, "mig")) {
+			gpus = append(gpus, s.GPU.String())
+		}
+	}
+	if len(gpus) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("plan: note: the migration re-partitions %d MIG GPU(s) (%s); policy.reconfigCooldown (%s) is not checked here, "+
+		"as a plan records no re-partition times: where the change is applied, the node agent's gate (per GPU) and the Kubernetes controller "+
+		"(per node) hold a change until that long after the last one",
+		len(gpus), strings.Join(gpus, ", "), cd.String())
 }
 
 // writeMigration lists the migration steps, wave by wave.

@@ -237,3 +237,31 @@ func TestPlanSimRequests(t *testing.T) {
 		t.Errorf("--sim-requests -2: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// The review's re-plan re-partitions MIG GPUs of a pool whose reconfigCooldown is 24h: the
+// planner cannot check the cooldown (a plan records no re-partition times), and says so on
+// stderr; the same re-plan with no cooldown, and a re-plan that changes no GPU, say nothing.
+func TestPlanCurrentNotesCooldown(t *testing.T) {
+	const d0, d1 = "../../testdata/review7/d0-pool.yaml", "../../testdata/review7/d1-pool.yaml"
+	cur, errOut, code := runCmd(t, "plan", d0, "-o", "yaml", "--sim-requests", "-1")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	curFile := writeTemp(t, "p0.yaml", cur)
+	const note = "policy.reconfigCooldown (24h) is not checked here"
+	out, errOut, _ := runCmd(t, "plan", d1, "--current", curFile, "--sim-requests", "-1")
+	if !strings.Contains(out, "gpu ") || !strings.Contains(errOut, note) || !strings.Contains(errOut, "re-partitions 4 MIG GPU(s)") {
+		t.Errorf("stderr %q lacks the cooldown note for the migration:\n%s", errOut, out)
+	}
+	if _, errOut, _ := runCmd(t, "plan", d0, "--current", curFile, "--sim-requests", "-1"); strings.Contains(errOut, "reconfigCooldown") {
+		t.Errorf("a re-plan that changes no GPU notes the cooldown: %q", errOut)
+	}
+	raw, err := os.ReadFile(d1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noCooldown := writeTemp(t, "d1.yaml", strings.Replace(string(raw), "reconfigCooldown: 24h", "reconfigCooldown: 0s", 1))
+	if _, errOut, _ := runCmd(t, "plan", noCooldown, "--current", curFile, "--sim-requests", "-1"); strings.Contains(errOut, "reconfigCooldown") {
+		t.Errorf("a pool without a cooldown gets the note: %q", errOut)
+	}
+}

@@ -475,61 +475,6 @@ func poolFloor(t v1.Tenant, lowest int) int {
 	return max(lb, t.Reservation, 1)
 }
 
-// fixedSlices keeps a fixed-count tenant on the slice kinds where its count fares best against
-// the SLO: the kinds where the fixed count meets it when there is one (the cheapest of them is
-// chosen, not a cheaper kind where the count misses); else the kinds where some count meets it,
-// the cheapest of them chosen (the tenant is infeasible on any of them, and a larger slice would
-// take room from other tenants without meeting the SLO); else all of them. The others are
-// rejected (SLOUnmet) with what the fixed count lacks there.
-func (p *planner) fixedSlices(tn *tenant) {
-	if tn.t.Replicas == nil || len(tn.feasible) < 2 {
-		return
-	}
-	fixed := *tn.t.Replicas
-	best := tn.feasible[0]
-	for _, c := range tn.feasible[1:] {
-		if fixedRank(c, fixed) < fixedRank(best, fixed) {
-			best = c
-		}
-	}
-	kept := tn.feasible[:0]
-	for _, c := range tn.feasible {
-		if fixedRank(c, fixed) > fixedRank(best, fixed) {
-			c.reject, c.why = v1.ReasonSLOUnmet, fmt.Sprintf("the fixed %d replica(s) %s here; on %s of %s they %s",
-				fixed, fixedShort(c, fixed), best.label(), best.board.Name, fixedShort(best, fixed))
-			continue
-		}
-		kept = append(kept, c)
-	}
-	tn.feasible = kept
-}
-
-// fixedMeets reports whether a fixed count meets the SLO on c.
-func fixedMeets(c *cand, fixed int) bool { return c.need > 0 && fixed >= c.need }
-
-// fixedRank orders the slices for a fixed count: 0 where it meets the SLO, 1 where another count
-// would, 2 where no count does.
-func fixedRank(c *cand, fixed int) int {
-	switch {
-	case fixedMeets(c, fixed):
-		return 0
-	case c.need > 0:
-		return 1
-	}
-	return 2
-}
-
-// fixedShort says how a fixed count fares on c, for reasons.
-func fixedShort(c *cand, fixed int) string {
-	switch {
-	case fixedMeets(c, fixed):
-		return fmt.Sprintf("meet the SLO, which needs %d", c.need)
-	case c.need > 0:
-		return fmt.Sprintf("miss the SLO, which needs %d", c.need)
-	}
-	return "miss the SLO, which no count meets"
-}
-
 func sortCands(cs []*cand) {
 	less := func(a, b *cand) int {
 		switch {

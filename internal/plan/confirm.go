@@ -256,6 +256,9 @@ func (p *planner) snapshot() confirmUndo {
 		for _, c := range tn.feasible {
 			u.counts[c] = c.replicas
 		}
+		for _, c := range tn.fixedFallback {
+			u.counts[c] = c.replicas
+		}
 	}
 	return u
 }

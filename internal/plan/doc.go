@@ -59,7 +59,10 @@
 // Then: the pool's fixed replicas (planned even below the SLO's need; the tenant is then
 // infeasible with an SLOUnmet reason naming the count and the need, and its slice kind is one
 // where the fixed count meets the SLO when any does, else the cheapest where some count would:
-// fixedSlices rejects the others), plus one with redundancy, at least minReplicas and the reservation; a candidate is
+// fixedSlices rejects the others and keeps them as the tenant's fallback, which the rescue
+// places when the kept kinds find no room; once packed, a fixed count steps down to a cheaper
+// kind when that serves more tenants in full, or up onto idle GPUs to the kind where a replica
+// carries the most when no kind meets the SLO and no tenant is short: fixed.go, ADR 0057), plus one with redundancy, at least minReplicas and the reservation; a candidate is
 // rejected — and kept, with its reason, as a rejected alternative — when the model does not fit
 // (NoFit), no count meets the SLO (SLOUnmet), or it needs more replicas than maxReplicas or the
 // cap (OverCap, naming the bound). Its cost is replicas / k × unit, where the unit is 1 for a
@@ -333,8 +336,10 @@
 // With Options.Current (the plan in force) the planned GPU configurations — mode, MIG instances
 // and their sharing — are moved between GPUs of the same board so that as many GPUs as possible
 // keep theirs: a configuration goes first to a GPU that already runs it (keeping its current
-// instance starts), then to a GPU that runs nothing now. Replicas may still move between equal
-// slices (a pod move, not a GPU change). Migration lists the GPUs whose mode or layout changes:
+// instance starts), then to a GPU that runs nothing now; before that, a tensor-parallel group
+// that would land on GPUs its tenant's old groups hold trades places with idle GPUs of one node
+// that run nothing now, when there are enough (regroupOnFree), so that it starts before they
+// stop. Replicas may still move between equal slices (a pod move, not a GPU change). Migration lists the GPUs whose mode or layout changes:
 // GPUs that run nothing first, in one wave, then busy GPUs, each drained, at most
 // policy.maxUnavailable per wave; replicas start, move (start, wait, stop), restart (stop, then
 // start: a tensor-parallel group onto GPUs its tenant's old groups hold, after clearing stops; a

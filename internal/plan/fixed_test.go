@@ -87,7 +87,7 @@ func TestFixedCountPrefersMeetingSlice(t *testing.T) {
 
 // Where no slice lets the fixed count meet the SLO (60 req/s on A100s, which even a
 // tensor-parallel group of four needs three replicas for), the count is still planned as given,
-// on the cheapest slice where some count would meet it, the tenant is infeasible, and the first
+// on the slice where one replica carries the most within the SLO, the tenant is infeasible, and the first
 // reason (SLOUnmet) names the fixed count and the count the SLO needs; no reason says the SLO
 // holds, and none prints the zero latencies of a saturated state.
 func TestFixedCountBelowNeedIsInfeasible(t *testing.T) {
@@ -236,5 +236,108 @@ tenants:
 	}
 	if err := v1.ValidatePlan(pl, pool); err != nil {
 		t.Error(err)
+	}
+}
+
+func reviewPool(t *testing.T, name string) *v1.Pool {
+	t.Helper()
+	data, err := os.ReadFile("../../testdata/review7/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := v1.LoadPool(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+// gpusOf counts the distinct GPUs a tenant's replicas use.
+func gpusOf(tn v1.PlanTenant, pl *v1.Plan) int {
+	n := 0
+	for _, g := range pl.GPUs {
+		for _, r := range g.Replicas {
+			if r.Tenant == tn.Name {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// The review's pool of ten tenants: fixed1-heavy (one replica of llama-3.1-8b at 40 req/s) meets
+// its SLO only as tensor-parallel 8 on H100s, and the other tenants take GPUs of the one H100
+// node. The fixed count falls back to the best kind that fits the idle GPUs, missing the SLO
+// with reasons that say so, rather than go unplaced beside idle GPUs.
+func TestFixedCountFallsBackWhenBestKindHasNoRoom(t *testing.T) {
+	pool := reviewPool(t, "a-bounds-pool.yaml")
+	pl := build(t, pool)
+	tn := planTenantOf(t, pl, "fixed1-heavy")
+	if len(tn.Replicas) != 1 || !tn.Infeasible {
+		t.Fatalf("fixed1-heavy: %d replicas, infeasible %v; reasons %v", len(tn.Replicas), tn.Infeasible, tn.Reasons)
+	}
+	if r := tn.Reasons[0]; r.Code != v1.ReasonSLOUnmet || !strings.Contains(r.Message, "the count meets it, but no GPU was free for it") ||
+		!strings.Contains(r.Message, "falls back to the best kind that fits") {
+		t.Errorf("first reason %s: %s; want SLOUnmet saying the meeting kind found no room", r.Code, r.Message)
+	}
+	if !hasReason(tn, v1.ReasonComputeBound, "the best slice kind for the count that fits") {
+		t.Errorf("no reason names the fallback: %v", tn.Reasons)
+	}
+	// The best that fits: on the idle A100s a tensor-parallel group (one replica carries more
+	// there than on the single idle H100).
+	if got := gpusOf(tn, pl); got < 2 {
+		t.Errorf("fixed1-heavy on %d GPU(s): %v", got, tn.Replicas)
+	}
+	for _, other := range pl.Tenants {
+		if other.Name != tn.Name && hasReason(other, v1.ReasonNoCapacity, "") {
+			t.Errorf("%s short of GPUs: %v", other.Name, other.Reasons)
+		}
+	}
+	if err := v1.ValidatePlan(pl, pool); err != nil {
+		t.Error(err)
+	}
+}
+
+// One node of 8 H100s: the fixed count meets its SLO only as tensor-parallel 8, which takes the
+// node and leaves a hard tenant of one replica without a GPU. The fixed count steps down to
+// tensor-parallel 4 (the SLO missed, its reasons say for whom) and both are served.
+func TestFixedCountStepsDownForOthers(t *testing.T) {
+	pool := reviewPool(t, "a4-fixed-tp8-pool.yaml")
+	pl := build(t, pool)
+	other, fixed := planTenantOf(t, pl, "other"), planTenantOf(t, pl, "fixed1-heavy")
+	if other.Infeasible || len(other.Replicas) != 1 {
+		t.Errorf("other: infeasible %v, %d replicas; reasons %v", other.Infeasible, len(other.Replicas), other.Reasons)
+	}
+	if len(fixed.Replicas) != 1 || gpusOf(fixed, pl) != 4 {
+		t.Errorf("fixed1-heavy: %d replicas on %d GPUs, want one tensor-parallel 4 group: %v", len(fixed.Replicas), gpusOf(fixed, pl), fixed.Replicas)
+	}
+	if r := fixed.Reasons[0]; r.Code != v1.ReasonSLOUnmet || !strings.Contains(r.Message, "serves other in full") ||
+		!strings.Contains(r.Message, "a fixed count is a count") {
+		t.Errorf("first reason %s: %s; want SLOUnmet naming the step down and whom it served", r.Code, r.Message)
+	}
+	if err := v1.ValidatePlan(pl, pool); err != nil {
+		t.Error(err)
+	}
+	// Alone on the node the fixed count keeps the kind where it meets the SLO.
+	pool.Tenants = pool.Tenants[1:]
+	alone := planTenantOf(t, build(t, pool), "fixed1-heavy")
+	if alone.Infeasible || len(alone.Replicas) != 1 {
+		t.Errorf("fixed1-heavy alone: infeasible %v, %d replicas; reasons %v", alone.Infeasible, len(alone.Replicas), alone.Reasons)
+	}
+}
+
+// Two H100s, where no slice lets one replica meet the SLO: the fixed replica goes to the slice
+// that carries the most within the SLO (a tensor-parallel pair, 20.6 req/s), not the smallest
+// (a 1g.20gb, 0.177 req/s), and the reason says why.
+func TestFixedCountShortOfSLOTakesMostCapable(t *testing.T) {
+	pool := reviewPool(t, "a2-fixed-short-pool.yaml")
+	pl := build(t, pool)
+	tn := planTenantOf(t, pl, "fixed1-heavy")
+	if len(tn.Replicas) != 1 || !tn.Infeasible || gpusOf(tn, pl) != 2 || tn.Replicas[0].Slice != v1.SliceExclusive {
+		t.Fatalf("fixed1-heavy: %d replicas on %d GPUs (%v), infeasible %v", len(tn.Replicas), gpusOf(tn, pl), tn.Replicas, tn.Infeasible)
+	}
+	if r := tn.Reasons[0]; r.Code != v1.ReasonSLOUnmet || !strings.Contains(r.Message, "where one replica carries the most within the SLO") {
+		t.Errorf("first reason %s: %s", r.Code, r.Message)
 	}
 }

@@ -279,6 +279,9 @@ func (p *planner) rescueTenant(tn *tenant, free map[string][]*gpuPlan, pc *patte
 			tn.choice = c
 			p.moved[tn] = fmt.Sprintf("%s on %s, cheaper, found no free GPU (%s); %s on %s holds all %d replicas",
 				old.label(), old.board.Name, p.shortWhy(tn, old), c.label(), b, c.replicas)
+			if slices.Contains(tn.fixedFallback, c) {
+				p.moved[tn] = fixedFellBack(tn, old, c, p.shortWhy(tn, old))
+			}
 			return true, nil
 		}
 		if _, ok := tried[b]; !ok {
@@ -375,7 +378,7 @@ func (p *planner) joinOpen(tn *tenant, c *cand) []*unit {
 // exclusive replica or other group's share of the tenants rescued after it.
 func (p *planner) rescueOrder(tn *tenant, free map[string][]*gpuPlan) []*cand {
 	if p.perClaim {
-		return tn.feasible
+		return append(slices.Clip(tn.feasible), tn.fixedFallback...)
 	}
 	var now, later []*cand
 	for _, c := range tn.feasible {
@@ -385,7 +388,9 @@ func (p *planner) rescueOrder(tn *tenant, free map[string][]*gpuPlan) []*cand {
 			now = append(now, c)
 		}
 	}
-	return append(now, later...)
+	// A fixed count falls back to the kinds fixedSlices set aside, best first, rather than go
+	// unplaced.
+	return slices.Concat(now, later, tn.fixedFallback)
 }
 
 // servedOnIdle reports whether a node of one of the idle GPUs gs already serves nvidia.com/gpu

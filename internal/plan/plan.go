@@ -194,6 +194,12 @@ func (p *planner) optimise() error {
 	if err := p.rescueShort(best.unplaced); err != nil {
 		return err
 	}
+	if err := p.stepDownFixed(); err != nil {
+		return err
+	}
+	if err := p.stepUpFixed(); err != nil {
+		return err
+	}
 	return p.releaseShort()
 }
 
@@ -589,6 +595,10 @@ type planner struct {
 	released map[*tenant]string
 	// noRelease skips releaseShort (tests compare with and without it).
 	noRelease bool
+	// fixedSteps holds the fixed-count tenants that gave up their kind for a smaller one so that
+	// others are served in full (stepDownFixed), or took a larger one on GPUs left idle
+	// (stepUpFixed).
+	fixedSteps map[*tenant]fixedStep
 	// caps, when set, limits the GPU-equivalents the choice puts on each board (boardCap); optimise
 	// sets it when a packing left tenants short on a board while GPUs of another board where they
 	// could run stayed idle (capBoards).

@@ -219,9 +219,11 @@ func (p *planner) fixedUnmet(tn *tenant) (v1.Reason, bool) {
 	default:
 		msg += ": " + c.sz.why
 	}
-	if len(tn.feasible) > 0 && !slices.ContainsFunc(tn.feasible, func(x *cand) bool { return fixedMeets(x, fixed) }) {
+	if len(tn.feasible) > 0 && !slices.ContainsFunc(tn.feasible, func(x *cand) bool { return fixedMeets(x, fixed) }) &&
+		!slices.ContainsFunc(tn.fixedFallback, func(x *cand) bool { return fixedMeets(x, fixed) }) {
 		msg += fmt.Sprintf("; on no allowed slice do %d replica(s) meet it", fixed)
 	}
+	msg += p.fixedChoiceWhy(tn)
 	return v1.NewReason(v1.ReasonSLOUnmet, "%s; planned as fixed, not sized", msg), true
 }
 
@@ -239,7 +241,7 @@ func groupText(g string) string {
 func rejected(tn *tenant, n int) []v1.Reason {
 	var rej []*cand
 	for _, x := range tn.cands {
-		if x.reject != "" && (tn.choice == nil || x.board == tn.choice.board) {
+		if x.reject != "" && x != tn.choice && (tn.choice == nil || x.board == tn.choice.board) { // a fixed count's fallback may be chosen
 			rej = append(rej, x)
 		}
 	}

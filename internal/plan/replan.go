@@ -47,12 +47,14 @@ func (g *gpuPlan) busy() bool { return len(g.units()) > 0 }
 // configuration goes first to a GPU that already has it, then to a GPU that runs nothing now,
 // then to one that runs replicas, and last to one that runs a shared LoRA engine (which
 // PlaceLoRAEngines then keeps there when the GPU is left idle); matched MIG GPUs keep their
-// current instance starts. Canary GPUs stay where they are.
+// current instance starts. Canary GPUs stay where they are. A tensor-parallel group that would
+// restart on its tenant's old groups' GPUs moves first to GPUs that run nothing (regroupOnFree).
 func (p *planner) alignTo(cur *v1.Plan) {
 	current := map[v1.GPURef]v1.PlanGPU{}
 	for _, g := range cur.GPUs {
 		current[g.Ref()] = g
 	}
+	p.regroupOnFree(current) // before the other configurations are matched to the GPUs left
 	for _, b := range p.boards {
 		var slots []int // indices into p.gpus of the board's non-canary GPUs
 		var contents []*gpuPlan

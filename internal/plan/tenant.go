@@ -42,8 +42,11 @@ type tenant struct {
 	// boundExtra are rejected candidates the lower bound still counts, at their lbReplicas
 	// (boundAdmits): their rejection rests on busy neighbours, which a plan may avoid.
 	boundExtra []*cand
-	choice     *cand
-	infeas     []v1.Reason // set when the tenant cannot be (fully) served
+	// fixedFallback are the kinds fixedSlices rejected for a fixed count, best first
+	// (fixedPrefer): what the tenant falls back to when its kept kinds find no room.
+	fixedFallback []*cand
+	choice        *cand
+	infeas        []v1.Reason // set when the tenant cannot be (fully) served
 }
 
 func newTenant(i int, t v1.Tenant, o Options, po perf.Options) (*tenant, error) {

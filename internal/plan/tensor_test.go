@@ -133,7 +133,9 @@ func TestTensorParallelSimulated(t *testing.T) {
 
 // Re-planning keeps a tensor-parallel group whole: against its own plan nothing moves, and when
 // the load grows from one TP-2 replica to a TP-4 one, the migration lists one step for the
-// replica (not one per GPU) and the new plan is valid.
+// replica (not one per GPU) and the new plan is valid. The node has GPUs that run nothing, so
+// the TP-4 group starts there before the TP-2 group stops (a move, make-before-break), not on
+// the TP-2 group's GPUs after it stops (a restart: regroupOnFree).
 func TestTensorParallelReplan(t *testing.T) {
 	pool := singleTenantPool(t, "llama-3.1-70b", 32, 0.5, 1024, 256, "5s", "100ms", 16)
 	first := build(t, pool)
@@ -160,9 +162,9 @@ func TestTensorParallelReplan(t *testing.T) {
 		if s.Kind != StepGPU {
 			reps++
 			t.Logf("%s %s: %s -> %s", s.Kind, s.Tenant, s.From, s.To)
-			// the TP-4 group holds the TP-2 group's GPUs: the old replica must stop first
-			if s.Kind != StepRestart {
-				t.Errorf("%s -> %s is a %s, want a restart (the groups overlap)", s.From, s.To, s.Kind)
+			// the TP-4 group starts on free GPUs, then the TP-2 group stops
+			if s.Kind != StepMove || s.To != "n0/4,5,6,7" {
+				t.Errorf("%s -> %s is a %s, want a move onto GPUs 4-7, which run nothing", s.From, s.To, s.Kind)
 			}
 		}
 	}

@@ -1,0 +1,278 @@
+package plan
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// Fixed replica counts (docs/planner.md, "Fixed replica counts").
+
+// fixedSlices keeps a fixed-count tenant on the slice kinds where its count fares best against
+// the SLO: the kinds where the fixed count meets it when there is one (the cheapest of them is
+// chosen, not a cheaper kind where the count misses); else the kinds where some count meets it,
+// the cheapest of them chosen (the tenant is infeasible on any of them; a larger slice is taken
+// afterwards only on GPUs the plan leaves idle, stepUpFixed); else all of them. The others are
+// rejected (SLOUnmet) with what the fixed count lacks there, and kept best first (fixedPrefer)
+// as the tenant's fixedFallback: a fixed count is a count to place, so when the kept kinds find
+// no room the rescue falls back to the best of these that fits, and when the kept kind takes
+// room that would serve other tenants in full a cheaper one is tried (stepDownFixed).
+func (p *planner) fixedSlices(tn *tenant) {
+	if tn.t.Replicas == nil || len(tn.feasible) < 2 {
+		return
+	}
+	fixed := *tn.t.Replicas
+	best := tn.feasible[0]
+	for _, c := range tn.feasible[1:] {
+		if fixedRank(c, fixed) < fixedRank(best, fixed) {
+			best = c
+		}
+	}
+	kept := tn.feasible[:0]
+	var fallback []*cand
+	for _, c := range tn.feasible {
+		if fixedRank(c, fixed) > fixedRank(best, fixed) {
+			c.reject, c.why = v1.ReasonSLOUnmet, fmt.Sprintf("the fixed %d replica(s) %s here; on %s of %s they %s",
+				fixed, fixedShort(c, fixed), best.label(), best.board.Name, fixedShort(best, fixed))
+			fallback = append(fallback, c)
+			continue
+		}
+		kept = append(kept, c)
+	}
+	tn.feasible = kept
+	slices.SortStableFunc(fallback, func(a, b *cand) int { return fixedPrefer(a, b, fixed) })
+	tn.fixedFallback = fallback
+}
+
+// fixedPrefer orders slice kinds for a fixed count: by fixedRank, then, where some count meets
+// the SLO, the most requests a replica carries within it first (the count misses by the least),
+// then the cheapest.
+func fixedPrefer(a, b *cand, fixed int) int {
+	ra, rb := fixedRank(a, fixed), fixedRank(b, fixed)
+	switch {
+	case ra != rb:
+		return cmp.Compare(ra, rb)
+	case ra == 1 && a.ev.rate.RequestsPerSec != b.ev.rate.RequestsPerSec:
+		return cmp.Compare(b.ev.rate.RequestsPerSec, a.ev.rate.RequestsPerSec)
+	}
+	return cmp.Compare(a.cost, b.cost)
+}
+
+// fixedMeets reports whether a fixed count meets the SLO on c.
+func fixedMeets(c *cand, fixed int) bool { return c.need > 0 && fixed >= c.need }
+
+// fixedRank orders the slices for a fixed count: 0 where it meets the SLO, 1 where another count
+// would, 2 where no count does.
+func fixedRank(c *cand, fixed int) int {
+	switch {
+	case fixedMeets(c, fixed):
+		return 0
+	case c.need > 0:
+		return 1
+	}
+	return 2
+}
+
+// fixedShort says how a fixed count fares on c, for reasons.
+func fixedShort(c *cand, fixed int) string {
+	switch {
+	case fixedMeets(c, fixed):
+		return fmt.Sprintf("meet the SLO, which needs %d", c.need)
+	case c.need > 0:
+		return fmt.Sprintf("miss the SLO, which needs %d (%.3g req/s a replica within it)", c.need, c.ev.rate.RequestsPerSec)
+	}
+	return "miss the SLO, which no count meets"
+}
+
+// fixedFellBack is the reason of a fixed-count tenant the rescue placed on a kind of its
+// fallback because its kept kind old found no room (why).
+func fixedFellBack(tn *tenant, old, c *cand, why string) string {
+	return fmt.Sprintf("%s on %s, where the fixed %d replica(s) %s, found no free GPU (%s); %s on %s, the best slice kind for the count that fits, holds all %d replicas: a fixed count falls back to the best kind that fits rather than go unplaced",
+		old.label(), old.board.Name, *tn.t.Replicas, fixedShort(old, *tn.t.Replicas), why, c.label(), c.board.Name, c.replicas)
+}
+
+// fixedStep is a fixed-count tenant's step to another kind (stepDownFixed, stepUpFixed): the
+// kind it took and why.
+type fixedStep struct {
+	to  *cand
+	why string
+}
+
+// trialFixed packs the pool again (and runs the rescue) with tn on c, and keeps the result when
+// tn is then served in full on c, every tenant served in full before still is, and at least
+// more tenants than before are served in full (more: 1 for a step down, 0 for a step up); else
+// it restores the plan as it was. It returns whether it kept the step and the tenants it served
+// in full that were not before.
+func (p *planner) trialFixed(tn *tenant, c *cand, more int) (bool, []string, error) {
+	before, was, served := p.snapshot(), p.servedSet(), p.servedInFull()
+	tn.choice = c
+	for _, t := range p.tenants {
+		t.infeas = nil
+	}
+	if err := p.pack(); err != nil {
+		return false, nil, err
+	}
+	if err := p.rescueShort(p.unplaced); err != nil {
+		return false, nil, err
+	}
+	if p.servedInFull() >= served+more && !p.lostAny(was, nil) && tn.choice == c && servedInFull(tn) {
+		var gained []string
+		for _, t := range p.tenants {
+			if servedInFull(t) && !was[t] {
+				gained = append(gained, t.t.Name)
+			}
+		}
+		return true, gained, nil
+	}
+	before.restore(p)
+	return false, nil, nil
+}
+
+func (p *planner) noteFixedStep(tn *tenant, c *cand, why string) {
+	if p.fixedSteps == nil {
+		p.fixedSteps = map[*tenant]fixedStep{}
+	}
+	p.fixedSteps[tn] = fixedStep{to: c, why: why}
+}
+
+// stepDownFixed: a fixed count is a count, not a licence to take a larger slice than the other
+// tenants can spare. When tenants are short of GPUs, a fixed-count tenant served in full whose
+// fallback (fixedFallback) has a cheaper kind where some count meets the SLO tries it, best
+// first (trialFixed): the step is kept when strictly more tenants are then served in full and
+// every tenant served in full before still is, the fixed tenant among them. The tenant then
+// misses its SLO, and its reasons say which tenants its step served. At most maxReleaseTries
+// packings.
+func (p *planner) stepDownFixed() error {
+	tries := 0
+	for tries < maxReleaseTries {
+		kept := false
+		for _, tn := range p.tenants {
+			if tn.t.Replicas == nil || len(tn.fixedFallback) == 0 || !servedInFull(tn) || !p.anyShort() {
+				continue
+			}
+			old, fixed := tn.choice, *tn.t.Replicas
+			for _, c := range tn.fixedFallback {
+				// never onto a kind where no count meets the SLO
+				if c.cost >= old.cost-1e-9 || fixedRank(c, fixed) > 1 || p.forbidden(tn, c) {
+					continue
+				}
+				if tries >= maxReleaseTries || p.stopped() {
+					return nil
+				}
+				tries++
+				ok, gained, err := p.trialFixed(tn, c, 1)
+				if err != nil {
+					return err
+				}
+				if ok {
+					p.noteFixedStep(tn, c, fmt.Sprintf(
+						"%s on %s, where the fixed %d replica(s) %s, was not used: it takes %s, and %s on %s (%s) leaves room that serves %s in full; a fixed count is a count, not a licence to take a larger slice than the other tenants can spare",
+						old.label(), old.board.Name, fixed, fixedShort(old, fixed), needs(old), c.label(), c.board.Name, needs(c), strings.Join(gained, ", ")))
+					kept = true
+					break
+				}
+			}
+			if kept {
+				break
+			}
+		}
+		if !kept {
+			return nil
+		}
+	}
+	return nil
+}
+
+// stepUpFixed: a fixed count that no kind lets meet the SLO is chosen on the cheapest kind where
+// some count would (fixedSlices), so that it takes no room from other tenants. Once the plan is
+// packed, and only when no tenant is short of GPUs, the kinds where one replica carries more
+// within the SLO are tried, most first, on the GPUs the plan leaves idle (trialFixed: every
+// tenant stays served in full): the first that fits is kept, and the count misses its SLO by
+// less. At most maxReleaseTries packings.
+func (p *planner) stepUpFixed() error {
+	tries := 0
+	for _, tn := range p.tenants {
+		if tn.t.Replicas == nil || tn.choice == nil || !servedInFull(tn) || !p.anyIdle() || p.anyShort() {
+			continue
+		}
+		old, fixed := tn.choice, *tn.t.Replicas
+		if fixedRank(old, fixed) != 1 {
+			continue
+		}
+		var better []*cand
+		for _, c := range tn.feasible {
+			if fixedRank(c, fixed) == 1 && c.ev.rate.RequestsPerSec > old.ev.rate.RequestsPerSec && !p.forbidden(tn, c) {
+				better = append(better, c)
+			}
+		}
+		slices.SortStableFunc(better, func(a, b *cand) int { return fixedPrefer(a, b, fixed) })
+		for _, c := range better {
+			if tries >= maxReleaseTries || p.stopped() {
+				return nil
+			}
+			tries++
+			ok, _, err := p.trialFixed(tn, c, 0)
+			if err != nil {
+				return err
+			}
+			if ok {
+				why := fmt.Sprintf("planned on %s of %s, where one replica carries %.3g req/s within the SLO, on GPUs the plan leaves idle: no kind lets the fixed count meet it, so it takes the kind where a replica carries the most that fits without taking room from another tenant (%s, the cheapest where some count meets it, carries %.3g)",
+					c.label(), c.board.Name, c.ev.rate.RequestsPerSec, old.label(), old.ev.rate.RequestsPerSec)
+				if c == better[0] {
+					why = fmt.Sprintf("planned on %s of %s, where one replica carries the most within the SLO (%.3g req/s), on GPUs the plan leaves idle, so the count misses it by the least (%s, the cheapest where some count meets it, carries %.3g)",
+						c.label(), c.board.Name, c.ev.rate.RequestsPerSec, old.label(), old.ev.rate.RequestsPerSec)
+				}
+				p.noteFixedStep(tn, c, why)
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// anyIdle reports whether the plan leaves a pool GPU idle.
+func (p *planner) anyIdle() bool {
+	return slices.ContainsFunc(p.gpus, func(g *gpuPlan) bool { return g.role == v1.RoleIdle })
+}
+
+// anyShort reports whether a tenant with a chosen kind is short of GPUs.
+func (p *planner) anyShort() bool {
+	return slices.ContainsFunc(p.tenants, func(tn *tenant) bool {
+		return tn.choice != nil && slices.ContainsFunc(tn.infeas, func(r v1.Reason) bool { return r.Code == v1.ReasonNoCapacity })
+	})
+}
+
+// fixedChoiceWhy says, for the reasons of a fixed-count tenant that misses its SLO, why its
+// kind was chosen: it stepped down for others or up onto idle GPUs (fixedSteps), or a kind where
+// the count meets the SLO found no room, or, where no kind meets it, it is the cheapest kind
+// where some count would and no kind that carries more fits the idle GPUs.
+func (p *planner) fixedChoiceWhy(tn *tenant) string {
+	c, fixed := tn.choice, *tn.t.Replicas
+	if s, ok := p.fixedSteps[tn]; ok && s.to == c {
+		return "; " + s.why
+	}
+	if fixedRank(c, fixed) == 0 {
+		return ""
+	}
+	if i := slices.IndexFunc(tn.feasible, func(x *cand) bool { return fixedMeets(x, fixed) }); i >= 0 {
+		return fmt.Sprintf("; on %s of %s the count meets it, but no GPU was free for it (see below): a fixed count falls back to the best kind that fits",
+			tn.feasible[i].label(), tn.feasible[i].board.Name)
+	}
+	if fixedRank(c, fixed) != 1 {
+		return ""
+	}
+	var top *cand
+	for _, x := range slices.Concat(tn.feasible, tn.fixedFallback) {
+		if fixedRank(x, fixed) == 1 && (top == nil || x.ev.rate.RequestsPerSec > top.ev.rate.RequestsPerSec) {
+			top = x
+		}
+	}
+	if top == nil || top.ev.rate.RequestsPerSec <= c.ev.rate.RequestsPerSec {
+		return fmt.Sprintf("; planned on the slice kind where one replica carries the most within the SLO (%.3g req/s), so the count misses it by the least", c.ev.rate.RequestsPerSec)
+	}
+	return fmt.Sprintf("; planned on the cheapest slice kind where some count meets it, to take no room from other tenants: %s of %s, where one replica carries %.3g req/s within the SLO against %.3g here, found no room on the GPUs the plan leaves idle",
+		top.label(), top.board.Name, top.ev.rate.RequestsPerSec, c.ev.rate.RequestsPerSec)
+}
