@@ -292,10 +292,9 @@ func (p *planner) newFractional(vector bool) *fractional {
 // Where a tenant's cheapest candidate shares finer than the coarse ladders, the search runs again
 // from each tenant's cheapest on them (coarseSeed); on small pools it runs once more from the
 // sharing-group bound's choice (groupSeed); the start that ends with the lowest objective is
-// kept (ties: the earlier). One
-// tenant at a time cannot fill a shared unit that pays off only once all its sharers have moved
-// (four small models leaving unshared 1g.10gb instances for one 1g.20gb shared by MPS); the
-// group search moves them together.
+// kept (ties: the earlier). One tenant at a time cannot fill a shared unit that pays off only
+// once all its sharers have moved (four small models leaving unshared 1g.10gb instances for one
+// 1g.20gb shared by MPS); the group search moves them together.
 func (p *planner) choose(boardWide, vector bool) {
 	p.chooseFrom(boardWide, vector, nil)
 	for _, seed := range [][]*cand{p.coarseSeed(), p.groupSeed()} {
@@ -404,13 +403,6 @@ func (p *planner) chooseFrom(boardWide, vector bool, seed []*cand) {
 // tried without success is tried again only once its count has changed. Groups go in key
 // order, leavers by their own change of the objective per replica (ties: pool order), so the
 // result is deterministic.
-//
-// When leaving each to its own best does not pay, the same tenants try again together onto one
-// sibling group (siblings: their sharing group's replicas of the same kind on the same board at
-// another share, in key order), each to its candidate there: the merge the one-tenant moves miss
-// when a tenant fits a finer share than its group's others (two llama-3.2-1b tenants at MPS 1/10
-// and a llama-3.2-3b at 1/4 hold two GPUs; all three at 1/4 hold one, but the first to move
-// frees nothing).
 func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
 	members := map[int][]*tenant{}
 	var groups []int
@@ -426,6 +418,14 @@ func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
 	}
 	slices.Sort(groups)
 	emptied := false
+	type leave struct {
+		tn *tenant
+		d  float64 // objective change per replica when it leaves alone
+	}
+	type undo struct {
+		tn  *tenant
+		was *cand
+	}
 	for _, k := range groups {
 		if p.stopped() {
 			return emptied
@@ -437,104 +437,44 @@ func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
 		if n, ok := failed[k]; ok && n == f.replicas[k] {
 			continue // tried at this count already
 		}
-		count := f.replicas[k]
-		if p.emptyUnit(f, k, rest, members[k], func(tn *tenant) *cand { return p.leaveTo(f, tn) }) {
-			emptied = true
-			delete(failed, k)
-			continue
+		var ls []leave
+		for _, tn := range members[k] {
+			if tn.choice.replicas > rest {
+				continue // it would leave a unit part-filled again
+			}
+			if to := p.leaveTo(f, tn); to != tn.choice {
+				d := f.moveDelta(k, tn.choice, -tn.choice.replicas, p.ids.of(tn, to), to, to.replicas)
+				ls = append(ls, leave{tn, d / float64(tn.choice.replicas)})
+			}
 		}
-		// the same tenants onto one sibling share (the group's key at another share) together
-		ok := false
-		for _, k2 := range groups {
-			if k2 == k || !p.ids.siblings(k, k2) || f.replicas[k2] == 0 {
+		slices.SortStableFunc(ls, func(a, b leave) int { return cmp.Compare(a.d, b.d) })
+		var done []undo
+		total := 0.0
+		for _, l := range ls {
+			if rest <= 0 {
+				break
+			}
+			tn := l.tn
+			to := p.leaveTo(f, tn) // again: those gone before may have changed its best
+			if to == tn.choice {
 				continue
 			}
-			if p.emptyUnit(f, k, rest, members[k], func(tn *tenant) *cand { return p.candWithKey(tn, k2) }) {
-				ok = true
-				break
-			}
+			total += f.moveDelta(k, tn.choice, -tn.choice.replicas, p.ids.of(tn, to), to, to.replicas)
+			done = append(done, undo{tn, tn.choice})
+			rest -= tn.choice.replicas
+			p.switchTo(f, tn, to)
 		}
-		if ok {
+		if rest <= 0 && total < -1e-9 {
 			emptied = true
 			delete(failed, k)
 			continue
 		}
-		failed[k] = count
+		failed[k] = f.replicas[k]
+		for i := len(done) - 1; i >= 0; i-- {
+			p.switchTo(f, done[i].tn, done[i].was)
+		}
 	}
 	return emptied
-}
-
-// emptyUnit tries to empty the last unit of group k, which holds rest replicas, by moving its
-// tenants among members, cheapest per replica first, each to to(tn) (tn's choice: it stays), and
-// keeps the moves when together they lower the objective; otherwise it undoes them. It reports
-// whether the moves were kept.
-func (p *planner) emptyUnit(f *fractional, k, rest int, members []*tenant, to func(tn *tenant) *cand) bool {
-	type leave struct {
-		tn *tenant
-		d  float64 // objective change per replica when it leaves alone
-	}
-	type undo struct {
-		tn  *tenant
-		was *cand
-	}
-	var ls []leave
-	for _, tn := range members {
-		if tn.choice.replicas > rest || p.ids.of(tn, tn.choice) != k {
-			continue // it would leave a unit part-filled again
-		}
-		if c := to(tn); c != tn.choice {
-			d := f.moveDelta(k, tn.choice, -tn.choice.replicas, p.ids.of(tn, c), c, c.replicas)
-			ls = append(ls, leave{tn, d / float64(tn.choice.replicas)})
-		}
-	}
-	slices.SortStableFunc(ls, func(a, b leave) int { return cmp.Compare(a.d, b.d) })
-	var done []undo
-	total := 0.0
-	for _, l := range ls {
-		if rest <= 0 {
-			break
-		}
-		tn := l.tn
-		c := to(tn) // again: those gone before may have changed its best
-		if c == tn.choice {
-			continue
-		}
-		total += f.moveDelta(k, tn.choice, -tn.choice.replicas, p.ids.of(tn, c), c, c.replicas)
-		done = append(done, undo{tn, tn.choice})
-		rest -= tn.choice.replicas
-		p.switchTo(f, tn, c)
-	}
-	if rest <= 0 && total < -1e-9 {
-		return true
-	}
-	for i := len(done) - 1; i >= 0; i-- {
-		p.switchTo(f, done[i].tn, done[i].was)
-	}
-	return false
-}
-
-// candWithKey is tn's allowed candidate in group k (tn's choice when it has none).
-func (p *planner) candWithKey(tn *tenant, k int) *cand {
-	for _, c := range tn.feasible {
-		if p.ids.of(tn, c) == k {
-			if !p.allowed(c) || p.forbidden(tn, c) {
-				break
-			}
-			return c
-		}
-	}
-	return tn.choice
-}
-
-// siblings reports whether groups a and b are one sharing group's replicas of one slice kind,
-// board, profile and energy class at two shares.
-func (ids *keyIDs) siblings(a, b int) bool {
-	x, y := ids.keys[a], ids.keys[b]
-	if x.share == y.share {
-		return false
-	}
-	x.share = y.share
-	return x == y
 }
 
 // maxEmptyPasses bounds the rounds of emptyLastUnits and the local search after it; each round
