@@ -164,8 +164,9 @@ func TestSyntheticVariedGap(t *testing.T) {
 		t.Errorf("%d of 1,000 tenants set concurrency, want about a third", conc)
 	}
 	// The device-plugin path's 1.24 became 1.27 when the bound counted MPS shares finer than
-	// 1/8 (ADR 0053): 310 GPUs against a bound of 246 where it was 256 (1.211).
-	limit := map[v1.KubernetesDeviceAPI]float64{"": 1.27, v1.DeviceAPIDRA: 1.24}
+	// 1/8 (ADR 0053): 310 GPUs against a bound of 246 where it was 256 (1.211); 1.24 again when
+	// the planner tried them itself (ADR 0056): 306 GPUs against 247.
+	limit := map[v1.KubernetesDeviceAPI]float64{"": 1.24, v1.DeviceAPIDRA: 1.24}
 	for _, api := range []v1.KubernetesDeviceAPI{"", v1.DeviceAPIDRA} {
 		pool.Policy.KubernetesDeviceAPI = api
 		s := build(t, pool).Summary

@@ -289,15 +289,21 @@ func (p *planner) newFractional(vector bool) *fractional {
 // With vector, the objective is the vector one instead (objective.go): per board and energy
 // class, whole GPUs plus the larger of the MIG instances' memory and compute shares.
 //
-// Where a tenant's cheapest candidate shares finer than the coarse ladders, the search runs again
-// from each tenant's cheapest on them (coarseSeed); on small pools it runs once more from the
+// Where a tenant's cheapest candidate shares finer than the coarse ladders, the board-wide sum
+// objective's search (boardWide, not vector: one of optimise's four choices, so that the extra
+// start costs a quarter of what it would in all four) runs again from each tenant's cheapest on
+// them (coarseSeed); on small pools the search runs once more from the
 // sharing-group bound's choice (groupSeed); the start that ends with the lowest objective is
 // kept (ties: the earlier). One tenant at a time cannot fill a shared unit that pays off only
 // once all its sharers have moved (four small models leaving unshared 1g.10gb instances for one
 // 1g.20gb shared by MPS); the group search moves them together.
 func (p *planner) choose(boardWide, vector bool) {
 	p.chooseFrom(boardWide, vector, nil)
-	for _, seed := range [][]*cand{p.coarseSeed(), p.groupSeed()} {
+	var coarse []*cand
+	if boardWide && !vector {
+		coarse = p.coarseSeed()
+	}
+	for _, seed := range [][]*cand{coarse, p.groupSeed()} {
 		if seed == nil {
 			continue
 		}

@@ -178,8 +178,9 @@
 // nobody on its cheapest candidate at that price), which fills shared units a tenant at a time
 // could not, and the start that ends lower is kept. Where a tenant's cheapest candidate shares
 // a whole GPU finer than 1/8 (MPS to 1/48, time-slicing to 48, tried where the memory fits and
-// kept only where cheaper than every coarse share, ADR 0056) the search also starts from each
-// tenant's cheapest on the coarse ladders (coarseSeed), and the lowest end is kept.
+// kept only where cheaper than every coarse share, ADR 0056) the board-wide search with the sum
+// objective also starts from each tenant's cheapest on the coarse ladders (coarseSeed), and the
+// lowest end is kept.
 //
 // On pools of any size the search also empties last units (emptyLastUnits): for each shared
 // group, the tenants on its part-filled last unit (replicas mod k) leave together, each to the
