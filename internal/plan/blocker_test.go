@@ -49,7 +49,11 @@ func TestBlockedGroupPacksFirst(t *testing.T) {
 // Tenants of one trust path rescued one after the other onto the same shared candidate share
 // its units, as the packer would have put them (testdata/dra-rescue-share.yaml, the DRA path:
 // q7a and q7b, each an MPS 1/2 share of an A100-40GB once their H100 choice found no room, took
-// a GPU each with one of its two client slots used, 7 GPUs where 6 carry the plan).
+// a GPU each with one of its two client slots used, 7 GPUs where 6 carry the plan). With MPS
+// shares finer than 1/8 (ADR 0056) the rescue also seats the short tenants of one sharing group
+// together (rescueGroup): one at a time, b1 and b2 (llama-3.2-1b) took MPS 1/10 of an A100 and
+// b3 (llama-3.2-3b, whose finest share there is 1/4) another GPU at 1/4, 7 GPUs again; all three
+// fit one at 1/4.
 func TestRescueJoinsOpenSlots(t *testing.T) {
 	p := plannedState(t, loadPool(t, "testdata/dra-rescue-share.yaml"))
 	used := 0

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,11 +13,16 @@ import (
 	"gpupool.dev/gpupool/internal/perf"
 )
 
-// Shares tried per sharing mode: how many replicas split one GPU or MIG instance. The lower
-// bound also counts every other share a plan may use, by rounding (fineShareBound).
+// Shares tried per sharing mode: how many replicas split one GPU or MIG instance. The whole-GPU
+// shares above coarseShare are tried only where one replica fits their memory cap (finestShare),
+// a test of the memory fit alone, so that large models cost no evaluation there (ADR 0056). The
+// MIG kinds keep their coarse ladders: MIG+MPS 6 and 8 and MIG+time-slicing 8 saved no GPU on the
+// synthetic suites and cost about an eighth more planning time on the DRA path. Between two
+// shares of a ladder, and past its last one up to the finest share that fits, the lower bound
+// counts every other share by rounding (fineShareBound).
 var (
-	mpsShares      = []int{2, 3, 4, 5, 6, 7, 8}
-	timeShares     = []int{2, 3, 4, 6, 8}
+	mpsShares      = []int{2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32, 48}
+	timeShares     = []int{2, 3, 4, 6, 8, 12, 16, 24, 32, 48}
 	migMPSShares   = []int{2, 3, 4}
 	migTimeShares  = []int{2, 4}
 	kindPreference = []v1.SliceKind{v1.SliceExclusive, v1.SliceMIG, v1.SliceMIGMPS, v1.SliceMPS, v1.SliceMIGTimeSlice, v1.SliceTimeSlice}
@@ -24,10 +30,12 @@ var (
 
 // Limits of sharing. An MPS server runs at most maxMPSClients client processes on one GPU or
 // MIG instance (NVIDIA's MPS: 48 on Volta and later), so no plan puts more MPS replicas there;
-// time-slicing has no such limit, and perf models at most maxTimeShare contexts.
+// time-slicing has no such limit, and perf models at most maxTimeShare contexts. Shares up to
+// coarseShare are candidates whether or not they fit (their misfits are reported).
 const (
 	maxMPSClients = 48
 	maxTimeShare  = 1024
+	coarseShare   = 8
 )
 
 // cand is one way to serve a tenant: a slice kind on a board, evaluated.
@@ -180,28 +188,64 @@ func (p *planner) candidates(tn *tenant, b *gpu.Board) []*cand {
 		for _, prof := range migProfiles(b) {
 			add(v1.SliceMIG, prof, 1)
 			for _, k := range migMPSShares {
-				if shareMIGMPS {
+				if shareMIGMPS && p.shareTried(tn, b, prof, v1.SliceMIGMPS, k) {
 					add(v1.SliceMIGMPS, prof, k)
 				}
 			}
 			for _, k := range migTimeShares {
-				if shareTS {
+				if shareTS && p.shareTried(tn, b, prof, v1.SliceMIGTimeSlice, k) {
 					add(v1.SliceMIGTimeSlice, prof, k)
 				}
 			}
 		}
 	}
 	for _, k := range mpsShares {
-		if shareMPS {
+		if shareMPS && p.shareTried(tn, b, nil, v1.SliceMPS, k) {
 			add(v1.SliceMPS, nil, k)
 		}
 	}
 	for _, k := range timeShares {
-		if shareTS {
+		if shareTS && p.shareTried(tn, b, nil, v1.SliceTimeSlice, k) {
 			add(v1.SliceTimeSlice, nil, k)
 		}
 	}
 	return out
+}
+
+// shareTried says whether the share 1/k of kind is a candidate: always up to coarseShare, finer
+// only where one replica fits its memory cap. Measured profiles keep their own limit
+// (measuredAdd).
+func (p *planner) shareTried(tn *tenant, b *gpu.Board, prof *gpu.Profile, kind v1.SliceKind, k int) bool {
+	return k <= coarseShare || tn.measured != nil || k <= p.finestShare(tn, b, prof, kind)
+}
+
+// fineShare reports whether c shares a whole GPU finer than coarseShare, the ladders the planner
+// used before it tried finer shares (ADR 0056); optimise holds a second plan to those when the
+// first leaves tenants short, and the choice also starts from them (coarseSeed).
+func fineShare(c *cand) bool {
+	return (c.kind == v1.SliceMPS || c.kind == v1.SliceTimeSlice) && c.share > coarseShare
+}
+
+// dropDominatedFine keeps a feasible share finer than the coarse ladders (fineShare) among the
+// choice's candidates only where it costs less than every feasible coarse share of its board,
+// kind and profile: a finer share needs no fewer replicas, so it pays only where its replicas
+// take less of a GPU in all, and the choice's local search then weighs fewer candidates per
+// tenant. The shares dropped stay in the lower bound (boundExtra), at their own counts.
+func (p *planner) dropDominatedFine(tn *tenant) {
+	if !slices.ContainsFunc(tn.feasible, fineShare) {
+		return
+	}
+	kept := tn.feasible[:0:0]
+	for _, c := range tn.feasible {
+		if fineShare(c) && slices.ContainsFunc(tn.feasible, func(o *cand) bool {
+			return !fineShare(o) && o.board == c.board && o.kind == c.kind && o.profile == c.profile && o.cost <= c.cost+1e-9
+		}) {
+			tn.boundExtra = append(tn.boundExtra, c)
+			continue
+		}
+		kept = append(kept, c)
+	}
+	tn.feasible = kept
 }
 
 // maxShare is the most replicas one GPU or MIG instance holds under a sharing kind.
@@ -400,6 +444,7 @@ func (p *planner) evaluate() {
 			}
 		}
 		p.fixedSlices(tn)
+		p.dropDominatedFine(tn)
 		sortCands(tn.feasible)
 		for _, c := range tn.cands {
 			if c.reject != "" && p.boundAdmits(tn, c) {

@@ -289,25 +289,65 @@ func (p *planner) newFractional(vector bool) *fractional {
 // With vector, the objective is the vector one instead (objective.go): per board and energy
 // class, whole GPUs plus the larger of the MIG instances' memory and compute shares.
 //
-// On small pools the search runs a second time from the sharing-group bound's choice
-// (groupSeed), and the start that ends with the lower objective is kept (ties: the first). One
-// tenant at a time cannot fill a shared unit that pays off only once all its sharers have moved
-// (four small models leaving unshared 1g.10gb instances for one 1g.20gb shared by MPS); the
-// group search moves them together.
+// Where a tenant's cheapest candidate shares finer than the coarse ladders, the board-wide sum
+// objective's search (boardWide, not vector: one of optimise's four choices, so that the extra
+// start costs a quarter of what it would in all four) runs again from each tenant's cheapest on
+// them (coarseSeed); on small pools the search runs once more from the
+// sharing-group bound's choice (groupSeed); the start that ends with the lowest objective is
+// kept (ties: the earlier). One tenant at a time cannot fill a shared unit that pays off only
+// once all its sharers have moved (four small models leaving unshared 1g.10gb instances for one
+// 1g.20gb shared by MPS); the group search moves them together.
 func (p *planner) choose(boardWide, vector bool) {
 	p.chooseFrom(boardWide, vector, nil)
-	seed := p.groupSeed()
-	if seed == nil {
-		return
+	var coarse []*cand
+	if boardWide && !vector {
+		coarse = p.coarseSeed()
 	}
-	first, v := p.choices(), p.chosenValue(vector)
-	p.chooseFrom(boardWide, vector, seed)
-	if p.chosenValue(vector) >= v-1e-9 {
-		for i, tn := range p.tenants {
-			tn.choice = first.choice[i]
+	for _, seed := range [][]*cand{coarse, p.groupSeed()} {
+		if seed == nil {
+			continue
 		}
-		p.keep = first.keep
+		first, v := p.choices(), p.chosenValue(vector)
+		p.chooseFrom(boardWide, vector, seed)
+		if p.chosenValue(vector) >= v-1e-9 {
+			for i, tn := range p.tenants {
+				tn.choice = first.choice[i]
+			}
+			p.keep = first.keep
+		}
 	}
+}
+
+// coarseSeed is a starting choice for the local search: each tenant's cheapest allowed candidate
+// on the coarse ladders (fineShare), where the tenants' cheapest are finer. The shares finer than
+// 1/8 are cheaper per replica for the small models, so the search from each tenant's cheapest
+// starts with a sharing group's light tenants spread over shares their heavier peers cannot
+// take, and one tenant at a time does not always bring them back together (the 300 standard
+// synthetic tenants: 67.04 GPU-equivalents where the start on the coarse ladders ends at 66.93).
+// Nil when no tenant's first allowed candidate is finer than the coarse ladders.
+func (p *planner) coarseSeed() []*cand {
+	seed := make([]*cand, len(p.tenants))
+	fine := false
+	for i, tn := range p.tenants {
+		if len(tn.feasible) == 0 {
+			continue
+		}
+		first := p.firstAllowed(tn)
+		if !fineShare(first) {
+			continue
+		}
+		fine = true
+		for _, c := range tn.feasible {
+			if !fineShare(c) && !p.forbidden(tn, c) {
+				seed[i] = c
+				break
+			}
+		}
+	}
+	if !fine {
+		return nil
+	}
+	return seed
 }
 
 // chosen is a choice of every tenant and the sharing settings fixed with it.

@@ -146,7 +146,11 @@
 // MPS GPU, as the packer would have put them) when those hold them all, otherwise on their own
 // units under the packer's rules (greedy MIG packing); the first that
 // places every replica becomes its choice, its old replicas are taken off, and its reason says
-// why it moved. A tenant still short has its NoCapacity reason say, per board with idle pool
+// why it moved; before that, the short tenants of one sharing group are tried together on one
+// common share where that takes fewer units than each on its own cheapest (rescueGroup). When
+// the plan leaves tenants short while using shares finer than 1/8, the whole optimisation runs
+// again on the coarse ladders and the better plan is kept (ADR 0056). A tenant still short has
+// its NoCapacity reason say, per board with idle pool
 // GPUs, why its cheapest candidate there found no room (a node rule, or the units against the
 // room), or that none of its candidates runs on those boards.
 //
@@ -175,7 +179,11 @@
 // tenants the search also starts from the sharing-group bound's choice (section 4: per group,
 // the choice with the least rounded cost at the bound's best price; a tenant that shares with
 // nobody on its cheapest candidate at that price), which fills shared units a tenant at a time
-// could not, and the start that ends lower is kept.
+// could not, and the start that ends lower is kept. Where a tenant's cheapest candidate shares
+// a whole GPU finer than 1/8 (MPS to 1/48, time-slicing to 48, tried where the memory fits and
+// kept only where cheaper than every coarse share, ADR 0056) the board-wide search with the sum
+// objective also starts from each tenant's cheapest on the coarse ladders (coarseSeed), and the
+// lowest end is kept.
 //
 // On pools of any size the search also empties last units (emptyLastUnits): for each shared
 // group, the tenants on its part-filled last unit (replicas mod k) leave together, each to the

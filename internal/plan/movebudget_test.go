@@ -146,14 +146,15 @@ func TestMaxMovesCannotKeep(t *testing.T) {
 	}
 }
 
-// mpsPool is one node of eight H100s, MPS only, with a shared qwen2.5-1.5b tenant per name at a
-// light load (eight of them share a GPU).
+// mpsPool is one node of eight H100s, MPS only, with a shared llama-3.2-3b tenant per name at a
+// light load (eight of them share a GPU: at a 4,096-token context 1/8 is the finest MPS share
+// whose memory holds one replica, so the plan cannot seat more).
 func mpsPool(t *testing.T, names []string) *v1.Pool {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("apiVersion: gpupool.dev/v1\nkind: Pool\nmetadata: {name: mps}\nfleet:\n  nodes:\n  - name: n0\n    gpus: [{board: H100-SXM5-80GB, count: 8}]\npolicy: {burstPoolPercent: 0, allowedModes: [mps]}\ntenants:\n")
 	for _, n := range names {
-		fmt.Fprintf(&b, "- name: %s\n  model: {name: qwen2.5-1.5b}\n  isolation: shared\n  concurrency: 8\n  traffic: {rps: 0.2, inputTokens: 256, outputTokens: 64}\n  slo: {ttftP99: 2s, tpotP99: 100ms}\n", n)
+		fmt.Fprintf(&b, "- name: %s\n  model: {name: llama-3.2-3b}\n  maxContext: 4096\n  isolation: shared\n  concurrency: 8\n  traffic: {rps: 0.2, inputTokens: 256, outputTokens: 64}\n  slo: {ttftP99: 2s, tpotP99: 100ms}\n", n)
 	}
 	pool, err := v1.LoadPool([]byte(b.String()))
 	if err != nil {

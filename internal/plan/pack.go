@@ -207,20 +207,42 @@ func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 			}
 		}
 	}
-	for _, tn := range short {
+	done := map[*tenant]bool{}
+	for i, tn := range short {
 		if p.stopped() {
 			break
 		}
-		moved, err := p.rescueTenant(tn, free, pc)
+		if done[tn] {
+			continue
+		}
+		var peers []*tenant
+		for _, o := range short[i+1:] {
+			if tn.group != "" && o.group == tn.group && !done[o] {
+				peers = append(peers, o)
+			}
+		}
+		rescued, err := p.rescueGroup(tn, peers, free, pc)
 		if err != nil {
 			return nil, err
 		}
-		if !moved {
+		if rescued == nil {
+			moved, err := p.rescueTenant(tn, free, pc)
+			if err != nil {
+				return nil, err
+			}
+			if moved {
+				rescued = []*tenant{tn}
+			}
+		}
+		for _, r := range rescued {
+			done[r] = true
+		}
+		if len(rescued) == 0 {
 			continue
 		}
 		kept := left[:0]
 		for _, u := range left {
-			u.reps = slices.DeleteFunc(u.reps, func(r replica) bool { return r.tn == tn })
+			u.reps = slices.DeleteFunc(u.reps, func(r replica) bool { return done[r.tn] })
 			if len(u.reps) > 0 {
 				kept = append(kept, u)
 			}
@@ -228,6 +250,122 @@ func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 		left = kept
 	}
 	return left, nil
+}
+
+// rescueGroup rescues tn together with short tenants of its sharing group that come after it
+// (peers), when one common share seats them in fewer units than each on its own cheapest share
+// would: one at a time, tenants that fit a fine share take their own unit at it while the
+// group's heavier tenant takes another at a coarser share, where all of them would have shared
+// one (two llama-3.2-1b tenants at MPS 1/10 of an A100 and a llama-3.2-3b at 1/4, where the
+// three fit one GPU at 1/4). For each shared candidate of tn on a board with idle pool GPUs,
+// the members are tn and the peers with a candidate of the same group key; the cost is the
+// GPU-equivalents of their units at that share plus, for the peers left out, their own cheapest
+// candidates', against every member's own cheapest (rescueEstimate). The cheapest grouping that
+// saves at least a unit is packed with the packer's rules; when it places every replica its
+// members are moved and returned, otherwise the trial is undone and nil returned.
+func (p *planner) rescueGroup(tn *tenant, peers []*tenant, free map[string][]*gpuPlan, pc *patternCache) ([]*tenant, error) {
+	if len(peers) == 0 {
+		return nil, nil
+	}
+	all := append([]*tenant{tn}, peers...)
+	alone := p.rescueEstimate(all, nil, free)
+	var best []*tenant
+	var bestC []*cand
+	bestCost := alone - 1e-9
+	for _, c := range tn.feasible {
+		if c == tn.choice || !c.shared() || c.tp > 1 || countFree(free[c.board.Name]) == 0 {
+			continue
+		}
+		k := keyOf(tn, c)
+		members, cs := []*tenant{tn}, []*cand{c}
+		reps := c.replicas
+		for _, o := range peers {
+			for _, oc := range o.feasible {
+				if oc != o.choice && keyOf(o, oc) == k {
+					members, cs = append(members, o), append(cs, oc)
+					reps += oc.replicas
+					break
+				}
+			}
+		}
+		if len(members) < 2 {
+			continue
+		}
+		in := map[*tenant]bool{}
+		for _, m := range members {
+			in[m] = true
+		}
+		cost := unitsOf(reps, c.share)*c.unitFrac + p.rescueEstimate(all, in, free)
+		if cost < bestCost-1e-9 {
+			best, bestC, bestCost = members, cs, cost
+		}
+	}
+	if best == nil || p.stopped() {
+		return nil, nil
+	}
+	c := bestC[0]
+	b := c.board.Name
+	var units []*unit
+	var cur *unit
+	for i, m := range best {
+		for range bestC[i].replicas {
+			if cur == nil || len(cur.reps) == c.share {
+				cur = &unit{key: keyOf(tn, c), c: c}
+				units = append(units, cur)
+			}
+			cur.reps = append(cur.reps, replica{tn: m})
+		}
+	}
+	if room, err := p.roomFor(c, free[b], pc); err != nil || room < len(units) {
+		return nil, err
+	}
+	was := slices.Clone(free[b])
+	left, err := p.packBucket(units, free, pc)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range units {
+		delete(p.blocked, u)
+	}
+	if len(left) > 0 {
+		p.undoTrial(was, units, free, b)
+		return nil, nil
+	}
+	for i, m := range best {
+		old := m.choice
+		p.dropReplicas(m, units)
+		m.choice = bestC[i]
+		p.moved[m] = fmt.Sprintf("%s on %s, cheaper, found no free GPU (%s); %s on %s holds all %d replicas, beside %d other short tenant(s) of its group moved with it",
+			old.label(), old.board.Name, p.shortWhy(m, old), bestC[i].label(), b, bestC[i].replicas, len(best)-1)
+	}
+	return best, nil
+}
+
+// rescueEstimate is the GPU-equivalents the tenants of ts not in skip would take, each rescued
+// onto its own cheapest candidate on a board with idle pool GPUs (rescueOrder), those of one
+// group key sharing units.
+func (p *planner) rescueEstimate(ts []*tenant, skip map[*tenant]bool, free map[string][]*gpuPlan) float64 {
+	reps := map[groupKey]int{}
+	unit := map[groupKey]*cand{}
+	for _, t := range ts {
+		if skip[t] {
+			continue
+		}
+		for _, c := range p.rescueOrder(t, free) {
+			if c == t.choice || countFree(free[c.board.Name]) == 0 {
+				continue
+			}
+			k := keyOf(t, c)
+			reps[k] += c.replicas
+			unit[k] = c
+			break
+		}
+	}
+	sum := 0.0
+	for k, r := range reps {
+		sum += unitsOf(r, k.share) * unit[k].unitFrac
+	}
+	return sum
 }
 
 // rescueTenant tries tn's other feasible candidates on the idle pool GPUs in free (see rescue)

@@ -89,7 +89,13 @@ func placementDigest(t *testing.T, pl *v1.Plan) string {
 // before). Since the bound counts every share a plan may use (ADR 0053), the varied pools have
 // new digests with the same placements and lower bounds: on the device-plugin path 77 where
 // it was 79 (300 tenants) and 148 where 154 (600 on 300 GPUs), on the DRA path 74 where 75 and
-// 146 where 148; the standard pools' bounds and digests are as before.
+// 146 where 148; the standard pools' bounds and digests are as before. Since the planner tries
+// whole-GPU shares finer than 1/8 (ADR 0056) five pools have new digests: on the device-plugin
+// path the standard 300 on 66 GPUs as before (67 without the choice's start on the coarse
+// ladders, coarseSeed), the varied 300 on 102 where 103 were used (bound 78 where 77: the finer
+// shares are evaluated candidates now), the 600 on 300 GPUs on 219 as before; on the DRA path
+// the varied 300 on 100 and the 600 on 194, as before. Every tenant is served; the standard DRA
+// pool's digest is unchanged.
 func TestPlacementDigest(t *testing.T) {
 	cases := []struct {
 		name          string
@@ -98,12 +104,12 @@ func TestPlacementDigest(t *testing.T) {
 		api           v1.KubernetesDeviceAPI
 		want          string
 	}{
-		{"standard-300", 300, 300, false, "", "fb21e33613e30389"},
-		{"varied-300", 300, 300, true, "", "a7c20d7051e62c63"},
-		{"varied-600-on-300", 600, 300, true, "", "8994aa4695795998"},
+		{"standard-300", 300, 300, false, "", "ed028bf362ddb74f"},
+		{"varied-300", 300, 300, true, "", "3c57fe86864716c0"},
+		{"varied-600-on-300", 600, 300, true, "", "826470e369020a7b"},
 		{"standard-300-dra", 300, 300, false, v1.DeviceAPIDRA, "1823f5d2df8c0d97"},
-		{"varied-300-dra", 300, 300, true, v1.DeviceAPIDRA, "99554b506fcff477"},
-		{"varied-600-on-300-dra", 600, 300, true, v1.DeviceAPIDRA, "ee16d721e652610c"},
+		{"varied-300-dra", 300, 300, true, v1.DeviceAPIDRA, "0f569b2eb8f424a0"},
+		{"varied-600-on-300-dra", 600, 300, true, v1.DeviceAPIDRA, "b9d25d48e93bb3e4"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -138,9 +138,66 @@ func (p *planner) stopped() bool { return p.ctx != nil && p.ctx.Err() != nil }
 // releaseShort gives up placements of short or early-packed tenants where that serves more
 // tenants in full (release.go).
 func (p *planner) optimise() error {
-	best, err := p.optimiseOnce(nil)
+	best, err := p.optimiseRetries()
 	if err != nil {
 		return err
+	}
+	if best.score[0] > 0 && usesFineShares(best.choice) {
+		// Tenants are short: plan again on the coarse ladders alone and keep the better plan.
+		// Finer shares split a sharing group's replicas over more shares, and on the device
+		// plugin's path each share of a trust path takes nodes of its own (one sharing setting
+		// per resource and node); where GPUs run out that can leave more tenants short.
+		forbid, nodeRule, nodeMPS := p.forbid, p.nodeRule, p.nodeMPS
+		feasible := make([][]*cand, len(p.tenants))
+		for i, tn := range p.tenants {
+			feasible[i] = tn.feasible
+			tn.feasible = slices.DeleteFunc(slices.Clone(tn.feasible), fineShare)
+		}
+		p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst = nil, nil, nil, nil, nil
+		coarse, err := p.optimiseRetries()
+		if err != nil {
+			return err
+		}
+		if slices.Compare(coarse.score[:], best.score[:]) < 0 {
+			best = coarse // the tenants keep the coarse ladders for the rescue
+		} else {
+			p.forbid, p.nodeRule, p.nodeMPS = forbid, nodeRule, nodeMPS
+			for i, tn := range p.tenants {
+				tn.feasible = feasible[i]
+			}
+		}
+	}
+	p.gpus, p.caps, p.packFirst = best.gpus, best.caps, best.packFirst
+	for i, tn := range p.tenants {
+		tn.choice, tn.infeas = best.choice[i], best.infeas[i]
+	}
+	p.capLoad = nil
+	if p.caps != nil {
+		p.capLoad = p.chosenBoardLoad()
+	}
+	if err := p.rescueShort(best.unplaced); err != nil {
+		return err
+	}
+	if err := p.stepDownFixed(); err != nil {
+		return err
+	}
+	if err := p.stepUpFixed(); err != nil {
+		return err
+	}
+	return p.releaseShort()
+}
+
+// usesFineShares reports whether a choice puts a tenant on a share finer than the coarse ladders.
+func usesFineShares(choice []*cand) bool {
+	return slices.ContainsFunc(choice, func(c *cand) bool { return c != nil && fineShare(c) })
+}
+
+// optimiseRetries is optimise's first choice and packing and its retries; it returns the best
+// plan found.
+func (p *planner) optimiseRetries() (*packed, error) {
+	best, err := p.optimiseOnce(nil)
+	if err != nil {
+		return nil, err
 	}
 	// alt is the best plan of the retries run as before countNodes (withoutCounting). The retries
 	// go on from best, and alt replaces it at the end only with as many tenants short and a
@@ -173,34 +230,17 @@ func (p *planner) optimise() error {
 		}
 		if len(counted) > 0 { // also the retry as it was: those boards' kinds forbidden, not counted in nodes
 			if alt, err = p.withoutCounting(alt, counted); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if best, err = p.optimiseOnce(best); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if alt != nil && alt.score[0] == best.score[0] && slices.Compare(alt.score[:], best.score[:]) < 0 {
 		best = alt // as many tenants short, fewer GPUs (or node/profile pairs used two ways)
 	}
-	p.gpus, p.caps, p.packFirst = best.gpus, best.caps, best.packFirst
-	for i, tn := range p.tenants {
-		tn.choice, tn.infeas = best.choice[i], best.infeas[i]
-	}
-	p.capLoad = nil
-	if p.caps != nil {
-		p.capLoad = p.chosenBoardLoad()
-	}
-	if err := p.rescueShort(best.unplaced); err != nil {
-		return err
-	}
-	if err := p.stepDownFixed(); err != nil {
-		return err
-	}
-	if err := p.stepUpFixed(); err != nil {
-		return err
-	}
-	return p.releaseShort()
+	return best, nil
 }
 
 // rescueShort gives the tenants the chosen plan left short a second chance on the pool GPUs it
