@@ -55,8 +55,8 @@ func fixedPrefer(a, b *cand, fixed int) int {
 	switch {
 	case ra != rb:
 		return cmp.Compare(ra, rb)
-	case ra == 1 && a.ev.rate.RequestsPerSec != b.ev.rate.RequestsPerSec:
-		return cmp.Compare(b.ev.rate.RequestsPerSec, a.ev.rate.RequestsPerSec)
+	case ra == 1 && a.ev.oneRate().RequestsPerSec != b.ev.oneRate().RequestsPerSec:
+		return cmp.Compare(b.ev.oneRate().RequestsPerSec, a.ev.oneRate().RequestsPerSec)
 	}
 	return cmp.Compare(a.cost, b.cost)
 }
@@ -82,7 +82,7 @@ func fixedShort(c *cand, fixed int) string {
 	case fixedMeets(c, fixed):
 		return fmt.Sprintf("meet the SLO, which needs %d", c.need)
 	case c.need > 0:
-		return fmt.Sprintf("miss the SLO, which needs %d (%.3g req/s a replica within it)", c.need, c.ev.rate.RequestsPerSec)
+		return fmt.Sprintf("miss the SLO, which needs %d (%.3g req/s a replica within it)", c.need, c.ev.oneRate().RequestsPerSec)
 	}
 	return "miss the SLO, which no count meets"
 }
@@ -204,7 +204,7 @@ func (p *planner) stepUpFixed() error {
 		}
 		var better []*cand
 		for _, c := range tn.feasible {
-			if fixedRank(c, fixed) == 1 && c.ev.rate.RequestsPerSec > old.ev.rate.RequestsPerSec && !p.forbidden(tn, c) {
+			if fixedRank(c, fixed) == 1 && c.ev.oneRate().RequestsPerSec > old.ev.oneRate().RequestsPerSec && !p.forbidden(tn, c) {
 				better = append(better, c)
 			}
 		}
@@ -220,10 +220,10 @@ func (p *planner) stepUpFixed() error {
 			}
 			if ok {
 				why := fmt.Sprintf("planned on %s of %s, where one replica carries %.3g req/s within the SLO, on GPUs the plan leaves idle: no kind lets the fixed count meet it, so it takes the kind where a replica carries the most that fits without taking room from another tenant (%s, the cheapest where some count meets it, carries %.3g)",
-					c.label(), c.board.Name, c.ev.rate.RequestsPerSec, old.label(), old.ev.rate.RequestsPerSec)
+					c.label(), c.board.Name, c.ev.oneRate().RequestsPerSec, old.label(), old.ev.oneRate().RequestsPerSec)
 				if c == better[0] {
 					why = fmt.Sprintf("planned on %s of %s, where one replica carries the most within the SLO (%.3g req/s), on GPUs the plan leaves idle, so the count misses it by the least (%s, the cheapest where some count meets it, carries %.3g)",
-						c.label(), c.board.Name, c.ev.rate.RequestsPerSec, old.label(), old.ev.rate.RequestsPerSec)
+						c.label(), c.board.Name, c.ev.oneRate().RequestsPerSec, old.label(), old.ev.oneRate().RequestsPerSec)
 				}
 				p.noteFixedStep(tn, c, why)
 				break
@@ -266,13 +266,13 @@ func (p *planner) fixedChoiceWhy(tn *tenant) string {
 	}
 	var top *cand
 	for _, x := range slices.Concat(tn.feasible, tn.fixedFallback) {
-		if fixedRank(x, fixed) == 1 && (top == nil || x.ev.rate.RequestsPerSec > top.ev.rate.RequestsPerSec) {
+		if fixedRank(x, fixed) == 1 && (top == nil || x.ev.oneRate().RequestsPerSec > top.ev.oneRate().RequestsPerSec) {
 			top = x
 		}
 	}
-	if top == nil || top.ev.rate.RequestsPerSec <= c.ev.rate.RequestsPerSec {
-		return fmt.Sprintf("; planned on the slice kind where one replica carries the most within the SLO (%.3g req/s), so the count misses it by the least", c.ev.rate.RequestsPerSec)
+	if top == nil || top.ev.oneRate().RequestsPerSec <= c.ev.oneRate().RequestsPerSec {
+		return fmt.Sprintf("; planned on the slice kind where one replica carries the most within the SLO (%.3g req/s), so the count misses it by the least", c.ev.oneRate().RequestsPerSec)
 	}
 	return fmt.Sprintf("; planned on the cheapest slice kind where some count meets it, to take no room from other tenants: %s of %s, where one replica carries %.3g req/s within the SLO against %.3g here, found no room on the GPUs the plan leaves idle",
-		top.label(), top.board.Name, top.ev.rate.RequestsPerSec, c.ev.rate.RequestsPerSec)
+		top.label(), top.board.Name, top.ev.oneRate().RequestsPerSec, c.ev.oneRate().RequestsPerSec)
 }
