@@ -189,9 +189,9 @@ func (p *planner) stepDownFixed() error {
 // stepUpFixed: a fixed count that no kind lets meet the SLO is chosen on the cheapest kind where
 // some count would (fixedSlices), so that it takes no room from other tenants. Once the plan is
 // packed, and only when no tenant is short of GPUs, the kinds where one replica carries more
-// within the SLO are tried, most first, on the GPUs the plan leaves idle (trialFixed: every
-// tenant stays served in full): the first that fits is kept, and the count misses its SLO by
-// less. At most maxReleaseTries packings.
+// within the SLO, and no less per GPU (ratePerGPU), are tried, most first, on the GPUs the plan
+// leaves idle (trialFixed: every tenant stays served in full): the first that fits is kept, and
+// the count misses its SLO by less. At most maxReleaseTries packings.
 func (p *planner) stepUpFixed() error {
 	tries := 0
 	for _, tn := range p.tenants {
@@ -204,7 +204,8 @@ func (p *planner) stepUpFixed() error {
 		}
 		var better []*cand
 		for _, c := range tn.feasible {
-			if fixedRank(c, fixed) == 1 && c.ev.oneRate().RequestsPerSec > old.ev.oneRate().RequestsPerSec && !p.forbidden(tn, c) {
+			if fixedRank(c, fixed) == 1 && c.ev.oneRate().RequestsPerSec > old.ev.oneRate().RequestsPerSec &&
+				ratePerGPU(c) >= ratePerGPU(old) && !p.forbidden(tn, c) {
 				better = append(better, c)
 			}
 		}
@@ -222,7 +223,7 @@ func (p *planner) stepUpFixed() error {
 				why := fmt.Sprintf("planned on %s of %s, where one replica carries %.3g req/s within the SLO, on GPUs the plan leaves idle: no kind lets the fixed count meet it, so it takes the kind where a replica carries the most that fits without taking room from another tenant (%s, the cheapest where some count meets it, carries %.3g)",
 					c.label(), c.board.Name, c.ev.oneRate().RequestsPerSec, old.label(), old.ev.oneRate().RequestsPerSec)
 				if c == better[0] {
-					why = fmt.Sprintf("planned on %s of %s, where one replica carries the most within the SLO (%.3g req/s), on GPUs the plan leaves idle, so the count misses it by the least (%s, the cheapest where some count meets it, carries %.3g)",
+					why = fmt.Sprintf("planned on %s of %s, where one replica carries the most within the SLO (%.3g req/s) of the kinds that carry no less per GPU, on GPUs the plan leaves idle, so the count misses it by less (%s, the cheapest where some count meets it, carries %.3g)",
 						c.label(), c.board.Name, c.ev.oneRate().RequestsPerSec, old.label(), old.ev.oneRate().RequestsPerSec)
 				}
 				p.noteFixedStep(tn, c, why)
@@ -231,6 +232,14 @@ func (p *planner) stepUpFixed() error {
 		}
 	}
 	return nil
+}
+
+// ratePerGPU is the rate one replica of c carries within the SLO per GPU-equivalent it holds. A
+// step up keeps to kinds that carry no less per GPU than the one it leaves, so that a fixed
+// count missing its SLO does not take a tensor-parallel group of eight GPUs for a few per cent
+// more rate.
+func ratePerGPU(c *cand) float64 {
+	return c.ev.oneRate().RequestsPerSec * float64(c.share) / c.unitFrac
 }
 
 // anyIdle reports whether the plan leaves a pool GPU idle.

@@ -341,3 +341,36 @@ func TestFixedCountShortOfSLOTakesMostCapable(t *testing.T) {
 		t.Errorf("first reason %s: %s", r.Code, r.Message)
 	}
 }
+
+// A fixed count that misses its SLO on every kind steps up only to kinds that carry no less per
+// GPU: qwen2.5-7b held to one replica at 2 req/s (concurrency 4, 800 ms TTFT) carries a little
+// more on a tensor-parallel group of B200s than on one B200, and took four of them for it.
+func TestFixedCountStepUpKeepsRatePerGPU(t *testing.T) {
+	pool, err := v1.LoadPool([]byte(`apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: fixed-step-up}
+fleet:
+  nodes:
+  - name: b1
+    gpus: [{board: B200-180GB, count: 8}]
+tenants:
+- name: t7b
+  isolation: shared
+  model: {name: qwen2.5-7b}
+  concurrency: 4
+  traffic: {rps: 2, inputTokens: 100, outputTokens: 800, lengths: fixed}
+  slo: {ttftP99: 800ms, tpotP99: 25ms}
+  replicas: 1
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl := build(t, pool)
+	tn := planTenantOf(t, pl, "t7b")
+	if len(tn.Replicas) != 1 || !tn.Infeasible || pl.Summary.GPUsUsed != 1 {
+		t.Fatalf("t7b: %d replicas (%v) on a plan of %d GPUs, infeasible %v; reasons %v", len(tn.Replicas), tn.Replicas, pl.Summary.GPUsUsed, tn.Infeasible, tn.Reasons)
+	}
+	if r := tn.Reasons[0]; r.Code != v1.ReasonSLOUnmet || !strings.Contains(r.Message, "no less per GPU") {
+		t.Errorf("first reason %s: %s", r.Code, r.Message)
+	}
+}
