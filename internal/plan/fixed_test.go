@@ -241,15 +241,7 @@ tenants:
 
 func reviewPool(t *testing.T, name string) *v1.Pool {
 	t.Helper()
-	data, err := os.ReadFile("../../testdata/review7/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := v1.LoadPool(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pool
+	return loadPool(t, "../../testdata/review7/"+name)
 }
 
 // gpusOf counts the distinct GPUs a tenant's replicas use.
