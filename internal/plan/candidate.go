@@ -84,10 +84,11 @@ type evalResult struct {
 	// highest rate within the SLO by it.
 	q   *qmodel
 	err error
-	// rate is oneRate's answer: set by measureProfile for a measured profile, else computed by
+	// memo is oneRate's answer: set by measureProfile for a measured profile, else computed by
 	// the queueing model for slo and out tokens on first use (rateSet), since most candidates
 	// are never chosen and their rate is read only for the chosen one's reasons and prediction.
-	rate    perf.Rate
+	// Every read goes through oneRate; memo itself may not be set yet.
+	memo    perf.Rate
 	rateSet bool
 	slo     perf.SLO
 	out     int
@@ -595,15 +596,15 @@ func (p *planner) evalCand(tn *tenant, c *cand) {
 // sizeByRate sizes a measured tenant's candidate: ⌈rps / rate⌉ replicas of the measured rate.
 func (p *planner) sizeByRate(tn *tenant, c *cand) {
 	ev := c.ev
-	if ev.rate.RequestsPerSec <= 0 && tn.t.Traffic.RPS > 0 && tn.t.Replicas == nil {
-		c.reject, c.why = v1.ReasonSLOUnmet, fmt.Sprintf("no rate meets the SLO (p99 latency %s at a trickle)", roundDur(ev.rate.TTFT))
+	if ev.oneRate().RequestsPerSec <= 0 && tn.t.Traffic.RPS > 0 && tn.t.Replicas == nil {
+		c.reject, c.why = v1.ReasonSLOUnmet, fmt.Sprintf("no rate meets the SLO (p99 latency %s at a trickle)", roundDur(ev.oneRate().TTFT))
 		return
 	}
 	n, lowest, need := 1, 1, 1
-	if tn.t.Traffic.RPS > 0 && ev.rate.RequestsPerSec <= 0 {
+	if tn.t.Traffic.RPS > 0 && ev.oneRate().RequestsPerSec <= 0 {
 		need = 0 // a fixed count, which no rate carries
 	}
-	if rate := ev.rate.RequestsPerSec; rate > 0 && tn.t.Traffic.RPS > 0 {
+	if rate := ev.oneRate().RequestsPerSec; rate > 0 && tn.t.Traffic.RPS > 0 {
 		// Checked: a tiny rate would make the quotient overflow int; above maxDemandReplicas no
 		// fleet can place the replicas anyway (setReplicas rejects them for capacity).
 		n = max(1, int(min(math.Ceil(tn.t.Traffic.RPS/rate-1e-9), maxDemandReplicas)))
@@ -623,7 +624,7 @@ func (p *planner) fillPartialUnit(tn *tenant, c *cand, n int) int {
 	if k <= 1 || n >= maxDemandReplicas {
 		return n
 	}
-	full := c.ev.rate.RequestsPerSec
+	full := c.ev.oneRate().RequestsPerSec
 	for ; n%k != 0; n++ {
 		r := n % k
 		part := 0.0
@@ -763,13 +764,13 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 // the queueing model's (maxRate), computed on first use and kept.
 func (r *evalResult) oneRate() perf.Rate {
 	if r.rateSet || r.q == nil {
-		return r.rate
+		return r.memo
 	}
 	rate, st := r.q.maxRate(r.slo)
-	r.rate = perf.Rate{RequestsPerSec: rate, OutputTokensPerSec: rate * float64(r.out),
+	r.memo = perf.Rate{RequestsPerSec: rate, OutputTokensPerSec: rate * float64(r.out),
 		TTFT: seconds(st.ttft), TPOT: seconds(st.tpot), Limit: meets(r.q.state(rate*1.01+1e-9, 1), r.slo)}
 	r.rateSet = true
-	return r.rate
+	return r.memo
 }
 
 // sizingLoad is the neighbours a replica is sized against: every other replica of its GPU or

@@ -92,7 +92,7 @@ func (p *planner) measureProfile(tn *tenant, c *cand) *evalResult {
 		return r
 	}
 	r.point = pt
-	r.rate = perf.Rate{RequestsPerSec: pt.Throughput, TTFT: pt.Latency}
+	r.memo = perf.Rate{RequestsPerSec: pt.Throughput, TTFT: pt.Latency}
 	return r
 }
 
