@@ -356,7 +356,9 @@
 // GPU is a reconfiguration, listed but not counted as a move. The re-pack is weighed against the kept plan (movebudget.go): the plan in force for every
 // tenant whose replicas there still meet its SLO where they run (the queueing model on their
 // slice, at the load now), the others — new tenants, those their replicas no longer carry —
-// planned alone on the GPUs it leaves idle. The one with the fewest tenants short, then GPUs,
+// started first in the room its busy GPUs keep free (fillkept.go: an empty MIG instance, MPS or
+// time-slice room of the same group; a start, no GPU change), the rest planned alone on the GPUs
+// it leaves idle (ADR 0059). The one with the fewest tenants short, then GPUs,
 // then replica moves, then GPU changes is returned, so a re-pack that saves no GPU is not made.
 // With Options.MaxMoves only plans within the budget count, and none that leaves a tenant short
 // the re-pack serves; above the budget the components of the change that free the most GPUs

@@ -18,7 +18,8 @@ func countMoves(steps []Step) int { return CountMoves(steps) }
 //   - next, the re-pack;
 //   - kept, the plan in force for every tenant it still serves on the slices it runs on now
 //     (servedInForce), the others (new tenants, tenants whose slices no longer carry their load)
-//     placed on the GPUs that plan leaves idle (keepServed): the fewest moves that serve the pool;
+//     started in the room its busy GPUs leave free, else placed on the GPUs that plan leaves idle
+//     (keepServed): the fewest moves that serve the pool;
 //   - with Options.MaxMoves, when next moves more replicas than allowed, a partial re-pack
 //     (partialRepack).
 //
@@ -340,8 +341,10 @@ func servedInForce(tn *tenant, uses []slotUse) error {
 // keepServed is the plan in force for the pool as it is now, for the tenants it still serves
 // (servedInForce): their replicas stay where they run, the replicas of tenants no longer in the
 // pool stop (their GPUs become idle when nothing else runs there), and the tenants it does not
-// serve are planned by themselves on the GPUs left idle (a pool of those tenants with every
-// other GPU a canary), so they are the only ones that change. A tenant whose replicas there only
+// serve start first in the room its busy GPUs leave free (fillKept: nothing is reconfigured),
+// the rest planned by themselves on the GPUs left idle (a pool of those tenants with every
+// other GPU a canary), so they are the only ones that change. When the plan with those starts
+// is not valid for the pool, it is made again without them. A tenant whose replicas there only
 // fall short in number (growBy) keeps them and starts the rest on the same slice kind; when the
 // idle GPUs do not give it that kind, it moves instead: all its replicas there are dropped and it
 // is planned afresh, as new tenants are. It returns the plan, why each such tenant grows, starts
@@ -358,7 +361,11 @@ func (p *planner) keepServed(next *v1.Plan) (*v1.Plan, []error, error) {
 		}
 	}
 	for {
-		pl, why, off, err := p.keepServedGrowing(next, grow)
+		pl, why, off, err := p.keepServedGrowing(next, grow, true)
+		if err != nil && len(off) == 0 {
+			// the free slots of the plan in force gave no valid plan: every tenant placed afresh
+			pl, why, off, err = p.keepServedGrowing(next, grow, false)
+		}
 		if len(off) == 0 {
 			return pl, why, err
 		}
@@ -388,7 +395,7 @@ func growBy(tn *tenant, uses []slotUse) (*cand, int) {
 // keepServedGrowing is keepServed with the tenants of grow growing in place by grow[name]
 // replicas; off names those the idle GPUs did not give their slice kind (or left short), to be
 // moved instead.
-func (p *planner) keepServedGrowing(next *v1.Plan, grow map[string]int) (pl *v1.Plan, why []error, off []string, err error) {
+func (p *planner) keepServedGrowing(next *v1.Plan, grow map[string]int, fill bool) (pl *v1.Plan, why []error, off []string, err error) {
 	cur := p.o.Current
 	gpus, uses := p.inForce()
 	served, stays, placed := map[string]bool{}, map[string]bool{}, map[string]bool{}
@@ -432,15 +439,28 @@ func (p *planner) keepServedGrowing(next *v1.Plan, grow map[string]int) (pl *v1.
 			kept.Tenants = append(kept.Tenants, t)
 		}
 	}
+	var filled map[string]bool
+	if fill && len(place) > 0 {
+		// free slots of GPUs that keep their layout first: starts, no GPU changes
+		var notes []error
+		place, filled, notes = p.fillKept(kept, next, place, grow, uses)
+		why = append(why, notes...)
+		for name := range filled {
+			stays[name] = true
+		}
+	}
 	if len(place) == 0 {
 		kept.Tenants = inPoolOrder(p.tenants, kept.Tenants)
 		if err := v1.ValidatePlan(kept, p.pool); err != nil {
 			return nil, nil, nil, fmt.Errorf("it is not valid for the pool: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 		}
-		return kept, nil, nil, nil
+		return kept, why, nil, nil
 	}
 	mixed, sub, err := p.placeOnIdle(kept, next, place, stays)
 	for name := range grow {
+		if filled[name] {
+			continue // it grew in free slots of the plan in force
+		}
 		if sub == nil {
 			off = append(off, name) // the placement failed: try again with it moving
 			continue
