@@ -238,8 +238,9 @@ func TestPlanSimRequests(t *testing.T) {
 	}
 }
 
-// The review's re-plan re-partitions MIG GPUs of a pool whose reconfigCooldown is 24h: the
-// planner cannot check the cooldown (a plan records no re-partition times), and says so on
+// The review's re-plan, with its newcomer at 4 req/s (at 1 req/s it starts in room the departed
+// tenants leave, and no GPU changes), re-partitions MIG GPUs of a pool whose reconfigCooldown is
+// 24h: the planner cannot check the cooldown (a plan records no re-partition times), and says so on
 // stderr; the same re-plan with no cooldown, and a re-plan that changes no GPU, say nothing.
 func TestPlanCurrentNotesCooldown(t *testing.T) {
 	const d0, d1 = "../../testdata/review7/d0-pool.yaml", "../../testdata/review7/d1-pool.yaml"
@@ -248,19 +249,25 @@ func TestPlanCurrentNotesCooldown(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	curFile := writeTemp(t, "p0.yaml", cur)
+	raw, err := os.ReadFile(d1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const slow, fast = "traffic: {rps: 1.0, inputTokens: 800", "traffic: {rps: 4.0, inputTokens: 800"
+	if strings.Count(string(raw), slow) != 1 {
+		t.Fatalf("%s: the newcomer's traffic %q is not found once", d1, slow)
+	}
+	busy := strings.Replace(string(raw), slow, fast, 1)
+	busyFile := writeTemp(t, "d1-busy.yaml", busy)
 	const note = "policy.reconfigCooldown (24h) is not checked here"
-	out, errOut, _ := runCmd(t, "plan", d1, "--current", curFile, "--sim-requests", "-1")
+	out, errOut, _ := runCmd(t, "plan", busyFile, "--current", curFile, "--sim-requests", "-1")
 	if !strings.Contains(out, "gpu ") || !strings.Contains(errOut, note) || !strings.Contains(errOut, "re-partitions 4 MIG GPU(s)") {
 		t.Errorf("stderr %q lacks the cooldown note for the migration:\n%s", errOut, out)
 	}
 	if _, errOut, _ := runCmd(t, "plan", d0, "--current", curFile, "--sim-requests", "-1"); strings.Contains(errOut, "reconfigCooldown") {
 		t.Errorf("a re-plan that changes no GPU notes the cooldown: %q", errOut)
 	}
-	raw, err := os.ReadFile(d1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	noCooldown := writeTemp(t, "d1.yaml", strings.Replace(string(raw), "reconfigCooldown: 24h", "reconfigCooldown: 0s", 1))
+	noCooldown := writeTemp(t, "d1.yaml", strings.Replace(busy, "reconfigCooldown: 24h", "reconfigCooldown: 0s", 1))
 	if _, errOut, _ := runCmd(t, "plan", noCooldown, "--current", curFile, "--sim-requests", "-1"); strings.Contains(errOut, "reconfigCooldown") {
 		t.Errorf("a pool without a cooldown gets the note: %q", errOut)
 	}
