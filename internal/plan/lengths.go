@@ -307,10 +307,23 @@ func (q *qmodel) outQuantile(u float64) float64 {
 // hi − lo ≤ spreadTol·hi (Illinois' false position on log miss), so never less than the least
 // such x and at most spreadTol above it; output quantiles of equal length are summed once, times
 // their count, and each tail comes from tailAt's table, an upper bound within a step of it.
-func (q *qmodel) tpotSpread(lr, d99, tpot float64) float64 {
+//
+// With bound above 0 only the side of bound on which that answer lies is asked for (whether a
+// TPOT target is met): the search stops as soon as its bracket, which always holds the answer,
+// lies on one side (lo ≥ bound, or hi ≤ bound), and returns its end on that side, above bound
+// or at most it as the full search's answer is. The probes are the full search's, so the
+// decision is the same, bit for bit.
+func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 	if q.lengths == "" || q.out < 2 || lr <= 0 {
 		return tpot
 	}
+	if bound > 0 && (tpot > bound || math.IsInf(bound, 1)) {
+		return tpot // the answer is at least tpot; an infinite bound asks nothing
+	}
+	decided := func(lo, hi float64) bool { return bound > 0 && (lo >= bound || hi <= bound) }
+	// At or above bound a miss above 1 % decides (the answer is above x), whatever its value:
+	// the sum stops there. Summed in the same order, a sum that does not stop is the full one.
+	whole := func(x float64) bool { return bound <= 0 || x < bound }
 	const grid = 100
 	var steps, count []float64 // distinct decode steps of the output quantiles, and how many
 	for i := range grid {
@@ -340,13 +353,19 @@ func (q *qmodel) tpotSpread(lr, d99, tpot float64) float64 {
 		return tpot
 	}
 	lo, hi := tpot, math.Max(tpot, base)*2
-	mhi := miss(hi, true)
+	mhi := miss(hi, whole(hi))
 	for mhi > 0.01 {
 		if hi > 1e3 {
 			return math.Inf(1)
 		}
 		lo, hi, mlo = hi, 2*hi, mhi
-		mhi = miss(hi, true)
+		if decided(lo, math.Inf(1)) {
+			return hi
+		}
+		mhi = miss(hi, whole(hi))
+	}
+	if decided(lo, hi) {
+		return hi
 	}
 	// Illinois' false position on log(miss/1 %), which the tails make nearly linear near the
 	// answer (an end kept twice in a row has its value halved); a bisection step while the
@@ -365,7 +384,7 @@ func (q *qmodel) tpotSpread(lr, d99, tpot float64) float64 {
 			x = hi - ghi*w/(ghi-glo)
 			x = math.Min(math.Max(x, lo+w*spreadTol/4), hi-w*spreadTol/4)
 		}
-		mx := miss(x, true)
+		mx := miss(x, whole(x))
 		if gx := gap(mx); mx > 0.01 {
 			lo, glo = x, gx
 			if side == -1 {
@@ -378,6 +397,9 @@ func (q *qmodel) tpotSpread(lr, d99, tpot float64) float64 {
 				glo /= 2
 			}
 			side = 1
+		}
+		if decided(lo, hi) {
+			break
 		}
 	}
 	return hi
