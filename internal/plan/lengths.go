@@ -337,10 +337,27 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 	}
 	base := q.step(d99, 0)
 	chunk := q.in / q.k
+	// At or below bound a miss of at most 1 % decides (the answer is at most x), whatever its
+	// value: the sum stops once the terms left are bounded (tailBound) below what is left of
+	// 1 %, and returns at most 1 % (the sum with the bounds).
+	var rest []float64
 	miss := func(x float64, full bool) float64 { // full: the whole sum, not only until above 1 %
 		fx := q.chunksAt(d99, x)
+		prune := bound > 0 && x <= bound
+		if prune {
+			if rest == nil {
+				rest = make([]float64, len(steps)+1)
+			}
+			for i := len(steps) - 1; i >= 0; i-- {
+				j := steps[i]
+				rest[i] = rest[i+1] + count[i]*tailBound(lr*j*x, j*chunk*fx/q.in)
+			}
+		}
 		s := 0.0
 		for i, j := range steps {
+			if prune && s+rest[i] <= pruneBelow*grid {
+				return (s + rest[i]) / grid
+			}
 			s += count[i] * tailAt(q.lengths, lr*j*x, j*chunk*fx/q.in)
 			if !full && s/grid > 0.01 {
 				break
@@ -403,6 +420,29 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 		}
 	}
 	return hi
+}
+
+// pruneBelow is the miss below which tpotSpread's sum may stop: 1 % less a margin far above
+// the sum's rounding (a hundred terms at 1e-16 each).
+const pruneBelow = 0.01 * (1 - 1e-9)
+
+// tailBound is an upper bound on tailAt(l, m, y) for either law, a few operations where
+// tailAt may sum a Poisson series: Chernoff's bound for a compound Poisson sum of mean m of
+// exponential lengths of mean 1, P(S > y) ≤ exp(−(√y − √m)²) for y ≥ m, at the mean 2^(1/128)
+// higher (0.55 % here) and the threshold √(2m)/64 lower that tailAt's table may read, plus 1e-7
+// for what the sums round up (normalTail's 6e-8, tailSlack, 1e-16). It bounds the other laws
+// compoundTail takes as well, since their moment generating functions are smaller than the
+// exponential one's: uniform lengths on [½, 3/2] (below Exp(1) in the convex order), the
+// normal law of n > 12 of them (N(n, n/12): e^{θ+θ²/24} ≤ 1/(1 − θ)), and the normal law of S
+// above a mean of 50 (½·erfc(z/√2) ≤ e^{−z²/2}, and z²/2 is at least the exponent here).
+func tailBound(m, y float64) float64 {
+	mp := m * 1.0055
+	yp := y - math.Sqrt(2*mp)/64
+	if yp <= mp {
+		return 1
+	}
+	d := math.Sqrt(yp) - math.Sqrt(mp)
+	return math.Exp(-d*d) + 1e-7
 }
 
 // spreadTol is the relative width to which tpotSpread brackets its answer (rounded up).

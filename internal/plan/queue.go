@@ -198,12 +198,17 @@ func (q *qmodel) meanStep(lam float64) (float64, bool) {
 }
 
 // state is the p99 TTFT and TPOT of a tenant offering lam req/s to n replicas.
-func (q *qmodel) state(lam float64, n int) qstate { return q.stateFor(lam, n, 0) }
+func (q *qmodel) state(lam float64, n int) qstate { return q.stateFor(lam, n, 0, 0) }
 
 // admits reports whether n replicas carry lam req/s within slo: meets(q.state(lam, n), slo) is
-// LimitNone, decided without the TPOT p99's last digits (stateFor with the TPOT target).
+// LimitNone, decided without the TPOT p99's last digits (stateFor with the TPOT target), and
+// without the TPOT at all when the TTFT already misses its target.
 func (q *qmodel) admits(lam float64, n int, slo perf.SLO) bool {
-	return meets(q.stateFor(lam, n, tpotBound(slo)), slo) == perf.LimitNone
+	ttftCap := 0.0
+	if slo.TTFT > 0 {
+		ttftCap = ttftMargin * slo.TTFT.Seconds()
+	}
+	return meets(q.stateFor(lam, n, tpotBound(slo), ttftCap), slo) == perf.LimitNone
 }
 
 // tpotBound is the TPOT bound that decides meets for slo (stateFor): its TPOT target, or +Inf
@@ -217,8 +222,10 @@ func tpotBound(slo perf.SLO) float64 {
 
 // stateFor is state, except that where bound is above 0 the TPOT it reports for varying
 // lengths is only known to lie on the same side of bound as state's (above it, or at most
-// it): whether the target is met, not the p99 itself (tpotSpread).
-func (q *qmodel) stateFor(lam float64, n int, bound float64) qstate {
+// it): whether the target is met, not the p99 itself (tpotSpread); and where ttftCap is above
+// 0 and the TTFT exceeds it, the TPOT is only known to be at most state's (the state fails on
+// its TTFT, but which term meets names may differ).
+func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 	lr := lam / float64(n)
 	t, ok := q.meanStep(lr)
 	if !ok {
@@ -268,7 +275,6 @@ func (q *qmodel) stateFor(lam float64, n int, bound float64) qstate {
 			tpot = nt
 		}
 	}
-	tpot = q.tpotSpread(lr, d99, tpot, bound)
 	ttft := batchStep + q.k*q.step(d99, f+1) + q.longPromptExtra(d99)
 	if q.k > 1 {
 		// A prompt longer than a chunk: its k steps each run what the others bring (f chunks
@@ -315,6 +321,13 @@ func (q *qmodel) stateFor(lam float64, n int, bound float64) qstate {
 	}
 	safety *= q.holdSpread()
 	ttft += safety * slotWaitP99(lam, holding, n*q.slots, q.slots)
+	if ttftCap > 0 && ttft > ttftCap {
+		// The state fails on its TTFT whatever its TPOT, which is at least tpot.
+		return qstate{ttft: ttft, tpot: tpot, inFlight: inFlight}
+	}
+	// Last, as the dearest term for varying lengths: a saturated state or one over ttftCap
+	// never needs it.
+	tpot = q.tpotSpread(lr, d99, tpot, bound)
 	return qstate{ttft: ttft, tpot: tpot, inFlight: inFlight}
 }
 
