@@ -336,7 +336,7 @@ func (p *planner) planTenant(tn *tenant, refs []v1.ReplicaRef) v1.PlanTenant {
 	n := float64(len(refs))
 	ttft, tpot := c.ev.oneRate().TTFT, c.ev.oneRate().TPOT
 	if c.sz.n > 0 && tn.t.Traffic.RPS > 0 { // at the tenant's own load, over its replicas
-		ttft, tpot = seconds(c.sz.state.ttft), seconds(c.sz.state.tpot)
+		ttft, tpot = seconds(c.sz.state().ttft), seconds(c.sz.state().tpot)
 	}
 	e2e := ttft + tpot*timeDur(tn.work.OutputTokens-1)
 	if tn.measured != nil {

@@ -768,7 +768,7 @@ func (r *evalResult) oneRate() perf.Rate {
 	}
 	rate, st := r.q.maxRate(r.slo)
 	r.memo = perf.Rate{RequestsPerSec: rate, OutputTokensPerSec: rate * float64(r.out),
-		TTFT: seconds(st.ttft), TPOT: seconds(st.tpot), Limit: meets(r.q.state(rate*1.01+1e-9, 1), r.slo)}
+		TTFT: seconds(st.ttft), TPOT: seconds(st.tpot), Limit: meets(r.q.stateFor(rate*1.01+1e-9, 1, tpotBound(r.slo), 0), r.slo)}
 	r.rateSet = true
 	return r.memo
 }

@@ -227,8 +227,8 @@ func TestKVHoldBoundsSmallShares(t *testing.T) {
 	if math.Abs(q.kvSeqs-7.328) > 1e-9 {
 		t.Errorf("kv holds %.4f requests, want 7.328 (7,328 tokens / 1,000)", q.kvSeqs)
 	}
-	if kvHoldExceeds(share.sz.state.inFlight, q.in, q.out, q.kvSeqs*(q.in+q.out), q.slots) {
-		t.Errorf("%.2f in flight at %d replicas overflow the cache of %.2f requests more than 0.1 %% of the time", share.sz.state.inFlight, share.replicas, q.kvSeqs)
+	if kvHoldExceeds(share.sz.state().inFlight, q.in, q.out, q.kvSeqs*(q.in+q.out), q.slots) {
+		t.Errorf("%.2f in flight at %d replicas overflow the cache of %.2f requests more than 0.1 %% of the time", share.sz.state().inFlight, share.replicas, q.kvSeqs)
 	}
 	// One replica fewer would put more in flight than the cache holds, or miss the SLO.
 	if share.sz.n > 1 && meets(q.state(peakRate(tn.t.Traffic), share.sz.n-1), tn.slo) == "" {

@@ -307,10 +307,23 @@ func (q *qmodel) outQuantile(u float64) float64 {
 // hi − lo ≤ spreadTol·hi (Illinois' false position on log miss), so never less than the least
 // such x and at most spreadTol above it; output quantiles of equal length are summed once, times
 // their count, and each tail comes from tailAt's table, an upper bound within a step of it.
-func (q *qmodel) tpotSpread(lr, d99, tpot float64) float64 {
+//
+// With bound above 0 only the side of bound on which that answer lies is asked for (whether a
+// TPOT target is met): the search stops as soon as its bracket, which always holds the answer,
+// lies on one side (lo ≥ bound, or hi ≤ bound), and returns its end on that side, above bound
+// or at most it as the full search's answer is. The probes are the full search's, so the
+// decision is the same, bit for bit.
+func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 	if q.lengths == "" || q.out < 2 || lr <= 0 {
 		return tpot
 	}
+	if bound > 0 && (tpot > bound || math.IsInf(bound, 1)) {
+		return tpot // the answer is at least tpot; an infinite bound asks nothing
+	}
+	decided := func(lo, hi float64) bool { return bound > 0 && (lo >= bound || hi <= bound) }
+	// At or above bound a miss above 1 % decides (the answer is above x), whatever its value:
+	// the sum stops there. Summed in the same order, a sum that does not stop is the full one.
+	whole := func(x float64) bool { return bound <= 0 || x < bound }
 	const grid = 100
 	var steps, count []float64 // distinct decode steps of the output quantiles, and how many
 	for i := range grid {
@@ -324,10 +337,27 @@ func (q *qmodel) tpotSpread(lr, d99, tpot float64) float64 {
 	}
 	base := q.step(d99, 0)
 	chunk := q.in / q.k
+	// At or below bound a miss of at most 1 % decides (the answer is at most x), whatever its
+	// value: the sum stops once the terms left are bounded (tailBound) below what is left of
+	// 1 %, and returns at most 1 % (the sum with the bounds).
+	var rest []float64
 	miss := func(x float64, full bool) float64 { // full: the whole sum, not only until above 1 %
 		fx := q.chunksAt(d99, x)
+		prune := bound > 0 && x <= bound
+		if prune {
+			if rest == nil {
+				rest = make([]float64, len(steps)+1)
+			}
+			for i := len(steps) - 1; i >= 0; i-- {
+				j := steps[i]
+				rest[i] = rest[i+1] + count[i]*tailBound(lr*j*x, j*chunk*fx/q.in)
+			}
+		}
 		s := 0.0
 		for i, j := range steps {
+			if prune && s+rest[i] <= pruneBelow*grid {
+				return (s + rest[i]) / grid
+			}
 			s += count[i] * tailAt(q.lengths, lr*j*x, j*chunk*fx/q.in)
 			if !full && s/grid > 0.01 {
 				break
@@ -340,13 +370,19 @@ func (q *qmodel) tpotSpread(lr, d99, tpot float64) float64 {
 		return tpot
 	}
 	lo, hi := tpot, math.Max(tpot, base)*2
-	mhi := miss(hi, true)
+	mhi := miss(hi, whole(hi))
 	for mhi > 0.01 {
 		if hi > 1e3 {
 			return math.Inf(1)
 		}
 		lo, hi, mlo = hi, 2*hi, mhi
-		mhi = miss(hi, true)
+		if decided(lo, math.Inf(1)) {
+			return hi
+		}
+		mhi = miss(hi, whole(hi))
+	}
+	if decided(lo, hi) {
+		return hi
 	}
 	// Illinois' false position on log(miss/1 %), which the tails make nearly linear near the
 	// answer (an end kept twice in a row has its value halved); a bisection step while the
@@ -365,7 +401,7 @@ func (q *qmodel) tpotSpread(lr, d99, tpot float64) float64 {
 			x = hi - ghi*w/(ghi-glo)
 			x = math.Min(math.Max(x, lo+w*spreadTol/4), hi-w*spreadTol/4)
 		}
-		mx := miss(x, true)
+		mx := miss(x, whole(x))
 		if gx := gap(mx); mx > 0.01 {
 			lo, glo = x, gx
 			if side == -1 {
@@ -379,8 +415,34 @@ func (q *qmodel) tpotSpread(lr, d99, tpot float64) float64 {
 			}
 			side = 1
 		}
+		if decided(lo, hi) {
+			break
+		}
 	}
 	return hi
+}
+
+// pruneBelow is the miss below which tpotSpread's sum may stop: 1 % less a margin far above
+// the sum's rounding (a hundred terms at 1e-16 each).
+const pruneBelow = 0.01 * (1 - 1e-9)
+
+// tailBound is an upper bound on tailAt(l, m, y) for either law, a few operations where
+// tailAt may sum a Poisson series: Chernoff's bound for a compound Poisson sum of mean m of
+// exponential lengths of mean 1, P(S > y) ≤ exp(−(√y − √m)²) for y ≥ m, at the mean 2^(1/128)
+// higher (0.55 % here) and the threshold √(2m)/64 lower that tailAt's table may read, plus 1e-7
+// for what the sums round up (normalTail's 6e-8, tailSlack, 1e-16). It bounds the other laws
+// compoundTail takes as well, since their moment generating functions are smaller than the
+// exponential one's: uniform lengths on [½, 3/2] (below Exp(1) in the convex order), the
+// normal law of n > 12 of them (N(n, n/12): e^{θ+θ²/24} ≤ 1/(1 − θ)), and the normal law of S
+// above a mean of 50 (½·erfc(z/√2) ≤ e^{−z²/2}, and z²/2 is at least the exponent here).
+func tailBound(m, y float64) float64 {
+	mp := m * 1.0055
+	yp := y - math.Sqrt(2*mp)/64
+	if yp <= mp {
+		return 1
+	}
+	d := math.Sqrt(yp) - math.Sqrt(mp)
+	return math.Exp(-d*d) + 1e-7
 }
 
 // spreadTol is the relative width to which tpotSpread brackets its answer (rounded up).

@@ -12,6 +12,7 @@ import (
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/llm"
+	"gpupool.dev/gpupool/internal/perf"
 	"gpupool.dev/gpupool/internal/sim"
 )
 
@@ -248,6 +249,83 @@ func TestLengthTablesBoundTheTails(t *testing.T) {
 		got, exact := normalTail(u), 0.5*math.Erfc(u)
 		if got < exact || got > exact+6e-8 {
 			t.Errorf("normalTail(%g) = %g, ½erfc = %g", u, got, exact)
+		}
+	}
+}
+
+// tailBound is above tailAt, which tpotSpread may read in its place to stop a sum early, on
+// and off tailAt's table (means below 2^−7 and above 50, thresholds beyond its columns), and
+// below 1 somewhere (or it would stop nothing).
+func TestTailBoundIsAboveTheTable(t *testing.T) {
+	useful := 0
+	for _, l := range []v1.Lengths{v1.LengthsUniform, v1.LengthsExponential} {
+		for _, m := range []float64{0, 0.003, 0.008, 0.05, 0.3, 1, 2.7, 7, 13.3, 24, 41, 49.9, 50.2, 120, 900} {
+			sd := math.Sqrt(2 * math.Max(m, 1e-3))
+			for u := -3.0; u <= 40; u += 0.23 {
+				y := math.Max(0, m+u*sd)
+				b, got := tailBound(m, y), tailAt(l, m, y)
+				if b < got {
+					t.Errorf("%s m=%g y=%g: bound %g below the table's %g", l, m, y, b, got)
+				}
+				if b < 0.01 {
+					useful++
+				}
+			}
+		}
+	}
+	if useful == 0 {
+		t.Error("the bound is never below 1 %")
+	}
+}
+
+// admits decides as meets on the full state, bit for bit, also with the TPOT target just
+// either side of the state's TPOT p99 (where the bounded search must run to its end), with
+// and without a TTFT target; and stateFor with the TPOT target alone names the same binding
+// term (oneRate's limit above the rate).
+func TestAdmitsDecidesAsTheState(t *testing.T) {
+	for _, law := range []string{"uniform", "exponential"} {
+		p, err := newPlanner(denseVaried(t, law, 8), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.evaluate()
+		checked, near := 0, 0
+		for _, q := range p.cache.qs {
+			if q.lengths == "" {
+				continue
+			}
+			rate, _ := q.maxRate(perf.SLO{TTFT: time.Hour})
+			for _, share := range []float64{0.05, 0.3, 0.7, 0.95} {
+				for _, n := range []int{1, 3} {
+					lam := share * rate * float64(n)
+					full := q.state(lam, n)
+					if full.limit != perf.LimitNone || !(full.tpot > 0) || math.IsInf(full.tpot, 1) {
+						continue
+					}
+					for _, f := range []float64{0.5, 1 - 1e-9, 1, 1 + 1e-9, 1.0001, 2} {
+						for _, ttft := range []time.Duration{0, seconds(full.ttft * 1.2 / ttftMargin), seconds(full.ttft * 0.8 / ttftMargin)} {
+							slo := perf.SLO{TPOT: time.Duration(math.Ceil(full.tpot * f * 1e9)), TTFT: ttft}
+							if f == 1 {
+								slo.TPOT = seconds(full.tpot)
+							}
+							want := meets(q.state(lam, n), slo)
+							if got := q.admits(lam, n, slo); got != (want == perf.LimitNone) {
+								t.Errorf("%s: admits(%g, %d, %v) = %v, meets on the state %s", law, lam, n, slo, got, want)
+							}
+							if got := meets(q.stateFor(lam, n, tpotBound(slo), 0), slo); got != want {
+								t.Errorf("%s: stateFor(%g, %d) with the TPOT target binds %s, the state %s", law, lam, n, got, want)
+							}
+							if math.Abs(slo.TPOT.Seconds()/full.tpot-1) < 1e-6 {
+								near++
+							}
+							checked++
+						}
+					}
+				}
+			}
+		}
+		if checked == 0 || near == 0 {
+			t.Fatalf("%s: %d decisions checked, %d with the target at the p99", law, checked, near)
 		}
 	}
 }

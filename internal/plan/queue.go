@@ -198,7 +198,34 @@ func (q *qmodel) meanStep(lam float64) (float64, bool) {
 }
 
 // state is the p99 TTFT and TPOT of a tenant offering lam req/s to n replicas.
-func (q *qmodel) state(lam float64, n int) qstate {
+func (q *qmodel) state(lam float64, n int) qstate { return q.stateFor(lam, n, 0, 0) }
+
+// admits reports whether n replicas carry lam req/s within slo: meets(q.state(lam, n), slo) is
+// LimitNone, decided without the TPOT p99's last digits (stateFor with the TPOT target), and
+// without the TPOT at all when the TTFT already misses its target.
+func (q *qmodel) admits(lam float64, n int, slo perf.SLO) bool {
+	ttftCap := 0.0
+	if slo.TTFT > 0 {
+		ttftCap = ttftMargin * slo.TTFT.Seconds()
+	}
+	return meets(q.stateFor(lam, n, tpotBound(slo), ttftCap), slo) == perf.LimitNone
+}
+
+// tpotBound is the TPOT bound that decides meets for slo (stateFor): its TPOT target, or +Inf
+// when it has none and the TPOT does not count.
+func tpotBound(slo perf.SLO) float64 {
+	if slo.TPOT <= 0 {
+		return math.Inf(1)
+	}
+	return slo.TPOT.Seconds()
+}
+
+// stateFor is state, except that where bound is above 0 the TPOT it reports for varying
+// lengths is only known to lie on the same side of bound as state's (above it, or at most
+// it): whether the target is met, not the p99 itself (tpotSpread); and where ttftCap is above
+// 0 and the TTFT exceeds it, the TPOT is only known to be at most state's (the state fails on
+// its TTFT, but which term meets names may differ).
+func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 	lr := lam / float64(n)
 	t, ok := q.meanStep(lr)
 	if !ok {
@@ -248,7 +275,6 @@ func (q *qmodel) state(lam float64, n int) qstate {
 			tpot = nt
 		}
 	}
-	tpot = q.tpotSpread(lr, d99, tpot)
 	ttft := batchStep + q.k*q.step(d99, f+1) + q.longPromptExtra(d99)
 	if q.k > 1 {
 		// A prompt longer than a chunk: its k steps each run what the others bring (f chunks
@@ -295,6 +321,13 @@ func (q *qmodel) state(lam float64, n int) qstate {
 	}
 	safety *= q.holdSpread()
 	ttft += safety * slotWaitP99(lam, holding, n*q.slots, q.slots)
+	if ttftCap > 0 && ttft > ttftCap {
+		// The state fails on its TTFT whatever its TPOT, which is at least tpot.
+		return qstate{ttft: ttft, tpot: tpot, inFlight: inFlight}
+	}
+	// Last, as the dearest term for varying lengths: a saturated state or one over ttftCap
+	// never needs it.
+	tpot = q.tpotSpread(lr, d99, tpot, bound)
 	return qstate{ttft: ttft, tpot: tpot, inFlight: inFlight}
 }
 
@@ -588,8 +621,11 @@ func (q *qmodel) trickle() qstate {
 
 // sizing is what the queueing model says for one tenant on one slice kind.
 type sizing struct {
-	n      int    // fewest replicas that meet the SLO; 0 when none does
-	state  qstate // at n replicas
+	n int // fewest replicas that meet the SLO; 0 when none does
+	// at is the model's state at n replicas, read through state(): computed on first read,
+	// since only the chosen candidate's prediction and reasons read it, and for varying lengths
+	// its TPOT p99 is a search that the sizing's decisions do not need (admits).
+	at     *sizedState
 	lowest int    // replicas below which the tenant's load saturates the replicas, whatever the SLO
 	why    string // when n is 0: which term fails
 	// tooMany: n is 0 because more than maxSearchReplicas replicas would be needed, a matter of
@@ -598,6 +634,27 @@ type sizing struct {
 	// boundLowest is the lower bound's saturation count: lowest with idle neighbours
 	// (bestCase), at most n; set by the planner when n is not 0.
 	boundLowest int
+}
+
+// sizedState is a sizing's state, computed on first read; copies of the sizing share it.
+type sizedState struct {
+	q    *qmodel
+	lam  float64
+	n    int
+	st   qstate
+	done bool
+}
+
+// state is the model's state at s.n replicas (the zero state when there are none).
+func (s sizing) state() qstate {
+	a := s.at
+	if a == nil {
+		return qstate{}
+	}
+	if !a.done {
+		a.st, a.done = a.q.state(a.lam, a.n), true
+	}
+	return a.st
 }
 
 // size finds the fewest replicas that carry lam req/s within slo.
@@ -610,11 +667,11 @@ func (q *qmodel) size(lam float64, slo perf.SLO) sizing {
 		return sizing{why: fmt.Sprintf("the KV cache holds %.2f requests of %d tokens, less than one", q.kvSeqs, int(q.in+q.out))}
 	}
 	if lam <= 0 {
-		return sizing{n: 1, state: tr, lowest: 1}
+		return sizing{n: 1, at: &sizedState{st: tr, done: true}, lowest: 1}
 	}
 	s := sizing{lowest: q.saturation(lam)}
 	lo, hi := s.lowest-1, max(s.lowest, 1)
-	for meets(q.state(lam, hi), slo) != perf.LimitNone {
+	for !q.admits(lam, hi, slo) {
 		lo = hi
 		if hi >= maxSearchReplicas {
 			s.why, s.tooMany = fmt.Sprintf("more than %d replicas would be needed", maxSearchReplicas), true
@@ -624,13 +681,13 @@ func (q *qmodel) size(lam float64, slo perf.SLO) sizing {
 	}
 	for hi-lo > 1 {
 		mid := (lo + hi) / 2
-		if meets(q.state(lam, mid), slo) == perf.LimitNone {
+		if q.admits(lam, mid, slo) {
 			hi = mid
 		} else {
 			lo = mid
 		}
 	}
-	s.n, s.state = hi, q.state(lam, hi)
+	s.n, s.at = hi, &sizedState{q: q, lam: lam, n: hi}
 	return s
 }
 
@@ -683,28 +740,28 @@ func (q *qmodel) maxRateOver(slo perf.SLO, n int, known float64) (float64, qstat
 		return 0, best
 	}
 	lo, hi := 0.0, 1.0
-	if known > 0 {
-		if s := q.state(known, n); meets(s, slo) == perf.LimitNone {
-			lo, best, hi = known, s, 2*known
-		}
+	if known > 0 && q.admits(known, n, slo) {
+		lo, hi = known, 2*known
 	}
 	for ; hi < 1e7; hi *= 2 {
-		s := q.state(hi, n)
-		if meets(s, slo) != perf.LimitNone {
+		if !q.admits(hi, n, slo) {
 			break
 		}
-		lo, best = hi, s
+		lo = hi
 	}
 	for range 40 {
 		if (hi-lo)/hi < 1e-3 {
 			break
 		}
 		mid := (lo + hi) / 2
-		if s := q.state(mid, n); meets(s, slo) == perf.LimitNone {
-			lo, best = mid, s
+		if q.admits(mid, n, slo) {
+			lo = mid
 		} else {
 			hi = mid
 		}
+	}
+	if lo > 0 {
+		best = q.state(lo, n)
 	}
 	return lo, best
 }

@@ -135,7 +135,7 @@ func (p *planner) computeReason(tn *tenant) v1.Reason {
 		msg += fmt.Sprintf("; the fixed %d replica(s) miss the SLO (see %s above)", *fixed, v1.ReasonSLOUnmet)
 	case c.sz.n > 0:
 		msg += fmt.Sprintf("; %.3g req/s over %d replica(s) with %d slot(s) each (%s; excess requests queue): p99 TTFT %s with the queue wait, TPOT %s; fewer than %d replica(s) cannot keep up at all",
-			lam, c.sz.n, c.ev.q.slots, c.ev.q.slotsWhy(), roundDur(seconds(c.sz.state.ttft)), roundDur(seconds(c.sz.state.tpot)), c.sz.lowest)
+			lam, c.sz.n, c.ev.q.slots, c.ev.q.slotsWhy(), roundDur(seconds(c.sz.state().ttft)), roundDur(seconds(c.sz.state().tpot)), c.sz.lowest)
 	}
 	msg += fmt.Sprintf("; %d replica(s) = %.3f GPU-equivalents", c.replicas, c.cost)
 	for _, x := range tn.feasible {
