@@ -104,8 +104,11 @@ func TestSyntheticGap(t *testing.T) {
 	// 1,000 tenants: 1.05 until the bound counted MPS shares finer than 1/8 (ADR 0053): the
 	// qwen2.5-1.5b tenants' replicas fit 1/14 of an H100, and the bound fell from 218 to 212
 	// with the plan's 227 GPUs as they were (1.071); the planner's own shares finer than 1/8
-	// (ADR 0056) took the plan to 224 (1.057).
-	limit := map[int]float64{100: 1.15, 1000: 1.06}
+	// (ADR 0056) took the plan to 224 (1.057), and the sharing-group bound's rounding to the
+	// prices' grid and its second, deeper search of the groups it gave up on (ADR 0058) lifted
+	// the bound to 214 (1.047; DRA 219 / 210 = 1.043). 100 tenants: 1.095 on the device-plugin
+	// path, the SLO sizing (TestSynthetic100AtGroupFigure).
+	limit := map[int]float64{100: 1.10, 1000: 1.05}
 	// GPUs used, whatever the bound: the plans as measured, never more.
 	type sized struct {
 		n   int

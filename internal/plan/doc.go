@@ -279,7 +279,13 @@
 //     plan costs at least Σ over sharing groups of ceil(replicas / share) × price, and tenants
 //     interact only within their group, so the minimum splits into one small problem per group
 //     (sharing group and energy class), solved exactly by branch and bound (a group that takes
-//     more than 40,000 nodes counts its fractional sum); taken at the 4 best prices of the grid
+//     more than 40,000 nodes counts its fractional sum; the groups given up on are searched
+//     again, fewest tenants first, with up to 400,000 nodes each while 1,000,000 remain for the
+//     bound and a finished group could still lift it by a GPU). Where every unit price of a
+//     group is a whole multiple of a step 1/q (q ≤ 64: 1/8 of an H100 at λ = 1, whole GPUs),
+//     every plan's cost is too, so the search cuts a node when its bound rounded up to the step
+//     reaches the best found, and a group given up on counts its fractional sum rounded up to
+//     the step (ADR 0058); taken at the 4 best prices of the grid
 //     on pools of at most 400 tenants (which also seed the choice's local search from it), at the
 //     best one above.
 //     The search drops unit kinds another kind dominates (no dearer per unit, at least as many

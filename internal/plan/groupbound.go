@@ -10,7 +10,12 @@ import (
 
 // Limits of the sharing-group bound: it runs on pools of at most groupBoundTenants tenants, on
 // the groupBoundLambdas best prices of the volume bound, and gives up on a sharing group (using
-// the fractional sum for it) after groupBoundNodes search nodes. The local search's seed from it
+// the fractional sum for it, rounded up to the prices' grid) after groupBoundNodes search nodes.
+// The groups it gave up on are then searched again, fewest tenants first, with up to
+// groupDeepNodes nodes each while groupDeepBudget nodes remain for the whole bound and
+// finishing them could still lift the bound by a GPU: on the synthetic 1,000-tenant pool three
+// team groups finish there, within 250,000–370,000 nodes, each lifting its term from the
+// fractional sum to the group's optimum (ADR 0058). The local search's seed from it
 // (groupSeed) runs on pools of at most groupSeedTenants; above that the bound takes only the
 // best price. At 1,000 synthetic tenants it then takes 0.03–0.09 s (the standard and varied
 // pools; 0.13–0.38 s at four prices, which gave the same figures there) and lifts the lower
@@ -21,6 +26,8 @@ const (
 	groupSeedTenants  = 400
 	groupBoundLambdas = 4
 	groupBoundNodes   = 40000
+	groupDeepNodes    = 400000
+	groupDeepBudget   = 1000000
 )
 
 // groupBound strengthens the volume bound with the integrality of shared units. With prices π
@@ -63,13 +70,47 @@ func (p *planner) groupBoundAt(lams []float64) float64 {
 		comps[k] = append(comps[k], tn)
 	}
 	best := 0.0
+	budget := groupDeepBudget
 	for _, lam := range lams {
 		total := 0.0
 		for _, tn := range alone {
 			total += minPrice(tn, lam)
 		}
+		var open []string // groups given up on
+		val, inc := map[string]float64{}, map[string]float64{}
+		// gain is the most the open groups can add, each at most its best plan found; unknown
+		// (counted in planless) for a group whose search found no plan.
+		gain, planless := 0.0, 0
 		for _, k := range keys {
-			total += groupMin(comps[k], lam)
+			r := groupArgMinN(comps[k], lam, groupBoundNodes)
+			total += r.v
+			if !r.done {
+				open, val[k], inc[k] = append(open, k), r.v, r.inc
+				if math.IsInf(r.inc, 1) {
+					planless++
+				} else {
+					gain += r.inc - r.v
+				}
+			}
+		}
+		// Again with more nodes, smallest groups first (the likeliest to finish), while the
+		// budget lasts and a finished group could still lift the bound past a whole GPU or
+		// past the best price's so far: a group's value only rises (its optimum, or its
+		// rounded fractional sum again), so each term stays a lower bound on its cost.
+		slices.SortStableFunc(open, func(a, b string) int { return cmp.Compare(len(comps[a]), len(comps[b])) })
+		for _, k := range open {
+			target := max(best, math.Ceil(total-boundSlack)+boundSlack)
+			if budget <= 0 || planless == 0 && total+gain <= target {
+				break
+			}
+			r := groupArgMinN(comps[k], lam, min(groupDeepNodes, budget))
+			budget -= r.nodes
+			if math.IsInf(inc[k], 1) {
+				planless--
+			} else {
+				gain -= inc[k] - val[k]
+			}
+			total += max(0, r.v-val[k])
 		}
 		best = max(best, total)
 	}
@@ -152,20 +193,40 @@ type groupSearch struct {
 	share  []int
 	best   float64
 	nodes  int
+	limit  int // nodes before the search gives up
+	// grid is a step every unit price of the group is a whole multiple of (1/8 for the MIG
+	// memory shares of an eight-slice board at λ = 1 and whole GPUs), 0 when none up to 1/64:
+	// every plan's cost is then a multiple of it, so a lower bound rounds up to it (up).
+	grid float64
 }
 
 // groupMin is the least Σ ceil(replicas / share) × π over the group's choices, or the
 // fractional sum when the search runs out of nodes (still a lower bound).
 func groupMin(ts []*tenant, lam float64) float64 {
-	v, _ := groupArgMin(ts, lam)
-	return v
+	return groupArgMinN(ts, lam, groupBoundNodes).v
 }
 
 // groupArgMin is groupMin with the choices of the best plan the search found, aligned with ts
 // (nil when it found none). The choices are those of the optimum when the value is exact, an
 // incumbent otherwise.
 func groupArgMin(ts []*tenant, lam float64) (float64, []*cand) {
-	s := &groupSearch{best: math.Inf(1)}
+	r := groupArgMinN(ts, lam, groupBoundNodes)
+	return r.v, r.choice
+}
+
+// groupResult is one group search's outcome: v, the group's value (its optimum when done);
+// inc, the cost of the best plan found (+Inf if none), at least the optimum; choice, that
+// plan's candidates (nil if none); nodes, the search nodes used.
+type groupResult struct {
+	v, inc float64
+	choice []*cand
+	nodes  int
+	done   bool
+}
+
+// groupArgMinN is groupArgMin with limit search nodes.
+func groupArgMinN(ts []*tenant, lam float64, limit int) groupResult {
+	s := &groupSearch{best: math.Inf(1), limit: limit}
 	frac := s.rows(ts, lam)
 	s.pick, s.at = make([]*cand, len(s.opts)), make([]int, len(s.opts))
 	s.room = make([][]float64, len(s.opts)+1)
@@ -182,17 +243,18 @@ func groupArgMin(ts []*tenant, lam float64) (float64, []*cand) {
 	}
 	s.units = make([]int, len(s.price))
 	s.search(0, 0, 0)
-	var choice []*cand
+	r := groupResult{inc: s.best, nodes: s.nodes, done: s.nodes <= s.limit}
 	if s.bestAt != nil {
-		choice = make([]*cand, len(ts))
+		r.choice = make([]*cand, len(ts))
 		for i, c := range s.bestAt {
-			choice[s.who[i]] = c
+			r.choice[s.who[i]] = c
 		}
 	}
-	if s.nodes > groupBoundNodes {
-		return frac, choice
+	r.v = s.up(frac)
+	if r.done {
+		r.v = max(s.best, r.v)
 	}
-	return max(s.best, frac), choice
+	return r
 }
 
 // rows sets the search's unit kinds (price and share) and one row of options per tenant, the
@@ -245,14 +307,41 @@ func (s *groupSearch) rows(ts []*tenant, lam float64) float64 {
 		s.opts, s.who = append(s.opts, r.os), append(s.who, r.who)
 		s.same = append(s.same, i > 0 && r.sig == rowsOf[i-1].sig)
 	}
+	s.grid = gridOf(s.price)
 	return frac
+}
+
+// gridOf is the coarsest step 1/q (q ≤ 64) that every price is a whole multiple of, 0 if none.
+func gridOf(prices []float64) float64 {
+	for q := 1; q <= 64; q++ {
+		ok := true
+		for _, p := range prices {
+			if x := p * float64(q); math.Abs(x-math.Round(x)) > 1e-9 {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return 1 / float64(q)
+		}
+	}
+	return 0
+}
+
+// up rounds a lower bound on a plan's cost up to the grid. A value a hair above a grid point
+// (float error) stays there: rounding down keeps a bound a bound.
+func (s *groupSearch) up(x float64) float64 {
+	if s.grid == 0 {
+		return x
+	}
+	return math.Ceil(x/s.grid-1e-6) * s.grid
 }
 
 // search assigns tenant i onwards; cost is Σ ceil(units / share) × π so far and spare the value
 // of the free places in open units (a later tenant may use them for nothing).
 func (s *groupSearch) search(i int, cost, spare float64) {
 	s.nodes++
-	if s.nodes > groupBoundNodes {
+	if s.nodes > s.limit {
 		return
 	}
 	if i == len(s.opts) {
@@ -262,7 +351,7 @@ func (s *groupSearch) search(i int, cost, spare float64) {
 		}
 		return
 	}
-	if cost+max(0, s.suffix[i]-s.usable(i, spare)) >= s.best-1e-12 {
+	if s.up(cost+max(0, s.suffix[i]-s.usable(i, spare))) >= s.best-1e-12 {
 		return
 	}
 	first := 0
@@ -294,7 +383,7 @@ func (s *groupSearch) search(i int, cost, spare float64) {
 		s.pick[i] = o.c
 		s.search(i+1, cost+b.dc, spare+b.ds)
 		s.units[o.class] = u
-		if s.nodes > groupBoundNodes {
+		if s.nodes > s.limit {
 			return
 		}
 	}

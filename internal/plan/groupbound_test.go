@@ -25,51 +25,8 @@ func TestGroupMinMatchesEnumeration(t *testing.T) {
 	profs := migProfiles(b)
 	rapid.Check(t, func(rt *rapid.T) {
 		lam := rapid.Float64Range(0, 1).Draw(rt, "lambda")
-		n := rapid.IntRange(1, 5).Draw(rt, "tenants")
-		var ts []*tenant
-		for i := range n {
-			tn := &tenant{idx: i, group: "soft:g"}
-			if i > 0 && rapid.Bool().Draw(rt, "alike") {
-				tn.feasible = ts[i-1].feasible
-				ts = append(ts, tn)
-				continue
-			}
-			for range rapid.IntRange(1, 4).Draw(rt, "cands") {
-				c := &cand{board: b, kind: v1.SliceMPS, share: rapid.SampledFrom([]int{1, 2, 3, 4}).Draw(rt, "share"),
-					unitFrac: 1, memFrac: 1, compFrac: 1, replicas: rapid.IntRange(1, 5).Draw(rt, "replicas")}
-				if rapid.Bool().Draw(rt, "mig") {
-					p := rapid.SampledFrom(profs).Draw(rt, "profile")
-					c.kind, c.profile = v1.SliceMIGMPS, p
-					c.memFrac = float64(p.MemorySlices) / float64(b.MemorySlices)
-					c.compFrac = float64(p.ComputeSlices) / float64(b.ComputeSlices)
-				}
-				if c.share == 1 && c.profile != nil {
-					c.kind = v1.SliceMIG
-				} else if c.share == 1 {
-					c.kind = v1.SliceExclusive
-				}
-				tn.feasible = append(tn.feasible, c)
-			}
-			ts = append(ts, tn)
-		}
-		want := math.Inf(1)
-		choice := make([]int, n)
-		var walk func(i int)
-		walk = func(i int) {
-			if i == n {
-				cs := make([]*cand, n)
-				for j, tn := range ts {
-					cs[j] = tn.feasible[choice[j]]
-				}
-				want = min(want, roundedCost(ts, cs, lam))
-				return
-			}
-			for c := range ts[i].feasible {
-				choice[i] = c
-				walk(i + 1)
-			}
-		}
-		walk(0)
+		ts := drawGroup(rt, b, profs)
+		want := enumerateGroup(ts, lam)
 		got, cs := groupArgMin(ts, lam)
 		if math.Abs(got-want) > 1e-9 {
 			rt.Fatalf("groupMin = %v, enumeration %v", got, want)
@@ -78,6 +35,104 @@ func TestGroupMinMatchesEnumeration(t *testing.T) {
 			rt.Fatalf("groupArgMin's choice costs %v, minimum %v", c, want)
 		}
 	})
+}
+
+// drawGroup draws one to five tenants of one sharing group, each with one to four candidates
+// (whole-GPU MPS or exclusive, or an H100 MIG profile with or without MPS), some alike.
+func drawGroup(rt *rapid.T, b *gpu.Board, profs []*gpu.Profile) []*tenant {
+	n := rapid.IntRange(1, 5).Draw(rt, "tenants")
+	var ts []*tenant
+	for i := range n {
+		tn := &tenant{idx: i, group: "soft:g"}
+		if i > 0 && rapid.Bool().Draw(rt, "alike") {
+			tn.feasible = ts[i-1].feasible
+			ts = append(ts, tn)
+			continue
+		}
+		for range rapid.IntRange(1, 4).Draw(rt, "cands") {
+			c := &cand{board: b, kind: v1.SliceMPS, share: rapid.SampledFrom([]int{1, 2, 3, 4}).Draw(rt, "share"),
+				unitFrac: 1, memFrac: 1, compFrac: 1, replicas: rapid.IntRange(1, 5).Draw(rt, "replicas")}
+			if rapid.Bool().Draw(rt, "mig") {
+				p := rapid.SampledFrom(profs).Draw(rt, "profile")
+				c.kind, c.profile = v1.SliceMIGMPS, p
+				c.memFrac = float64(p.MemorySlices) / float64(b.MemorySlices)
+				c.compFrac = float64(p.ComputeSlices) / float64(b.ComputeSlices)
+			}
+			if c.share == 1 && c.profile != nil {
+				c.kind = v1.SliceMIG
+			} else if c.share == 1 {
+				c.kind = v1.SliceExclusive
+			}
+			tn.feasible = append(tn.feasible, c)
+		}
+		ts = append(ts, tn)
+	}
+	return ts
+}
+
+// enumerateGroup is the least roundedCost over every choice of ts.
+func enumerateGroup(ts []*tenant, lam float64) float64 {
+	n := len(ts)
+	want := math.Inf(1)
+	choice := make([]int, n)
+	var walk func(i int)
+	walk = func(i int) {
+		if i == n {
+			cs := make([]*cand, n)
+			for j, tn := range ts {
+				cs[j] = tn.feasible[choice[j]]
+			}
+			want = min(want, roundedCost(ts, cs, lam))
+			return
+		}
+		for c := range ts[i].feasible {
+			choice[i] = c
+			walk(i + 1)
+		}
+	}
+	walk(0)
+	return want
+}
+
+// A group search cut short still gives a lower bound: its value, the fractional sum rounded up
+// to the prices' grid (1/8 of an H100 at λ = 1, 1/7 at λ = 0, none at 0.3 or 1/2), is never
+// above the least cost of any choice, and is that cost when the search finished; the best plan
+// it found costs no less. The prices are on a grid (λ of 0 or 1) in most cases, and the search's node
+// limit from 1 up, so that both the rounding and the unfinished searches occur; the test fails
+// if neither does.
+func TestGroupMinCutShortBelowEnumeration(t *testing.T) {
+	b, err := gpu.Lookup("H100-SXM5-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	profs := migProfiles(b)
+	rounded, cut := 0, 0
+	rapid.Check(t, func(rt *rapid.T) {
+		lam := rapid.SampledFrom([]float64{0, 0.5, 1, 1, 0.3}).Draw(rt, "lambda")
+		ts := drawGroup(rt, b, profs)
+		limit := rapid.SampledFrom([]int{1, 2, 4, 8, 32, groupBoundNodes}).Draw(rt, "limit")
+		want := enumerateGroup(ts, lam)
+		r := groupArgMinN(ts, lam, limit)
+		if r.v > want+1e-9 {
+			rt.Fatalf("value %v above the least cost %v (λ %v, limit %d, done %v)", r.v, want, lam, limit, r.done)
+		}
+		if r.done && math.Abs(r.v-want) > 1e-9 {
+			rt.Fatalf("finished search: value %v, least cost %v", r.v, want)
+		}
+		if r.inc < want-1e-9 {
+			rt.Fatalf("best plan found costs %v, below the least cost %v", r.inc, want)
+		}
+		s := &groupSearch{best: math.Inf(1)}
+		if frac := s.rows(ts, lam); !r.done {
+			cut++
+			if r.v > frac+1e-9 {
+				rounded++
+			}
+		}
+	})
+	if rounded == 0 || cut == 0 {
+		t.Errorf("%d searches cut short, %d of them rounded above the fractional sum: the test checks too little", cut, rounded)
+	}
 }
 
 // roundedCost is Σ over unit kinds of ceil(replicas / share) × π of the choice cs of ts.

@@ -163,7 +163,8 @@ func TestSynthetic100PacksAtBoundCounts(t *testing.T) {
 // between memory and compute): every tenant at one of its candidates as sized, a shared unit
 // holding one sharing group's replicas, a GPU's MIG instances at most its memory and compute.
 // No plan of these slice kinds at these counts uses fewer GPUs than that figure rounded up. Both
-// paths' plans take exactly that many (device plugin 22.333 → 23, DRA 20.771 → 21), so neither
+// paths' plans take exactly that many (device plugin 22.125 → 23, DRA 20.875 → 21, 20.771
+// before the group searches rounded to the prices' grid, ADR 0058), so neither
 // packing loses a GPU; the device-plugin path's gap to its bound of 21 is the SLO sizing (the
 // bound counts 20.500 at its own replica counts) and its GPU over the DRA plan is MIG+MPS, which
 // the device plugin cannot serve. The test fails if a plan takes a GPU more than the figure
