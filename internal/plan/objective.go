@@ -39,14 +39,19 @@ func newVectorObjective() *vectorObjective { return &vectorObjective{} }
 
 // change is what r replicas of c joining (r > 0) or leaving (r < 0) group k do to the units.
 func (f *fractional) change(k int, c *cand, r int) unitChange {
+	return f.changeBy(k, r, &searchCand{tpf: unitGPUs(c), memFrac: c.memFrac, compFrac: c.compFrac, whole: c.whole()})
+}
+
+// changeBy is change for r replicas of e's candidate.
+func (f *fractional) changeBy(k, r int, e *searchCand) unitChange {
 	f.fit(k)
 	cur := f.replicas[k]
 	du := f.units(k, cur+r) - f.units(k, cur)
 	ch := unitChange{b: f.ids.bucket[k]}
-	if c.whole() {
-		ch.whole = du * float64(max(c.tp, 1))
+	if e.whole {
+		ch.whole = du * e.tpf
 	} else {
-		ch.mem, ch.comp = du*c.memFrac, du*c.compFrac
+		ch.mem, ch.comp = du*e.memFrac, du*e.compFrac
 	}
 	return ch
 }
