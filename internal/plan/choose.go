@@ -187,6 +187,11 @@ func (f *fractional) moveDelta(k1 int, c1 *cand, r1 int, k2 int, c2 *cand, r2 in
 type leaving struct {
 	ch unitChange // with the vector objective or board limits
 	d  float64    // the sum's change, without the vector objective
+	// vecA is the vector objective's change of ch's bucket with ch alone (vectorObjective.delta
+	// where the candidate joins another bucket); capA, the same of the board limits' load,
+	// and capB the board of ch's bucket (boardCap.delta).
+	vecA, capA float64
+	capB       int
 }
 
 // leave is r replicas of c leaving group k (r < 0).
@@ -197,6 +202,11 @@ func (f *fractional) leave(k int, c *cand, r int) leaving {
 	}
 	if f.vec == nil {
 		l.d = f.delta(k, c, r)
+	} else {
+		l.vecA = f.vec.alone(l.ch)
+	}
+	if f.cap != nil {
+		l.capB, l.capA = f.cap.boardOf(l.ch.b), f.cap.load.alone(l.ch)
 	}
 	return l
 }
@@ -207,14 +217,14 @@ func (f *fractional) joinDelta(l *leaving, k int, e *searchCand) float64 {
 	r := int(e.replicas)
 	if f.cap != nil {
 		b := f.changeBy(k, r, e)
-		pen := f.cap.delta(l.ch, b)
+		pen := f.cap.deltaFrom(l, b)
 		if f.vec != nil {
-			return f.vec.delta(l.ch, b) + pen
+			return f.vec.deltaFrom(l, b) + pen
 		}
 		return l.d + f.deltaBy(k, e.unitFrac, r) + pen
 	}
 	if f.vec != nil {
-		return f.vec.delta(l.ch, f.changeBy(k, r, e))
+		return f.vec.deltaFrom(l, f.changeBy(k, r, e))
 	}
 	return l.d + f.deltaBy(k, e.unitFrac, r)
 }
@@ -344,19 +354,25 @@ func (bc *boardCap) add(ch unitChange) {
 
 // delta is the change of the penalty when both changes apply.
 func (bc *boardCap) delta(a, b unitChange) float64 {
-	ia, ib := bc.boardOf(a.b), bc.boardOf(b.b)
+	return bc.deltaFrom(&leaving{ch: a, capB: bc.boardOf(a.b), capA: bc.load.alone(a)}, b)
+}
+
+// deltaFrom is delta for l.ch and b.
+func (bc *boardCap) deltaFrom(l *leaving, b unitChange) float64 {
+	a := l.ch
+	ia, ib := l.capB, bc.boardOf(b.b)
 	if math.IsInf(bc.limit[ia], 1) && math.IsInf(bc.limit[ib], 1) {
 		return 0
 	}
-	ta := bc.load.get(a.b)
-	va := bc.load.value(ta)
-	ta[0], ta[1], ta[2] = ta[0]+a.whole, ta[1]+a.mem, ta[2]+a.comp
 	var da, db float64
 	if a.b == b.b {
+		ta := bc.load.get(a.b)
+		va := bc.load.value(ta)
+		ta[0], ta[1], ta[2] = ta[0]+a.whole, ta[1]+a.mem, ta[2]+a.comp
 		ta[0], ta[1], ta[2] = ta[0]+b.whole, ta[1]+b.mem, ta[2]+b.comp
 		da = bc.load.value(ta) - va
 	} else {
-		da = bc.load.value(ta) - va
+		da = l.capA
 		tb := bc.load.get(b.b)
 		vb := bc.load.value(tb)
 		tb[0], tb[1], tb[2] = tb[0]+b.whole, tb[1]+b.mem, tb[2]+b.comp
