@@ -73,6 +73,8 @@ type cand struct {
 	kid    int
 	kidFor *tenant
 	kidIn  *keyIDs
+	// use is useKey(c), set by its first call.
+	use string
 }
 
 // evalResult is the memory fit and the performance of one replica on a slice.

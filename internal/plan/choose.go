@@ -87,6 +87,9 @@ type fractional struct {
 	// node, when set, is the GPUs per node of the boards whose whole-GPU MPS groups are counted
 	// in whole nodes (planner.nodeMPS): a group's GPUs are rounded up to a multiple of it.
 	node map[string]int
+	// pn is perNode's answer per group, 0 until first asked (the search asks once per
+	// candidate and move, and the answer is a map look-up by board name).
+	pn []int32
 }
 
 func newFractional(ids *keyIDs) *fractional { return &fractional{ids: ids} }
@@ -100,6 +103,7 @@ func (f *fractional) fit(k int) {
 	f.replicas = append(f.replicas, make([]int, n)...)
 	f.unit = append(f.unit, make([]float64, n)...)
 	f.seen = append(f.seen, make([]bool, n)...)
+	f.pn = append(f.pn, make([]int32, n)...)
 }
 
 func (f *fractional) cost(k, r int) float64 {
@@ -129,17 +133,26 @@ func (f *fractional) perNode(k int) int {
 	if f.node == nil {
 		return 1
 	}
-	if key := f.ids.keys[k]; key.kind == v1.SliceMPS {
-		return max(1, f.node[key.board])
+	f.fit(k)
+	if n := f.pn[k]; n > 0 {
+		return int(n)
 	}
-	return 1
+	n := 1
+	if key := f.ids.keys[k]; key.kind == v1.SliceMPS {
+		n = max(1, f.node[key.board])
+	}
+	f.pn[k] = int32(n)
+	return n
 }
 
 // delta is the change of the objective when r replicas of candidate c join (r > 0) or leave
 // (r < 0) group k.
-func (f *fractional) delta(k int, c *cand, r int) float64 {
+func (f *fractional) delta(k int, c *cand, r int) float64 { return f.deltaBy(k, c.unitFrac, r) }
+
+// deltaBy is delta for a candidate whose unit is unitFrac GPU-equivalents.
+func (f *fractional) deltaBy(k int, unitFrac float64, r int) float64 {
 	f.fit(k)
-	f.unit[k] = c.unitFrac
+	f.unit[k] = unitFrac
 	cur := f.replicas[k]
 	return f.cost(k, cur+r) - f.cost(k, cur)
 }
@@ -163,18 +176,127 @@ func (f *fractional) move(k int, c *cand, r int) {
 // moveDelta is the change of the objective when r1 replicas of c1 leave group k1 and r2
 // replicas of c2 join group k2 (k1 ≠ k2).
 func (f *fractional) moveDelta(k1 int, c1 *cand, r1 int, k2 int, c2 *cand, r2 int) float64 {
+	l := f.leave(k1, c1, r1)
+	e := searchCand{replicas: int32(r2), tpf: unitGPUs(c2), memFrac: c2.memFrac, compFrac: c2.compFrac, unitFrac: c2.unitFrac, whole: c2.whole()}
+	return f.joinDelta(&l, k2, &e)
+}
+
+// leaving is what one tenant's current candidate leaving its group does to the objective's
+// parts, which every move of that tenant shares: the search weighs it once per tenant, not once
+// per candidate it might move to.
+type leaving struct {
+	ch unitChange // with the vector objective or board limits
+	d  float64    // the sum's change, without the vector objective
+	// vecA is the vector objective's change of ch's bucket with ch alone (vectorObjective.delta
+	// where the candidate joins another bucket); capA, the same of the board limits' load,
+	// and capB the board of ch's bucket (boardCap.delta).
+	vecA, capA float64
+	capB       int
+}
+
+// leave is r replicas of c leaving group k (r < 0).
+func (f *fractional) leave(k int, c *cand, r int) leaving {
+	var l leaving
+	if f.vec != nil || f.cap != nil {
+		l.ch = f.change(k, c, r)
+	}
+	if f.vec == nil {
+		l.d = f.delta(k, c, r)
+	} else {
+		l.vecA = f.vec.alone(l.ch)
+	}
 	if f.cap != nil {
-		a, b := f.change(k1, c1, r1), f.change(k2, c2, r2)
-		pen := f.cap.delta(a, b)
+		l.capB, l.capA = f.cap.boardOf(l.ch.b), f.cap.load.alone(l.ch)
+	}
+	return l
+}
+
+// joinDelta is moveDelta for the leaving l and e's replicas joining group k, which is not the
+// group l leaves. The parts add in moveDelta's order, so the sums are the same to the bit.
+func (f *fractional) joinDelta(l *leaving, k int, e *searchCand) float64 {
+	r := int(e.replicas)
+	if f.cap != nil {
+		b := f.changeBy(k, r, e)
+		pen := f.cap.deltaFrom(l, b)
 		if f.vec != nil {
-			return f.vec.delta(a, b) + pen
+			return f.vec.deltaFrom(l, b) + pen
 		}
-		return f.delta(k1, c1, r1) + f.delta(k2, c2, r2) + pen
+		return l.d + f.deltaBy(k, e.unitFrac, r) + pen
 	}
 	if f.vec != nil {
-		return f.vec.delta(f.change(k1, c1, r1), f.change(k2, c2, r2))
+		return f.vec.deltaFrom(l, f.changeBy(k, r, e))
 	}
-	return f.delta(k1, c1, r1) + f.delta(k2, c2, r2)
+	return l.d + f.deltaBy(k, e.unitFrac, r)
+}
+
+// searchCand is one feasible candidate of a tenant as the choice's local search reads it: the
+// fields of cand a move needs, kept in one slice per tenant (tenant.sc, in the order of
+// tenant.feasible) so that weighing a tenant's moves reads consecutive memory rather than one
+// cand apiece. searchCands fills it before each search.
+type searchCand struct {
+	c *cand
+	// kid is the number of c's group (keyIDs.of), -1 until the search first asks for it: numbers
+	// are handed out in the order asked, and the order of groups elsewhere follows them.
+	kid      int32
+	replicas int32
+	// tpf is the GPUs of one unit of a whole-GPU candidate (its tensor-parallel degree, at least
+	// 1); memFrac, compFrac and unitFrac are c's.
+	tpf, memFrac, compFrac, unitFrac float64
+	whole                            bool // c.whole()
+	mig                              bool // c.profile != nil: a MIG candidate, which a fixed sharing setting may rule out
+	// forbidden is p.forbidden(tn, c), which holds for a whole search: an earlier packing's
+	// forbidden kinds change only between choices. disallowed is !p.allowed(c), set again
+	// whenever the search fixes a sharing setting (consistent).
+	forbidden, disallowed bool
+}
+
+// unitGPUs is the GPUs one unit of a whole-GPU candidate takes: its tensor-parallel degree, at least 1.
+func unitGPUs(c *cand) float64 { return float64(max(c.tp, 1)) }
+
+// searchCands fills every tenant's searchCands from its feasible candidates and forbidden kinds
+// as they are now (the confirmation raises a candidate's replicas between choices, the coarse
+// ladders' retry swaps the feasible candidates, and the packings' retries forbid kinds).
+func (p *planner) searchCands() {
+	for _, tn := range p.tenants {
+		sc, fb := tn.sc[:0], p.forbid[tn]
+		for _, c := range tn.feasible {
+			e := searchCand{c: c, kid: -1, replicas: int32(c.replicas), tpf: unitGPUs(c), memFrac: c.memFrac, compFrac: c.compFrac,
+				unitFrac: c.unitFrac, whole: c.whole(), mig: c.profile != nil, forbidden: fb != nil && p.forbidden(tn, c), disallowed: !p.allowed(c)}
+			if c.kidFor == tn && c.kidIn == p.ids {
+				e.kid = int32(c.kid)
+			}
+			sc = append(sc, e)
+		}
+		tn.sc = sc
+	}
+}
+
+// kidOf is the number of e's group for tn, kept on e.
+func (p *planner) kidOf(tn *tenant, e *searchCand) int {
+	if e.kid < 0 {
+		e.kid = int32(p.ids.of(tn, e.c))
+	}
+	return int(e.kid)
+}
+
+// searchOf is tn's searchCands, filled again should its feasible candidates have changed since.
+func (p *planner) searchOf(tn *tenant) []searchCand {
+	if len(tn.sc) != len(tn.feasible) || (len(tn.sc) > 0 && (tn.sc[0].c != tn.feasible[0] || tn.sc[len(tn.sc)-1].c != tn.feasible[len(tn.sc)-1])) {
+		p.searchCands()
+	}
+	return tn.sc
+}
+
+// fixedUses sets the search's candidates' disallowed again after the sharing settings (p.keep)
+// changed.
+func (p *planner) fixedUses() {
+	for _, tn := range p.tenants {
+		for i := range tn.sc {
+			if e := &tn.sc[i]; e.mig {
+				e.disallowed = !p.allowed(e.c)
+			}
+		}
+	}
 }
 
 // boardCap holds the choice to each board's GPUs: the objective gains capPenalty for every
@@ -232,19 +354,25 @@ func (bc *boardCap) add(ch unitChange) {
 
 // delta is the change of the penalty when both changes apply.
 func (bc *boardCap) delta(a, b unitChange) float64 {
-	ia, ib := bc.boardOf(a.b), bc.boardOf(b.b)
+	return bc.deltaFrom(&leaving{ch: a, capB: bc.boardOf(a.b), capA: bc.load.alone(a)}, b)
+}
+
+// deltaFrom is delta for l.ch and b.
+func (bc *boardCap) deltaFrom(l *leaving, b unitChange) float64 {
+	a := l.ch
+	ia, ib := l.capB, bc.boardOf(b.b)
 	if math.IsInf(bc.limit[ia], 1) && math.IsInf(bc.limit[ib], 1) {
 		return 0
 	}
-	ta := bc.load.get(a.b)
-	va := bc.load.value(ta)
-	ta[0], ta[1], ta[2] = ta[0]+a.whole, ta[1]+a.mem, ta[2]+a.comp
 	var da, db float64
 	if a.b == b.b {
+		ta := bc.load.get(a.b)
+		va := bc.load.value(ta)
+		ta[0], ta[1], ta[2] = ta[0]+a.whole, ta[1]+a.mem, ta[2]+a.comp
 		ta[0], ta[1], ta[2] = ta[0]+b.whole, ta[1]+b.mem, ta[2]+b.comp
 		da = bc.load.value(ta) - va
 	} else {
-		da = bc.load.value(ta) - va
+		da = l.capA
 		tb := bc.load.get(b.b)
 		vb := bc.load.value(tb)
 		tb[0], tb[1], tb[2] = tb[0]+b.whole, tb[1]+b.mem, tb[2]+b.comp
@@ -367,6 +495,8 @@ func (p *planner) choices() chosen {
 // chooseFrom runs the local search from seed (a candidate per tenant, nil: each tenant's cheapest).
 func (p *planner) chooseFrom(boardWide, vector bool, seed []*cand) {
 	f := p.newFractional(vector)
+	p.keep = map[string]migUse{}
+	p.searchCands()
 	for i, tn := range p.tenants {
 		tn.choice, tn.infeas = nil, nil
 		if len(tn.feasible) == 0 {
@@ -378,7 +508,6 @@ func (p *planner) chooseFrom(boardWide, vector bool, seed []*cand) {
 		}
 		f.move(p.ids.of(tn, tn.choice), tn.choice, tn.choice.replicas)
 	}
-	p.keep = map[string]migUse{}
 	failed := map[int]int{}
 	for round := 0; round < 10; round++ {
 		p.localSearch(f)
@@ -514,13 +643,16 @@ func (p *planner) bestMove(f *fractional, tn *tenant, force bool) *cand {
 	if force {
 		best, bestD = tn.choice, 1e300
 	}
-	for _, c := range tn.feasible {
-		k := p.ids.of(tn, c)
-		if c == tn.choice || k == old || !p.allowed(c) || p.forbidden(tn, c) {
+	sc := p.searchOf(tn)
+	l := f.leave(old, tn.choice, -tn.choice.replicas)
+	for i := range sc {
+		e := &sc[i]
+		k := p.kidOf(tn, e)
+		if e.c == tn.choice || k == old || e.forbidden || e.disallowed {
 			continue
 		}
-		if d := f.moveDelta(old, tn.choice, -tn.choice.replicas, k, c, c.replicas); d < bestD {
-			best, bestD = c, d
+		if d := f.joinDelta(&l, k, e); d < bestD {
+			best, bestD = e.c, d
 		}
 	}
 	return best
@@ -531,13 +663,16 @@ func (p *planner) bestMove(f *fractional, tn *tenant, force bool) *cand {
 func (p *planner) leaveTo(f *fractional, tn *tenant) *cand {
 	old := p.ids.of(tn, tn.choice)
 	best, bestD := tn.choice, math.Inf(1)
-	for _, c := range tn.feasible {
-		k := p.ids.of(tn, c)
-		if c.board != tn.choice.board || k == old || !p.allowed(c) || p.forbidden(tn, c) {
+	sc := p.searchOf(tn)
+	l := f.leave(old, tn.choice, -tn.choice.replicas)
+	for i := range sc {
+		e := &sc[i]
+		k := p.kidOf(tn, e)
+		if k == old || e.forbidden || e.disallowed || e.c.board != tn.choice.board {
 			continue
 		}
-		if d := f.moveDelta(old, tn.choice, -tn.choice.replicas, k, c, c.replicas); d < bestD {
-			best, bestD = c, d
+		if d := f.joinDelta(&l, k, e); d < bestD {
+			best, bestD = e.c, d
 		}
 	}
 	return best
@@ -601,7 +736,14 @@ type migUse struct {
 	board string
 }
 
-func useKey(c *cand) string { return c.board.Name + "/" + c.profile.Name }
+// useKey is the board and MIG profile of c, "H100/1g.10gb", kept on c (the search asks for it
+// for every MIG candidate whenever it fixes a sharing setting).
+func useKey(c *cand) string {
+	if c.use == "" {
+		c.use = c.board.Name + "/" + c.profile.Name
+	}
+	return c.use
+}
 
 // allowed reports whether c agrees with the sharing setting fixed for its MIG profile.
 func (p *planner) allowed(c *cand) bool {
@@ -632,14 +774,17 @@ func (p *planner) consistent(f *fractional) bool {
 		}
 		uses[k][migUse{kind: c.kind, share: c.share}] += c.replicas
 	}
-	moved := false
+	moved, fixed := false, false
 	for _, k := range keys {
 		if len(uses[k]) < 2 {
 			continue
 		}
-		if _, fixed := p.keep[k]; !fixed {
-			p.keep[k] = majority(uses[k])
+		if _, ok := p.keep[k]; !ok {
+			p.keep[k], fixed = majority(uses[k]), true
 		}
+	}
+	if fixed {
+		p.fixedUses()
 	}
 	for _, tn := range p.tenants {
 		if tn.choice == nil || (p.allowed(tn.choice) && !p.forbidden(tn, tn.choice)) {

@@ -194,6 +194,13 @@
 // other MIG instances a quarter of one. The local search runs again after each round that
 // emptied a unit (at most 8 rounds).
 //
+// The search reads each tenant's feasible candidates from one slice of what a move needs
+// (searchCand: the group's number, replicas, unit sizes, and whether an earlier packing forbade
+// the kind or a fixed sharing setting rules it out), filled before each search, and weighs the
+// part of a move that the tenant's leaving contributes once for all its candidates. The values
+// are those of weighing each move from scratch, added in the same order, and the groups are
+// numbered in the same order, so the choice is the same to the bit.
+//
 // The sum of unit sizes overcounts instances that are heavy in different resources: one 1g.20gb
 // (memory 2/8, compute 1/7) and six 1g.10gb (1/8 and 1/7 each) fill one H100, while their sizes
 // add up to 1.107. So the choice is also optimised, by the same local search, for the vector

@@ -493,7 +493,13 @@ func (s *groupSearch) usable(i int, spare float64) float64 {
 	u := 0.0
 	for c, n := range s.units {
 		k := s.share[c]
-		if free := (k - n%k) % k; free > 0 {
+		// free is (k - n%k) % k with one division: the places left on the last unit.
+		r := n % k
+		free := k - r
+		if r <= 0 {
+			free = -r
+		}
+		if free > 0 {
 			u += min(float64(free)*s.price[c]/float64(k), s.room[i][c])
 		}
 	}

@@ -39,14 +39,19 @@ func newVectorObjective() *vectorObjective { return &vectorObjective{} }
 
 // change is what r replicas of c joining (r > 0) or leaving (r < 0) group k do to the units.
 func (f *fractional) change(k int, c *cand, r int) unitChange {
+	return f.changeBy(k, r, &searchCand{tpf: unitGPUs(c), memFrac: c.memFrac, compFrac: c.compFrac, whole: c.whole()})
+}
+
+// changeBy is change for r replicas of e's candidate.
+func (f *fractional) changeBy(k, r int, e *searchCand) unitChange {
 	f.fit(k)
 	cur := f.replicas[k]
 	du := f.units(k, cur+r) - f.units(k, cur)
 	ch := unitChange{b: f.ids.bucket[k]}
-	if c.whole() {
-		ch.whole = du * float64(max(c.tp, 1))
+	if e.whole {
+		ch.whole = du * e.tpf
 	} else {
-		ch.mem, ch.comp = du*c.memFrac, du*c.compFrac
+		ch.mem, ch.comp = du*e.memFrac, du*e.compFrac
 	}
 	return ch
 }
@@ -80,15 +85,31 @@ func (v *vectorObjective) add(ch unitChange) {
 
 // delta is the change of the objective when both changes apply.
 func (v *vectorObjective) delta(a, b unitChange) float64 {
+	return v.deltaFrom(&leaving{ch: a, vecA: v.alone(a)}, b)
+}
+
+// alone is the change of a's bucket's value when a alone applies.
+func (v *vectorObjective) alone(a unitChange) float64 {
 	ta := v.get(a.b)
 	before := v.value(ta)
 	ta[0], ta[1], ta[2] = ta[0]+a.whole, ta[1]+a.mem, ta[2]+a.comp
+	return v.value(ta) - before
+}
+
+// deltaFrom is delta for l.ch and b, with l.vecA = v.alone(l.ch) (the search weighs a tenant's
+// leaving once for all its moves). The terms add in the order they always did, so the values
+// are the same to the bit.
+func (v *vectorObjective) deltaFrom(l *leaving, b unitChange) float64 {
+	a := l.ch
 	if a.b == b.b {
+		ta := v.get(a.b)
+		before := v.value(ta)
+		ta[0], ta[1], ta[2] = ta[0]+a.whole, ta[1]+a.mem, ta[2]+a.comp
 		ta[0], ta[1], ta[2] = ta[0]+b.whole, ta[1]+b.mem, ta[2]+b.comp
 		return v.value(ta) - before
 	}
 	tb := v.get(b.b)
-	d := v.value(ta) - before - v.value(tb)
+	d := l.vecA - v.value(tb)
 	tb[0], tb[1], tb[2] = tb[0]+b.whole, tb[1]+b.mem, tb[2]+b.comp
 	return d + v.value(tb)
 }

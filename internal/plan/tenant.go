@@ -47,6 +47,8 @@ type tenant struct {
 	fixedFallback []*cand
 	choice        *cand
 	infeas        []v1.Reason // set when the tenant cannot be (fully) served
+	// sc is feasible as the choice's local search reads it (searchCands).
+	sc []searchCand
 }
 
 func newTenant(i int, t v1.Tenant, o Options, po perf.Options) (*tenant, error) {

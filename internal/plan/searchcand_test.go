@@ -1,0 +1,110 @@
+package plan
+
+import (
+	"math"
+	"testing"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// TestSearchDeltaMatchesObjective checks the local search's weighing of a move (searchCand,
+// leave, joinDelta) against the objective recomputed from scratch with the move made: for the
+// sum and the vector objective, with and without board limits, every candidate of every tenant
+// of the distinct-shapes pool.
+func TestSearchDeltaMatchesObjective(t *testing.T) {
+	pool := distinctShapesPool(t, 32)
+	for _, vector := range []bool{false, true} {
+		for _, capped := range []bool{false, true} {
+			p, err := newPlanner(pool, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.evaluate()
+			if capped {
+				p.caps = map[string]float64{"H100": 1, "A100-SXM4-80GB": 2}
+			}
+			f := p.newFractional(vector)
+			p.keep = map[string]migUse{}
+			p.searchCands()
+			for _, tn := range p.tenants {
+				if len(tn.feasible) > 0 {
+					tn.choice = p.firstAllowed(tn)
+					f.move(p.ids.of(tn, tn.choice), tn.choice, tn.choice.replicas)
+				}
+			}
+			weighed := 0
+			for _, tn := range p.tenants {
+				if tn.choice == nil {
+					continue
+				}
+				was := tn.choice
+				base := p.chosenValue(vector)
+				old := p.ids.of(tn, was)
+				l := f.leave(old, was, -was.replicas)
+				for i := range tn.sc {
+					e := &tn.sc[i]
+					if e.c != tn.feasible[i] || int(e.replicas) != e.c.replicas {
+						t.Fatalf("%s: search candidate %d is not feasible candidate %d", tn.t.Name, i, i)
+					}
+					k := p.kidOf(tn, e)
+					if k == old {
+						continue
+					}
+					d := f.joinDelta(&l, k, e)
+					tn.choice = e.c
+					want := p.chosenValue(vector) - base
+					tn.choice = was
+					if math.Abs(d-want) > 1e-6*max(1, math.Abs(want)) {
+						t.Errorf("vector %v, capped %v: %s to %s: the search weighs %.9f, the objective changes by %.9f", vector, capped, tn.t.Name, e.c.label(), d, want)
+					}
+					weighed++
+				}
+				// a move made is weighed the same way afterwards
+				if len(tn.sc) > 1 {
+					p.switchTo(f, tn, tn.sc[len(tn.sc)-1].c)
+				}
+			}
+			if weighed < 100 {
+				t.Fatalf("vector %v, capped %v: only %d moves weighed", vector, capped, weighed)
+			}
+		}
+	}
+}
+
+// TestSearchFlagsFollowSettings checks that the search's forbidden and disallowed flags agree
+// with the planner's forbidden kinds and fixed sharing settings after a board-wide search, which
+// fixes settings as it goes (consistent), with one kind forbidden to the first tenant.
+func TestSearchFlagsFollowSettings(t *testing.T) {
+	pool := distinctShapesPool(t, 64)
+	pool.Policy.KubernetesDeviceAPI = v1.DeviceAPIDRA // MIG instances shared by MPS too: more ways to use a profile
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.evaluate()
+	first := p.tenants[0].feasible[0] // an earlier packing's forbidden kind, as retryBlocked sets them
+	p.forbid = map[*tenant]map[forbidKey]string{p.tenants[0]: {{first.board.Name, first.kind}: "a node rule"}}
+	p.chooseFrom(true, false, nil)
+	if len(p.keep) == 0 {
+		t.Fatal("the board-wide search fixed no sharing setting; the check below would hold trivially")
+	}
+	ruled, forbidden := 0, 0
+	for _, tn := range p.tenants {
+		for i := range tn.sc {
+			e := &tn.sc[i]
+			if e.disallowed != !p.allowed(e.c) || e.forbidden != p.forbidden(tn, e.c) {
+				t.Errorf("%s %s: flags disallowed %v forbidden %v, planner says allowed %v forbidden %v",
+					tn.t.Name, e.c.label(), e.disallowed, e.forbidden, p.allowed(e.c), p.forbidden(tn, e.c))
+			}
+			if e.disallowed {
+				ruled++
+			}
+			if e.forbidden {
+				forbidden++
+			}
+		}
+	}
+	if ruled == 0 || forbidden == 0 {
+		t.Errorf("%d candidate(s) ruled out by a fixed sharing setting, %d forbidden: the check held trivially", ruled, forbidden)
+	}
+}
