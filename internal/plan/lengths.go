@@ -537,17 +537,17 @@ func tailAt(l v1.Lengths, m, y float64) float64 {
 		return compoundTail(l, 1, m, y)
 	}
 	i := max(0, int(math.Ceil(128*math.Log2(128*m))))
-	mg := math.Exp2(float64(i)/128) / 128
-	for mg < m {
+	for i < len(tailPoints) && tailPoints[i].m < m {
 		i++
-		mg = math.Exp2(float64(i)/128) / 128
 	}
-	mg = math.Min(mg, 50)
-	sd := math.Sqrt(mg * 13 / 12)
+	if i >= len(tailPoints) {
+		return compoundTail(l, 1, m, y) // not reached: m ≤ 50 lies below the grid's last point
+	}
 	law := 0
 	if l == v1.LengthsExponential {
-		sd, law = math.Sqrt(mg*2), 1
+		law = 1
 	}
+	mg, sd := math.Min(tailPoints[i].m, 50), tailPoints[i].sd[law]
 	k := int(math.Floor(64 * ((y-mg)/sd + 8)))
 	if k < 0 || k >= tailCols {
 		return compoundTail(l, 1, m, y)
@@ -572,6 +572,21 @@ func tailAt(l v1.Lengths, m, y float64) float64 {
 	row[k].Store(math.Float64bits(v) | 1<<63) // the sign bit marks a value as computed
 	return v
 }
+
+// tailPoints holds tailAt's grid of means, 2^(i/128)/128, and the sums' standard deviations
+// there by law (uniform, exponential), at the mean capped at 50: computed once, the same values
+// as computed at each read (an exponential and a square root a read otherwise).
+var tailPoints = func() (p [len(tailGrid[0])]struct {
+	m  float64
+	sd [2]float64
+}) {
+	for i := range p {
+		p[i].m = math.Exp2(float64(i)/128) / 128
+		mg := math.Min(p[i].m, 50)
+		p[i].sd = [2]float64{math.Sqrt(mg * 13 / 12), math.Sqrt(mg * 2)}
+	}
+	return p
+}()
 
 // tailCols is the points of a row of tailGrid: y from 8 standard deviations below the mean to
 // 10 above, 64 a deviation.
