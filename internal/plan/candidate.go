@@ -736,7 +736,7 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 	if !fit.Fits {
 		return r
 	}
-	e, err := tn.perfM.Place(ps)
+	e, err := p.cache.place(tn, ps)
 	if err != nil {
 		r.err = err
 		return r
@@ -811,6 +811,9 @@ type evalCache struct {
 	// fits are the memory fits by model, serving options and slice: the request shape and the
 	// SLO do not change them.
 	fits map[fitKey]fitResult
+	// places are perf's engines by model, quantization, perf options and slice: the request
+	// shape and the SLO do not change them either.
+	places map[placeKey]placeResult
 	// shapes number the tenants' model, serving options, request shape and SLO (shapeKey), so
 	// that the keys above hash a number and pointers instead of strings.
 	shapes map[shapeKey]int
@@ -840,6 +843,30 @@ func (c *evalCache) fit(tn *tenant, sl llm.Slice) (llm.Fit, error) {
 	return f, err
 }
 
+type placeKey struct {
+	model string // tenant.modKey
+	quant llm.Quantization
+	opt   perf.Options
+	slice perf.Slice
+}
+
+type placeResult struct {
+	e   *perf.Engine
+	err error
+}
+
+// place memoises perf's Place of tn's model on s: tenants of the same model, quantization and
+// perf options get the same engine (callers derive engines from it, never change it).
+func (c *evalCache) place(tn *tenant, s perf.Slice) (*perf.Engine, error) {
+	k := placeKey{tn.modKey, tn.perfM.Quantization(), tn.perfM.Options(), s}
+	if r, ok := c.places[k]; ok {
+		return r.e, r.err
+	}
+	e, err := tn.perfM.Place(s)
+	c.places[k] = placeResult{e, err}
+	return e, err
+}
+
 // shapeKey is what an evaluation takes from the tenant.
 type shapeKey struct {
 	model             string
@@ -862,7 +889,7 @@ type evalKey struct {
 }
 
 func newEvalCache() *evalCache {
-	return &evalCache{m: map[evalKey]*evalResult{}, sizes: map[sizeKey]sizing{}, qs: map[evalKey]*qmodel{}, fits: map[fitKey]fitResult{}, shapes: map[shapeKey]int{}, finest: map[finestKey]int{}}
+	return &evalCache{m: map[evalKey]*evalResult{}, sizes: map[sizeKey]sizing{}, qs: map[evalKey]*qmodel{}, fits: map[fitKey]fitResult{}, places: map[placeKey]placeResult{}, shapes: map[shapeKey]int{}, finest: map[finestKey]int{}}
 }
 
 // qmodel memoises the queueing model of a tenant's replica on a candidate across SLOs.

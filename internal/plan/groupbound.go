@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	mathbits "math/bits"
 	"slices"
 	"strings"
 )
@@ -189,11 +190,14 @@ type groupSearch struct {
 	room   [][]float64
 	suffix []float64 // Σ of the remaining tenants' cheapest fractional prices
 	units  []int     // replicas per class so far
-	price  []float64 // per class
-	share  []int
-	best   float64
-	nodes  int
-	limit  int // nodes before the search gives up
+	// open has bit c set while units[c] > 0: usable visits those classes alone, in class order
+	// (a class without replicas has no free places).
+	open  []uint64
+	price []float64 // per class
+	share []int
+	best  float64
+	nodes int
+	limit int // nodes before the search gives up
 	// grid is a step every unit price of the group is a whole multiple of (1/8 for the MIG
 	// memory shares of an eight-slice board at λ = 1 and whole GPUs), 0 when none up to 1/64:
 	// every plan's cost is then a multiple of it, so a lower bound rounds up to it (up).
@@ -242,6 +246,7 @@ func groupArgMinN(ts []*tenant, lam float64, limit int) groupResult {
 		s.suffix[i] = s.suffix[i+1] + s.opts[i][0].frac
 	}
 	s.units = make([]int, len(s.price))
+	s.open = make([]uint64, (len(s.price)+63)/64)
 	s.search(0, 0, 0)
 	r := groupResult{inc: s.best, nodes: s.nodes, done: s.nodes <= s.limit}
 	if s.bestAt != nil {
@@ -380,9 +385,11 @@ func (s *groupSearch) search(i int, cost, spare float64) {
 		s.at[i] = b.idx
 		u := s.units[o.class]
 		s.units[o.class] = u + o.r
+		s.setOpen(o.class)
 		s.pick[i] = o.c
 		s.search(i+1, cost+b.dc, spare+b.ds)
 		s.units[o.class] = u
+		s.setOpen(o.class)
 		if s.nodes > s.limit {
 			return
 		}
@@ -491,17 +498,35 @@ func dominated(all [][]groupOpt, price []float64, share []int) []bool {
 // increase is at least (replicas added − free places) × π_c / k_c.
 func (s *groupSearch) usable(i int, spare float64) float64 {
 	u := 0.0
-	for c, n := range s.units {
-		k := s.share[c]
-		// free is (k - n%k) % k with one division: the places left on the last unit.
-		r := n % k
-		free := k - r
-		if r <= 0 {
-			free = -r
-		}
-		if free > 0 {
-			u += min(float64(free)*s.price[c]/float64(k), s.room[i][c])
+	for w, bits := range s.open {
+		for ; bits != 0; bits &= bits - 1 {
+			c := w*64 + mathbits.TrailingZeros64(bits)
+			u += s.freeValue(i, c)
 		}
 	}
 	return min(u, spare)
+}
+
+// setOpen sets class c's bit in open from units[c].
+func (s *groupSearch) setOpen(c int) {
+	if s.units[c] > 0 {
+		s.open[c/64] |= 1 << (c % 64)
+	} else {
+		s.open[c/64] &^= 1 << (c % 64)
+	}
+}
+
+// freeValue is what class c's free places can save rows i onwards (usable's term for c).
+func (s *groupSearch) freeValue(i, c int) float64 {
+	n, k := s.units[c], s.share[c]
+	// free is (k - n%k) % k with one division: the places left on the last unit.
+	r := n % k
+	free := k - r
+	if r <= 0 {
+		free = -r
+	}
+	if free <= 0 {
+		return 0
+	}
+	return min(float64(free)*s.price[c]/float64(k), s.room[i][c])
 }

@@ -221,3 +221,51 @@ func TestBuildDeterministic(t *testing.T) {
 		t.Error("two builds of the same pool differ")
 	}
 }
+
+// usable visits only the classes with replicas (open), over more than one word of classes, and
+// gives bit for bit what the sum over every class in class order gives, after replicas are
+// added and taken back in any order (the search's moves).
+func TestUsableOpenClasses(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		nc := rapid.IntRange(1, 150).Draw(rt, "classes")
+		rows := rapid.IntRange(1, 4).Draw(rt, "rows")
+		s := &groupSearch{units: make([]int, nc), open: make([]uint64, (nc+63)/64),
+			price: make([]float64, nc), share: make([]int, nc), room: make([][]float64, rows)}
+		for c := range nc {
+			s.share[c] = rapid.IntRange(1, 8).Draw(rt, "share")
+			s.price[c] = rapid.Float64Range(0.01, 3).Draw(rt, "price")
+		}
+		for i := range rows {
+			s.room[i] = make([]float64, nc)
+			for c := range nc {
+				s.room[i][c] = rapid.Float64Range(0, 2).Draw(rt, "room")
+			}
+		}
+		type move struct{ c, before int }
+		var stack []move
+		for range rapid.IntRange(1, 60).Draw(rt, "moves") {
+			if len(stack) > 0 && rapid.Bool().Draw(rt, "undo") {
+				m := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				s.units[m.c] = m.before
+				s.setOpen(m.c)
+			} else {
+				c := rapid.IntRange(0, nc-1).Draw(rt, "class")
+				stack = append(stack, move{c, s.units[c]})
+				s.units[c] += rapid.IntRange(1, 9).Draw(rt, "replicas")
+				s.setOpen(c)
+			}
+			i := rapid.IntRange(0, rows-1).Draw(rt, "row")
+			spare := rapid.Float64Range(0, 20).Draw(rt, "spare")
+			want := 0.0
+			for c, n := range s.units {
+				if free := (s.share[c] - n%s.share[c]) % s.share[c]; free > 0 {
+					want += min(float64(free)*s.price[c]/float64(s.share[c]), s.room[i][c])
+				}
+			}
+			if got := s.usable(i, spare); got != min(want, spare) {
+				rt.Fatalf("usable = %v, the sum over every class %v", got, min(want, spare))
+			}
+		}
+	})
+}

@@ -118,3 +118,47 @@ func TestLnFact(t *testing.T) {
 		}
 	}
 }
+
+// TestPlaceShared: tenants of the same model and serving options but different request shapes
+// get one engine per slice from the evaluation cache, which is what each tenant's own model
+// places there; a tenant of another model, or another slice, gets its own.
+func TestPlaceShared(t *testing.T) {
+	p, err := newPlanner(distinctShapesPool(t, 8), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, other := p.tenants[1], p.tenants[5], p.tenants[2] // tenants i and i+4 share a model
+	if a.modKey != b.modKey || a.work == b.work || a.modKey == other.modKey {
+		t.Fatalf("pool: want %s and %s alike but for the shape, %s another model", a.t.Name, b.t.Name, other.t.Name)
+	}
+	brd := p.fleet[0].board
+	for _, s := range []perf.Slice{{Board: brd, Replicas: 1}, {Board: brd, Mode: perf.MPS, SMPercent: 50, Replicas: 2, MemoryMiB: 40 << 10}} {
+		ea, err := p.cache.place(a, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eb, err := p.cache.place(b, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ea != eb {
+			t.Errorf("%v: %s and %s got different engines", s, a.t.Name, b.t.Name)
+		}
+		fresh, err := b.perfM.Place(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ea.KVCapacityTokens() != fresh.KVCapacityTokens() || ea.MaxSeqs() != fresh.MaxSeqs() || ea.MaxBatchedTokens() != fresh.MaxBatchedTokens() {
+			t.Errorf("%v: cached engine (%d tokens, %d seqs, %d batched) differs from a fresh one (%d, %d, %d)", s,
+				ea.KVCapacityTokens(), ea.MaxSeqs(), ea.MaxBatchedTokens(), fresh.KVCapacityTokens(), fresh.MaxSeqs(), fresh.MaxBatchedTokens())
+		}
+		if eo, err := p.cache.place(other, s); err != nil || eo == ea || eo.KVCapacityTokens() == ea.KVCapacityTokens() {
+			t.Errorf("%v: %s (another model) got %s's engine or its capacity (err %v)", s, other.t.Name, a.t.Name, err)
+		}
+	}
+	e1, _ := p.cache.place(a, perf.Slice{Board: brd, Replicas: 1})
+	e2, _ := p.cache.place(a, perf.Slice{Board: brd, Mode: perf.MPS, SMPercent: 50, Replicas: 2, MemoryMiB: 40 << 10})
+	if e1 == e2 || e1.KVCapacityTokens() <= e2.KVCapacityTokens() {
+		t.Errorf("a whole GPU and a 40 GiB share got one engine or the share holds as much (%d ≥ %d tokens)", e2.KVCapacityTokens(), e1.KVCapacityTokens())
+	}
+}
