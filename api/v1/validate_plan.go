@@ -44,6 +44,7 @@ type planChecker struct {
 	replicas map[string]map[int]placed // tenant → index → where
 	used     int
 	loraGPU  map[string]GPURef // LoRA engine → the GPU that names it
+	mpsRefs  map[string]int    // node → the most replicas of its whole-GPU MPS GPUs (nodeMPSRefs)
 }
 
 // Plan checks plan, and its agreement with pool when pool is not nil, and returns every problem
@@ -272,7 +273,7 @@ func (c *planChecker) checkDomain(g PlanGPU, d domain) {
 	if (d.slice == SliceMPS || d.slice == SliceMIGMPS) && len(d.replicas) > MaxMPSClients {
 		c.errs.add(d.path, "an MPS server runs at most %d clients (got %d replicas)", MaxMPSClients, len(d.replicas))
 	}
-	c.checkEqualShares(d)
+	c.checkEqualShares(g, d)
 	var mem Bytes
 	for k, r := range d.replicas {
 		rp := index(d.path, k)
@@ -296,22 +297,45 @@ func (c *planChecker) checkDomain(g PlanGPU, d domain) {
 }
 
 // checkEqualShares reports, on the device-plugin path, a whole-GPU MPS replica whose limits are
-// above the equal share of the k replicas of its GPU: the plugin's MPS daemon gives each of its N
-// clients (N ≥ k, one setting per node) 100/N % of the SMs and 1/N of the memory, and a client's
-// own settings can only lower that, so such a plan does not run as written. (The DRA path runs
-// unequal limits: the claim's daemon takes the largest and each client lowers its own.)
-func (c *planChecker) checkEqualShares(d domain) {
-	if c.pool == nil || c.pool.Policy.DeviceAPI() == DeviceAPIDRA || d.slice != SliceMPS || len(d.replicas) < 2 {
+// above the equal share of the node's setting: the plugin applies one MPS setting to every GPU of
+// the node, N references a GPU (the most replicas any whole-GPU MPS GPU of the node holds, as the
+// rendered config sets it), and its MPS daemon gives each client 100/N % of the SMs and 1/N of the
+// memory; a client's own settings can only lower that, so such a plan does not run as written. A
+// GPU of fewer replicas beside one of more on the same node is held to the larger count. (The DRA
+// path runs unequal limits: the claim's daemon takes the largest and each client lowers its own.)
+func (c *planChecker) checkEqualShares(g PlanGPU, d domain) {
+	if c.pool == nil || c.pool.Policy.DeviceAPI() == DeviceAPIDRA || d.slice != SliceMPS || len(d.replicas) == 0 {
 		return
 	}
-	k := len(d.replicas)
+	k := max(len(d.replicas), c.nodeMPSRefs(g.Node))
+	if k < 2 {
+		return
+	}
 	share, pct := d.capacity/Bytes(k)/MiB*MiB, 100/k
 	for i, r := range d.replicas {
 		if r.Limits.SMPercent > pct || (d.capacity > 0 && r.Limits.Memory > share) {
-			c.errs.add(field(index(d.path, i), "limits"), "%d%% SMs and %s memory, more than the device plugin's equal share of %d replicas (%d%%, %s): it gives every MPS client of a GPU the same share",
-				r.Limits.SMPercent, r.Limits.Memory, k, pct, share)
+			on := ""
+			if k > len(d.replicas) {
+				on = fmt.Sprintf(" (node %s's setting: another whole-GPU MPS GPU there holds %d)", g.Node, k)
+			}
+			c.errs.add(field(index(d.path, i), "limits"), "%d%% SMs and %s memory, more than the device plugin's equal share of %d replicas%s (%d%%, %s): it gives every MPS client of a node's GPUs the same share",
+				r.Limits.SMPercent, r.Limits.Memory, k, on, pct, share)
 		}
 	}
+}
+
+// nodeMPSRefs is the most replicas a whole-GPU MPS GPU of node holds in the plan: the references
+// per GPU of the node's one MPS setting on the device-plugin path.
+func (c *planChecker) nodeMPSRefs(node string) int {
+	if c.mpsRefs == nil {
+		c.mpsRefs = map[string]int{}
+		for _, g := range c.plan.GPUs {
+			if g.Mode == ModeMPS {
+				c.mpsRefs[g.Node] = max(c.mpsRefs[g.Node], len(g.Replicas))
+			}
+		}
+	}
+	return c.mpsRefs[node]
 }
 
 func (c *planChecker) checkReplica(rp string, r PlanReplica, slice SliceKind) {

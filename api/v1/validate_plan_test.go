@@ -3,6 +3,7 @@ package v1
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -429,5 +430,40 @@ func TestValidatePlanMPSShares(t *testing.T) {
 	}
 	if err := mps(DeviceAPIDRA, 60, 45*GiB); has(err, unequal) {
 		t.Errorf("unequal MPS replicas on the DRA path: %v", err)
+	}
+
+	// The plugin's MPS setting is one per node: beside a GPU of the same node whose MPS holds 3
+	// replicas, the halves of GPU a/1 are above the node's equal share of 3.
+	node := func(api KubernetesDeviceAPI, others int) error {
+		p, pool := loadValidPlan(t), loadValidPool(t)
+		pool.Policy.KubernetesDeviceAPI = api
+		g := &p.GPUs[1]
+		g.Mode = ModeMPS
+		r := g.Replicas[0]
+		r.Limits = Limits{SMPercent: 50, Memory: 30 * GiB}
+		g.Replicas[0].Limits = r.Limits
+		r.Index = 90
+		g.Replicas = append(g.Replicas, r)
+		o := slices.IndexFunc(p.GPUs, func(x PlanGPU) bool { return x.Node == g.Node && x.Index != g.Index })
+		if o < 0 {
+			t.Fatalf("the valid plan has no second GPU on node %s", g.Node)
+		}
+		og := &p.GPUs[o]
+		og.Mode, og.Instances, og.Replicas = ModeMPS, nil, nil
+		for i := range others {
+			r.Index, r.Limits = 95+i, Limits{SMPercent: 100 / others, Memory: 20 * GiB}
+			og.Replicas = append(og.Replicas, r)
+		}
+		return testValidator.Plan(p, pool)
+	}
+	const nodeWide = "more than the device plugin's equal share of 3 replicas (node"
+	if err := node("", 3); !has(err, nodeWide) {
+		t.Errorf("halves of one GPU beside 3 MPS replicas on another GPU of the node: got %v", err)
+	}
+	if err := node("", 2); has(err, "equal share") {
+		t.Errorf("halves of one GPU beside 2 MPS replicas on another GPU of the node: %v", err)
+	}
+	if err := node(DeviceAPIDRA, 3); has(err, "equal share") {
+		t.Errorf("MPS GPUs of different counts on one node on the DRA path: %v", err)
 	}
 }

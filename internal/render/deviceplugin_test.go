@@ -80,6 +80,14 @@ var dpCases = []struct {
 		// Plan validation refuses it on the device-plugin path (a client's own limits can only
 		// lower the plugin's equal share), so nothing is rendered.
 		invalid: "gpus[0].replicas[0].limits: 70% SMs and 30Gi memory, more than the device plugin's equal share of 2 replicas (50%, 40779Mi)"},
+	{name: "whole-GPU MPS halves beside three replicas on the node",
+		edit: func(p *v1.Plan) {
+			// The node's one setting is 3 references a GPU (the most any of its MPS GPUs holds):
+			// the halves on GPU 0 are above 100 / 3 = 33%.
+			whole(p, "n0", 0, v1.ModeMPS, rep("c", mps(50, 30*v1.GiB)), rep("d", mps(50, 30*v1.GiB)))
+			whole(p, "n0", 1, v1.ModeMPS, rep("e", mps(33, 20*v1.GiB)), rep("f", mps(33, 20*v1.GiB)), rep("e", mps(33, 20*v1.GiB)))
+		},
+		invalid: "more than the device plugin's equal share of 3 replicas (node n0's setting: another whole-GPU MPS GPU there holds 3) (33%, 27186Mi)"},
 	{name: "time-slicing and MPS on one node",
 		edit: func(p *v1.Plan) {
 			whole(p, "n0", 0, v1.ModeMPS, rep("c", mps(50, 30*v1.GiB)), rep("d", mps(50, 30*v1.GiB)))

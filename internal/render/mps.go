@@ -116,14 +116,24 @@ func mpsEnv(l v1.Limits) map[string]string {
 }
 
 // checkMPSShares reports whole-GPU MPS replicas whose limits exceed the plugin's equal share:
-// client settings can only lower the daemon's.
+// client settings can only lower the daemon's. The plugin's MPS setting is one per node (the
+// node's config sets the most replicas any of its MPS GPUs holds, resourceWant), and its daemon
+// gives each client of a GPU 1/N of it, N that setting, however few replicas the GPU holds.
 func (m *model) checkMPSShares(n *node) {
+	refs := 0
+	for _, g := range n.gpus {
+		for _, d := range g.devices {
+			if d.kind == v1.SliceMPS {
+				refs = max(refs, len(d.replicas))
+			}
+		}
+	}
 	for _, g := range n.gpus {
 		for _, d := range g.devices {
 			if d.kind != v1.SliceMPS || len(d.replicas) == 0 {
 				continue
 			}
-			k := len(d.replicas)
+			k := refs
 			share, pct := d.capacity/v1.Bytes(k), 100/k
 			for _, r := range d.replicas {
 				if r.Limits.Memory > share || r.Limits.SMPercent > pct {
