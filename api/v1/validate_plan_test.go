@@ -405,8 +405,9 @@ func TestValidatePlanMPSShares(t *testing.T) {
 		t.Errorf("48 MPS replicas on one instance: %v", err)
 	}
 
-	// GPU a/1 by MPS between chat 1 and a second replica of chat, one of them above half.
-	mps := func(api KubernetesDeviceAPI, pct int, mem Bytes) error {
+	// pair shares GPU a/1 by MPS between chat 1 (at pct and mem) and a second replica of chat
+	// (at half), on the given device path.
+	pair := func(api KubernetesDeviceAPI, pct int, mem Bytes) (*Plan, *Pool, *PlanGPU, PlanReplica) {
 		p, pool := loadValidPlan(t), loadValidPool(t)
 		pool.Policy.KubernetesDeviceAPI = api
 		g := &p.GPUs[1]
@@ -416,6 +417,11 @@ func TestValidatePlanMPSShares(t *testing.T) {
 		g.Replicas[0].Limits = Limits{SMPercent: pct, Memory: mem}
 		r.Index = 90
 		g.Replicas = append(g.Replicas, r)
+		return p, pool, g, r
+	}
+	// GPU a/1 by MPS between two replicas, one of them above half.
+	mps := func(api KubernetesDeviceAPI, pct int, mem Bytes) error {
+		p, pool, _, _ := pair(api, pct, mem)
 		return testValidator.Plan(p, pool)
 	}
 	const unequal = "more than the device plugin's equal share of 2 replicas"
@@ -435,15 +441,7 @@ func TestValidatePlanMPSShares(t *testing.T) {
 	// The plugin's MPS setting is one per node: beside a GPU of the same node whose MPS holds 3
 	// replicas, the halves of GPU a/1 are above the node's equal share of 3.
 	node := func(api KubernetesDeviceAPI, others int) error {
-		p, pool := loadValidPlan(t), loadValidPool(t)
-		pool.Policy.KubernetesDeviceAPI = api
-		g := &p.GPUs[1]
-		g.Mode = ModeMPS
-		r := g.Replicas[0]
-		r.Limits = Limits{SMPercent: 50, Memory: 30 * GiB}
-		g.Replicas[0].Limits = r.Limits
-		r.Index = 90
-		g.Replicas = append(g.Replicas, r)
+		p, pool, g, r := pair(api, 50, 30*GiB)
 		o := slices.IndexFunc(p.GPUs, func(x PlanGPU) bool { return x.Node == g.Node && x.Index != g.Index })
 		if o < 0 {
 			t.Fatalf("the valid plan has no second GPU on node %s", g.Node)
