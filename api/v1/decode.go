@@ -263,6 +263,9 @@ func parseDocument(data []byte) (map[string]any, []byte, FieldErrors, error) {
 			if d, lax, ok := yamlDuplicates(data); ok {
 				dups, j, err = d, lax, nil
 			}
+		} else if lax, d, ok := collidingKeys(data); ok && len(d) > 0 {
+			// No key is written twice, but two become one JSON key.
+			dups, j = d, lax
 		}
 		if err != nil {
 			if path, v, ok := findNonFinite(data); ok {

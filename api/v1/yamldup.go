@@ -2,7 +2,11 @@ package v1
 
 import (
 	"fmt"
+	"sort"
+	"strconv"
+	"strings"
 
+	yamlv2 "go.yaml.in/yaml/v2"
 	yaml3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
@@ -12,10 +16,6 @@ import (
 // mapping, it returns one error per repeated key, with its path and lines, and the lax reader's
 // JSON text; ok is false otherwise, and the strict reader's error stands.
 func yamlDuplicates(data []byte) (FieldErrors, []byte, bool) {
-	lax, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return nil, nil, false
-	}
 	var root yaml3.Node
 	if yaml3.Unmarshal(data, &root) != nil || len(root.Content) == 0 {
 		return nil, nil, false
@@ -25,21 +25,129 @@ func yamlDuplicates(data []byte) (FieldErrors, []byte, bool) {
 	if len(dups) == 0 {
 		return nil, nil, false
 	}
-	// Keys YAML reads as different values can still meet as one JSON key (1 and "1").
+	// Keys YAML reads as different values can still meet as one JSON key (1 and "1"); read
+	// those the same way every time.
+	lax, coll, ok := collidingKeys(data)
+	if !ok {
+		return nil, nil, false
+	}
 	seen := map[string]bool{}
 	for _, d := range dups {
 		seen[d.Path] = true
 	}
-	more, err := DuplicateJSONKeys(lax)
-	if err != nil {
-		return nil, nil, false
-	}
-	for _, p := range more {
-		if !seen[p] {
-			dups = append(dups, FieldError{Path: p, Msg: "duplicate key"})
+	for _, c := range coll {
+		if !seen[c.Path] {
+			dups = append(dups, c)
 		}
 	}
 	return dups, lax, true
+}
+
+// collidingKeys reads data the way the YAML-to-JSON conversion does (YAML 1.1, the last of a
+// repeated key kept) and finds every mapping in which different keys become one JSON key: 1,
+// "1", 0x1 and 1.0 all become "1", and the conversion would keep whichever its map order meets
+// last, so the same text could decode to different values. It returns one error per such key
+// and the JSON text with one of those keys kept by a fixed rule (a string key when there is one),
+// or, when no keys meet, nil errors and the conversion's own text. ok is false when the reader
+// or the conversion refuses data.
+func collidingKeys(data []byte) ([]byte, FieldErrors, bool) {
+	var tree any
+	if yamlv2.Unmarshal(data, &tree) != nil {
+		return nil, nil, false
+	}
+	var errs FieldErrors
+	dropCollidingKeys(tree, "", &errs, 0)
+	if len(errs) > 0 {
+		cleaned, err := yamlv2.Marshal(tree)
+		if err != nil {
+			return nil, nil, false
+		}
+		data = cleaned
+	}
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, nil, false
+	}
+	return j, errs, true
+}
+
+// dropCollidingKeys keeps one key of each group of keys of a mapping that convert to one JSON
+// key, removes the others and appends an error naming them.
+func dropCollidingKeys(v any, path string, errs *FieldErrors, depth int) {
+	if depth > maxJSONDepth {
+		return
+	}
+	switch x := v.(type) {
+	case map[any]any:
+		groups := map[string][]any{}
+		for k := range x {
+			if s, ok := jsonKey(k); ok {
+				groups[s] = append(groups[s], k)
+			}
+		}
+		names := make([]string, 0, len(groups))
+		for s := range groups {
+			names = append(names, s)
+		}
+		sort.Strings(names)
+		for _, s := range names {
+			ks := groups[s]
+			sort.Slice(ks, func(i, j int) bool { return keyOrder(ks[i]) < keyOrder(ks[j]) })
+			keep := ks[0]
+			if len(ks) > 1 {
+				shown := make([]string, len(ks))
+				for i, k := range ks {
+					shown[i] = fmt.Sprintf("%#v", k)
+					if k != keep {
+						delete(x, k)
+					}
+				}
+				*errs = append(*errs, FieldError{Path: key(path, s),
+					Msg: fmt.Sprintf("duplicate key (%s are one key once read; quote keys as strings)", strings.Join(shown, " and "))})
+			}
+			dropCollidingKeys(x[keep], key(path, s), errs, depth+1)
+		}
+	case []any:
+		for i, item := range x {
+			dropCollidingKeys(item, index(path, i), errs, depth+1)
+		}
+	}
+}
+
+// keyOrder sorts a string key first, then the others by type and value.
+func keyOrder(k any) string {
+	if s, ok := k.(string); ok {
+		return "0" + s
+	}
+	return fmt.Sprintf("1%T:%v", k, k)
+}
+
+// jsonKey is the JSON key the YAML-to-JSON conversion writes for a YAML key: integers in
+// decimal, floats in their shortest 32-bit form, booleans as true and false. Other keys make the
+// conversion fail; ok is false for them.
+func jsonKey(k any) (string, bool) {
+	switch x := k.(type) {
+	case string:
+		return x, true
+	case int:
+		return strconv.Itoa(x), true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case float64:
+		switch s := strconv.FormatFloat(x, 'g', -1, 32); s {
+		case "+Inf":
+			return ".inf", true
+		case "-Inf":
+			return "-.inf", true
+		case "NaN":
+			return ".nan", true
+		default:
+			return s, true
+		}
+	case bool:
+		return strconv.FormatBool(x), true
+	}
+	return "", false
 }
 
 // walkYAMLKeys appends an error for every key given twice in a mapping under n. Aliases are not

@@ -91,3 +91,42 @@ func TestDuplicateKeyReviewPool(t *testing.T) {
 		}
 	}
 }
+
+// Keys YAML reads as different values but JSON as one (1, "1", 0x1, 1.0) are a repeated key:
+// the document is refused with the same errors every time, never decoded to whichever value a
+// map's order met last.
+func TestKeysThatBecomeOneJSONKey(t *testing.T) {
+	tests := []struct {
+		labels string
+		want   string
+	}{
+		{`{1: x, "1": w}`, `fleet.nodes[0].labels.1: duplicate key ("1" and 1 are one key once read; quote keys as strings)`},
+		{`{1.0: x, "1": w, zone: a}`, `fleet.nodes[0].labels.1: duplicate key ("1" and 1 are one key once read; quote keys as strings)`},
+		{`{true: x, "true": w}`, `fleet.nodes[0].labels.true: duplicate key ("true" and true are one key once read; quote keys as strings)`},
+		{`{1: x, "1": y, 0x1: z}`, `fleet.nodes[0].labels.1: duplicate key ("1" and 1 are one key once read; quote keys as strings)` + "\n" +
+			`fleet.nodes[0].labels.1: expected a string, got the boolean true (YAML reads yes, no, on, off, y and n as booleans: quote the value)` + "\n" +
+			"fleet.nodes[0].labels.0x1: duplicate key (lines 8 and 8; only the last is read)"},
+	}
+	for _, tt := range tests {
+		in := minimalPool + "    labels: " + tt.labels + "\n"
+		first := ""
+		for i := 0; i < 50; i++ {
+			_, err := DecodePool([]byte(in))
+			if err == nil {
+				t.Fatalf("%s accepted", tt.labels)
+			}
+			if i == 0 {
+				first = err.Error()
+				if first != tt.want {
+					t.Errorf("%s:\n%s\nwant\n%s", tt.labels, first, tt.want)
+				}
+			} else if err.Error() != first {
+				t.Fatalf("%s: errors differ between two reads:\n%s\n---\n%s", tt.labels, first, err)
+			}
+		}
+	}
+	// Distinct keys are untouched.
+	if _, err := DecodePool([]byte(minimalPool + "    labels: {\"1\": a, \"01\": b, \"1.0\": c}\n")); err != nil {
+		t.Errorf("distinct string keys refused: %v", err)
+	}
+}
