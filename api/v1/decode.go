@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	yamlv2 "go.yaml.in/yaml/v2"
-	"sigs.k8s.io/yaml"
 )
 
 // Document is a decoded *Pool or *Plan.
@@ -256,16 +255,16 @@ func parseDocument(data []byte) (map[string]any, []byte, FieldErrors, error) {
 		if err := checkSingleDocument(data); err != nil {
 			return nil, nil, nil, err
 		}
-		j, err := yaml.YAMLToJSONStrict(data)
+		j, coll, err := yamlToJSON(data)
 		if err != nil {
 			// A repeated key fails the strict reader at once; read on past it when that is all
 			// that is wrong, naming every repeated key.
 			if d, lax, ok := yamlDuplicates(data); ok {
 				dups, j, err = d, lax, nil
 			}
-		} else if lax, d, ok := collidingKeys(data); ok && len(d) > 0 {
+		} else if len(coll) > 0 {
 			// No key is written twice, but two become one JSON key.
-			dups, j = d, lax
+			dups = coll
 		}
 		if err != nil {
 			if path, v, ok := findNonFinite(data); ok {
@@ -404,16 +403,21 @@ func nonFinite(v any, path string) (string, string, bool) {
 			return path, strconv.FormatFloat(x, 'g', -1, 64), true
 		}
 	case map[any]any:
-		keys := make([]string, 0, len(x))
-		byKey := map[string]any{}
-		for k, item := range x {
-			ks := fmt.Sprint(k)
-			keys = append(keys, ks)
-			byKey[ks] = item
+		// Keys that print alike (1 and "1") are each walked, in an order of their own, so that
+		// the same text always names the same value.
+		keys := make([]any, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
 		}
-		sort.Strings(keys)
+		sort.Slice(keys, func(i, j int) bool {
+			a, b := fmt.Sprint(keys[i]), fmt.Sprint(keys[j])
+			if a != b {
+				return a < b
+			}
+			return keyOrder(keys[i]) < keyOrder(keys[j])
+		})
 		for _, k := range keys {
-			if p, s, ok := nonFinite(byKey[k], key(path, k)); ok {
+			if p, s, ok := nonFinite(x[k], key(path, fmt.Sprint(k))); ok {
 				return p, s, true
 			}
 		}

@@ -71,18 +71,33 @@ func decodeFairJSON(data []byte, sc *FairScenario) error {
 	if err == nil {
 		// The document is valid JSON: one fast pass names any duplicate key, which
 		// encoding/json would silently resolve to the last value.
-		return fairDuplicateJSONKeys(data)
+		folded, dup := fairDuplicateJSONKeys(data)
+		if dup != nil || !folded {
+			return dup
+		}
+		// A key is a field's name in other letter case ("Capacity"), which encoding/json
+		// matches to the field, the last of them silently winning, while the YAML reading
+		// refuses it: walk the document by its types to name the unknown fields (a map key
+		// such as a tenant named "Name" is no field, and passes).
+		return walkFairJSON(data)
 	}
 	// Walk the document as YAML (JSON is YAML) to name every problem's path.
-	var root yaml3.Node
-	if yerr := yaml3.Unmarshal(data, &root); yerr == nil && len(root.Content) > 0 {
-		var errs errList
-		walkFairYAML(reflect.TypeFor[FairScenario](), root.Content[0], "", &errs, 0)
-		if werr := errs.result(); werr != nil {
-			return werr
-		}
+	if werr := walkFairJSON(data); werr != nil {
+		return werr
 	}
 	return docError("parse JSON: %v", err)
+}
+
+// walkFairJSON walks a JSON document as YAML (JSON is YAML) against the scenario's types and
+// returns every problem with its path; nil when it finds none or cannot read the document.
+func walkFairJSON(data []byte) error {
+	var root yaml3.Node
+	if yaml3.Unmarshal(data, &root) != nil || len(root.Content) == 0 {
+		return nil
+	}
+	var errs errList
+	walkFairYAML(reflect.TypeFor[FairScenario](), root.Content[0], "", &errs, 0)
+	return errs.result()
 }
 
 // walkFairYAML checks node n against type t: mappings for structs and maps (no duplicate keys, no
@@ -199,7 +214,9 @@ func fairNodeKind(n *yaml3.Node) string {
 // fairDuplicateJSONKeys scans a valid JSON document once and reports every object key that appears
 // twice in the same object, with its path. It keeps the keys of the open objects only, so a
 // large document of small objects costs one pass and little memory.
-func fairDuplicateJSONKeys(data []byte) error {
+// folded is true when some key is not a field name of the scenario's types but is one in other
+// letter case.
+func fairDuplicateJSONKeys(data []byte) (folded bool, err error) {
 	type frame struct {
 		obj  bool
 		keys []string
@@ -261,10 +278,40 @@ func fairDuplicateJSONKeys(data []byte) error {
 					}
 				}
 				f.keys = append(f.keys, k)
+				if !folded {
+					if name, ok := fairFieldNames[strings.ToLower(k)]; ok && name != k {
+						folded = true
+					}
+				}
 				expectKey = false
 			}
 			i = j
 		}
 	}
-	return errs.result()
+	return folded, errs.result()
 }
+
+// fairFieldNames maps the lower-case form of every field name of FairScenario's types to the
+// name itself.
+var fairFieldNames = func() map[string]string {
+	names := map[string]string{}
+	seen := map[reflect.Type]bool{}
+	var walk func(reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || seen[t] {
+			return
+		}
+		seen[t] = true
+		for i := range t.NumField() {
+			if name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); name != "" && name != "-" {
+				names[strings.ToLower(name)] = name
+			}
+			walk(t.Field(i).Type)
+		}
+	}
+	walk(reflect.TypeFor[FairScenario]())
+	return names
+}()

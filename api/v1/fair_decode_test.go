@@ -113,3 +113,30 @@ func FuzzDecodeFairScenario(f *testing.F) {
 		}
 	})
 }
+
+// A JSON key that is a field's name in other letter case is an unknown field, as in YAML:
+// encoding/json matched it to the field, so `"Capacity"` beside `"capacity"` silently replaced
+// it and the same scenario read as YAML was refused. Map keys that look like field names
+// (a resource or tenant named "Name") are no fields and stay accepted.
+func TestDecodeFairScenarioJSONLetterCase(t *testing.T) {
+	cases := []struct{ doc, want string }{
+		{`{"capacity": {"cpu": 9}, "Capacity": {"cpu": 1}, "tenants": [{"name": "A", "task": {"cpu": 1}, "demand": 1}]}`, "Capacity: unknown field"},
+		{`{"capacity": {"cpu": 9}, "tenants": [{"name": "A", "Name": "B", "task": {"cpu": 1}, "demand": 1}]}`, "tenants[0].Name: unknown field"},
+		{`{"capacity": {"cpu": 9}, "tenants": [{"name": "A", "task": {"cpu": 1}, "DEMAND": 1}]}`, "tenants[0].DEMAND: unknown field"},
+	}
+	for _, c := range cases {
+		_, err := DecodeFairScenario([]byte(c.doc))
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: error %v, want %q", c.doc, err, c.want)
+		}
+		// The same document read as YAML says the same.
+		_, yerr := DecodeFairScenario([]byte("# YAML\n" + c.doc))
+		if yerr == nil || yerr.Error() != c.want {
+			t.Errorf("%s as YAML: error %v, want %q", c.doc, yerr, c.want)
+		}
+	}
+	sc, err := DecodeFairScenario([]byte(`{"capacity": {"Name": 9, "Demand": 2}, "tenants": [{"name": "Name", "task": {"Name": 1}, "demand": 1}], "steps": [{"at": "1s", "demand": {"Name": 2}}]}`))
+	if err != nil || sc.Capacity["Name"] != 9 || sc.Steps[0].Demand["Name"] != 2 {
+		t.Errorf("map keys named like fields: %+v, %v", sc, err)
+	}
+}

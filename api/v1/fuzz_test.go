@@ -29,6 +29,7 @@ func seedDecoders(f *testing.F, files ...string) {
 		`{"apiVersion":"gpupool.dev/v1","kind":"Pool","fleet":{"nodes":[{"name":"a","name":"b"}]}}`,
 		"apiVersion: gpupool.dev/v1\nkind: Pool\ntenants: [{name: a, slo: {ttftP99: 1s}, slo: {ttftP99: x}, weight: w}]\n",
 		"apiVersion: gpupool.dev/v1\nkind: Pool\nkind: Plan\nfleet: {nodes: [{name: a, labels: {1: x, \"1\": y, 0x1: z}}]}\n",
+		"apiVersion: gpupool.dev/v1\nkind: Pool\nfleet: {nodes: [{name: a, labels: {1: .inf, \"1\": y}}, {name: b, labels: {1: y, \"1\": .nan, true: .inf}}]}\n",
 		"apiVersion: gpupool.dev/v1\nkind: Pool\nfleet: {nodes: [{name: a, labels: &l {z: a}}, {name: b, labels: {<<: *l, z: b}}]}\n",
 		"apiVersion: gpupool.dev/v1\nkind: Pool\ntenants: [{name: a, slo: {ttftP99: 1.5s}, weight: 1e3}]\n",
 		"apiVersion: gpupool.dev/v1\nkind: Pool\ntenants: [{name: a, model: {name: x, quantization: ' AWQ_Marlin '}}, {name: b, model: {quantization: nf4}}]\n",
@@ -68,6 +69,7 @@ func FuzzDecodePool(f *testing.F) {
 	seedDecoders(f, "pool-valid.yaml", "pool-invalid.yaml", "pool-undecodable.yaml")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkRawDecode(t, data)
+		checkSameEveryRead(t, data)
 		p, err := DecodePool(data)
 		checkNoDuplicateAccepted(t, data, err)
 		_, lerr := LoadPool(data)
@@ -111,6 +113,19 @@ func FuzzDecodePlan(f *testing.F) {
 		_ = testValidator.Plan(p, pool)
 		_ = ValidatePlan(p, pool)
 	})
+}
+
+// checkSameEveryRead: the same bytes decode to the same document and the same error text on
+// every read (map order inside the YAML conversion must not show).
+func checkSameEveryRead(t *testing.T, data []byte) {
+	t.Helper()
+	d0, e0 := Decode(data)
+	for range 3 {
+		d, e := Decode(data)
+		if fmt.Sprint(e) != fmt.Sprint(e0) || !reflect.DeepEqual(d, d0) {
+			t.Fatalf("two reads differ:\n%+v\n%v\n---\n%+v\n%v", d0, e0, d, e)
+		}
+	}
 }
 
 // checkRawDecode: decoding from the document's own JSON text and from the re-encoded tree give

@@ -43,6 +43,33 @@ func yamlDuplicates(data []byte) (FieldErrors, []byte, bool) {
 	return dups, lax, true
 }
 
+// yamlToJSON converts YAML text to JSON strictly (a key written twice is an error) and returns,
+// beside the JSON, one error per group of keys of a mapping that become one JSON key (1, "1",
+// 0x1). The YAML-to-JSON conversion keeps whichever of such keys its map order meets last, and
+// so, when one of their values is not finite, either fails or drops that value depending on the
+// run; here a document with such keys is converted with one of each group kept by a fixed rule
+// (see collidingKeys), so that the same text always gives the same JSON, or the same error.
+func yamlToJSON(data []byte) ([]byte, FieldErrors, error) {
+	var tree any
+	if yamlv2.Unmarshal(data, &tree) == nil {
+		var coll FieldErrors
+		dropCollidingKeys(tree, "", &coll, 0)
+		if len(coll) > 0 && yamlv2.UnmarshalStrict(data, new(any)) == nil {
+			cleaned, err := yamlv2.Marshal(tree)
+			if err != nil {
+				return nil, nil, err
+			}
+			j, err := yaml.YAMLToJSON(cleaned)
+			if err != nil {
+				return nil, nil, err
+			}
+			return j, coll, nil
+		}
+	}
+	j, err := yaml.YAMLToJSONStrict(data)
+	return j, nil, err
+}
+
 // collidingKeys reads data the way the YAML-to-JSON conversion does (YAML 1.1, the last of a
 // repeated key kept) and finds every mapping in which different keys become one JSON key: 1,
 // "1", 0x1 and 1.0 all become "1", and the conversion would keep whichever its map order meets

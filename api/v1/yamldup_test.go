@@ -130,3 +130,32 @@ func TestKeysThatBecomeOneJSONKey(t *testing.T) {
 		t.Errorf("distinct string keys refused: %v", err)
 	}
 }
+
+// Keys that become one JSON key where one of the values is not finite (.inf, .nan): the
+// conversion fails or drops that value depending on which key its map order met last, so the
+// same text was refused with one of three errors, or accepted with the repeated key unnamed.
+// Each text now gives one answer on every read.
+func TestKeysThatBecomeOneJSONKeyNonFinite(t *testing.T) {
+	tests := []struct {
+		labels string
+		want   string
+	}{
+		{`{1: .inf, "1": w}`, `fleet.nodes[0].labels.1: duplicate key ("1" and 1 are one key once read; quote keys as strings)`},
+		{`{1: w, "1": .inf}`, `fleet.nodes[0].labels.1: must be a finite number (got +Inf)`},
+		{`{1: .nan, "1": .inf}`, `fleet.nodes[0].labels.1: must be a finite number (got +Inf)`},
+		{`{0x1: .nan, 1.0: .inf, a: b}`, `fleet.nodes[0].labels.1: must be a finite number (got +Inf)`},
+		{`{1: .inf, "1": w, 1: v}`, `fleet.nodes[0].labels.1: duplicate key (lines 8 and 8; only the last is read)`},
+	}
+	for _, tt := range tests {
+		in := minimalPool + "    labels: " + tt.labels + "\n"
+		for i := 0; i < 100; i++ {
+			_, err := DecodePool([]byte(in))
+			if err == nil {
+				t.Fatalf("%s accepted", tt.labels)
+			}
+			if err.Error() != tt.want {
+				t.Fatalf("%s, read %d:\n%s\nwant\n%s", tt.labels, i+1, err, tt.want)
+			}
+		}
+	}
+}

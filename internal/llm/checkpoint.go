@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -229,7 +231,9 @@ func parseIndex(b []byte) ([]string, indexInfo, error) {
 	}
 	seen := map[string]bool{}
 	var files []string
-	for tensor, file := range idx.WeightMap {
+	// In tensor order, so that the same index names the same bad entry every time.
+	for _, tensor := range slices.Sorted(maps.Keys(idx.WeightMap)) {
+		file := idx.WeightMap[tensor]
 		if !fs.ValidPath(file) || !strings.HasSuffix(file, ".safetensors") {
 			return nil, indexInfo{}, fmt.Errorf("parse %s: weight_map[%q]: %q is not a .safetensors file in the directory", IndexFile, tensor, file)
 		}

@@ -264,3 +264,16 @@ func TestLoadDirWithoutReaderAt(t *testing.T) {
 		t.Fatalf("LoadDir = %+v, %v", m, err)
 	}
 }
+
+// An index with several bad weight_map entries names the same one on every read (the first in
+// tensor order); the walk over the map used to name whichever its order met first.
+func TestParseIndexNamesTheSameBadEntry(t *testing.T) {
+	in := []byte(`{"weight_map":{"c":"/z.safetensors","b":"y.bin","a":"../x.safetensors","d":"ok.safetensors"}}`)
+	want := `parse model.safetensors.index.json: weight_map["a"]: "../x.safetensors" is not a .safetensors file in the directory`
+	for i := 0; i < 100; i++ {
+		_, _, err := parseIndex(in)
+		if err == nil || err.Error() != want {
+			t.Fatalf("read %d: %v\nwant %s", i+1, err, want)
+		}
+	}
+}

@@ -3,7 +3,9 @@ package metrics
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/prometheus/common/expfmt"
@@ -95,8 +97,9 @@ func ParseAgent(r io.Reader) (AgentScrape, error) {
 	if bad != nil {
 		return AgentScrape{}, bad
 	}
-	for u, g := range s.GPUs {
-		if g.hasCounters && !g.hasInfo {
+	// In UUID order, so that the same text names the same GPU every time.
+	for _, u := range slices.Sorted(maps.Keys(s.GPUs)) {
+		if g := s.GPUs[u]; g.hasCounters && !g.hasInfo {
 			return AgentScrape{}, fmt.Errorf("parse agent metrics: gpu %q has an energy counter but no %s series", u, NameGPUInfo)
 		}
 	}

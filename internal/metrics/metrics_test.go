@@ -248,3 +248,17 @@ func FuzzParseAgent(f *testing.F) {
 		}
 	})
 }
+
+// Several GPUs with energy counters but no info series: the error names the same GPU on every
+// read (the first by UUID); the walk over the map used to name whichever its order met first.
+func TestParseAgentNamesTheSameGPU(t *testing.T) {
+	in := "gpupool_gpu_energy_joules_total{gpu=\"GPU-c\"} 1\ngpupool_gpu_energy_joules_total{gpu=\"GPU-b\"} 2\n" +
+		"gpupool_gpu_energy_joules_total{gpu=\"GPU-a\"} 3\n"
+	want := `parse agent metrics: gpu "GPU-a" has an energy counter but no gpupool_gpu_info series`
+	for i := 0; i < 100; i++ {
+		_, err := ParseAgent(strings.NewReader(in))
+		if err == nil || err.Error() != want {
+			t.Fatalf("read %d: %v\nwant %s", i+1, err, want)
+		}
+	}
+}

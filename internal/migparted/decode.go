@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	yamlv2 "go.yaml.in/yaml/v2"
 	"sigs.k8s.io/yaml"
@@ -18,6 +19,9 @@ func Decode(data []byte) (*Config, error) {
 	j, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		return nil, fmt.Errorf("decode mig-parted config: %w", err)
+	}
+	if errs := collidingKeys(data); len(errs) > 0 {
+		return nil, fmt.Errorf("decode mig-parted config: %w", errors.Join(errs...))
 	}
 	var root any
 	dec := json.NewDecoder(bytes.NewReader(j))
@@ -243,6 +247,69 @@ func (d *decoder) migDevices(p string, v any) map[string]int {
 		out[name] = c
 	}
 	return out
+}
+
+// collidingKeys finds the keys of a mapping that are different YAML values but one JSON key
+// (1, "1" and 0x1; true and "true"): the YAML-to-JSON conversion keeps whichever of them its map
+// order meets last, so the same file could decode to different configs from one read to the next.
+// It returns one error per such group, in path order, and none when data cannot be read (the
+// strict read has then already failed).
+func collidingKeys(data []byte) []error {
+	var tree any
+	if yamlv2.Unmarshal(data, &tree) != nil {
+		return nil
+	}
+	d := &decoder{}
+	d.collisions(tree, "", 0)
+	return d.errs
+}
+
+// maxDepth bounds the walk of collisions.
+const maxDepth = 100
+
+func (d *decoder) collisions(v any, path string, depth int) {
+	if depth > maxDepth {
+		return
+	}
+	switch x := v.(type) {
+	case map[any]any:
+		groups := map[string][]any{}
+		for k := range x {
+			s := keyString(k)
+			groups[s] = append(groups[s], k)
+		}
+		names := make([]string, 0, len(groups))
+		for s := range groups {
+			names = append(names, s)
+		}
+		sort.Strings(names)
+		for _, s := range names {
+			ks := groups[s]
+			sort.Slice(ks, func(i, j int) bool { return keyOrder(ks[i]) < keyOrder(ks[j]) })
+			if len(ks) > 1 {
+				shown := make([]string, len(ks))
+				for i, k := range ks {
+					shown[i] = fmt.Sprintf("%#v", k)
+				}
+				d.fail(join(path, s), "duplicate key (%s are one key once read; quote keys as strings)", strings.Join(shown, " and "))
+			}
+			for _, k := range ks {
+				d.collisions(x[k], join(path, s), depth+1)
+			}
+		}
+	case []any:
+		for i, item := range x {
+			d.collisions(item, fmt.Sprintf("%s[%d]", path, i), depth+1)
+		}
+	}
+}
+
+// keyOrder sorts a string key first, then the others by type and value.
+func keyOrder(k any) string {
+	if s, ok := k.(string); ok {
+		return "0" + s
+	}
+	return fmt.Sprintf("1%T:%v", k, k)
 }
 
 // configOrder returns the keys of mig-configs in file order, or nil when they cannot be read.

@@ -279,3 +279,33 @@ func TestDecodeAccepts(t *testing.T) {
 		})
 	}
 }
+
+// Keys that are different YAML values but one JSON key (1 and "1", 0x1, true and "true") are a
+// repeated key (0x1 beside 1 is one the strict reader already refuses): the YAML-to-JSON conversion kept whichever its map order met last, so the same
+// file decoded to a config with MIG off on one read and 7 instances on the next.
+func TestDecodeKeysThatBecomeOneJSONKey(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"version: v1\nmig-configs:\n  1:\n    - devices: all\n      mig-enabled: false\n" +
+			"  \"1\":\n    - devices: all\n      mig-enabled: true\n      mig-devices: {\"1g.10gb\": 7}\n",
+			`decode mig-parted config: mig-configs.1: duplicate key ("1" and 1 are one key once read; quote keys as strings)`},
+		{"version: v1\nmig-configs:\n  0x1: [{devices: all, mig-enabled: false}]\n  \"1\": [{devices: all, mig-enabled: true, mig-devices: {}}]\n",
+			`decode mig-parted config: mig-configs.1: duplicate key ("1" and 1 are one key once read; quote keys as strings)`},
+		{"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {\"1g.10gb\": 1}\n      true: 1\n      \"true\": 2\n",
+			`decode mig-parted config: mig-configs.a[0].true: duplicate key ("true" and true are one key once read; quote keys as strings)`},
+	}
+	for _, tt := range tests {
+		for i := 0; i < 100; i++ {
+			c, err := Decode([]byte(tt.in))
+			if err == nil {
+				t.Fatalf("read %d of %q accepted: %+v", i+1, tt.in, c)
+			}
+			if err.Error() != tt.want {
+				t.Fatalf("read %d of %q:\n%v\nwant\n%s", i+1, tt.in, err, tt.want)
+			}
+		}
+	}
+	// Distinct string keys are untouched.
+	if _, err := Decode([]byte("version: v1\nmig-configs:\n  \"1\": [{devices: all, mig-enabled: false}]\n  \"01\": [{devices: all, mig-enabled: false}]\n")); err != nil {
+		t.Errorf("distinct string keys refused: %v", err)
+	}
+}

@@ -25,7 +25,8 @@
 // vendor, optionally `:0x` + 8 hex digits of subsystem), or with duplicates; mig-devices not a
 // mapping of profile names (`[Nc.]Ng.Mgb[+attr|-attr]`, e.g. 1c.3g.40gb, 1g.10gb+me,
 // 1g.24gb+me.all, 1g.24gb-me) to counts; mig-devices missing when MIG is enabled or non-empty when
-// it is disabled. Duplicate YAML keys are errors.
+// it is disabled. Duplicate YAML keys are errors, and so are keys that differ in YAML but are one
+// key once read (1, "1" and 1.0; true and "true"), which the conversion would resolve by map order.
 //
 // Decode is stricter than mig-parted in four places, all of which make a file ambiguous or
 // meaningless rather than invalid to mig-parted: a count of 0, an empty device-filter, a null

@@ -2,12 +2,14 @@ package migparted
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
 	"testing"
 )
 
-// FuzzDecode checks that Decode never panics, that whatever it accepts encodes and decodes back to
-// the same Config (and the same bytes), and that validating it never panics.
+// FuzzDecode checks that Decode never panics, that it gives the same bytes the same answer on every
+// read, that whatever it accepts encodes and decodes back to the same Config (and the same
+// bytes), and that validating it never panics.
 func FuzzDecode(f *testing.F) {
 	f.Add(readDefault(f))
 	seeds := []string{
@@ -23,6 +25,7 @@ func FuzzDecode(f *testing.F) {
 		"version: v1\nmig-configs:\n  a: [{devices: [-1, 99999999999999999999], mig-enabled: 1, mig-devices: null}]\n",
 		"{version: v1, mig-configs: {a: [{devices: all, mig-enabled: false, x: 1}]}}",
 		"- [\n",
+		"version: v1\nmig-configs:\n  1: [{devices: all, mig-enabled: false}]\n  \"1\": [{devices: all, mig-enabled: true, mig-devices: {}}]\n",
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))
@@ -30,6 +33,12 @@ func FuzzDecode(f *testing.F) {
 	cat := newFakeCatalog()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Decode(data)
+		for range 3 { // the same bytes, the same answer: map order must not show
+			c2, err2 := Decode(data)
+			if fmt.Sprint(err2) != fmt.Sprint(err) || !reflect.DeepEqual(c2, c) {
+				t.Fatalf("two reads differ:\n%+v\n%v\n---\n%+v\n%v", c, err, c2, err2)
+			}
+		}
 		if err != nil {
 			if c != nil {
 				t.Fatal("Decode returned a config with an error")
