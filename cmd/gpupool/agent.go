@@ -22,7 +22,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/agent"
@@ -59,9 +58,9 @@ func newAgentCmd(e *env) *cobra.Command {
 			if err != nil {
 				return invalid(fmt.Errorf("read agent config: %w", err))
 			}
-			var cfg agent.Config
-			if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-				return invalid(fmt.Errorf("%s: parse agent config: %w", cfgPath, err))
+			cfg, err := agent.DecodeConfig(data)
+			if err != nil {
+				return invalid(fmt.Errorf("%s: %w", cfgPath, err))
 			}
 			if node != "" {
 				cfg.Node = node // before validation: a plan needs the node

@@ -164,10 +164,13 @@ func runFairPoolPlan(ctx context.Context, poolData, planData, steps []byte) (fai
 			return fairOut{}, fmt.Errorf("steps: %w", err)
 		}
 		var errs []error
-		for name, set := range map[string]bool{"capacity": len(sc.Capacity) > 0, "slices": len(sc.Slices) > 0,
-			"tenants": len(sc.Tenants) > 0, "burstPoolPercent": sc.BurstPoolPercent != 0} {
-			if set {
-				errs = append(errs, fmt.Errorf("steps: %s: comes from the pool and plan, leave it out", name))
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"capacity", len(sc.Capacity) > 0}, {"slices", len(sc.Slices) > 0},
+			{"tenants", len(sc.Tenants) > 0}, {"burstPoolPercent", sc.BurstPoolPercent != 0}} {
+			if f.set {
+				errs = append(errs, fmt.Errorf("steps: %s: comes from the pool and plan, leave it out", f.name))
 			}
 		}
 		if err := errors.Join(errs...); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -183,6 +184,41 @@ func TestFairPoolPlanErrors(t *testing.T) {
 		_, stderr, code := runCmd(t, c.args...)
 		if code != exitInvalid || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, %q; want exit 1 with %q", c.args, code, stderr, c.want)
+		}
+	}
+	// Every field the pool and plan give is named, in the scenario's field order, on every run.
+	all := writeTemp(t, "all.yaml", "capacity: {a: 1}\nslices: {b: 1}\ntenants: [{name: x, task: {cpu: 1}, demand: 1}]\nburstPoolPercent: 10\nsteps: []\n")
+	want := "steps: capacity: comes from the pool and plan, leave it out\n" +
+		"steps: slices: comes from the pool and plan, leave it out\n" +
+		"steps: tenants: comes from the pool and plan, leave it out\n" +
+		"steps: burstPoolPercent: comes from the pool and plan, leave it out"
+	for i := 0; i < 10; i++ {
+		_, stderr, code := runCmd(t, "fair", "--pool", mixedPool, "--plan", mixedPlan, all)
+		if code != exitInvalid || !strings.Contains(stderr, want) {
+			t.Fatalf("run %d: exit %d, %q; want exit 1 with\n%s", i, code, stderr, want)
+		}
+	}
+}
+
+// An adapter's share of several engines' cost is summed in one order: the same bits on every run.
+func TestSplitEngineCostSameSum(t *testing.T) {
+	tokens := map[string]map[string]int64{}
+	for e := 0; e < 20; e++ {
+		tokens[fmt.Sprintf("engine-%02d", e)] = map[string]int64{"a": int64(1000 + 37*e), "b": int64(3 + e*e), "c": 7}
+	}
+	first, err := splitEngineCost(23027.97, tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		got, err := splitEngineCost(23027.97, tokens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for a, v := range first {
+			if got[a] != v {
+				t.Fatalf("run %d: adapter %s costs %v, first run %v", i, a, got[a], v)
+			}
 		}
 	}
 }

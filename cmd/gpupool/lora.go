@@ -474,7 +474,15 @@ func simulateGroup(in plan.LoRAInput, p plan.LoRAPlan, d time.Duration, seed uin
 // the tokens the engine computed for it; an adapter spread over engines sums its parts.
 func splitEngineCost(amount float64, tokens map[string]map[string]int64) (map[string]float64, error) {
 	out := map[string]float64{}
-	for en, ts := range tokens {
+	// Engines in name order and each engine's adapters in name order: float sums then come out
+	// the same on every run.
+	engines := make([]string, 0, len(tokens))
+	for en := range tokens {
+		engines = append(engines, en)
+	}
+	sort.Strings(engines)
+	for _, en := range engines {
+		ts := tokens[en]
 		if len(ts) == 0 {
 			continue
 		}
@@ -482,8 +490,13 @@ func splitEngineCost(amount float64, tokens map[string]map[string]int64) (map[st
 		if err != nil {
 			return nil, fmt.Errorf("engine %s: %w", en, err)
 		}
-		for a, v := range parts {
-			out[a] += v
+		names := make([]string, 0, len(parts))
+		for a := range parts {
+			names = append(names, a)
+		}
+		sort.Strings(names)
+		for _, a := range names {
+			out[a] += parts[a]
 		}
 	}
 	return out, nil

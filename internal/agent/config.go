@@ -1,8 +1,12 @@
 package agent
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"sort"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -104,15 +108,105 @@ type Settings struct {
 	Layouts                              map[int]gpu.Layout
 }
 
-// ParseConfig decodes strictly (unknown fields are errors) and validates, returning every
-// problem at once with its field path.
+// ParseConfig decodes strictly (DecodeConfig) and validates, returning every problem at once with
+// its field path.
 func ParseConfig(data []byte) (Config, Settings, error) {
-	var c Config
-	if err := yaml.UnmarshalStrict(data, &c); err != nil {
-		return c, Settings{}, fmt.Errorf("parse agent config: %w", err)
+	c, err := DecodeConfig(data)
+	if err != nil {
+		return c, Settings{}, err
 	}
 	s, err := c.Validate()
 	return c, s, err
+}
+
+// DecodeConfig decodes a config file strictly: unknown fields and repeated keys are errors, and
+// so is a field name written in other letter case ("maxchanges" for "maxChanges"), which the
+// JSON decoder would otherwise take as the field, the last of the two silently winning.
+func DecodeConfig(data []byte) (Config, error) {
+	var c Config
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return c, fmt.Errorf("parse agent config: %w", err)
+	}
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return c, fmt.Errorf("parse agent config: %w", err)
+	}
+	var tree any
+	if err := json.Unmarshal(j, &tree); err != nil {
+		return c, fmt.Errorf("parse agent config: %w", err)
+	}
+	var errs []error
+	exactFieldNames(reflect.TypeFor[Config](), tree, "", &errs)
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("parse agent config: %w", err)
+	}
+	return c, nil
+}
+
+// exactFieldNames reports every key of v that names a field of t only when letter case is
+// ignored. Keys are visited in sorted order, so the errors come out the same on every read.
+func exactFieldNames(t reflect.Type, v any, path string, errs *[]error) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return
+		}
+		fields := map[string]reflect.Type{}
+		for i := range t.NumField() {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			if name != "" && name != "-" {
+				fields[name] = t.Field(i).Type
+			}
+		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			if ft, ok := fields[k]; ok {
+				exactFieldNames(ft, m[k], p, errs)
+				continue
+			}
+			for name := range fields {
+				if strings.EqualFold(name, k) {
+					*errs = append(*errs, fmt.Errorf("%s: unknown field (field names are case-sensitive: %q)", p, name))
+				}
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		items, ok := v.([]any)
+		if !ok {
+			return
+		}
+		for i, item := range items {
+			exactFieldNames(t.Elem(), item, fmt.Sprintf("%s[%d]", path, i), errs)
+		}
+	case reflect.Map:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return
+		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			exactFieldNames(t.Elem(), m[k], path+"."+k, errs)
+		}
+	}
 }
 
 // Validate checks the configuration and parses its durations and layouts.

@@ -57,6 +57,28 @@ engines:
 	}
 }
 
+// A field name in other letter case is refused, not taken as the field (the last of the two
+// winning silently), in nested blocks and lists too; the right spelling still decodes.
+func TestParseConfigFieldCase(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"stateDir: /x\ngpus: [{index: 0}]\npolicy: {maxChanges: 1, maxchanges: 2}\n",
+			`policy.maxchanges: unknown field (field names are case-sensitive: "maxChanges")`},
+		{"stateDir: /x\nnode: a\nNode: b\ngpus: []\n", `Node: unknown field (field names are case-sensitive: "node")`},
+		{"stateDir: /x\ngpus: [{index: 0, MPS: {activeThreadPercent: 50}}]\n", `gpus[0].MPS: unknown field (field names are case-sensitive: "mps")`},
+		{"stateDir: /x\ngpus: [{index: 0, mps: {ActiveThreadPercent: 50}}]\n",
+			`gpus[0].mps.ActiveThreadPercent: unknown field (field names are case-sensitive: "activeThreadPercent")`},
+	} {
+		_, _, err := ParseConfig([]byte(tt.in))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: %v, want %q", tt.in, err, tt.want)
+		}
+	}
+	c, _, err := ParseConfig([]byte("stateDir: /x\ngpus: [{index: 0, mps: {activeThreadPercent: 50}}]\npolicy: {maxChanges: 2}\n"))
+	if err != nil || c.Policy.MaxChanges != 2 || c.GPUs[0].MPS.ActiveThreadPercent != 50 {
+		t.Errorf("well-spelled config: %+v, %v", c, err)
+	}
+}
+
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("stateDir: /x\ngpus: [{index: 1, layout: \"7g.80gb@0\"}]\n"))
 	f.Add([]byte("node: a\npolicy: {window: 2h}\n"))

@@ -548,10 +548,14 @@ func (p *planner) servedOnIdle(u *unit, gs []*gpuPlan) bool {
 
 // shortWhy is why tn's choice c was left short: the node rule that blocked it, or its board full.
 func (p *planner) shortWhy(tn *tenant, c *cand) string {
-	for u, b := range p.blocked {
-		if u.c == c && slices.ContainsFunc(u.reps, func(r replica) bool { return r.tn == tn }) {
-			return b.rule
+	rule := ""
+	for u, b := range p.blocked { // the least rule, so that map order does not show
+		if u.c == c && slices.ContainsFunc(u.reps, func(r replica) bool { return r.tn == tn }) && (rule == "" || b.rule < rule) {
+			rule = b.rule
 		}
+	}
+	if rule != "" {
+		return rule
 	}
 	return "its board's pool GPUs were taken"
 }
