@@ -35,9 +35,12 @@ func (p *planner) spreadRedundant() {
 			index()
 			continue
 		}
-		tn.infeas = append(tn.infeas, v1.NewReason(v1.ReasonRedundancy,
+		r := v1.NewReason(v1.ReasonRedundancy,
 			"all %d replicas run on %s: no other GPU has a %s slot of its group (board, energy class, sharing) to spread them to, and no other %s GPU of its energy class has room for one whose node allows it",
-			placed, home.fg.ref, tn.choice.label(), home.fg.board.Name))
+			placed, home.fg.ref, tn.choice.label(), home.fg.board.Name)
+		if !slices.Contains(tn.infeas, r) { // the rescue spreads the packing's tenants again
+			tn.infeas = append(tn.infeas, r)
+		}
 	}
 }
 

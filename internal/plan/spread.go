@@ -38,6 +38,7 @@ func (p *planner) vacateForSpread() {
 		}
 		freed, x, tried := p.vacate(tn, home, from)
 		if freed != nil {
+			tn.infeas = slices.Clone(tn.infeas) // the packings kept share its array
 			for i >= 0 {
 				tn.infeas = slices.Delete(tn.infeas, i, i+1)
 				i = unspread(tn)
@@ -52,6 +53,7 @@ func (p *planner) vacateForSpread() {
 				tried, home.fg.board.Name, freed.fg.ref, tn.t.Name, home.fg.board.Name)
 			continue
 		}
+		tn.infeas = slices.Clone(tn.infeas) // the packings kept share its array
 		tn.infeas[i].Message += "; " + tried
 	}
 }
