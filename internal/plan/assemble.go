@@ -27,32 +27,40 @@ func (p *planner) spreadRedundant() {
 		if !tn.t.Redundancy || tn.choice == nil || tn.choice.replicas < 2 {
 			continue
 		}
-		var home *gpuPlan
-		var from *unit
-		single, placed := true, 0
-		for _, g := range p.gpus {
-			for _, u := range g.units() {
-				if !holds(u, tn) {
-					continue
-				}
-				if home != nil && home != g {
-					single = false
-				}
-				home, from = g, u
-				placed += countOf(u, tn)
-			}
-		}
-		if home == nil || !single || moveOne(tn, from, home, byKey[from.key], where) {
+		home, from, placed := p.soleGPU(tn)
+		if home == nil || moveOne(tn, from, home, byKey[from.key], where) {
 			continue
 		}
 		if p.spreadTo(tn, from, home) {
 			index()
 			continue
 		}
-		tn.infeas = append(tn.infeas, v1.NewReason(v1.ReasonRedundancy,
-			"all %d replicas run on %s: no other GPU has a %s slot to spread them to, and no other %s GPU has room for one whose node allows it",
-			placed, home.fg.ref, tn.choice.label(), home.fg.board.Name))
+		r := v1.NewReason(v1.ReasonRedundancy,
+			"all %d replicas run on %s: no other GPU has a %s slot of its group (board, energy class, sharing) to spread them to, and no other %s GPU of its energy class has room for one whose node allows it",
+			placed, home.fg.ref, tn.choice.label(), home.fg.board.Name)
+		if !slices.Contains(tn.infeas, r) { // the rescue spreads the packing's tenants again
+			tn.infeas = append(tn.infeas, r)
+		}
 	}
+}
+
+// soleGPU is the one GPU that holds every placed replica of tn, a unit of it there that holds
+// one, and how many replicas it holds; home is nil when tn's replicas are on more GPUs than one
+// (or none).
+func (p *planner) soleGPU(tn *tenant) (home *gpuPlan, from *unit, placed int) {
+	for _, g := range p.gpus {
+		for _, u := range g.units() {
+			if !holds(u, tn) {
+				continue
+			}
+			if home != nil && home != g {
+				return nil, nil, 0
+			}
+			home, from = g, u
+			placed += countOf(u, tn)
+		}
+	}
+	return home, from, placed
 }
 
 // countOf is how many of tn's replicas u holds.

@@ -240,7 +240,10 @@
 // infeasible with NoCapacity (their other replicas stay placed). A redundant tenant whose
 // replicas all landed on one GPU has one moved or swapped onto another GPU of the same group, or,
 // when none has room, moved as one more MIG instance onto another GPU of the board and energy
-// class whose layout and node take it, or onto an idle GPU of the board (spreadTo).
+// class whose layout and node take it, or onto an idle GPU of the board (spreadTo). When none
+// does, the plan chosen frees a GPU of the board for it (spread.go, ADR 0061): a tenant that
+// holds another GPU of the board alone moves to a candidate of another board whose replicas fit
+// idle GPUs there, and the replica takes the freed GPU; the spread costs that GPU.
 //
 // Too small a fleet (release.go, ADR 0041). Once the best packing is chosen, a tenant short of
 // GPUs that holds placed replicas, or a tenant served in full on a board with no idle GPU left and

@@ -72,6 +72,9 @@ func (p *planner) fillKept(kept, next *v1.Plan, place []v1.Tenant, grow map[stri
 		}
 		slots := room.take(keyOf(tn, c), n, tn.t.Redundancy)
 		if slots == nil {
+			if tn.t.Redundancy {
+				p.noteUnspread(name, room.spreadRoom(kept, keyOf(tn, c), c, n, grow[name] > 0))
+			}
 			rest = append(rest, t)
 			continue
 		}

@@ -399,6 +399,7 @@ func (p *planner) keepServedGrowing(next *v1.Plan, grow map[string]int, fill boo
 	cur := p.o.Current
 	gpus, uses := p.inForce()
 	served, stays, placed := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	p.unspreadRoom = nil // what this filling finds (fillKept)
 	var place []v1.Tenant
 	for _, tn := range p.tenants {
 		name := tn.t.Name
@@ -525,6 +526,7 @@ func (p *planner) placeOnIdle(kept, next *v1.Plan, place []v1.Tenant, served map
 	if err != nil {
 		return nil, nil, fmt.Errorf("planning %s on the GPUs it leaves idle: %w", tenantNames(place), err)
 	}
+	p.idleSpreadReasons(placed, adopt)
 	overlay := *placed
 	overlay.Summary = next.Summary
 	overlay.Tenants = nil

@@ -184,7 +184,11 @@ func (p *planner) optimise() error {
 	if err := p.stepUpFixed(); err != nil {
 		return err
 	}
-	return p.releaseShort()
+	if err := p.releaseShort(); err != nil {
+		return err
+	}
+	p.vacateForSpread()
+	return nil
 }
 
 // usesFineShares reports whether a choice puts a tenant on a share finer than the coarse ladders.
@@ -677,6 +681,10 @@ type planner struct {
 	// confirmShort lists, per tenant, the slices and counts a simulation found short before
 	// they were raised (the tenant's choice may have moved on since).
 	confirmShort map[*tenant][]string
+	// unspreadRoom says, per redundant tenant the filling of a kept plan's room did not start
+	// (fillKept), where that room had its kind (spreadRoom); placeOnIdle adds it to the
+	// reason of a tenant the GPUs left idle then hold on one GPU.
+	unspreadRoom map[string]string
 }
 
 // fleetGPU is one GPU of the fleet.

@@ -56,7 +56,7 @@ func (p *planner) tenantReasons(tn *tenant) []v1.Reason {
 		}
 	}
 	if tn.t.Redundancy {
-		out = append(out, redundancyReason(tn.t, c))
+		out = append(out, redundancyReason(tn.t, c, unspread(tn) < 0))
 	}
 	if e := energyOf(tn.t); e != v1.EnergyBalanced {
 		out = append(out, v1.NewReason(v1.ReasonEnergyClass, "energy class %s: shares GPUs only with %s tenants (clocks are per GPU)", e, e))
@@ -71,20 +71,26 @@ func (p *planner) tenantReasons(tn *tenant) []v1.Reason {
 }
 
 // redundancyReason says what redundancy added: one replica beyond the fixed count or the load's,
-// and, where minReplicas or the reservation raised the count further, that the floor decides.
-func redundancyReason(t v1.Tenant, c *cand) v1.Reason {
+// and, where minReplicas or the reservation raised the count further, that the floor decides;
+// kept on another GPU when spread, else that all run on one (the Redundancy reason
+// spreadRedundant adds says where and why).
+func redundancyReason(t v1.Tenant, c *cand, spread bool) v1.Reason {
+	where := "kept on another GPU"
+	if !spread {
+		where = "meant for another GPU, but all run on one (below)"
+	}
 	base, what := c.need, "the load needs"
 	if t.Replicas != nil {
 		base, what = *t.Replicas, "the pool fixes"
 	}
 	if base > 0 && c.replicas > base+1 {
-		return v1.NewReason(v1.ReasonRedundancy, "one replica beyond the %d %s (%d), within the %d in all that %s sets, kept on another GPU",
-			base, what, base+1, c.replicas, floorName(t, c.replicas))
+		return v1.NewReason(v1.ReasonRedundancy, "one replica beyond the %d %s (%d), within the %d in all that %s sets, %s",
+			base, what, base+1, c.replicas, floorName(t, c.replicas), where)
 	}
 	if base < 1 {
-		return v1.NewReason(v1.ReasonRedundancy, "one replica beyond the load (%d in all), kept on another GPU", c.replicas)
+		return v1.NewReason(v1.ReasonRedundancy, "one replica beyond the load (%d in all), %s", c.replicas, where)
 	}
-	return v1.NewReason(v1.ReasonRedundancy, "one replica beyond the %d %s (%d in all), kept on another GPU", base, what, c.replicas)
+	return v1.NewReason(v1.ReasonRedundancy, "one replica beyond the %d %s (%d in all), %s", base, what, c.replicas, where)
 }
 
 // floorName names the floor that set n replicas: minReplicas or the reservation.
