@@ -121,7 +121,9 @@ type slotRoom struct {
 
 // keptRoom lists the room of kept's busy pool GPUs in fleet order. A GPU whose tenants' slice
 // kinds in force are not all known (inForceCand), or whose tenants differ in energy class, has
-// none.
+// none. On the device-plugin path a whole-GPU MPS GPU takes replicas only up to the finest share
+// of its node's MPS GPUs (the node's one setting gives each client 1/N of its GPU, N the most
+// replicas a GPU of the node holds).
 func (p *planner) keptRoom(kept *v1.Plan, byName map[string]*tenant, uses map[string][]slotUse) *slotRoom {
 	out := &slotRoom{}
 	keyOfReplica := func(r v1.PlanReplica) (groupKey, bool) {
@@ -134,6 +136,25 @@ func (p *planner) keptRoom(kept *v1.Plan, byName map[string]*tenant, uses map[st
 			return groupKey{}, false
 		}
 		return keyOf(tn, c), true
+	}
+	// On the device-plugin path a node's whole-GPU MPS GPUs share one setting: N references a
+	// GPU, the most replicas any of them holds, and each client gets 1/N of its GPU. A GPU may
+	// take replicas only up to the finest share among the node's MPS GPUs (nodeMin), so that
+	// every client keeps the share it was sized for.
+	nodeMin := map[string]int{}
+	if p.pool.Policy.DeviceAPI() != v1.DeviceAPIDRA {
+		for _, g := range kept.GPUs {
+			if g.Mode != v1.ModeMPS || len(g.Replicas) == 0 {
+				continue
+			}
+			share := len(g.Replicas) // a GPU whose share is not known is held to what it runs
+			if k, ok := keyOfReplica(g.Replicas[0]); ok && k.kind == v1.SliceMPS {
+				share = k.share
+			}
+			if m, ok := nodeMin[g.Node]; !ok || share < m {
+				nodeMin[g.Node] = share
+			}
+		}
 	}
 	for gi, g := range kept.GPUs {
 		if g.Role != v1.RolePool || g.ReplicaCount() == 0 || g.LoRAEngine != "" {
@@ -169,7 +190,11 @@ func (p *planner) keptRoom(kept *v1.Plan, byName map[string]*tenant, uses map[st
 					return // a slot of mixed groups: the packer made none
 				}
 			}
-			if f := k.share - len(rs); f > 0 {
+			f := k.share - len(rs)
+			if m, ok := nodeMin[g.Node]; ok && s.in < 0 && kind == v1.SliceMPS {
+				f = min(f, m-len(rs)) // the node's finest MPS share bounds every GPU's count
+			}
+			if f > 0 {
 				out.slots = append(out.slots, s)
 				out.key = append(out.key, k)
 				out.free = append(out.free, f)

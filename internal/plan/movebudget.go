@@ -495,26 +495,90 @@ func planTenant(pl *v1.Plan, name string) (v1.PlanTenant, bool) {
 
 // placeOnIdle plans the tenants place on the GPUs that kept leaves idle (not those that run a
 // shared LoRA engine now, which would then move, nor burst or canary GPUs) and mixes that plan
-// into kept, whose tenants (served) stay as they are.
+// into kept, whose tenants (served) stay as they are. The GPUs kept runs replicas on fix their
+// node's device-plugin MPS setting (mpsNodeRefs); when the placement breaks it on a node (a
+// coarser share on an idle GPU of a node whose busy GPUs run finer ones, or more replicas on a GPU
+// than a finer-shared GPU of the node allows), it is planned again without that node's idle GPUs,
+// and the tenants it then leaves short say so.
 func (p *planner) placeOnIdle(kept, next *v1.Plan, place []v1.Tenant, served map[string]bool) (mixed, placed *v1.Plan, err error) {
-	sub := *p.pool
-	sub.Tenants = place
-	sub.Policy.CanaryGPUs = slices.Clone(p.pool.Policy.CanaryGPUs)
-	engine := map[v1.GPURef]bool{} // GPUs that run a shared LoRA engine now: taking one moves it
-	for _, g := range p.o.Current.GPUs {
+	var withheld []string // nodes whose idle GPUs a placement broke the MPS setting of
+	withheldText := ""
+	for {
+		mixed, placed, err = p.placeOnIdleWithout(kept, next, place, served, withheld, withheldText)
+		if err != nil || mixed == nil {
+			return mixed, placed, err
+		}
+		broken := slices.DeleteFunc(mpsSettingBroken(p.pool, mixed), func(node string) bool {
+			return slices.Contains(withheld, node) || !placesOn(placed, node)
+		})
+		if len(broken) == 0 {
+			if err := v1.ValidatePlan(mixed, p.pool); err != nil {
+				return nil, placed, fmt.Errorf("with %s planned on the GPUs it leaves idle, the partial re-pack is not valid for the pool: %w", tenantNames(place), err)
+			}
+			mixed.Summary.Objective = next.Summary.Objective
+			return mixed, placed, nil
+		}
+		adopt := idleFor(kept, p.o.Current)
+		withheldText = joinNonEmpty(withheldText, withoutNodes(kept.GPUs, broken, mpsNodeRefs(mixed), adopt))
+		withheld = append(withheld, broken...)
+	}
+}
+
+// placesOn reports whether pl runs a replica on a GPU of node.
+func placesOn(pl *v1.Plan, node string) bool {
+	for _, g := range pl.GPUs {
+		if g.Node == node && g.ReplicaCount() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func joinNonEmpty(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// idleFor is the GPUs kept leaves idle that a placement may take: not those that run replicas,
+// burst or canary GPUs, nor those that run a shared LoRA engine in cur (taking one would move
+// it), by gpuKey.
+func idleFor(kept, cur *v1.Plan) map[string]bool {
+	engine := map[v1.GPURef]bool{}
+	for _, g := range cur.GPUs {
 		engine[g.Ref()] = g.LoRAEngine != ""
 	}
 	adopt := map[string]bool{}
 	for _, g := range kept.GPUs {
 		if g.ReplicaCount() > 0 || g.Role == v1.RoleBurst || g.Role == v1.RoleCanary || engine[g.Ref()] {
-			if !slices.Contains(sub.Policy.CanaryGPUs, g.Ref()) {
-				sub.Policy.CanaryGPUs = append(sub.Policy.CanaryGPUs, g.Ref())
-			}
 			continue
 		}
 		adopt[gpuKey(g.Node, g.Index)] = true
 	}
+	return adopt
+}
+
+// placeOnIdleWithout is placeOnIdle with the idle GPUs of the nodes in withheld left out (why:
+// which, and why, for the reasons of the tenants left short), the mixed plan not yet validated.
+func (p *planner) placeOnIdleWithout(kept, next *v1.Plan, place []v1.Tenant, served map[string]bool, withheld []string, why string) (mixed, placed *v1.Plan, err error) {
+	sub := *p.pool
+	sub.Tenants = place
+	sub.Policy.CanaryGPUs = slices.Clone(p.pool.Policy.CanaryGPUs)
+	adopt := idleFor(kept, p.o.Current)
+	for _, g := range kept.GPUs {
+		k := gpuKey(g.Node, g.Index)
+		if adopt[k] && slices.Contains(withheld, g.Node) {
+			delete(adopt, k)
+		}
+		if !adopt[k] && !slices.Contains(sub.Policy.CanaryGPUs, g.Ref()) {
+			sub.Policy.CanaryGPUs = append(sub.Policy.CanaryGPUs, g.Ref())
+		}
+	}
 	if len(adopt) == 0 {
+		if why != "" {
+			return nil, nil, fmt.Errorf("the plan in force leaves no GPU idle for %s that keeps its node's sharing setting: not %s", tenantNames(place), why)
+		}
 		return nil, nil, fmt.Errorf("the plan in force leaves no GPU idle for %s", tenantNames(place))
 	}
 	zero := 0
@@ -524,6 +588,14 @@ func (p *planner) placeOnIdle(kept, next *v1.Plan, place []v1.Tenant, served map
 	placed, err = Build(p.ctx, &sub, o)
 	if err != nil {
 		return nil, nil, fmt.Errorf("planning %s on the GPUs it leaves idle: %w", tenantNames(place), err)
+	}
+	if why != "" {
+		for i := range placed.Tenants {
+			if t := &placed.Tenants[i]; t.Infeasible {
+				t.Reasons = append([]v1.Reason{v1.NewReason(v1.ReasonNoCapacity, "planned on the GPUs the plan in force leaves idle, without %s: a replica there of another share would break that setting", why)},
+					t.Reasons...)
+			}
+		}
 	}
 	overlay := *placed
 	overlay.Summary = next.Summary
@@ -543,11 +615,10 @@ func (p *planner) placeOnIdle(kept, next *v1.Plan, place []v1.Tenant, served map
 			overlay.Tenants = append(overlay.Tenants, t)
 		}
 	}
-	mixed, err = mixPlans(p.pool, kept, &overlay, adopt, served)
+	mixed, err = mixUnchecked(kept, &overlay, adopt, served)
 	if err != nil {
 		return nil, placed, fmt.Errorf("with %s planned on the GPUs it leaves idle, %w", tenantNames(place), err)
 	}
-	mixed.Summary.Objective = next.Summary.Objective
 	return mixed, placed, nil
 }
 

@@ -1,0 +1,86 @@
+package plan
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// loadEGrow is testdata/review8's e-grow pair: ten qwen2.5-0.5b of one trust path on one A100
+// MPS GPU (1/32 each) in force; three leave, g0 needs 15 replicas and new-big (llama-3.1-8b, an
+// mps 1/4 of an A100 in the re-pack) joins.
+func loadEGrow(t *testing.T) (first *v1.Plan, pool *v1.Pool) {
+	t.Helper()
+	first, err := Build(context.Background(), loadPool(t, "../../testdata/review8/e-grow0-pool.yaml"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return first, loadPool(t, "../../testdata/review8/e-grow1-pool.yaml")
+}
+
+// With max-moves 0, g0's 14 added replicas take n2/0's MPS room (21 references a GPU on n2 then)
+// and new-big, whose 1/4 share that setting would cut to 1/21, is placed off node n2. Before, the
+// kept plan put new-big on n2/1 at 1/4, validation refused it, and with max-moves 0 the plan in
+// force was held with g0 and new-big short.
+func TestKeptPlanKeepsNodeMPSSetting(t *testing.T) {
+	first, pool := loadEGrow(t)
+	zero := 0
+	pl, err := Build(context.Background(), pool, Options{Current: first, MaxMoves: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPlan(pool, pl); err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range pl.Tenants {
+		if tp.Infeasible {
+			t.Errorf("tenant %s short: %s", tp.Name, tp.Reasons[0].Message)
+		}
+	}
+	if broken := mpsSettingBroken(pool, pl); len(broken) > 0 {
+		t.Errorf("nodes %v: a whole-GPU MPS replica above its node's equal share", broken)
+	}
+	g0 := replicasOn(pl, "g0")
+	if len(g0) != 15 || slices.ContainsFunc(g0, func(s string) bool { return s != "n2/0 mps" }) {
+		t.Errorf("g0 on %v, want 15 replicas on n2/0 (1 in force, 14 in its room)", g0)
+	}
+	if where := replicasOn(pl, "new-big"); len(where) == 0 || slices.ContainsFunc(where, func(s string) bool { return strings.HasPrefix(s, "n2/") }) {
+		t.Errorf("new-big on %v, want off node n2, whose MPS setting is 21 references a GPU", where)
+	}
+	steps := Migration(first, pl, 1)
+	if n, g := CountMoves(steps), gpuChanges(steps); n != 0 || len(g) != 1 || g[0].GPU.String() != "n1/0" {
+		t.Errorf("%d moves, GPU changes %+v, want none but n1/0's (idle in force)", n, g)
+	}
+}
+
+// When no GPU that keeps its node's setting is left for a tenant, it is short and says why: here
+// node n1's H100s are canaries, so new-big has only n2/1, where its 1/4 share would break n2's
+// setting of 21 references a GPU.
+func TestKeptPlanSaysNodeMPSSetting(t *testing.T) {
+	first, pool := loadEGrow(t)
+	pool.Policy.CanaryGPUs = []v1.GPURef{{Node: "n1", Index: 0}, {Node: "n1", Index: 1}}
+	zero := 0
+	pl, err := Build(context.Background(), pool, Options{Current: first, MaxMoves: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v1.ValidatePlan(pl, pool); err != nil {
+		t.Fatal(err)
+	}
+	big, ok := planTenant(pl, "new-big")
+	if !ok || !big.Infeasible {
+		t.Fatalf("new-big served (%v), want short: n2/1 is the only GPU left and breaks n2's setting", replicasOn(pl, "new-big"))
+	}
+	why := big.Reasons[0].Message
+	for _, want := range []string{"n2/1", "node n2's device-plugin MPS setting: 21 references a GPU"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("new-big's first reason %q does not name %q", why, want)
+		}
+	}
+	if g0 := replicasOn(pl, "g0"); len(g0) != 15 {
+		t.Errorf("g0 runs %d replicas, want 15: its growth in room keeps the setting", len(g0))
+	}
+}
