@@ -25,8 +25,9 @@ type keptSlot struct {
 // run on in force (uses); any other tenant takes the slice kind and count the re-pack (next)
 // gives it, and next's entry for it. A tenant is placed so only when all its replicas find room
 // (on distinct GPUs when it asks for redundancy). Nothing is reconfigured and nothing moves: each
-// is a start. kept is changed in place; it returns the tenants left to place, the names of those
-// started here and, for each, where.
+// is a start. kept is changed in place (each tenant started here says where in a MoveBudget
+// reason of its own); it returns the tenants left to place, the names of those started here and,
+// for each, where.
 func (p *planner) fillKept(kept, next *v1.Plan, place []v1.Tenant, grow map[string]int, uses map[string][]slotUse) (rest []v1.Tenant, filled map[string]bool, notes []error) {
 	filled = map[string]bool{}
 	byName := map[string]*tenant{}
@@ -98,12 +99,14 @@ func (p *planner) fillKept(kept, next *v1.Plan, place []v1.Tenant, grow map[stri
 			entry.Replicas = append(entry.Replicas, ref)
 			index++
 		}
+		note := fmt.Errorf("tenant %s starts %s in room the plan in force leaves free (%s), on GPUs that keep their layout: %s",
+			name, replicasN(n), c.label(), strings.Join(where, ", "))
+		entry.Reasons = append(slices.Clone(entry.Reasons), v1.NewReason(v1.ReasonMoveBudget, "%s", note))
 		if grow[name] == 0 {
 			kept.Tenants = append(kept.Tenants, *entry)
 		}
 		filled[name] = true
-		notes = append(notes, fmt.Errorf("tenant %s starts %s in room the plan in force leaves free (%s), on GPUs that keep their layout: %s",
-			name, replicasN(n), c.label(), strings.Join(where, ", ")))
+		notes = append(notes, note)
 	}
 	kept.Summary.GPUsUsed = usedGPUs(kept.GPUs)
 	return rest, filled, notes

@@ -137,6 +137,9 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 		return nil, fmt.Errorf("build plan: re-packing moves %d replicas, more than max-moves %d%s", moves, limit, why)
 	}
 	if best.chosen != "kept" {
+		if best.chosen == "next" && keepErr == nil {
+			roomReasons(next, kept) // where the re-pack makes the kept plan's starts in room, it says so
+		}
 		return best.pl, nil
 	}
 	budget := ""
@@ -153,7 +156,10 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 	if s, k := shortTenants(next), shortTenants(kept); s > k {
 		msg += fmt.Sprintf(": re-packing would leave %d tenants short (this plan %d), run the pool on %d GPUs instead of %d and move %d replicas%s",
 			s, k, next.Summary.GPUsUsed, kept.Summary.GPUsUsed, moves, budget)
-	} else if d := kept.Summary.GPUsUsed - next.Summary.GPUsUsed; d >= 0 {
+	} else if d := kept.Summary.GPUsUsed - next.Summary.GPUsUsed; d == 0 {
+		// the budget is not why: a re-pack that saves no GPU is not made with or without one
+		msg += fmt.Sprintf(": re-packing would save no GPU (it runs the pool on %d too) and move %d replicas", next.Summary.GPUsUsed, moves)
+	} else if d > 0 {
 		msg += fmt.Sprintf(": re-packing would run the pool on %d GPUs instead of %d (%d fewer) but move %d replicas%s",
 			next.Summary.GPUsUsed, kept.Summary.GPUsUsed, d, moves, budget)
 	} else {
@@ -162,6 +168,38 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 	}
 	addReason(kept, v1.NewReason(v1.ReasonMoveBudget, "%s", msg))
 	return kept, nil
+}
+
+// roomReasons gives each tenant of next that runs on the very slots the kept plan started it
+// on in room the plan in force leaves free (fillKept), on GPUs next does not reconfigure either,
+// the kept plan's reason that says so: the re-pack makes the same starts.
+func roomReasons(next, kept *v1.Plan) {
+	changed := map[v1.GPURef]bool{}
+	for _, s := range gpuChanges(Migration(kept, next, 1)) {
+		changed[s.GPU] = true
+	}
+	was, now := replicaSlots(kept), replicaSlots(next)
+	key := func(ss []slot) []string {
+		out := make([]string, len(ss))
+		for i, s := range ss {
+			out[i] = fmt.Sprint(s)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for i := range next.Tenants {
+		t := &next.Tenants[i]
+		k, ok := planTenant(kept, t.Name)
+		if !ok || !slices.Equal(key(was[t.Name]), key(now[t.Name])) ||
+			slices.ContainsFunc(now[t.Name], func(s slot) bool { return changed[s.gpu] }) {
+			continue
+		}
+		for _, r := range k.Reasons {
+			if r.Code == v1.ReasonMoveBudget && strings.Contains(r.Message, "in room the plan in force leaves free") && !slices.Contains(t.Reasons, r) {
+				t.Reasons = append(slices.Clone(t.Reasons), r)
+			}
+		}
+	}
 }
 
 // addReason appends r to every tenant's reasons of pl.
