@@ -276,3 +276,50 @@ func replicaOf(pl *v1.Plan, name string) (v1.PlanReplica, bool) {
 	}
 	return v1.PlanReplica{}, false
 }
+
+// refreshGPUReasons rewrites the reasons the kept plan's GPUs carry from the plan in force for
+// what they run now: a whole-GPU MPS or time-sliced GPU's clients (their count and tenants, as
+// gpuReasons words them), and "not needed" for a pool GPU left with nothing. A GPU whose tenants'
+// slice kinds in force are not all known keeps its reasons.
+func refreshGPUReasons(kept *v1.Plan, byName map[string]*tenant, uses map[string][]slotUse) {
+	for i := range kept.GPUs {
+		g := &kept.GPUs[i]
+		if g.Role == v1.RoleIdle && g.ReplicaCount() == 0 {
+			g.Reasons = []v1.Reason{v1.NewReason(v1.ReasonIdle, "not needed by this plan")}
+			continue
+		}
+		if g.Role != v1.RolePool || len(g.Replicas) == 0 || g.Mode != v1.ModeMPS && g.Mode != v1.ModeTimeSlice {
+			continue
+		}
+		var names []string
+		for _, r := range g.Replicas {
+			if !slices.Contains(names, r.Tenant) {
+				names = append(names, r.Tenant)
+			}
+		}
+		list := strings.Join(names, ", ")
+		var r v1.Reason
+		if g.Mode == v1.ModeTimeSlice {
+			r = v1.NewReason(v1.ReasonLowFrequency, "time-sliced by %d low-frequency shared tenant replica(s): %s", len(g.Replicas), list)
+		} else {
+			at := slices.IndexFunc(names, func(n string) bool { return byName[n] != nil && len(uses[n]) > 0 }) // one that ran here
+			if at < 0 {
+				continue
+			}
+			tn := byName[names[at]]
+			c, err := inForceCand(tn, uses[names[at]])
+			if err != nil || c.ev == nil {
+				continue
+			}
+			k := keyOf(tn, c)
+			r = v1.NewReason(v1.ReasonTrustGroup, "MPS with %d of %d client slots used by %s (%d%% of SMs and %s pinned memory each), all of %s",
+				len(g.Replicas), c.share, list, 100/c.share, gib(c.ev.capBytes), groupText(k.group))
+		}
+		g.Reasons = slices.Clone(g.Reasons)
+		if j := slices.IndexFunc(g.Reasons, func(o v1.Reason) bool { return o.Code == r.Code }); j >= 0 {
+			g.Reasons[j] = r
+		} else {
+			g.Reasons = append([]v1.Reason{r}, g.Reasons...)
+		}
+	}
+}

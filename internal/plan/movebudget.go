@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 )
@@ -466,7 +467,9 @@ func (p *planner) keepServedGrowing(next *v1.Plan, grow map[string]int, fill boo
 	}
 	for _, t := range cur.Tenants {
 		if stays[t.Name] {
-			t.Predicted = p.predictInForce(byName[t.Name], uses[t.Name], len(uses[t.Name])+grow[t.Name], t.Predicted)
+			n := len(uses[t.Name]) + grow[t.Name]
+			t.Predicted = p.predictInForce(byName[t.Name], uses[t.Name], n, t.Predicted)
+			t.Reasons = append(slices.Clone(t.Reasons), p.keptLoadReason(byName[t.Name], uses[t.Name], n, t.Predicted)...)
 			kept.Tenants = append(kept.Tenants, t)
 		}
 	}
@@ -487,6 +490,7 @@ func (p *planner) keepServedGrowing(next *v1.Plan, grow map[string]int, fill boo
 			stays[name] = true
 		}
 	}
+	refreshGPUReasons(kept, byName, uses) // what the GPUs kept run now, not what they ran
 	if len(place) == 0 {
 		kept.Tenants = inPoolOrder(p.tenants, kept.Tenants)
 		if err := v1.ValidatePlan(kept, p.pool); err != nil {
@@ -690,6 +694,19 @@ func (p *planner) predictInForce(tn *tenant, uses []slotUse, n int, old v1.Predi
 	ttft, tpot := seconds(st.ttft), seconds(st.tpot)
 	return v1.Prediction{TTFTP99: v1.Duration(ttft), TPOTP99: v1.Duration(tpot), E2EP99: v1.Duration(ttft + tpot*timeDur(tn.work.OutputTokens-1)),
 		TokensPerSecond: round3(float64(n) * c.ev.oneRate().OutputTokensPerSec), MaxRPS: round3(float64(n) * c.ev.oneRate().RequestsPerSec)}
+}
+
+// keptLoadReason says what a tenant the kept plan keeps where it runs carries now: its load over
+// its n replicas on the slice kind in force (uses) and the queueing model's prediction there
+// (pred), beside the sizing reasons the plan in force gave it at its load then. None when the
+// queueing model does not size it.
+func (p *planner) keptLoadReason(tn *tenant, uses []slotUse, n int, pred v1.Prediction) []v1.Reason {
+	c, err := inForceCand(tn, uses)
+	if err != nil || c.ev == nil || c.ev.q == nil || tn.t.Traffic.RPS <= 0 {
+		return nil
+	}
+	return []v1.Reason{v1.NewReason(v1.ReasonComputeBound, "kept where it runs: %.3g req/s now over %s on %s of %s (p99 TTFT %s, TPOT %s by the queueing model); the sizing above is the plan in force's",
+		peakRate(tn.t.Traffic), replicasN(n), c.label(), c.board.Name, roundDur(time.Duration(pred.TTFTP99)), roundDur(time.Duration(pred.TPOTP99)))}
 }
 
 // usedGPUs counts the GPUs that run a replica.

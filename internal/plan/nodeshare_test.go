@@ -84,3 +84,32 @@ func TestKeptPlanSaysNodeMPSSetting(t *testing.T) {
 		t.Errorf("g0 runs %d replicas, want 15: its growth in room keeps the setting", len(g0))
 	}
 }
+
+// The kept plan's reasons are its own: n2/0's names the 21 clients it runs now (not g1–g3, who
+// left), and g0 says what its 15 replicas carry at 60 req/s, where the plan in force sized one
+// for 1 req/s.
+func TestKeptPlanReasonsRefreshed(t *testing.T) {
+	first, pool := loadEGrow(t)
+	zero := 0
+	pl, err := Build(context.Background(), pool, Options{Current: first, MaxMoves: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n20 []string
+	for _, g := range pl.GPUs {
+		if g.Ref().String() == "n2/0" {
+			for _, r := range g.Reasons {
+				n20 = append(n20, r.Message)
+			}
+		}
+	}
+	if len(n20) == 0 || !strings.HasPrefix(n20[0], "MPS with 21 of 32 client slots used by g0, g4, g5, g6, g7, g8, g9 ") {
+		t.Errorf("n2/0's reasons %q, want its 21 clients of g0, g4–g9", n20)
+	}
+	g0, _ := planTenant(pl, "g0")
+	if !slices.ContainsFunc(g0.Reasons, func(r v1.Reason) bool {
+		return strings.HasPrefix(r.Message, "kept where it runs: 60 req/s now over 15 replicas on mps 1/32 of A100-SXM4-80GB")
+	}) {
+		t.Errorf("g0's reasons do not say what its 15 replicas carry now: %v", g0.Reasons)
+	}
+}
