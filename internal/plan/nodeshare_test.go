@@ -113,3 +113,64 @@ func TestKeptPlanReasonsRefreshed(t *testing.T) {
 		t.Errorf("g0's reasons do not say what its 15 replicas carry now: %v", g0.Reasons)
 	}
 }
+
+// Room on a whole-GPU MPS GPU fills only to the finest share of its node's MPS GPUs. In force
+// here: e-grow0's 1/32 clients on n2/0 and new-big at 1/4 on n2/1; with g6–g9 gone too n2/0 keeps
+// 3 (g0, g4, g5), node n2's setting of 3 within new-big's 1/4. n2/0's room is then one replica
+// (4 references a GPU), not the 29 its own 1/32 share leaves; on the DRA path, which runs unequal
+// limits, it is 29.
+func TestKeptRoomCappedByNodeFinestShare(t *testing.T) {
+	first, pool := loadEGrow(t)
+	pool.Tenants = slices.DeleteFunc(pool.Tenants, func(t v1.Tenant) bool { return slices.Contains([]string{"g6", "g7", "g8", "g9"}, t.Name) })
+	fresh, err := Build(context.Background(), pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, ok := planTenant(fresh, "new-big")
+	if !ok || len(big.Replicas) != 1 || big.Replicas[0].Slice != v1.SliceMPS || big.Replicas[0].GPU.Node != "n2" {
+		t.Fatalf("setup: new-big in a fresh plan %+v, want one MPS replica on n2", big.Replicas)
+	}
+	var rep v1.PlanReplica
+	for _, g := range fresh.GPUs {
+		for _, r := range g.Replicas {
+			if r.Tenant == "new-big" {
+				rep = r
+			}
+		}
+	}
+	cur := *first
+	cur.GPUs = slices.Clone(first.GPUs)
+	at := slices.IndexFunc(cur.GPUs, func(g v1.PlanGPU) bool { return g.Ref().String() == "n2/1" })
+	if at < 0 || cur.GPUs[at].ReplicaCount() != 0 {
+		t.Fatalf("setup: n2/1 not idle in e-grow0's plan")
+	}
+	g := &cur.GPUs[at]
+	g.Mode, g.Role, g.Replicas = v1.ModeMPS, v1.RolePool, []v1.PlanReplica{rep}
+	for _, dra := range []bool{false, true} {
+		pl := *pool
+		if dra {
+			pl.Policy.KubernetesDeviceAPI = v1.DeviceAPIDRA
+		}
+		p, err := newPlanner(&pl, Options{Current: &cur})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.ctx = context.Background()
+		p.evaluate()
+		byName := map[string]*tenant{}
+		for _, tn := range p.tenants {
+			byName[tn.t.Name] = tn
+		}
+		gpus, uses := p.inForce()
+		room := p.keptRoom(&v1.Plan{GPUs: gpus}, byName, uses)
+		free := -1
+		for i, s := range room.slots {
+			if gpus[s.g].Ref().String() == "n2/0" {
+				free = room.free[i]
+			}
+		}
+		if want := map[bool]int{false: 1, true: 29}[dra]; free != want {
+			t.Errorf("dra %v: n2/0's room %d replicas, want %d", dra, free, want)
+		}
+	}
+}
