@@ -153,20 +153,22 @@ func runPlan(e *env, a planArgs) error {
 		return fmt.Errorf("plan %s: the planner produced an invalid plan: %w", a.pool, err)
 	}
 	var steps []plan.Step
+	var nodes []plan.DevicePluginChange
 	if cur != nil {
 		mu := pool.Policy.MaxUnavailable.Resolve(pl.Summary.GPUsTotal)
 		steps = plan.Migration(cur, pl, mu)
+		nodes = plan.DevicePluginChanges(pool, cur, pl)
 	}
 	if note := cooldownNote(pool, steps); note != "" {
 		fmt.Fprintln(e.stderr, note)
 	}
 	var problems []string
 	if a.outDir != "" {
-		if problems, err = writePlanDir(e.ctx, a.outDir, a.force, pl, pool, steps, cur != nil, a.gateway, a.namespace); err != nil {
+		if problems, err = writePlanDir(e.ctx, a.outDir, a.force, pl, pool, steps, nodes, cur != nil, a.gateway, a.namespace); err != nil {
 			return err
 		}
 	}
-	if err := writePlanOutput(e.stdout, a.format, pl, steps, cur != nil); err != nil {
+	if err := writePlanOutput(e.stdout, a.format, pl, steps, nodes, cur != nil); err != nil {
 		return err
 	}
 	if line := planCostLine(pl, pool); line != "" && a.format == outTable {
@@ -237,7 +239,7 @@ func readCurrent(ctx context.Context, path string) (*v1.Plan, error) {
 }
 
 // writePlanOutput prints the plan as a table (with the migration when re-planning), JSON or YAML.
-func writePlanOutput(w io.Writer, format outputFormat, pl *v1.Plan, steps []plan.Step, replan bool) error {
+func writePlanOutput(w io.Writer, format outputFormat, pl *v1.Plan, steps []plan.Step, nodes []plan.DevicePluginChange, replan bool) error {
 	var b []byte
 	var err error
 	switch format {
@@ -249,7 +251,7 @@ func writePlanOutput(w io.Writer, format outputFormat, pl *v1.Plan, steps []plan
 		if err := writePlanTable(w, pl); err != nil || !replan {
 			return err
 		}
-		return writeMigration(w, steps)
+		return writeMigration(w, steps, nodes)
 	}
 	if err != nil {
 		return err
@@ -261,7 +263,7 @@ func writePlanOutput(w io.Writer, format outputFormat, pl *v1.Plan, steps []plan
 // writePlanDir renders everything first, then replaces dir with it atomically (writeOutDir). It
 // returns the renderer's problems (things the tools cannot express exactly; the files are
 // complete).
-func writePlanDir(ctx context.Context, dir string, force bool, pl *v1.Plan, pool *v1.Pool, steps []plan.Step, replan bool, gateway, namespace string) ([]string, error) {
+func writePlanDir(ctx context.Context, dir string, force bool, pl *v1.Plan, pool *v1.Pool, steps []plan.Step, nodes []plan.DevicePluginChange, replan bool, gateway, namespace string) ([]string, error) {
 	y, err := v1.EncodeYAML(pl)
 	if err != nil {
 		return nil, err
@@ -271,7 +273,11 @@ func writePlanDir(ctx context.Context, dir string, force bool, pl *v1.Plan, pool
 		if steps == nil {
 			steps = []plan.Step{} // "steps: []", not "steps: null", when no GPU changes
 		}
-		if mig, err = yaml.Marshal(map[string]any{"steps": steps}); err != nil {
+		doc := map[string]any{"steps": steps}
+		if len(nodes) > 0 {
+			doc["devicePlugin"] = nodes // node configs that change with no GPU step (DevicePluginChanges)
+		}
+		if mig, err = yaml.Marshal(doc); err != nil {
 			return nil, fmt.Errorf("encode migration: %w", err)
 		}
 	}
@@ -318,16 +324,21 @@ func cooldownNote(pool *v1.Pool, steps []plan.Step) string {
 		len(gpus), strings.Join(gpus, ", "), cd.String())
 }
 
-// writeMigration lists the migration steps, wave by wave.
-func writeMigration(w io.Writer, steps []plan.Step) error {
-	if len(steps) == 0 {
+// writeMigration lists the migration steps, wave by wave, then the nodes whose device-plugin
+// sharing setting changes with them (nodes): a config change no GPU step carries.
+func writeMigration(w io.Writer, steps []plan.Step, nodes []plan.DevicePluginChange) error {
+	if len(steps) == 0 && len(nodes) == 0 {
 		_, err := io.WriteString(w, "\nmigration: no GPU changes, no replica moves\n")
 		return err
 	}
 	var sb strings.Builder
 	moves := plan.Moves(steps)
-	fmt.Fprintf(&sb, "\nmigration: %d GPU change(s), %d replica step(s): %d move(s) to another GPU, %d in place\n",
-		len(steps)-moves, moves, plan.CountMoves(steps), plan.Reconfigurations(steps))
+	config := ""
+	if len(nodes) > 0 {
+		config = fmt.Sprintf(", %d node device-plugin config change(s)", len(nodes))
+	}
+	fmt.Fprintf(&sb, "\nmigration: %d GPU change(s)%s, %d replica step(s): %d move(s) to another GPU, %d in place\n",
+		len(steps)-moves, config, moves, plan.CountMoves(steps), plan.Reconfigurations(steps))
 	tw := newTable(&sb)
 	fmt.Fprintln(tw, "WAVE\tSTEP\tGPU\tTENANT\tDRAIN\tFROM\tTO")
 	for _, s := range steps {
@@ -342,6 +353,14 @@ func writeMigration(w io.Writer, steps []plan.Step) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, n := range nodes {
+		fmt.Fprintf(&sb, "node %s: the device-plugin config's sharing of whole GPUs goes from %s to %s (references a GPU): apply it before the replicas that start on the node's shared GPUs",
+			n.Node, n.From, n.To)
+		if n.Running > 0 {
+			fmt.Fprintf(&sb, "; the %d replica(s) that keep running there keep the limits they started with until they restart", n.Running)
+		}
+		sb.WriteString("\n")
 	}
 	_, err := io.WriteString(w, sb.String())
 	return err

@@ -272,3 +272,39 @@ func TestPlanCurrentNotesCooldown(t *testing.T) {
 		t.Errorf("a pool without a cooldown gets the note: %q", errOut)
 	}
 }
+
+// Starting two MPS replicas beside n2/0's eight changes node n2's device-plugin setting (8 → 10
+// references a GPU) with no GPU step: the migration says so, in its summary line, a line for
+// the node and migration.yaml's devicePlugin entry, instead of "0 GPU change(s)" alone.
+func TestPlanCurrentListsDevicePluginChange(t *testing.T) {
+	const a0, f1 = "../../testdata/review8/a-mps0-pool.yaml", "../../testdata/review8/f-mpsadd1-pool.yaml"
+	cur, errOut, code := runCmd(t, "plan", a0, "-o", "yaml", "--sim-requests", "-1")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	curFile := writeTemp(t, "p0.yaml", cur)
+	dir := filepath.Join(t.TempDir(), "out")
+	out, errOut, code := runCmd(t, "plan", f1, "--current", curFile, "--max-moves", "0", "--sim-requests", "-1", "--out", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"migration: 0 GPU change(s), 1 node device-plugin config change(s), 2 replica step(s)",
+		"node n2: the device-plugin config's sharing of whole GPUs goes from mps 8 to mps 10",
+		"the 8 replica(s) that keep running there keep the limits they started with",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	mig, err := os.ReadFile(filepath.Join(dir, "migration.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mig), "devicePlugin:\n- from: mps 8\n  node: n2\n  running: 8\n  to: mps 10\n") {
+		t.Errorf("migration.yaml lacks n2's device-plugin change:\n%s", mig)
+	}
+	if out, _, _ := runCmd(t, "plan", a0, "--current", curFile, "--sim-requests", "-1"); strings.Contains(out, "device-plugin") {
+		t.Errorf("a re-plan that changes no node's setting lists one:\n%s", out)
+	}
+}

@@ -375,7 +375,11 @@
 // slice, at the load now), the others — new tenants, those their replicas no longer carry —
 // started first in the room its busy GPUs keep free (fillkept.go: an empty MIG instance, MPS or
 // time-slice room of the same group; a start, no GPU change), the rest planned alone on the GPUs
-// it leaves idle (ADR 0059). The one with the fewest tenants short, then GPUs,
+// it leaves idle (ADR 0059), both keeping each node's device-plugin MPS setting (nodeshare.go:
+// room fills a whole-GPU MPS GPU only to its node's finest share; a placement on idle GPUs that
+// breaks a node's setting is made again without that node's idle GPUs; ADR 0060). DevicePluginChanges
+// lists the nodes whose device-plugin sharing setting a migration changes, which no GPU step
+// carries (devplugin.go). The one with the fewest tenants short, then GPUs,
 // then replica moves, then GPU changes is returned, so a re-pack that saves no GPU is not made.
 // With Options.MaxMoves only plans within the budget count, and none that leaves a tenant short
 // the re-pack serves; above the budget the components of the change that free the most GPUs

@@ -25,8 +25,9 @@ type keptSlot struct {
 // run on in force (uses); any other tenant takes the slice kind and count the re-pack (next)
 // gives it, and next's entry for it. A tenant is placed so only when all its replicas find room
 // (on distinct GPUs when it asks for redundancy). Nothing is reconfigured and nothing moves: each
-// is a start. kept is changed in place; it returns the tenants left to place, the names of those
-// started here and, for each, where.
+// is a start. kept is changed in place (each tenant started here says where in a MoveBudget
+// reason of its own); it returns the tenants left to place, the names of those started here and,
+// for each, where.
 func (p *planner) fillKept(kept, next *v1.Plan, place []v1.Tenant, grow map[string]int, uses map[string][]slotUse) (rest []v1.Tenant, filled map[string]bool, notes []error) {
 	filled = map[string]bool{}
 	byName := map[string]*tenant{}
@@ -101,12 +102,14 @@ func (p *planner) fillKept(kept, next *v1.Plan, place []v1.Tenant, grow map[stri
 			entry.Replicas = append(entry.Replicas, ref)
 			index++
 		}
+		note := fmt.Errorf("tenant %s starts %s in room the plan in force leaves free (%s), on GPUs that keep their layout: %s",
+			name, replicasN(n), c.label(), strings.Join(where, ", "))
+		entry.Reasons = append(slices.Clone(entry.Reasons), v1.NewReason(v1.ReasonMoveBudget, "%s", note))
 		if grow[name] == 0 {
 			kept.Tenants = append(kept.Tenants, *entry)
 		}
 		filled[name] = true
-		notes = append(notes, fmt.Errorf("tenant %s starts %s in room the plan in force leaves free (%s), on GPUs that keep their layout: %s",
-			name, replicasN(n), c.label(), strings.Join(where, ", ")))
+		notes = append(notes, note)
 	}
 	kept.Summary.GPUsUsed = usedGPUs(kept.GPUs)
 	return rest, filled, notes
@@ -124,7 +127,9 @@ type slotRoom struct {
 
 // keptRoom lists the room of kept's busy pool GPUs in fleet order. A GPU whose tenants' slice
 // kinds in force are not all known (inForceCand), or whose tenants differ in energy class, has
-// none.
+// none. On the device-plugin path a whole-GPU MPS GPU takes replicas only up to the finest share
+// of its node's MPS GPUs (the node's one setting gives each client 1/N of its GPU, N the most
+// replicas a GPU of the node holds).
 func (p *planner) keptRoom(kept *v1.Plan, byName map[string]*tenant, uses map[string][]slotUse) *slotRoom {
 	out := &slotRoom{}
 	keyOfReplica := func(r v1.PlanReplica) (groupKey, bool) {
@@ -137,6 +142,25 @@ func (p *planner) keptRoom(kept *v1.Plan, byName map[string]*tenant, uses map[st
 			return groupKey{}, false
 		}
 		return keyOf(tn, c), true
+	}
+	// On the device-plugin path a node's whole-GPU MPS GPUs share one setting: N references a
+	// GPU, the most replicas any of them holds, and each client gets 1/N of its GPU. A GPU may
+	// take replicas only up to the finest share among the node's MPS GPUs (nodeMin), so that
+	// every client keeps the share it was sized for.
+	nodeMin := map[string]int{}
+	if p.pool.Policy.DeviceAPI() != v1.DeviceAPIDRA {
+		for _, g := range kept.GPUs {
+			if g.Mode != v1.ModeMPS || len(g.Replicas) == 0 {
+				continue
+			}
+			share := len(g.Replicas) // a GPU whose share is not known is held to what it runs
+			if k, ok := keyOfReplica(g.Replicas[0]); ok && k.kind == v1.SliceMPS {
+				share = k.share
+			}
+			if m, ok := nodeMin[g.Node]; !ok || share < m {
+				nodeMin[g.Node] = share
+			}
+		}
 	}
 	for gi, g := range kept.GPUs {
 		if g.Role != v1.RolePool || g.ReplicaCount() == 0 || g.LoRAEngine != "" {
@@ -172,7 +196,11 @@ func (p *planner) keptRoom(kept *v1.Plan, byName map[string]*tenant, uses map[st
 					return // a slot of mixed groups: the packer made none
 				}
 			}
-			if f := k.share - len(rs); f > 0 {
+			f := k.share - len(rs)
+			if m, ok := nodeMin[g.Node]; ok && s.in < 0 && kind == v1.SliceMPS {
+				f = min(f, m-len(rs)) // the node's finest MPS share bounds every GPU's count
+			}
+			if f > 0 {
 				out.slots = append(out.slots, s)
 				out.key = append(out.key, k)
 				out.free = append(out.free, f)
@@ -250,4 +278,51 @@ func replicaOf(pl *v1.Plan, name string) (v1.PlanReplica, bool) {
 		}
 	}
 	return v1.PlanReplica{}, false
+}
+
+// refreshGPUReasons rewrites the reasons the kept plan's GPUs carry from the plan in force for
+// what they run now: a whole-GPU MPS or time-sliced GPU's clients (their count and tenants, as
+// gpuReasons words them), and "not needed" for a pool GPU left with nothing. A GPU whose tenants'
+// slice kinds in force are not all known keeps its reasons.
+func refreshGPUReasons(kept *v1.Plan, byName map[string]*tenant, uses map[string][]slotUse) {
+	for i := range kept.GPUs {
+		g := &kept.GPUs[i]
+		if g.Role == v1.RoleIdle && g.ReplicaCount() == 0 {
+			g.Reasons = []v1.Reason{v1.NewReason(v1.ReasonIdle, "not needed by this plan")}
+			continue
+		}
+		if g.Role != v1.RolePool || len(g.Replicas) == 0 || g.Mode != v1.ModeMPS && g.Mode != v1.ModeTimeSlice {
+			continue
+		}
+		var names []string
+		for _, r := range g.Replicas {
+			if !slices.Contains(names, r.Tenant) {
+				names = append(names, r.Tenant)
+			}
+		}
+		list := strings.Join(names, ", ")
+		var r v1.Reason
+		if g.Mode == v1.ModeTimeSlice {
+			r = v1.NewReason(v1.ReasonLowFrequency, "time-sliced by %d low-frequency shared tenant replica(s): %s", len(g.Replicas), list)
+		} else {
+			at := slices.IndexFunc(names, func(n string) bool { return byName[n] != nil && len(uses[n]) > 0 }) // one that ran here
+			if at < 0 {
+				continue
+			}
+			tn := byName[names[at]]
+			c, err := inForceCand(tn, uses[names[at]])
+			if err != nil || c.ev == nil {
+				continue
+			}
+			k := keyOf(tn, c)
+			r = v1.NewReason(v1.ReasonTrustGroup, "MPS with %d of %d client slots used by %s (%d%% of SMs and %s pinned memory each), all of %s",
+				len(g.Replicas), c.share, list, 100/c.share, gib(c.ev.capBytes), groupText(k.group))
+		}
+		g.Reasons = slices.Clone(g.Reasons)
+		if j := slices.IndexFunc(g.Reasons, func(o v1.Reason) bool { return o.Code == r.Code }); j >= 0 {
+			g.Reasons[j] = r
+		} else {
+			g.Reasons = append([]v1.Reason{r}, g.Reasons...)
+		}
+	}
 }

@@ -207,3 +207,62 @@ func TestMaxMovesFillsKeptMPSRoom(t *testing.T) {
 		t.Errorf("newcomer on %v, want the room on %s", where, first.GPUs[0].Ref())
 	}
 }
+
+// A tenant started in room says so in a reason of its own, also when the re-pack, making the
+// same starts, is the plan taken (a-mps1 against a-mps0's plan: new-same joins n2/0's MPS
+// clients); and where the kept plan is taken over a re-pack that saves no GPU (review 7's d1), its
+// MoveBudget reason does not blame the budget ("instead of 5 (0 fewer)", "more than max-moves 0").
+func TestRoomStartsSayWhere(t *testing.T) {
+	roomReason := func(pl *v1.Plan, name string) string {
+		tp, _ := planTenant(pl, name)
+		for _, r := range tp.Reasons {
+			if r.Code == v1.ReasonMoveBudget && strings.HasPrefix(r.Message, "tenant "+name+" starts ") && strings.Contains(r.Message, "in room the plan in force leaves free") {
+				return r.Message
+			}
+		}
+		return ""
+	}
+	first, err := Build(context.Background(), loadPool(t, "../../testdata/review8/a-mps0-pool.yaml"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := loadPool(t, "../../testdata/review8/a-mps1-pool.yaml")
+	zero := 0
+	pl, err := Build(context.Background(), pool, Options{Current: first, MaxMoves: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if where := replicasOn(pl, "new-same"); !slices.Equal(where, []string{"n2/0 mps"}) {
+		t.Fatalf("setup: new-same on %v, want n2/0's room", where)
+	}
+	if r := roomReason(pl, "new-same"); !strings.HasSuffix(r, ": n2/0") {
+		t.Errorf("new-same's reasons do not say it starts in n2/0's room (%q)", r)
+	}
+	if r := roomReason(pl, "new-otherpath"); r != "" {
+		t.Errorf("new-otherpath, not started in room, says %q", r)
+	}
+
+	first, pool = loadD0D1(t)
+	pl, err = Build(context.Background(), pool, Options{Current: first, MaxMoves: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := roomReason(pl, "newcomer"); !strings.Contains(r, "1g.20gb@4 of n1/0") {
+		t.Errorf("newcomer's room reason %q", r)
+	}
+	kept := 0
+	for _, tp := range pl.Tenants {
+		for _, r := range tp.Reasons {
+			if r.Code != v1.ReasonMoveBudget || !strings.HasPrefix(r.Message, "the plan in force is kept") {
+				continue
+			}
+			kept++
+			if !strings.Contains(r.Message, "re-packing would save no GPU (it runs the pool on 5 too)") || strings.Contains(r.Message, "fewer") || strings.Contains(r.Message, "max-moves") {
+				t.Errorf("tenant %s: %q, want the re-pack said to save no GPU, the budget not named", tp.Name, r.Message)
+			}
+		}
+	}
+	if kept != len(pl.Tenants) {
+		t.Errorf("%d of %d tenants say the plan in force is kept", kept, len(pl.Tenants))
+	}
+}

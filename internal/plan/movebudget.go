@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 )
@@ -137,6 +138,9 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 		return nil, fmt.Errorf("build plan: re-packing moves %d replicas, more than max-moves %d%s", moves, limit, why)
 	}
 	if best.chosen != "kept" {
+		if best.chosen == "next" && keepErr == nil {
+			roomReasons(next, kept) // where the re-pack makes the kept plan's starts in room, it says so
+		}
 		return best.pl, nil
 	}
 	budget := ""
@@ -153,7 +157,10 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 	if s, k := shortTenants(next), shortTenants(kept); s > k {
 		msg += fmt.Sprintf(": re-packing would leave %d tenants short (this plan %d), run the pool on %d GPUs instead of %d and move %d replicas%s",
 			s, k, next.Summary.GPUsUsed, kept.Summary.GPUsUsed, moves, budget)
-	} else if d := kept.Summary.GPUsUsed - next.Summary.GPUsUsed; d >= 0 {
+	} else if d := kept.Summary.GPUsUsed - next.Summary.GPUsUsed; d == 0 {
+		// the budget is not why: a re-pack that saves no GPU is not made with or without one
+		msg += fmt.Sprintf(": re-packing would save no GPU (it runs the pool on %d too) and move %d replicas", next.Summary.GPUsUsed, moves)
+	} else if d > 0 {
 		msg += fmt.Sprintf(": re-packing would run the pool on %d GPUs instead of %d (%d fewer) but move %d replicas%s",
 			next.Summary.GPUsUsed, kept.Summary.GPUsUsed, d, moves, budget)
 	} else {
@@ -162,6 +169,38 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 	}
 	addReason(kept, v1.NewReason(v1.ReasonMoveBudget, "%s", msg))
 	return kept, nil
+}
+
+// roomReasons gives each tenant of next that runs on the very slots the kept plan started it
+// on in room the plan in force leaves free (fillKept), on GPUs next does not reconfigure either,
+// the kept plan's reason that says so: the re-pack makes the same starts.
+func roomReasons(next, kept *v1.Plan) {
+	changed := map[v1.GPURef]bool{}
+	for _, s := range gpuChanges(Migration(kept, next, 1)) {
+		changed[s.GPU] = true
+	}
+	was, now := replicaSlots(kept), replicaSlots(next)
+	key := func(ss []slot) []string {
+		out := make([]string, len(ss))
+		for i, s := range ss {
+			out[i] = fmt.Sprint(s)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for i := range next.Tenants {
+		t := &next.Tenants[i]
+		k, ok := planTenant(kept, t.Name)
+		if !ok || !slices.Equal(key(was[t.Name]), key(now[t.Name])) ||
+			slices.ContainsFunc(now[t.Name], func(s slot) bool { return changed[s.gpu] }) {
+			continue
+		}
+		for _, r := range k.Reasons {
+			if r.Code == v1.ReasonMoveBudget && strings.Contains(r.Message, "in room the plan in force leaves free") && !slices.Contains(t.Reasons, r) {
+				t.Reasons = append(slices.Clone(t.Reasons), r)
+			}
+		}
+	}
 }
 
 // addReason appends r to every tenant's reasons of pl.
@@ -429,7 +468,9 @@ func (p *planner) keepServedGrowing(next *v1.Plan, grow map[string]int, fill boo
 	}
 	for _, t := range cur.Tenants {
 		if stays[t.Name] {
-			t.Predicted = p.predictInForce(byName[t.Name], uses[t.Name], len(uses[t.Name])+grow[t.Name], t.Predicted)
+			n := len(uses[t.Name]) + grow[t.Name]
+			t.Predicted = p.predictInForce(byName[t.Name], uses[t.Name], n, t.Predicted)
+			t.Reasons = append(slices.Clone(t.Reasons), p.keptLoadReason(byName[t.Name], uses[t.Name], n, t.Predicted)...)
 			kept.Tenants = append(kept.Tenants, t)
 		}
 	}
@@ -450,6 +491,7 @@ func (p *planner) keepServedGrowing(next *v1.Plan, grow map[string]int, fill boo
 			stays[name] = true
 		}
 	}
+	refreshGPUReasons(kept, byName, uses) // what the GPUs kept run now, not what they ran
 	if len(place) == 0 {
 		kept.Tenants = inPoolOrder(p.tenants, kept.Tenants)
 		if err := v1.ValidatePlan(kept, p.pool); err != nil {
@@ -496,26 +538,90 @@ func planTenant(pl *v1.Plan, name string) (v1.PlanTenant, bool) {
 
 // placeOnIdle plans the tenants place on the GPUs that kept leaves idle (not those that run a
 // shared LoRA engine now, which would then move, nor burst or canary GPUs) and mixes that plan
-// into kept, whose tenants (served) stay as they are.
+// into kept, whose tenants (served) stay as they are. The GPUs kept runs replicas on fix their
+// node's device-plugin MPS setting (mpsNodeRefs); when the placement breaks it on a node (a
+// coarser share on an idle GPU of a node whose busy GPUs run finer ones, or more replicas on a GPU
+// than a finer-shared GPU of the node allows), it is planned again without that node's idle GPUs,
+// and the tenants it then leaves short say so.
 func (p *planner) placeOnIdle(kept, next *v1.Plan, place []v1.Tenant, served map[string]bool) (mixed, placed *v1.Plan, err error) {
-	sub := *p.pool
-	sub.Tenants = place
-	sub.Policy.CanaryGPUs = slices.Clone(p.pool.Policy.CanaryGPUs)
-	engine := map[v1.GPURef]bool{} // GPUs that run a shared LoRA engine now: taking one moves it
-	for _, g := range p.o.Current.GPUs {
+	var withheld []string // nodes whose idle GPUs a placement broke the MPS setting of
+	withheldText := ""
+	for {
+		mixed, placed, err = p.placeOnIdleWithout(kept, next, place, served, withheld, withheldText)
+		if err != nil || mixed == nil {
+			return mixed, placed, err
+		}
+		broken := slices.DeleteFunc(mpsSettingBroken(p.pool, mixed), func(node string) bool {
+			return slices.Contains(withheld, node) || !placesOn(placed, node)
+		})
+		if len(broken) == 0 {
+			if err := v1.ValidatePlan(mixed, p.pool); err != nil {
+				return nil, placed, fmt.Errorf("with %s planned on the GPUs it leaves idle, the partial re-pack is not valid for the pool: %w", tenantNames(place), err)
+			}
+			mixed.Summary.Objective = next.Summary.Objective
+			return mixed, placed, nil
+		}
+		adopt := idleFor(kept, p.o.Current)
+		withheldText = joinNonEmpty(withheldText, withoutNodes(kept.GPUs, broken, mpsNodeRefs(mixed), adopt))
+		withheld = append(withheld, broken...)
+	}
+}
+
+// placesOn reports whether pl runs a replica on a GPU of node.
+func placesOn(pl *v1.Plan, node string) bool {
+	for _, g := range pl.GPUs {
+		if g.Node == node && g.ReplicaCount() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func joinNonEmpty(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// idleFor is the GPUs kept leaves idle that a placement may take: not those that run replicas,
+// burst or canary GPUs, nor those that run a shared LoRA engine in cur (taking one would move
+// it), by gpuKey.
+func idleFor(kept, cur *v1.Plan) map[string]bool {
+	engine := map[v1.GPURef]bool{}
+	for _, g := range cur.GPUs {
 		engine[g.Ref()] = g.LoRAEngine != ""
 	}
 	adopt := map[string]bool{}
 	for _, g := range kept.GPUs {
 		if g.ReplicaCount() > 0 || g.Role == v1.RoleBurst || g.Role == v1.RoleCanary || engine[g.Ref()] {
-			if !slices.Contains(sub.Policy.CanaryGPUs, g.Ref()) {
-				sub.Policy.CanaryGPUs = append(sub.Policy.CanaryGPUs, g.Ref())
-			}
 			continue
 		}
 		adopt[gpuKey(g.Node, g.Index)] = true
 	}
+	return adopt
+}
+
+// placeOnIdleWithout is placeOnIdle with the idle GPUs of the nodes in withheld left out (why:
+// which, and why, for the reasons of the tenants left short), the mixed plan not yet validated.
+func (p *planner) placeOnIdleWithout(kept, next *v1.Plan, place []v1.Tenant, served map[string]bool, withheld []string, why string) (mixed, placed *v1.Plan, err error) {
+	sub := *p.pool
+	sub.Tenants = place
+	sub.Policy.CanaryGPUs = slices.Clone(p.pool.Policy.CanaryGPUs)
+	adopt := idleFor(kept, p.o.Current)
+	for _, g := range kept.GPUs {
+		k := gpuKey(g.Node, g.Index)
+		if adopt[k] && slices.Contains(withheld, g.Node) {
+			delete(adopt, k)
+		}
+		if !adopt[k] && !slices.Contains(sub.Policy.CanaryGPUs, g.Ref()) {
+			sub.Policy.CanaryGPUs = append(sub.Policy.CanaryGPUs, g.Ref())
+		}
+	}
 	if len(adopt) == 0 {
+		if why != "" {
+			return nil, nil, fmt.Errorf("the plan in force leaves no GPU idle for %s that keeps its node's sharing setting: not %s", tenantNames(place), why)
+		}
 		return nil, nil, fmt.Errorf("the plan in force leaves no GPU idle for %s", tenantNames(place))
 	}
 	zero := 0
@@ -527,6 +633,14 @@ func (p *planner) placeOnIdle(kept, next *v1.Plan, place []v1.Tenant, served map
 		return nil, nil, fmt.Errorf("planning %s on the GPUs it leaves idle: %w", tenantNames(place), err)
 	}
 	p.idleSpreadReasons(placed, adopt)
+	if why != "" {
+		for i := range placed.Tenants {
+			if t := &placed.Tenants[i]; t.Infeasible {
+				t.Reasons = append([]v1.Reason{v1.NewReason(v1.ReasonNoCapacity, "planned on the GPUs the plan in force leaves idle, without %s: a replica there of another share would break that setting", why)},
+					t.Reasons...)
+			}
+		}
+	}
 	overlay := *placed
 	overlay.Summary = next.Summary
 	overlay.Tenants = nil
@@ -545,11 +659,10 @@ func (p *planner) placeOnIdle(kept, next *v1.Plan, place []v1.Tenant, served map
 			overlay.Tenants = append(overlay.Tenants, t)
 		}
 	}
-	mixed, err = mixPlans(p.pool, kept, &overlay, adopt, served)
+	mixed, err = mixUnchecked(kept, &overlay, adopt, served)
 	if err != nil {
 		return nil, placed, fmt.Errorf("with %s planned on the GPUs it leaves idle, %w", tenantNames(place), err)
 	}
-	mixed.Summary.Objective = next.Summary.Objective
 	return mixed, placed, nil
 }
 
@@ -583,6 +696,19 @@ func (p *planner) predictInForce(tn *tenant, uses []slotUse, n int, old v1.Predi
 	ttft, tpot := seconds(st.ttft), seconds(st.tpot)
 	return v1.Prediction{TTFTP99: v1.Duration(ttft), TPOTP99: v1.Duration(tpot), E2EP99: v1.Duration(ttft + tpot*timeDur(tn.work.OutputTokens-1)),
 		TokensPerSecond: round3(float64(n) * c.ev.oneRate().OutputTokensPerSec), MaxRPS: round3(float64(n) * c.ev.oneRate().RequestsPerSec)}
+}
+
+// keptLoadReason says what a tenant the kept plan keeps where it runs carries now: its load over
+// its n replicas on the slice kind in force (uses) and the queueing model's prediction there
+// (pred), beside the sizing reasons the plan in force gave it at its load then. None when the
+// queueing model does not size it.
+func (p *planner) keptLoadReason(tn *tenant, uses []slotUse, n int, pred v1.Prediction) []v1.Reason {
+	c, err := inForceCand(tn, uses)
+	if err != nil || c.ev == nil || c.ev.q == nil || tn.t.Traffic.RPS <= 0 {
+		return nil
+	}
+	return []v1.Reason{v1.NewReason(v1.ReasonComputeBound, "kept where it runs: %.3g req/s now over %s on %s of %s (p99 TTFT %s, TPOT %s by the queueing model); the sizing above is the plan in force's",
+		peakRate(tn.t.Traffic), replicasN(n), c.label(), c.board.Name, roundDur(time.Duration(pred.TTFTP99)), roundDur(time.Duration(pred.TPOTP99)))}
 }
 
 // usedGPUs counts the GPUs that run a replica.

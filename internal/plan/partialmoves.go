@@ -237,6 +237,18 @@ func bestParts(parts []repackPart, optional []int, budget int) []int {
 // fleet order; a tenant in keep (its replicas stay where cur puts them, not where next would)
 // keeps cur's entry (predictions, reasons), every other tenant takes next's.
 func mixPlans(pool *v1.Pool, cur, next *v1.Plan, adopt, keep map[string]bool) (*v1.Plan, error) {
+	mixed, err := mixUnchecked(cur, next, adopt, keep)
+	if err != nil {
+		return nil, err
+	}
+	if err := v1.ValidatePlan(mixed, pool); err != nil {
+		return nil, fmt.Errorf("the partial re-pack is not valid for the pool: %w", err)
+	}
+	return mixed, nil
+}
+
+// mixUnchecked is mixPlans without the validation.
+func mixUnchecked(cur, next *v1.Plan, adopt, keep map[string]bool) (*v1.Plan, error) {
 	curGPU := map[string]v1.PlanGPU{}
 	for _, g := range cur.GPUs {
 		curGPU[gpuKey(g.Node, g.Index)] = g
@@ -309,8 +321,5 @@ func mixPlans(pool *v1.Pool, cur, next *v1.Plan, adopt, keep map[string]bool) (*
 	}
 	mixed.Summary = v1.Summary{GPUsUsed: usedGPUs(mixed.GPUs), GPUsTotal: len(mixed.GPUs), LowerBound: next.Summary.LowerBound,
 		Baselines: next.Summary.Baselines, Objective: next.Summary.Objective}
-	if err := v1.ValidatePlan(mixed, pool); err != nil {
-		return nil, fmt.Errorf("the partial re-pack is not valid for the pool: %w", err)
-	}
 	return mixed, nil
 }

@@ -29,8 +29,13 @@ def slots(path):
     return s
 
 old, new = slots(sys.argv[1]), slots(sys.argv[2])
-steps, cur = [], None
+steps, cur, section = [], None, None
 for line in open(sys.argv[3]):
+    if re.match(r"^\w+:", line):  # a top-level key: only the steps are read (devicePlugin is not)
+        section, cur = line.split(":")[0], None
+        continue
+    if section != "steps":
+        continue
     m = re.match(r"^- (\w+): (.*)$", line) or re.match(r"^  (\w+): (.*)$", line)
     if line.startswith("- "):
         cur = {}; steps.append(cur)
