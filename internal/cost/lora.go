@@ -24,15 +24,18 @@ func SplitByTokens(amount float64, tokens map[string]int64) (map[string]float64,
 		return nil, errors.New("split by tokens: no adapters")
 	}
 	names := make([]string, 0, len(tokens))
+	for n := range tokens {
+		names = append(names, n)
+	}
+	sort.Strings(names) // the first bad adapter by name, the same on every call
 	var total float64
-	for n, t := range tokens {
+	for _, n := range names {
+		t := tokens[n]
 		if t < 0 {
 			return nil, fmt.Errorf("split by tokens: adapter %s: %d tokens", n, t)
 		}
-		names = append(names, n)
 		total += float64(t)
 	}
-	sort.Strings(names)
 	out := make(map[string]float64, len(names))
 	var given float64
 	for i, n := range names {

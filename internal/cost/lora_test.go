@@ -120,3 +120,14 @@ func TestAddLoRAEnginesSplitsByTokens(t *testing.T) {
 		t.Error("an engine on a GPU without a device: no error")
 	}
 }
+
+// Several adapters with negative counts: the error names the first by name on every call.
+func TestSplitByTokensNamesFirstBadAdapter(t *testing.T) {
+	tokens := map[string]int64{"a": 5, "z": -1, "m": -2, "q": -3, "b": -4, "k": 7}
+	for i := 0; i < 100; i++ {
+		_, err := SplitByTokens(10, tokens)
+		if err == nil || err.Error() != "split by tokens: adapter b: -4 tokens" {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+}

@@ -345,8 +345,8 @@ func (g *GrantAdmission) syncNodes(ctx context.Context, now time.Time, pools map
 	var errs []error
 	plans := map[string]*v1.Plan{} // DRA pools' plans in force
 	var published map[string]map[string]int
-	for _, pn := range nodes {
-		p := pn.pool
+	for _, name := range slices.Sorted(maps.Keys(nodes)) { // errors in node order
+		p := nodes[name].pool
 		if p.Spec.Policy.DeviceAPI() != v1.DeviceAPIDRA {
 			continue
 		}

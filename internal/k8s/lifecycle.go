@@ -96,7 +96,8 @@ func (st *applyState) prepare(u *unstructured.Unstructured) error {
 			if !ok {
 				continue
 			}
-			for field, kind := range map[string]string{"resourceClaimName": gvkClaim.Kind, "resourceClaimTemplateName": gvkClaimTemplate.Kind} {
+			for _, fk := range [][2]string{{"resourceClaimName", gvkClaim.Kind}, {"resourceClaimTemplateName", gvkClaimTemplate.Kind}} {
+				field, kind := fk[0], fk[1]
 				if ref, ok := pc[field].(string); ok {
 					name, ok := st.claimNames[u.GetNamespace()+"/"+kind+"/"+ref]
 					if !ok {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -477,7 +478,8 @@ func (f *Fake) restore() error {
 	}
 	st := map[string][]fakeInstance{}
 	var off []string
-	for k, v := range raw {
+	for _, k := range slices.Sorted(maps.Keys(raw)) { // the first bad entry by key, every time
+		v := raw[k]
 		var err error
 		if k == migOffKey {
 			err = json.Unmarshal(v, &off)
