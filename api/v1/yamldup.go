@@ -124,7 +124,7 @@ func dropCollidingKeys(v any, path string, errs *FieldErrors, depth int) {
 			if len(ks) > 1 {
 				shown := make([]string, len(ks))
 				for i, k := range ks {
-					shown[i] = fmt.Sprintf("%#v", k)
+					shown[i] = keyShown(k)
 					if k != keep {
 						delete(x, k)
 					}
@@ -218,4 +218,19 @@ func walkYAMLKeys(n *yaml3.Node, path string, dups *FieldErrors, depth int) {
 			walkYAMLKeys(v, p, dups, depth+1)
 		}
 	}
+}
+
+// keyShown names a YAML key by its type and value: the string "1", the integer 1, the float 1.
+func keyShown(k any) string {
+	switch x := k.(type) {
+	case string:
+		return fmt.Sprintf("the string %q", x)
+	case int, int64, uint64:
+		return fmt.Sprintf("the integer %v", x)
+	case float64:
+		return fmt.Sprintf("the float %v", x)
+	case bool:
+		return fmt.Sprintf("the boolean %v", x)
+	}
+	return fmt.Sprintf("%#v", k)
 }

@@ -100,10 +100,10 @@ func TestKeysThatBecomeOneJSONKey(t *testing.T) {
 		labels string
 		want   string
 	}{
-		{`{1: x, "1": w}`, `fleet.nodes[0].labels.1: duplicate key ("1" and 1 are one key once read; quote keys as strings)`},
-		{`{1.0: x, "1": w, zone: a}`, `fleet.nodes[0].labels.1: duplicate key ("1" and 1 are one key once read; quote keys as strings)`},
-		{`{true: x, "true": w}`, `fleet.nodes[0].labels.true: duplicate key ("true" and true are one key once read; quote keys as strings)`},
-		{`{1: x, "1": y, 0x1: z}`, `fleet.nodes[0].labels.1: duplicate key ("1" and 1 are one key once read; quote keys as strings)` + "\n" +
+		{`{1: x, "1": w}`, `fleet.nodes[0].labels.1: duplicate key (the string "1" and the integer 1 are one key once read; quote keys as strings)`},
+		{`{1.0: x, "1": w, zone: a}`, `fleet.nodes[0].labels.1: duplicate key (the string "1" and the float 1 are one key once read; quote keys as strings)`},
+		{`{true: x, "true": w}`, `fleet.nodes[0].labels.true: duplicate key (the string "true" and the boolean true are one key once read; quote keys as strings)`},
+		{`{1: x, "1": y, 0x1: z}`, `fleet.nodes[0].labels.1: duplicate key (the string "1" and the integer 1 are one key once read; quote keys as strings)` + "\n" +
 			`fleet.nodes[0].labels.1: expected a string, got the boolean true (YAML reads yes, no, on, off, y and n as booleans: quote the value)` + "\n" +
 			"fleet.nodes[0].labels.0x1: duplicate key (lines 8 and 8; only the last is read)"},
 	}
@@ -125,6 +125,11 @@ func TestKeysThatBecomeOneJSONKey(t *testing.T) {
 			}
 		}
 	}
+	// An integer and a float of one value are named by their types.
+	if _, err := DecodePool([]byte(minimalPool + "    labels: {1.0: x, 1: y}\n")); err == nil ||
+		!strings.Contains(err.Error(), "labels.1: duplicate key (the float 1 and the integer 1 are one key once read") {
+		t.Errorf("1.0 beside 1: %v", err)
+	}
 	// Distinct keys are untouched.
 	if _, err := DecodePool([]byte(minimalPool + "    labels: {\"1\": a, \"01\": b, \"1.0\": c}\n")); err != nil {
 		t.Errorf("distinct string keys refused: %v", err)
@@ -140,7 +145,7 @@ func TestKeysThatBecomeOneJSONKeyNonFinite(t *testing.T) {
 		labels string
 		want   string
 	}{
-		{`{1: .inf, "1": w}`, `fleet.nodes[0].labels.1: duplicate key ("1" and 1 are one key once read; quote keys as strings)`},
+		{`{1: .inf, "1": w}`, `fleet.nodes[0].labels.1: duplicate key (the string "1" and the integer 1 are one key once read; quote keys as strings)`},
 		{`{1: w, "1": .inf}`, `fleet.nodes[0].labels.1: must be a finite number (got +Inf)`},
 		{`{1: .nan, "1": .inf}`, `fleet.nodes[0].labels.1: must be a finite number (got +Inf)`},
 		{`{0x1: .nan, 1.0: .inf, a: b}`, `fleet.nodes[0].labels.1: must be a finite number (got +Inf)`},

@@ -289,7 +289,7 @@ func (d *decoder) collisions(v any, path string, depth int) {
 			if len(ks) > 1 {
 				shown := make([]string, len(ks))
 				for i, k := range ks {
-					shown[i] = fmt.Sprintf("%#v", k)
+					shown[i] = keyShown(k)
 				}
 				d.fail(join(path, s), "duplicate key (%s are one key once read; quote keys as strings)", strings.Join(shown, " and "))
 			}
@@ -418,4 +418,19 @@ func show(v any) string {
 	default:
 		return kind(v)
 	}
+}
+
+// keyShown names a YAML key by its type and value: the string "1", the integer 1, the float 1.
+func keyShown(k any) string {
+	switch x := k.(type) {
+	case string:
+		return fmt.Sprintf("the string %q", x)
+	case int, int64, uint64:
+		return fmt.Sprintf("the integer %v", x)
+	case float64:
+		return fmt.Sprintf("the float %v", x)
+	case bool:
+		return fmt.Sprintf("the boolean %v", x)
+	}
+	return fmt.Sprintf("%#v", k)
 }

@@ -287,11 +287,11 @@ func TestDecodeKeysThatBecomeOneJSONKey(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"version: v1\nmig-configs:\n  1:\n    - devices: all\n      mig-enabled: false\n" +
 			"  \"1\":\n    - devices: all\n      mig-enabled: true\n      mig-devices: {\"1g.10gb\": 7}\n",
-			`decode mig-parted config: mig-configs.1: duplicate key ("1" and 1 are one key once read; quote keys as strings)`},
+			`decode mig-parted config: mig-configs.1: duplicate key (the string "1" and the integer 1 are one key once read; quote keys as strings)`},
 		{"version: v1\nmig-configs:\n  0x1: [{devices: all, mig-enabled: false}]\n  \"1\": [{devices: all, mig-enabled: true, mig-devices: {}}]\n",
-			`decode mig-parted config: mig-configs.1: duplicate key ("1" and 1 are one key once read; quote keys as strings)`},
+			`decode mig-parted config: mig-configs.1: duplicate key (the string "1" and the integer 1 are one key once read; quote keys as strings)`},
 		{"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {\"1g.10gb\": 1}\n      true: 1\n      \"true\": 2\n",
-			`decode mig-parted config: mig-configs.a[0].true: duplicate key ("true" and true are one key once read; quote keys as strings)`},
+			`decode mig-parted config: mig-configs.a[0].true: duplicate key (the string "true" and the boolean true are one key once read; quote keys as strings)`},
 	}
 	for _, tt := range tests {
 		for i := 0; i < 100; i++ {
