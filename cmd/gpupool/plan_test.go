@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -306,5 +307,45 @@ func TestPlanCurrentListsDevicePluginChange(t *testing.T) {
 	}
 	if out, _, _ := runCmd(t, "plan", a0, "--current", curFile, "--sim-requests", "-1"); strings.Contains(out, "device-plugin") {
 		t.Errorf("a re-plan that changes no node's setting lists one:\n%s", out)
+	}
+}
+
+// Review 8, L1: with the simulation on, e-grow1 re-planned against e-grow0's plan (max-moves 0)
+// keeps g0 where it runs and grows it to 15 mps 1/32 replicas; its reasons size it at 60 req/s
+// over those 15, and the plan in force's simulation verdict (1 replica at 1 req/s) is gone, as
+// the kept plan is not simulated.
+func TestPlanCurrentKeptSizingReasons(t *testing.T) {
+	const e0, e1 = "../../testdata/review8/e-grow0-pool.yaml", "../../testdata/review8/e-grow1-pool.yaml"
+	cur, errOut, code := runCmd(t, "plan", e0, "-o", "yaml")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(cur, "in 3 simulated runs of the plan at 1 replica(s)") {
+		t.Fatalf("setup: the plan in force carries no simulation verdict")
+	}
+	out, errOut, code := runCmd(t, "plan", e1, "--current", writeTemp(t, "p0.yaml", cur), "--max-moves", "0", "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var pl v1.Plan
+	if err := json.Unmarshal([]byte(out), &pl); err != nil {
+		t.Fatal(err)
+	}
+	at := slices.IndexFunc(pl.Tenants, func(x v1.PlanTenant) bool { return x.Name == "g0" })
+	if at < 0 || len(pl.Tenants[at].Replicas) != 15 {
+		t.Fatalf("setup: g0 not kept with 15 replicas")
+	}
+	var msgs []string
+	for _, r := range pl.Tenants[at].Reasons {
+		msgs = append(msgs, string(r.Code)+": "+r.Message)
+	}
+	all := strings.Join(msgs, "\n")
+	if !strings.Contains(all, "ComputeBound: one replica on A100-SXM4-80GB mps 1/32 sustains") || !strings.Contains(all, "; 60 req/s over 15 replica(s) with") {
+		t.Errorf("g0 not sized at 60 req/s over 15 mps 1/32 replicas:\n%s", all)
+	}
+	for _, stale := range []string{"1 req/s over 1 replica(s)", "Simulated:", "the plan in force's"} {
+		if strings.Contains(all, stale) {
+			t.Errorf("g0 carries %q of the plan in force:\n%s", stale, all)
+		}
 	}
 }

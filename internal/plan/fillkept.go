@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 )
@@ -282,13 +283,26 @@ func replicaOf(pl *v1.Plan, name string) (v1.PlanReplica, bool) {
 
 // refreshGPUReasons rewrites the reasons the kept plan's GPUs carry from the plan in force for
 // what they run now: a whole-GPU MPS or time-sliced GPU's clients (their count and tenants, as
-// gpuReasons words them), and "not needed" for a pool GPU left with nothing. A GPU whose tenants'
+// gpuReasons words them), a MIG GPU's layout with each instance's tenants now, free where none
+// runs (migKeptReason), and "not needed" for a pool GPU left with nothing. A GPU whose tenants'
 // slice kinds in force are not all known keeps its reasons.
 func refreshGPUReasons(kept *v1.Plan, byName map[string]*tenant, uses map[string][]slotUse) {
 	for i := range kept.GPUs {
 		g := &kept.GPUs[i]
 		if g.Role == v1.RoleIdle && g.ReplicaCount() == 0 {
 			g.Reasons = []v1.Reason{v1.NewReason(v1.ReasonIdle, "not needed by this plan")}
+			continue
+		}
+		if g.Role == v1.RolePool && g.Mode == v1.ModeMIG && g.ReplicaCount() > 0 {
+			if r, ok := migKeptReason(*g, byName); ok {
+				g.Reasons = slices.Clone(g.Reasons)
+				shape := func(o v1.Reason) bool { return o.Code == v1.ReasonSLOShapeUniform || o.Code == v1.ReasonSLOShapeMixed }
+				if j := slices.IndexFunc(g.Reasons, shape); j >= 0 {
+					g.Reasons[j] = r
+				} else {
+					g.Reasons = append([]v1.Reason{r}, g.Reasons...)
+				}
+			}
 			continue
 		}
 		if g.Role != v1.RolePool || len(g.Replicas) == 0 || g.Mode != v1.ModeMPS && g.Mode != v1.ModeTimeSlice {
@@ -325,4 +339,32 @@ func refreshGPUReasons(kept *v1.Plan, byName map[string]*tenant, uses map[string
 			g.Reasons = append([]v1.Reason{r}, g.Reasons...)
 		}
 	}
+}
+
+// migKeptReason is the layout reason of a MIG GPU of the kept plan, as gpuReasons words it for
+// a fresh plan: each instance in layout order with the tenants that run on it now ("free" where
+// none does) and their SLO shape; false when a tenant there is not in the pool.
+func migKeptReason(g v1.PlanGPU, byName map[string]*tenant) (v1.Reason, bool) {
+	var parts, names []string
+	var ttfts []time.Duration
+	for _, in := range g.Instances {
+		if len(in.Replicas) == 0 {
+			parts = append(parts, in.Ref().String()+" free")
+			continue
+		}
+		var who []string
+		for _, r := range in.Replicas {
+			tn := byName[r.Tenant]
+			if tn == nil {
+				return v1.Reason{}, false
+			}
+			who = append(who, r.Tenant)
+			if !slices.Contains(names, r.Tenant) {
+				names = append(names, r.Tenant)
+				ttfts = append(ttfts, tn.slo.TTFT)
+			}
+		}
+		parts = append(parts, in.Ref().String()+" "+strings.Join(who, "+"))
+	}
+	return migLayoutReason(parts, ttfts), true
 }

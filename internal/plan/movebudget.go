@@ -466,11 +466,12 @@ func (p *planner) keepServedGrowing(next *v1.Plan, grow map[string]int, fill boo
 	for _, tn := range p.tenants {
 		byName[tn.t.Name] = tn
 	}
+	nextUses := planUses(next)
 	for _, t := range cur.Tenants {
 		if stays[t.Name] {
 			n := len(uses[t.Name]) + grow[t.Name]
 			t.Predicted = p.predictInForce(byName[t.Name], uses[t.Name], n, t.Predicted)
-			t.Reasons = append(slices.Clone(t.Reasons), p.keptLoadReason(byName[t.Name], uses[t.Name], n, t.Predicted)...)
+			t.Reasons = p.keptReasons(byName[t.Name], uses[t.Name], n, t, next, nextUses)
 			kept.Tenants = append(kept.Tenants, t)
 		}
 	}
@@ -698,17 +699,76 @@ func (p *planner) predictInForce(tn *tenant, uses []slotUse, n int, old v1.Predi
 		TokensPerSecond: round3(float64(n) * c.ev.oneRate().OutputTokensPerSec), MaxRPS: round3(float64(n) * c.ev.oneRate().RequestsPerSec)}
 }
 
-// keptLoadReason says what a tenant the kept plan keeps where it runs carries now: its load over
-// its n replicas on the slice kind in force (uses) and the queueing model's prediction there
-// (pred), beside the sizing reasons the plan in force gave it at its load then. None when the
-// queueing model does not size it.
-func (p *planner) keptLoadReason(tn *tenant, uses []slotUse, n int, pred v1.Prediction) []v1.Reason {
+// keptReasons are the reasons of a tenant the kept plan keeps where it runs (uses: its replicas
+// in force), n replicas in all with those it grows by, at its load now (old: its entry in the
+// plan in force, its prediction already the kept one). When the re-pack (next, nextUses) runs it
+// on the same slice kind with as many replicas, they are the re-pack's (its simulation's verdict
+// included); else the sizing reasons are made again, as the fresh planner words them, for the
+// slice kind it runs on at its load now (the memory it needs, the rate a replica sustains there,
+// the replicas that load needs), with no simulation's verdict (the kept plan is not simulated).
+// A reason with its load now over its n replicas follows (keptLoadReason). A tenant whose slice
+// kind in force is not known keeps the plan in force's reasons.
+func (p *planner) keptReasons(tn *tenant, uses []slotUse, n int, old v1.PlanTenant, next *v1.Plan, nextUses map[string][]slotUse) []v1.Reason {
+	if tn == nil {
+		return slices.Clone(old.Reasons)
+	}
 	c, err := inForceCand(tn, uses)
-	if err != nil || c.ev == nil || c.ev.q == nil || tn.t.Traffic.RPS <= 0 {
+	if err != nil || c.ev == nil {
+		return slices.Clone(old.Reasons)
+	}
+	if pt, ok := planTenant(next, tn.t.Name); ok && !pt.Infeasible && c == tn.choice && len(nextUses[tn.t.Name]) == n {
+		out := slices.DeleteFunc(slices.Clone(pt.Reasons), func(r v1.Reason) bool { return r.Code == v1.ReasonMoveBudget })
+		return append(out, p.keptLoadReason(tn, c, n, old.Predicted, "the sizing and the simulation's verdict above are the re-pack's, which runs it on the same slice kind and count")...)
+	}
+	choice := tn.choice
+	tn.choice = c
+	out := p.tenantReasons(tn)
+	spilled := p.spilledWhy(tn) // the re-pack's choice of board, not where the tenant runs
+	tn.choice = choice
+	for i := range out {
+		if spilled != "" && out[i].Code == v1.ReasonComputeBound {
+			out[i].Message = strings.TrimSuffix(out[i].Message, spilled)
+		}
+	}
+	if tn.t.Redundancy {
+		// the spread is the plan in force's: its replicas stay on the GPUs they run on
+		gpus := map[v1.GPURef]bool{}
+		for _, r := range old.Replicas {
+			gpus[r.GPU] = true
+		}
+		spread := len(gpus) > 1
+		var where []v1.Reason // the plan in force's reasons on where they run, when on one GPU
+		first := true
+		for _, r := range old.Reasons {
+			if r.Code == v1.ReasonRedundancy {
+				if !first && !spread {
+					where = append(where, r)
+				}
+				first = false
+			}
+		}
+		if i := slices.IndexFunc(out, func(r v1.Reason) bool { return r.Code == v1.ReasonRedundancy }); i >= 0 {
+			out[i] = redundancyReason(tn.t, c, spread)
+		}
+		out = append(out, where...)
+	}
+	return append(out, p.keptLoadReason(tn, c, n, old.Predicted, "the sizing above is for its load now on that slice kind, not simulated in this plan")...)
+}
+
+// keptLoadReason says what a tenant the kept plan keeps where it runs carries now: its load over
+// its n replicas on the slice kind in force (c) and the queueing model's prediction there (pred),
+// then sizing, what the sizing reasons before it are. None when the queueing model does not size
+// it.
+func (p *planner) keptLoadReason(tn *tenant, c *cand, n int, pred v1.Prediction, sizing string) []v1.Reason {
+	if c.ev == nil || c.ev.q == nil || tn.t.Traffic.RPS <= 0 {
 		return nil
 	}
-	return []v1.Reason{v1.NewReason(v1.ReasonComputeBound, "kept where it runs: %.3g req/s now over %s on %s of %s (p99 TTFT %s, TPOT %s by the queueing model); the sizing above is the plan in force's",
-		peakRate(tn.t.Traffic), replicasN(n), c.label(), c.board.Name, roundDur(time.Duration(pred.TTFTP99)), roundDur(time.Duration(pred.TPOTP99)))}
+	more := ""
+	if n > c.replicas {
+		more = fmt.Sprintf(" (its load needs %d)", c.replicas)
+	}
+	return []v1.Reason{v1.NewReason(v1.ReasonComputeBound, "kept where it runs: %.3g req/s now over %s%s on %s of %s (p99 TTFT %s, TPOT %s by the queueing model); %s",
+		peakRate(tn.t.Traffic), replicasN(n), more, c.label(), c.board.Name, roundDur(time.Duration(pred.TTFTP99)), roundDur(time.Duration(pred.TPOTP99)), sizing)}
 }
 
 // usedGPUs counts the GPUs that run a replica.

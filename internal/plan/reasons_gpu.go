@@ -74,9 +74,18 @@ func migReason(g *gpuPlan, names []string, tenants map[string]*tenant) v1.Reason
 		}
 		parts = append(parts, pi.in.String()+" "+strings.Join(who, "+"))
 	}
+	ttfts := make([]time.Duration, len(names))
+	for i, n := range names {
+		ttfts[i] = tenants[n].slo.TTFT
+	}
+	return migLayoutReason(parts, ttfts)
+}
+
+// migLayoutReason words a MIG GPU's layout (parts: each instance with its tenants, or free) and
+// the SLO shape of its tenants (their TTFT targets, 0 for none): uniform or mixed.
+func migLayoutReason(parts []string, ttfts []time.Duration) v1.Reason {
 	var lo, hi time.Duration
-	for _, n := range names {
-		t := tenants[n].slo.TTFT
+	for _, t := range ttfts {
 		if t == 0 {
 			continue
 		}
