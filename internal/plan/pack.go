@@ -455,27 +455,41 @@ func (p *planner) openSlots(k groupKey) int {
 		return 0
 	}
 	n := 0
-	for _, u := range p.placedUnits() {
-		if u.key == k {
-			n += max(0, k.share-len(u.reps))
-		}
+	for _, u := range p.placedOf(k) {
+		n += max(0, k.share-len(u.reps))
 	}
 	return n
 }
 
-// placedUnits are the units on pool GPUs, each once, in fleet order.
-func (p *planner) placedUnits() []*unit {
+// placedOf are the units of group k on pool GPUs, each once, in fleet order. A rescue asks for
+// them once per candidate of every short tenant, so it reads the GPUs' units in place and keeps
+// only k's (listing every placed unit each time made a short fleet's rescue quadratic in its
+// size, most of it in the list's map).
+func (p *planner) placedOf(k groupKey) []*unit {
 	var out []*unit
-	seen := map[*unit]bool{}
+	var seen map[*unit]bool
+	add := func(u *unit) {
+		if u == nil || u.key != k {
+			return
+		}
+		if seen == nil {
+			seen = map[*unit]bool{}
+		}
+		if !seen[u] {
+			seen[u] = true
+			out = append(out, u)
+		}
+	}
 	for _, g := range p.gpus {
 		if g.role != v1.RolePool {
 			continue
 		}
-		for _, u := range g.units() {
-			if !seen[u] {
-				seen[u] = true
-				out = append(out, u)
-			}
+		if g.whole != nil {
+			add(g.whole)
+			continue
+		}
+		for _, pi := range g.insts {
+			add(pi.u)
 		}
 	}
 	return out
@@ -486,8 +500,8 @@ func (p *planner) placedUnits() []*unit {
 func (p *planner) joinOpen(tn *tenant, c *cand) []*unit {
 	k := keyOf(tn, c)
 	var open []*unit
-	for _, u := range p.placedUnits() {
-		if u.key == k && len(u.reps) < k.share {
+	for _, u := range p.placedOf(k) {
+		if len(u.reps) < k.share {
 			open = append(open, u)
 		}
 	}
@@ -520,7 +534,8 @@ func (p *planner) rescueOrder(tn *tenant, free map[string][]*gpuPlan) []*cand {
 	}
 	var now, later []*cand
 	for _, c := range tn.feasible {
-		if c.kind == v1.SliceMPS && !p.servedOnIdle(soloUnits(tn, c)[0], free[c.board.Name]) {
+		// the first of soloUnits(tn, c), as far as servedOnIdle reads it (useOf)
+		if c.kind == v1.SliceMPS && !p.servedOnIdle(&unit{c: c, reps: []replica{{tn: tn}}}, free[c.board.Name]) {
 			later = append(later, c)
 		} else {
 			now = append(now, c)
