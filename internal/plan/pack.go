@@ -268,7 +268,10 @@ func (p *planner) rescueGroup(tn *tenant, peers []*tenant, free map[string][]*gp
 		return nil, nil
 	}
 	all := append([]*tenant{tn}, peers...)
-	alone := p.rescueEstimate(all, nil, free)
+	// nothing is placed until the grouping is chosen: each member's own cheapest candidate on
+	// a board with idle pool GPUs is looked up once for every grouping weighed
+	picks := p.rescuePicks(all, free)
+	alone := rescueEstimate(all, nil, picks)
 	var best []*tenant
 	var bestC []*cand
 	bestCost := alone - 1e-9
@@ -295,7 +298,7 @@ func (p *planner) rescueGroup(tn *tenant, peers []*tenant, free map[string][]*gp
 		for _, m := range members {
 			in[m] = true
 		}
-		cost := unitsOf(reps, c.share)*c.unitFrac + p.rescueEstimate(all, in, free)
+		cost := unitsOf(reps, c.share)*c.unitFrac + rescueEstimate(all, in, picks)
 		if cost < bestCost-1e-9 {
 			best, bestC, bestCost = members, cs, cost
 		}
@@ -341,25 +344,35 @@ func (p *planner) rescueGroup(tn *tenant, peers []*tenant, free map[string][]*gp
 	return best, nil
 }
 
-// rescueEstimate is the GPU-equivalents the tenants of ts not in skip would take, each rescued
-// onto its own cheapest candidate on a board with idle pool GPUs (rescueOrder), those of one
-// group key sharing units.
-func (p *planner) rescueEstimate(ts []*tenant, skip map[*tenant]bool, free map[string][]*gpuPlan) float64 {
-	reps := map[groupKey]int{}
-	unit := map[groupKey]*cand{}
+// rescuePicks is, for each tenant of ts, its own cheapest candidate on a board with idle pool
+// GPUs (rescueOrder), other than its choice; none when it has no such candidate.
+func (p *planner) rescuePicks(ts []*tenant, free map[string][]*gpuPlan) map[*tenant]*cand {
+	picks := make(map[*tenant]*cand, len(ts))
 	for _, t := range ts {
-		if skip[t] {
-			continue
-		}
 		for _, c := range p.rescueOrder(t, free) {
 			if c == t.choice || countFree(free[c.board.Name]) == 0 {
 				continue
 			}
-			k := keyOf(t, c)
-			reps[k] += c.replicas
-			unit[k] = c
+			picks[t] = c
 			break
 		}
+	}
+	return picks
+}
+
+// rescueEstimate is the GPU-equivalents the tenants of ts not in skip would take, each rescued
+// onto its pick (rescuePicks), those of one group key sharing units.
+func rescueEstimate(ts []*tenant, skip map[*tenant]bool, picks map[*tenant]*cand) float64 {
+	reps := map[groupKey]int{}
+	unit := map[groupKey]*cand{}
+	for _, t := range ts {
+		c := picks[t]
+		if skip[t] || c == nil {
+			continue
+		}
+		k := keyOf(t, c)
+		reps[k] += c.replicas
+		unit[k] = c
 	}
 	sum := 0.0
 	for k, r := range reps {
