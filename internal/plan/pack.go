@@ -268,7 +268,10 @@ func (p *planner) rescueGroup(tn *tenant, peers []*tenant, free map[string][]*gp
 		return nil, nil
 	}
 	all := append([]*tenant{tn}, peers...)
-	alone := p.rescueEstimate(all, nil, free)
+	// nothing is placed until the grouping is chosen: each member's own cheapest candidate on
+	// a board with idle pool GPUs is looked up once for every grouping weighed
+	picks := p.rescuePicks(all, free)
+	alone := rescueEstimate(all, nil, picks)
 	var best []*tenant
 	var bestC []*cand
 	bestCost := alone - 1e-9
@@ -295,7 +298,7 @@ func (p *planner) rescueGroup(tn *tenant, peers []*tenant, free map[string][]*gp
 		for _, m := range members {
 			in[m] = true
 		}
-		cost := unitsOf(reps, c.share)*c.unitFrac + p.rescueEstimate(all, in, free)
+		cost := unitsOf(reps, c.share)*c.unitFrac + rescueEstimate(all, in, picks)
 		if cost < bestCost-1e-9 {
 			best, bestC, bestCost = members, cs, cost
 		}
@@ -341,25 +344,35 @@ func (p *planner) rescueGroup(tn *tenant, peers []*tenant, free map[string][]*gp
 	return best, nil
 }
 
-// rescueEstimate is the GPU-equivalents the tenants of ts not in skip would take, each rescued
-// onto its own cheapest candidate on a board with idle pool GPUs (rescueOrder), those of one
-// group key sharing units.
-func (p *planner) rescueEstimate(ts []*tenant, skip map[*tenant]bool, free map[string][]*gpuPlan) float64 {
-	reps := map[groupKey]int{}
-	unit := map[groupKey]*cand{}
+// rescuePicks is, for each tenant of ts, its own cheapest candidate on a board with idle pool
+// GPUs (rescueOrder), other than its choice; none when it has no such candidate.
+func (p *planner) rescuePicks(ts []*tenant, free map[string][]*gpuPlan) map[*tenant]*cand {
+	picks := make(map[*tenant]*cand, len(ts))
 	for _, t := range ts {
-		if skip[t] {
-			continue
-		}
 		for _, c := range p.rescueOrder(t, free) {
 			if c == t.choice || countFree(free[c.board.Name]) == 0 {
 				continue
 			}
-			k := keyOf(t, c)
-			reps[k] += c.replicas
-			unit[k] = c
+			picks[t] = c
 			break
 		}
+	}
+	return picks
+}
+
+// rescueEstimate is the GPU-equivalents the tenants of ts not in skip would take, each rescued
+// onto its pick (rescuePicks), those of one group key sharing units.
+func rescueEstimate(ts []*tenant, skip map[*tenant]bool, picks map[*tenant]*cand) float64 {
+	reps := map[groupKey]int{}
+	unit := map[groupKey]*cand{}
+	for _, t := range ts {
+		c := picks[t]
+		if skip[t] || c == nil {
+			continue
+		}
+		k := keyOf(t, c)
+		reps[k] += c.replicas
+		unit[k] = c
 	}
 	sum := 0.0
 	for k, r := range reps {
@@ -455,27 +468,41 @@ func (p *planner) openSlots(k groupKey) int {
 		return 0
 	}
 	n := 0
-	for _, u := range p.placedUnits() {
-		if u.key == k {
-			n += max(0, k.share-len(u.reps))
-		}
+	for _, u := range p.placedOf(k) {
+		n += max(0, k.share-len(u.reps))
 	}
 	return n
 }
 
-// placedUnits are the units on pool GPUs, each once, in fleet order.
-func (p *planner) placedUnits() []*unit {
+// placedOf are the units of group k on pool GPUs, each once, in fleet order. A rescue asks for
+// them once per candidate of every short tenant, so it reads the GPUs' units in place and keeps
+// only k's (listing every placed unit each time made a short fleet's rescue quadratic in its
+// size, most of it in the list's map).
+func (p *planner) placedOf(k groupKey) []*unit {
 	var out []*unit
-	seen := map[*unit]bool{}
+	var seen map[*unit]bool
+	add := func(u *unit) {
+		if u == nil || u.key != k {
+			return
+		}
+		if seen == nil {
+			seen = map[*unit]bool{}
+		}
+		if !seen[u] {
+			seen[u] = true
+			out = append(out, u)
+		}
+	}
 	for _, g := range p.gpus {
 		if g.role != v1.RolePool {
 			continue
 		}
-		for _, u := range g.units() {
-			if !seen[u] {
-				seen[u] = true
-				out = append(out, u)
-			}
+		if g.whole != nil {
+			add(g.whole)
+			continue
+		}
+		for _, pi := range g.insts {
+			add(pi.u)
 		}
 	}
 	return out
@@ -486,8 +513,8 @@ func (p *planner) placedUnits() []*unit {
 func (p *planner) joinOpen(tn *tenant, c *cand) []*unit {
 	k := keyOf(tn, c)
 	var open []*unit
-	for _, u := range p.placedUnits() {
-		if u.key == k && len(u.reps) < k.share {
+	for _, u := range p.placedOf(k) {
+		if len(u.reps) < k.share {
 			open = append(open, u)
 		}
 	}
@@ -520,7 +547,8 @@ func (p *planner) rescueOrder(tn *tenant, free map[string][]*gpuPlan) []*cand {
 	}
 	var now, later []*cand
 	for _, c := range tn.feasible {
-		if c.kind == v1.SliceMPS && !p.servedOnIdle(soloUnits(tn, c)[0], free[c.board.Name]) {
+		// the first of soloUnits(tn, c), as far as servedOnIdle reads it (useOf)
+		if c.kind == v1.SliceMPS && !p.servedOnIdle(&unit{c: c, reps: []replica{{tn: tn}}}, free[c.board.Name]) {
 			later = append(later, c)
 		} else {
 			now = append(now, c)

@@ -51,6 +51,11 @@ type qmodel struct {
 	// trick is trickle's answer once trickled.
 	trick    qstate
 	trickled bool
+	// means are meanStep's latest answers (a ring, next the slot to write): the saturation
+	// count's search and the sizing's probe the same rates per replica, and the long prompt's
+	// wait asks again for the rate its state has just solved.
+	means [meanMemo]meanAt
+	next  int
 	// w is the request shape; idle is the same replica with idle neighbours (bestCase), nil
 	// until asked for.
 	w    perf.Workload
@@ -67,6 +72,15 @@ const (
 	denseChunks  = 64
 	denseDecodes = 1 << 14
 )
+
+// meanMemo is how many of meanStep's latest answers a model keeps.
+const meanMemo = 8
+
+// meanAt is meanStep's answer at one rate per replica; set is false in an unused slot.
+type meanAt struct {
+	lam, t  float64
+	ok, set bool
+}
 
 // unsetStep marks a dense table entry not yet computed (a NaN no step time equals bitwise).
 var unsetStep = math.Float64frombits(0x7ff8_dead_beef_0001)
@@ -85,7 +99,7 @@ func newQModel(e *perf.Engine, w perf.Workload, l perf.Load) *qmodel {
 	slots, lim := e.Running(w, e.MaxSeqs())
 	kvTokens := e.KVCapacityTokens()
 	q := &qmodel{e: e, l: l, in: float64(w.InputTokens), out: float64(w.OutputTokens), slots: max(slots, 1), budget: e.MaxBatchedTokens(),
-		kvBound: lim == perf.LimitKV, memo: map[[2]int]float64{}, w: w}
+		kvBound: lim == perf.LimitKV, w: w}
 	q.chunk = min(w.InputTokens, max(q.budget-1, 1))
 	q.k = math.Ceil(q.in / float64(q.chunk))
 	q.kvSeqs = math.Inf(1)
@@ -114,6 +128,9 @@ func (q *qmodel) stepAt(d int, chunks int) float64 {
 		return t
 	}
 	t := q.stepTime(d, chunks)
+	if q.memo == nil {
+		q.memo = map[[2]int]float64{}
+	}
 	q.memo[k] = t
 	return t
 }
@@ -182,6 +199,19 @@ func (q *qmodel) step(d, f float64) float64 {
 // below: the mean step a request sees, its own decode with the others'; false when the replica
 // cannot keep up (no fixed point, or its slots would be over-full).
 func (q *qmodel) meanStep(lam float64) (float64, bool) {
+	for i := range q.means {
+		if m := &q.means[i]; m.set && math.Float64bits(m.lam) == math.Float64bits(lam) {
+			return m.t, m.ok
+		}
+	}
+	t, ok := q.solveMean(lam)
+	q.means[q.next] = meanAt{lam: lam, t: t, ok: ok, set: true}
+	q.next = (q.next + 1) % meanMemo
+	return t, ok
+}
+
+// solveMean is meanStep without the memo.
+func (q *qmodel) solveMean(lam float64) (float64, bool) {
 	o1 := q.out - 1
 	t := q.step(1, 0)
 	for range 400 {

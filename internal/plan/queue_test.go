@@ -98,6 +98,38 @@ func BenchmarkQueueSize(b *testing.B) {
 	}
 }
 
+// TestMeanStepMemo: meanStep's memo of its latest answers gives, bit for bit, what a fresh model
+// solves at each rate, for rates asked again while kept and after more than meanMemo others have
+// pushed them out, saturated ones included.
+func TestMeanStepMemo(t *testing.T) {
+	q := h100Model(t, 8, 512, 256)
+	var rates []float64
+	for i := range 3 * meanMemo {
+		rates = append(rates, 0.3*float64(i+1)*float64(i+1))
+	}
+	ask := append(slices.Clone(rates), rates[:meanMemo/2]...)
+	ask = append(ask, rates[len(rates)-meanMemo/2:]...)
+	ask = append(ask, rates...)
+	kept, saturated := 0, 0
+	for _, lam := range ask {
+		fresh := h100Model(t, 8, 512, 256)
+		want, wantOK := fresh.solveMean(lam)
+		if slices.ContainsFunc(q.means[:], func(m meanAt) bool { return m.set && m.lam == lam }) {
+			kept++
+		}
+		got, ok := q.meanStep(lam)
+		if ok != wantOK || math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("meanStep(%g) = %v, %v; a fresh model solves %v, %v", lam, got, ok, want, wantOK)
+		}
+		if !ok {
+			saturated++
+		}
+	}
+	if kept == 0 || saturated == 0 || saturated == len(ask) {
+		t.Fatalf("the rates asked hit the memo %d times and saturate %d of %d times: want both, and rates that do not saturate", kept, saturated, len(ask))
+	}
+}
+
 // poissonP99 against the exact quantiles (the least c with P(N ≤ c) ≥ 0.99, summed by hand from
 // the Poisson pmf): 0 at a mean of 0.01 (e^−0.01 ≥ 0.99), 3 at 0.5, 4 at 1, 16 at 8.4, 67 at 50;
 // at 100 (exact 124) the expansion is within one count; and it never falls as the mean grows.

@@ -14,13 +14,16 @@ import (
 // distinctShapesPool is n tenants of four models on H100 and A100-80GB nodes (MIG allowed), no
 // two with the same request shape (fixed lengths): every tenant and slice kind is a queueing
 // model of its own, the case where the sizing, not the packing, sets the planning time.
-func distinctShapesPool(tb testing.TB, n int) *v1.Pool {
+func distinctShapesPool(tb testing.TB, n int) *v1.Pool { return distinctShapesOn(tb, n, n) }
+
+// distinctShapesOn is distinctShapesPool's n tenants on about gpus GPUs (nodes of 8, in pairs).
+func distinctShapesOn(tb testing.TB, n, gpus int) *v1.Pool {
 	tb.Helper()
 	r := rand.New(rand.NewPCG(uint64(n), 11))
 	models := []string{"llama-3.2-1b", "qwen2.5-3b", "llama-3.1-8b", "qwen2.5-7b"}
 	var b strings.Builder
 	b.WriteString("apiVersion: gpupool.dev/v1\nkind: Pool\nmetadata: {name: shapes}\nfleet:\n  nodes:\n")
-	for i := range max(1, n/16) {
+	for i := range max(1, gpus/16) {
 		fmt.Fprintf(&b, "  - name: h%d\n    gpus: [{board: H100, count: 8}]\n  - name: a%d\n    gpus: [{board: A100-SXM4-80GB, count: 8}]\n", i, i)
 	}
 	b.WriteString("tenants:\n")
@@ -38,6 +41,11 @@ func distinctShapesPool(tb testing.TB, n int) *v1.Pool {
 
 // BenchmarkPlanDistinctShapes plans 200 tenants of distinct request shapes (distinctShapesPool).
 func BenchmarkPlanDistinctShapes(b *testing.B) { benchPlanOn(b, distinctShapesPool(b, 200)) }
+
+// BenchmarkPlanShortDistinct plans 400 tenants of distinct request shapes on 64 GPUs, a fleet far
+// too small for them: most tenants are short, and the rescue of short tenants (other candidates
+// on the idle GPUs, the open slots of their sharing groups) is a large part of the time.
+func BenchmarkPlanShortDistinct(b *testing.B) { benchPlanOn(b, distinctShapesOn(b, 400, 64)) }
 
 // BenchmarkSizeDistinctShapes is the queueing model's part of it: for every tenant and slice
 // kind of the pool, a fresh model sized at the tenant's rate and its highest rate on one replica
