@@ -243,7 +243,10 @@
 // class whose layout and node take it, or onto an idle GPU of the board (spreadTo). When none
 // does, the plan chosen frees a GPU of the board for it (spread.go, ADR 0061): a tenant that
 // holds another GPU of the board alone moves to a candidate of another board whose replicas fit
-// idle GPUs there, and the replica takes the freed GPU; the spread costs that GPU.
+// idle GPUs there, and the replica takes the freed GPU; the spread costs that GPU. When no GPU
+// can be freed, the redundant tenant itself moves to another of its candidates on a board with
+// idle pool GPUs whose replicas those GPUs take on distinct GPUs (relocate: packBucket, then
+// spreadTo; undone when they do not).
 //
 // Too small a fleet (release.go, ADR 0041). Once the best packing is chosen, a tenant short of
 // GPUs that holds placed replicas, or a tenant served in full on a board with no idle GPU left and

@@ -25,7 +25,8 @@ func unspread(tn *tenant) int {
 // more: the redundant tenant's spread is kept at the cost of that GPU. The moved tenant's
 // ComputeBound reason says why it runs on the dearer candidate (moved). When the freed GPU does
 // not take the replica after all (a node rule), the move is undone. A tenant still on one GPU
-// gets its reason completed with the idle GPUs and tenants that were considered.
+// gets its reason completed with the idle GPUs and tenants that were considered. Where no GPU
+// can be freed, the redundant tenant itself may move to another of its candidates (relocate).
 func (p *planner) vacateForSpread() {
 	for _, tn := range p.tenants {
 		i := unspread(tn)
@@ -38,24 +39,108 @@ func (p *planner) vacateForSpread() {
 		}
 		freed, x, tried := p.vacate(tn, home, from)
 		if freed != nil {
-			tn.infeas = slices.Clone(tn.infeas) // the packings kept share its array
-			for i >= 0 {
-				tn.infeas = slices.Delete(tn.infeas, i, i+1)
-				i = unspread(tn)
-			}
-			if len(tn.infeas) == 0 {
-				tn.infeas = nil
-			}
-			if p.moved == nil {
-				p.moved = map[*tenant]string{}
-			}
-			p.moved[x] += fmt.Sprintf("%s on %s, cheaper, ran alone on %s, which was freed for a replica of %s (redundancy: a replica on another GPU, and no other %s GPU had room for it)",
-				tried, home.fg.board.Name, freed.fg.ref, tn.t.Name, home.fg.board.Name)
+			dropUnspread(tn)
+			p.noteMoved(x, fmt.Sprintf("%s on %s, cheaper, ran alone on %s, which was freed for a replica of %s (redundancy: a replica on another GPU, and no other %s GPU had room for it)",
+				tried, home.fg.board.Name, freed.fg.ref, tn.t.Name, home.fg.board.Name))
 			continue
+		}
+		old, why := p.relocate(tn)
+		if why == "" {
+			dropUnspread(tn)
+			cheaper := ""
+			if old.cost < tn.choice.cost {
+				cheaper = ", cheaper,"
+			}
+			p.noteMoved(tn, fmt.Sprintf("%s on %s%s held all its replicas on %s, and no other %s GPU had room for one or could be freed for it (redundancy: a replica on another GPU), so it moved to %s, which had idle pool GPUs, and runs there on distinct GPUs",
+				old.label(), home.fg.board.Name, cheaper, home.fg.ref, home.fg.board.Name, tn.choice.board.Name))
+			continue
+		}
+		if why != "-" {
+			tried += "; " + why
 		}
 		tn.infeas = slices.Clone(tn.infeas) // the packings kept share its array
 		tn.infeas[i].Message += "; " + tried
 	}
+}
+
+// dropUnspread takes spreadRedundant's reasons that tn's replicas share one GPU off tn.
+func dropUnspread(tn *tenant) {
+	tn.infeas = slices.Clone(tn.infeas) // the packings kept share its array
+	for i := unspread(tn); i >= 0; i = unspread(tn) {
+		tn.infeas = slices.Delete(tn.infeas, i, i+1)
+	}
+	if len(tn.infeas) == 0 {
+		tn.infeas = nil
+	}
+}
+
+// noteMoved adds why to what tn's ComputeBound reason says of its move off a cheaper candidate.
+func (p *planner) noteMoved(tn *tenant, why string) {
+	if p.moved == nil {
+		p.moved = map[*tenant]string{}
+	}
+	p.moved[tn] += why
+}
+
+// relocate keeps the promise of redundancy where no GPU of tn's board could be freed for it
+// (vacate): tn itself moves to another of its feasible candidates on a board with idle pool GPUs
+// (cheapest first, not one an earlier packing ruled out), whose replicas the packer's rules put
+// on those idle GPUs (packBucket) and, when they land on one, spread to another GPU of that board
+// (spreadTo: one more MIG instance on a GPU with room, or another idle GPU). Its old replicas
+// then leave home. It returns tn's old candidate and "" when tn moved; else what was considered,
+// or "-" when no pool GPU is idle (vacate said so).
+func (p *planner) relocate(tn *tenant) (*cand, string) {
+	free := p.freeGPUs()
+	if len(free) == 0 {
+		return nil, "-"
+	}
+	old := tn.choice
+	var olds []*unit // the units that hold tn's replicas now
+	for _, g := range p.gpus {
+		for _, u := range g.units() {
+			if holds(u, tn) {
+				olds = append(olds, u)
+			}
+		}
+	}
+	pc := newPatternCache()
+	var tried []string
+	for _, c := range tn.feasible {
+		if c == old || c.replicas < 2 || countFree(free[c.board.Name]) == 0 || p.forbidden(tn, c) {
+			continue
+		}
+		tried = append(tried, fmt.Sprintf("%d × %s on %s", c.replicas, c.label(), c.board.Name))
+		units := soloUnits(tn, c)
+		b := c.board.Name
+		was := slices.Clone(free[b])
+		left, err := p.packBucket(units, free, pc)
+		for _, nu := range units {
+			delete(p.blocked, nu)
+		}
+		if err != nil || len(left) > 0 {
+			p.undoTrial(was, units, free, b)
+			continue
+		}
+		if g, u := p.soleGPUOf(units); g != nil && !p.spreadTo(tn, u, g) {
+			p.undoTrial(was, units, free, b)
+			continue
+		}
+		var keep []*unit
+		for _, g := range p.gpus {
+			for _, u := range g.units() {
+				if holds(u, tn) && !slices.Contains(olds, u) {
+					keep = append(keep, u)
+				}
+			}
+		}
+		p.dropReplicas(tn, keep)
+		tn.choice = c
+		return old, ""
+	}
+	if len(tried) == 0 {
+		return nil, "and it has no other candidate on a board with idle pool GPUs"
+	}
+	return nil, "and none of its other candidates on boards with idle pool GPUs (" + strings.Join(tried, ", ") + ") has its replicas fit them on distinct GPUs"
 }
 
 // vacate frees a GPU of home's board for one of tn's replicas (see vacateForSpread) and puts
@@ -126,6 +211,25 @@ func (p *planner) vacate(tn *tenant, home *gpuPlan, from *unit) (*gpuPlan, *tena
 		return nil, nil, why + ", and no other " + board.Name + " GPU is held by one tenant alone that could move there"
 	}
 	return nil, nil, why + ", and no tenant alone on another " + board.Name + " GPU (" + strings.Join(alone, ", ") + ") has a candidate whose replicas fit them"
+}
+
+// soleGPUOf is the one GPU that holds all of units and one of them there; nil when they are on
+// more GPUs than one.
+func (p *planner) soleGPUOf(units []*unit) (*gpuPlan, *unit) {
+	var home *gpuPlan
+	var from *unit
+	for _, g := range p.gpus {
+		for _, u := range g.units() {
+			if !slices.Contains(units, u) {
+				continue
+			}
+			if home != nil && home != g {
+				return nil, nil
+			}
+			home, from = g, u
+		}
+	}
+	return home, from
 }
 
 // allNodes is the nodes of gs.

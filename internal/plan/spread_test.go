@@ -117,3 +117,68 @@ func TestRedundancyKeptRoomReasonIsTrue(t *testing.T) {
 		t.Errorf("new-hard-red's reason claims no other GPU has a slot, unqualified: %q", why)
 	}
 }
+
+// red's cheapest candidate, two mig 1g.23gb, lands both on the one B200, and no other B200 can be
+// freed for it, while both A100s stay idle. red itself moves to its candidate on A100 (mig
+// 3g.20gb), one replica on each A100; its reasons say why it left the cheaper B200. Before, both
+// replicas shared the B200 and a Redundancy reason said so.
+func TestRedundancySpreadMovesTenantItself(t *testing.T) {
+	pool := loadPool(t, "testdata/spread-self-pool.yaml")
+	pl, err := Build(context.Background(), pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPlan(pool, pl); err != nil {
+		t.Fatal(err)
+	}
+	red := planTenantOf(t, pl, "red")
+	if red.Infeasible || len(red.Replicas) != 2 || len(replicaGPUs(red)) != 2 {
+		t.Fatalf("red: want 2 replicas on 2 GPUs, got %+v", red.Replicas)
+	}
+	boards := map[v1.GPURef]string{}
+	for _, g := range pl.GPUs {
+		boards[g.Ref()] = g.Board
+	}
+	for _, r := range red.Replicas {
+		if boards[r.GPU] != "A100-SXM4-40GB" {
+			t.Errorf("red's replica %d runs on %s (%s), want an A100 that was idle", r.Index, r.GPU, boards[r.GPU])
+		}
+	}
+	if hasReason(red, v1.ReasonRedundancy, "all 2 replicas") || !hasReason(red, v1.ReasonRedundancy, "kept on another GPU") {
+		t.Errorf("red's Redundancy reasons: %v", red.Reasons)
+	}
+	if !hasReason(red, v1.ReasonComputeBound, "mig 1g.23gb on B200-180GB, cheaper, held all its replicas on n1/0, and no other B200-180GB GPU had room for one or could be freed for it (redundancy: a replica on another GPU), so it moved to A100-SXM4-40GB") {
+		t.Errorf("red's reasons do not say why it left the cheaper B200: %v", red.Reasons)
+	}
+	small := planTenantOf(t, pl, "small")
+	if small.Infeasible || len(small.Replicas) != 1 || boards[small.Replicas[0].GPU] != "B200-180GB" {
+		t.Errorf("small: want its one replica on the B200, got %+v", small)
+	}
+}
+
+// With one A100 only, red's A100 candidate cannot put its replicas on distinct GPUs either: the
+// trial is undone (the A100 stays idle), red stays on the B200, and its reason names the candidate
+// considered.
+func TestRedundancyUnspreadNamesOwnCandidates(t *testing.T) {
+	pool := loadPool(t, "testdata/spread-self-pool.yaml")
+	pool.Fleet.Nodes[0].GPUs[0].Count = 1
+	pl, err := Build(context.Background(), pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPlan(pool, pl); err != nil {
+		t.Fatal(err)
+	}
+	red := planTenantOf(t, pl, "red")
+	if len(replicaGPUs(red)) != 1 {
+		t.Fatalf("red spread on one A100: %+v", red.Replicas)
+	}
+	if !hasReason(red, v1.ReasonRedundancy, "none of its other candidates on boards with idle pool GPUs (2 × mig 3g.20gb on A100-SXM4-40GB, ") {
+		t.Errorf("red's Redundancy reasons: %v", red.Reasons)
+	}
+	for _, g := range pl.GPUs {
+		if g.Board == "A100-SXM4-40GB" && g.Role != v1.RoleIdle {
+			t.Errorf("the A100 %s is %s after the undone trial, want idle", g.Ref(), g.Role)
+		}
+	}
+}
