@@ -50,6 +50,12 @@ go test -race -count=1 -timeout 45m ./...
 echo "== planner against simulator at full size (without the race detector, which runs them small)"
 go test -count=1 -timeout 20m -run 'TestPlannerSimulatorAgreement|TestQueueSizingAgainstSimulator' ./internal/plan
 
+# Tests that skip under the race detector run here without it (internal/archtest checks that
+# every such test is named in a run below).
+echo "== tests too slow under the race detector, without it"
+go test -count=1 -timeout 20m -run 'TestConfirmRaisesShortTenants|TestConfirmShortWithoutRoomIsShort|TestConfirmJudgesInComponent' ./internal/plan
+go test -count=1 -timeout 20m -run 'TestPlanScaleVaried|TestSixBoardsNodesRender' ./cmd/gpupool
+
 echo "== CLI smoke: the README quick start, and its output read back"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
