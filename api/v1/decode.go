@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	yamlv2 "go.yaml.in/yaml/v2"
+
+	"gpupool.dev/gpupool/internal/yamlkey"
 )
 
 // Document is a decoded *Pool or *Plan.
@@ -414,7 +416,7 @@ func nonFinite(v any, path string) (string, string, bool) {
 			if a != b {
 				return a < b
 			}
-			return keyOrder(keys[i]) < keyOrder(keys[j])
+			return yamlkey.Order(keys[i]) < yamlkey.Order(keys[j])
 		})
 		for _, k := range keys {
 			if p, s, ok := nonFinite(x[k], key(path, fmt.Sprint(k))); ok {

@@ -2,13 +2,12 @@ package v1
 
 import (
 	"fmt"
-	"sort"
-	"strconv"
-	"strings"
 
 	yamlv2 "go.yaml.in/yaml/v2"
 	yaml3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
+
+	"gpupool.dev/gpupool/internal/yamlkey"
 )
 
 // yamlDuplicates is called when the strict YAML reader refused data. When the lax reader (which
@@ -106,75 +105,21 @@ func dropCollidingKeys(v any, path string, errs *FieldErrors, depth int) {
 	}
 	switch x := v.(type) {
 	case map[any]any:
-		groups := map[string][]any{}
-		for k := range x {
-			if s, ok := jsonKey(k); ok {
-				groups[s] = append(groups[s], k)
-			}
-		}
-		names := make([]string, 0, len(groups))
-		for s := range groups {
-			names = append(names, s)
-		}
-		sort.Strings(names)
-		for _, s := range names {
-			ks := groups[s]
-			sort.Slice(ks, func(i, j int) bool { return keyOrder(ks[i]) < keyOrder(ks[j]) })
-			keep := ks[0]
-			if len(ks) > 1 {
-				shown := make([]string, len(ks))
-				for i, k := range ks {
-					shown[i] = keyShown(k)
-					if k != keep {
-						delete(x, k)
-					}
+		for _, g := range yamlkey.Groups(x) {
+			keep := g.Keys[0]
+			if len(g.Keys) > 1 {
+				for _, k := range g.Keys[1:] {
+					delete(x, k)
 				}
-				*errs = append(*errs, FieldError{Path: key(path, s),
-					Msg: fmt.Sprintf("duplicate key (%s are one key once read; quote keys as strings)", strings.Join(shown, " and "))})
+				*errs = append(*errs, FieldError{Path: key(path, g.Name), Msg: g.Message()})
 			}
-			dropCollidingKeys(x[keep], key(path, s), errs, depth+1)
+			dropCollidingKeys(x[keep], key(path, g.Name), errs, depth+1)
 		}
 	case []any:
 		for i, item := range x {
 			dropCollidingKeys(item, index(path, i), errs, depth+1)
 		}
 	}
-}
-
-// keyOrder sorts a string key first, then the others by type and value.
-func keyOrder(k any) string {
-	if s, ok := k.(string); ok {
-		return "0" + s
-	}
-	return fmt.Sprintf("1%T:%v", k, k)
-}
-
-// jsonKey is the JSON key the YAML-to-JSON conversion writes for a YAML key: integers in
-// decimal, floats in their shortest 32-bit form, booleans as true and false. Other keys make the
-// conversion fail; ok is false for them.
-func jsonKey(k any) (string, bool) {
-	switch x := k.(type) {
-	case string:
-		return x, true
-	case int:
-		return strconv.Itoa(x), true
-	case int64:
-		return strconv.FormatInt(x, 10), true
-	case float64:
-		switch s := strconv.FormatFloat(x, 'g', -1, 32); s {
-		case "+Inf":
-			return ".inf", true
-		case "-Inf":
-			return "-.inf", true
-		case "NaN":
-			return ".nan", true
-		default:
-			return s, true
-		}
-	case bool:
-		return strconv.FormatBool(x), true
-	}
-	return "", false
 }
 
 // walkYAMLKeys appends an error for every key given twice in a mapping under n. Aliases are not
@@ -218,19 +163,4 @@ func walkYAMLKeys(n *yaml3.Node, path string, dups *FieldErrors, depth int) {
 			walkYAMLKeys(v, p, dups, depth+1)
 		}
 	}
-}
-
-// keyShown names a YAML key by its type and value: the string "1", the integer 1, the float 1.
-func keyShown(k any) string {
-	switch x := k.(type) {
-	case string:
-		return fmt.Sprintf("the string %q", x)
-	case int, int64, uint64:
-		return fmt.Sprintf("the integer %v", x)
-	case float64:
-		return fmt.Sprintf("the float %v", x)
-	case bool:
-		return fmt.Sprintf("the boolean %v", x)
-	}
-	return fmt.Sprintf("%#v", k)
 }

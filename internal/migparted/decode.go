@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 
 	yamlv2 "go.yaml.in/yaml/v2"
 	"sigs.k8s.io/yaml"
+
+	"gpupool.dev/gpupool/internal/yamlkey"
 )
 
 // Decode reads a mig-parted config file strictly. It returns every problem at once, each with its
@@ -273,28 +274,12 @@ func (d *decoder) collisions(v any, path string, depth int) {
 	}
 	switch x := v.(type) {
 	case map[any]any:
-		groups := map[string][]any{}
-		for k := range x {
-			s := keyString(k)
-			groups[s] = append(groups[s], k)
-		}
-		names := make([]string, 0, len(groups))
-		for s := range groups {
-			names = append(names, s)
-		}
-		sort.Strings(names)
-		for _, s := range names {
-			ks := groups[s]
-			sort.Slice(ks, func(i, j int) bool { return keyOrder(ks[i]) < keyOrder(ks[j]) })
-			if len(ks) > 1 {
-				shown := make([]string, len(ks))
-				for i, k := range ks {
-					shown[i] = keyShown(k)
-				}
-				d.fail(join(path, s), "duplicate key (%s are one key once read; quote keys as strings)", strings.Join(shown, " and "))
+		for _, g := range yamlkey.Groups(x) {
+			if len(g.Keys) > 1 {
+				d.fail(join(path, g.Name), "%s", g.Message())
 			}
-			for _, k := range ks {
-				d.collisions(x[k], join(path, s), depth+1)
+			for _, k := range g.Keys {
+				d.collisions(x[k], join(path, g.Name), depth+1)
 			}
 		}
 	case []any:
@@ -302,14 +287,6 @@ func (d *decoder) collisions(v any, path string, depth int) {
 			d.collisions(item, fmt.Sprintf("%s[%d]", path, i), depth+1)
 		}
 	}
-}
-
-// keyOrder sorts a string key first, then the others by type and value.
-func keyOrder(k any) string {
-	if s, ok := k.(string); ok {
-		return "0" + s
-	}
-	return fmt.Sprintf("1%T:%v", k, k)
 }
 
 // configOrder returns the keys of mig-configs in file order, or nil when they cannot be read.
@@ -330,25 +307,10 @@ func configOrder(data []byte) []string {
 
 // keyString renders a YAML map key as sigs.k8s.io/yaml does when it converts YAML to JSON.
 func keyString(k any) string {
-	switch t := k.(type) {
-	case string:
-		return t
-	case bool:
-		return strconv.FormatBool(t)
-	case float64:
-		s := strconv.FormatFloat(t, 'g', -1, 32)
-		switch s {
-		case "+Inf":
-			return ".inf"
-		case "-Inf":
-			return "-.inf"
-		case "NaN":
-			return ".nan"
-		}
+	if s, ok := yamlkey.JSON(k); ok {
 		return s
-	default:
-		return fmt.Sprint(t)
 	}
+	return fmt.Sprint(k)
 }
 
 // orderedNames lists the keys of configs in file order; any key the order misses (it should not
@@ -418,19 +380,4 @@ func show(v any) string {
 	default:
 		return kind(v)
 	}
-}
-
-// keyShown names a YAML key by its type and value: the string "1", the integer 1, the float 1.
-func keyShown(k any) string {
-	switch x := k.(type) {
-	case string:
-		return fmt.Sprintf("the string %q", x)
-	case int, int64, uint64:
-		return fmt.Sprintf("the integer %v", x)
-	case float64:
-		return fmt.Sprintf("the float %v", x)
-	case bool:
-		return fmt.Sprintf("the boolean %v", x)
-	}
-	return fmt.Sprintf("%#v", k)
 }
