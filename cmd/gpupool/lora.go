@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -476,12 +477,7 @@ func splitEngineCost(amount float64, tokens map[string]map[string]int64) (map[st
 	out := map[string]float64{}
 	// Engines in name order and each engine's adapters in name order: float sums then come out
 	// the same on every run.
-	engines := make([]string, 0, len(tokens))
-	for en := range tokens {
-		engines = append(engines, en)
-	}
-	sort.Strings(engines)
-	for _, en := range engines {
+	for _, en := range slices.Sorted(maps.Keys(tokens)) {
 		ts := tokens[en]
 		if len(ts) == 0 {
 			continue
@@ -490,12 +486,7 @@ func splitEngineCost(amount float64, tokens map[string]map[string]int64) (map[st
 		if err != nil {
 			return nil, fmt.Errorf("engine %s: %w", en, err)
 		}
-		names := make([]string, 0, len(parts))
-		for a := range parts {
-			names = append(names, a)
-		}
-		sort.Strings(names)
-		for _, a := range names {
+		for _, a := range slices.Sorted(maps.Keys(parts)) {
 			out[a] += parts[a]
 		}
 	}

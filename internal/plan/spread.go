@@ -110,19 +110,12 @@ func (p *planner) relocate(tn *tenant) (*cand, string) {
 			continue
 		}
 		tried = append(tried, fmt.Sprintf("%d × %s on %s", c.replicas, c.label(), c.board.Name))
-		units := soloUnits(tn, c)
-		b := c.board.Name
-		was := slices.Clone(free[b])
-		left, err := p.packBucket(units, free, pc)
-		for _, nu := range units {
-			delete(p.blocked, nu)
-		}
-		if err != nil || len(left) > 0 {
-			p.undoTrial(was, units, free, b)
+		units, was, ok := p.trialPack(tn, c, free, pc)
+		if !ok {
 			continue
 		}
 		if g, u := p.soleGPUOf(units); g != nil && !p.spreadTo(tn, u, g) {
-			p.undoTrial(was, units, free, b)
+			p.undoTrial(was, units, free, c.board.Name)
 			continue
 		}
 		var keep []*unit
@@ -180,15 +173,8 @@ func (p *planner) vacate(tn *tenant, home *gpuPlan, from *unit) (*gpuPlan, *tena
 			if c == x.choice || c.board == board || c.tp > 1 || countFree(free[c.board.Name]) == 0 || p.forbidden(x, c) {
 				continue
 			}
-			units := soloUnits(x, c)
-			b := c.board.Name
-			was := slices.Clone(free[b])
-			left, err := p.packBucket(units, free, pc)
-			for _, nu := range units {
-				delete(p.blocked, nu)
-			}
-			if err != nil || len(left) > 0 {
-				p.undoTrial(was, units, free, b)
+			units, _, ok := p.trialPack(x, c, free, pc)
+			if !ok {
 				continue
 			}
 			old, oldMode, oldReps := x.choice, g.mode, slices.Clone(u.reps)
@@ -211,6 +197,25 @@ func (p *planner) vacate(tn *tenant, home *gpuPlan, from *unit) (*gpuPlan, *tena
 		return nil, nil, why + ", and no other " + board.Name + " GPU is held by one tenant alone that could move there"
 	}
 	return nil, nil, why + ", and no tenant alone on another " + board.Name + " GPU (" + strings.Join(alone, ", ") + ") has a candidate whose replicas fit them"
+}
+
+// trialPack packs tn's replicas of candidate c, one unit each, on the free GPUs of c's board.
+// When they all fit it returns the units and the board's free GPUs as they were before (for
+// undoTrial); otherwise it undoes the packing and ok is false. A trial leaves no blocked-unit
+// record either way.
+func (p *planner) trialPack(tn *tenant, c *cand, free map[string][]*gpuPlan, pc *patternCache) (units []*unit, was []*gpuPlan, ok bool) {
+	units = soloUnits(tn, c)
+	b := c.board.Name
+	was = slices.Clone(free[b])
+	left, err := p.packBucket(units, free, pc)
+	for _, nu := range units {
+		delete(p.blocked, nu)
+	}
+	if err != nil || len(left) > 0 {
+		p.undoTrial(was, units, free, b)
+		return nil, nil, false
+	}
+	return units, was, true
 }
 
 // soleGPUOf is the one GPU that holds all of units and one of them there; nil when they are on
