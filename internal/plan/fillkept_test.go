@@ -15,11 +15,17 @@ import (
 // GPUs that keep running other tenants.
 func loadD0D1(t *testing.T) (first *v1.Plan, pool *v1.Pool) {
 	t.Helper()
-	first, err := Build(context.Background(), loadPool(t, "../../testdata/review7/d0-pool.yaml"), Options{})
+	return loadReplan(t, "../../testdata/review7/d0-pool.yaml", "../../testdata/review7/d1-pool.yaml")
+}
+
+// loadReplan plans the pool in file before (the plan in force) and loads the pool in file after.
+func loadReplan(t *testing.T, before, after string) (first *v1.Plan, pool *v1.Pool) {
+	t.Helper()
+	first, err := Build(context.Background(), loadPool(t, before), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return first, loadPool(t, "../../testdata/review7/d1-pool.yaml")
+	return first, loadPool(t, after)
 }
 
 // usedStill counts the GPUs of pl that run a replica of a tenant of pool: those the plan in force

@@ -112,11 +112,7 @@ func TestKeptPlanReasonsDoNotPileUp(t *testing.T) {
 // instances they ran on are free. Before, m0's sizing read "0.5 req/s" and n2/0's layout named
 // m1, m2 and m5.
 func TestKeptPlanMIGReasonsListWhatRuns(t *testing.T) {
-	first, err := Build(context.Background(), loadPool(t, "../../testdata/review8/d-mig0-pool.yaml"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := loadPool(t, "../../testdata/review8/d-mig1-pool.yaml")
+	first, pool := loadReplan(t, "../../testdata/review8/d-mig0-pool.yaml", "../../testdata/review8/d-mig1-pool.yaml")
 	zero := 0
 	pl, err := Build(context.Background(), pool, Options{Current: first, MaxMoves: &zero})
 	if err != nil {

@@ -14,11 +14,7 @@ import (
 // mps 1/4 of an A100 in the re-pack) joins.
 func loadEGrow(t *testing.T) (first *v1.Plan, pool *v1.Pool) {
 	t.Helper()
-	first, err := Build(context.Background(), loadPool(t, "../../testdata/review8/e-grow0-pool.yaml"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return first, loadPool(t, "../../testdata/review8/e-grow1-pool.yaml")
+	return loadReplan(t, "../../testdata/review8/e-grow0-pool.yaml", "../../testdata/review8/e-grow1-pool.yaml")
 }
 
 // With max-moves 0, g0's 14 added replicas take n2/0's MPS room (21 references a GPU on n2 then)

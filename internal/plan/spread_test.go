@@ -23,13 +23,7 @@ func replicaGPUs(pt v1.PlanTenant) map[v1.GPURef]bool {
 // GPU. Before, both of red's replicas ran on n2/0 and the H100 stayed idle.
 func TestRedundancySpreadFreesGPUOfBoard(t *testing.T) {
 	pool := loadPool(t, "testdata/spread-dra-pool.yaml")
-	pl, err := Build(context.Background(), pool, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := checkPlan(pool, pl); err != nil {
-		t.Fatal(err)
-	}
+	pl := buildWith(t, pool, Options{})
 	red := planTenantOf(t, pl, "red")
 	if len(red.Replicas) != 2 || len(replicaGPUs(red)) != 2 || red.Infeasible {
 		t.Fatalf("red: want 2 replicas on 2 GPUs, got %+v", red.Replicas)
@@ -87,11 +81,7 @@ func TestRedundancyUnspreadSaysWhy(t *testing.T) {
 // "no other GPU has a mig 1g.10gb slot", which n2/0 contradicts; now it names the idle GPUs it
 // was planned on and the room on the busy ones.
 func TestRedundancyKeptRoomReasonIsTrue(t *testing.T) {
-	first, err := Build(context.Background(), loadPool(t, "../../testdata/review8/d-mig0-pool.yaml"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := loadPool(t, "../../testdata/review8/d-mig1-pool.yaml")
+	first, pool := loadReplan(t, "../../testdata/review8/d-mig0-pool.yaml", "../../testdata/review8/d-mig1-pool.yaml")
 	zero := 0
 	pl, err := Build(context.Background(), pool, Options{Current: first, MaxMoves: &zero})
 	if err != nil {
@@ -124,13 +114,7 @@ func TestRedundancyKeptRoomReasonIsTrue(t *testing.T) {
 // replicas shared the B200 and a Redundancy reason said so.
 func TestRedundancySpreadMovesTenantItself(t *testing.T) {
 	pool := loadPool(t, "testdata/spread-self-pool.yaml")
-	pl, err := Build(context.Background(), pool, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := checkPlan(pool, pl); err != nil {
-		t.Fatal(err)
-	}
+	pl := buildWith(t, pool, Options{})
 	red := planTenantOf(t, pl, "red")
 	if red.Infeasible || len(red.Replicas) != 2 || len(replicaGPUs(red)) != 2 {
 		t.Fatalf("red: want 2 replicas on 2 GPUs, got %+v", red.Replicas)
