@@ -1,10 +1,15 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -144,5 +149,76 @@ func BenchmarkBoltCommit(b *testing.B) {
 		if _, err := s.Commit(context.Background(), batch); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// damagedFile commits a few records to a new store file, closes it and returns its path and size.
+func damagedFile(t *testing.T) (string, int64) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "state.db")
+	s := openBolt(t, p)
+	for i := range 50 {
+		b := store.Batch{Puts: []store.Record{{Kind: "tenants", Key: fmt.Sprintf("t%02d", i), Value: bytes.Repeat([]byte("x"), 300)}}}
+		if _, err := s.Commit(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, fi.Size()
+}
+
+// TestTruncatedFileIsRefused: a store file cut short at every page boundary is either refused
+// with ErrDamaged or, when the cut is past the last commit's pages, read whole. Before, a cut in
+// the middle of the pages ended the process with SIGBUS (a fault in the memory-mapped file) on
+// every start.
+func TestTruncatedFileIsRefused(t *testing.T) {
+	p, size := damagedFile(t)
+	orig, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for cut := int64(2 * 4096); cut < size; cut += 4096 {
+		if err := os.WriteFile(p, orig[:cut], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := store.OpenBolt(p)
+		if err != nil {
+			if !errors.Is(err, store.ErrDamaged) {
+				t.Fatalf("cut at %d of %d: %v, want ErrDamaged", cut, size, err)
+			}
+			refused++
+			continue
+		}
+		snap, err := s.Load(context.Background())
+		s.Close()
+		if err != nil || len(snap.Records["tenants"]) != 50 || snap.Revision != 50 {
+			t.Fatalf("cut at %d of %d opened: %d tenants, revision %d, %v; want all 50 or ErrDamaged", cut, size, len(snap.Records["tenants"]), snap.Revision, err)
+		}
+	}
+	if refused == 0 {
+		t.Fatalf("no cut of a %d-byte file was refused", size)
+	}
+	t.Logf("%d of %d cuts refused", refused, (size-2*4096)/4096)
+}
+
+// TestSecondOpenIsLocked: a file held open (by another `gpupool serve`) is refused with a message
+// that says so, not bbolt's bare "timeout".
+func TestSecondOpenIsLocked(t *testing.T) {
+	old := store.LockTimeout
+	store.LockTimeout = 100 * time.Millisecond
+	defer func() { store.LockTimeout = old }()
+	p := filepath.Join(t.TempDir(), "state.db")
+	s := openBolt(t, p)
+	defer s.Close()
+	_, err := store.OpenBolt(p)
+	if !errors.Is(err, store.ErrLocked) || !strings.Contains(err.Error(), "another process") {
+		t.Fatalf("second open: %v, want ErrLocked", err)
 	}
 }

@@ -8,6 +8,13 @@
 // implementation syncs the file to disk before Commit returns (bbolt's default), so a commit that
 // returned survives SIGKILL and power loss of the process.
 //
+// Open refuses, with an error and without touching the file, a file that another process holds
+// (ErrLocked, after LockTimeout: a second `gpupool serve` on one data directory) and a file
+// shorter than its newest meta page says its last commit needs (ErrDamaged: a truncated copy or a
+// damaged disk, not something a crash leaves). Such a file was mapped and read past its end
+// before, a SIGBUS on every start. A file whose pages are garbled is still bbolt's to find: its
+// freelist rebuild panics in a goroutine of its own, which nothing here can recover.
+//
 // Schema versions. The file records its schema version in the "meta" bucket:
 //
 //	1: every record in one bucket "data" under the key "KIND/KEY"; no revision.
