@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -55,6 +56,9 @@ func OpenBolt(path string) (*Bolt, error) {
 		if err := checkSize(path, fi.Size()); err != nil {
 			return nil, fmt.Errorf("open store %s: %w", path, err)
 		}
+		if err := readAll(path); err != nil {
+			return nil, fmt.Errorf("open store %s: %w", path, err)
+		}
 	}
 	// NoFreelistSync: the freelist is rebuilt from the pages on open instead of written on every
 	// commit, which saves a page write per commit; the data and meta pages are still fsynced.
@@ -70,6 +74,43 @@ func OpenBolt(path string) (*Bolt, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return &Bolt{db: db}, nil
+}
+
+// readAll reads every record of an existing file on a read-only open, in this goroutine, where a
+// damaged page is a panic (bbolt's page checks) or a fault that can be recovered and reported.
+// The read-write open that follows rebuilds the freelist by walking the same pages in a goroutine
+// of bbolt's own, where the same damage ends the process. A read-only open does not rebuild the
+// freelist. Load reads the same records later, so a file that passes here is not refused for
+// anything Load would not meet.
+func readAll(path string) (err error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: LockTimeout, ReadOnly: true})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return fmt.Errorf("%w (waited %s)", ErrLocked, LockTimeout)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrDamaged, err)
+	}
+	defer db.Close()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v (restore it from a backup)", ErrDamaged, r)
+		}
+	}()
+	return db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(_ []byte, b *bolt.Bucket) error { return walkBucket(b) })
+	})
+}
+
+func walkBucket(b *bolt.Bucket) error {
+	return b.ForEach(func(k, v []byte) error {
+		if v == nil {
+			if nb := b.Bucket(k); nb != nil {
+				return walkBucket(nb)
+			}
+		}
+		return nil
+	})
 }
 
 // checkSize compares the file's size with the size its newest valid meta page records (bbolt's

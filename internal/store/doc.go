@@ -12,8 +12,10 @@
 // (ErrLocked, after LockTimeout: a second `gpupool serve` on one data directory) and a file
 // shorter than its newest meta page says its last commit needs (ErrDamaged: a truncated copy or a
 // damaged disk, not something a crash leaves). Such a file was mapped and read past its end
-// before, a SIGBUS on every start. A file whose pages are garbled is still bbolt's to find: its
-// freelist rebuild panics in a goroutine of its own, which nothing here can recover.
+// before, a SIGBUS on every start. A file with a garbled page in use is ErrDamaged too: every
+// record is read first on a read-only open, where bbolt's page checks panic in the caller's
+// goroutine and are recovered; the read-write open's freelist rebuild walks the same pages in a
+// goroutine of bbolt's own, where the panic ended the process.
 //
 // Schema versions. The file records its schema version in the "meta" bucket:
 //
