@@ -147,6 +147,11 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return fmt.Errorf("create state dir: %w", err)
 	}
+	unlock, err := agent.LockStateDir(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	var lib *nvml.Lib
 	var fk *nvml.Fake
 	now := time.Now
@@ -297,6 +302,15 @@ func (cp controlLink) tlsConfig() (*tls.Config, error) {
 
 // resetGate is the operator's answer to a failed change: the gate uncordons and forgets it.
 func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings, fake bool, model string) error {
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		return fmt.Errorf("create state dir: %w", err)
+	}
+	// The running agent holds the lock: a reset beside it would append to its journal.
+	unlock, err := agent.LockStateDir(cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("%w (stop the agent before --reset)", err)
+	}
+	defer unlock()
 	var lib *nvml.Lib
 	if fake {
 		fk, err := newFakeNode(cfg, model, false, 0)

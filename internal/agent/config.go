@@ -20,8 +20,8 @@ import (
 type Config struct {
 	// Node names the node in logs and metrics.
 	Node string `json:"node"`
-	// StateDir holds the gate journal, the cordon file, the MIG mode record (migmode.json) and
-	// the MPS daemons' folders.
+	// StateDir holds the gate journal, the cordon file, the MIG mode record (migmode.json),
+	// the MPS daemons' folders and the lock one agent process holds (LockStateDir).
 	StateDir string `json:"stateDir"`
 	// Listen is the address of /metrics and /healthz; default ":9400".
 	Listen string `json:"listen,omitzero"`

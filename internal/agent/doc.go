@@ -9,6 +9,8 @@
 // GPU again and continues from what is there. The journal is an append-only file of CRC-checked
 // records (journal.go; docs/adr/0012): a torn tail is dropped, a damaged record before good
 // ones is an error, and the file is compacted to its last record every 1024 appends.
+// LockStateDir keeps one process (an agent, or --reset) per state directory: an exclusive flock on
+// StateDir/lock, which the kernel drops when the process dies.
 //
 // LocalNode is the Node of a bare machine: the cordon is a file with its reason. CommandSmoker
 // runs the smoke command per new instance with a timeout.

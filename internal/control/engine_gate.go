@@ -192,8 +192,9 @@ func (e *Engine) addGateOp(now time.Time, n *Node, g GPU, want string, migOff bo
 // nothing on keeps what it has. Nothing
 // changes unless every such GPU
 // is known, of the plan's board, and not being changed already; the problems are returned at
-// once with the plan's field paths (a conflict when every one is a GPU being changed). The plan
-// and its pool are kept for the next re-plan.
+// once with the plan's field paths (a conflict when every one is a GPU being changed). A GPU
+// whose operation already asks for the plan's layout keeps that operation (the same apply again
+// answers the same operations; an operator's apply only, not a re-plan). The plan and its pool are kept for the next re-plan.
 func (e *Engine) ApplyPlan(now time.Time, pool *v1.Pool, p *v1.Plan) ([]GateOp, error) {
 	ops, _, err := e.applyPlan(now, pool, p, false)
 	return ops, err
@@ -212,6 +213,11 @@ func (e *Engine) applyPlan(now time.Time, pool *v1.Pool, p *v1.Plan, replan bool
 		idle   bool // the plan leaves the GPU idle: its old instances go, so it is clean and whole
 	}
 	var cs []change
+	type keptOp struct {
+		node string
+		id   uint64
+	}
+	var kept []keptOp
 	busy, skipped := 0, 0
 	for i, pg := range p.GPUs {
 		whole := pg.Mode != v1.ModeMIG
@@ -243,6 +249,15 @@ func (e *Engine) applyPlan(now time.Time, pool *v1.Pool, p *v1.Plan, replan bool
 		// (a failed change that turned the mode on, a reset): its layout matches, its mode does
 		// not, and it gets the operation that turns the mode off.
 		if cur, _ := normLayout(g.MIG); cur == want && !(whole && len(g.Slices) == 0) {
+			continue
+		}
+		if i := slices.IndexFunc(n.Gates, func(o GateOp) bool {
+			return o.GPU == g.UUID && o.Layout == want && o.MIGOff == whole
+		}); i >= 0 && !replan {
+			// Already asked for, waiting or under way: the same apply again (a client's retry of
+			// an apply whose answer it lost) keeps that operation, its id and its attempts. A
+			// re-plan still fails on a GPU being changed, and tries again later.
+			kept = append(kept, keptOp{n.Name, n.Gates[i].ID})
 			continue
 		}
 		if applying(n, g.UUID) {
@@ -282,6 +297,13 @@ func (e *Engine) applyPlan(now time.Time, pool *v1.Pool, p *v1.Plan, replan bool
 	}
 	e.finish()
 	out := []GateOp{}
+	for _, k := range kept { // as it is now (schedule may have started it)
+		for _, o := range e.nodes[k.node].Gates {
+			if o.ID == k.id {
+				out = append(out, o)
+			}
+		}
+	}
 	for i, c := range cs { // each operation once, though a node has several
 		for _, o := range c.n.Gates {
 			if o.ID == ids[i] {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -762,5 +763,59 @@ func TestOperatorAsksGPUWhole(t *testing.T) {
 	json.Unmarshal(h.must("operator", "PUT", "/v1/nodes/n1/gpus/GPU-n1-2/layout", map[string]any{"migOff": true}, 200), &op)
 	if !op.MIGOff || op.From != "7g.80gb@0" {
 		t.Fatalf("operation %+v, want GPU-n1-2 from 7g.80gb@0 to no instance, MIG mode off", op)
+	}
+}
+
+// TestApplySamePlanAgainKeepsOperations: applying a plan again (a client's retry of an apply
+// whose answer it lost when the server died after committing it) keeps the operations it asked
+// for, waiting or started, with their ids and attempts, and answers 200 with them. Before, a GPU
+// whose operation had started made the retry a 409 ("being changed by another gate operation")
+// and a waiting one was replaced by a new operation with a new id.
+func TestApplySamePlanAgainKeepsOperations(t *testing.T) {
+	h := newHarness(t, ServerConfig{})
+	h.must("operator", "PUT", "/v1/nodes/node-a", migInv("node-a", 2), 200)
+	half := []v1.PlanInstance{{Profile: "3g.40gb"}, {Profile: "3g.40gb", Start: 4}}
+	gpu := func(i int) v1.PlanGPU {
+		return v1.PlanGPU{Node: "node-a", Index: i, Board: "H100-SXM5-80GB", Role: v1.RolePool, Mode: v1.ModeMIG, Instances: half}
+	}
+	p := &v1.Plan{Pool: "p", GPUs: []v1.PlanGPU{gpu(0), gpu(1)}}
+	apply := func() ([]GateOp, error) {
+		v, err := h.loop.Do(context.Background(), func(e *Engine, now time.Time) (any, error) {
+			return e.ApplyPlan(now, &v1.Pool{}, p)
+		})
+		ops, _ := v.([]GateOp)
+		return ops, err
+	}
+	first, err := apply()
+	if err != nil || len(first) != 2 {
+		t.Fatalf("first apply: %v, %+v; want two operations", err, first)
+	}
+	states := map[GateState]int{}
+	for _, o := range first {
+		states[o.State]++
+	}
+	// --max-unavailable 1: one started, the other waits.
+	if states[GateWaiting] != 1 || states[GateWaiting]+states[GateDraining]+states[GateApplying] != 2 {
+		t.Fatalf("first apply: states %v, want one started and one waiting", states)
+	}
+	again, err := apply()
+	if err != nil {
+		t.Fatalf("the same plan again: %v, want the operations it asked for", err)
+	}
+	ids := func(ops []GateOp) []uint64 {
+		var out []uint64
+		for _, o := range ops {
+			out = append(out, o.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if !slices.Equal(ids(first), ids(again)) {
+		t.Fatalf("the same plan again: operations %v, want the first apply's %v", ids(again), ids(first))
+	}
+	for _, n := range h.loop.View().Nodes {
+		if n.Name == "node-a" && !slices.Equal(ids(n.Gates), ids(first)) {
+			t.Fatalf("node-a's operations after the retry: %v, want %v", ids(n.Gates), ids(first))
+		}
 	}
 }

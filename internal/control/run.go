@@ -131,10 +131,54 @@ func operatorSecret(o Options) (string, error) {
 		return "", fmt.Errorf("read operator token: %w", err)
 	}
 	s := NewSecret()
-	if err := os.WriteFile(path, []byte(s+"\n"), 0o600); err != nil {
+	if err := writeSecret(path, s); err != nil {
 		return "", fmt.Errorf("write operator token: %w", err)
 	}
 	return s, nil
+}
+
+// secretHook, when set, is called at each step of writeSecret (crash tests).
+var secretHook func(point string)
+
+// writeSecret writes the token file whole or not at all: a temporary file beside it, fsynced,
+// renamed over path, and the directory fsynced. os.WriteFile truncates and then writes, so a
+// process killed between the two left an empty file that every later start refused ("file is
+// empty"), and an unsynced one could be empty after a power loss.
+func writeSecret(path, s string) error {
+	hook := func(p string) {
+		if secretHook != nil {
+			secretHook(p)
+		}
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	hook("created")
+	if _, err := f.WriteString(s + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	hook("written")
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	hook("synced")
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	hook("renamed")
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // TLSFiles names the PEM files of the server's certificate and of the CA for client certificates.

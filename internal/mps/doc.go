@@ -20,6 +20,12 @@
 // Health is a get_server_list through the control pipe with a timeout. Stop sends quit, and kills
 // the daemon if it has not exited within the stop timeout.
 //
+// A daemon outlives its supervisor's process when that is SIGKILLed (the agent's), and so do its
+// clients. Its process id is kept in daemon.pid beside pipe/ and log/, and a supervisor started
+// again takes over the daemon that file names when it is alive, runs the control executable and
+// serves this pipe directory (an "adopted" event): limits applied again, exit seen by polling,
+// its servers not followed. A new daemon on that pipe directory would refuse to start.
+//
 // Without a GPU the control daemon still runs and answers the control pipe; only servers (and so
 // clients) need a GPU. The tests run against the real daemon (Debian's nvidia-cuda-mps);
 // scripts/install-test-components.sh installs it.

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,7 +41,7 @@ type Daemon struct {
 // Event is something a supervised daemon did.
 type Event struct {
 	UUID string
-	Kind string // "started", "exited", "restarted", "server-exited", "stopped"
+	Kind string // "started", "adopted", "exited", "restarted", "server-exited", "stopped"
 	// Servers are the MPS server PIDs that ran under the daemon when it died: their clients died too.
 	Servers []int
 	Err     error
@@ -207,12 +208,21 @@ func (s *Supervisor) emit(e Event) {
 	}
 }
 
-// run starts the daemon, applies limits, waits for it to exit and restarts it with backoff.
+// run starts the daemon (or, the first time, takes over the one a killed predecessor left
+// running), applies limits, waits for it to exit and restarts it with backoff.
 func (s *Supervisor) run(ctx context.Context, dm *daemon, first chan<- error) {
 	backoff := s.opt.BackoffMin
 	for attempt := 0; ; attempt++ {
 		started := time.Now()
-		cmd, exited, err := s.launch(ctx, dm)
+		var cmd *proc
+		var err error
+		adopted := false
+		if attempt == 0 {
+			cmd, adopted = s.adopt(dm)
+		}
+		if !adopted {
+			cmd, err = s.launch(ctx, dm)
+		}
 		if err == nil {
 			err = s.ready(ctx, dm)
 		}
@@ -220,8 +230,8 @@ func (s *Supervisor) run(ctx context.Context, dm *daemon, first chan<- error) {
 			first <- err
 			if err != nil {
 				if cmd != nil {
-					_ = cmd.Process.Kill()
-					<-exited
+					_ = cmd.kill()
+					<-cmd.exited
 				}
 				return
 			}
@@ -229,21 +239,23 @@ func (s *Supervisor) run(ctx context.Context, dm *daemon, first chan<- error) {
 		}
 		if err != nil && cmd != nil { // started but not answering: kill it and try again
 			s.emit(Event{UUID: dm.d.UUID, Kind: "not-ready", Err: err})
-			_ = cmd.Process.Kill()
+			_ = cmd.kill()
 		}
 		if err == nil {
 			kind := "started"
 			if attempt > 0 {
 				kind = "restarted"
+			} else if adopted {
+				kind = "adopted"
 			}
 			s.emit(Event{UUID: dm.d.UUID, Kind: kind})
 		}
 		var werr error
 		if cmd != nil {
 			select {
-			case werr = <-exited:
+			case werr = <-cmd.exited:
 			case <-ctx.Done():
-				s.stop(dm, cmd, exited)
+				s.stop(dm, cmd)
 				s.emit(Event{UUID: dm.d.UUID, Kind: "stopped"})
 				return
 			}
@@ -285,27 +297,36 @@ func (s *Supervisor) env(dm *daemon) []string {
 		"CUDA_VISIBLE_DEVICES="+dm.d.UUID)
 }
 
-// launch starts the daemon in the foreground, its output copied to control.log and parsed.
-func (s *Supervisor) launch(ctx context.Context, dm *daemon) (*exec.Cmd, <-chan error, error) {
+// proc is a running daemon: one this supervisor started, or one it took over.
+type proc struct {
+	kill   func() error
+	exited <-chan error
+}
+
+// launch starts the daemon in the foreground, its output copied to control.log and parsed, and
+// writes its process id to daemon.pid.
+func (s *Supervisor) launch(ctx context.Context, dm *daemon) (*proc, error) {
 	logf, err := os.OpenFile(filepath.Join(dm.log, "control.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, nil, fmt.Errorf("start mps daemon %s: %w", dm.d.UUID, err)
+		return nil, fmt.Errorf("start mps daemon %s: %w", dm.d.UUID, err)
 	}
 	cmd := exec.Command(s.opt.Control, "-f")
 	cmd.Env = s.env(dm)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		logf.Close()
-		return nil, nil, fmt.Errorf("start mps daemon %s: %w", dm.d.UUID, err)
+		return nil, fmt.Errorf("start mps daemon %s: %w", dm.d.UUID, err)
 	}
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return nil, nil, fmt.Errorf("start mps daemon %s: %w", dm.d.UUID, err)
+		return nil, fmt.Errorf("start mps daemon %s: %w", dm.d.UUID, err)
 	}
 	s.mu.Lock()
 	dm.pid = cmd.Process.Pid
 	s.mu.Unlock()
+	// A SIGKILL loses nothing in the page cache, and a power loss ends the daemon too: no fsync.
+	_ = os.WriteFile(filepath.Join(filepath.Dir(dm.pipe), pidFileName), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
 	exited := make(chan error, 1)
 	go func() {
 		s.follow(dm, io.TeeReader(out, logf))
@@ -313,7 +334,64 @@ func (s *Supervisor) launch(ctx context.Context, dm *daemon) (*exec.Cmd, <-chan 
 		logf.Close()
 		exited <- err
 	}()
-	return cmd, exited, nil
+	return &proc{kill: cmd.Process.Kill, exited: exited}, nil
+}
+
+// pidFileName is the file, beside pipe/ and log/, with the process id of the daemon last started.
+const pidFileName = "daemon.pid"
+
+// adopt takes over the daemon a supervisor killed with SIGKILL (the agent's process) left
+// running: the process daemon.pid names, if it is alive, runs the control executable and serves
+// this daemon's pipe directory (its environment says so, which a reused process id would not).
+// Without it the new daemon refuses to start ("An instance of this daemon is already running")
+// and is restarted for ever, while the old one keeps serving its clients unwatched; killing the
+// old one instead would kill those clients. Its exit is seen by polling, as it is not this
+// process's child; the servers it starts are not followed (its output went to the old process).
+func (s *Supervisor) adopt(dm *daemon) (*proc, bool) {
+	raw, err := os.ReadFile(filepath.Join(filepath.Dir(dm.pipe), pidFileName))
+	if err != nil {
+		return nil, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil || pid <= 0 || !alive(pid) {
+		return nil, false
+	}
+	cmdline, err1 := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	environ, err2 := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err1 != nil || err2 != nil {
+		return nil, false
+	}
+	argv0, _, _ := bytes.Cut(cmdline, []byte{0})
+	if filepath.Base(string(argv0)) != filepath.Base(s.opt.Control) ||
+		!slices.Contains(strings.Split(string(environ), "\x00"), "CUDA_MPS_PIPE_DIRECTORY="+dm.pipe) {
+		return nil, false
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return nil, false
+	}
+	s.mu.Lock()
+	dm.pid = pid
+	s.mu.Unlock()
+	exited := make(chan error, 1)
+	go func() {
+		for alive(pid) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		exited <- fmt.Errorf("adopted daemon %d exited", pid)
+	}()
+	return &proc{kill: p.Kill, exited: exited}, true
+}
+
+// alive reports whether process pid exists and is not a zombie (an orphan's parent may not reap).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state …: the state follows the last ')'.
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] != 'Z' && stat[i+2] != 'X'
 }
 
 var (
@@ -495,13 +573,13 @@ func (s *Supervisor) Health(ctx context.Context, uuid string) error {
 }
 
 // stop sends quit and waits; it kills the daemon after the command timeout.
-func (s *Supervisor) stop(dm *daemon, cmd *exec.Cmd, exited <-chan error) {
+func (s *Supervisor) stop(dm *daemon, p *proc) {
 	_, _ = s.command(context.Background(), dm, "quit")
 	select {
-	case <-exited:
+	case <-p.exited:
 	case <-time.After(s.opt.CommandTimeout):
-		_ = cmd.Process.Kill()
-		<-exited
+		_ = p.kill()
+		<-p.exited
 	}
 }
 

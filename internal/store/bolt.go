@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"hash/fnv"
+	"os"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -30,11 +34,38 @@ type Bolt struct {
 	closed bool
 }
 
+// LockTimeout is how long OpenBolt waits for another process to let go of the file's lock.
+var LockTimeout = 5 * time.Second
+
+// ErrLocked is returned (wrapped) by OpenBolt when another process holds the file.
+var ErrLocked = errors.New("the store file is locked by another process (is another `gpupool serve` using this data directory?)")
+
+// ErrDamaged is returned (wrapped) by OpenBolt for a file shorter than its own last commit says:
+// not something a crash of the process leaves (every commit is fsynced before it is
+// acknowledged), so it is refused with a message, never read as empty or left to crash.
+var ErrDamaged = errors.New("store file damaged")
+
 // OpenBolt opens (creating if needed) the store file at path and migrates it to SchemaVersion.
+// A file that another process holds is ErrLocked; a file shorter than its last commit is
+// ErrDamaged.
 func OpenBolt(path string) (*Bolt, error) {
+	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+		// bbolt maps the file into memory and walks every page in a goroutine of its own when
+		// it rebuilds the freelist: a page past the end of the file is a fault (SIGBUS) that ends
+		// the process with a stack trace, on every start.
+		if err := checkSize(path, fi.Size()); err != nil {
+			return nil, fmt.Errorf("open store %s: %w", path, err)
+		}
+		if err := readAll(path); err != nil {
+			return nil, fmt.Errorf("open store %s: %w", path, err)
+		}
+	}
 	// NoFreelistSync: the freelist is rebuilt from the pages on open instead of written on every
 	// commit, which saves a page write per commit; the data and meta pages are still fsynced.
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: LockTimeout, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("open store %s: %w (waited %s)", path, ErrLocked, LockTimeout)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -43,6 +74,98 @@ func OpenBolt(path string) (*Bolt, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return &Bolt{db: db}, nil
+}
+
+// readAll reads every record of an existing file on a read-only open, in this goroutine, where a
+// damaged page is a panic (bbolt's page checks) or a fault that can be recovered and reported.
+// The read-write open that follows rebuilds the freelist by walking the same pages in a goroutine
+// of bbolt's own, where the same damage ends the process. A read-only open does not rebuild the
+// freelist. Load reads the same records later, so a file that passes here is not refused for
+// anything Load would not meet.
+func readAll(path string) (err error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: LockTimeout, ReadOnly: true})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return fmt.Errorf("%w (waited %s)", ErrLocked, LockTimeout)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrDamaged, err)
+	}
+	defer db.Close()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v (restore it from a backup)", ErrDamaged, r)
+		}
+	}()
+	return db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(_ []byte, b *bolt.Bucket) error { return walkBucket(b) })
+	})
+}
+
+func walkBucket(b *bolt.Bucket) error {
+	return b.ForEach(func(k, v []byte) error {
+		if v == nil {
+			if nb := b.Bucket(k); nb != nil {
+				return walkBucket(nb)
+			}
+		}
+		return nil
+	})
+}
+
+// checkSize compares the file's size with the size its newest valid meta page records (bbolt's
+// page count times the page size), so that a truncated file is named as such before it is mapped.
+// A file too short or without a valid meta page is left to bbolt, which refuses it.
+func checkSize(path string, size int64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	need := int64(0)
+	var txid uint64
+	// The two meta pages are at page 0 and 1; the page size is in the first one (or, when it is
+	// damaged, found by trying the usual sizes for the second).
+	for _, off := range []int64{0, 4096, 8192, 16384, 32768, 65536} {
+		m, ok := readMeta(f, off)
+		if !ok || (off != 0 && int64(m.pageSize) != off) {
+			continue
+		}
+		if m.txid >= txid {
+			txid, need = m.txid, int64(m.pgid)*int64(m.pageSize)
+		}
+	}
+	if need > size {
+		return fmt.Errorf("%w: the file has %d bytes, its last commit needs %d (truncated; restore it from a backup)", ErrDamaged, size, need)
+	}
+	return nil
+}
+
+type metaPage struct {
+	pageSize uint32
+	pgid     uint64
+	txid     uint64
+}
+
+// readMeta reads a bbolt meta page at off: page header (16 bytes), then magic, version, page
+// size, flags (4 bytes each), root bucket (16), freelist page (8), page count (8), txid (8) and
+// an FNV-64a checksum of the meta fields before it.
+func readMeta(f *os.File, off int64) (metaPage, bool) {
+	var buf [16 + 64]byte
+	if _, err := f.ReadAt(buf[:], off); err != nil {
+		return metaPage{}, false
+	}
+	m := buf[16:]
+	le := binary.LittleEndian
+	if le.Uint32(m[0:4]) != 0xED0CDAED || le.Uint32(m[4:8]) != 2 {
+		return metaPage{}, false
+	}
+	h := fnv.New64a()
+	h.Write(m[:56])
+	if h.Sum64() != le.Uint64(m[56:64]) {
+		return metaPage{}, false
+	}
+	return metaPage{pageSize: le.Uint32(m[8:12]), pgid: le.Uint64(m[40:48]), txid: le.Uint64(m[48:56])}, true
 }
 
 // migrate brings the file to SchemaVersion inside one transaction.

@@ -8,6 +8,15 @@
 // implementation syncs the file to disk before Commit returns (bbolt's default), so a commit that
 // returned survives SIGKILL and power loss of the process.
 //
+// Open refuses, with an error and without touching the file, a file that another process holds
+// (ErrLocked, after LockTimeout: a second `gpupool serve` on one data directory) and a file
+// shorter than its newest meta page says its last commit needs (ErrDamaged: a truncated copy or a
+// damaged disk, not something a crash leaves). Such a file was mapped and read past its end
+// before, a SIGBUS on every start. A file with a garbled page in use is ErrDamaged too: every
+// record is read first on a read-only open, where bbolt's page checks panic in the caller's
+// goroutine and are recovered; the read-write open's freelist rebuild walks the same pages in a
+// goroutine of bbolt's own, where the panic ended the process.
+//
 // Schema versions. The file records its schema version in the "meta" bucket:
 //
 //	1: every record in one bucket "data" under the key "KIND/KEY"; no revision.

@@ -1,0 +1,10 @@
+package agent
+
+import "errors"
+
+// lockFileName is the state directory's lock file (see LockStateDir).
+const lockFileName = "lock"
+
+// ErrStateDirLocked is returned (wrapped) by LockStateDir when another process holds the state
+// directory: another agent on the same stateDir, still running.
+var ErrStateDirLocked = errors.New("another gpupool agent uses this state directory")
