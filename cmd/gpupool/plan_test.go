@@ -312,8 +312,9 @@ func TestPlanCurrentListsDevicePluginChange(t *testing.T) {
 
 // Review 8, L1: with the simulation on, e-grow1 re-planned against e-grow0's plan (max-moves 0)
 // keeps g0 where it runs and grows it to 15 mps 1/32 replicas; its reasons size it at 60 req/s
-// over those 15, and the plan in force's simulation verdict (1 replica at 1 req/s) is gone, as
-// the kept plan is not simulated.
+// over those 15, and the plan in force's simulation verdict (1 replica at 1 req/s) is gone: its
+// Simulated reason is the kept plan's own runs, at 15 replicas (before, it had none, the kept
+// plan not being simulated).
 func TestPlanCurrentKeptSizingReasons(t *testing.T) {
 	const e0, e1 = "../../testdata/review8/e-grow0-pool.yaml", "../../testdata/review8/e-grow1-pool.yaml"
 	cur, errOut, code := runCmd(t, "plan", e0, "-o", "yaml")
@@ -343,7 +344,10 @@ func TestPlanCurrentKeptSizingReasons(t *testing.T) {
 	if !strings.Contains(all, "ComputeBound: one replica on A100-SXM4-80GB mps 1/32 sustains") || !strings.Contains(all, "; 60 req/s over 15 replica(s) with") {
 		t.Errorf("g0 not sized at 60 req/s over 15 mps 1/32 replicas:\n%s", all)
 	}
-	for _, stale := range []string{"1 req/s over 1 replica(s)", "Simulated:", "the plan in force's"} {
+	if !strings.Contains(all, "Simulated: in 3 simulated runs of the plan at 15 replica(s), ") {
+		t.Errorf("g0 carries no Simulated reason of the kept plan's runs at 15 replicas:\n%s", all)
+	}
+	for _, stale := range []string{"1 req/s over 1 replica(s)", "at 1 replica(s)", "not simulated in this plan", "the plan in force's"} {
 		if strings.Contains(all, stale) {
 			t.Errorf("g0 carries %q of the plan in force:\n%s", stale, all)
 		}

@@ -58,7 +58,17 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 	var best, fallback *option
 	_, running := p.inForce()
 	short := shortTenants(next)
+	type weighed struct {
+		pl     *v1.Plan
+		chosen string
+	}
+	var all []weighed // every plan weighed, to weigh again once a kept plan is confirmed
+	var weigh func(pl *v1.Plan, chosen string)
 	consider := func(pl *v1.Plan, chosen string) {
+		all = append(all, weighed{pl, chosen})
+		weigh(pl, chosen)
+	}
+	weigh = func(pl *v1.Plan, chosen string) {
 		steps := Migration(cur, pl, 1)
 		o := &option{pl: pl, moves: countMoves(steps), chosen: chosen}
 		if !within(o.moves) {
@@ -84,21 +94,20 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 		consider(kept, "kept")
 	}
 	var partErr error
+	var part *v1.Plan
+	var made int
 	if !within(moves) {
-		var part *v1.Plan
-		var made int
 		part, made, partErr = p.partialRepack(next, limit)
 		if partErr == nil {
 			consider(part, "part")
-			if best != nil && best.pl == part {
-				gpus, _ := p.inForce()
-				r := v1.NewReason(v1.ReasonMoveBudget, "partly re-packed within max-moves %d: %d of the re-pack's %d replica moves, those that free the most GPUs; the pool runs on %d GPUs (re-packed: %d, plan in force: %d)",
-					limit, made, moves, part.Summary.GPUsUsed, next.Summary.GPUsUsed, usedGPUs(gpus))
-				addReason(part, r)
-			}
 		}
 	}
-	if best == nil && limit >= 0 && len(cur.LoRAEngines) == 0 {
+	heldTried := false
+	tryHeld := func() {
+		if best != nil || limit < 0 || len(cur.LoRAEngines) > 0 || heldTried {
+			return
+		}
+		heldTried = true
 		// Nothing within the budget serves every tenant the re-pack serves: the best plan within
 		// it does not, and says so. Besides the kept plan (when it could be made), the plan in
 		// force held as it is: every tenant keeps what runs now, those it does not serve short.
@@ -112,6 +121,39 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 		if held, err := p.keepHolding(next, why); err == nil {
 			consider(held, "held")
 		}
+	}
+	tryHeld()
+	// The kept or held plan chosen is confirmed by simulation as the re-pack was (confirmKept).
+	// A replica it starts in room changes none of the plan's GPUs, moves or GPU changes, so the
+	// weighing stands; a tenant it leaves short does not, and every plan is weighed again.
+	confirmed := map[*v1.Plan]bool{}
+	for {
+		pick := best
+		if pick == nil {
+			pick = fallback
+		}
+		if pick == nil || pick.chosen != "kept" && pick.chosen != "held" || confirmed[pick.pl] {
+			break
+		}
+		before := shortTenants(pick.pl)
+		if err := p.confirmKept(pick.pl, pick.chosen == "held", limit); err != nil {
+			return nil, err
+		}
+		confirmed[pick.pl] = true
+		if shortTenants(pick.pl) == before {
+			break
+		}
+		best, fallback = nil, nil
+		for _, w := range all {
+			weigh(w.pl, w.chosen)
+		}
+		tryHeld()
+	}
+	if best != nil && best.chosen == "part" {
+		gpus, _ := p.inForce()
+		r := v1.NewReason(v1.ReasonMoveBudget, "partly re-packed within max-moves %d: %d of the re-pack's %d replica moves, those that free the most GPUs; the pool runs on %d GPUs (re-packed: %d, plan in force: %d)",
+			limit, made, moves, part.Summary.GPUsUsed, next.Summary.GPUsUsed, usedGPUs(gpus))
+		addReason(part, r)
 	}
 	if best == nil && fallback != nil {
 		pl := fallback.pl
@@ -718,7 +760,7 @@ func (p *planner) keptReasons(tn *tenant, uses []slotUse, n int, old v1.PlanTena
 	}
 	if pt, ok := planTenant(next, tn.t.Name); ok && !pt.Infeasible && c == tn.choice && len(nextUses[tn.t.Name]) == n {
 		out := slices.DeleteFunc(slices.Clone(pt.Reasons), func(r v1.Reason) bool { return r.Code == v1.ReasonMoveBudget })
-		return append(out, p.keptLoadReason(tn, c, n, old.Predicted, "the sizing and the simulation's verdict above are the re-pack's, which runs it on the same slice kind and count")...)
+		return append(out, p.keptLoadReason(tn, c, n, old.Predicted, keptRepackVerdict)...)
 	}
 	choice := tn.choice
 	tn.choice = c
@@ -752,7 +794,7 @@ func (p *planner) keptReasons(tn *tenant, uses []slotUse, n int, old v1.PlanTena
 		}
 		out = append(out, where...)
 	}
-	return append(out, p.keptLoadReason(tn, c, n, old.Predicted, "the sizing above is for its load now on that slice kind, not simulated in this plan")...)
+	return append(out, p.keptLoadReason(tn, c, n, old.Predicted, keptNotSimulated)...)
 }
 
 // keptLoadReason says what a tenant the kept plan keeps where it runs carries now: its load over
