@@ -378,7 +378,7 @@ func (st *confirmState) reason(n int, before []string) v1.Reason {
 	case st.left != "":
 		return v1.NewReason(v1.ReasonSimulated, "%s%s: short (below %.1f %%, or %.2f %% in a run), not raised (%s); the queueing model's count is %d",
 			verdict, short, 100*confirmKeep, 100*confirmRunKeep, st.left, st.model)
-	case n > st.model:
+	case n != st.model: // more after raises; fewer where a held plan leaves the tenant short
 		return v1.NewReason(v1.ReasonSimulated, "%s%s; the queueing model's count is %d", verdict, short, st.model)
 	}
 	return v1.NewReason(v1.ReasonSimulated, "%s%s; the queueing model's count", verdict, short)

@@ -21,7 +21,8 @@ import (
 // sharing-component runs for tenants too slow for the pool-wide runs. A tenant is judged on the
 // slice kind it runs on in that plan (inForceCand), at the replicas it runs there, when the
 // queueing model sized it (as confirmable: not a fixed count, a measured profile, or a bursty or
-// diurnal pattern).
+// diurnal pattern). A tenant the plan leaves short already (held with fewer replicas than its
+// load needs) is simulated and its reason says what its replicas saw, but it is not raised.
 //
 // A tenant the runs find short gets a replica more only where the plan allows one without a GPU
 // change or a move: in the room its busy GPUs leave free (keptRoom, the same room fillKept starts
@@ -50,9 +51,12 @@ func keptConfirmable(tn *tenant, c *cand) bool {
 
 // keptJudged is one tenant the runs of a kept plan judge.
 type keptJudged struct {
-	tn     *tenant
-	c      *cand
-	n      int // the replicas it runs in the plan
+	tn *tenant
+	c  *cand
+	n  int // the replicas it runs in the plan
+	// short marks a tenant the plan leaves short already (one held with fewer replicas than
+	// its load needs): the runs say what its replicas see, and it is not raised
+	short  bool
 	st     *confirmState
 	before []string // the counts found short before, for its Simulated reason
 	// code and why say why a count found short was not raised ("" while it was, or passed)
@@ -95,7 +99,7 @@ func (p *planner) confirmKept(pl *v1.Plan, held bool, limit int) error {
 				sumRate += tn.t.Traffic.RPS
 			}
 			at := slices.IndexFunc(pl.Tenants, func(pt v1.PlanTenant) bool { return pt.Name == name })
-			if at < 0 || pl.Tenants[at].Infeasible || len(uses[name]) == 0 {
+			if at < 0 || len(uses[name]) == 0 {
 				continue
 			}
 			c, err := inForceCand(tn, uses[name])
@@ -111,7 +115,7 @@ func (p *planner) confirmKept(pl *v1.Plan, held bool, limit int) error {
 				j = &keptJudged{tn: tn, st: &confirmState{model: model}}
 				judged[name] = j
 			}
-			j.c, j.n = c, len(uses[name])
+			j.c, j.n, j.short = c, len(uses[name]), pl.Tenants[at].Infeasible
 			judge = append(judge, tn)
 			minRate = min(minRate, tn.t.Traffic.RPS)
 		}
@@ -138,7 +142,7 @@ func (p *planner) confirmKept(pl *v1.Plan, held bool, limit int) error {
 		}
 		var short []*keptJudged
 		for _, tn := range judge {
-			if j := judged[tn.t.Name]; j.st.judged && (j.st.att < confirmKeep || j.st.worst < confirmRunKeep) {
+			if j := judged[tn.t.Name]; !j.short && j.st.judged && (j.st.att < confirmKeep || j.st.worst < confirmRunKeep) {
 				short = append(short, j)
 			}
 		}
