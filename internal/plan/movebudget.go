@@ -37,6 +37,10 @@ func countMoves(steps []Step) int { return CountMoves(steps) }
 // with why), never one that leaves a tenant without the replicas it runs now. When not even that
 // exists (a tenant that runs now would have to stop: its slice kind is no longer allowed) Build
 // fails, naming the tenants that must move and why.
+//
+// A kept or held plan chosen is confirmed by simulation as the re-pack was (confirmKept): its
+// tenants found short start a replica more in room, which changes none of the plan's GPUs, moves
+// or GPU changes; when the runs leave a tenant short, every plan is weighed again.
 func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 	cur := p.o.Current
 	limit := -1
@@ -63,12 +67,7 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 		chosen string
 	}
 	var all []weighed // every plan weighed, to weigh again once a kept plan is confirmed
-	var weigh func(pl *v1.Plan, chosen string)
-	consider := func(pl *v1.Plan, chosen string) {
-		all = append(all, weighed{pl, chosen})
-		weigh(pl, chosen)
-	}
-	weigh = func(pl *v1.Plan, chosen string) {
+	weigh := func(pl *v1.Plan, chosen string) {
 		steps := Migration(cur, pl, 1)
 		o := &option{pl: pl, moves: countMoves(steps), chosen: chosen}
 		if !within(o.moves) {
@@ -87,6 +86,10 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 		if best == nil || slices.Compare(o.score[:], best.score[:]) < 0 {
 			best = o
 		}
+	}
+	consider := func(pl *v1.Plan, chosen string) {
+		all = append(all, weighed{pl, chosen})
+		weigh(pl, chosen)
 	}
 	consider(next, "next")
 	kept, mustMove, keepErr := p.keepServed(next)
@@ -747,7 +750,8 @@ func (p *planner) predictInForce(tn *tenant, uses []slotUse, n int, old v1.Predi
 // on the same slice kind with as many replicas, they are the re-pack's (its simulation's verdict
 // included); else the sizing reasons are made again, as the fresh planner words them, for the
 // slice kind it runs on at its load now (the memory it needs, the rate a replica sustains there,
-// the replicas that load needs), with no simulation's verdict (the kept plan is not simulated).
+// the replicas that load needs), with no simulation's verdict: the verdict a kept plan carries is
+// its own runs' (confirmKept), when it is simulated.
 // A reason with its load now over its n replicas follows (keptLoadReason). A tenant whose slice
 // kind in force is not known keeps the plan in force's reasons.
 func (p *planner) keptReasons(tn *tenant, uses []slotUse, n int, old v1.PlanTenant, next *v1.Plan, nextUses map[string][]slotUse) []v1.Reason {
