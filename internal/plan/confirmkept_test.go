@@ -265,3 +265,52 @@ func TestKeptPlanShortBySimulationWeighedAgain(t *testing.T) {
 		t.Errorf("max-moves 0: g0's reasons do not say the plan leaves it short within the budget: %v", g0.Reasons)
 	}
 }
+
+// Review 3's r7→r8 re-plan with max-moves 0 holds the plan in force (t-14b and t-8b-c2 short).
+// A simulation that finds t-72b short (97 %) beside the held neighbours (t-8b-c2 on 1g.23gb
+// instances, where the re-pack gives it 1g.45gb) cannot raise it: t-72b runs on whole exclusive GPUs,
+// and the held plan has no room of that kind. It is marked short, its first reason saying why,
+// and nothing moves. Before, the held plan was returned with t-72b served and the plan in force's
+// verdict.
+func TestHeldPlanShortWithoutRoom(t *testing.T) {
+	if raceEnabled {
+		t.Skip("simulates the pool several times")
+	}
+	cur, pool := r7r8(t)
+	held := func(pl *v1.Plan) bool { // t-8b-c2 on 1g.23gb, as in force; the re-pack gives it 1g.45gb
+		for _, g := range pl.GPUs {
+			for _, in := range g.Instances {
+				if in.Profile == "1g.23gb" && slices.ContainsFunc(in.Replicas, func(r v1.PlanReplica) bool { return r.Tenant == "t-8b-c2" }) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	strict := func(ctx context.Context, in SimInput) (map[string]SimTenant, error) {
+		out, err := simRun(ctx, in)
+		if tr, ok := out["t-72b"]; err == nil && ok && tr.Judged > 0 && held(in.Plan) {
+			tr.Attainment = min(tr.Attainment, 0.97)
+			out["t-72b"] = tr
+		}
+		return out, err
+	}
+	zero := 0
+	pl, err := Build(context.Background(), pool, Options{Current: cur, MaxMoves: &zero, Simulate: strict})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !held(pl) || countOn(pl, "t-14b") != 1 || CountMoves(Migration(cur, pl, 1)) != 0 {
+		t.Fatalf("setup: the plan in force is not held (t-14b on %d replicas)", countOn(pl, "t-14b"))
+	}
+	t72 := planTenantOf(t, pl, "t-72b")
+	first := t72.Reasons[0]
+	if !t72.Infeasible || first.Code != v1.ReasonNoCapacity || len(t72.Replicas) != 2 ||
+		!strings.HasPrefix(first.Message, "this plan's simulation finds 2 replica(s) of exclusive GPU short of the SLO") ||
+		!strings.Contains(first.Message, "the plan in force, held within max-moves 0, has no room of its kind (exclusive GPU of B200-180GB)") {
+		t.Errorf("t-72b: infeasible %v, %d replicas, first reason %v", t72.Infeasible, len(t72.Replicas), first)
+	}
+	if r := simReasonOf(pl, "t-72b"); !strings.Contains(r, "short (below 99.5 %, or 99.25 % in a run), not raised (no room)") {
+		t.Errorf("t-72b's Simulated reason: %q", r)
+	}
+}
