@@ -126,7 +126,14 @@ func (p *planner) confirmKept(pl *v1.Plan, held bool, limit int) error {
 		if !(secs >= 1) {
 			break
 		}
-		reports, err := p.simulateRuns(p.pool, pl, time.Duration(secs*float64(time.Second)))
+		// Shared LoRA engines and their adapter tenants are left out, as the draft a fresh plan
+		// simulates leaves them (their engines are confirmed apart, confirm_lora.go).
+		dense := map[string]bool{}
+		for _, pt := range pl.Tenants {
+			dense[pt.Name] = len(pt.LoRAEngines) == 0
+		}
+		sp, spl := restrict(p.pool, pl, dense)
+		reports, err := p.simulateRuns(sp, spl, time.Duration(secs*float64(time.Second)))
 		if err != nil {
 			return err
 		}
