@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -312,8 +313,9 @@ func TestPlanCurrentListsDevicePluginChange(t *testing.T) {
 
 // Review 8, L1: with the simulation on, e-grow1 re-planned against e-grow0's plan (max-moves 0)
 // keeps g0 where it runs and grows it to 15 mps 1/32 replicas; its reasons size it at 60 req/s
-// over those 15, and the plan in force's simulation verdict (1 replica at 1 req/s) is gone, as
-// the kept plan is not simulated.
+// over those 15, and the plan in force's simulation verdict (1 replica at 1 req/s) is gone: its
+// Simulated reason is the kept plan's own runs, at 15 replicas (before, it had none, the kept
+// plan not being simulated).
 func TestPlanCurrentKeptSizingReasons(t *testing.T) {
 	const e0, e1 = "../../testdata/review8/e-grow0-pool.yaml", "../../testdata/review8/e-grow1-pool.yaml"
 	cur, errOut, code := runCmd(t, "plan", e0, "-o", "yaml")
@@ -343,9 +345,45 @@ func TestPlanCurrentKeptSizingReasons(t *testing.T) {
 	if !strings.Contains(all, "ComputeBound: one replica on A100-SXM4-80GB mps 1/32 sustains") || !strings.Contains(all, "; 60 req/s over 15 replica(s) with") {
 		t.Errorf("g0 not sized at 60 req/s over 15 mps 1/32 replicas:\n%s", all)
 	}
-	for _, stale := range []string{"1 req/s over 1 replica(s)", "Simulated:", "the plan in force's"} {
+	if !strings.Contains(all, "Simulated: in 3 simulated runs of the plan at 15 replica(s), ") {
+		t.Errorf("g0 carries no Simulated reason of the kept plan's runs at 15 replicas:\n%s", all)
+	}
+	for _, stale := range []string{"1 req/s over 1 replica(s)", "at 1 replica(s)", "not simulated in this plan", "the plan in force's"} {
 		if strings.Contains(all, stale) {
 			t.Errorf("g0 carries %q of the plan in force:\n%s", stale, all)
 		}
+	}
+}
+
+// With the simulation on, the r7→r8 re-plan of review 3 with --max-moves 0 holds the plan in
+// force, t-14b (1 of the 2 mig 4g.90gb replicas it now needs) and t-8b-c2 short. The held plan is
+// simulated as it will run: every tenant's Simulated reason is its runs at the replicas it holds,
+// and the short tenants' say what those replicas see at the load now and what the queueing model
+// asks. Before, the held plan was not simulated and they carried the plan in force's verdict
+// (t-14b: "at 1 replica(s), 100.00 %", at its old load).
+func TestPlanCurrentHeldPlanSimulated(t *testing.T) {
+	const r7, r8 = "testdata/review3/r7-b200-dense.yaml", "testdata/review3/r8-b200-dense-v2.yaml"
+	cur, errOut, code := runCmd(t, "plan", r7, "-o", "yaml")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	out, errOut, _ := runCmd(t, "plan", r8, "--current", writeTemp(t, "p7.yaml", cur), "--max-moves", "0", "-o", "json")
+	var pl v1.Plan
+	if err := json.Unmarshal([]byte(out), &pl); err != nil {
+		t.Fatalf("%v: %s", err, errOut)
+	}
+	for _, pt := range pl.Tenants {
+		r, ok := pt.Reason(v1.ReasonSimulated)
+		want := fmt.Sprintf("in 3 simulated runs of the plan at %d replica(s), ", len(pt.Replicas))
+		if !ok || !strings.HasPrefix(r.Message, want) {
+			t.Errorf("%s (%d replicas, short %v): Simulated reason %q, want one starting %q", pt.Name, len(pt.Replicas), pt.Infeasible, r.Message, want)
+		}
+	}
+	at := slices.IndexFunc(pl.Tenants, func(x v1.PlanTenant) bool { return x.Name == "t-14b" })
+	if at < 0 || !pl.Tenants[at].Infeasible || len(pl.Tenants[at].Replicas) != 1 {
+		t.Fatalf("setup: t-14b is not held short on 1 replica")
+	}
+	if r, _ := pl.Tenants[at].Reason(v1.ReasonSimulated); !strings.HasSuffix(r.Message, "; the queueing model's count is 2") || strings.Contains(r.Message, "100.00 %") {
+		t.Errorf("t-14b's Simulated reason is not its held replica's runs at the load now: %q", r.Message)
 	}
 }

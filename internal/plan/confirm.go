@@ -164,7 +164,7 @@ func (p *planner) confirm() error {
 			st.poolOver, st.component, st.boardless = st.over, "", false
 		}
 		// Tenants the pool-wide runs cannot judge are judged in runs of their sharing component.
-		if err := p.confirmComponents(judge, pl, budget); err != nil {
+		if err := p.confirmComponents(judge, pl, budget, p.chosenState); err != nil {
 			return err
 		}
 		var raised []*tenant
@@ -221,6 +221,11 @@ func (p *planner) confirm() error {
 		}
 	}
 	return nil
+}
+
+// chosenState is tn's confirmState and count in the chosen plan being confirmed.
+func (p *planner) chosenState(tn *tenant) (*confirmState, int) {
+	return p.confirmed[tn.choice], tn.choice.replicas
 }
 
 // leftShort records that the runs found tn's count short of its SLO and that it was not raised:
@@ -350,26 +355,31 @@ func (p *planner) simReason(tn *tenant) (v1.Reason, bool) {
 	if tn.choice == nil || p.confirmed[tn.choice] == nil {
 		return v1.Reason{}, false
 	}
-	st, n := p.confirmed[tn.choice], tn.choice.replicas
+	return p.confirmed[tn.choice].reason(tn.choice.replicas, p.confirmShort[tn]), true
+}
+
+// reason is the Simulated reason of a tenant whose runs st holds, at n replicas now, found short
+// before on the counts listed in before.
+func (st *confirmState) reason(n int, before []string) v1.Reason {
 	if !st.judged {
 		if st.component != "" {
 			return v1.NewReason(v1.ReasonSimulated, "not judged by the plan's simulation: %d requests in %d runs of %s, %d in the pool-wide runs, fewer than %d",
-				st.over, confirmRuns, st.runsOf(), st.poolOver, confirmMinJudged), true
+				st.over, confirmRuns, st.runsOf(), st.poolOver, confirmMinJudged)
 		}
-		return v1.NewReason(v1.ReasonSimulated, "not judged by the plan's simulation: %d requests in %d runs, fewer than %d", st.over, confirmRuns, confirmMinJudged), true
+		return v1.NewReason(v1.ReasonSimulated, "not judged by the plan's simulation: %d requests in %d runs, fewer than %d", st.over, confirmRuns, confirmMinJudged)
 	}
 	verdict := fmt.Sprintf("in %d simulated runs of %s at %d replica(s), %.2f %% of %d requests met the SLO, %.2f %% in the worst run (p99 TTFT up to %s, TPOT up to %s)%s",
 		confirmRuns, st.runsOf(), st.simulated, 100*st.att, st.over, 100*st.worst, roundDur(st.ttft), roundDur(st.tpot), st.poolText())
 	var short string
-	if s := p.confirmShort[tn]; len(s) > 0 {
-		short = fmt.Sprintf("; found short before on %s", strings.Join(s, ", "))
+	if len(before) > 0 {
+		short = fmt.Sprintf("; found short before on %s", strings.Join(before, ", "))
 	}
 	switch {
 	case st.left != "":
 		return v1.NewReason(v1.ReasonSimulated, "%s%s: short (below %.1f %%, or %.2f %% in a run), not raised (%s); the queueing model's count is %d",
-			verdict, short, 100*confirmKeep, 100*confirmRunKeep, st.left, st.model), true
-	case n > st.model:
-		return v1.NewReason(v1.ReasonSimulated, "%s%s; the queueing model's count is %d", verdict, short, st.model), true
+			verdict, short, 100*confirmKeep, 100*confirmRunKeep, st.left, st.model)
+	case n != st.model: // more after raises; fewer where a held plan leaves the tenant short
+		return v1.NewReason(v1.ReasonSimulated, "%s%s; the queueing model's count is %d", verdict, short, st.model)
 	}
-	return v1.NewReason(v1.ReasonSimulated, "%s%s; the queueing model's count", verdict, short), true
+	return v1.NewReason(v1.ReasonSimulated, "%s%s; the queueing model's count", verdict, short)
 }

@@ -118,15 +118,16 @@ func restrict(pool *v1.Pool, pl *v1.Plan, names map[string]bool) (*v1.Pool, *v1.
 }
 
 // confirmComponents judges, in runs of their sharing components of pl, the tenants of judge the
-// pool-wide runs left unjudged (their confirmState already holds those runs).
-func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int) error {
+// pool-wide runs left unjudged (their confirmState already holds those runs); state gives a
+// tenant's confirmState and the replicas it runs in pl.
+func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int, state func(*tenant) (*confirmState, int)) error {
 	open := map[string]*tenant{}
 	lora := map[string]bool{}
 	for _, pt := range pl.Tenants {
 		lora[pt.Name] = len(pt.LoRAEngines) > 0
 	}
 	for _, tn := range judge {
-		if !p.confirmed[tn.choice].judged && !lora[tn.t.Name] {
+		if st, _ := state(tn); !st.judged && !lora[tn.t.Name] {
 			open[tn.t.Name] = tn
 		}
 	}
@@ -198,9 +199,9 @@ func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int) er
 			if tn == nil {
 				continue
 			}
-			st := p.confirmed[tn.choice]
+			st, count := state(tn)
 			var again confirmState
-			again.tally(tn.choice.replicas, n, reports)
+			again.tally(count, n, reports)
 			if again.over <= st.poolOver {
 				continue // no more requests than the pool-wide runs gave it
 			}

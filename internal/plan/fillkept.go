@@ -80,29 +80,7 @@ func (p *planner) fillKept(kept, next *v1.Plan, place []v1.Tenant, grow map[stri
 			rest = append(rest, t)
 			continue
 		}
-		index := 0
-		for _, r := range entry.Replicas {
-			index = max(index, r.Index+1)
-		}
-		var where []string
-		for _, s := range slots {
-			g := &kept.GPUs[s.g]
-			r := tmpl
-			r.Tenant, r.Index = name, index
-			r.VLLMArgs = slices.Clone(tmpl.VLLMArgs)
-			ref := v1.ReplicaRef{Index: index, GPU: g.Ref(), Slice: c.kind}
-			if s.in < 0 {
-				g.Replicas = append(g.Replicas, r)
-				where = append(where, g.Ref().String())
-			} else {
-				in := &g.Instances[s.in]
-				in.Replicas = append(in.Replicas, r)
-				ref.Instance = in.Ref()
-				where = append(where, fmt.Sprintf("%s of %s", in.Ref(), g.Ref()))
-			}
-			entry.Replicas = append(entry.Replicas, ref)
-			index++
-		}
+		where := startInRoom(kept, entry, tmpl, c.kind, slots)
 		note := fmt.Errorf("tenant %s starts %s in room the plan in force leaves free (%s), on GPUs that keep their layout: %s",
 			name, replicasN(n), c.label(), strings.Join(where, ", "))
 		entry.Reasons = append(slices.Clone(entry.Reasons), v1.NewReason(v1.ReasonMoveBudget, "%s", note))
@@ -114,6 +92,35 @@ func (p *planner) fillKept(kept, next *v1.Plan, place []v1.Tenant, grow map[stri
 	}
 	kept.Summary.GPUsUsed = usedGPUs(kept.GPUs)
 	return rest, filled, notes
+}
+
+// startInRoom starts a replica of entry's tenant like tmpl, on slice kind kind, on each of slots
+// of kept, numbered after entry's replicas, and returns where each runs.
+func startInRoom(kept *v1.Plan, entry *v1.PlanTenant, tmpl v1.PlanReplica, kind v1.SliceKind, slots []keptSlot) []string {
+	index := 0
+	for _, r := range entry.Replicas {
+		index = max(index, r.Index+1)
+	}
+	var where []string
+	for _, s := range slots {
+		g := &kept.GPUs[s.g]
+		r := tmpl
+		r.Tenant, r.Index = entry.Name, index
+		r.VLLMArgs = slices.Clone(tmpl.VLLMArgs)
+		ref := v1.ReplicaRef{Index: index, GPU: g.Ref(), Slice: kind}
+		if s.in < 0 {
+			g.Replicas = append(g.Replicas, r)
+			where = append(where, g.Ref().String())
+		} else {
+			in := &g.Instances[s.in]
+			in.Replicas = append(in.Replicas, r)
+			ref.Instance = in.Ref()
+			where = append(where, fmt.Sprintf("%s of %s", in.Ref(), g.Ref()))
+		}
+		entry.Replicas = append(entry.Replicas, ref)
+		index++
+	}
+	return where
 }
 
 // slotRoom is the free room of the kept plan's busy GPUs: per slot, its group and how many more

@@ -37,6 +37,10 @@ func countMoves(steps []Step) int { return CountMoves(steps) }
 // with why), never one that leaves a tenant without the replicas it runs now. When not even that
 // exists (a tenant that runs now would have to stop: its slice kind is no longer allowed) Build
 // fails, naming the tenants that must move and why.
+//
+// A kept or held plan chosen is confirmed by simulation as the re-pack was (confirmKept): its
+// tenants found short start a replica more in room, which changes none of the plan's GPUs, moves
+// or GPU changes; when the runs leave a tenant short, every plan is weighed again.
 func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 	cur := p.o.Current
 	limit := -1
@@ -58,7 +62,12 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 	var best, fallback *option
 	_, running := p.inForce()
 	short := shortTenants(next)
-	consider := func(pl *v1.Plan, chosen string) {
+	type weighed struct {
+		pl     *v1.Plan
+		chosen string
+	}
+	var all []weighed // every plan weighed, to weigh again once a kept plan is confirmed
+	weigh := func(pl *v1.Plan, chosen string) {
 		steps := Migration(cur, pl, 1)
 		o := &option{pl: pl, moves: countMoves(steps), chosen: chosen}
 		if !within(o.moves) {
@@ -78,27 +87,30 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 			best = o
 		}
 	}
+	consider := func(pl *v1.Plan, chosen string) {
+		all = append(all, weighed{pl, chosen})
+		weigh(pl, chosen)
+	}
 	consider(next, "next")
 	kept, mustMove, keepErr := p.keepServed(next)
 	if keepErr == nil {
 		consider(kept, "kept")
 	}
 	var partErr error
+	var part *v1.Plan
+	var made int
 	if !within(moves) {
-		var part *v1.Plan
-		var made int
 		part, made, partErr = p.partialRepack(next, limit)
 		if partErr == nil {
 			consider(part, "part")
-			if best != nil && best.pl == part {
-				gpus, _ := p.inForce()
-				r := v1.NewReason(v1.ReasonMoveBudget, "partly re-packed within max-moves %d: %d of the re-pack's %d replica moves, those that free the most GPUs; the pool runs on %d GPUs (re-packed: %d, plan in force: %d)",
-					limit, made, moves, part.Summary.GPUsUsed, next.Summary.GPUsUsed, usedGPUs(gpus))
-				addReason(part, r)
-			}
 		}
 	}
-	if best == nil && limit >= 0 && len(cur.LoRAEngines) == 0 {
+	heldTried := false
+	tryHeld := func() {
+		if best != nil || limit < 0 || len(cur.LoRAEngines) > 0 || heldTried {
+			return
+		}
+		heldTried = true
 		// Nothing within the budget serves every tenant the re-pack serves: the best plan within
 		// it does not, and says so. Besides the kept plan (when it could be made), the plan in
 		// force held as it is: every tenant keeps what runs now, those it does not serve short.
@@ -112,6 +124,39 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 		if held, err := p.keepHolding(next, why); err == nil {
 			consider(held, "held")
 		}
+	}
+	tryHeld()
+	// The kept or held plan chosen is confirmed by simulation as the re-pack was (confirmKept).
+	// A replica it starts in room changes none of the plan's GPUs, moves or GPU changes, so the
+	// weighing stands; a tenant it leaves short does not, and every plan is weighed again.
+	confirmed := map[*v1.Plan]bool{}
+	for {
+		pick := best
+		if pick == nil {
+			pick = fallback
+		}
+		if pick == nil || pick.chosen != "kept" && pick.chosen != "held" || confirmed[pick.pl] {
+			break
+		}
+		before := shortTenants(pick.pl)
+		if err := p.confirmKept(pick.pl, pick.chosen == "held", limit); err != nil {
+			return nil, err
+		}
+		confirmed[pick.pl] = true
+		if shortTenants(pick.pl) == before {
+			break
+		}
+		best, fallback = nil, nil
+		for _, w := range all {
+			weigh(w.pl, w.chosen)
+		}
+		tryHeld()
+	}
+	if best != nil && best.chosen == "part" {
+		gpus, _ := p.inForce()
+		r := v1.NewReason(v1.ReasonMoveBudget, "partly re-packed within max-moves %d: %d of the re-pack's %d replica moves, those that free the most GPUs; the pool runs on %d GPUs (re-packed: %d, plan in force: %d)",
+			limit, made, moves, part.Summary.GPUsUsed, next.Summary.GPUsUsed, usedGPUs(gpus))
+		addReason(part, r)
 	}
 	if best == nil && fallback != nil {
 		pl := fallback.pl
@@ -705,7 +750,8 @@ func (p *planner) predictInForce(tn *tenant, uses []slotUse, n int, old v1.Predi
 // on the same slice kind with as many replicas, they are the re-pack's (its simulation's verdict
 // included); else the sizing reasons are made again, as the fresh planner words them, for the
 // slice kind it runs on at its load now (the memory it needs, the rate a replica sustains there,
-// the replicas that load needs), with no simulation's verdict (the kept plan is not simulated).
+// the replicas that load needs), with no simulation's verdict: the verdict a kept plan carries is
+// its own runs' (confirmKept), when it is simulated.
 // A reason with its load now over its n replicas follows (keptLoadReason). A tenant whose slice
 // kind in force is not known keeps the plan in force's reasons.
 func (p *planner) keptReasons(tn *tenant, uses []slotUse, n int, old v1.PlanTenant, next *v1.Plan, nextUses map[string][]slotUse) []v1.Reason {
@@ -718,7 +764,7 @@ func (p *planner) keptReasons(tn *tenant, uses []slotUse, n int, old v1.PlanTena
 	}
 	if pt, ok := planTenant(next, tn.t.Name); ok && !pt.Infeasible && c == tn.choice && len(nextUses[tn.t.Name]) == n {
 		out := slices.DeleteFunc(slices.Clone(pt.Reasons), func(r v1.Reason) bool { return r.Code == v1.ReasonMoveBudget })
-		return append(out, p.keptLoadReason(tn, c, n, old.Predicted, "the sizing and the simulation's verdict above are the re-pack's, which runs it on the same slice kind and count")...)
+		return append(out, p.keptLoadReason(tn, c, n, old.Predicted, keptRepackVerdict)...)
 	}
 	choice := tn.choice
 	tn.choice = c
@@ -752,7 +798,7 @@ func (p *planner) keptReasons(tn *tenant, uses []slotUse, n int, old v1.PlanTena
 		}
 		out = append(out, where...)
 	}
-	return append(out, p.keptLoadReason(tn, c, n, old.Predicted, "the sizing above is for its load now on that slice kind, not simulated in this plan")...)
+	return append(out, p.keptLoadReason(tn, c, n, old.Predicted, keptNotSimulated)...)
 }
 
 // keptLoadReason says what a tenant the kept plan keeps where it runs carries now: its load over

@@ -145,16 +145,6 @@ func TestReplanListsReplicaSteps(t *testing.T) {
 	t.Logf("%d steps, %d replica steps: %v", len(steps), Moves(steps), kinds)
 }
 
-// clonePlan copies the GPU lists of pl deeply enough to edit replicas.
-func clonePlan(pl *v1.Plan) *v1.Plan {
-	c := *pl
-	c.GPUs = slices.Clone(pl.GPUs)
-	for i := range c.GPUs {
-		c.GPUs[i].Replicas = slices.Clone(c.GPUs[i].Replicas)
-	}
-	return &c
-}
-
 // tpPlan is a plan of node n0 whose GPUs run the given replicas: tenant → GPU groups (one index:
 // an exclusive GPU; more: a tensor-parallel group).
 func tpPlan(reps map[string][][]int) *v1.Plan {
