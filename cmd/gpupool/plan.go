@@ -361,8 +361,8 @@ func writeMigration(w io.Writer, steps []plan.Step, nodes []plan.DevicePluginCha
 	}
 	for _, n := range nodes {
 		fmt.Fprintf(&sb, "node %s: the device-plugin config's sharing of whole GPUs goes from %s to %s (references a GPU)", n.Node, n.From, n.To)
-		if n.Reason != "" {
-			fmt.Fprintf(&sb, ", %s", n.Reason)
+		if n.Wave > 0 {
+			fmt.Fprintf(&sb, ", in wave %d %s", n.Wave, n.Reason)
 		}
 		if n.Running > n.Restarts {
 			fmt.Fprintf(&sb, "; the %d replica(s) that keep running there and do not restart keep the limits they started with until they restart", n.Running-n.Restarts)

@@ -293,7 +293,7 @@ func TestPlanCurrentListsDevicePluginChange(t *testing.T) {
 	}
 	for _, want := range []string{
 		"migration: 0 GPU change(s), 1 node device-plugin config change(s), 10 replica step(s): 0 move(s) to another GPU, 8 in place",
-		"node n2: the device-plugin config's sharing of whole GPUs goes from mps 8 to mps 10",
+		"node n2: the device-plugin config's sharing of whole GPUs goes from mps 8 to mps 10 (references a GPU), in wave 1 before the first replica step",
 		"1     node-config  n2    -       false  mps 8  mps 10",
 		"1     restart      n2/0  s7      false  n2/0   n2/0",
 		"2     start        n2/0  new-1   false  none   n2/0",
@@ -307,7 +307,7 @@ func TestPlanCurrentListsDevicePluginChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(mig), "devicePlugin:\n- from: mps 8\n  node: n2\n  reason: 'in wave 1 before") {
+	if !strings.Contains(string(mig), "devicePlugin:\n- from: mps 8\n  node: n2\n  reason: 'before the first replica step") {
 		t.Errorf("migration.yaml lacks n2's device-plugin change:\n%s", mig)
 	}
 	for _, want := range []string{"  restarts: 8\n  running: 8\n  to: mps 10\n  wave: 1\n", "- drain: false\n  from: mps 8\n  gpu: n2/0\n  kind: node-config\n  to: mps 10\n  wave: 1\n"} {

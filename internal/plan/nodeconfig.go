@@ -112,12 +112,22 @@ func OrderDevicePluginChanges(cur, next *v1.Plan, steps []Step, changes []Device
 		var restarts []Step
 		if from.mode == v1.ModeMPS && to.mode == v1.ModeMPS {
 			restarts = mpsClientsAt(cur, out, c.Node, w)
+			out, restarts = stopsForRestarts(out, restarts, w)
 		}
-		c.Wave, c.Restarts = w, len(restarts)
-		c.Reason = "in wave " + fmt.Sprint(w) + " " + why
+		n := 0 // restarts, not the stops brought forward
+		for _, r := range restarts {
+			if r.Kind == StepRestart {
+				n++
+			}
+		}
+		c.Wave, c.Restarts = w, n
+		c.Reason = why
 		if len(restarts) > 0 {
 			c.Reason += fmt.Sprintf("; the node's MPS control daemon restarts with it (its config-manager sidecar signals it), and its quit waits for the running MPS clients and takes no new ones, "+
-				"while the new per-client defaults apply only to servers started after: the %d replica(s) running on the node's MPS GPUs then restart (stop, start on the same slot) in this wave", len(restarts))
+				"while the new per-client defaults apply only to servers started after: the %d replica(s) running on the node's MPS GPUs then restart (stop, start on the same slot) in this wave", n)
+			if k := len(restarts) - n; k > 0 {
+				c.Reason += fmt.Sprintf(", and %d that stop later in the migration stop in this wave instead", k)
+			}
 			if len(restarts) > maxUnavailable {
 				c.Reason += fmt.Sprintf(", more than maxUnavailable (%d), as the daemon's restart is node-wide and cannot be staggered", maxUnavailable)
 			}
@@ -129,6 +139,17 @@ func OrderDevicePluginChanges(cur, next *v1.Plan, steps []Step, changes []Device
 			at = len(out)
 		}
 		out = slices.Insert(out, at, append([]Step{step}, restarts...)...)
+	}
+	// Number the waves 1, 2, … again: a stop brought forward may have left its wave empty.
+	renum := map[int]int{}
+	for i := range out {
+		if _, ok := renum[out[i].Wave]; !ok {
+			renum[out[i].Wave] = len(renum) + 1
+		}
+		out[i].Wave = renum[out[i].Wave]
+	}
+	for i := range done {
+		done[i].Wave = renum[done[i].Wave]
 	}
 	return out, done
 }
@@ -266,4 +287,27 @@ func mpsIn(cur *v1.Plan, g v1.GPURef, steps []Step) bool {
 		}
 	}
 	return false
+}
+
+// stopsForRestarts takes, for each restart of restarts whose replica a later step of steps stops
+// (a stop from its slot, after wave w), that stop into wave w instead of the restart: the replica
+// leaves when the daemon restarts rather than restart only to stop later. It returns steps without
+// those stops, and restarts with them in place of their restarts.
+func stopsForRestarts(steps, restarts []Step, w int) ([]Step, []Step) {
+	out := slices.Clone(steps)
+	var rs []Step
+	for _, r := range restarts {
+		i := slices.IndexFunc(out, func(s Step) bool {
+			return s.Wave > w && s.Kind == StepStop && s.Tenant == r.Tenant && s.From == r.From && s.LoRAEngine == ""
+		})
+		if i < 0 {
+			rs = append(rs, r)
+			continue
+		}
+		st := out[i]
+		st.Wave = w
+		rs = append(rs, st)
+		out = slices.Delete(out, i, i+1)
+	}
+	return out, rs
 }

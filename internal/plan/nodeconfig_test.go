@@ -130,3 +130,27 @@ func TestOrderDevicePluginChangesMPSFewerAndNew(t *testing.T) {
 		t.Errorf("n1's 2 restarts are within maxUnavailable 4: %q", nodes[0].Reason)
 	}
 }
+
+// MPS 3 to 4 on n1 (d, e, f, g start on n1/1; c leaves n1/0, a and b stay): the node-config
+// step comes before the starts; a and b restart in its wave, and c, which would have stopped last
+// (stops come last), stops in that wave instead of restarting only to stop later. The empty wave
+// its stop leaves is numbered away.
+func TestOrderDevicePluginChangesBringsStopsForward(t *testing.T) {
+	cur := &v1.Plan{GPUs: []v1.PlanGPU{sharedGPU("n1", 0, v1.ModeMPS, "a", "b", "c"), sharedGPU("n1", 1, v1.ModeMPS)}}
+	next := &v1.Plan{GPUs: []v1.PlanGPU{sharedGPU("n1", 0, v1.ModeMPS, "a", "b"), sharedGPU("n1", 1, v1.ModeMPS, "d", "e", "f", "g")}}
+	steps, nodes := OrderDevicePluginChanges(cur, next, Migration(cur, next, 4), DevicePluginChanges(&v1.Pool{}, cur, next), 4)
+	var got []string
+	for _, s := range steps {
+		got = append(got, stepText(s))
+	}
+	want := []string{
+		"1 node-config n1/0 - mps 3>mps 4", "1 restart n1/0 a n1/0>n1/0", "1 restart n1/0 b n1/0>n1/0", "1 stop n1/0 c n1/0>none",
+		"2 start n1/1 d none>n1/1", "2 start n1/1 e none>n1/1", "2 start n1/1 f none>n1/1", "2 start n1/1 g none>n1/1",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("steps:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(nodes) != 1 || nodes[0].Wave != 1 || nodes[0].Restarts != 2 || !strings.Contains(nodes[0].Reason, "1 that stop later in the migration stop in this wave instead") {
+		t.Errorf("changes %+v", nodes)
+	}
+}
