@@ -108,6 +108,11 @@ func OrderDevicePluginChanges(cur, next *v1.Plan, steps []Step, changes []Device
 				out[j].Wave++
 			}
 		}
+		for j := range done[:i] { // the changes already put in waves from w on move with them
+			if done[j].Wave >= w {
+				done[j].Wave++
+			}
+		}
 		step := Step{Kind: StepNodeConfig, GPU: nodeGPU(next, cur, c.Node), From: c.From, To: c.To, Wave: w}
 		var restarts []Step
 		if from.mode == v1.ModeMPS && to.mode == v1.ModeMPS {

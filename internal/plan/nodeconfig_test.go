@@ -123,7 +123,7 @@ func TestOrderDevicePluginChangesMPSFewerAndNew(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("steps:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if len(nodes) != 2 || nodes[0].Node != "n1" || nodes[0].Restarts != 2 || nodes[1].Node != "n2" || nodes[1].Restarts != 0 {
+	if len(nodes) != 2 || nodes[0].Node != "n1" || nodes[0].Wave != 4 || nodes[0].Restarts != 2 || nodes[1].Node != "n2" || nodes[1].Wave != 1 || nodes[1].Restarts != 0 {
 		t.Errorf("changes %+v", nodes)
 	}
 	if strings.Contains(nodes[0].Reason, "more than maxUnavailable") {
