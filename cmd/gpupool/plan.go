@@ -157,7 +157,7 @@ func runPlan(e *env, a planArgs) error {
 	if cur != nil {
 		mu := pool.Policy.MaxUnavailable.Resolve(pl.Summary.GPUsTotal)
 		steps = plan.Migration(cur, pl, mu)
-		nodes = plan.DevicePluginChanges(pool, cur, pl)
+		steps, nodes = plan.OrderDevicePluginChanges(cur, pl, steps, plan.DevicePluginChanges(pool, cur, pl), mu)
 	}
 	if note := cooldownNote(pool, steps); note != "" {
 		fmt.Fprintln(e.stderr, note)
@@ -275,7 +275,7 @@ func writePlanDir(ctx context.Context, dir string, force bool, pl *v1.Plan, pool
 		}
 		doc := map[string]any{"steps": steps}
 		if len(nodes) > 0 {
-			doc["devicePlugin"] = nodes // node configs that change with no GPU step (DevicePluginChanges)
+			doc["devicePlugin"] = nodes // node configs that change, each a node-config step among steps (OrderDevicePluginChanges)
 		}
 		if mig, err = yaml.Marshal(doc); err != nil {
 			return nil, fmt.Errorf("encode migration: %w", err)
@@ -324,21 +324,22 @@ func cooldownNote(pool *v1.Pool, steps []plan.Step) string {
 		len(gpus), strings.Join(gpus, ", "), cd.String())
 }
 
-// writeMigration lists the migration steps, wave by wave, then the nodes whose device-plugin
-// sharing setting changes with them (nodes): a config change no GPU step carries.
+// writeMigration lists the migration steps, wave by wave (a node whose device-plugin sharing
+// setting changes in a node-config step), then a line per such node (nodes) saying why its wave.
 func writeMigration(w io.Writer, steps []plan.Step, nodes []plan.DevicePluginChange) error {
 	if len(steps) == 0 && len(nodes) == 0 {
 		_, err := io.WriteString(w, "\nmigration: no GPU changes, no replica moves\n")
 		return err
 	}
 	var sb strings.Builder
-	moves := plan.Moves(steps)
+	configs := plan.NodeConfigSteps(steps)
+	moves := plan.Moves(steps) - configs // Moves counts every step that is not a GPU step
 	config := ""
 	if len(nodes) > 0 {
 		config = fmt.Sprintf(", %d node device-plugin config change(s)", len(nodes))
 	}
 	fmt.Fprintf(&sb, "\nmigration: %d GPU change(s)%s, %d replica step(s): %d move(s) to another GPU, %d in place\n",
-		len(steps)-moves, config, moves, plan.CountMoves(steps), plan.Reconfigurations(steps))
+		len(steps)-moves-configs, config, moves, plan.CountMoves(steps), plan.Reconfigurations(steps))
 	tw := newTable(&sb)
 	fmt.Fprintln(tw, "WAVE\tSTEP\tGPU\tTENANT\tDRAIN\tFROM\tTO")
 	for _, s := range steps {
@@ -349,16 +350,22 @@ func writeMigration(w io.Writer, steps []plan.Step, nodes []plan.DevicePluginCha
 		case tenant == "":
 			tenant = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\t%s\t%s\n", s.Wave, s.Kind, s.GPU, tenant, s.Drain, s.From, s.To)
+		gpu := s.GPU.String()
+		if s.Kind == plan.StepNodeConfig {
+			gpu = s.GPU.Node // the node's config, not one GPU's
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\t%s\t%s\n", s.Wave, s.Kind, gpu, tenant, s.Drain, s.From, s.To)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, n := range nodes {
-		fmt.Fprintf(&sb, "node %s: the device-plugin config's sharing of whole GPUs goes from %s to %s (references a GPU): apply it before the replicas that start on the node's shared GPUs",
-			n.Node, n.From, n.To)
-		if n.Running > 0 {
-			fmt.Fprintf(&sb, "; the %d replica(s) that keep running there keep the limits they started with until they restart", n.Running)
+		fmt.Fprintf(&sb, "node %s: the device-plugin config's sharing of whole GPUs goes from %s to %s (references a GPU)", n.Node, n.From, n.To)
+		if n.Wave > 0 {
+			fmt.Fprintf(&sb, ", in wave %d %s", n.Wave, n.Reason)
+		}
+		if n.Running > n.Restarts {
+			fmt.Fprintf(&sb, "; the %d replica(s) that keep running there and do not restart keep the limits they started with until they restart", n.Running-n.Restarts)
 		}
 		sb.WriteString("\n")
 	}

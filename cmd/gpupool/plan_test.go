@@ -277,7 +277,9 @@ func TestPlanCurrentNotesCooldown(t *testing.T) {
 
 // Starting two MPS replicas beside n2/0's eight changes node n2's device-plugin setting (8 → 10
 // references a GPU) with no GPU step: the migration says so, in its summary line, a line for
-// the node and migration.yaml's devicePlugin entry, instead of "0 GPU change(s)" alone.
+// the node and migration.yaml's devicePlugin entry, instead of "0 GPU change(s)" alone; the
+// change is a node-config step in a wave of its own before the starts, with the restarts of the
+// eight running MPS clients (the node's MPS control daemon restarts with the config).
 func TestPlanCurrentListsDevicePluginChange(t *testing.T) {
 	const a0, f1 = "../../testdata/review8/a-mps0-pool.yaml", "../../testdata/review8/f-mpsadd1-pool.yaml"
 	cur, errOut, code := runCmd(t, "plan", a0, "-o", "yaml", "--sim-requests", "-1")
@@ -291,9 +293,12 @@ func TestPlanCurrentListsDevicePluginChange(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{
-		"migration: 0 GPU change(s), 1 node device-plugin config change(s), 2 replica step(s)",
-		"node n2: the device-plugin config's sharing of whole GPUs goes from mps 8 to mps 10",
-		"the 8 replica(s) that keep running there keep the limits they started with",
+		"migration: 0 GPU change(s), 1 node device-plugin config change(s), 10 replica step(s): 0 move(s) to another GPU, 8 in place",
+		"node n2: the device-plugin config's sharing of whole GPUs goes from mps 8 to mps 10 (references a GPU), in wave 1 before the first replica step",
+		"1     node-config  n2    -       false  mps 8  mps 10",
+		"1     restart      n2/0  s7      false  n2/0   n2/0",
+		"2     start        n2/0  new-1   false  none   n2/0",
+		"the 8 replica(s) running on the node's MPS GPUs then restart (stop, start on the same slot) in this wave",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -303,8 +308,13 @@ func TestPlanCurrentListsDevicePluginChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(mig), "devicePlugin:\n- from: mps 8\n  node: n2\n  running: 8\n  to: mps 10\n") {
+	if !strings.Contains(string(mig), "devicePlugin:\n- from: mps 8\n  node: n2\n  reason: 'before the first replica step") {
 		t.Errorf("migration.yaml lacks n2's device-plugin change:\n%s", mig)
+	}
+	for _, want := range []string{"  restarts: 8\n  running: 8\n  to: mps 10\n  wave: 1\n", "- drain: false\n  from: mps 8\n  gpu: n2/0\n  kind: node-config\n  to: mps 10\n  wave: 1\n"} {
+		if !strings.Contains(string(mig), want) {
+			t.Errorf("migration.yaml lacks %q:\n%s", want, mig)
+		}
 	}
 	if out, _, _ := runCmd(t, "plan", a0, "--current", curFile, "--sim-requests", "-1"); strings.Contains(out, "device-plugin") {
 		t.Errorf("a re-plan that changes no node's setting lists one:\n%s", out)

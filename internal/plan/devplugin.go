@@ -22,6 +22,14 @@ type DevicePluginChange struct {
 	// they keep the limits they started with (an MPS client its own SM and memory limits) until
 	// they restart.
 	Running int `json:"running"`
+	// Wave is the migration's wave its node-config step is in (OrderDevicePluginChanges); 0
+	// when it was not ordered.
+	Wave int `json:"wave,omitempty"`
+	// Restarts counts the replicas restarted in place in that wave because the node's MPS
+	// control daemon restarts with the change.
+	Restarts int `json:"restarts,omitempty"`
+	// Reason says why the change is in its wave, and why its restarts.
+	Reason string `json:"reason,omitempty"`
 }
 
 // DevicePluginChanges lists the nodes of next whose device-plugin sharing setting for whole GPUs

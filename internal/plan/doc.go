@@ -385,7 +385,9 @@
 // room fills a whole-GPU MPS GPU only to its node's finest share; a placement on idle GPUs that
 // breaks a node's setting is made again without that node's idle GPUs; ADR 0060). DevicePluginChanges
 // lists the nodes whose device-plugin sharing setting a migration changes, which no GPU step
-// carries (devplugin.go). The one with the fewest tenants short, then GPUs,
+// carries (devplugin.go), and OrderDevicePluginChanges puts each into the migration's waves as a
+// node-config step, with the restarts of the running MPS clients a node's daemon restart reaches
+// (nodeconfig.go; ADR 0062). The one with the fewest tenants short, then GPUs,
 // then replica moves, then GPU changes is returned, so a re-pack that saves no GPU is not made.
 // With Options.MaxMoves only plans within the budget count, and none that leaves a tenant short
 // the re-pack serves; above the budget the components of the change that free the most GPUs
