@@ -141,6 +141,7 @@ func encodeRecord(st gate.State) ([]byte, error) {
 }
 
 // OpenJournal opens (or creates) the journal at path, drops a torn tail, and returns what it held.
+// A journal it creates (or finds empty) is fsynced with its directory before it returns.
 func OpenJournal(path string) (*Journal, Replay, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -151,7 +152,8 @@ func OpenJournal(path string) (*Journal, Replay, error) {
 		f.Close()
 		return nil, rep, fmt.Errorf("open journal %s: %w", path, err)
 	}
-	if good == 0 {
+	created := good == 0
+	if created {
 		if _, err := f.WriteAt([]byte(journalMagic), 0); err != nil {
 			f.Close()
 			return nil, rep, fmt.Errorf("init journal %s: %w", path, err)
@@ -169,6 +171,14 @@ func OpenJournal(path string) (*Journal, Replay, error) {
 	if err := f.Sync(); err != nil {
 		f.Close()
 		return nil, rep, fmt.Errorf("sync journal %s: %w", path, err)
+	}
+	// A new journal's directory entry is made durable too, as the cordon file's and a compacted
+	// journal's are: without it a power loss could lose the file although an append returned.
+	if created {
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			f.Close()
+			return nil, rep, fmt.Errorf("sync directory of journal %s: %w", path, err)
+		}
 	}
 	return &Journal{path: path, f: f, records: rep.Records, compact: 1024}, rep, nil
 }
@@ -250,7 +260,9 @@ func writeSync(path string, data []byte) error {
 	return f.Close()
 }
 
-func syncDir(dir string) error {
+// syncDir fsyncs a directory, making the entries created or renamed in it durable. A variable so
+// that tests can see which writes go through it.
+var syncDir = func(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
