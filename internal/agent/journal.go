@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"gpupool.dev/gpupool/internal/gate"
 )
@@ -269,4 +270,32 @@ var syncDir = func(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// SetAsideJournal renames a damaged journal to path.damaged-TIME (a free name: an existing file
+// is never replaced) and fsyncs the directory, so that the next OpenJournal starts a new journal
+// while the damaged one stays for inspection. It never deletes anything. It returns the new name.
+func SetAsideJournal(path string, now time.Time) (string, error) {
+	base := path + ".damaged-" + now.UTC().Format("20060102T150405Z")
+	aside := base
+	for i := 1; ; i++ {
+		if _, err := os.Lstat(aside); errors.Is(err, os.ErrNotExist) {
+			break
+		} else if err != nil {
+			return "", fmt.Errorf("set journal %s aside: %w", path, err)
+		}
+		aside = fmt.Sprintf("%s.%d", base, i)
+	}
+	// A hard link, then the removal of the old name: unlike rename, link never replaces a file
+	// that appeared in between.
+	if err := os.Link(path, aside); err != nil {
+		return "", fmt.Errorf("set journal %s aside: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil {
+		return "", fmt.Errorf("set journal %s aside: %w", path, err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return "", fmt.Errorf("set journal %s aside: %w", path, err)
+	}
+	return aside, nil
 }
