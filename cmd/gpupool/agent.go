@@ -178,7 +178,7 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	}
 	j, rep, err := agent.OpenJournal(filepath.Join(cfg.StateDir, "gate.journal"))
 	if err != nil {
-		return err
+		return journalDamaged(err, cfg)
 	}
 	defer j.Close()
 	var smoke agent.Smoker
@@ -300,6 +300,18 @@ func (cp controlLink) tlsConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
+// journalDamaged adds to a damaged journal's error what the operator can do about it.
+func journalDamaged(err error, cfg agent.Config) error {
+	if !errors.Is(err, agent.ErrCorrupt) {
+		return err
+	}
+	return invalid(fmt.Errorf("%w\nThe gate's last good state is unknown: a change of a GPU may have stopped half way and the "+
+		"node may be cordoned (%s). Check each GPU's MIG instances (nvidia-smi mig -lgi; nvidia-smi mig -lci) and "+
+		"fix any half-made layout, then run `gpupool agent --reset --config FILE` with the agent stopped: it keeps "+
+		"the damaged journal as %s.damaged-TIME, starts a new one and uncordons the node (docs/agent.md)",
+		err, filepath.Join(cfg.StateDir, "cordon.json"), filepath.Join(cfg.StateDir, "gate.journal")))
+}
+
 // resetGate is the operator's answer to a failed change: the gate uncordons and forgets it.
 func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings, fake bool, model string) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
@@ -325,20 +337,40 @@ func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings
 		}
 	}
 	defer func() { _ = lib.Close() }()
-	j, rep, err := agent.OpenJournal(filepath.Join(cfg.StateDir, "gate.journal"))
+	// A damaged journal is set aside (kept, renamed) and a new one started: its last good state is
+	// unknown, and the operator running --reset has checked the node's MIG state (docs/agent.md).
+	jpath := filepath.Join(cfg.StateDir, "gate.journal")
+	node := &agent.LocalNode{Path: filepath.Join(cfg.StateDir, "cordon.json")}
+	j, rep, err := agent.OpenJournal(jpath)
+	damaged := ""
+	if errors.Is(err, agent.ErrCorrupt) {
+		if damaged, err = agent.SetAsideJournal(jpath, time.Now()); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "gate: damaged journal kept as %s; a new journal is started\n", damaged)
+		j, rep, err = agent.OpenJournal(jpath)
+	}
 	if err != nil {
 		return err
 	}
 	defer j.Close()
 	policy := gate.Policy{Cooldown: set.Cooldown, MaxChanges: cfg.Policy.MaxChanges, Window: set.Window}
 	x, err := agent.NewExecutor(ctx, j, rep, gate.State{Policy: policy}, agent.Deps{MIG: lib,
-		Node:     &agent.LocalNode{Path: filepath.Join(cfg.StateDir, "cordon.json")},
+		Node:     node,
 		OnAction: func(a gate.Action, at time.Time, err error) { printAction(e.stdout, a, at, err) },
 		OnNote: func(n gate.Note) {
 			fmt.Fprintf(e.stdout, "%s  %-20s %s\n", n.At.Format(time.TimeOnly), n.Code, n.Message)
 		}})
 	if err != nil {
 		return err
+	}
+	if damaged != "" {
+		// The new journal knows of no change; the cordon the damaged one left is lifted here.
+		if err := node.Uncordon(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "gate: phase %s, cordoned false\n", x.State().Phase())
+		return nil
 	}
 	if x.State().Phase() != gate.PhaseFailed {
 		fmt.Fprintf(e.stdout, "gate: phase %s, nothing to reset\n", x.State().Phase())

@@ -8,7 +8,9 @@
 // gate re-issues the pending action or, for a destroy or create whose effect is unknown, reads the
 // GPU again and continues from what is there. The journal is an append-only file of CRC-checked
 // records (journal.go; docs/adr/0012): a torn tail is dropped, a damaged record before good
-// ones is an error, and the file is compacted to its last record every 1024 appends.
+// ones is an error (ErrCorrupt; SetAsideJournal renames such a file aside for a new journal), a
+// new journal is fsynced with its directory, and the file is compacted to its last record every
+// 1024 appends.
 // LockStateDir keeps one process (an agent, or --reset) per state directory: an exclusive flock on
 // StateDir/lock, which the kernel drops when the process dies.
 //

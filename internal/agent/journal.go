@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"gpupool.dev/gpupool/internal/gate"
 )
@@ -141,6 +142,7 @@ func encodeRecord(st gate.State) ([]byte, error) {
 }
 
 // OpenJournal opens (or creates) the journal at path, drops a torn tail, and returns what it held.
+// A journal it creates (or finds empty) is fsynced with its directory before it returns.
 func OpenJournal(path string) (*Journal, Replay, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -151,7 +153,8 @@ func OpenJournal(path string) (*Journal, Replay, error) {
 		f.Close()
 		return nil, rep, fmt.Errorf("open journal %s: %w", path, err)
 	}
-	if good == 0 {
+	created := good == 0
+	if created {
 		if _, err := f.WriteAt([]byte(journalMagic), 0); err != nil {
 			f.Close()
 			return nil, rep, fmt.Errorf("init journal %s: %w", path, err)
@@ -169,6 +172,14 @@ func OpenJournal(path string) (*Journal, Replay, error) {
 	if err := f.Sync(); err != nil {
 		f.Close()
 		return nil, rep, fmt.Errorf("sync journal %s: %w", path, err)
+	}
+	// A new journal's directory entry is made durable too, as the cordon file's and a compacted
+	// journal's are: without it a power loss could lose the file although an append returned.
+	if created {
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			f.Close()
+			return nil, rep, fmt.Errorf("sync directory of journal %s: %w", path, err)
+		}
 	}
 	return &Journal{path: path, f: f, records: rep.Records, compact: 1024}, rep, nil
 }
@@ -250,11 +261,41 @@ func writeSync(path string, data []byte) error {
 	return f.Close()
 }
 
-func syncDir(dir string) error {
+// syncDir fsyncs a directory, making the entries created or renamed in it durable. A variable so
+// that tests can see which writes go through it.
+var syncDir = func(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// SetAsideJournal renames a damaged journal to path.damaged-TIME (a free name: an existing file
+// is never replaced) and fsyncs the directory, so that the next OpenJournal starts a new journal
+// while the damaged one stays for inspection. It never deletes anything. It returns the new name.
+func SetAsideJournal(path string, now time.Time) (string, error) {
+	base := path + ".damaged-" + now.UTC().Format("20060102T150405Z")
+	aside := base
+	for i := 1; ; i++ {
+		if _, err := os.Lstat(aside); errors.Is(err, os.ErrNotExist) {
+			break
+		} else if err != nil {
+			return "", fmt.Errorf("set journal %s aside: %w", path, err)
+		}
+		aside = fmt.Sprintf("%s.%d", base, i)
+	}
+	// A hard link, then the removal of the old name: unlike rename, link never replaces a file
+	// that appeared in between.
+	if err := os.Link(path, aside); err != nil {
+		return "", fmt.Errorf("set journal %s aside: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil {
+		return "", fmt.Errorf("set journal %s aside: %w", path, err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return "", fmt.Errorf("set journal %s aside: %w", path, err)
+	}
+	return aside, nil
 }

@@ -204,3 +204,40 @@ func TestJournalCrashDuringCompaction(t *testing.T) {
 		t.Fatalf("after compaction: last %v records %d err %v", rep.Last, rep.Records, err)
 	}
 }
+
+// A new journal's directory entry goes through syncDir (the helper the cordon file, the MIG mode
+// record and compaction use), an existing journal's open does not need it. This checks the call,
+// not durability: no test here can cut the power.
+func TestNewJournalSyncsDirectory(t *testing.T) {
+	var synced []string
+	old := syncDir
+	syncDir = func(dir string) error { synced = append(synced, dir); return old(dir) }
+	defer func() { syncDir = old }()
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gate.journal")
+	j, _, err := OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(synced) != 1 || synced[0] != dir {
+		t.Fatalf("creating the journal synced directories %q, want [%q]", synced, dir)
+	}
+	if err := j.Append(gate.State{Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	synced = nil
+	if j, _, err = OpenJournal(path); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	if len(synced) != 0 {
+		t.Fatalf("reopening a journal with records synced %q", synced)
+	}
+	// A failing directory sync fails the open: the journal is not used unsynced.
+	syncDir = func(string) error { return errors.New("sync failed") }
+	if _, _, err := OpenJournal(filepath.Join(dir, "other.journal")); err == nil {
+		t.Fatal("open of a new journal succeeded although its directory sync failed")
+	}
+}

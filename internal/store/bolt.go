@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -45,10 +46,24 @@ var ErrLocked = errors.New("the store file is locked by another process (is anot
 // acknowledged), so it is refused with a message, never read as empty or left to crash.
 var ErrDamaged = errors.New("store file damaged")
 
+// ErrLost is returned (wrapped) by OpenBolt when the store file is missing or empty although its
+// marker (MarkerPath) says a store was committed there: a file deleted or emptied by hand, or a
+// copy that failed, not a new store. Starting empty would drop every record without a word.
+var ErrLost = errors.New("store file lost")
+
+// MarkerPath is the marker beside the store file at path: written, and its directory fsynced, once
+// a store was created and migrated there (its first commit). Its presence tells a lost store from
+// a new one: a first start killed before bbolt wrote its first pages leaves a 0-byte file and no
+// marker, and starts fresh.
+func MarkerPath(path string) string { return path + ".committed" }
+
 // OpenBolt opens (creating if needed) the store file at path and migrates it to SchemaVersion.
 // A file that another process holds is ErrLocked; a file shorter than its last commit is
-// ErrDamaged.
+// ErrDamaged; a missing or empty file where the marker says a store was committed is ErrLost.
 func OpenBolt(path string) (*Bolt, error) {
+	if err := checkLost(path); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
 	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
 		// bbolt maps the file into memory and walks every page in a goroutine of its own when
 		// it rebuilds the freelist: a page past the end of the file is a fault (SIGBUS) that ends
@@ -73,7 +88,67 @@ func OpenBolt(path string) (*Bolt, error) {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	if err := writeMarker(path); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
 	return &Bolt{db: db}, nil
+}
+
+// checkLost refuses a missing or empty store file whose marker is present.
+func checkLost(path string) error {
+	if _, err := os.Stat(MarkerPath(path)); errors.Is(err, os.ErrNotExist) {
+		return nil // never committed here: a missing or empty file is a new store
+	} else if err != nil {
+		return fmt.Errorf("read store marker: %w", err)
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%w: the file is missing, but %s says a store was committed here (restore it from a backup; to start an empty store on purpose, remove %s)", ErrLost, MarkerPath(path), MarkerPath(path))
+	case err != nil:
+		return err
+	case fi.Size() == 0:
+		return fmt.Errorf("%w: the file is empty (0 bytes), but %s says a store was committed here (restore it from a backup; to start an empty store on purpose, remove both files)", ErrLost, MarkerPath(path))
+	}
+	return nil
+}
+
+// writeMarker writes the marker once the store is created and migrated (fsynced by bbolt): the
+// marker is fsynced, then the directory, which also makes the store file's own entry durable.
+func writeMarker(path string) error {
+	m := MarkerPath(path)
+	if _, err := os.Stat(m); err == nil {
+		return nil
+	}
+	f, err := os.OpenFile(m, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("write store marker: %w", err)
+	}
+	_, err = f.WriteString("gpupool: the store file beside this one has been committed to; a missing or empty store file is an error while this file exists\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write store marker: %w", err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("write store marker: sync directory: %w", err)
+	}
+	return nil
+}
+
+// syncDir fsyncs a directory, making the entries created in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // readAll reads every record of an existing file on a read-only open, in this goroutine, where a

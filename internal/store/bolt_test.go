@@ -270,3 +270,58 @@ func TestGarbledPagesAreRefused(t *testing.T) {
 	}
 	t.Logf("%d of %d pages garbled one at a time refused", refused, size/4096-2)
 }
+
+// A store file emptied or deleted after the store was committed to is refused (ErrLost) instead of
+// starting an empty control plane; a 0-byte file without the marker (a first start killed before
+// bbolt wrote its first pages) starts fresh, as a new store does. Before, both started empty.
+func TestLostStoreIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	// A first start killed before bbolt wrote anything: a 0-byte file, no marker.
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := openBolt(t, path)
+	if _, err := os.Stat(store.MarkerPath(path)); err != nil {
+		t.Fatalf("no marker after the first open: %v", err)
+	}
+	if _, err := s.Commit(context.Background(), store.Batch{Puts: []store.Record{{Kind: "tenants", Key: "a", Value: []byte(`{}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	for _, tc := range []struct {
+		name, want string
+		damage     func() error
+	}{
+		{"emptied", "the file is empty (0 bytes)", func() error { return os.Truncate(path, 0) }},
+		{"deleted", "the file is missing", func() error { return os.Remove(path) }},
+	} {
+		if err := tc.damage(); err != nil {
+			t.Fatal(err)
+		}
+		s, err := store.OpenBolt(path)
+		if err == nil {
+			s.Close()
+			t.Fatalf("%s store file opened", tc.name)
+		}
+		if !errors.Is(err, store.ErrLost) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), store.MarkerPath(path)) {
+			t.Fatalf("%s store file: %v, want ErrLost saying %q and naming the marker", tc.name, err, tc.want)
+		}
+		// The refused open leaves the files as they were.
+		if fi, err := os.Stat(path); tc.name == "deleted" && err == nil || tc.name == "emptied" && (err != nil || fi.Size() != 0) {
+			t.Fatalf("%s store file changed by the refused open: %v %v", tc.name, fi, err)
+		}
+	}
+
+	// Removing the marker is the way to start empty on purpose.
+	if err := os.Remove(store.MarkerPath(path)); err != nil {
+		t.Fatal(err)
+	}
+	s = openBolt(t, path)
+	snap, err := s.Load(context.Background())
+	s.Close()
+	if err != nil || len(snap.Records["tenants"]) != 0 {
+		t.Fatalf("new store after removing the marker: %d tenants, %v", len(snap.Records["tenants"]), err)
+	}
+}

@@ -17,6 +17,12 @@
 // goroutine and are recovered; the read-write open's freelist rebuild walks the same pages in a
 // goroutine of bbolt's own, where the panic ended the process.
 //
+// A store file missing or 0 bytes long is a new store, unless the marker beside it (MarkerPath,
+// "state.db.committed") is present: Open writes the marker, fsynced with its directory, once the
+// store is created and migrated, and refuses a missing or empty file after that (ErrLost), where it
+// used to start empty and drop every record without a word. A first start killed before bbolt
+// wrote its first pages leaves a 0-byte file and no marker, and starts fresh.
+//
 // Schema versions. The file records its schema version in the "meta" bucket:
 //
 //	1: every record in one bucket "data" under the key "KIND/KEY"; no revision.
