@@ -26,10 +26,14 @@ func countMoves(steps []Step) int { return CountMoves(steps) }
 //
 // Of those within the move budget that leave no more tenants short than next does (a budget
 // limits changes, not service) it takes the one with the fewest tenants short, then the fewest
-// GPUs, then the fewest replica moves, then the fewest GPU changes, next first among equals: a
-// re-pack that saves no GPU does not reconfigure or move anything. Every tenant of a plan other
-// than next gets a MoveBudget reason with the numbers given up. Moves are replicas that change
-// GPU (CountMoves); restarts and moves on a replica's own GPU are reconfigurations, not counted.
+// GPUs, then the fewest replica moves, then the fewest MPS clients restarted by the plan's node
+// device-plugin config changes (NodeConfigRestarts), then the fewest GPU changes, next first
+// among equals: a re-pack that saves no GPU does not reconfigure or move anything. Every tenant
+// of a plan other than next gets a MoveBudget reason with the numbers given up. Moves are
+// replicas that change GPU (CountMoves); restarts and moves on a replica's own GPU are
+// reconfigurations, not counted against the budget, MPS restarts included (a tenant leaving an
+// MPS node restarts those that stay in every plan). When the kept plan's starts in room restart
+// MPS clients, the kept plan with nothing started in room (keepServedFill) is weighed too.
 //
 // With a budget, when no plan within it serves every tenant next serves, the best plan within it
 // is taken all the same (by the same order), and says so: the kept plan, or the plan in force
