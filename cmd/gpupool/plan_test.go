@@ -397,3 +397,25 @@ func TestPlanCurrentHeldPlanSimulated(t *testing.T) {
 		t.Errorf("t-14b's Simulated reason is not its held replica's runs at the load now: %q", r.Message)
 	}
 }
+
+// g-mpsbig1 against a-mps0's plan with --max-moves 0: the small newcomer is not started in n2/0's
+// MPS room, which would take n2 to mps 9 and restart its eight clients; both newcomers go to an
+// idle GPU on as many GPUs, and the migration restarts nobody. Before, new-1 started on n2/0 and
+// the eight clients restarted in a node-config wave.
+func TestPlanCurrentAvoidsMPSRestarts(t *testing.T) {
+	const a0, g1 = "../../testdata/review8/a-mps0-pool.yaml", "../../testdata/review8/g-mpsbig1-pool.yaml"
+	cur, errOut, code := runCmd(t, "plan", a0, "-o", "yaml", "--sim-requests", "-1")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	out, errOut, code := runCmd(t, "plan", g1, "--current", writeTemp(t, "p0.yaml", cur), "--max-moves", "0", "--sim-requests", "-1")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if strings.Contains(out, "restart ") || strings.Contains(out, "mps 8  mps 9") {
+		t.Errorf("the migration restarts n2's MPS clients:\n%s", out)
+	}
+	if !strings.Contains(out, "0 move(s) to another GPU, 0 in place") {
+		t.Errorf("output lacks a migration with no move and nothing in place:\n%s", out)
+	}
+}

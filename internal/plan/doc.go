@@ -388,7 +388,10 @@
 // carries (devplugin.go), and OrderDevicePluginChanges puts each into the migration's waves as a
 // node-config step, with the restarts of the running MPS clients a node's daemon restart reaches
 // (nodeconfig.go; ADR 0062). The one with the fewest tenants short, then GPUs,
-// then replica moves, then GPU changes is returned, so a re-pack that saves no GPU is not made.
+// then replica moves, then MPS clients restarted by its node config changes (NodeConfigRestarts,
+// the migration's own count; not against the budget), then GPU changes is returned, so a
+// re-pack that saves no GPU is not made; when the kept plan's starts in room restart MPS
+// clients, the kept plan with nothing started in room is weighed too (ADR 0062, amendment).
 // With Options.MaxMoves only plans within the budget count, and none that leaves a tenant short
 // the re-pack serves; above the budget the components of the change that free the most GPUs
 // within it (partialmoves.go) are weighed too. When none of those serves every tenant the

@@ -26,10 +26,14 @@ func countMoves(steps []Step) int { return CountMoves(steps) }
 //
 // Of those within the move budget that leave no more tenants short than next does (a budget
 // limits changes, not service) it takes the one with the fewest tenants short, then the fewest
-// GPUs, then the fewest replica moves, then the fewest GPU changes, next first among equals: a
-// re-pack that saves no GPU does not reconfigure or move anything. Every tenant of a plan other
-// than next gets a MoveBudget reason with the numbers given up. Moves are replicas that change
-// GPU (CountMoves); restarts and moves on a replica's own GPU are reconfigurations, not counted.
+// GPUs, then the fewest replica moves, then the fewest MPS clients restarted by the plan's node
+// device-plugin config changes (NodeConfigRestarts), then the fewest GPU changes, next first
+// among equals: a re-pack that saves no GPU does not reconfigure or move anything. Every tenant
+// of a plan other than next gets a MoveBudget reason with the numbers given up. Moves are
+// replicas that change GPU (CountMoves); restarts and moves on a replica's own GPU are
+// reconfigurations, not counted against the budget, MPS restarts included (a tenant leaving an
+// MPS node restarts those that stay in every plan). When the kept plan's starts in room restart
+// MPS clients, the kept plan with nothing started in room (keepServedFill) is weighed too.
 //
 // With a budget, when no plan within it serves every tenant next serves, the best plan within it
 // is taken all the same (by the same order), and says so: the kept plan, or the plan in force
@@ -50,16 +54,19 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 	within := func(m int) bool { return limit < 0 || m <= limit }
 	nextSteps := Migration(cur, next, 1)
 	moves := countMoves(nextSteps)
-	if moves == 0 && len(gpuChanges(nextSteps)) == 0 {
+	nextRestarts, nextChanges := NodeConfigRestarts(p.pool, cur, next)
+	if moves == 0 && nextRestarts == 0 && len(gpuChanges(nextSteps)) == 0 {
 		return next, nil // the re-pack is the plan in force already
 	}
 	type option struct {
-		pl     *v1.Plan
-		moves  int
-		score  [4]int
-		chosen string
+		pl       *v1.Plan
+		moves    int
+		restarts int // replicas restarted in place by node-config changes (NodeConfigRestarts)
+		score    [5]int
+		chosen   string
 	}
 	var best, fallback *option
+	opts := map[*v1.Plan]*option{} // each plan's last weighing, within the budget or not
 	_, running := p.inForce()
 	short := shortTenants(next)
 	type weighed struct {
@@ -69,11 +76,16 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 	var all []weighed // every plan weighed, to weigh again once a kept plan is confirmed
 	weigh := func(pl *v1.Plan, chosen string) {
 		steps := Migration(cur, pl, 1)
-		o := &option{pl: pl, moves: countMoves(steps), chosen: chosen}
+		restarts, _ := NodeConfigRestarts(p.pool, cur, pl)
+		o := &option{pl: pl, moves: countMoves(steps), restarts: restarts, chosen: chosen}
+		opts[pl] = o
 		if !within(o.moves) {
 			return
 		}
-		o.score = [4]int{shortTenants(pl), pl.Summary.GPUsUsed, o.moves, len(gpuChanges(steps))}
+		// a replica an MPS daemon's restart restarts is down as a moved one is, but in place and
+		// often forced (a departure restarts its node's clients in every plan): weighed after
+		// the moves, not against the budget (ADR 0062, amendment)
+		o.score = [5]int{shortTenants(pl), pl.Summary.GPUsUsed, o.moves, o.restarts, len(gpuChanges(steps))}
 		if shortTenants(pl) > short {
 			// a budget limits changes, not service: such a plan is taken only when no plan
 			// within the budget serves every tenant the re-pack serves, and never one that
@@ -93,8 +105,17 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 	}
 	consider(next, "next")
 	kept, mustMove, keepErr := p.keepServed(next)
+	var keptIdle *v1.Plan // the kept plan with nothing started in room, when that room restarts MPS clients
+	var idleMustMove []error
+	keptRestarts, keptChanges := 0, []DevicePluginChange(nil)
 	if keepErr == nil {
 		consider(kept, "kept")
+		if keptRestarts, keptChanges = NodeConfigRestarts(p.pool, cur, kept); keptRestarts > 0 {
+			if pl, why, err := p.keepServedFill(next, false); err == nil {
+				keptIdle, idleMustMove = pl, why
+				consider(keptIdle, "kept")
+			}
+		}
 	}
 	var partErr error
 	var part *v1.Plan
@@ -161,8 +182,8 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 	if best == nil && fallback != nil {
 		pl := fallback.pl
 		names := shortNames(pl, next)
-		addReason(pl, v1.NewReason(v1.ReasonMoveBudget, "no plan within max-moves %d serves every tenant the re-pack serves (it moves %d replicas): this one moves %d and leaves %s short (the re-pack: %d short, %d GPUs; this plan: %d GPUs)",
-			limit, moves, fallback.moves, strings.Join(names, ", "), short, next.Summary.GPUsUsed, pl.Summary.GPUsUsed))
+		addReason(pl, v1.NewReason(v1.ReasonMoveBudget, "no plan within max-moves %d serves every tenant the re-pack serves (it moves %d replicas): this one moves %d%s and leaves %s short (the re-pack: %d short, %d GPUs; this plan: %d GPUs)",
+			limit, moves, fallback.moves, restartsOf(fallback.restarts), strings.Join(names, ", "), short, next.Summary.GPUsUsed, pl.Summary.GPUsUsed))
 		return pl, nil
 	}
 	if best == nil {
@@ -185,8 +206,17 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 	if best.chosen != "kept" {
 		if best.chosen == "next" && keepErr == nil {
 			roomReasons(next, kept) // where the re-pack makes the kept plan's starts in room, it says so
+			if k := opts[kept]; k != nil && keptRestarts > 0 && within(k.moves) && slices.Equal(k.score[:3], best.score[:3]) && k.score[3] > best.score[3] {
+				// the kept plan's restarts decided: it serves as many on as many GPUs with as many moves
+				addReason(next, v1.NewReason(v1.ReasonMoveBudget, "re-packed: keeping the plan in force would restart %d MPS clients in place (%s: the node's device-plugin config change restarts its MPS daemon), where re-packing restarts %d, on %d GPUs with %d replica moves as it",
+					k.restarts, restartsText(keptChanges), best.restarts, best.score[1], best.moves))
+			}
 		}
 		return best.pl, nil
+	}
+	keptRoom := kept
+	if best.pl == keptIdle {
+		kept, mustMove = keptIdle, idleMustMove
 	}
 	budget := ""
 	if limit >= 0 {
@@ -199,18 +229,31 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 	if len(mustMove) > 0 {
 		msg += fmt.Sprintf(" for the tenants it still serves, %d replica moves in all (%s)", best.moves, joinErrs(mustMove))
 	}
+	if best.restarts > 0 {
+		_, ch := NodeConfigRestarts(p.pool, cur, kept)
+		msg += fmt.Sprintf(", its node device-plugin config changes restarting %d MPS clients in place (%s)", best.restarts, restartsText(ch))
+	}
+	if room := opts[keptRoom]; best.pl == keptIdle && room != nil && within(room.moves) && slices.Equal(room.score[:3], best.score[:3]) && room.restarts > best.restarts {
+		// the restarts decided: the room serves as many on as many GPUs with as many moves
+		msg += fmt.Sprintf("; what it does not serve is placed on GPUs it leaves idle, not started in the room of its busy GPUs: that would restart %d MPS clients in place (%s: the node's device-plugin config change restarts its MPS daemon; a restarted replica is down as a moved one is), where this plan restarts %d, for no GPU or move saved",
+			room.restarts, restartsText(keptChanges), best.restarts)
+	}
+	repack := fmt.Sprintf("move %d replicas", moves)
+	if nextRestarts > 0 {
+		repack += fmt.Sprintf(" and restart %d MPS clients in place (%s)", nextRestarts, restartsText(nextChanges))
+	}
 	if s, k := shortTenants(next), shortTenants(kept); s > k {
-		msg += fmt.Sprintf(": re-packing would leave %d tenants short (this plan %d), run the pool on %d GPUs instead of %d and move %d replicas%s",
-			s, k, next.Summary.GPUsUsed, kept.Summary.GPUsUsed, moves, budget)
+		msg += fmt.Sprintf(": re-packing would leave %d tenants short (this plan %d), run the pool on %d GPUs instead of %d and %s%s",
+			s, k, next.Summary.GPUsUsed, kept.Summary.GPUsUsed, repack, budget)
 	} else if d := kept.Summary.GPUsUsed - next.Summary.GPUsUsed; d == 0 {
 		// the budget is not why: a re-pack that saves no GPU is not made with or without one
-		msg += fmt.Sprintf(": re-packing would save no GPU (it runs the pool on %d too) and move %d replicas", next.Summary.GPUsUsed, moves)
+		msg += fmt.Sprintf(": re-packing would save no GPU (it runs the pool on %d too) and %s", next.Summary.GPUsUsed, repack)
 	} else if d > 0 {
-		msg += fmt.Sprintf(": re-packing would run the pool on %d GPUs instead of %d (%d fewer) but move %d replicas%s",
-			next.Summary.GPUsUsed, kept.Summary.GPUsUsed, d, moves, budget)
+		msg += fmt.Sprintf(": re-packing would run the pool on %d GPUs instead of %d (%d fewer) but %s%s",
+			next.Summary.GPUsUsed, kept.Summary.GPUsUsed, d, repack, budget)
 	} else {
-		msg += fmt.Sprintf(": re-packing would run the pool on %d GPUs instead of %d (%d more) and move %d replicas%s",
-			next.Summary.GPUsUsed, kept.Summary.GPUsUsed, -d, moves, budget)
+		msg += fmt.Sprintf(": re-packing would run the pool on %d GPUs instead of %d (%d more) and %s%s",
+			next.Summary.GPUsUsed, kept.Summary.GPUsUsed, -d, repack, budget)
 	}
 	addReason(kept, v1.NewReason(v1.ReasonMoveBudget, "%s", msg))
 	return kept, nil
@@ -435,6 +478,13 @@ func servedInForce(tn *tenant, uses []slotUse) error {
 // or moves, and an error when that plan cannot be made or is not valid for the pool (caps, fixed
 // counts, policy, node rules).
 func (p *planner) keepServed(next *v1.Plan) (*v1.Plan, []error, error) {
+	return p.keepServedFill(next, true)
+}
+
+// keepServedFill is keepServed, with the room the busy GPUs leave free tried first only when
+// fill is set: without it, the tenants it does not serve are planned on the GPUs left idle alone
+// (the kept plan re-planning weighs when starting them in that room restarts MPS clients).
+func (p *planner) keepServedFill(next *v1.Plan, fill bool) (*v1.Plan, []error, error) {
 	_, uses := p.inForce()
 	grow := map[string]int{}
 	for _, tn := range p.tenants {
@@ -445,8 +495,8 @@ func (p *planner) keepServed(next *v1.Plan) (*v1.Plan, []error, error) {
 		}
 	}
 	for {
-		pl, why, off, err := p.keepServedGrowing(next, grow, true)
-		if err != nil && len(off) == 0 {
+		pl, why, off, err := p.keepServedGrowing(next, grow, fill)
+		if fill && err != nil && len(off) == 0 {
 			// the free slots of the plan in force gave no valid plan: every tenant placed afresh
 			pl, why, off, err = p.keepServedGrowing(next, grow, false)
 		}
@@ -930,4 +980,12 @@ func keepOnly(next *v1.Plan, gpus []v1.PlanGPU, stays map[string]bool) *v1.Plan 
 		}
 	}
 	return &v1.Plan{APIVersion: next.APIVersion, Kind: next.Kind, Metadata: next.Metadata, Pool: next.Pool, GPUs: gpus}
+}
+
+// restartsOf is " and restarts n MPS clients in place", "" for none.
+func restartsOf(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and restarts %d MPS clients in place", n)
 }

@@ -316,3 +316,36 @@ func stopsForRestarts(steps, restarts []Step, w int) ([]Step, []Step) {
 	}
 	return out, rs
 }
+
+// NodeConfigRestarts is the device-plugin config changes re-planning from cur to next makes
+// (DevicePluginChanges), ordered into the migration as the command orders them (Migration, then
+// OrderDevicePluginChanges, at the pool's maxUnavailable), and the replicas their MPS control
+// daemons' restarts restart in place (the sum of their Restarts): the one count re-planning
+// weighs and the migration shows.
+func NodeConfigRestarts(pool *v1.Pool, cur, next *v1.Plan) (int, []DevicePluginChange) {
+	changes := DevicePluginChanges(pool, cur, next)
+	if len(changes) == 0 {
+		return 0, nil
+	}
+	mu := 1
+	if pool != nil {
+		mu = pool.Policy.MaxUnavailable.Resolve(next.Summary.GPUsTotal)
+	}
+	_, done := OrderDevicePluginChanges(cur, next, Migration(cur, next, mu), changes, mu)
+	n := 0
+	for _, c := range done {
+		n += c.Restarts
+	}
+	return n, done
+}
+
+// restartsText names the nodes of changes whose MPS clients restart and how many, "" when none.
+func restartsText(changes []DevicePluginChange) string {
+	var parts []string
+	for _, c := range changes {
+		if c.Restarts > 0 {
+			parts = append(parts, fmt.Sprintf("%d on %s (%s to %s)", c.Restarts, c.Node, c.From, c.To))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
