@@ -14,11 +14,7 @@ import (
 // references a GPU to 10; the migration lists that node's config change, the eight running
 // clients keeping their limits. A plan against itself changes no node's setting.
 func TestMigrationListsDevicePluginChange(t *testing.T) {
-	first, err := Build(context.Background(), loadPool(t, "../../testdata/review8/a-mps0-pool.yaml"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := loadPool(t, "../../testdata/review8/f-mpsadd1-pool.yaml")
+	first, pool := loadReplan(t, "../../testdata/review8/a-mps0-pool.yaml", "../../testdata/review8/f-mpsadd1-pool.yaml")
 	zero := 0
 	pl, err := Build(context.Background(), pool, Options{Current: first, MaxMoves: &zero})
 	if err != nil {

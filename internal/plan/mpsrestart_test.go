@@ -13,11 +13,7 @@ import (
 // restart, as the node-config change OrderDevicePluginChanges orders says; a plan with no change
 // of a node's setting restarts nobody.
 func TestNodeConfigRestartsCountsTheMigrations(t *testing.T) {
-	first, err := Build(context.Background(), loadPool(t, "../../testdata/review8/a-mps0-pool.yaml"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := loadPool(t, "../../testdata/review8/f-mpsadd1-pool.yaml")
+	first, pool := loadReplan(t, "../../testdata/review8/a-mps0-pool.yaml", "../../testdata/review8/f-mpsadd1-pool.yaml")
 	next, err := Build(context.Background(), pool, Options{}) // the fresh packing: all ten on one GPU
 	if err != nil {
 		t.Fatal(err)
@@ -47,11 +43,7 @@ func TestNodeConfigRestartsCountsTheMigrations(t *testing.T) {
 // a budget, the plan taken restarts nobody, and its reasons say what the room would have
 // restarted. Before, both started the small one in the room: 8 clients restarted.
 func TestKeptPlanAvoidsMPSRestarts(t *testing.T) {
-	first, err := Build(context.Background(), loadPool(t, "../../testdata/review8/a-mps0-pool.yaml"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := loadPool(t, "../../testdata/review8/g-mpsbig1-pool.yaml")
+	first, pool := loadReplan(t, "../../testdata/review8/a-mps0-pool.yaml", "../../testdata/review8/g-mpsbig1-pool.yaml")
 	zero := 0
 	for _, mm := range []*int{&zero, nil} {
 		pl, err := Build(context.Background(), pool, Options{Current: first, MaxMoves: mm})

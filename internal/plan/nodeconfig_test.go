@@ -16,11 +16,7 @@ import (
 // the eight running clients restart in place in that wave (more than maxUnavailable: the daemon
 // is the node's).
 func TestOrderDevicePluginChangesMPSRestartsClients(t *testing.T) {
-	first, err := Build(context.Background(), loadPool(t, "../../testdata/review8/a-mps0-pool.yaml"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := loadPool(t, "../../testdata/review8/f-mpsadd1-pool.yaml")
+	first, pool := loadReplan(t, "../../testdata/review8/a-mps0-pool.yaml", "../../testdata/review8/f-mpsadd1-pool.yaml")
 	zero := 0
 	pl, err := Build(context.Background(), pool, Options{Current: first, MaxMoves: &zero})
 	if err != nil {
