@@ -35,7 +35,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 			tenant, node = "alice", "n1"
 		}
 		// The GPU is one of the inventory the PUT /v1/nodes/{node} row registers before.
-		return strings.NewReplacer("{name}", tenant, "{node}", node, "{gpu}", "GPU-x-0").Replace(path)
+		return strings.NewReplacer("{name}", tenant, "{node}", node, "{gpu}", "GPU-x-0", "{id}", "0123456789abcdef").Replace(path)
 	}
 	bodies := map[string]any{
 		"POST /v1/tenants":                       Tenant{Name: "carol", Demand: 1},
@@ -66,6 +66,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 				}
 				if key == "DELETE /v1/nodes/{node}" && who == "operator" {
 					path = "/v1/nodes/spare" // keep n1 for later rows
+				}
+				if key == "DELETE /v1/tokens/{id}" && who == "operator" {
+					path = "/v1/tokens/" + TokenID(HashToken(h.tokens["bob"])) // bob's token: no row uses it
 				}
 				if key == "POST /v1/nodes/{node}/admit" && who == "operator" {
 					path = "/v1/nodes/spare/admit" // removed by the DELETE row
