@@ -484,8 +484,9 @@ func TestProblemDetailsEverywhere(t *testing.T) {
 		// A live node that is not cordoned is not removed.
 		{"DELETE", "/v1/nodes/n1", ``, 409, []string{"node"}, ""},
 		{"POST", "/v1/whoami", `{}`, 405, nil, "GET, HEAD"},
-		{"GET", "/v1/tokens", ``, 404, nil, ""},
-		{"DELETE", "/v1/tokens", ``, 405, nil, "POST"},
+		{"DELETE", "/v1/tokens", ``, 405, nil, "GET, HEAD, POST"},
+		{"PUT", "/v1/tokens/0123456789abcdef", ``, 405, nil, "DELETE"},
+		{"DELETE", "/v1/tokens/0123456789abcdef", ``, 404, nil, ""},
 		{"DELETE", "/v1/nosuch", ``, 404, nil, ""},
 		// A token request names only what its role acts for; a malformed name is not "missing".
 		{"POST", "/v1/tokens", `{"role":"agent","node":"n1","tenant":"alice"}`, 400, []string{"tenant"}, ""},
