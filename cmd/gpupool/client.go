@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -211,7 +213,7 @@ func newGrantsCmd(e *env) *cobra.Command {
 }
 
 func newTokenCmd(e *env) *cobra.Command {
-	c := &cobra.Command{Use: "token", Short: "Create bearer tokens (operator only)"}
+	c := &cobra.Command{Use: "token", Short: "Create, list and revoke bearer tokens (operator only)"}
 	cl := clientFlags(c)
 	create := &cobra.Command{Use: "create ROLE [TENANT|NODE]", Short: "Create a token: operator, tenant NAME or agent NODE; the secret is printed once",
 		Args: cobra.RangeArgs(1, 2),
@@ -231,8 +233,56 @@ func newTokenCmd(e *env) *cobra.Command {
 			_, err := fmt.Fprintln(e.stdout, out.Token)
 			return err
 		}}
-	c.AddCommand(create)
+	var asJSON bool
+	list := &cobra.Command{Use: "list", Short: "List tokens, oldest first: id, role, tenant or node, name, creation time (never a secret)",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var ts []control.TokenInfo
+			if err := cl.call(cmd.Context(), "GET", "/v1/tokens", nil, &ts); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(e.stdout, ts)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tROLE\tTENANT/NODE\tNAME\tCREATED")
+			for _, t := range ts {
+				created := "-" // stored before creation times were kept
+				if !t.Created.IsZero() {
+					created = t.Created.UTC().Format(time.RFC3339)
+				}
+				name := t.Name
+				if t.TokenFile {
+					name += " (token file)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.Role, orDash(t.Tenant+t.Node), orDash(name), created)
+			}
+			return tw.Flush()
+		}}
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	revoke := &cobra.Command{Use: "revoke ID", Short: "Revoke a token by the id `token list` shows; its next request is refused",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var t control.TokenInfo
+			if err := cl.call(cmd.Context(), "DELETE", "/v1/tokens/"+url.PathEscape(args[0]), nil, &t); err != nil {
+				var pe *apiError
+				if errors.As(err, &pe) && pe.Status == http.StatusConflict { // the caller's own token, or the token file's
+					return invalid(err)
+				}
+				return err
+			}
+			_, err := fmt.Fprintf(e.stdout, "token %s revoked (%s %s %q)\n", t.ID, t.Role, orDash(t.Tenant+t.Node), t.Name)
+			return err
+		}}
+	c.AddCommand(create, list, revoke)
 	return c
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // newApplyCmd sends a Pool file's tenants to the control plane: name, path, weight, reservation,

@@ -14,7 +14,7 @@ import (
 func TestClientTokenNotInHelp(t *testing.T) {
 	const secret = "gp_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	t.Setenv("GPUPOOL_TOKEN", secret)
-	for _, args := range [][]string{{"tenant", "--help"}, {"tenant", "set", "--help"}, {"gate", "--help"}, {"apply", "--help"}, {"token", "--help"}, {"node", "--help"}, {"grants", "--help"}} {
+	for _, args := range [][]string{{"tenant", "--help"}, {"tenant", "set", "--help"}, {"gate", "--help"}, {"apply", "--help"}, {"token", "--help"}, {"token", "list", "--help"}, {"token", "revoke", "--help"}, {"node", "--help"}, {"grants", "--help"}} {
 		var out, errOut bytes.Buffer
 		if err := run(context.Background(), args, &out, &errOut); err != nil {
 			t.Fatalf("%v: %v", args, err)

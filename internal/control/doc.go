@@ -21,7 +21,8 @@
 //     takes over a stored grant of its tenant (same id and slice), so a restart moves nothing.
 //   - Server: HTTP/JSON under /v1 (openapi.json is the reference, kept equal to the route table
 //     by a test), RFC 9457 problem details with field paths, bearer tokens stored as SHA-256
-//     hashes with roles operator, tenant and agent, per-token rate limits, a body size limit, an
+//     hashes with roles operator, tenant and agent (listed and revoked by an id, the first 16
+//     hex digits of the hash, never by secret), per-token rate limits, a body size limit, an
 //     audit record per change, Prometheus /metrics (collectors here until a shared metrics
 //     package exists), the embedded browser console at /, and optional (mutual) TLS.
 //

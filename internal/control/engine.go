@@ -54,7 +54,7 @@ type Engine struct {
 	taskGrant  map[uint64]string
 	hints      map[string][]*Grant // restored grants waiting to be matched, per tenant
 	queued     map[string]int
-	tokens     map[string]Principal // token hash → principal (replaced, never mutated)
+	tokens     map[string]TokenRecord // token hash → principal (replaced, never mutated)
 	events     []Event
 	nextGrant  uint64
 	nextEvent  uint64
@@ -125,7 +125,7 @@ type State struct {
 	Tenants   []Tenant
 	Nodes     []Node
 	Grants    []Grant
-	Tokens    map[string]Principal
+	Tokens    map[string]TokenRecord
 	Removed   map[string]Removal
 	Events    []Event
 	NextGrant uint64
@@ -146,7 +146,7 @@ func restoreEngine(cfg EngineConfig, now time.Time, st State) (*Engine, error) {
 		tokens: maps.Clone(st.Tokens), dirtyNodes: map[string]bool{},
 		nextGrant: st.NextGrant, nextEvent: st.NextEvent, plan: st.Plan, pool: st.Pool, removed: maps.Clone(st.Removed)}
 	if e.tokens == nil {
-		e.tokens = map[string]Principal{}
+		e.tokens = map[string]TokenRecord{}
 	}
 	e.ch.reset()
 	e.events = append(e.events, st.Events...)
@@ -379,13 +379,51 @@ func (e *Engine) setDemand(now time.Time, name string, demand int, field string)
 	return *t, nil
 }
 
-// AddToken records a token hash for a principal.
+// AddToken records a token hash for a principal, created at now.
 func (e *Engine) AddToken(now time.Time, hash string, p Principal) {
 	e.tokens = maps.Clone(e.tokens)
-	e.tokens[hash] = p
+	e.tokens[hash] = TokenRecord{Principal: p, Created: now}
 	e.ch.Tokens[hash] = true
 	e.event(now, Event{Code: CodeTokenCreated, Tenant: p.Tenant, Node: p.Node,
-		Message: fmt.Sprintf("%s token %q created", p.Role, p.Name)})
+		Message: fmt.Sprintf("%s token %q created (id %s)", p.Role, p.Name, TokenID(hash))})
+}
+
+// TokenID is the id a token is listed and revoked by: the first 16 hex digits of its hash. The
+// hash of a 256-bit random secret gives nothing of the secret away, and 64 bits make two tokens
+// with one id unlikely enough that such an id is refused rather than guessed between.
+func TokenID(hash string) string { return hash[:min(len(hash), 16)] }
+
+// tokenHash finds the hash of the token with this id.
+func (e *Engine) tokenHash(id string) (string, error) {
+	var found []string
+	for hash := range e.tokens {
+		if TokenID(hash) == id {
+			found = append(found, hash)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("token %s: %w (list the tokens' ids with GET /v1/tokens)", id, ErrNotFound)
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("token %s: %w: the id names %d tokens", id, ErrConflict, len(found))
+}
+
+// RevokeToken deletes the token with this id: the next request with its secret is refused.
+// The deletion is persisted as every other change, so the token stays revoked after a restart.
+func (e *Engine) RevokeToken(now time.Time, id string) (TokenInfo, error) {
+	hash, err := e.tokenHash(id)
+	if err != nil {
+		return TokenInfo{}, fmt.Errorf("revoke %w", err)
+	}
+	t := e.tokens[hash]
+	e.tokens = maps.Clone(e.tokens)
+	delete(e.tokens, hash)
+	e.ch.Tokens[hash] = false
+	e.event(now, Event{Code: CodeTokenRevoked, Tenant: t.Tenant, Node: t.Node,
+		Message: fmt.Sprintf("%s token %q revoked (id %s)", t.Role, t.Name, id)})
+	return TokenInfo{ID: id, Principal: t.Principal, Created: t.Created}, nil
 }
 
 // Tick is the periodic step: nodes silent past the timeout leave the pool, and the allocator

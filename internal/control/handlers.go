@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -30,7 +32,9 @@ var routes = []route{
 	{"PUT", "/v1/tenants/{name}/demand", opOrTenant, true, hSetDemand},
 	{"GET", "/v1/grants", anyRole, false, hGrants},
 	{"GET", "/v1/events", anyRole, false, hEvents},
+	{"GET", "/v1/tokens", operatorOnly, false, hListTokens},
 	{"POST", "/v1/tokens", operatorOnly, true, hCreateToken},
+	{"DELETE", "/v1/tokens/{id}", operatorOnly, true, hRevokeToken},
 	{"GET", "/v1/nodes", operatorOnly, false, hNodes},
 	{"PUT", "/v1/nodes/{node}", opOrAgent, true, hRegister},
 	{"DELETE", "/v1/nodes/{node}", operatorOnly, true, hRemoveNode},
@@ -249,8 +253,9 @@ type TokenRequest struct {
 	Name   string `json:"name,omitempty"`
 }
 
-// TokenResponse carries the secret, shown once.
+// TokenResponse carries the secret, shown once, and the id the token is listed and revoked by.
 type TokenResponse struct {
+	ID string `json:"id"`
 	Principal
 	Token string `json:"token"`
 }
@@ -304,14 +309,61 @@ func hCreateToken(s *Server, w http.ResponseWriter, r *http.Request, _ Principal
 		return err
 	}
 	secret := NewSecret()
+	hash := HashToken(secret)
 	p := Principal{Role: t.Role, Tenant: t.Tenant, Node: t.Node, Name: t.Name}
 	if _, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) {
-		e.AddToken(now, HashToken(secret), p)
+		e.AddToken(now, hash, p)
 		return nil, nil
 	}); err != nil {
 		return err
 	}
-	return writeJSON(w, 201, TokenResponse{Principal: p, Token: secret})
+	return writeJSON(w, 201, TokenResponse{ID: TokenID(hash), Principal: p, Token: secret})
+}
+
+// hListTokens lists every token, oldest first: id, principal, creation time; never a secret or
+// a hash.
+func hListTokens(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
+	v := r.Context().Value(viewKey{}).(*View)
+	out := make([]TokenInfo, 0, len(v.Tokens))
+	for hash, t := range v.Tokens {
+		out = append(out, TokenInfo{ID: TokenID(hash), Principal: t.Principal, Created: t.Created, TokenFile: hash == s.tokenFile})
+	}
+	slices.SortFunc(out, func(a, b TokenInfo) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return writeJSON(w, 200, out)
+}
+
+// hRevokeToken revokes a token by its id and answers what it revoked. It refuses (409) the
+// token the request itself is authenticated with, so that an operator does not shut itself out
+// by mistake, and the token of the server's token file, which the server would store again at
+// its next start.
+func hRevokeToken(s *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {
+	id := r.PathValue("id")
+	own := HashToken(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+	var hash string
+	v, err := s.loop.Do(r.Context(), func(e *Engine, now time.Time) (any, error) {
+		var err error
+		if hash, err = e.tokenHash(id); err != nil {
+			return nil, fmt.Errorf("revoke %w", err)
+		}
+		switch hash {
+		case own:
+			return nil, fmt.Errorf("revoke token %s: %w: it is the token this request is authenticated with; revoke it with another operator token", id, ErrConflict)
+		case s.tokenFile:
+			return nil, fmt.Errorf("revoke token %s: %w: it is the operator token of the server's token file, which the server stores again at every start; "+
+				"write a new secret to that file (or give another --token-file), restart the server, then revoke this one", id, ErrConflict)
+		}
+		return e.RevokeToken(now, id)
+	})
+	if err != nil {
+		return err
+	}
+	s.forget(hash)
+	return writeJSON(w, 200, v)
 }
 
 func hNodes(_ *Server, w http.ResponseWriter, r *http.Request, _ Principal) error {

@@ -108,9 +108,9 @@ func stateFrom(s store.Snapshot) (State, error) {
 			st.Grants = append(st.Grants, g)
 		}
 	}
-	st.Tokens = map[string]Principal{}
+	st.Tokens = map[string]TokenRecord{}
 	for k, raw := range s.Records[kindTokens] {
-		var p Principal
+		var p TokenRecord
 		if dec(kindTokens, k, raw, &p) {
 			st.Tokens[k] = p
 		}

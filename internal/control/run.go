@@ -87,7 +87,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		}
 		ln = tls.NewListener(ln, cfg)
 	}
-	srv := &http.Server{Handler: NewServer(loop, o.Server, log, audit), ReadHeaderTimeout: 10 * time.Second,
+	api := NewServer(loop, o.Server, log, audit)
+	api.tokenFile = HashToken(secret)
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()

@@ -42,6 +42,9 @@ type Server struct {
 	mux     *http.ServeMux
 	limMu   sync.Mutex
 	limits  map[string]*rate.Limiter
+	// tokenFile is the hash of the operator token of the server's token file (Run sets it): the
+	// server stores it again at every start, so it is not revoked.
+	tokenFile string
 }
 
 // NewServer builds the API over a loop. audit receives one record per change.
@@ -242,7 +245,7 @@ func (s *Server) authorize(r *http.Request, rt route, p *Principal) error {
 	if !ok {
 		return errStatus(http.StatusUnauthorized, "unknown token")
 	}
-	*p = pr
+	*p = pr.Principal
 	if !s.limiter(hash).Allow() {
 		return errStatus(http.StatusTooManyRequests, "rate limit of %g requests/s exceeded for this token", s.cfg.Rate)
 	}
@@ -252,6 +255,13 @@ func (s *Server) authorize(r *http.Request, rt route, p *Principal) error {
 		}
 	}
 	return errStatus(http.StatusForbidden, "role %s may not %s %s", pr.Role, rt.Method, rt.Path)
+}
+
+// forget drops a revoked token's rate limiter.
+func (s *Server) forget(hash string) {
+	s.limMu.Lock()
+	defer s.limMu.Unlock()
+	delete(s.limits, hash)
 }
 
 func (s *Server) limiter(hash string) *rate.Limiter {

@@ -35,7 +35,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 			tenant, node = "alice", "n1"
 		}
 		// The GPU is one of the inventory the PUT /v1/nodes/{node} row registers before.
-		return strings.NewReplacer("{name}", tenant, "{node}", node, "{gpu}", "GPU-x-0").Replace(path)
+		return strings.NewReplacer("{name}", tenant, "{node}", node, "{gpu}", "GPU-x-0", "{id}", "0123456789abcdef").Replace(path)
 	}
 	bodies := map[string]any{
 		"POST /v1/tenants":                       Tenant{Name: "carol", Demand: 1},
@@ -66,6 +66,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 				}
 				if key == "DELETE /v1/nodes/{node}" && who == "operator" {
 					path = "/v1/nodes/spare" // keep n1 for later rows
+				}
+				if key == "DELETE /v1/tokens/{id}" && who == "operator" {
+					path = "/v1/tokens/" + TokenID(HashToken(h.tokens["bob"])) // bob's token: no row uses it
 				}
 				if key == "POST /v1/nodes/{node}/admit" && who == "operator" {
 					path = "/v1/nodes/spare/admit" // removed by the DELETE row
@@ -481,8 +484,9 @@ func TestProblemDetailsEverywhere(t *testing.T) {
 		// A live node that is not cordoned is not removed.
 		{"DELETE", "/v1/nodes/n1", ``, 409, []string{"node"}, ""},
 		{"POST", "/v1/whoami", `{}`, 405, nil, "GET, HEAD"},
-		{"GET", "/v1/tokens", ``, 404, nil, ""},
-		{"DELETE", "/v1/tokens", ``, 405, nil, "POST"},
+		{"DELETE", "/v1/tokens", ``, 405, nil, "GET, HEAD, POST"},
+		{"PUT", "/v1/tokens/0123456789abcdef", ``, 405, nil, "DELETE"},
+		{"DELETE", "/v1/tokens/0123456789abcdef", ``, 404, nil, ""},
 		{"DELETE", "/v1/nosuch", ``, 404, nil, ""},
 		// A token request names only what its role acts for; a malformed name is not "missing".
 		{"POST", "/v1/tokens", `{"role":"agent","node":"n1","tenant":"alice"}`, 400, []string{"tenant"}, ""},

@@ -25,6 +25,27 @@ type Principal struct {
 	Name   string `json:"name,omitempty"`   // a label for the audit log
 }
 
+// TokenRecord is what the store holds for a token, keyed by the hex SHA-256 of its secret: the
+// principal it acts for and when it was created (zero for a token stored before creation times
+// were kept: its record is the principal alone, which decodes into this as it is).
+type TokenRecord struct {
+	Principal
+	Created time.Time `json:"created,omitzero"`
+}
+
+// TokenInfo is a token as GET /v1/tokens lists it: its id and principal, never its secret or
+// its hash.
+type TokenInfo struct {
+	// ID names the token for DELETE /v1/tokens/{id}: the first 16 hex digits of its hash
+	// (TokenID), the same for as long as the token lives.
+	ID string `json:"id"`
+	Principal
+	Created time.Time `json:"created,omitzero"`
+	// TokenFile marks the operator token of the server's token file, which the server stores
+	// again at every start and which cannot be revoked.
+	TokenFile bool `json:"tokenFile,omitempty"`
+}
+
 // Tenant is one tenant of the pool as the control plane holds it.
 type Tenant struct {
 	Name string `json:"name"`
@@ -216,6 +237,7 @@ const (
 	CodeNodeRemoved    Code = "NodeRemoved"
 	CodeNodeAdmitted   Code = "NodeAdmitted"
 	CodeTokenCreated   Code = "TokenCreated"
+	CodeTokenRevoked   Code = "TokenRevoked"
 	CodeGateRequested  Code = "GateRequested"
 	CodeGateWaiting    Code = "GateWaiting"
 	CodeGateDraining   Code = "GateDraining"
@@ -233,6 +255,6 @@ const (
 // Codes lists every event code.
 var Codes = []Code{CodeTenantAdded, CodeTenantUpdated, CodeTenantRemoved, CodeDemandChanged,
 	CodeGranted, CodeReleased, CodePreempted, CodeQueued, CodeMoved, CodeNodeRegistered,
-	CodeNodeLost, CodeNodeBack, CodeNodeFenced, CodeNodeCordoned, CodeNodeUncordoned, CodeNodeRemoved, CodeNodeAdmitted, CodeTokenCreated,
+	CodeNodeLost, CodeNodeBack, CodeNodeFenced, CodeNodeCordoned, CodeNodeUncordoned, CodeNodeRemoved, CodeNodeAdmitted, CodeTokenCreated, CodeTokenRevoked,
 	CodeGateRequested, CodeGateWaiting, CodeGateDraining, CodeGateStarted, CodeGateDone, CodeGateFailed, CodeGateGaveUp,
 	CodeGateCancelled, CodeMoveStarted, CodeStandbyFailed, CodeReplanned, CodeReplanFailed}

@@ -13,12 +13,12 @@ import (
 type View struct {
 	Revision uint64
 	Capacity int
-	Tenants  []TenantStatus // by name
-	Grants   []Grant        // by id
-	Nodes    []Node         // by name
-	Slices   []Slice        // live slices, by id
-	Events   []Event        // oldest first
-	Tokens   map[string]Principal
+	Tenants  []TenantStatus         // by name
+	Grants   []Grant                // by id
+	Nodes    []Node                 // by name
+	Slices   []Slice                // live slices, by id
+	Events   []Event                // oldest first
+	Tokens   map[string]TokenRecord // by hash
 	// Plan is the last plan applied (never changed in place), the base of an incremental re-plan;
 	// Pool is its Pool document.
 	Plan *v1.Plan
