@@ -269,24 +269,29 @@ func TestReplanOnRateAndFleet(t *testing.T) {
 	}
 }
 
+// runLoopOn runs a loop on the store file at path (a start of the control plane without its
+// HTTP server); the function returned stops it and closes the store, as a shutdown does.
+func runLoopOn(t *testing.T, path string, log *slog.Logger) (*Loop, func()) {
+	t.Helper()
+	st, err := store.OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop, err := NewLoop(context.Background(), LoopConfig{}, st, SystemClock{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { loop.Run(ctx); close(done) }()
+	return loop, func() { cancel(); <-done; st.Close() }
+}
+
 // The applied plan and its pool are acknowledged state: they survive a restart from the store.
 func TestAppliedPlanSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	open := func() (*Loop, func()) {
-		st, err := store.OpenBolt(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		loop, err := NewLoop(context.Background(), LoopConfig{}, st, SystemClock{}, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { loop.Run(ctx); close(done) }()
-		return loop, func() { cancel(); <-done; st.Close() }
-	}
+	open := func() (*Loop, func()) { return runLoopOn(t, path, log) }
 	loop, stop := open()
 	pool := &v1.Pool{Metadata: v1.Metadata{Name: "p1"}}
 	p := &v1.Plan{Pool: "p1", GPUs: []v1.PlanGPU{{Node: "n", Index: 0, Board: "H100-SXM5-80GB", Mode: v1.ModeExclusive}}}

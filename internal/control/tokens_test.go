@@ -133,17 +133,8 @@ func TestRevokedTokenStaysRevokedAfterRestart(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	fileSecret := NewSecret()
 	start := func() (*httptest.Server, func()) {
-		st, err := store.OpenBolt(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		loop, err := NewLoop(context.Background(), LoopConfig{}, st, SystemClock{}, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { loop.Run(ctx); close(done) }()
+		loop, stopLoop := runLoopOn(t, path, log)
+		ctx := context.Background()
 		if _, ok := loop.View().Tokens[HashToken(fileSecret)]; !ok { // as Run stores the token file's
 			loop.Do(ctx, func(e *Engine, now time.Time) (any, error) {
 				e.AddToken(now, HashToken(fileSecret), Principal{Role: RoleOperator, Name: "bootstrap"})
@@ -153,7 +144,7 @@ func TestRevokedTokenStaysRevokedAfterRestart(t *testing.T) {
 		api := NewServer(loop, ServerConfig{}, log, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		api.tokenFile = HashToken(fileSecret)
 		srv := httptest.NewServer(api)
-		return srv, func() { srv.Close(); cancel(); <-done; st.Close() }
+		return srv, func() { srv.Close(); stopLoop() }
 	}
 	call := func(srv *httptest.Server, secret, method, path string, body any) (int, []byte) {
 		t.Helper()
