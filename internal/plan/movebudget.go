@@ -156,15 +156,16 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 		if pick == nil {
 			pick = fallback
 		}
-		if pick == nil || pick.chosen != "kept" && pick.chosen != "held" || confirmed[pick.pl] {
+		if pick == nil || pick.chosen == "next" || confirmed[pick.pl] {
 			break
 		}
-		before := shortTenants(pick.pl)
-		if err := p.confirmKept(pick.pl, pick.chosen == "held", limit); err != nil {
+		before, gpusBefore := shortTenants(pick.pl), pick.pl.Summary.GPUsUsed
+		if err := p.confirmKept(pick.pl, pick.chosen, limit); err != nil {
 			return nil, err
 		}
 		confirmed[pick.pl] = true
-		if shortTenants(pick.pl) == before {
+		// a replica started on a GPU the plan left idle adds a GPU and a GPU change (ADR 0065)
+		if shortTenants(pick.pl) == before && pick.pl.Summary.GPUsUsed == gpusBefore {
 			break
 		}
 		best, fallback = nil, nil
