@@ -10,10 +10,12 @@ import (
 	v1 "gpupool.dev/gpupool/api/v1"
 )
 
-// Confirming a kept plan by simulation (ADR 0064).
+// Confirming a kept plan by simulation (ADR 0064, 0065).
 //
 // A re-plan may return the plan in force kept for the tenants it still serves (keepServed) or,
-// under a move budget, held as it is (keepHolding), instead of the re-pack that Build confirmed
+// under a move budget, held as it is (keepHolding) or partly re-packed (partialRepack, which
+// mixes the re-pack and the plan in force component by component), instead of the re-pack that
+// Build confirmed
 // (confirm). Its tenants then run beside other neighbours than the re-pack gave them, or on
 // another slice kind or count, so the re-pack's runs say nothing about them. confirmKept runs the
 // same confirmation on the plan that is returned: the same simulator (Options.Simulate), budget
@@ -24,17 +26,19 @@ import (
 // diurnal pattern). A tenant the plan leaves short already (held with fewer replicas than its
 // load needs) is simulated and its reason says what its replicas saw, but it is not raised.
 //
-// A tenant the runs find short gets a replica more only where the plan allows one without a GPU
-// change or a move: in the room its busy GPUs leave free (keptRoom, the same room fillKept starts
-// tenants in), of its own group, and the plan is simulated again, for at most confirmRounds
-// rounds in all. Where there is no such room (or maxReplicas allows no more, or no round is left)
-// the tenant is marked short, its first reason saying why. Every tenant the runs simulated
-// carries a Simulated reason of this plan's runs; the re-pack's are removed.
+// A tenant the runs find short gets a replica more without a move: first in the room its busy
+// GPUs leave free (keptRoom, the same room fillKept starts tenants in), of its own group, else on
+// a GPU the plan leaves idle of its board, on its slice kind in force (startOnIdle: whole-GPU
+// kinds of one GPU, keeping the node's device-plugin MPS setting); the plan is simulated again,
+// for at most confirmRounds rounds in all. Where there is neither (or maxReplicas allows no more,
+// or no round is left) the tenant is marked short, its first reason saying why. Every tenant the
+// runs simulated carries a Simulated reason of this plan's runs; the re-pack's are removed.
 //
 // A replica started in room is a start on a GPU that already runs replicas and keeps its layout:
 // the plan's GPUs, replica moves and GPU changes stay as they were when it was weighed against
-// the re-pack, so a raise needs no new weighing. A tenant marked short does change the weighing
-// (fewest tenants short first), and replan weighs the confirmed plan again.
+// the re-pack. A replica started on an idle GPU adds a GPU (and a GPU change where the GPU's mode
+// in force differs), and a tenant marked short adds a tenant short: either changes the weighing,
+// and replan weighs the confirmed plan again with every other.
 
 // keptConfirmable reports whether the runs may judge tn on c, the slice kind it runs on in a
 // kept or held plan: as confirmable, for that candidate.
@@ -77,8 +81,9 @@ const (
 	keptRepackSizing   = "the sizing above is the re-pack's, which runs it on the same slice kind and count; the Simulated reason is this plan's own runs"
 )
 
-// confirmKept confirms pl, a kept or held plan (held: the plan in force held within max-moves
-// limit), by simulation as described above. pl is changed in place. It returns the simulator's
+// confirmKept confirms pl, a kept, held or partly re-packed plan (chosen: "kept", "held" or
+// "part", as replan weighs it; held and part within max-moves limit), by simulation as described
+// above. pl is changed in place. It returns the simulator's
 // or the context's error.
 func (p *planner) confirmKept(pl *v1.Plan, chosen string, limit int) error {
 	budget := p.o.ConfirmRequests
@@ -175,8 +180,9 @@ func (p *planner) confirmKept(pl *v1.Plan, chosen string, limit int) error {
 }
 
 // raiseInRoom starts a replica more for each tenant of short in the room pl's busy GPUs leave
-// free, of its own group (keptRoom), and says where; a tenant with no such room (or whose
-// maxReplicas allows no more) is left as it is, with why. A raise that leaves pl not valid for
+// free, of its own group (keptRoom), else on a GPU pl leaves idle of its board (startOnIdle), and
+// says where; a tenant with neither (or whose maxReplicas allows no more) is left as it is, with
+// why. A raise that leaves pl not valid for
 // the pool is undone. It reports whether any tenant was raised.
 func (p *planner) raiseInRoom(pl *v1.Plan, short []*keptJudged, byName map[string]*tenant, chosen string, limit int) bool {
 	undo := clonePlan(pl)
