@@ -66,10 +66,8 @@ type keptJudged struct {
 	// code and why say why a count found short was not raised ("" while it was, or passed)
 	code v1.ReasonCode
 	why  string
-	// start is the reason of a replica started this round on a GPU the plan left idle; idle
-	// says one was (the plan's GPUs, GPU changes and so its weighing changed)
+	// start is the reason of a replica started this round on a GPU the plan left idle
 	start string
-	idle  bool
 }
 
 // Texts of the kept-load reason (keptLoadReason) for a tenant whose sizing is not simulated in
@@ -189,7 +187,6 @@ func (p *planner) raiseInRoom(pl *v1.Plan, short []*keptJudged, byName map[strin
 	raised := 0
 	var notes []*keptJudged
 	room := p.keptRoom(pl, byName, planUses(pl))
-	idleUsed := map[v1.GPURef]bool{} // idle GPUs started this round
 	for _, j := range short {
 		tn, c := j.tn, j.c
 		name := tn.t.Name
@@ -218,7 +215,7 @@ func (p *planner) raiseInRoom(pl *v1.Plan, short []*keptJudged, byName map[strin
 		j.start = ""
 		if slots == nil {
 			// no room on its busy GPUs: a GPU the plan leaves idle, of its board (ADR 0065)
-			gi, why := p.startOnIdle(pl, &pl.Tenants[at], tmpl, c, idleUsed)
+			gi, why := p.startOnIdle(pl, &pl.Tenants[at], tmpl, c)
 			if gi < 0 {
 				j.st.left, j.code = "no room", v1.ReasonNoCapacity
 				j.why = fmt.Sprintf("and %s has no room of its kind (%s of %s) for a replica more on the GPUs it runs replicas on, nor %s; a move is the re-pack's to make",
@@ -226,7 +223,6 @@ func (p *planner) raiseInRoom(pl *v1.Plan, short []*keptJudged, byName map[strin
 				continue
 			}
 			g := pl.GPUs[gi]
-			idleUsed[g.Ref()] = true
 			j.start = fmt.Sprintf("tenant %s starts 1 replica more on %s, a GPU %s leaves idle (%s of %s: the GPU changes from idle to a pool GPU of mode %s), as this plan's simulation found %d short and its busy GPUs have no room of its kind",
 				name, g.Ref(), plan, c.label(), c.board.Name, g.Mode, j.n)
 			j.why = g.Ref().String()
@@ -259,7 +255,6 @@ func (p *planner) raiseInRoom(pl *v1.Plan, short []*keptJudged, byName map[strin
 		t.Predicted = p.predictInForce(j.tn, uses[name], len(uses[name]), t.Predicted)
 		if j.start != "" {
 			t.Reasons = append(slices.Clone(t.Reasons), v1.NewReason(v1.ReasonMoveBudget, "%s", j.start))
-			j.idle = true
 		} else {
 			t.Reasons = append(slices.Clone(t.Reasons), v1.NewReason(v1.ReasonMoveBudget,
 				"tenant %s starts 1 replica more in room the plan in force leaves free (%s), on a GPU that keeps its layout: %s, as this plan's simulation found %d short",
@@ -274,14 +269,15 @@ func (p *planner) raiseInRoom(pl *v1.Plan, short []*keptJudged, byName map[strin
 
 // startOnIdle starts a replica of entry's tenant like tmpl on its slice kind in force (c) on the
 // first GPU in fleet order that pl leaves idle (idleFor: no replica, no burst or canary role, no
-// shared LoRA engine in force) of c's board, not one started this round already (used), whose
-// start keeps its node's device-plugin MPS setting (ADR 0060: mpsSettingBroken finds no node
-// broken that was not before). The GPU becomes a pool GPU of the kind's mode, its layout in force
-// dropped: a GPU change the migration lists, and a GPU more the weighing counts. Only whole-GPU
+// shared LoRA engine in force; one started for another tenant this round runs a replica) of c's
+// board, whose start keeps its node's device-plugin MPS setting (ADR 0060: mpsSettingBroken finds
+// no node broken that was not before). The GPU becomes a pool GPU of the kind's mode, its layout
+// in force dropped: a GPU more the weighing counts, and a GPU change the migration lists where
+// its mode in force differs. Only whole-GPU
 // kinds of one GPU are started so: a MIG instance there would be a re-partition, a tensor-parallel
 // replica several GPUs of one node, both left to the re-pack. It returns the GPU's index in
 // pl.GPUs, or −1 and why none was taken ("a GPU it leaves idle …"), for the tenant's reason.
-func (p *planner) startOnIdle(pl *v1.Plan, entry *v1.PlanTenant, tmpl v1.PlanReplica, c *cand, used map[v1.GPURef]bool) (int, string) {
+func (p *planner) startOnIdle(pl *v1.Plan, entry *v1.PlanTenant, tmpl v1.PlanReplica, c *cand) (int, string) {
 	var mode v1.Mode
 	switch c.kind {
 	case v1.SliceExclusive:
@@ -302,7 +298,7 @@ func (p *planner) startOnIdle(pl *v1.Plan, entry *v1.PlanTenant, tmpl v1.PlanRep
 	var other, broke []string
 	for gi := range pl.GPUs {
 		g := &pl.GPUs[gi]
-		if !adopt[gpuKey(g.Node, g.Index)] || used[g.Ref()] {
+		if !adopt[gpuKey(g.Node, g.Index)] {
 			continue
 		}
 		if g.Board != c.board.Name {
