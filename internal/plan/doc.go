@@ -264,10 +264,11 @@
 // with less than 99.5 % of its requests over the runs (or 99.25 % in one run) within the SLO
 // gets a replica more on its chosen slice, and choice, packing and simulation run again, at most
 // four rounds; a raise that would leave more tenants short of GPUs is undone. Counts only rise;
-// every simulated tenant carries a Simulated reason. A re-plan that returns the kept or held plan
-// confirms that plan the same way (confirmkept.go, ADR 0064): a tenant found short gets a replica
-// more only in room its busy GPUs leave free, else is reported short; a tenant so reported makes
-// the re-plan weigh its plans again.
+// every simulated tenant carries a Simulated reason. A re-plan that returns the kept, held or
+// partly re-packed plan confirms that plan the same way (confirmkept.go, ADR 0064, 0065): a
+// tenant found short gets a replica more in room its busy GPUs leave free, else on a GPU the plan
+// leaves idle of its board in force, else is reported short; a tenant so reported, or a GPU so
+// added, makes the re-plan weigh its plans again.
 //
 // # 4. Lower bound
 //

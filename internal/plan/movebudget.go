@@ -42,9 +42,10 @@ func countMoves(steps []Step) int { return CountMoves(steps) }
 // exists (a tenant that runs now would have to stop: its slice kind is no longer allowed) Build
 // fails, naming the tenants that must move and why.
 //
-// A kept or held plan chosen is confirmed by simulation as the re-pack was (confirmKept): its
-// tenants found short start a replica more in room, which changes none of the plan's GPUs, moves
-// or GPU changes; when the runs leave a tenant short, every plan is weighed again.
+// A kept, held or partly re-packed plan chosen is confirmed by simulation as the re-pack was
+// (confirmKept): its tenants found short start a replica more in room, which changes none of the
+// plan's GPUs, moves or GPU changes, else on a GPU it leaves idle, which adds a GPU; when the runs
+// leave a tenant short or a GPU is added, every plan is weighed again.
 func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 	cur := p.o.Current
 	limit := -1
@@ -147,24 +148,26 @@ func (p *planner) replan(next *v1.Plan) (*v1.Plan, error) {
 		}
 	}
 	tryHeld()
-	// The kept or held plan chosen is confirmed by simulation as the re-pack was (confirmKept).
-	// A replica it starts in room changes none of the plan's GPUs, moves or GPU changes, so the
-	// weighing stands; a tenant it leaves short does not, and every plan is weighed again.
+	// The kept, held or partly re-packed plan chosen is confirmed by simulation as the re-pack
+	// was (confirmKept). A replica it starts in room changes none of the plan's GPUs, moves or
+	// GPU changes, so the weighing stands; a replica on an idle GPU or a tenant left short does
+	// not, and every plan is weighed again.
 	confirmed := map[*v1.Plan]bool{}
 	for {
 		pick := best
 		if pick == nil {
 			pick = fallback
 		}
-		if pick == nil || pick.chosen != "kept" && pick.chosen != "held" || confirmed[pick.pl] {
+		if pick == nil || pick.chosen == "next" || confirmed[pick.pl] {
 			break
 		}
-		before := shortTenants(pick.pl)
-		if err := p.confirmKept(pick.pl, pick.chosen == "held", limit); err != nil {
+		before, gpusBefore := shortTenants(pick.pl), pick.pl.Summary.GPUsUsed
+		if err := p.confirmKept(pick.pl, pick.chosen, limit); err != nil {
 			return nil, err
 		}
 		confirmed[pick.pl] = true
-		if shortTenants(pick.pl) == before {
+		// a replica started on a GPU the plan left idle adds a GPU and a GPU change (ADR 0065)
+		if shortTenants(pick.pl) == before && pick.pl.Summary.GPUsUsed == gpusBefore {
 			break
 		}
 		best, fallback = nil, nil
