@@ -119,7 +119,7 @@ func newAgentCmd(e *env) *cobra.Command {
 	cmd.Flags().BoolVar(&fake, "fake", false, "run on a mock of 8 GPUs and a fake clock (no GPU needed)")
 	cmd.Flags().StringVar(&fakeModel, "fake-model", "h100", "with --fake: a100, h100 or h200")
 	cmd.Flags().BoolVar(&once, "once", false, "poll once, print what the gate did, and exit")
-	cmd.Flags().BoolVar(&reset, "reset", false, "clear a failed change (the node stays cordoned until then), uncordon, and exit")
+	cmd.Flags().BoolVar(&reset, "reset", false, "clear a failed change (the node stays cordoned until then), uncordon, and exit; with the agent running, the agent does it (stateDir/agent.sock)")
 	cmd.Flags().StringVar(&listen, "listen", "", "address for /metrics and /healthz (overrides the config's listen)")
 	cmd.Flags().StringVar(&node, "node", "", "the node's name (overrides the config's node; a DaemonSet passes its node's name, so one config serves every node)")
 	cmd.Flags().StringVar(&cp.server, "server", "", "control plane URL (gpupool serve): take gate operations from it and report the node to it")
@@ -243,6 +243,12 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 		return err
 	}
 	defer srv.Close()
+	// `gpupool agent --reset` beside this agent asks it through its reset socket (docs/adr/0066).
+	if stopReset, err := serveReset(ctx, cfg.StateDir, x, log); err != nil {
+		log.Warn("--reset beside this agent is not available", "err", err)
+	} else {
+		defer stopReset()
+	}
 	fmt.Fprintf(e.stdout, "gpupool agent on node %q: /metrics and /healthz at http://%s\n", cfg.Node, addr)
 	if cp.server != "" {
 		tcfg, err := cp.tlsConfig()
@@ -317,10 +323,14 @@ func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return fmt.Errorf("create state dir: %w", err)
 	}
-	// The running agent holds the lock: a reset beside it would append to its journal.
+	// A running agent holds the lock: a reset beside it would append to its journal, so the
+	// running agent is asked to reset its own gate through its reset socket.
 	unlock, err := agent.LockStateDir(cfg.StateDir)
+	if errors.Is(err, agent.ErrStateDirLocked) {
+		return resetRunning(ctx, e, cfg.StateDir, err)
+	}
 	if err != nil {
-		return fmt.Errorf("%w (stop the agent before --reset)", err)
+		return err
 	}
 	defer unlock()
 	var lib *nvml.Lib
@@ -372,14 +382,11 @@ func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings
 		fmt.Fprintf(e.stdout, "gate: phase %s, cordoned false\n", x.State().Phase())
 		return nil
 	}
-	if x.State().Phase() != gate.PhaseFailed {
-		fmt.Fprintf(e.stdout, "gate: phase %s, nothing to reset\n", x.State().Phase())
-		return nil
-	}
-	if err := x.Reset(ctx); err != nil {
+	ans, err := resetFailed(ctx, x)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "gate: phase %s, cordoned %t\n", x.State().Phase(), x.State().Cordoned)
+	printReset(e.stdout, ans)
 	return nil
 }
 

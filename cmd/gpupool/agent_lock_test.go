@@ -17,7 +17,7 @@ import (
 )
 
 // TestAgentStateDirLocked: while one agent process runs on a state directory, a second agent on
-// it, and --reset, refuse to start, naming the first one's process id (before, both ran, each
+// it refuses to start, naming the first one's process id (before, both ran, each
 // appending to the one gate journal and driving the same GPUs). Once the first is SIGKILLed, a
 // new agent starts on the directory: the lock dies with its process.
 func TestAgentStateDirLocked(t *testing.T) {
@@ -50,18 +50,23 @@ func TestAgentStateDirLocked(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the first agent did not start within 30s")
 	}
-	for _, extra := range [][]string{{"--once"}, {"--reset"}} {
-		var stdout, stderr bytes.Buffer
-		err := run(context.Background(), append([]string{"agent", "--fake", "--config", cfg}, extra...), &stdout, &stderr)
-		if !errors.Is(err, agent.ErrStateDirLocked) || !strings.Contains(err.Error(), "process "+strconv.Itoa(cmd.Process.Pid)) {
-			t.Fatalf("agent %v beside a running agent: %v, want ErrStateDirLocked naming process %d\n%s", extra, err, cmd.Process.Pid, stdout.String())
-		}
+	var stdout, stderr bytes.Buffer
+	err = run(context.Background(), []string{"agent", "--fake", "--config", cfg, "--once"}, &stdout, &stderr)
+	if !errors.Is(err, agent.ErrStateDirLocked) || !strings.Contains(err.Error(), "process "+strconv.Itoa(cmd.Process.Pid)) {
+		t.Fatalf("agent --once beside a running agent: %v, want ErrStateDirLocked naming process %d\n%s", err, cmd.Process.Pid, stdout.String())
+	}
+	// --reset beside it appends nothing itself: the running agent answers through its reset
+	// socket (TestAgentResetRunning).
+	stdout.Reset()
+	if err := run(context.Background(), []string{"agent", "--fake", "--config", cfg, "--reset"}, &stdout, &stderr); err != nil ||
+		!strings.Contains(stdout.String(), "the running agent answered") || !strings.Contains(stdout.String(), "nothing to reset") {
+		t.Fatalf("agent --reset beside a running agent: %v\n%s", err, stdout.String())
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	var stdout, stderr bytes.Buffer
+	stdout.Reset()
 	if err := run(context.Background(), []string{"agent", "--fake", "--config", cfg, "--once"}, &stdout, &stderr); err != nil {
 		t.Fatalf("agent after the first was SIGKILLed: %v\n%s", err, stderr.String())
 	}

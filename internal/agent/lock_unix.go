@@ -13,8 +13,9 @@ import (
 )
 
 // LockStateDir takes the state directory's lock (StateDir/lock, an exclusive flock) for the
-// life of one agent process, and returns its release. A second agent, or `gpupool agent --reset`
-// beside a running one, gets ErrStateDirLocked naming the holder's process id: two processes
+// life of one agent process, and returns its release. A second agent gets ErrStateDirLocked
+// naming the holder's process id (`gpupool agent --reset` then asks the running agent through its
+// reset socket instead of resetting beside it): two processes
 // appending to one gate journal and driving one node's GPUs would each resume from a state the
 // other has moved on from. The lock is the kernel's, so a SIGKILLed agent leaves none behind.
 func LockStateDir(dir string) (release func() error, err error) {
