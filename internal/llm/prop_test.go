@@ -162,7 +162,7 @@ func TestPropHeaderRoundTrip(t *testing.T) {
 // minLinearInputs is the smallest input width (columns) of a's quantized projections.
 func minLinearInputs(a Arch) int64 {
 	m := int64(-1)
-	for _, g := range a.tensors() {
+	for _, g := range a.appendTensors(nil) {
 		if g.role == roleLinear && (m < 0 || g.cols < m) {
 			m = g.cols
 		}
