@@ -169,3 +169,25 @@ func minLinearInputs(a Arch) int64 {
 	}
 	return m
 }
+
+// TestTensorGroupsFitBuffer: every catalog model lists at most maxTensorGroups weight groups,
+// the buffer WeightBytes and Params list them into, and the largest shape the lister can make
+// (MLA with a query LoRA, QKV bias unused by MLA, MoE with shared experts, untied lm_head) does
+// too; WeightBytes allocates nothing.
+func TestTensorGroupsFitBuffer(t *testing.T) {
+	archs := Catalog()
+	widest := mustLookup(t, "deepseek-v3")
+	widest.TiedEmbeddings = false
+	widest.SharedExperts = max(widest.SharedExperts, 1)
+	widest.QLoraRank = max(widest.QLoraRank, 1536)
+	archs = append(archs, widest)
+	for _, a := range archs {
+		if n := len(a.appendTensors(nil)); n > maxTensorGroups {
+			t.Errorf("%s lists %d weight groups, more than the buffer's %d", a.Name, n, maxTensorGroups)
+		}
+	}
+	a := mustLookup(t, "llama-3.1-8b")
+	if allocs := testing.AllocsPerRun(100, func() { a.WeightBytes(QuantInt4GPTQ) }); allocs != 0 {
+		t.Errorf("WeightBytes allocates %v times a call, want 0", allocs)
+	}
+}
