@@ -72,19 +72,25 @@ func (a Arch) expertWidth() int64 {
 	return int64(a.Intermediate)
 }
 
-// tensors lists every weight of the model as groups (see doc.go for the layer layout).
-func (a Arch) tensors() []tensorGroup {
+// maxTensorGroups bounds the groups appendTensors lists (MLA attention with a query LoRA, MoE with
+// shared experts and an untied lm_head: 17), so the callers' buffers never grow.
+const maxTensorGroups = 20
+
+// appendTensors appends every weight of the model as groups to g (see doc.go for the layer
+// layout). WeightBytes and Params pass a buffer on their stack: the planner asks for the weights
+// of every tenant on every slice it tries.
+func (a Arch) appendTensors(g []tensorGroup) []tensorGroup {
 	h, l, v := int64(a.Hidden), int64(a.Layers), int64(a.Vocab)
-	g := []tensorGroup{{name: "embed_tokens", role: roleEmbed, rows: v, cols: h, count: 1, active: 1}}
-	g = append(g, a.attention(l)...)
+	g = append(g, tensorGroup{name: "embed_tokens", role: roleEmbed, rows: v, cols: h, count: 1, active: 1})
+	g = a.appendAttention(g, l)
 	g = append(g, tensorGroup{name: "norms", role: roleVector, rows: 1, cols: 2*h*l + h, count: 1, active: 1})
 	dense := l - a.moeLayers()
-	g = append(g, mlp("mlp", int64(a.Intermediate), h, dense, dense)...)
+	g = appendMLP(g, "mlp.gate_up", "mlp.down", int64(a.Intermediate), h, dense, dense)
 	if ml := a.moeLayers(); ml > 0 {
 		e, k, w := int64(a.Experts), int64(a.ExpertsPerToken), a.expertWidth()
-		g = append(g, mlp("experts", w, h, e*ml, k*ml)...)
+		g = appendMLP(g, "experts.gate_up", "experts.down", w, h, e*ml, k*ml)
 		if s := int64(a.SharedExperts); s > 0 {
-			g = append(g, mlp("shared_experts", w, h, s*ml, s*ml)...)
+			g = appendMLP(g, "shared_experts.gate_up", "shared_experts.down", w, h, s*ml, s*ml)
 		}
 		g = append(g, tensorGroup{name: "router", role: roleRouter, rows: e, cols: h, count: ml, active: ml})
 	}
@@ -94,19 +100,20 @@ func (a Arch) tensors() []tensorGroup {
 	return g
 }
 
-// mlp is a gated MLP of width w on hidden h: gate and up (w × h), down (h × w).
-func mlp(name string, w, h, count, active int64) []tensorGroup {
+// appendMLP appends a gated MLP of width w on hidden h: gate and up (w × h, named gateUp), down
+// (h × w, named down).
+func appendMLP(g []tensorGroup, gateUp, down string, w, h, count, active int64) []tensorGroup {
 	if count == 0 {
-		return nil
+		return g
 	}
-	return []tensorGroup{
-		{name: name + ".gate_up", role: roleLinear, rows: w, cols: h, count: 2 * count, active: 2 * active},
-		{name: name + ".down", role: roleLinear, rows: h, cols: w, count: count, active: active},
-	}
+	return append(g,
+		tensorGroup{name: gateUp, role: roleLinear, rows: w, cols: h, count: 2 * count, active: 2 * active},
+		tensorGroup{name: down, role: roleLinear, rows: h, cols: w, count: count, active: active})
 }
 
-// attention lists the attention projections of l layers: GQA/MHA, or MLA when KVLoraRank > 0.
-func (a Arch) attention(l int64) []tensorGroup {
+// appendAttention appends the attention projections of l layers: GQA/MHA, or MLA when
+// KVLoraRank > 0.
+func (a Arch) appendAttention(g []tensorGroup, l int64) []tensorGroup {
 	h, nh := int64(a.Hidden), int64(a.Heads)
 	lin := func(name string, rows, cols int64) tensorGroup {
 		return tensorGroup{name: name, role: roleLinear, rows: rows, cols: cols, count: l, active: l}
@@ -114,7 +121,6 @@ func (a Arch) attention(l int64) []tensorGroup {
 	if a.MLA() {
 		qk := int64(a.QKNopeHeadDim + a.QKRopeHeadDim)
 		kvr, rope := int64(a.KVLoraRank), int64(a.QKRopeHeadDim)
-		var g []tensorGroup
 		if qr := int64(a.QLoraRank); qr > 0 {
 			g = append(g, lin("q_a_proj", qr, h), lin("q_b_proj", nh*qk, qr),
 				tensorGroup{name: "q_a_layernorm", role: roleVector, rows: 1, cols: qr, count: l, active: l})
@@ -128,7 +134,7 @@ func (a Arch) attention(l int64) []tensorGroup {
 	}
 	hd := int64(a.HeadDimension())
 	q, kv := nh*hd, int64(a.KVHeads)*hd
-	g := []tensorGroup{lin("q_proj", q, h), lin("k_proj", kv, h), lin("v_proj", kv, h), lin("o_proj", h, q)}
+	g = append(g, lin("q_proj", q, h), lin("k_proj", kv, h), lin("v_proj", kv, h), lin("o_proj", h, q))
 	if a.QKVBias {
 		g = append(g, tensorGroup{name: "qkv_bias", role: roleVector, rows: 1, cols: q + 2*kv, count: l, active: l})
 	}
@@ -138,7 +144,8 @@ func (a Arch) attention(l int64) []tensorGroup {
 // Params returns the total parameter count and the parameters active per token (differs for MoE:
 // only ExpertsPerToken routed experts run; embeddings count as active).
 func (a Arch) Params() (total, active int64) {
-	for _, t := range a.tensors() {
+	var buf [maxTensorGroups]tensorGroup
+	for _, t := range a.appendTensors(buf[:0]) {
 		total += t.rows * t.cols * t.count
 		active += t.rows * t.cols * t.active
 	}
@@ -163,7 +170,8 @@ const (
 // An unknown q counts as 16-bit.
 func (a Arch) WeightBytes(q Quantization) int64 {
 	var b int64
-	for _, t := range a.tensors() {
+	var buf [maxTensorGroups]tensorGroup
+	for _, t := range a.appendTensors(buf[:0]) {
 		n := t.rows * t.cols * t.count
 		if t.role != roleLinear || q.bitsPerWeight() == 16 {
 			b += 2 * n

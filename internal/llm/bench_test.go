@@ -17,6 +17,24 @@ func BenchmarkEstimate(b *testing.B) {
 	}
 }
 
+// BenchmarkWeightBytes is the weights' bytes the planner asks for on every slice it tries for
+// every tenant: the groups are listed into a buffer on the stack, so no allocation.
+func BenchmarkWeightBytes(b *testing.B) {
+	for _, name := range []string{"llama-3.1-8b", "deepseek-v3"} {
+		a := mustLookup(b, name)
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			var n int64
+			for b.Loop() {
+				n += a.WeightBytes(QuantFP8)
+			}
+			if n <= 0 {
+				b.Fatal("no weight bytes")
+			}
+		})
+	}
+}
+
 func BenchmarkFitBoard(b *testing.B) {
 	m := FromArch(mustLookup(b, "llama-3.1-8b"))
 	board := h100()

@@ -162,10 +162,32 @@ func TestPropHeaderRoundTrip(t *testing.T) {
 // minLinearInputs is the smallest input width (columns) of a's quantized projections.
 func minLinearInputs(a Arch) int64 {
 	m := int64(-1)
-	for _, g := range a.tensors() {
+	for _, g := range a.appendTensors(nil) {
 		if g.role == roleLinear && (m < 0 || g.cols < m) {
 			m = g.cols
 		}
 	}
 	return m
+}
+
+// TestTensorGroupsFitBuffer: every catalog model lists at most maxTensorGroups weight groups,
+// the buffer WeightBytes and Params list them into, and the largest shape the lister can make
+// (MLA with a query LoRA, QKV bias unused by MLA, MoE with shared experts, untied lm_head) does
+// too; WeightBytes allocates nothing.
+func TestTensorGroupsFitBuffer(t *testing.T) {
+	archs := Catalog()
+	widest := mustLookup(t, "deepseek-v3")
+	widest.TiedEmbeddings = false
+	widest.SharedExperts = max(widest.SharedExperts, 1)
+	widest.QLoraRank = max(widest.QLoraRank, 1536)
+	archs = append(archs, widest)
+	for _, a := range archs {
+		if n := len(a.appendTensors(nil)); n > maxTensorGroups {
+			t.Errorf("%s lists %d weight groups, more than the buffer's %d", a.Name, n, maxTensorGroups)
+		}
+	}
+	a := mustLookup(t, "llama-3.1-8b")
+	if allocs := testing.AllocsPerRun(100, func() { a.WeightBytes(QuantInt4GPTQ) }); allocs != 0 {
+		t.Errorf("WeightBytes allocates %v times a call, want 0", allocs)
+	}
 }

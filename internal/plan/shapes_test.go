@@ -51,6 +51,7 @@ func BenchmarkPlanShortDistinct(b *testing.B) { benchPlanOn(b, distinctShapesOn(
 // kind of the pool, a fresh model sized at the tenant's rate and its highest rate on one replica
 // (what the evaluation did for every candidate before that rate was computed on first read).
 func BenchmarkSizeDistinctShapes(b *testing.B) {
+	b.ReportAllocs()
 	p, err := newPlanner(distinctShapesPool(b, 200), Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -168,5 +169,42 @@ func TestPlaceShared(t *testing.T) {
 	e2, _ := p.cache.place(a, perf.Slice{Board: brd, Mode: perf.MPS, SMPercent: 50, Replicas: 2, MemoryMiB: 40 << 10})
 	if e1 == e2 || e1.KVCapacityTokens() <= e2.KVCapacityTokens() {
 		t.Errorf("a whole GPU and a 40 GiB share got one engine or the share holds as much (%d ≥ %d tokens)", e2.KVCapacityTokens(), e1.KVCapacityTokens())
+	}
+}
+
+// TestStepDensePages: the dense step-time table, read across its pages' edges, in rows of
+// several chunk counts and in an order that grows a row's page list after later pages were
+// filled, gives what the engine computes afresh for every batch, on first read and again.
+func TestStepDensePages(t *testing.T) {
+	p, err := newPlanner(distinctShapesPool(t, 8), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.evaluate()
+	var q *qmodel
+	for _, tn := range p.tenants {
+		for _, c := range tn.cands {
+			if q == nil && c.ev != nil && c.ev.q != nil {
+				q = c.ev.q
+			}
+		}
+	}
+	if q == nil {
+		t.Fatal("no candidate with a queueing model")
+	}
+	fresh := newQModel(q.e, q.w, q.l)
+	batches := []int{0, 1, densePageLen - 1, densePageLen, 5*densePageLen + 3, 2, 40*densePageLen - 1, 40 * densePageLen, 3 * densePageLen, denseDecodes - 1}
+	for pass := 0; pass < 2; pass++ {
+		for _, chunks := range []int{0, 3, 1} {
+			for _, d := range batches {
+				got, want := fresh.stepAt(d, chunks), fresh.stepTime(d, chunks)
+				if math.Float64bits(got) != math.Float64bits(want) {
+					t.Errorf("pass %d: step at %d decodes, %d chunks: %v from the table, %v computed", pass, d, chunks, got, want)
+				}
+			}
+		}
+	}
+	if n := len(fresh.dense[3]); n > denseDecodes/densePageLen {
+		t.Errorf("row of %d pages, more than the table's %d", n, denseDecodes/densePageLen)
 	}
 }
