@@ -544,3 +544,75 @@ func TestReview11HistorySwapsForEver(t *testing.T) {
 		t.Logf("min runtime %v: %d swaps in 3 hours, first at %v, gaps %v", minRun, len(swaps), swaps[0], swaps[1]-swaps[0])
 	}
 }
+
+// TestReview11CloneContinues: a Clone (which derives every index again from the tasks) taken
+// after any step of genR11's events decides every later step item for item as the original,
+// which keeps its indexes incrementally: the incremental indexes never drift from the state.
+func TestReview11CloneContinues(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg, ops := genR11(t)
+		a, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := t0
+		if _, err := a.Recompute(now); err != nil {
+			t.Fatal(err)
+		}
+		cut := rapid.IntRange(0, len(ops)-1).Draw(t, "clone at")
+		var c *Allocator
+		for i, o := range ops {
+			if i == cut {
+				c = a.Clone()
+			}
+			now = now.Add(o.advance)
+			da, _, errA := runR11(a, cfg, o, now)
+			da = da.Clone()
+			if c == nil {
+				continue
+			}
+			dc, _, errC := runR11(c, cfg, o, now)
+			if (errA == nil) != (errC == nil) || !reflect.DeepEqual(da, dc.Clone()) {
+				t.Fatalf("step %d (%s): the clone decided\n%v (%v)\nthe original\n%v (%v)", i, o.kind, dc.Items, errC, da.Items, errA)
+			}
+		}
+	})
+}
+
+// TestReview11QueueReasonAfterRebuild pins review 11's L2: b's one task (7 of 9) is above its
+// group's limit (0.5 of the pool), so it runs on a lease; when a takes the lease's room, b waits
+// for burst room. A Clone (as after a restart) said PoolFull instead: the reason read the
+// filling's index (b's leaf parked at the limit), which a rebuilt Allocator had not set yet.
+func TestReview11QueueReasonAfterRebuild(t *testing.T) {
+	cfg := Config{Capacity: Vector{"r0": 9}, BurstPoolPercent: 10, LeaseDuration: 30 * time.Second,
+		Groups: []Group{{Path: "x", Weight: 1, Limit: 0.5}},
+		Tenants: []Tenant{
+			{Name: "a", Task: Vector{"r0": 1}},
+			{Name: "b", Path: "x", Task: Vector{"r0": 7}, Demand: 1},
+			{Name: "e", Task: Vector{"r0": 1}, Demand: 2},
+		}}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Recompute(t0); err != nil {
+		t.Fatal(err)
+	}
+	c := a.Clone()
+	reason := func(x *Allocator) string {
+		d, err := x.SetDemand(t0.Add(time.Second), "a", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range d.Items {
+			if it.Kind == KindQueue && it.Tenant == "b" {
+				return it.Reason.String()
+			}
+		}
+		t.Fatalf("b does not wait: %v", d.Items)
+		return ""
+	}
+	if got, gotC := reason(a), reason(c); got != "WaitingForBurst" || gotC != got {
+		t.Fatalf("b waits with %s, its clone with %s; want WaitingForBurst for both", got, gotC)
+	}
+}
