@@ -546,7 +546,8 @@ func TestReview11HistorySwapsForEver(t *testing.T) {
 }
 
 // TestReview11CloneContinues: a Clone (which derives every index again from the tasks) taken
-// after any step of genR11's events decides every later step item for item as the original,
+// after any step of genR11's events (or after every step) decides every later step item for
+// item as the original,
 // which keeps its indexes incrementally: the incremental indexes never drift from the state.
 func TestReview11CloneContinues(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
@@ -560,9 +561,10 @@ func TestReview11CloneContinues(t *testing.T) {
 			t.Fatal(err)
 		}
 		cut := rapid.IntRange(0, len(ops)-1).Draw(t, "clone at")
+		every := rapid.Bool().Draw(t, "clone at every step")
 		var c *Allocator
 		for i, o := range ops {
-			if i == cut {
+			if i == cut || every {
 				c = a.Clone()
 			}
 			now = now.Add(o.advance)
