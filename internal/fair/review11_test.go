@@ -618,3 +618,171 @@ func TestReview11QueueReasonAfterRebuild(t *testing.T) {
 		t.Fatalf("b waits with %s, its clone with %s; want WaitingForBurst for both", got, gotC)
 	}
 }
+
+// r11Floors computes, for one resource and tasks of one unit, every tenant's sharing-incentive
+// floor as docs/fairness.md §5 states it without deserved parts: a node that wants tasks gets its
+// weight over the summed weights of its siblings that want tasks of its parent's part, the root
+// the steady pool, and a tenant the whole tasks of its part (at most what it wants). ok is false
+// when some wanting tenant's part holds no whole task (floors are then filled by ADR 0046's
+// whole-task filling, not checked here).
+func r11Floors(cfg Config, steady float64) (map[string]int, bool) {
+	gw := map[string]float64{}
+	for _, g := range cfg.Groups {
+		gw[g.Path] = g.Weight
+	}
+	weight := func(node string, t *Tenant) float64 {
+		if t != nil {
+			if t.Weight == 0 {
+				return 1
+			}
+			return t.Weight
+		}
+		if w, ok := gw[node]; ok {
+			return w
+		}
+		return 1
+	}
+	want := func(t Tenant) int {
+		if t.Cap > 0 {
+			return min(t.Cap, t.Demand)
+		}
+		return t.Demand
+	}
+	// the nodes on a tenant's path, root's child first: "x", "x/p", then the leaf "x/p/name"
+	chain := func(t Tenant) []string {
+		var out []string
+		if t.Path != "" {
+			parts := strings.Split(t.Path, "/")
+			for i := range parts {
+				out = append(out, strings.Join(parts[:i+1], "/"))
+			}
+		}
+		leaf := t.Name
+		if t.Path != "" {
+			leaf = t.Path + "/" + t.Name
+		}
+		return append(out, leaf)
+	}
+	parentOf := func(n string) string {
+		if i := strings.LastIndexByte(n, '/'); i >= 0 {
+			return n[:i]
+		}
+		return ""
+	}
+	wanting := map[string]bool{} // nodes with a tenant below that wants a task
+	leafT := map[string]*Tenant{}
+	for i, t := range cfg.Tenants {
+		c := chain(t)
+		leafT[c[len(c)-1]] = &cfg.Tenants[i]
+		if want(t) > 0 {
+			for _, n := range c {
+				wanting[n] = true
+			}
+		}
+	}
+	sumW := map[string]float64{} // parent → summed weights of its wanting children
+	for n := range wanting {
+		sumW[parentOf(n)] += weight(n, leafT[n])
+	}
+	out := map[string]int{}
+	ok := true
+	for _, t := range cfg.Tenants {
+		if want(t) == 0 {
+			continue
+		}
+		part := steady
+		for _, n := range chain(t) {
+			part *= weight(n, leafT[n]) / sumW[parentOf(n)]
+		}
+		k := int(math.Floor(part * (1 + 1e-9)))
+		if k == 0 {
+			ok = false
+		}
+		out[t.Name] = min(want(t), k)
+	}
+	return out, ok
+}
+
+// TestReview11HierarchicalFloors: one resource, tasks of one unit, tenants on paths with weights at
+// every level (changed by SetGroup and UpdateTenant), demands, caps and tenants coming and going;
+// after each event and a settling (Recomputes past every minimum runtime) every tenant holds at
+// least the floor r11Floors computes from the configuration: nobody that wants tasks is held
+// below its part of the pool for ever.
+func TestReview11HierarchicalFloors(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := rapid.IntRange(4, 40).Draw(t, "slices")
+		cfg := Config{Capacity: Vector{"s": float64(c)}}
+		if rapid.Bool().Draw(t, "burst") {
+			cfg.BurstPoolPercent, cfg.LeaseDuration = 25, time.Minute
+		}
+		n := rapid.IntRange(2, len(tenantNames)).Draw(t, "tenants")
+		for i := range n {
+			tc := Tenant{Name: tenantNames[i], Task: Vector{"s": 1}, Path: rapid.SampledFrom(paths).Draw(t, "path"),
+				Demand: rapid.IntRange(0, 30).Draw(t, "demand"), Weight: rapid.SampledFrom([]float64{0, 1, 2, 3, 0.5}).Draw(t, "weight"),
+				MinRuntime: rapid.SampledFrom([]time.Duration{0, 30 * time.Second}).Draw(t, "minrun")}
+			if rapid.IntRange(0, 3).Draw(t, "capped?") == 0 {
+				tc.Cap = rapid.IntRange(1, 10).Draw(t, "cap")
+			}
+			cfg.Tenants = append(cfg.Tenants, tc)
+		}
+		for _, p := range r11groups {
+			if rapid.Bool().Draw(t, "group") {
+				cfg.Groups = append(cfg.Groups, Group{Path: p, Weight: rapid.SampledFrom([]float64{1, 2, 3, 0.5}).Draw(t, "gw")})
+			}
+		}
+		a, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := t0
+		check := func(what string) {
+			for range 3 {
+				now = now.Add(31 * time.Second)
+				if _, err := a.Recompute(now); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cur := a.Config()
+			steady := float64(a.capS[0]) / 1e6
+			floors, ok := r11Floors(cur, steady)
+			if !ok {
+				return
+			}
+			got := tasksByName(a)
+			for name, f := range floors {
+				if got[name].Steady < f {
+					t.Fatalf("%s: %s holds %d steady tasks, its floor is %d (floors %v): %s", what, name, got[name].Steady, f, floors, steadyState(a))
+				}
+			}
+		}
+		check("start")
+		for s := range rapid.IntRange(1, 12).Draw(t, "steps") {
+			var ev Event
+			names := []string{}
+			for _, st := range a.Snapshot() {
+				names = append(names, st.Name)
+			}
+			switch rapid.IntRange(0, 4).Draw(t, "event") {
+			case 0:
+				ev = SetGroup{Group: Group{Path: rapid.SampledFrom(r11groups).Draw(t, "g"), Weight: rapid.SampledFrom([]float64{1, 2, 3, 0.5}).Draw(t, "w")}}
+			case 1:
+				cur := a.tenants[a.byName[rapid.SampledFrom(names).Draw(t, "who")]].cfg
+				cur.Weight = rapid.SampledFrom([]float64{0, 1, 2, 3, 0.5}).Draw(t, "w")
+				ev = UpdateTenant{Tenant: cur}
+			case 2:
+				if len(names) > 1 {
+					ev = RemoveTenant{Tenant: rapid.SampledFrom(names).Draw(t, "who")}
+					break
+				}
+				fallthrough
+			default:
+				ev = SetDemand{Tenant: rapid.SampledFrom(names).Draw(t, "who"), Demand: rapid.IntRange(0, 30).Draw(t, "n")}
+			}
+			now = now.Add(time.Second)
+			if _, err := a.Apply(now, ev); err != nil {
+				t.Fatal(err)
+			}
+			check(fmt.Sprintf("step %d (%T %+v)", s, ev, ev))
+		}
+	})
+}
