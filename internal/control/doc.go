@@ -59,8 +59,10 @@
 //
 // Nodes are fenced by epoch: a node declared lost moves to a new epoch, and its agent's reports
 // for an older one are refused (ErrFenced) until it has stopped the old epoch's replicas. A
-// cordoned node's replicas move standby first, like a draining GPU's. Burst leases keep their
-// grant and expiry across a restart (fair.Allocator.RestoreLeaseExpiry).
+// cordoned node's replicas move standby first, like a draining GPU's. A restart allocates from
+// what each tenant held (demands cut to its stored replicas, then raised; ADR 0068), not from a
+// fresh filling that breaks ties by name; burst leases keep their grant and expiry across it
+// (fair.Allocator.RestoreLeaseExpiry).
 //
 // Not yet here: placement by rule (a planned slice that is taken or gone falls back to any free
 // slice) and standbys for moves off a lost node (its replicas are presumed stopped by fencing).

@@ -137,8 +137,9 @@ type State struct {
 
 // restoreEngine rebuilds an engine from stored state: nodes count as just seen (a lost node stays
 // lost: it comes back only by a report for its epoch), the allocator
-// decides again, and each new task takes over a stored grant of its tenant where one is left
-// (same id, same slice), so a restart moves nothing that need not move.
+// decides again from what each tenant held (newAllocator), and each new task takes over a stored
+// grant of its tenant where one is left (same id, same slice), so a restart moves nothing that
+// need not move.
 func restoreEngine(cfg EngineConfig, now time.Time, st State) (*Engine, error) {
 	e := &Engine{cfg: cfg.withDefaults(), tenants: map[string]*Tenant{}, nodes: map[string]*Node{},
 		slices: map[string]Slice{}, sliceGrant: map[string]string{}, grants: map[string]*Grant{},
@@ -167,7 +168,13 @@ func restoreEngine(cfg EngineConfig, now time.Time, st State) (*Engine, error) {
 		sort.Slice(gs, func(i, j int) bool { return gs[i].ID < gs[j].ID })
 	}
 	e.lora, e.adapterOf = loraEnginesOf(e.plan)
-	a, ds, err := newAllocator(now, e.cfg, e.allocTenants(), len(e.slices))
+	held := map[string]int{}
+	for _, g := range st.Grants {
+		if g.Replaces == "" { // a standby is its tenant's replica only once it takes over
+			held[g.Tenant]++
+		}
+	}
+	a, ds, err := newAllocator(now, e.cfg, e.allocTenants(), len(e.slices), held)
 	if err != nil {
 		return nil, fmt.Errorf("restore engine: %w", err)
 	}

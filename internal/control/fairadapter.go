@@ -210,13 +210,23 @@ func (e *Engine) slicesClaims() map[string]*Tenant {
 }
 
 // newAllocator builds the allocator over tenants and capacity slices and makes its first decision.
-func newAllocator(now time.Time, cfg0 EngineConfig, tenants []fair.Tenant, capacity int) (*allocator, []decision, error) {
+// held is how many tasks each tenant held before (its stored grants, on a restart; nil for none):
+// the allocator first decides over demands cut to what was held, which grants every tenant what it
+// held where it still fits, and then raises the demands as events, so that a restart starts from
+// the allocation it stopped at rather than from a fresh filling (which breaks ties by name, and
+// would move a slice from a tenant that came first to one that came later).
+func newAllocator(now time.Time, cfg0 EngineConfig, tenants []fair.Tenant, capacity int, held map[string]int) (*allocator, []decision, error) {
 	// fair.New refuses reservations that do not fit the capacity, but capacity may have shrunk
 	// after they were accepted (a node left). So build over enough room for every reservation
 	// and make the real capacity the first step, exactly as a node leaving does at run time.
 	room := capacity
 	cfg := fair.Config{BurstPoolPercent: cfg0.BurstPoolPercent, LeaseDuration: cfg0.LeaseDuration}
+	var raise []fair.Event
 	for _, t := range tenants {
+		if h := min(held[t.Name], t.Demand); h < t.Demand {
+			raise = append(raise, fair.SetDemand{Tenant: t.Name, Demand: t.Demand})
+			t.Demand = h
+		}
 		cfg.Tenants = append(cfg.Tenants, t)
 		room += t.Reservation
 	}
@@ -232,7 +242,20 @@ func newAllocator(now time.Time, cfg0 EngineConfig, tenants []fair.Tenant, capac
 	if err != nil {
 		return nil, nil, fmt.Errorf("build allocator: %w", err)
 	}
-	return &allocator{a: a}, convert(d), nil
+	ds := convert(d)
+	if len(raise) > 0 {
+		kept := ds[:0] // the queue items of the cut demands say nothing
+		for _, x := range ds {
+			if x.kind != decQueue {
+				kept = append(kept, x)
+			}
+		}
+		if d, err = a.Apply(now, raise...); err != nil {
+			return nil, nil, fmt.Errorf("build allocator: %w", err)
+		}
+		ds = append(kept, convert(d)...)
+	}
+	return &allocator{a: a}, ds, nil
 }
 
 func (x *allocator) apply(now time.Time, evs ...fair.Event) ([]decision, error) {

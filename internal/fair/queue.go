@@ -34,8 +34,11 @@ func (a *Allocator) queueItem(t *tenantRec) {
 	a.out = append(a.out, it)
 }
 
+// queueReason reads the tenant's standing, not the filling's index of it (a leaf parked at a
+// limit): a rebuilt Allocator, which has not parked the leaf yet, gives the same reason.
 func (a *Allocator) queueReason(t *tenantRec) Reason {
 	zero := make0(a)
+	limited := a.overLimit(t)
 	switch {
 	case !fits(zero, a.capT, t.d):
 		return ReasonExceedsCapacity
@@ -44,9 +47,9 @@ func (a *Allocator) queueReason(t *tenantRec) Reason {
 			return ReasonReservationUnsatisfiable
 		}
 		return ReasonReservationWaiting
-	case a.st.state[t.sLeaf] == limited && !a.leasesOn():
+	case limited && !a.leasesOn():
 		return ReasonGroupLimit
-	case t.cfg.Cap > 0 && len(t.steady) >= t.cfg.Cap, !fits(zero, a.capS, t.d), a.st.state[t.sLeaf] == limited:
+	case t.cfg.Cap > 0 && len(t.steady) >= t.cfg.Cap, !fits(zero, a.capS, t.d), limited:
 		if a.leasesOn() {
 			return ReasonWaitingForBurst
 		}

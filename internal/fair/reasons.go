@@ -70,7 +70,8 @@ const (
 	// ReasonWaitingForMinRuntime: a preemption becomes possible at Item.RetryAt, when the
 	// victims' minimum runtime has passed.
 	ReasonWaitingForMinRuntime
-	// ReasonWaitingForBurst: at its cap or beyond the steady pool; waits for burst capacity.
+	// ReasonWaitingForBurst: at its cap, beyond the steady pool or at a group limit; waits for burst
+	// capacity.
 	ReasonWaitingForBurst
 	// ReasonReservationWaiting: below its reservation; the tasks that must give way are still
 	// inside their minimum runtime.
