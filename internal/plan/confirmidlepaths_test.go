@@ -16,7 +16,7 @@ import (
 // node b (two), with spare node c (one), and node d (one). The plan in force runs t00–t03 on a/0
 // (full), q0–q4 on b/1 (node b's device-plugin MPS setting: 5 references a GPU, 20 % each) and
 // q5–q6 on d/0, and leaves b/0 and c/0 idle: planned with b/0, c/0 and d/0 as canary GPUs (all q
-// on b/1), then q5–q6 moved to d/0. The re-pack runs the q apart no more, which moves
+// on b/1), then q5–q6 moved to d/0. The re-pack runs the q on one GPU again, which moves
 // replicas that max-moves 0 does not allow, so the kept plan is confirmed.
 func nodeSharePools(t *testing.T, spare bool) (cur *v1.Plan, pool *v1.Pool) {
 	t.Helper()
