@@ -388,3 +388,25 @@ func BenchmarkEvaluateDistinctShapes(b *testing.B) {
 		p.evaluate()
 	}
 }
+
+// BenchmarkGroupBoundVaried1000 is the sharing-group bound of the varied synthetic 1,000 after
+// their evaluation, each tenant on its cheapest candidate: its branch-and-bound search runs many nodes a group, and each node's
+// branches sit in a buffer of their row, kept across nodes.
+func BenchmarkGroupBoundVaried1000(b *testing.B) {
+	b.ReportAllocs()
+	p, err := newPlanner(Synthetic(SyntheticOptions{Tenants: 1000, GPUs: 1000, Varied: true}, rand.New(rand.NewPCG(1000, 7))), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.evaluate()
+	for _, tn := range p.tenants { // the bound counts the tenants with a choice
+		if len(tn.feasible) > 0 {
+			tn.choice = tn.feasible[0]
+		}
+	}
+	bound := 0
+	for b.Loop() {
+		bound = p.groupBound()
+	}
+	b.ReportMetric(float64(bound), "GPUs")
+}
