@@ -154,9 +154,10 @@ func (p *planner) ruleOfThumb(ts []*tenant) int {
 		excl := p.probe(tn, b, v1.SliceExclusive, nil, 1)
 		exN := p.exclusiveReplicas(tn)
 		memBig := excl == nil || float64(excl.ev.fit.Memory.Budget()) > 0.85*float64(excl.ev.fit.Slice.MemoryBytes)
-		busy := excl != nil && tn.t.Traffic.RPS > 0.7*excl.ev.oneRate().RequestsPerSec
+		// busy (above 0.7 of what one exclusive replica carries) is asked only where memBig is
+		// not, and searched only as far as it needs (oneRateExceeds).
 		switch {
-		case memBig || busy:
+		case memBig || excl.ev.oneRateExceeds(tn.t.Traffic.RPS, 0.7):
 			gpus += exN
 		case tn.t.LowFrequency:
 			if c := p.probe(tn, b, v1.SliceTimeSlice, nil, 8); c != nil {

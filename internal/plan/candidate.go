@@ -775,6 +775,16 @@ func (r *evalResult) oneRate() perf.Rate {
 	return r.memo
 }
 
+// oneRateExceeds reports whether rps > frac × oneRate().RequestsPerSec, the same answer, but
+// without finishing the rate's search where it is decided before: the baselines ask it of
+// candidates the plan does not choose, whose rate nothing else reads (exceedsMaxRate).
+func (r *evalResult) oneRateExceeds(rps, frac float64) bool {
+	if r.rateSet || r.q == nil {
+		return rps > frac*r.memo.RequestsPerSec
+	}
+	return r.q.exceedsMaxRate(r.slo, rps, frac)
+}
+
 // sizingLoad is the neighbours a replica is sized against: every other replica of its GPU or
 // instance in a step at the same time (the simulator's and the hardware's worst case, which a
 // tenant whose requests queue meets often), and, on a MIG instance, the rest of the board busy
@@ -819,11 +829,29 @@ type evalCache struct {
 	shapes map[shapeKey]int
 	// finest is finestShare's memo.
 	finest map[finestKey]int
+	// fitModels and placeModels number the tenants' model with their memory-fit options
+	// (fitModel) and their performance model's quantization and options (placeModel), so that
+	// fits and places hash a number and the slice instead of strings and option structs: on
+	// distinct request shapes nearly every evaluation is a miss that looks both up.
+	fitModels   map[fitModel]int
+	placeModels map[placeModel]int
+}
+
+// fitModel is what a memory fit takes from the tenant.
+type fitModel struct {
+	model string // tenant.modKey
+	opt   llm.Options
+}
+
+// placeModel is what perf's Place takes from the tenant.
+type placeModel struct {
+	model string // tenant.modKey
+	quant llm.Quantization
+	opt   perf.Options
 }
 
 type fitKey struct {
-	model string // tenant.modKey
-	opt   llm.Options
+	model int // fitModels' number of the tenant's fitModel
 	slice llm.Slice
 }
 
@@ -834,7 +862,8 @@ type fitResult struct {
 
 // fit memoises llm.FitSlice of tn's model and options on sl (callers read the Fit, never change it).
 func (c *evalCache) fit(tn *tenant, sl llm.Slice) (llm.Fit, error) {
-	k := fitKey{tn.modKey, tn.llmOpt, sl}
+	c.shape(tn)
+	k := fitKey{tn.fitID, sl}
 	if r, ok := c.fits[k]; ok {
 		return r.fit, r.err
 	}
@@ -844,9 +873,7 @@ func (c *evalCache) fit(tn *tenant, sl llm.Slice) (llm.Fit, error) {
 }
 
 type placeKey struct {
-	model string // tenant.modKey
-	quant llm.Quantization
-	opt   perf.Options
+	model int // placeModels' number of the tenant's placeModel
 	slice perf.Slice
 }
 
@@ -858,7 +885,8 @@ type placeResult struct {
 // place memoises perf's Place of tn's model on s: tenants of the same model, quantization and
 // perf options get the same engine (callers derive engines from it, never change it).
 func (c *evalCache) place(tn *tenant, s perf.Slice) (*perf.Engine, error) {
-	k := placeKey{tn.modKey, tn.perfM.Quantization(), tn.perfM.Options(), s}
+	c.shape(tn)
+	k := placeKey{tn.placeID, s}
 	if r, ok := c.places[k]; ok {
 		return r.e, r.err
 	}
@@ -889,7 +917,8 @@ type evalKey struct {
 }
 
 func newEvalCache() *evalCache {
-	return &evalCache{m: map[evalKey]*evalResult{}, sizes: map[sizeKey]sizing{}, qs: map[evalKey]*qmodel{}, fits: map[fitKey]fitResult{}, places: map[placeKey]placeResult{}, shapes: map[shapeKey]int{}, finest: map[finestKey]int{}}
+	return &evalCache{m: map[evalKey]*evalResult{}, sizes: map[sizeKey]sizing{}, qs: map[evalKey]*qmodel{}, fits: map[fitKey]fitResult{}, places: map[placeKey]placeResult{}, shapes: map[shapeKey]int{}, finest: map[finestKey]int{},
+		fitModels: map[fitModel]int{}, placeModels: map[placeModel]int{}}
 }
 
 // qmodel memoises the queueing model of a tenant's replica on a candidate across SLOs.
@@ -945,6 +974,10 @@ func (c *evalCache) shape(tn *tenant) int {
 		tn.shapeID = c.number(k)
 		k.ttft, k.tpot, k.batch = 0, 0, 0
 		tn.qshapeID = c.number(k)
+		tn.fitID = numberOf(c.fitModels, fitModel{tn.modKey, tn.llmOpt})
+		if tn.perfM != nil {
+			tn.placeID = numberOf(c.placeModels, placeModel{tn.modKey, tn.perfM.Quantization(), tn.perfM.Options()})
+		}
 		tn.shapeIn = c
 	}
 	return tn.shapeID
@@ -955,11 +988,14 @@ func (c *evalCache) qshape(tn *tenant) int {
 	return tn.qshapeID
 }
 
-func (c *evalCache) number(k shapeKey) int {
-	id, ok := c.shapes[k]
+func (c *evalCache) number(k shapeKey) int { return numberOf(c.shapes, k) }
+
+// numberOf is k's number in m, the next one when k is new.
+func numberOf[K comparable](m map[K]int, k K) int {
+	id, ok := m[k]
 	if !ok {
-		id = len(c.shapes)
-		c.shapes[k] = id
+		id = len(m)
+		m[k] = id
 	}
 	return id
 }

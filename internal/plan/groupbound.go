@@ -202,6 +202,15 @@ type groupSearch struct {
 	// memory shares of an eight-slice board at λ = 1 and whole GPUs), 0 when none up to 1/64:
 	// every plan's cost is then a multiple of it, so a lower bound rounds up to it (up).
 	grid float64
+	// branches is search's buffer of branches by row.
+	branches [][]groupBranch
+}
+
+// groupBranch is one option of a row in search: its index in the row, the cost it adds now and
+// the change in the value of the free places.
+type groupBranch struct {
+	idx    int
+	dc, ds float64
 }
 
 // groupMin is the least Σ ceil(replicas / share) × π over the group's choices, or the
@@ -364,12 +373,12 @@ func (s *groupSearch) search(i int, cost, spare float64) {
 		first = s.at[i-1]
 	}
 	// Branches in order of the cost they add now (joining a unit with free places first), then
-	// of their fractional price, so that good plans are found early.
-	type branch struct {
-		idx    int
-		dc, ds float64
+	// of their fractional price, so that good plans are found early. Each row has a buffer of
+	// its own for them (a deeper row's search does not touch it), kept across the search's nodes.
+	if i >= len(s.branches) {
+		s.branches = append(s.branches, make([][]groupBranch, i+1-len(s.branches))...)
 	}
-	bs := make([]branch, 0, len(s.opts[i])-first)
+	bs := s.branches[i][:0]
 	for oi := first; oi < len(s.opts[i]); oi++ {
 		o := s.opts[i][oi]
 		u := s.units[o.class]
@@ -377,9 +386,10 @@ func (s *groupSearch) search(i int, cost, spare float64) {
 		after := math.Ceil(float64(u+o.r) / float64(o.k))
 		// spare places before and after, each worth price / share
 		ds := ((after*float64(o.k) - float64(u+o.r)) - (before*float64(o.k) - float64(u))) * o.price / float64(o.k)
-		bs = append(bs, branch{oi, (after - before) * o.price, ds})
+		bs = append(bs, groupBranch{oi, (after - before) * o.price, ds})
 	}
-	slices.SortStableFunc(bs, func(a, b branch) int { return cmpF(a.dc, b.dc) })
+	s.branches[i] = bs
+	slices.SortStableFunc(bs, func(a, b groupBranch) int { return cmpF(a.dc, b.dc) })
 	for _, b := range bs {
 		o := s.opts[i][b.idx]
 		s.at[i] = b.idx

@@ -811,6 +811,44 @@ func (q *qmodel) maxRateOver(slo perf.SLO, n int, known float64) (float64, qstat
 	return lo, best
 }
 
+// exceedsMaxRate reports whether rps > frac × maxRate(slo)'s rate, with frac > 0. It runs
+// maxRateOver's search for one replica step for step (the same rates, so the same answer), but
+// stops as soon as the rate the search will end on is known to lie on one side: it never falls
+// below the search's lower end, and once a rate has failed, never reaches its upper end.
+func (q *qmodel) exceedsMaxRate(slo perf.SLO, rps, frac float64) bool {
+	if meets(q.trickle(), slo) != perf.LimitNone {
+		return rps > frac*0
+	}
+	lo, hi := 0.0, 1.0
+	for ; hi < 1e7; hi *= 2 {
+		if !q.admits(hi, 1, slo) {
+			break
+		}
+		lo = hi
+		if rps <= frac*lo {
+			return false
+		}
+	}
+	// From here the search ends on a rate in [lo, hi).
+	for range 40 {
+		switch {
+		case rps <= frac*lo:
+			return false
+		case rps > frac*hi:
+			return true
+		case (hi-lo)/hi < 1e-3:
+			return rps > frac*lo
+		}
+		mid := (lo + hi) / 2
+		if q.admits(mid, 1, slo) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return rps > frac*lo
+}
+
 // trickleWhy names the term that fails with a single request in flight.
 func trickleWhy(l perf.Limit, s qstate, slo perf.SLO) string {
 	switch l {

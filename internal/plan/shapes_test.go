@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/llm"
 	"gpupool.dev/gpupool/internal/perf"
 )
 
@@ -207,4 +208,205 @@ func TestStepDensePages(t *testing.T) {
 	if n := len(fresh.dense[3]); n > denseDecodes/densePageLen {
 		t.Errorf("row of %d pages, more than the table's %d", n, denseDecodes/densePageLen)
 	}
+}
+
+// TestOneRateExceeds: the baselines' test of a tenant's rate against a fraction of one replica's
+// highest rate gives what comparing with the finished search gives, at rates on both sides of
+// that fraction, at it bit for bit and one ulp either side, without computing the rate for later
+// reads.
+func TestOneRateExceeds(t *testing.T) {
+	p, err := newPlanner(distinctShapesPool(t, 24), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.evaluate()
+	const frac = 0.7
+	models, early := 0, 0
+	for _, tn := range p.tenants {
+		for _, c := range tn.cands {
+			ev := c.ev
+			if ev == nil || ev.q == nil {
+				continue
+			}
+			models++
+			rate, _ := newQModel(ev.q.e, ev.q.w, ev.q.l).withLengths(ev.q.lengths, ev.q.maxCtx).maxRate(tn.slo)
+			at := frac * rate
+			for _, rps := range []float64{0, 1e-3, at / 2, math.Nextafter(at, 0), at, math.Nextafter(at, math.Inf(1)), at * (1 + 1e-4), rate, 2 * rate, 1e8} {
+				if got, want := ev.oneRateExceeds(rps, frac), rps > frac*rate; got != want {
+					t.Errorf("%s on %s %s: %g req/s against %g × %g: %v, the finished search says %v", tn.t.Name, c.board.Name, c.label(), rps, frac, rate, got, want)
+				}
+			}
+			if ev.rateSet {
+				t.Fatalf("%s on %s %s: the test computed the rate for later reads", tn.t.Name, c.board.Name, c.label())
+			}
+			// once the rate is read, the test reads it
+			got := ev.oneRate().RequestsPerSec
+			if got != rate {
+				t.Fatalf("%s on %s %s: rate %g, a fresh model's %g", tn.t.Name, c.board.Name, c.label(), got, rate)
+			}
+			if ev.oneRateExceeds(at, frac) || !ev.oneRateExceeds(math.Nextafter(at, math.Inf(1)), frac) {
+				t.Errorf("%s on %s %s: after the read, the test disagrees with the rate at its edge", tn.t.Name, c.board.Name, c.label())
+			}
+			if rate > 0 {
+				early++
+			}
+		}
+	}
+	if models < 24 || early < 12 {
+		t.Fatalf("only %d candidates with a queueing model, %d with a rate", models, early)
+	}
+}
+
+// TestFitPlaceByOptions: the memory fits and perf's engines are memoised by the tenant's model
+// and options, numbered once a tenant: tenants alike but for the request shape share them,
+// tenants of the same model with other options (max-num-seqs, the context) do not.
+func TestFitPlaceByOptions(t *testing.T) {
+	pool, err := v1.DecodePool([]byte(`apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: opts}
+fleet:
+  nodes:
+  - name: h0
+    gpus: [{board: H100, count: 8}]
+tenants:
+- name: a
+  model: {name: llama-3.1-8b}
+  traffic: {rps: 1, inputTokens: 500, outputTokens: 100}
+- name: b
+  model: {name: llama-3.1-8b}
+  traffic: {rps: 2, inputTokens: 900, outputTokens: 50}
+- name: c
+  model: {name: llama-3.1-8b}
+  concurrency: 8
+  traffic: {rps: 1, inputTokens: 500, outputTokens: 100}
+- name: d
+  model: {name: llama-3.1-8b}
+  maxContext: 4096
+  traffic: {rps: 1, inputTokens: 500, outputTokens: 100}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c, d := p.tenants[0], p.tenants[1], p.tenants[2], p.tenants[3]
+	brd := p.fleet[0].board
+	s := perf.Slice{Board: brd, Replicas: 1}
+	engine := func(tn *tenant) *perf.Engine {
+		e, err := p.cache.place(tn, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	if engine(a) != engine(b) {
+		t.Errorf("%s and %s differ only in the request shape but got different engines", a.t.Name, b.t.Name)
+	}
+	if ec := engine(c); ec == engine(a) || ec.MaxSeqs() != 8 || engine(a).MaxSeqs() == 8 {
+		t.Errorf("%s (concurrency 8) got %s's engine or max-num-seqs %d", c.t.Name, a.t.Name, ec.MaxSeqs())
+	}
+	sl := llm.ReplicaSlice(brd, nil, 0, 1)
+	fit := func(tn *tenant) llm.Fit {
+		f, err := p.cache.fit(tn, sl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	for _, tn := range []*tenant{a, b, c, d} {
+		want, err := llm.FitSlice(tn.model, tn.llmOpt, sl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fit(tn); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: memoised fit %+v, a fresh one %+v", tn.t.Name, got, want)
+		}
+	}
+	if fa, fd := fit(a), fit(d); fa.Args.MaxModelLen == fd.Args.MaxModelLen {
+		t.Errorf("%s (max context 4096) got %s's fit (max-model-len %d)", d.t.Name, a.t.Name, fd.Args.MaxModelLen)
+	}
+	if a.fitID != b.fitID || a.placeID != b.placeID || a.fitID == c.fitID || a.placeID == c.placeID || a.fitID == d.fitID {
+		t.Errorf("numbers (fit, place): a (%d, %d), b (%d, %d), c (%d, %d), d (%d, %d)", a.fitID, a.placeID, b.fitID, b.placeID, c.fitID, c.placeID, d.fitID, d.placeID)
+	}
+}
+
+// BenchmarkOneRateExceeds is the baselines' busy test on every candidate of 200 tenants of
+// distinct shapes, on fresh models: "decide" stops the rate's search once the answer is known,
+// "search" finishes it (maxRate) and compares.
+func BenchmarkOneRateExceeds(b *testing.B) {
+	p, err := newPlanner(distinctShapesPool(b, 200), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.evaluate()
+	var evs []*evalResult
+	var rps []float64
+	for _, tn := range p.tenants {
+		for _, c := range tn.cands {
+			if c.ev != nil && c.ev.q != nil {
+				evs, rps = append(evs, c.ev), append(rps, tn.t.Traffic.RPS)
+			}
+		}
+	}
+	fresh := func(ev *evalResult) *evalResult {
+		q := newQModel(ev.q.e, ev.q.w, ev.q.l).withLengths(ev.q.lengths, ev.q.maxCtx)
+		return &evalResult{q: q, slo: ev.slo, out: ev.out}
+	}
+	b.Run("decide", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for i, ev := range evs {
+				fresh(ev).oneRateExceeds(rps[i], 0.7)
+			}
+		}
+		b.ReportMetric(float64(len(evs)), "models")
+	})
+	b.Run("search", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for i, ev := range evs {
+				_ = rps[i] > 0.7*fresh(ev).oneRate().RequestsPerSec
+			}
+		}
+		b.ReportMetric(float64(len(evs)), "models")
+	})
+}
+
+// BenchmarkEvaluateDistinctShapes is the evaluation of 200 tenants of distinct shapes on a fresh
+// planner (memory fits, engines, queueing models and sizings, none shared between tenants but
+// the fits and engines of the same model and options).
+func BenchmarkEvaluateDistinctShapes(b *testing.B) {
+	b.ReportAllocs()
+	pool := distinctShapesPool(b, 200)
+	for b.Loop() {
+		p, err := newPlanner(pool, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.evaluate()
+	}
+}
+
+// BenchmarkGroupBoundVaried1000 is the sharing-group bound of the varied synthetic 1,000 after
+// their evaluation, each tenant on its cheapest candidate: its branch-and-bound search runs many nodes a group, and each node's
+// branches sit in a buffer of their row, kept across nodes.
+func BenchmarkGroupBoundVaried1000(b *testing.B) {
+	b.ReportAllocs()
+	p, err := newPlanner(Synthetic(SyntheticOptions{Tenants: 1000, GPUs: 1000, Varied: true}, rand.New(rand.NewPCG(1000, 7))), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.evaluate()
+	for _, tn := range p.tenants { // the bound counts the tenants with a choice
+		if len(tn.feasible) > 0 {
+			tn.choice = tn.feasible[0]
+		}
+	}
+	bound := 0
+	for b.Loop() {
+		bound = p.groupBound()
+	}
+	b.ReportMetric(float64(bound), "GPUs")
 }

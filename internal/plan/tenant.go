@@ -33,8 +33,10 @@ type tenant struct {
 	measured   *perf.Measured
 	batchLimit time.Duration
 	// shapeID and qshapeID are the evaluation cache shapeIn's numbers of the tenant's shape
-	// (evalCache.shape).
+	// (evalCache.shape), and fitID and placeID its numbers of the tenant's model with its
+	// memory-fit options and with its performance model's (fitModel, placeModel).
 	shapeID, qshapeID int
+	fitID, placeID    int
 	shapeIn           *evalCache
 
 	cands    []*cand // every candidate evaluated, feasible or not
