@@ -219,7 +219,7 @@ func resetRunning(ctx context.Context, e *env, stateDir string, locked error) er
 			"run --reset again (a reset with nothing failed changes nothing)", path, err)
 	}
 	if ans.Refused {
-		return fmt.Errorf("the running agent on %s %s", path, ans.Error)
+		return invalid(fmt.Errorf("the running agent on %s %s", path, ans.Error)) // run it as the agent's user
 	}
 	if ans.Error != "" {
 		return fmt.Errorf("the running agent's reset failed: %s", ans.Error)

@@ -422,8 +422,8 @@ func TestAgentResetPeerUID(t *testing.T) {
 				}
 				return
 			}
-			if err == nil {
-				t.Fatalf("--reset from %s: no error\n%s", tc.name, out.String())
+			if err == nil || exitCode(err) != exitInvalid {
+				t.Fatalf("--reset from %s: %v (exit %d), want a refusal, exit 1\n%s", tc.name, err, exitCode(err), out.String())
 			}
 			for _, w := range append(tc.want, filepath.Join(state, "agent.sock")) {
 				if !strings.Contains(err.Error(), w) {
