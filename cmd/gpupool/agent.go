@@ -203,6 +203,9 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 			if a := noteTo.Load(); a != nil {
 				a.NoteGate(n)
 			}
+			if n.Code == gate.ReasonReset && resetPause != nil {
+				resetPause("journaled") // the reset's state is on disk, its uncordon not yet performed
+			}
 		}})
 	if err != nil {
 		return err
@@ -244,7 +247,7 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	}
 	defer srv.Close()
 	// `gpupool agent --reset` beside this agent asks it through its reset socket (docs/adr/0066).
-	if stopReset, err := serveReset(ctx, cfg.StateDir, x, log); err != nil {
+	if stopReset, err := serveReset(ctx, cfg.StateDir, x, log, socketPeerUID); err != nil {
 		log.Warn("--reset beside this agent is not available", "err", err)
 	} else {
 		defer stopReset()

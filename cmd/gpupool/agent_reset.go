@@ -31,6 +31,8 @@ type resetAnswer struct {
 	// Reset is false when no change had failed: nothing was done.
 	Reset bool   `json:"reset"`
 	Error string `json:"error,omitzero"`
+	// Refused is true when the agent took no request from this peer (its uid; Error says why).
+	Refused bool `json:"refused,omitzero"`
 }
 
 // resetFailed clears a failed change through the executor, the one path of both resets (in-process
@@ -57,53 +59,120 @@ func printReset(w io.Writer, a resetAnswer) {
 	fmt.Fprintf(w, "gate: phase %s, cordoned %t\n", a.Phase, a.Cordoned)
 }
 
-// serveReset listens on stateDir/agent.sock (an old one, left by a killed agent, is removed: the
-// caller holds the state directory's lock) and resets the running agent's gate for each request.
-// The socket is mode 0600: its file permission is the authentication, as the MPS control pipe's is.
-// Each answer is written only after resetFailed returned, so an acknowledged reset is on disk.
-func serveReset(ctx context.Context, stateDir string, x *agent.Executor, log *slog.Logger) (stop func(), err error) {
+// resetPause is nil outside tests. A test sets it in the agent child process to stop a reset from
+// the socket at one point ("request": the request read, nothing done; "journaled": the reset's
+// state journaled and fsynced, the uncordon not yet performed; "answer": the reset done, its
+// answer not yet written) so that it can SIGKILL the agent there (TestAgentResetKilledMidway),
+// or to look at the socket just bound ("bound": not yet mode 0600 nor in its place;
+// TestAgentResetSocketBoundPrivately).
+var resetPause func(point string)
+
+// peerUIDFunc returns the user id of the process at the other end of a reset socket connection;
+// errors.ErrUnsupported where the system gives none (socketPeerUID).
+type peerUIDFunc func(c *net.UnixConn) (int, error)
+
+// resetTmpPrefix names the private directories the reset socket is made in (serveReset).
+const resetTmpPrefix = ".sock-"
+
+// serveReset listens on stateDir/agent.sock and resets the running agent's gate for each request
+// (docs/adr/0066). The socket is bound inside a fresh directory of mode 0700 under the state
+// directory, changed to mode 0600 there, and only then renamed to its place (replacing an old
+// one a killed agent left: the caller holds the state directory's lock), so no other user can
+// connect between the bind, which makes it with the umask's mode, and the chmod; the process
+// umask is left alone. Each connection's peer must run as the agent's own user or root
+// (peerUID: SO_PEERCRED on Linux); others are answered with a refusal naming their uid, and
+// the refusal is logged. Each answer is written only after resetFailed returned, so an
+// acknowledged reset is on disk.
+func serveReset(ctx context.Context, stateDir string, x *agent.Executor, log *slog.Logger, peerUID peerUIDFunc) (stop func(), err error) {
 	path := filepath.Join(stateDir, resetSocketName)
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("reset socket: %w", err)
+	// Private directories a killed agent left between its bind and its rename.
+	if old, err := filepath.Glob(filepath.Join(stateDir, resetTmpPrefix+"*")); err == nil {
+		for _, d := range old {
+			_ = os.RemoveAll(d)
+		}
 	}
-	ln, err := net.Listen("unix", path)
+	dir, err := os.MkdirTemp(stateDir, resetTmpPrefix) // mode 0700
 	if err != nil {
 		return nil, fmt.Errorf("reset socket: %w", err)
 	}
-	// A socket is created with the umask's mode; connecting needs write permission on it, which
-	// the usual umask (022) gives no one but the owner even before this.
-	if err := os.Chmod(path, 0o600); err != nil {
+	defer os.RemoveAll(dir)
+	tmp := filepath.Join(dir, "s") // short: a unix socket's path is at most about 100 bytes
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("reset socket: %w", err)
+	}
+	// The listener is closed by path no more: stop removes the socket where it was renamed to.
+	ln.SetUnlinkOnClose(false)
+	if resetPause != nil {
+		resetPause("bound")
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("reset socket: %w", err)
 	}
+	if err := os.Rename(tmp, path); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("reset socket: %w", err)
+	}
+	self := os.Getuid()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
-			c, err := ln.Accept()
+			c, err := ln.AcceptUnix()
 			if err != nil {
 				return // closed
 			}
-			handleReset(ctx, c, x, log)
+			handleReset(ctx, c, x, log, peerUID, self)
 		}
 	}()
-	return func() { ln.Close(); <-done }, nil
+	return func() { ln.Close(); <-done; _ = os.Remove(path) }, nil
 }
 
-func handleReset(ctx context.Context, c net.Conn, x *agent.Executor, log *slog.Logger) {
+// allowPeer says whether a peer of user id uid may reset the gate of an agent running as self:
+// its own user or root.
+func allowPeer(uid, self int) error {
+	if uid == self || uid == 0 {
+		return nil
+	}
+	return fmt.Errorf("refused: the connecting process runs as uid %d; the agent (uid %d) takes a reset "+
+		"only from its own user or root", uid, self)
+}
+
+func handleReset(ctx context.Context, c *net.UnixConn, x *agent.Executor, log *slog.Logger, peerUID peerUIDFunc, self int) {
 	defer c.Close()
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var req resetRequest
 	var ans resetAnswer
-	if err := json.NewDecoder(c).Decode(&req); err != nil {
-		ans.Error = "bad request: " + err.Error()
-	} else if req.Op != "reset" {
+	// The request is read in full (one small line) before any answer, a refusal too: a unix
+	// socket closed with unread data makes the peer's read fail, and it would get no answer.
+	reqErr := json.NewDecoder(io.LimitReader(c, 4096)).Decode(&req)
+	uid, credErr := peerUID(c)
+	switch {
+	case credErr != nil && !errors.Is(credErr, errors.ErrUnsupported):
+		ans = resetAnswer{Refused: true, Error: "refused: the connecting process's uid is unknown: " + credErr.Error()}
+		log.Warn("reset socket: refused a connection", "err", credErr)
+	case credErr == nil && allowPeer(uid, self) != nil:
+		ans = resetAnswer{Refused: true, Error: allowPeer(uid, self).Error()}
+		log.Warn("reset socket: refused a connection", "uid", uid, "agent_uid", self)
+	case reqErr != nil:
+		ans.Error = "bad request: " + reqErr.Error()
+	case req.Op != "reset":
 		ans.Error = fmt.Sprintf("unknown op %q (want reset)", req.Op)
-	} else if a, err := resetFailed(ctx, x); err != nil {
-		ans.Error = err.Error()
-		log.Warn("reset from the reset socket", "err", err)
-	} else {
-		ans = a
+	default:
+		if resetPause != nil {
+			resetPause("request")
+		}
+		a, err := resetFailed(ctx, x)
+		if err != nil {
+			ans.Error = err.Error()
+			log.Warn("reset from the reset socket", "err", err)
+		} else {
+			ans = a
+		}
+		if resetPause != nil {
+			resetPause("answer")
+		}
 	}
 	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	_ = json.NewEncoder(c).Encode(ans)
@@ -148,6 +217,9 @@ func resetRunning(ctx context.Context, e *env, stateDir string, locked error) er
 		}
 		return fmt.Errorf("reset the running agent through %s: no answer (%w); its journal says whether the reset was taken: "+
 			"run --reset again (a reset with nothing failed changes nothing)", path, err)
+	}
+	if ans.Refused {
+		return invalid(fmt.Errorf("the running agent on %s %s", path, ans.Error)) // run it as the agent's user
 	}
 	if ans.Error != "" {
 		return fmt.Errorf("the running agent's reset failed: %s", ans.Error)

@@ -7,7 +7,7 @@
 // gpus, layouts, lora, validate, fit, perf, cost and version work on files alone; agent, serve
 // and controller run the node agent, the control plane and the Kubernetes controller (the agent's
 // reset socket, through which `agent --reset` asks a running agent to reset its gate, is
-// agent_reset.go; docs/adr/0066); tenant, grants, token, node, gate and apply are clients of a
+// agent_reset.go, its peer's uid check agent_reset_linux.go; docs/adr/0066); tenant, grants, token, node, gate and apply are clients of a
 // running control plane (client.go).
 //
 // What holds for every subcommand, as the README's CLI reference states it:

@@ -27,6 +27,7 @@ func TestMain(m *testing.M) {
 	}
 	// The control plane's SIGKILL test starts the server this way (serve_kill_test.go).
 	if os.Getenv("GPUPOOL_TEST_CHILD") == "1" {
+		installResetPause() // TestAgentResetKilledMidway
 		err := run(context.Background(), strings.Fields(os.Getenv("GPUPOOL_TEST_ARGS")), os.Stdout, os.Stderr)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "gpupool: "+err.Error())
