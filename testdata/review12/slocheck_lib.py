@@ -1,4 +1,4 @@
-"""Shared helper of slocheck.py and ksearch.py."""
+"""Code shared by slocheck.py and ksearch.py."""
 
 
 def dur_ms(s):
