@@ -301,8 +301,9 @@ func (p *planner) fixedUses() {
 
 // boardCap holds the choice to each board's GPUs: the objective gains capPenalty for every
 // GPU-equivalent the chosen slices take on a board beyond its limit. A board's load is counted
-// as the vector objective counts a bucket (whole GPUs + the larger of the MIG instances' memory
-// and compute shares, each group's units rounded up), summed over the board's energy classes:
+// as the vector objective counts a bucket (whole GPUs + the largest of the MIG instances' memory
+// shares, compute shares and large instances, each group's units rounded up), summed over the
+// board's energy classes:
 // a lower bound on the GPUs its packing takes.
 type boardCap struct {
 	ids   *keyIDs
@@ -368,14 +369,14 @@ func (bc *boardCap) deltaFrom(l *leaving, b unitChange) float64 {
 	if a.b == b.b {
 		ta := bc.load.get(a.b)
 		va := bc.load.value(ta)
-		ta[0], ta[1], ta[2] = ta[0]+a.whole, ta[1]+a.mem, ta[2]+a.comp
-		ta[0], ta[1], ta[2] = ta[0]+b.whole, ta[1]+b.mem, ta[2]+b.comp
+		a.apply(&ta)
+		b.apply(&ta)
 		da = bc.load.value(ta) - va
 	} else {
 		da = l.capA
 		tb := bc.load.get(b.b)
 		vb := bc.load.value(tb)
-		tb[0], tb[1], tb[2] = tb[0]+b.whole, tb[1]+b.mem, tb[2]+b.comp
+		b.apply(&tb)
 		db = bc.load.value(tb) - vb
 	}
 	la, lb := bc.byBoard[ia], bc.byBoard[ib]

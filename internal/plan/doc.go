@@ -205,8 +205,11 @@
 // The sum of unit sizes overcounts instances that are heavy in different resources: one 1g.20gb
 // (memory 2/8, compute 1/7) and six 1g.10gb (1/8 and 1/7 each) fill one H100, while their sizes
 // add up to 1.107. So the choice is also optimised, by the same local search, for the vector
-// objective: per board and energy class, whole GPUs + max(Σ memory shares, Σ compute shares)
-// of the MIG instances, units rounded up per sharing group as above. Both choices are packed
+// objective: per board and energy class, whole GPUs + max(Σ memory shares, Σ compute shares,
+// large instances) of the MIG instances, units rounded up per sharing group as above. A large
+// instance takes more than half of the GPU's memory or compute slices (4g.40gb on an H100,
+// 4g.20gb on an A100 40GB, every 7g), so no two share a GPU, where the sum undercounts them:
+// five 4g.40gb are 2.857 by their sizes and take five GPUs (ADR 0069). Both choices are packed
 // and the plan with fewer GPUs kept (ties: the sum's).
 //
 // Units. The chosen replicas are grouped into units — a whole GPU (exclusive, MPS k, time-slice

@@ -14,13 +14,16 @@ import (
 // (compute 1/7 each) do not fit one GPU, but one 1g.20gb and six 1g.10gb do. Per board and
 // energy class (the packer's buckets) it counts
 //
-//	whole GPUs + max(Σ memory shares, Σ compute shares) of the MIG instances,
+//	whole GPUs + max(Σ memory shares, Σ compute shares, large instances) of the MIG instances,
 //
-// each group's units ceil(replicas / share) as in the sum. It is a lower bound on the GPUs of
-// the bucket's packing (a GPU holds at most all memory and all compute slices) and the quantity
-// the cutting-stock packer then gets close to.
+// each group's units ceil(replicas / share) as in the sum. A large instance takes more than half
+// of the GPU's memory or compute slices (4g.40gb on an H100, 4g.20gb on an A100 40GB, 4g.24gb on
+// an A30, every 7g), so no two of them share a GPU: five 4g.40gb take five H100s, where their
+// compute shares add up to 2.857 (ADR 0069). It is a lower bound on the GPUs of the bucket's
+// packing (a GPU holds at most all memory and all compute slices, and at most one large
+// instance) and the quantity the cutting-stock packer then gets close to.
 type vectorObjective struct {
-	tot [][3]float64 // whole, memory, compute, by bucket number (keyIDs.buckets)
+	tot [][4]float64 // whole, memory, compute, large, by bucket number (keyIDs.buckets)
 	has []bool       // buckets added to at least once
 }
 
@@ -29,11 +32,26 @@ type bucketKey struct {
 	energy v1.EnergyClass
 }
 
-// unitChange is what a move does to one bucket: GPUs and shares added (negative: removed).
+// unitChange is what a move does to one bucket: GPUs, shares and large instances added
+// (negative: removed).
 type unitChange struct {
-	b                int // bucket number
-	whole, mem, comp float64
+	b                       int // bucket number
+	whole, mem, comp, large float64
 }
+
+// apply adds ch's parts to a bucket's totals.
+func (ch *unitChange) apply(t *[4]float64) {
+	t[0] += ch.whole
+	t[1] += ch.mem
+	t[2] += ch.comp
+	t[3] += ch.large
+}
+
+// largeShare is the share above which a MIG instance is large: two of them never share a GPU.
+const largeShare = 0.5 + 1e-9
+
+// isLarge tells whether a MIG instance of these memory and compute shares is large.
+func isLarge(memFrac, compFrac float64) bool { return memFrac > largeShare || compFrac > largeShare }
 
 func newVectorObjective() *vectorObjective { return &vectorObjective{} }
 
@@ -52,6 +70,9 @@ func (f *fractional) changeBy(k, r int, e *searchCand) unitChange {
 		ch.whole = du * e.tpf
 	} else {
 		ch.mem, ch.comp = du*e.memFrac, du*e.compFrac
+		if isLarge(e.memFrac, e.compFrac) {
+			ch.large = du
+		}
 	}
 	return ch
 }
@@ -63,24 +84,21 @@ func unitsOf(r, share int) float64 {
 	return math.Ceil(float64(r) / float64(share))
 }
 
-func (v *vectorObjective) value(t [3]float64) float64 { return t[0] + max(t[1], t[2]) }
+func (v *vectorObjective) value(t [4]float64) float64 { return t[0] + max(t[1], t[2], t[3]) }
 
-func (v *vectorObjective) get(b int) [3]float64 {
+func (v *vectorObjective) get(b int) [4]float64 {
 	if b < len(v.tot) {
 		return v.tot[b]
 	}
-	return [3]float64{}
+	return [4]float64{}
 }
 
 func (v *vectorObjective) add(ch unitChange) {
 	for len(v.tot) <= ch.b {
-		v.tot, v.has = append(v.tot, [3]float64{}), append(v.has, false)
+		v.tot, v.has = append(v.tot, [4]float64{}), append(v.has, false)
 	}
 	v.has[ch.b] = true
-	t := &v.tot[ch.b]
-	t[0] += ch.whole
-	t[1] += ch.mem
-	t[2] += ch.comp
+	ch.apply(&v.tot[ch.b])
 }
 
 // delta is the change of the objective when both changes apply.
@@ -92,7 +110,7 @@ func (v *vectorObjective) delta(a, b unitChange) float64 {
 func (v *vectorObjective) alone(a unitChange) float64 {
 	ta := v.get(a.b)
 	before := v.value(ta)
-	ta[0], ta[1], ta[2] = ta[0]+a.whole, ta[1]+a.mem, ta[2]+a.comp
+	a.apply(&ta)
 	return v.value(ta) - before
 }
 
@@ -104,13 +122,13 @@ func (v *vectorObjective) deltaFrom(l *leaving, b unitChange) float64 {
 	if a.b == b.b {
 		ta := v.get(a.b)
 		before := v.value(ta)
-		ta[0], ta[1], ta[2] = ta[0]+a.whole, ta[1]+a.mem, ta[2]+a.comp
-		ta[0], ta[1], ta[2] = ta[0]+b.whole, ta[1]+b.mem, ta[2]+b.comp
+		a.apply(&ta)
+		b.apply(&ta)
 		return v.value(ta) - before
 	}
 	tb := v.get(b.b)
 	d := l.vecA - v.value(tb)
-	tb[0], tb[1], tb[2] = tb[0]+b.whole, tb[1]+b.mem, tb[2]+b.comp
+	b.apply(&tb)
 	return d + v.value(tb)
 }
 
