@@ -38,7 +38,12 @@ import (
 // thousand requests spreads too widely to certify fewer replicas than the model's margins give.
 //
 // Only tenants the queueing model sized are changed: not a fixed replicas count, a measured
-// profile, or a bursty or diurnal pattern (a short run does not cover their peaks). A tenant
+// profile, or a bursty pattern (ADR 0071: sized at the on-period rate, a run of the
+// confirmation's length covers a handful of bursts, and the runs found every bursty tenant of
+// the review pools within its SLO in every run). A diurnal tenant is judged like a Poisson one
+// (ADR 0071): the simulator's diurnal rate starts at its peak and falls slowly (a 24 h period),
+// so a run of at most confirmPeakRun carries the peak rate the model sized it for; in longer
+// runs, which cover the pattern's lower hours, it is simulated but not judged. A tenant
 // with fewer than confirmMinJudged requests over the runs (its rate is low next to the budget)
 // is judged in runs of its sharing component instead (confirm_component.go, ADR 0045), and is
 // simulated but not judged only when those too give it too few. Pools with more than
@@ -53,6 +58,10 @@ const (
 	confirmRuns       = 3
 	confirmRounds     = 4
 	confirmMaxRun     = 7 * 24 * time.Hour // simulated time of one run at most
+	// confirmPeakRun is the longest run that judges a diurnal tenant: the simulator's diurnal
+	// rate starts at its peak, and over the first hour of its 24 h period (trough 0.15) it stays
+	// within 1 % of the peak (0.5 % in the mean over the hour).
+	confirmPeakRun = time.Hour
 	// DefaultConfirmRequests is Options.ConfirmRequests' default: about a second of simulation
 	// per run on one core.
 	DefaultConfirmRequests = 50_000
@@ -78,11 +87,18 @@ type confirmState struct {
 	poolOver  int64
 	component string
 	boardless bool
+	// offPeak marks a diurnal tenant whose runs were longer than confirmPeakRun: they covered
+	// its lower hours, so they do not judge it.
+	offPeak bool
+	// poolOffPeak: the pool-wide runs were such runs (poolOver counts their requests)
+	poolOffPeak bool
 }
 
-// tally sets st from the runs' reports of tenant name at n replicas.
-func (st *confirmState) tally(n int, name string, reports []map[string]SimTenant) {
+// tally sets st from the runs' reports of tenant t at n replicas, runs of d each.
+func (st *confirmState) tally(n int, t *v1.Tenant, d time.Duration, reports []map[string]SimTenant) {
+	name := t.Name
 	st.simulated, st.att, st.worst, st.over, st.ttft, st.tpot = n, 1, 1, 0, 0, 0
+	st.offPeak = t.Traffic.Pattern == v1.PatternDiurnal && d > confirmPeakRun
 	met := 0.0
 	for _, rep := range reports {
 		tr := rep[name]
@@ -93,7 +109,7 @@ func (st *confirmState) tally(n int, name string, reports []map[string]SimTenant
 		}
 		st.ttft, st.tpot = max(st.ttft, tr.TTFTP99), max(st.tpot, tr.TPOTP99)
 	}
-	st.judged = st.over >= confirmMinJudged
+	st.judged = st.over >= confirmMinJudged && !st.offPeak
 	if st.over > 0 {
 		st.att = met / float64(st.over)
 	}
@@ -109,8 +125,14 @@ func confirmable(tn *tenant) bool {
 	case tn.t.Traffic.RPS <= 0:
 		return false
 	}
-	switch tn.t.Traffic.Pattern {
-	case "", v1.PatternPoisson, v1.PatternConstant:
+	return patternConfirmable(tn.t.Traffic.Pattern)
+}
+
+// patternConfirmable reports whether the runs may judge a tenant of traffic pattern pat: Poisson,
+// constant and diurnal (in runs of at most confirmPeakRun), not bursty (ADR 0071).
+func patternConfirmable(pat v1.Pattern) bool {
+	switch pat {
+	case "", v1.PatternPoisson, v1.PatternConstant, v1.PatternDiurnal:
 		return true
 	}
 	return false
@@ -149,7 +171,8 @@ func (p *planner) confirm() error {
 			return nil
 		}
 		pl := p.draft()
-		reports, err := p.simulateRuns(p.pool, pl, time.Duration(secs*float64(time.Second)))
+		d := time.Duration(secs * float64(time.Second))
+		reports, err := p.simulateRuns(p.pool, pl, d)
 		if err != nil {
 			return err
 		}
@@ -160,8 +183,8 @@ func (p *planner) confirm() error {
 				st = &confirmState{model: c.replicas}
 				p.confirmed[c] = st
 			}
-			st.tally(c.replicas, tn.t.Name, reports)
-			st.poolOver, st.component, st.boardless = st.over, "", false
+			st.tally(c.replicas, &tn.t, d, reports)
+			st.poolOver, st.poolOffPeak, st.component, st.boardless = st.over, st.offPeak, "", false
 		}
 		// Tenants the pool-wide runs cannot judge are judged in runs of their sharing component.
 		if err := p.confirmComponents(judge, pl, budget, p.chosenState); err != nil {
@@ -362,6 +385,10 @@ func (p *planner) simReason(tn *tenant) (v1.Reason, bool) {
 // before on the counts listed in before.
 func (st *confirmState) reason(n int, before []string) v1.Reason {
 	if !st.judged {
+		if st.offPeak {
+			return v1.NewReason(v1.ReasonSimulated, "not judged by the plan's simulation: its runs of %s (%d requests in %d runs) were longer than %s, past the diurnal pattern's peak, and it gets fewer than %d requests in %d runs of that length",
+				st.runsOf(), st.over, confirmRuns, roundDur(confirmPeakRun), confirmMinJudged, confirmRuns)
+		}
 		if st.component != "" {
 			return v1.NewReason(v1.ReasonSimulated, "not judged by the plan's simulation: %d requests in %d runs of %s, %d in the pool-wide runs, fewer than %d",
 				st.over, confirmRuns, st.runsOf(), st.poolOver, confirmMinJudged)
