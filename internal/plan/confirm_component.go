@@ -31,8 +31,9 @@ import (
 // (8 % of the compute at a full board), and the tenant's Simulated reason says so.
 //
 // Each component's run is as long as confirmRequests requests of its slowest unjudged tenant,
-// within confirmMaxRun (confirmPeakRun with an unjudged diurnal tenant) and within the budget over the component's rate; the components of one
-// round together get at most confirmComponentShare of the budget per run. A tenant that still
+// within confirmMaxRun (confirmPeakRun with an unjudged diurnal tenant, ADR 0071) and within
+// the budget over the component's rate; the components of one round together get at most
+// confirmComponentShare of the budget per run. A tenant that still
 // gets fewer than confirmMinJudged requests (slower than confirmMinJudged / (confirmRuns ×
 // confirmMaxRun), about 0.00083 req/s or three requests an hour, or beside too fast a sharer)
 // stays simulated but not judged. Judged tenants are raised and reported short exactly as the

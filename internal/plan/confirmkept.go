@@ -23,8 +23,9 @@ import (
 // sharing-component runs for tenants too slow for the pool-wide runs. A tenant is judged on the
 // slice kind it runs on in that plan (inForceCand), at the replicas it runs there, when the
 // queueing model sized it (as confirmable: not a fixed count, a measured profile, or a bursty
-// pattern; a diurnal tenant only in runs of at most confirmPeakRun). A tenant the plan leaves short already (held with fewer replicas than its
-// load needs) is simulated and its reason says what its replicas saw, but it is not raised.
+// pattern; a diurnal tenant only in runs of at most confirmPeakRun). A tenant the plan leaves
+// short already (held with fewer replicas than its load needs) is simulated and its reason says
+// what its replicas saw, but it is not raised.
 //
 // A tenant the runs find short gets a replica more without a move: first in the room its busy
 // GPUs leave free (keptRoom, the same room fillKept starts tenants in), of its own group, else on
