@@ -1,0 +1,133 @@
+package plan
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// shortOnOwn packs review 12's x1 pool (mistral-7b at 14 req/s bursty, three H100s) with the
+// tenant on 5 × 4g.40gb, the choice before ADR 0069: one 4g.40gb a GPU, three placed, two short,
+// no pool GPU idle. It returns the planner and the tenant, before the rescue.
+func shortOnOwn(t *testing.T, noOwn bool) (*planner, *tenant) {
+	t.Helper()
+	pool := loadPool(t, "../../testdata/review12/x1-h100-one-4g-per-gpu.yaml")
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ctx = context.Background()
+	p.noOwnRescue = noOwn
+	p.evaluate()
+	tn := p.tenants[0]
+	var four *cand
+	for _, c := range tn.feasible {
+		if c.kind == v1.SliceMIG && c.profile.Name == "4g.40gb" {
+			four = c
+		}
+	}
+	if four == nil || four.replicas != 5 {
+		t.Fatalf("no 5 × 4g.40gb candidate among %d", len(tn.feasible))
+	}
+	tn.choice = four
+	if err := p.pack(); err != nil {
+		t.Fatal(err)
+	}
+	if servedInFull(tn) || p.anyIdle() || len(p.unplaced) != 2 {
+		t.Fatalf("the packing should leave 2 of 5 short with no GPU idle: %d unplaced, %v", len(p.unplaced), tn.infeas)
+	}
+	return p, tn
+}
+
+// A short tenant whose part placement holds GPUs of its own tries its candidates on those GPUs
+// and the idle ones (rescueOnOwn): on the three H100s its three 4g.40gb hold, another candidate
+// (three exclusive GPUs, or 7g.80gb with MPS 1/2) places the whole count. Without that path the
+// rescue tries idle GPUs only, finds none, and the tenant stays short.
+func TestRescueOnOwnGPUs(t *testing.T) {
+	for _, noOwn := range []bool{false, true} {
+		p, tn := shortOnOwn(t, noOwn)
+		if err := p.rescueShort(p.unplaced); err != nil {
+			t.Fatal(err)
+		}
+		if noOwn {
+			if servedInFull(tn) {
+				t.Errorf("idle GPUs only: served in full on %s, with no GPU idle", tn.choice.label())
+			}
+			continue
+		}
+		if !servedInFull(tn) {
+			t.Fatalf("still short: %v", tn.infeas)
+		}
+		if tn.choice.profile.Name == "4g.40gb" {
+			t.Errorf("kept 4g.40gb, which the three GPUs hold three of")
+		}
+		placed, used := 0, 0
+		for _, g := range p.gpus {
+			if g.role != v1.RolePool {
+				continue
+			}
+			used++
+			for _, u := range g.units() {
+				if u.tp.GPUs == nil || u.tp.GPUs[0] == g.fg.ref.Index {
+					placed += len(u.reps)
+				}
+			}
+		}
+		if placed != tn.choice.replicas || used > 3 {
+			t.Errorf("%d of %d replicas placed on %d GPUs", placed, tn.choice.replicas, used)
+		}
+		if w := p.moved[tn]; !strings.Contains(w, "placed 3 of its 5 replicas") || !strings.Contains(w, "with the 3 GPU(s) of H100-SXM5-80GB its own replicas held") {
+			t.Errorf("moved reason %q does not say where it found room", w)
+		}
+	}
+}
+
+// When no candidate fits the tenant's own GPUs with the idle ones either, its replicas stay
+// where they were and the NoCapacity reason names the GPUs tried, its own among them. Two H100s
+// hold two of five 4g.40gb; no candidate takes fewer than three GPUs.
+func TestRescueOnOwnGPUsKeepsPlacement(t *testing.T) {
+	pool := loadPool(t, "../../testdata/review12/x1-h100-one-4g-per-gpu.yaml")
+	pool.Fleet.Nodes[0].GPUs[0].Count = 2
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ctx = context.Background()
+	p.evaluate()
+	tn := p.tenants[0]
+	for _, c := range tn.feasible {
+		if c.kind == v1.SliceMIG && c.profile.Name == "4g.40gb" {
+			tn.choice = c
+		}
+	}
+	if err := p.pack(); err != nil {
+		t.Fatal(err)
+	}
+	before := map[*gpuPlan][]*unit{}
+	for _, g := range p.gpus {
+		before[g] = g.units()
+	}
+	if err := p.rescueShort(p.unplaced); err != nil {
+		t.Fatal(err)
+	}
+	if servedInFull(tn) || tn.choice.profile.Name != "4g.40gb" {
+		t.Fatalf("served or moved on two H100s: %s, %v", tn.choice.label(), tn.infeas)
+	}
+	for _, g := range p.gpus {
+		us := g.units()
+		if len(us) != len(before[g]) || (len(us) > 0 && (us[0] != before[g][0] || len(us[0].reps) != 1)) {
+			t.Errorf("%s changed: %d units, was %d", g.fg.ref, len(us), len(before[g]))
+		}
+	}
+	msg := ""
+	for _, r := range tn.infeas {
+		if r.Code == v1.ReasonNoCapacity {
+			msg = r.Message
+		}
+	}
+	if !strings.Contains(msg, "on H100-SXM5-80GB, the 2 GPU(s) its own replicas hold and the 0 idle") {
+		t.Errorf("NoCapacity reason does not name its own GPUs: %q", msg)
+	}
+}
