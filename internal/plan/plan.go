@@ -646,6 +646,9 @@ type planner struct {
 	// others are served in full (stepDownFixed), or took a larger one on GPUs left idle
 	// (stepUpFixed).
 	fixedSteps map[*tenant]fixedStep
+	// stepUpMissed holds, for the fixed-count tenants that stepUpFixed left on their kind while
+	// a kind where a replica carries more exists, why: not tried, or tried and no room.
+	stepUpMissed map[*tenant]fixedStep
 	// caps, when set, limits the GPU-equivalents the choice puts on each board (boardCap); optimise
 	// sets it when a packing left tenants short on a board while GPUs of another board where they
 	// could run stayed idle (capBoards).

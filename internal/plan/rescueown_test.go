@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -78,6 +79,7 @@ func TestRescueOnOwnGPUs(t *testing.T) {
 		if placed != tn.choice.replicas || used > 3 {
 			t.Errorf("%d of %d replicas placed on %d GPUs", placed, tn.choice.replicas, used)
 		}
+		t.Logf("moved: %s", p.moved[tn])
 		if w := p.moved[tn]; !strings.Contains(w, "placed 3 of its 5 replicas") || !strings.Contains(w, "with the 3 GPU(s) of H100-SXM5-80GB its own replicas held") {
 			t.Errorf("moved reason %q does not say where it found room", w)
 		}
@@ -127,7 +129,42 @@ func TestRescueOnOwnGPUsKeepsPlacement(t *testing.T) {
 			msg = r.Message
 		}
 	}
+	t.Logf("NoCapacity: %s", msg)
 	if !strings.Contains(msg, "on H100-SXM5-80GB, the 2 GPU(s) its own replicas hold and the 0 idle") {
 		t.Errorf("NoCapacity reason does not name its own GPUs: %q", msg)
+	}
+}
+
+// Review 12's L2: s1 with replicas: 1 (llama-3.1-8b at 0.05 req/s on four A100 40GB). No kind
+// lets one replica meet the SLO; it is planned on 3g.20gb, the cheapest where some count does.
+// Its reason said the kind that carries the most, tensor-parallel 4, "found no room on the GPUs
+// the plan leaves idle", where the three idle GPUs and its own make four: it was never tried,
+// since it carries less per GPU. The reason now says so, with the rates it compared.
+func TestFixedStepUpReasonTrue(t *testing.T) {
+	pool := loadPool(t, "../../testdata/review12/s1-a100-40-8b-trickle.yaml")
+	one := 1
+	pool.Tenants[0].Replicas = &one
+	p, pl := planWith(t, pool, func(*planner) {})
+	tn := p.tenants[0]
+	var msg string
+	for _, r := range pl.Tenants[0].Reasons {
+		if r.Code == v1.ReasonSLOUnmet {
+			msg = r.Message
+		}
+	}
+	if strings.Contains(msg, "found no room") {
+		t.Errorf("says no room where nothing was tried: %q", msg)
+	}
+	top := fixedTop(tn)
+	if top == nil || top == tn.choice {
+		t.Fatalf("no kind that carries more than %s", tn.choice.label())
+	}
+	want := fmt.Sprintf("%s of %s, where one replica carries %.3g req/s within the SLO against %.3g here, was not taken: it carries %.3g req/s a GPU against %.3g here",
+		top.label(), top.board.Name, top.ev.oneRate().RequestsPerSec, tn.choice.ev.oneRate().RequestsPerSec, ratePerGPU(top), ratePerGPU(tn.choice))
+	if !strings.Contains(msg, want) {
+		t.Errorf("reason %q\nwant it to say %q", msg, want)
+	}
+	if ratePerGPU(top) >= ratePerGPU(tn.choice) {
+		t.Errorf("%s carries %.3g a GPU, no less than %s's %.3g: the step up should have tried it", top.label(), ratePerGPU(top), tn.choice.label(), ratePerGPU(tn.choice))
 	}
 }
