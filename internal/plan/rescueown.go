@@ -93,10 +93,17 @@ func (p *planner) restoreHeld(held []heldGPU) {
 // others the GPUs are the idle ones rescueTenant tried. The first candidate that places every
 // replica is kept, tn is then served in full and no other tenant is touched, so the plan has one
 // tenant fewer short; moved says why. When none does, the replicas go back where they were and
-// unmovedOwn names the GPUs tried. free is brought up to date with the GPUs left idle.
+// unmovedOwn names the GPUs tried; when tn holds no GPU alone, it says so. free is brought up to date with the GPUs left idle.
 func (p *planner) rescueOnOwn(tn *tenant, free map[string][]*gpuPlan, pc *patternCache) (bool, error) {
 	own := p.holdsAlone(tn)
-	if len(own) == 0 || p.stopped() {
+	if p.stopped() {
+		return false, nil
+	}
+	if len(own) == 0 {
+		p.unmovedOwn[tn] = "it holds no pool GPU of its own to free for another candidate: none of its replicas is placed"
+		if p.heldGPUs(tn) > 0 {
+			p.unmovedOwn[tn] = "it holds no pool GPU of its own to free for another candidate: the GPUs of its placed replicas also serve other tenants"
+		}
 		return false, nil
 	}
 	old := tn.choice

@@ -168,3 +168,60 @@ func TestFixedStepUpReasonTrue(t *testing.T) {
 		t.Errorf("%s carries %.3g a GPU, no less than %s's %.3g: the step up should have tried it", top.label(), ratePerGPU(top), tn.choice.label(), ratePerGPU(tn.choice))
 	}
 }
+
+// Review 12's M1, still open for m1-mixed-boards (device plugin, nine GPUs): chat-bursty is
+// left with none of its three 3g.40gb replicas placed while four GPUs are idle. The rescue on a
+// tenant's own GPUs has nothing to free there, and the reason says so beside what the idle GPUs
+// lack; every count it quotes is the plan's. (A plan that serves every tenant exists, but it
+// moves two tenants that are served, capped and one-at-a-time, off the H100s: docs/planner.md,
+// "Large MIG instances".)
+func TestRescueM1ReasonTrue(t *testing.T) {
+	pool := loadPool(t, "../../testdata/review12/m1-mixed-boards.yaml")
+	_, pl := planWith(t, pool, func(*planner) {})
+	idle := map[string]int{}
+	for _, g := range pl.GPUs {
+		if g.Role == v1.RoleIdle {
+			idle[g.Board]++
+		}
+		for _, in := range g.Instances {
+			for _, r := range in.Replicas {
+				if r.Tenant == "chat-bursty" {
+					t.Fatalf("chat-bursty placed on %s/%d: the reason below no longer applies, see whether it is served in full", g.Node, g.Index)
+				}
+			}
+		}
+		for _, r := range g.Replicas {
+			if r.Tenant == "chat-bursty" {
+				t.Fatalf("chat-bursty placed on %s/%d: the reason below no longer applies, see whether it is served in full", g.Node, g.Index)
+			}
+		}
+	}
+	var msg string
+	for _, tn := range pl.Tenants {
+		if tn.Name != "chat-bursty" {
+			continue
+		}
+		for _, r := range tn.Reasons {
+			if r.Code == v1.ReasonNoCapacity {
+				msg = r.Message
+			}
+		}
+	}
+	if msg == "" {
+		t.Fatal("chat-bursty has no NoCapacity reason")
+	}
+	if !strings.Contains(msg, "it holds no pool GPU of its own to free for another candidate: none of its replicas is placed") {
+		t.Errorf("the reason does not say that no GPU of its own frees: %q", msg)
+	}
+	for _, b := range []string{"A100-SXM4-80GB", "A30-24GB"} {
+		if idle[b] == 0 {
+			t.Fatalf("no idle %s", b)
+		}
+		if want := fmt.Sprintf("on %s, exclusive GPU: needs", b); !strings.Contains(msg, want) {
+			t.Errorf("the reason does not name %s's exclusive candidate: %q", b, msg)
+		}
+		if want := fmt.Sprintf("the board's %d idle pool GPUs", idle[b]); !strings.Contains(msg, want) {
+			t.Errorf("the reason does not say %q: %q", want, msg)
+		}
+	}
+}
