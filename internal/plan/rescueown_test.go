@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -224,4 +225,35 @@ func TestRescueM1ReasonTrue(t *testing.T) {
 			t.Errorf("the reason does not say %q: %q", want, msg)
 		}
 	}
+}
+
+// A large MIG instance (more than half of a GPU's memory or compute slices) takes a GPU of its
+// own, while the sum quotes its share: the ComputeBound reason says how many GPUs its instances
+// take, and the plan gives them that many. Review 12's x1 plans 5 replicas of 7g.80gb + MPS 1/2
+// on three H100s, quoted at 2.500 GPU-equivalents.
+func TestLargeMIGReasonSaysGPUs(t *testing.T) {
+	pool := loadPool(t, "../../testdata/review12/x1-h100-one-4g-per-gpu.yaml")
+	p, pl := planWith(t, pool, func(*planner) {})
+	c := p.tenants[0].choice
+	if c.whole() || !isLarge(c.memFrac, c.compFrac) {
+		t.Skipf("the choice %s is not a large MIG instance", c.label())
+	}
+	gpus := 0
+	for _, g := range pl.GPUs {
+		if slices.ContainsFunc(g.Instances, func(in v1.PlanInstance) bool {
+			return slices.ContainsFunc(in.Replicas, func(r v1.PlanReplica) bool { return r.Tenant == pl.Tenants[0].Name })
+		}) {
+			gpus++
+		}
+	}
+	want := fmt.Sprintf("a %s instance takes more than half of a GPU and no two share one: its %d instance(s) take %d GPU(s)", c.profile.Name, gpus, gpus)
+	for _, r := range pl.Tenants[0].Reasons {
+		if r.Code == v1.ReasonComputeBound && strings.Contains(r.Message, "GPU-equivalents") {
+			if !strings.Contains(r.Message, want) {
+				t.Errorf("reason %q\ndoes not say %q", r.Message, want)
+			}
+			return
+		}
+	}
+	t.Errorf("no ComputeBound reason quotes GPU-equivalents: %v", pl.Tenants[0].Reasons)
 }
