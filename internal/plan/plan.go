@@ -255,7 +255,7 @@ func (p *planner) rescueShort(unplaced []*unit) error {
 		return nil
 	}
 	p.nodeUse, p.blocked = map[string]map[string]migUse{}, map[*unit]blockage{}
-	p.moved, p.unmoved = map[*tenant]string{}, map[*tenant]string{}
+	p.moved, p.unmoved, p.unmovedOwn = map[*tenant]string{}, map[*tenant]string{}, map[*tenant]string{}
 	nodes := map[string]bool{}
 	for _, g := range p.gpus {
 		nodes[g.fg.ref.Node] = true
@@ -291,6 +291,9 @@ func (p *planner) rescueShort(unplaced []*unit) error {
 			tn.infeas[i].Message += "; no other candidate of it fits the idle pool GPUs either: " + w
 		case idle != "":
 			tn.infeas[i].Message += "; none of its candidates runs on the boards with idle pool GPUs (" + idle + ")"
+		}
+		if w := p.unmovedOwn[tn]; w != "" {
+			tn.infeas[i].Message += "; " + w
 		}
 	}
 	p.spreadRedundant()
@@ -643,6 +646,9 @@ type planner struct {
 	// others are served in full (stepDownFixed), or took a larger one on GPUs left idle
 	// (stepUpFixed).
 	fixedSteps map[*tenant]fixedStep
+	// stepUpMissed holds, for the fixed-count tenants that stepUpFixed left on their kind while
+	// a kind where a replica carries more exists, why: not tried, or tried and no room.
+	stepUpMissed map[*tenant]fixedStep
 	// caps, when set, limits the GPU-equivalents the choice puts on each board (boardCap); optimise
 	// sets it when a packing left tenants short on a board while GPUs of another board where they
 	// could run stayed idle (capBoards).
@@ -664,8 +670,12 @@ type planner struct {
 	// node rule kept off their board's free GPUs in the packing before (optimiseOnce).
 	packFirst map[groupKey]bool
 	// moved says, per tenant the packing's rescue moved to another candidate, why; unmoved, per
-	// tenant it could not, why not (rescue).
-	moved, unmoved map[*tenant]string
+	// tenant it could not, why not (rescue); unmovedOwn, per tenant that also found no room on
+	// the GPUs its own replicas held beside the idle ones, why not (rescueOnOwn).
+	moved, unmoved, unmovedOwn map[*tenant]string
+	// noOwnRescue keeps the rescue to idle pool GPUs (tests compare with and without
+	// rescueOnOwn).
+	noOwnRescue bool
 	// noCompact skips the compaction after packing (tests compare with and without it).
 	noCompact bool
 	// perClaim is set when the pool takes the DRA path (policy.kubernetesDeviceAPI: dra): each
