@@ -36,7 +36,7 @@ func TestBoardLimitRaisedWhereIdle(t *testing.T) {
 }
 
 // raiseIdleCaps raises only limited boards that keep idle pool GPUs, by those GPUs and up to the
-// board's pool GPUs, and reports nothing to do for an unlimited plan.
+// board's pool GPUs, and reports nothing to do for an unlimited plan or one with tenants short.
 func TestRaiseIdleCaps(t *testing.T) {
 	pool := loadPool(t, "../../testdata/review12/r1-replan-pool.yaml")
 	p, err := newPlanner(pool, Options{})
@@ -49,6 +49,11 @@ func TestRaiseIdleCaps(t *testing.T) {
 	best := &packed{
 		caps: map[string]float64{"A100-SXM4-80GB": 2 + 1.0/7, "A30-24GB": 2, "H100-SXM5-80GB": 3.5},
 		used: map[string]int{"A100-SXM4-80GB": 2, "A30-24GB": 2, "H100-SXM5-80GB": 3},
+	}
+	short := *best
+	short.score[0] = 1
+	if p.raiseIdleCaps(&short) || p.caps != nil {
+		t.Fatalf("raised the limits of a plan with a tenant short: %v", p.caps)
 	}
 	if !p.raiseIdleCaps(best) {
 		t.Fatal("no limit raised")

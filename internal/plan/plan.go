@@ -253,15 +253,18 @@ func (p *planner) optimiseRetries() (*packed, error) {
 }
 
 // raiseIdleCaps raises, after the board-limit retries, the limit of each board on which the
-// limited plan best keeps idle pool GPUs by those GPUs (at most to the board's pool GPUs), and
-// reports whether a limit rose. capBoards takes a board's packing waste off its limit, the GPUs
+// limited plan best, serving every tenant, keeps idle pool GPUs by those GPUs (at most to the
+// board's pool GPUs), and reports whether a limit rose. A plan with tenants short is left as it
+// is: the plans are scored before the rescue, which seats short tenants on those idle GPUs, and
+// a choice that scores better before it may leave more short after it (the six-board 250
+// tenants: 21 short against 12). capBoards takes a board's packing waste off its limit, the GPUs
 // the first packing took beyond the load the choice counted there; where the limited choice then
 // packs that board with GPUs to spare, the waste did not recur, and the limit held off the board
 // tenants that would have cost fewer GPU-equivalents there (testdata/review12's r1: one
 // llama-3.2-1b and one qwen2.5-0.5b on a whole A100 took 0.857 off the A100s' limit of 3, and
 // `capped` went to two A30s beside an idle A100 that serves it as two MPS halves).
 func (p *planner) raiseIdleCaps(best *packed) bool {
-	if best.caps == nil {
+	if best.caps == nil || best.score[0] > 0 {
 		return false
 	}
 	pool := p.poolGPUs()
