@@ -244,7 +244,40 @@ func (p *planner) optimiseRetries() (*packed, error) {
 	if alt != nil && alt.score[0] == best.score[0] && slices.Compare(alt.score[:], best.score[:]) < 0 {
 		best = alt // as many tenants short, fewer GPUs (or node/profile pairs used two ways)
 	}
+	if p.raiseIdleCaps(best) {
+		if best, err = p.optimiseOnce(best); err != nil { // kept only where it scores better
+			return nil, err
+		}
+	}
 	return best, nil
+}
+
+// raiseIdleCaps raises, after the board-limit retries, the limit of each board on which the
+// limited plan best, serving every tenant, keeps idle pool GPUs by those GPUs (at most to the
+// board's pool GPUs), and reports whether a limit rose. A plan with tenants short is left as it
+// is: the plans are scored before the rescue, which seats short tenants on those idle GPUs, and
+// a choice that scores better before it may leave more short after it (the six-board 250
+// tenants: 21 short against 12). capBoards takes a board's packing waste off its limit, the GPUs
+// the first packing took beyond the load the choice counted there; where the limited choice then
+// packs that board with GPUs to spare, the waste did not recur, and the limit held off the board
+// tenants that would have cost fewer GPU-equivalents there (testdata/review12's r1: one
+// llama-3.2-1b and one qwen2.5-0.5b on a whole A100 took 0.857 off the A100s' limit of 3, and
+// `capped` went to two A30s beside an idle A100 that serves it as two MPS halves).
+func (p *planner) raiseIdleCaps(best *packed) bool {
+	if best.caps == nil || best.score[0] > 0 {
+		return false
+	}
+	pool := p.poolGPUs()
+	caps, raised := maps.Clone(best.caps), false
+	for b, c := range caps {
+		if idle := pool[b] - best.used[b]; idle > 0 && c < float64(pool[b]) {
+			caps[b], raised = min(float64(pool[b]), c+float64(idle)), true
+		}
+	}
+	if raised {
+		p.caps = caps
+	}
+	return raised
 }
 
 // rescueShort gives the tenants the chosen plan left short a second chance on the pool GPUs it
