@@ -322,9 +322,13 @@ func journalDamaged(err error, cfg agent.Config) error {
 }
 
 // resetGate is the operator's answer to a failed change: the gate uncordons and forgets it.
+// Every failure the operator can meet here (the state directory, the GPU driver, the journal, the
+// running agent's socket and answer) is marked with what to do and exits 1 (resetFailure); an
+// error no step marked is a bug (exit 3).
 func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings, fake bool, model string) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
-		return fmt.Errorf("create state dir: %w", err)
+		return resetFailure(fmt.Errorf("create state dir: %w", err),
+			"check the config's stateDir and that this user may write there (run --reset as the agent's user)")
 	}
 	// A running agent holds the lock: a reset beside it would append to its journal, so the
 	// running agent is asked to reset its own gate through its reset socket.
@@ -333,38 +337,42 @@ func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings
 		return resetRunning(ctx, e, cfg.StateDir, err)
 	}
 	if err != nil {
-		return err
+		return resetFailure(err, "check that this user may write the state directory (run --reset as the agent's user)")
 	}
 	defer unlock()
 	var lib *nvml.Lib
 	if fake {
 		fk, err := newFakeNode(cfg, model, false, 0)
 		if err != nil {
-			return err
+			return resetFailure(err, "check --fake-model and the state directory")
 		}
 		lib = nvml.New(fk.Interface(), nvml.Options{})
 	} else {
 		lib = nvml.NewReal(nvml.Options{Timeout: 10 * time.Second})
 		if err := lib.Init(); err != nil {
-			return fmt.Errorf("init nvml: %w", err)
+			return resetFailure(fmt.Errorf("init nvml: %w", err),
+				"run --reset on the GPU node, where the NVIDIA driver is loaded (nvidia-smi works), or with --fake for an agent run with --fake")
 		}
 	}
 	defer func() { _ = lib.Close() }()
 	// A damaged journal is set aside (kept, renamed) and a new one started: its last good state is
 	// unknown, and the operator running --reset has checked the node's MIG state (docs/agent.md).
 	jpath := filepath.Join(cfg.StateDir, "gate.journal")
-	node := &agent.LocalNode{Path: filepath.Join(cfg.StateDir, "cordon.json")}
+	cordon := filepath.Join(cfg.StateDir, "cordon.json")
+	node := &agent.LocalNode{Path: cordon}
 	j, rep, err := agent.OpenJournal(jpath)
 	damaged := ""
 	if errors.Is(err, agent.ErrCorrupt) {
 		if damaged, err = agent.SetAsideJournal(jpath, time.Now()); err != nil {
-			return err
+			return resetFailure(err, "the damaged journal is left in place; check that this user may write the state "+
+				"directory (its owner and mode, the disk), then run --reset again")
 		}
 		fmt.Fprintf(e.stdout, "gate: damaged journal kept as %s; a new journal is started\n", damaged)
 		j, rep, err = agent.OpenJournal(jpath)
 	}
 	if err != nil {
-		return err
+		return resetFailure(err, fmt.Sprintf("nothing was reset; check that %s is a file this user may read and write "+
+			"(its owner and mode, the state directory, the disk), then run --reset again", jpath))
 	}
 	defer j.Close()
 	policy := gate.Policy{Cooldown: set.Cooldown, MaxChanges: cfg.Policy.MaxChanges, Window: set.Window}
@@ -375,19 +383,24 @@ func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings
 			fmt.Fprintf(e.stdout, "%s  %-20s %s\n", n.At.Format(time.TimeOnly), n.Code, n.Message)
 		}})
 	if err != nil {
-		return err
+		return resetFailure(err, fmt.Sprintf("nothing was reset; the gate could not resume from %s: check the journal's "+
+			"file and disk (a damaged journal is set aside by --reset), then run --reset again", jpath))
 	}
 	if damaged != "" {
 		// The new journal knows of no change; the cordon the damaged one left is lifted here.
 		if err := node.Uncordon(ctx); err != nil {
-			return err
+			return resetFailure(err, fmt.Sprintf("the new journal is started but the node is still cordoned, and a second "+
+				"--reset finds nothing to reset: fix what stops writing %s (the state directory's owner and mode, the "+
+				"disk), then remove that file (no cordon file: not cordoned)", cordon))
 		}
 		fmt.Fprintf(e.stdout, "gate: phase %s, cordoned false\n", x.State().Phase())
 		return nil
 	}
 	ans, err := resetFailed(ctx, x)
 	if err != nil {
-		return err
+		return resetFailure(fmt.Errorf("reset the gate: %w", err), fmt.Sprintf("the gate's state is the journal's "+
+			"last record (%s); check the journal's file and disk, then run --reset again (with nothing failed it "+
+			"changes nothing)", jpath))
 	}
 	printReset(e.stdout, ans)
 	return nil

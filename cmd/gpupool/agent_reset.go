@@ -178,6 +178,17 @@ func handleReset(ctx context.Context, c *net.UnixConn, x *agent.Executor, log *s
 	_ = json.NewEncoder(c).Encode(ans)
 }
 
+// resetFailure marks an expected failure of `gpupool agent --reset` (exit 1, as a refused peer
+// uid is): the state directory, the GPU driver, the journal, or the running agent's socket and
+// answer; todo says what the operator can do about it. An interrupt keeps its own code (130).
+// Only an error no step of the reset marked is a bug (exit 3).
+func resetFailure(err error, todo string) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	return invalid(fmt.Errorf("%w; %s", err, todo))
+}
+
 // resetRunning asks the agent that holds the state directory's lock to reset its gate through its
 // reset socket, and prints its answer. It tries for a few seconds: an agent that has just started
 // opens its socket once its gate has resumed.
@@ -194,9 +205,10 @@ func resetRunning(ctx context.Context, e *env, stateDir string, locked error) er
 			return ctx.Err()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w, which takes no reset on %s (%v): an `agent --once`, an agent still resuming "+
-				"its gate or older than this command, or one that could not open the socket (its log says why); "+
-				"try again, or stop the agent and run --reset", locked, path, err)
+			return resetFailure(fmt.Errorf("%w, which takes no reset on %s (%v)", locked, path, err),
+				"it is an `agent --once`, an agent still resuming its gate or older than this command, or one that "+
+					"could not open the socket (its log says why): nothing was reset; try again, or stop the agent "+
+					"and run --reset")
 		}
 		select {
 		case <-ctx.Done():
@@ -208,21 +220,24 @@ func resetRunning(ctx context.Context, e *env, stateDir string, locked error) er
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
 	defer stop()
 	if err := json.NewEncoder(c).Encode(resetRequest{Op: "reset"}); err != nil {
-		return fmt.Errorf("reset the running agent through %s: %w", path, err)
+		return resetFailure(fmt.Errorf("reset the running agent through %s: %w", path, err),
+			"the request was not sent, nothing was reset; run --reset again (its log says whether the agent stopped)")
 	}
 	var ans resetAnswer
 	if err := json.NewDecoder(c).Decode(&ans); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("reset the running agent through %s: no answer (%w); its journal says whether the reset was taken: "+
-			"run --reset again (a reset with nothing failed changes nothing)", path, err)
+		return resetFailure(fmt.Errorf("reset the running agent through %s: no answer (%w)", path, err),
+			"its journal says whether the reset was taken: run --reset again (a reset with nothing failed changes nothing)")
 	}
 	if ans.Refused {
 		return invalid(fmt.Errorf("the running agent on %s %s", path, ans.Error)) // run it as the agent's user
 	}
 	if ans.Error != "" {
-		return fmt.Errorf("the running agent's reset failed: %s", ans.Error)
+		return resetFailure(fmt.Errorf("the running agent on %s did not reset its gate: %s", path, ans.Error),
+			"the agent's log says why (a journal it cannot write, the disk); fix that, then run --reset again "+
+				"(with nothing failed it changes nothing)")
 	}
 	fmt.Fprintf(e.stdout, "gate: the running agent answered on %s\n", path)
 	printReset(e.stdout, ans)

@@ -9,7 +9,7 @@ import (
 // Exit codes, documented in the README.
 const (
 	exitOK          = 0   // success
-	exitInvalid     = 1   // something the user can fix: a file, flag or argument, an unwritable output
+	exitInvalid     = 1   // something the user can fix: a file, flag or argument, an unwritable output, what agent --reset meets
 	exitPartial     = 2   // partial result: some items could not be handled; the rest is in the output
 	exitInternal    = 3   // a bug in gpupool: a panic or an "impossible" state
 	exitInterrupted = 130 // stopped by SIGINT or SIGTERM before it finished; nothing was written

@@ -148,12 +148,16 @@
 // units under the packer's rules (greedy MIG packing); the first that
 // places every replica becomes its choice, its old replicas are taken off, and its reason says
 // why it moved; before that, the short tenants of one sharing group are tried together on one
-// common share where that takes fewer units than each on its own cheapest (rescueGroup). When
+// common share where that takes fewer units than each on its own cheapest (rescueGroup); after
+// it, a tenant still short that holds pool GPUs alone tries its candidates, its choice among
+// them, on those GPUs and the idle ones together (rescueOnOwn, ADR 0070), its replicas put back
+// when none places them all. When
 // the plan leaves tenants short while using shares finer than 1/8, the whole optimisation runs
 // again on the coarse ladders and the better plan is kept (ADR 0056). A tenant still short has
 // its NoCapacity reason say, per board with idle pool
 // GPUs, why its cheapest candidate there found no room (a node rule, or the units against the
-// room), or that none of its candidates runs on those boards.
+// room), or that none of its candidates runs on those boards, and then why none fit its own
+// GPUs with the idle ones, or that it holds no GPU alone.
 //
 // On a node with GPUs of more than one board the device plugin advertises both boards' whole
 // GPUs as nvidia.com/gpu, and instances of a profile both have as one nvidia.com/mig-<profile>,

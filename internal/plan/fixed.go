@@ -3,6 +3,7 @@ package plan
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -195,11 +196,25 @@ func (p *planner) stepDownFixed() error {
 func (p *planner) stepUpFixed() error {
 	tries := 0
 	for _, tn := range p.tenants {
-		if tn.t.Replicas == nil || tn.choice == nil || !servedInFull(tn) || !p.anyIdle() || p.anyShort() {
+		if tn.t.Replicas == nil || tn.choice == nil || !servedInFull(tn) {
 			continue
 		}
 		old, fixed := tn.choice, *tn.t.Replicas
 		if fixedRank(old, fixed) != 1 {
+			continue
+		}
+		top := fixedTop(tn)
+		if top == nil || top.ev.oneRate().RequestsPerSec <= old.ev.oneRate().RequestsPerSec {
+			continue
+		}
+		carries := fmt.Sprintf("%s of %s, where one replica carries %.3g req/s within the SLO against %.3g here,",
+			top.label(), top.board.Name, top.ev.oneRate().RequestsPerSec, old.ev.oneRate().RequestsPerSec)
+		switch {
+		case p.anyShort():
+			p.noteStepUpMissed(tn, carries+" was not tried: other tenants are short of GPUs")
+			continue
+		case !p.anyIdle():
+			p.noteStepUpMissed(tn, carries+" was not tried: the plan leaves no pool GPU idle")
 			continue
 		}
 		var better []*cand
@@ -209,15 +224,26 @@ func (p *planner) stepUpFixed() error {
 				better = append(better, c)
 			}
 		}
+		if len(better) == 0 {
+			p.noteStepUpMissed(tn, fmt.Sprintf("%s was not taken: it carries %.3g req/s a GPU against %.3g here, and a larger kind is taken only where it carries no less per GPU (neither does any other kind that carries more a replica)",
+				carries, ratePerGPU(top), ratePerGPU(old)))
+			continue
+		}
 		slices.SortStableFunc(better, func(a, b *cand) int { return fixedPrefer(a, b, fixed) })
+		own, pool := p.heldGPUs(tn), sum(slices.Collect(maps.Values(p.poolGPUs())))
+		var tried []string
 		for _, c := range better {
 			if tries >= maxReleaseTries || p.stopped() {
-				return nil
+				break
 			}
 			tries++
 			ok, _, err := p.trialFixed(tn, c, 0)
 			if err != nil {
 				return err
+			}
+			if !ok {
+				tried = append(tried, fmt.Sprintf("%s of %s (%.3g req/s a replica)", c.label(), c.board.Name, c.ev.oneRate().RequestsPerSec))
+				continue
 			}
 			if ok {
 				why := fmt.Sprintf("planned on %s of %s, where one replica carries %.3g req/s within the SLO, on GPUs the plan leaves idle: no kind lets the fixed count meet it, so it takes the kind where a replica carries the most that fits without taking room from another tenant (%s, the cheapest where some count meets it, carries %.3g)",
@@ -227,11 +253,49 @@ func (p *planner) stepUpFixed() error {
 						c.label(), c.board.Name, c.ev.oneRate().RequestsPerSec, old.label(), old.ev.oneRate().RequestsPerSec)
 				}
 				p.noteFixedStep(tn, c, why)
+				tried = nil
 				break
 			}
 		}
+		if len(tried) > 0 {
+			p.noteStepUpMissed(tn, fmt.Sprintf("%s found no room: %s, tried in turn, each found none when the pool was packed again with the tenant on it, on the %d pool GPUs, the %d its own replicas held among them, with every other tenant kept in full",
+				carries, strings.Join(tried, ", "), pool, own))
+		}
 	}
 	return nil
+}
+
+// noteStepUpMissed records why stepUpFixed left tn on its kind, for fixedChoiceWhy.
+func (p *planner) noteStepUpMissed(tn *tenant, why string) {
+	if p.stepUpMissed == nil {
+		p.stepUpMissed = map[*tenant]fixedStep{}
+	}
+	p.stepUpMissed[tn] = fixedStep{to: tn.choice, why: why}
+}
+
+// fixedTop is, of tn's kinds where some count meets the SLO (fixedRank 1), the one where a
+// replica carries the most within it.
+func fixedTop(tn *tenant) *cand {
+	var top *cand
+	for _, x := range slices.Concat(tn.feasible, tn.fixedFallback) {
+		if fixedRank(x, *tn.t.Replicas) == 1 && (top == nil || x.ev.oneRate().RequestsPerSec > top.ev.oneRate().RequestsPerSec) {
+			top = x
+		}
+	}
+	return top
+}
+
+// heldGPUs counts the pool GPUs that hold a replica of tn.
+func (p *planner) heldGPUs(tn *tenant) int {
+	n := 0
+	for _, g := range p.gpus {
+		if g.role == v1.RolePool && slices.ContainsFunc(g.units(), func(u *unit) bool {
+			return slices.ContainsFunc(u.reps, func(r replica) bool { return r.tn == tn })
+		}) {
+			n++
+		}
+	}
+	return n
 }
 
 // ratePerGPU is the rate one replica of c carries within the SLO per GPU-equivalent it holds. A
@@ -273,15 +337,14 @@ func (p *planner) fixedChoiceWhy(tn *tenant) string {
 	if fixedRank(c, fixed) != 1 {
 		return ""
 	}
-	var top *cand
-	for _, x := range slices.Concat(tn.feasible, tn.fixedFallback) {
-		if fixedRank(x, fixed) == 1 && (top == nil || x.ev.oneRate().RequestsPerSec > top.ev.oneRate().RequestsPerSec) {
-			top = x
-		}
-	}
+	top := fixedTop(tn)
 	if top == nil || top.ev.oneRate().RequestsPerSec <= c.ev.oneRate().RequestsPerSec {
 		return fmt.Sprintf("; planned on the slice kind where one replica carries the most within the SLO (%.3g req/s), so the count misses it by the least", c.ev.oneRate().RequestsPerSec)
 	}
-	return fmt.Sprintf("; planned on the cheapest slice kind where some count meets it, to take no room from other tenants: %s of %s, where one replica carries %.3g req/s within the SLO against %.3g here, found no room on the GPUs the plan leaves idle",
-		top.label(), top.board.Name, top.ev.oneRate().RequestsPerSec, c.ev.oneRate().RequestsPerSec)
+	const cheapest = "; planned on the cheapest slice kind where some count meets it, to take no room from other tenants: "
+	if s, ok := p.stepUpMissed[tn]; ok && s.to == c {
+		return cheapest + s.why
+	}
+	return fmt.Sprintf("%s%s of %s, where one replica carries %.3g req/s within the SLO against %.3g here, was not tried: a larger kind is tried only once the tenant is served in full",
+		cheapest, top.label(), top.board.Name, top.ev.oneRate().RequestsPerSec, c.ev.oneRate().RequestsPerSec)
 }

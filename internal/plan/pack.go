@@ -174,14 +174,18 @@ func byBoardAndEnergy(units []*unit) (order []unitBucket, by map[unitBucket][]*u
 // cheapest first, on boards with idle pool GPUs: all the candidate's replicas, on their own units,
 // packed with the packer's own rules (node rules included). The first that places every replica
 // becomes the tenant's choice, its old replicas are taken off their GPUs (a GPU left empty is idle
-// again) and moved says why; when none does, unmoved says, per board with idle GPUs, why not. It
-// returns the units still without a GPU.
+// again) and moved says why; when none does, unmoved says, per board with idle GPUs, why not.
+// Last, a tenant still short whose part placement holds GPUs of its own tries its candidates on
+// those GPUs and the idle ones together (rescueOnOwn), also when no pool GPU is idle. It returns
+// the units still without a GPU.
 func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 	if len(unplaced) == 0 {
 		return nil, nil
 	}
 	free := p.freeGPUs()
-	if len(free) == 0 {
+	// with no pool GPU idle only the GPUs of the short tenants' own replicas are left to try
+	ownOnly := len(free) == 0
+	if ownOnly && p.noOwnRescue {
 		return unplaced, nil
 	}
 	order, byBucket := byBoardAndEnergy(unplaced)
@@ -221,14 +225,24 @@ func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 				peers = append(peers, o)
 			}
 		}
-		rescued, err := p.rescueGroup(tn, peers, free, pc)
-		if err != nil {
-			return nil, err
+		var rescued []*tenant
+		var err error
+		if !ownOnly {
+			if rescued, err = p.rescueGroup(tn, peers, free, pc); err != nil {
+				return nil, err
+			}
 		}
 		if rescued == nil {
-			moved, err := p.rescueTenant(tn, free, pc)
-			if err != nil {
-				return nil, err
+			moved := false
+			if !ownOnly {
+				if moved, err = p.rescueTenant(tn, free, pc); err != nil {
+					return nil, err
+				}
+			}
+			if !moved && !p.noOwnRescue {
+				if moved, err = p.rescueOnOwn(tn, free, pc); err != nil {
+					return nil, err
+				}
 			}
 			if moved {
 				rescued = []*tenant{tn}

@@ -244,7 +244,40 @@ func (p *planner) optimiseRetries() (*packed, error) {
 	if alt != nil && alt.score[0] == best.score[0] && slices.Compare(alt.score[:], best.score[:]) < 0 {
 		best = alt // as many tenants short, fewer GPUs (or node/profile pairs used two ways)
 	}
+	if p.raiseIdleCaps(best) {
+		if best, err = p.optimiseOnce(best); err != nil { // kept only where it scores better
+			return nil, err
+		}
+	}
 	return best, nil
+}
+
+// raiseIdleCaps raises, after the board-limit retries, the limit of each board on which the
+// limited plan best, serving every tenant, keeps idle pool GPUs by those GPUs (at most to the
+// board's pool GPUs), and reports whether a limit rose. A plan with tenants short is left as it
+// is: the plans are scored before the rescue, which seats short tenants on those idle GPUs, and
+// a choice that scores better before it may leave more short after it (the six-board 250
+// tenants: 21 short against 12). capBoards takes a board's packing waste off its limit, the GPUs
+// the first packing took beyond the load the choice counted there; where the limited choice then
+// packs that board with GPUs to spare, the waste did not recur, and the limit held off the board
+// tenants that would have cost fewer GPU-equivalents there (testdata/review12's r1: one
+// llama-3.2-1b and one qwen2.5-0.5b on a whole A100 took 0.857 off the A100s' limit of 3, and
+// `capped` went to two A30s beside an idle A100 that serves it as two MPS halves).
+func (p *planner) raiseIdleCaps(best *packed) bool {
+	if best.caps == nil || best.score[0] > 0 {
+		return false
+	}
+	pool := p.poolGPUs()
+	caps, raised := maps.Clone(best.caps), false
+	for b, c := range caps {
+		if idle := pool[b] - best.used[b]; idle > 0 && c < float64(pool[b]) {
+			caps[b], raised = min(float64(pool[b]), c+float64(idle)), true
+		}
+	}
+	if raised {
+		p.caps = caps
+	}
+	return raised
 }
 
 // rescueShort gives the tenants the chosen plan left short a second chance on the pool GPUs it
@@ -255,7 +288,7 @@ func (p *planner) rescueShort(unplaced []*unit) error {
 		return nil
 	}
 	p.nodeUse, p.blocked = map[string]map[string]migUse{}, map[*unit]blockage{}
-	p.moved, p.unmoved = map[*tenant]string{}, map[*tenant]string{}
+	p.moved, p.unmoved, p.unmovedOwn = map[*tenant]string{}, map[*tenant]string{}, map[*tenant]string{}
 	nodes := map[string]bool{}
 	for _, g := range p.gpus {
 		nodes[g.fg.ref.Node] = true
@@ -291,6 +324,9 @@ func (p *planner) rescueShort(unplaced []*unit) error {
 			tn.infeas[i].Message += "; no other candidate of it fits the idle pool GPUs either: " + w
 		case idle != "":
 			tn.infeas[i].Message += "; none of its candidates runs on the boards with idle pool GPUs (" + idle + ")"
+		}
+		if w := p.unmovedOwn[tn]; w != "" {
+			tn.infeas[i].Message += "; " + w
 		}
 	}
 	p.spreadRedundant()
@@ -643,6 +679,9 @@ type planner struct {
 	// others are served in full (stepDownFixed), or took a larger one on GPUs left idle
 	// (stepUpFixed).
 	fixedSteps map[*tenant]fixedStep
+	// stepUpMissed holds, for the fixed-count tenants that stepUpFixed left on their kind while
+	// a kind where a replica carries more exists, why: not tried, or tried and no room.
+	stepUpMissed map[*tenant]fixedStep
 	// caps, when set, limits the GPU-equivalents the choice puts on each board (boardCap); optimise
 	// sets it when a packing left tenants short on a board while GPUs of another board where they
 	// could run stayed idle (capBoards).
@@ -664,8 +703,12 @@ type planner struct {
 	// node rule kept off their board's free GPUs in the packing before (optimiseOnce).
 	packFirst map[groupKey]bool
 	// moved says, per tenant the packing's rescue moved to another candidate, why; unmoved, per
-	// tenant it could not, why not (rescue).
-	moved, unmoved map[*tenant]string
+	// tenant it could not, why not (rescue); unmovedOwn, per tenant that also found no room on
+	// the GPUs its own replicas held beside the idle ones, why not (rescueOnOwn).
+	moved, unmoved, unmovedOwn map[*tenant]string
+	// noOwnRescue keeps the rescue to idle pool GPUs (tests compare with and without
+	// rescueOnOwn).
+	noOwnRescue bool
 	// noCompact skips the compaction after packing (tests compare with and without it).
 	noCompact bool
 	// perClaim is set when the pool takes the DRA path (policy.kubernetesDeviceAPI: dra): each

@@ -144,6 +144,11 @@ func (p *planner) computeReason(tn *tenant) v1.Reason {
 			lam, c.sz.n, c.ev.q.slots, c.ev.q.slotsWhy(), roundDur(seconds(c.sz.state().ttft)), roundDur(seconds(c.sz.state().tpot)), c.sz.lowest)
 	}
 	msg += fmt.Sprintf("; %d replica(s) = %.3f GPU-equivalents", c.replicas, c.cost)
+	if !c.whole() && isLarge(c.memFrac, c.compFrac) {
+		// the share above counts the instance's slices; the packing gives each a GPU (ADR 0069)
+		n := (c.replicas + c.share - 1) / c.share
+		msg += fmt.Sprintf(", but a %s instance takes more than half of a GPU and no two share one: its %d instance(s) take %d GPU(s)", c.profile.Name, n, n)
+	}
 	for _, x := range tn.feasible {
 		if x != c {
 			msg += fmt.Sprintf("; next cheapest: %s on %s, %d replica(s) = %.3f", x.label(), x.board.Name, x.replicas, x.cost)

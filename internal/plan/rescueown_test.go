@@ -1,0 +1,259 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// shortOnOwn packs review 12's x1 pool (mistral-7b at 14 req/s bursty, three H100s) with the
+// tenant on 5 × 4g.40gb, the choice before ADR 0069: one 4g.40gb a GPU, three placed, two short,
+// no pool GPU idle. It returns the planner and the tenant, before the rescue.
+func shortOnOwn(t *testing.T, noOwn bool) (*planner, *tenant) {
+	t.Helper()
+	pool := loadPool(t, "../../testdata/review12/x1-h100-one-4g-per-gpu.yaml")
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ctx = context.Background()
+	p.noOwnRescue = noOwn
+	p.evaluate()
+	tn := p.tenants[0]
+	var four *cand
+	for _, c := range tn.feasible {
+		if c.kind == v1.SliceMIG && c.profile.Name == "4g.40gb" {
+			four = c
+		}
+	}
+	if four == nil || four.replicas != 5 {
+		t.Fatalf("no 5 × 4g.40gb candidate among %d", len(tn.feasible))
+	}
+	tn.choice = four
+	if err := p.pack(); err != nil {
+		t.Fatal(err)
+	}
+	if servedInFull(tn) || p.anyIdle() || len(p.unplaced) != 2 {
+		t.Fatalf("the packing should leave 2 of 5 short with no GPU idle: %d unplaced, %v", len(p.unplaced), tn.infeas)
+	}
+	return p, tn
+}
+
+// A short tenant whose part placement holds GPUs of its own tries its candidates on those GPUs
+// and the idle ones (rescueOnOwn): on the three H100s its three 4g.40gb hold, another candidate
+// (three exclusive GPUs, or 7g.80gb with MPS 1/2) places the whole count. Without that path the
+// rescue tries idle GPUs only, finds none, and the tenant stays short.
+func TestRescueOnOwnGPUs(t *testing.T) {
+	for _, noOwn := range []bool{false, true} {
+		p, tn := shortOnOwn(t, noOwn)
+		if err := p.rescueShort(p.unplaced); err != nil {
+			t.Fatal(err)
+		}
+		if noOwn {
+			if servedInFull(tn) {
+				t.Errorf("idle GPUs only: served in full on %s, with no GPU idle", tn.choice.label())
+			}
+			continue
+		}
+		if !servedInFull(tn) {
+			t.Fatalf("still short: %v", tn.infeas)
+		}
+		if tn.choice.profile.Name == "4g.40gb" {
+			t.Errorf("kept 4g.40gb, which the three GPUs hold three of")
+		}
+		placed, used := 0, 0
+		for _, g := range p.gpus {
+			if g.role != v1.RolePool {
+				continue
+			}
+			used++
+			for _, u := range g.units() {
+				if u.tp.GPUs == nil || u.tp.GPUs[0] == g.fg.ref.Index {
+					placed += len(u.reps)
+				}
+			}
+		}
+		if placed != tn.choice.replicas || used > 3 {
+			t.Errorf("%d of %d replicas placed on %d GPUs", placed, tn.choice.replicas, used)
+		}
+		t.Logf("moved: %s", p.moved[tn])
+		if w := p.moved[tn]; !strings.Contains(w, "placed 3 of its 5 replicas") || !strings.Contains(w, "with the 3 GPU(s) of H100-SXM5-80GB its own replicas held") {
+			t.Errorf("moved reason %q does not say where it found room", w)
+		}
+	}
+}
+
+// When no candidate fits the tenant's own GPUs with the idle ones either, its replicas stay
+// where they were and the NoCapacity reason names the GPUs tried, its own among them. Two H100s
+// hold two of five 4g.40gb; no candidate takes fewer than three GPUs.
+func TestRescueOnOwnGPUsKeepsPlacement(t *testing.T) {
+	pool := loadPool(t, "../../testdata/review12/x1-h100-one-4g-per-gpu.yaml")
+	pool.Fleet.Nodes[0].GPUs[0].Count = 2
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ctx = context.Background()
+	p.evaluate()
+	tn := p.tenants[0]
+	for _, c := range tn.feasible {
+		if c.kind == v1.SliceMIG && c.profile.Name == "4g.40gb" {
+			tn.choice = c
+		}
+	}
+	if err := p.pack(); err != nil {
+		t.Fatal(err)
+	}
+	before := map[*gpuPlan][]*unit{}
+	for _, g := range p.gpus {
+		before[g] = g.units()
+	}
+	if err := p.rescueShort(p.unplaced); err != nil {
+		t.Fatal(err)
+	}
+	if servedInFull(tn) || tn.choice.profile.Name != "4g.40gb" {
+		t.Fatalf("served or moved on two H100s: %s, %v", tn.choice.label(), tn.infeas)
+	}
+	for _, g := range p.gpus {
+		us := g.units()
+		if len(us) != len(before[g]) || (len(us) > 0 && (us[0] != before[g][0] || len(us[0].reps) != 1)) {
+			t.Errorf("%s changed: %d units, was %d", g.fg.ref, len(us), len(before[g]))
+		}
+	}
+	msg := ""
+	for _, r := range tn.infeas {
+		if r.Code == v1.ReasonNoCapacity {
+			msg = r.Message
+		}
+	}
+	t.Logf("NoCapacity: %s", msg)
+	if !strings.Contains(msg, "on H100-SXM5-80GB, the 2 GPU(s) its own replicas hold and the 0 idle") {
+		t.Errorf("NoCapacity reason does not name its own GPUs: %q", msg)
+	}
+}
+
+// Review 12's L2: s1 with replicas: 1 (llama-3.1-8b at 0.05 req/s on four A100 40GB). No kind
+// lets one replica meet the SLO; it is planned on 3g.20gb, the cheapest where some count does.
+// Its reason said the kind that carries the most, tensor-parallel 4, "found no room on the GPUs
+// the plan leaves idle", where the three idle GPUs and its own make four: it was never tried,
+// since it carries less per GPU. The reason now says so, with the rates it compared.
+func TestFixedStepUpReasonTrue(t *testing.T) {
+	pool := loadPool(t, "../../testdata/review12/s1-a100-40-8b-trickle.yaml")
+	one := 1
+	pool.Tenants[0].Replicas = &one
+	p, pl := planWith(t, pool, func(*planner) {})
+	tn := p.tenants[0]
+	var msg string
+	for _, r := range pl.Tenants[0].Reasons {
+		if r.Code == v1.ReasonSLOUnmet {
+			msg = r.Message
+		}
+	}
+	if strings.Contains(msg, "found no room") {
+		t.Errorf("says no room where nothing was tried: %q", msg)
+	}
+	top := fixedTop(tn)
+	if top == nil || top == tn.choice {
+		t.Fatalf("no kind that carries more than %s", tn.choice.label())
+	}
+	want := fmt.Sprintf("%s of %s, where one replica carries %.3g req/s within the SLO against %.3g here, was not taken: it carries %.3g req/s a GPU against %.3g here",
+		top.label(), top.board.Name, top.ev.oneRate().RequestsPerSec, tn.choice.ev.oneRate().RequestsPerSec, ratePerGPU(top), ratePerGPU(tn.choice))
+	if !strings.Contains(msg, want) {
+		t.Errorf("reason %q\nwant it to say %q", msg, want)
+	}
+	if ratePerGPU(top) >= ratePerGPU(tn.choice) {
+		t.Errorf("%s carries %.3g a GPU, no less than %s's %.3g: the step up should have tried it", top.label(), ratePerGPU(top), tn.choice.label(), ratePerGPU(tn.choice))
+	}
+}
+
+// Review 12's M1, still open for m1-mixed-boards (device plugin, nine GPUs): chat-bursty is
+// left with none of its three 3g.40gb replicas placed while four GPUs are idle. The rescue on a
+// tenant's own GPUs has nothing to free there, and the reason says so beside what the idle GPUs
+// lack; every count it quotes is the plan's. (A plan that serves every tenant exists, but it
+// moves two tenants that are served, capped and one-at-a-time, off the H100s: docs/planner.md,
+// "Large MIG instances".)
+func TestRescueM1ReasonTrue(t *testing.T) {
+	pool := loadPool(t, "../../testdata/review12/m1-mixed-boards.yaml")
+	_, pl := planWith(t, pool, func(*planner) {})
+	idle := map[string]int{}
+	for _, g := range pl.GPUs {
+		if g.Role == v1.RoleIdle {
+			idle[g.Board]++
+		}
+		for _, in := range g.Instances {
+			for _, r := range in.Replicas {
+				if r.Tenant == "chat-bursty" {
+					t.Fatalf("chat-bursty placed on %s/%d: the reason below no longer applies, see whether it is served in full", g.Node, g.Index)
+				}
+			}
+		}
+		for _, r := range g.Replicas {
+			if r.Tenant == "chat-bursty" {
+				t.Fatalf("chat-bursty placed on %s/%d: the reason below no longer applies, see whether it is served in full", g.Node, g.Index)
+			}
+		}
+	}
+	var msg string
+	for _, tn := range pl.Tenants {
+		if tn.Name != "chat-bursty" {
+			continue
+		}
+		for _, r := range tn.Reasons {
+			if r.Code == v1.ReasonNoCapacity {
+				msg = r.Message
+			}
+		}
+	}
+	if msg == "" {
+		t.Fatal("chat-bursty has no NoCapacity reason")
+	}
+	if !strings.Contains(msg, "it holds no pool GPU of its own to free for another candidate: none of its replicas is placed") {
+		t.Errorf("the reason does not say that no GPU of its own frees: %q", msg)
+	}
+	for _, b := range []string{"A100-SXM4-80GB", "A30-24GB"} {
+		if idle[b] == 0 {
+			t.Fatalf("no idle %s", b)
+		}
+		if want := fmt.Sprintf("on %s, exclusive GPU: needs", b); !strings.Contains(msg, want) {
+			t.Errorf("the reason does not name %s's exclusive candidate: %q", b, msg)
+		}
+		if want := fmt.Sprintf("the board's %d idle pool GPUs", idle[b]); !strings.Contains(msg, want) {
+			t.Errorf("the reason does not say %q: %q", want, msg)
+		}
+	}
+}
+
+// A large MIG instance (more than half of a GPU's memory or compute slices) takes a GPU of its
+// own, while the sum quotes its share: the ComputeBound reason says how many GPUs its instances
+// take, and the plan gives them that many. Review 12's x1 plans 5 replicas of 7g.80gb + MPS 1/2
+// on three H100s, quoted at 2.500 GPU-equivalents.
+func TestLargeMIGReasonSaysGPUs(t *testing.T) {
+	pool := loadPool(t, "../../testdata/review12/x1-h100-one-4g-per-gpu.yaml")
+	p, pl := planWith(t, pool, func(*planner) {})
+	c := p.tenants[0].choice
+	if c.whole() || !isLarge(c.memFrac, c.compFrac) {
+		t.Skipf("the choice %s is not a large MIG instance", c.label())
+	}
+	gpus := 0
+	for _, g := range pl.GPUs {
+		if slices.ContainsFunc(g.Instances, func(in v1.PlanInstance) bool {
+			return slices.ContainsFunc(in.Replicas, func(r v1.PlanReplica) bool { return r.Tenant == pl.Tenants[0].Name })
+		}) {
+			gpus++
+		}
+	}
+	want := fmt.Sprintf("a %s instance takes more than half of a GPU and no two share one: its %d instance(s) take %d GPU(s)", c.profile.Name, gpus, gpus)
+	for _, r := range pl.Tenants[0].Reasons {
+		if r.Code == v1.ReasonComputeBound && strings.Contains(r.Message, "GPU-equivalents") {
+			if !strings.Contains(r.Message, want) {
+				t.Errorf("reason %q\ndoes not say %q", r.Message, want)
+			}
+			return
+		}
+	}
+	t.Errorf("no ComputeBound reason quotes GPU-equivalents: %v", pl.Tenants[0].Reasons)
+}
