@@ -150,6 +150,7 @@ func (p *planner) confirm() error {
 		return nil
 	}
 	p.confirmed = map[*cand]*confirmState{}
+	var rounds []confirmRound // each round's simulated plan, for the fleet's refusal of a raise
 	for round := range confirmRounds {
 		var judge []*tenant
 		minRate, sumRate := math.Inf(1), 0.0
@@ -207,6 +208,7 @@ func (p *planner) confirm() error {
 		}
 		undo := p.snapshot()
 		served := p.servedInFull()
+		rounds = append(rounds, p.recordRound(undo, served, raised))
 		raised = slices.DeleteFunc(raised, func(tn *tenant) bool {
 			m := maxReplicasOf(tn.t)
 			if m > 0 && tn.choice.replicas >= m {
@@ -223,7 +225,9 @@ func (p *planner) confirm() error {
 				p.confirmShort = map[*tenant][]string{}
 			}
 			st := p.confirmed[c]
-			p.confirmShort[tn] = append(p.confirmShort[tn], fmt.Sprintf("%s × %d (%.2f %%, %.2f %% in the worst run)", c.label(), c.replicas, 100*st.att, 100*st.worst))
+			entry := fmt.Sprintf("%s × %d (%.2f %%, %.2f %% in the worst run)", c.label(), c.replicas, 100*st.att, 100*st.worst)
+			p.confirmShort[tn] = append(p.confirmShort[tn], entry)
+			rounds[len(rounds)-1].entries[tn] = entry
 			c.replicas++
 			c.cost = float64(c.replicas) / float64(c.share) * c.unitFrac
 		}
@@ -232,18 +236,99 @@ func (p *planner) confirm() error {
 			return err
 		}
 		if now := p.servedInFull(); now < served {
-			// The fleet has no room for the raises: keep the round's plan and say so.
-			undo.restore(p)
+			// The fleet has no room for the raises: keep the best of the rounds' plans and say so.
 			without := fmt.Sprintf("%d tenant(s) would be left without GPUs instead of %d", len(p.tenants)-now, len(p.tenants)-served)
-			for _, tn := range raised {
-				p.confirmShort[tn] = p.confirmShort[tn][:len(p.confirmShort[tn])-1]
-				p.leftShort(tn, "the fleet: with a replica more for each tenant short, "+without, v1.ReasonNoCapacity,
-					"and the fleet has no room for a replica more for each tenant short ("+without+")")
-			}
+			p.keepBestRound(rounds, without)
 			return nil
 		}
 	}
 	return nil
+}
+
+// confirmRound is one round's simulated plan: its chosen and packed state, what the runs said
+// of each chosen candidate, the tenants served in full, those found short (raised) and the
+// entries the raises added to confirmShort.
+type confirmRound struct {
+	undo    confirmUndo
+	states  map[*cand]confirmState
+	served  int
+	short   []*tenant
+	entries map[*tenant]string
+	// shortfall sums, over the short tenants, how far the runs fell below confirmKeep over the
+	// runs and below confirmRunKeep in the worst run.
+	shortfall float64
+}
+
+// recordRound records the round just simulated: undo is its snapshot, served its tenants served
+// in full and short the tenants the runs found short.
+func (p *planner) recordRound(undo confirmUndo, served int, short []*tenant) confirmRound {
+	r := confirmRound{undo: undo, states: map[*cand]confirmState{}, served: served, short: slices.Clone(short), entries: map[*tenant]string{}}
+	for _, tn := range p.tenants {
+		if st := p.confirmed[tn.choice]; tn.choice != nil && st != nil {
+			r.states[tn.choice] = *st
+		}
+	}
+	for _, tn := range short {
+		st := p.confirmed[tn.choice]
+		r.shortfall += max(0, confirmKeep-st.att) + max(0, confirmRunKeep-st.worst)
+	}
+	return r
+}
+
+// better reports whether round r's plan fared better in its runs than o's: more tenants served
+// in full, then fewer found short, then less shortfall. A tie keeps the earlier round (o).
+func (r confirmRound) better(o confirmRound) bool {
+	switch {
+	case r.served != o.served:
+		return r.served > o.served
+	case len(r.short) != len(o.short):
+		return len(r.short) < len(o.short)
+	}
+	return r.shortfall < o.shortfall
+}
+
+// keepBestRound is the end of the rounds when the fleet has no room for the last round's raises
+// (without says what the raises would cost): of the rounds' simulated plans it keeps the one
+// that fared best, which need not be the last (a raise can move a tenant to a slice kind that
+// does worse in the runs than the one it left), and leaves that round's short tenants short
+// (NoCapacity; maxReplicas' OverCap for those it capped). The raises tried after that round
+// stay listed in each tenant's Simulated reason.
+func (p *planner) keepBestRound(rounds []confirmRound, without string) {
+	best := 0
+	for i := range rounds {
+		if rounds[i].better(rounds[best]) {
+			best = i
+		}
+	}
+	b := rounds[best]
+	b.undo.restore(p)
+	for c, st := range b.states {
+		*p.confirmed[c] = st
+	}
+	// The kept round's own entry and those of the rounds after it are not counts found short
+	// "before": the latter are named in the reason of the kept round.
+	after := map[*tenant][]string{}
+	for tn, e := range b.entries {
+		if i := slices.Index(p.confirmShort[tn], e); i >= 0 {
+			after[tn] = slices.Clone(p.confirmShort[tn][i+1:])
+			p.confirmShort[tn] = slices.Clone(p.confirmShort[tn][:i])
+		}
+	}
+	for _, tn := range b.short {
+		if m := maxReplicasOf(tn.t); m > 0 && tn.choice.replicas >= m {
+			p.leftShort(tn, maxReplicasName(tn.t), v1.ReasonOverCap, fmt.Sprintf("and %s allows no more", maxReplicasName(tn.t)))
+			continue
+		}
+		why := without
+		if best < len(rounds)-1 {
+			why += fmt.Sprintf("; the plan of round %d of %d is kept, whose runs found its tenants short by the least", best+1, len(rounds))
+			if a := after[tn]; len(a) > 0 {
+				why += fmt.Sprintf(", where the raises after it found %s", strings.Join(a, ", "))
+			}
+		}
+		p.leftShort(tn, "the fleet: with a replica more for each tenant short, "+why, v1.ReasonNoCapacity,
+			"and the fleet has no room for a replica more for each tenant short ("+why+")")
+	}
 }
 
 // chosenState is tn's confirmState and count in the chosen plan being confirmed.

@@ -116,3 +116,63 @@ func TestConfirmTallyDiurnalPeakRuns(t *testing.T) {
 		}
 	}
 }
+
+// When the fleet has no room for a raise, the plan keeps the round whose runs found the tenants
+// short by the least, not the last round's: L1's tenant on two H100s is found short on 2
+// exclusive GPUs (about 99.1 %), raised to 3, which do not fit, so the choice moves it to 2 ×
+// 7g.80gb (about 99.1 %) and then to 1 × tensor-parallel 2 (about 98.7 %, 97.3 % in the worst
+// run). Keeping the last round planned it on the tensor-parallel pair, the worst of the three.
+func TestConfirmFleetFullKeepsBestRound(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("simulates a pool 9 times")
+	}
+	doc, err := os.ReadFile("../../testdata/review12/s7-h100-14b-longprompt-diurnal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := strings.Replace(string(doc), "count: 4", "count: 2", 1)
+	if two == string(doc) {
+		t.Fatal("the pool's H100 count is not 4 any more")
+	}
+	pool, err := v1.LoadPool([]byte(two))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl := buildWith(t, pool, confirmed)
+	pt := pl.Tenants[0]
+	r := simReasonOf(pl, "docs-qa")
+	t.Log(r)
+	if !pt.Infeasible || len(pt.Reasons) == 0 || pt.Reasons[0].Code != v1.ReasonNoCapacity {
+		t.Fatalf("docs-qa: infeasible %v, reasons %+v; want NoCapacity first", pt.Infeasible, pt.Reasons)
+	}
+	idx := map[int]bool{}
+	for _, rep := range pt.Replicas {
+		idx[rep.Index] = true
+	}
+	if len(idx) != 2 {
+		t.Errorf("docs-qa runs %d replica(s), want the 2 of an earlier round, not the last round's tensor-parallel one: %q", len(idx), r)
+	}
+	if !strings.Contains(r, "is kept, whose runs found its tenants short by the least, where the raises after it found tensor-parallel 2 GPUs × 1") {
+		t.Errorf("the Simulated reason does not say which round was kept and what came after: %q", r)
+	}
+}
+
+// better orders rounds by tenants served in full, then tenants short, then shortfall; a tie
+// keeps the earlier round.
+func TestConfirmRoundBetter(t *testing.T) {
+	a, b := &tenant{}, &tenant{}
+	for _, c := range []struct {
+		r, o confirmRound
+		want bool
+	}{
+		{confirmRound{served: 6, short: []*tenant{a, b}}, confirmRound{served: 5}, true},
+		{confirmRound{served: 6, short: []*tenant{a}}, confirmRound{served: 6, short: []*tenant{a, b}}, true},
+		{confirmRound{served: 6, short: []*tenant{a}, shortfall: 0.01}, confirmRound{served: 6, short: []*tenant{b}, shortfall: 0.02}, true},
+		{confirmRound{served: 6, short: []*tenant{a}, shortfall: 0.02}, confirmRound{served: 6, short: []*tenant{b}, shortfall: 0.02}, false},
+		{confirmRound{served: 6, short: []*tenant{a}, shortfall: 0.03}, confirmRound{served: 6, short: []*tenant{b}, shortfall: 0.02}, false},
+	} {
+		if got := c.r.better(c.o); got != c.want {
+			t.Errorf("%+v better than %+v = %v, want %v", c.r, c.o, got, c.want)
+		}
+	}
+}
