@@ -53,7 +53,7 @@ go test -count=1 -timeout 20m -run 'TestPlannerSimulatorAgreement|TestQueueSizin
 # Tests that skip under the race detector run here without it (internal/archtest checks that
 # every such test is named in a run below).
 echo "== tests too slow under the race detector, without it"
-go test -count=1 -timeout 20m -run 'TestConfirmRaisesShortTenants|TestConfirmShortWithoutRoomIsShort|TestConfirmJudgesInComponent|TestKeptPlanConfirmedRaisesInRoom|TestKeptPlanEveryTenantSimulated|TestKeptPlanShortBySimulationWeighedAgain|TestHeldPlanShortWithoutRoom|TestKeptPlanShortRaisedOnIdleGPU|TestKeptPlanShortIdleGPUOfAnotherBoard|TestPartialRepackConfirmedBySimulation|TestKeptPlanShortIdleGPUBreaksNodeMPSSetting|TestKeptPlanShortMIGOrTPNotStartedOnIdle|TestKeptPlanIdleStartWeighedAgainstRepack|TestKeptPlanShortAtMaxReplicasNotStartedOnIdle' ./internal/plan
+go test -count=1 -timeout 20m -run 'TestConfirmRaisesShortTenants|TestConfirmShortWithoutRoomIsShort|TestConfirmFleetFullKeepsBestRound|TestConfirmJudgesInComponent|TestKeptPlanConfirmedRaisesInRoom|TestKeptPlanEveryTenantSimulated|TestKeptPlanShortBySimulationWeighedAgain|TestHeldPlanShortWithoutRoom|TestKeptPlanShortRaisedOnIdleGPU|TestKeptPlanShortIdleGPUOfAnotherBoard|TestPartialRepackConfirmedBySimulation|TestKeptPlanShortIdleGPUBreaksNodeMPSSetting|TestKeptPlanShortMIGOrTPNotStartedOnIdle|TestKeptPlanIdleStartWeighedAgainstRepack|TestKeptPlanShortAtMaxReplicasNotStartedOnIdle|TestConfirmRaisesDiurnalAtItsPeak|TestConfirmDiurnalJudgedInPeakRunsOfItsComponent' ./internal/plan
 go test -count=1 -timeout 20m -run 'TestPlanScaleVaried|TestSixBoardsNodesRender' ./cmd/gpupool
 
 echo "== CLI smoke: the README quick start, and its output read back"

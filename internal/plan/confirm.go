@@ -38,7 +38,12 @@ import (
 // thousand requests spreads too widely to certify fewer replicas than the model's margins give.
 //
 // Only tenants the queueing model sized are changed: not a fixed replicas count, a measured
-// profile, or a bursty or diurnal pattern (a short run does not cover their peaks). A tenant
+// profile, or a bursty pattern (ADR 0071: sized at the on-period rate, a run of the
+// confirmation's length covers a handful of bursts, and the runs found every bursty tenant of
+// the review pools within its SLO in every run). A diurnal tenant is judged like a Poisson one
+// (ADR 0071): the simulator's diurnal rate starts at its peak and falls slowly (a 24 h period),
+// so a run of at most confirmPeakRun carries the peak rate the model sized it for; in longer
+// runs, which cover the pattern's lower hours, it is simulated but not judged. A tenant
 // with fewer than confirmMinJudged requests over the runs (its rate is low next to the budget)
 // is judged in runs of its sharing component instead (confirm_component.go, ADR 0045), and is
 // simulated but not judged only when those too give it too few. Pools with more than
@@ -53,6 +58,10 @@ const (
 	confirmRuns       = 3
 	confirmRounds     = 4
 	confirmMaxRun     = 7 * 24 * time.Hour // simulated time of one run at most
+	// confirmPeakRun is the longest run that judges a diurnal tenant: the simulator's diurnal
+	// rate starts at its peak, and over the first hour of its 24 h period (trough 0.15) it stays
+	// within 1 % of the peak (0.5 % in the mean over the hour).
+	confirmPeakRun = time.Hour
 	// DefaultConfirmRequests is Options.ConfirmRequests' default: about a second of simulation
 	// per run on one core.
 	DefaultConfirmRequests = 50_000
@@ -78,11 +87,18 @@ type confirmState struct {
 	poolOver  int64
 	component string
 	boardless bool
+	// offPeak marks a diurnal tenant whose runs were longer than confirmPeakRun: they covered
+	// its lower hours, so they do not judge it.
+	offPeak bool
+	// poolOffPeak: the pool-wide runs were such runs (poolOver counts their requests)
+	poolOffPeak bool
 }
 
-// tally sets st from the runs' reports of tenant name at n replicas.
-func (st *confirmState) tally(n int, name string, reports []map[string]SimTenant) {
+// tally sets st from the runs' reports of tenant t at n replicas, runs of d each.
+func (st *confirmState) tally(n int, t *v1.Tenant, d time.Duration, reports []map[string]SimTenant) {
+	name := t.Name
 	st.simulated, st.att, st.worst, st.over, st.ttft, st.tpot = n, 1, 1, 0, 0, 0
+	st.offPeak = t.Traffic.Pattern == v1.PatternDiurnal && d > confirmPeakRun
 	met := 0.0
 	for _, rep := range reports {
 		tr := rep[name]
@@ -93,7 +109,7 @@ func (st *confirmState) tally(n int, name string, reports []map[string]SimTenant
 		}
 		st.ttft, st.tpot = max(st.ttft, tr.TTFTP99), max(st.tpot, tr.TPOTP99)
 	}
-	st.judged = st.over >= confirmMinJudged
+	st.judged = st.over >= confirmMinJudged && !st.offPeak
 	if st.over > 0 {
 		st.att = met / float64(st.over)
 	}
@@ -109,8 +125,14 @@ func confirmable(tn *tenant) bool {
 	case tn.t.Traffic.RPS <= 0:
 		return false
 	}
-	switch tn.t.Traffic.Pattern {
-	case "", v1.PatternPoisson, v1.PatternConstant:
+	return patternConfirmable(tn.t.Traffic.Pattern)
+}
+
+// patternConfirmable reports whether the runs may judge a tenant of traffic pattern pat: Poisson,
+// constant and diurnal (in runs of at most confirmPeakRun), not bursty (ADR 0071).
+func patternConfirmable(pat v1.Pattern) bool {
+	switch pat {
+	case "", v1.PatternPoisson, v1.PatternConstant, v1.PatternDiurnal:
 		return true
 	}
 	return false
@@ -128,6 +150,7 @@ func (p *planner) confirm() error {
 		return nil
 	}
 	p.confirmed = map[*cand]*confirmState{}
+	var rounds []confirmRound // each round's simulated plan, for the fleet's refusal of a raise
 	for round := range confirmRounds {
 		var judge []*tenant
 		minRate, sumRate := math.Inf(1), 0.0
@@ -149,7 +172,8 @@ func (p *planner) confirm() error {
 			return nil
 		}
 		pl := p.draft()
-		reports, err := p.simulateRuns(p.pool, pl, time.Duration(secs*float64(time.Second)))
+		d := time.Duration(secs * float64(time.Second))
+		reports, err := p.simulateRuns(p.pool, pl, d)
 		if err != nil {
 			return err
 		}
@@ -160,8 +184,8 @@ func (p *planner) confirm() error {
 				st = &confirmState{model: c.replicas}
 				p.confirmed[c] = st
 			}
-			st.tally(c.replicas, tn.t.Name, reports)
-			st.poolOver, st.component, st.boardless = st.over, "", false
+			st.tally(c.replicas, &tn.t, d, reports)
+			st.poolOver, st.poolOffPeak, st.component, st.boardless = st.over, st.offPeak, "", false
 		}
 		// Tenants the pool-wide runs cannot judge are judged in runs of their sharing component.
 		if err := p.confirmComponents(judge, pl, budget, p.chosenState); err != nil {
@@ -184,6 +208,7 @@ func (p *planner) confirm() error {
 		}
 		undo := p.snapshot()
 		served := p.servedInFull()
+		rounds = append(rounds, p.recordRound(undo, served, raised))
 		raised = slices.DeleteFunc(raised, func(tn *tenant) bool {
 			m := maxReplicasOf(tn.t)
 			if m > 0 && tn.choice.replicas >= m {
@@ -200,7 +225,9 @@ func (p *planner) confirm() error {
 				p.confirmShort = map[*tenant][]string{}
 			}
 			st := p.confirmed[c]
-			p.confirmShort[tn] = append(p.confirmShort[tn], fmt.Sprintf("%s × %d (%.2f %%, %.2f %% in the worst run)", c.label(), c.replicas, 100*st.att, 100*st.worst))
+			entry := fmt.Sprintf("%s × %d (%.2f %%, %.2f %% in the worst run)", c.label(), c.replicas, 100*st.att, 100*st.worst)
+			p.confirmShort[tn] = append(p.confirmShort[tn], entry)
+			rounds[len(rounds)-1].entries[tn] = entry
 			c.replicas++
 			c.cost = float64(c.replicas) / float64(c.share) * c.unitFrac
 		}
@@ -209,18 +236,99 @@ func (p *planner) confirm() error {
 			return err
 		}
 		if now := p.servedInFull(); now < served {
-			// The fleet has no room for the raises: keep the round's plan and say so.
-			undo.restore(p)
+			// The fleet has no room for the raises: keep the best of the rounds' plans and say so.
 			without := fmt.Sprintf("%d tenant(s) would be left without GPUs instead of %d", len(p.tenants)-now, len(p.tenants)-served)
-			for _, tn := range raised {
-				p.confirmShort[tn] = p.confirmShort[tn][:len(p.confirmShort[tn])-1]
-				p.leftShort(tn, "the fleet: with a replica more for each tenant short, "+without, v1.ReasonNoCapacity,
-					"and the fleet has no room for a replica more for each tenant short ("+without+")")
-			}
+			p.keepBestRound(rounds, without)
 			return nil
 		}
 	}
 	return nil
+}
+
+// confirmRound is one round's simulated plan: its chosen and packed state, what the runs said
+// of each chosen candidate, the tenants served in full, those found short (raised) and the
+// entries the raises added to confirmShort.
+type confirmRound struct {
+	undo    confirmUndo
+	states  map[*cand]confirmState
+	served  int
+	short   []*tenant
+	entries map[*tenant]string
+	// shortfall sums, over the short tenants, how far the runs fell below confirmKeep over the
+	// runs and below confirmRunKeep in the worst run.
+	shortfall float64
+}
+
+// recordRound records the round just simulated: undo is its snapshot, served its tenants served
+// in full and short the tenants the runs found short.
+func (p *planner) recordRound(undo confirmUndo, served int, short []*tenant) confirmRound {
+	r := confirmRound{undo: undo, states: map[*cand]confirmState{}, served: served, short: slices.Clone(short), entries: map[*tenant]string{}}
+	for _, tn := range p.tenants {
+		if st := p.confirmed[tn.choice]; tn.choice != nil && st != nil {
+			r.states[tn.choice] = *st
+		}
+	}
+	for _, tn := range short {
+		st := p.confirmed[tn.choice]
+		r.shortfall += max(0, confirmKeep-st.att) + max(0, confirmRunKeep-st.worst)
+	}
+	return r
+}
+
+// better reports whether round r's plan fared better in its runs than o's: more tenants served
+// in full, then fewer found short, then less shortfall. A tie keeps the earlier round (o).
+func (r confirmRound) better(o confirmRound) bool {
+	switch {
+	case r.served != o.served:
+		return r.served > o.served
+	case len(r.short) != len(o.short):
+		return len(r.short) < len(o.short)
+	}
+	return r.shortfall < o.shortfall
+}
+
+// keepBestRound is the end of the rounds when the fleet has no room for the last round's raises
+// (without says what the raises would cost): of the rounds' simulated plans it keeps the one
+// that fared best, which need not be the last (a raise can move a tenant to a slice kind that
+// does worse in the runs than the one it left), and leaves that round's short tenants short
+// (NoCapacity; maxReplicas' OverCap for those it capped). The raises tried after that round
+// stay listed in each tenant's Simulated reason.
+func (p *planner) keepBestRound(rounds []confirmRound, without string) {
+	best := 0
+	for i := range rounds {
+		if rounds[i].better(rounds[best]) {
+			best = i
+		}
+	}
+	b := rounds[best]
+	b.undo.restore(p)
+	for c, st := range b.states {
+		*p.confirmed[c] = st
+	}
+	// The kept round's own entry and those of the rounds after it are not counts found short
+	// "before": the latter are named in the reason of the kept round.
+	after := map[*tenant][]string{}
+	for tn, e := range b.entries {
+		if i := slices.Index(p.confirmShort[tn], e); i >= 0 {
+			after[tn] = slices.Clone(p.confirmShort[tn][i+1:])
+			p.confirmShort[tn] = slices.Clone(p.confirmShort[tn][:i])
+		}
+	}
+	for _, tn := range b.short {
+		if m := maxReplicasOf(tn.t); m > 0 && tn.choice.replicas >= m {
+			p.leftShort(tn, maxReplicasName(tn.t), v1.ReasonOverCap, fmt.Sprintf("and %s allows no more", maxReplicasName(tn.t)))
+			continue
+		}
+		why := without
+		if best < len(rounds)-1 {
+			why += fmt.Sprintf("; the plan of round %d of %d is kept, whose runs found its tenants short by the least", best+1, len(rounds))
+			if a := after[tn]; len(a) > 0 {
+				why += fmt.Sprintf(", where the raises after it found %s", strings.Join(a, ", "))
+			}
+		}
+		p.leftShort(tn, "the fleet: with a replica more for each tenant short, "+why, v1.ReasonNoCapacity,
+			"and the fleet has no room for a replica more for each tenant short ("+why+")")
+	}
 }
 
 // chosenState is tn's confirmState and count in the chosen plan being confirmed.
@@ -362,6 +470,10 @@ func (p *planner) simReason(tn *tenant) (v1.Reason, bool) {
 // before on the counts listed in before.
 func (st *confirmState) reason(n int, before []string) v1.Reason {
 	if !st.judged {
+		if st.offPeak {
+			return v1.NewReason(v1.ReasonSimulated, "not judged by the plan's simulation: its runs of %s (%d requests in %d runs) were longer than %s, past the diurnal pattern's peak, and it gets fewer than %d requests in %d runs of that length",
+				st.runsOf(), st.over, confirmRuns, roundDur(confirmPeakRun), confirmMinJudged, confirmRuns)
+		}
 		if st.component != "" {
 			return v1.NewReason(v1.ReasonSimulated, "not judged by the plan's simulation: %d requests in %d runs of %s, %d in the pool-wide runs, fewer than %d",
 				st.over, confirmRuns, st.runsOf(), st.poolOver, confirmMinJudged)

@@ -31,8 +31,9 @@ import (
 // (8 % of the compute at a full board), and the tenant's Simulated reason says so.
 //
 // Each component's run is as long as confirmRequests requests of its slowest unjudged tenant,
-// within confirmMaxRun and within the budget over the component's rate; the components of one
-// round together get at most confirmComponentShare of the budget per run. A tenant that still
+// within confirmMaxRun (confirmPeakRun with an unjudged diurnal tenant, ADR 0071) and within
+// the budget over the component's rate; the components of one round together get at most
+// confirmComponentShare of the budget per run. A tenant that still
 // gets fewer than confirmMinJudged requests (slower than confirmMinJudged / (confirmRuns ×
 // confirmMaxRun), about 0.00083 req/s or three requests an hour, or beside too fast a sharer)
 // stays simulated but not judged. Judged tenants are raised and reported short exactly as the
@@ -152,15 +153,19 @@ func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int, st
 	// length is a run of comp's: confirmRequests requests of its slowest open tenant, within
 	// confirmMaxRun and the budget; enough reports whether that tenant then gets
 	// confirmMinJudged requests over the runs.
+	// A component with an open diurnal tenant runs at most confirmPeakRun, the runs that judge it.
 	length := func(comp []string) (secs, cost float64, enough bool) {
-		slowest, sum := math.Inf(1), 0.0
+		slowest, sum, most := math.Inf(1), 0.0, confirmMaxRun.Seconds()
 		for _, n := range comp {
 			sum += rate[n]
-			if open[n] != nil {
+			if tn := open[n]; tn != nil {
 				slowest = min(slowest, rate[n])
+				if tn.t.Traffic.Pattern == v1.PatternDiurnal {
+					most = confirmPeakRun.Seconds()
+				}
 			}
 		}
-		secs = min(confirmRequests/slowest, left/sum, confirmMaxRun.Seconds())
+		secs = min(confirmRequests/slowest, left/sum, most)
 		return secs, secs * sum, secs*slowest*confirmRuns >= confirmMinJudged
 	}
 	done := map[string]bool{}
@@ -190,7 +195,8 @@ func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int, st
 			in[n] = true
 		}
 		sp, spl := restrict(p.pool, pl, in)
-		reports, err := p.simulateRuns(sp, spl, time.Duration(secs*float64(time.Second)))
+		d := time.Duration(secs * float64(time.Second))
+		reports, err := p.simulateRuns(sp, spl, d)
 		if err != nil {
 			return err
 		}
@@ -201,11 +207,13 @@ func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int, st
 			}
 			st, count := state(tn)
 			var again confirmState
-			again.tally(count, n, reports)
-			if again.over <= st.poolOver {
-				continue // no more requests than the pool-wide runs gave it
+			again.tally(count, &tn.t, d, reports)
+			if !again.judged && again.over <= st.poolOver {
+				// no more requests than the pool-wide runs gave it (a diurnal tenant whose
+				// pool-wide runs were too long to judge it may get fewer, and be judged)
+				continue
 			}
-			again.model, again.left, again.poolOver = st.model, st.left, st.poolOver
+			again.model, again.left, again.poolOver, again.poolOffPeak = st.model, st.left, st.poolOver, st.poolOffPeak
 			again.component, again.boardless = namesOf(comp), boardless
 			*st = again
 		}
@@ -237,8 +245,11 @@ func (st *confirmState) runsOf() string {
 // poolText says, for a Simulated reason of a tenant its component's runs judged, how few
 // requests the pool-wide runs gave it ("" for a tenant the pool-wide runs judged).
 func (st *confirmState) poolText() string {
-	if st.component == "" {
+	switch {
+	case st.component == "":
 		return ""
+	case st.poolOffPeak:
+		return fmt.Sprintf("; the pool-wide runs (%d requests) were longer than %s, past its diurnal peak", st.poolOver, roundDur(confirmPeakRun))
 	}
 	return fmt.Sprintf("; the pool-wide runs gave it %d requests, fewer than %d", st.poolOver, confirmMinJudged)
 }

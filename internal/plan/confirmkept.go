@@ -22,9 +22,10 @@ import (
 // (Options.ConfirmRequests), seeds, pool-size limit (confirmMaxTenants), runs, thresholds and
 // sharing-component runs for tenants too slow for the pool-wide runs. A tenant is judged on the
 // slice kind it runs on in that plan (inForceCand), at the replicas it runs there, when the
-// queueing model sized it (as confirmable: not a fixed count, a measured profile, or a bursty or
-// diurnal pattern). A tenant the plan leaves short already (held with fewer replicas than its
-// load needs) is simulated and its reason says what its replicas saw, but it is not raised.
+// queueing model sized it (as confirmable: not a fixed count, a measured profile, or a bursty
+// pattern; a diurnal tenant only in runs of at most confirmPeakRun). A tenant the plan leaves
+// short already (held with fewer replicas than its load needs) is simulated and its reason says
+// what its replicas saw, but it is not raised.
 //
 // A tenant the runs find short gets a replica more without a move: first in the room its busy
 // GPUs leave free (keptRoom, the same room fillKept starts tenants in), of its own group, else on
@@ -46,11 +47,7 @@ func keptConfirmable(tn *tenant, c *cand) bool {
 	if c == nil || c.ev == nil || c.ev.q == nil || tn.measured != nil || tn.t.Replicas != nil || tn.t.Traffic.RPS <= 0 {
 		return false
 	}
-	switch tn.t.Traffic.Pattern {
-	case "", v1.PatternPoisson, v1.PatternConstant:
-		return true
-	}
-	return false
+	return patternConfirmable(tn.t.Traffic.Pattern)
 }
 
 // keptJudged is one tenant the runs of a kept plan judge.
@@ -140,14 +137,15 @@ func (p *planner) confirmKept(pl *v1.Plan, chosen string, limit int) error {
 			dense[pt.Name] = len(pt.LoRAEngines) == 0
 		}
 		sp, spl := restrict(p.pool, pl, dense)
-		reports, err := p.simulateRuns(sp, spl, time.Duration(secs*float64(time.Second)))
+		d := time.Duration(secs * float64(time.Second))
+		reports, err := p.simulateRuns(sp, spl, d)
 		if err != nil {
 			return err
 		}
 		for _, tn := range judge {
 			j := judged[tn.t.Name]
-			j.st.tally(j.n, tn.t.Name, reports)
-			j.st.poolOver, j.st.component, j.st.boardless = j.st.over, "", false
+			j.st.tally(j.n, &tn.t, d, reports)
+			j.st.poolOver, j.st.poolOffPeak, j.st.component, j.st.boardless = j.st.over, j.st.offPeak, "", false
 			j.st.left, j.code, j.why = "", "", ""
 		}
 		state := func(tn *tenant) (*confirmState, int) { j := judged[tn.t.Name]; return j.st, j.n }

@@ -267,9 +267,10 @@
 // Confirmation (confirm.go, ADR 0035): given a simulator (Options.Simulate; gpupool plan passes
 // internal/plansim.Run, internal/sim's), on pools of at most 64 tenants Build then simulates the
 // chosen plan in three runs of fixed seeds (Options.ConfirmSeed and the next two) within
-// Options.ConfirmRequests requests a run. A tenant the queueing model sized, served in full,
-// with less than 99.5 % of its requests over the runs (or 99.25 % in one run) within the SLO
-// gets a replica more on its chosen slice, and choice, packing and simulation run again, at most
+// Options.ConfirmRequests requests a run. A tenant the queueing model sized (not bursty; diurnal
+// only in runs of at most an hour, which carry its peak, ADR 0071), served in full, with less
+// than 99.5 % of its requests over the runs (or 99.25 % in one run) within the SLO gets a
+// replica more on its chosen slice, and choice, packing and simulation run again, at most
 // four rounds; a raise that would leave more tenants short of GPUs is undone. Counts only rise;
 // every simulated tenant carries a Simulated reason. A re-plan that returns the kept, held or
 // partly re-packed plan confirms that plan the same way (confirmkept.go, ADR 0064, 0065): a
