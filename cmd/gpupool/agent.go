@@ -148,6 +148,11 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 		return fmt.Errorf("create state dir: %w", err)
 	}
 	unlock, err := agent.LockStateDir(cfg.StateDir)
+	if errors.Is(err, agent.ErrStateDirLocked) {
+		// Another agent runs on this state directory: an operator's situation, not a bug (exit 1).
+		return invalid(fmt.Errorf("%w; stop that agent (or wait for it to exit), or give this one another stateDir "+
+			"in its config; to clear a failed change beside it, use --reset", err))
+	}
 	if err != nil {
 		return err
 	}
@@ -323,8 +328,8 @@ func journalDamaged(err error, cfg agent.Config) error {
 
 // resetGate is the operator's answer to a failed change: the gate uncordons and forgets it.
 // Every failure the operator can meet here (the state directory, the GPU driver, the journal, the
-// running agent's socket and answer) is marked with what to do and exits 1 (resetFailure); an
-// error no step marked is a bug (exit 3).
+// running agent's socket and answer, a reset that leaves the node cordoned: resetLeftCordoned) is
+// marked with what to do and exits 1 (resetFailure); an error no step marked is a bug (exit 3).
 func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings, fake bool, model string) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return resetFailure(fmt.Errorf("create state dir: %w", err),
@@ -334,7 +339,7 @@ func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings
 	// running agent is asked to reset its own gate through its reset socket.
 	unlock, err := agent.LockStateDir(cfg.StateDir)
 	if errors.Is(err, agent.ErrStateDirLocked) {
-		return resetRunning(ctx, e, cfg.StateDir, err)
+		return resetRunning(ctx, e, cfg.StateDir, cfg.Node, err)
 	}
 	if err != nil {
 		return resetFailure(err, "check that this user may write the state directory (run --reset as the agent's user)")
@@ -403,7 +408,7 @@ func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings
 			"changes nothing)", jpath))
 	}
 	printReset(e.stdout, ans)
-	return nil
+	return resetLeftCordoned(ans, cfg.Node, cordon, "the output above")
 }
 
 // printAction prints one gate action as the executor performed it.

@@ -59,6 +59,29 @@ func printReset(w io.Writer, a resetAnswer) {
 	fmt.Fprintf(w, "gate: phase %s, cordoned %t\n", a.Phase, a.Cordoned)
 }
 
+// resetLeftCordoned says whether a reset left the node cordoned, and if so what the operator can do
+// (exit 1): a reset whose answer says the node is still cordoned has not done what was asked, whatever
+// the phase (ADR 0066, amended). With nothing to reset (a.Reset false) there is no failure: the
+// gate was not failed and the command changed nothing. node is the node's name ("" when the
+// config names none), cordon the cordon file.
+func resetLeftCordoned(a resetAnswer, node, cordon, log string) error {
+	if !a.Reset || !a.Cordoned {
+		return nil
+	}
+	which := "the node"
+	if node != "" {
+		which = fmt.Sprintf("node %q", node)
+	}
+	err := fmt.Errorf("the failed change was reset, but %s is still cordoned (gate phase %s)", which, a.Phase)
+	if a.Phase == string(gate.PhaseFailed) {
+		return resetFailure(err, fmt.Sprintf("a change queued behind the failed one started after the reset and "+
+			"failed too: its reason is in %s and %s; fix the GPU, then run --reset again", cordon, log))
+	}
+	return resetFailure(err, fmt.Sprintf("the uncordon did not happen: %s says why; run --reset again, and if it "+
+		"then finds nothing to reset with the node still cordoned, remove %s by hand (no cordon file: not cordoned)",
+		log, cordon))
+}
+
 // resetPause is nil outside tests. A test sets it in the agent child process to stop a reset from
 // the socket at one point ("request": the request read, nothing done; "journaled": the reset's
 // state journaled and fsynced, the uncordon not yet performed; "answer": the reset done, its
@@ -192,7 +215,7 @@ func resetFailure(err error, todo string) error {
 // resetRunning asks the agent that holds the state directory's lock to reset its gate through its
 // reset socket, and prints its answer. It tries for a few seconds: an agent that has just started
 // opens its socket once its gate has resumed.
-func resetRunning(ctx context.Context, e *env, stateDir string, locked error) error {
+func resetRunning(ctx context.Context, e *env, stateDir, node string, locked error) error {
 	path := filepath.Join(stateDir, resetSocketName)
 	var c net.Conn
 	var err error
@@ -241,5 +264,5 @@ func resetRunning(ctx context.Context, e *env, stateDir string, locked error) er
 	}
 	fmt.Fprintf(e.stdout, "gate: the running agent answered on %s\n", path)
 	printReset(e.stdout, ans)
-	return nil
+	return resetLeftCordoned(ans, node, filepath.Join(stateDir, "cordon.json"), "the running agent's log")
 }

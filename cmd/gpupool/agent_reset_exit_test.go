@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,8 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"gpupool.dev/gpupool/internal/agent"
 )
@@ -20,7 +23,17 @@ import (
 // that the exit status is the one an operator sees, and returns it with the process's output.
 func resetExit(t *testing.T, cfg string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "agent", "--fake", "--config", cfg, "--reset")
+	return agentExit(t, "--config", cfg, "--reset")
+}
+
+// agentExit runs `gpupool agent --fake ARGS` as a child process through main and returns its exit
+// status and output; a child still running after a minute is killed (the test then fails on its
+// status).
+func agentExit(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"agent", "--fake"}, args...)...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -31,7 +44,7 @@ func resetExit(t *testing.T, cfg string) (code int, stdout, stderr string) {
 	case errors.As(err, &exit):
 		code = exit.ExitCode()
 	default:
-		t.Fatalf("run --reset: %v", err)
+		t.Fatalf("run agent %q: %v", args, err)
 	}
 	return code, out.String(), errOut.String()
 }
@@ -92,6 +105,7 @@ func TestAgentResetExitCodes(t *testing.T) {
 		setup func(t *testing.T, state string)
 		code  int
 		want  []string // in stderr (stdout for exit 0)
+		out   []string // in stdout, for a failure that prints the gate's answer first
 	}{
 		{name: "no socket", setup: func(t *testing.T, state string) { holdLock(t, state) }, code: exitInvalid,
 			want: []string{"another gpupool agent uses this state directory", "takes no reset", resetSocketName,
@@ -117,6 +131,23 @@ func TestAgentResetExitCodes(t *testing.T) {
 			fakeResetSocket(t, state, string(ans))
 		}, code: exitInvalid,
 			want: []string{"did not reset its gate", "no space left on device", "the agent's log says why", "run --reset again"}},
+		// The reset was done, but the node is still cordoned: a change queued behind the failed one
+		// started after it and failed too, or the uncordon did not happen. The command did not do
+		// what it was asked (exit 0 before).
+		{name: "cordoned, failed again", setup: answerReset(resetAnswer{Phase: "failed", Cordoned: true, Reset: true}),
+			code: exitInvalid, out: []string{"the running agent answered", "gate: phase failed, cordoned true"},
+			want: []string{`the failed change was reset, but node "n1" is still cordoned (gate phase failed)`,
+				"failed too", "cordon.json", "the running agent's log", "fix the GPU, then run --reset again"}},
+		{name: "cordoned, no uncordon", setup: answerReset(resetAnswer{Phase: "uncordon", Cordoned: true, Reset: true}),
+			code: exitInvalid, out: []string{"gate: phase uncordon, cordoned true"},
+			want: []string{`node "n1" is still cordoned (gate phase uncordon)`, "the uncordon did not happen",
+				"the running agent's log says why", "run --reset again", "remove", "cordon.json by hand"}},
+		// A reset that uncordoned, and a gate with nothing failed (cordoned by a change in progress),
+		// are no failure.
+		{name: "reset, uncordoned", setup: answerReset(resetAnswer{Phase: "idle", Reset: true}), code: exitOK,
+			want: []string{"the running agent answered", "gate: phase idle, cordoned false"}},
+		{name: "nothing to reset, cordoned", setup: answerReset(resetAnswer{Phase: "drain", Cordoned: true}), code: exitOK,
+			want: []string{"gate: phase drain, nothing to reset"}},
 		{name: "journal", setup: func(t *testing.T, state string) {
 			// A journal that cannot be opened (a directory in its place: this test may run as root,
 			// whom file modes do not stop).
@@ -143,8 +174,52 @@ func TestAgentResetExitCodes(t *testing.T) {
 					t.Errorf("--reset (%s): output lacks %q:\n%s", tc.name, w, got)
 				}
 			}
+			for _, w := range tc.out {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("--reset (%s): stdout lacks %q:\n%s", tc.name, w, stdout)
+				}
+			}
 			if strings.Contains(stderr, "internal error") {
 				t.Errorf("--reset (%s) calls itself a bug:\n%s", tc.name, stderr)
+			}
+		})
+	}
+}
+
+// answerReset stands in for a running agent (the state directory's lock held, its socket
+// listening) that answers a reset with a.
+func answerReset(a resetAnswer) func(t *testing.T, state string) {
+	return func(t *testing.T, state string) {
+		holdLock(t, state)
+		data, err := json.Marshal(a)
+		must(t, err)
+		fakeResetSocket(t, state, string(data))
+	}
+}
+
+// TestAgentStateDirLockedExit: an agent started on a state directory whose lock another process
+// holds (an agent already running there) exits 1, naming the directory and the holder's process
+// id and saying what to do, not 3 ("internal error, please report"), which it did before: a second
+// agent on one node is an operator's situation, not a bug. Both a plain start and --once, each run
+// as a child process through main.
+func TestAgentStateDirLockedExit(t *testing.T) {
+	for _, args := range [][]string{nil, {"--once"}} {
+		t.Run(strings.Join(append([]string{"agent"}, args...), " "), func(t *testing.T) {
+			t.Parallel()
+			cfg, state := resetStateDir(t)
+			holdLock(t, state) // this test process is the holder
+			code, stdout, stderr := agentExit(t, append([]string{"--config", cfg}, args...)...)
+			if code != exitInvalid {
+				t.Fatalf("agent %q beside a held lock: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, code, exitInvalid, stdout, stderr)
+			}
+			for _, w := range []string{"lock state dir " + state, "another gpupool agent uses this state directory",
+				"held by process " + strconv.Itoa(os.Getpid()), "stop that agent", "another stateDir in its config", "--reset"} {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("agent %q: stderr lacks %q:\n%s", args, w, stderr)
+				}
+			}
+			if strings.Contains(stderr, "internal error") {
+				t.Errorf("agent %q beside a held lock calls itself a bug:\n%s", args, stderr)
 			}
 		})
 	}
