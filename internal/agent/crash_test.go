@@ -206,3 +206,49 @@ func checkEnd(t *testing.T, dir string, sc scenario, k int, out string) {
 type okSmoker struct{}
 
 func (okSmoker) Smoke(context.Context, string, gpu.Layout) error { return nil }
+
+// A SIGKILL during an uncordon retry's backoff loses nothing: the restarted process resumes the
+// retry with the journaled attempt count (so it makes only the attempts left, not a fresh
+// MaxUncordonAttempts), gives up with the node cordoned, and an operator's reset then uncordons.
+func TestCrashDuringUncordonBackoff(t *testing.T) {
+	bin := buildChild(t)
+	sc := scenario{name: "uncordon-backoff", from: "3g.40gb@0 3g.40gb@4", to: "7g.80gb@0", wantNew: true}
+	dir := t.TempDir()
+	runChild(t, bin, dir, sc, "INIT=1")
+	// The child's clock moves a second per reading, so a 1s backoff may have passed before its
+	// wait: the count at the kill is read from the journal.
+	const killIn = 3
+	if killed, out := runChild(t, bin, dir, sc, "UNCORDON_FAIL=1", "KILL_IN_BACKOFF="+strconv.Itoa(killIn)); !killed {
+		t.Fatalf("not killed during a backoff (no wait before a retry?): %s", out)
+	}
+	last := lastJournaled(t, dir)
+	failed := last.UncordonFailures
+	if last.Phase() != gate.PhaseUncordon || failed < killIn || failed >= gate.MaxUncordonAttempts || last.Pending == nil ||
+		last.Pending.Kind != gate.ActUncordon || last.Pending.NotBefore.IsZero() {
+		t.Fatalf("journal at the kill: phase %s failures %d pending %+v", last.Phase(), last.UncordonFailures, last.Pending)
+	}
+	_, out := runChild(t, bin, dir, sc, "UNCORDON_FAIL=1")
+	want := "phase=failed rolledBack=0 uncordons=" + strconv.Itoa(gate.MaxUncordonAttempts-failed) + " uncordonFailures=" + strconv.Itoa(gate.MaxUncordonAttempts)
+	if !strings.Contains(out, want) {
+		t.Fatalf("restart: %q, want %q (the attempt count resumed from the journal)", out, want)
+	}
+	if st, _ := (&LocalNode{Path: filepath.Join(dir, "cordon.json")}).Read(); !st.Cordoned || !strings.Contains(st.Reason, "uncordon failed 8 times") {
+		t.Fatalf("after giving up: cordon %+v", st)
+	}
+	_, out = runChild(t, bin, dir, sc, "RESET=1")
+	checkEnd(t, dir, sc, killIn, out)
+}
+
+func lastJournaled(t *testing.T, dir string) gate.State {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "gate.journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep, _, err := ReadJournal(f)
+	if err != nil || rep.Last == nil {
+		t.Fatalf("journal: %v", err)
+	}
+	return *rep.Last
+}

@@ -10,7 +10,10 @@
 // records (journal.go; docs/adr/0012): a torn tail is dropped, a damaged record before good
 // ones is an error (ErrCorrupt; SetAsideJournal renames such a file aside for a new journal), a
 // new journal is fsynced with its directory, and the file is compacted to its last record every
-// 1024 appends.
+// 1024 appends. An action the gate wants no earlier than a time (a failed uncordon's retry,
+// gate.Action.NotBefore) is waited for with Deps.Sleep and the context, without the executor's
+// lock, so State (and /healthz) answers meanwhile; a kill during the wait resumes it from the
+// journal with the attempt count (docs/adr/0073).
 // LockStateDir keeps one process (an agent, or --reset) per state directory: an exclusive flock on
 // StateDir/lock, which the kernel drops when the process dies.
 //

@@ -30,6 +30,9 @@ type Deps struct {
 	Smoke Smoker
 	// Now is the clock (a fake clock under --fake and in tests).
 	Now func() time.Time
+	// Sleep waits d or until ctx ends (then it returns ctx's error): the wait before a retry whose
+	// time the gate set (gate.Action.NotBefore). Nil means a timer; tests pass a fake clock's.
+	Sleep func(ctx context.Context, d time.Duration) error
 	// ActionTimeout bounds one action (drain and smoke are the long ones); 0 means 10 min.
 	ActionTimeout time.Duration
 	Log           *slog.Logger
@@ -51,6 +54,9 @@ func NewExecutor(ctx context.Context, j *Journal, rep Replay, init gate.State, d
 	}
 	if x.Log == nil {
 		x.Log = slog.New(slog.DiscardHandler)
+	}
+	if x.Sleep == nil {
+		x.Sleep = sleep
 	}
 	x.state = init
 	if rep.Last != nil {
@@ -110,7 +116,11 @@ func (x *Executor) Reset(ctx context.Context) error {
 }
 
 // step feeds one event, journals the result, and performs the actions, feeding their outcomes
-// back until the gate has nothing to do.
+// back until the gate has nothing to do. An action the gate wants no earlier than a time (a
+// retry's backoff) is waited for without the lock, so that State (the agent's /healthz and
+// metrics) and the other callers are answered meanwhile; those find the action already issued and
+// leave it to this call. A context that ends during the wait leaves the action journaled, due at
+// its time: the next start performs it with the journaled attempt count.
 func (x *Executor) step(ctx context.Context, ev gate.Event) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -135,7 +145,34 @@ func (x *Executor) step(ctx context.Context, ev gate.Event) error {
 		if err := ctx.Err(); err != nil {
 			return err // the pending action is journaled: the next start performs it
 		}
-		ev = x.perform(ctx, acts[0])
+		a := acts[0]
+		if !a.NotBefore.IsZero() {
+			if d := a.NotBefore.Sub(x.Now()); d > 0 {
+				x.Log.Info("gate action waits", "id", a.ID, "kind", a.Kind, "for", d, "failures", x.state.UncordonFailures)
+				x.mu.Unlock()
+				err := x.Sleep(ctx, d)
+				x.mu.Lock()
+				if err != nil {
+					return err
+				}
+				if x.state.Pending == nil || x.state.Pending.ID != a.ID {
+					return nil // no longer the gate's pending action
+				}
+			}
+		}
+		ev = x.perform(ctx, a)
+	}
+}
+
+// sleep waits d on a timer, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

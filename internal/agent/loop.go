@@ -139,8 +139,13 @@ func (a *Agent) Healthy() error {
 	if a.lastErr != nil {
 		return a.lastErr
 	}
-	if st := a.Exec.State(); st.Phase() == gate.PhaseFailed {
+	st := a.Exec.State()
+	if st.Phase() == gate.PhaseFailed {
 		return fmt.Errorf("gate failed: %s", st.CordonReason)
+	}
+	if st.UncordonFailures > 0 && st.Pending != nil && st.Pending.Kind == gate.ActUncordon {
+		return fmt.Errorf("gate: uncordon failed %d of %d attempts, the last with: %s; next attempt at %s",
+			st.UncordonFailures, gate.MaxUncordonAttempts, st.UncordonError, st.Pending.NotBefore.Format(time.RFC3339))
 	}
 	if a.lastXID != "" {
 		return errors.New(a.lastXID)

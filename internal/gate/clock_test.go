@@ -35,3 +35,36 @@ func TestDoneWithClockBehindStart(t *testing.T) {
 		}
 	}
 }
+
+// A restart with an uncordon retry pending keeps its due time and its count, but a clock now far
+// behind that time (a clock that starts over, or stepped back) waits at most UncordonBackoffMax.
+func TestRecoverClampsUncordonBackoff(t *testing.T) {
+	due := time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)
+	s := State{Seq: 4, Cordoned: true, UncordonFailures: 3, UncordonError: "boom",
+		Active:  &Change{GPU: "GPU-0", Phase: PhaseUncordon},
+		Pending: &Action{ID: 4, Kind: ActUncordon, NotBefore: due}}
+	for _, c := range []struct {
+		now, want time.Time
+	}{
+		{due.Add(-3 * time.Second), due},                                   // resumes the journaled wait
+		{due.Add(-time.Hour), due.Add(-time.Hour).Add(UncordonBackoffMax)}, // clock far behind: bounded
+	} {
+		n, acts := Step(s, Event{Kind: EvRecover}, c.now)
+		if len(acts) != 1 || acts[0].Kind != ActUncordon || !acts[0].NotBefore.Equal(c.want) || n.UncordonFailures != 3 {
+			t.Errorf("recover at %s: actions %+v failures %d, want one uncordon not before %s, 3 failures", c.now, acts, n.UncordonFailures, c.want)
+		}
+	}
+}
+
+func TestUncordonDelay(t *testing.T) {
+	var got []time.Duration
+	for k := 1; k < MaxUncordonAttempts; k++ {
+		got = append(got, UncordonDelay(k))
+	}
+	want := []time.Duration{1, 2, 4, 8, 16, 30, 30}
+	for i := range want {
+		if got[i] != want[i]*time.Second {
+			t.Fatalf("delays %v, want %v seconds", got, want)
+		}
+	}
+}

@@ -29,7 +29,10 @@
 // layout, applied the same way (observe, ops, verify), then the node is uncordoned with the
 // reason on record (ReasonRolledBack). A rollback that fails MaxRollbackAttempts times leaves the
 // node cordoned, phase failed, with the reason in State.CordonReason, until an operator sends
-// EvReset: the node is never left cordoned without a reason on record.
+// EvReset: the node is never left cordoned without a reason on record. A failed uncordon is
+// retried no earlier than Action.NotBefore, UncordonDelay after the failure (1 s doubling to 30 s),
+// counted in State.UncordonFailures; after MaxUncordonAttempts the change fails the same way,
+// with the count and the last error as the reason (ADR 0073).
 //
 // # Rate
 //

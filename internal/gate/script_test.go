@@ -89,9 +89,17 @@ func runScript(src string) (string, error) {
 		notes := len(s.Notes)
 		var acts []Action
 		s, acts = Step(s, ev, epoch.Add(d))
-		fmt.Fprintf(&out, "%s %s -> phase=%s cordoned=%t queue=%d\n", f[1], strings.Join(f[2:], " "), s.Phase(), s.Cordoned, len(s.Queue))
+		fmt.Fprintf(&out, "%s %s -> phase=%s cordoned=%t queue=%d", f[1], strings.Join(f[2:], " "), s.Phase(), s.Cordoned, len(s.Queue))
+		if s.UncordonFailures > 0 {
+			fmt.Fprintf(&out, " uncordonFailures=%d", s.UncordonFailures)
+		}
+		out.WriteString("\n")
 		for _, a := range acts {
-			fmt.Fprintf(&out, "  action %d %s gpu=%s instance=%s instances=%q reason=%q\n", a.ID, a.Kind, a.GPU, inst(a.Instance), a.Instances.String(), a.Reason)
+			fmt.Fprintf(&out, "  action %d %s gpu=%s instance=%s instances=%q reason=%q", a.ID, a.Kind, a.GPU, inst(a.Instance), a.Instances.String(), a.Reason)
+			if !a.NotBefore.IsZero() {
+				fmt.Fprintf(&out, " notBefore=%s", a.NotBefore.Sub(epoch))
+			}
+			out.WriteString("\n")
 		}
 		for _, n := range s.Notes[min(notes, len(s.Notes)):] {
 			fmt.Fprintf(&out, "  note %s: %s\n", n.Code, n.Message)

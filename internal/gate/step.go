@@ -33,6 +33,7 @@ func Step(s State, ev Event, now time.Time) (State, []Action) {
 		if n.Active != nil && n.Active.Phase == PhaseFailed {
 			n.note(now, n.Active.GPU, ReasonReset, "operator reset the failed change of GPU %s; the node is uncordoned", n.Active.GPU)
 			n.finish(now)
+			n.UncordonFailures, n.UncordonError = 0, "" // an operator's reset gets a fresh count
 			n.issue(Action{Kind: ActUncordon})
 		}
 	case EvTick:
@@ -183,6 +184,7 @@ func (s *State) done(a Action, obs *Observation, now time.Time) {
 		s.issue(Action{Kind: ActUncordon})
 	case ActUncordon:
 		s.Cordoned, s.CordonReason = false, ""
+		s.UncordonFailures, s.UncordonError = 0, ""
 		s.Active = nil
 	}
 }
@@ -276,8 +278,7 @@ func (s *State) failed(a Action, errText string, now time.Time) {
 		s.finish(now)
 		s.issue(Action{Kind: ActUncordon})
 	case a.Kind == ActUncordon:
-		s.note(now, "", ReasonUncordonFailed, "uncordon failed: %s; retrying", errText)
-		s.issue(Action{Kind: ActUncordon})
+		s.uncordonFailed(now, errText)
 	case a.Kind == ActSmoke:
 		s.fail(now, ReasonSmokeFailed, fmt.Sprintf("smoke check on GPU %s instances %q failed: %s", c.GPU, a.Instances.String(), errText))
 	default: // observe, destroy, create
@@ -287,6 +288,35 @@ func (s *State) failed(a Action, errText string, now time.Time) {
 		}
 		s.fail(now, ReasonApplyFailed, fmt.Sprintf("%s on GPU %s failed: %s", what, c.GPU, errText))
 	}
+}
+
+// uncordonFailed retries the uncordon after UncordonDelay, or, after MaxUncordonAttempts failures,
+// fails the change: the node stays cordoned, with the attempts and the last error as its reason,
+// until EvReset. (An uncordon retried at once, without limit, spun as fast as the journal's fsync.)
+func (s *State) uncordonFailed(now time.Time, errText string) {
+	s.UncordonFailures++
+	s.UncordonError = errText
+	gpuID := ""
+	if s.Active != nil {
+		gpuID = s.Active.GPU
+	}
+	// (Every uncordon ends a change, so Active is set; without one there is no change to fail.)
+	if s.UncordonFailures < MaxUncordonAttempts || s.Active == nil {
+		wait := UncordonDelay(s.UncordonFailures)
+		s.note(now, gpuID, ReasonUncordonFailed, "uncordon attempt %d of %d failed: %s; retrying in %s",
+			s.UncordonFailures, MaxUncordonAttempts, errText, wait)
+		s.issue(Action{Kind: ActUncordon, NotBefore: now.Add(wait)})
+		return
+	}
+	c := s.Active
+	c.Phase = PhaseFailed
+	c.Ops = nil
+	s.CordonReason = fmt.Sprintf("gpupool gate: uncordon failed %d times, the last with: %s; the node stays cordoned; operator reset needed",
+		s.UncordonFailures, errText)
+	s.note(now, gpuID, ReasonUncordonGaveUp, "%s", s.CordonReason)
+	// Cordon again with this reason, so that the node itself says why it stays cordoned (when the
+	// node can be written at all; a failure of this cordon is noted and changes nothing).
+	s.issue(Action{Kind: ActCordon, Reason: s.CordonReason})
 }
 
 // fail starts (or retries) the rollback, or gives up after MaxRollbackAttempts.
@@ -345,6 +375,13 @@ func (s *State) recover(now time.Time) {
 		s.issue(Action{Kind: ActObserve})
 	default:
 		p.ID = 0
+		if !p.NotBefore.IsZero() {
+			// A retry's backoff resumes from the journaled time, but never waits longer than the
+			// longest backoff (a clock that starts over, or stepped back, would otherwise stall it).
+			if limit := now.Add(UncordonBackoffMax); p.NotBefore.After(limit) {
+				p.NotBefore = limit
+			}
+		}
 		s.issue(p)
 	}
 }

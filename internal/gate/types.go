@@ -38,11 +38,31 @@ const (
 	ReasonRollbackFailed = "GateRollbackFailed" // the old layout could not be restored; left cordoned
 	ReasonRecovered      = "GateRecovered"      // the executor restarted and the change resumed
 	ReasonReset          = "GateReset"          // an operator cleared a failed change
-	ReasonUncordonFailed = "GateUncordonFailed" // uncordon failed; retried
+	ReasonUncordonFailed = "GateUncordonFailed" // uncordon failed; retried after a backoff
+	ReasonUncordonGaveUp = "GateUncordonGaveUp" // uncordon failed MaxUncordonAttempts times; left cordoned
 )
 
 // MaxRollbackAttempts is how many times a rollback is tried before the gate gives up.
 const MaxRollbackAttempts = 3
+
+// Uncordon retries (ADR 0073): a failed uncordon is tried again after UncordonDelay, at most
+// MaxUncordonAttempts times in all; then the change fails (PhaseFailed) with the node cordoned
+// and the last error in State.CordonReason, until EvReset.
+const (
+	MaxUncordonAttempts = 8
+	UncordonBackoff     = time.Second      // the wait after the first failure
+	UncordonBackoffMax  = 30 * time.Second // the waits double up to this
+)
+
+// UncordonDelay is the wait before the next uncordon after the failures-th failed one (1 s, 2 s,
+// 4 s … at most UncordonBackoffMax).
+func UncordonDelay(failures int) time.Duration {
+	d := UncordonBackoff
+	for i := 1; i < failures && d < UncordonBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, UncordonBackoffMax)
+}
 
 // Policy is the node's reconfiguration policy.
 type Policy struct {
@@ -133,6 +153,10 @@ type State struct {
 	LastChange map[string]time.Time `json:"lastChange,omitzero"`
 	// Recent are the start times of changes inside the rate window.
 	Recent []time.Time `json:"recent,omitzero"`
+	// UncordonFailures counts the failed uncordons of the pending retry (0 when none failed);
+	// UncordonError is the last one's error. Both are journaled: a restart keeps the count.
+	UncordonFailures int    `json:"uncordonFailures,omitzero"`
+	UncordonError    string `json:"uncordonError,omitzero"`
 	// Notes are the most recent decisions, newest last (at most MaxNotes).
 	Notes []Note `json:"notes,omitzero"`
 	// Counts counts every note ever recorded, by code (notes are capped; counts are not).
@@ -173,6 +197,9 @@ type Action struct {
 	Instance  gpu.Instance `json:"instance,omitzero"`
 	Instances gpu.Layout   `json:"instances,omitzero"`
 	Reason    string       `json:"reason,omitzero"`
+	// NotBefore, when set, is the earliest time to perform the action (a retry's backoff): the
+	// executor waits until then.
+	NotBefore time.Time `json:"notBefore,omitzero"`
 }
 
 // Observation is a GPU's layout as the device reports it.

@@ -79,7 +79,11 @@ func crashChild() int {
 		return 3
 	}
 	j.Hook = hook
-	node := &agent.LocalNode{Path: filepath.Join(dir, "cordon.json"), Hook: hook}
+	var node agent.Node = &agent.LocalNode{Path: filepath.Join(dir, "cordon.json"), Hook: hook}
+	uncordons := 0
+	if os.Getenv("UNCORDON_FAIL") != "" { // every uncordon fails (the node cannot be written)
+		node = failingUncordon{node, &uncordons}
+	}
 	var smoke agent.Smoker = okSmoker{}
 	if os.Getenv("FAIL_SMOKE") != "" {
 		smoke = failSmoker{}
@@ -87,7 +91,19 @@ func crashChild() int {
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := func() time.Time { clock = clock.Add(time.Second); return clock }
 	ctx := context.Background()
-	x, err := agent.NewExecutor(ctx, j, rep, gate.State{}, agent.Deps{MIG: lib, Node: node, Smoke: smoke, Now: now})
+	// A retry's backoff passes on the fake clock at once; KILL_IN_BACKOFF=m SIGKILLs the process
+	// during the m-th wait.
+	killInBackoff, _ := strconv.Atoi(os.Getenv("KILL_IN_BACKOFF"))
+	backoffs := 0
+	sleep := func(ctx context.Context, d time.Duration) error {
+		if backoffs++; backoffs == killInBackoff {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+		clock = clock.Add(d)
+		return ctx.Err()
+	}
+	x, err := agent.NewExecutor(ctx, j, rep, gate.State{}, agent.Deps{MIG: lib, Node: node, Smoke: smoke, Now: now, Sleep: sleep})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 4
@@ -129,13 +145,20 @@ func crashChild() int {
 			return 7
 		}
 	}
+	if os.Getenv("RESET") != "" { // an operator's reset of a failed change
+		if err := x.Reset(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 8
+		}
+	}
 	rolled := 0
 	for _, n := range x.State().Notes {
 		if n.Code == gate.ReasonRolledBack {
 			rolled = 1
 		}
 	}
-	fmt.Printf("points=%d phase=%s rolledBack=%d\n", points.Load(), x.State().Phase(), rolled)
+	fmt.Printf("points=%d phase=%s rolledBack=%d uncordons=%d uncordonFailures=%d\n", points.Load(), x.State().Phase(), rolled,
+		uncordons, x.State().UncordonFailures)
 	return 0
 }
 
@@ -147,4 +170,15 @@ type failSmoker struct{}
 
 func (failSmoker) Smoke(context.Context, string, gpu.Layout) error {
 	return errors.New("smoke: CUDA program exited 1")
+}
+
+// failingUncordon is a node whose uncordon always fails; it counts the attempts.
+type failingUncordon struct {
+	agent.Node
+	n *int
+}
+
+func (f failingUncordon) Uncordon(context.Context) error {
+	*f.n++
+	return errors.New("write cordon: read-only file system")
 }
