@@ -22,17 +22,22 @@ func (p *planner) spreadRedundant() {
 			}
 		}
 	}
-	index()
 	for _, tn := range p.tenants {
 		if !tn.t.Redundancy || tn.choice == nil || tn.choice.replicas < 2 {
 			continue
 		}
 		home, from, placed := p.soleGPU(tn)
-		if home == nil || moveOne(tn, from, home, byKey[from.key], where) {
+		if home == nil {
+			continue
+		}
+		if where == nil { // indexed when first needed: most pools have no replicas to spread
+			index()
+		}
+		if moveOne(tn, from, home, byKey[from.key], where) {
 			continue
 		}
 		if p.spreadTo(tn, from, home) {
-			index()
+			where, byKey = nil, nil // units moved: indexed again when next needed
 			continue
 		}
 		r := v1.NewReason(v1.ReasonRedundancy,

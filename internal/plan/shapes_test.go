@@ -313,7 +313,7 @@ tenants:
 		if err != nil {
 			t.Fatal(err)
 		}
-		return f
+		return *f
 	}
 	for _, tn := range []*tenant{a, b, c, d} {
 		want, err := llm.FitSlice(tn.model, tn.llmOpt, sl)
