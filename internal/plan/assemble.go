@@ -16,7 +16,7 @@ func (p *planner) spreadRedundant() {
 	index := func() {
 		where, byKey = map[*unit]*gpuPlan{}, map[groupKey][]*unit{}
 		for _, g := range p.gpus {
-			for _, u := range g.units() {
+			for u := range g.eachUnit {
 				where[u] = g
 				byKey[u.key] = append(byKey[u.key], u)
 			}
@@ -54,7 +54,7 @@ func (p *planner) spreadRedundant() {
 // (or none).
 func (p *planner) soleGPU(tn *tenant) (home *gpuPlan, from *unit, placed int) {
 	for _, g := range p.gpus {
-		for _, u := range g.units() {
+		for u := range g.eachUnit {
 			if !holds(u, tn) {
 				continue
 			}
