@@ -16,23 +16,28 @@ func (p *planner) spreadRedundant() {
 	index := func() {
 		where, byKey = map[*unit]*gpuPlan{}, map[groupKey][]*unit{}
 		for _, g := range p.gpus {
-			for _, u := range g.units() {
+			for u := range g.eachUnit {
 				where[u] = g
 				byKey[u.key] = append(byKey[u.key], u)
 			}
 		}
 	}
-	index()
 	for _, tn := range p.tenants {
 		if !tn.t.Redundancy || tn.choice == nil || tn.choice.replicas < 2 {
 			continue
 		}
 		home, from, placed := p.soleGPU(tn)
-		if home == nil || moveOne(tn, from, home, byKey[from.key], where) {
+		if home == nil {
+			continue
+		}
+		if where == nil { // indexed when first needed: most pools have no replicas to spread
+			index()
+		}
+		if moveOne(tn, from, home, byKey[from.key], where) {
 			continue
 		}
 		if p.spreadTo(tn, from, home) {
-			index()
+			where, byKey = nil, nil // units moved: indexed again when next needed
 			continue
 		}
 		r := v1.NewReason(v1.ReasonRedundancy,
@@ -49,7 +54,7 @@ func (p *planner) spreadRedundant() {
 // (or none).
 func (p *planner) soleGPU(tn *tenant) (home *gpuPlan, from *unit, placed int) {
 	for _, g := range p.gpus {
-		for _, u := range g.units() {
+		for u := range g.eachUnit {
 			if !holds(u, tn) {
 				continue
 			}

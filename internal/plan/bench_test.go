@@ -26,6 +26,7 @@ func benchPlanDRA(b *testing.B, n, gpus int) {
 }
 
 func benchPlanOn(b *testing.B, pool *v1.Pool) {
+	b.ReportAllocs()
 	var pl *v1.Plan
 	for b.Loop() {
 		var err error

@@ -79,7 +79,9 @@ type cand struct {
 
 // evalResult is the memory fit and the performance of one replica on a slice.
 type evalResult struct {
-	fit      llm.Fit
+	// fit is the memory fit, shared with the fit cache and every evaluation of the same model,
+	// options and slice (read only: a change is made on a copy); noFit when none was made.
+	fit      *llm.Fit
 	smPct    int   // MPS active-thread percentage, 0 when not MPS
 	capBytes int64 // memory cap of a shared replica, 0 when not shared
 	// q is the replica's queueing model (nil for a measured profile); oneRate is one replica's
@@ -715,7 +717,7 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 	b := c.board
 	ps := perf.Slice{Board: b, Profile: c.profile, Replicas: c.share}
 	sl := llm.ReplicaSlice(b, c.profile, 0, 1) // the whole GPU or MIG instance, as the simulator sizes it
-	r := &evalResult{}
+	r := &evalResult{fit: &noFit}
 	switch c.kind {
 	case v1.SliceMPS, v1.SliceMIGMPS:
 		ps.Mode, r.smPct = perf.MPS, 100/c.share
@@ -747,15 +749,17 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 	// + 64 tokens on an H200 MPS 1/8 share: the fit's cache held it, perf's 14,448 tokens do not,
 	// and the simulator refuses the plan).
 	if own, need := e.KVCapacityTokens(), int64(tn.work.InputTokens+tn.work.OutputTokens); own < need {
-		r.fit.Fits = false
-		r.fit.Reasons = []string{fmt.Sprintf("the engine's KV cache on %s holds %d tokens, less than one request of %d", c.label(), max(own, 0), need)}
+		short := *fit
+		short.Fits = false
+		short.Reasons = []string{fmt.Sprintf("the engine's KV cache on %s holds %d tokens, less than one request of %d", c.label(), max(own, 0), need)}
+		r.fit = &short
 		return r
 	}
-	e = e.WithKVCapacity(fit.MaxTokens)
 	// max-num-seqs (concurrency, or the device default) or what the KV cache runs; one model
-	// (and its step-time memo) serves every SLO of the same engine and request shape
+	// (and its step-time memo) serves every SLO of the same engine and request shape, so the
+	// engine with the fit's KV capacity is derived only for a new model
 	r.q = p.cache.qmodel(tn, c, func() *qmodel {
-		return newQModel(e, tn.work, sizingLoad(c)).withLengths(lengthLaw(tn.t.Traffic), tn.t.MaxContext)
+		return newQModel(e.WithKVCapacity(fit.MaxTokens), tn.work, sizingLoad(c)).withLengths(lengthLaw(tn.t.Traffic), tn.t.MaxContext)
 	})
 	r.slo, r.out = tn.slo, tn.work.OutputTokens
 	return r
@@ -820,7 +824,7 @@ type evalCache struct {
 	qs map[evalKey]*qmodel
 	// fits are the memory fits by model, serving options and slice: the request shape and the
 	// SLO do not change them.
-	fits map[fitKey]fitResult
+	fits map[fitKey]*fitResult
 	// places are perf's engines by model, quantization, perf options and slice: the request
 	// shape and the SLO do not change them either.
 	places map[placeKey]placeResult
@@ -860,16 +864,21 @@ type fitResult struct {
 	err error
 }
 
+// noFit is the memory fit of an evaluation that made none (an error before it): it fits nothing.
+var noFit llm.Fit
+
 // fit memoises llm.FitSlice of tn's model and options on sl (callers read the Fit, never change it).
-func (c *evalCache) fit(tn *tenant, sl llm.Slice) (llm.Fit, error) {
+// The fit returned is the cache's own: callers read it and copy it to change it.
+func (c *evalCache) fit(tn *tenant, sl llm.Slice) (*llm.Fit, error) {
 	c.shape(tn)
 	k := fitKey{tn.fitID, sl}
 	if r, ok := c.fits[k]; ok {
-		return r.fit, r.err
+		return &r.fit, r.err
 	}
 	f, err := llm.FitSlice(tn.model, tn.llmOpt, sl)
-	c.fits[k] = fitResult{f, err}
-	return f, err
+	r := &fitResult{f, err}
+	c.fits[k] = r
+	return &r.fit, err
 }
 
 type placeKey struct {
@@ -917,7 +926,7 @@ type evalKey struct {
 }
 
 func newEvalCache() *evalCache {
-	return &evalCache{m: map[evalKey]*evalResult{}, sizes: map[sizeKey]sizing{}, qs: map[evalKey]*qmodel{}, fits: map[fitKey]fitResult{}, places: map[placeKey]placeResult{}, shapes: map[shapeKey]int{}, finest: map[finestKey]int{},
+	return &evalCache{m: map[evalKey]*evalResult{}, sizes: map[sizeKey]sizing{}, qs: map[evalKey]*qmodel{}, fits: map[fitKey]*fitResult{}, places: map[placeKey]placeResult{}, shapes: map[shapeKey]int{}, finest: map[finestKey]int{},
 		fitModels: map[fitModel]int{}, placeModels: map[placeModel]int{}}
 }
 

@@ -69,7 +69,8 @@
 // whole GPU and max(memory slices / board's, compute slices / board's) for a MIG instance.
 // Evaluations are cached by model, options, request shape, SLO and slice, and the sizing by
 // those and the rate; the memory fits and perf's engines, which the request shape does not
-// change, by model, options and slice alone. Each candidate also keeps the replicas any plan needs on its slice kind,
+// change, by model, options and slice alone (an evaluation points at its cached memory fit
+// rather than holding a copy). Each candidate also keeps the replicas any plan needs on its slice kind,
 // which the lower bound uses instead of the planner's counts: the replicas that merely keep up
 // with the load (no SLO), or, for Poisson traffic on a replica that cannot preempt, the TTFT
 // floor when higher — the fewest replicas whose max-num-seqs places can start 99 % of the

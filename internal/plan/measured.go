@@ -60,7 +60,7 @@ func (p *planner) measureProfile(tn *tenant, c *cand) *evalResult {
 	if c.profile != nil {
 		dev, kind, slName = c.profile.MemoryMiB*llm.MiB, llm.SliceMIG, c.profile.Name
 	}
-	r := &evalResult{fit: llm.Fit{Slice: llm.Slice{Board: b.Name, Kind: kind, Name: slName, MemoryBytes: dev, GPUBytes: dev}}}
+	r := &evalResult{fit: &llm.Fit{Slice: llm.Slice{Board: b.Name, Kind: kind, Name: slName, MemoryBytes: dev, GPUBytes: dev}}}
 	if c.kind == v1.SliceMPS || c.kind == v1.SliceMIGMPS {
 		r.smPct = 100 / c.share
 		r.capBytes = dev / int64(c.share) / llm.MiB * llm.MiB

@@ -38,6 +38,20 @@ type placedInst struct {
 	u  *unit
 }
 
+// eachUnit yields g's units in units()'s order without building the slice, for loops that
+// only read them (soleGPU runs over every GPU once per redundant tenant).
+func (g *gpuPlan) eachUnit(yield func(*unit) bool) {
+	if g.whole != nil {
+		yield(g.whole)
+		return
+	}
+	for _, pi := range g.insts {
+		if pi.u != nil && !yield(pi.u) {
+			return
+		}
+	}
+}
+
 func (g *gpuPlan) units() []*unit {
 	if g.whole != nil {
 		return []*unit{g.whole}

@@ -148,6 +148,9 @@ func (q *qmodel) stepAt(d int, chunks int) float64 {
 // stepDense is stepAt through the dense table: its row and page are allocated on first use.
 func (q *qmodel) stepDense(d, chunks int) float64 {
 	if chunks >= len(q.dense) {
+		if q.dense == nil { // room for the chunk counts of a few prompts at once, grown rarely
+			q.dense = make([][]*densePage, 0, min(max(chunks+1, 8), denseChunks))
+		}
 		q.dense = append(q.dense, make([][]*densePage, chunks+1-len(q.dense))...)
 	}
 	row := q.dense[chunks]

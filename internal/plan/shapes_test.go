@@ -43,6 +43,18 @@ func distinctShapesOn(tb testing.TB, n, gpus int) *v1.Pool {
 // BenchmarkPlanDistinctShapes plans 200 tenants of distinct request shapes (distinctShapesPool).
 func BenchmarkPlanDistinctShapes(b *testing.B) { benchPlanOn(b, distinctShapesPool(b, 200)) }
 
+// BenchmarkPlanDistinctRedundant is BenchmarkPlanDistinctShapes with every tenth tenant asking
+// for redundancy, so that the plan's assembly looks for tenants whose replicas share one GPU
+// (spreadRedundant) on every GPU of the pool, as the 1,000-tenant fixed-length pool of distinct
+// shapes does for its 75 redundant tenants.
+func BenchmarkPlanDistinctRedundant(b *testing.B) {
+	pool := distinctShapesPool(b, 200)
+	for i := range pool.Tenants {
+		pool.Tenants[i].Redundancy = i%10 == 0
+	}
+	benchPlanOn(b, pool)
+}
+
 // BenchmarkPlanShortDistinct plans 400 tenants of distinct request shapes on 64 GPUs, a fleet far
 // too small for them: most tenants are short, and the rescue of short tenants (other candidates
 // on the idle GPUs, the open slots of their sharing groups) is a large part of the time.
@@ -313,7 +325,7 @@ tenants:
 		if err != nil {
 			t.Fatal(err)
 		}
-		return f
+		return *f
 	}
 	for _, tn := range []*tenant{a, b, c, d} {
 		want, err := llm.FitSlice(tn.model, tn.llmOpt, sl)

@@ -38,7 +38,7 @@ func (p *planner) maxNodeGPUs(b *gpu.Board) int {
 // batch limits and --tensor-parallel-size.
 func (p *planner) measureTP(tn *tenant, c *cand) *evalResult {
 	b := c.board
-	r := &evalResult{}
+	r := &evalResult{fit: &noFit}
 	dev := llm.VisibleBytes(b.MemoryMiB)
 	one, err := p.cache.fit(tn, llm.Slice{Board: b.Name, Kind: llm.SliceGPU, Name: "gpu",
 		MemoryBytes: dev, GPUBytes: dev, SMs: b.SMs})
@@ -56,7 +56,7 @@ func (p *planner) measureTP(tn *tenant, c *cand) *evalResult {
 	args.GPUMemoryUtilization = p.popts.GPUMemoryUtilization
 	args.MaxNumSeqs, args.MaxNumBatchedTokens = e.MaxSeqs(), e.MaxBatchedTokens()
 	args.EnforceEager = tn.llmOpt.EnforceEager
-	r.fit = llm.Fit{Slice: llm.Slice{Board: b.Name, Kind: llm.SliceGPU, Name: "tp" + strconv.Itoa(c.tp),
+	r.fit = &llm.Fit{Slice: llm.Slice{Board: b.Name, Kind: llm.SliceGPU, Name: "tp" + strconv.Itoa(c.tp),
 		MemoryBytes: dev * int64(c.tp), GPUBytes: dev, SMs: b.SMs * c.tp}, MaxTokens: kv, Args: args,
 		Memory: one.Memory} // what the model needs (weights, KV cache at its context, workspace), as on one GPU
 	if need := int64(max(args.MaxModelLen, tn.work.InputTokens+tn.work.OutputTokens)); kv < need {
