@@ -176,8 +176,9 @@ func byBoardAndEnergy(units []*unit) (order []unitBucket, by map[unitBucket][]*u
 // becomes the tenant's choice, its old replicas are taken off their GPUs (a GPU left empty is idle
 // again) and moved says why; when none does, unmoved says, per board with idle GPUs, why not.
 // Last, a tenant still short whose part placement holds GPUs of its own tries its candidates on
-// those GPUs and the idle ones together (rescueOnOwn), also when no pool GPU is idle. It returns
-// the units still without a GPU.
+// those GPUs and the idle ones together (rescueOnOwn), also when no pool GPU is idle. When pool
+// GPUs are idle, a tenant still short may have served tenants moved off its choice's board onto
+// them to make room (moveServed). It returns the units still without a GPU.
 func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 	if len(unplaced) == 0 {
 		return nil, nil
@@ -211,6 +212,10 @@ func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 			}
 		}
 	}
+	shortSet := map[*tenant]bool{}
+	for _, tn := range short {
+		shortSet[tn] = true
+	}
 	done := map[*tenant]bool{}
 	for i, tn := range short {
 		if p.stopped() {
@@ -241,6 +246,11 @@ func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 			}
 			if !moved && !p.noOwnRescue {
 				if moved, err = p.rescueOnOwn(tn, free, pc); err != nil {
+					return nil, err
+				}
+			}
+			if !moved && !ownOnly && !p.noMoveServed {
+				if moved, err = p.moveServed(tn, shortSet, free, pc); err != nil {
 					return nil, err
 				}
 			}
