@@ -152,7 +152,10 @@
 // common share where that takes fewer units than each on its own cheapest (rescueGroup); after
 // it, a tenant still short that holds pool GPUs alone tries its candidates, its choice among
 // them, on those GPUs and the idle ones together (rescueOnOwn, ADR 0070), its replicas put back
-// when none places them all. When
+// when none places them all. Last, while pool GPUs stay idle, a tenant still short has the
+// served tenants of its choice's board moved to make room (moveServed, ADR 0072): those with a
+// candidate on another board's idle GPUs go there, and it and those that stayed are packed
+// together on the board, kept only when every one of their replicas is placed. When
 // the plan leaves tenants short while using shares finer than 1/8, the whole optimisation runs
 // again on the coarse ladders and the better plan is kept (ADR 0056). A tenant still short has
 // its NoCapacity reason say, per board with idle pool

@@ -190,8 +190,9 @@ func byBoardAndEnergy(units []*unit) (order []unitBucket, by map[unitBucket][]*u
 // becomes the tenant's choice, its old replicas are taken off their GPUs (a GPU left empty is idle
 // again) and moved says why; when none does, unmoved says, per board with idle GPUs, why not.
 // Last, a tenant still short whose part placement holds GPUs of its own tries its candidates on
-// those GPUs and the idle ones together (rescueOnOwn), also when no pool GPU is idle. It returns
-// the units still without a GPU.
+// those GPUs and the idle ones together (rescueOnOwn), also when no pool GPU is idle. When pool
+// GPUs are still idle after that, a tenant still short may have served tenants moved off its
+// choice's board onto them to make room (moveServed). It returns the units still without a GPU.
 func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 	if len(unplaced) == 0 {
 		return nil, nil
@@ -277,7 +278,49 @@ func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 		}
 		left = kept
 	}
+	if ownOnly || p.noMoveServed {
+		return left, nil
+	}
+	// Last, once every short tenant has had the idle GPUs as they are, those still short may
+	// have served tenants moved onto them (moveServed), one at a time in the order above: a move
+	// made earlier would take idle GPUs a later tenant's own rescue could have used.
+	still := map[*tenant]bool{}
+	for _, u := range left {
+		for _, r := range u.reps {
+			still[r.tn] = true
+		}
+	}
+	for _, tn := range short {
+		if p.stopped() || done[tn] || countIdle(free) == 0 {
+			break
+		}
+		moved, err := p.moveServed(tn, still, free, pc)
+		if err != nil {
+			return nil, err
+		}
+		if !moved {
+			continue
+		}
+		done[tn], still[tn] = true, false
+		kept := left[:0]
+		for _, u := range left {
+			u.reps = slices.DeleteFunc(u.reps, func(r replica) bool { return done[r.tn] })
+			if len(u.reps) > 0 {
+				kept = append(kept, u)
+			}
+		}
+		left = kept
+	}
 	return left, nil
+}
+
+// countIdle is the idle pool GPUs of free, all boards together.
+func countIdle(free map[string][]*gpuPlan) int {
+	n := 0
+	for _, gs := range free {
+		n += countFree(gs)
+	}
+	return n
 }
 
 // rescueGroup rescues tn together with short tenants of its sharing group that come after it

@@ -709,6 +709,9 @@ type planner struct {
 	// noOwnRescue keeps the rescue to idle pool GPUs (tests compare with and without
 	// rescueOnOwn).
 	noOwnRescue bool
+	// noMoveServed keeps the rescue from moving served tenants (tests compare with and without
+	// moveServed).
+	noMoveServed bool
 	// noCompact skips the compaction after packing (tests compare with and without it).
 	noCompact bool
 	// perClaim is set when the pool takes the DRA path (policy.kubernetesDeviceAPI: dra): each

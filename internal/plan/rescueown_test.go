@@ -170,15 +170,14 @@ func TestFixedStepUpReasonTrue(t *testing.T) {
 	}
 }
 
-// Review 12's M1, still open for m1-mixed-boards (device plugin, nine GPUs): chat-bursty is
-// left with none of its three 3g.40gb replicas placed while four GPUs are idle. The rescue on a
-// tenant's own GPUs has nothing to free there, and the reason says so beside what the idle GPUs
-// lack; every count it quotes is the plan's. (A plan that serves every tenant exists, but it
-// moves two tenants that are served, capped and one-at-a-time, off the H100s: docs/planner.md,
-// "Large MIG instances".)
+// Review 12's M1 on m1-mixed-boards (device plugin, nine GPUs) without moving served tenants:
+// chat-bursty is left with none of its three 3g.40gb replicas placed while four GPUs are idle.
+// The rescue on a tenant's own GPUs has nothing to free there, and the reason says so beside
+// what the idle GPUs lack; every count it quotes is the plan's. (Moving capped and
+// one-at-a-time off the H100s seats it, ADR 0072: TestRescueMovesServedTenants.)
 func TestRescueM1ReasonTrue(t *testing.T) {
 	pool := loadPool(t, "../../testdata/review12/m1-mixed-boards.yaml")
-	_, pl := planWith(t, pool, func(*planner) {})
+	_, pl := planWith(t, pool, func(p *planner) { p.noMoveServed = true })
 	idle := map[string]int{}
 	for _, g := range pl.GPUs {
 		if g.Role == v1.RoleIdle {
