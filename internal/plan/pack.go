@@ -291,8 +291,11 @@ func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 		}
 	}
 	for _, tn := range short {
-		if p.stopped() || done[tn] || countIdle(free) == 0 {
+		if p.stopped() || countIdle(free) == 0 {
 			break
+		}
+		if done[tn] { // served by its own rescue above
+			continue
 		}
 		moved, err := p.moveServed(tn, still, free, pc)
 		if err != nil {
