@@ -358,12 +358,12 @@ type confirmUndo struct {
 	infeas   [][]v1.Reason
 	counts   map[*cand]int
 	// the packing's rescue (rescueShort): its reasons and the units it found left
-	moved, unmoved, unmovedOwn map[*tenant]string
-	unplaced                   []*unit
+	moved, unmoved, unmovedOwn, unmovedServed map[*tenant]string
+	unplaced                                  []*unit
 }
 
 func (p *planner) snapshot() confirmUndo {
-	u := confirmUndo{forbid: p.forbid, nodeRule: p.nodeRule, nodeMPS: p.nodeMPS, gpus: p.gpus, counts: map[*cand]int{}, moved: p.moved, unmoved: p.unmoved, unmovedOwn: p.unmovedOwn, unplaced: p.unplaced}
+	u := confirmUndo{forbid: p.forbid, nodeRule: p.nodeRule, nodeMPS: p.nodeMPS, gpus: p.gpus, counts: map[*cand]int{}, moved: p.moved, unmoved: p.unmoved, unmovedOwn: p.unmovedOwn, unmovedServed: p.unmovedServed, unplaced: p.unplaced}
 	for _, tn := range p.tenants {
 		u.choice, u.infeas = append(u.choice, tn.choice), append(u.infeas, tn.infeas)
 		for _, c := range tn.feasible {
@@ -379,7 +379,7 @@ func (p *planner) snapshot() confirmUndo {
 func (u confirmUndo) restore(p *planner) {
 	p.forbid, p.gpus = u.forbid, u.gpus
 	p.nodeRule, p.nodeMPS = u.nodeRule, u.nodeMPS
-	p.moved, p.unmoved, p.unmovedOwn, p.unplaced = u.moved, u.unmoved, u.unmovedOwn, u.unplaced
+	p.moved, p.unmoved, p.unmovedOwn, p.unmovedServed, p.unplaced = u.moved, u.unmoved, u.unmovedOwn, u.unmovedServed, u.unplaced
 	for i, tn := range p.tenants {
 		tn.choice, tn.infeas = u.choice[i], u.infeas[i]
 	}

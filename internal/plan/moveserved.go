@@ -15,15 +15,22 @@ import (
 // moveServed is the rescue's last try for a short tenant tn while pool GPUs are idle: its choice's
 // board B is full of tenants served in full, and the idle GPUs are on other boards where tn's
 // candidates do not fit but where some of those tenants' candidates do. Every served tenant with
-// a replica on B's pool GPUs is taken off them; those whose other candidates place every replica
-// on the idle GPUs of other boards go there, the largest first (its cheapest such candidate's
-// GPU-equivalents), each with its candidates in rescue order; then tn's choice and the tenants
-// that stayed (their choices as they were) are packed together on B's GPUs with the packer's
-// rules, node rules included, tn's units first. The result is kept only when every replica of
-// tn and of each tenant taken off is placed: the plan then serves one tenant more in full and
-// none less, moved says for each tenant moved where to and why, and for tn how it was served.
-// Otherwise every GPU and choice goes back exactly as it was and it reports false. free is
-// brought up to date with the GPUs left idle.
+// a replica on B's pool GPUs is taken off them. Those whose candidates place every replica on the
+// idle GPUs of other boards (their away candidate: the first such in rescue order, which is
+// cheapest first but for MPS candidates a node would have to switch to, and fixed fallbacks) are
+// moved one at a time, the one that frees the most room on B first (its choice's
+// GPU-equivalents there), of equal room the one whose away candidate adds the fewest
+// GPU-equivalents, then pool order. Cheapest elsewhere first would move small tenants that free
+// little on B onto whole idle GPUs, and those GPUs are the ones a larger tenant needs to leave B
+// (cmd/gpupool/testdata/review/random/rnd-211.yaml: no plan at all). Each tries its candidates in rescue order on the idle GPUs of other boards
+// and takes the first that fits; after each move tn's choice, its units first, and the tenants
+// not moved (their choices as they were) are packed together on B's GPUs with the packer's
+// rules, node rules included, and the first set of moves that seats every replica of tn ends
+// the step. The plan then serves one tenant more in full and none less, with no more tenants
+// moved than that order needed; moved says for each tenant moved where to and why, and for tn
+// how it was served. Otherwise every GPU and choice goes back exactly as it was, unmovedServed
+// says for tn what was tried, and it reports false. free is brought up to date with the GPUs
+// left idle.
 func (p *planner) moveServed(tn *tenant, short map[*tenant]bool, free map[string][]*gpuPlan, pc *patternCache) (bool, error) {
 	c0 := tn.choice
 	if c0 == nil || p.stopped() {
@@ -58,7 +65,7 @@ func (p *planner) moveServed(tn *tenant, short map[*tenant]bool, free map[string
 		return false, nil
 	}
 	// nothing moves unless some served tenant has a candidate on a board with idle GPUs
-	away := map[*tenant]*cand{} // each served tenant's cheapest candidate off B with idle GPUs
+	away := map[*tenant]*cand{} // each served tenant's first candidate in rescue order off B with idle GPUs
 	for _, o := range served {
 		for _, c := range p.rescueOrder(o, free) {
 			if c.board.Name != b && countFree(free[c.board.Name]) > 0 {
@@ -68,6 +75,7 @@ func (p *planner) moveServed(tn *tenant, short map[*tenant]bool, free map[string
 		}
 	}
 	if len(away) == 0 {
+		p.unmovedServed[tn] = fmt.Sprintf("none of the %d tenant(s) served in full on %s's pool GPUs has a candidate on another board with idle pool GPUs, so none was moved to make room", len(served), b)
 		return false, nil
 	}
 	held := p.holdAll()
@@ -93,23 +101,20 @@ func (p *planner) moveServed(tn *tenant, short map[*tenant]bool, free map[string
 		p.dropReplicas(o, nil)
 	}
 	trial := p.freeGPUs()
-	// the tenants with a candidate off B, the largest first, try the idle GPUs of other boards
-	order := slices.Clone(served)
+	// the most room freed on B first; of equal room, the fewest GPU-equivalents added elsewhere
+	var order []*tenant
+	for _, o := range served {
+		if away[o] != nil {
+			order = append(order, o)
+		}
+	}
 	slices.SortStableFunc(order, func(x, y *tenant) int {
-		cx, cy := 0.0, 0.0
-		if c := away[x]; c != nil {
-			cx = c.cost
-		}
-		if c := away[y]; c != nil {
-			cy = c.cost
-		}
-		return cmp.Compare(cy, cx)
+		return cmp.Or(cmp.Compare(choices[y].cost, choices[x].cost), cmp.Compare(away[x].cost, away[y].cost))
 	})
 	moved := map[*tenant]*cand{}
+	var stuck []string // the tenants with an away candidate none of whose candidates fit
+	fits := false
 	for _, o := range order {
-		if away[o] == nil {
-			continue
-		}
 		for _, c := range p.rescueOrder(o, trial) {
 			ob := c.board.Name
 			if ob == b || countFree(trial[ob]) == 0 {
@@ -141,29 +146,48 @@ func (p *planner) moveServed(tn *tenant, short map[*tenant]bool, free map[string
 			}
 			p.undoTrial(was, units, trial, ob)
 		}
+		if moved[o] == nil {
+			stuck = append(stuck, o.t.Name)
+			continue
+		}
+		// tn first, then the tenants not moved, on B's GPUs
+		units := soloUnits(tn, c0)
+		for _, s := range served {
+			if moved[s] == nil {
+				units = append(units, soloUnits(s, s.choice)...)
+			}
+		}
+		newUnits = append(newUnits, units...)
+		was := slices.Clone(trial[b])
+		left, err := p.packBucket(units, trial, pc)
+		if err != nil {
+			undo()
+			return false, err
+		}
+		if len(left) == 0 {
+			fits = true
+			break
+		}
+		p.undoTrial(was, units, trial, b)
 	}
-	if len(moved) == 0 {
+	if !fits {
 		undo()
+		var tried []string
+		if n := len(moved); n > 0 {
+			tried = append(tried, fmt.Sprintf("with %d of them moved onto idle GPUs of other boards, its %s on %s still found no room for all %d replicas", n, c0.label(), b, c0.replicas))
+		}
+		if len(stuck) > 0 {
+			tried = append(tried, fmt.Sprintf("%s found no room on the idle GPUs of other boards", strings.Join(stuck, ", ")))
+		}
+		p.unmovedServed[tn] = fmt.Sprintf("moving the %d tenant(s) served in full on %s's pool GPUs with a candidate on another board with idle pool GPUs, one at a time, did not make room: %s (all moves undone)",
+			len(order), b, strings.Join(tried, "; "))
 		return false, nil
 	}
-	// tn first, then the tenants that stayed, on B's GPUs
-	units := soloUnits(tn, c0)
 	var stayed []*tenant
 	for _, o := range served {
 		if moved[o] == nil {
 			stayed = append(stayed, o)
-			units = append(units, soloUnits(o, o.choice)...)
 		}
-	}
-	newUnits = append(newUnits, units...)
-	left, err := p.packBucket(units, trial, pc)
-	if err != nil {
-		undo()
-		return false, err
-	}
-	if len(left) > 0 {
-		undo()
-		return false, nil
 	}
 	tn.choice = c0
 	var names []string

@@ -2,8 +2,12 @@ package plan
 
 import (
 	"context"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 )
 
 // Review 12's m1 with docs-qa's traffic Poisson (testdata/review12/m1p-mixed-boards-poisson.yaml):
@@ -68,5 +72,87 @@ func TestRescueMovesServedTenants(t *testing.T) {
 		if tp.Infeasible {
 			t.Errorf("Build: %s infeasible", tp.Name)
 		}
+	}
+}
+
+// rnd-211 (cmd/gpupool/testdata/review/random): t5-qwen2-5-72b needs eleven exclusive B200s of
+// the twelve in the pool, where t0, t1, t6, t7, t8 and t9 are served on 1g.23gb and 1g.45gb
+// instances; the A100 80GB, A100 40GB and A30 boards have idle GPUs. The twelfth B200 holds
+// seven 1g.23gb or four 1g.45gb, so t1 (twelve 1g.23gb), t7 and t6 (five and three 1g.45gb) must
+// leave, while t0, t8 and t9 (one 1g.23gb each) fit beside t5. Moving served tenants one at a
+// time, the most room on B200 first, stops there: t0 stays on B200 instead of taking two A30s,
+// and the plan uses fewer GPUs than with every movable tenant moved (36).
+func TestMoveServedMovesOnlyWhatIsNeeded(t *testing.T) {
+	pool := loadPool(t, "../../cmd/gpupool/testdata/review/random/rnd-211.yaml")
+	count := func(p *planner) (served int, short bool) {
+		for _, tn := range p.tenants {
+			if servedInFull(tn) {
+				served++
+			} else if tn.t.Name == "t5-qwen2-5-72b" {
+				short = true
+			}
+		}
+		return served, short
+	}
+	off, plOff := planWith(t, pool, func(p *planner) { p.noMoveServed = true })
+	on, plOn := planWith(t, pool, func(*planner) {})
+	nOff, shortOff := count(off)
+	nOn, shortOn := count(on)
+	if !shortOff || shortOn || nOn != nOff+1 {
+		t.Fatalf("served in full: %d without the step (t5 short %v), %d with it (t5 short %v); want t5 served with it, one more", nOff, shortOff, nOn, shortOn)
+	}
+	var movedOff []string
+	for _, tn := range on.tenants {
+		was := off.tenants[slices.IndexFunc(off.tenants, func(o *tenant) bool { return o.t.Name == tn.t.Name })]
+		if was.choice == nil || tn.choice == nil || !servedInFull(was) {
+			continue
+		}
+		if was.choice.board.Name == "B200-180GB" && tn.choice.board.Name != "B200-180GB" {
+			movedOff = append(movedOff, tn.t.Name)
+			if !strings.Contains(on.moved[tn], "so that t5-qwen2-5-72b") {
+				t.Errorf("%s moved without saying why: %q", tn.t.Name, on.moved[tn])
+			}
+		}
+	}
+	slices.Sort(movedOff)
+	if want := []string{"t1-llama-2-7b", "t6-qwen2-5-14b", "t7-mixtral-8x7b"}; !slices.Equal(movedOff, want) {
+		t.Errorf("moved off B200-180GB: %v; want %v, the tenants whose instances do not fit beside t5's eleven GPUs", movedOff, want)
+	}
+	if used := plOn.Summary.GPUsUsed; used >= 36 || used <= plOff.Summary.GPUsUsed {
+		t.Errorf("GPUs used: %d with the step, %d without; want fewer than 36 (every movable tenant moved) and more than without", used, plOff.Summary.GPUsUsed)
+	}
+}
+
+// rnd-301 (cmd/gpupool/testdata/review/random): t5-qwen2-5-72b is short on H200 and the two
+// served tenants there with a candidate on idle GPUs of another board move, but the H200s still
+// do not hold its 23 replicas. The step undoes every move (the plan is the one without the
+// step) and the short tenant's NoCapacity reason says what was tried.
+func TestMoveServedSaysWhatWasTried(t *testing.T) {
+	pool := loadPool(t, "../../cmd/gpupool/testdata/review/random/rnd-301.yaml")
+	_, plOff := planWith(t, pool, func(p *planner) { p.noMoveServed = true })
+	_, plOn := planWith(t, pool, func(*planner) {})
+	why := func(pl *v1.Plan) string {
+		for _, tp := range pl.Tenants {
+			if tp.Name != "t5-qwen2-5-72b" {
+				continue
+			}
+			for _, r := range tp.Reasons {
+				if r.Code == v1.ReasonNoCapacity {
+					return r.Message
+				}
+			}
+		}
+		return ""
+	}
+	on, off := why(plOn), why(plOff)
+	if off == "" || !strings.HasPrefix(on, off) {
+		t.Fatalf("t5's NoCapacity reason without the step %q is not the start of the one with it %q", off, on)
+	}
+	if add := strings.TrimPrefix(on, off); !strings.Contains(add, "H200-141GB's pool GPUs") || !strings.Contains(add, "did not make room") || !strings.Contains(add, "all moves undone") {
+		t.Errorf("t5's reason does not say what the move of served tenants tried: %q", add)
+	}
+	// all or nothing: the GPUs are as without the step
+	if !reflect.DeepEqual(plOn.GPUs, plOff.GPUs) || plOn.Summary.GPUsUsed != plOff.Summary.GPUsUsed {
+		t.Errorf("the failed step changed the plan: %d GPUs used, %d without it", plOn.Summary.GPUsUsed, plOff.Summary.GPUsUsed)
 	}
 }

@@ -288,7 +288,7 @@ func (p *planner) rescueShort(unplaced []*unit) error {
 		return nil
 	}
 	p.nodeUse, p.blocked = map[string]map[string]migUse{}, map[*unit]blockage{}
-	p.moved, p.unmoved, p.unmovedOwn = map[*tenant]string{}, map[*tenant]string{}, map[*tenant]string{}
+	p.moved, p.unmoved, p.unmovedOwn, p.unmovedServed = map[*tenant]string{}, map[*tenant]string{}, map[*tenant]string{}, map[*tenant]string{}
 	nodes := map[string]bool{}
 	for _, g := range p.gpus {
 		nodes[g.fg.ref.Node] = true
@@ -326,6 +326,9 @@ func (p *planner) rescueShort(unplaced []*unit) error {
 			tn.infeas[i].Message += "; none of its candidates runs on the boards with idle pool GPUs (" + idle + ")"
 		}
 		if w := p.unmovedOwn[tn]; w != "" {
+			tn.infeas[i].Message += "; " + w
+		}
+		if w := p.unmovedServed[tn]; w != "" {
 			tn.infeas[i].Message += "; " + w
 		}
 	}
@@ -704,8 +707,10 @@ type planner struct {
 	packFirst map[groupKey]bool
 	// moved says, per tenant the packing's rescue moved to another candidate, why; unmoved, per
 	// tenant it could not, why not (rescue); unmovedOwn, per tenant that also found no room on
-	// the GPUs its own replicas held beside the idle ones, why not (rescueOnOwn).
-	moved, unmoved, unmovedOwn map[*tenant]string
+	// the GPUs its own replicas held beside the idle ones, why not (rescueOnOwn); unmovedServed,
+	// per tenant still short after served tenants were tried off its choice's board, what was
+	// tried (moveServed).
+	moved, unmoved, unmovedOwn, unmovedServed map[*tenant]string
 	// noOwnRescue keeps the rescue to idle pool GPUs (tests compare with and without
 	// rescueOnOwn).
 	noOwnRescue bool
