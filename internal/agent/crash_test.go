@@ -221,7 +221,7 @@ func TestCrashDuringUncordonBackoff(t *testing.T) {
 	if killed, out := runChild(t, bin, dir, sc, "UNCORDON_FAIL=1", "KILL_IN_BACKOFF="+strconv.Itoa(killIn)); !killed {
 		t.Fatalf("not killed during a backoff (no wait before a retry?): %s", out)
 	}
-	last := lastJournaled(t, dir)
+	last := readJournal(t, filepath.Join(dir, "gate.journal"))
 	failed := last.UncordonFailures
 	if last.Phase() != gate.PhaseUncordon || failed < killIn || failed >= gate.MaxUncordonAttempts || last.Pending == nil ||
 		last.Pending.Kind != gate.ActUncordon || last.Pending.NotBefore.IsZero() {
@@ -237,18 +237,4 @@ func TestCrashDuringUncordonBackoff(t *testing.T) {
 	}
 	_, out = runChild(t, bin, dir, sc, "RESET=1")
 	checkEnd(t, dir, sc, killIn, out)
-}
-
-func lastJournaled(t *testing.T, dir string) gate.State {
-	t.Helper()
-	f, err := os.Open(filepath.Join(dir, "gate.journal"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rep, _, err := ReadJournal(f)
-	if err != nil || rep.Last == nil {
-		t.Fatalf("journal: %v", err)
-	}
-	return *rep.Last
 }

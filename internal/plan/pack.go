@@ -269,14 +269,7 @@ func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 		if len(rescued) == 0 {
 			continue
 		}
-		kept := left[:0]
-		for _, u := range left {
-			u.reps = slices.DeleteFunc(u.reps, func(r replica) bool { return done[r.tn] })
-			if len(u.reps) > 0 {
-				kept = append(kept, u)
-			}
-		}
-		left = kept
+		left = dropDone(left, done)
 	}
 	if ownOnly || p.noMoveServed {
 		return left, nil
@@ -305,14 +298,7 @@ func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 			continue
 		}
 		done[tn], still[tn] = true, false
-		kept := left[:0]
-		for _, u := range left {
-			u.reps = slices.DeleteFunc(u.reps, func(r replica) bool { return done[r.tn] })
-			if len(u.reps) > 0 {
-				kept = append(kept, u)
-			}
-		}
-		left = kept
+		left = dropDone(left, done)
 	}
 	return left, nil
 }
@@ -996,4 +982,17 @@ func sum(xs []int) int {
 		s += x
 	}
 	return s
+}
+
+// dropDone takes the replicas of the tenants in done off the units left, and the units left
+// empty, in place.
+func dropDone(left []*unit, done map[*tenant]bool) []*unit {
+	kept := left[:0]
+	for _, u := range left {
+		u.reps = slices.DeleteFunc(u.reps, func(r replica) bool { return done[r.tn] })
+		if len(u.reps) > 0 {
+			kept = append(kept, u)
+		}
+	}
+	return kept
 }
