@@ -144,8 +144,11 @@ type controlLink struct {
 
 func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings, fake bool, model string, once bool, cp controlLink) error {
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// Every start-up failure below is the operator's to fix (a path, a permission, the driver, a
+	// port, a certificate): each exits 1 saying what to do, never 3, which says "a bug".
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
-		return fmt.Errorf("create state dir: %w", err)
+		return invalid(fmt.Errorf("create state dir %s: %w; check the config's stateDir (a directory, or a path where "+
+			"one can be made: no file in its place or above it) and that the agent's user may create and write it", cfg.StateDir, err))
 	}
 	unlock, err := agent.LockStateDir(cfg.StateDir)
 	if errors.Is(err, agent.ErrStateDirLocked) {
@@ -154,7 +157,9 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 			"in its config; to clear a failed change beside it, use --reset", err))
 	}
 	if err != nil {
-		return err
+		return invalid(fmt.Errorf("%w; the lock is the file %s: check that it is a regular file (or absent) and that "+
+			"the agent's user may create and write it in the state directory, or give the agent another stateDir",
+			err, filepath.Join(cfg.StateDir, agent.LockFileName)))
 	}
 	defer unlock()
 	var lib *nvml.Lib
@@ -177,7 +182,8 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	} else {
 		lib = nvml.NewReal(nvml.Options{Timeout: 10 * time.Second})
 		if err := lib.Init(); err != nil {
-			return fmt.Errorf("init nvml (use --fake without a GPU): %w", err)
+			return invalid(fmt.Errorf("init nvml: %w; run the agent on a GPU node where the NVIDIA driver is loaded "+
+				"(nvidia-smi works; in a container, one started with the NVIDIA runtime), or with --fake to run without a GPU", err))
 		}
 		defer func() { _ = lib.Close() }()
 	}
@@ -248,7 +254,8 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	}
 	srv, addr, err := serveAgent(cfg.Listen, a, log)
 	if err != nil {
-		return err
+		return invalid(fmt.Errorf("%w; give the agent a free address with --listen or the config's listen "+
+			"(another process may hold this port: another agent, or a node exporter)", err))
 	}
 	defer srv.Close()
 	// `gpupool agent --reset` beside this agent asks it through its reset socket (docs/adr/0066).
@@ -261,7 +268,7 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	if cp.server != "" {
 		tcfg, err := cp.tlsConfig()
 		if err != nil {
-			return err
+			return invalid(fmt.Errorf("%w; check the files given to --server-ca, --client-cert and --client-key", err))
 		}
 		link := &agent.Link{Agent: a, Heartbeat: cp.heartbeat, Every: min(set.Poll, 250*time.Millisecond),
 			CP: &agent.HTTPControlPlane{Server: strings.TrimRight(cp.server, "/"), Token: cp.token, Node: cfg.Node,
