@@ -6,8 +6,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -204,10 +206,11 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	if len(cfg.Smoke.Command) > 0 {
 		smoke = agent.CommandSmoker{Command: cfg.Smoke.Command, Timeout: set.SmokeTimeout, GroupFile: smokeGroup}
 	}
-	policy := gate.Policy{Cooldown: set.Cooldown, MaxChanges: cfg.Policy.MaxChanges, Window: set.Window}
+	policy := gate.Policy{Cooldown: set.Cooldown, MaxChanges: cfg.Policy.MaxChanges, Window: set.Window, Uncordon: set.Uncordon}
 	var noteTo atomic.Pointer[agent.Agent] // set once the agent exists
 	x, err := agent.NewExecutor(ctx, j, rep, gate.State{Policy: policy}, agent.Deps{
 		MIG: lib, Node: &agent.LocalNode{Path: filepath.Join(cfg.StateDir, "cordon.json")}, Smoke: smoke, Now: now, Log: log,
+		Rand:     jitterSource(cfg.Node),
 		OnAction: func(a gate.Action, at time.Time, err error) { printAction(e.stdout, a, at, err) },
 		OnNote: func(n gate.Note) {
 			fmt.Fprintf(e.stdout, "%s  %-20s %s\n", n.At.Format(time.TimeOnly), n.Code, n.Message)
@@ -295,6 +298,16 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 		case <-t.C:
 		}
 	}
+}
+
+// jitterSource is the executor's random source for the uncordon retries' jitter: a generator of
+// this process alone, seeded from the time, the process id and the node's name, so that the
+// nodes of a fleet whose uncordons fail together draw differently.
+func jitterSource(node string) func() float64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(node))
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), h.Sum64()^uint64(os.Getpid())))
+	return r.Float64
 }
 
 // tlsConfig is the agent's TLS client configuration for the control plane.
@@ -387,9 +400,10 @@ func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings
 			"(its owner and mode, the state directory, the disk), then run --reset again", jpath))
 	}
 	defer j.Close()
-	policy := gate.Policy{Cooldown: set.Cooldown, MaxChanges: cfg.Policy.MaxChanges, Window: set.Window}
+	policy := gate.Policy{Cooldown: set.Cooldown, MaxChanges: cfg.Policy.MaxChanges, Window: set.Window, Uncordon: set.Uncordon}
 	x, err := agent.NewExecutor(ctx, j, rep, gate.State{Policy: policy}, agent.Deps{MIG: lib,
 		Node:     node,
+		Rand:     jitterSource(cfg.Node),
 		OnAction: func(a gate.Action, at time.Time, err error) { printAction(e.stdout, a, at, err) },
 		OnNote: func(n gate.Note) {
 			fmt.Fprintf(e.stdout, "%s  %-20s %s\n", n.At.Format(time.TimeOnly), n.Code, n.Message)
