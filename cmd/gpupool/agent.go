@@ -6,8 +6,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -144,8 +146,11 @@ type controlLink struct {
 
 func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings, fake bool, model string, once bool, cp controlLink) error {
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// Every start-up failure below is the operator's to fix (a path, a permission, the driver, a
+	// port, a certificate): each exits 1 saying what to do, never 3, which says "a bug".
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
-		return fmt.Errorf("create state dir: %w", err)
+		return invalid(fmt.Errorf("create state dir %s: %w; check the config's stateDir (a directory, or a path where "+
+			"one can be made: no file in its place or above it) and that the agent's user may create and write it", cfg.StateDir, err))
 	}
 	unlock, err := agent.LockStateDir(cfg.StateDir)
 	if errors.Is(err, agent.ErrStateDirLocked) {
@@ -154,7 +159,9 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 			"in its config; to clear a failed change beside it, use --reset", err))
 	}
 	if err != nil {
-		return err
+		return invalid(fmt.Errorf("%w; the lock is the file %s: check that it is a regular file (or absent) and that "+
+			"the agent's user may create and write it in the state directory, or give the agent another stateDir",
+			err, filepath.Join(cfg.StateDir, agent.LockFileName)))
 	}
 	defer unlock()
 	var lib *nvml.Lib
@@ -177,7 +184,8 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	} else {
 		lib = nvml.NewReal(nvml.Options{Timeout: 10 * time.Second})
 		if err := lib.Init(); err != nil {
-			return fmt.Errorf("init nvml (use --fake without a GPU): %w", err)
+			return invalid(fmt.Errorf("init nvml: %w; run the agent on a GPU node where the NVIDIA driver is loaded "+
+				"(nvidia-smi works; in a container, one started with the NVIDIA runtime), or with --fake to run without a GPU", err))
 		}
 		defer func() { _ = lib.Close() }()
 	}
@@ -198,10 +206,11 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	if len(cfg.Smoke.Command) > 0 {
 		smoke = agent.CommandSmoker{Command: cfg.Smoke.Command, Timeout: set.SmokeTimeout, GroupFile: smokeGroup}
 	}
-	policy := gate.Policy{Cooldown: set.Cooldown, MaxChanges: cfg.Policy.MaxChanges, Window: set.Window}
+	policy := gate.Policy{Cooldown: set.Cooldown, MaxChanges: cfg.Policy.MaxChanges, Window: set.Window, Uncordon: set.Uncordon}
 	var noteTo atomic.Pointer[agent.Agent] // set once the agent exists
 	x, err := agent.NewExecutor(ctx, j, rep, gate.State{Policy: policy}, agent.Deps{
 		MIG: lib, Node: &agent.LocalNode{Path: filepath.Join(cfg.StateDir, "cordon.json")}, Smoke: smoke, Now: now, Log: log,
+		Rand:     jitterSource(cfg.Node),
 		OnAction: func(a gate.Action, at time.Time, err error) { printAction(e.stdout, a, at, err) },
 		OnNote: func(n gate.Note) {
 			fmt.Fprintf(e.stdout, "%s  %-20s %s\n", n.At.Format(time.TimeOnly), n.Code, n.Message)
@@ -248,7 +257,8 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	}
 	srv, addr, err := serveAgent(cfg.Listen, a, log)
 	if err != nil {
-		return err
+		return invalid(fmt.Errorf("%w; give the agent a free address with --listen or the config's listen "+
+			"(another process may hold this port: another agent, or a node exporter)", err))
 	}
 	defer srv.Close()
 	// `gpupool agent --reset` beside this agent asks it through its reset socket (docs/adr/0066).
@@ -261,7 +271,7 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 	if cp.server != "" {
 		tcfg, err := cp.tlsConfig()
 		if err != nil {
-			return err
+			return invalid(fmt.Errorf("%w; check the files given to --server-ca, --client-cert and --client-key", err))
 		}
 		link := &agent.Link{Agent: a, Heartbeat: cp.heartbeat, Every: min(set.Poll, 250*time.Millisecond),
 			CP: &agent.HTTPControlPlane{Server: strings.TrimRight(cp.server, "/"), Token: cp.token, Node: cfg.Node,
@@ -288,6 +298,16 @@ func runAgent(ctx context.Context, e *env, cfg agent.Config, set agent.Settings,
 		case <-t.C:
 		}
 	}
+}
+
+// jitterSource is the executor's random source for the uncordon retries' jitter: a generator of
+// this process alone, seeded from the time, the process id and the node's name, so that the
+// nodes of a fleet whose uncordons fail together draw differently.
+func jitterSource(node string) func() float64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(node))
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), h.Sum64()^uint64(os.Getpid())))
+	return r.Float64
 }
 
 // tlsConfig is the agent's TLS client configuration for the control plane.
@@ -380,9 +400,10 @@ func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings
 			"(its owner and mode, the state directory, the disk), then run --reset again", jpath))
 	}
 	defer j.Close()
-	policy := gate.Policy{Cooldown: set.Cooldown, MaxChanges: cfg.Policy.MaxChanges, Window: set.Window}
+	policy := gate.Policy{Cooldown: set.Cooldown, MaxChanges: cfg.Policy.MaxChanges, Window: set.Window, Uncordon: set.Uncordon}
 	x, err := agent.NewExecutor(ctx, j, rep, gate.State{Policy: policy}, agent.Deps{MIG: lib,
 		Node:     node,
+		Rand:     jitterSource(cfg.Node),
 		OnAction: func(a gate.Action, at time.Time, err error) { printAction(e.stdout, a, at, err) },
 		OnNote: func(n gate.Note) {
 			fmt.Fprintf(e.stdout, "%s  %-20s %s\n", n.At.Format(time.TimeOnly), n.Code, n.Message)

@@ -31,9 +31,16 @@ func resetExit(t *testing.T, cfg string) (code int, stdout, stderr string) {
 // status).
 func agentExit(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return commandExit(t, append([]string{"agent", "--fake"}, args...)...)
+}
+
+// commandExit runs `gpupool ARGS` as a child process through main and returns its exit status
+// and output; a child still running after a minute is killed.
+func commandExit(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"agent", "--fake"}, args...)...)
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/gate"
 	"gpupool.dev/gpupool/internal/gpu"
 )
 
@@ -34,6 +35,19 @@ type Config struct {
 		MaxChanges int `json:"maxChanges,omitzero"`
 		// Window is MaxChanges's period; default "1h".
 		Window string `json:"window,omitzero"`
+		// Uncordon bounds and spreads the retries of a failed uncordon (docs/adr/0073).
+		Uncordon struct {
+			// Attempts is how many uncordons are tried in all before the change fails and the
+			// node stays cordoned until --reset; 1 to 100, default (0 or absent) 8.
+			Attempts int `json:"attempts,omitzero"`
+			// MaxDelay caps the wait between attempts, which starts at 1s and doubles; 1s to 1h,
+			// default "30s".
+			MaxDelay string `json:"maxDelay,omitzero"`
+			// Jitter, 0 to 1, is the random share of each wait (a wait of D is D·(1 − jitter·u),
+			// u uniform in [0, 1)), so that nodes whose uncordons fail together do not retry in
+			// lockstep; default 0.5; 0 keeps the fixed schedule.
+			Jitter *float64 `json:"jitter,omitzero"`
+		} `json:"uncordon,omitzero"`
 	} `json:"policy,omitzero"`
 	Smoke struct {
 		// Command runs once per new MIG instance (GPUPOOL_GPU, GPUPOOL_INSTANCE in its environment).
@@ -106,7 +120,18 @@ type Engine struct {
 type Settings struct {
 	Poll, Cooldown, Window, SmokeTimeout time.Duration
 	Layouts                              map[int]gpu.Layout
+	// Uncordon is policy.uncordon with its defaults filled in.
+	Uncordon gate.UncordonPolicy
 }
+
+// Defaults of policy.uncordon (ADR 0073 and its amendment).
+const (
+	DefaultUncordonAttempts = gate.MaxUncordonAttempts
+	DefaultUncordonMaxDelay = gate.UncordonBackoffMax
+	DefaultUncordonJitter   = 0.5
+	maxUncordonAttempts     = 100
+	maxUncordonMaxDelay     = time.Hour
+)
 
 // ParseConfig decodes strictly (DecodeConfig) and validates, returning every problem at once with
 // its field path.
@@ -244,6 +269,25 @@ func (c *Config) Validate() (Settings, error) {
 	s.SmokeTimeout = dur("smoke.timeout", c.Smoke.Timeout, "2m")
 	if c.Policy.MaxChanges < 0 {
 		bad("policy.maxChanges", "%d is negative", c.Policy.MaxChanges)
+	}
+	u := c.Policy.Uncordon
+	s.Uncordon = gate.UncordonPolicy{Attempts: u.Attempts, Jitter: DefaultUncordonJitter}
+	if u.Attempts == 0 {
+		s.Uncordon.Attempts = DefaultUncordonAttempts
+	}
+	if u.Attempts < 0 || u.Attempts > maxUncordonAttempts {
+		bad("policy.uncordon.attempts", "%d outside 1..%d", u.Attempts, maxUncordonAttempts)
+	}
+	s.Uncordon.MaxDelay = dur("policy.uncordon.maxDelay", u.MaxDelay, DefaultUncordonMaxDelay.String())
+	if u.MaxDelay != "" && s.Uncordon.MaxDelay >= 0 && (s.Uncordon.MaxDelay < gate.UncordonBackoff || s.Uncordon.MaxDelay > maxUncordonMaxDelay) {
+		bad("policy.uncordon.maxDelay", "%s outside %s..%s (the first wait is %s)", s.Uncordon.MaxDelay,
+			gate.UncordonBackoff, maxUncordonMaxDelay, gate.UncordonBackoff)
+	}
+	if u.Jitter != nil {
+		s.Uncordon.Jitter = *u.Jitter
+		if !(*u.Jitter >= 0 && *u.Jitter <= 1) {
+			bad("policy.uncordon.jitter", "%v outside 0..1", *u.Jitter)
+		}
 	}
 	switch c.MPSDaemons {
 	case "", MPSDaemonsAgent, MPSDaemonsCluster:

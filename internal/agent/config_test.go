@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gpupool.dev/gpupool/internal/gate"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -21,6 +23,43 @@ engines:
 	}
 	if c.Listen != ":9400" || s.Poll != time.Second || s.Cooldown != 30*time.Minute || s.Layouts[0].String() != "3g.40gb@0 3g.40gb@4" {
 		t.Fatalf("config %+v settings %+v", c, s)
+	}
+}
+
+// policy.uncordon: the defaults are ADR 0073's attempts and longest wait with half of each wait
+// random; set values are taken, jitter 0 included (the fixed schedule), and bad ones are refused
+// with their field paths, all at once.
+func TestParseConfigUncordon(t *testing.T) {
+	_, s, err := ParseConfig([]byte("stateDir: /x\ngpus: []\n"))
+	if err != nil || s.Uncordon != (gate.UncordonPolicy{Attempts: 8, MaxDelay: 30 * time.Second, Jitter: 0.5}) {
+		t.Fatalf("defaults: %+v, %v", s.Uncordon, err)
+	}
+	_, s, err = ParseConfig([]byte("stateDir: /x\ngpus: []\npolicy: {uncordon: {attempts: 3, maxDelay: 2m, jitter: 0}}\n"))
+	if err != nil || s.Uncordon != (gate.UncordonPolicy{Attempts: 3, MaxDelay: 2 * time.Minute, Jitter: 0}) {
+		t.Fatalf("set: %+v, %v", s.Uncordon, err)
+	}
+	_, s, err = ParseConfig([]byte("stateDir: /x\ngpus: []\npolicy: {uncordon: {jitter: 1, maxDelay: 1s, attempts: 100}}\n"))
+	if err != nil || s.Uncordon != (gate.UncordonPolicy{Attempts: 100, MaxDelay: time.Second, Jitter: 1}) {
+		t.Fatalf("bounds: %+v, %v", s.Uncordon, err)
+	}
+	for _, tt := range []struct{ in, want string }{
+		{"{attempts: -1}", "policy.uncordon.attempts: -1 outside 1..100"},
+		{"{attempts: 101}", "policy.uncordon.attempts: 101 outside 1..100"},
+		{"{maxDelay: 500ms}", "policy.uncordon.maxDelay: 500ms outside 1s..1h0m0s"},
+		{"{maxDelay: 2h}", "policy.uncordon.maxDelay: 2h0m0s outside 1s..1h0m0s"},
+		{"{maxDelay: soon}", `policy.uncordon.maxDelay: "soon" is not a duration`},
+		{"{jitter: 1.5}", "policy.uncordon.jitter: 1.5 outside 0..1"},
+		{"{jitter: -0.1}", "policy.uncordon.jitter: -0.1 outside 0..1"},
+		{"{Jitter: 0.2}", `policy.uncordon.Jitter: unknown field (field names are case-sensitive: "jitter")`},
+	} {
+		_, _, err := ParseConfig([]byte("stateDir: /x\ngpus: []\npolicy: {uncordon: " + tt.in + "}\n"))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", tt.in, err, tt.want)
+		}
+	}
+	_, _, err = ParseConfig([]byte("stateDir: /x\ngpus: []\npolicy: {uncordon: {attempts: 0, maxDelay: 0s, jitter: 2}}\n"))
+	if err == nil || !strings.Contains(err.Error(), "policy.uncordon.maxDelay: 0s outside") || !strings.Contains(err.Error(), "policy.uncordon.jitter: 2 outside") {
+		t.Errorf("two bad fields: %v, want both reported", err)
 	}
 }
 
@@ -82,13 +121,16 @@ func TestParseConfigFieldCase(t *testing.T) {
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("stateDir: /x\ngpus: [{index: 1, layout: \"7g.80gb@0\"}]\n"))
 	f.Add([]byte("node: a\npolicy: {window: 2h}\n"))
+	f.Add([]byte("stateDir: /x\npolicy: {uncordon: {attempts: 3, maxDelay: 10s, jitter: 0.25}}\n"))
 	f.Add([]byte("{"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, s, err := ParseConfig(b)
 		if err != nil {
 			return
 		}
-		if c.StateDir == "" || s.Poll < 100*time.Millisecond && s.Poll != 0 || len(s.Layouts) > len(c.GPUs) {
+		u := s.Uncordon
+		if c.StateDir == "" || s.Poll < 100*time.Millisecond && s.Poll != 0 || len(s.Layouts) > len(c.GPUs) ||
+			u.Attempts < 1 || u.Attempts > 100 || u.MaxDelay < time.Second || u.MaxDelay > time.Hour || !(u.Jitter >= 0 && u.Jitter <= 1) {
 			t.Fatalf("accepted an invalid config: %+v %+v", c, s)
 		}
 	})

@@ -210,31 +210,48 @@ func (okSmoker) Smoke(context.Context, string, gpu.Layout) error { return nil }
 // A SIGKILL during an uncordon retry's backoff loses nothing: the restarted process resumes the
 // retry with the journaled attempt count (so it makes only the attempts left, not a fresh
 // MaxUncordonAttempts), gives up with the node cordoned, and an operator's reset then uncordons.
+// The same holds with jitter (each run of the process draws from a source seeded apart): the
+// journaled due time at the kill is then off the whole seconds of the child's clock, which the
+// fixed schedule keeps to.
 func TestCrashDuringUncordonBackoff(t *testing.T) {
 	bin := buildChild(t)
-	sc := scenario{name: "uncordon-backoff", from: "3g.40gb@0 3g.40gb@4", to: "7g.80gb@0", wantNew: true}
-	dir := t.TempDir()
-	runChild(t, bin, dir, sc, "INIT=1")
-	// The child's clock moves a second per reading, so a 1s backoff may have passed before its
-	// wait: the count at the kill is read from the journal.
-	const killIn = 3
-	if killed, out := runChild(t, bin, dir, sc, "UNCORDON_FAIL=1", "KILL_IN_BACKOFF="+strconv.Itoa(killIn)); !killed {
-		t.Fatalf("not killed during a backoff (no wait before a retry?): %s", out)
+	for _, jitter := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fixed", true: "jitter"}[jitter], func(t *testing.T) {
+			seed := func(n int) []string {
+				if !jitter {
+					return nil
+				}
+				return []string{"JITTER=" + strconv.Itoa(n)}
+			}
+			sc := scenario{name: "uncordon-backoff", from: "3g.40gb@0 3g.40gb@4", to: "7g.80gb@0", wantNew: true}
+			dir := t.TempDir()
+			runChild(t, bin, dir, sc, "INIT=1")
+			// The child's clock moves a second per reading, so a 1s backoff may have passed before its
+			// wait: the count at the kill is read from the journal.
+			const killIn = 3
+			if killed, out := runChild(t, bin, dir, sc, append(seed(1), "UNCORDON_FAIL=1", "KILL_IN_BACKOFF="+strconv.Itoa(killIn))...); !killed {
+				t.Fatalf("not killed during a backoff (no wait before a retry?): %s", out)
+			}
+			last := readJournal(t, filepath.Join(dir, "gate.journal"))
+			failed := last.UncordonFailures
+			if last.Phase() != gate.PhaseUncordon || failed < killIn || failed >= gate.MaxUncordonAttempts || last.Pending == nil ||
+				last.Pending.Kind != gate.ActUncordon || last.Pending.NotBefore.IsZero() {
+				t.Fatalf("journal at the kill: phase %s failures %d pending %+v", last.Phase(), last.UncordonFailures, last.Pending)
+			}
+			if off := last.Pending.NotBefore.Nanosecond() != 0; off != jitter {
+				t.Fatalf("journal at the kill: retry due at %s, jitter %t (a jittered wait is off the clock's whole seconds)",
+					last.Pending.NotBefore.Format(time.RFC3339Nano), jitter)
+			}
+			_, out := runChild(t, bin, dir, sc, append(seed(2), "UNCORDON_FAIL=1")...)
+			want := "phase=failed rolledBack=0 uncordons=" + strconv.Itoa(gate.MaxUncordonAttempts-failed) + " uncordonFailures=" + strconv.Itoa(gate.MaxUncordonAttempts)
+			if !strings.Contains(out, want) {
+				t.Fatalf("restart: %q, want %q (the attempt count resumed from the journal)", out, want)
+			}
+			if st, _ := (&LocalNode{Path: filepath.Join(dir, "cordon.json")}).Read(); !st.Cordoned || !strings.Contains(st.Reason, "uncordon failed 8 times") {
+				t.Fatalf("after giving up: cordon %+v", st)
+			}
+			_, out = runChild(t, bin, dir, sc, append(seed(3), "RESET=1")...)
+			checkEnd(t, dir, sc, killIn, out)
+		})
 	}
-	last := readJournal(t, filepath.Join(dir, "gate.journal"))
-	failed := last.UncordonFailures
-	if last.Phase() != gate.PhaseUncordon || failed < killIn || failed >= gate.MaxUncordonAttempts || last.Pending == nil ||
-		last.Pending.Kind != gate.ActUncordon || last.Pending.NotBefore.IsZero() {
-		t.Fatalf("journal at the kill: phase %s failures %d pending %+v", last.Phase(), last.UncordonFailures, last.Pending)
-	}
-	_, out := runChild(t, bin, dir, sc, "UNCORDON_FAIL=1")
-	want := "phase=failed rolledBack=0 uncordons=" + strconv.Itoa(gate.MaxUncordonAttempts-failed) + " uncordonFailures=" + strconv.Itoa(gate.MaxUncordonAttempts)
-	if !strings.Contains(out, want) {
-		t.Fatalf("restart: %q, want %q (the attempt count resumed from the journal)", out, want)
-	}
-	if st, _ := (&LocalNode{Path: filepath.Join(dir, "cordon.json")}).Read(); !st.Cordoned || !strings.Contains(st.Reason, "uncordon failed 8 times") {
-		t.Fatalf("after giving up: cordon %+v", st)
-	}
-	_, out = runChild(t, bin, dir, sc, "RESET=1")
-	checkEnd(t, dir, sc, killIn, out)
 }

@@ -13,7 +13,10 @@
 // 1024 appends. An action the gate wants no earlier than a time (a failed uncordon's retry,
 // gate.Action.NotBefore) is waited for with Deps.Sleep and the context, without the executor's
 // lock, so State (and /healthz) answers meanwhile; a kill during the wait resumes it from the
-// journal with the attempt count (docs/adr/0073).
+// journal with the attempt count (docs/adr/0073). The retries' attempts, longest wait and jitter
+// are the config's policy.uncordon (Settings.Uncordon, gate.UncordonPolicy); the executor draws
+// from Deps.Rand, its own seeded source, for each failed action and hands the draw to the gate in
+// the event (gate.Event.Draw), which turns it into the retry's time: no randomness of its own.
 // LockStateDir keeps one process (an agent, or --reset) per state directory: an exclusive flock on
 // StateDir/lock, which the kernel drops when the process dies.
 //

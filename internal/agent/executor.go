@@ -33,6 +33,11 @@ type Deps struct {
 	// Sleep waits d or until ctx ends (then it returns ctx's error): the wait before a retry whose
 	// time the gate set (gate.Action.NotBefore). Nil means a timer; tests pass a fake clock's.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Rand, when set, draws uniformly from [0, 1) for every failed action's event (gate.Event.Draw),
+	// which spreads a failed uncordon's retry by the policy's jitter (gate.UncordonPolicy): give
+	// each node its own seeded source, so that nodes failing together do not retry in lockstep.
+	// Nil draws 0: no spread. It is called with the executor's lock held, never concurrently.
+	Rand func() float64
 	// ActionTimeout bounds one action (drain and smoke are the long ones); 0 means 10 min.
 	ActionTimeout time.Duration
 	Log           *slog.Logger
@@ -209,7 +214,11 @@ func (x *Executor) perform(ctx context.Context, a gate.Action) gate.Event {
 		x.OnAction(a, x.Now(), err)
 	}
 	if err != nil {
-		return gate.Event{Kind: gate.EvFailed, ID: a.ID, Error: err.Error()}
+		failed := gate.Event{Kind: gate.EvFailed, ID: a.ID, Error: err.Error()}
+		if x.Rand != nil {
+			failed.Draw = x.Rand()
+		}
+		return failed
 	}
 	return ev
 }

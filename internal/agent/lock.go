@@ -2,8 +2,8 @@ package agent
 
 import "errors"
 
-// lockFileName is the state directory's lock file (see LockStateDir).
-const lockFileName = "lock"
+// LockFileName is the state directory's lock file (see LockStateDir).
+const LockFileName = "lock"
 
 // ErrStateDirLocked is returned (wrapped) by LockStateDir when another process holds the state
 // directory: another agent on the same stateDir, still running.

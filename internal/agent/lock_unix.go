@@ -19,7 +19,7 @@ import (
 // appending to one gate journal and driving one node's GPUs would each resume from a state the
 // other has moved on from. The lock is the kernel's, so a SIGKILLed agent leaves none behind.
 func LockStateDir(dir string) (release func() error, err error) {
-	path := filepath.Join(dir, lockFileName)
+	path := filepath.Join(dir, LockFileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock state dir %s: %w", dir, err)

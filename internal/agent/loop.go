@@ -145,7 +145,7 @@ func (a *Agent) Healthy() error {
 	}
 	if st.UncordonFailures > 0 && st.Pending != nil && st.Pending.Kind == gate.ActUncordon {
 		return fmt.Errorf("gate: uncordon failed %d of %d attempts, the last with: %s; next attempt at %s",
-			st.UncordonFailures, gate.MaxUncordonAttempts, st.UncordonError, st.Pending.NotBefore.Format(time.RFC3339))
+			st.UncordonFailures, st.Policy.Uncordon.Limit(), st.UncordonError, st.Pending.NotBefore.Format(time.RFC3339))
 	}
 	if a.lastXID != "" {
 		return errors.New(a.lastXID)

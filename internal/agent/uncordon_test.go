@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,6 +57,12 @@ func (n *flakyNode) Uncordon(ctx context.Context) error {
 
 func newUncordonExecutor(t *testing.T, fails int) (*Executor, *flakyNode, *fakeClock, string, context.Context) {
 	t.Helper()
+	return newUncordonExecutorWith(t, fails, gate.Policy{}, nil)
+}
+
+// newUncordonExecutorWith is newUncordonExecutor with a policy and a random source.
+func newUncordonExecutorWith(t *testing.T, fails int, policy gate.Policy, draw func() float64) (*Executor, *flakyNode, *fakeClock, string, context.Context) {
+	t.Helper()
 	fake, _ := nvml.NewFake(nvml.FakeOptions{Model: "h100", GPUs: 1})
 	lib := nvml.New(fake.Interface(), nvml.Options{})
 	dir := t.TempDir()
@@ -69,7 +76,7 @@ func newUncordonExecutor(t *testing.T, fails int) (*Executor, *flakyNode, *fakeC
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.Close() })
-	x, err := NewExecutor(ctx, j, rep, gate.State{}, Deps{MIG: lib, Node: node, Smoke: okSmoker{}, Now: clock.Now, Sleep: clock.Sleep})
+	x, err := NewExecutor(ctx, j, rep, gate.State{Policy: policy}, Deps{MIG: lib, Node: node, Smoke: okSmoker{}, Now: clock.Now, Sleep: clock.Sleep, Rand: draw})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,4 +232,47 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// With a policy of its own (5 attempts, waits up to 4s, half of each random) and the executor's
+// seeded random source, an uncordon that always fails is tried 5 times; each wait is the one the
+// gate computes from the draw the executor made for that failure, inside D·(1−0.5)..D, and
+// together they are not the fixed schedule; two sources seeded apart wait differently. The failure
+// reason and /healthz-facing state count 5 attempts, not 8.
+func TestUncordonJitteredBackoff(t *testing.T) {
+	policy := gate.Policy{Uncordon: gate.UncordonPolicy{Attempts: 5, MaxDelay: 4 * time.Second, Jitter: 0.5}}
+	run := func(seed uint64) []time.Duration {
+		src := rand.New(rand.NewPCG(seed, 7))
+		var draws []float64
+		x, node, clock, _, _ := newUncordonExecutorWith(t, -1, policy, func() float64 {
+			d := src.Float64()
+			draws = append(draws, d)
+			return d
+		})
+		st := x.State()
+		if len(node.calls) != 5 || st.Phase() != gate.PhaseFailed || st.UncordonFailures != 5 ||
+			!strings.Contains(st.CordonReason, "uncordon failed 5 times") {
+			t.Fatalf("seed %d: %d attempts, phase %s, failures %d, reason %q; want 5 attempts, failed", seed,
+				len(node.calls), st.Phase(), st.UncordonFailures, st.CordonReason)
+		}
+		if len(clock.waits) != 4 || len(draws) != 5 {
+			t.Fatalf("seed %d: waits %v, draws %v; want 4 waits and a draw per failure", seed, clock.waits, draws)
+		}
+		fixed := true
+		for k, w := range clock.waits {
+			full := min(time.Second<<k, 4*time.Second)
+			if want := policy.Uncordon.Delay(k+1, draws[k]); w != want || w > full || w < full/2 {
+				t.Errorf("seed %d: wait %d is %s, want %s (draw %v, within %s..%s)", seed, k+1, w, want, draws[k], full/2, full)
+			}
+			fixed = fixed && w == full
+		}
+		if fixed {
+			t.Errorf("seed %d: waits %v are the fixed schedule: no jitter", seed, clock.waits)
+		}
+		checkSpacing(t, node.calls, clock.waits)
+		return clock.waits
+	}
+	if a, b := run(1), run(2); slices.Equal(a, b) {
+		t.Errorf("two sources, one schedule: %v", a)
+	}
 }

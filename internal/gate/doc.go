@@ -30,9 +30,13 @@
 // reason on record (ReasonRolledBack). A rollback that fails MaxRollbackAttempts times leaves the
 // node cordoned, phase failed, with the reason in State.CordonReason, until an operator sends
 // EvReset: the node is never left cordoned without a reason on record. A failed uncordon is
-// retried no earlier than Action.NotBefore, UncordonDelay after the failure (1 s doubling to 30 s),
-// counted in State.UncordonFailures; after MaxUncordonAttempts the change fails the same way,
-// with the count and the last error as the reason (ADR 0073).
+// retried no earlier than Action.NotBefore, Policy.Uncordon.Delay after the failure (1 s doubling
+// to its cap, 30 s by default), counted in State.UncordonFailures; after Policy.Uncordon.Limit
+// attempts (8 by default) the change fails the same way, with the count and the last error as the
+// reason (ADR 0073). Policy.Uncordon.Jitter makes a share of each wait random, so that nodes whose
+// uncordons fail together do not retry in lockstep; the randomness is an argument like the time:
+// the failed event carries the executor's draw (Event.Draw), and the gate, drawing nothing itself,
+// turns it into the retry's NotBefore.
 //
 // # Rate
 //

@@ -18,11 +18,11 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // A script is one event per line, "at DURATION EVENT key=value…"; the golden file beside it holds
 // what Step answered: the phase, the actions and the new notes after every event.
 //
-//	policy cooldown=1h max=2 window=1h
+//	policy cooldown=1h max=2 window=1h [uncordonAttempts=4 uncordonMaxDelay=5s jitter=0.5]
 //	at 0s desire gpu=G0 board=H100-SXM5-80GB current="7g.80gb@0" layout="3g.40gb@0 3g.40gb@4"
 //	at 1s done                      (answers the pending action)
 //	at 2s done observed="7g.80gb@0" partial=""
-//	at 3s fail error="boom"
+//	at 3s fail error="boom" [draw=0.25] (draw: the executor's random draw, 0 unless given)
 //	at 4s tick | recover | reset
 func TestScripts(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.script")
@@ -73,6 +73,9 @@ func runScript(src string) (string, error) {
 			s.Policy.Cooldown, _ = time.ParseDuration(kv["cooldown"])
 			s.Policy.Window, _ = time.ParseDuration(kv["window"])
 			s.Policy.MaxChanges, _ = strconv.Atoi(kv["max"])
+			s.Policy.Uncordon.Attempts, _ = strconv.Atoi(kv["uncordonAttempts"])
+			s.Policy.Uncordon.MaxDelay, _ = time.ParseDuration(kv["uncordonMaxDelay"])
+			s.Policy.Uncordon.Jitter, _ = strconv.ParseFloat(kv["jitter"], 64)
 			continue
 		case "at":
 		default:
@@ -137,7 +140,8 @@ func scriptEvent(s State, kind string, kv map[string]string) (Event, error) {
 		}
 		return ev, nil
 	case "fail":
-		return Event{Kind: EvFailed, ID: id, Error: kv["error"]}, nil
+		draw, _ := strconv.ParseFloat(kv["draw"], 64)
+		return Event{Kind: EvFailed, ID: id, Error: kv["error"], Draw: draw}, nil
 	case "tick":
 		return Event{Kind: EvTick}, nil
 	case "recover":

@@ -25,7 +25,7 @@ func Step(s State, ev Event, now time.Time) (State, []Action) {
 		if ev.Kind == EvDone {
 			n.done(act, ev.Observed, now)
 		} else {
-			n.failed(act, ev.Error, now)
+			n.failed(act, ev.Error, ev.Draw, now)
 		}
 	case EvRecover:
 		n.recover(now)
@@ -263,7 +263,7 @@ func (s *State) nextOp() {
 	s.issue(Action{Kind: kind, Instance: op.Instance})
 }
 
-func (s *State) failed(a Action, errText string, now time.Time) {
+func (s *State) failed(a Action, errText string, draw float64, now time.Time) {
 	c := s.Active
 	switch {
 	case a.Kind == ActCordon && c.Phase == PhaseFailed:
@@ -278,7 +278,7 @@ func (s *State) failed(a Action, errText string, now time.Time) {
 		s.finish(now)
 		s.issue(Action{Kind: ActUncordon})
 	case a.Kind == ActUncordon:
-		s.uncordonFailed(now, errText)
+		s.uncordonFailed(now, errText, draw)
 	case a.Kind == ActSmoke:
 		s.fail(now, ReasonSmokeFailed, fmt.Sprintf("smoke check on GPU %s instances %q failed: %s", c.GPU, a.Instances.String(), errText))
 	default: // observe, destroy, create
@@ -290,10 +290,11 @@ func (s *State) failed(a Action, errText string, now time.Time) {
 	}
 }
 
-// uncordonFailed retries the uncordon after UncordonDelay, or, after MaxUncordonAttempts failures,
-// fails the change: the node stays cordoned, with the attempts and the last error as its reason,
-// until EvReset. (An uncordon retried at once, without limit, spun as fast as the journal's fsync.)
-func (s *State) uncordonFailed(now time.Time, errText string) {
+// uncordonFailed retries the uncordon after Policy.Uncordon.Delay (spread by the event's draw),
+// or, after Policy.Uncordon.Limit failures, fails the change: the node stays cordoned, with the
+// attempts and the last error as its reason, until EvReset. (An uncordon retried at once, without
+// limit, spun as fast as the journal's fsync.)
+func (s *State) uncordonFailed(now time.Time, errText string, draw float64) {
 	s.UncordonFailures++
 	s.UncordonError = errText
 	gpuID := ""
@@ -301,10 +302,11 @@ func (s *State) uncordonFailed(now time.Time, errText string) {
 		gpuID = s.Active.GPU
 	}
 	// (Every uncordon ends a change, so Active is set; without one there is no change to fail.)
-	if s.UncordonFailures < MaxUncordonAttempts || s.Active == nil {
-		wait := UncordonDelay(s.UncordonFailures)
+	limit := s.Policy.Uncordon.Limit()
+	if s.UncordonFailures < limit || s.Active == nil {
+		wait := s.Policy.Uncordon.Delay(s.UncordonFailures, draw)
 		s.note(now, gpuID, ReasonUncordonFailed, "uncordon attempt %d of %d failed: %s; retrying in %s",
-			s.UncordonFailures, MaxUncordonAttempts, errText, wait)
+			s.UncordonFailures, limit, errText, wait)
 		s.issue(Action{Kind: ActUncordon, NotBefore: now.Add(wait)})
 		return
 	}
@@ -378,7 +380,7 @@ func (s *State) recover(now time.Time) {
 		if !p.NotBefore.IsZero() {
 			// A retry's backoff resumes from the journaled time, but never waits longer than the
 			// longest backoff (a clock that starts over, or stepped back, would otherwise stall it).
-			if limit := now.Add(UncordonBackoffMax); p.NotBefore.After(limit) {
+			if limit := now.Add(s.Policy.Uncordon.Cap()); p.NotBefore.After(limit) {
 				p.NotBefore = limit
 			}
 		}

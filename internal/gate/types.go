@@ -45,23 +45,62 @@ const (
 // MaxRollbackAttempts is how many times a rollback is tried before the gate gives up.
 const MaxRollbackAttempts = 3
 
-// Uncordon retries (ADR 0073): a failed uncordon is tried again after UncordonDelay, at most
-// MaxUncordonAttempts times in all; then the change fails (PhaseFailed) with the node cordoned
-// and the last error in State.CordonReason, until EvReset.
+// Uncordon retries (ADR 0073): a failed uncordon is tried again after a backoff, at most
+// Policy.Uncordon's attempts in all; then the change fails (PhaseFailed) with the node cordoned
+// and the last error in State.CordonReason, until EvReset. These are the defaults of
+// UncordonPolicy's zero fields.
 const (
 	MaxUncordonAttempts = 8
 	UncordonBackoff     = time.Second      // the wait after the first failure
 	UncordonBackoffMax  = 30 * time.Second // the waits double up to this
 )
 
-// UncordonDelay is the wait before the next uncordon after the failures-th failed one (1 s, 2 s,
-// 4 s … at most UncordonBackoffMax).
-func UncordonDelay(failures int) time.Duration {
+// UncordonDelay is the default policy's wait, without jitter, before the next uncordon after the
+// failures-th failed one (1 s, 2 s, 4 s … at most UncordonBackoffMax).
+func UncordonDelay(failures int) time.Duration { return UncordonPolicy{}.Delay(failures, 0) }
+
+// UncordonPolicy bounds and spreads the retries of a failed uncordon (ADR 0073, amended). A zero
+// field takes its default: MaxUncordonAttempts, UncordonBackoffMax, no jitter.
+type UncordonPolicy struct {
+	// Attempts is how many uncordons are tried in all before the change fails.
+	Attempts int `json:"attempts,omitzero"`
+	// MaxDelay caps the wait, which starts at UncordonBackoff and doubles after each failure.
+	MaxDelay time.Duration `json:"maxDelay,omitzero"`
+	// Jitter, 0 to 1, is the share of each wait that is random: the wait is D·(1 − Jitter·draw),
+	// D the doubled wait and draw the failed event's Event.Draw, so that nodes whose uncordons
+	// fail together (an API server down) do not retry in lockstep. The wait never exceeds D.
+	Jitter float64 `json:"jitter,omitzero"`
+}
+
+// Limit is the number of attempts in all (Attempts, or MaxUncordonAttempts when unset).
+func (p UncordonPolicy) Limit() int {
+	if p.Attempts > 0 {
+		return p.Attempts
+	}
+	return MaxUncordonAttempts
+}
+
+// Cap is the longest wait (MaxDelay, or UncordonBackoffMax when unset).
+func (p UncordonPolicy) Cap() time.Duration {
+	if p.MaxDelay > 0 {
+		return p.MaxDelay
+	}
+	return UncordonBackoffMax
+}
+
+// Delay is the wait before the next uncordon after the failures-th failed one, given the failed
+// event's draw in [0, 1): UncordonBackoff doubled per earlier failure, at most Cap, less the
+// Jitter share of it times draw, rounded to the millisecond. Jitter and draw outside 0..1 are
+// taken as their nearest bound.
+func (p UncordonPolicy) Delay(failures int, draw float64) time.Duration {
+	limit := p.Cap()
 	d := UncordonBackoff
-	for i := 1; i < failures && d < UncordonBackoffMax; i++ {
+	for i := 1; i < failures && d < limit; i++ {
 		d *= 2
 	}
-	return min(d, UncordonBackoffMax)
+	d = min(d, limit)
+	spread := max(0, min(p.Jitter, 1)) * max(0, min(draw, 1))
+	return (d - time.Duration(spread*float64(d))).Round(time.Millisecond)
 }
 
 // Policy is the node's reconfiguration policy.
@@ -72,6 +111,8 @@ type Policy struct {
 	MaxChanges int `json:"maxChanges"`
 	// Window is the period MaxChanges counts over.
 	Window time.Duration `json:"window"`
+	// Uncordon bounds and spreads a failed uncordon's retries; the zero value is ADR 0073's.
+	Uncordon UncordonPolicy `json:"uncordon,omitzero"`
 }
 
 // Desired asks for one GPU's layout.
@@ -230,4 +271,8 @@ type Event struct {
 	Desired  Desired      `json:"desired,omitzero"`
 	Observed *Observation `json:"observed,omitzero"`
 	Error    string       `json:"error,omitzero"`
+	// Draw, in [0, 1), is the executor's draw from its random source for a failed action: a
+	// failed uncordon's retry waits less by Policy.Uncordon.Jitter times it. The gate draws
+	// nothing itself; like now, randomness is its argument. Zero: no spread.
+	Draw float64 `json:"draw,omitzero"`
 }

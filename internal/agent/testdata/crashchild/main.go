@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -103,7 +104,14 @@ func crashChild() int {
 		clock = clock.Add(d)
 		return ctx.Err()
 	}
-	x, err := agent.NewExecutor(ctx, j, rep, gate.State{}, agent.Deps{MIG: lib, Node: node, Smoke: smoke, Now: now, Sleep: sleep})
+	// JITTER=seed spreads the uncordon retries (half of each wait random) with a source of that seed.
+	var policy gate.Policy
+	var draw func() float64
+	if seed, err := strconv.ParseUint(os.Getenv("JITTER"), 10, 64); err == nil {
+		policy.Uncordon.Jitter = 0.5
+		draw = rand.New(rand.NewPCG(seed, 1)).Float64
+	}
+	x, err := agent.NewExecutor(ctx, j, rep, gate.State{Policy: policy}, agent.Deps{MIG: lib, Node: node, Smoke: smoke, Now: now, Sleep: sleep, Rand: draw})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 4
