@@ -156,3 +156,66 @@ func TestMoveServedSaysWhatWasTried(t *testing.T) {
 		t.Errorf("the failed step changed the plan: %d GPUs used, %d without it", plOn.Summary.GPUsUsed, plOff.Summary.GPUsUsed)
 	}
 }
+
+// The move of served tenants skips a short tenant the rescue has already served and goes on to
+// the next one. Review 12's m1p (testdata/review12/m1p-mixed-boards-poisson.yaml) is packed as the
+// planner packs it (chat-bursty short on H100, two A100s and both A30s idle); then nightly-bot is
+// taken off its A100 and given an exclusive H100 candidate, which the full H100s cannot hold, and
+// its units are put first among the short ones. The rescue's own tries seat nightly-bot on the
+// idle A100s again (served by its own rescue, first in the order); chat-bursty, second, is
+// served only by moving capped and one-at-a-time off the H100s. Were a tenant already served to
+// end the step instead of being skipped, chat-bursty would stay short.
+func TestMoveServedSkipsTenantsAlreadyRescued(t *testing.T) {
+	pool := loadPool(t, "../../testdata/review12/m1p-mixed-boards-poisson.yaml")
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ctx = context.Background()
+	p.evaluate()
+	best, err := p.optimiseRetries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.gpus, p.caps, p.packFirst = best.gpus, best.caps, best.packFirst
+	var bot, chat *tenant
+	for i, tn := range p.tenants {
+		tn.choice, tn.infeas = best.choice[i], best.infeas[i]
+		switch tn.t.Name {
+		case "nightly-bot":
+			bot = tn
+		case "chat-bursty":
+			chat = tn
+		}
+	}
+	if !servedInFull(bot) || servedInFull(chat) || chat.choice.board.Name != "H100-SXM5-80GB" || !p.anyIdle() {
+		t.Fatalf("the packing should serve nightly-bot and leave chat-bursty short on H100 with GPUs idle: nightly-bot %v, chat-bursty %v on %s, idle %v",
+			servedInFull(bot), servedInFull(chat), chat.choice.board.Name, p.anyIdle())
+	}
+	var onH100 *cand
+	for _, c := range bot.feasible {
+		if c.board.Name == "H100-SXM5-80GB" && c.kind == v1.SliceExclusive {
+			onH100 = c
+			break
+		}
+	}
+	if onH100 == nil {
+		t.Fatal("nightly-bot has no exclusive H100 candidate")
+	}
+	p.dropReplicas(bot, nil)
+	bot.choice = onH100
+	if err := p.rescueShort(append(soloUnits(bot, onH100), best.unplaced...)); err != nil {
+		t.Fatal(err)
+	}
+	if !servedInFull(bot) || bot.choice.board.Name == "H100-SXM5-80GB" || !strings.Contains(p.moved[bot], "holds all 2 replicas") {
+		t.Fatalf("nightly-bot should be served by the rescue's own tries off H100: served %v on %s, reason %q", servedInFull(bot), bot.choice.board.Name, p.moved[bot])
+	}
+	if !servedInFull(chat) || !strings.Contains(p.moved[chat], "moved off H100-SXM5-80GB's pool GPUs") {
+		t.Errorf("chat-bursty, after nightly-bot in the rescue's order, should be served by moving served tenants: served %v, reason %q", servedInFull(chat), p.moved[chat])
+	}
+	for _, tn := range p.tenants {
+		if !servedInFull(tn) {
+			t.Errorf("%s short", tn.t.Name)
+		}
+	}
+}
