@@ -14,23 +14,21 @@ import (
 
 // moveServed is the rescue's last try for a short tenant tn while pool GPUs are idle: its choice's
 // board B is full of tenants served in full, and the idle GPUs are on other boards where tn's
-// candidates do not fit but where some of those tenants' candidates do. Every served tenant with
-// a replica on B's pool GPUs is taken off them. Those whose candidates place every replica on the
-// idle GPUs of other boards (their away candidate: the first such in rescue order, which is
-// cheapest first but for MPS candidates a node would have to switch to, and fixed fallbacks) are
-// moved one at a time, the one that frees the most room on B first (its choice's
-// GPU-equivalents there), of equal room the one whose away candidate adds the fewest
-// GPU-equivalents, then pool order. Cheapest elsewhere first would move small tenants that free
-// little on B onto whole idle GPUs, and those GPUs are the ones a larger tenant needs to leave B
-// (cmd/gpupool/testdata/review/random/rnd-211.yaml: no plan at all). Each tries its candidates in rescue order on the idle GPUs of other boards
-// and takes the first that fits; after each move tn's choice, its units first, and the tenants
-// not moved (their choices as they were) are packed together on B's GPUs with the packer's
-// rules, node rules included, and the first set of moves that seats every replica of tn ends
-// the step. The plan then serves one tenant more in full and none less, with no more tenants
-// moved than that order needed; moved says for each tenant moved where to and why, and for tn
-// how it was served. Otherwise every GPU and choice goes back exactly as it was, unmovedServed
-// says for tn what was tried, and it reports false. free is brought up to date with the GPUs
-// left idle.
+// candidates do not fit but where some of those tenants' candidates do. searchMoves takes every
+// served tenant with a replica on B's pool GPUs off them and looks for a set of them to move
+// onto the idle GPUs of other boards, each with one of its candidates, such that tn's choice, its
+// units first, and the tenants not moved (their choices as they were) fit B's GPUs, packed with
+// the packer's rules, node rules included. Its first set is the one found one at a time (the
+// most room freed on B first, each tenant's first candidate that fits, stopping at the first set
+// that seats tn); the search then tries, within moveTries packings, other candidates of the
+// tenants moved and leaving tenants on B, and keeps the set that leaves the most pool GPUs idle
+// (of as many, the fewest moved). The same search, within moveTries packings each, is made for
+// tn's cheapest other candidates (moveCands in all), each on its own board; a set found there is
+// kept only when it leaves more GPUs idle. The best set is then made again from the plan as it
+// was. The plan serves one tenant more in full and none less; moved says for each tenant moved
+// where to and why, and for tn how it was served. When no set is found every GPU and choice
+// goes back exactly as it was, unmovedServed says for tn what the one-at-a-time pass of its
+// choice tried, and it reports false. free is brought up to date with the GPUs left idle.
 func (p *planner) moveServed(tn *tenant, short map[*tenant]bool, free map[string][]*gpuPlan, pc *patternCache) (bool, error) {
 	c0 := tn.choice
 	if c0 == nil || p.stopped() {
