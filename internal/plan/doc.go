@@ -154,10 +154,12 @@
 // them, on those GPUs and the idle ones together (rescueOnOwn, ADR 0070), its replicas put back
 // when none places them all. Last, while pool GPUs stay idle, a tenant still short has the
 // served tenants of its choice's board moved to make room (moveServed, ADR 0072): those with a
-// candidate on another board's idle GPUs go there one at a time, the most room on the board
-// first, and after each move it and those not moved are packed together on the board; the
-// first set of moves that places every one of their replicas is kept, and when none does its
-// reason says what was tried. When
+// candidate on another board's idle GPUs go there, and it and those not moved are packed
+// together on the board. A bounded search (a set found one at a time, the most room on the
+// board first, then other candidates of the tenants moved, tenants left on the board, and the
+// short tenant's cheapest other candidates) keeps the set of moves that places every one of
+// their replicas and leaves the most pool GPUs idle; when none does its reason says what was
+// tried. When
 // the plan leaves tenants short while using shares finer than 1/8, the whole optimisation runs
 // again on the coarse ladders and the better plan is kept (ADR 0056). A tenant still short has
 // its NoCapacity reason say, per board with idle pool

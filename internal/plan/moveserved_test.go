@@ -78,16 +78,19 @@ func TestRescueMovesServedTenants(t *testing.T) {
 // rnd-211 (cmd/gpupool/testdata/review/random): t5-qwen2-5-72b needs eleven exclusive B200s of
 // the twelve in the pool, where t0, t1, t6, t7, t8 and t9 are served on 1g.23gb and 1g.45gb
 // instances; the A100 80GB, A100 40GB and A30 boards have idle GPUs. The twelfth B200 holds
-// seven 1g.23gb or four 1g.45gb, so t1 (twelve 1g.23gb), t7 and t6 (five and three 1g.45gb) must
-// leave, while t0, t8 and t9 (one 1g.23gb each) fit beside t5. Moving served tenants one at a
-// time, the most room on B200 first, stops there: t0 stays on B200 instead of taking two A30s,
-// and the plan uses fewer GPUs than with every movable tenant moved (36).
+// seven 1g.23gb or four 1g.45gb. Moving served tenants one at a time, the most room on B200
+// first (noMoveSearch), moves t1 (twelve 1g.23gb), t7 and t6 (five and three 1g.45gb) and stops
+// there: t0, t8 and t9 stay beside t5, fewer GPUs than with every movable tenant moved (36). The
+// search over which tenants move and where finds a set that leaves more GPUs idle (t6's three
+// 1g.45gb stay, t9's one 1g.23gb moves onto part of an A30, where t6 took six A30s), with every
+// tenant served before still served.
 func TestMoveServedMovesOnlyWhatIsNeeded(t *testing.T) {
 	pool := loadPool(t, "../../cmd/gpupool/testdata/review/random/rnd-211.yaml")
-	count := func(p *planner) (served int, short bool) {
+	count := func(p *planner) (served map[string]bool, short bool) {
+		served = map[string]bool{}
 		for _, tn := range p.tenants {
 			if servedInFull(tn) {
-				served++
+				served[tn.t.Name] = true
 			} else if tn.t.Name == "t5-qwen2-5-72b" {
 				short = true
 			}
@@ -95,31 +98,47 @@ func TestMoveServedMovesOnlyWhatIsNeeded(t *testing.T) {
 		return served, short
 	}
 	off, plOff := planWith(t, pool, func(p *planner) { p.noMoveServed = true })
+	greedy, plGreedy := planWith(t, pool, func(p *planner) { p.noMoveSearch = true })
 	on, plOn := planWith(t, pool, func(*planner) {})
-	nOff, shortOff := count(off)
-	nOn, shortOn := count(on)
-	if !shortOff || shortOn || nOn != nOff+1 {
-		t.Fatalf("served in full: %d without the step (t5 short %v), %d with it (t5 short %v); want t5 served with it, one more", nOff, shortOff, nOn, shortOn)
+	sOff, shortOff := count(off)
+	sGreedy, shortGreedy := count(greedy)
+	sOn, shortOn := count(on)
+	if !shortOff || shortGreedy || shortOn || len(sGreedy) != len(sOff)+1 || len(sOn) != len(sOff)+1 {
+		t.Fatalf("served in full: %d without the step (t5 short %v), %d one at a time (%v), %d with the search (%v); want t5 served with the step, one more",
+			len(sOff), shortOff, len(sGreedy), shortGreedy, len(sOn), shortOn)
 	}
-	var movedOff []string
-	for _, tn := range on.tenants {
-		was := off.tenants[slices.IndexFunc(off.tenants, func(o *tenant) bool { return o.t.Name == tn.t.Name })]
-		if was.choice == nil || tn.choice == nil || !servedInFull(was) {
-			continue
+	for name := range sGreedy {
+		if !sOn[name] {
+			t.Errorf("%s, served with the moves found one at a time, is short with the search", name)
 		}
-		if was.choice.board.Name == "B200-180GB" && tn.choice.board.Name != "B200-180GB" {
-			movedOff = append(movedOff, tn.t.Name)
-			if !strings.Contains(on.moved[tn], "so that t5-qwen2-5-72b") {
-				t.Errorf("%s moved without saying why: %q", tn.t.Name, on.moved[tn])
+	}
+	movedOff := func(p *planner) []string {
+		var out []string
+		for _, tn := range p.tenants {
+			was := off.tenants[slices.IndexFunc(off.tenants, func(o *tenant) bool { return o.t.Name == tn.t.Name })]
+			if was.choice == nil || tn.choice == nil || !servedInFull(was) {
+				continue
+			}
+			if was.choice.board.Name == "B200-180GB" && tn.choice.board.Name != "B200-180GB" {
+				out = append(out, tn.t.Name)
+				if !strings.Contains(p.moved[tn], "so that t5-qwen2-5-72b") {
+					t.Errorf("%s moved without saying why: %q", tn.t.Name, p.moved[tn])
+				}
 			}
 		}
+		slices.Sort(out)
+		return out
 	}
-	slices.Sort(movedOff)
-	if want := []string{"t1-llama-2-7b", "t6-qwen2-5-14b", "t7-mixtral-8x7b"}; !slices.Equal(movedOff, want) {
-		t.Errorf("moved off B200-180GB: %v; want %v, the tenants whose instances do not fit beside t5's eleven GPUs", movedOff, want)
+	if got, want := movedOff(greedy), []string{"t1-llama-2-7b", "t6-qwen2-5-14b", "t7-mixtral-8x7b"}; !slices.Equal(got, want) {
+		t.Errorf("one at a time, moved off B200-180GB: %v; want %v, the tenants whose instances do not fit beside t5's eleven GPUs", got, want)
 	}
-	if used := plOn.Summary.GPUsUsed; used >= 36 || used <= plOff.Summary.GPUsUsed {
-		t.Errorf("GPUs used: %d with the step, %d without; want fewer than 36 (every movable tenant moved) and more than without", used, plOff.Summary.GPUsUsed)
+	got := movedOff(on)
+	if slices.Equal(got, movedOff(greedy)) {
+		t.Errorf("the search moved the same tenants as one at a time: %v", got)
+	}
+	if used, g := plOn.Summary.GPUsUsed, plGreedy.Summary.GPUsUsed; used >= g || used <= plOff.Summary.GPUsUsed || g >= 36 {
+		t.Errorf("GPUs used: %d with the search, %d one at a time, %d without the step; want fewer with the search than one at a time (and that fewer than 36, every movable tenant moved), more than without",
+			used, g, plOff.Summary.GPUsUsed)
 	}
 }
 
@@ -154,5 +173,68 @@ func TestMoveServedSaysWhatWasTried(t *testing.T) {
 	// all or nothing: the GPUs are as without the step
 	if !reflect.DeepEqual(plOn.GPUs, plOff.GPUs) || plOn.Summary.GPUsUsed != plOff.Summary.GPUsUsed {
 		t.Errorf("the failed step changed the plan: %d GPUs used, %d without it", plOn.Summary.GPUsUsed, plOff.Summary.GPUsUsed)
+	}
+}
+
+// The move of served tenants skips a short tenant the rescue has already served and goes on to
+// the next one. Review 12's m1p (testdata/review12/m1p-mixed-boards-poisson.yaml) is packed as the
+// planner packs it (chat-bursty short on H100, two A100s and both A30s idle); then nightly-bot is
+// taken off its A100 and given an exclusive H100 candidate, which the full H100s cannot hold, and
+// its units are put first among the short ones. The rescue's own tries seat nightly-bot on the
+// idle A100s again (served by its own rescue, first in the order); chat-bursty, second, is
+// served only by moving capped and one-at-a-time off the H100s. Were a tenant already served to
+// end the step instead of being skipped, chat-bursty would stay short.
+func TestMoveServedSkipsTenantsAlreadyRescued(t *testing.T) {
+	pool := loadPool(t, "../../testdata/review12/m1p-mixed-boards-poisson.yaml")
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ctx = context.Background()
+	p.evaluate()
+	best, err := p.optimiseRetries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.gpus, p.caps, p.packFirst = best.gpus, best.caps, best.packFirst
+	var bot, chat *tenant
+	for i, tn := range p.tenants {
+		tn.choice, tn.infeas = best.choice[i], best.infeas[i]
+		switch tn.t.Name {
+		case "nightly-bot":
+			bot = tn
+		case "chat-bursty":
+			chat = tn
+		}
+	}
+	if !servedInFull(bot) || servedInFull(chat) || chat.choice.board.Name != "H100-SXM5-80GB" || !p.anyIdle() {
+		t.Fatalf("the packing should serve nightly-bot and leave chat-bursty short on H100 with GPUs idle: nightly-bot %v, chat-bursty %v on %s, idle %v",
+			servedInFull(bot), servedInFull(chat), chat.choice.board.Name, p.anyIdle())
+	}
+	var onH100 *cand
+	for _, c := range bot.feasible {
+		if c.board.Name == "H100-SXM5-80GB" && c.kind == v1.SliceExclusive {
+			onH100 = c
+			break
+		}
+	}
+	if onH100 == nil {
+		t.Fatal("nightly-bot has no exclusive H100 candidate")
+	}
+	p.dropReplicas(bot, nil)
+	bot.choice = onH100
+	if err := p.rescueShort(append(soloUnits(bot, onH100), best.unplaced...)); err != nil {
+		t.Fatal(err)
+	}
+	if !servedInFull(bot) || bot.choice.board.Name == "H100-SXM5-80GB" || !strings.Contains(p.moved[bot], "holds all 2 replicas") {
+		t.Fatalf("nightly-bot should be served by the rescue's own tries off H100: served %v on %s, reason %q", servedInFull(bot), bot.choice.board.Name, p.moved[bot])
+	}
+	if !servedInFull(chat) || !strings.Contains(p.moved[chat], "moved off H100-SXM5-80GB's pool GPUs") {
+		t.Errorf("chat-bursty, after nightly-bot in the rescue's order, should be served by moving served tenants: served %v, reason %q", servedInFull(chat), p.moved[chat])
+	}
+	for _, tn := range p.tenants {
+		if !servedInFull(tn) {
+			t.Errorf("%s short", tn.t.Name)
+		}
 	}
 }

@@ -717,6 +717,9 @@ type planner struct {
 	// noMoveServed keeps the rescue from moving served tenants (tests compare with and without
 	// moveServed).
 	noMoveServed bool
+	// noMoveSearch keeps the move of served tenants to the set found one at a time for the short
+	// tenant's choice (tests compare with and without the search).
+	noMoveSearch bool
 	// noCompact skips the compaction after packing (tests compare with and without it).
 	noCompact bool
 	// perClaim is set when the pool takes the DRA path (policy.kubernetesDeviceAPI: dra): each

@@ -69,13 +69,15 @@ func (p *planner) holding(tn *tenant) []heldGPU {
 	return out
 }
 
-// restoreHeld puts the GPUs of held back as holding saved them, and their nodes' uses.
+// restoreHeld puts the GPUs of held back as holding saved them, and their nodes' uses. The
+// GPUs get copies of what was saved, so held can be restored again.
 func (p *planner) restoreHeld(held []heldGPU) {
 	nodes := map[string]bool{}
 	for _, h := range held {
 		*h.g = h.was
+		h.g.insts = slices.Clone(h.was.insts)
 		for u, reps := range h.reps {
-			u.reps = reps
+			u.reps = slices.Clone(reps)
 		}
 		nodes[h.g.fg.ref.Node] = true
 	}
