@@ -90,6 +90,8 @@ type fractional struct {
 	// pn is perNode's answer per group, 0 until first asked (the search asks once per
 	// candidate and move, and the answer is a map look-up by board name).
 	pn []int32
+	// moves counts the calls of move: the state the local search weighs changes only by them.
+	moves uint64
 }
 
 func newFractional(ids *keyIDs) *fractional { return &fractional{ids: ids} }
@@ -171,6 +173,7 @@ func (f *fractional) move(k int, c *cand, r int) {
 	f.unit[k] = c.unitFrac
 	f.replicas[k] += r
 	f.seen[k] = true
+	f.moves++
 }
 
 // moveDelta is the change of the objective when r1 replicas of c1 leave group k1 and r2
@@ -179,6 +182,20 @@ func (f *fractional) moveDelta(k1 int, c1 *cand, r1 int, k2 int, c2 *cand, r2 in
 	l := f.leave(k1, c1, r1)
 	e := searchCand{replicas: int32(r2), tpf: unitGPUs(c2), memFrac: c2.memFrac, compFrac: c2.compFrac, unitFrac: c2.unitFrac, whole: c2.whole()}
 	return f.joinDelta(&l, k2, &e)
+}
+
+// leavesNothing reports whether r replicas leaving group k leave its units as they are: then
+// the leaving changes no part of the objective (the sum, the vector objective's bucket and the
+// boards' loads by exactly 0), and a move's change is its joining part alone, which is never
+// below 0 (units only grow as replicas join, the parts are units times shares that are not
+// negative, and the value of a bucket and the penalty over a board's limit only grow with them;
+// each step rounds monotonically, so the floating-point sums are not below 0 either). So no move
+// of such a tenant lowers the objective, and the local search need not weigh them
+// (BenchmarkBestMove).
+func (f *fractional) leavesNothing(k, r int) bool {
+	f.fit(k)
+	cur := f.replicas[k]
+	return f.units(k, cur-r) == f.units(k, cur)
 }
 
 // leaving is what one tenant's current candidate leaving its group does to the objective's
@@ -257,6 +274,7 @@ func unitGPUs(c *cand) float64 { return float64(max(c.tp, 1)) }
 // as they are now (the confirmation raises a candidate's replicas between choices, the coarse
 // ladders' retry swaps the feasible candidates, and the packings' retries forbid kinds).
 func (p *planner) searchCands() {
+	p.scGen++
 	for _, tn := range p.tenants {
 		sc, fb := tn.sc[:0], p.forbid[tn]
 		for _, c := range tn.feasible {
@@ -290,6 +308,7 @@ func (p *planner) searchOf(tn *tenant) []searchCand {
 // fixedUses sets the search's candidates' disallowed again after the sharing settings (p.keep)
 // changed.
 func (p *planner) fixedUses() {
+	p.scGen++
 	for _, tn := range p.tenants {
 		for i := range tn.sc {
 			if e := &tn.sc[i]; e.mig {
@@ -638,7 +657,31 @@ func (p *planner) localSearch(f *fractional) {
 
 // bestMove is the allowed candidate that lowers the objective most from tn's current choice
 // (the current choice when none does); with force, the best allowed one even if it costs more.
+//
+// Without force, it does not weigh the candidates where it knows the answer is tn's choice: when
+// tn's leaving frees nothing (leavesNothing), or when nothing the weighing reads has changed since
+// it last found no move for tn (stayed). The answer is the same as weighMoves' either way
+// (TestBestMoveSkips).
 func (p *planner) bestMove(f *fractional, tn *tenant, force bool) *cand {
+	if !force {
+		sc := p.searchOf(tn)
+		if tn.stay == (stayed{f, f.moves, p.scGen}) || f.leavesNothing(p.ids.of(tn, tn.choice), tn.choice.replicas) {
+			// The groups are numbered as weighing them would number them.
+			for i := range sc {
+				p.kidOf(tn, &sc[i])
+			}
+			return tn.choice
+		}
+	}
+	best := p.weighMoves(f, tn, force)
+	if !force && best == tn.choice {
+		tn.stay = stayed{f, f.moves, p.scGen}
+	}
+	return best
+}
+
+// weighMoves is bestMove weighing every candidate.
+func (p *planner) weighMoves(f *fractional, tn *tenant, force bool) *cand {
 	old := p.ids.of(tn, tn.choice)
 	best, bestD := tn.choice, -1e-9
 	if force {
@@ -657,6 +700,15 @@ func (p *planner) bestMove(f *fractional, tn *tenant, force bool) *cand {
 		}
 	}
 	return best
+}
+
+// stayed is when the local search last found no move for a tenant: the objective it weighed
+// in, that objective's count of moves then (fractional.moves) and the search candidates'
+// generation (planner.scGen). While all three are the same, the weighing reads the same
+// replicas, loads, flags and choice, and would find no move again.
+type stayed struct {
+	f          *fractional
+	moves, gen uint64
 }
 
 // leaveTo is the allowed candidate on tn's board, other than its current one, that raises the

@@ -212,7 +212,10 @@
 // the kind or a fixed sharing setting rules it out), filled before each search, and weighs the
 // part of a move that the tenant's leaving contributes once for all its candidates. The values
 // are those of weighing each move from scratch, added in the same order, and the groups are
-// numbered in the same order, so the choice is the same to the bit.
+// numbered in the same order, so the choice is the same to the bit. A tenant is not weighed
+// at all where no move of it can lower the objective: its leaving frees no unit (every
+// joining then adds at least 0, to the bit), or it was weighed without a move and no tenant
+// has moved and no candidate's flags have changed since.
 //
 // The sum of unit sizes overcounts instances that are heavy in different resources: one 1g.20gb
 // (memory 2/8, compute 1/7) and six 1g.10gb (1/8 and 1/7 each) fill one H100, while their sizes

@@ -659,6 +659,9 @@ type planner struct {
 	tenants []*tenant
 	cache   *evalCache
 	ids     *keyIDs // the choice's group keys, numbered
+	// scGen counts the fillings of the tenants' search candidates and the changes of their
+	// disallowed flags (searchCands, fixedUses), so that bestMove knows they are as they were.
+	scGen   uint64
 	modes   map[v1.Mode]bool
 	burst   int // GPUs held for the burst pool
 	gpus    []*gpuPlan

@@ -51,6 +51,8 @@ type tenant struct {
 	infeas        []v1.Reason // set when the tenant cannot be (fully) served
 	// sc is feasible as the choice's local search reads it (searchCands).
 	sc []searchCand
+	// stay is when the local search last found no move for it (bestMove).
+	stay stayed
 }
 
 func newTenant(i int, t v1.Tenant, o Options, po perf.Options) (*tenant, error) {
