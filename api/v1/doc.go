@@ -136,7 +136,8 @@
 //	  gpusTotal              GPUs listed (the fleet's GPUs)
 //	  lowerBound             a proven lower bound on the GPUs needed; ≤ gpusUsed unless a tenant
 //	                         is infeasible
-//	  baselines[]            {name, gpus}: other strategies' GPU counts
+//	  baselines[]            {name, gpus, confirmed}: other strategies' GPU counts; confirmed when
+//	                         the plan's simulation passed every tenant's count in it
 //	  objective              the planner's objective value
 //
 // A replica under gpus is {tenant, index, limits, vllmArgs}; (tenant, index) is unique in the

@@ -301,4 +301,9 @@ type Baseline struct {
 	Name string `json:"name"`
 	// GPUs is how many GPUs it needs.
 	GPUs int `json:"gpus"`
+	// Confirmed is true when the plan's simulation confirmed every tenant's count in it: each
+	// is a count the plan's runs judged on the same slice (whole GPUs, or one MIG profile, of
+	// one board) and found within the SLO. False (absent) when some count is the queueing
+	// model's alone, not simulated, or the plan was not simulated.
+	Confirmed bool `json:"confirmed,omitzero"`
 }

@@ -108,7 +108,7 @@ func genPlan(t *rapid.T) *Plan {
 		Tenants: rapid.SliceOfN(tenant, 0, 3).Draw(t, "tenants"),
 		Summary: Summary{GPUsUsed: rapid.Int().Draw(t, "used"), Objective: anyNum.Draw(t, "objective"),
 			Baselines: rapid.SliceOfN(rapid.Custom(func(t *rapid.T) Baseline {
-				return Baseline{Name: anyText.Draw(t, "name"), GPUs: rapid.Int().Draw(t, "gpus")}
+				return Baseline{Name: anyText.Draw(t, "name"), GPUs: rapid.Int().Draw(t, "gpus"), Confirmed: rapid.Bool().Draw(t, "confirmed")}
 			}), 0, 2).Draw(t, "baselines")}}
 }
 

@@ -415,12 +415,34 @@ func writePlanTable(w io.Writer, pl *v1.Plan) error {
 		fmt.Fprintf(&sb, " (gap %.2f×)", float64(s.GPUsUsed)/float64(s.LowerBound))
 	}
 	sb.WriteString("; baselines:")
+	simulated := planSimulated(pl)
 	for _, b := range s.Baselines {
 		fmt.Fprintf(&sb, " %s %d", b.Name, b.GPUs)
+		// Where the plan was simulated, say which baselines' counts its runs confirmed and
+		// which are the queueing model's alone (ADR 0074).
+		switch {
+		case b.Confirmed:
+			sb.WriteString(" (confirmed)")
+		case simulated:
+			sb.WriteString(" (model)")
+		}
 	}
 	sb.WriteString("\n")
 	_, err := io.WriteString(w, sb.String())
 	return err
+}
+
+// planSimulated reports whether the plan's counts were simulated: some tenant carries a
+// Simulated reason.
+func planSimulated(pl *v1.Plan) bool {
+	for _, t := range pl.Tenants {
+		for _, r := range t.Reasons {
+			if r.Code == v1.ReasonSimulated {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func gpuWidth(pl *v1.Plan) int {

@@ -419,3 +419,50 @@ func TestPlanCurrentAvoidsMPSRestarts(t *testing.T) {
 		t.Errorf("output lacks a migration with no move and nothing in place:\n%s", out)
 	}
 }
+
+// Where the plan was simulated, the summary line marks each baseline (confirmed) or (model) as
+// summary.baselines[].confirmed says; where it was not, every count is the model's and the line
+// marks none.
+func TestPlanBaselineMarks(t *testing.T) {
+	poolFile := writeTemp(t, "pool.yaml", planPool)
+	for _, sim := range []bool{true, false} {
+		args := []string{"plan", poolFile}
+		if !sim {
+			args = append(args, "--sim-requests", "-1")
+		}
+		table, errOut, code := runCmd(t, args...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		js, errOut, code := runCmd(t, append(args, "-o", "json")...)
+		if code != exitOK {
+			t.Fatalf("%v -o json: exit %d: %s", args, code, errOut)
+		}
+		var pl v1.Plan
+		if err := json.Unmarshal([]byte(js), &pl); err != nil {
+			t.Fatal(err)
+		}
+		if len(pl.Summary.Baselines) == 0 {
+			t.Fatalf("%v: no baselines", args)
+		}
+		for _, b := range pl.Summary.Baselines {
+			plain := fmt.Sprintf(" %s %d", b.Name, b.GPUs)
+			want := plain
+			switch {
+			case b.Confirmed:
+				want += " (confirmed)"
+			case sim:
+				want += " (model)"
+			}
+			if !sim && b.Confirmed {
+				t.Errorf("--sim-requests -1: baseline %+v confirmed", b)
+			}
+			if !strings.Contains(table, want+" ") && !strings.Contains(table, want+"\n") {
+				t.Errorf("%v: summary line lacks %q:\n%s", args, want, table)
+			}
+			if !sim && strings.Contains(table, plain+" (") {
+				t.Errorf("--sim-requests -1: baseline %s marked:\n%s", b.Name, table)
+			}
+		}
+	}
+}

@@ -17,7 +17,11 @@ const (
 )
 
 // baselines computes the comparison strategies on the same tenants (those the plan serves),
-// sized with the same performance model and SLOs, ignoring the fleet's size.
+// sized with the same performance model and SLOs, ignoring the fleet's size. Where the plan's
+// simulation judged a tenant's candidate of the slice a baseline gives it (whole GPUs, or one
+// MIG profile, of one board: slices with no neighbour to change what the runs saw), the
+// baseline takes the simulation's word over the model's (simCount, ADR 0074); a baseline is
+// Confirmed when every tenant's count in it is one the runs passed.
 func (p *planner) baselines() []v1.Baseline {
 	var served []*tenant
 	for _, tn := range p.tenants {
@@ -25,11 +29,70 @@ func (p *planner) baselines() []v1.Baseline {
 			served = append(served, tn)
 		}
 	}
+	ex, exOK := p.exclusiveBaseline(served)
+	ff, ffOK := p.migFirstFit(served)
+	rt, rtOK := p.ruleOfThumb(served)
+	some := len(served) > 0
 	return []v1.Baseline{
-		{Name: BaselineExclusive, GPUs: p.exclusiveBaseline(served)},
-		{Name: BaselineMIGFirstFit, GPUs: p.migFirstFit(served)},
-		{Name: BaselineRuleOfThumb, GPUs: p.ruleOfThumb(served)},
+		{Name: BaselineExclusive, GPUs: ex, Confirmed: some && exOK},
+		{Name: BaselineMIGFirstFit, GPUs: ff, Confirmed: some && ffOK},
+		{Name: BaselineRuleOfThumb, GPUs: rt, Confirmed: some && rtOK},
 	}
+}
+
+// passed reports whether the runs of st judged its count and found it within the SLO.
+func (st *confirmState) passed() bool {
+	return st != nil && st.judged && st.att >= confirmKeep && st.worst >= confirmRunKeep
+}
+
+// simCount is the replicas a baseline gives tn on c, a probe of one replica a slice (whole GPUs
+// or a MIG profile of c's board), with the plan's simulation taken over the model: each of tn's
+// candidates of the same slice (board, kind, profile; one replica a slice, no tensor
+// parallelism) that the runs judged puts a floor under it, the count they passed or one more
+// than a count they found short. ok reports that the count is one the runs passed. Without a
+// judged candidate of that slice it is the model's count, not confirmed.
+func (p *planner) simCount(tn *tenant, c *cand) (n int, ok bool) {
+	n = c.replicas
+	if p.confirmed == nil || (c.kind != v1.SliceExclusive && c.kind != v1.SliceMIG) {
+		return n, false
+	}
+	same := func(o *cand) bool {
+		return o != nil && o.board == c.board && o.kind == c.kind && o.profile == c.profile && o.share == 1 && max(o.tp, 1) == 1
+	}
+	floor, pass := 0, false
+	see := func(o *cand) {
+		st := p.confirmed[o]
+		if !same(o) || st == nil || !st.judged || st.simulated == 0 {
+			return
+		}
+		f := st.simulated
+		if !st.passed() {
+			f++
+		}
+		if f > floor || (f == floor && st.passed()) {
+			floor, pass = f, st.passed()
+		}
+	}
+	see(tn.choice)
+	for _, o := range tn.feasible {
+		if o != tn.choice {
+			see(o)
+		}
+	}
+	if floor == 0 {
+		return n, false
+	}
+	if floor >= n {
+		return floor, pass
+	}
+	return n, false // the model asks more than any count the runs judged
+}
+
+// raisedByRuns reports whether the plan's simulation found the queueing model's count short for
+// tn: its choice runs more replicas than the model gave it, or a count was found short before.
+func (p *planner) raisedByRuns(tn *tenant) bool {
+	st := p.confirmed[tn.choice]
+	return len(p.confirmShort[tn]) > 0 || (st != nil && tn.choice.replicas > st.model)
 }
 
 // probe evaluates one extra candidate of tn (cached like the others); nil when it does not serve.
@@ -42,29 +105,43 @@ func (p *planner) probe(tn *tenant, b *gpu.Board, kind v1.SliceKind, prof *gpu.P
 	return c
 }
 
-// exclusiveReplicas is the fewest replicas tn needs on whole GPUs of any board, one GPU each, or
-// the GPUs its chosen replicas take when no whole GPU serves it (tp each for a tensor-parallel
-// choice, one each otherwise).
-func (p *planner) exclusiveReplicas(tn *tenant) int {
-	best := math.MaxInt
+// exclusiveReplicas is the fewest replicas tn needs on whole GPUs of any board, one GPU each
+// (simCount's on each board), or the GPUs its chosen replicas take when no whole GPU serves it
+// (tp each for a tensor-parallel choice, one each otherwise). When the plan's simulation found
+// the model's count short for tn and its choice runs on whole GPUs, it is never fewer than the
+// GPUs the choice takes: the model was found short for this tenant, so another board's model
+// count does not undercut what the plan needed. ok reports a count the runs passed.
+func (p *planner) exclusiveReplicas(tn *tenant) (int, bool) {
+	best, ok := math.MaxInt, false
 	for _, b := range p.boards {
 		if c := p.probe(tn, b, v1.SliceExclusive, nil, 1); c != nil {
-			best = min(best, c.replicas)
+			n, pass := p.simCount(tn, c)
+			if n < best || (n == best && pass) {
+				best, ok = n, pass
+			}
 		}
 	}
-	if best == math.MaxInt {
-		return tn.choice.replicas * max(tn.choice.tp, 1)
+	ch := tn.choice
+	st := p.confirmed[ch]
+	chosen := ch.replicas * max(ch.tp, 1)
+	chosenOK := st.passed() && st.simulated == ch.replicas
+	switch {
+	case best == math.MaxInt:
+		return chosen, chosenOK
+	case ch.kind == v1.SliceExclusive && p.raisedByRuns(tn) && chosen > best:
+		return chosen, chosenOK
 	}
-	return best
+	return best, ok
 }
 
 // exclusiveBaseline: one whole GPU per replica.
-func (p *planner) exclusiveBaseline(ts []*tenant) int {
-	n := 0
+func (p *planner) exclusiveBaseline(ts []*tenant) (int, bool) {
+	n, all := 0, true
 	for _, tn := range ts {
-		n += p.exclusiveReplicas(tn)
+		k, ok := p.exclusiveReplicas(tn)
+		n, all = n+k, all && ok
 	}
-	return n
+	return n, all
 }
 
 // smallestMIG is the smallest MIG profile of b (memory, then compute) on which tn fits and meets
@@ -83,24 +160,28 @@ func (p *planner) smallestMIG(tn *tenant, b *gpu.Board) *cand {
 }
 
 // migFirstFit: every replica on the smallest MIG profile that serves it, first fit over GPUs in
-// order; tenants no MIG profile serves take whole GPUs.
-func (p *planner) migFirstFit(ts []*tenant) int {
-	gpus := 0
+// order; tenants no MIG profile serves take whole GPUs. ok reports that every count is one the
+// plan's runs passed.
+func (p *planner) migFirstFit(ts []*tenant) (gpus int, ok bool) {
+	ok = true
 	ff := newFirstFitter()
 	for _, tn := range ts {
 		b := tn.choice.board
 		c := p.smallestMIG(tn, b)
 		if c == nil {
-			gpus += p.exclusiveReplicas(tn)
+			n, pass := p.exclusiveReplicas(tn)
+			gpus, ok = gpus+n, ok && pass
 			continue
 		}
-		for range c.replicas {
+		n, pass := p.simCount(tn, c)
+		ok = ok && pass
+		for range n {
 			if ff.add(b, c.profile.Name) {
 				gpus++
 			}
 		}
 	}
-	return gpus
+	return gpus, ok
 }
 
 // firstFitter packs MIG instances first fit over GPUs in order.
@@ -145,33 +226,39 @@ func (f *firstFitter) add(b *gpu.Board, profile string) bool {
 //     four ways through MPS;
 //  4. fairness does not change the count.
 //
-// MIG instances are packed first fit; MPS and time-sliced GPUs are filled in tenant order.
-func (p *planner) ruleOfThumb(ts []*tenant) int {
+// MIG instances are packed first fit; MPS and time-sliced GPUs are filled in tenant order. ok
+// reports that every count is one the plan's runs passed: never with MPS or time-sliced tenants,
+// whose runs had other neighbours.
+func (p *planner) ruleOfThumb(ts []*tenant) (int, bool) {
 	gpus, mps, ts8 := 0, 0, 0
+	ok := true
 	ff := newFirstFitter()
 	for _, tn := range ts {
 		b := tn.choice.board
 		excl := p.probe(tn, b, v1.SliceExclusive, nil, 1)
-		exN := p.exclusiveReplicas(tn)
+		exN, exOK := p.exclusiveReplicas(tn)
 		memBig := excl == nil || float64(excl.ev.fit.Memory.Budget()) > 0.85*float64(excl.ev.fit.Slice.MemoryBytes)
 		// busy (above 0.7 of what one exclusive replica carries) is asked only where memBig is
 		// not, and searched only as far as it needs (oneRateExceeds).
 		switch {
 		case memBig || excl.ev.oneRateExceeds(tn.t.Traffic.RPS, 0.7):
-			gpus += exN
+			gpus, ok = gpus+exN, ok && exOK
 		case tn.t.LowFrequency:
 			if c := p.probe(tn, b, v1.SliceTimeSlice, nil, 8); c != nil {
 				ts8 += c.replicas
+				ok = false
 				continue
 			}
-			gpus += exN
+			gpus, ok = gpus+exN, ok && exOK
 		case float64(excl.ev.fit.Memory.Weights) > 0.25*float64(excl.ev.fit.Slice.MemoryBytes) || !b.MIGCapable():
 			c := p.smallestMIG(tn, b)
 			if c == nil {
-				gpus += exN
+				gpus, ok = gpus+exN, ok && exOK
 				continue
 			}
-			for range c.replicas {
+			n, pass := p.simCount(tn, c)
+			ok = ok && pass
+			for range n {
 				if ff.add(b, c.profile.Name) {
 					gpus++
 				}
@@ -179,10 +266,11 @@ func (p *planner) ruleOfThumb(ts []*tenant) int {
 		default:
 			if c := p.probe(tn, b, v1.SliceMPS, nil, 4); c != nil {
 				mps += c.replicas
+				ok = false
 				continue
 			}
-			gpus += exN
+			gpus, ok = gpus+exN, ok && exOK
 		}
 	}
-	return gpus + (mps+3)/4 + (ts8+7)/8
+	return gpus + (mps+3)/4 + (ts8+7)/8, ok
 }

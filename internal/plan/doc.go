@@ -365,6 +365,16 @@
 //	                the GPU get the smallest serving MIG profile (first fit); the rest share GPUs
 //	                four ways through MPS
 //
+// A baseline's count for a tenant does not rest on a count the plan's simulation found short
+// (ADR 0074): where the runs judged one of the tenant's candidates of the very slice a baseline
+// gives it (whole GPUs, or one MIG profile, of one board, one replica a slice: no neighbour to
+// change what the runs saw), the baseline takes the count they passed, or one more than a count
+// they found short, when that is above the model's; and a tenant the runs raised on whole GPUs
+// counts at least the GPUs its choice takes in exclusive (another board's model count does not
+// undercut it). The baselines are not simulated themselves: a baseline is Confirmed when every
+// tenant's count in it is one the runs passed, which MPS and time-sliced counts never are (their
+// runs had other neighbours); the rest are the model's, and say so.
+//
 // # 6. Reasons
 //
 // Every tenant carries the four steps with numbers: memory (MemoryBound, or ComputeBound when a
