@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -236,7 +237,16 @@ func (p *planner) confirm() error {
 			return err
 		}
 		if now := p.servedInFull(); now < served {
-			// The fleet has no room for the raises: keep the best of the rounds' plans and say so.
+			// The fleet has no room for the raises as chosen and packed again: the round's plan
+			// with served tenants moved to make room for them (ADR 0076), else the best of the
+			// rounds' plans, and say so.
+			ok, err := p.raiseByMoves(&rounds[len(rounds)-1], raised)
+			if err != nil {
+				return err
+			}
+			if ok {
+				continue
+			}
 			without := fmt.Sprintf("%d tenant(s) would be left without GPUs instead of %d", len(p.tenants)-now, len(p.tenants)-served)
 			p.keepBestRound(rounds, without)
 			return nil
@@ -249,7 +259,10 @@ func (p *planner) confirm() error {
 // of each chosen candidate, the tenants served in full, those found short (raised) and the
 // entries the raises added to confirmShort.
 type confirmRound struct {
-	undo    confirmUndo
+	undo confirmUndo
+	// held is the round's GPUs as they were: a raise made by moves (raiseByMoves) changes
+	// them in place, and keepBestRound lays them out again.
+	held    []heldGPU
 	states  map[*cand]confirmState
 	served  int
 	short   []*tenant
@@ -262,7 +275,7 @@ type confirmRound struct {
 // recordRound records the round just simulated: undo is its snapshot, served its tenants served
 // in full and short the tenants the runs found short.
 func (p *planner) recordRound(undo confirmUndo, served int, short []*tenant) confirmRound {
-	r := confirmRound{undo: undo, states: map[*cand]confirmState{}, served: served, short: slices.Clone(short), entries: map[*tenant]string{}}
+	r := confirmRound{undo: undo, held: p.holdAll(), states: map[*cand]confirmState{}, served: served, short: slices.Clone(short), entries: map[*tenant]string{}}
 	for _, tn := range p.tenants {
 		if st := p.confirmed[tn.choice]; tn.choice != nil && st != nil {
 			r.states[tn.choice] = *st
@@ -302,6 +315,7 @@ func (p *planner) keepBestRound(rounds []confirmRound, without string) {
 	}
 	b := rounds[best]
 	b.undo.restore(p)
+	p.restoreHeld(b.held)
 	for c, st := range b.states {
 		*p.confirmed[c] = st
 	}
@@ -494,4 +508,77 @@ func (st *confirmState) reason(n int, before []string) v1.Reason {
 		return v1.NewReason(v1.ReasonSimulated, "%s%s; the queueing model's count is %d", verdict, short, st.model)
 	}
 	return v1.NewReason(v1.ReasonSimulated, "%s%s; the queueing model's count", verdict, short)
+}
+
+// raiseByMoves makes the raises of the tenants raised (their choices' counts already raised) on
+// round r's plan rather than by choosing and packing again, when that left a tenant without
+// GPUs (ADR 0076). From r's plan, every tenant placed as it was, each raised tenant in turn
+// has its replicas taken off and all of its raised count placed by the rescue's move of served
+// tenants (moveServed): served tenants of its choice's board moved onto idle pool GPUs of
+// other boards to make room, the raised tenants themselves not moved. When every raised
+// tenant is seated the plan serves as many tenants in full as r's and the rounds go on with
+// it; otherwise r's plan, its GPUs, choices and counts, comes back exactly and the raised
+// counts with it, and it reports false.
+func (p *planner) raiseByMoves(r *confirmRound, raised []*tenant) (bool, error) {
+	r.undo.restore(p)
+	p.restoreHeld(r.held)
+	raisedTo := map[*cand]int{} // each raised tenant's choice in r, a replica more
+	for _, tn := range raised {
+		raisedTo[tn.choice] = tn.choice.replicas + 1
+	}
+	setCount := func(c *cand, n int) {
+		c.replicas, c.cost = n, float64(n)/float64(c.share)*c.unitFrac
+	}
+	for c, n := range raisedTo {
+		setCount(c, n)
+	}
+	if p.noMoveServed || p.noRaiseMoves || p.stopped() {
+		return false, nil
+	}
+	// the rescue's maps and scratch state, fresh, so that r's stay as they were
+	moved, unmovedServed := maps.Clone(p.moved), maps.Clone(p.unmovedServed)
+	blocked, nodeUse := p.blocked, p.nodeUse
+	if moved == nil {
+		moved = map[*tenant]string{}
+	}
+	if unmovedServed == nil {
+		unmovedServed = map[*tenant]string{}
+	}
+	p.moved, p.unmovedServed = moved, unmovedServed
+	p.nodeUse, p.blocked = map[string]map[string]migUse{}, map[*unit]blockage{}
+	nodes := map[string]bool{}
+	for _, g := range p.gpus {
+		nodes[g.fg.ref.Node] = true
+	}
+	p.resetNodeUses(nodes)
+	p.greedyOnly = true
+	defer func() { p.greedyOnly = false }()
+	short := map[*tenant]bool{}
+	for _, tn := range raised {
+		short[tn] = true
+	}
+	pc := newPatternCache()
+	ok := true
+	for _, tn := range raised {
+		free := p.freeGPUs()
+		seated, err := p.moveServed(tn, short, free, pc)
+		if err != nil {
+			return false, err
+		}
+		if !seated {
+			ok = false
+			break
+		}
+	}
+	if ok && p.servedInFull() >= r.served {
+		return true, nil
+	}
+	// back to r's plan exactly, the raised counts kept for the reasons
+	r.undo.restore(p)
+	p.restoreHeld(r.held)
+	p.blocked, p.nodeUse = blocked, nodeUse
+	for c, n := range raisedTo {
+		setCount(c, n)
+	}
+	return false, nil
 }

@@ -282,7 +282,10 @@
 // only in runs of at most an hour, which carry its peak, ADR 0071), served in full, with less
 // than 99.5 % of its requests over the runs (or 99.25 % in one run) within the SLO gets a
 // replica more on its chosen slice, and choice, packing and simulation run again, at most
-// four rounds; a raise that would leave more tenants short of GPUs is undone. Counts only rise;
+// four rounds. A raise that choosing and packing again would make at the cost of more tenants
+// short of GPUs is made on the round's plan instead, by the rescue's move of served tenants off
+// the raised tenant's board onto idle GPUs of other boards (raiseByMoves, ADR 0076); when that
+// too seats none, it is undone and the best round kept. Counts only rise;
 // every simulated tenant carries a Simulated reason. A re-plan that returns the kept, held or
 // partly re-packed plan confirms that plan the same way (confirmkept.go, ADR 0064, 0065): a
 // tenant found short gets a replica more in room its busy GPUs leave free, else on a GPU the plan

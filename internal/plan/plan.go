@@ -723,6 +723,9 @@ type planner struct {
 	// noMoveSearch keeps the move of served tenants to the set found one at a time for the short
 	// tenant's choice (tests compare with and without the search).
 	noMoveSearch bool
+	// noRaiseMoves keeps the confirmation from making a raise by moving served tenants
+	// (raiseByMoves; tests compare with and without it).
+	noRaiseMoves bool
 	// noCompact skips the compaction after packing (tests compare with and without it).
 	noCompact bool
 	// perClaim is set when the pool takes the DRA path (policy.kubernetesDeviceAPI: dra): each
