@@ -238,7 +238,7 @@ func (p *planner) confirm() error {
 		}
 		if now := p.servedInFull(); now < served {
 			// The fleet has no room for the raises as chosen and packed again: the round's plan
-			// with served tenants moved to make room for them (ADR 0076), else the best of the
+			// with served tenants moved to make room for them (ADR 0075), else the best of the
 			// rounds' plans, and say so.
 			ok, err := p.raiseByMoves(&rounds[len(rounds)-1], raised)
 			if err != nil {
@@ -512,7 +512,7 @@ func (st *confirmState) reason(n int, before []string) v1.Reason {
 
 // raiseByMoves makes the raises of the tenants raised (their choices' counts already raised) on
 // round r's plan rather than by choosing and packing again, when that left a tenant without
-// GPUs (ADR 0076). From r's plan, every tenant placed as it was, each raised tenant in turn
+// GPUs (ADR 0075). From r's plan, every tenant placed as it was, each raised tenant in turn
 // has its replicas taken off and all of its raised count placed by the rescue's move of served
 // tenants (moveServed): served tenants of its choice's board moved onto idle pool GPUs of
 // other boards to make room, the raised tenants themselves not moved. When every raised

@@ -34,7 +34,7 @@ func shortBelow(name string, want int) Simulator {
 // with the raise, the plan leaves a tenant without GPUs, so the confirmation kept the first
 // round's plan and nightly-bot short (NoCapacity). Made on the round's plan instead, the raise
 // seats nightly-bot's 3 replicas on the H100s by moving served tenants off them onto idle GPUs
-// of other boards, and all six tenants are served in full (ADR 0076).
+// of other boards, and all six tenants are served in full (ADR 0075).
 func TestConfirmRaiseMovesServedTenants(t *testing.T) {
 	doc, err := os.ReadFile("../../testdata/review12/m2-mixed-boards-dra.yaml")
 	if err != nil {

@@ -284,7 +284,7 @@
 // replica more on its chosen slice, and choice, packing and simulation run again, at most
 // four rounds. A raise that choosing and packing again would make at the cost of more tenants
 // short of GPUs is made on the round's plan instead, by the rescue's move of served tenants off
-// the raised tenant's board onto idle GPUs of other boards (raiseByMoves, ADR 0076); when that
+// the raised tenant's board onto idle GPUs of other boards (raiseByMoves, ADR 0075); when that
 // too seats none, it is undone and the best round kept. Counts only rise;
 // every simulated tenant carries a Simulated reason. A re-plan that returns the kept, held or
 // partly re-packed plan confirms that plan the same way (confirmkept.go, ADR 0064, 0065): a
