@@ -551,8 +551,8 @@ func (p *planner) raiseByMoves(r *confirmRound, raised []*tenant) (bool, error) 
 		nodes[g.fg.ref.Node] = true
 	}
 	p.resetNodeUses(nodes)
-	p.greedyOnly = true
-	defer func() { p.greedyOnly = false }()
+	p.greedyOnly, p.raising = true, true
+	defer func() { p.greedyOnly, p.raising = false, false }()
 	short := map[*tenant]bool{}
 	for _, tn := range raised {
 		short[tn] = true

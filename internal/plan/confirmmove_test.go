@@ -105,5 +105,10 @@ func TestConfirmRaiseMovesServedTenants(t *testing.T) {
 			t.Errorf("no tenant's reason says it moved off the H100s for nightly-bot")
 		}
 		t.Logf("moved off the H100s: %v", movedOff)
+		// the raised tenant's reason says the raise is what the moves made room for, not the
+		// rescue's search of its other candidates, which did not run
+		if w := p.moved[bot]; !strings.Contains(w, "raised to 3 replicas after the simulation's runs found it short") || strings.Contains(w, "other candidates no room") {
+			t.Errorf("nightly-bot's move reason does not say it was raised: %q", w)
+		}
 	}
 }

@@ -136,8 +136,15 @@ func (p *planner) moveServed(tn *tenant, short map[*tenant]bool, free map[string
 	if c != c0 {
 		other = fmt.Sprintf(" (its candidate needing the fewest GPUs once served tenants move, of the %d tried)", len(cands))
 	}
-	p.moved[tn] = fmt.Sprintf("%s on %s found no free GPU (%s) and its other candidates no room on the idle pool GPUs; with %s moved off %s's pool GPUs onto idle GPUs of other boards, %s on %s holds all %d replicas%s%s",
-		c0.label(), c0.board.Name, p.shortWhy(tn, c0), strings.Join(names, ", "), b, c.label(), b, c.replicas, stay, other)
+	head := fmt.Sprintf("%s on %s found no free GPU (%s) and its other candidates no room on the idle pool GPUs", c0.label(), c0.board.Name, p.shortWhy(tn, c0))
+	if p.raising {
+		// a confirmation's raise (raiseByMoves): the tenant was served; its raised count found no
+		// room when the plan was chosen and packed again, and its other candidates were not tried
+		// on idle GPUs first
+		head = fmt.Sprintf("%s on %s, raised to %d replicas after the simulation's runs found it short, had no room for the raise when the plan was chosen and packed again", c0.label(), c0.board.Name, c0.replicas)
+	}
+	p.moved[tn] = fmt.Sprintf("%s; with %s moved off %s's pool GPUs onto idle GPUs of other boards, %s on %s holds all %d replicas%s%s",
+		head, strings.Join(names, ", "), b, c.label(), b, c.replicas, stay, other)
 	clear(free)
 	maps.Copy(free, p.freeGPUs())
 	return true, nil

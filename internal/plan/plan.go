@@ -703,6 +703,9 @@ type planner struct {
 	capLoad map[string]float64
 	// greedyOnly makes packMIG keep its greedy packing (the rescue's trial placements).
 	greedyOnly bool
+	// raising is set while a confirmation's raise is made by moving served tenants
+	// (raiseByMoves): the move step's reason for the raised tenant says so.
+	raising bool
 	// unplaced are the units the last packing left without a GPU.
 	unplaced []*unit
 	// packFirst, when set, is the groups whose units pack before all others (pack): those a
