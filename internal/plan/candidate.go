@@ -673,8 +673,14 @@ func (p *planner) setReplicas(tn *tenant, c *cand, need, lowest int) {
 			n, t.Traffic.RPS, len(p.fleet), most)
 		return
 	}
-	c.replicas, c.lbReplicas = n, min(lb, n)
-	c.cost = float64(c.replicas) / float64(c.share) * c.unitFrac
+	c.lbReplicas = min(lb, n)
+	c.setReplicas(n)
+}
+
+// setReplicas sets c's replica count and the cost the choice weighs it by (GPU-equivalents:
+// replicas over the share, times the unit's fraction of a GPU).
+func (c *cand) setReplicas(n int) {
+	c.replicas, c.cost = n, float64(n)/float64(c.share)*c.unitFrac
 }
 
 // minReplicasOf is the pool's floor on the replica count (minReplicas), 0 when unset.

@@ -229,8 +229,7 @@ func (p *planner) confirm() error {
 			entry := fmt.Sprintf("%s × %d (%.2f %%, %.2f %% in the worst run)", c.label(), c.replicas, 100*st.att, 100*st.worst)
 			p.confirmShort[tn] = append(p.confirmShort[tn], entry)
 			rounds[len(rounds)-1].entries[tn] = entry
-			c.replicas++
-			c.cost = float64(c.replicas) / float64(c.share) * c.unitFrac
+			c.setReplicas(c.replicas + 1)
 		}
 		p.forbid, p.nodeRule, p.nodeMPS = nil, nil, nil // choose and pack as the first time, now with the raised counts
 		if err := p.optimise(); err != nil {
@@ -398,7 +397,7 @@ func (u confirmUndo) restore(p *planner) {
 		tn.choice, tn.infeas = u.choice[i], u.infeas[i]
 	}
 	for c, n := range u.counts {
-		c.replicas, c.cost = n, float64(n)/float64(c.share)*c.unitFrac
+		c.setReplicas(n)
 	}
 }
 
@@ -526,11 +525,8 @@ func (p *planner) raiseByMoves(r *confirmRound, raised []*tenant) (bool, error) 
 	for _, tn := range raised {
 		raisedTo[tn.choice] = tn.choice.replicas + 1
 	}
-	setCount := func(c *cand, n int) {
-		c.replicas, c.cost = n, float64(n)/float64(c.share)*c.unitFrac
-	}
 	for c, n := range raisedTo {
-		setCount(c, n)
+		c.setReplicas(n)
 	}
 	if p.noMoveServed || p.noRaiseMoves || p.stopped() {
 		return false, nil
@@ -578,7 +574,7 @@ func (p *planner) raiseByMoves(r *confirmRound, raised []*tenant) (bool, error) 
 	p.restoreHeld(r.held)
 	p.blocked, p.nodeUse = blocked, nodeUse
 	for c, n := range raisedTo {
-		setCount(c, n)
+		c.setReplicas(n)
 	}
 	return false, nil
 }
