@@ -295,8 +295,8 @@ func (p *planner) infeasibleReasons(tn *tenant) []v1.Reason {
 	case counts[v1.ReasonOverCap] > 0:
 		// The bound decided: these slices meet the SLO with more replicas than it allows.
 		c := fewestOverCap(tn)
-		msg := fmt.Sprintf("no slice that holds the model meets %s within %s: the fewest replicas that do, on %s of %s, are %d",
-			describeSLO(tn), maxReplicasName(tn.t), c.label(), c.board.Name, c.asked)
+		msg := fmt.Sprintf("no slice that holds the model meets %s within %s: the fewest replicas that do, on %s of %s, are %d%s",
+			describeSLO(tn), maxReplicasName(tn.t), c.label(), c.board.Name, c.asked, spareNote(tn.t))
 		if counts[v1.ReasonSLOUnmet] > 0 {
 			msg += fmt.Sprintf("; on %d other slice(s) no replica count meets it", counts[v1.ReasonSLOUnmet])
 		}

@@ -242,3 +242,30 @@ func TestNoCapacityBeatsSLOUnmetHeadline(t *testing.T) {
 		t.Errorf("first reason %s: %s; want NoCapacity naming the fleet", r.Code, r.Message)
 	}
 }
+
+// qwen2.5-7b fp8 at 1.9 req/s on H20s with redundancy and maxReplicas 1: one replica meets the
+// SLO, the spare makes two. The reasons said the SLO needs 2 ("the fewest replicas that do …
+// are 2"); they now say one of the two is redundancy's spare.
+func TestOverCapNamesTheSpare(t *testing.T) {
+	zero, one, c := 0, 1, 64
+	ttft, tpot := v1.Duration(800*time.Millisecond), v1.Duration(30*time.Millisecond)
+	pool := &v1.Pool{Metadata: v1.Metadata{Name: "spare"},
+		Fleet:  v1.Fleet{Nodes: []v1.Node{{Name: "n0", GPUs: []v1.GPUGroup{{Board: "H20-96GB", Count: 4}}}}},
+		Policy: v1.Policy{BurstPoolPercent: &zero},
+		Tenants: []v1.Tenant{{Name: "t0", Isolation: v1.IsolationShared, Concurrency: c, Redundancy: true, MaxReplicas: &one,
+			Model:   v1.Model{Name: "qwen2.5-7b", Quantization: "fp8"},
+			Traffic: v1.Traffic{RPS: 1.916, InputTokens: 500, OutputTokens: 128, Pattern: v1.PatternConstant},
+			SLO:     v1.SLO{TTFTP99: &ttft, TPOTP99: &tpot}}}}
+	v1.Default(pool)
+	tn := build(t, pool).Tenants[0]
+	if !tn.Infeasible {
+		t.Fatalf("planned: %v", tn.Replicas)
+	}
+	if r := tn.Reasons[0]; r.Code != v1.ReasonOverCap || !strings.Contains(r.Message, "the spare redundancy asks for") {
+		t.Errorf("first reason %s: %s; want OverCap naming the spare", r.Code, r.Message)
+	}
+	pool.Tenants[0].Redundancy = false
+	if tn := build(t, pool).Tenants[0]; tn.Infeasible || len(tn.Replicas) != 1 {
+		t.Errorf("without redundancy: infeasible %v, %d replicas; want 1", tn.Infeasible, len(tn.Replicas))
+	}
+}
