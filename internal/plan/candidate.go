@@ -665,7 +665,7 @@ func (p *planner) setReplicas(tn *tenant, c *cand, need, lowest int) {
 	n, lb = max(n, t.Reservation, 1), max(lb, t.Reservation, 1)
 	c.asked = n
 	if m := maxReplicasOf(t); m > 0 && n > m {
-		c.reject, c.why = v1.ReasonOverCap, fmt.Sprintf("needs %d replicas, more than %s", n, maxReplicasName(t))
+		c.reject, c.why = v1.ReasonOverCap, fmt.Sprintf("needs %d replicas%s, more than %s", n, spareNote(t), maxReplicasName(t))
 		return
 	}
 	if most := len(p.fleet) * 7 * max(c.share, 1); n > most { // 7: the most MIG instances a GPU holds
@@ -700,6 +700,15 @@ func maxReplicasOf(t v1.Tenant) int {
 		}
 	}
 	return m
+}
+
+// spareNote says, for a tenant with redundancy, that a count includes its spare replica: a
+// bound that only the spare exceeds is then not read as the SLO's need.
+func spareNote(t v1.Tenant) string {
+	if t.Redundancy {
+		return ", one of them the spare redundancy asks for"
+	}
+	return ""
 }
 
 func maxReplicasName(t v1.Tenant) string {

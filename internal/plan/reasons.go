@@ -295,12 +295,18 @@ func (p *planner) infeasibleReasons(tn *tenant) []v1.Reason {
 	case counts[v1.ReasonOverCap] > 0:
 		// The bound decided: these slices meet the SLO with more replicas than it allows.
 		c := fewestOverCap(tn)
-		msg := fmt.Sprintf("no slice that holds the model meets %s within %s: the fewest replicas that do, on %s of %s, are %d",
-			describeSLO(tn), maxReplicasName(tn.t), c.label(), c.board.Name, c.asked)
+		msg := fmt.Sprintf("no slice that holds the model meets %s within %s: the fewest replicas that do, on %s of %s, are %d%s",
+			describeSLO(tn), maxReplicasName(tn.t), c.label(), c.board.Name, c.asked, spareNote(tn.t))
 		if counts[v1.ReasonSLOUnmet] > 0 {
 			msg += fmt.Sprintf("; on %d other slice(s) no replica count meets it", counts[v1.ReasonSLOUnmet])
 		}
 		out = append(out, v1.NewReason(v1.ReasonOverCap, "%s", msg))
+	case counts[v1.ReasonNoCapacity] > 0 && counts[v1.ReasonSLOUnmet] > 0:
+		// Some slice meets the SLO with a count the fleet cannot hold: the fleet is the term, not
+		// the other slices on which no count meets it.
+		out = append(out, v1.NewReason(v1.ReasonNoCapacity,
+			"the slices that meet %s need more replicas for %.3g req/s than the fleet's %d GPUs can hold; on %d other slice(s) no replica count meets it",
+			describeSLO(tn), tn.t.Traffic.RPS, len(p.fleet), counts[v1.ReasonSLOUnmet]))
 	case counts[v1.ReasonSLOUnmet] > 0 && tn.measured != nil:
 		out = append(out, v1.NewReason(v1.ReasonSLOUnmet, "no allowed slice meets %s by measured profile %s",
 			describeSLO(tn), tn.measured.Name()))
@@ -355,6 +361,15 @@ func fastestUnmet(tn *tenant) *cand {
 func (p *planner) noFitReason(tn *tenant) v1.Reason {
 	if tn.measured != nil {
 		return measuredNoFitReason(tn)
+	}
+	// A slice that holds the model but whose replica cannot be sized (a board whose compute or
+	// bandwidth the catalog does not know) is no memory misfit: name that term, not memory.
+	for _, c := range tn.cands {
+		if c.ev != nil && c.ev.err != nil && c.ev.fit != nil && c.ev.fit.Fits {
+			return v1.NewReason(v1.ReasonNoFit,
+				"%s fits %s of %s (%s), but its rate cannot be predicted there: %v — give the tenant a measured profile, or plan it on a board the catalog has compute and bandwidth figures for",
+				tn.describeModel(), c.label(), c.board.Name, gib(c.ev.fit.Slice.MemoryBytes), c.ev.err)
+		}
 	}
 	var best *cand
 	for _, c := range tn.cands {

@@ -3,6 +3,7 @@ package plan
 import (
 	"strings"
 	"testing"
+	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/gpu"
@@ -196,5 +197,75 @@ func TestBurstRPSPredicted(t *testing.T) {
 	}
 	if p := tn.Predicted; p.BurstRPS != 20 || p.MaxRPS < p.BurstRPS {
 		t.Errorf("bursty: predicted %+v, want burstRps 20 and maxRps ≥ it", p)
+	}
+}
+
+// A board whose compute the catalog does not know (the RTX PRO 5000: no TFLOPS, no SM count)
+// holds a 7B model but sizes no replica. The tenant is NoFit, and the reason says the rate cannot
+// be predicted, not that no slice holds the model (it said "no slice … holds it (the largest,
+// exclusive GPU, has 47.79 GiB); at least 3 GPUs per replica would be needed" of 9.5 GiB).
+func TestNoFitOnUnknownComputeNamesIt(t *testing.T) {
+	pool := smallPool(v1.Tenant{Name: "a", Model: v1.Model{Name: "llama-2-7b", Quantization: "int8"}, Traffic: v1.Traffic{RPS: 0.5}})
+	pool.Fleet.Nodes[0].GPUs[0] = v1.GPUGroup{Board: "RTX-PRO-5000-Blackwell-48GB", Count: 2}
+	tn := build(t, pool).Tenants[0]
+	if !tn.Infeasible {
+		t.Skipf("planned (the catalog now knows the board's compute): %v", tn.Replicas)
+	}
+	r := tn.Reasons[0]
+	if r.Code != v1.ReasonNoFit || !strings.Contains(r.Message, "rate cannot be predicted") || strings.Contains(r.Message, "no slice of") {
+		t.Errorf("first reason %s: %s; want NoFit naming the unknown rate", r.Code, r.Message)
+	}
+}
+
+// qwen2.5-72b int4-awq at 0.022 req/s, bursty, with 2,000-token prompts and an e2e target of
+// 20 s, on one A100 PCIe 80GB and one H20: the whole H20 meets the split targets (TTFT 2.8 s at a
+// trickle against 5 s) with more replicas than the fleet holds, the H20's 4g.48gb meets them
+// with no count. The headline named the 4g.48gb ("no allowed slice meets the SLO … no replica
+// count helps"); the term is the fleet.
+func TestNoCapacityBeatsSLOUnmetHeadline(t *testing.T) {
+	zero, c := 0, 256
+	e2e := v1.Duration(20 * time.Second)
+	pool := &v1.Pool{Metadata: v1.Metadata{Name: "e2e"},
+		Fleet: v1.Fleet{Nodes: []v1.Node{{Name: "n0", GPUs: []v1.GPUGroup{{Board: "A100-PCIe-80GB", Count: 1}}},
+			{Name: "n1", GPUs: []v1.GPUGroup{{Board: "H20-96GB", Count: 1}}}}},
+		Policy: v1.Policy{BurstPoolPercent: &zero},
+		Tenants: []v1.Tenant{{Name: "t5", Path: "team0/svc", Isolation: v1.IsolationSoft, Concurrency: c,
+			Model:   v1.Model{Name: "qwen2.5-72b", Quantization: "int4-awq"},
+			Traffic: v1.Traffic{RPS: 0.022, InputTokens: 2000, OutputTokens: 512, Pattern: v1.PatternBursty, Lengths: v1.LengthsUniform},
+			SLO:     v1.SLO{E2EP99: &e2e}}}}
+	v1.Default(pool)
+	tn := build(t, pool).Tenants[0]
+	if !tn.Infeasible {
+		t.Fatalf("planned: %v", tn.Replicas)
+	}
+	if r := tn.Reasons[0]; r.Code != v1.ReasonNoCapacity || !strings.Contains(r.Message, "no replica count meets it") {
+		t.Errorf("first reason %s: %s; want NoCapacity naming the fleet", r.Code, r.Message)
+	}
+}
+
+// qwen2.5-7b fp8 at 1.9 req/s on H20s with redundancy and maxReplicas 1: one replica meets the
+// SLO, the spare makes two. The reasons said the SLO needs 2 ("the fewest replicas that do …
+// are 2"); they now say one of the two is redundancy's spare.
+func TestOverCapNamesTheSpare(t *testing.T) {
+	zero, one, c := 0, 1, 64
+	ttft, tpot := v1.Duration(800*time.Millisecond), v1.Duration(30*time.Millisecond)
+	pool := &v1.Pool{Metadata: v1.Metadata{Name: "spare"},
+		Fleet:  v1.Fleet{Nodes: []v1.Node{{Name: "n0", GPUs: []v1.GPUGroup{{Board: "H20-96GB", Count: 4}}}}},
+		Policy: v1.Policy{BurstPoolPercent: &zero},
+		Tenants: []v1.Tenant{{Name: "t0", Isolation: v1.IsolationShared, Concurrency: c, Redundancy: true, MaxReplicas: &one,
+			Model:   v1.Model{Name: "qwen2.5-7b", Quantization: "fp8"},
+			Traffic: v1.Traffic{RPS: 1.916, InputTokens: 500, OutputTokens: 128, Pattern: v1.PatternConstant},
+			SLO:     v1.SLO{TTFTP99: &ttft, TPOTP99: &tpot}}}}
+	v1.Default(pool)
+	tn := build(t, pool).Tenants[0]
+	if !tn.Infeasible {
+		t.Fatalf("planned: %v", tn.Replicas)
+	}
+	if r := tn.Reasons[0]; r.Code != v1.ReasonOverCap || !strings.Contains(r.Message, "the spare redundancy asks for") {
+		t.Errorf("first reason %s: %s; want OverCap naming the spare", r.Code, r.Message)
+	}
+	pool.Tenants[0].Redundancy = false
+	if tn := build(t, pool).Tenants[0]; tn.Infeasible || len(tn.Replicas) != 1 {
+		t.Errorf("without redundancy: infeasible %v, %d replicas; want 1", tn.Infeasible, len(tn.Replicas))
 	}
 }
