@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 )
@@ -220,6 +221,16 @@ func moveOne(tn *tenant, from *unit, home *gpuPlan, peers []*unit, where map[*un
 
 // draft turns the packed GPUs into a v1.Plan, without its lower bound and baselines.
 func (p *planner) draft() *v1.Plan {
+	out, refs := p.draftGPUs()
+	for _, tn := range p.tenants {
+		out.Tenants = append(out.Tenants, p.planTenant(tn, refs[tn], p.predict(tn, len(refs[tn]))))
+	}
+	out.Summary.Objective = p.objective()
+	return out
+}
+
+// draftGPUs is draft's GPUs, with the GPUs used in the summary, and each tenant's replicas.
+func (p *planner) draftGPUs() (*v1.Plan, map[*tenant][]v1.ReplicaRef) {
 	out := &v1.Plan{APIVersion: v1.APIVersion, Kind: v1.KindPlan, Metadata: v1.Metadata{Name: p.pool.Metadata.Name},
 		Pool: p.pool.Metadata.Name}
 	next := map[*tenant]int{}
@@ -261,20 +272,41 @@ func (p *planner) draft() *v1.Plan {
 		out.GPUs = append(out.GPUs, pg)
 	}
 	p.hideOtherBoards(out)
-	for _, tn := range p.tenants {
-		out.Tenants = append(out.Tenants, p.planTenant(tn, refs[tn]))
-	}
-	out.Summary = v1.Summary{GPUsUsed: used, GPUsTotal: len(p.gpus), Objective: p.objective()}
-	return out
+	out.Summary = v1.Summary{GPUsUsed: used, GPUsTotal: len(p.gpus)}
+	return out, refs
 }
 
 // result is the plan of the chosen and packed state: draft with its lower bound and baselines.
+//
+// The lower bound runs on a goroutine of its own while this one computes the tenants'
+// predictions (predict: the queueing model's rate and latency searches on each chosen
+// candidate), the two largest parts of the result. They share nothing that either writes: the
+// bound swaps candidates' counts (lbReplicas) and tenants' feasible lists in and out and reads
+// only candidates' counts, slices and prices, the predictions read the candidates' evaluations
+// and fill the queueing models' and evaluations' memos. The tenants' reasons, which read the
+// counts, are written after the bound has put them back, so the plan does not depend on which
+// finishes first.
 func (p *planner) result() (*v1.Plan, error) {
-	out := p.draft()
-	out.Summary.LowerBound = p.lowerBound()
+	out, refs := p.draftGPUs()
+	var lb int
+	var wg sync.WaitGroup
+	wg.Go(func() { lb = p.lowerBound() })
+	preds := make([]v1.Prediction, len(p.tenants))
+	for i, tn := range p.tenants {
+		if p.stopped() {
+			break // Build discards the plan
+		}
+		preds[i] = p.predict(tn, len(refs[tn]))
+	}
+	wg.Wait()
 	if err := p.ctx.Err(); err != nil {
 		return nil, fmt.Errorf("build plan: %w", err)
 	}
+	for i, tn := range p.tenants {
+		out.Tenants = append(out.Tenants, p.planTenant(tn, refs[tn], preds[i]))
+	}
+	out.Summary.Objective = p.objective()
+	out.Summary.LowerBound = lb
 	out.Summary.Baselines = p.baselines()
 	if err := p.ctx.Err(); err != nil {
 		return nil, fmt.Errorf("build plan: %w", err)
@@ -337,34 +369,16 @@ func (p *planner) replicas(u *unit, g v1.GPURef, in v1.InstanceRef, next map[*te
 	return out
 }
 
-// planTenant is the plan's view of one tenant: its replicas, prediction and reasons.
-func (p *planner) planTenant(tn *tenant, refs []v1.ReplicaRef) v1.PlanTenant {
+// planTenant is the plan's view of one tenant: its replicas, prediction (predict's, for its
+// len(refs) replicas) and reasons.
+func (p *planner) planTenant(tn *tenant, refs []v1.ReplicaRef, pred v1.Prediction) v1.PlanTenant {
 	pt := v1.PlanTenant{Name: tn.t.Name, Replicas: refs}
 	if tn.choice == nil {
 		pt.Infeasible = true
 		pt.Reasons = p.infeasibleReasons(tn)
 		return pt
 	}
-	c := tn.choice
-	n := float64(len(refs))
-	ttft, tpot := c.ev.oneRate().TTFT, c.ev.oneRate().TPOT
-	if c.sz.n > 0 && tn.t.Traffic.RPS > 0 { // at the tenant's own load, over its replicas
-		ttft, tpot = seconds(c.sz.state().ttft), seconds(c.sz.state().tpot)
-	}
-	e2e := ttft + tpot*timeDur(tn.work.OutputTokens-1)
-	if tn.measured != nil {
-		// a request waits at most one batch to start and one to finish: 2 × the batch latency;
-		// measured replicas each carry the measured rate (ParvaGPU's rule)
-		pt.Predicted = v1.Prediction{E2EP99: v1.Duration(2 * c.ev.oneRate().TTFT), MaxRPS: roundRate(n*c.ev.oneRate().RequestsPerSec, tn.t.Traffic.RPS)}
-	} else {
-		// the highest rate the planned replicas carry within the SLO, behind one router
-		most, _ := c.ev.q.maxRateOver(tn.slo, len(refs), peakRate(tn.t.Traffic))
-		pt.Predicted = v1.Prediction{TTFTP99: v1.Duration(ttft), TPOTP99: v1.Duration(tpot),
-			E2EP99: v1.Duration(e2e), TokensPerSecond: round3(most * float64(tn.work.OutputTokens)), MaxRPS: roundRate(most, tn.t.Traffic.RPS)}
-		if tn.t.Traffic.Pattern == v1.PatternBursty {
-			pt.Predicted.BurstRPS = round3(peakRate(tn.t.Traffic))
-		}
-	}
+	pt.Predicted = pred
 	pt.Reasons = p.tenantReasons(tn)
 	if r, ok := p.fixedUnmet(tn); ok { // a fixed count the SLO needs more than: planned, and said so
 		pt.Infeasible = true
@@ -384,6 +398,37 @@ func (p *planner) planTenant(tn *tenant, refs []v1.ReplicaRef) v1.PlanTenant {
 		pt.Reasons = append(pt.Reasons, tn.infeas...)
 	}
 	return pt
+}
+
+// predict is the prediction of tn's chosen candidate on n replicas (none without a choice):
+// its latencies at the tenant's load and the highest rate the replicas carry within the SLO.
+// It reads the candidate's evaluation and the tenant alone, never the candidates' counts.
+func (p *planner) predict(tn *tenant, nrep int) v1.Prediction {
+	if tn.choice == nil {
+		return v1.Prediction{}
+	}
+	c := tn.choice
+	n := float64(nrep)
+	ttft, tpot := c.ev.oneRate().TTFT, c.ev.oneRate().TPOT
+	if c.sz.n > 0 && tn.t.Traffic.RPS > 0 { // at the tenant's own load, over its replicas
+		ttft, tpot = seconds(c.sz.state().ttft), seconds(c.sz.state().tpot)
+	}
+	e2e := ttft + tpot*timeDur(tn.work.OutputTokens-1)
+	var pred v1.Prediction
+	if tn.measured != nil {
+		// a request waits at most one batch to start and one to finish: 2 × the batch latency;
+		// measured replicas each carry the measured rate (ParvaGPU's rule)
+		pred = v1.Prediction{E2EP99: v1.Duration(2 * c.ev.oneRate().TTFT), MaxRPS: roundRate(n*c.ev.oneRate().RequestsPerSec, tn.t.Traffic.RPS)}
+	} else {
+		// the highest rate the planned replicas carry within the SLO, behind one router
+		most, _ := c.ev.q.maxRateOver(tn.slo, nrep, peakRate(tn.t.Traffic))
+		pred = v1.Prediction{TTFTP99: v1.Duration(ttft), TPOTP99: v1.Duration(tpot),
+			E2EP99: v1.Duration(e2e), TokensPerSecond: round3(most * float64(tn.work.OutputTokens)), MaxRPS: roundRate(most, tn.t.Traffic.RPS)}
+		if tn.t.Traffic.Pattern == v1.PatternBursty {
+			pred.BurstRPS = round3(peakRate(tn.t.Traffic))
+		}
+	}
+	return pred
 }
 
 // roundRate rounds a rate to 3 decimals for the plan, but not below offered when it carries it.

@@ -492,10 +492,9 @@ func mdOneTail(lam, s, x float64) float64 {
 	sum := 0.0
 	for j := 0; float64(j)*s <= x; j++ {
 		u := lam * (float64(j)*s - x) // ≤ 0
-		lg := lnFact(j)
-		term := math.Exp(float64(j)*math.Log(math.Abs(u)) - lg - u)
-		if j == 0 {
-			term = math.Exp(-u)
+		term := math.Exp(-u)          // j = 0, where the general term's 0 × log 0 would be NaN at u = 0
+		if j > 0 {
+			term = math.Exp(float64(j)*math.Log(math.Abs(u)) - lnFact(j) - u)
 		}
 		if j%2 == 1 {
 			term = -term
@@ -512,10 +511,9 @@ func poissonFloorMean(m float64, n int) float64 {
 		return 0
 	}
 	end := int(m + 12*math.Sqrt(m) + 30)
-	cdf, sum := 0.0, 0.0
+	cdf, sum, lm := 0.0, 0.0, math.Log(m)
 	for c := 0; c < end; c++ {
-		lg := lnFact(c)
-		cdf += math.Exp(float64(c)*math.Log(m) - m - lg)
+		cdf += math.Exp(float64(c)*lm - m - lnFact(c))
 		if (c+1)%n == 0 {
 			sum += math.Max(0, 1-cdf) // P(N ≥ c+1), c+1 a multiple of n
 		}
