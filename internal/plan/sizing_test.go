@@ -54,7 +54,7 @@ func TestSLOTargets(t *testing.T) {
 		// E2E 10s with TTFT 2s and TPOT 20ms: (10s − 2s)/200 = 40ms is looser, 20ms stays.
 		{"tpot already tighter", v1.SLO{TTFTP99: d("2s"), TPOTP99: d("20ms"), E2EP99: d("10s")}, 201, perf.SLO{TTFT: 2 * time.Second, TPOT: 20 * time.Millisecond}},
 	} {
-		if got := sloTargets(c.slo, c.out); got != c.want {
+		if got := sloTargets(c.slo, c.out, "", 0); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
 		}
 	}

@@ -108,7 +108,11 @@ func newTenant(i int, t v1.Tenant, o Options, po perf.Options) (*tenant, error) 
 		tn.notes = append(tn.notes, fmt.Sprintf("traffic gives no token counts: sized for %d prompt and %d output tokens",
 			tn.work.InputTokens, tn.work.OutputTokens))
 	}
-	tn.slo = sloTargets(t.SLO, tn.work.OutputTokens)
+	tn.slo = sloTargets(t.SLO, tn.work.OutputTokens, lengthLaw(t.Traffic), t.MaxContext)
+	if n := outputP99(tn.work.OutputTokens, lengthLaw(t.Traffic), t.MaxContext); t.SLO.E2EP99 != nil && n != tn.work.OutputTokens {
+		tn.notes = append(tn.notes, fmt.Sprintf("the e2e target %s is split for the 99th-percentile output of the %s lengths, %d tokens (not the mean %d): TTFT ≤ %s, TPOT ≤ %s",
+			t.SLO.E2EP99.Std(), t.Traffic.Lengths, n, tn.work.OutputTokens, tn.slo.TTFT, roundDur(tn.slo.TPOT)))
+	}
 	tn.group = sharingGroup(t)
 	return tn, nil
 }
@@ -122,9 +126,14 @@ func cmpOr(v, d int) int {
 
 // sloTargets turns the tenant's p99 targets into the TTFT and TPOT targets the performance model
 // checks. An end-to-end target E is split: TTFT ≤ min(ttft, E/4 when ttft is unset) and
-// TPOT ≤ (E − TTFT)/(O − 1). Meeting both p99 targets bounds the end-to-end p99 by their sum
-// (conservative: a sum of p99s is at least the p99 of the sum).
-func sloTargets(s v1.SLO, out int) perf.SLO {
+// TPOT ≤ (E − TTFT)/(L − 1), with L the 99th-percentile output length under the tenant's length
+// law (outputP99: the mean out for fixed lengths). A request's end-to-end latency is its TTFT plus
+// its TPOT times its output length less one; with TTFT and TPOT at most their targets (their
+// p99s), that sum exceeds E only for requests longer than L, at most 1 % of them. For fixed
+// lengths this is the sum of the two p99s (conservative: a sum of p99s is at least the p99 of the
+// sum); for varying lengths it is what keeps the long requests, the ones in the e2e tail, within
+// E (the mean length bounds nothing there).
+func sloTargets(s v1.SLO, out int, law v1.Lengths, maxCtx int) perf.SLO {
 	var r perf.SLO
 	if s.TTFTP99 != nil {
 		r.TTFT = s.TTFTP99.Std()
@@ -140,13 +149,36 @@ func sloTargets(s v1.SLO, out int) perf.SLO {
 		r.TTFT = e / 4
 	}
 	rest := e - r.TTFT
-	if out > 1 {
-		per := rest / time.Duration(out-1)
+	if n := outputP99(out, law, maxCtx); n > 1 {
+		per := rest / time.Duration(n-1)
 		if r.TPOT == 0 || per < r.TPOT {
 			r.TPOT = max(per, time.Microsecond)
 		}
 	}
 	return r
+}
+
+// outputP99 is the 99th percentile of a request's output length (the least n with P(L ≤ n) ≥
+// 0.99) as the simulator draws it around the mean out: out itself for fixed lengths ("");
+// uniform, out/2 + j with j uniform on {0, …, out} (integer division), at least 1; exponential,
+// 1 + ⌊ln U / ln(1 − 1/out)⌋ (geometric on {1, 2, …} with mean out, capped at 64·out + 1, far
+// above the quantile), so P(L > n) = (1 − 1/out)^n and n = ⌈ln 0.01 / ln(1 − 1/out)⌉, about
+// 4.6·out. A maxContext above 1 caps a drawn output at maxContext − 1 (the prompt takes at least
+// one token), and the quantile with it.
+func outputP99(out int, law v1.Lengths, maxCtx int) int {
+	n := out
+	switch law {
+	case v1.LengthsUniform:
+		n = max(1, out/2+(99*(out+1)+99)/100-1)
+	case v1.LengthsExponential:
+		if out > 1 {
+			n = int(math.Ceil(math.Log(0.01) / math.Log1p(-1/float64(out))))
+		}
+	}
+	if law != "" && maxCtx > 1 {
+		n = min(n, maxCtx-1)
+	}
+	return n
 }
 
 // sharingGroup is the key of the tenants a tenant may share an MPS or time-sliced slice with:
