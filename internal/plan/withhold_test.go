@@ -69,3 +69,34 @@ func TestWithholdNodeMPS(t *testing.T) {
 		t.Error("no tenant's reason says MPS was withheld from it")
 	}
 }
+
+// Review 13's d1 once MPS is withheld: the release step drops t6 (2 × 1g.45gb, one placed) in
+// favour of t10 while both are short, and the packing after it leaves two GPUs idle that hold
+// t6. readmitReleased packs the pool again with t6 back in and keeps it: 10 of 12 served in
+// full, as on the DRA path, where t6 stayed released before.
+func TestReleasedTenantReadmitted(t *testing.T) {
+	pool := loadPool(t, "../../testdata/review13/d1-deviceplugin-mps-node-idle.yaml")
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ctx = context.Background()
+	p.evaluate()
+	if err := p.optimise(); err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]bool{}
+	for _, tn := range p.tenants {
+		if servedInFull(tn) {
+			served[tn.t.Name] = true
+		}
+	}
+	if len(served) < 10 || !served["t6"] || !served["t10"] {
+		t.Fatalf("%d of 12 served in full (%v), want 10 with t6 and t10", len(served), served)
+	}
+	for tn := range p.released {
+		if servedInFull(tn) {
+			t.Errorf("%s is served in full and still listed as released", tn.t.Name)
+		}
+	}
+}
