@@ -3,6 +3,7 @@ package plan
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -751,6 +752,9 @@ func (p *planner) spilledWhy(tn *tenant) string {
 	if w := p.moved[tn]; w != "" {
 		return "; " + w
 	}
+	if w := p.withheldWhy(tn); w != "" {
+		return w
+	}
 	c := tn.choice
 	if p.caps == nil || c == nil {
 		return ""
@@ -763,6 +767,22 @@ func (p *planner) spilledWhy(tn *tenant) string {
 	}
 	return fmt.Sprintf("; %s on %s, cheaper (%d replica(s) = %.3f), was not used: that board had no room for it (the choice holds it to %.1f GPU-equivalents, what its %d pool GPUs were found to hold after an earlier packing left tenants short there, and other tenants take %.1f)",
 		first.label(), b, first.replicas, first.cost, lim, p.poolGPUs()[b], p.capLoad[b])
+}
+
+// withheldWhy says, for a tenant whose choice is not whole-GPU MPS on a board where
+// withholdNodeMPS withheld it from the tenant, why; "" otherwise.
+func (p *planner) withheldWhy(tn *tenant) string {
+	m := p.withheld[tn]
+	if len(m) == 0 || tn.choice == nil {
+		return ""
+	}
+	msg := ""
+	for _, k := range slices.SortedFunc(maps.Keys(m), func(a, b forbidKey) int { return cmp.Compare(a.board, b.board) }) {
+		if tn.choice.board.Name != k.board || tn.choice.kind != k.kind {
+			msg += "; " + m[k]
+		}
+	}
+	return msg
 }
 
 // firstAllowed is tn's cheapest candidate that is not forbidden; its cheapest when all are.

@@ -167,6 +167,9 @@ func (p *planner) optimise() error {
 			}
 		}
 	}
+	if best, err = p.withholdNodeMPS(best); err != nil {
+		return err
+	}
 	p.gpus, p.caps, p.packFirst = best.gpus, best.caps, best.packFirst
 	for i, tn := range p.tenants {
 		tn.choice, tn.infeas = best.choice[i], best.infeas[i]
@@ -189,6 +192,84 @@ func (p *planner) optimise() error {
 	}
 	p.vacateForSpread()
 	return nil
+}
+
+// maxWithholdRounds bounds withholdNodeMPS's re-plans: each round withholds whole-GPU MPS from
+// the tenants that chose it on a board where the last plan left units short for a node rule.
+const maxWithholdRounds = 3
+
+// withholdNodeMPS plans again, on the device-plugin path, when best leaves tenants short for a
+// node rule: whole-GPU MPS on the boards where units were kept off free GPUs is withheld from the
+// tenants that chose it there, and the retries run afresh (optimiseRetries). A node whose
+// nvidia.com/gpu is MPS-shared runs migStrategy none and serves one share and trust path, so
+// the few tenants that chose MPS first can keep a whole node's MIG instances and exclusive
+// replicas from the rest; the blocked-kind retry only forbids the blocked tenants' kinds and
+// counts MPS in nodes, which leaves the MPS tenants where they are (testdata/review13's d1: 4
+// of 12 tenants served on 2 of 7 GPUs). Each round adds the tenants on MPS of the new plan's
+// blocked boards; a round's plan is kept when it scores better, in the retries' order (score:
+// tenants short first), and the withheld tenants' reasons say why they are not on MPS. The
+// planner's forbidden kinds are left as the kept plan had them.
+func (p *planner) withholdNodeMPS(best *packed) (*packed, error) {
+	p.withheld = nil
+	if p.perClaim || best.score[0] == 0 {
+		return best, nil
+	}
+	withheld := map[*tenant]map[forbidKey]string{}
+	for round := 0; round < maxWithholdRounds && best.score[0] > 0; round++ {
+		grew := false
+		for i, tn := range p.tenants {
+			c := best.choice[i]
+			if c == nil || c.kind != v1.SliceMPS {
+				continue
+			}
+			rule := mpsBlockRule(best, c.board.Name)
+			if rule == "" {
+				continue
+			}
+			k := forbidKey{c.board.Name, v1.SliceMPS}
+			if _, ok := withheld[tn][k]; ok {
+				continue
+			}
+			if withheld[tn] == nil {
+				withheld[tn] = map[forbidKey]string{}
+			}
+			withheld[tn][k], grew = fmt.Sprintf("whole-GPU MPS on %s was withheld from it: with it a node runs migStrategy none and one share and trust path (the device plugin's one sharing setting per resource and node), and a plan with it left tenants short (%s)", c.board.Name, rule), true
+		}
+		if !grew {
+			break
+		}
+		forbid, nodeRule, nodeMPS := p.forbid, p.nodeRule, p.nodeMPS
+		p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst = map[*tenant]map[forbidKey]string{}, map[*tenant]map[forbidKey]string{}, nil, nil, nil
+		for tn, m := range withheld {
+			p.forbid[tn] = maps.Clone(m)
+		}
+		alt, err := p.optimiseRetries()
+		if err != nil {
+			return nil, err
+		}
+		if slices.Compare(alt.score[:], best.score[:]) >= 0 {
+			p.forbid, p.nodeRule, p.nodeMPS = forbid, nodeRule, nodeMPS
+			break
+		}
+		best = alt
+		p.withheld = map[*tenant]map[forbidKey]string{}
+		for tn, m := range withheld {
+			p.withheld[tn] = maps.Clone(m)
+		}
+	}
+	return best, nil
+}
+
+// mpsBlockRule is the least node rule that kept units of best off free GPUs of board (the
+// rules name the setting a node's first units fixed), "" when none.
+func mpsBlockRule(best *packed, board string) string {
+	rule := ""
+	for _, b := range best.blocked {
+		if b.key.board == board && (rule == "" || b.rule < rule) {
+			rule = b.rule
+		}
+	}
+	return rule
 }
 
 // usesFineShares reports whether a choice puts a tenant on a share finer than the coarse ladders.
@@ -675,6 +756,9 @@ type planner struct {
 	// forbid holds, per tenant, the slice kinds on a board that an earlier packing could not
 	// place for a node rule; the choice avoids them (retryBlocked).
 	forbid map[*tenant]map[forbidKey]string
+	// withheld holds, per tenant, whole-GPU MPS on a board that withholdNodeMPS kept from it, with
+	// why: its reasons say so.
+	withheld map[*tenant]map[forbidKey]string
 	// released holds the tenants short of GPUs that gave up their placed replicas so that others
 	// are served in full (releaseShort), each with its NoCapacity reason; the packer leaves them
 	// out.

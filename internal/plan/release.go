@@ -93,8 +93,38 @@ func (p *planner) releaseShort() error {
 			before.restore(p)
 		}
 		if !kept {
-			return nil
+			return p.readmitReleased(served)
 		}
+	}
+	return p.readmitReleased(served)
+}
+
+// readmitReleased packs the pool again with each released tenant back in, one at a time, and
+// keeps it when more tenants are then served in full and none served before loses it.
+func (p *planner) readmitReleased(served int) error {
+	for _, tn := range p.tenants {
+		why, out := p.released[tn]
+		if !out || p.stopped() {
+			continue
+		}
+		before := p.snapshot()
+		wasServed := p.servedSet()
+		delete(p.released, tn)
+		for _, t := range p.tenants {
+			t.infeas = nil
+		}
+		if err := p.pack(); err != nil {
+			return err
+		}
+		if err := p.rescueShort(p.unplaced); err != nil {
+			return err
+		}
+		if now := p.servedInFull(); now > served && !p.lostAny(wasServed, tn) {
+			served = now
+			continue
+		}
+		p.released[tn] = why
+		before.restore(p)
 	}
 	return nil
 }

@@ -1,0 +1,102 @@
+package plan
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// Review 13's M3 (testdata/review13/d1-deviceplugin-mps-node-idle.yaml): one node of seven
+// B200s, twelve tenants, device plugin. The first packing gives node n0 whole-GPU MPS for the
+// shared tenants it places first, so the node runs migStrategy none and the other tenants' MIG
+// instances and exclusive replicas find no GPU: 4 served on 2 GPUs, 5 idle. The same pool with
+// MPS not allowed serves 9 on 5. Withholding MPS on the node from the tenants that chose it
+// (withholdNodeMPS) must reach a plan at least as good: allowing more modes must not serve fewer.
+func TestWithholdNodeMPS(t *testing.T) {
+	plan := func(modes []v1.Mode) (*planner, int, int) {
+		t.Helper()
+		pool := loadPool(t, "../../testdata/review13/d1-deviceplugin-mps-node-idle.yaml")
+		if modes != nil {
+			pool.Policy.AllowedModes = modes
+		}
+		p, err := newPlanner(pool, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.ctx = context.Background()
+		p.evaluate()
+		if err := p.optimise(); err != nil {
+			t.Fatal(err)
+		}
+		served, used := 0, 0
+		for _, tn := range p.tenants {
+			if servedInFull(tn) {
+				served++
+			}
+		}
+		for _, g := range p.gpus {
+			if g.role == v1.RolePool {
+				used++
+			}
+		}
+		return p, served, used
+	}
+	_, rServed, rUsed := plan([]v1.Mode{v1.ModeExclusive, v1.ModeMIG})
+	p, served, used := plan(nil)
+	t.Logf("all modes: %d of 12 served on %d GPUs; exclusive and MIG only: %d on %d", served, used, rServed, rUsed)
+	if served < rServed || (served == rServed && used > rUsed) {
+		t.Fatalf("all modes allowed: %d of 12 served on %d GPUs; exclusive and MIG only: %d on %d", served, used, rServed, rUsed)
+	}
+	if served < 9 {
+		t.Fatalf("%d of 12 served in full, want at least 9", served)
+	}
+	said := 0
+	for _, tn := range p.tenants {
+		if _, ok := p.withheld[tn]; !ok || tn.choice == nil {
+			continue
+		}
+		if tn.choice.kind == v1.SliceMPS {
+			t.Errorf("%s is on whole-GPU MPS, withheld from it", tn.t.Name)
+		}
+		if w := p.withheldWhy(tn); !strings.Contains(w, "whole-GPU MPS on B200-180GB was withheld from it") || !strings.Contains(w, "migStrategy") {
+			t.Errorf("%s's reason does not say why it is not on whole-GPU MPS: %q", tn.t.Name, w)
+		}
+		said++
+	}
+	if said == 0 {
+		t.Error("no tenant's reason says MPS was withheld from it")
+	}
+}
+
+// Review 13's d1 once MPS is withheld: the release step drops t6 (2 × 1g.45gb, one placed) in
+// favour of t10 while both are short, and the packing after it leaves two GPUs idle that hold
+// t6. readmitReleased packs the pool again with t6 back in and keeps it: 10 of 12 served in
+// full, as on the DRA path, where t6 stayed released before.
+func TestReleasedTenantReadmitted(t *testing.T) {
+	pool := loadPool(t, "../../testdata/review13/d1-deviceplugin-mps-node-idle.yaml")
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ctx = context.Background()
+	p.evaluate()
+	if err := p.optimise(); err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]bool{}
+	for _, tn := range p.tenants {
+		if servedInFull(tn) {
+			served[tn.t.Name] = true
+		}
+	}
+	if len(served) < 10 || !served["t6"] || !served["t10"] {
+		t.Fatalf("%d of 12 served in full (%v), want 10 with t6 and t10", len(served), served)
+	}
+	for tn := range p.released {
+		if servedInFull(tn) {
+			t.Errorf("%s is served in full and still listed as released", tn.t.Name)
+		}
+	}
+}
