@@ -54,7 +54,7 @@ func TestConfirmBorderlineRule(t *testing.T) {
 		say    string
 	}{
 		{"raise", []float64{0.9990, 0.9980, 0.9965, 0.9920, 0.9970, 0.9890, 0.9960, 0.9950, 0.9960}, true, 9, "estimated"},
-		{"extra runs pass", []float64{0.9990, 0.9980, 0.9965, 0.9985, 0.9990, 0.9975, 0.9995, 0.9980, 0.9990}, false, 9, "in 9 simulated runs"},
+		{"extra runs pass", []float64{0.9990, 0.9980, 0.9965, 0.9995, 0.9990, 0.9985, 0.9995, 0.9990, 0.9990}, false, 9, "in 9 simulated runs"},
 		{"clear", []float64{0.9995, 1, 0.9992, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9}, false, 3, "in 3 simulated runs"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -84,10 +84,11 @@ func TestMissEstimate(t *testing.T) {
 	for i := range 60 {
 		runs = append(runs, runWord{0.9965 + 0.0038*math.Sqrt2*math.Sin(2*math.Pi*float64(i)/60), 2480})
 	}
-	if m := missEstimate(runs); m < 0.04 || m > 0.10 {
+	// at least what was measured (the floor of confirmSpreadFloor widens it), and not absurdly more
+	if m := missEstimate(runs); m < 0.067 || m > 0.2 {
 		t.Errorf("s7's Poisson twin: estimated %.3f, measured 0.067", m)
 	}
-	if m := missEstimate([]runWord{{0.9995, 2500}, {1, 2500}, {0.9992, 2500}}); m > 1e-6 {
+	if m := missEstimate([]runWord{{0.9995, 2500}, {1, 2500}, {0.9992, 2500}}); m > 1e-4 {
 		t.Errorf("clear of the edge: estimated %.3g", m)
 	}
 	if m := missEstimate([]runWord{{0.985, 2500}, {0.988, 2500}}); m < 0.5 {
