@@ -30,7 +30,9 @@ import (
 // than confirmRunKeep in one run (a quarter point above the suite's own bar of 99 % in a run:
 // a tenant of 99.09 % in one of the three runs missed it in another, 98.75 %); then it
 // chooses and packs again with the new counts and simulates again, for at most confirmRounds
-// rounds. Each simulated tenant carries a Simulated reason with what the runs saw.
+// rounds. A tenant those runs pass near the edge is judged on confirmExtraRuns runs more, by
+// the estimated chance that a run of 2,000 requests falls below 99 % (confirmextra.go, ADR
+// 0078). Each simulated tenant carries a Simulated reason with what the runs saw.
 //
 // Counts only rise. Lowering a count the runs accepted was tried twice and rejected (ADR 0035):
 // on one run's word it let more tenants miss in other runs than the model alone did, and even
