@@ -80,11 +80,28 @@ func (p *planner) confirmBorderline(judge []*tenant, pl *v1.Plan, state func(*te
 		if err != nil {
 			return err
 		}
+		var again []*tenant // failed by the floor alone: judged on more runs by their own spread
 		for _, tn := range g.tenants {
 			st, _ := state(tn)
 			st.add(tn.t.Name, reports)
 			st.extra = confirmExtraRuns
-			st.miss = missEstimate(st.runs)
+			st.miss = missEstimate(st.runs, confirmSpreadFloor)
+			if st.miss > confirmMissMax && missEstimate(st.runs, 1) <= confirmMissMax {
+				again = append(again, tn)
+			}
+		}
+		if len(again) == 0 {
+			continue
+		}
+		reports, err = p.simulateSeeds(pool, cut, g.d, confirmRuns+confirmExtraRuns, confirmMoreRuns)
+		if err != nil {
+			return err
+		}
+		for _, tn := range again {
+			st, _ := state(tn)
+			st.add(tn.t.Name, reports)
+			st.extra += confirmMoreRuns
+			st.miss = missEstimate(st.runs, 1)
 		}
 	}
 	return nil
@@ -100,7 +117,7 @@ func (p *planner) confirmBorderline(judge []*tenant, pl *v1.Plan, state func(*te
 // spread, fell below 99 % in 5 of 40 runs), and one run of confirmCheckRequests is
 // taken as normal around the runs' attainment a with variance v / confirmCheckRequests, widened
 // by (1 + 1/k) for a's own error over k runs.
-func missEstimate(runs []runWord) float64 {
+func missEstimate(runs []runWord, floor float64) float64 {
 	k := len(runs)
 	if k < 2 {
 		return 1
@@ -115,7 +132,7 @@ func missEstimate(runs []runWord) float64 {
 	for _, r := range runs {
 		v += float64(r.judged) * (r.att - a) * (r.att - a)
 	}
-	v = max(v/float64(k-1), confirmSpreadFloor*confirmSpreadFloor*a*(1-a))
+	v = max(v/float64(k-1), floor*floor*a*(1-a))
 	sd := math.Sqrt(v / confirmCheckRequests * (1 + 1/float64(k)))
 	if sd == 0 {
 		if a < confirmCheckKeep {

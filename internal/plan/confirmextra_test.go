@@ -85,16 +85,16 @@ func TestMissEstimate(t *testing.T) {
 		runs = append(runs, runWord{0.9965 + 0.0038*math.Sqrt2*math.Sin(2*math.Pi*float64(i)/60), 2480})
 	}
 	// at least what was measured (the floor of confirmSpreadFloor widens it), and not absurdly more
-	if m := missEstimate(runs); m < 0.067 || m > 0.2 {
+	if m := missEstimate(runs, confirmSpreadFloor); m < 0.067 || m > 0.2 {
 		t.Errorf("s7's Poisson twin: estimated %.3f, measured 0.067", m)
 	}
-	if m := missEstimate([]runWord{{0.9995, 2500}, {1, 2500}, {0.9992, 2500}}); m > 1e-4 {
+	if m := missEstimate([]runWord{{0.9995, 2500}, {1, 2500}, {0.9992, 2500}}, confirmSpreadFloor); m > 1e-4 {
 		t.Errorf("clear of the edge: estimated %.3g", m)
 	}
-	if m := missEstimate([]runWord{{0.985, 2500}, {0.988, 2500}}); m < 0.5 {
+	if m := missEstimate([]runWord{{0.985, 2500}, {0.988, 2500}}, confirmSpreadFloor); m < 0.5 {
 		t.Errorf("below 99 %%: estimated %.3f", m)
 	}
-	if m := missEstimate([]runWord{{1, 2500}}); m != 1 {
+	if m := missEstimate([]runWord{{1, 2500}}, confirmSpreadFloor); m != 1 {
 		t.Errorf("one run: estimated %.3f, want 1 (no spread to judge by)", m)
 	}
 }
