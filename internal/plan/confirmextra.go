@@ -24,8 +24,10 @@ import (
 // for a tenant whose runs were the whole plan's and whose component cannot be cut (a LoRA
 // engine's adapters). Over all its runs it then passes when confirmKeep of its requests met
 // the SLO and the estimated probability that one run of confirmCheckRequests falls below
-// confirmCheckKeep is at most confirmMissMax (missEstimate); otherwise it is raised as a tenant
-// short is.
+// confirmCheckKeep is at most confirmMissMax (missEstimate, its spread at least
+// confirmSpreadFloor times the binomial); one that only that floor fails gets confirmMoreRuns
+// runs more and is judged on all of them by their own spread. Otherwise it is raised as a
+// tenant short is.
 
 // confirmBorderline runs confirmExtraRuns more runs for every tenant of judge whose state (as
 // state gives it, from the runs of pl just done) is borderline, and judges it on all its runs.
