@@ -42,7 +42,7 @@ func (p *planner) baselines() []v1.Baseline {
 
 // passed reports whether the runs of st judged its count and found it within the SLO.
 func (st *confirmState) passed() bool {
-	return st != nil && st.judged && st.att >= confirmKeep && st.worst >= confirmRunKeep
+	return st != nil && st.judged && !st.short()
 }
 
 // simCount is the replicas a baseline gives tn on c, a probe of one replica a slice (whole GPUs

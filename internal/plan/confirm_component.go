@@ -214,7 +214,7 @@ func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int, st
 				continue
 			}
 			again.model, again.left, again.poolOver, again.poolOffPeak = st.model, st.left, st.poolOver, st.poolOffPeak
-			again.component, again.boardless = namesOf(comp), boardless
+			again.component, again.boardless, again.members = namesOf(comp), boardless, comp
 			*st = again
 		}
 	}

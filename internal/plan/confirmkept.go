@@ -152,9 +152,12 @@ func (p *planner) confirmKept(pl *v1.Plan, chosen string, limit int) error {
 		if err := p.confirmComponents(judge, pl, budget, state); err != nil {
 			return err
 		}
+		if err := p.confirmBorderline(judge, pl, state); err != nil {
+			return err
+		}
 		var short []*keptJudged
 		for _, tn := range judge {
-			if j := judged[tn.t.Name]; !j.short && j.st.judged && (j.st.att < confirmKeep || j.st.worst < confirmRunKeep) {
+			if j := judged[tn.t.Name]; !j.short && j.st.short() {
 				short = append(short, j)
 			}
 		}
@@ -228,7 +231,7 @@ func (p *planner) raiseInRoom(pl *v1.Plan, short []*keptJudged, byName map[strin
 			where := startInRoom(pl, &pl.Tenants[at], tmpl, c.kind, slots)
 			j.why = strings.Join(where, ", ")
 		}
-		j.before = append(j.before, fmt.Sprintf("%s × %d (%.2f %%, %.2f %% in the worst run)", c.label(), j.n, 100*j.st.att, 100*j.st.worst))
+		j.before = append(j.before, fmt.Sprintf("%s × %d (%.2f %%, %.2f %% in the worst run%s)", c.label(), j.n, 100*j.st.att, 100*j.st.worst, j.st.inRuns()))
 		notes = append(notes, j)
 		raised++
 	}
@@ -344,8 +347,8 @@ func (p *planner) keptSimReasons(pl *v1.Plan, judged map[string]*keptJudged) {
 		rs = append(rs, j.st.reason(j.n, j.before))
 		if j.st.left != "" {
 			t.Infeasible = true
-			rs = append([]v1.Reason{v1.NewReason(j.code, "this plan's simulation finds %d replica(s) of %s short of the SLO (%.2f %% of %d requests within it over %d runs, %.2f %% in the worst) %s",
-				j.n, j.c.label(), 100*j.st.att, j.st.over, confirmRuns, 100*j.st.worst, j.why)}, rs...)
+			rs = append([]v1.Reason{v1.NewReason(j.code, "this plan's simulation finds %d replica(s) of %s short of the SLO (%.2f %% of %d requests within it over %d runs, %.2f %% in the worst%s) %s",
+				j.n, j.c.label(), 100*j.st.att, j.st.over, confirmRuns+j.st.extra, 100*j.st.worst, j.st.missText(), j.why)}, rs...)
 		}
 		t.Reasons = rs
 	}
