@@ -249,6 +249,9 @@ func TestMoveServedSkipsTenantsAlreadyRescued(t *testing.T) {
 // the rescue now makes at most moveBudget of them, all short tenants together, and the tenants
 // left untried say why.
 func TestMoveServedKeepsToItsBudget(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("plans 150 tenants short of GPUs, 33 passes of the rescue (scripts/test.sh runs it without the race detector)")
+	}
 	p, pl := planWith(t, loadPool(t, "testdata/short-150-on-60.yaml"), func(*planner) {})
 	if p.movePasses == 0 {
 		t.Fatal("the rescue never moved served tenants: the pool does not test the budget")
