@@ -636,6 +636,7 @@ func (p *planner) raiseByMoves(r *confirmRound, raised []*tenant) (bool, error) 
 	}
 	pc := newPatternCache()
 	ok := true
+	p.moveUsed, p.movePasses = 0, p.movePasses+1 // a budget of packings for the raise (moveBudget)
 	for _, tn := range raised {
 		free := p.freeGPUs()
 		seated, err := p.moveServed(tn, short, free, pc)

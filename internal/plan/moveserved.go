@@ -34,6 +34,10 @@ func (p *planner) moveServed(tn *tenant, short map[*tenant]bool, free map[string
 	if c0 == nil || p.stopped() {
 		return false, nil
 	}
+	if p.moveSpent() {
+		p.unmovedServed[tn] = fmt.Sprintf("served tenants were not tried off %s's pool GPUs to make room: the %d packings the rescue gives the move of served tenants were spent on the short tenants before it", c0.board.Name, moveBudget)
+		return false, nil
+	}
 	// the short tenant's choice first, then its other candidates cheapest first (rescue order)
 	cands := []*cand{c0}
 	for _, c := range p.rescueOrder(tn, free) {
@@ -76,6 +80,9 @@ func (p *planner) moveServed(tn *tenant, short map[*tenant]bool, free map[string
 		}
 		if p.stopped() {
 			return false, nil
+		}
+		if p.moveSpent() {
+			break
 		}
 	}
 	if best == nil {
@@ -159,7 +166,20 @@ const (
 	moveTries = 64
 	// moveFits is how many candidates that fit a served tenant's move tries, cheapest first.
 	moveFits = 3
+	// moveBudget bounds the packings the move of served tenants makes in one pass of the rescue
+	// (or one confirmation's raise), all short tenants together (ADR 0080).
+	moveBudget = 4096
 )
+
+// moveSpent reports whether the move of served tenants has made its moveBudget packings in this
+// pass of the rescue.
+func (p *planner) moveSpent() bool { return p.moveUsed >= moveBudget }
+
+// movePacked counts one packing of the move of served tenants against moveBudget.
+func (p *planner) movePacked() {
+	p.moveUsed++
+	p.movePackings++
+}
 
 // moveStep is one served tenant moved, with the candidate it takes.
 type moveStep struct {
@@ -310,6 +330,7 @@ func (p *planner) searchMoves(tn *tenant, c *cand, short map[*tenant]bool, free 
 		was := slices.Clone(trial[b])
 		left, err := p.packBucket(units, trial, pc)
 		tries++
+		p.movePacked()
 		if err != nil {
 			return false, err
 		}
@@ -334,7 +355,7 @@ func (p *planner) searchMoves(tn *tenant, c *cand, short map[*tenant]bool, free 
 			}
 			return nil
 		}
-		if p.stopped() || !first && (tries >= moveTries || p.noMoveSearch) {
+		if p.stopped() || p.moveSpent() || !first && (tries >= moveTries || p.noMoveSearch) {
 			return nil
 		}
 		o := order[i]
@@ -344,7 +365,7 @@ func (p *planner) searchMoves(tn *tenant, c *cand, short map[*tenant]bool, free 
 			if ob == b || countFree(trial[ob]) == 0 {
 				continue
 			}
-			if p.stopped() || fit == moveFits || !(first && fit == 0) && (tries >= moveTries || p.noMoveSearch) {
+			if p.stopped() || p.moveSpent() || fit == moveFits || !(first && fit == 0) && (tries >= moveTries || p.noMoveSearch) {
 				break
 			}
 			units := soloUnits(o, oc)
@@ -357,6 +378,7 @@ func (p *planner) searchMoves(tn *tenant, c *cand, short map[*tenant]bool, free 
 			was := slices.Clone(trial[ob])
 			left, err := p.packBucket(units, trial, pc)
 			tries++
+			p.movePacked()
 			*newUnits = append(*newUnits, units...)
 			if err != nil {
 				return err
@@ -408,6 +430,9 @@ func (p *planner) searchMoves(tn *tenant, c *cand, short map[*tenant]bool, free 
 	}
 	out.why = fmt.Sprintf("moving the %d tenant(s) served in full on %s's pool GPUs with a candidate on another board with idle pool GPUs, one at a time, did not make room: %s (all moves undone)",
 		len(order), b, strings.Join(tried, "; "))
+	if p.moveSpent() {
+		out.why += fmt.Sprintf("; the search stopped there, at the %d packings the rescue gives the move of served tenants", moveBudget)
+	}
 	return out, nil
 }
 

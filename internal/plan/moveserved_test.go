@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -237,4 +238,37 @@ func TestMoveServedSkipsTenantsAlreadyRescued(t *testing.T) {
 			t.Errorf("%s short", tn.t.Name)
 		}
 	}
+}
+
+// A fleet far too small for its tenants (testdata/short-150-on-60.yaml, genscale's 150 tenants
+// on 60 GPUs of four boards) leaves many short, each with served tenants on its choice's board
+// to move and idle GPUs of other boards to move them onto. The move of served
+// tenants searched for each of them in full (one packing of the board a tenant moved, for the
+// set found one at a time), so that its packings grew with the short tenants times the board's
+// tenants (millions on genscale's 400 tenants on 200 GPUs, for no tenant seated). Each pass of
+// the rescue now makes at most moveBudget of them, all short tenants together, and the tenants
+// left untried say why.
+func TestMoveServedKeepsToItsBudget(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("plans 150 tenants short of GPUs, 33 passes of the rescue (scripts/test.sh runs it without the race detector)")
+	}
+	p, pl := planWith(t, loadPool(t, "testdata/short-150-on-60.yaml"), func(*planner) {})
+	if p.movePasses == 0 {
+		t.Fatal("the rescue never moved served tenants: the pool does not test the budget")
+	}
+	if p.movePackings > p.movePasses*moveBudget {
+		t.Fatalf("the move of served tenants made %d packings in %d passes, over %d a pass", p.movePackings, p.movePasses, moveBudget)
+	}
+	spent := 0
+	for _, tp := range pl.Tenants {
+		for _, r := range tp.Reasons {
+			if strings.Contains(r.Message, fmt.Sprintf("the %d packings the rescue gives the move of served tenants", moveBudget)) {
+				spent++
+			}
+		}
+	}
+	if spent == 0 {
+		t.Fatalf("no short tenant's reason says the budget was spent (%d packings in %d passes)", p.movePackings, p.movePasses)
+	}
+	t.Logf("%d packings in %d passes; %d tenants' reasons name the budget", p.movePackings, p.movePasses, spent)
 }

@@ -283,6 +283,7 @@ func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 			still[r.tn] = true
 		}
 	}
+	p.moveUsed, p.movePasses = 0, p.movePasses+1 // a budget of packings for the pass (moveBudget)
 	for _, tn := range short {
 		if p.stopped() || countIdle(free) == 0 {
 			break

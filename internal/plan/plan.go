@@ -810,6 +810,12 @@ type planner struct {
 	// noMoveSearch keeps the move of served tenants to the set found one at a time for the short
 	// tenant's choice (tests compare with and without the search).
 	noMoveSearch bool
+	// moveUsed counts the packings the move of served tenants has made in this pass of the
+	// rescue (or confirmation's raise), against moveBudget; movePackings counts them all, for
+	// tests.
+	moveUsed, movePackings int
+	// movePasses counts the passes given a budget of moveBudget packings, for tests.
+	movePasses int
 	// noRaiseMoves keeps the confirmation from making a raise by moving served tenants
 	// (raiseByMoves; tests compare with and without it).
 	noRaiseMoves bool
