@@ -218,6 +218,7 @@ func (p *planner) confirm() error {
 		return nil
 	}
 	p.confirmed = map[*cand]*confirmState{}
+	p.raiseNoRoom = nil
 	var rounds []confirmRound // each round's simulated plan, for the fleet's refusal of a raise
 	for round := range confirmRounds {
 		var judge []*tenant
@@ -274,6 +275,9 @@ func (p *planner) confirm() error {
 		}
 		if round == confirmRounds-1 { // no round left to simulate a raise
 			for _, tn := range raised {
+				if p.leftNoRoom(tn) {
+					continue
+				}
 				p.leftShort(tn, "the last round", v1.ReasonSLOUnmet, fmt.Sprintf("after %d rounds of raises", confirmRounds))
 			}
 			return nil
@@ -286,7 +290,7 @@ func (p *planner) confirm() error {
 			if m > 0 && tn.choice.replicas >= m {
 				p.leftShort(tn, maxReplicasName(tn.t), v1.ReasonOverCap, fmt.Sprintf("and %s allows no more", maxReplicasName(tn.t)))
 			}
-			return m > 0 && tn.choice.replicas >= m
+			return m > 0 && tn.choice.replicas >= m || p.leftNoRoom(tn)
 		})
 		if len(raised) == 0 {
 			return nil
@@ -312,6 +316,13 @@ func (p *planner) confirm() error {
 			// rounds' plans, and say so.
 			ok, err := p.raiseByMoves(&rounds[len(rounds)-1], raised)
 			if err != nil {
+				return err
+			}
+			if ok {
+				continue
+			}
+			// else the raises that fit, one at a time (raiseSubset, ADR 0081)
+			if ok, err = p.raiseSubset(&rounds[len(rounds)-1], raised); err != nil {
 				return err
 			}
 			if ok {
@@ -406,6 +417,9 @@ func (p *planner) keepBestRound(rounds []confirmRound, without string) {
 	for _, tn := range b.short {
 		if m := maxReplicasOf(tn.t); m > 0 && tn.choice.replicas >= m {
 			p.leftShort(tn, maxReplicasName(tn.t), v1.ReasonOverCap, fmt.Sprintf("and %s allows no more", maxReplicasName(tn.t)))
+			continue
+		}
+		if p.leftNoRoom(tn) {
 			continue
 		}
 		why := without

@@ -285,7 +285,9 @@
 // four rounds. A raise that choosing and packing again would make at the cost of more tenants
 // short of GPUs is made on the round's plan instead, by the rescue's move of served tenants off
 // the raised tenant's board onto idle GPUs of other boards (raiseByMoves, ADR 0075); when that
-// too seats none, it is undone and the best round kept. Counts only rise;
+// too seats none and several tenants were raised, the raises that fit are kept one at a time,
+// fewest extra GPUs first (raiseSubset, ADR 0081), the others reported short; when none fits,
+// the raises are undone and the best round kept. Counts only rise;
 // every simulated tenant carries a Simulated reason. A re-plan that returns the kept, held or
 // partly re-packed plan confirms that plan the same way (confirmkept.go, ADR 0064, 0065): a
 // tenant found short gets a replica more in room its busy GPUs leave free, else on a GPU the plan

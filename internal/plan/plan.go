@@ -819,6 +819,12 @@ type planner struct {
 	// noRaiseMoves keeps the confirmation from making a raise by moving served tenants
 	// (raiseByMoves; tests compare with and without it).
 	noRaiseMoves bool
+	// noRaiseSubset keeps the confirmation's raises all or nothing (raiseSubset; tests compare
+	// with and without it).
+	noRaiseSubset bool
+	// raiseNoRoom holds the tenants whose raise the confirmation tried alone and found no room
+	// for (raiseSubset), with why: found short again, they are left short, not raised.
+	raiseNoRoom map[*tenant]string
 	// noCompact skips the compaction after packing (tests compare with and without it).
 	noCompact bool
 	// perClaim is set when the pool takes the DRA path (policy.kubernetesDeviceAPI: dra): each
