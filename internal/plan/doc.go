@@ -38,7 +38,9 @@
 // tenant's quantization, KV-cache dtype and maxContext, fits the slice (its KV cache holding one
 // sequence of the context, as vLLM needs to start; concurrency is --max-num-seqs, not a memory
 // reservation) and with which vLLM arguments. An end-to-end target E is turned into TTFT ≤ E/4 (when no TTFT target is
-// set) and TPOT ≤ (E − TTFT)/(O − 1). Traffic without token counts is sized for 512 prompt and
+// set) and TPOT ≤ (E − TTFT)/(L − 1), L the 99th-percentile output length under the tenant's
+// traffic.lengths as internal/sim draws it (the mean O for fixed lengths, about 4.6·O for
+// exponential; ADR 0077). Traffic without token counts is sized for 512 prompt and
 // 256 output tokens (a note says so).
 //
 // Replicas come from a queueing model of the tenant's replicas (queue.go; docs/planner.md,
@@ -139,7 +141,10 @@
 // tenant: after a packing left units short for a node rule on a board, the retries count that
 // board's whole-GPU MPS groups in whole nodes (countNodes; the group's GPUs rounded up to the
 // board's GPUs per node, in the objective, the board limits and emptyLastUnits), and do not
-// forbid those tenants' kinds on that retry. Last, the chosen plan's short tenants get a second chance
+// forbid those tenants' kinds on that retry. When the best plan still leaves tenants short and a
+// node rule kept units off free GPUs of a board, whole-GPU MPS on that board is withheld from the
+// tenants that chose it there and the retries run again, the plan kept only when it scores
+// better, at most three rounds (withholdNodeMPS, ADR 0079). Last, the chosen plan's short tenants get a second chance
 // (rescue): their unplaced units are packed again on the pool GPUs still idle, and then each
 // tenant still short, in pool order, tries its other feasible candidates, cheapest first (a
 // whole-GPU MPS candidate that would take a node of its own last), all
@@ -159,7 +164,8 @@
 // board first, then other candidates of the tenants moved, tenants left on the board, and the
 // short tenant's cheapest other candidates) keeps the set of moves that places every one of
 // their replicas and leaves the most pool GPUs idle; when none does its reason says what was
-// tried. When
+// tried. The step makes at most moveBudget (4,096) packings in one pass of the rescue, all short
+// tenants together; those left untried once it is spent say so (ADR 0080). When
 // the plan leaves tenants short while using shares finer than 1/8, the whole optimisation runs
 // again on the coarse ladders and the better plan is kept (ADR 0056). A tenant still short has
 // its NoCapacity reason say, per board with idle pool
@@ -273,7 +279,9 @@
 // go most demand (GPU-equivalents chosen) per weight first, ties the one listed later, one at a
 // time, at most 16 packings. A released tenant is infeasible with a NoCapacity reason naming the
 // tenants served in its place and the GPUs it needs; a short tenant whose release serves no one
-// more keeps its replicas and is reported short.
+// more keeps its replicas and is reported short. After the releases each released tenant is
+// packed back in, one at a time, and stays in when that serves more tenants in full and none
+// served before loses it (readmitReleased, ADR 0079's amendment).
 //
 // Confirmation (confirm.go, ADR 0035): given a simulator (Options.Simulate; gpupool plan passes
 // internal/plansim.Run, internal/sim's), on pools of at most 64 tenants Build then simulates the
@@ -282,7 +290,10 @@
 // only in runs of at most an hour, which carry its peak, ADR 0071), served in full, with less
 // than 99.5 % of its requests over the runs (or 99.25 % in one run) within the SLO gets a
 // replica more on its chosen slice, and choice, packing and simulation run again, at most
-// four rounds. A raise that choosing and packing again would make at the cost of more tenants
+// four rounds. A tenant those runs pass on a borderline result (below 99.9 % over the runs or
+// 99.7 % in one) is judged on six runs more, and on 18 more where only the spread floor fails
+// it: it passes when the estimated chance that one run of 2,000 requests falls below 99 % is at
+// most 2 % (confirmextra.go, ADR 0078). A raise that choosing and packing again would make at the cost of more tenants
 // short of GPUs is made on the round's plan instead, by the rescue's move of served tenants off
 // the raised tenant's board onto idle GPUs of other boards (raiseByMoves, ADR 0075); when that
 // too seats none and several tenants were raised, the raises that fit are kept one at a time,
@@ -356,7 +367,9 @@
 // All are rounded up; each assumes, as the planner does, that all replicas of a tenant use one
 // kind of slice. The bound ignores canaries, the burst pool, the one-sharing-setting rule and
 // (outside the group bound) trust-group rounding, so it stays valid; the gap GPUsUsed / lowerBound
-// shows what they and the heuristics cost.
+// shows what they and the heuristics cost. The result computes the bound on a goroutine of its
+// own while it computes the tenants' predictions, which write nothing the bound reads; the
+// reasons, objective and baselines are made after both (ADR 0076).
 //
 // # 5. Baselines
 //
