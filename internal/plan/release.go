@@ -65,18 +65,11 @@ func (p *planner) releaseShort() error {
 				p.released = map[*tenant]string{}
 			}
 			p.released[tn] = "left unplaced" // the reason proper once the release is kept
-			for _, t := range p.tenants {
-				t.infeas = nil
-			}
-			// The trial packs as optimise does: the packer, then the rescue of the tenants it
-			// leaves short onto the GPUs it leaves idle (rescueShort).
-			if err := p.pack(); err != nil {
+			now, better, err := p.repackServesMore(served, wasServed, tn)
+			if err != nil {
 				return err
 			}
-			if err := p.rescueShort(p.unplaced); err != nil {
-				return err
-			}
-			if now := p.servedInFull(); now > served && !p.lostAny(wasServed, tn) {
+			if better {
 				served, kept = now, true
 				var gained []string
 				for _, t := range p.tenants {
@@ -110,16 +103,11 @@ func (p *planner) readmitReleased(served int) error {
 		before := p.snapshot()
 		wasServed := p.servedSet()
 		delete(p.released, tn)
-		for _, t := range p.tenants {
-			t.infeas = nil
-		}
-		if err := p.pack(); err != nil {
+		now, better, err := p.repackServesMore(served, wasServed, tn)
+		if err != nil {
 			return err
 		}
-		if err := p.rescueShort(p.unplaced); err != nil {
-			return err
-		}
-		if now := p.servedInFull(); now > served && !p.lostAny(wasServed, tn) {
+		if better {
 			served = now
 			continue
 		}
@@ -265,4 +253,22 @@ func (p *planner) releaseWhy(tn *tenant, h held, gained []string) string {
 		"and only %d of them had found room (on %s; the pool has %d GPUs of which %d are canaries and %d held for the burst pool); "+
 		"a tenant short of GPUs gives up what it holds when that serves more tenants in full",
 		strings.Join(gained, ", "), c.replicas, c.label(), needs(c), h.replicas, strings.Join(h.gpus, ", "), len(p.fleet), p.canaries(), p.burst)
+}
+
+// repackServesMore packs the pool again as optimise does, the packer then the rescue of the
+// tenants it leaves short onto the GPUs it leaves idle (rescueShort), with every tenant's
+// infeasibility reasons cleared first, and reports the tenants served in full after it and
+// whether that is more than served with none of wasServed, tn aside, losing its service.
+func (p *planner) repackServesMore(served int, wasServed map[*tenant]bool, tn *tenant) (int, bool, error) {
+	for _, t := range p.tenants {
+		t.infeas = nil
+	}
+	if err := p.pack(); err != nil {
+		return 0, false, err
+	}
+	if err := p.rescueShort(p.unplaced); err != nil {
+		return 0, false, err
+	}
+	now := p.servedInFull()
+	return now, now > served && !p.lostAny(wasServed, tn), nil
 }
