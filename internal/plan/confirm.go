@@ -132,10 +132,12 @@ type confirmState struct {
 	miss    float64
 	// tail counts the runs of confirmCheckRequests of the tenant, of tailD each, added for a
 	// tenant only the spread floor failed (ADR 0083), and tailBelow those below
-	// confirmCheckKeep; tailWorst is the worst of them.
-	tail, tailBelow int
-	tailD           time.Duration
-	tailWorst       float64
+	// confirmCheckKeep; tailWorst is the worst of them, tailMet and tailOver their requests
+	// within the SLO and judged.
+	tail, tailBelow   int
+	tailD             time.Duration
+	tailWorst         float64
+	tailMet, tailOver float64
 }
 
 // runWord is one run's word on a tenant: the share of its judged requests within the SLO.
@@ -150,7 +152,7 @@ func (st *confirmState) tally(n int, t *v1.Tenant, d time.Duration, reports []ma
 	st.simulated, st.att, st.worst, st.over, st.ttft, st.tpot = n, 1, 1, 0, 0, 0
 	st.offPeak = t.Traffic.Pattern == v1.PatternDiurnal && d > confirmPeakRun
 	st.runs, st.d, st.members, st.extra, st.miss = nil, d, nil, 0, 0
-	st.tail, st.tailBelow, st.tailD, st.tailWorst = 0, 0, 0, 0
+	st.tail, st.tailBelow, st.tailD, st.tailWorst, st.tailMet, st.tailOver = 0, 0, 0, 0, 0, 0
 	st.add(name, reports)
 	st.judged = st.over >= confirmMinJudged && !st.offPeak
 }
@@ -175,17 +177,19 @@ func (st *confirmState) add(name string, reports []map[string]SimTenant) {
 
 // short reports whether st's runs judged its count and found it short of the SLO: below
 // confirmKeep over the runs, or, on the first confirmRuns runs, below confirmRunKeep in one;
-// with runs added for a borderline result (ADR 0078), an estimated miss above confirmMissMax.
+// with runs added for a borderline result (ADR 0078), an estimated miss above confirmMissMax;
+// with tail runs (ADR 0083), more than confirmTailAllowed of them below confirmCheckKeep,
+// whatever the share over the runs.
 func (st *confirmState) short() bool {
 	switch {
 	case !st.judged:
 		return false
+	case st.tail > 0: // the bar's own question, asked of its tail runs (ADR 0083)
+		return st.tailBelow > confirmTailAllowed
 	case st.att < confirmKeep:
 		return true
 	case st.extra == 0:
 		return st.worst < confirmRunKeep
-	case st.tail > 0:
-		return st.tailBelow > confirmTailAllowed
 	}
 	return st.miss > confirmMissMax
 }
@@ -377,13 +381,13 @@ func (p *planner) recordRound(undo confirmUndo, served int, short []*tenant) con
 	}
 	for _, tn := range short {
 		st := p.confirmed[tn.choice]
-		r.shortfall += max(0, confirmKeep-st.att)
-		if st.tail > 0 { // judged on the tail (ADR 0083)
-			r.shortfall += float64(st.tailBelow-confirmTailAllowed) / float64(st.tail)
-		} else if st.extra > 0 { // judged by the estimate of ADR 0078
-			r.shortfall += max(0, st.miss-confirmMissMax)
-		} else {
-			r.shortfall += max(0, confirmRunKeep-st.worst)
+		switch {
+		case st.tail > 0: // judged on the tail (ADR 0083)
+			r.shortfall += float64(max(0, st.tailBelow-confirmTailAllowed)) / float64(st.tail)
+		case st.extra > 0: // judged by the estimate of ADR 0078
+			r.shortfall += max(0, confirmKeep-st.att) + max(0, st.miss-confirmMissMax)
+		default:
+			r.shortfall += max(0, confirmKeep-st.att) + max(0, confirmRunKeep-st.worst)
 		}
 	}
 	return r

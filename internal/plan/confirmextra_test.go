@@ -169,6 +169,11 @@ func TestTailCountFailsHeavyTail(t *testing.T) {
 	if st := tail(two); st.tailBelow != 2 || st.short() {
 		t.Errorf("two runs below 99 %%: %d below, short %v; want 2, passed", st.tailBelow, st.short())
 	}
+	// the count is the bar's own question: a share over the nine runs below 99.5 % (review
+	// 3's r1-70b legal, 99.48 %) does not fail a tenant whose tail runs pass
+	if st := tail(two); func() bool { st.att = 0.9948; return st.short() }() {
+		t.Errorf("two runs below 99 %% at 99.48 %% over the nine: short, want passed")
+	}
 }
 
 var _ = v1.ReasonSimulated
