@@ -242,7 +242,7 @@ func (st *confirmState) tailText() string {
 		return ""
 	}
 	return fmt.Sprintf("; from its own spread at most %.0f %%, so %d runs of %s more: %d below %.0f %% (at most %d pass), %.2f %% in the worst, %.2f %% of the requests over all %d runs",
-		100*confirmMissMax, st.tail, roundDur(st.tailD), st.tailBelow, 100*confirmCheckKeep, confirmTailAllowed, 100*st.tailWorst, 100*st.allAtt(), confirmRuns+st.extra+st.tail)
+		100*confirmMissMax, st.tail, roundDur(st.tailD.Round(time.Second)), st.tailBelow, 100*confirmCheckKeep, confirmTailAllowed, 100*st.tailWorst, 100*st.allAtt(), confirmRuns+st.extra+st.tail)
 }
 
 // bar is the rule a short tenant fell below, for its Simulated reason.
@@ -251,7 +251,7 @@ func (st *confirmState) bar() string {
 		return fmt.Sprintf("below %.1f %%, or %.2f %% in a run", 100*confirmKeep, 100*confirmRunKeep)
 	}
 	if st.tail > 0 {
-		return fmt.Sprintf("more than %d of %d runs of %s below %.0f %%", confirmTailAllowed, st.tail, roundDur(st.tailD), 100*confirmCheckKeep)
+		return fmt.Sprintf("more than %d of %d runs of %s below %.0f %%", confirmTailAllowed, st.tail, roundDur(st.tailD.Round(time.Second)), 100*confirmCheckKeep)
 	}
 	return fmt.Sprintf("below %.1f %% over the runs, or more than a %.0f %% chance of a run of %d requests below %.0f %%",
 		100*confirmKeep, 100*confirmMissMax, confirmCheckRequests, 100*confirmCheckKeep)
@@ -264,7 +264,7 @@ func (st *confirmState) inRuns() string {
 		return ""
 	}
 	if st.tail > 0 {
-		return fmt.Sprintf(" of %d runs, %d of %d runs of %s below %.0f %%", confirmRuns+st.extra, st.tailBelow, st.tail, roundDur(st.tailD), 100*confirmCheckKeep)
+		return fmt.Sprintf(" of %d runs, %d of %d runs of %s below %.0f %%", confirmRuns+st.extra, st.tailBelow, st.tail, roundDur(st.tailD.Round(time.Second)), 100*confirmCheckKeep)
 	}
 	return fmt.Sprintf(" of %d runs, an estimated %.1f %% chance of a run of %d below %.0f %%", confirmRuns+st.extra, 100*st.miss, confirmCheckRequests, 100*confirmCheckKeep)
 }
