@@ -352,6 +352,9 @@ func journalDamaged(err error, cfg agent.Config) error {
 // marked with what to do and exits 1 (resetFailure); an error no step marked is a bug (exit 3).
 func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings, fake bool, model string) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		if denied := resetDenied(fmt.Errorf("create state dir: %w", err), cfg.StateDir); denied != nil {
+			return denied
+		}
 		return resetFailure(fmt.Errorf("create state dir: %w", err),
 			"check the config's stateDir and that this user may write there (run --reset as the agent's user)")
 	}
@@ -362,6 +365,10 @@ func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings
 		return resetRunning(ctx, e, cfg.StateDir, cfg.Node, err)
 	}
 	if err != nil {
+		// Whether an agent runs there is unknown: only the lock file tells.
+		if denied := resetDenied(err, cfg.StateDir); denied != nil {
+			return denied
+		}
 		return resetFailure(err, "check that this user may write the state directory (run --reset as the agent's user)")
 	}
 	defer unlock()
@@ -369,6 +376,9 @@ func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings
 	if fake {
 		fk, err := newFakeNode(cfg, model, false, 0)
 		if err != nil {
+			if denied := resetDenied(err, cfg.StateDir); denied != nil {
+				return denied
+			}
 			return resetFailure(err, "check --fake-model and the state directory")
 		}
 		lib = nvml.New(fk.Interface(), nvml.Options{})
@@ -389,6 +399,9 @@ func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings
 	damaged := ""
 	if errors.Is(err, agent.ErrCorrupt) {
 		if damaged, err = agent.SetAsideJournal(jpath, time.Now()); err != nil {
+			if denied := resetDenied(err, cfg.StateDir); denied != nil {
+				return denied
+			}
 			return resetFailure(err, "the damaged journal is left in place; check that this user may write the state "+
 				"directory (its owner and mode, the disk), then run --reset again")
 		}
@@ -396,6 +409,9 @@ func resetGate(ctx context.Context, e *env, cfg agent.Config, set agent.Settings
 		j, rep, err = agent.OpenJournal(jpath)
 	}
 	if err != nil {
+		if denied := resetDenied(err, cfg.StateDir); denied != nil {
+			return denied
+		}
 		return resetFailure(err, fmt.Sprintf("nothing was reset; check that %s is a file this user may read and write "+
 			"(its owner and mode, the state directory, the disk), then run --reset again", jpath))
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -212,6 +213,23 @@ func resetFailure(err error, todo string) error {
 	return invalid(fmt.Errorf("%w; %s", err, todo))
 }
 
+// resetDenied marks a failure of `gpupool agent --reset` that a file's mode made (permission
+// denied on the state directory, its lock file, journal or other files, or the running agent's
+// reset socket): this user is neither the agent's nor root. It fails before anything was
+// changed, and says so, which user ran it and which owns the state directory. It is nil for any
+// other error, which the caller marks with its own advice.
+func resetDenied(err error, stateDir string) error {
+	if !errors.Is(err, fs.ErrPermission) {
+		return nil
+	}
+	owner := ""
+	if uid, ok := fileOwner(stateDir); ok {
+		owner = fmt.Sprintf(", which belongs to uid %d", uid)
+	}
+	return resetFailure(err, fmt.Sprintf("this user (uid %d) may not use the agent's state directory %s%s: nothing was "+
+		"reset; run --reset as the agent's user or root", os.Getuid(), stateDir, owner))
+}
+
 // resetRunning asks the agent that holds the state directory's lock to reset its gate through its
 // reset socket, and prints its answer. It tries for a few seconds: an agent that has just started
 // opens its socket once its gate has resumed.
@@ -223,6 +241,10 @@ func resetRunning(ctx context.Context, e *env, stateDir, node string, locked err
 		var d net.Dialer
 		if c, err = d.DialContext(ctx, "unix", path); err == nil {
 			break
+		}
+		// The socket is made mode 0600 before it is in place: a refusal by its mode is final.
+		if errors.Is(err, fs.ErrPermission) {
+			return resetDenied(fmt.Errorf("%w, whose reset socket %s is not open to this user (%w)", locked, path, err), stateDir)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -27,3 +27,12 @@ func socketPeerUID(c *net.UnixConn) (int, error) {
 	}
 	return int(cred.Uid), nil
 }
+
+// fileOwner is the user id that owns path, when it can be read.
+func fileOwner(path string) (int, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, false
+	}
+	return int(st.Uid), true
+}

@@ -43,7 +43,12 @@ func (noDestroy) Destroy(string, string, gpu.Instance) error {
 // through the executor with a smoke check that fails and destroys that fail.
 func failedAgentState(t *testing.T) (cfgPath, state string) {
 	t.Helper()
-	dir := t.TempDir()
+	return failedAgentStateIn(t, t.TempDir())
+}
+
+// failedAgentStateIn is failedAgentState with the configuration and state directory in dir.
+func failedAgentStateIn(t *testing.T, dir string) (cfgPath, state string) {
+	t.Helper()
 	state = filepath.Join(dir, "state")
 	cfgPath = filepath.Join(dir, "agent.yaml")
 	must(t, os.WriteFile(cfgPath, []byte(fmt.Sprintf("node: n1\nstateDir: %s\nlisten: 127.0.0.1:0\npollInterval: 100ms\ngpus: []\n", state)), 0o644))

@@ -29,8 +29,20 @@ func TestGpusTable(t *testing.T) {
 	if want := []string{"H100-SXM5-80GB", "hopper", "79.6", "GiB?", "132", "3350", "GB/s", "700", "W?", "989.5", "1979?", "7"}; !slices.Equal(h100, want) {
 		t.Errorf("H100 row %q, want %q", h100, want)
 	}
-	if gb200 := gpusRow(t, out, "GB200-186GB"); gb200[4] != "?" { // SMs unknown
-		t.Errorf("GB200 SMs cell %q, want ?", gb200[4])
+	if gb200 := gpusRow(t, out, "GB200-186GB"); gb200[4] != "152?" { // SMs estimated
+		t.Errorf("GB200 SMs cell %q, want 152?", gb200[4])
+	}
+	// An SM count the catalog lacks prints as "?". Every board has one now, so take GB200's away.
+	b, err := gpu.Lookup("GB200-186GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sms := b.SMs
+	b.SMs = 0
+	out, _, _ = runCmd(t, "gpus")
+	b.SMs = sms
+	if gb200 := gpusRow(t, out, "GB200-186GB"); gb200[4] != "?" {
+		t.Errorf("GB200 SMs cell with no SM count %q, want ?", gb200[4])
 	}
 	if !strings.Contains(out, "? = unverified") {
 		t.Error("no footnote for ?")

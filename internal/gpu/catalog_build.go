@@ -30,6 +30,9 @@ const (
 	srcB200Overview = "Vultr HGX B200 overview; glennklockwood.com (B200 8 TB/s, 1000 W)"
 	srcKernelNotes  = "public kernel-tuning notes (B200 148 SMs, B300 160 SMs, RTX PRO 6000 188 SMs)"
 	srcDatasheet    = "NVIDIA product datasheet (not re-verified)"
+	srcRTXPro       = "NVIDIA RTX PRO Blackwell product pages as reported at launch (RTX PRO 5000: 14,080 CUDA cores, 2,064 AI TOPS, 1,344 GB/s, 300 W; RTX PRO 4500: 10,496 CUDA cores, 896 GB/s, 200 W; RTX PRO 6000: 24,064 CUDA cores, 2,617 MHz boost, as is the 4500's)"
+	srcGB200SMs     = "public GB200 kernel-tuning and profiling notes (the device reports 152 SMs; B300 148)"
+	srcGB300SMs     = "public GB300 device queries (compute capability 10.3, 152 SMs; DGX Station GB300 too); NVIDIA \"Inside Blackwell Ultra\" blog (160 SMs in the full GPU)"
 	srcSmiTotal     = "`nvidia-smi` memory total printed in public logs"
 )
 

@@ -324,10 +324,15 @@ func TestBoardFacts(t *testing.T) {
 		{"H100-PCIe-80GB", 81559, 114, 114, 2000, 350, 756, 1513, []string{"bf16Tflops"}, []string{"memoryMiB", "tdpWatts"}},
 		{"H200-141GB", 143771, 132, 132, 4800, 700, 989.5, 1979, []string{"bf16Tflops"}, []string{"sms", "memoryMiB", "nvmlNames"}}, // memory total measured
 		{"B200-180GB", 183359, 148, 0, 8000, 1000, 2250, 4500, []string{"smsInMig", "bf16Tflops"}, []string{"bandwidthGBs", "tdpWatts"}},
-		{"GB200-186GB", 189471, 0, 0, 8000, 1200, 2500, 5000, []string{"sms", "tdpWatts"}, []string{"pciDeviceIds"}},
+		// 152 SMs: public kernel notes, not NVIDIA tables or driver output, so estimated.
+		{"GB200-186GB", 189471, 152, 0, 8000, 1200, 2500, 5000, []string{"sms", "tdpWatts"}, []string{"pciDeviceIds"}},
 		// 189 x 1024 from the 7g name; no PCI id or NVML name known.
-		{"GB200-189GB", 193536, 0, 0, 8000, 1200, 2500, 5000, []string{"memoryMiB", "sms", "nvmlNames", "pciDeviceIds"}, nil},
-		{"RTX-PRO-5000-Blackwell-48GB", 49152, 0, 0, 1344, 300, 0, 0, []string{"pciDeviceIds"}, []string{"nvmlNames"}},
+		{"GB200-189GB", 193536, 152, 0, 8000, 1200, 2500, 5000, []string{"memoryMiB", "sms", "nvmlNames", "pciDeviceIds"}, nil},
+		{"GB300-278GB", 284672, 152, 0, 8000, 1400, 2500, 5000, []string{"sms", "bf16Tflops"}, []string{"pciDeviceIds"}},
+		// SMs from the product pages' CUDA cores; TFLOPS derived from sparse FP4 AI TOPS (5000) or
+		// scaled from the RTX PRO 6000 by SMs (4500), both estimates.
+		{"RTX-PRO-5000-Blackwell-48GB", 49152, 110, 0, 1344, 300, 258, 516, []string{"pciDeviceIds", "bf16Tflops", "fp8Tflops"}, []string{"nvmlNames", "sms"}},
+		{"RTX-PRO-4500-Blackwell-32GB", 32768, 82, 0, 896, 200, 218, 436, []string{"pciDeviceIds", "bf16Tflops", "fp8Tflops"}, []string{"nvmlNames", "sms"}},
 		{"H20-96GB", 97871, 78, 0, 4000, 400, 148, 296, []string{"sms", "bf16Tflops"}, nil},
 	} {
 		b, err := Lookup(tc.board)
@@ -348,6 +353,31 @@ func TestBoardFacts(t *testing.T) {
 			if b.IsUnverified(f) {
 				t.Errorf("%s: %s is backed by the tables but marked unverified", tc.board, f)
 			}
+		}
+	}
+}
+
+// Every board can size a replica from the catalog alone: perf.Slice.Validate refuses a board whose
+// SMs, bandwidth or BF16 TFLOPS is not positive, and such a board served no tenant without a
+// measured profile (the RTX PRO 5000/4500, GB200 and GB300 did). lacking lists the boards allowed
+// to lack a figure, each with its reason; it is empty, and a board that gains a row without the
+// figures must be added to it with a reason, or given the figures.
+func TestEveryBoardHasComputeFigures(t *testing.T) {
+	lacking := map[string]string{}
+	for _, b := range Boards() {
+		has := b.SMs > 0 && b.BandwidthGBs > 0 && b.BF16TFLOPS > 0
+		if reason, listed := lacking[b.Name]; listed {
+			if has {
+				t.Errorf("%s has SMs, bandwidth and BF16 TFLOPS now: drop it from lacking (%s)", b.Name, reason)
+			}
+			continue
+		}
+		if !has {
+			t.Errorf("%s: SMs %d, bandwidth %v GB/s, BF16 %v TFLOPS: every figure must be positive, or the board listed in lacking with a reason",
+				b.Name, b.SMs, b.BandwidthGBs, b.BF16TFLOPS)
+		}
+		if b.FP8TFLOPS > 0 && b.FP8TFLOPS < b.BF16TFLOPS {
+			t.Errorf("%s: FP8 %v TFLOPS below BF16 %v", b.Name, b.FP8TFLOPS, b.BF16TFLOPS)
 		}
 	}
 }

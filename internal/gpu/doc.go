@@ -19,7 +19,8 @@
 //     larger GB200/GH200 rows, and the only trace of GB200-189GB);
 //   - the project's own measurement of one H200 SXM with driver 580.159.04 (NVML and
 //     `nvidia-smi mig -lgip/-lgipp`; copies under testdata/observed/, checked by a test);
-//   - datasheets and public logs for full-board facts (bandwidth, TDP, TFLOPS, memory totals),
+//   - datasheets, product pages and public logs for full-board facts (bandwidth, TDP, TFLOPS,
+//     memory totals, SM counts),
 //     and for each board's GPU-to-GPU link (Board.Interconnect: NVLink generation or PCIe, GB/s
 //     each way, how many GPUs it connects, with its own Source), which tensor-parallel replicas
 //     all-reduce over.
@@ -44,6 +45,16 @@
 // 140.00 GiB on the project's own H200 (the newer figures are in those rows' Sources and the
 // board's Notes). Everything else measured there (ids, SMs, engines, counts, placements, memory
 // total) matches the catalog exactly.
+//
+// Every board has a positive SM count, bandwidth and dense BF16 TFLOPS (a test keeps it so), as
+// perf needs all three to size a replica. Where NVIDIA publishes only a sparse FP4 figure ("AI
+// TOPS"), dense FP8 is a quarter of it and dense BF16 an eighth, marked unverified and said in
+// Notes: RTX PRO 6000 (4,000: 1,000 / 500) and RTX PRO 5000 (2,064: 516 / 258). The RTX PRO 4500
+// has no such figure: its TFLOPS are the RTX PRO 6000's scaled by SM count at the same boost
+// clock (82/188: 436 / 218). RTX PRO SM counts are the product pages' CUDA cores at 128 per SM
+// (5000: 110, 4500: 82). No NVIDIA table gives a per-GPU SM count for GB200 or GB300: both carry
+// 152, the count public kernel notes and device queries report, marked unverified (GB200-189GB
+// takes GB200-186GB's).
 //
 // SM counts are per board, never per profile name: 1g.20gb is 26 SMs on H100 SXM5 and 14 on H100
 // PCIe, and SMs are not compute slices x 16 (3g.40gb has 60 SMs on H100 SXM5).

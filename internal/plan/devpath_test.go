@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -170,5 +171,90 @@ func TestBlockedKindsRechosen(t *testing.T) {
 	t.Logf("%d GPUs used (bound %d), %d tenants short, %d released", pl.Summary.GPUsUsed, pl.Summary.LowerBound, short, released)
 	if short > 2 || released > 1 {
 		t.Errorf("%d tenants short, %d released: want at most 2 (the 13B tenants' blocked MPS re-chosen as MIG, a 70B tenant giving way to two 13B tenants)", short, released)
+	}
+}
+
+// boundColumns counts the lower bound's columns of p by slice kind: each tenant's feasible
+// candidates and the rejected or rounded ones only the bound counts (boundExtra).
+func boundColumns(p *planner) map[v1.SliceKind]int {
+	n := map[v1.SliceKind]int{}
+	for _, tn := range p.tenants {
+		for _, c := range slices.Concat(tn.feasible, tn.boundExtra) {
+			n[c.kind]++
+		}
+	}
+	return n
+}
+
+// The lower bound is a bound for the pool's own device path: on the device-plugin path it
+// counts no MIG instance shared by MPS, which that path never plans (the device plugin runs no
+// MPS on MIG devices), and it is exactly the DRA path's bound with the MIG+MPS columns taken out.
+// On the synthetic 100 the device-plugin bound is 21 against the DRA path's 20 (the DRA plan's 21
+// GPUs share 1g.10gb, 3g.40gb and 4g.40gb instances by MPS), on the synthetic 1,000 214 against
+// 210, on ParvaGPU's scenario 6 (MPS inside MIG instances is its method, 16 GPUs deployed) 18
+// against 16; the DRA planner's bound with its MIG+MPS columns removed is 21, 214 and 18. The
+// test fails if the device-plugin bound counts a MIG+MPS column (it would fall to the DRA
+// figure), or leaves out any kind the DRA path's columns share with it.
+func TestDevicePluginBoundWithoutMIGMPS(t *testing.T) {
+	parva, profiles := parvaPool(t, 5, 3, 8)
+	pools := []struct {
+		name string
+		pool *v1.Pool
+		o    Options
+	}{{"synthetic 100", synthPool(100), Options{}}, {"parvagpu scenario 6", parva, Options{Profiles: profiles}}}
+	if !testing.Short() {
+		pools = append(pools, struct {
+			name string
+			pool *v1.Pool
+			o    Options
+		}{"synthetic 1,000", synthPool(1000), Options{}})
+	}
+	for _, tc := range pools {
+		bound := map[v1.KubernetesDeviceAPI]int{}
+		var without int
+		for _, api := range []v1.KubernetesDeviceAPI{v1.DeviceAPIDevicePlugin, v1.DeviceAPIDRA} {
+			pool := *tc.pool
+			pool.Policy.KubernetesDeviceAPI = api
+			p, err := newPlanner(&pool, tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.ctx = context.Background()
+			p.evaluate()
+			if err := p.optimise(); err != nil {
+				t.Fatal(err)
+			}
+			pl, err := p.result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			bound[api] = pl.Summary.LowerBound
+			if pl.Summary.LowerBound > pl.Summary.GPUsUsed {
+				t.Errorf("%s (%s): bound %d above the plan's %d GPUs", tc.name, api, pl.Summary.LowerBound, pl.Summary.GPUsUsed)
+			}
+			cols := boundColumns(p)
+			if api == v1.DeviceAPIDevicePlugin {
+				if cols[v1.SliceMIGMPS] > 0 {
+					t.Errorf("%s (%s): the bound counts %d MIG+MPS columns, which the device plugin cannot serve", tc.name, api, cols[v1.SliceMIGMPS])
+				}
+				continue
+			}
+			if cols[v1.SliceMIGMPS] == 0 {
+				t.Fatalf("%s (%s): no MIG+MPS column; the test no longer tells the paths apart", tc.name, api)
+			}
+			isMIGMPS := func(c *cand) bool { return c.kind == v1.SliceMIGMPS }
+			for _, tn := range p.tenants {
+				tn.feasible = slices.DeleteFunc(slices.Clone(tn.feasible), isMIGMPS)
+				tn.boundExtra = slices.DeleteFunc(slices.Clone(tn.boundExtra), isMIGMPS)
+			}
+			without = p.lowerBound()
+		}
+		t.Logf("%s: device-plugin bound %d, DRA bound %d, DRA bound without its MIG+MPS columns %d", tc.name, bound[v1.DeviceAPIDevicePlugin], bound[v1.DeviceAPIDRA], without)
+		if bound[v1.DeviceAPIDevicePlugin] != without {
+			t.Errorf("%s: device-plugin bound %d, want the DRA path's columns without MIG+MPS, %d", tc.name, bound[v1.DeviceAPIDevicePlugin], without)
+		}
+		if without <= bound[v1.DeviceAPIDRA] {
+			t.Errorf("%s: MIG+MPS no longer lowers the DRA bound (%d without it, %d with); the pool shows nothing", tc.name, without, bound[v1.DeviceAPIDRA])
+		}
 	}
 }

@@ -200,21 +200,41 @@ func TestBurstRPSPredicted(t *testing.T) {
 	}
 }
 
-// A board whose compute the catalog does not know (the RTX PRO 5000: no TFLOPS, no SM count)
-// holds a 7B model but sizes no replica. The tenant is NoFit, and the reason says the rate cannot
-// be predicted, not that no slice holds the model (it said "no slice … holds it (the largest,
-// exclusive GPU, has 47.79 GiB); at least 3 GPUs per replica would be needed" of 9.5 GiB).
+// A board whose compute the catalog does not know holds a 7B model but sizes no replica. The
+// tenant is NoFit, and the reason says the rate cannot be predicted, not that no slice holds the
+// model (it said "no slice … holds it (the largest, exclusive GPU, has 47.79 GiB); at least 3 GPUs
+// per replica would be needed" of 9.5 GiB). Every catalog board has its figures now
+// (TestEveryBoardHasComputeFigures in package gpu), so the test takes the RTX PRO 5000's, as the
+// catalog had it before: no TFLOPS, no SM count. With them the same tenant is planned.
 func TestNoFitOnUnknownComputeNamesIt(t *testing.T) {
 	pool := smallPool(v1.Tenant{Name: "a", Model: v1.Model{Name: "llama-2-7b", Quantization: "int8"}, Traffic: v1.Traffic{RPS: 0.5}})
 	pool.Fleet.Nodes[0].GPUs[0] = v1.GPUGroup{Board: "RTX-PRO-5000-Blackwell-48GB", Count: 2}
+	if tn := build(t, pool).Tenants[0]; tn.Infeasible {
+		t.Fatalf("with the catalog's figures: infeasible: %v", tn.Reasons)
+	}
+	withoutCompute(t, "RTX-PRO-5000-Blackwell-48GB")
 	tn := build(t, pool).Tenants[0]
 	if !tn.Infeasible {
-		t.Skipf("planned (the catalog now knows the board's compute): %v", tn.Replicas)
+		t.Fatalf("without compute figures: planned %v", tn.Replicas)
 	}
 	r := tn.Reasons[0]
 	if r.Code != v1.ReasonNoFit || !strings.Contains(r.Message, "rate cannot be predicted") || strings.Contains(r.Message, "no slice of") {
 		t.Errorf("first reason %s: %s; want NoFit naming the unknown rate", r.Code, r.Message)
 	}
+}
+
+// withoutCompute zeroes a catalog board's SM count and TFLOPS for the test, as for a board the
+// catalog has no compute figures for, and restores them after. The catalog's boards are shared:
+// tests that call it must not run in parallel.
+func withoutCompute(t *testing.T, board string) {
+	t.Helper()
+	b, err := gpu.Lookup(board)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sms, bf16, fp8 := b.SMs, b.BF16TFLOPS, b.FP8TFLOPS
+	b.SMs, b.BF16TFLOPS, b.FP8TFLOPS = 0, 0, 0
+	t.Cleanup(func() { b.SMs, b.BF16TFLOPS, b.FP8TFLOPS = sms, bf16, fp8 })
 }
 
 // qwen2.5-72b int4-awq at 0.022 req/s, bursty, with 2,000-token prompts and an e2e target of
