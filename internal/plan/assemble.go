@@ -410,10 +410,14 @@ func (p *planner) predict(tn *tenant, nrep int) v1.Prediction {
 	c := tn.choice
 	n := float64(nrep)
 	ttft, tpot := c.ev.oneRate().TTFT, c.ev.oneRate().TPOT
+	lam, at := 0.0, 0
 	if c.sz.n > 0 && tn.t.Traffic.RPS > 0 { // at the tenant's own load, over its replicas
 		ttft, tpot = seconds(c.sz.state().ttft), seconds(c.sz.state().tpot)
+		if c.sz.at != nil {
+			lam, at = c.sz.at.lam, c.sz.at.n
+		}
 	}
-	e2e := ttft + tpot*timeDur(tn.work.OutputTokens-1)
+	e2e := predictE2E(tn, c.ev.q, lam, at, ttft, tpot)
 	var pred v1.Prediction
 	if tn.measured != nil {
 		// a request waits at most one batch to start and one to finish: 2 × the batch latency;

@@ -439,26 +439,34 @@ func (p *planner) evaluate() {
 		if p.stopped() {
 			return
 		}
-		for _, b := range p.boards {
-			for _, c := range p.candidates(tn, b) {
-				p.evalCand(tn, c)
-				tn.cands = append(tn.cands, c)
-				if c.reject == "" {
-					tn.feasible = append(tn.feasible, c)
-				}
-			}
+		p.evalTenant(tn)
+		if splits := e2eSplits(tn); len(splits) > 1 {
+			p.evalSplits(tn, splits)
 		}
-		p.fixedSlices(tn)
-		p.dropDominatedFine(tn)
-		sortCands(tn.feasible)
-		for _, c := range tn.cands {
-			if c.reject != "" && p.boundAdmits(tn, c) {
-				tn.boundExtra = append(tn.boundExtra, c)
-				c.inBound = true
-			}
-		}
-		p.fineShareBound(tn)
 	}
+}
+
+// evalTenant is evaluate for one tenant, at its SLO targets tn.slo.
+func (p *planner) evalTenant(tn *tenant) {
+	for _, b := range p.boards {
+		for _, c := range p.candidates(tn, b) {
+			p.evalCand(tn, c)
+			tn.cands = append(tn.cands, c)
+			if c.reject == "" {
+				tn.feasible = append(tn.feasible, c)
+			}
+		}
+	}
+	p.fixedSlices(tn)
+	p.dropDominatedFine(tn)
+	sortCands(tn.feasible)
+	for _, c := range tn.cands {
+		if c.reject != "" && p.boundAdmits(tn, c) {
+			tn.boundExtra = append(tn.boundExtra, c)
+			c.inBound = true
+		}
+	}
+	p.fineShareBound(tn)
 }
 
 // boundAdmits reports whether the lower bound must still count a rejected candidate, and sets

@@ -40,8 +40,12 @@
 // reservation) and with which vLLM arguments. An end-to-end target E is turned into TTFT ≤ E/4 (when no TTFT target is
 // set) and TPOT ≤ (E − TTFT)/(L − 1), L the 99th-percentile output length under the tenant's
 // traffic.lengths as internal/sim draws it (the mean O for fixed lengths, about 4.6·O for
-// exponential; ADR 0077). Traffic without token counts is sized for 512 prompt and
-// 256 output tokens (a note says so).
+// exponential; ADR 0077). For varying lengths with no TTFT target the tenant is evaluated again
+// with TTFT ≤ E/8, 3E/8 and E/2 (each with its TPOT target by the same rule) and keeps the split
+// whose cheapest feasible candidate is cheapest, E/4 on a tie (evalSplits, ADR 0082); its
+// predicted e2eP99 is the 99th percentile of TTFT + mean step × (L − 1) over its length law
+// (e2e.go), not TTFT + TPOT × (O − 1) at the mean. Traffic without token counts is sized for 512
+// prompt and 256 output tokens (a note says so).
 //
 // Replicas come from a queueing model of the tenant's replicas (queue.go; docs/planner.md,
 // "Queueing-aware sizing"): each replica has as many slots as it runs requests at once —

@@ -793,7 +793,7 @@ func (p *planner) predictInForce(tn *tenant, uses []slotUse, n int, old v1.Predi
 	}
 	st := c.ev.q.state(peakRate(tn.t.Traffic), n)
 	ttft, tpot := seconds(st.ttft), seconds(st.tpot)
-	return v1.Prediction{TTFTP99: v1.Duration(ttft), TPOTP99: v1.Duration(tpot), E2EP99: v1.Duration(ttft + tpot*timeDur(tn.work.OutputTokens-1)),
+	return v1.Prediction{TTFTP99: v1.Duration(ttft), TPOTP99: v1.Duration(tpot), E2EP99: v1.Duration(predictE2E(tn, c.ev.q, peakRate(tn.t.Traffic), n, ttft, tpot)),
 		TokensPerSecond: round3(float64(n) * c.ev.oneRate().OutputTokensPerSec), MaxRPS: round3(float64(n) * c.ev.oneRate().RequestsPerSec)}
 }
 

@@ -110,8 +110,7 @@ func newTenant(i int, t v1.Tenant, o Options, po perf.Options) (*tenant, error) 
 	}
 	tn.slo = sloTargets(t.SLO, tn.work.OutputTokens, lengthLaw(t.Traffic), t.MaxContext)
 	if n := outputP99(tn.work.OutputTokens, lengthLaw(t.Traffic), t.MaxContext); t.SLO.E2EP99 != nil && n != tn.work.OutputTokens {
-		tn.notes = append(tn.notes, fmt.Sprintf("the e2e target %s is split for the 99th-percentile output of the %s lengths, %d tokens (not the mean %d): TTFT ≤ %s, TPOT ≤ %s",
-			t.SLO.E2EP99.Std(), t.Traffic.Lengths, n, tn.work.OutputTokens, tn.slo.TTFT, roundDur(tn.slo.TPOT)))
+		tn.notes = append(tn.notes, splitNote(t, tn.slo, tn.work.OutputTokens))
 	}
 	tn.group = sharingGroup(t)
 	return tn, nil
@@ -134,6 +133,12 @@ func cmpOr(v, d int) int {
 // sum); for varying lengths it is what keeps the long requests, the ones in the e2e tail, within
 // E (the mean length bounds nothing there).
 func sloTargets(s v1.SLO, out int, law v1.Lengths, maxCtx int) perf.SLO {
+	return splitE2E(s, 2, out, law, maxCtx)
+}
+
+// splitE2E is sloTargets with eighths/8 of E for the TTFT where ttftP99 is unset (evaluate tries
+// other shares for varying lengths, e2eSplits).
+func splitE2E(s v1.SLO, eighths int, out int, law v1.Lengths, maxCtx int) perf.SLO {
 	var r perf.SLO
 	if s.TTFTP99 != nil {
 		r.TTFT = s.TTFTP99.Std()
@@ -147,6 +152,9 @@ func sloTargets(s v1.SLO, out int, law v1.Lengths, maxCtx int) perf.SLO {
 	e := s.E2EP99.Std()
 	if r.TTFT == 0 {
 		r.TTFT = e / 4
+		if eighths != 2 {
+			r.TTFT = e * time.Duration(eighths) / 8
+		}
 	}
 	rest := e - r.TTFT
 	if n := outputP99(out, law, maxCtx); n > 1 {

@@ -1,0 +1,182 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/perf"
+)
+
+// End-to-end latency of tenants of varying output lengths (docs/planner.md, "End-to-end
+// targets", ADR 0082).
+//
+// A request's e2e latency is its TTFT plus its decode, TPOT × (L − 1) for its output length L.
+// For fixed lengths the plan predicts the e2e p99 as TTFT p99 + TPOT p99 × (O − 1), as before.
+// For varying lengths the requests in the e2e tail are the long ones, whose TPOT is an average
+// over many steps and lies near the mean step, not the TPOT p99; the prediction is the 99th
+// percentile of T + t̄ · (L − 1), with t̄ the model's mean step at the tenant's load (meanStep), L
+// drawn from the tenant's length law as the simulator draws it, and T, the TTFT, taken as
+// exponential with the model's TTFT p99 as its own p99 (P(T > y) = 100^(−y/ttft99)), independent
+// of L.
+
+// e2eP99Varying is the 99th percentile of T + step·(L − 1), T exponential with p99 ttft, L the
+// output length under the model's law (capped by the maximum context as the simulator caps it),
+// in seconds, bracketed by bisection to a microsecond.
+func (q *qmodel) e2eP99Varying(ttft, step float64) float64 {
+	ls, ps := q.outLaw()
+	miss := func(x float64) float64 {
+		s := 0.0
+		for i, l := range ls {
+			y := x - step*(l-1)
+			switch {
+			case y <= 0:
+				s += ps[i]
+			case ttft > 0:
+				s += ps[i] * math.Pow(100, -y/ttft)
+			}
+		}
+		return s
+	}
+	lo, hi := 0.0, ttft+step*(ls[len(ls)-1]-1)+1e-6
+	for hi-lo > 1e-6 {
+		mid := (lo + hi) / 2
+		if miss(mid) > 0.01 {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
+}
+
+// outLaw is the output length's law as the simulator draws it around the mean out: its values
+// ascending and their chances. Uniform: max(1, ⌊out/2⌋ + j), j uniform on {0, …, out};
+// exponential: geometric on {1, 2, …} of mean out, cut where less than 1e-9 of it lies above (the
+// rest put on the last value); a maximum context above 1 caps a length at maxCtx − 1.
+func (q *qmodel) outLaw() ([]float64, []float64) {
+	out := int(q.out)
+	var ls, ps []float64
+	add := func(l int, p float64) {
+		if q.maxCtx > 1 {
+			l = min(l, q.maxCtx-1)
+		}
+		if n := len(ls); n > 0 && ls[n-1] == float64(l) {
+			ps[n-1] += p
+			return
+		}
+		ls, ps = append(ls, float64(l)), append(ps, p)
+	}
+	switch {
+	case q.lengths == v1.LengthsUniform:
+		for j := 0; j <= out; j++ {
+			add(max(1, out/2+j), 1/float64(out+1))
+		}
+	case q.lengths == v1.LengthsExponential && out > 1:
+		r := 1 - 1/float64(out)
+		above := 1.0 // P(L ≥ l)
+		for l := 1; ; l++ {
+			if above*r < 1e-9 || l >= 64*out+1 {
+				add(l, above)
+				break
+			}
+			add(l, above*(1-r))
+			above *= r
+		}
+	default:
+		add(max(out, 1), 1)
+	}
+	return ls, ps
+}
+
+// predictE2E is the plan's e2e p99 for tn on q at lam req/s over n replicas, whose p99 TTFT and
+// TPOT there are ttft and tpot: TTFT + TPOT × (O − 1) for fixed lengths (as before), and for
+// varying lengths under an e2e target e2eP99Varying at the mean step (the TPOT p99 where the
+// replicas cannot keep up, or where no load is given). A tenant without an e2e target keeps the
+// former figure for now (docs/planner.md, "Not done yet").
+func predictE2E(tn *tenant, q *qmodel, lam float64, n int, ttft, tpot time.Duration) time.Duration {
+	out := tn.work.OutputTokens
+	if q == nil || q.lengths == "" || tn.t.SLO.E2EP99 == nil {
+		return ttft + tpot*timeDur(out-1)
+	}
+	step := tpot.Seconds()
+	if lam > 0 && n > 0 {
+		if t, ok := q.meanStep(lam / float64(n)); ok {
+			step = t
+		}
+	}
+	return seconds(q.e2eP99Varying(ttft.Seconds(), step))
+}
+
+// e2eSplitShares are the TTFT shares of an e2e target, in eighths, that the sizing tries for a
+// tenant of varying lengths with no TTFT target of its own (evaluate): E/4, the split of fixed
+// lengths, first.
+var e2eSplitShares = []int{2, 1, 3, 4}
+
+// e2eSplits are the SLO targets that the sizing tries for tn, the first one tn's own
+// (sloTargets); only tn's own for fixed lengths, a TTFT target given, no e2e target, or a
+// measured profile.
+func e2eSplits(tn *tenant) []perf.SLO {
+	s := tn.t.SLO
+	if tn.measured != nil || s.E2EP99 == nil || s.TTFTP99 != nil || lengthLaw(tn.t.Traffic) == "" {
+		return nil
+	}
+	var r []perf.SLO
+	for _, d := range e2eSplitShares {
+		r = append(r, splitE2E(s, d, tn.work.OutputTokens, lengthLaw(tn.t.Traffic), tn.t.MaxContext))
+	}
+	return r
+}
+
+// evalSplits evaluates tn again at each of its other e2e splits (e2eSplits; splits[0] is tn.slo,
+// already evaluated) and keeps the split whose cheapest feasible candidate costs least, the first
+// one on a tie: a candidate that meets any split's TTFT and TPOT targets meets the e2e target
+// by sloTargets' argument (TTFT ≤ E/s and TPOT ≤ (E − E/s)/(L − 1) bound TTFT + TPOT × (L − 1)
+// by E for every request no longer than L), so E/4's plan is replaced only by a cheaper one.
+func (p *planner) evalSplits(tn *tenant, splits []perf.SLO) {
+	type state struct {
+		slo                                   perf.SLO
+		cands, feasible, boundExtra, fallback []*cand
+	}
+	save := func() state {
+		return state{tn.slo, tn.cands, tn.feasible, tn.boundExtra, tn.fixedFallback}
+	}
+	cheapest := func(s state) float64 {
+		if len(s.feasible) == 0 {
+			return math.Inf(1)
+		}
+		return s.feasible[0].cost
+	}
+	best := save()
+	for _, s := range splits[1:] {
+		if s == best.slo || p.stopped() {
+			continue
+		}
+		tn.slo, tn.cands, tn.feasible, tn.boundExtra, tn.fixedFallback = s, nil, nil, nil, nil
+		tn.shapeIn = nil // the shape's number holds the SLO
+		p.evalTenant(tn)
+		if now := save(); cheapest(now) < cheapest(best)-1e-12 {
+			best = now
+		}
+	}
+	if tn.slo != best.slo {
+		tn.shapeIn = nil
+	}
+	tn.slo, tn.cands, tn.feasible, tn.boundExtra, tn.fixedFallback = best.slo, best.cands, best.feasible, best.boundExtra, best.fallback
+	if best.slo != splits[0] {
+		for i, n := range tn.notes {
+			if n == splitNote(tn.t, splits[0], tn.work.OutputTokens) {
+				tn.notes[i] = splitNote(tn.t, best.slo, tn.work.OutputTokens) +
+					fmt.Sprintf(" (E/4 for the TTFT would take a costlier slice: TTFT ≤ %s, TPOT ≤ %s)", splits[0].TTFT, roundDur(splits[0].TPOT))
+			}
+		}
+	}
+}
+
+// splitNote is the tenant's first reason's note on the split of its e2e target into slo for
+// varying lengths.
+func splitNote(t v1.Tenant, slo perf.SLO, out int) string {
+	return fmt.Sprintf("the e2e target %s is split for the 99th-percentile output of the %s lengths, %d tokens (not the mean %d): TTFT ≤ %s, TPOT ≤ %s",
+		t.SLO.E2EP99.Std(), t.Traffic.Lengths, outputP99(out, lengthLaw(t.Traffic), t.MaxContext), out, slo.TTFT, roundDur(slo.TPOT))
+}
