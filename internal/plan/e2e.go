@@ -91,13 +91,12 @@ func (q *qmodel) outLaw() ([]float64, []float64) {
 }
 
 // predictE2E is the plan's e2e p99 for tn on q at lam req/s over n replicas, whose p99 TTFT and
-// TPOT there are ttft and tpot: TTFT + TPOT × (O − 1) for fixed lengths (as before), and for
-// varying lengths under an e2e target e2eP99Varying at the mean step (the TPOT p99 where the
-// replicas cannot keep up, or where no load is given). A tenant without an e2e target keeps the
-// former figure for now (docs/planner.md, "Not done yet").
+// TPOT there are ttft and tpot: TTFT + TPOT × (O − 1) for fixed lengths, and for varying
+// lengths e2eP99Varying at the mean step (the TPOT p99 where the replicas cannot keep up, or
+// where no load is given), whether or not the tenant has an e2e target.
 func predictE2E(tn *tenant, q *qmodel, lam float64, n int, ttft, tpot time.Duration) time.Duration {
 	out := tn.work.OutputTokens
-	if q == nil || q.lengths == "" || tn.t.SLO.E2EP99 == nil {
+	if q == nil || q.lengths == "" {
 		return ttft + tpot*timeDur(out-1)
 	}
 	step := tpot.Seconds()
