@@ -98,7 +98,8 @@ const (
 
 // confirmState is what the simulations said about one tenant's chosen candidate.
 type confirmState struct {
-	model  int // the queueing model's count, before any change
+	model  int  // the queueing model's count, before any change
+	fixed  bool // the count is the pool's (replicas), not the model's: judged, never raised
 	judged bool
 	// In the last round that simulated this count: the share of requests within the SLO over
 	// the runs and in the worst run, the requests judged over the runs, and the highest p99s.
@@ -200,17 +201,31 @@ func (st *confirmState) borderline() bool {
 	return st.judged && st.extra == 0 && !st.short() && (st.att < confirmSure || st.worst < confirmRunSure)
 }
 
-// confirmable reports whether tn's count may be set by the simulation: a tenant served in full
-// (not left short of GPUs) that the queueing model sized.
+// confirmable reports whether the simulation judges tn's count: a tenant served in full (not
+// left short of GPUs) that the queueing model sized or whose count the pool fixes (judged, never
+// raised: raiseBound).
 func confirmable(tn *tenant) bool {
 	c := tn.choice
 	switch {
-	case c == nil || c.ev == nil || c.ev.q == nil || tn.measured != nil || tn.t.Replicas != nil || !servedInFull(tn):
+	case c == nil || c.ev == nil || c.ev.q == nil || tn.measured != nil || !servedInFull(tn):
 		return false
 	case tn.t.Traffic.RPS <= 0:
 		return false
 	}
 	return patternConfirmable(tn.t.Traffic.Pattern)
+}
+
+// raiseBound is the most replicas the confirmation may raise t to (0: no bound), the bound's
+// name, and the code and words of a short tenant's reason at it: a count the pool fixes
+// (`replicas`) is never raised, and a tenant the runs find short there is SLOUnmet, since the
+// count is the pool's; maxReplicas or a cap give OverCap.
+func raiseBound(t v1.Tenant) (int, string, v1.ReasonCode, string) {
+	if t.Replicas != nil {
+		return *t.Replicas, fmt.Sprintf("replicas %d", *t.Replicas), v1.ReasonSLOUnmet,
+			fmt.Sprintf("and the pool fixes its count at %d (replicas: %d); raise it, or set minReplicas/maxReplicas instead", *t.Replicas, *t.Replicas)
+	}
+	name := maxReplicasName(t)
+	return maxReplicasOf(t), name, v1.ReasonOverCap, fmt.Sprintf("and %s allows no more", name)
 }
 
 // patternConfirmable reports whether the runs may judge a tenant of traffic pattern pat: Poisson,
@@ -267,7 +282,7 @@ func (p *planner) confirm() error {
 			c := tn.choice
 			st := p.confirmed[c]
 			if st == nil {
-				st = &confirmState{model: c.replicas}
+				st = &confirmState{model: c.replicas, fixed: tn.t.Replicas != nil}
 				p.confirmed[c] = st
 			}
 			st.tally(c.replicas, &tn.t, d, reports)
@@ -303,9 +318,9 @@ func (p *planner) confirm() error {
 		served := p.servedInFull()
 		rounds = append(rounds, p.recordRound(undo, served, raised))
 		raised = slices.DeleteFunc(raised, func(tn *tenant) bool {
-			m := maxReplicasOf(tn.t)
+			m, name, code, why := raiseBound(tn.t)
 			if m > 0 && tn.choice.replicas >= m {
-				p.leftShort(tn, maxReplicasName(tn.t), v1.ReasonOverCap, fmt.Sprintf("and %s allows no more", maxReplicasName(tn.t)))
+				p.leftShort(tn, name, code, why)
 			}
 			return m > 0 && tn.choice.replicas >= m || p.leftNoRoom(tn)
 		})
@@ -434,8 +449,8 @@ func (p *planner) keepBestRound(rounds []confirmRound, without string) {
 		}
 	}
 	for _, tn := range b.short {
-		if m := maxReplicasOf(tn.t); m > 0 && tn.choice.replicas >= m {
-			p.leftShort(tn, maxReplicasName(tn.t), v1.ReasonOverCap, fmt.Sprintf("and %s allows no more", maxReplicasName(tn.t)))
+		if m, name, code, why := raiseBound(tn.t); m > 0 && tn.choice.replicas >= m {
+			p.leftShort(tn, name, code, why)
 			continue
 		}
 		if p.leftNoRoom(tn) {
@@ -613,14 +628,18 @@ func (st *confirmState) reason(n int, before []string) v1.Reason {
 	if len(before) > 0 {
 		short = fmt.Sprintf("; found short before on %s", strings.Join(before, ", "))
 	}
+	whose := "the queueing model's count"
+	if st.fixed {
+		whose = "the pool's fixed count"
+	}
 	switch {
 	case st.left != "":
-		return v1.NewReason(v1.ReasonSimulated, "%s%s: short (%s), not raised (%s); the queueing model's count is %d",
-			verdict, short, st.bar(), st.left, st.model)
+		return v1.NewReason(v1.ReasonSimulated, "%s%s: short (%s), not raised (%s); %s is %d",
+			verdict, short, st.bar(), st.left, whose, st.model)
 	case n != st.model: // more after raises; fewer where a held plan leaves the tenant short
-		return v1.NewReason(v1.ReasonSimulated, "%s%s; the queueing model's count is %d", verdict, short, st.model)
+		return v1.NewReason(v1.ReasonSimulated, "%s%s; %s is %d", verdict, short, whose, st.model)
 	}
-	return v1.NewReason(v1.ReasonSimulated, "%s%s; the queueing model's count", verdict, short)
+	return v1.NewReason(v1.ReasonSimulated, "%s%s; %s", verdict, short, whose)
 }
 
 // raiseByMoves makes the raises of the tenants raised (their choices' counts already raised) on

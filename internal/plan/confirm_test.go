@@ -217,8 +217,12 @@ func TestConfirmScope(t *testing.T) {
 	fixed := loadPool(t, "testdata/confirm-single.yaml")
 	three := 3
 	fixed.Tenants[0].Replicas = &three
-	if r := simReasonOf(buildWith(t, fixed, confirmed), "t0"); r != "" {
-		t.Errorf("fixed replicas: t0 has a Simulated reason %q", r)
+	fp := buildWith(t, fixed, confirmed)
+	if r := simReasonOf(fp, "t0"); !strings.Contains(r, "the pool's fixed count") {
+		t.Errorf("fixed replicas: t0's Simulated reason %q does not name the pool's fixed count", r)
+	}
+	if n := len(fp.Tenants[0].Replicas); n != 3 {
+		t.Errorf("fixed replicas: t0 has %d replicas, want the pool's 3", n)
 	}
 
 	big := synthPool(confirmMaxTenants + 1)
@@ -226,6 +230,30 @@ func TestConfirmScope(t *testing.T) {
 		if r := simReasonOf(&v1.Plan{Tenants: []v1.PlanTenant{pt}}, pt.Name); r != "" {
 			t.Fatalf("%d tenants: %s has a Simulated reason %q", len(big.Tenants), pt.Name, r)
 		}
+	}
+}
+
+// TestConfirmJudgesFixedCount: a count the pool fixes is judged by the simulation but never
+// raised. short-150-on-60's t00033 alone (testdata/confirm-fixed-short.yaml) is served by the
+// queueing model at its fixed two replicas and found far short in the runs: the plan keeps two
+// and calls it SLOUnmet, saying the pool fixes its count; without the runs it is served.
+func TestConfirmJudgesFixedCount(t *testing.T) {
+	pool := loadPool(t, "testdata/confirm-fixed-short.yaml")
+	off := buildWith(t, pool, Options{Simulate: simRun, ConfirmRequests: -1})
+	if off.Tenants[0].Infeasible {
+		t.Fatalf("without the runs the fixed count is infeasible: %v", off.Tenants[0].Reasons)
+	}
+	pl := buildWith(t, pool, confirmed)
+	tn := pl.Tenants[0]
+	if n := len(tn.Replicas); n != 2 {
+		t.Errorf("%d replicas, want the pool's fixed 2", n)
+	}
+	if !tn.Infeasible || len(tn.Reasons) == 0 || tn.Reasons[0].Code != v1.ReasonSLOUnmet ||
+		!strings.Contains(tn.Reasons[0].Message, "the pool fixes its count at 2") {
+		t.Fatalf("a fixed count the runs find short: infeasible %t, reasons %v", tn.Infeasible, tn.Reasons)
+	}
+	if r := simReasonOf(pl, tn.Name); !strings.Contains(r, "not raised (replicas 2)") || !strings.Contains(r, "the pool's fixed count is 2") {
+		t.Errorf("Simulated reason %q", r)
 	}
 }
 

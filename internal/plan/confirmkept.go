@@ -116,7 +116,7 @@ func (p *planner) confirmKept(pl *v1.Plan, chosen string, limit int) error {
 				if st := p.confirmed[c]; st != nil {
 					model = st.model // the queueing model's, before the re-pack's raises
 				}
-				j = &keptJudged{tn: tn, st: &confirmState{model: model}}
+				j = &keptJudged{tn: tn, st: &confirmState{model: model, fixed: tn.t.Replicas != nil}}
 				judged[name] = j
 			}
 			j.c, j.n, j.short = c, len(uses[name]), pl.Tenants[at].Infeasible
@@ -191,8 +191,8 @@ func (p *planner) raiseInRoom(pl *v1.Plan, short []*keptJudged, byName map[strin
 	for _, j := range short {
 		tn, c := j.tn, j.c
 		name := tn.t.Name
-		if m := maxReplicasOf(tn.t); m > 0 && j.n >= m {
-			j.st.left, j.code, j.why = maxReplicasName(tn.t), v1.ReasonOverCap, fmt.Sprintf("and %s allows no more", maxReplicasName(tn.t))
+		if m, name, code, why := raiseBound(tn.t); m > 0 && j.n >= m {
+			j.st.left, j.code, j.why = name, code, why
 			continue
 		}
 		var slots []keptSlot
