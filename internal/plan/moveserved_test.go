@@ -267,8 +267,10 @@ func TestMoveServedKeepsToItsBudget(t *testing.T) {
 			}
 		}
 	}
-	if spent == 0 {
-		t.Fatalf("no short tenant's reason says the budget was spent (%d packings in %d passes)", p.movePackings, p.movePasses)
-	}
+	// Until ADR 0084 this pool left short tenants whose reasons said the budget was spent. Since,
+	// its plan differs (80 tenants placed otherwise) and it spends 8,192 packings in 3 passes
+	// with no short tenant's final reason naming the budget; no repository pool and no
+	// genscale.py pool tried (150–400 tenants on 40–200 GPUs) does, so the reason is logged, not
+	// required (docs/planner.md, "Not done yet").
 	t.Logf("%d packings in %d passes; %d tenants' reasons name the budget", p.movePackings, p.movePasses, spent)
 }
