@@ -25,7 +25,9 @@ import (
 // progress, plus its k chunk steps. A prompt longer than one chunk (k > 1) is priced chunk by
 // chunk at its real sizes (ownPrefill) and waits for the prompts ahead of it by Erlang's M/D/1
 // law, scaled by the least-loaded router's chance of sending it to a replica still prefilling
-// (longPromptWait).
+// (longPromptWait). Where the KV cache sets the slots and prompts are longer than one chunk, the
+// slots must almost never be all full: beyond them an arrival is admitted by its first chunk and
+// preempted at its next, over and over, not queued (firstChunkThrash).
 
 // maxSearchReplicas bounds the replica search: a tenant needing more is reported, not planned.
 const maxSearchReplicas = 1 << 17
