@@ -10,20 +10,6 @@ import (
 	v1 "gpupool.dev/gpupool/api/v1"
 )
 
-// memoryExact is the exact minimum, over every choice of one feasible candidate per tenant at
-// its sized replica count, of the GPU memory the choice takes when shared units come whole: a
-// tenant on an unshared slice takes its replicas' memory (a MIG instance's memory slices over
-// the board's, tp GPUs for tensor parallelism), and the replicas of one sharing group on a
-// shared kind of share k (keyOf: MPS or time-slicing on a whole GPU or a MIG instance) fill
-// ceil(R / k) units of that kind's memory. Every plan that serves every tenant at those counts
-// takes at least that many GPUs' memory, since each unit it places is at most one GPU's and
-// holds at most k replicas of one group; MIG layouts, compute, nodes and the device plugin's
-// per-node rules are left out, so the figure is a relaxation of the packing, found by an
-// exhaustive branch and bound per sharing group (groups share no unit, so their minima add).
-// It reads the candidates alone, never the plan. ok is false when a group's search ran past
-// limit nodes: the figure is then no bound at all (the best choice found, not the least).
-var debugExact func(group string, tenants, keys, nodes int, best float64)
-
 // memOpt is one way a tenant may take memory in memoryExact: unshared (key −1) at cost, or r
 // replicas on the shared kind key.
 type memOpt struct {
@@ -45,6 +31,22 @@ type memGroup struct {
 	keys []memKey
 }
 
+// debugExact, when set, hears each group memoryExact searched.
+var debugExact func(group string, tenants, keys, nodes int, best float64)
+
+// memoryExact is the exact minimum, over every choice of one feasible candidate per tenant at
+// its sized replica count, of the GPU memory the choice takes when shared units come whole: a
+// tenant on an unshared slice takes its replicas' memory (a MIG instance's memory slices over
+// the board's, tp GPUs for tensor parallelism), and the replicas of one sharing group on a
+// shared kind of share k (keyOf: MPS or time-slicing on a whole GPU or a MIG instance) fill
+// ceil(R / k) units of that kind's memory. Every plan that serves every tenant at those counts
+// takes at least that many GPUs' memory, since each unit it places is at most one GPU's and
+// holds at most k replicas of one group; MIG layouts, compute, nodes and the device plugin's
+// per-node rules are left out, so the figure is a relaxation of the packing, found by an
+// exhaustive branch and bound per sharing group (groups share no unit, so their minima add;
+// ADR 0087).
+// It reads the candidates alone, never the plan. ok is false when a group's search ran past
+// limit nodes: the figure is then no bound at all (the best choice found, not the least).
 func memoryExact(p *planner, limit int) (total float64, ok bool) {
 	ok = true
 	for _, g := range memoryGroups(p) {
