@@ -2,6 +2,7 @@ package plan
 
 import (
 	"cmp"
+	"context"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -273,7 +274,8 @@ func (g memGroup) brute() float64 {
 // the exact minimum of the memory its tenants' replicas take with shared units whole
 // (memoryExact) is 22.5 GPUs, so 22 GPUs cannot hold them whatever the packing, MIG layouts and
 // node rules aside. The test fails if the search does not finish, or if the plan takes other
-// than that figure rounded up (fewer: the figure would be wrong; more: the packing lost a GPU).
+// than that figure rounded up (fewer: the figure would be wrong; more: the packing lost a GPU),
+// or if at the bound's counts the figure (20.5) exceeds the bound of 21 that a packing meets.
 func TestSynthetic100MemoryExact(t *testing.T) {
 	p, pl := planWith(t, synthPool(100), func(*planner) {})
 	debugExact = func(g string, n, k, nodes int, best float64) {
@@ -288,6 +290,27 @@ func TestSynthetic100MemoryExact(t *testing.T) {
 	}
 	if need := int(math.Ceil(ex - 1e-9)); pl.Summary.GPUsUsed != need {
 		t.Errorf("plan uses %d GPUs, the exact memory minimum at the sized counts %.4f needs %d", pl.Summary.GPUsUsed, ex, need)
+	}
+	// At the bound's counts (lbReplicas) the path's own packing serves every tenant on the
+	// bound's 21 GPUs (TestSynthetic100PacksAtBoundCounts): a known plan the figure may not
+	// exceed there, and the reason no bound of this path's rules at those counts exceeds 21.
+	q, err := newPlanner(synthPool(100), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.ctx = context.Background()
+	q.evaluate()
+	for _, tn := range q.tenants {
+		for _, c := range tn.feasible {
+			if c.lbReplicas > 0 && c.lbReplicas < c.replicas {
+				c.replicas = c.lbReplicas
+			}
+		}
+	}
+	lb, ok := memoryExact(q, 50_000_000)
+	t.Logf("at the bound's counts: exact memory minimum %.4f GPUs (search complete %v), bound %d", lb, ok, pl.Summary.LowerBound)
+	if !ok || lb > float64(pl.Summary.LowerBound)+1e-9 {
+		t.Errorf("at the bound's counts the exact memory minimum is %.4f (complete %v), above the bound %d that a packing there meets", lb, ok, pl.Summary.LowerBound)
 	}
 }
 
