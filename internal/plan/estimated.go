@@ -32,7 +32,11 @@ func estimatedReasonMessage(b *gpu.Board) string {
 	for i, f := range b.Estimated {
 		figs[i] = estimatedFigure(b, f)
 	}
-	return fmt.Sprintf("%s's %s: the catalog's estimates, not NVIDIA table values", b.Name, strings.Join(figs, " and "))
+	what := "the catalog's estimates, not NVIDIA table values"
+	if len(figs) == 1 {
+		what = "the catalog's estimate, not an NVIDIA table value"
+	}
+	return fmt.Sprintf("%s's %s: %s", b.Name, strings.Join(figs, " and "), what)
 }
 
 // markEstimated gives every tenant with a replica (or a shared LoRA engine) on a board whose

@@ -72,8 +72,8 @@ func TestMarkEstimated(t *testing.T) {
 	}
 	markEstimated(pl)
 	want := map[string]string{
-		"mixed":   "predictions rest on GB200-186GB's SM count (152): the catalog's estimates, not NVIDIA table values; check them on hardware, or give the tenant a measured profile",
-		"adapter": "predictions rest on GB300-278GB's SM count (152): the catalog's estimates, not NVIDIA table values; check them on hardware, or give the tenant a measured profile",
+		"mixed":   "predictions rest on GB200-186GB's SM count (152): the catalog's estimate, not an NVIDIA table value; check them on hardware, or give the tenant a measured profile",
+		"adapter": "predictions rest on GB300-278GB's SM count (152): the catalog's estimate, not an NVIDIA table value; check them on hardware, or give the tenant a measured profile",
 	}
 	check := func(pass int) {
 		for _, tn := range pl.Tenants {
