@@ -108,9 +108,12 @@ func Build(ctx context.Context, pool *v1.Pool, o Options) (*v1.Plan, error) {
 	}
 	next, err := p.result()
 	if err != nil || o.Current == nil || o.repackOnly {
+		markEstimated(next)
 		return next, err
 	}
-	return p.replan(next)
+	pl, err := p.replan(next)
+	markEstimated(pl)
+	return pl, err
 }
 
 // stopped reports whether the run was cancelled; loops that see it return early and Build
