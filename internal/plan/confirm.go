@@ -112,8 +112,9 @@ const (
 
 // confirmState is what the simulations said about one tenant's chosen candidate.
 type confirmState struct {
-	model  int  // the queueing model's count, before any change
-	fixed  bool // the count is the pool's (replicas), not the model's: judged, never raised
+	model  int     // the queueing model's count, before any change
+	q      *qmodel // the judged candidate's queueing model (confirmAtRisk)
+	fixed  bool    // the count is the pool's (replicas), not the model's: judged, never raised
 	judged bool
 	// In the last round that simulated this count: the share of requests within the SLO over
 	// the runs and in the worst run, the requests judged over the runs, and the highest p99s.
@@ -300,7 +301,7 @@ func (p *planner) confirm() error {
 			c := tn.choice
 			st := p.confirmed[c]
 			if st == nil {
-				st = &confirmState{model: c.replicas, fixed: tn.t.Replicas != nil}
+				st = &confirmState{model: c.replicas, q: c.ev.q, fixed: tn.t.Replicas != nil}
 				p.confirmed[c] = st
 			}
 			st.tally(c.replicas, &tn.t, d, reports)

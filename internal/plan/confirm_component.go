@@ -159,8 +159,8 @@ func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int, st
 	risk := map[string]bool{} // in a pool above confirmFullTenants, the open tenants at risk
 	if large {
 		for name, tn := range open {
-			_, n := state(tn)
-			risk[name] = confirmAtRisk(tn, n)
+			st, n := state(tn)
+			risk[name] = confirmAtRisk(tn, st.q, n)
 		}
 	}
 	// for reports whether the runs are for tenant n: every open tenant, or in a pool above
@@ -272,7 +272,7 @@ func (p *planner) runComponent(comp []string, boardless bool, secs float64, pl *
 			// pool-wide runs were too long to judge it may get fewer, and be judged)
 			continue
 		}
-		again.model, again.left, again.poolOver, again.poolOffPeak = st.model, st.left, st.poolOver, st.poolOffPeak
+		again.model, again.q, again.left, again.poolOver, again.poolOffPeak = st.model, st.q, st.left, st.poolOver, st.poolOffPeak
 		again.component, again.boardless, again.members = namesOf(comp), boardless, comp
 		*st = again
 	}
@@ -290,12 +290,14 @@ const (
 // of, whose sharing component a pool above confirmFullTenants simulates on its own (ADR 0086):
 // a count the pool fixes, prompts longer than one step's token budget (prefilled in chunks,
 // where the model's pooling gain was seen larger than the simulator's), or a load within about
-// 10 % of what the replicas carry within the SLO (confirmRiskLoad).
-func confirmAtRisk(tn *tenant, n int) bool {
-	q := tn.choice.ev.q
+// 10 % of what the replicas carry within the SLO (confirmRiskLoad); q is the judged candidate's
+// queueing model (nil: only the fixed count can say).
+func confirmAtRisk(tn *tenant, q *qmodel, n int) bool {
 	switch {
 	case tn.t.Replicas != nil:
 		return true
+	case q == nil:
+		return false
 	case q.k > 1:
 		return true
 	}

@@ -120,6 +120,7 @@ func (p *planner) confirmKept(pl *v1.Plan, chosen string, limit int) error {
 				judged[name] = j
 			}
 			j.c, j.n, j.short = c, len(uses[name]), pl.Tenants[at].Infeasible
+			j.st.q = c.ev.q
 			judge = append(judge, tn)
 			minRate = min(minRate, tn.t.Traffic.RPS)
 		}
