@@ -62,3 +62,23 @@ func TestConfirmLargePoolJudgesAtRisk(t *testing.T) {
 	}
 	t.Logf("%d tenants, %d simulated but not judged", len(pl.Tenants), unjudged)
 }
+
+// TestConfirmLargePoolKept: the plan in force of a pool above confirmFullTenants, held by a move
+// budget of 0, is confirmed with the same at-risk rule on the candidates it runs (ADR 0086);
+// every tenant it runs that the model sized carries a Simulated reason.
+func TestConfirmLargePoolKept(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("simulates a pool of 65 tenants twice: 5-12 s")
+	}
+	pool := bigFixedShort(t, confirmFullTenants+1)
+	o := Options{Simulate: simRun, ConfirmRequests: 15_000}
+	first := buildWith(t, pool, o)
+	zero := 0
+	o.Current, o.MaxMoves = first, &zero
+	pl := buildWith(t, pool, o)
+	for _, pt := range pl.Tenants {
+		if len(pt.Replicas) > 0 && pt.Name != "t00033" && simReasonOf(pl, pt.Name) == "" {
+			t.Errorf("%s runs %d replica(s) with no Simulated reason", pt.Name, len(pt.Replicas))
+		}
+	}
+}
