@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,6 +72,69 @@ func TestMIGNeighboursDoNotDecideTheMiss(t *testing.T) {
 		}
 		if lo, hi := min(b.Preemptions, a.Preemptions), max(b.Preemptions, a.Preemptions); float64(hi) > 1.05*float64(lo)+5 {
 			t.Errorf("seed %d: %d preemptions beside its neighbours, %d alone", c.seed, b.Preemptions, a.Preemptions)
+		}
+	}
+}
+
+// TestCappedMaxNumSeqsEndsTheLoop: the replica's own --max-num-seqs limits the requests it runs
+// at once. t00050's two replicas of the fixture started with --max-num-seqs 16, the requests
+// their KV cache holds at full length (what the planner now gives such replicas), admit no 17th
+// request, so seed 22, where the default 256 falls into the preemption loop, has no preemption
+// and meets the SLO. (The smaller workspace of 16 sequences also gives the cache 70,416 tokens
+// instead of 68,272, room for 17 prompts; either change alone ends the loop at seeds 1–200.)
+func TestCappedMaxNumSeqsEndsTheLoop(t *testing.T) {
+	pool, plan := loadPool(t, "pool-mig-neighbours.yaml"), loadPlan(t, "plan-mig-neighbours.yaml")
+	if got := maxNumSeqs([]string{"--max-num-seqs", "256", "--max-num-seqs=16", "--max-model-len", "8192"}); got != 16 {
+		t.Fatalf("maxNumSeqs: %d, want the last one, 16", got)
+	}
+	capped := *plan
+	capped.GPUs = nil
+	n := 0
+	for _, g := range plan.GPUs {
+		g.Instances = slices.Clone(g.Instances)
+		for i, in := range g.Instances {
+			in.Replicas = slices.Clone(in.Replicas)
+			for j, r := range in.Replicas {
+				if r.Tenant != "t00050" {
+					continue
+				}
+				r.VLLMArgs = slices.Clone(r.VLLMArgs)
+				for k := range r.VLLMArgs {
+					if r.VLLMArgs[k] == "--max-num-seqs" && k+1 < len(r.VLLMArgs) {
+						r.VLLMArgs[k+1] = "16"
+						n++
+					}
+				}
+				in.Replicas[j] = r
+			}
+			g.Instances[i] = in
+		}
+		capped.GPUs = append(capped.GPUs, g)
+	}
+	if n != 2 {
+		t.Fatalf("capped %d replicas of t00050, want 2", n)
+	}
+	cfg := Config{Duration: 30 * time.Minute, Seed: 22}
+	_, def := runSim(t, Input{Pool: pool, Plan: plan}, cfg)
+	_, cap16 := runSim(t, Input{Pool: pool, Plan: &capped}, cfg)
+	d, c := tenantByName(def.Report, "t00050"), tenantByName(cap16.Report, "t00050")
+	t.Logf("seed 22: attainment %.4f at max-num-seqs 256, %.4f at 16; preemptions %d, %d; TTFT p99 %.0f, %.0f ms",
+		d.SLOAttainment, c.SLOAttainment, d.Preemptions, c.Preemptions, d.TTFT.P99, c.TTFT.P99)
+	if d.SLOAttainment >= 0.95 {
+		t.Errorf("at the default 256 attainment %.4f: the fixture no longer falls into the loop", d.SLOAttainment)
+	}
+	if c.Preemptions != 0 || c.SLOAttainment < 0.99 {
+		t.Errorf("at max-num-seqs 16: attainment %.4f, %d preemptions, want at least 0.99 and none", c.SLOAttainment, c.Preemptions)
+	}
+	for _, r := range cap16.Report.Replicas {
+		if strings.HasPrefix(r.Name, "t00050/") && (r.MaxSeqs != 16 || r.KVCapacityTokens <= 16*4150) {
+			t.Errorf("replica %s runs %d sequences with %d tokens of KV cache, want 16 and room for 16 at full length", r.Name, r.MaxSeqs, r.KVCapacityTokens)
+		}
+	}
+	for _, name := range []string{"t00038", "t00010"} {
+		a, b := tenantByName(def.Report, name), tenantByName(cap16.Report, name)
+		if a.SLOAttainment != b.SLOAttainment || a.Preemptions != b.Preemptions {
+			t.Errorf("%s: attainment %.4f, %d preemptions with t00050 capped, %.4f, %d without", name, b.SLOAttainment, b.Preemptions, a.SLOAttainment, a.Preemptions)
 		}
 	}
 }
