@@ -61,6 +61,10 @@ const (
 	// ReasonLoRAEngine: the adapter tenant is served by a shared LoRA engine of its base model,
 	// or the GPU runs one.
 	ReasonLoRAEngine ReasonCode = "LoRAEngine"
+	// ReasonEstimatedFigures: the tenant runs on a board whose compute figures (SM count, BF16
+	// or FP8 TFLOPS) are the catalog's estimates, not NVIDIA table values, so its predictions
+	// rest on them; the message names the board and the figures.
+	ReasonEstimatedFigures ReasonCode = "EstimatedFigures"
 
 	// ReasonNoFit: the model does not fit in any slice the fleet and policy allow (memory).
 	ReasonNoFit ReasonCode = "NoFit"
@@ -109,6 +113,7 @@ var reasonTable = map[ReasonCode]bool{
 	ReasonMeasuredProfile:  false,
 	ReasonIdle:             false,
 	ReasonLoRAEngine:       false,
+	ReasonEstimatedFigures: false,
 	ReasonNoFit:            false,
 	ReasonSLOUnmet:         false,
 	ReasonOverCap:          false,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/control"
+	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/perf"
 	"gpupool.dev/gpupool/internal/plan"
 	"gpupool.dev/gpupool/internal/plansim"
@@ -428,8 +430,53 @@ func writePlanTable(w io.Writer, pl *v1.Plan) error {
 		}
 	}
 	sb.WriteString("\n")
+	sb.WriteString(estimatedWarning(pl))
 	_, err := io.WriteString(w, sb.String())
 	return err
+}
+
+// estimatedWarning is the table's one-line warning, "" when no tenant carries an
+// EstimatedFigures reason: which tenants' predictions rest on which boards' estimated compute
+// figures (the reasons say which figures).
+func estimatedWarning(pl *v1.Plan) string {
+	boardOf := map[v1.GPURef]string{}
+	for _, g := range pl.GPUs {
+		boardOf[g.Ref()] = g.Board
+	}
+	engineBoard := map[string]string{}
+	for _, e := range pl.LoRAEngines {
+		engineBoard[e.Name] = boardOf[e.GPU]
+	}
+	var names, boards []string
+	for _, t := range pl.Tenants {
+		if _, ok := t.Reason(v1.ReasonEstimatedFigures); !ok {
+			continue
+		}
+		names = append(names, t.Name)
+		for _, r := range t.Replicas {
+			boards = append(boards, boardOf[r.GPU])
+		}
+		for _, e := range t.LoRAEngines {
+			boards = append(boards, engineBoard[e])
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	var estimated []string
+	for _, b := range boards {
+		if gb, err := gpu.Lookup(b); err == nil && len(gb.Estimated) > 0 && !slices.Contains(estimated, gb.Name) {
+			estimated = append(estimated, gb.Name)
+		}
+	}
+	slices.Sort(estimated)
+	const most = 5
+	list := strings.Join(names[:min(len(names), most)], ", ")
+	if len(names) > most {
+		list += fmt.Sprintf(" and %d more", len(names)-most)
+	}
+	return fmt.Sprintf("warning: the predictions for %s (%s) rest on estimated compute figures of %s, not NVIDIA table values (reason EstimatedFigures)\n",
+		plural(len(names), "tenant"), list, strings.Join(estimated, ", "))
 }
 
 // planSimulated reports whether the plan's counts were simulated: some tenant carries a

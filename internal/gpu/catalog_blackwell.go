@@ -48,6 +48,7 @@ func gb200x186GB() *Board {
 		BandwidthGBs: 8000, TDPWatts: 1200, BF16TFLOPS: 2500, FP8TFLOPS: 5000,
 		MemorySlices: 8, ComputeSlices: 7, MaxInstances: 7,
 		Unverified: []string{"memoryMiB", "sms", "bandwidthGBs", "tdpWatts", "bf16Tflops", "fp8Tflops"},
+		Estimated:  []string{"sms"},
 		Sources:    []string{srcLgipGB200, srcMigParted, srcGB200SMs, srcSmiTotal, srcDatasheet},
 		Notes: []string{
 			"Not in the MIG User Guide tables; profile names from mig-parted.",
@@ -82,6 +83,7 @@ func gb200x189GB() *Board {
 		BandwidthGBs: 8000, TDPWatts: 1200, BF16TFLOPS: 2500, FP8TFLOPS: 5000,
 		MemorySlices: 8, ComputeSlices: 7, MaxInstances: 7,
 		Unverified: []string{"memoryMiB", "sms", "bandwidthGBs", "tdpWatts", "bf16Tflops", "fp8Tflops"},
+		Estimated:  []string{"sms"},
 		Sources:    []string{srcMigParted, srcGB200SMs, srcDatasheet},
 		Notes: []string{
 			"Known only from mig-parted's filter-less configs all-3g.95gb, all-4g.95gb and all-7g.189gb, which NVIDIA lists for some GB200 boards.",
@@ -148,6 +150,7 @@ func gb300x278GB() *Board {
 		BandwidthGBs: 8000, TDPWatts: 1400, BF16TFLOPS: 2500, FP8TFLOPS: 5000,
 		MemorySlices: 8, ComputeSlices: 7, MaxInstances: 7,
 		Unverified: []string{"memoryMiB", "sms", "bandwidthGBs", "tdpWatts", "bf16Tflops", "fp8Tflops"},
+		Estimated:  []string{"sms"},
 		Sources:    []string{srcMigParted, srcGB300SMs, srcDatasheet},
 		Notes: []string{
 			"MIG names count 278 GB. The R595 minimum is the one the MIG User Guide gives for GB300 DGX Station.",
@@ -173,6 +176,7 @@ func rtxPro6000() *Board {
 		BandwidthGBs: 1792, TDPWatts: 600, BF16TFLOPS: 500, FP8TFLOPS: 1000,
 		MemorySlices: 4, ComputeSlices: 4, MaxInstances: 4,
 		Unverified: []string{"memoryMiB", "bandwidthGBs", "tdpWatts", "bf16Tflops", "fp8Tflops"},
+		Estimated:  []string{"bf16Tflops", "fp8Tflops"},
 		Sources:    []string{srcGuide, srcGuideGPUs, srcLgipRTX, srcMigParted, srcKernelNotes, srcSmiTotal, srcDatasheet},
 		Notes: []string{
 			"Workstation and Max-Q editions must be switched to compute display mode (DisplayModeSelector --gpumode=compute) before MIG; minimum vBIOS 98.02.55.00.00 (WS), 98.02.6A.00.00 (Max-Q).",
@@ -209,6 +213,7 @@ func rtxPro5000() *Board {
 		BandwidthGBs: 1344, TDPWatts: 300, BF16TFLOPS: 258, FP8TFLOPS: 516,
 		MemorySlices: 2, ComputeSlices: 2, MaxInstances: 2,
 		Unverified: []string{"memoryMiB", "bandwidthGBs", "tdpWatts", "bf16Tflops", "fp8Tflops"},
+		Estimated:  []string{"bf16Tflops", "fp8Tflops"},
 		Sources:    []string{srcGuide, srcRTXPro, srcDatasheet},
 		Notes: []string{
 			"The current MIG User Guide shows this 2-way table; its v580 edition showed a 4-way one (1g.12gb ...). Check the driver in use.",
@@ -241,6 +246,7 @@ func rtxPro4500() *Board {
 		BandwidthGBs: 896, TDPWatts: 200, BF16TFLOPS: 218, FP8TFLOPS: 436,
 		MemorySlices: 2, ComputeSlices: 2, MaxInstances: 2,
 		Unverified: []string{"memoryMiB", "bandwidthGBs", "tdpWatts", "bf16Tflops", "fp8Tflops"},
+		Estimated:  []string{"bf16Tflops", "fp8Tflops"},
 		Sources:    []string{srcGuide, srcRTXPro, srcDatasheet},
 		Notes: []string{
 			"82 SMs: the product page's 10,496 CUDA cores at 128 per Blackwell SM.",

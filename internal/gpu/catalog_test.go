@@ -480,3 +480,30 @@ func TestA100PCIe40GB(t *testing.T) {
 		t.Errorf("A100-SXM4-40GB: %g W, %g GB/s; want 400 W, 1555 GB/s", sxm.TDPWatts, sxm.BandwidthGBs)
 	}
 }
+
+// The boards whose compute figures are the catalog's own estimates (each row's Notes give the
+// derivation) say so in Estimated, which the planner reports on every tenant placed there. A
+// figure is estimated only where it is also unverified, and only compute figures are listed.
+func TestEstimatedFigures(t *testing.T) {
+	want := map[string][]string{
+		"GB200-186GB":                 {"sms"},
+		"GB200-189GB":                 {"sms"},
+		"GB300-278GB":                 {"sms"},
+		"RTX-PRO-4500-Blackwell-32GB": {"bf16Tflops", "fp8Tflops"},
+		"RTX-PRO-5000-Blackwell-48GB": {"bf16Tflops", "fp8Tflops"},
+		"RTX-PRO-6000-Blackwell-96GB": {"bf16Tflops", "fp8Tflops"},
+	}
+	for _, b := range Boards() {
+		if !slices.Equal(b.Estimated, want[b.Name]) {
+			t.Errorf("%s: Estimated %q, want %q", b.Name, b.Estimated, want[b.Name])
+		}
+		for _, f := range b.Estimated {
+			if f != "sms" && f != "bf16Tflops" && f != "fp8Tflops" {
+				t.Errorf("%s: Estimated lists %q, not a compute figure", b.Name, f)
+			}
+			if !b.IsUnverified(f) {
+				t.Errorf("%s: %s is estimated but not unverified", b.Name, f)
+			}
+		}
+	}
+}

@@ -49,7 +49,12 @@ type Board struct {
 	MaxInstances  int       `json:"maxInstances"`
 	Profiles      []Profile `json:"profiles,omitempty"`
 	Unverified    []string  `json:"unverified,omitempty"`
-	Sources       []string  `json:"sources,omitempty"`
+	// Estimated names the compute figures ("sms", "bf16Tflops", "fp8Tflops") that are the
+	// catalog's own estimates (derived from another figure, or from public device queries),
+	// not values of an NVIDIA table; each is also Unverified. Predictions on the board rest on
+	// them, and the planner says so on every tenant it places there.
+	Estimated []string `json:"estimated,omitempty"`
+	Sources   []string `json:"sources,omitempty"`
 	// ComputeCapability is the CUDA compute capability, "9.0".
 	ComputeCapability string `json:"computeCapability,omitempty"`
 	// MinDriver is the oldest NVIDIA driver branch with MIG support for the board, "R525".

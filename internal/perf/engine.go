@@ -167,6 +167,17 @@ func (e *Engine) WithKVCapacity(tokens int64) *Engine {
 	return &c
 }
 
+// WithMaxSeqs returns a copy of e with the sequence limit set to n (vLLM --max-num-seqs, for
+// example a replica's own argument); e itself when n is not positive.
+func (e *Engine) WithMaxSeqs(n int) *Engine {
+	if n <= 0 {
+		return e
+	}
+	c := *e
+	c.maxSeqs = n
+	return &c
+}
+
 // MaxBatchedTokens is the engine's per-step token budget.
 func (e *Engine) MaxBatchedTokens() int { return e.maxBatchedTokens }
 

@@ -49,16 +49,30 @@ import (
 // runs, which cover the pattern's lower hours, it is simulated but not judged. A tenant
 // with fewer than confirmMinJudged requests over the runs (its rate is low next to the budget)
 // is judged in runs of its sharing component instead (confirm_component.go, ADR 0045), and is
-// simulated but not judged only when those too give it too few. Pools with more than
-// confirmMaxTenants tenants are not simulated:
-// there the model alone decides, as the scale bars (1,000 tenants in a second) require.
+// simulated but not judged only when those too give it too few. Pools of more than
+// confirmFullTenants tenants (up to confirmMaxTenants) are confirmed the same way, but a run of
+// the budget's requests gives most of their tenants too few to judge, and the component runs'
+// share of the budget goes first to the tenants the model is least sure of (confirmAtRisk, ADR
+// 0086); a tenant whose component the budget did not reach says so. Pools with more than
+// confirmMaxTenants tenants are not simulated: there the model alone decides, as the scale bars
+// (1,000 tenants in a second) require, and each tenant's Simulated reason says so.
 const (
-	confirmMaxTenants = 64
-	confirmRequests   = 2500 // requests the slowest judged tenant gets per run, budget permitting
-	confirmMinJudged  = 1500 // requests over the runs
-	confirmKeep       = 0.995
-	confirmRunKeep    = 0.9925
-	confirmRuns       = 3
+	confirmFullTenants = 64
+	// confirmMaxTenants is the largest pool simulated. On the repository's 150- and 200-tenant
+	// pools (internal/plan/testdata's short-150-on-60 and six-boards-200) the confirmation costs
+	// 27-32 s of CPU a plan against 1.5-3 s without it; on the 250-tenant six-boards-250 it cost
+	// 117 s against 2.8 s, so 256 was not taken (ADR 0086). The scale bars' pools (1,000 tenants
+	// and more) are far above it.
+	confirmMaxTenants = 200
+	// confirmRiskLoad: in a pool above confirmFullTenants, a tenant whose replicas would not
+	// carry its rate over confirmRiskLoad within the SLO (its load within about 10 % of the
+	// model's capacity) is at risk, and its component is simulated first (confirmAtRisk).
+	confirmRiskLoad  = 0.9
+	confirmRequests  = 2500 // requests the slowest judged tenant gets per run, budget permitting
+	confirmMinJudged = 1500 // requests over the runs
+	confirmKeep      = 0.995
+	confirmRunKeep   = 0.9925
+	confirmRuns      = 3
 	// A tenant that passes confirmKeep and confirmRunKeep but is borderline (below confirmSure
 	// over the runs or confirmRunSure in one) is simulated in confirmExtraRuns runs more before it
 	// passes (confirmextra.go, ADR 0078).
@@ -98,8 +112,9 @@ const (
 
 // confirmState is what the simulations said about one tenant's chosen candidate.
 type confirmState struct {
-	model  int  // the queueing model's count, before any change
-	fixed  bool // the count is the pool's (replicas), not the model's: judged, never raised
+	model  int     // the queueing model's count, before any change
+	q      *qmodel // the judged candidate's queueing model (confirmAtRisk)
+	fixed  bool    // the count is the pool's (replicas), not the model's: judged, never raised
 	judged bool
 	// In the last round that simulated this count: the share of requests within the SLO over
 	// the runs and in the worst run, the requests judged over the runs, and the highest p99s.
@@ -117,6 +132,9 @@ type confirmState struct {
 	poolOver  int64
 	component string
 	boardless bool
+	// unreached says, in a pool above confirmFullTenants, why the tenant's sharing component was
+	// not simulated on its own ("" when it was, or the pool is smaller; ADR 0086)
+	unreached string
 	// offPeak marks a diurnal tenant whose runs were longer than confirmPeakRun: they covered
 	// its lower hours, so they do not judge it.
 	offPeak bool
@@ -247,6 +265,7 @@ func (p *planner) confirm() error {
 		budget = DefaultConfirmRequests
 	}
 	if p.o.Simulate == nil || budget < 0 || len(p.tenants) > confirmMaxTenants {
+		p.confirmTooLarge = p.o.Simulate != nil && budget >= 0
 		return nil
 	}
 	p.confirmed = map[*cand]*confirmState{}
@@ -282,11 +301,11 @@ func (p *planner) confirm() error {
 			c := tn.choice
 			st := p.confirmed[c]
 			if st == nil {
-				st = &confirmState{model: c.replicas, fixed: tn.t.Replicas != nil}
+				st = &confirmState{model: c.replicas, q: c.ev.q, fixed: tn.t.Replicas != nil}
 				p.confirmed[c] = st
 			}
 			st.tally(c.replicas, &tn.t, d, reports)
-			st.poolOver, st.poolOffPeak, st.component, st.boardless = st.over, st.offPeak, "", false
+			st.poolOver, st.poolOffPeak, st.component, st.boardless, st.unreached = st.over, st.offPeak, "", false, ""
 		}
 		// Tenants the pool-wide runs cannot judge are judged in runs of their sharing component.
 		if err := p.confirmComponents(judge, pl, budget, p.chosenState); err != nil {
@@ -602,6 +621,10 @@ func (p *planner) simulateSeeds(pool *v1.Pool, pl *v1.Plan, d time.Duration, fir
 
 // simReason is the Simulated reason of a tenant whose plan was simulated, if any.
 func (p *planner) simReason(tn *tenant) (v1.Reason, bool) {
+	if tn.choice != nil && p.confirmTooLarge {
+		return v1.NewReason(v1.ReasonSimulated, "not simulated: the pool has %d tenants, more than the %d the planner simulates; the queueing model alone sized it",
+			len(p.tenants), confirmMaxTenants), true
+	}
 	if tn.choice == nil || p.confirmed[tn.choice] == nil {
 		return v1.Reason{}, false
 	}
@@ -619,6 +642,10 @@ func (st *confirmState) reason(n int, before []string) v1.Reason {
 		if st.component != "" {
 			return v1.NewReason(v1.ReasonSimulated, "not judged by the plan's simulation: %d requests in %d runs of %s, %d in the pool-wide runs, fewer than %d",
 				st.over, confirmRuns, st.runsOf(), st.poolOver, confirmMinJudged)
+		}
+		if st.unreached != "" {
+			return v1.NewReason(v1.ReasonSimulated, "not judged by the plan's simulation: %d requests in %d runs, fewer than %d; %s",
+				st.over, confirmRuns, confirmMinJudged, st.unreached)
 		}
 		return v1.NewReason(v1.ReasonSimulated, "not judged by the plan's simulation: %d requests in %d runs, fewer than %d", st.over, confirmRuns, confirmMinJudged)
 	}

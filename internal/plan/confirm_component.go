@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -154,11 +155,22 @@ func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int, st
 	// confirmMaxRun and the budget; enough reports whether that tenant then gets
 	// confirmMinJudged requests over the runs.
 	// A component with an open diurnal tenant runs at most confirmPeakRun, the runs that judge it.
+	large := len(p.tenants) > confirmFullTenants
+	risk := map[string]bool{} // in a pool above confirmFullTenants, the open tenants at risk
+	if large {
+		for name, tn := range open {
+			st, n := state(tn)
+			risk[name] = confirmAtRisk(tn, st.q, n)
+		}
+	}
+	// for reports whether the runs are for tenant n: every open tenant, or in a pool above
+	// confirmFullTenants the open tenants at risk
+	for_ := func(n string) bool { return open[n] != nil && (!large || risk[n]) }
 	length := func(comp []string) (secs, cost float64, enough bool) {
 		slowest, sum, most := math.Inf(1), 0.0, confirmMaxRun.Seconds()
 		for _, n := range comp {
 			sum += rate[n]
-			if tn := open[n]; tn != nil {
+			if tn := open[n]; tn != nil && for_(n) {
 				slowest = min(slowest, rate[n])
 				if tn.t.Traffic.Pattern == v1.PatternDiurnal {
 					most = confirmPeakRun.Seconds()
@@ -169,6 +181,12 @@ func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int, st
 		return secs, secs * sum, secs*slowest*confirmRuns >= confirmMinJudged
 	}
 	done := map[string]bool{}
+	type compRun struct {
+		comp      []string
+		boardless bool
+		cost      float64
+	}
+	var later []compRun // in a pool above confirmFullTenants, the components to run, cheapest first
 	for _, tn := range p.tenants {
 		name := tn.t.Name
 		if open[name] == nil || done[name] {
@@ -176,6 +194,12 @@ func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int, st
 		}
 		if _, ok := byBoard[name]; !ok {
 			continue // no replica under the plan's GPUs
+		}
+		if large && !risk[name] {
+			if st, _ := state(tn); !st.judged {
+				st.unreached = fmt.Sprintf(confirmNotAtRisk, confirmFullTenants)
+			}
+			continue
 		}
 		comp, boardless := members(byBoard, name), false
 		secs, cost, enough := length(comp)
@@ -186,39 +210,98 @@ func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int, st
 		for _, n := range comp {
 			done[n] = true
 		}
+		if large {
+			later = append(later, compRun{comp, boardless, cost})
+			continue
+		}
 		if !(secs >= 1) {
 			continue
 		}
-		left -= cost
-		in := map[string]bool{}
-		for _, n := range comp {
-			in[n] = true
-		}
-		sp, spl := restrict(p.pool, pl, in)
-		d := time.Duration(secs * float64(time.Second))
-		reports, err := p.simulateRuns(sp, spl, d)
-		if err != nil {
+		if err := p.runComponent(comp, boardless, secs, pl, open, state); err != nil {
 			return err
 		}
-		for _, n := range comp {
-			tn := open[n]
-			if tn == nil {
-				continue
+		left -= cost
+	}
+	// In a pool above confirmFullTenants the at-risk tenants' components run cheapest first
+	// within the budget's share (ADR 0086); those it does not reach say so.
+	slices.SortStableFunc(later, func(a, b compRun) int { return cmp.Compare(a.cost, b.cost) })
+	for _, r := range later {
+		secs, cost, _ := length(r.comp)
+		if !(secs >= 1) {
+			for _, n := range r.comp {
+				if tn := open[n]; tn != nil {
+					if st, _ := state(tn); !st.judged {
+						st.unreached = confirmUnreached
+					}
+				}
 			}
-			st, count := state(tn)
-			var again confirmState
-			again.tally(count, &tn.t, d, reports)
-			if !again.judged && again.over <= st.poolOver {
-				// no more requests than the pool-wide runs gave it (a diurnal tenant whose
-				// pool-wide runs were too long to judge it may get fewer, and be judged)
-				continue
-			}
-			again.model, again.left, again.poolOver, again.poolOffPeak = st.model, st.left, st.poolOver, st.poolOffPeak
-			again.component, again.boardless, again.members = namesOf(comp), boardless, comp
-			*st = again
+			continue
 		}
+		if err := p.runComponent(r.comp, r.boardless, secs, pl, open, state); err != nil {
+			return err
+		}
+		left -= cost
 	}
 	return nil
+}
+
+// runComponent simulates component comp of pl (boardless: cut at its MIG instance) in runs of
+// secs and gives each open tenant of it that the runs give more requests than the pool-wide
+// runs did their verdict.
+func (p *planner) runComponent(comp []string, boardless bool, secs float64, pl *v1.Plan, open map[string]*tenant, state func(*tenant) (*confirmState, int)) error {
+	in := map[string]bool{}
+	for _, n := range comp {
+		in[n] = true
+	}
+	sp, spl := restrict(p.pool, pl, in)
+	d := time.Duration(secs * float64(time.Second))
+	reports, err := p.simulateRuns(sp, spl, d)
+	if err != nil {
+		return err
+	}
+	for _, n := range comp {
+		tn := open[n]
+		if tn == nil {
+			continue
+		}
+		st, count := state(tn)
+		var again confirmState
+		again.tally(count, &tn.t, d, reports)
+		if !again.judged && again.over <= st.poolOver {
+			// no more requests than the pool-wide runs gave it (a diurnal tenant whose
+			// pool-wide runs were too long to judge it may get fewer, and be judged)
+			continue
+		}
+		again.model, again.q, again.left, again.poolOver, again.poolOffPeak = st.model, st.q, st.left, st.poolOver, st.poolOffPeak
+		again.component, again.boardless, again.members = namesOf(comp), boardless, comp
+		*st = again
+	}
+	return nil
+}
+
+// What a tenant of a pool above confirmFullTenants that neither the pool-wide runs nor its
+// component's judged is told (ADR 0086).
+const (
+	confirmNotAtRisk = "in a pool of more than %d tenants only the sharing components of tenants at risk (a fixed count, prompts longer than a step's token budget, a load within 10 %% of the model's capacity) are simulated on their own, and it is not one"
+	confirmUnreached = "its sharing component, one of a tenant at risk, was not simulated on its own: the budget's share for such runs went to cheaper components first"
+)
+
+// confirmAtRisk reports whether tn, at n replicas, is a tenant the queueing model is least sure
+// of, whose sharing component a pool above confirmFullTenants simulates on its own (ADR 0086):
+// a count the pool fixes, prompts longer than one step's token budget (prefilled in chunks,
+// where the model's pooling gain was seen larger than the simulator's), or a load within about
+// 10 % of what the replicas carry within the SLO (confirmRiskLoad); q is the judged candidate's
+// queueing model (nil: only the fixed count can say).
+func confirmAtRisk(tn *tenant, q *qmodel, n int) bool {
+	switch {
+	case tn.t.Replicas != nil:
+		return true
+	case q == nil:
+		return false
+	case q.k > 1:
+		return true
+	}
+	return !q.admits(peakRate(tn.t.Traffic)/confirmRiskLoad, n, tn.slo)
 }
 
 // namesOf lists a component's tenants for a reason: up to four names, then how many more.

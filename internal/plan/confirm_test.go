@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -191,7 +192,8 @@ func TestConfirmShortWithoutRoomIsShort(t *testing.T) {
 
 // The confirmation is a function of the pool, the options and the seed; it touches only
 // tenants the queueing model sized, never lowers their counts, and is off without a simulator,
-// with a negative budget and on pools of more than confirmMaxTenants tenants.
+// with a negative budget and on pools of more than confirmMaxTenants tenants, whose served
+// tenants say so.
 func TestConfirmScope(t *testing.T) {
 	pool := loadPool(t, "testdata/confirm-single.yaml")
 	a, b := buildWith(t, pool, confirmed), buildWith(t, pool, confirmed)
@@ -226,9 +228,11 @@ func TestConfirmScope(t *testing.T) {
 	}
 
 	big := synthPool(confirmMaxTenants + 1)
+	want := fmt.Sprintf("not simulated: the pool has %d tenants, more than the %d", confirmMaxTenants+1, confirmMaxTenants)
 	for _, pt := range buildWith(t, big, confirmed).Tenants {
-		if r := simReasonOf(&v1.Plan{Tenants: []v1.PlanTenant{pt}}, pt.Name); r != "" {
-			t.Fatalf("%d tenants: %s has a Simulated reason %q", len(big.Tenants), pt.Name, r)
+		r := simReasonOf(&v1.Plan{Tenants: []v1.PlanTenant{pt}}, pt.Name)
+		if served := !pt.Infeasible || len(pt.Replicas) > 0; served != strings.HasPrefix(r, want) {
+			t.Fatalf("%d tenants: %s (served %t) has the Simulated reason %q", len(big.Tenants), pt.Name, served, r)
 		}
 	}
 }

@@ -120,6 +120,7 @@ func (p *planner) confirmKept(pl *v1.Plan, chosen string, limit int) error {
 				judged[name] = j
 			}
 			j.c, j.n, j.short = c, len(uses[name]), pl.Tenants[at].Infeasible
+			j.st.q = c.ev.q
 			judge = append(judge, tn)
 			minRate = min(minRate, tn.t.Traffic.RPS)
 		}
@@ -145,7 +146,7 @@ func (p *planner) confirmKept(pl *v1.Plan, chosen string, limit int) error {
 		for _, tn := range judge {
 			j := judged[tn.t.Name]
 			j.st.tally(j.n, &tn.t, d, reports)
-			j.st.poolOver, j.st.poolOffPeak, j.st.component, j.st.boardless = j.st.over, j.st.offPeak, "", false
+			j.st.poolOver, j.st.poolOffPeak, j.st.component, j.st.boardless, j.st.unreached = j.st.over, j.st.offPeak, "", false, ""
 			j.st.left, j.code, j.why = "", "", ""
 		}
 		state := func(tn *tenant) (*confirmState, int) { j := judged[tn.t.Name]; return j.st, j.n }

@@ -554,6 +554,7 @@ func BuildWithLoRA(ctx context.Context, pool *v1.Pool, o Options, adapters map[s
 	if pool.Policy.DeviceAPI() == v1.DeviceAPIDRA {
 		noEngineReasons(pl, pool)
 	}
+	markEstimated(pl) // again: the adapter tenants' engines are placed now
 	return pl, fg, nil
 }
 

@@ -85,7 +85,7 @@ func memoryVolume(p *planner) float64 {
 // tenant but six takes its least GPU memory already, and the six (on unshared 3g.40gb) save
 // memory only on a whole GPU shared by MPS with their sharing group, whose other members would
 // take no less than the GPU holds (memoryVolume: 22.17 GPUs of memory, 22.42 before ADR 0037,
-// so at least 23 GPUs).
+// so at least 23 GPUs; exactly, with shared units whole, 22.5: TestSynthetic100MemoryExact).
 // The planner's own bound counts the fewest replicas any plan could use (lbReplicas), which is
 // why it says 21: at those counts the packer itself serves every tenant on 21 GPUs
 // (TestSynthetic100PacksAtBoundCounts), so the whole gap lies in the replica counts.

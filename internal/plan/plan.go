@@ -108,9 +108,12 @@ func Build(ctx context.Context, pool *v1.Pool, o Options) (*v1.Plan, error) {
 	}
 	next, err := p.result()
 	if err != nil || o.Current == nil || o.repackOnly {
+		markEstimated(next)
 		return next, err
 	}
-	return p.replan(next)
+	pl, err := p.replan(next)
+	markEstimated(pl)
+	return pl, err
 }
 
 // stopped reports whether the run was cancelled; loops that see it return early and Build
@@ -840,6 +843,9 @@ type planner struct {
 	// confirmShort lists, per tenant, the slices and counts a simulation found short before
 	// they were raised (the tenant's choice may have moved on since).
 	confirmShort map[*tenant][]string
+	// confirmTooLarge: the plan was not simulated because the pool has more than
+	// confirmMaxTenants tenants (with a simulator and a budget it would have been)
+	confirmTooLarge bool
 	// unspreadRoom says, per redundant tenant the filling of a kept plan's room did not start
 	// (fillKept), where that room had its kind (spreadRoom); placeOnIdle adds it to the
 	// reason of a tenant the GPUs left idle then hold on one GPU.

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 
 	v1 "gpupool.dev/gpupool/api/v1"
@@ -70,10 +71,14 @@ func (p *planner) measureTP(tn *tenant, c *cand) *evalResult {
 	return r
 }
 
-// vllmFlags are the replica's vLLM flags: the fit's, and --tensor-parallel-size for a
-// tensor-parallel replica.
-func vllmFlags(c *cand) []string {
-	f := c.ev.fit.Args.Flags()
+// vllmFlags are the replica's vLLM flags: the fit's, with --max-num-seqs at seqCap where it caps,
+// and --tensor-parallel-size for a tensor-parallel replica.
+func vllmFlags(tn *tenant, c *cand) []string {
+	args := c.ev.fit.Args
+	if n := seqCap(tn, c); n > 0 {
+		args.MaxNumSeqs = n
+	}
+	f := args.Flags()
 	if c.tp > 1 {
 		f = append(f, "--tensor-parallel-size", strconv.Itoa(c.tp))
 	}
@@ -128,4 +133,30 @@ func tpGroup(gs []*gpuPlan) v1.TensorParallel {
 		t.GPUs = append(t.GPUs, g.fg.ref.Index)
 	}
 	return t
+}
+
+// seqCap is the --max-num-seqs a replica of c runs with in place of its default: the slots of
+// its queueing model, where its KV cache and not max-num-seqs sets them, those slots are also the
+// requests the cache holds at their full length, the tenant's lengths are fixed and its pool
+// leaves concurrency unset; 0 otherwise. Left at the default, the engine admits a request beyond
+// those slots whenever its first prefill chunk fits; its later chunks do not, so it preempts
+// itself and is admitted again a step later, over and over once a queue has formed, and the
+// replica serves less than its load (the queueing model counts no such loop). At the cap the
+// engine runs what the model sizes for and the model is unchanged. Varying lengths are left out:
+// their full-length places are below the model's slots and were not validated.
+func seqCap(tn *tenant, c *cand) int {
+	if tn == nil || c == nil || c.ev == nil || c.ev.q == nil {
+		return 0
+	}
+	q := c.ev.q
+	if !q.kvBound || q.in+q.out <= 0 || q.slots >= q.e.MaxSeqs() {
+		return 0
+	}
+	if t := tn.t; t.Concurrency != 0 || lengthLaw(t.Traffic) != "" {
+		return 0
+	}
+	if full := int(math.Floor(float64(q.e.KVCapacityTokens()) / (q.in + q.out))); full < q.slots {
+		return 0
+	}
+	return q.slots
 }

@@ -273,6 +273,11 @@ func (s *Sim) buildDomain(p string, gi int32, name string, b *gpu.Board, prof *g
 			// slice with the replica's --max-model-len and --gpu-memory-utilization.
 			eng, err = s.planCache(eng, t, b, prof, mode, r, len(reps))
 		}
+		if n := maxNumSeqs(r.VLLMArgs); err == nil && tab == nil && n > 0 && n < eng.MaxSeqs() {
+			// A replica the plan starts with fewer sequences than the engine's default runs
+			// that many at once (the planner caps some where the KV cache binds).
+			eng = eng.WithMaxSeqs(n)
+		}
 		if err == nil {
 			err = checkFit(eng, t)
 		}
@@ -322,6 +327,9 @@ func (s *Sim) planCache(eng *perf.Engine, t v1.Tenant, b *gpu.Board, prof *gpu.P
 	if err != nil {
 		return nil, err
 	}
+	if n := maxNumSeqs(r.VLLMArgs); n > 0 && n < eng.MaxSeqs() {
+		o.MaxNumSeqs = n // a capped replica's workspace, as its vLLM sizes it
+	}
 	fit, err := llm.FitSlice(s.served[t.Name], o, llm.ReplicaSlice(b, prof, capBytes, share))
 	if err != nil {
 		return nil, err
@@ -330,6 +338,25 @@ func (s *Sim) planCache(eng *perf.Engine, t v1.Tenant, b *gpu.Board, prof *gpu.P
 		return nil, fmt.Errorf("slice too small for model %s: its vLLM would not start: %s", eng.Model().Name(), strings.Join(fit.Reasons, "; "))
 	}
 	return eng.WithKVCapacity(fit.MaxTokens), nil
+}
+
+// maxNumSeqs is the replica's --max-num-seqs: the last one in its vLLM arguments, in the
+// "--max-num-seqs N" or "--max-num-seqs=N" form; 0 when none (or none that parses) is given.
+func maxNumSeqs(args []string) int {
+	n := 0
+	for i, a := range args {
+		v, ok := "", false
+		switch {
+		case a == "--max-num-seqs" && i+1 < len(args):
+			v, ok = args[i+1], true
+		case strings.HasPrefix(a, "--max-num-seqs="):
+			v, ok = strings.TrimPrefix(a, "--max-num-seqs="), true
+		}
+		if x, err := strconv.Atoi(v); ok && err == nil && x > 0 {
+			n = x
+		}
+	}
+	return n
 }
 
 // maxModelLen is the replica's --max-model-len: the last one in its vLLM arguments (vLLM's
