@@ -355,7 +355,7 @@ func (p *planner) replicas(u *unit, g v1.GPURef, in v1.InstanceRef, next map[*te
 		next[r.tn]++
 		pr := v1.PlanReplica{Tenant: r.tn.t.Name, Index: idx}
 		if r.tn.measured == nil { // a measured tenant's server is not vLLM
-			pr.VLLMArgs = vllmFlags(r.tn, c)
+			pr.VLLMArgs = vllmFlags(c)
 		}
 		switch c.kind {
 		case v1.SliceMPS, v1.SliceMIGMPS:

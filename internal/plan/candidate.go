@@ -782,7 +782,7 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 	// (and its step-time memo) serves every SLO of the same engine and request shape, so the
 	// engine with the fit's KV capacity is derived only for a new model
 	r.q = p.cache.qmodel(tn, c, func() *qmodel {
-		return newQModel(e.WithKVCapacity(fit.MaxTokens), tn.work, sizingLoad(c)).withLengths(lengthLaw(tn.t.Traffic), tn.t.MaxContext)
+		return newQModel(e.WithKVCapacity(fit.MaxTokens), tn.work, sizingLoad(c)).withLengths(lengthLaw(tn.t.Traffic), tn.t.MaxContext).withSeqCap(tn.t.Concurrency)
 	})
 	r.slo, r.out = tn.slo, tn.work.OutputTokens
 	return r

@@ -239,15 +239,29 @@ func TestConfirmScope(t *testing.T) {
 
 // TestConfirmJudgesFixedCount: a count the pool fixes is judged by the simulation but never
 // raised. short-150-on-60's t00033 alone (testdata/confirm-fixed-short.yaml) is served by the
-// queueing model at its fixed two replicas and found far short in the runs: the plan keeps two
-// and calls it SLOUnmet, saying the pool fixes its count; without the runs it is served.
+// queueing model at its fixed two replicas; a simulator that finds it short (97 %) makes the plan
+// keep two and call it SLOUnmet, saying the pool fixes its count; without the runs it is served.
+// (The runs found it far short on two 1g.10gb instances until the model counted the first-chunk
+// admission of a KV-bound replica of long prompts, firstChunkThrash; it now takes 1g.20gb
+// instances, which the simulator finds met, TestLongPromptKVThrash.)
 func TestConfirmJudgesFixedCount(t *testing.T) {
 	pool := loadPool(t, "testdata/confirm-fixed-short.yaml")
 	off := buildWith(t, pool, Options{Simulate: simRun, ConfirmRequests: -1})
 	if off.Tenants[0].Infeasible {
 		t.Fatalf("without the runs the fixed count is infeasible: %v", off.Tenants[0].Reasons)
 	}
-	pl := buildWith(t, pool, confirmed)
+	strict := func(ctx context.Context, in SimInput) (map[string]SimTenant, error) {
+		out, err := simRun(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		if tr, ok := out["t00033"]; ok && tr.Judged > 0 {
+			tr.Attainment = min(tr.Attainment, 0.97)
+			out["t00033"] = tr
+		}
+		return out, nil
+	}
+	pl := buildWith(t, pool, Options{Simulate: strict})
 	tn := pl.Tenants[0]
 	if n := len(tn.Replicas); n != 2 {
 		t.Errorf("%d replicas, want the pool's fixed 2", n)

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -267,4 +268,173 @@ tenants:
 		t.Fatalf("infeasible: %v", tn.Reasons)
 	}
 	simulate(t, pool, pl, 10*time.Minute, 1) // fails the test if the simulator refuses a slice
+}
+
+// A KV-bound replica of prompts longer than one chunk (short-150-on-60's t00033: qwen2.5-3b,
+// 8,000 + 150 tokens, on an H100's 1g.10gb instances of 6 slots; and 4,000-token prompts, 12
+// slots): when every slot of the replicas is full, the next arrival is admitted by its first
+// chunk, preempted at its second and recomputed, over and over (firstChunkThrash). The model
+// counted that as an ordinary slot wait and gave one replica of 8,000-token prompts 0.415 req/s
+// and two 1.051, where the simulator meets the SLO up to about 0.21 and 0.64 and collapses at the
+// model's rates (3–4 % of requests within it, TTFT p99 of many minutes); 4,000-token prompts
+// 1.26 and 2.84 where it meets up to 0.63 and 1.94. At the model's rate for one and two
+// replicas the simulator must meet the SLO for 99 % of the requests in two runs, and at twice it
+// must not (the model is at most a factor 2 below). This is the uncapped engine: the pool sets
+// concurrency 256 and the replicas run --max-num-seqs 256, so the engine may admit beyond the
+// slots (with concurrency unset the planner caps it at them, TestLongPromptKVThrashSparesCapped).
+func TestLongPromptKVThrash(t *testing.T) {
+	slo := perf.SLO{TTFT: 2800 * time.Millisecond, TPOT: 100 * time.Millisecond}
+	for _, in := range []int{8000, 4000} {
+		q := migModel(t, "qwen2.5-3b", "H100-SXM5-80GB", "1g.10gb", in, 150, 256)
+		if !q.kvBound || q.k <= 1 || q.capped {
+			t.Fatalf("%d-token prompts: slots %d kvBound %t capped %t, %g chunks: want an uncapped KV-bound replica of long prompts",
+				in, q.slots, q.kvBound, q.capped, q.k)
+		}
+		for n := 1; n <= 2; n++ {
+			rate, _ := q.maxRateOver(slo, n, 0)
+			at := simOnMIG(t, in, rate, n, 256)
+			over := simOnMIG(t, in, 2*rate, n, 256)
+			t.Logf("%d-token prompts, %d × 1g.10gb (%d slots): model %.3f req/s; simulator %.2f %% of requests within the SLO there, %.2f %% at twice it",
+				in, n, q.slots, rate, 100*at, 100*over)
+			if at < 0.99 {
+				t.Errorf("%d-token prompts, %d replicas: at the model's %.3f req/s the simulator meets the SLO for %.2f %% of requests", in, n, rate, 100*at)
+			}
+			if over >= 0.99 {
+				t.Errorf("%d-token prompts, %d replicas: at twice the model's %.3f req/s the simulator still meets the SLO (%.2f %%)", in, n, rate, 100*over)
+			}
+		}
+	}
+}
+
+// migModel is the queueing model of one replica of model (bf16) on an exclusive MIG instance of
+// profile on board, for fixed prompts of in tokens and out output tokens, of a tenant whose pool
+// sets concurrency conc (0: unset).
+func migModel(t *testing.T, model, board, profile string, in, out, conc int) *qmodel {
+	t.Helper()
+	a, err := llm.Lookup(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := perf.New(a, llm.QuantBF16, perf.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := gpu.Lookup(board)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := b.Profile(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := m.Place(perf.Slice{Board: b, Profile: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newQModel(e, perf.Workload{InputTokens: in, OutputTokens: out}, perf.Load{}).withSeqCap(conc)
+}
+
+// simOnMIG is the worst SLO attainment, over seeds 1 and 2 and about 4,000 requests each, of
+// qwen2.5-3b at rps req/s of in + 150 tokens (TTFT 2.8 s, TPOT 100 ms) on n 1g.10gb instances of
+// one H100, as the planner renders them (max-num-batched-tokens 2,048) at --max-num-seqs seqs
+// (the pool's concurrency at 256).
+func simOnMIG(t *testing.T, in int, rps float64, n, seqs int) float64 {
+	t.Helper()
+	conc := ""
+	if seqs == 256 {
+		conc = "  concurrency: 256\n"
+	}
+	pool, err := v1.LoadPool([]byte(fmt.Sprintf(`apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: thrash}
+fleet:
+  nodes:
+  - name: n0
+    gpus: [{board: H100, count: 1}]
+tenants:
+- name: t
+  isolation: hard
+  model: {name: qwen2.5-3b}
+  traffic: {rps: %g, inputTokens: %d, outputTokens: 150}
+  slo: {ttftP99: 2800ms, tpotP99: 100ms}
+  replicas: %d
+%s`, rps, in, n, conc)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString("apiVersion: gpupool.dev/v1\nkind: Plan\nmetadata: {name: thrash}\npool: thrash\ngpus:\n- {board: H100-SXM5-80GB, index: 0, node: n0, mode: mig, role: pool, instances: [")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, `{profile: 1g.10gb, start: %d, replicas: [{index: %d, tenant: t, vllmArgs: [--gpu-memory-utilization, "0.9", --max-model-len, "8192", --max-num-seqs, "%d", --max-num-batched-tokens, "2048"]}]}`, 6-i, i, seqs)
+	}
+	b.WriteString("]}\nsummary: {gpusTotal: 1, gpusUsed: 1}\ntenants:\n- name: t\n  replicas:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - {gpu: n0/0, index: %d, instance: 1g.10gb@%d, slice: mig}\n", i, 6-i)
+	}
+	pl, err := v1.DecodePlan([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := time.Duration(4000/rps*1e9) + 30*time.Second
+	worst := 1.0
+	for seed := uint64(1); seed <= 2; seed++ {
+		worst = min(worst, simulate(t, pool, pl, d, seed).Report.Tenants[0].SLOAttainment)
+	}
+	return worst
+}
+
+// A capped replica (the pool leaves concurrency unset and the lengths are fixed, so the planner
+// runs --max-num-seqs at the slots the KV cache holds at full length, ADR 0088) admits no request
+// beyond its slots, and the first-chunk rule (firstChunkThrash) leaves it alone: its rate is the
+// slot wait's, above the uncapped replica's of TestLongPromptKVThrash. The simulator at the cap
+// and that rate meets the SLO for 95.8–98.4 % of the requests (the slot wait's model is a little
+// above it there, not traced), not the 3–4 % of the uncapped engine's collapse; the test asks for
+// 90 %. The planner keeps
+// short-150-on-60's t00033 (testdata/confirm-fixed-short.yaml) on two 1g.10gb at --max-num-seqs 6
+// when the pool leaves concurrency unset, and moves it to 1g.20gb at concurrency 256.
+func TestLongPromptKVThrashSparesCapped(t *testing.T) {
+	slo := perf.SLO{TTFT: 2800 * time.Millisecond, TPOT: 100 * time.Millisecond}
+	for _, in := range []int{8000, 4000} {
+		capped := migModel(t, "qwen2.5-3b", "H100-SXM5-80GB", "1g.10gb", in, 150, 0)
+		open := migModel(t, "qwen2.5-3b", "H100-SXM5-80GB", "1g.10gb", in, 150, 256)
+		if !capped.capped || open.capped {
+			t.Fatalf("%d-token prompts: capped %t at concurrency unset, %t at 256; want true and false", in, capped.capped, open.capped)
+		}
+		for n := 1; n <= 2; n++ {
+			rate, st := capped.maxRateOver(slo, n, 0)
+			openRate, _ := open.maxRateOver(slo, n, 0)
+			at := simOnMIG(t, in, rate, n, capped.slots)
+			t.Logf("%d-token prompts, %d × 1g.10gb at --max-num-seqs %d: model %.3f req/s (%.3f uncapped), simulator %.2f %% of requests within the SLO there",
+				in, n, capped.slots, rate, openRate, 100*at)
+			if at < 0.9 {
+				t.Errorf("%d-token prompts, %d replicas at --max-num-seqs %d: %.2f %% of requests within the SLO at the model's %.3f req/s, a collapse",
+					in, n, capped.slots, 100*at, rate)
+			}
+			if rate <= openRate || st.limit != perf.LimitNone {
+				t.Errorf("%d-token prompts, %d replicas: capped %.3f req/s (%s), uncapped %.3f: want the capped model spared the first-chunk rule",
+					in, n, rate, st.limit, openRate)
+			}
+		}
+	}
+	for _, c := range []struct {
+		conc          int
+		profile, seqs string
+	}{{0, "1g.10gb", "6"}, {256, "1g.20gb", "256"}} {
+		pool := loadPool(t, "testdata/confirm-fixed-short.yaml")
+		pool.Tenants[0].Concurrency = c.conc
+		pl := buildWith(t, pool, Options{})
+		tn := pl.Tenants[0]
+		seqs := maxNumSeqsOf(pl)
+		if tn.Infeasible || len(tn.Replicas) != 2 || len(seqs) != 2 {
+			t.Fatalf("concurrency %d: %d replicas (infeasible %t), --max-num-seqs %v: want 2 served: %v", c.conc, len(tn.Replicas), tn.Infeasible, seqs, tn.Reasons)
+		}
+		for i, r := range tn.Replicas {
+			if r.Instance.Profile != c.profile || seqs[i] != c.seqs {
+				t.Errorf("concurrency %d: replica %d on %s at --max-num-seqs %s, want %s at %s", c.conc, i, r.Instance, seqs[i], c.profile, c.seqs)
+			}
+		}
+	}
 }

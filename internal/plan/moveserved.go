@@ -35,6 +35,7 @@ func (p *planner) moveServed(tn *tenant, short map[*tenant]bool, free map[string
 		return false, nil
 	}
 	if p.moveSpent() {
+		p.moveSkipped++
 		p.unmovedServed[tn] = fmt.Sprintf("served tenants were not tried off %s's pool GPUs to make room: the %d packings the rescue gives the move of served tenants were spent on the short tenants before it", c0.board.Name, moveBudget)
 		return false, nil
 	}

@@ -267,8 +267,15 @@ func TestMoveServedKeepsToItsBudget(t *testing.T) {
 			}
 		}
 	}
-	if spent == 0 {
-		t.Fatalf("no short tenant's reason says the budget was spent (%d packings in %d passes)", p.movePackings, p.movePasses)
+	// The budget runs out in some passes, and the short tenants left untried are told so; but
+	// those are passes whose plan is not kept (trial repacks of fixed counts), while the kept plan
+	// comes from a later pass of the release step whose rescue stays within the budget, and each
+	// rescue starts its reasons afresh, so the plan's final reasons need not name the budget (none
+	// do here since the first-chunk rule, ADR 0084, changed the plan; 60 did before). What must
+	// hold is that a pass which spends its budget says so to the tenants it did not try.
+	t.Logf("%d packings in %d passes; %d short tenants skipped for a spent budget; %d final reasons name it",
+		p.movePackings, p.movePasses, p.moveSkipped, spent)
+	if p.moveSkipped == 0 {
+		t.Fatalf("no pass spent its budget and skipped a short tenant (%d packings in %d passes): the pool does not test the budget", p.movePackings, p.movePasses)
 	}
-	t.Logf("%d packings in %d passes; %d tenants' reasons name the budget", p.movePackings, p.movePasses, spent)
 }

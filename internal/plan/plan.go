@@ -819,6 +819,9 @@ type planner struct {
 	moveUsed, movePackings int
 	// movePasses counts the passes given a budget of moveBudget packings, for tests.
 	movePasses int
+	// moveSkipped counts the short tenants the move of served tenants did not try because their
+	// pass had spent its budget, over all passes, kept or not, for tests.
+	moveSkipped int
 	// noRaiseMoves keeps the confirmation from making a raise by moving served tenants
 	// (raiseByMoves; tests compare with and without it).
 	noRaiseMoves bool

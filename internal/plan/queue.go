@@ -25,7 +25,10 @@ import (
 // progress, plus its k chunk steps. A prompt longer than one chunk (k > 1) is priced chunk by
 // chunk at its real sizes (ownPrefill) and waits for the prompts ahead of it by Erlang's M/D/1
 // law, scaled by the least-loaded router's chance of sending it to a replica still prefilling
-// (longPromptWait).
+// (longPromptWait). Where the KV cache sets the slots, prompts are longer than one chunk and the
+// engine's max-num-seqs is not capped at the slots, the slots must almost never be all full:
+// beyond them an arrival is admitted by its first chunk and preempted at its next, over and over,
+// not queued (firstChunkThrash).
 
 // maxSearchReplicas bounds the replica search: a tenant needing more is reported, not planned.
 const maxSearchReplicas = 1 << 17
@@ -35,14 +38,17 @@ type qmodel struct {
 	e       *perf.Engine
 	l       perf.Load
 	in, out float64
-	slots   int     // requests run at once: max-num-seqs, or what the KV cache holds (kvBound)
-	kvBound bool    // the KV cache, not max-num-seqs, sets slots
-	k       float64 // prefill chunks per request
-	chunk   int     // tokens of one chunk
-	kvSeqs  float64 // requests the KV cache holds at their full length; +Inf when it never binds
-	budget  int
-	memo    map[[2]int]float64 // stepAt by (decodes, chunks) beyond the dense table
-	dense   [][]*densePage     // stepAt by [chunks][decodes/densePageLen] for small batches (densePage)
+	slots   int  // requests run at once: max-num-seqs, or what the KV cache holds (kvBound)
+	kvBound bool // the KV cache, not max-num-seqs, sets slots
+	// capped: the planner runs the engine with --max-num-seqs at slots (withSeqCap), so it admits
+	// no request beyond them
+	capped bool
+	k      float64 // prefill chunks per request
+	chunk  int     // tokens of one chunk
+	kvSeqs float64 // requests the KV cache holds at their full length; +Inf when it never binds
+	budget int
+	memo   map[[2]int]float64 // stepAt by (decodes, chunks) beyond the dense table
+	dense  [][]*densePage     // stepAt by [chunks][decodes/densePageLen] for small batches (densePage)
 	// floorPF and floorDec are the TTFT floor's step times (floorTimes), 0 until asked for.
 	floorPF, floorDec float64
 	// ownMemo is ownPrefill by decode sequences, fullMemo fullStep by decode batch.
@@ -286,6 +292,9 @@ func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 	if kvHoldExceeds(inFlight, q.in, q.out, q.kvSeqs*(q.in+q.out), q.slots) {
 		return qstate{limit: perf.LimitKV, inFlight: inFlight}
 	}
+	if q.firstChunkThrash(lam, n, svc) {
+		return qstate{limit: perf.LimitKV, inFlight: inFlight}
+	}
 	d := lr * o1 * t
 	d99 := math.Min(float64(q.slots), 1+poissonP99(d))
 	f := lr * q.k * t
@@ -377,6 +386,49 @@ func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 	// never needs it.
 	tpot = q.tpotSpread(lr, d99, tpot, bound)
 	return qstate{ttft: ttft, tpot: tpot, inFlight: inFlight}
+}
+
+// kvThrashMiss is the chance an arrival may have of finding every slot of a KV-bound replica
+// of long prompts full (firstChunkThrash). Calibrated against the simulator: qwen2.5-3b on H100
+// 1g.10gb instances (6 and 12 slots, prompts of 8,000 and 4,000 tokens in chunks of 2,047) meets
+// its SLO for 99 % of 4,000 requests up to rates where that chance is 4e-6 to 1.3e-4 over 1, 2
+// and 3 replicas, and 15 % above them far less (a collapse, not a slow slide). At 3e-6 the model
+// is 2–10 % below the simulator's limit except for one replica of 8,000-token prompts (0.117
+// req/s where 0.21 meet the SLO), and at 1e-5 it was 1–3 % above it at 4,000 tokens
+// (TestLongPromptKVThrash). Those runs had max-num-seqs 256, the engine's default: they are the
+// uncapped case the rule covers. With concurrency unset the planner now caps these fixed-length
+// replicas at their slots (seqCapped) and the rule leaves them alone; the tests set concurrency
+// 256 to keep measuring the uncapped engine.
+const kvThrashMiss = 3e-6
+
+// firstChunkThrash reports whether lam req/s over n replicas, each request holding a slot for
+// svc seconds, find all n·slots slots of a KV-bound replica full more than kvThrashMiss of the
+// time when a prompt is longer than one chunk. Such an arrival does not wait as the slot wait
+// (slotWaitP99) counts: the engine, like vLLM's, admits a waiting request whenever its first
+// chunk fits beside the running ones, which hold the cache perf's admission rule gives the slots;
+// its next chunk does not fit, so it is preempted (the newest running request), put back at the
+// front of the queue, admitted again a step later and recomputed from its first token. Every
+// other step then carries a whole chunk that is thrown away: the running requests' decode runs
+// several times slower (TPOT p99 above 100 ms where 35 ms before, on the slice above), they hold
+// their slots that much longer, and the episode lasts until one leaves, or the replica never
+// recovers (TTFT p99 of minutes in the simulator at the rate the slot wait alone accepted:
+// 0.415 req/s on one replica of 8,000-token prompts, where 0.21 meet the SLO). A prompt within
+// one chunk is admitted whole or not at all, so this does not arise; the cache's overflow by
+// decode growth is kvHoldExceeds's. Nor does it where the planner caps --max-num-seqs at the
+// slots (capped, ADR 0088): that engine admits no request beyond them, which then waits as the
+// slot wait counts. The rule covers engines that may admit beyond the slots: a concurrency the
+// pool sets above them, varying lengths, places perf's admission rule gives but the full length
+// does not (long outputs), and LoRA engines.
+func (q *qmodel) firstChunkThrash(lam float64, n int, svc float64) bool {
+	if !q.kvBound || q.capped || q.k <= 1 || lam <= 0 {
+		return false
+	}
+	servers := n * q.slots
+	a := lam * svc
+	if a >= float64(servers) {
+		return true
+	}
+	return erlangC(servers, a) > kvThrashMiss
 }
 
 // fullStep is the step time of a full step budget beside d99 decode sequences: bp = budget − d99
@@ -747,6 +799,7 @@ func (q *qmodel) bestCase() *qmodel {
 	}
 	if q.idle == nil {
 		q.idle = newQModel(q.e, q.w, perf.Load{}).withLengths(q.lengths, q.maxCtx)
+		q.idle.capped = q.capped
 	}
 	return q.idle
 }

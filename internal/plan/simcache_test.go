@@ -120,7 +120,7 @@ func TestSimulatorRunsPlannedCache(t *testing.T) {
 				}
 			}
 			if tn.t.Name == "q4k" {
-				args := strings.Join(vllmFlags(tn, c), " ")
+				args := strings.Join(vllmFlags(c), " ")
 				if c.profile == nil || c.profile.Name != "1g.20gb" || !strings.Contains(args, "--gpu-memory-utilization 0.9 ") ||
 					!strings.Contains(args, "--max-model-len 4096 ") {
 					t.Errorf("%s: q4k planned on %s with %s, want an H100 1g.20gb instance at utilization 0.9 and max-model-len 4096",

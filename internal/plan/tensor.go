@@ -66,16 +66,16 @@ func (p *planner) measureTP(tn *tenant, c *cand) *evalResult {
 		return r
 	}
 	r.fit.Fits = true
-	r.q = newQModel(e, tn.work, sizingLoad(c)).withLengths(lengthLaw(tn.t.Traffic), tn.t.MaxContext)
+	r.q = newQModel(e, tn.work, sizingLoad(c)).withLengths(lengthLaw(tn.t.Traffic), tn.t.MaxContext).withSeqCap(tn.t.Concurrency)
 	r.slo, r.out = tn.slo, tn.work.OutputTokens
 	return r
 }
 
 // vllmFlags are the replica's vLLM flags: the fit's, with --max-num-seqs at seqCap where it caps,
 // and --tensor-parallel-size for a tensor-parallel replica.
-func vllmFlags(tn *tenant, c *cand) []string {
+func vllmFlags(c *cand) []string {
 	args := c.ev.fit.Args
-	if n := seqCap(tn, c); n > 0 {
+	if n := seqCap(c); n > 0 {
 		args.MaxNumSeqs = n
 	}
 	f := args.Flags()
@@ -136,27 +136,33 @@ func tpGroup(gs []*gpuPlan) v1.TensorParallel {
 }
 
 // seqCap is the --max-num-seqs a replica of c runs with in place of its default: the slots of
-// its queueing model, where its KV cache and not max-num-seqs sets them, those slots are also the
-// requests the cache holds at their full length, the tenant's lengths are fixed and its pool
-// leaves concurrency unset; 0 otherwise. Left at the default, the engine admits a request beyond
-// those slots whenever its first prefill chunk fits; its later chunks do not, so it preempts
-// itself and is admitted again a step later, over and over once a queue has formed, and the
-// replica serves less than its load (the queueing model counts no such loop). At the cap the
-// engine runs what the model sizes for and the model is unchanged. Varying lengths are left out:
-// their full-length places are below the model's slots and were not validated.
-func seqCap(tn *tenant, c *cand) int {
-	if tn == nil || c == nil || c.ev == nil || c.ev.q == nil {
+// its queueing model where the model caps them (qmodel.seqCapped), 0 otherwise.
+func seqCap(c *cand) int {
+	if c == nil || c.ev == nil || c.ev.q == nil || !c.ev.q.capped {
 		return 0
 	}
-	q := c.ev.q
-	if !q.kvBound || q.in+q.out <= 0 || q.slots >= q.e.MaxSeqs() {
-		return 0
+	return c.ev.q.slots
+}
+
+// withSeqCap sets whether q's engine runs with --max-num-seqs at q's slots for a tenant whose
+// pool sets concurrency conc (0 when unset), seqCapped, and returns q. Call it after withLengths.
+func (q *qmodel) withSeqCap(conc int) *qmodel {
+	q.capped = q.seqCapped(conc)
+	return q
+}
+
+// seqCapped reports whether the planner caps --max-num-seqs at q's slots (ADR 0088): where its KV
+// cache and not max-num-seqs sets them, those slots are also the requests the cache holds at their
+// full length, the lengths are fixed and the pool leaves concurrency (conc) unset. Left at the
+// default, the engine admits a request beyond those slots whenever its first prefill chunk fits;
+// its later chunks do not, so it preempts itself and is admitted again a step later, over and
+// over once a queue has formed, and the replica serves less than its load. At the cap the engine
+// runs what the model sizes for and the model's slots are unchanged; the loop it closes is the
+// one firstChunkThrash counts where the cap does not apply. Varying lengths are left out: their
+// full-length places are below the model's slots and were not validated.
+func (q *qmodel) seqCapped(conc int) bool {
+	if !q.kvBound || q.in+q.out <= 0 || q.slots >= q.e.MaxSeqs() || conc != 0 || q.lengths != "" {
+		return false
 	}
-	if t := tn.t; t.Concurrency != 0 || lengthLaw(t.Traffic) != "" {
-		return 0
-	}
-	if full := int(math.Floor(float64(q.e.KVCapacityTokens()) / (q.in + q.out))); full < q.slots {
-		return 0
-	}
-	return q.slots
+	return int(math.Floor(float64(q.e.KVCapacityTokens())/(q.in+q.out))) >= q.slots
 }
