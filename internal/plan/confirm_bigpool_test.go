@@ -9,7 +9,7 @@ import (
 )
 
 // bigFixedShort is testdata/confirm-fixed-short.yaml's t00033 (short-150-on-60's, a count of 2
-// fixed by the pool that the queueing model overrates) among n tenants of the synthetic pool's
+// fixed by the pool, which the tests' simulator t00033Short finds short) among n tenants of the synthetic pool's
 // generator: a pool above confirmFullTenants.
 func bigFixedShort(t *testing.T, n int) *v1.Pool {
 	t.Helper()
@@ -33,7 +33,7 @@ func TestConfirmLargePoolJudgesAtRisk(t *testing.T) {
 		t.Fatalf("without the runs t00033 is not served at its 2 replicas: %+v", pt)
 	}
 	// a budget of 15,000 requests a run gives t00033 about 1,100 requests in the pool-wide runs
-	pl := buildWith(t, pool, Options{Simulate: simRun, ConfirmRequests: 15_000})
+	pl := buildWith(t, pool, Options{Simulate: t00033Short, ConfirmRequests: 15_000})
 	pt := planTenantOf(t, pl, "t00033")
 	if !pt.Infeasible || len(pt.Reasons) == 0 || pt.Reasons[0].Code != v1.ReasonSLOUnmet ||
 		!strings.Contains(pt.Reasons[0].Message, "the pool fixes its count at 2") {

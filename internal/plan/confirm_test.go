@@ -250,18 +250,7 @@ func TestConfirmJudgesFixedCount(t *testing.T) {
 	if off.Tenants[0].Infeasible {
 		t.Fatalf("without the runs the fixed count is infeasible: %v", off.Tenants[0].Reasons)
 	}
-	strict := func(ctx context.Context, in SimInput) (map[string]SimTenant, error) {
-		out, err := simRun(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		if tr, ok := out["t00033"]; ok && tr.Judged > 0 {
-			tr.Attainment = min(tr.Attainment, 0.97)
-			out["t00033"] = tr
-		}
-		return out, nil
-	}
-	pl := buildWith(t, pool, Options{Simulate: strict})
+	pl := buildWith(t, pool, Options{Simulate: t00033Short})
 	tn := pl.Tenants[0]
 	if n := len(tn.Replicas); n != 2 {
 		t.Errorf("%d replicas, want the pool's fixed 2", n)
@@ -411,4 +400,21 @@ func TestConfirmComponents(t *testing.T) {
 	if len(pool.Tenants) != 2 || full.Summary.GPUsUsed < 2 {
 		t.Error("restrict changed the pool or the plan it cut")
 	}
+}
+
+// t00033Short is simRun with t00033 (testdata/confirm-fixed-short.yaml's tenant) found short:
+// at most 97 % of its requests within the SLO in every run that judges it. The real simulator
+// finds the fixed count met since the queueing model counts the first-chunk admission of a
+// KV-bound replica of long prompts (ADR 0084), so the tests of what the confirmation does with a
+// short fixed count say so themselves.
+func t00033Short(ctx context.Context, in SimInput) (map[string]SimTenant, error) {
+	out, err := simRun(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	if tr, ok := out["t00033"]; ok && tr.Judged > 0 {
+		tr.Attainment = min(tr.Attainment, 0.97)
+		out["t00033"] = tr
+	}
+	return out, nil
 }
