@@ -30,7 +30,8 @@ import (
 // than confirmRunKeep in one run (a quarter point above the suite's own bar of 99 % in a run:
 // a tenant of 99.09 % in one of the three runs missed it in another, 98.75 %); then it
 // chooses and packs again with the new counts and simulates again, for at most confirmRounds
-// rounds. A tenant those runs pass near the edge is judged on confirmExtraRuns runs more, by
+// rounds. A tenant those runs pass near the edge (by its share, or by a p99 near its target:
+// ADR 0089) is judged on confirmExtraRuns runs more, by
 // the estimated chance that a run of 2,000 requests falls below 99 % (confirmextra.go, ADR
 // 0078). Each simulated tenant carries a Simulated reason with what the runs saw.
 //
