@@ -221,8 +221,8 @@ func (st *confirmState) extraText() string {
 	if st.extra == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; borderline in its first %d runs (below %.1f %% over them or %.1f %% in one), so %d runs more: %s",
-		confirmRuns, 100*confirmSure, 100*confirmRunSure, st.extra, st.missText()[2:])
+	return fmt.Sprintf("; borderline in its first %d runs (below %.1f %% over them or %.1f %% in one, or a p99 above %.0f %% of its target), so %d runs more: %s",
+		confirmRuns, 100*confirmSure, 100*confirmRunSure, 100*confirmNearP99, st.extra, st.missText()[2:])
 }
 
 // missText is ", estimated P(...) ..." for a tenant judged by the estimate, else "", and what

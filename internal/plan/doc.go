@@ -295,7 +295,7 @@
 // than 99.5 % of its requests over the runs (or 99.25 % in one run) within the SLO gets a
 // replica more on its chosen slice, and choice, packing and simulation run again, at most
 // four rounds. A tenant those runs pass on a borderline result (below 99.9 % over the runs or
-// 99.7 % in one) is judged on six runs more: it passes when the estimated chance that one run
+// 99.7 % in one, or a p99 above 90 % of its target, ADR 0089) is judged on six runs more: it passes when the estimated chance that one run
 // of 2,000 requests falls below 99 % is at most 2 % (confirmextra.go, ADR 0078); where only the
 // estimate's spread floor fails it, it is judged on its tail, 40 runs of 2,000 of its requests
 // of which at most 2 may fall below 99 % (ADR 0083). A raise that choosing and packing again would make at the cost of more tenants
