@@ -80,8 +80,7 @@ func TestMIGNeighboursDoNotDecideTheMiss(t *testing.T) {
 // at once. t00050's two replicas of the fixture started with --max-num-seqs 16, the requests
 // their KV cache holds at full length (what the planner now gives such replicas), admit no 17th
 // request, so seed 22, where the default 256 falls into the preemption loop, has no preemption
-// and meets the SLO. (The smaller workspace of 16 sequences also gives the cache 70,416 tokens
-// instead of 68,272, room for 17 prompts; either change alone ends the loop at seeds 1–200.)
+// and meets the SLO. The replica keeps the KV cache the plan computed (ADR 0088, amended).
 func TestCappedMaxNumSeqsEndsTheLoop(t *testing.T) {
 	pool, plan := loadPool(t, "pool-mig-neighbours.yaml"), loadPlan(t, "plan-mig-neighbours.yaml")
 	if got := maxNumSeqs([]string{"--max-num-seqs", "256", "--max-num-seqs=16", "--max-model-len", "8192"}); got != 16 {

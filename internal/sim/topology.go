@@ -327,9 +327,6 @@ func (s *Sim) planCache(eng *perf.Engine, t v1.Tenant, b *gpu.Board, prof *gpu.P
 	if err != nil {
 		return nil, err
 	}
-	if n := maxNumSeqs(r.VLLMArgs); n > 0 && n < eng.MaxSeqs() {
-		o.MaxNumSeqs = n // a capped replica's workspace, as its vLLM sizes it
-	}
 	fit, err := llm.FitSlice(s.served[t.Name], o, llm.ReplicaSlice(b, prof, capBytes, share))
 	if err != nil {
 		return nil, err
