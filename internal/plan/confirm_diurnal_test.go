@@ -122,6 +122,7 @@ func TestConfirmTallyDiurnalPeakRuns(t *testing.T) {
 // exclusive GPUs (about 99.1 %), raised to 3, which do not fit, so the choice moves it to 2 ×
 // 7g.80gb (about 99.1 %) and then to 1 × tensor-parallel 2 (about 98.7 %, 97.3 % in the worst
 // run). Keeping the last round planned it on the tensor-parallel pair, the worst of the three.
+// Which of the first two rounds is kept turns on hundredths of a point (a tie keeps the earlier).
 func TestConfirmFleetFullKeepsBestRound(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("simulates a pool 9 times")
@@ -152,8 +153,12 @@ func TestConfirmFleetFullKeepsBestRound(t *testing.T) {
 	if len(idx) != 2 {
 		t.Errorf("docs-qa runs %d replica(s), want the 2 of an earlier round, not the last round's tensor-parallel one: %q", len(idx), r)
 	}
-	if !strings.Contains(r, "is kept, whose runs found its tenants short by the least, where the raises after it found tensor-parallel 2 GPUs × 1") {
-		t.Errorf("the Simulated reason does not say which round was kept and what came after: %q", r)
+	// Rounds 1 (2 exclusive GPUs) and 2 (2 × 7g.80gb) come out about equal, and a tie keeps the
+	// earlier round, so either may be kept; the tensor-parallel round 3 must not be, and the reason
+	// must name it as a raise that came after.
+	if strings.Contains(r, "the plan of round 3 of 3 is kept") || !strings.Contains(r, "is kept, whose runs found its tenants short by the least, where the raises after it found") ||
+		!strings.Contains(r, "tensor-parallel 2 GPUs × 1 (") {
+		t.Errorf("the Simulated reason does not say which earlier round was kept and what came after: %q", r)
 	}
 }
 
