@@ -1,5 +1,7 @@
 package v1
 
+import "slices"
+
 // Plan is what the planner produces for a pool: a role, a mode and a layout for every GPU of the
 // fleet, where each tenant replica runs, what the performance model predicts, and why. The
 // simulator and the control plane read it.
@@ -78,6 +80,37 @@ type PlanGPU struct {
 
 // Ref returns the GPU's "node/index" reference.
 func (g PlanGPU) Ref() GPURef { return GPURef{Node: g.Node, Index: g.Index} }
+
+// TenantBoards returns, by tenant name, the sorted distinct board names of the GPUs that each
+// tenant's replicas (PlanTenant.Replicas) and shared LoRA engines (PlanTenant.LoRAEngines) run
+// on. A tenant without a placement has no entry; a reference to a GPU or engine the plan does not
+// list gives the empty name.
+func (p *Plan) TenantBoards() map[string][]string {
+	boardOf := make(map[GPURef]string, len(p.GPUs))
+	for _, g := range p.GPUs {
+		boardOf[g.Ref()] = g.Board
+	}
+	engineBoard := make(map[string]string, len(p.LoRAEngines))
+	for _, e := range p.LoRAEngines {
+		engineBoard[e.Name] = boardOf[e.GPU]
+	}
+	out := map[string][]string{}
+	for _, t := range p.Tenants {
+		var names []string
+		for _, r := range t.Replicas {
+			names = append(names, boardOf[r.GPU])
+		}
+		for _, e := range t.LoRAEngines {
+			names = append(names, engineBoard[e])
+		}
+		if len(names) == 0 {
+			continue
+		}
+		slices.Sort(names)
+		out[t.Name] = slices.Compact(names)
+	}
+	return out
+}
 
 // ReplicaCount returns how many tenant replicas run on the GPU: on the whole GPU and on every MIG
 // instance together, a shared LoRA engine counting as one. A GPU with none runs nothing and can

@@ -439,26 +439,14 @@ func writePlanTable(w io.Writer, pl *v1.Plan) error {
 // EstimatedFigures reason: which tenants' predictions rest on which boards' estimated compute
 // figures (the reasons say which figures).
 func estimatedWarning(pl *v1.Plan) string {
-	boardOf := map[v1.GPURef]string{}
-	for _, g := range pl.GPUs {
-		boardOf[g.Ref()] = g.Board
-	}
-	engineBoard := map[string]string{}
-	for _, e := range pl.LoRAEngines {
-		engineBoard[e.Name] = boardOf[e.GPU]
-	}
+	byTenant := pl.TenantBoards()
 	var names, boards []string
 	for _, t := range pl.Tenants {
 		if _, ok := t.Reason(v1.ReasonEstimatedFigures); !ok {
 			continue
 		}
 		names = append(names, t.Name)
-		for _, r := range t.Replicas {
-			boards = append(boards, boardOf[r.GPU])
-		}
-		for _, e := range t.LoRAEngines {
-			boards = append(boards, engineBoard[e])
-		}
+		boards = append(boards, byTenant[t.Name]...)
 	}
 	if len(names) == 0 {
 		return ""

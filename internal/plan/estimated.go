@@ -50,14 +50,7 @@ func markEstimated(pl *v1.Plan) {
 	if pl == nil {
 		return
 	}
-	boardOf := map[v1.GPURef]string{}
-	for _, g := range pl.GPUs {
-		boardOf[g.Ref()] = g.Board
-	}
-	engineBoard := map[string]string{}
-	for _, e := range pl.LoRAEngines {
-		engineBoard[e.Name] = boardOf[e.GPU]
-	}
+	boards := pl.TenantBoards()
 	for i := range pl.Tenants {
 		t := &pl.Tenants[i]
 		if slices.ContainsFunc(t.Reasons, func(r v1.Reason) bool { return r.Code == v1.ReasonEstimatedFigures }) {
@@ -69,17 +62,8 @@ func markEstimated(pl *v1.Plan) {
 		if _, measured := t.Reason(v1.ReasonMeasuredProfile); measured {
 			continue
 		}
-		var names []string
-		for _, r := range t.Replicas {
-			names = append(names, boardOf[r.GPU])
-		}
-		for _, e := range t.LoRAEngines {
-			names = append(names, engineBoard[e])
-		}
-		slices.Sort(names)
-		names = slices.Compact(names)
 		var parts []string
-		for _, n := range names {
+		for _, n := range boards[t.Name] {
 			b, err := gpu.Lookup(n)
 			if err != nil {
 				continue
