@@ -68,3 +68,38 @@ func TestEnergyClassShapesApart(t *testing.T) {
 		t.Fatalf("efficiency clock cap %v (%v), want Options.EfficiencyClock below 1", cp, err)
 	}
 }
+
+// Every candidate of an efficiency tenant, tensor-parallel ones included, is evaluated on an
+// engine at the class's clock lock, and a balanced tenant's at none.
+func TestEnergyClassEveryCandidateAtItsClock(t *testing.T) {
+	pool := loadPool(t, "testdata/efficiency-trickle.yaml")
+	pool.Fleet.Nodes[0].GPUs[0] = v1.GPUGroup{Board: "H100-SXM5-80GB", Count: 8}
+	eff := pool.Tenants[0]
+	eff.Model.Name = "llama-3.1-70b"
+	bal := eff
+	bal.Name, bal.Path, bal.EnergyClass = "t-balanced", "org25/team", v1.EnergyBalanced
+	pool.Tenants = []v1.Tenant{eff, bal}
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.evaluate()
+	want := map[string]float64{eff.Name: perf.DefaultOptions().EfficiencyClock, bal.Name: 0}
+	for _, tn := range p.tenants {
+		tp := 0
+		for _, c := range tn.cands {
+			if c.ev == nil || c.ev.q == nil {
+				continue
+			}
+			if c.tp > 1 {
+				tp++
+			}
+			if got := c.ev.q.e.Slice().ClockCap; got != want[tn.t.Name] {
+				t.Errorf("%s on %s: engine clock cap %v, want %v", tn.t.Name, c.label(), got, want[tn.t.Name])
+			}
+		}
+		if tp == 0 {
+			t.Errorf("%s: no tensor-parallel candidate evaluated", tn.t.Name)
+		}
+	}
+}
