@@ -738,7 +738,8 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 		return p.measureTP(tn, c)
 	}
 	b := c.board
-	ps := perf.Slice{Board: b, Profile: c.profile, Replicas: c.share}
+	// The replica runs at its energy class's clock lock, as the simulator and the agent run it.
+	ps := perf.Slice{Board: b, Profile: c.profile, Replicas: c.share, ClockCap: tn.clock}
 	sl := llm.ReplicaSlice(b, c.profile, 0, 1) // the whole GPU or MIG instance, as the simulator sizes it
 	r := &evalResult{fit: &noFit}
 	switch c.kind {
@@ -936,6 +937,7 @@ type shapeKey struct {
 	in, out           int
 	ttft, tpot, batch time.Duration
 	lengths           v1.Lengths // lengthLaw
+	clock             float64    // tenant.clock: the energy class's clock lock
 }
 
 // evalKey is a tenant's shape number and the candidate's slice (boards and profiles are the
@@ -1002,7 +1004,7 @@ func (c *evalCache) shape(tn *tenant) int {
 	if tn.shapeIn != c {
 		k := shapeKey{model: tn.modKey, quant: tn.llmOpt.Quantization, kv: tn.llmOpt.KVCacheDType, ctx: tn.llmOpt.Context,
 			conc: tn.llmOpt.MaxNumSeqs, in: tn.work.InputTokens, out: tn.work.OutputTokens, ttft: tn.slo.TTFT, tpot: tn.slo.TPOT, batch: tn.batchLimit,
-			lengths: lengthLaw(tn.t.Traffic)}
+			lengths: lengthLaw(tn.t.Traffic), clock: tn.clock}
 		tn.shapeID = c.number(k)
 		k.ttft, k.tpot, k.batch = 0, 0, 0
 		tn.qshapeID = c.number(k)

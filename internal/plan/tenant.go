@@ -28,6 +28,10 @@ type tenant struct {
 	slo    perf.SLO
 	group  string // who it may share an MPS or time-sliced slice with ("" : nobody)
 	notes  []string
+	// clock is the clock lock of the tenant's energy class (perf.Options.ClockCap: 0.7 of boost
+	// for efficiency, 0 for none), which its replicas are sized at: the planner gives each energy
+	// class GPUs of its own, whose clocks are locked for it (the simulator runs them so).
+	clock float64
 	// measured is the tenant's measured profile (Options.Profiles), nil for the LLM models;
 	// batchLimit is the longest batch latency it allows (measuredLatencyShare × slo.e2eP99).
 	measured   *perf.Measured
@@ -100,6 +104,9 @@ func newTenant(i int, t v1.Tenant, o Options, po perf.Options) (*tenant, error) 
 	}
 	if tn.perfM, err = perf.New(tn.model.Arch, q, po); err != nil {
 		return nil, fmt.Errorf("build plan: tenant %s: %w", t.Name, err)
+	}
+	if tn.clock, err = po.ClockCap(string(t.EnergyClass)); err != nil {
+		return nil, fmt.Errorf("build plan: tenant %s: energyClass: %w", t.Name, err)
 	}
 	tn.work = perf.Workload{InputTokens: t.Traffic.InputTokens, OutputTokens: t.Traffic.OutputTokens}
 	if tn.work.InputTokens <= 0 || tn.work.OutputTokens <= 0 {

@@ -47,7 +47,7 @@ func (p *planner) measureTP(tn *tenant, c *cand) *evalResult {
 		r.err = fmt.Errorf("fit %s on %s %s: %w", tn.t.Name, b.Name, c.label(), err)
 		return r
 	}
-	e, err := p.cache.place(tn, perf.Slice{Board: b, TensorParallel: c.tp})
+	e, err := p.cache.place(tn, perf.Slice{Board: b, TensorParallel: c.tp, ClockCap: tn.clock})
 	if err != nil {
 		r.err = err
 		return r
