@@ -389,12 +389,15 @@ tenants:
 // A capped replica (the pool leaves concurrency unset and the lengths are fixed, so the planner
 // runs --max-num-seqs at the slots the KV cache holds at full length, ADR 0088) admits no request
 // beyond its slots, and the first-chunk rule (firstChunkThrash) leaves it alone: its rate is the
-// slot wait's, above the uncapped replica's of TestLongPromptKVThrash. The simulator at the cap
-// and that rate meets the SLO for 95.8–98.4 % of the requests (the slot wait's model is a little
-// above it there, not traced), not the 3–4 % of the uncapped engine's collapse; the test asks for
-// 90 %. The planner keeps
-// short-150-on-60's t00033 (testdata/confirm-fixed-short.yaml) on two 1g.10gb at --max-num-seqs 6
-// when the pool leaves concurrency unset, and moves it to 1g.20gb at concurrency 256.
+// slot wait's, above the uncapped replica's of TestLongPromptKVThrash. At that rate the simulator
+// at the cap must meet the SLO for 99 % of the requests in both runs (ADR 0091): the slot wait
+// priced the slot's holding time without the prefill it spans (cappedHolding) and let arrivals
+// find every slot full more often than the cap allows (cappedWaitMiss), and the rates it gave,
+// 1.260 / 2.836 req/s for 4,000-token prompts on one and two replicas and 0.415 / 1.051 for
+// 8,000, met it for only 95.7–98.2 % of the requests (now 0.956 / 2.320 and 0.297 / 0.860). The
+// planner keeps short-150-on-60's t00033 (testdata/confirm-fixed-short.yaml) on two 1g.10gb at
+// --max-num-seqs 6 when the pool leaves concurrency unset, and moves it to 1g.20gb at
+// concurrency 256.
 func TestLongPromptKVThrashSparesCapped(t *testing.T) {
 	slo := perf.SLO{TTFT: 2800 * time.Millisecond, TPOT: 100 * time.Millisecond}
 	for _, in := range []int{8000, 4000} {
@@ -409,8 +412,8 @@ func TestLongPromptKVThrashSparesCapped(t *testing.T) {
 			at := simOnMIG(t, in, rate, n, capped.slots)
 			t.Logf("%d-token prompts, %d × 1g.10gb at --max-num-seqs %d: model %.3f req/s (%.3f uncapped), simulator %.2f %% of requests within the SLO there",
 				in, n, capped.slots, rate, openRate, 100*at)
-			if at < 0.9 {
-				t.Errorf("%d-token prompts, %d replicas at --max-num-seqs %d: %.2f %% of requests within the SLO at the model's %.3f req/s, a collapse",
+			if at < 0.99 {
+				t.Errorf("%d-token prompts, %d replicas at --max-num-seqs %d: %.2f %% of requests within the SLO at the model's %.3f req/s",
 					in, n, capped.slots, 100*at, rate)
 			}
 			if rate <= openRate || st.limit != perf.LimitNone {
