@@ -45,6 +45,16 @@ import (
 // half again as many simulated requests as its pool-wide runs.
 const confirmComponentShare = 0.5
 
+// confirmUnreachedShare is the share of the budget (requests a run) that the runs of the at-risk
+// tenants the component runs did not reach may use together, in a pool above confirmFullTenants
+// (ADR 0092).
+const confirmUnreachedShare = 0.5
+
+// confirmUnreachedRequests is the length of those runs: requests of the component's slowest such
+// tenant a run, enough over confirmRuns runs for confirmMinJudged with room for the arrivals'
+// spread (2,100 expected, 1,500 about 13 standard deviations below).
+const confirmUnreachedRequests = 700
+
 // components maps every tenant with a replica under pl's GPUs to its sharing component's
 // representative: tenants on one GPU in modes exclusive, mps or timeslice, or on one MIG
 // instance, share; with board, tenants on different MIG instances of one GPU share too.
@@ -241,6 +251,60 @@ func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int, st
 			return err
 		}
 		left -= cost
+	}
+	return p.confirmUnreached(open, pl, budget, state, rate, for_, byBoard, byInstance, members)
+}
+
+// confirmUnreached runs, in a pool above confirmFullTenants, the sharing components of the
+// at-risk tenants the component runs did not reach (ADR 0092): each cut at its MIG instance where
+// that is smaller than its board's component, in runs just long enough to judge its slowest such
+// tenant (confirmUnreachedRequests a run), cheapest first within a share of the budget
+// of their own. A tenant found borderline there gets the extra and tail runs of ADR 0078 and 0083
+// on the same cut, which judge it on runs of 2,000 of its requests.
+func (p *planner) confirmUnreached(open map[string]*tenant, pl *v1.Plan, budget int, state func(*tenant) (*confirmState, int),
+	rate map[string]float64, for_ func(string) bool, byBoard, byInstance map[string]string, members func(map[string]string, string) []string) error {
+	type compRun struct {
+		comp      []string
+		boardless bool
+		secs      float64
+		cost      float64
+	}
+	var runs []compRun
+	done := map[string]bool{}
+	for _, tn := range p.tenants {
+		name := tn.t.Name
+		if open[name] == nil || done[name] || !for_(name) {
+			continue
+		}
+		if st, _ := state(tn); st.judged || st.unreached != confirmUnreached {
+			continue
+		}
+		comp := members(byInstance, name)
+		boardless := len(comp) < len(members(byBoard, name))
+		slowest, sum, most := math.Inf(1), 0.0, confirmMaxRun.Seconds()
+		for _, n := range comp {
+			done[n] = true
+			sum += rate[n]
+			if t := open[n]; t != nil && for_(n) {
+				slowest = min(slowest, rate[n])
+				if t.t.Traffic.Pattern == v1.PatternDiurnal {
+					most = confirmPeakRun.Seconds()
+				}
+			}
+		}
+		secs := min(confirmUnreachedRequests/slowest, most)
+		runs = append(runs, compRun{comp, boardless, secs, secs * sum})
+	}
+	slices.SortStableFunc(runs, func(a, b compRun) int { return cmp.Compare(a.cost, b.cost) })
+	left := confirmUnreachedShare * float64(budget)
+	for _, r := range runs {
+		if !(r.secs >= 1) || r.cost > left {
+			continue
+		}
+		if err := p.runComponent(r.comp, r.boardless, r.secs, pl, open, state); err != nil {
+			return err
+		}
+		left -= r.cost
 	}
 	return nil
 }
