@@ -87,8 +87,9 @@ func TestConfirmLargePoolKept(t *testing.T) {
 // share of the budget reached the boards' components of 22 tenants at risk and left 17 others,
 // t00031 (0.1 req/s against the 0.104 its replica carries by the model) among them, served
 // unjudged; t00031 then fell below 99 % in 4 of 20 runs of 2,000 requests of its board's
-// component. Their MIG instances now run on their own in short runs of a share of their own
-// (ADR 0092), which reach all but a few.
+// component. Their components (the board's where it costs at most 4 times the MIG instance
+// alone, else the instance) now run in short runs of a share of the budget of their own (ADR
+// 0092), which reach all but a few; some judge tenants on their instances alone.
 func TestConfirmLargePoolReachesUnreached(t *testing.T) {
 	if raceEnabled || testing.Short() {
 		t.Skip("plans a pool of 150 tenants with simulation: about 30 s")
