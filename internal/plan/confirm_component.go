@@ -45,6 +45,22 @@ import (
 // half again as many simulated requests as its pool-wide runs.
 const confirmComponentShare = 0.5
 
+// confirmUnreachedShare is the share of the budget (requests a run) that the runs of the at-risk
+// tenants the component runs did not reach may use together, in a pool above confirmFullTenants
+// (ADR 0092).
+const confirmUnreachedShare = 0.5
+
+// confirmUnreachedRequests is the length of those runs: requests of the component's slowest such
+// tenant a run, enough over confirmRuns runs for confirmMinJudged with room for the arrivals'
+// spread (2,100 expected, 1,500 about 13 standard deviations below).
+const confirmUnreachedRequests = 700
+
+// confirmUnreachedBoard bounds the board's component those runs take: at most this many times
+// the requests of the tenant's MIG instance alone, else the instance runs alone. A board's
+// component of dozens of fast tenants costs the extra and tail runs of a borderline tenant as
+// many times more (ADR 0092).
+const confirmUnreachedBoard = 4
+
 // components maps every tenant with a replica under pl's GPUs to its sharing component's
 // representative: tenants on one GPU in modes exclusive, mps or timeslice, or on one MIG
 // instance, share; with board, tenants on different MIG instances of one GPU share too.
@@ -238,6 +254,70 @@ func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int, st
 			continue
 		}
 		if err := p.runComponent(r.comp, r.boardless, secs, pl, open, state); err != nil {
+			return err
+		}
+		left -= cost
+	}
+	return p.confirmUnreached(open, pl, budget, state, rate, for_, byBoard, byInstance, members)
+}
+
+// confirmUnreached runs, in a pool above confirmFullTenants, the sharing components of the
+// at-risk tenants the component runs did not reach (ADR 0092), in runs just long enough to judge
+// their slowest such tenant (confirmUnreachedRequests a run), cheapest first within a share of the
+// budget of their own: the board's component where it fits in what is left of that share and
+// costs at most confirmUnreachedBoard times the tenant's MIG instance alone, since a busy board's
+// power limit slows its other instances' tenants (ADR 0045), else that instance alone. A tenant found borderline there gets the extra and tail runs of ADR 0078 and
+// 0083 on the same cut, which judge it on runs of 2,000 of its requests.
+func (p *planner) confirmUnreached(open map[string]*tenant, pl *v1.Plan, budget int, state func(*tenant) (*confirmState, int),
+	rate map[string]float64, for_ func(string) bool, byBoard, byInstance map[string]string, members func(map[string]string, string) []string) error {
+	// length is a run of comp's and what it costs (requests a run)
+	length := func(comp []string) (secs, cost float64) {
+		slowest, sum, most := math.Inf(1), 0.0, confirmMaxRun.Seconds()
+		for _, n := range comp {
+			sum += rate[n]
+			if t := open[n]; t != nil && for_(n) {
+				slowest = min(slowest, rate[n])
+				if t.t.Traffic.Pattern == v1.PatternDiurnal {
+					most = confirmPeakRun.Seconds()
+				}
+			}
+		}
+		secs = min(confirmUnreachedRequests/slowest, most)
+		return secs, secs * sum
+	}
+	unreached := func(tn *tenant) bool {
+		st, _ := state(tn)
+		return !st.judged && st.unreached == confirmUnreached
+	}
+	type compRun struct {
+		name        string
+		board, inst []string
+		cost        float64 // of the board's component
+	}
+	var runs []compRun
+	for _, tn := range p.tenants {
+		if name := tn.t.Name; open[name] != nil && for_(name) && unreached(tn) {
+			board := members(byBoard, name)
+			_, cost := length(board)
+			runs = append(runs, compRun{name, board, members(byInstance, name), cost})
+		}
+	}
+	slices.SortStableFunc(runs, func(a, b compRun) int { return cmp.Compare(a.cost, b.cost) })
+	left := confirmUnreachedShare * float64(budget)
+	for _, r := range runs {
+		if !unreached(open[r.name]) {
+			continue // judged by an earlier run of this pass
+		}
+		comp, boardless := r.board, false
+		secs, cost := length(comp)
+		if _, alone := length(r.inst); (cost > left || cost > confirmUnreachedBoard*alone) && len(r.inst) < len(r.board) {
+			comp, boardless = r.inst, true
+			secs, cost = length(comp)
+		}
+		if !(secs >= 1) || cost > left {
+			continue
+		}
+		if err := p.runComponent(comp, boardless, secs, pl, open, state); err != nil {
 			return err
 		}
 		left -= cost
