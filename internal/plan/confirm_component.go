@@ -183,16 +183,7 @@ func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int, st
 	// confirmFullTenants the open tenants at risk
 	for_ := func(n string) bool { return open[n] != nil && (!large || risk[n]) }
 	length := func(comp []string) (secs, cost float64, enough bool) {
-		slowest, sum, most := math.Inf(1), 0.0, confirmMaxRun.Seconds()
-		for _, n := range comp {
-			sum += rate[n]
-			if tn := open[n]; tn != nil && for_(n) {
-				slowest = min(slowest, rate[n])
-				if tn.t.Traffic.Pattern == v1.PatternDiurnal {
-					most = confirmPeakRun.Seconds()
-				}
-			}
-		}
+		slowest, sum, most := componentRates(comp, rate, open, for_)
 		secs = min(confirmRequests/slowest, left/sum, most)
 		return secs, secs * sum, secs*slowest*confirmRuns >= confirmMinJudged
 	}
@@ -261,6 +252,24 @@ func (p *planner) confirmComponents(judge []*tenant, pl *v1.Plan, budget int, st
 	return p.confirmUnreached(open, pl, budget, state, rate, for_, byBoard, byInstance, members)
 }
 
+// componentRates returns, over a component's tenants comp, the slowest rate of those its runs
+// are for (for_; +Inf when none), the sum of all their rates (the run's cost a second), and the
+// longest run those tenants allow in seconds: confirmPeakRun with a diurnal one among them
+// (ADR 0071), else confirmMaxRun.
+func componentRates(comp []string, rate map[string]float64, open map[string]*tenant, for_ func(string) bool) (slowest, sum, most float64) {
+	slowest, most = math.Inf(1), confirmMaxRun.Seconds()
+	for _, n := range comp {
+		sum += rate[n]
+		if tn := open[n]; tn != nil && for_(n) {
+			slowest = min(slowest, rate[n])
+			if tn.t.Traffic.Pattern == v1.PatternDiurnal {
+				most = confirmPeakRun.Seconds()
+			}
+		}
+	}
+	return slowest, sum, most
+}
+
 // confirmUnreached runs, in a pool above confirmFullTenants, the sharing components of the
 // at-risk tenants the component runs did not reach (ADR 0092), in runs just long enough to judge
 // their slowest such tenant (confirmUnreachedRequests a run), cheapest first within a share of the
@@ -272,16 +281,7 @@ func (p *planner) confirmUnreached(open map[string]*tenant, pl *v1.Plan, budget 
 	rate map[string]float64, for_ func(string) bool, byBoard, byInstance map[string]string, members func(map[string]string, string) []string) error {
 	// length is a run of comp's and what it costs (requests a run)
 	length := func(comp []string) (secs, cost float64) {
-		slowest, sum, most := math.Inf(1), 0.0, confirmMaxRun.Seconds()
-		for _, n := range comp {
-			sum += rate[n]
-			if t := open[n]; t != nil && for_(n) {
-				slowest = min(slowest, rate[n])
-				if t.t.Traffic.Pattern == v1.PatternDiurnal {
-					most = confirmPeakRun.Seconds()
-				}
-			}
-		}
+		slowest, sum, most := componentRates(comp, rate, open, for_)
 		secs = min(confirmUnreachedRequests/slowest, most)
 		return secs, secs * sum
 	}
