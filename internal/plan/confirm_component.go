@@ -270,13 +270,14 @@ func componentRates(comp []string, rate map[string]float64, open map[string]*ten
 	return slowest, sum, most
 }
 
-// confirmUnreached runs, in a pool above confirmFullTenants, the sharing components of the
-// at-risk tenants the component runs did not reach (ADR 0092), in runs just long enough to judge
-// their slowest such tenant (confirmUnreachedRequests a run), cheapest first within a share of the
-// budget of their own: the board's component where it fits in what is left of that share and
-// costs at most confirmUnreachedBoard times the tenant's MIG instance alone, since a busy board's
-// power limit slows its other instances' tenants (ADR 0045), else that instance alone. A tenant found borderline there gets the extra and tail runs of ADR 0078 and
-// 0083 on the same cut, which judge it on runs of 2,000 of its requests.
+// confirmUnreached runs, in a pool above confirmFullTenants, the sharing components of the at-risk
+// tenants the component runs did not reach (ADR 0092), in runs just long enough to judge their
+// slowest such tenant (confirmUnreachedRequests a run), cheapest first within a share of the budget
+// of their own: the board's component where it fits in what is left of that share and costs at most
+// confirmUnreachedBoard times the tenant's MIG instance alone, since a busy board's power limit
+// slows its other instances' tenants (ADR 0045), else that instance alone. A tenant found
+// borderline there gets the extra and tail runs of ADR 0078 and 0083 on the same cut, which judge
+// it on runs of 2,000 of its requests.
 func (p *planner) confirmUnreached(open map[string]*tenant, pl *v1.Plan, budget int, state func(*tenant) (*confirmState, int),
 	rate map[string]float64, for_ func(string) bool, byBoard, byInstance map[string]string, members func(map[string]string, string) []string) error {
 	// length is a run of comp's and what it costs (requests a run)

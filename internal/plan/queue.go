@@ -411,24 +411,24 @@ func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 // 256 to keep measuring the uncapped engine.
 const kvThrashMiss = 3e-6
 
-// firstChunkThrash reports whether lam req/s over n replicas, each request holding a slot for
-// svc seconds, find all n·slots slots of a KV-bound replica full more than kvThrashMiss of the
-// time when a prompt is longer than one chunk. Such an arrival does not wait as the slot wait
-// (slotWaitP99) counts: the engine, like vLLM's, admits a waiting request whenever its first
-// chunk fits beside the running ones, which hold the cache perf's admission rule gives the slots;
-// its next chunk does not fit, so it is preempted (the newest running request), put back at the
-// front of the queue, admitted again a step later and recomputed from its first token. Every
-// other step then carries a whole chunk that is thrown away: the running requests' decode runs
-// several times slower (TPOT p99 above 100 ms where 35 ms before, on the slice above), they hold
-// their slots that much longer, and the episode lasts until one leaves, or the replica never
-// recovers (TTFT p99 of minutes in the simulator at the rate the slot wait alone accepted:
-// 0.415 req/s on one replica of 8,000-token prompts, where 0.21 meet the SLO). A prompt within
-// one chunk is admitted whole or not at all, so this does not arise; the cache's overflow by
-// decode growth is kvHoldExceeds's. Nor does it where the planner caps --max-num-seqs at the
-// slots (capped, ADR 0088): that engine admits no request beyond them, which then waits as the
-// slot wait counts at cappedHolding's holding time, under cappedWaitMiss's limit. The rule covers engines that may admit beyond the slots: a concurrency the
-// pool sets above them, varying lengths, places perf's admission rule gives but the full length
-// does not (long outputs), and LoRA engines.
+// firstChunkThrash reports whether lam req/s over n replicas, each request holding a slot for svc
+// seconds, find all n·slots slots of a KV-bound replica full more than kvThrashMiss of the time
+// when a prompt is longer than one chunk. Such an arrival does not wait as the slot wait
+// (slotWaitP99) counts: the engine, like vLLM's, admits a waiting request whenever its first chunk
+// fits beside the running ones, which hold the cache perf's admission rule gives the slots; its
+// next chunk does not fit, so it is preempted (the newest running request), put back at the front
+// of the queue, admitted again a step later and recomputed from its first token. Every other step
+// then carries a whole chunk that is thrown away: the running requests' decode runs several times
+// slower (TPOT p99 above 100 ms where 35 ms before, on the slice above), they hold their slots that
+// much longer, and the episode lasts until one leaves, or the replica never recovers (TTFT p99 of
+// minutes in the simulator at the rate the slot wait alone accepted: 0.415 req/s on one replica of
+// 8,000-token prompts, where 0.21 meet the SLO). A prompt within one chunk is admitted whole or not
+// at all, so this does not arise; the cache's overflow by decode growth is kvHoldExceeds's. Nor
+// does it where the planner caps --max-num-seqs at the slots (capped, ADR 0088): that engine admits
+// no request beyond them, which then waits as the slot wait counts at cappedHolding's holding time,
+// under cappedWaitMiss's limit. The rule covers engines that may admit beyond the slots: a
+// concurrency the pool sets above them, varying lengths, places perf's admission rule gives but the
+// full length does not (long outputs), and LoRA engines.
 func (q *qmodel) firstChunkThrash(lam float64, n int, svc float64) bool {
 	if !q.kvBound || q.capped || q.k <= 1 || lam <= 0 {
 		return false
