@@ -129,6 +129,9 @@ func newQModel(e *perf.Engine, w perf.Workload, l perf.Load) *qmodel {
 
 // slotsWhy names what sets the slots, for reasons.
 func (q *qmodel) slotsWhy() string {
+	if q.capped && q.lengths != "" {
+		return fmt.Sprintf("--max-num-seqs %d, the requests the KV cache's %d tokens hold at the %s lengths' 99th-percentile request of %.0f tokens", q.slots, q.e.KVCapacityTokens(), q.lengths, q.totalP99())
+	}
 	if q.kvBound {
 		w := perf.Workload{InputTokens: int(q.in), OutputTokens: int(q.out)}
 		return fmt.Sprintf("the KV cache's %d tokens at %.0f per running request, perf's admission rule; max-num-seqs %d", q.e.KVCapacityTokens(), w.KVTokensPerSeq(), q.e.MaxSeqs())
@@ -842,6 +845,9 @@ func (q *qmodel) bestCase() *qmodel {
 	if q.idle == nil {
 		q.idle = newQModel(q.e, q.w, perf.Load{}).withLengths(q.lengths, q.maxCtx)
 		q.idle.capped = q.capped
+		if q.capped {
+			q.idle.slots = q.slots // the cap (withSeqCap), below the idle engine's for varying lengths
+		}
 	}
 	return q.idle
 }
