@@ -105,7 +105,6 @@ tenants:
 	return out
 }
 
-
 // TestSeqCapVaryingLengths: a KV-bound replica of varying lengths whose prompts are longer than a
 // chunk, with concurrency unset, is capped at longPlaces, the requests its KV cache holds at the
 // length law's 99th-percentile total length, and its model's slots are that cap (ADR 0093). At the
