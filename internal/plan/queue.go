@@ -429,9 +429,10 @@ const kvThrashMiss = 3e-6
 // at all, so this does not arise; the cache's overflow by decode growth is kvHoldExceeds's. Nor
 // does it where the planner caps --max-num-seqs at the slots (capped, ADR 0088): that engine admits
 // no request beyond them, which then waits as the slot wait counts at cappedHolding's holding time,
-// under cappedWaitMiss's limit. The rule covers engines that may admit beyond the slots: a
-// concurrency the pool sets above them, varying lengths, places perf's admission rule gives but the
-// full length does not (long outputs), and LoRA engines.
+// under cappedWaitMiss's limit (for varying lengths the slots are then the cap, ADR 0093). The
+// rule covers engines that may admit beyond the slots: a concurrency the pool sets above them,
+// varying lengths whose 99th-percentile request the cache cannot hold at all, places perf's
+// admission rule gives but the full length does not (long outputs), and LoRA engines.
 func (q *qmodel) firstChunkThrash(lam float64, n int, svc float64) bool {
 	if !q.kvBound || q.capped || q.k <= 1 || lam <= 0 {
 		return false

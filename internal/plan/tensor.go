@@ -167,10 +167,10 @@ func (q *qmodel) withSeqCap(conc int) *qmodel {
 // For fixed lengths the model's slots are unchanged. For varying lengths (ADR 0093) a long
 // request fills the cache with fewer requests than the slots of the mean length, so the cap is
 // longPlaces, the requests the cache holds at the law's 99th-percentile total length, and the
-// model's slots are lowered to it: capped at the mean length's slots, llama-3.2-3b on an H200
-// 1g.18gb at uniform 3,000–5,000 + 150 tokens met the SLO for 89.5–97.5 % of the requests at the
-// model's rate, with hundreds of preemptions, and at longPlaces for 99.57–100 % with none
-// (TestSeqCapVaryingLengths). A law whose 99th-percentile request does not fit the cache at all
+// model's slots are lowered to it: capped at the mean length's slots, one replica of llama-3.2-3b
+// on an H200 1g.18gb at uniform 3,000–5,000 + 150 tokens met the SLO for 89.5–99.7 % of the
+// requests at the model's rate, with up to 256 preemptions a run, and at longPlaces for
+// 99.57–100 % with none (TestSeqCapVaryingLengths). A law whose 99th-percentile request does not fit the cache at all
 // (longPlaces 0) is left uncapped.
 //
 // Prompts within one chunk (q.k <= 1) are left out: admitted whole or not at all, they never

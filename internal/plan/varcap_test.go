@@ -112,7 +112,7 @@ tenants:
 // meets the SLO for at least 99 % of the requests in every run of about 2,500 requests at seeds
 // 1–3, with no preemption. Uncapped (max-num-seqs 256), llama-3.2-3b on a 1g.18gb at the model's
 // rate met it for 91.1–99.7 % with 9–267 preemptions a run, and capped at the mean length's slots
-// for 89.5–97.5 %. Exponential lengths under a maxContext of 8,192 are capped at the 8 requests of
+// for 89.5–99.7 % (one replica). Exponential lengths under a maxContext of 8,192 are capped at the 8 requests of
 // that context; at a TPOT target of 150 ms, uncapped, one replica of 3,000-token prompts met the
 // SLO for 98.9 % at seed 3 with 16 preemptions.
 func TestSeqCapVaryingLengths(t *testing.T) {
