@@ -597,3 +597,27 @@ type tailRow [tailCols]atomic.Uint64
 // tailGrid holds tailAt's rows per law (uniform, exponential) and mean's grid point, allocated
 // when first used; each value is a pure function of its place.
 var tailGrid [2][128*13 + 2]atomic.Pointer[tailRow]
+
+// totalP99 is a request's total length (prompt + output) that the law leaves at most 1 % of
+// requests above: the 99th-percentile prompt plus the 99th-percentile output (the sum of the
+// percentiles, not below the percentile of the sum), capped by the maximum context.
+func (q *qmodel) totalP99() float64 {
+	t := q.promptP99() + lawP99(q.lengths, q.out)
+	if q.maxCtx > 1 {
+		t = math.Min(t, float64(q.maxCtx))
+	}
+	return math.Max(t, q.in+q.out)
+}
+
+// lawP99 is the 99th percentile of a length of mean m under law l (m itself for fixed).
+func lawP99(l v1.Lengths, m float64) float64 {
+	switch l {
+	case v1.LengthsUniform:
+		return m/2 + 0.99*m
+	case v1.LengthsExponential:
+		if m > 1 {
+			return math.Ceil(math.Log(0.01) / math.Log1p(-1/m))
+		}
+	}
+	return m
+}

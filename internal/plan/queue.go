@@ -129,6 +129,9 @@ func newQModel(e *perf.Engine, w perf.Workload, l perf.Load) *qmodel {
 
 // slotsWhy names what sets the slots, for reasons.
 func (q *qmodel) slotsWhy() string {
+	if q.capped && q.lengths != "" {
+		return fmt.Sprintf("--max-num-seqs %d, the requests the KV cache's %d tokens hold at the %s lengths' 99th-percentile request of %.0f tokens", q.slots, q.e.KVCapacityTokens(), q.lengths, q.totalP99())
+	}
 	if q.kvBound {
 		w := perf.Workload{InputTokens: int(q.in), OutputTokens: int(q.out)}
 		return fmt.Sprintf("the KV cache's %d tokens at %.0f per running request, perf's admission rule; max-num-seqs %d", q.e.KVCapacityTokens(), w.KVTokensPerSeq(), q.e.MaxSeqs())
@@ -426,9 +429,10 @@ const kvThrashMiss = 3e-6
 // at all, so this does not arise; the cache's overflow by decode growth is kvHoldExceeds's. Nor
 // does it where the planner caps --max-num-seqs at the slots (capped, ADR 0088): that engine admits
 // no request beyond them, which then waits as the slot wait counts at cappedHolding's holding time,
-// under cappedWaitMiss's limit. The rule covers engines that may admit beyond the slots: a
-// concurrency the pool sets above them, varying lengths, places perf's admission rule gives but the
-// full length does not (long outputs), and LoRA engines.
+// under cappedWaitMiss's limit (for varying lengths the slots are then the cap, ADR 0093). The
+// rule covers engines that may admit beyond the slots: a concurrency the pool sets above them,
+// varying lengths whose 99th-percentile request the cache cannot hold at all, places perf's
+// admission rule gives but the full length does not (long outputs), and LoRA engines.
 func (q *qmodel) firstChunkThrash(lam float64, n int, svc float64) bool {
 	if !q.kvBound || q.capped || q.k <= 1 || lam <= 0 {
 		return false
@@ -842,6 +846,9 @@ func (q *qmodel) bestCase() *qmodel {
 	if q.idle == nil {
 		q.idle = newQModel(q.e, q.w, perf.Load{}).withLengths(q.lengths, q.maxCtx)
 		q.idle.capped = q.capped
+		if q.capped {
+			q.idle.slots = q.slots // the cap (withSeqCap), below the idle engine's for varying lengths
+		}
 	}
 	return q.idle
 }

@@ -143,7 +143,9 @@ func (p *planner) computeReason(tn *tenant) v1.Reason {
 		msg += fmt.Sprintf("; %.3g req/s over %d replica(s) with %d slot(s) each (%s; excess requests queue): p99 TTFT %s with the queue wait, TPOT %s; fewer than %d replica(s) cannot keep up at all",
 			lam, c.sz.n, c.ev.q.slots, c.ev.q.slotsWhy(), roundDur(seconds(c.sz.state().ttft)), roundDur(seconds(c.sz.state().tpot)), c.sz.lowest)
 	}
-	if n := seqCap(c); n > 0 {
+	if n := seqCap(c); n > 0 && c.ev.q.lengths != "" {
+		msg += fmt.Sprintf("; --max-num-seqs %d, the requests its KV cache holds at the %s lengths' 99th-percentile request (%.0f tokens): with more a long request fills the cache before the slots do, and the engine admits a request whose first prefill chunk fits but whose next does not, which preempts itself and is admitted again, a loop the queueing model does not count", n, c.ev.q.lengths, c.ev.q.totalP99())
+	} else if n > 0 {
 		msg += fmt.Sprintf("; --max-num-seqs %d, the requests its KV cache holds at full length: with more the engine admits a request whose first prefill chunk fits but whose next does not, which preempts itself and is admitted again, a loop the queueing model does not count", n)
 	}
 	msg += fmt.Sprintf("; %d replica(s) = %.3f GPU-equivalents", c.replicas, c.cost)

@@ -63,7 +63,9 @@ func maxNumSeqsOf(pl *v1.Plan) []string {
 // says why. At vLLM's default 256 the engine admits a 17th request whose first prefill chunk
 // fits and which preempts itself at its second, and at seed 22 the queue never recovers (93.4 %
 // within the SLO in 30 minutes); at 16 there is no preemption and every request meets the SLO.
-// A concurrency the pool sets and varying lengths keep their max-num-seqs.
+// A concurrency the pool sets keeps its max-num-seqs; uniform lengths are capped lower, at the
+// 11 requests the cache holds at the law's 99th-percentile total length (ADR 0093,
+// TestSeqCapVaryingLengths).
 func TestSeqCapEndsPreemptionLoop(t *testing.T) {
 	pool := seqCapPool(t, "")
 	pl := buildWith(t, pool, Options{})
@@ -86,7 +88,7 @@ func TestSeqCapEndsPreemptionLoop(t *testing.T) {
 	}
 	for _, c := range []struct{ name, extra, want string }{
 		{"concurrency set", "  concurrency: 32\n", "32"},
-		{"varying lengths", "", "256"},
+		{"varying lengths", "", "11"},
 	} {
 		p := seqCapPool(t, c.extra)
 		if c.name == "varying lengths" {

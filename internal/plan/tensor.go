@@ -145,29 +145,51 @@ func seqCap(c *cand) int {
 }
 
 // withSeqCap sets whether q's engine runs with --max-num-seqs at q's slots for a tenant whose
-// pool sets concurrency conc (0 when unset), seqCapped, and returns q. Call it after withLengths.
+// pool sets concurrency conc (0 when unset), seqCapped, and returns q. For varying lengths the
+// cap, and with it the slots of the model, is longPlaces (ADR 0093). Call it after withLengths.
 func (q *qmodel) withSeqCap(conc int) *qmodel {
 	q.capped = q.seqCapped(conc)
+	if q.capped && q.lengths != "" {
+		q.slots = min(q.slots, q.longPlaces())
+	}
 	return q
 }
 
 // seqCapped reports whether the planner caps --max-num-seqs at q's slots (ADR 0088): where its KV
-// cache and not max-num-seqs sets them, those slots are also the requests the cache holds at their
-// full length, the lengths are fixed and the pool leaves concurrency (conc) unset. Left at the
-// default, the engine admits a request beyond those slots whenever its first prefill chunk fits;
-// its later chunks do not, so it preempts itself and is admitted again a step later, over and
-// over once a queue has formed, and the replica serves less than its load. At the cap the engine
-// runs what the model sizes for and the model's slots are unchanged; the loop it closes is the
-// one firstChunkThrash counts where the cap does not apply. Varying lengths are left out: their
-// full-length places are below the model's slots and were not validated. So are prompts within
-// one chunk (q.k <= 1): admitted whole or not at all, they never loop, and there the engine's
-// admission beyond the full-length places is capacity the model does not count (capping them
-// took one llama-2-13b replica on a 1g.20gb from 99.7 to 98.9 % of requests within the SLO in
-// TestBoundCountsAtSimulatorEdge, and TestTokenAdmissionSlotWait's slot model past the
-// simulator's p99).
+// cache and not max-num-seqs sets them, prompts are longer than one chunk and the pool leaves
+// concurrency (conc) unset, and for fixed lengths where those slots are also the requests the
+// cache holds at their full length. Left at the default, the engine admits a request beyond the
+// places the cache holds whenever its first prefill chunk fits; its later chunks do not, so it
+// preempts itself and is admitted again a step later, over and over once a queue has formed, and
+// the replica serves less than its load. At the cap the engine runs what the model sizes for; the
+// loop it closes is the one firstChunkThrash counts where the cap does not apply.
+//
+// For fixed lengths the model's slots are unchanged. For varying lengths (ADR 0093) a long
+// request fills the cache with fewer requests than the slots of the mean length, so the cap is
+// longPlaces, the requests the cache holds at the law's 99th-percentile total length, and the
+// model's slots are lowered to it: capped at the mean length's slots, one replica of llama-3.2-3b
+// on an H200 1g.18gb at uniform 3,000–5,000 + 150 tokens met the SLO for 89.5–99.7 % of the
+// requests at the model's rate, with up to 256 preemptions a run, and at longPlaces for
+// 99.57–100 % with none (TestSeqCapVaryingLengths). A law whose 99th-percentile request does not fit the cache at all
+// (longPlaces 0) is left uncapped.
+//
+// Prompts within one chunk (q.k <= 1) are left out: admitted whole or not at all, they never
+// loop, and there the engine's admission beyond the full-length places is capacity the model does
+// not count (capping them took one llama-2-13b replica on a 1g.20gb from 99.7 to 98.9 % of
+// requests within the SLO in TestBoundCountsAtSimulatorEdge, and TestTokenAdmissionSlotWait's slot
+// model past the simulator's p99).
 func (q *qmodel) seqCapped(conc int) bool {
-	if !q.kvBound || q.k <= 1 || q.in+q.out <= 0 || q.slots >= q.e.MaxSeqs() || conc != 0 || q.lengths != "" {
+	if !q.kvBound || q.k <= 1 || q.in+q.out <= 0 || q.slots >= q.e.MaxSeqs() || conc != 0 {
 		return false
 	}
+	if q.lengths != "" {
+		return q.longPlaces() >= 1
+	}
 	return int(math.Floor(float64(q.e.KVCapacityTokens())/(q.in+q.out))) >= q.slots
+}
+
+// longPlaces is the requests q's KV cache holds at the length law's 99th-percentile total length
+// (totalP99): the cap of a replica of varying lengths (seqCapped).
+func (q *qmodel) longPlaces() int {
+	return int(math.Floor(float64(q.e.KVCapacityTokens()) / q.totalP99()))
 }
