@@ -84,7 +84,6 @@ type loraVerdict struct {
 type loraRuns struct {
 	in     LoRAInput
 	p      LoRAPlan
-	pool   *v1.Pool
 	budget int
 	o      Options
 	d      time.Duration // the first runs' length
@@ -111,7 +110,7 @@ func firstLoRARuns(ctx context.Context, in LoRAInput, p LoRAPlan, pool *v1.Pool,
 	if !(secs >= 1) {
 		return nil, nil
 	}
-	lr := &loraRuns{in: in, p: p, pool: pool, budget: budget, o: o, d: time.Duration(secs * float64(time.Second)), ads: map[string]*confirmState{}}
+	lr := &loraRuns{in: in, p: p, budget: budget, o: o, d: time.Duration(secs * float64(time.Second)), ads: map[string]*confirmState{}}
 	reports, err := lr.simulate(ctx, lr.d, 0, confirmRuns, nil)
 	if err != nil {
 		return nil, err
