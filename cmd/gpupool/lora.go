@@ -270,10 +270,14 @@ func loraInputs(pool *v1.Pool, base, boardName string) ([]loraGroupIn, []plan.Lo
 				g.Adapters[i].Bytes, _ = llm.LoRAAdapterBytes(a, g.Adapters[i].Rank, nil)
 			}
 		}
+		clock, err := plan.LoRAGroupClock(g)
+		if err != nil {
+			return nil, nil, nil, nil, invalid(err)
+		}
 		var lb []plan.LoRABoard
 		var fitErrs []error
 		for _, b := range boards {
-			eng, lc, err := perf.PlaceLoRA(a, t.Model.Quantization, b)
+			eng, lc, err := perf.PlaceLoRAAt(a, t.Model.Quantization, b, clock)
 			if err != nil {
 				fitErrs = append(fitErrs, err)
 				continue

@@ -47,13 +47,36 @@ func loraEngineModels(pl *v1.Plan, pool *v1.Pool, models map[string]llm.Model) (
 		if err != nil {
 			return nil, fmt.Errorf("lora engine %s: %w", e.Name, err)
 		}
-		eng, lc, err := perf.PlaceLoRA(a, t.Model.Quantization, b)
+		clock, err := loraEngineClock(e, pool)
+		if err != nil {
+			return nil, fmt.Errorf("lora engine %s: %w", e.Name, err)
+		}
+		eng, lc, err := perf.PlaceLoRAAt(a, t.Model.Quantization, b, clock)
 		if err != nil {
 			return nil, fmt.Errorf("lora engine %s: %w", e.Name, err)
 		}
 		out[e.Name] = loraEngineModel{engine: eng, cost: lc, arch: a}
 	}
 	return out, nil
+}
+
+// loraEngineClock is the clock engine e's GPU runs at, a fraction of boost (0: the power-limited
+// boost clock): its adapters' energy class locks it, as a dense tenant's locks its GPU. The
+// planner gives an engine adapters of one class (plan.GroupLoRA); a plan whose engine mixes them
+// runs at the lowest of their locks, the one that slows the engine most.
+func loraEngineClock(e v1.PlanLoRAEngine, pool *v1.Pool) (float64, error) {
+	o := perf.DefaultOptions()
+	low := 0.0
+	for i, a := range e.Adapters {
+		c, err := o.ClockCap(string(tenantNamed(pool, a.Tenant).EnergyClass))
+		if err != nil {
+			return 0, fmt.Errorf("adapters[%d] (%s): energyClass: %w", i, a.Tenant, err)
+		}
+		if c > 0 && (low == 0 || c < low) {
+			low = c
+		}
+	}
+	return low, nil
 }
 
 // withoutLoRAEngines is pool and pl less the shared engines and the adapter tenants they serve

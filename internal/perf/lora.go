@@ -271,13 +271,19 @@ func HostLinkGBs(board string) float64 {
 }
 
 // PlaceLoRA is a on a whole GPU of b at quantization q with DefaultOptions and DefaultLoRAOptions:
-// the engine of a shared LoRA group and its cost model.
+// the engine of a shared LoRA group and its cost model, at the power-limited boost clock.
 func PlaceLoRA(a llm.Arch, q llm.Quantization, b *gpu.Board) (*Engine, *LoRACost, error) {
+	return PlaceLoRAAt(a, q, b, 0)
+}
+
+// PlaceLoRAAt is PlaceLoRA with the GPU's graphics clock locked at clock, a fraction of boost
+// (Slice.ClockCap; 0: no lock): the engine of a group whose energy class locks its GPU.
+func PlaceLoRAAt(a llm.Arch, q llm.Quantization, b *gpu.Board, clock float64) (*Engine, *LoRACost, error) {
 	m, err := New(a, q, DefaultOptions())
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := m.Place(Slice{Board: b})
+	e, err := m.Place(Slice{Board: b, ClockCap: clock})
 	if err != nil {
 		return nil, nil, err
 	}

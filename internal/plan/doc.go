@@ -500,8 +500,11 @@
 // tenant's prediction in the Plan: the worst of its engines, and as max rate its own load plus
 // its engines' headroom. Given a LoRA engine simulator (Options.SimulateLoRA; gpupool plan passes
 // internal/plansim.RunLoRA), BuildWithLoRA confirms each group's engines before placing them
-// (confirm_lora.go, ADR 0035's rule): three runs of each engine with its adapters' traffic; a
-// group with an engine, or an adapter of 1,500 requests or more, short gets one engine more
-// (re-binned) while its board has an idle GPU, else its short adapters are infeasible with a
-// NoCapacity reason giving the measured attainment. Groups that pass keep the model's plan.
+// (confirm_lora.go, the dense tenants' rules since ADR 0095): three runs of each engine with its
+// adapters' traffic, six more and the tail runs where an engine or an adapter of 1,500 requests
+// or more is borderline; a group with one short gets one engine more (re-binned) while its board
+// has an idle GPU, else its short adapters are infeasible with a NoCapacity reason giving the
+// measured attainment. Groups whose first runs are clear keep the model's plan. A group's
+// adapters are of one energy class, and its engines are sized and run at that class's clock
+// lock (LoRAGroupClock, ADR 0095).
 package plan

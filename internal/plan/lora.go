@@ -33,11 +33,26 @@ type LoRAAdapter struct {
 }
 
 // LoRAGroup is adapters that may share an engine process: one base model at one quantization, in
-// one sharing group (docs/lora.md).
+// one sharing group, of one energy class (docs/lora.md).
 type LoRAGroup struct {
-	// Key names the group: base model, quantization and sharing group.
+	// Key names the group: base model, quantization and sharing group, and the energy class
+	// when it is not balanced.
 	Key      string
 	Adapters []LoRAAdapter
+	// Class is its adapters' energy class: it locks the clocks of every GPU of its engines, as
+	// it does a dense tenant's (clocks are per GPU).
+	Class v1.EnergyClass
+}
+
+// LoRAGroupClock is the clock lock of g's energy class, a fraction of boost (perf.Options.ClockCap
+// under DefaultOptions, which the engines are placed with; 0: the power-limited boost clock): the
+// clock its engines run at and are sized at (ADR 0095).
+func LoRAGroupClock(g LoRAGroup) (float64, error) {
+	c, err := perf.DefaultOptions().ClockCap(string(g.Class))
+	if err != nil {
+		return 0, fmt.Errorf("lora group %s: energyClass: %w", g.Key, err)
+	}
+	return c, nil
 }
 
 // LoRASolo is an adapter tenant that may not share an engine, and why.
@@ -56,7 +71,8 @@ const LoRANeedsDevicePlugin = "shared LoRA engines are planned on the device-plu
 // GroupLoRA sorts a pool's adapter tenants into groups that may share engines. A hard-tier tenant
 // never shares an engine process (one process is one fault and memory domain), and a soft tenant
 // shares only with its trust group (the same path), so those are the groups' boundaries besides
-// the base model and its quantization. On the DRA device path no tenant shares an engine
+// the base model and its quantization; and the energy class, which locks an engine's GPU for all
+// its adapters (ADR 0095). On the DRA device path no tenant shares an engine
 // (LoRANeedsDevicePlugin). Tenants without an adapter are not listed. loaded holds
 // the adapters read from PEFT folders, by tenant: their rank (the largest of rank_pattern) and
 // bytes take the place of the Pool's; a tenant not in it keeps model.adapter.rank and no bytes.
@@ -82,9 +98,14 @@ func GroupLoRA(p *v1.Pool, loaded map[string]llm.Adapter) ([]LoRAGroup, []LoRASo
 			base = "dir:" + t.Model.Dir
 		}
 		key := fmt.Sprintf("%s/%s/%s", base, quantOrDefault(t.Model.Quantization), g)
+		// One class a group: its engines' GPUs are locked by it, as a dense tenant's are.
+		e := energyOf(t)
+		if e != v1.EnergyBalanced {
+			key += "/" + string(e)
+		}
 		grp := by[key]
 		if grp == nil {
-			grp = &LoRAGroup{Key: key}
+			grp = &LoRAGroup{Key: key, Class: e}
 			by[key] = grp
 		}
 		w := 1.0

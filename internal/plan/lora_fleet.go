@@ -221,7 +221,7 @@ func leftOver(g LoRAGroup, es []LoRAEngine) LoRAGroup {
 			rate[t] += e.Load[t]
 		}
 	}
-	out := LoRAGroup{Key: g.Key}
+	out := LoRAGroup{Key: g.Key, Class: g.Class}
 	for _, a := range g.Adapters {
 		if r, ok := rate[a.Tenant]; ok {
 			a.RPS = r
@@ -348,6 +348,10 @@ func PlaceLoRAEngines(pl *v1.Plan, pool *v1.Pool, groups []LoRAFleetGroup, cur *
 				g.Role, g.Mode, g.LoRAEngine = v1.RolePool, v1.ModeExclusive, e.Name
 				g.Reasons = []v1.Reason{v1.NewReason(v1.ReasonLoRAEngine, "runs LoRA engine %s: %s with %d adapters of %s, %.3g req/s, max_loras %d",
 					e.Name, baseName(grp), len(e.Adapters), grp.Group.Key, e.RPS, e.MaxLoRAs)}
+				if c := grp.Group.Class; c != "" && c != v1.EnergyBalanced {
+					g.Reasons = append(g.Reasons, v1.NewReason(v1.ReasonEnergyClass,
+						"energy class %s: every adapter of its engine is %s, so its clocks can be set for them (the engine is sized at them)", c, c))
+				}
 				pe := v1.PlanLoRAEngine{Name: e.Name, Group: part.Plan.Group, GPU: g.Ref(), Model: grp.Model, ModelDir: grp.ModelDir,
 					Quantization: grp.Quantization, MaxLoRAs: e.MaxLoRAs, MaxLoRARank: e.MaxRank,
 					MaxCPULoRAs: max(e.MaxCPULoRAs, e.MaxLoRAs), ActiveP99: e.ActiveP99}
@@ -600,9 +604,14 @@ func LoRAFleetGroups(pool *v1.Pool, o Options, adapters map[string]llm.Adapter) 
 			}
 			taken[g.Adapters[i].Tenant] = true
 		}
+		clock, err := LoRAGroupClock(g)
+		if err != nil {
+			return nil, nil, fmt.Errorf("build plan: %w", err)
+		}
 		var lb []LoRABoard
 		for _, b := range boards {
-			eng, lc, err := perf.PlaceLoRA(a, t.Model.Quantization, b)
+			// At the clock its energy class locks the GPU at, as the simulator runs it (ADR 0095).
+			eng, lc, err := perf.PlaceLoRAAt(a, t.Model.Quantization, b, clock)
 			if err != nil {
 				continue // the base model does not fit a whole GPU of this board
 			}
