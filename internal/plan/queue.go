@@ -297,7 +297,7 @@ func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 	if kvHoldExceeds(inFlight, q.in, q.out, q.kvSeqs*(q.in+q.out), q.slots) {
 		return qstate{limit: perf.LimitKV, inFlight: inFlight}
 	}
-	if q.firstChunkThrash(lam, n, svc) {
+	if q.firstChunkThrash(lam, n, t) {
 		return qstate{limit: perf.LimitKV, inFlight: inFlight}
 	}
 	d := lr * o1 * t
@@ -411,12 +411,49 @@ func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 // (TestLongPromptKVThrash). Those runs had max-num-seqs 256, the engine's default: they are the
 // uncapped case the rule covers. With concurrency unset the planner now caps these fixed-length
 // replicas at their slots (seqCapped) and the rule leaves them alone; the tests set concurrency
-// 256 to keep measuring the uncapped engine.
+// 256 to keep measuring the uncapped engine. It bounds the steady share of time the slots are
+// full, not the chance of ever entering the loop over hours: loopEntryBudget does (ADR 0096).
 const kvThrashMiss = 3e-6
 
-// firstChunkThrash reports whether lam req/s over n replicas, each request holding a slot for svc
-// seconds, find all n·slots slots of a KV-bound replica full more than kvThrashMiss of the time
-// when a prompt is longer than one chunk. Such an arrival does not wait as the slot wait
+// loopHorizon, loopEntryBudget and loopDrain bound the first-chunk loop's entries
+// (firstChunkThrash, ADR 0096): at most loopEntryBudget expected over loopHorizon seconds (a day),
+// by loopEntries' tandem of the prefill queue and the decodes, where the tenant's rate is above
+// loopDrain of what it serves with one replica in the loop (loopServes, the others at their
+// slots' rate). The loop is metastable: where the replica's rate is above what it serves inside
+// the loop (every other step throwing away a chunk), one entry is never left. qwen2.5-7b on an
+// A100 1g.20gb at --max-num-seqs 16 above its 9 places, 4,000 + 150 tokens, serves 0.085 req/s in
+// the loop at its efficiency clock (0.119 at boost): at 0.1 req/s, which ADR 0084's kvThrashMiss
+// accepts (up to 0.127), three of five 24-hour runs fall in and stay (23–29 % of requests within
+// the SLO, TTFT p99 of hours), where 2-hour runs never preempt. Well below it the backlog of an
+// entry drains in minutes: qwen2.5-3b on an H100 1g.10gb, which serves 0.41 and 0.85 req/s in
+// the loop, preempts in most 24-hour runs at rates kvThrashMiss accepts yet meets the SLO for
+// every request, and the budget alone would have cut one replica of 8,000-token prompts from
+// 0.117 to 0.056 req/s and two from 0.572 to 0.102 (the simulator meets the SLO up to 0.64).
+// Calibrated against the simulator's 24-hour runs at seeds 1–5, one replica at --max-num-seqs
+// 16 (TestFirstChunkLoopDay): the highest rate at which no run preempts, against the rate the
+// rule accepts (the budget's alone; kvThrashMiss's alone), qwen2.5-7b on A100 1g.20gb,
+// efficiency clock: 4,000 tokens 0.06 (0.054; 0.054; 0.127), 8,000 0.015 (0.0143, spared by
+// loopDrain; 0.0053; 0.0143); boost clock: 4,000 0.073–0.085 (0.073 at loopDrain's edge; 0.067;
+// 0.141), 8,000 0.015 (0.0146, spared; 0.0064; 0.0146); qwen2.5-3b on H100 1g.10gb, which leaves
+// the loop: 4,000 0.4 (0.529 at loopDrain's edge, preempting in four runs of five and meeting
+// the SLO for every request; 0.361; 0.596), 8,000 0.125 (0.117, spared; 0.056; 0.117). The
+// tandem is light at 9–12 places (the simulator preempts in two to four runs of five where it
+// counts 0.013–0.063 entries a day) and about right at 4–6 (one to three runs of five at
+// 0.28–0.91). loopDrain at 0.7 of the model's loop rate, itself 0.6–0.9 of the simulator's,
+// keeps the budget off where an entry is left within minutes; at 0.5 it also cut llama-3.2-1b
+// on an A100-40GB 1g.5gb (3,000 + 300 tokens, 9 places) from 0.211 to 0.178 req/s, where runs
+// at 0.245 preempt in one of five and meet the SLO for every request.
+const (
+	loopHorizon     = 86400.0
+	loopEntryBudget = 1e-3
+	loopDrain       = 0.7
+)
+
+// firstChunkThrash reports whether lam req/s over n replicas, at a mean step of t seconds (each
+// request holding a slot for k + O − 1 steps), find all n·slots slots of a KV-bound replica full
+// more than kvThrashMiss of the time, or enter the loop below more than loopEntryBudget times a
+// day (loopEntries: a replica's prefill queue at its own prompt's k chunk steps, ownPrefill, and
+// its decodes), when a prompt is longer than one chunk. Such an arrival does not wait as the slot wait
 // (slotWaitP99) counts: the engine, like vLLM's, admits a waiting request whenever its first chunk
 // fits beside the running ones, which hold the cache perf's admission rule gives the slots; its
 // next chunk does not fit, so it is preempted (the newest running request), put back at the front
@@ -425,7 +462,10 @@ const kvThrashMiss = 3e-6
 // slower (TPOT p99 above 100 ms where 35 ms before, on the slice above), they hold their slots that
 // much longer, and the episode lasts until one leaves, or the replica never recovers (TTFT p99 of
 // minutes in the simulator at the rate the slot wait alone accepted: 0.415 req/s on one replica of
-// 8,000-token prompts, where 0.21 meet the SLO). A prompt within one chunk is admitted whole or not
+// 8,000-token prompts, where 0.21 meet the SLO). Where the replica serves less inside the loop
+// than its rate, it never leaves: a rare entry, one burst that fills the places while prompts
+// queue for the prefill, collapses the tenant after hours, which the share of time full does
+// not see (ADR 0096, loopEntryBudget). A prompt within one chunk is admitted whole or not
 // at all, so this does not arise; the cache's overflow by decode growth is kvHoldExceeds's. Nor
 // does it where the planner caps --max-num-seqs at the slots (capped, ADR 0088): that engine admits
 // no request beyond them, which then waits as the slot wait counts at cappedHolding's holding time,
@@ -433,16 +473,78 @@ const kvThrashMiss = 3e-6
 // rule covers engines that may admit beyond the slots: a concurrency the pool sets above them,
 // varying lengths whose 99th-percentile request the cache cannot hold at all, places perf's
 // admission rule gives but the full length does not (long outputs), and LoRA engines.
-func (q *qmodel) firstChunkThrash(lam float64, n int, svc float64) bool {
+func (q *qmodel) firstChunkThrash(lam float64, n int, t float64) bool {
 	if !q.kvBound || q.capped || q.k <= 1 || lam <= 0 {
 		return false
 	}
+	o1 := q.out - 1
 	servers := n * q.slots
-	a := lam * svc
-	if a >= float64(servers) {
+	a := lam * (q.k + o1) * t
+	if a >= float64(servers) || erlangC(servers, a) > kvThrashMiss {
 		return true
 	}
-	return erlangC(servers, a) > kvThrashMiss
+	// The loop lasts where the tenant's rate is above what it serves with one replica in the
+	// loop and the others at their slots' rate (the least-loaded router sends a looping
+	// replica, whose queue is long, no new requests): below loopDrain of it a backlog drains.
+	if lam <= loopDrain*(q.loopServes()+float64(n-1)*float64(q.slots)/((q.k+o1)*t)) {
+		return false
+	}
+	lr := lam / float64(n)
+	d := lr * o1 * t
+	sp := q.ownPrefill(int(d)) + q.k*q.step(d, 0)
+	return loopEntries(lam, n, q.slots, sp, o1*t, loopHorizon) > loopEntryBudget
+}
+
+// loopServes is the rate, in req/s, that one replica serves inside the first-chunk loop: the
+// slots less the one request admitted and thrown away, each through its k chunk steps and O − 1
+// steps that alternate between a decode of the batch and one that also carries the thrown-away
+// chunk (the engine admits it again a step after preempting it). Against the completions of the
+// simulator's 24-hour runs once in the loop (one replica at --max-num-seqs 16, 150 output
+// tokens): qwen2.5-7b on an A100 1g.20gb, 4,000-token prompts, 0.075 req/s at the efficiency
+// clock (simulator 0.085) and 0.105 at boost (0.119), 8,000-token 0.026 (0.042) and 0.037
+// (0.058); qwen2.5-3b on an H100 1g.10gb, 4,000-token 0.76 (0.85), 8,000-token 0.32 (0.41):
+// below the simulator everywhere, the cautious side for loopDrain.
+func (q *qmodel) loopServes() float64 {
+	b := float64(q.slots - 1)
+	if b <= 0 {
+		return 0
+	}
+	hold := q.k*q.step(b, 1) + (q.out-1)*(q.step(b, 0)+q.step(b, 1))/2
+	return b / hold
+}
+
+// loopEntries is the expected number of arrivals over horizon seconds that find one of the n
+// replicas (lam/n req/s each) holding exactly slots requests: the entries into the first-chunk
+// loop (firstChunkThrash), each of which brings the slots+1-th request. A replica's requests
+// queue for its prefill one prompt after another (sp seconds each: an M/M/1 queue of load
+// ρ = λ/n·sp, the prompts waiting and the one prefilling), then decode side by side (sd seconds
+// each: Poisson with mean λ/n·sd), a tandem whose product form gives the chance that an arrival
+// finds N = slots, Σ_j Pois(j; λ/n·sd)·(1−ρ)ρ^(slots−j). The prefill queue, not the slots'
+// holding time, makes the places fill: a burst of arrivals waits behind one another's prompts,
+// each admitted by its first chunk. +Inf when the prefill cannot keep up.
+func loopEntries(lam float64, n, slots int, sp, sd, horizon float64) float64 {
+	lr := lam / float64(n)
+	rho := lr * sp
+	if rho >= 1 {
+		return math.Inf(1)
+	}
+	if rho <= 0 {
+		return 0
+	}
+	m := lr * sd
+	lr1, lrho := math.Log1p(-rho), math.Log(rho)
+	p := 0.0
+	pois := math.Exp(-m) // Pois(j; m), j from 0
+	for j := 0; j <= slots; j++ {
+		if j > 0 {
+			pois *= m / float64(j)
+		}
+		if pois == 0 {
+			break
+		}
+		p += pois * math.Exp(lr1+float64(slots-j)*lrho)
+	}
+	return horizon * lam * p
 }
 
 // cappedWaitMiss is the most a capped replica's arrivals (capped, ADR 0088) may find every slot
