@@ -474,7 +474,7 @@ func (q *qmodel) firstChunkThrash(lam float64, n int, svc float64) bool {
 // uniform residuals (TTFT p99 of 4.1–4.9 s at the rate the slot wait alone accepted, 1.26 req/s
 // of 4,000-token prompts on one replica). Replicas of one to three slots fill without such a
 // burst, and cappedWait's chance of missing, Erlang C times the chance that the first of the
-// replica's slots frees later than the slack, is 0.0042–0.021 at the simulator's limit there
+// replica's slots frees later than the slack, is 0.0051–0.021 at the simulator's limit there
 // (llama-3.2-3b on H100 1g.10gb, llama-3.1-8b on A100 1g.20gb; ADR 0094).
 const cappedWaitMiss = 0.004
 
@@ -482,7 +482,7 @@ const cappedWaitMiss = 0.004
 // chance of finding them all full alone (cappedWaitMiss); below it cappedWait prices the wait.
 // On more slots the uniform residuals cappedWait takes are far too short: at the simulator's
 // limit on one replica of 6 to 16 slots (qwen2.5-3b above) its chance of missing is 0.0001–0.0016,
-// against 0.0042 and more on one to three slots, and with it the model was 11–21 % above the
+// against 0.0051 and more on one to three slots, and with it the model was 11–21 % above the
 // simulator's limit on one replica (ADR 0094).
 const cappedFewSlots = 4
 
