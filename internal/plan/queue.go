@@ -30,7 +30,8 @@ import (
 // beyond them an arrival is admitted by its first chunk and preempted at its next, over and over,
 // not queued (firstChunkThrash). Where it is capped at the slots (ADR 0088), a request holds its
 // slot from its admission, through the prefill of the prompts ahead of it and its own
-// (cappedHolding), and the slots must rarely be all full (cappedWaitMiss, ADR 0091).
+// (cappedHolding), and the slots must rarely be all full (cappedWaitMiss, ADR 0091) or, on one to
+// three slots, its wait must rarely exceed what the TTFT target leaves (cappedWait, ADR 0094).
 
 // maxSearchReplicas bounds the replica search: a tenant needing more is reported, not planned.
 const maxSearchReplicas = 1 << 17
@@ -108,6 +109,9 @@ type qstate struct {
 	ttft, tpot float64 // p99, seconds
 	limit      perf.Limit
 	inFlight   float64 // mean requests holding a slot per replica
+	// capWait is what a capped replica's wait for a slot (cappedWait) adds to ttft beyond the
+	// slot wait's p99: where ttft less it meets the TTFT target, the sequence cap binds.
+	capWait float64
 }
 
 // newQModel is the queueing model of one replica on e (whose KV capacity is the replica's) under
@@ -375,12 +379,23 @@ func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 		safety = slotWaitSafetyOne
 	}
 	holding := (q.k + o1) * batchStep
+	capWait := 0.0
 	if q.capped {
 		// At the cap a request holds its slot from its admission, which comes before its
 		// prefill: its own k chunk steps, and the prompts ahead of it (cappedHolding).
 		holding = q.cappedHolding(lr, d99, batchStep)
-		if erlangC(n*q.slots, lam*holding) > cappedWaitMiss {
+		if lam*holding >= float64(n*q.slots) {
 			return qstate{limit: perf.LimitMaxSeqs, inFlight: inFlight}
+		}
+		// Its arrivals must rarely find every slot full (cappedWaitMiss) or, on one to three
+		// slots, rarely wait past what the target leaves (cappedWait).
+		full := erlangC(n*q.slots, lam*holding)
+		if q.slots >= cappedFewSlots {
+			if full > cappedWaitMiss {
+				return qstate{limit: perf.LimitMaxSeqs, inFlight: inFlight}
+			}
+		} else {
+			capWait = cappedWait(full, holding, q.slots)
 		}
 	}
 	if lam*holding > busySlotsSteady*float64(n*q.slots) {
@@ -390,15 +405,17 @@ func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 		safety *= slotWaitShared
 	}
 	safety *= q.holdSpread()
-	ttft += safety * slotWaitP99(lam, holding, n*q.slots, q.slots)
+	wait := safety * slotWaitP99(lam, holding, n*q.slots, q.slots)
+	over := math.Max(capWait-wait, 0) // what the capped wait adds beyond the slot wait
+	ttft += wait + over
 	if ttftCap > 0 && ttft > ttftCap {
 		// The state fails on its TTFT whatever its TPOT, which is at least tpot.
-		return qstate{ttft: ttft, tpot: tpot, inFlight: inFlight}
+		return qstate{ttft: ttft, tpot: tpot, inFlight: inFlight, capWait: over}
 	}
 	// Last, as the dearest term for varying lengths: a saturated state or one over ttftCap
 	// never needs it.
 	tpot = q.tpotSpread(lr, d99, tpot, bound)
-	return qstate{ttft: ttft, tpot: tpot, inFlight: inFlight}
+	return qstate{ttft: ttft, tpot: tpot, inFlight: inFlight, capWait: over}
 }
 
 // kvThrashMiss is the chance an arrival may have of finding every slot of a KV-bound replica
@@ -547,20 +564,49 @@ func loopEntries(lam float64, n, slots int, sp, sd, horizon float64) float64 {
 	return horizon * lam * p
 }
 
-// cappedWaitMiss is the most a capped replica's arrivals (capped, ADR 0088) may find every slot
-// of the tenant's replicas full: Erlang C over the n·slots slots at cappedHolding's holding time
-// (ADR 0091). Calibrated against the simulator: qwen2.5-3b on H100 1g.10gb instances (6, 8, 12
-// and 16 slots for prompts of 8,000, 6,000, 4,000 and 3,000 tokens + 150, TTFT 2.8 s, TPOT
-// 100 ms) meets the SLO for 99 % of the requests of every run up to rates where that chance is
-// 0.0046–0.0074 on one replica and 0.0052–0.16 on two and three (more slots, more); at 0.004 the
-// model is 2–15 % below those rates and every run of seeds 1–3 meets the SLO. Below it
-// slotWaitP99 prices the wait as before. The slot wait's Erlang C takes arrivals that find the
-// slots full as independent of their holding times; at the cap they are not: the slots fill in
-// a burst of arrivals that also queue for the prefill, still holding their slots, so they free
-// late and together, and a request that waits then waits for most of a holding time (5 s for a
-// 2.8 s target), not for the first of many uniform residuals (TTFT p99 of 4.1–4.9 s at the rate
-// the slot wait alone accepted, 1.26 req/s of 4,000-token prompts on one replica).
+// cappedWaitMiss is the chance a capped replica's arrival (capped, ADR 0088) may have of waiting
+// for a slot longer than its TTFT target leaves room for (ADR 0091, ADR 0094). From
+// cappedFewSlots slots up it bounds Erlang C over the n·slots slots at cappedHolding's holding
+// time, the chance of finding every slot full, as if every request that waits missed; below,
+// cappedWait prices the wait itself. Calibrated against the simulator: qwen2.5-3b on H100 1g.10gb
+// instances (6, 8, 12 and 16 slots for prompts of 8,000, 6,000, 4,000 and 3,000 tokens + 150,
+// TTFT 2.8 s, TPOT 100 ms) meets the SLO for 99 % of the requests of every run up to rates where
+// that chance is 0.0046–0.022 on one replica and 0.0065–0.25 on two and three (more slots, more);
+// at 0.004 the model is 2–16 % below those rates and every run of seeds 1–3 meets the SLO. The
+// slot wait's Erlang C takes arrivals that find the slots full as independent of their holding
+// times; at the cap they are not: the slots fill in a burst of arrivals that also queue for the
+// prefill, still holding their slots, so they free late and together, and a request that waits
+// then waits for most of a holding time (5 s for a 2.8 s target), not for the first of many
+// uniform residuals (TTFT p99 of 4.1–4.9 s at the rate the slot wait alone accepted, 1.26 req/s
+// of 4,000-token prompts on one replica). Replicas of one to three slots fill without such a
+// burst, and cappedWait's chance of missing, Erlang C times the chance that the first of the
+// replica's slots frees later than the slack, is 0.0051–0.021 at the simulator's limit there
+// (llama-3.2-3b on H100 1g.10gb, llama-3.1-8b on A100 1g.20gb; ADR 0094).
 const cappedWaitMiss = 0.004
+
+// cappedFewSlots is the fewest slots of a capped replica whose wait for a slot is bounded by the
+// chance of finding them all full alone (cappedWaitMiss); below it cappedWait prices the wait.
+// On more slots the uniform residuals cappedWait takes are far too short: at the simulator's
+// limit on one replica of 6 to 16 slots (qwen2.5-3b above) its chance of missing is 0.0001–0.0016,
+// against 0.0051 and more on one to three slots, and with it the model was 11–21 % above the
+// simulator's limit on one replica (ADR 0094).
+const cappedFewSlots = 4
+
+// cappedWait is the wait for a slot on a capped replica of slots slots (fewer than
+// cappedFewSlots) that an arrival exceeds with probability cappedWaitMiss, where pc is the chance
+// that it finds every slot of the tenant's replicas full and holding the time each is held
+// (cappedHolding): it then waits for the first of its own replica's slots to free, whose
+// residual times are uniform on [0, holding], so P(W > x) = pc·(1 − x/holding)^slots. Added to the
+// TTFT in place of the slot wait where longer, it keeps the chance that a waiting arrival misses
+// the target within cappedWaitMiss: the rule is on that chance, against the slack the rest of the
+// TTFT leaves, not on the chance of waiting at all, which for a replica of one to three slots held
+// 1.4–2.5 times the TTFT target sized it at 0.26–0.94 of the simulator's limit (ADR 0094).
+func cappedWait(pc, holding float64, slots int) float64 {
+	if pc <= cappedWaitMiss {
+		return 0
+	}
+	return holding * (1 - math.Pow(cappedWaitMiss/pc, 1/float64(slots)))
+}
 
 // cappedHolding is the time a request holds its slot on a capped replica at lr req/s with a
 // decode batch of d99 and a mean step of batchStep: the engine admits a waiting request as soon
@@ -844,6 +890,9 @@ func meets(s qstate, slo perf.SLO) perf.Limit {
 	case slo.TPOT > 0 && s.tpot > slo.TPOT.Seconds():
 		return perf.LimitTPOT
 	case slo.TTFT > 0 && s.ttft > ttftMargin*slo.TTFT.Seconds():
+		if s.capWait > 0 && s.ttft-s.capWait <= ttftMargin*slo.TTFT.Seconds() {
+			return perf.LimitMaxSeqs
+		}
 		return perf.LimitTTFT
 	}
 	return perf.LimitNone
