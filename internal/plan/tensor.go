@@ -189,7 +189,7 @@ func (q *qmodel) seqCapped(conc int) bool {
 }
 
 // longPlaces is the requests q's KV cache holds at the length law's 99th-percentile total length
-// (totalP99): the cap of a replica of varying lengths (seqCapped).
+// (totalP99, longPercentile): the cap of a replica of varying lengths (seqCapped).
 func (q *qmodel) longPlaces() int {
 	return q.placesAt(longPercentile)
 }
