@@ -602,7 +602,18 @@ var tailGrid [2][128*13 + 2]atomic.Pointer[tailRow]
 // requests above: the 99th-percentile prompt plus the 99th-percentile output (the sum of the
 // percentiles, not below the percentile of the sum), capped by the maximum context.
 func (q *qmodel) totalP99() float64 {
-	t := q.promptP99() + lawP99(q.lengths, q.out)
+	return q.totalAt(99)
+}
+
+// totalAt is totalP99 at the pct-th percentile of each length in place of the 99th: the
+// pct-th-percentile prompt (below the maximum context) plus the pct-th-percentile output, within
+// the maximum context and not below the mean total.
+func (q *qmodel) totalAt(pct int) float64 {
+	in := lawPercentile(q.lengths, q.in, pct)
+	if q.maxCtx > 1 {
+		in = math.Min(in, float64(q.maxCtx-1))
+	}
+	t := math.Max(in, q.in) + lawPercentile(q.lengths, q.out, pct)
 	if q.maxCtx > 1 {
 		t = math.Min(t, float64(q.maxCtx))
 	}
@@ -611,12 +622,19 @@ func (q *qmodel) totalP99() float64 {
 
 // lawP99 is the 99th percentile of a length of mean m under law l (m itself for fixed).
 func lawP99(l v1.Lengths, m float64) float64 {
+	return lawPercentile(l, m, 99)
+}
+
+// lawPercentile is the pct-th percentile (0 < pct < 100) of a length of mean m under law l (m
+// itself for fixed): uniform on [m/2, 3m/2], or geometric on {1, 2, …} with
+// P(L > x) = (1 − 1/m)^x.
+func lawPercentile(l v1.Lengths, m float64, pct int) float64 {
 	switch l {
 	case v1.LengthsUniform:
-		return m/2 + 0.99*m
+		return m/2 + float64(pct)/100*m
 	case v1.LengthsExponential:
 		if m > 1 {
-			return math.Ceil(math.Log(0.01) / math.Log1p(-1/m))
+			return math.Ceil(math.Log(float64(100-pct)/100) / math.Log1p(-1/m))
 		}
 	}
 	return m
