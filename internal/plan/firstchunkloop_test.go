@@ -8,8 +8,6 @@ import (
 	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
-	"gpupool.dev/gpupool/internal/gpu"
-	"gpupool.dev/gpupool/internal/llm"
 	"gpupool.dev/gpupool/internal/perf"
 	"gpupool.dev/gpupool/internal/sim"
 )
@@ -25,31 +23,11 @@ type loopShape struct {
 // qmodel is the shape's queueing model at --max-num-seqs conc.
 func (s loopShape) qmodel(t *testing.T, conc int) *qmodel {
 	t.Helper()
-	a, err := llm.Lookup(s.model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := perf.DefaultOptions()
-	m, err := perf.New(a, llm.QuantBF16, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := gpu.Lookup(s.board)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := b.Profile(s.profile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sl := perf.Slice{Board: b, Profile: p}
+	clock := 0.0
 	if s.efficiency {
-		sl.ClockCap = o.EfficiencyClock
+		clock = perf.DefaultOptions().EfficiencyClock
 	}
-	e, err := m.Place(sl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := migEngine(t, s.model, s.board, s.profile, clock)
 	return newQModel(e, perf.Workload{InputTokens: s.in, OutputTokens: 150}, perf.Load{}).withSeqCap(conc)
 }
 

@@ -311,6 +311,14 @@ func TestLongPromptKVThrash(t *testing.T) {
 // sets concurrency conc (0: unset).
 func migModel(t *testing.T, model, board, profile string, in, out, conc int) *qmodel {
 	t.Helper()
+	e := migEngine(t, model, board, profile, 0)
+	return newQModel(e, perf.Workload{InputTokens: in, OutputTokens: out}, perf.Load{}).withSeqCap(conc)
+}
+
+// migEngine is model (bf16, perf's default options) placed on an exclusive MIG instance of
+// profile on board, its clock capped at clock of boost (0: boost).
+func migEngine(t *testing.T, model, board, profile string, clock float64) *perf.Engine {
+	t.Helper()
 	a, err := llm.Lookup(model)
 	if err != nil {
 		t.Fatal(err)
@@ -327,11 +335,11 @@ func migModel(t *testing.T, model, board, profile string, in, out, conc int) *qm
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := m.Place(perf.Slice{Board: b, Profile: p})
+	e, err := m.Place(perf.Slice{Board: b, Profile: p, ClockCap: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newQModel(e, perf.Workload{InputTokens: in, OutputTokens: out}, perf.Load{}).withSeqCap(conc)
+	return e
 }
 
 // simOnMIG is the worst SLO attainment, over seeds 1 and 2 and about 4,000 requests each, of

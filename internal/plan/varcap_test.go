@@ -7,8 +7,6 @@ import (
 	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
-	"gpupool.dev/gpupool/internal/gpu"
-	"gpupool.dev/gpupool/internal/llm"
 	"gpupool.dev/gpupool/internal/perf"
 	"gpupool.dev/gpupool/internal/sim"
 )
@@ -27,26 +25,7 @@ type vcShape struct {
 // vcModel is the queueing model of one replica of s, before the cap (withSeqCap).
 func vcModel(t *testing.T, s vcShape) *qmodel {
 	t.Helper()
-	a, err := llm.Lookup(s.model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := perf.New(a, llm.QuantBF16, perf.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := gpu.Lookup(s.board)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := b.Profile(s.profile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := m.Place(perf.Slice{Board: b, Profile: p})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := migEngine(t, s.model, s.board, s.profile, 0)
 	return newQModel(e, perf.Workload{InputTokens: s.in, OutputTokens: s.out}, perf.Load{}).withLengths(s.law, s.maxCtx)
 }
 
