@@ -605,7 +605,7 @@ const cappedFewSlots = 4
 // slots (qwen2.5-3b on H100 1g.10gb, 3,000–8,000-token prompts; llama-3.2-3b on H100 1g.10gb and
 // llama-3.1-8b on A100 1g.20gb of four slots) that chance, Erlang C times the pooled wait's
 // exp(−(N − a)·slack/H), is 0.0035–0.063 at the simulator's limit; at 0.003 the model is
-// 0.80–0.98 of that limit (0.59–0.96 with cappedWaitMiss alone) and every run of seeds 1–8 meets
+// 0.82–0.98 of that limit (0.59–0.96 with cappedWaitMiss alone) and every run of seeds 1–8 meets
 // the SLO for 99 % of the requests.
 const cappedSpreadMiss = 0.003
 
