@@ -402,10 +402,10 @@ tenants:
 // priced the slot's holding time without the prefill it spans (cappedHolding) and let arrivals
 // find every slot full more often than the cap allows (cappedWaitMiss), and the rates it gave,
 // 1.260 / 2.836 req/s for 4,000-token prompts on one and two replicas and 0.415 / 1.051 for
-// 8,000, met it for only 95.7–98.2 % of the requests (now 0.956 / 2.320 and 0.297 / 0.860). The
-// planner keeps short-150-on-60's t00033 (testdata/confirm-fixed-short.yaml) on two 1g.10gb at
-// --max-num-seqs 6 when the pool leaves concurrency unset, and moves it to 1g.20gb at
-// concurrency 256.
+// 8,000, met it for only 95.7–98.2 % of the requests (now 0.956 / 2.561 and 0.297 / 0.885, two
+// replicas priced by cappedSpreadWait, ADR 0094's amendment). The planner keeps
+// short-150-on-60's t00033 (testdata/confirm-fixed-short.yaml) on two 1g.10gb at --max-num-seqs
+// 6 when the pool leaves concurrency unset, and moves it to 1g.20gb at concurrency 256.
 func TestLongPromptKVThrashSparesCapped(t *testing.T) {
 	slo := perf.SLO{TTFT: 2800 * time.Millisecond, TPOT: 100 * time.Millisecond}
 	for _, in := range []int{8000, 4000} {
