@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -55,23 +54,7 @@ tenants:
 	if s.profile == "1g.20gb" {
 		step = 2
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: gpupool.dev/v1\nkind: Plan\nmetadata: {name: few}\npool: few\ngpus:\n- {board: %s, index: 0, node: n0, mode: mig, role: pool, instances: [", s.board)
-	for i := range n {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, `{profile: %s, start: %d, replicas: [{index: %d, tenant: t, vllmArgs: [--gpu-memory-utilization, "0.9", --max-model-len, "8192", --max-num-seqs, "%d", --max-num-batched-tokens, "2048"]}]}`,
-			s.profile, 6-step*i, i, seqs)
-	}
-	b.WriteString("]}\nsummary: {gpusTotal: 1, gpusUsed: 1}\ntenants:\n- name: t\n  replicas:\n")
-	for i := range n {
-		fmt.Fprintf(&b, "  - {gpu: n0/0, index: %d, instance: %s@%d, slice: mig}\n", i, s.profile, 6-step*i)
-	}
-	pl, err := v1.DecodePlan([]byte(b.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := migPlan(t, "few", s.board, s.profile, downFrom(n, step), 8192, seqs)
 	d := time.Duration(2500/rps*1e9) + 30*time.Second
 	worst := 1.0
 	for seed := from; seed <= to; seed++ {

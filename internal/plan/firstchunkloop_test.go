@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"math"
-	"strings"
 	"testing"
 	"time"
 
@@ -58,14 +57,7 @@ tenants:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: gpupool.dev/v1\nkind: Plan\nmetadata: {name: loop}\npool: loop\ngpus:\n- {board: %s, index: 0, node: n0, mode: mig, role: pool, instances: [", s.board)
-	fmt.Fprintf(&b, `{profile: %s, start: %d, replicas: [{index: 0, tenant: t, vllmArgs: [--gpu-memory-utilization, "0.9", --max-model-len, "8192", --max-num-seqs, "%d", --max-num-batched-tokens, "2048"]}]}`, s.profile, s.start, seqs)
-	fmt.Fprintf(&b, "]}\nsummary: {gpusTotal: 1, gpusUsed: 1}\ntenants:\n- name: t\n  replicas:\n  - {gpu: n0/0, index: 0, instance: %s@%d, slice: mig}\n", s.profile, s.start)
-	pl, err := v1.DecodePlan([]byte(b.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := migPlan(t, "loop", s.board, s.profile, []int{s.start}, 8192, seqs)
 	return simulate(t, pool, pl, d, seed).Report.Tenants[0]
 }
 

@@ -342,6 +342,40 @@ func migEngine(t *testing.T, model, board, profile string, clock float64) *perf.
 	return e
 }
 
+// migPlan is a hand-written Plan of pool name: one GPU of board (as a Plan names it) on node n0
+// in MIG mode, with one replica of tenant t on each instance of profile at starts, rendered as the
+// planner renders them (memory utilisation 0.9, max-num-batched-tokens 2,048) at --max-model-len
+// maxLen and --max-num-seqs seqs.
+func migPlan(t *testing.T, name, board, profile string, starts []int, maxLen, seqs int) *v1.Plan {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: gpupool.dev/v1\nkind: Plan\nmetadata: {name: %s}\npool: %s\ngpus:\n- {board: %s, index: 0, node: n0, mode: mig, role: pool, instances: [", name, name, board)
+	for i, st := range starts {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, `{profile: %s, start: %d, replicas: [{index: %d, tenant: t, vllmArgs: [--gpu-memory-utilization, "0.9", --max-model-len, "%d", --max-num-seqs, "%d", --max-num-batched-tokens, "2048"]}]}`, profile, st, i, maxLen, seqs)
+	}
+	b.WriteString("]}\nsummary: {gpusTotal: 1, gpusUsed: 1}\ntenants:\n- name: t\n  replicas:\n")
+	for i, st := range starts {
+		fmt.Fprintf(&b, "  - {gpu: n0/0, index: %d, instance: %s@%d, slice: mig}\n", i, profile, st)
+	}
+	pl, err := v1.DecodePlan([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl
+}
+
+// downFrom is n instance starts from 6 down by step: 6, 5, 4 for 1g.10gb, 6, 4, 2 for 1g.20gb.
+func downFrom(n, step int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = 6 - step*i
+	}
+	return s
+}
+
 // simOnMIG is the worst SLO attainment, over seeds 1 and 2 and about 4,000 requests each, of
 // qwen2.5-3b at rps req/s of in + 150 tokens (TTFT 2.8 s, TPOT 100 ms) on n 1g.10gb instances of
 // one H100, as the planner renders them (max-num-batched-tokens 2,048) at --max-num-seqs seqs
@@ -370,22 +404,7 @@ tenants:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b strings.Builder
-	b.WriteString("apiVersion: gpupool.dev/v1\nkind: Plan\nmetadata: {name: thrash}\npool: thrash\ngpus:\n- {board: H100-SXM5-80GB, index: 0, node: n0, mode: mig, role: pool, instances: [")
-	for i := range n {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, `{profile: 1g.10gb, start: %d, replicas: [{index: %d, tenant: t, vllmArgs: [--gpu-memory-utilization, "0.9", --max-model-len, "8192", --max-num-seqs, "%d", --max-num-batched-tokens, "2048"]}]}`, 6-i, i, seqs)
-	}
-	b.WriteString("]}\nsummary: {gpusTotal: 1, gpusUsed: 1}\ntenants:\n- name: t\n  replicas:\n")
-	for i := range n {
-		fmt.Fprintf(&b, "  - {gpu: n0/0, index: %d, instance: 1g.10gb@%d, slice: mig}\n", i, 6-i)
-	}
-	pl, err := v1.DecodePlan([]byte(b.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := migPlan(t, "thrash", "H100-SXM5-80GB", "1g.10gb", downFrom(n, 1), 8192, seqs)
 	d := time.Duration(4000/rps*1e9) + 30*time.Second
 	worst := 1.0
 	for seed := uint64(1); seed <= 2; seed++ {

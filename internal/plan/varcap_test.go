@@ -61,22 +61,7 @@ tenants:
 	if s.maxCtx > 0 {
 		ml = s.maxCtx
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: gpupool.dev/v1\nkind: Plan\nmetadata: {name: vc}\npool: vc\ngpus:\n- {board: %s, index: 0, node: n0, mode: mig, role: pool, instances: [", s.planBoard)
-	for i := range n {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, `{profile: %s, start: %d, replicas: [{index: %d, tenant: t, vllmArgs: [--gpu-memory-utilization, "0.9", --max-model-len, "%d", --max-num-seqs, "%d", --max-num-batched-tokens, "2048"]}]}`, s.profile, 6-i, i, ml, seqs)
-	}
-	b.WriteString("]}\nsummary: {gpusTotal: 1, gpusUsed: 1}\ntenants:\n- name: t\n  replicas:\n")
-	for i := range n {
-		fmt.Fprintf(&b, "  - {gpu: n0/0, index: %d, instance: %s@%d, slice: mig}\n", i, s.profile, 6-i)
-	}
-	pl, err := v1.DecodePlan([]byte(b.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := migPlan(t, "vc", s.planBoard, s.profile, downFrom(n, 1), ml, seqs)
 	d := time.Duration(float64(reqs)/rps*1e9) + 30*time.Second
 	var out []sim.TenantReport
 	for _, seed := range seeds {
