@@ -332,16 +332,9 @@ func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 		if q.k > 1 {
 			pre = q.k * q.step(d99, 1)
 		}
-		// The decode batch beside the prompts a burst brings (burstDecodes, ADR 0099): the
-		// decodes of n replicas spread by the router, +Inf where the rule does not apply.
-		spread := math.Inf(1)
-		if q.lengths == "" && q.k > 1 {
-			spread = 1 + routedPromptsP99(d, n)
-		}
 		for range 20 {
-			pm := lr * (o1*tpot + pre)
-			pc := q.promptChunksP99(per, pm, n)
-			nt := q.step(q.burstDecodes(d99, spread, pc, pm), math.Max(f, pc/o1))
+			pc := q.promptChunksP99(per, lr*(o1*tpot+pre), n)
+			nt := q.step(d99, math.Max(f, pc/o1))
 			if lc := q.laterChunks(); pc > lc {
 				// At most slots − 1 prompts admitted after it, on a full replica (laterChunks).
 				nt = math.Min(nt, laterChunksMargin*q.step(float64(q.slots), math.Max(f, lc/o1)))
@@ -449,36 +442,6 @@ func (q *qmodel) laterChunks() float64 {
 	}
 	return q.k * float64(q.slots-1)
 }
-
-// burstDecodes is the decode batch beside a request whose decode window meets pc prompt chunks
-// where pm prompts arrive in the mean, for fixed prompts longer than a chunk (spread, the
-// router's p99 of the decodes, finite): d99 (the Poisson p99 of the decodes, independent of the
-// prompts) until the prompts exceed their mean, and then the decodes of spread plus
-// burstDecodeShare for each prompt beyond the mean, at most the slots. The decodes and the
-// prompts over a window are not independent: a burst of prompts is a burst of requests, each of
-// which decodes beside the request from its own prefill to the window's end, and the burst that
-// brought them had filled the replica's decodes before it. Counted independently (d99 beside
-// the prompts' p99) the TPOT p99 of long prompts on replicas of many slots near saturation was
-// up to 27 % under the simulator's worst run (qwen2.5-7b on an H100-SXM5-80GB, 20,000 + 256
-// tokens at 1.053 req/s, 50 slots: 82.1 ms against 113.2): at its p99 request the simulator ran
-// 40 decodes a step beside 43.6 prompts, where the model put 13 beside 34 (ADR 0099).
-func (q *qmodel) burstDecodes(d99, spread, pc, pm float64) float64 {
-	excess := pc/q.k - pm
-	if math.IsInf(spread, 1) || excess <= 0 {
-		return d99
-	}
-	return math.Min(float64(q.slots), math.Max(d99, spread+burstDecodeShare*excess))
-}
-
-// burstDecodeShare is the decodes a request meets per prompt its decode window meets beyond
-// the mean (burstDecodes): each such prompt's request decodes beside it for the rest of the
-// window (half of it for prompts spread evenly, more for a backlog prefilled at its start), and
-// the burst that brought them had filled the decodes before it too; the simulator's p99 request
-// of the worst shape had 1.3 (27 decodes above d99 for 21 prompts above the mean), and its worst
-// runs ask for more. 2 is the least multiple of 0.25 that keeps the model at or above the
-// simulator's worst run on every shape of ADR 0097's grid with concurrency unset (1.75 left one
-// at 0.994), ADR 0099.
-const burstDecodeShare = 2
 
 // laterChunksMargin scales the TPOT laterChunks bounds: priced at the mean chunk and the mean
 // decode's KV, the bound's full replica is up to 0.7 % below the simulator's worst run where it
