@@ -56,7 +56,7 @@ go test -count=1 -timeout 20m -run 'TestPlannerSimulatorAgreement|TestQueueSizin
 # every such test is named in a run below).
 echo "== tests too slow under the race detector, without it"
 go test -count=1 -timeout 20m -run 'TestConfirmRaisesShortTenants|TestConfirmShortWithoutRoomIsShort|TestConfirmFleetFullKeepsBestRound|TestConfirmJudgesInComponent|TestKeptPlanConfirmedRaisesInRoom|TestKeptPlanEveryTenantSimulated|TestKeptPlanShortBySimulationWeighedAgain|TestHeldPlanShortWithoutRoom|TestKeptPlanShortRaisedOnIdleGPU|TestKeptPlanShortIdleGPUOfAnotherBoard|TestPartialRepackConfirmedBySimulation|TestKeptPlanShortIdleGPUBreaksNodeMPSSetting|TestKeptPlanShortMIGOrTPNotStartedOnIdle|TestKeptPlanIdleStartWeighedAgainstRepack|TestKeptPlanShortAtMaxReplicasNotStartedOnIdle|TestConfirmRaisesDiurnalAtItsPeak|TestConfirmDiurnalJudgedInPeakRunsOfItsComponent|TestBaselineTakesTheConfirmedExclusiveCount|TestBaselineKeepsCountsTheConfirmationDidNotRaise|TestMoveServedKeepsToItsBudget|TestConfirmLargePoolKept|TestConfirmLargePoolReachesUnreached' ./internal/plan
-go test -count=1 -timeout 20m -run 'TestPlanScaleVaried|TestSixBoardsNodesRender' ./cmd/gpupool
+go test -count=1 -timeout 20m -run 'TestPlanScaleVaried|TestPlanScaleGenscale|TestSixBoardsNodesRender' ./cmd/gpupool
 
 echo "== CLI smoke: the README quick start, and its output read back"
 tmp=$(mktemp -d)

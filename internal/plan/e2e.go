@@ -24,9 +24,14 @@ import (
 // e2eP99Varying is the 99th percentile of T + step·(L − 1), T exponential with p99 ttft, L the
 // output length under the model's law (capped by the maximum context as the simulator caps it),
 // in seconds, bracketed by bisection to a microsecond.
+//
+// The bisection only asks whether the chance of exceeding x is above 1 %: the sum of its
+// non-negative terms stops once it is (a float sum of such terms never decreases), and a term
+// whose 100^(−y/ttft) is below the smallest float (y above 170 TTFT p99s) adds an exact 0 and is
+// skipped. The same sums in the same order otherwise, so the same answer, bit for bit.
 func (q *qmodel) e2eP99Varying(ttft, step float64) float64 {
 	ls, ps := q.outLaw()
-	miss := func(x float64) float64 {
+	above := func(x float64) bool { // the chance of exceeding x above 1 %
 		s := 0.0
 		for i, l := range ls {
 			y := x - step*(l-1)
@@ -34,15 +39,22 @@ func (q *qmodel) e2eP99Varying(ttft, step float64) float64 {
 			case y <= 0:
 				s += ps[i]
 			case ttft > 0:
-				s += ps[i] * math.Pow(100, -y/ttft)
+				z := -y / ttft
+				if z < -e2eZeroTail {
+					continue // 100^z is 0
+				}
+				s += ps[i] * math.Pow(100, z)
+			}
+			if s > 0.01 {
+				return true
 			}
 		}
-		return s
+		return false
 	}
 	lo, hi := 0.0, ttft+step*(ls[len(ls)-1]-1)+1e-6
 	for hi-lo > 1e-6 {
 		mid := (lo + hi) / 2
-		if miss(mid) > 0.01 {
+		if above(mid) {
 			lo = mid
 		} else {
 			hi = mid
@@ -50,6 +62,10 @@ func (q *qmodel) e2eP99Varying(ttft, step float64) float64 {
 	}
 	return hi
 }
+
+// e2eZeroTail is the exponent beyond which 100^(−z) is 0 in float64: 100^−170 is 1e-340,
+// far below half the smallest subnormal (4.9e-324).
+const e2eZeroTail = 170
 
 // outLaw is the output length's law as the simulator draws it around the mean out: its values
 // ascending and their chances. Uniform: max(1, ⌊out/2⌋ + j), j uniform on {0, …, out};

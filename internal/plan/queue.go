@@ -395,9 +395,9 @@ func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 		// replicas of four slots or more, rarely wait past what the target leaves for the
 		// pooled slots (cappedSpreadWait), or, on one to three slots, for the first of their
 		// replica's (cappedWait).
-		full := erlangC(n*q.slots, lam*holding)
+		full, often := erlangCAbove(n*q.slots, lam*holding, cappedWaitMiss)
 		if q.slots >= cappedFewSlots {
-			if full > cappedWaitMiss {
+			if often {
 				if n == 1 {
 					return qstate{limit: perf.LimitMaxSeqs, inFlight: inFlight}
 				}
@@ -528,7 +528,10 @@ func (q *qmodel) firstChunkThrash(lam float64, n int, t float64) bool {
 	o1 := q.out - 1
 	servers := n * q.slots
 	a := lam * (q.k + o1) * t
-	if a >= float64(servers) || erlangC(servers, a) > kvThrashMiss {
+	if a >= float64(servers) {
+		return true
+	}
+	if _, full := erlangCAbove(servers, a, kvThrashMiss); full {
 		return true
 	}
 	// The loop lasts where the tenant's rate is above what it serves with one replica in the
@@ -938,6 +941,35 @@ func erlangC(servers int, a float64) float64 {
 	n := float64(servers)
 	rho := a / n
 	return b / (1 - rho + rho*b)
+}
+
+// erlangCAbove reports whether erlangC(servers, a) exceeds limit and, where it does, returns
+// that value (the same float: the same recursion, step for step); where it does not, c is 0.
+// The callers only compare Erlang C with a limit unless it exceeds it, and on many slots at a
+// light load it is far below: from the first k ≥ a + 1 on, Erlang B's recursion only shrinks b
+// (each step multiplies it by a/(k + a·b) < 1), and Erlang C, b/(1 − ρ + ρ·b), is at most
+// b/(1 − ρ) and grows with b, so once b is within limit·(1 − ρ) (less a relative 1e-9 for the
+// rounding) the answer is known and the rest of the n·slots steps, whose b sinks into
+// subnormal numbers, are skipped. The same decisions as erlangC(servers, a) > limit.
+func erlangCAbove(servers int, a, limit float64) (c float64, above bool) {
+	n := float64(servers)
+	rho := a / n
+	stop := math.Inf(-1) // no early answer where ρ is 1 or near it
+	if a >= 0 && rho < 1-1e-6 {
+		stop = limit * (1 - rho) * (1 - 1e-9)
+	}
+	b := 1.0
+	for k := 1; k <= servers; k++ {
+		b = a * b / (float64(k) + a*b)
+		if b <= stop && float64(k) >= a+1 {
+			return 0, false
+		}
+	}
+	c = b / (1 - rho + rho*b)
+	if c > limit {
+		return c, true
+	}
+	return 0, false
 }
 
 // ttftMargin is the share of the TTFT target the model's p99 may take: near saturation the

@@ -55,6 +55,77 @@ func TestErlangC(t *testing.T) {
 	}
 }
 
+// erlangCAbove decides erlangC(servers, a) > limit as erlangC does, and returns its very value
+// where it exceeds the limit, on a grid of pools and loads and at the loads where Erlang C
+// crosses each limit the planner compares it with (found by bisection, then a few floats either
+// side), where an early answer that is off by a rounding would show; and it does answer early on
+// many slots at a light load.
+func TestErlangCAbove(t *testing.T) {
+	check := func(servers int, a, limit float64) bool {
+		t.Helper()
+		want := erlangC(servers, a)
+		c, above := erlangCAbove(servers, a, limit)
+		if above != (want > limit) || (above && c != want) || (!above && c != 0) {
+			t.Fatalf("erlangCAbove(%d, %v, %g) = %v, %v; erlangC = %v", servers, a, limit, c, above, want)
+		}
+		return above
+	}
+	limits := []float64{kvThrashMiss, cappedSpreadMiss, cappedWaitMiss, 0.01, 0.3}
+	for _, servers := range []int{1, 2, 3, 4, 5, 8, 12, 16, 64, 256, 512, 1000, 2560, 4096} {
+		n := float64(servers)
+		for i := 1; i < 200; i++ {
+			a := n * float64(i) / 200
+			for _, limit := range limits {
+				check(servers, a, limit)
+			}
+		}
+		for _, limit := range limits {
+			lo, hi := 0.0, n
+			for range 200 {
+				mid := (lo + hi) / 2
+				if erlangC(servers, mid) > limit {
+					hi = mid
+				} else {
+					lo = mid
+				}
+			}
+			for _, x := range []float64{lo, hi} {
+				a := x
+				for range 4 {
+					a = math.Nextafter(a, 0)
+				}
+				for range 9 {
+					check(servers, a, limit)
+					a = math.Nextafter(a, n)
+				}
+			}
+			if servers >= 64 && check(servers, lo/2, limit) {
+				t.Fatalf("C(%d, %v) above %g", servers, lo/2, limit)
+			}
+		}
+	}
+}
+
+// erlangCAbove's early answer: on 2,560 slots (ten replicas of 256) at a load of 20 it decides
+// within a few dozen of the 2,560 steps of Erlang B's recursion.
+func BenchmarkErlangCAbove(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		f    func() bool
+	}{
+		{"full", func() bool { return erlangC(2560, 20) > cappedWaitMiss }},
+		{"above", func() bool { _, above := erlangCAbove(2560, 20, cappedWaitMiss); return above }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if c.f() {
+					b.Fatal("above")
+				}
+			}
+		})
+	}
+}
+
 // The sizing is the fewest replicas meeting the SLO: n meets it, n − 1 does not (unless n is the
 // saturation count), n never falls below the saturation count, and more traffic never needs
 // fewer replicas.
