@@ -19,7 +19,8 @@ import (
 //	GAP_POOL=/some/dir/fix1000.yaml go test -run TestGapByClass -v ./internal/plan
 //
 // It logs TestGapDecomposition's split (SLO margin × packing), the bound's terms at the bound's
-// counts and the board-limit term at the sized counts, and then per tenant three
+// counts and the board-limit term at the sized counts, the least total cost of the sized
+// candidates within the boards' pool GPUs (capChoiceFigure), and then per tenant three
 // GPU-equivalents (replicas / share × the unit's fraction of a GPU): the bound's cheapest
 // column (its count), the cheapest feasible candidate at the sized count, and the plan's
 // choice; summed by class of tenant (tier, tensor-parallel degree of the choice, redundancy,
@@ -54,6 +55,14 @@ func TestGapByClass(t *testing.T) {
 	})
 	t.Logf("at bound counts: volume %d, group %.2f, LP %d (%v), board capacity %.2f; at sized counts: volume %d, board capacity %.2f",
 		volLB, grpLB, lpLB, lpok, capLB, p.volumeBound(), capSized)
+	capPool := map[string]float64{}
+	for _, g := range pl.GPUs {
+		if g.Role != v1.RoleBurst {
+			capPool[g.Board]++
+		}
+	}
+	fig, figUse := capChoiceFigure(p, capPool)
+	t.Logf("the choice's figure under the boards' pool GPUs %v: %.1f GPU-equivalents (by board at the last best multipliers %v)", capPool, fig, figUse)
 	byBoard := map[string][3]float64{}
 	type row struct {
 		tn           *tenant
@@ -181,4 +190,78 @@ func sloStr(s v1.SLO) string {
 		return fmt.Sprint(*d)
 	}
 	return f(s.TTFTP99) + "/" + f(s.TPOTP99) + "/" + f(s.E2EP99)
+}
+
+// capChoiceFigure is the least Σ over tenants of a candidate's cost (replicas / share × the
+// unit's fraction of a GPU, the choice's own price) at the sized counts with at most capN[b]
+// GPU-equivalents on board b, fractional (the Lagrangian dual by subgradient ascent, 2,000
+// steps): what the candidate choice could reach under the boards' limits before packing.
+func capChoiceFigure(p *planner, capN map[string]float64) (float64, map[string]float64) {
+	var boards []string
+	bidx := map[string]int{}
+	for b := range capN {
+		bidx[b] = len(boards)
+		boards = append(boards, b)
+	}
+	slices.Sort(boards)
+	for i, b := range boards {
+		bidx[b] = i
+	}
+	nb := len(boards)
+	var rows [][]float64
+	for _, tn := range p.tenants {
+		if tn.choice == nil || shortOfGPUs(tn) {
+			continue
+		}
+		row := make([]float64, nb)
+		for b := range row {
+			row[b] = math.Inf(1)
+		}
+		for _, c := range tn.feasible {
+			row[bidx[c.board.Name]] = min(row[bidx[c.board.Name]], c.cost)
+		}
+		rows = append(rows, row)
+	}
+	mu := make([]float64, nb)
+	best, bestUse := math.Inf(-1), map[string]float64{}
+	for k := range 2000 {
+		use := make([]float64, nb)
+		v := 0.0
+		for b := range nb {
+			v -= mu[b] * capN[boards[b]]
+		}
+		for _, row := range rows {
+			bb, bv := -1, math.Inf(1)
+			for b, x := range row {
+				if y := (1 + mu[b]) * x; y < bv {
+					bb, bv = b, y
+				}
+			}
+			v += bv
+			use[bb] += row[bb]
+		}
+		if v > best {
+			best = v
+			for b := range nb {
+				bestUse[boards[b]] = use[b]
+			}
+		}
+		norm := 0.0
+		for b := range nb {
+			g := use[b] - capN[boards[b]]
+			if mu[b] == 0 && g < 0 {
+				g = 0
+			}
+			use[b] = g
+			norm += g * g
+		}
+		if norm == 0 {
+			break
+		}
+		step := 0.5 / math.Sqrt(float64(k+1)) / math.Sqrt(norm)
+		for b := range nb {
+			mu[b] = max(0, mu[b]+step*use[b])
+		}
+	}
+	return best, bestUse
 }
