@@ -15,7 +15,8 @@ import (
 const boundSlack = 1e-6
 
 // lowerBound is a proven lower bound on the pool GPUs any plan built from the candidate slices
-// needs for the feasible tenants: the larger of the Lagrangian volume bound and, when small
+// needs for the feasible tenants: the larger of the Lagrangian volume bound, the sharing-group
+// bound, the volume bound with each board's GPUs as a limit (boardCapBound) and, when small
 // enough, the LP relaxation of the pattern formulation solved with the simplex method.
 //
 // It does not trust the planner's replica counts: every candidate is counted at its lbReplicas,
@@ -26,6 +27,28 @@ const boundSlack = 1e-6
 // candidates are its feasible ones and those rejected only under busy neighbours (boundExtra,
 // boundAdmits), since a plan may give a replica idle ones.
 func (p *planner) lowerBound() int {
+	lb := 0
+	p.atBoundCounts(func() {
+		lb = p.volumeBound()
+		if p.stopped() { // Build discards the plan
+			return
+		}
+		lb = max(lb, p.groupBound())
+		if p.stopped() {
+			return
+		}
+		lb = max(lb, int(math.Ceil(p.boardCapBound()-boundSlack)))
+		if v, ok := p.lpBound(); ok && v > lb {
+			lb = v
+		}
+	})
+	return lb
+}
+
+// atBoundCounts runs f with the candidates as the lower bound counts them: each tenant's
+// feasible ones and those rejected only under busy neighbours (boundExtra), every one at its
+// lbReplicas where that is below its replicas. It restores them after.
+func (p *planner) atBoundCounts(f func()) {
 	type saved struct {
 		c *cand
 		r int
@@ -52,18 +75,7 @@ func (p *planner) lowerBound() int {
 			tn.feasible = feasible[i]
 		}
 	}()
-	lb := p.volumeBound()
-	if p.stopped() { // Build discards the plan
-		return lb
-	}
-	lb = max(lb, p.groupBound())
-	if p.stopped() {
-		return lb
-	}
-	if v, ok := p.lpBound(); ok && v > lb {
-		lb = v
-	}
-	return lb
+	f()
 }
 
 // volumeBound: with prices π(P) = λ·memory share + (1−λ)·compute share for a MIG instance of

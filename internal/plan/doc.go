@@ -356,7 +356,11 @@
 //   - the Lagrangian volume bound: with prices λ·memory share + (1−λ)·compute share per MIG
 //     instance and 1 per whole GPU, every GPU's contents cost at most 1, so Σ over tenants of
 //     their cheapest candidate's price bounds the GPUs for every λ (weak duality); the best λ of
-//     21 is kept.
+//     21 is kept;
+//   - on a fleet of several boards, the same with each board's GPUs N_b as a limit
+//     (boardCapBound, ADR 0098): for multipliers μ_b ≥ 0, Σ over tenants of their cheapest
+//     candidate's price × (1 + μ of its board) − Σ_b μ_b N_b, the multipliers found by projected
+//     subgradient ascent at each λ; tenants the packing left short of GPUs are left out of it.
 //
 // In all three r_tc is the candidate's lower bound count, not the planner's: the fewest replicas
 // that keep up with the tenant's load on that slice kind (the queueing model's saturation
