@@ -157,7 +157,18 @@ func (f e2eFast) above(ls, ps []float64, x float64) (above, known bool) {
 // rest put on the last value); a maximum context above 1 caps a length at maxCtx − 1.
 func (q *qmodel) outLaw() ([]float64, []float64) {
 	out := int(q.out)
-	var ls, ps []float64
+	n := 1 // the values at most, allocated at once
+	switch q.lengths {
+	case v1.LengthsUniform:
+		n = out + 1
+	case v1.LengthsExponential:
+		n = 64*out + 1
+		if out > 1 {
+			// above·r^(l−1) falls below 1e-9 by l = 1 + ln(1e-9)/ln r (rounded, and a margin)
+			n = min(n, int(math.Log(1e-9)/math.Log1p(-1/float64(out)))+4)
+		}
+	}
+	ls, ps := make([]float64, 0, max(n, 1)), make([]float64, 0, max(n, 1))
 	add := func(l int, p float64) {
 		if q.maxCtx > 1 {
 			l = min(l, q.maxCtx-1)

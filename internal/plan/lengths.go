@@ -324,17 +324,9 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 	// At or above bound a miss above 1 % decides (the answer is above x), whatever its value:
 	// the sum stops there. Summed in the same order, a sum that does not stop is the full one.
 	whole := func(x float64) bool { return bound <= 0 || x < bound }
-	const grid = 100
-	var steps, count []float64 // distinct decode steps of the output quantiles, and how many
-	for i := range grid {
-		if j := q.outQuantile((float64(i)+0.5)/grid) - 1; j >= 1 {
-			if n := len(steps); n > 0 && steps[n-1] == j {
-				count[n-1]++
-			} else {
-				steps, count = append(steps, j), append(count, 1)
-			}
-		}
-	}
+	const grid = spreadGrid
+	sp := q.spreadSteps()
+	steps, count := sp.steps, sp.count // distinct decode steps of the output quantiles, and how many
 	base := q.step(d99, 0)
 	chunk := q.in / q.k
 	// At or below bound a miss of at most 1 % decides (the answer is at most x), whatever its
@@ -420,6 +412,38 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 		}
 	}
 	return hi
+}
+
+// spreadGrid is the output quantiles tpotSpread averages over.
+const spreadGrid = 100
+
+// spreadLaw is tpotSpread's distinct decode steps of the output quantiles, ascending, and how
+// many quantiles each stands for: a function of the law and the mean output alone, kept on the
+// model for them (spreadSteps).
+type spreadLaw struct {
+	lengths      v1.Lengths
+	out          float64
+	steps, count []float64
+}
+
+// spreadSteps is the model's spreadLaw, computed on first use and again if its law or mean
+// output has changed since.
+func (q *qmodel) spreadSteps() *spreadLaw {
+	if sp := q.spread; sp != nil && sp.lengths == q.lengths && sp.out == q.out {
+		return sp
+	}
+	sp := &spreadLaw{lengths: q.lengths, out: q.out}
+	for i := range spreadGrid {
+		if j := q.outQuantile((float64(i)+0.5)/spreadGrid) - 1; j >= 1 {
+			if n := len(sp.steps); n > 0 && sp.steps[n-1] == j {
+				sp.count[n-1]++
+			} else {
+				sp.steps, sp.count = append(sp.steps, j), append(sp.count, 1)
+			}
+		}
+	}
+	q.spread = sp
+	return sp
 }
 
 // pruneBelow is the miss below which tpotSpread's sum may stop: 1 % less a margin far above

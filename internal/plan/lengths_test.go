@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -507,4 +508,25 @@ func BenchmarkTailBound(b *testing.B) {
 		}
 	}
 	_ = s
+}
+
+// tpotSpread's output quantiles are kept on the model (spreadSteps): asked again they are the
+// same object, and a model whose mean output or law changed since gets those of a fresh model.
+func TestSpreadStepsKept(t *testing.T) {
+	for _, law := range []v1.Lengths{v1.LengthsUniform, v1.LengthsExponential} {
+		for _, out := range []float64{2, 3, 40, 500, 7000} {
+			q := (&qmodel{out: 17}).withLengths(v1.LengthsExponential, 0)
+			q.spreadSteps()
+			q.out = out
+			q.withLengths(law, 0)
+			got := q.spreadSteps()
+			want := (&qmodel{out: out}).withLengths(law, 0).spreadSteps()
+			if !slices.Equal(got.steps, want.steps) || !slices.Equal(got.count, want.count) {
+				t.Errorf("%s out %v: kept %v × %v, fresh %v × %v", law, out, got.steps, got.count, want.steps, want.count)
+			}
+			if q.spreadSteps() != got {
+				t.Errorf("%s out %v: computed again", law, out)
+			}
+		}
+	}
 }
