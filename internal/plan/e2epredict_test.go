@@ -240,3 +240,36 @@ func TestE2EFastAgreesWithSum(t *testing.T) {
 		t.Errorf("the product answered %d of %d probes, fewer than half", known, asked)
 	}
 }
+
+// e2eFast's run of products stays within its allowance of the powers it replaces: over
+// e2eFastRun steps from exponents between −e2eFastSkip and 0, at ratios from 1e-4 to 20 TTFTs a
+// step, the product differs from 100^z (z taken exactly as the sum takes it) by less than
+// e2eFastRun·e2eFastPow relative, what the bound allows a run.
+func TestE2EFastRunWithinItsBound(t *testing.T) {
+	worst := 0.0
+	for _, ttft := range []float64{0.001, 0.05, 0.3, 2.5} {
+		for _, ratio := range []float64{1e-4, 3e-3, 0.07, 0.9, 4, 20} {
+			step := ratio * ttft
+			r := math.Pow(100, step/ttft)
+			for z0 := -e2eFastSkip; z0 < 0; z0 += 0.37 {
+				x := -z0 * ttft // the first length's y, with l = 1
+				g := math.Pow(100, -x/ttft)
+				for k := 1; k <= e2eFastRun; k++ {
+					y := x - step*float64(k)
+					if y <= 0 {
+						break
+					}
+					g *= r
+					exact := math.Pow(100, -y/ttft)
+					if d := math.Abs(g/exact - 1); d > worst {
+						worst = d
+					}
+				}
+			}
+		}
+	}
+	t.Logf("largest relative difference over a run: %.3g (allowance %.3g)", worst, e2eFastRun*e2eFastPow)
+	if worst >= e2eFastRun*e2eFastPow {
+		t.Errorf("a run's product differs from the power by %g, beyond %g", worst, e2eFastRun*e2eFastPow)
+	}
+}
