@@ -29,6 +29,9 @@ import (
 // non-negative terms stops once it is (a float sum of such terms never decreases), and a term
 // whose 100^(−y/ttft) is below the smallest float (y above 170 TTFT p99s) adds an exact 0 and is
 // skipped. The same sums in the same order otherwise, so the same answer, bit for bit.
+//
+// That sum takes a power a term; e2eAboveFast answers most probes from a running product
+// instead, and only those it cannot tell from 1 % by more than its error bound go to the sum.
 func (q *qmodel) e2eP99Varying(ttft, step float64) float64 {
 	ls, ps := q.outLaw()
 	above := func(x float64) bool { // the chance of exceeding x above 1 %
@@ -52,9 +55,14 @@ func (q *qmodel) e2eP99Varying(ttft, step float64) float64 {
 		return false
 	}
 	lo, hi := 0.0, ttft+step*(ls[len(ls)-1]-1)+1e-6
+	fast := newE2EFast(ls, ttft, step, hi)
 	for hi-lo > 1e-6 {
 		mid := (lo + hi) / 2
-		if above(mid) {
+		a, known := fast.above(ls, ps, mid)
+		if !known {
+			a = above(mid)
+		}
+		if a {
 			lo = mid
 		} else {
 			hi = mid
@@ -67,13 +75,100 @@ func (q *qmodel) e2eP99Varying(ttft, step float64) float64 {
 // far below half the smallest subnormal (4.9e-324).
 const e2eZeroTail = 170
 
+// e2eFast answers e2eP99Varying's question (is the chance of exceeding x above 1 %?) where it
+// is clear: the same terms, 100^(−y/ttft) taken as a running product, ×r = 100^(step/ttft) from
+// one length to the next (recomputed by a power every e2eFastRun terms, and skipped below
+// 100^(−e2eFastSkip)), summed in the same order, answer when the sum is more than e2eFastSlack
+// above or below 1 %. Its error against the exact sum is at most bound (relative to the terms'
+// sum, at most 1, plus what the skipped terms leave out): the exponents' rounding, up to
+// 2ε·x/ttft + 170ε each (ε = 2^−53) plus e2eFastRun·ε·step/ttft through r, times ln 100; the
+// powers' and products' rounding over a run (e2eFastPow a term); and each sum's, n·ε for n
+// terms. Where bound exceeds a tenth of the slack (a TTFT p99 tiny against the decode, or more
+// terms than the slack allows), it answers nothing.
+type e2eFast struct {
+	ok         bool
+	ttft, step float64
+	r          float64 // 100^(step/ttft)
+}
+
+const (
+	e2eFastSlack = 1e-9  // absolute, on a chance compared with 1 %
+	e2eFastRun   = 64    // terms between powers
+	e2eFastSkip  = 140.0 // 100^−140 = 1e-280: a term below it is left out (counted in the bound)
+	e2eFastPow   = 1e-13 // relative error of a power or a product, a term (far above Go's)
+)
+
+func newE2EFast(ls []float64, ttft, step, xmax float64) e2eFast {
+	if !(ttft > 0) || !(step > 0) || math.IsInf(xmax, 0) || math.IsNaN(xmax) {
+		return e2eFast{}
+	}
+	const eps = 0x1p-53
+	n := float64(len(ls))
+	dz := 2*eps*xmax/ttft + 170*eps + e2eFastRun*eps*step/ttft
+	bound := 2*math.Ln10*dz + e2eFastRun*e2eFastPow + 2*n*eps + n*1e-280
+	if !(bound <= e2eFastSlack/10) {
+		return e2eFast{}
+	}
+	r := math.Pow(100, step/ttft)
+	if math.IsInf(r, 0) || !(r > 0) {
+		return e2eFast{}
+	}
+	return e2eFast{ok: true, ttft: ttft, step: step, r: r}
+}
+
+// above is whether the chance of exceeding x is above 1 %, and whether that is known.
+func (f e2eFast) above(ls, ps []float64, x float64) (above, known bool) {
+	if !f.ok {
+		return false, false
+	}
+	s, g, run, prev := 0.0, 0.0, 0, math.NaN()
+	for i, l := range ls {
+		y := x - f.step*(l-1) // as e2eP99Varying's sum, so the same terms count as certain
+		switch {
+		case y <= 0:
+			s += ps[i]
+		default:
+			z := -y / f.ttft
+			if z < -e2eFastSkip {
+				continue
+			}
+			if run > 0 && l == prev+1 {
+				g *= f.r
+				run--
+			} else {
+				g, run = math.Pow(100, z), e2eFastRun
+			}
+			prev = l
+			s += ps[i] * g
+		}
+		if s > 0.01+e2eFastSlack {
+			return true, true
+		}
+	}
+	if s < 0.01-e2eFastSlack {
+		return false, true
+	}
+	return false, false
+}
+
 // outLaw is the output length's law as the simulator draws it around the mean out: its values
 // ascending and their chances. Uniform: max(1, ⌊out/2⌋ + j), j uniform on {0, …, out};
 // exponential: geometric on {1, 2, …} of mean out, cut where less than 1e-9 of it lies above (the
 // rest put on the last value); a maximum context above 1 caps a length at maxCtx − 1.
 func (q *qmodel) outLaw() ([]float64, []float64) {
 	out := int(q.out)
-	var ls, ps []float64
+	n := 1 // the values at most, allocated at once
+	switch q.lengths {
+	case v1.LengthsUniform:
+		n = out + 1
+	case v1.LengthsExponential:
+		n = 64*out + 1
+		if out > 1 {
+			// above·r^(l−1) falls below 1e-9 by l = 1 + ln(1e-9)/ln r (rounded, and a margin)
+			n = min(n, int(math.Log(1e-9)/math.Log1p(-1/float64(out)))+4)
+		}
+	}
+	ls, ps := make([]float64, 0, max(n, 1)), make([]float64, 0, max(n, 1))
 	add := func(l int, p float64) {
 		if q.maxCtx > 1 {
 			l = min(l, q.maxCtx-1)

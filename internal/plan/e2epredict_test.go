@@ -176,3 +176,100 @@ func TestE2ESplitTighterMeetsInSimulation(t *testing.T) {
 		}
 	}
 }
+
+// e2eFast's running product answers e2eP99Varying's question as the exact sum does wherever
+// it answers: at the bisection's probes and at points packed around the answer (down to 1e-12 s
+// from it, where the chance is within e2eFastSlack of 1 %), over both laws, capped and
+// uncapped, at TTFTs and steps from short to long; and it answers most probes.
+func TestE2EFastAgreesWithSum(t *testing.T) {
+	exact := func(ls, ps []float64, ttft, step, x float64) bool {
+		s := 0.0
+		for i, l := range ls {
+			y := x - step*(l-1)
+			switch {
+			case y <= 0:
+				s += ps[i]
+			case ttft > 0:
+				s += ps[i] * math.Pow(100, -y/ttft)
+			}
+		}
+		return s > 0.01
+	}
+	known, asked, cases := 0, 0, 0
+	for _, law := range []v1.Lengths{"", v1.LengthsExponential, v1.LengthsUniform} {
+		for _, out := range []float64{2, 20, 150, 800, 3000} {
+			for _, maxCtx := range []int{0, 600} {
+				q := (&qmodel{out: out}).withLengths(law, maxCtx)
+				ls, ps := q.outLaw()
+				for _, ttft := range []float64{0, 0.001, 0.05, 0.3, 2.5, 40} {
+					for _, step := range []float64{0.0001, 0.004, 0.03, 0.2} {
+						cases++
+						lo, hi := 0.0, ttft+step*(ls[len(ls)-1]-1)+1e-6
+						f := newE2EFast(ls, ttft, step, hi)
+						check := func(x float64) bool {
+							want := exact(ls, ps, ttft, step, x)
+							asked++
+							if got, ok := f.above(ls, ps, x); ok {
+								known++
+								if got != want {
+									t.Errorf("%q out %v maxCtx %d ttft %v step %v x %v: fast %v, the sum %v", law, out, maxCtx, ttft, step, x, got, want)
+								}
+							}
+							return want
+						}
+						for hi-lo > 1e-6 {
+							mid := (lo + hi) / 2
+							if check(mid) {
+								lo = mid
+							} else {
+								hi = mid
+							}
+						}
+						for _, d := range []float64{1e-5, 1e-7, 1e-9, 1e-10, 1e-11, 1e-12, 0} {
+							check(hi + d)
+							check(lo - d)
+							check(math.Nextafter(lo, math.Inf(1)) + d)
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d cases: %d of %d probes answered by the product", cases, known, asked)
+	if known < asked/2 {
+		t.Errorf("the product answered %d of %d probes, fewer than half", known, asked)
+	}
+}
+
+// e2eFast's run of products stays within its allowance of the powers it replaces: over
+// e2eFastRun steps from exponents between −e2eFastSkip and 0, at ratios from 1e-4 to 20 TTFTs a
+// step, the product differs from 100^z (z taken exactly as the sum takes it) by less than
+// e2eFastRun·e2eFastPow relative, what the bound allows a run.
+func TestE2EFastRunWithinItsBound(t *testing.T) {
+	worst := 0.0
+	for _, ttft := range []float64{0.001, 0.05, 0.3, 2.5} {
+		for _, ratio := range []float64{1e-4, 3e-3, 0.07, 0.9, 4, 20} {
+			step := ratio * ttft
+			r := math.Pow(100, step/ttft)
+			for z0 := -e2eFastSkip; z0 < 0; z0 += 0.37 {
+				x := -z0 * ttft // the first length's y, with l = 1
+				g := math.Pow(100, -x/ttft)
+				for k := 1; k <= e2eFastRun; k++ {
+					y := x - step*float64(k)
+					if y <= 0 {
+						break
+					}
+					g *= r
+					exact := math.Pow(100, -y/ttft)
+					if d := math.Abs(g/exact - 1); d > worst {
+						worst = d
+					}
+				}
+			}
+		}
+	}
+	t.Logf("largest relative difference over a run: %.3g (allowance %.3g)", worst, e2eFastRun*e2eFastPow)
+	if worst >= e2eFastRun*e2eFastPow {
+		t.Errorf("a run's product differs from the power by %g, beyond %g", worst, e2eFastRun*e2eFastPow)
+	}
+}

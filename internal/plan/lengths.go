@@ -324,17 +324,9 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 	// At or above bound a miss above 1 % decides (the answer is above x), whatever its value:
 	// the sum stops there. Summed in the same order, a sum that does not stop is the full one.
 	whole := func(x float64) bool { return bound <= 0 || x < bound }
-	const grid = 100
-	var steps, count []float64 // distinct decode steps of the output quantiles, and how many
-	for i := range grid {
-		if j := q.outQuantile((float64(i)+0.5)/grid) - 1; j >= 1 {
-			if n := len(steps); n > 0 && steps[n-1] == j {
-				count[n-1]++
-			} else {
-				steps, count = append(steps, j), append(count, 1)
-			}
-		}
-	}
+	const grid = spreadGrid
+	sp := q.spreadSteps()
+	steps, count := sp.steps, sp.count // distinct decode steps of the output quantiles, and how many
 	base := q.step(d99, 0)
 	chunk := q.in / q.k
 	// At or below bound a miss of at most 1 % decides (the answer is at most x), whatever its
@@ -422,6 +414,38 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 	return hi
 }
 
+// spreadGrid is the output quantiles tpotSpread averages over.
+const spreadGrid = 100
+
+// spreadLaw is tpotSpread's distinct decode steps of the output quantiles, ascending, and how
+// many quantiles each stands for: a function of the law and the mean output alone, kept on the
+// model for them (spreadSteps).
+type spreadLaw struct {
+	lengths      v1.Lengths
+	out          float64
+	steps, count []float64
+}
+
+// spreadSteps is the model's spreadLaw, computed on first use and again if its law or mean
+// output has changed since.
+func (q *qmodel) spreadSteps() *spreadLaw {
+	if sp := q.spread; sp != nil && sp.lengths == q.lengths && sp.out == q.out {
+		return sp
+	}
+	sp := &spreadLaw{lengths: q.lengths, out: q.out}
+	for i := range spreadGrid {
+		if j := q.outQuantile((float64(i)+0.5)/spreadGrid) - 1; j >= 1 {
+			if n := len(sp.steps); n > 0 && sp.steps[n-1] == j {
+				sp.count[n-1]++
+			} else {
+				sp.steps, sp.count = append(sp.steps, j), append(sp.count, 1)
+			}
+		}
+	}
+	q.spread = sp
+	return sp
+}
+
 // pruneBelow is the miss below which tpotSpread's sum may stop: 1 % less a margin far above
 // the sum's rounding (a hundred terms at 1e-16 each).
 const pruneBelow = 0.01 * (1 - 1e-9)
@@ -442,8 +466,15 @@ func tailBound(m, y float64) float64 {
 		return 1
 	}
 	d := math.Sqrt(yp) - math.Sqrt(mp)
+	if d*d > tailBoundFar {
+		return 1e-7 // what exp(−d²) + 1e-7 rounds to, without the exponential
+	}
 	return math.Exp(-d*d) + 1e-7
 }
+
+// tailBoundFar is the exponent beyond which tailBound's e^(−d²) + 1e-7 is 1e-7 in float64:
+// e^−60 is 8.8e-27, far below half an ulp of 1e-7 (6.6e-24).
+const tailBoundFar = 60
 
 // spreadTol is the relative width to which tpotSpread brackets its answer (rounded up).
 const spreadTol = 1e-4
@@ -536,10 +567,7 @@ func tailAt(l v1.Lengths, m, y float64) float64 {
 	if m > 50 || m < 1.0/128 {
 		return compoundTail(l, 1, m, y)
 	}
-	i := max(0, int(math.Ceil(128*math.Log2(128*m))))
-	for i < len(tailPoints) && tailPoints[i].m < m {
-		i++
-	}
+	i := tailPoint(m)
 	if i >= len(tailPoints) {
 		return compoundTail(l, 1, m, y) // not reached: m ≤ 50 lies below the grid's last point
 	}
@@ -572,6 +600,47 @@ func tailAt(l v1.Lengths, m, y float64) float64 {
 	row[k].Store(math.Float64bits(v) | 1<<63) // the sign bit marks a value as computed
 	return v
 }
+
+// tailPoint is the grid point tailAt reads for 2^−7 ≤ m ≤ 50: the least i not below
+// tailPointLog(m) with tailPoints[i].m ≥ m. The least i at all with tailPoints[i].m ≥ m (j)
+// comes from m's exponent and the top 10 bits of its mantissa (tailStart, a point below it)
+// and at most a few steps up; it is that point unless m lies within 1e-12 of tailPoints[j].m,
+// where the logarithm's rounding could put tailPointLog(m) above j: 128·log2(128m) is then
+// more than 1.8e-10 below j, a hundred times the logarithm's error, so its ceiling is at most
+// j. There tailPointLog decides, as before: the grid rises, so the answer is the larger.
+func tailPoint(m float64) int {
+	b := math.Float64bits(m)
+	e := int(b>>52&0x7ff) - 1023 // m is normal: 2^−7 ≤ m
+	j := max(0, 128*(e+7)+tailStart[b>>42&0x3ff])
+	for j < len(tailPoints) && tailPoints[j].m < m {
+		j++
+	}
+	if j < len(tailPoints) && m < tailPoints[j].m*(1-1e-12) {
+		return j
+	}
+	return max(j, tailPointLog(m))
+}
+
+// tailPointLog is tailAt's grid point as first computed: from the logarithm, then up to the
+// first point not below m.
+func tailPointLog(m float64) int {
+	i := max(0, int(math.Ceil(128*math.Log2(128*m))))
+	for i < len(tailPoints) && tailPoints[i].m < m {
+		i++
+	}
+	return i
+}
+
+// tailStart holds, per top 10 bits f of a mantissa, a grid step below the first point of an
+// octave's grid (128 points a doubling) not below 1 + f/1024: ⌊128·log2(1 + f/1024)⌋ − 1, so
+// that tailPoints[128(e+7) + tailStart[f]].m lies below any m of exponent e with those bits
+// (by at least 0.54 % less the rounding of 2^(i/128)).
+var tailStart = func() (t [1024]int) {
+	for f := range t {
+		t[f] = int(math.Floor(128*math.Log2(1+float64(f)/1024))) - 1
+	}
+	return t
+}()
 
 // tailPoints holds tailAt's grid of means, 2^(i/128)/128, and the sums' standard deviations
 // there by law (uniform, exponential), at the mean capped at 50: computed once, the same values

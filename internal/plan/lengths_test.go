@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -278,6 +279,37 @@ func TestTailBoundIsAboveTheTable(t *testing.T) {
 	}
 }
 
+// tailBound's shortcut beyond tailBoundFar returns what the formula rounds to, bit for bit:
+// e^(−e) + 1e-7 is 1e-7 for every exponent e above it (checked from it to where e^(−e) is 0,
+// and at the float just above it), and tailBound equals the formula on both sides of it.
+func TestTailBoundFarIsExact(t *testing.T) {
+	formula := func(m, y float64) float64 {
+		mp := m * 1.0055
+		yp := y - math.Sqrt(2*mp)/64
+		if yp <= mp {
+			return 1
+		}
+		d := math.Sqrt(yp) - math.Sqrt(mp)
+		return math.Exp(-d*d) + 1e-7
+	}
+	for e := math.Nextafter(tailBoundFar, math.Inf(1)); e < 800; e = e*1.001 + 1e-3 {
+		if v := math.Exp(-e) + 1e-7; v != 1e-7 {
+			t.Fatalf("e^-%v + 1e-7 = %v, not 1e-7", e, v)
+		}
+	}
+	n := 0
+	for _, m := range []float64{0.003, 0.3, 2.7, 13.3, 49.9, 120, 900, 3e4} {
+		for u := 0.0; u <= 400; u += 0.07 {
+			y := m + u*u + u*math.Sqrt(m) // d² from 0 to far beyond tailBoundFar
+			if got, want := tailBound(m, y), formula(m, y); got != want {
+				t.Fatalf("tailBound(%v, %v) = %v, the formula %v", m, y, got, want)
+			}
+			n++
+		}
+	}
+	t.Logf("%d points", n)
+}
+
 // admits decides as meets on the full state, bit for bit, also with the TPOT target just
 // either side of the state's TPOT p99 (where the bounded search must run to its end), with
 // and without a TTFT target; and stateFor with the TPOT target alone names the same binding
@@ -406,6 +438,95 @@ func TestLengthTablesShared(t *testing.T) {
 	for i := range 2 {
 		if plans[i] == nil || !reflect.DeepEqual(plans[i].Tenants, plans[2].Tenants) {
 			t.Errorf("plan %d built concurrently differs", i)
+		}
+	}
+}
+
+// tailPoint, which reads the exponent and a table in place of the logarithm, is the grid point
+// of tailPointLog (the logarithm and steps up, as tailAt first found it) for every mean tailAt
+// reads the table at: at each grid point, the floats either side of it and 1e-12 off it, and
+// at a million means spread over [2^−7, 50]; and the grid rises.
+func TestTailPointIsTheLogarithms(t *testing.T) {
+	for i := 1; i < len(tailPoints); i++ {
+		if !(tailPoints[i].m > tailPoints[i-1].m) {
+			t.Fatalf("tailPoints[%d].m = %v, not above %v", i, tailPoints[i].m, tailPoints[i-1].m)
+		}
+	}
+	n := 0
+	check := func(m float64) {
+		if m < 1.0/128 || m > 50 {
+			return
+		}
+		n++
+		if got, want := tailPoint(m), tailPointLog(m); got != want {
+			t.Fatalf("tailPoint(%v) = %d, the logarithm's %d", m, got, want)
+		}
+	}
+	for _, p := range tailPoints {
+		for _, m := range []float64{p.m, math.Nextafter(p.m, 0), math.Nextafter(p.m, 100), p.m * (1 - 1e-12), p.m * (1 + 1e-12), p.m * (1 - 2e-12)} {
+			check(m)
+		}
+	}
+	for k := range 1000000 {
+		check(1.0/128 + (50-1.0/128)*float64(k)/999999)
+		check(math.Exp2(-7 + 12.64*float64(k)/999999))
+	}
+	t.Logf("%d means", n)
+}
+
+// tailAt's grid point from the exponent and table (tailPoint) and from the logarithm
+// (tailPointLog), over means spread across the grid, as tpotSpread's sums read it.
+func BenchmarkTailPoint(b *testing.B) {
+	ms := make([]float64, 1024)
+	for k := range ms {
+		ms[k] = math.Exp2(-7 + 12.6*float64(k*389%1024)/1024)
+	}
+	for _, f := range []struct {
+		name string
+		f    func(float64) int
+	}{{"table", tailPoint}, {"log", tailPointLog}} {
+		b.Run(f.name, func(b *testing.B) {
+			s := 0
+			for b.Loop() {
+				for _, m := range ms {
+					s += f.f(m)
+				}
+			}
+			_ = s
+		})
+	}
+}
+
+// tailBound over thresholds from the mean to far beyond it, most past tailBoundFar, as
+// tpotSpread's pruned sums ask it for the long requests' steps.
+func BenchmarkTailBound(b *testing.B) {
+	s := 0.0
+	for b.Loop() {
+		for k := range 256 {
+			m := 0.5 + float64(k%16)
+			s += tailBound(m, m+float64(k)*2)
+		}
+	}
+	_ = s
+}
+
+// tpotSpread's output quantiles are kept on the model (spreadSteps): asked again they are the
+// same object, and a model whose mean output or law changed since gets those of a fresh model.
+func TestSpreadStepsKept(t *testing.T) {
+	for _, law := range []v1.Lengths{v1.LengthsUniform, v1.LengthsExponential} {
+		for _, out := range []float64{2, 3, 40, 500, 7000} {
+			q := (&qmodel{out: 17}).withLengths(v1.LengthsExponential, 0)
+			q.spreadSteps()
+			q.out = out
+			q.withLengths(law, 0)
+			got := q.spreadSteps()
+			want := (&qmodel{out: out}).withLengths(law, 0).spreadSteps()
+			if !slices.Equal(got.steps, want.steps) || !slices.Equal(got.count, want.count) {
+				t.Errorf("%s out %v: kept %v × %v, fresh %v × %v", law, out, got.steps, got.count, want.steps, want.count)
+			}
+			if q.spreadSteps() != got {
+				t.Errorf("%s out %v: computed again", law, out)
+			}
 		}
 	}
 }

@@ -69,6 +69,8 @@ type qmodel struct {
 	// until asked for.
 	w    perf.Workload
 	idle *qmodel
+	// spread is tpotSpread's output quantiles (spreadSteps), nil until asked for.
+	spread *spreadLaw
 	// lengths is the tenant's length law, "" for fixed, and maxCtx the context that caps a
 	// drawn length (lengths.go).
 	lengths v1.Lengths
