@@ -532,9 +532,9 @@ func (q *qmodel) firstChunkThrash(lam float64, n int, t float64) bool {
 		return true
 	}
 	// The loop lasts where the tenant's rate is above what it serves with one replica in the
-	// loop and the others at their slots' rate (the least-loaded router sends a looping
+	// loop and the others at their full slots' rate (the least-loaded router sends a looping
 	// replica, whose queue is long, no new requests): below loopDrain of it a backlog drains.
-	if lam <= loopDrain*(q.loopServes()+float64(n-1)*float64(q.slots)/((q.k+o1)*t)) {
+	if lam <= loopDrain*(q.loopServes()+float64(n-1)*q.fullServes()) {
 		return false
 	}
 	lr := lam / float64(n)
@@ -559,6 +559,25 @@ func (q *qmodel) loopServes() float64 {
 	}
 	hold := q.k*q.step(b, 1) + (q.out-1)*(q.step(b, 0)+q.step(b, 1))/2
 	return b / hold
+}
+
+// fullServes is the rate, in req/s, that one replica serves with every slot held, outside the
+// first-chunk loop: the slots, each through k chunk steps and O − 1 decode steps of a full batch
+// (slots·(O−1)/(k+O−1) decodes and slots·k/(k+O−1) chunks a step, at most one, since a
+// replica prefills one prompt after another), and no more than its prefill passes, a prompt
+// every k steps that carry a chunk. It is what the other replicas carry while one is in the
+// loop (firstChunkThrash, loopDrain). At the tenant's own mean step, the slots' rate of
+// slots/((k+O−1)·t) took a light load's step for a full replica's: llama-3.1-8b on an
+// H100-SXM5-80GB at --max-num-seqs 16 above its 14 places, 30,000 + 256 tokens, 2.36 req/s a
+// replica at 0.473 req/s each, where one saturates at 0.676 (fullServes 0.678), so two
+// replicas at 0.946 req/s were spared the entries' budget and every run of seeds 1–3 fell into
+// the loop and stayed (ADR 0099).
+func (q *qmodel) fullServes() float64 {
+	o1 := q.out - 1
+	s := float64(q.slots)
+	d := s * o1 / (q.k + o1)
+	rate := s / ((q.k + o1) * q.step(d, math.Min(s*q.k/(q.k+o1), 1)))
+	return math.Min(rate, 1/(q.k*q.step(d, 1)))
 }
 
 // loopEntries is the expected number of arrivals over horizon seconds that find one of the n
