@@ -166,7 +166,7 @@ func longTPOTGrid(conc int) []longTPOTShape {
 }
 
 // TestLongPromptTPOTSweep is the calibration sweep of the TPOT p99 of long prompts (k > 1) on
-// exclusive replicas (ADR 0097, ADR 0099), run only with GPUPOOL_LONGTPOT_SWEEP set: 1 (or
+// exclusive replicas (ADR 0097), run only with GPUPOOL_LONGTPOT_SWEEP set: 1 (or
 // "unset") the shapes of concurrency unset, "all" those of concurrency 8 and 16 too. For each
 // shape the model's TPOT p99 (qmodel.state) against the simulator's worst run of seeds 1–3, and
 // the ratio; last, the ratios' least, median and greatest per concurrency.

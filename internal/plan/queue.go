@@ -531,10 +531,12 @@ func (q *qmodel) firstChunkThrash(lam float64, n int, t float64) bool {
 	if a >= float64(servers) || erlangC(servers, a) > kvThrashMiss {
 		return true
 	}
-	// The loop lasts where the tenant's rate is above what it serves with one replica in the
-	// loop and the others at their full slots' rate (the least-loaded router sends a looping
-	// replica, whose queue is long, no new requests): below loopDrain of it a backlog drains.
-	if lam <= loopDrain*(q.loopServes()+float64(n-1)*q.fullServes()) {
+	// The loop lasts where the tenant's rate is above what it serves with its replicas in the
+	// loop: below loopDrain of it a backlog drains. The least-loaded router spreads a burst over
+	// every replica, so they fill together and each must drain at its own loop rate; and where
+	// one alone is in the loop (the router sends it, whose queue is long, no new requests), the
+	// others carry the rest at their full slots' rate (fullServes). ADR 0099.
+	if lam/float64(n) <= loopDrain*q.loopServes() && lam <= loopDrain*(q.loopServes()+float64(n-1)*q.fullServes()) {
 		return false
 	}
 	lr := lam / float64(n)
@@ -571,7 +573,9 @@ func (q *qmodel) loopServes() float64 {
 // H100-SXM5-80GB at --max-num-seqs 16 above its 14 places, 30,000 + 256 tokens, 2.36 req/s a
 // replica at 0.473 req/s each, where one saturates at 0.676 (fullServes 0.678), so two
 // replicas at 0.946 req/s were spared the entries' budget and every run of seeds 1–3 fell into
-// the loop and stayed (ADR 0099).
+// the loop and stayed (ADR 0099). It bounds the spared rate only where a replica serves more
+// in the loop than at its full slots (prefill-bound, loopServes above fullServes); elsewhere
+// the replicas' own loop rate does.
 func (q *qmodel) fullServes() float64 {
 	o1 := q.out - 1
 	s := float64(q.slots)
