@@ -466,8 +466,8 @@ const kvThrashMiss = 3e-6
 // loopHorizon, loopEntryBudget and loopDrain bound the first-chunk loop's entries
 // (firstChunkThrash, ADR 0096): at most loopEntryBudget expected over loopHorizon seconds (a day),
 // by loopEntries' tandem of the prefill queue and the decodes, where the tenant's rate is above
-// loopDrain of what it serves with one replica in the loop (loopServes, the others at their
-// slots' rate). The loop is metastable: where the replica's rate is above what it serves inside
+// loopDrain of what it serves in the loop (loopServes; over several replicas each replica's
+// rate, and one in the loop beside the others at fullServes, ADR 0099). The loop is metastable: where the replica's rate is above what it serves inside
 // the loop (every other step throwing away a chunk), one entry is never left. qwen2.5-7b on an
 // A100 1g.20gb at --max-num-seqs 16 above its 9 places, 4,000 + 150 tokens, serves 0.085 req/s in
 // the loop at its efficiency clock (0.119 at boost): at 0.1 req/s, which ADR 0084's kvThrashMiss
