@@ -467,8 +467,9 @@ const kvThrashMiss = 3e-6
 // (firstChunkThrash, ADR 0096): at most loopEntryBudget expected over loopHorizon seconds (a day),
 // by loopEntries' tandem of the prefill queue and the decodes, where the tenant's rate is above
 // loopDrain of what it serves in the loop (loopServes; over several replicas each replica's
-// rate, and one in the loop beside the others at fullServes, ADR 0099). The loop is metastable: where the replica's rate is above what it serves inside
-// the loop (every other step throwing away a chunk), one entry is never left. qwen2.5-7b on an
+// rate, and one in the loop beside the others at fullServes, ADR 0099). The loop is metastable:
+// where the replica's rate is above what it serves inside the loop (every other step throwing
+// away a chunk), one entry is never left. qwen2.5-7b on an
 // A100 1g.20gb at --max-num-seqs 16 above its 9 places, 4,000 + 150 tokens, serves 0.085 req/s in
 // the loop at its efficiency clock (0.119 at boost): at 0.1 req/s, which ADR 0084's kvThrashMiss
 // accepts (up to 0.127), three of five 24-hour runs fall in and stay (23–29 % of requests within
