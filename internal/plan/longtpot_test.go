@@ -109,7 +109,22 @@ func saturationRate(q *qmodel) float64 {
 // s at rps req/s over n exclusive replicas run with flags.
 func simExclusiveTPOT(t *testing.T, s longTPOTShape, rps float64, flags []string, from, to uint64) []float64 {
 	t.Helper()
-	pool := longTPOTPool(t, s, rps)
+	pool, pl := longTPOTPool(t, s, rps), exclusivePlan(t, s, flags)
+	d := time.Duration(2500/rps*1e9) + 30*time.Second
+	var p99 []float64
+	for seed := from; seed <= to; seed++ {
+		r := simulate(t, pool, pl, d, seed).Report.Tenants[0]
+		if r.Preemptions > 0 {
+			t.Logf("%v, seed %d: %d preemptions", s, seed, r.Preemptions)
+		}
+		p99 = append(p99, r.TPOT.P99)
+	}
+	return p99
+}
+
+// exclusivePlan is the plan of s's n exclusive replicas run with flags (longTPOTPool's tenant).
+func exclusivePlan(t *testing.T, s longTPOTShape, flags []string) *v1.Plan {
+	t.Helper()
 	quoted := make([]string, len(flags))
 	for i, f := range flags {
 		quoted[i] = fmt.Sprintf("%q", f)
@@ -128,16 +143,7 @@ func simExclusiveTPOT(t *testing.T, s longTPOTShape, rps float64, flags []string
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := time.Duration(2500/rps*1e9) + 30*time.Second
-	var p99 []float64
-	for seed := from; seed <= to; seed++ {
-		r := simulate(t, pool, pl, d, seed).Report.Tenants[0]
-		if r.Preemptions > 0 {
-			t.Logf("%v, seed %d: %d preemptions", s, seed, r.Preemptions)
-		}
-		p99 = append(p99, r.TPOT.P99)
-	}
-	return p99
+	return pl
 }
 
 // longTPOTGrid is ADR 0097's calibration grid, the shapes of concurrency conc.
@@ -160,7 +166,7 @@ func longTPOTGrid(conc int) []longTPOTShape {
 }
 
 // TestLongPromptTPOTSweep is the calibration sweep of the TPOT p99 of long prompts (k > 1) on
-// exclusive replicas (ADR 0097, ADR 0099), run only with GPUPOOL_LONGTPOT_SWEEP set: 1 (or
+// exclusive replicas (ADR 0097), run only with GPUPOOL_LONGTPOT_SWEEP set: 1 (or
 // "unset") the shapes of concurrency unset, "all" those of concurrency 8 and 16 too. For each
 // shape the model's TPOT p99 (qmodel.state) against the simulator's worst run of seeds 1–3, and
 // the ratio; last, the ratios' least, median and greatest per concurrency.
@@ -222,4 +228,50 @@ func longTPOTRatio(t *testing.T, s longTPOTShape) (float64, bool) {
 		return 0, false
 	}
 	return ratio, true
+}
+
+// TestLongPromptLoopSweep asks the planner's admission (qmodel.admits at a TTFT of 60 s and a
+// TPOT of 1 s, which only a collapse misses) on the shapes of the calibration grid whose engine
+// may admit beyond the KV cache's places (concurrency 16, and 32 where the places are 16 or
+// more), and simulates each state it accepts at seeds 1–3 (about 2,500 requests), logging
+// preemptions, TTFT p99 and the share of requests within the SLO; GPUPOOL_LOOP_SWEEP=day adds
+// 24-hour runs of the states the budget of loop entries refuses and loopDrain once spared (ADR
+// 0099). Run only with GPUPOOL_LOOP_SWEEP set; it fails where an accepted state misses 99 %.
+func TestLongPromptLoopSweep(t *testing.T) {
+	which := os.Getenv("GPUPOOL_LOOP_SWEEP")
+	if which == "" {
+		t.Skip("the first-chunk loop sweep runs with GPUPOOL_LOOP_SWEEP=1 (or day)")
+	}
+	slo := perf.SLO{TTFT: 60 * time.Second, TPOT: time.Second}
+	for _, conc := range []int{16, 32} {
+		for _, s := range longTPOTGrid(conc) {
+			q, flags := longTPOTModel(t, s)
+			if !q.kvBound || q.capped || q.slots >= conc || (conc == 32 && q.slots < 16) {
+				continue
+			}
+			rate := s.frac * float64(s.n) * saturationRate(q)
+			st := q.state(rate, s.n)
+			pool, pl := longTPOTPool(t, s, rate), exclusivePlan(t, s, flags)
+			if !q.admits(rate, s.n, slo) {
+				if which != "day" || st.limit != perf.LimitKV || s.n < 2 || s.frac > 0.8 {
+					continue
+				}
+				// Refused by the loop's rules: over a day, is the loop entered and kept?
+				for seed := uint64(1); seed <= 3; seed++ {
+					r := simulate(t, pool, pl, 24*time.Hour, seed).Report.Tenants[0]
+					t.Logf("%v: %.4f req/s refused (%d slots); 24 hours, seed %d: %d preemptions, TTFT p99 %.0f s, %.2f %% within the SLO",
+						s, rate, q.slots, seed, r.Preemptions, r.TTFT.P99/1e3, 100*r.SLOAttainment)
+				}
+				continue
+			}
+			for seed := uint64(1); seed <= 3; seed++ {
+				r := simulate(t, pool, pl, time.Duration(2500/rate*1e9)+30*time.Second, seed).Report.Tenants[0]
+				t.Logf("%v: %.4f req/s accepted (%d slots, TPOT p99 %.1f ms); seed %d: %d preemptions, TTFT p99 %.1f s, TPOT p99 %.1f ms, %.2f %% within the SLO",
+					s, rate, q.slots, st.tpot*1e3, seed, r.Preemptions, r.TTFT.P99/1e3, r.TPOT.P99, 100*r.SLOAttainment)
+				if r.SLOAttainment < 0.99 {
+					t.Errorf("%v: accepted at %.4f req/s, seed %d meets the SLO for %.2f %% of the requests", s, rate, seed, 100*r.SLOAttainment)
+				}
+			}
+		}
+	}
 }

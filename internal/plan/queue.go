@@ -468,9 +468,10 @@ const kvThrashMiss = 3e-6
 // loopHorizon, loopEntryBudget and loopDrain bound the first-chunk loop's entries
 // (firstChunkThrash, ADR 0096): at most loopEntryBudget expected over loopHorizon seconds (a day),
 // by loopEntries' tandem of the prefill queue and the decodes, where the tenant's rate is above
-// loopDrain of what it serves with one replica in the loop (loopServes, the others at their
-// slots' rate). The loop is metastable: where the replica's rate is above what it serves inside
-// the loop (every other step throwing away a chunk), one entry is never left. qwen2.5-7b on an
+// loopDrain of what it serves in the loop (loopServes; over several replicas each replica's
+// rate, and one in the loop beside the others at fullServes, ADR 0099). The loop is metastable:
+// where the replica's rate is above what it serves inside the loop (every other step throwing
+// away a chunk), one entry is never left. qwen2.5-7b on an
 // A100 1g.20gb at --max-num-seqs 16 above its 9 places, 4,000 + 150 tokens, serves 0.085 req/s in
 // the loop at its efficiency clock (0.119 at boost): at 0.1 req/s, which ADR 0084's kvThrashMiss
 // accepts (up to 0.127), three of five 24-hour runs fall in and stay (23–29 % of requests within
@@ -536,10 +537,12 @@ func (q *qmodel) firstChunkThrash(lam float64, n int, t float64) bool {
 	if _, full := erlangCAbove(servers, a, kvThrashMiss); full {
 		return true
 	}
-	// The loop lasts where the tenant's rate is above what it serves with one replica in the
-	// loop and the others at their slots' rate (the least-loaded router sends a looping
-	// replica, whose queue is long, no new requests): below loopDrain of it a backlog drains.
-	if lam <= loopDrain*(q.loopServes()+float64(n-1)*float64(q.slots)/((q.k+o1)*t)) {
+	// The loop lasts where the tenant's rate is above what it serves with its replicas in the
+	// loop: below loopDrain of it a backlog drains. The least-loaded router spreads a burst over
+	// every replica, so they fill together and each must drain at its own loop rate; and where
+	// one alone is in the loop (the router sends it, whose queue is long, no new requests), the
+	// others carry the rest at their full slots' rate (fullServes). ADR 0099.
+	if lam/float64(n) <= loopDrain*q.loopServes() && lam <= loopDrain*(q.loopServes()+float64(n-1)*q.fullServes()) {
 		return false
 	}
 	lr := lam / float64(n)
@@ -564,6 +567,27 @@ func (q *qmodel) loopServes() float64 {
 	}
 	hold := q.k*q.step(b, 1) + (q.out-1)*(q.step(b, 0)+q.step(b, 1))/2
 	return b / hold
+}
+
+// fullServes is the rate, in req/s, that one replica serves with every slot held, outside the
+// first-chunk loop: the slots, each through k chunk steps and O − 1 decode steps of a full batch
+// (slots·(O−1)/(k+O−1) decodes and slots·k/(k+O−1) chunks a step, at most one, since a
+// replica prefills one prompt after another), and no more than its prefill passes, a prompt
+// every k steps that carry a chunk. It is what the other replicas carry while one is in the
+// loop (firstChunkThrash, loopDrain). At the tenant's own mean step, the slots' rate of
+// slots/((k+O−1)·t) took a light load's step for a full replica's: llama-3.1-8b on an
+// H100-SXM5-80GB at --max-num-seqs 16 above its 14 places, 30,000 + 256 tokens, 2.36 req/s a
+// replica at 0.473 req/s each, where one saturates at 0.676 (fullServes 0.678), so two
+// replicas at 0.946 req/s were spared the entries' budget and every run of seeds 1–3 fell into
+// the loop and stayed (ADR 0099). It bounds the spared rate only where a replica serves more
+// in the loop than at its full slots (prefill-bound, loopServes above fullServes); elsewhere
+// the replicas' own loop rate does.
+func (q *qmodel) fullServes() float64 {
+	o1 := q.out - 1
+	s := float64(q.slots)
+	d := s * o1 / (q.k + o1)
+	rate := s / ((q.k + o1) * q.step(d, math.Min(s*q.k/(q.k+o1), 1)))
+	return math.Min(rate, 1/(q.k*q.step(d, 1)))
 }
 
 // loopEntries is the expected number of arrivals over horizon seconds that find one of the n
