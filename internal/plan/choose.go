@@ -234,6 +234,12 @@ func (f *fractional) leave(k int, c *cand, r int) leaving {
 func (f *fractional) joinDelta(l *leaving, k int, e *searchCand) float64 {
 	r := int(e.replicas)
 	if f.cap != nil {
+		if f.vec == nil && f.cap.unlimited(l, f.ids.bucket[k]) {
+			// The penalty's change is 0 (deltaFrom), so the joining part's units need not be
+			// weighed; the sum adds the same 0 as ever, to the bit.
+			pen := 0.0
+			return l.d + f.deltaBy(k, e.unitFrac, r) + pen
+		}
 		b := f.changeBy(k, r, e)
 		pen := f.cap.deltaFrom(l, b)
 		if f.vec != nil {
@@ -280,7 +286,7 @@ func (p *planner) searchCands() {
 		sc, fb := tn.sc[:0], p.forbid[tn]
 		for _, c := range tn.feasible {
 			e := searchCand{c: c, kid: -1, replicas: int32(c.replicas), tpf: unitGPUs(c), memFrac: c.memFrac, compFrac: c.compFrac,
-				unitFrac: c.unitFrac, whole: c.whole(), mig: c.profile != nil, forbidden: fb != nil && p.forbidden(tn, c), disallowed: !p.allowed(c)}
+				unitFrac: c.unitFrac, whole: c.whole(), mig: c.profile != nil, forbidden: fb != nil && forbiddenIn(fb, c), disallowed: !p.allowed(c)}
 			if c.kidFor == tn && c.kidIn == p.ids {
 				e.kid = int32(c.kid)
 			}
@@ -306,13 +312,15 @@ func (p *planner) searchOf(tn *tenant) []searchCand {
 	return tn.sc
 }
 
-// fixedUses sets the search's candidates' disallowed again after the sharing settings (p.keep)
-// changed.
-func (p *planner) fixedUses() {
+// fixedUses sets the search's candidates' disallowed again after the sharing settings of the
+// MIG profiles fixed (useKey) were added to p.keep. Settings are only ever added to the map the
+// search holds (consistent), never changed, so only the candidates of those profiles can change
+// (the others keep what allowed said when their flags were last set).
+func (p *planner) fixedUses(fixed []string) {
 	p.scGen++
 	for _, tn := range p.tenants {
 		for i := range tn.sc {
-			if e := &tn.sc[i]; e.mig {
+			if e := &tn.sc[i]; e.mig && slices.Contains(fixed, useKey(e.c)) {
 				e.disallowed = !p.allowed(e.c)
 			}
 		}
@@ -376,6 +384,12 @@ func (bc *boardCap) add(ch unitChange) {
 // delta is the change of the penalty when both changes apply.
 func (bc *boardCap) delta(a, b unitChange) float64 {
 	return bc.deltaFrom(&leaving{ch: a, capB: bc.boardOf(a.b), capA: bc.load.alone(a)}, b)
+}
+
+// unlimited reports whether neither l's board nor bucket b's has a limit: then deltaFrom is 0
+// for any change of b.
+func (bc *boardCap) unlimited(l *leaving, b int) bool {
+	return math.IsInf(bc.limit[l.capB], 1) && math.IsInf(bc.limit[bc.boardOf(b)], 1)
 }
 
 // deltaFrom is delta for l.ch and b.
@@ -740,8 +754,11 @@ func (p *planner) switchTo(f *fractional, tn *tenant, c *cand) {
 
 // forbidden reports whether c's slice kind on its board was ruled out for tn by an earlier
 // packing that could not place it (see retryBlocked).
-func (p *planner) forbidden(tn *tenant, c *cand) bool {
-	_, ok := p.forbid[tn][forbidKey{c.board.Name, c.kind}]
+func (p *planner) forbidden(tn *tenant, c *cand) bool { return forbiddenIn(p.forbid[tn], c) }
+
+// forbiddenIn is forbidden with tn's forbidden kinds fb (p.forbid[tn]) looked up once.
+func forbiddenIn(fb map[forbidKey]string, c *cand) bool {
+	_, ok := fb[forbidKey{c.board.Name, c.kind}]
 	return ok
 }
 
@@ -847,17 +864,19 @@ func (p *planner) consistent(f *fractional) bool {
 		}
 		uses[k][migUse{kind: c.kind, share: c.share}] += c.replicas
 	}
-	moved, fixed := false, false
+	moved := false
+	var fixed []string
 	for _, k := range keys {
 		if len(uses[k]) < 2 {
 			continue
 		}
 		if _, ok := p.keep[k]; !ok {
-			p.keep[k], fixed = majority(uses[k]), true
+			p.keep[k] = majority(uses[k])
+			fixed = append(fixed, k)
 		}
 	}
-	if fixed {
-		p.fixedUses()
+	if len(fixed) > 0 {
+		p.fixedUses(fixed)
 	}
 	for _, tn := range p.tenants {
 		if tn.choice == nil || (p.allowed(tn.choice) && !p.forbidden(tn, tn.choice)) {
