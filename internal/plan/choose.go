@@ -230,27 +230,36 @@ func (f *fractional) leave(k int, c *cand, r int) leaving {
 }
 
 // joinDelta is moveDelta for the leaving l and e's replicas joining group k, which is not the
-// group l leaves. The parts add in moveDelta's order, so the sums are the same to the bit.
+// group l leaves. The parts add in moveDelta's order, so the sums are the same to the bit. It
+// computes group k's units before and after the joining once, for both the units' change
+// (changeBy) and the sum's (deltaBy), which compute the same differences and products of them.
 func (f *fractional) joinDelta(l *leaving, k int, e *searchCand) float64 {
 	r := int(e.replicas)
-	if f.cap != nil {
-		if f.vec == nil && f.cap.unlimited(l, f.ids.bucket[k]) {
-			// The penalty's change is 0 (deltaFrom), so the joining part's units need not be
-			// weighed; the sum adds the same 0 as ever, to the bit.
-			pen := 0.0
-			return l.d + f.deltaBy(k, e.unitFrac, r) + pen
-		}
-		b := f.changeBy(k, r, e)
-		pen := f.cap.deltaFrom(l, b)
-		if f.vec != nil {
+	f.fit(k)
+	cur := f.replicas[k]
+	u0, u1 := f.units(k, cur), f.units(k, cur+r)
+	if f.vec != nil {
+		b := f.changeOf(k, u1-u0, e)
+		if f.cap != nil {
+			pen := f.cap.deltaFrom(l, b)
 			return f.vec.deltaFrom(l, b) + pen
 		}
-		return l.d + f.deltaBy(k, e.unitFrac, r) + pen
+		return f.vec.deltaFrom(l, b)
 	}
-	if f.vec != nil {
-		return f.vec.deltaFrom(l, f.changeBy(k, r, e))
+	// deltaBy, from the same units.
+	f.unit[k] = e.unitFrac
+	var c0, c1 float64
+	if cur > 0 {
+		c0 = u0 * f.unit[k]
 	}
-	return l.d + f.deltaBy(k, e.unitFrac, r)
+	if cur+r > 0 {
+		c1 = u1 * f.unit[k]
+	}
+	if f.cap != nil {
+		pen := f.cap.deltaFrom(l, f.changeOf(k, u1-u0, e))
+		return l.d + (c1 - c0) + pen
+	}
+	return l.d + (c1 - c0)
 }
 
 // searchCand is one feasible candidate of a tenant as the choice's local search reads it: the
@@ -384,12 +393,6 @@ func (bc *boardCap) add(ch unitChange) {
 // delta is the change of the penalty when both changes apply.
 func (bc *boardCap) delta(a, b unitChange) float64 {
 	return bc.deltaFrom(&leaving{ch: a, capB: bc.boardOf(a.b), capA: bc.load.alone(a)}, b)
-}
-
-// unlimited reports whether neither l's board nor bucket b's has a limit: then deltaFrom is 0
-// for any change of b.
-func (bc *boardCap) unlimited(l *leaving, b int) bool {
-	return math.IsInf(bc.limit[l.capB], 1) && math.IsInf(bc.limit[bc.boardOf(b)], 1)
 }
 
 // deltaFrom is delta for l.ch and b.
