@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/gpu"
 )
 
 // groupKey identifies the replicas that may fill the same shared units: same board, energy
@@ -210,6 +211,10 @@ type leaving struct {
 	// and capB the board of ch's bucket (boardCap.delta).
 	vecA, capA float64
 	capB       int
+	// capOver is the change of the penalty's part of board capB when ch alone applies to its
+	// load, bc.over(capB, load+capA) − bc.over(capB, load), the first term of boardCap.deltaFrom
+	// where the candidate joins another board.
+	capOver float64
 }
 
 // leave is r replicas of c leaving group k (r < 0).
@@ -224,7 +229,7 @@ func (f *fractional) leave(k int, c *cand, r int) leaving {
 		l.vecA = f.vec.alone(l.ch)
 	}
 	if f.cap != nil {
-		l.capB, l.capA = f.cap.boardOf(l.ch.b), f.cap.load.alone(l.ch)
+		f.cap.leave(&l)
 	}
 	return l
 }
@@ -268,6 +273,8 @@ func (f *fractional) joinDelta(l *leaving, k int, e *searchCand) float64 {
 // cand apiece. searchCands fills it before each search.
 type searchCand struct {
 	c *cand
+	// board is c's board (leaveTo compares it without reading c).
+	board *gpu.Board
 	// kid is the number of c's group (keyIDs.of), -1 until the search first asks for it: numbers
 	// are handed out in the order asked, and the order of groups elsewhere follows them.
 	kid      int32
@@ -294,7 +301,7 @@ func (p *planner) searchCands() {
 	for _, tn := range p.tenants {
 		sc, fb := tn.sc[:0], p.forbid[tn]
 		for _, c := range tn.feasible {
-			e := searchCand{c: c, kid: -1, replicas: int32(c.replicas), tpf: unitGPUs(c), memFrac: c.memFrac, compFrac: c.compFrac,
+			e := searchCand{c: c, board: c.board, kid: -1, replicas: int32(c.replicas), tpf: unitGPUs(c), memFrac: c.memFrac, compFrac: c.compFrac,
 				unitFrac: c.unitFrac, whole: c.whole(), mig: c.profile != nil, forbidden: fb != nil && forbiddenIn(fb, c), disallowed: !p.allowed(c)}
 			if c.kidFor == tn && c.kidIn == p.ids {
 				e.kid = int32(c.kid)
@@ -392,7 +399,16 @@ func (bc *boardCap) add(ch unitChange) {
 
 // delta is the change of the penalty when both changes apply.
 func (bc *boardCap) delta(a, b unitChange) float64 {
-	return bc.deltaFrom(&leaving{ch: a, capB: bc.boardOf(a.b), capA: bc.load.alone(a)}, b)
+	l := leaving{ch: a}
+	bc.leave(&l)
+	return bc.deltaFrom(&l, b)
+}
+
+// leave sets l's parts for the board limits from l.ch.
+func (bc *boardCap) leave(l *leaving) {
+	l.capB, l.capA = bc.boardOf(l.ch.b), bc.load.alone(l.ch)
+	la := bc.byBoard[l.capB]
+	l.capOver = bc.over(l.capB, la+l.capA) - bc.over(l.capB, la)
 }
 
 // deltaFrom is delta for l.ch and b.
@@ -420,7 +436,8 @@ func (bc *boardCap) deltaFrom(l *leaving, b unitChange) float64 {
 	if ia == ib {
 		return capPenalty * (bc.over(ia, la+da+db) - bc.over(ia, la))
 	}
-	return capPenalty * (bc.over(ia, la+da) - bc.over(ia, la) + bc.over(ib, lb+db) - bc.over(ib, lb))
+	// Here a.b ≠ b.b, so da is l.capA and the first two terms are l.capOver.
+	return capPenalty * (l.capOver + bc.over(ib, lb+db) - bc.over(ib, lb))
 }
 
 // penalty is the penalty of the current loads.
@@ -736,10 +753,11 @@ func (p *planner) leaveTo(f *fractional, tn *tenant) *cand {
 	best, bestD := tn.choice, math.Inf(1)
 	sc := p.searchOf(tn)
 	l := f.leave(old, tn.choice, -tn.choice.replicas)
+	board := tn.choice.board
 	for i := range sc {
 		e := &sc[i]
 		k := p.kidOf(tn, e)
-		if k == old || e.forbidden || e.disallowed || e.c.board != tn.choice.board {
+		if k == old || e.forbidden || e.disallowed || e.board != board {
 			continue
 		}
 		if d := f.joinDelta(&l, k, e); d < bestD {
