@@ -610,6 +610,7 @@ func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
 	emptied := false
 	type leave struct {
 		tn *tenant
+		to *cand   // leaveTo as the leavers were listed
 		d  float64 // objective change per replica when it leaves alone
 	}
 	type undo struct {
@@ -634,18 +635,22 @@ func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
 			}
 			if to := p.leaveTo(f, tn); to != tn.choice {
 				d := f.moveDelta(k, tn.choice, -tn.choice.replicas, p.ids.of(tn, to), to, to.replicas)
-				ls = append(ls, leave{tn, d / float64(tn.choice.replicas)})
+				ls = append(ls, leave{tn, to, d / float64(tn.choice.replicas)})
 			}
 		}
 		slices.SortStableFunc(ls, func(a, b leave) int { return cmp.Compare(a.d, b.d) })
 		var done []undo
 		total := 0.0
+		listed := f.moves
 		for _, l := range ls {
 			if rest <= 0 {
 				break
 			}
 			tn := l.tn
-			to := p.leaveTo(f, tn) // again: those gone before may have changed its best
+			to := l.to
+			if f.moves != listed {
+				to = p.leaveTo(f, tn) // again: those gone before may have changed its best
+			}
 			if to == tn.choice {
 				continue
 			}
