@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/gpu"
 )
 
 // groupKey identifies the replicas that may fill the same shared units: same board, energy
@@ -210,6 +211,10 @@ type leaving struct {
 	// and capB the board of ch's bucket (boardCap.delta).
 	vecA, capA float64
 	capB       int
+	// capOver is the change of the penalty's part of board capB when ch alone applies to its
+	// load, bc.over(capB, load+capA) − bc.over(capB, load), the first term of boardCap.deltaFrom
+	// where the candidate joins another board.
+	capOver float64
 }
 
 // leave is r replicas of c leaving group k (r < 0).
@@ -224,27 +229,42 @@ func (f *fractional) leave(k int, c *cand, r int) leaving {
 		l.vecA = f.vec.alone(l.ch)
 	}
 	if f.cap != nil {
-		l.capB, l.capA = f.cap.boardOf(l.ch.b), f.cap.load.alone(l.ch)
+		f.cap.leave(&l)
 	}
 	return l
 }
 
 // joinDelta is moveDelta for the leaving l and e's replicas joining group k, which is not the
-// group l leaves. The parts add in moveDelta's order, so the sums are the same to the bit.
+// group l leaves. The parts add in moveDelta's order, so the sums are the same to the bit. It
+// computes group k's units before and after the joining once, for both the units' change
+// (changeBy) and the sum's (deltaBy), which compute the same differences and products of them.
 func (f *fractional) joinDelta(l *leaving, k int, e *searchCand) float64 {
 	r := int(e.replicas)
-	if f.cap != nil {
-		b := f.changeBy(k, r, e)
-		pen := f.cap.deltaFrom(l, b)
-		if f.vec != nil {
+	f.fit(k)
+	cur := f.replicas[k]
+	u0, u1 := f.units(k, cur), f.units(k, cur+r)
+	if f.vec != nil {
+		b := f.changeOf(k, u1-u0, e)
+		if f.cap != nil {
+			pen := f.cap.deltaFrom(l, b)
 			return f.vec.deltaFrom(l, b) + pen
 		}
-		return l.d + f.deltaBy(k, e.unitFrac, r) + pen
+		return f.vec.deltaFrom(l, b)
 	}
-	if f.vec != nil {
-		return f.vec.deltaFrom(l, f.changeBy(k, r, e))
+	// deltaBy, from the same units.
+	f.unit[k] = e.unitFrac
+	var c0, c1 float64
+	if cur > 0 {
+		c0 = u0 * f.unit[k]
 	}
-	return l.d + f.deltaBy(k, e.unitFrac, r)
+	if cur+r > 0 {
+		c1 = u1 * f.unit[k]
+	}
+	if f.cap != nil {
+		pen := f.cap.deltaFrom(l, f.changeOf(k, u1-u0, e))
+		return l.d + (c1 - c0) + pen
+	}
+	return l.d + (c1 - c0)
 }
 
 // searchCand is one feasible candidate of a tenant as the choice's local search reads it: the
@@ -253,6 +273,8 @@ func (f *fractional) joinDelta(l *leaving, k int, e *searchCand) float64 {
 // cand apiece. searchCands fills it before each search.
 type searchCand struct {
 	c *cand
+	// board is c's board (leaveTo compares it without reading c).
+	board *gpu.Board
 	// kid is the number of c's group (keyIDs.of), -1 until the search first asks for it: numbers
 	// are handed out in the order asked, and the order of groups elsewhere follows them.
 	kid      int32
@@ -279,8 +301,8 @@ func (p *planner) searchCands() {
 	for _, tn := range p.tenants {
 		sc, fb := tn.sc[:0], p.forbid[tn]
 		for _, c := range tn.feasible {
-			e := searchCand{c: c, kid: -1, replicas: int32(c.replicas), tpf: unitGPUs(c), memFrac: c.memFrac, compFrac: c.compFrac,
-				unitFrac: c.unitFrac, whole: c.whole(), mig: c.profile != nil, forbidden: fb != nil && p.forbidden(tn, c), disallowed: !p.allowed(c)}
+			e := searchCand{c: c, board: c.board, kid: -1, replicas: int32(c.replicas), tpf: unitGPUs(c), memFrac: c.memFrac, compFrac: c.compFrac,
+				unitFrac: c.unitFrac, whole: c.whole(), mig: c.profile != nil, forbidden: fb != nil && forbiddenIn(fb, c), disallowed: !p.allowed(c)}
 			if c.kidFor == tn && c.kidIn == p.ids {
 				e.kid = int32(c.kid)
 			}
@@ -306,13 +328,15 @@ func (p *planner) searchOf(tn *tenant) []searchCand {
 	return tn.sc
 }
 
-// fixedUses sets the search's candidates' disallowed again after the sharing settings (p.keep)
-// changed.
-func (p *planner) fixedUses() {
+// fixedUses sets the search's candidates' disallowed again after the sharing settings of the
+// MIG profiles fixed (useKey) were added to p.keep. Settings are only ever added to the map the
+// search holds (consistent), never changed, so only the candidates of those profiles can change
+// (the others keep what allowed said when their flags were last set).
+func (p *planner) fixedUses(fixed []string) {
 	p.scGen++
 	for _, tn := range p.tenants {
 		for i := range tn.sc {
-			if e := &tn.sc[i]; e.mig {
+			if e := &tn.sc[i]; e.mig && slices.Contains(fixed, useKey(e.c)) {
 				e.disallowed = !p.allowed(e.c)
 			}
 		}
@@ -375,7 +399,16 @@ func (bc *boardCap) add(ch unitChange) {
 
 // delta is the change of the penalty when both changes apply.
 func (bc *boardCap) delta(a, b unitChange) float64 {
-	return bc.deltaFrom(&leaving{ch: a, capB: bc.boardOf(a.b), capA: bc.load.alone(a)}, b)
+	l := leaving{ch: a}
+	bc.leave(&l)
+	return bc.deltaFrom(&l, b)
+}
+
+// leave sets l's parts for the board limits from l.ch.
+func (bc *boardCap) leave(l *leaving) {
+	l.capB, l.capA = bc.boardOf(l.ch.b), bc.load.alone(l.ch)
+	la := bc.byBoard[l.capB]
+	l.capOver = bc.over(l.capB, la+l.capA) - bc.over(l.capB, la)
 }
 
 // deltaFrom is delta for l.ch and b.
@@ -403,7 +436,8 @@ func (bc *boardCap) deltaFrom(l *leaving, b unitChange) float64 {
 	if ia == ib {
 		return capPenalty * (bc.over(ia, la+da+db) - bc.over(ia, la))
 	}
-	return capPenalty * (bc.over(ia, la+da) - bc.over(ia, la) + bc.over(ib, lb+db) - bc.over(ib, lb))
+	// Here a.b ≠ b.b, so da is l.capA and the first two terms are l.capOver.
+	return capPenalty * (l.capOver + bc.over(ib, lb+db) - bc.over(ib, lb))
 }
 
 // penalty is the penalty of the current loads.
@@ -576,6 +610,7 @@ func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
 	emptied := false
 	type leave struct {
 		tn *tenant
+		to *cand   // leaveTo as the leavers were listed
 		d  float64 // objective change per replica when it leaves alone
 	}
 	type undo struct {
@@ -600,18 +635,22 @@ func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
 			}
 			if to := p.leaveTo(f, tn); to != tn.choice {
 				d := f.moveDelta(k, tn.choice, -tn.choice.replicas, p.ids.of(tn, to), to, to.replicas)
-				ls = append(ls, leave{tn, d / float64(tn.choice.replicas)})
+				ls = append(ls, leave{tn, to, d / float64(tn.choice.replicas)})
 			}
 		}
 		slices.SortStableFunc(ls, func(a, b leave) int { return cmp.Compare(a.d, b.d) })
 		var done []undo
 		total := 0.0
+		listed := f.moves
 		for _, l := range ls {
 			if rest <= 0 {
 				break
 			}
 			tn := l.tn
-			to := p.leaveTo(f, tn) // again: those gone before may have changed its best
+			to := l.to
+			if f.moves != listed {
+				to = p.leaveTo(f, tn) // again: those gone before may have changed its best
+			}
 			if to == tn.choice {
 				continue
 			}
@@ -719,10 +758,11 @@ func (p *planner) leaveTo(f *fractional, tn *tenant) *cand {
 	best, bestD := tn.choice, math.Inf(1)
 	sc := p.searchOf(tn)
 	l := f.leave(old, tn.choice, -tn.choice.replicas)
+	board := tn.choice.board
 	for i := range sc {
 		e := &sc[i]
 		k := p.kidOf(tn, e)
-		if k == old || e.forbidden || e.disallowed || e.c.board != tn.choice.board {
+		if k == old || e.forbidden || e.disallowed || e.board != board {
 			continue
 		}
 		if d := f.joinDelta(&l, k, e); d < bestD {
@@ -740,8 +780,11 @@ func (p *planner) switchTo(f *fractional, tn *tenant, c *cand) {
 
 // forbidden reports whether c's slice kind on its board was ruled out for tn by an earlier
 // packing that could not place it (see retryBlocked).
-func (p *planner) forbidden(tn *tenant, c *cand) bool {
-	_, ok := p.forbid[tn][forbidKey{c.board.Name, c.kind}]
+func (p *planner) forbidden(tn *tenant, c *cand) bool { return forbiddenIn(p.forbid[tn], c) }
+
+// forbiddenIn is forbidden with tn's forbidden kinds fb (p.forbid[tn]) looked up once.
+func forbiddenIn(fb map[forbidKey]string, c *cand) bool {
+	_, ok := fb[forbidKey{c.board.Name, c.kind}]
 	return ok
 }
 
@@ -847,17 +890,19 @@ func (p *planner) consistent(f *fractional) bool {
 		}
 		uses[k][migUse{kind: c.kind, share: c.share}] += c.replicas
 	}
-	moved, fixed := false, false
+	moved := false
+	var fixed []string
 	for _, k := range keys {
 		if len(uses[k]) < 2 {
 			continue
 		}
 		if _, ok := p.keep[k]; !ok {
-			p.keep[k], fixed = majority(uses[k]), true
+			p.keep[k] = majority(uses[k])
+			fixed = append(fixed, k)
 		}
 	}
-	if fixed {
-		p.fixedUses()
+	if len(fixed) > 0 {
+		p.fixedUses(fixed)
 	}
 	for _, tn := range p.tenants {
 		if tn.choice == nil || (p.allowed(tn.choice) && !p.forbidden(tn, tn.choice)) {

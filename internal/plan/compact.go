@@ -41,7 +41,7 @@ func (p *planner) compact(pc *patternCache) error {
 		return nil
 	}
 	c := &compactor{p: p, pc: pc, where: map[*unit]*gpuPlan{}, units: map[*tenant][]*unit{}, byNode: map[string][]*gpuPlan{},
-		pos: map[*gpuPlan]int{}, budget: compactBudget}
+		pos: make(map[*gpuPlan]int, len(p.gpus)), budget: compactBudget}
 	type bucket struct {
 		board  string
 		energy v1.EnergyClass

@@ -547,7 +547,12 @@ type confirmUndo struct {
 }
 
 func (p *planner) snapshot() confirmUndo {
-	u := confirmUndo{forbid: p.forbid, nodeRule: p.nodeRule, nodeMPS: p.nodeMPS, gpus: p.gpus, counts: map[*cand]int{}, moved: p.moved, unmoved: p.unmoved, unmovedOwn: p.unmovedOwn, unmovedServed: p.unmovedServed, unplaced: p.unplaced}
+	n := 0
+	for _, tn := range p.tenants {
+		n += len(tn.feasible) + len(tn.fixedFallback)
+	}
+	u := confirmUndo{forbid: p.forbid, nodeRule: p.nodeRule, nodeMPS: p.nodeMPS, gpus: p.gpus, counts: make(map[*cand]int, n), moved: p.moved, unmoved: p.unmoved, unmovedOwn: p.unmovedOwn, unmovedServed: p.unmovedServed, unplaced: p.unplaced}
+	u.choice, u.infeas = make([]*cand, 0, len(p.tenants)), make([][]v1.Reason, 0, len(p.tenants))
 	for _, tn := range p.tenants {
 		u.choice, u.infeas = append(u.choice, tn.choice), append(u.infeas, tn.infeas)
 		for _, c := range tn.feasible {

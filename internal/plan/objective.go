@@ -64,7 +64,11 @@ func (f *fractional) change(k int, c *cand, r int) unitChange {
 func (f *fractional) changeBy(k, r int, e *searchCand) unitChange {
 	f.fit(k)
 	cur := f.replicas[k]
-	du := f.units(k, cur+r) - f.units(k, cur)
+	return f.changeOf(k, f.units(k, cur+r)-f.units(k, cur), e)
+}
+
+// changeOf is changeBy for a change of du units of group k.
+func (f *fractional) changeOf(k int, du float64, e *searchCand) unitChange {
 	ch := unitChange{b: f.ids.bucket[k]}
 	if e.whole {
 		ch.whole = du * e.tpf

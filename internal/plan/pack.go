@@ -939,10 +939,16 @@ func (p *planner) idleBoards() string {
 // forbiddenWhy says, for a tenant left short, which of its cheaper slice kinds a node rule kept
 // off the fleet (for it or for another tenant; see optimise), by rules (forbidRules), "" when none.
 func forbiddenWhy(tn *tenant, rules map[forbidKey]string) string {
+	if len(rules) == 0 {
+		return ""
+	}
 	var keys []forbidKey
 	for _, c := range tn.feasible {
+		if c.cost >= tn.choice.cost-1e-9 {
+			continue
+		}
 		k := forbidKey{c.board.Name, c.kind}
-		if _, ok := rules[k]; ok && c.cost < tn.choice.cost-1e-9 && !slices.Contains(keys, k) {
+		if _, ok := rules[k]; ok && !slices.Contains(keys, k) {
 			keys = append(keys, k)
 		}
 	}

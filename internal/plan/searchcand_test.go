@@ -108,3 +108,109 @@ func TestSearchFlagsFollowSettings(t *testing.T) {
 		t.Errorf("%d candidate(s) ruled out by a fixed sharing setting, %d forbidden: the check held trivially", ruled, forbidden)
 	}
 }
+
+// refJoinDelta is joinDelta as it read before it computed the joining units once and before
+// the leaving kept its board's penalty part (capOver): changeBy, boardCap.deltaFrom's terms in
+// full and deltaBy, in that order.
+func refJoinDelta(f *fractional, l *leaving, k int, e *searchCand) float64 {
+	r := int(e.replicas)
+	pen := func(b unitChange) float64 {
+		bc := f.cap
+		a := l.ch
+		ia, ib := l.capB, bc.boardOf(b.b)
+		if math.IsInf(bc.limit[ia], 1) && math.IsInf(bc.limit[ib], 1) {
+			return 0
+		}
+		var da, db float64
+		if a.b == b.b {
+			ta := bc.load.get(a.b)
+			va := bc.load.value(ta)
+			a.apply(&ta)
+			b.apply(&ta)
+			da = bc.load.value(ta) - va
+		} else {
+			da = l.capA
+			tb := bc.load.get(b.b)
+			vb := bc.load.value(tb)
+			b.apply(&tb)
+			db = bc.load.value(tb) - vb
+		}
+		la, lb := bc.byBoard[ia], bc.byBoard[ib]
+		if ia == ib {
+			return capPenalty * (bc.over(ia, la+da+db) - bc.over(ia, la))
+		}
+		return capPenalty * (bc.over(ia, la+da) - bc.over(ia, la) + bc.over(ib, lb+db) - bc.over(ib, lb))
+	}
+	if f.cap != nil {
+		b := f.changeBy(k, r, e)
+		p := pen(b)
+		if f.vec != nil {
+			return f.vec.deltaFrom(l, b) + p
+		}
+		return l.d + f.deltaBy(k, e.unitFrac, r) + p
+	}
+	if f.vec != nil {
+		return f.vec.deltaFrom(l, f.changeBy(k, r, e))
+	}
+	return l.d + f.deltaBy(k, e.unitFrac, r)
+}
+
+// TestJoinDeltaBitForBit checks joinDelta against refJoinDelta to the bit, for the sum and the
+// vector objective, with and without board limits (two boards held below what they take, so
+// that moves cross limits both ways), over every candidate of every tenant as the choice moves
+// them.
+func TestJoinDeltaBitForBit(t *testing.T) {
+	pool := distinctShapesPool(t, 48)
+	for _, vector := range []bool{false, true} {
+		for _, capped := range []bool{false, true} {
+			p, err := newPlanner(pool, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.evaluate()
+			if capped {
+				p.caps = map[string]float64{"H100": 1, "A100-SXM4-80GB": 2}
+			}
+			f := p.newFractional(vector)
+			p.keep = map[string]migUse{}
+			p.searchCands()
+			for _, tn := range p.tenants {
+				if len(tn.feasible) > 0 {
+					tn.choice = p.firstAllowed(tn)
+					f.move(p.ids.of(tn, tn.choice), tn.choice, tn.choice.replicas)
+				}
+			}
+			weighed, crossed := 0, 0
+			for pass := 0; pass < 2; pass++ {
+				for _, tn := range p.tenants {
+					if tn.choice == nil {
+						continue
+					}
+					old := p.ids.of(tn, tn.choice)
+					l := f.leave(old, tn.choice, -tn.choice.replicas)
+					for i := range tn.sc {
+						e := &tn.sc[i]
+						k := p.kidOf(tn, e)
+						if k == old {
+							continue
+						}
+						d, want := f.joinDelta(&l, k, e), refJoinDelta(f, &l, k, e)
+						if math.Float64bits(d) != math.Float64bits(want) {
+							t.Errorf("vector %v, capped %v: %s to %s: joinDelta %v (%#x), before %v (%#x)", vector, capped, tn.t.Name, e.c.label(), d, math.Float64bits(d), want, math.Float64bits(want))
+						}
+						if capped && l.capB != f.cap.boardOf(f.ids.bucket[k]) && d >= capPenalty/2 {
+							crossed++
+						}
+						weighed++
+					}
+					if len(tn.sc) > 1 {
+						p.switchTo(f, tn, tn.sc[(pass+len(tn.t.Name))%len(tn.sc)].c)
+					}
+				}
+			}
+			if weighed < 100 || (capped && crossed == 0) {
+				t.Fatalf("vector %v, capped %v: %d moves weighed, %d across a limit", vector, capped, weighed, crossed)
+			}
+		}
+	}
+}
