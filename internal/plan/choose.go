@@ -115,7 +115,15 @@ func (f *fractional) cost(k, r int) float64 {
 		return 0
 	}
 	f.fit(k)
-	return f.units(k, r) * f.unit[k]
+	return f.costOf(k, r, f.units(k, r))
+}
+
+// costOf is cost for r replicas of group k that fill u units (f.units(k, r), already known).
+func (f *fractional) costOf(k, r int, u float64) float64 {
+	if r <= 0 {
+		return 0
+	}
+	return u * f.unit[k]
 }
 
 // units is the units r replicas of group k fill: ceil(r / share), and for whole-GPU MPS on a
@@ -253,18 +261,12 @@ func (f *fractional) joinDelta(l *leaving, k int, e *searchCand) float64 {
 	}
 	// deltaBy, from the same units.
 	f.unit[k] = e.unitFrac
-	var c0, c1 float64
-	if cur > 0 {
-		c0 = u0 * f.unit[k]
-	}
-	if cur+r > 0 {
-		c1 = u1 * f.unit[k]
-	}
+	d := f.costOf(k, cur+r, u1) - f.costOf(k, cur, u0)
 	if f.cap != nil {
 		pen := f.cap.deltaFrom(l, f.changeOf(k, u1-u0, e))
-		return l.d + (c1 - c0) + pen
+		return l.d + d + pen
 	}
-	return l.d + (c1 - c0)
+	return l.d + d
 }
 
 // searchCand is one feasible candidate of a tenant as the choice's local search reads it: the
