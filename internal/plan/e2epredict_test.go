@@ -46,23 +46,10 @@ func TestE2EP99VaryingStopsEarly(t *testing.T) {
 	}
 	e2eP99Full := func(q *qmodel, ttft, step float64) float64 {
 		ls, ps := q.outLaw()
-		miss := func(x float64) float64 {
-			s := 0.0
-			for i, l := range ls {
-				y := x - step*(l-1)
-				switch {
-				case y <= 0:
-					s += ps[i]
-				case ttft > 0:
-					s += ps[i] * math.Pow(100, -y/ttft)
-				}
-			}
-			return s
-		}
 		lo, hi := 0.0, ttft+step*(ls[len(ls)-1]-1)+1e-6
 		for hi-lo > 1e-6 {
 			mid := (lo + hi) / 2
-			if miss(mid) > 0.01 {
+			if e2eMissSum(ls, ps, ttft, step, mid) > 0.01 {
 				lo = mid
 			} else {
 				hi = mid
@@ -87,6 +74,23 @@ func TestE2EP99VaryingStopsEarly(t *testing.T) {
 		}
 	}
 	t.Logf("%d cases", n)
+}
+
+// e2eMissSum is the chance that an e2e latency exceeds x, as e2eP99Varying's sum was before it
+// stopped early or took a running product: every term of the output law ls, ps, a power each,
+// summed in order.
+func e2eMissSum(ls, ps []float64, ttft, step, x float64) float64 {
+	s := 0.0
+	for i, l := range ls {
+		y := x - step*(l-1)
+		switch {
+		case y <= 0:
+			s += ps[i]
+		case ttft > 0:
+			s += ps[i] * math.Pow(100, -y/ttft)
+		}
+	}
+	return s
 }
 
 // e2eP99Varying on an exponential law of 800 output tokens (about 16,000 lengths), as the plan's
@@ -183,17 +187,7 @@ func TestE2ESplitTighterMeetsInSimulation(t *testing.T) {
 // uncapped, at TTFTs and steps from short to long; and it answers most probes.
 func TestE2EFastAgreesWithSum(t *testing.T) {
 	exact := func(ls, ps []float64, ttft, step, x float64) bool {
-		s := 0.0
-		for i, l := range ls {
-			y := x - step*(l-1)
-			switch {
-			case y <= 0:
-				s += ps[i]
-			case ttft > 0:
-				s += ps[i] * math.Pow(100, -y/ttft)
-			}
-		}
-		return s > 0.01
+		return e2eMissSum(ls, ps, ttft, step, x) > 0.01
 	}
 	known, asked, cases := 0, 0, 0
 	for _, law := range []v1.Lengths{"", v1.LengthsExponential, v1.LengthsUniform} {

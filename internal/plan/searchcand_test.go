@@ -15,23 +15,7 @@ func TestSearchDeltaMatchesObjective(t *testing.T) {
 	pool := distinctShapesPool(t, 32)
 	for _, vector := range []bool{false, true} {
 		for _, capped := range []bool{false, true} {
-			p, err := newPlanner(pool, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.evaluate()
-			if capped {
-				p.caps = map[string]float64{"H100": 1, "A100-SXM4-80GB": 2}
-			}
-			f := p.newFractional(vector)
-			p.keep = map[string]migUse{}
-			p.searchCands()
-			for _, tn := range p.tenants {
-				if len(tn.feasible) > 0 {
-					tn.choice = p.firstAllowed(tn)
-					f.move(p.ids.of(tn, tn.choice), tn.choice, tn.choice.replicas)
-				}
-			}
+			p, f := searchAtFirstChoices(t, pool, vector, capped)
 			weighed := 0
 			for _, tn := range p.tenants {
 				if tn.choice == nil {
@@ -163,23 +147,7 @@ func TestJoinDeltaBitForBit(t *testing.T) {
 	pool := distinctShapesPool(t, 48)
 	for _, vector := range []bool{false, true} {
 		for _, capped := range []bool{false, true} {
-			p, err := newPlanner(pool, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.evaluate()
-			if capped {
-				p.caps = map[string]float64{"H100": 1, "A100-SXM4-80GB": 2}
-			}
-			f := p.newFractional(vector)
-			p.keep = map[string]migUse{}
-			p.searchCands()
-			for _, tn := range p.tenants {
-				if len(tn.feasible) > 0 {
-					tn.choice = p.firstAllowed(tn)
-					f.move(p.ids.of(tn, tn.choice), tn.choice, tn.choice.replicas)
-				}
-			}
+			p, f := searchAtFirstChoices(t, pool, vector, capped)
 			weighed, crossed := 0, 0
 			for pass := 0; pass < 2; pass++ {
 				for _, tn := range p.tenants {
@@ -213,4 +181,30 @@ func TestJoinDeltaBitForBit(t *testing.T) {
 			}
 		}
 	}
+}
+
+// searchAtFirstChoices is a planner of pool as the choice's local search starts it: evaluated,
+// its search's candidates filled, every tenant at its first allowed candidate and moved there in
+// the fractional objective f (the vector objective where vector); where capped, the H100s are
+// held to one GPU and the A100s to two, below what they take, so that moves cross the limits.
+func searchAtFirstChoices(t *testing.T, pool *v1.Pool, vector, capped bool) (*planner, *fractional) {
+	t.Helper()
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.evaluate()
+	if capped {
+		p.caps = map[string]float64{"H100": 1, "A100-SXM4-80GB": 2}
+	}
+	f := p.newFractional(vector)
+	p.keep = map[string]migUse{}
+	p.searchCands()
+	for _, tn := range p.tenants {
+		if len(tn.feasible) > 0 {
+			tn.choice = p.firstAllowed(tn)
+			f.move(p.ids.of(tn, tn.choice), tn.choice, tn.choice.replicas)
+		}
+	}
+	return p, f
 }
