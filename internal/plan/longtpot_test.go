@@ -235,8 +235,8 @@ func longTPOTRatio(t *testing.T, s longTPOTShape) (float64, bool) {
 // may admit beyond the KV cache's places (concurrency 16, and 32 where the places are 16 or
 // more), and simulates each state it accepts at seeds 1–3 (about 2,500 requests), logging
 // preemptions, TTFT p99 and the share of requests within the SLO; GPUPOOL_LOOP_SWEEP=day adds
-// 24-hour runs of the states the budget of loop entries refuses and loopDrain once spared (ADR
-// 0099). Run only with GPUPOOL_LOOP_SWEEP set; it fails where an accepted state misses 99 %.
+// 24-hour runs of the states the loop's rules refuse (LimitKV) at 0.7 of saturation over two or
+// more replicas, which loopDrain once spared (ADR 0099). Run only with GPUPOOL_LOOP_SWEEP set; it fails where an accepted state misses 99 %.
 func TestLongPromptLoopSweep(t *testing.T) {
 	which := os.Getenv("GPUPOOL_LOOP_SWEEP")
 	if which == "" {

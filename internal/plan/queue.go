@@ -426,6 +426,11 @@ func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 	// Last, as the dearest term for varying lengths: a saturated state or one over ttftCap
 	// never needs it.
 	tpot = q.tpotSpread(lr, d99, tpot, bound)
+	// A first-chunk loop entered and left often enough that its requests reach the TPOT's
+	// tail (loopTPOT, ADR 0100).
+	if lt := q.loopTPOT(lam, n, t, tpot); lt > tpot {
+		tpot = lt
+	}
 	return qstate{ttft: ttft, tpot: tpot, inFlight: inFlight, capWait: over}
 }
 
@@ -462,16 +467,27 @@ const laterChunksMargin = 1.02
 // uncapped case the rule covers. With concurrency unset the planner now caps these fixed-length
 // replicas at their slots (seqCapped) and the rule leaves them alone; the tests set concurrency
 // 256 to keep measuring the uncapped engine. It bounds the steady share of time the slots are
-// full, not the chance of ever entering the loop over hours: loopEntryBudget does (ADR 0096).
+// full, not the chance of ever entering the loop over hours: loopDrain and loopEntryBudget do
+// (ADR 0096, 0100).
 const kvThrashMiss = 3e-6
 
 // loopHorizon, loopEntryBudget and loopDrain bound the first-chunk loop's entries
-// (firstChunkThrash, ADR 0096): at most loopEntryBudget expected over loopHorizon seconds (a day),
-// by loopEntries' tandem of the prefill queue and the decodes, where the tenant's rate is above
-// loopDrain of what it serves in the loop (loopServes; over several replicas each replica's
-// rate, and one in the loop beside the others at fullServes, ADR 0099). The loop is metastable:
-// where the replica's rate is above what it serves inside the loop (every other step throwing
-// away a chunk), one entry is never left. qwen2.5-7b on an
+// (firstChunkThrash, ADR 0096): a rate at most loopDrain of what the replicas serve in the loop
+// (loopServes; over several replicas each replica's rate, and one in the loop beside the others
+// at fullServes, ADR 0099) leaves an entry; above it, over several replicas, at most
+// loopEntryBudget entries are expected over loopHorizon seconds (a day), by loopEntries' tandem
+// of the prefill queue and the decodes. One replica above it is refused (ADR 0100): the tandem
+// is light by orders of magnitude at 14 places (llama-3.1-8b on one H100-SXM5-80GB at
+// --max-num-seqs 16, 30,000 + 256 tokens: 0.001 entries a day at 0.246 req/s, where every
+// 24-hour run of seeds 1–3 preempts 204–48,374 times and seed 3 collapses, 36.9 % within the
+// SLO), and on ADR 0096's calibration the budget bought 2 % there (the first row below: 0.054
+// against loopDrain's 0.0526). Over several replicas the tandem, each replica alone at λ/n,
+// does not see the least-loaded router spreading a burst, and counts more than the simulator
+// (283 entries a day on four H100s of 30,000 + 64 tokens, where a 24-hour run preempts 254
+// times in all; two of 20,000 + 256 at concurrency 32 meet the SLO at 0.7 of saturation, where
+// the budget accepts 0.54 and loopDrain alone 0.41). The loop is metastable: where the
+// replica's rate is above what it serves inside the loop (every other step throwing away a
+// chunk), one entry is never left. qwen2.5-7b on an
 // A100 1g.20gb at --max-num-seqs 16 above its 9 places, 4,000 + 150 tokens, serves 0.085 req/s in
 // the loop at its efficiency clock (0.119 at boost): at 0.1 req/s, which ADR 0084's kvThrashMiss
 // accepts (up to 0.127), three of five 24-hour runs fall in and stay (23–29 % of requests within
@@ -481,8 +497,8 @@ const kvThrashMiss = 3e-6
 // every request, and the budget alone would have cut one replica of 8,000-token prompts from
 // 0.117 to 0.056 req/s and two from 0.572 to 0.102 (the simulator meets the SLO up to 0.64).
 // Calibrated against the simulator's 24-hour runs at seeds 1–5, one replica at --max-num-seqs
-// 16 (TestFirstChunkLoopDay): the highest rate at which no run preempts, against the rate the
-// rule accepts (the budget's alone; kvThrashMiss's alone), qwen2.5-7b on A100 1g.20gb,
+// 16 (TestFirstChunkLoopDay): the highest rate at which no run preempts, against the rate ADR
+// 0096's rule accepted (the budget's alone; kvThrashMiss's alone), qwen2.5-7b on A100 1g.20gb,
 // efficiency clock: 4,000 tokens 0.06 (0.054; 0.054; 0.127), 8,000 0.015 (0.0143, spared by
 // loopDrain; 0.0053; 0.0143); boost clock: 4,000 0.073–0.085 (0.073 at loopDrain's edge; 0.067;
 // 0.141), 8,000 0.015 (0.0146, spared; 0.0064; 0.0146); qwen2.5-3b on H100 1g.10gb, which leaves
@@ -490,8 +506,9 @@ const kvThrashMiss = 3e-6
 // the SLO for every request; 0.361; 0.596), 8,000 0.125 (0.117, spared; 0.056; 0.117). The
 // tandem is light at 9–12 places (the simulator preempts in two to four runs of five where it
 // counts 0.013–0.063 entries a day) and about right at 4–6 (one to three runs of five at
-// 0.28–0.91). loopDrain at 0.7 of the model's loop rate, itself 0.6–0.9 of the simulator's,
-// keeps the budget off where an entry is left within minutes; at 0.5 it also cut llama-3.2-1b
+// 0.28–0.91). Without the budget on one replica the first row accepts 0.0526 req/s, loopDrain's
+// edge, and the others are unchanged. loopDrain at 0.7 of the model's loop rate, itself 0.6–0.9 of the
+// simulator's, spares rates whose entries are left within minutes; at 0.5 it also cut llama-3.2-1b
 // on an A100-40GB 1g.5gb (3,000 + 300 tokens, 9 places) from 0.211 to 0.178 req/s, where runs
 // at 0.245 preempt in one of five and meet the SLO for every request.
 const (
@@ -502,9 +519,10 @@ const (
 
 // firstChunkThrash reports whether lam req/s over n replicas, at a mean step of t seconds (each
 // request holding a slot for k + O − 1 steps), find all n·slots slots of a KV-bound replica full
-// more than kvThrashMiss of the time, or enter the loop below more than loopEntryBudget times a
-// day (loopEntries: a replica's prefill queue at its own prompt's k chunk steps, ownPrefill, and
-// its decodes), when a prompt is longer than one chunk. Such an arrival does not wait as the slot wait
+// more than kvThrashMiss of the time, or carry more than loopDrain of what they serve in the loop
+// below (loopServes, fullServes), so that an entry is not left, on one replica, or over several
+// also enter it more than loopEntryBudget times a day (loopEntriesAt), when a prompt is longer
+// than one chunk. Such an arrival does not wait as the slot wait
 // (slotWaitP99) counts: the engine, like vLLM's, admits a waiting request whenever its first chunk
 // fits beside the running ones, which hold the cache perf's admission rule gives the slots; its
 // next chunk does not fit, so it is preempted (the newest running request), put back at the front
@@ -516,7 +534,7 @@ const (
 // 8,000-token prompts, where 0.21 meet the SLO). Where the replica serves less inside the loop
 // than its rate, it never leaves: a rare entry, one burst that fills the places while prompts
 // queue for the prefill, collapses the tenant after hours, which the share of time full does
-// not see (ADR 0096, loopEntryBudget). A prompt within one chunk is admitted whole or not
+// not see (ADR 0096, loopDrain, loopEntryBudget; ADR 0100). A prompt within one chunk is admitted whole or not
 // at all, so this does not arise; the cache's overflow by decode growth is kvHoldExceeds's. Nor
 // does it where the planner caps --max-num-seqs at the slots (capped, ADR 0088): that engine admits
 // no request beyond them, which then waits as the slot wait counts at cappedHolding's holding time,
@@ -545,10 +563,53 @@ func (q *qmodel) firstChunkThrash(lam float64, n int, t float64) bool {
 	if lam/float64(n) <= loopDrain*q.loopServes() && lam <= loopDrain*(q.loopServes()+float64(n-1)*q.fullServes()) {
 		return false
 	}
-	lr := lam / float64(n)
-	d := lr * o1 * t
+	// Above it one replica's entry is not left, however rare the tandem counts it (light by
+	// orders of magnitude at 14 places); over several the tandem counts more than the router's
+	// spreading lets in, and the budget stands. ADR 0100.
+	if n == 1 {
+		return true
+	}
+	return q.loopEntriesAt(lam, n, t) > loopEntryBudget
+}
+
+// loopEntriesAt is loopEntries over loopHorizon for lam req/s over n replicas at a mean step of
+// t seconds: each replica's prefill queue at its own prompt's k chunk steps (ownPrefill beside
+// the mean decode batch) in tandem with its decodes, each held O − 1 steps.
+func (q *qmodel) loopEntriesAt(lam float64, n int, t float64) float64 {
+	o1 := q.out - 1
+	d := lam / float64(n) * o1 * t
 	sp := q.ownPrefill(int(d)) + q.k*q.step(d, 0)
-	return loopEntries(lam, n, q.slots, sp, o1*t, loopHorizon) > loopEntryBudget
+	return loopEntries(lam, n, q.slots, sp, o1*t, loopHorizon)
+}
+
+// loopTPOTShare is the share of requests whose decode may fall in first-chunk loops that are
+// entered and left (loopDrain spares their entries) before the TPOT p99 is the loop's step
+// (loopTPOT): the p99's own 1 %. ADR 0100.
+const loopTPOTShare = 0.01
+
+// loopTPOT is the TPOT p99 of a state whose first-chunk loop firstChunkThrash spares as left
+// (loopDrain) but which enters it often: the loop's step, laterChunksMargin × the step of
+// slots − 1 decodes beside a whole chunk (inside the loop the engine admits beyond the slots,
+// so every step carries a chunk, the thrown-away one or a prompt's, and laterChunks' bound of
+// slots − 1 later prompts does not hold), where the expected share of requests decoding inside
+// a loop, the slots' requests of each entry over a day's (loopEntriesAt · slots / (λ ·
+// loopHorizon)), exceeds loopTPOTShare; 0 elsewhere, or where tpot is already at least it.
+// llama-3.1-8b bf16 on four single H100-SXM5-80GB at --max-num-seqs 16 above their 14 places,
+// 30,000 + 64 tokens at 2.476 req/s: 283 entries a day (a share of 1.85 %), a step of 276.4 ms
+// where the model's p99 was 221.7 ms, and seed 1 of 10-minute runs enters the loop (TPOT p99
+// 278.5 ms, 96.93 % of requests within a 250 ms target). ADR 0100.
+func (q *qmodel) loopTPOT(lam float64, n int, t, tpot float64) float64 {
+	if !q.kvBound || q.capped || q.k <= 1 || lam <= 0 || q.slots < 2 {
+		return 0
+	}
+	step := laterChunksMargin * q.step(float64(q.slots-1), 1)
+	if step <= tpot {
+		return 0
+	}
+	if q.loopEntriesAt(lam, n, t)*float64(q.slots) <= loopTPOTShare*lam*loopHorizon {
+		return 0
+	}
+	return step
 }
 
 // loopServes is the rate, in req/s, that one replica serves inside the first-chunk loop: the
