@@ -273,22 +273,18 @@ func (p *planner) searchMoves(tn *tenant, c *cand, short map[*tenant]bool, free 
 	}
 	// nothing moves unless some served tenant has a candidate on a board with idle GPUs
 	away := map[*tenant]*cand{} // each served tenant's first candidate in rescue order off B with idle GPUs
+	idle := idleCounts(free)
+	offB := func(oc *cand) bool { return oc.board.Name != b && idle[oc.board.Name] > 0 }
 	for _, o := range served {
-		for _, oc := range p.rescueOrder(o, free) {
-			if oc.board.Name != b && countFree(free[oc.board.Name]) > 0 {
-				away[o] = oc
-				break
-			}
+		if oc := p.firstInRescueOrder(o, free, offB); oc != nil {
+			away[o] = oc
 		}
 	}
 	if len(away) == 0 {
 		out.why = fmt.Sprintf("none of the %d tenant(s) served in full on %s's pool GPUs has a candidate on another board with idle pool GPUs, so none was moved to make room", len(served), b)
 		return out, nil
 	}
-	p.dropReplicas(tn, nil)
-	for _, o := range served {
-		p.dropReplicas(o, nil)
-	}
+	p.dropAll(append([]*tenant{tn}, served...))
 	trial := p.freeGPUs()
 	var order []*tenant
 	for _, o := range served {
@@ -442,10 +438,7 @@ func (p *planner) searchMoves(tn *tenant, c *cand, short map[*tenant]bool, free 
 // tenants not moved on its board. It reports whether every replica was placed (the search's
 // packings laid out again); the caller restores the GPUs when not.
 func (p *planner) replayMoves(tn *tenant, r *moveResult, free map[string][]*gpuPlan, pc *patternCache, newUnits *[]*unit) (bool, error) {
-	p.dropReplicas(tn, nil)
-	for _, o := range r.served {
-		p.dropReplicas(o, nil)
-	}
+	p.dropAll(append([]*tenant{tn}, r.served...))
 	trial := p.freeGPUs()
 	for _, m := range r.moves {
 		units := soloUnits(m.o, m.c)

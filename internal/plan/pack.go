@@ -227,6 +227,14 @@ func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 		}
 	}
 	done := map[*tenant]bool{}
+	inGroup := map[string][]int{} // the short tenants of each sharing group, by index in short
+	for i, tn := range short {
+		if tn.group != "" {
+			inGroup[tn.group] = append(inGroup[tn.group], i)
+		}
+	}
+	p.rescueKeys = map[*tenant]candsByKey{}
+	defer func() { p.rescueKeys = nil }()
 	for i, tn := range short {
 		if p.stopped() {
 			break
@@ -235,9 +243,9 @@ func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 			continue
 		}
 		var peers []*tenant
-		for _, o := range short[i+1:] {
-			if tn.group != "" && o.group == tn.group && !done[o] {
-				peers = append(peers, o)
+		for _, j := range inGroup[tn.group] {
+			if j > i && !done[short[j]] {
+				peers = append(peers, short[j])
 			}
 		}
 		var rescued []*tenant
@@ -336,20 +344,25 @@ func (p *planner) rescueGroup(tn *tenant, peers []*tenant, free map[string][]*gp
 	var best []*tenant
 	var bestC []*cand
 	bestCost := alone - 1e-9
+	idle := idleCounts(free)
+	var byKey []map[groupKey]*cand // each peer's first candidate of each group key (candsOfKey)
 	for _, c := range tn.feasible {
-		if c == tn.choice || !c.shared() || c.tp > 1 || countFree(free[c.board.Name]) == 0 {
+		if c == tn.choice || !c.shared() || c.tp > 1 || idle[c.board.Name] == 0 {
 			continue
+		}
+		if byKey == nil {
+			byKey = make([]map[groupKey]*cand, len(peers))
+			for i, o := range peers {
+				byKey[i] = p.candsOfKey(o)
+			}
 		}
 		k := keyOf(tn, c)
 		members, cs := []*tenant{tn}, []*cand{c}
 		reps := c.replicas
-		for _, o := range peers {
-			for _, oc := range o.feasible {
-				if oc != o.choice && keyOf(o, oc) == k {
-					members, cs = append(members, o), append(cs, oc)
-					reps += oc.replicas
-					break
-				}
+		for i, o := range peers {
+			if oc := byKey[i][k]; oc != nil {
+				members, cs = append(members, o), append(cs, oc)
+				reps += oc.replicas
 			}
 		}
 		if len(members) < 2 {
@@ -405,17 +418,45 @@ func (p *planner) rescueGroup(tn *tenant, peers []*tenant, free map[string][]*gp
 	return best, nil
 }
 
+// candsByKey is a tenant's first feasible candidate of each group key, its choice left out, as
+// candsOfKey found them for that choice.
+type candsByKey struct {
+	choice *cand
+	first  map[groupKey]*cand
+}
+
+// candsOfKey is, for each group key, o's first feasible candidate of that key other than its
+// choice: the candidate rescueGroup takes for o in a grouping of that key. A pass of the rescue
+// keeps them per tenant (rescueKeys), since each short tenant weighs the short tenants of its
+// group after it: looking them up by scanning every peer's candidates for every shared
+// candidate of each short tenant was most of a short fleet's rescue.
+func (p *planner) candsOfKey(o *tenant) map[groupKey]*cand {
+	if got, ok := p.rescueKeys[o]; ok && got.choice == o.choice {
+		return got.first
+	}
+	first := map[groupKey]*cand{}
+	for _, oc := range o.feasible {
+		if oc == o.choice {
+			continue
+		}
+		if k := keyOf(o, oc); first[k] == nil {
+			first[k] = oc
+		}
+	}
+	if p.rescueKeys != nil {
+		p.rescueKeys[o] = candsByKey{choice: o.choice, first: first}
+	}
+	return first
+}
+
 // rescuePicks is, for each tenant of ts, its own cheapest candidate on a board with idle pool
 // GPUs (rescueOrder), other than its choice; none when it has no such candidate.
 func (p *planner) rescuePicks(ts []*tenant, free map[string][]*gpuPlan) map[*tenant]*cand {
 	picks := make(map[*tenant]*cand, len(ts))
+	idle := idleCounts(free)
 	for _, t := range ts {
-		for _, c := range p.rescueOrder(t, free) {
-			if c == t.choice || countFree(free[c.board.Name]) == 0 {
-				continue
-			}
+		if c := p.firstInRescueOrder(t, free, func(c *cand) bool { return c != t.choice && idle[c.board.Name] > 0 }); c != nil {
 			picks[t] = c
-			break
 		}
 	}
 	return picks
@@ -538,7 +579,8 @@ func (p *planner) openSlots(k groupKey) int {
 // placedOf are the units of group k on pool GPUs, each once, in fleet order. A rescue asks for
 // them once per candidate of every short tenant, so it reads the GPUs' units in place and keeps
 // only k's (listing every placed unit each time made a short fleet's rescue quadratic in its
-// size, most of it in the list's map).
+// size, most of it in the list's map), and only on k's board (gpuIdx), where the packer and the
+// rescue put every unit of k.
 func (p *planner) placedOf(k groupKey) []*unit {
 	var out []*unit
 	var seen map[*unit]bool
@@ -554,7 +596,9 @@ func (p *planner) placedOf(k groupKey) []*unit {
 			out = append(out, u)
 		}
 	}
-	for _, g := range p.gpus {
+	on := p.gpuIdx().byBoard[k.board]
+	p.gpuReads += len(on)
+	for _, g := range on {
 		if g.role != v1.RolePool {
 			continue
 		}
@@ -618,6 +662,54 @@ func (p *planner) rescueOrder(tn *tenant, free map[string][]*gpuPlan) []*cand {
 	// A fixed count falls back to the kinds fixedSlices set aside, best first, rather than go
 	// unplaced.
 	return slices.Concat(now, later, tn.fixedFallback)
+}
+
+// firstInRescueOrder is the first candidate of tn in rescueOrder for which ok holds, nil when
+// none does. It asks servedOnIdle only of the whole-GPU MPS candidates ok keeps, where
+// rescueOrder asks it of every one: the rescue looks up one candidate of each member of a
+// short tenant's group (rescuePicks) and of each tenant served on a board (searchMoves) this
+// way, and scanning the idle GPUs for every MPS candidate of each was most of a short fleet's
+// rescue.
+func (p *planner) firstInRescueOrder(tn *tenant, free map[string][]*gpuPlan, ok func(*cand) bool) *cand {
+	if p.perClaim {
+		for _, c := range tn.feasible {
+			if ok(c) {
+				return c
+			}
+		}
+	} else {
+		var later *cand // the first that ok keeps of those rescueOrder puts after the others
+		for _, c := range tn.feasible {
+			if !ok(c) {
+				continue
+			}
+			if c.kind == v1.SliceMPS && !p.servedOnIdle(&unit{c: c, reps: []replica{{tn: tn}}}, free[c.board.Name]) {
+				if later == nil {
+					later = c
+				}
+				continue
+			}
+			return c
+		}
+		if later != nil {
+			return later
+		}
+	}
+	for _, c := range tn.fixedFallback {
+		if ok(c) {
+			return c
+		}
+	}
+	return nil
+}
+
+// idleCounts is countFree of each board's GPUs in free, for lookups while free is unchanged.
+func idleCounts(free map[string][]*gpuPlan) map[string]int {
+	n := make(map[string]int, len(free))
+	for b, gs := range free {
+		n[b] = countFree(gs)
+	}
+	return n
 }
 
 // servedOnIdle reports whether a node of one of the idle GPUs gs already serves nvidia.com/gpu
@@ -751,25 +843,72 @@ func (p *planner) dropReplicas(tn *tenant, keep []*unit) {
 	p.resetNodeUses(nodes)
 }
 
+// dropAll takes the replicas of every tenant of ts off their units and GPUs, as dropReplicas
+// with no unit kept does for each in turn (a GPU left with no unit is idle again), in one pass
+// over the GPUs: the move of served tenants takes every tenant served on a board off it.
+func (p *planner) dropAll(ts []*tenant) {
+	if len(ts) == 1 {
+		p.dropReplicas(ts[0], nil)
+		return
+	}
+	in := make(map[*tenant]bool, len(ts))
+	for _, t := range ts {
+		in[t] = true
+	}
+	nodes := map[string]bool{}
+	for _, g := range p.gpus {
+		if g.role != v1.RolePool {
+			continue
+		}
+		touched := false
+		for _, u := range g.units() {
+			if slices.ContainsFunc(u.reps, func(r replica) bool { return in[r.tn] }) {
+				u.reps = slices.DeleteFunc(u.reps, func(r replica) bool { return in[r.tn] })
+				touched = true
+			}
+		}
+		if !touched {
+			continue
+		}
+		if g.whole != nil && len(g.whole.reps) == 0 {
+			g.whole = nil
+		}
+		empty := g.whole == nil
+		for i := range g.insts {
+			if g.insts[i].u != nil && len(g.insts[i].u.reps) == 0 {
+				g.insts[i].u = nil
+			}
+			if g.insts[i].u != nil {
+				empty = false
+			}
+		}
+		if empty {
+			g.role, g.mode, g.insts = v1.RoleIdle, "", nil
+		}
+		nodes[g.fg.ref.Node] = true
+	}
+	p.resetNodeUses(nodes)
+}
+
 // resetNodeUses sets the uses of nodes to what their GPUs' units ask (as compaction does).
 func (p *planner) resetNodeUses(nodes map[string]bool) {
 	if len(nodes) == 0 {
 		return
 	}
+	// each node's uses come from its own GPUs alone, read in fleet order (gpuIdx)
+	byNode := p.gpuIdx().byNode
 	for n := range nodes {
-		p.nodeUse[n] = map[string]migUse{}
-	}
-	for _, g := range p.gpus {
-		n := g.fg.ref.Node
-		if !nodes[n] {
-			continue
-		}
-		if g.whole != nil {
-			maps.Copy(p.nodeUse[n], wholeWant(g.whole))
-		}
-		for _, pi := range g.insts {
-			if pi.u != nil {
-				addInstWant(p.nodeUse[n], pi.in.Profile, useOf(pi.u))
+		use := map[string]migUse{}
+		p.nodeUse[n] = use
+		p.gpuReads += len(byNode[n])
+		for _, g := range byNode[n] {
+			if g.whole != nil {
+				maps.Copy(use, wholeWant(g.whole))
+			}
+			for _, pi := range g.insts {
+				if pi.u != nil {
+					addInstWant(use, pi.in.Profile, useOf(pi.u))
+				}
 			}
 		}
 	}

@@ -798,6 +798,15 @@ type planner struct {
 	// packFirst, when set, is the groups whose units pack before all others (pack): those a
 	// node rule kept off their board's free GPUs in the packing before (optimiseOnce).
 	packFirst map[groupKey]bool
+	// gidx lists the GPUs of gpus by node and by board (gpuIndex), rebuilt when gpus is another
+	// slice.
+	gidx *gpuIndex
+	// gpuReads counts the GPUs resetNodeUses and placedOf have read (tests: they read one
+	// node's or one board's GPUs, not the fleet's).
+	gpuReads int
+	// rescueKeys holds, during a pass of the rescue, each short tenant's first candidate of
+	// each group key (candsOfKey).
+	rescueKeys map[*tenant]candsByKey
 	// moved says, per tenant the packing's rescue moved to another candidate, why; unmoved, per
 	// tenant it could not, why not (rescue); unmovedOwn, per tenant that also found no room on
 	// the GPUs its own replicas held beside the idle ones, why not (rescueOnOwn); unmovedServed,

@@ -140,6 +140,7 @@ func (p *planner) assignContents(b *gpu.Board, slots []int, contents []*gpuPlan,
 	for si, g := range out {
 		p.gpus[slots[si]] = g
 	}
+	p.gidx = nil // other GPUs in the same slice
 }
 
 // kept counts the replicas of configuration c whose tenant runs on the same kind of slot of cur

@@ -66,6 +66,7 @@ func (p *planner) regroupOnFree(current map[v1.GPURef]v1.PlanGPU) {
 			ga, gb := p.gpus[a], p.gpus[b]
 			ga.fg, gb.fg = gb.fg, ga.fg
 			p.gpus[a], p.gpus[b] = gb, ga
+			p.gidx = nil // the GPUs changed places and nodes within the same slice
 			gpus[k] = ga.fg.ref.Index
 		}
 		u.tp.GPUs = gpus
