@@ -39,7 +39,6 @@ func lengthLaw(t v1.Traffic) v1.Lengths {
 // 0 when none does) and returns q.
 func (q *qmodel) withLengths(l v1.Lengths, maxCtx int) *qmodel {
 	q.lengths, q.maxCtx = l, maxCtx
-	q.spreadMemo = nil // tpotSpread's answers were for the law before
 	return q
 }
 
@@ -315,9 +314,8 @@ func (q *qmodel) outQuantile(u float64) float64 {
 // or at most it as the full search's answer is. The probes are the full search's, so the
 // decision is the same, bit for bit.
 //
-// The answers are kept on the model by the bits of the arguments (spreadMemo), and the sum at
-// tpot is finished only where the false position reads its value (spreadSearch): the same
-// bits as summing it whole (TestTPOTSpreadShortcuts).
+// The sum at tpot is finished only where the false position reads its value: the same bits as
+// summing it whole (TestTPOTSpreadShortcuts).
 func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 	if q.lengths == "" || q.out < 2 || lr <= 0 {
 		return tpot
@@ -325,20 +323,6 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 	if bound > 0 && (tpot > bound || math.IsInf(bound, 1)) {
 		return tpot // the answer is at least tpot; an infinite bound asks nothing
 	}
-	key := [4]uint64{math.Float64bits(lr), math.Float64bits(d99), math.Float64bits(tpot), math.Float64bits(bound)}
-	if v, ok := q.spreadMemo[key]; ok {
-		return v
-	}
-	v := q.spreadSearch(lr, d99, tpot, bound)
-	if q.spreadMemo == nil {
-		q.spreadMemo = map[[4]uint64]float64{}
-	}
-	q.spreadMemo[key] = v
-	return v
-}
-
-// spreadSearch is tpotSpread's search, without its memo.
-func (q *qmodel) spreadSearch(lr, d99, tpot, bound float64) float64 {
 	decided := func(lo, hi float64) bool { return bound > 0 && (lo >= bound || hi <= bound) }
 	// At or above bound a miss above 1 % decides (the answer is above x), whatever its value:
 	// the sum stops there. Summed in the same order, a sum that does not stop is the full one.

@@ -69,11 +69,8 @@ type qmodel struct {
 	// until asked for.
 	w    perf.Workload
 	idle *qmodel
-	// spread is tpotSpread's output quantiles (spreadSteps), nil until asked for, and
-	// spreadMemo its answers by the bits of its arguments (lr, d99, tpot, bound): the sizing's
-	// and the rate searches of tenants of one shape on one slice ask some of them again.
-	spread     *spreadLaw
-	spreadMemo map[[4]uint64]float64
+	// spread is tpotSpread's output quantiles (spreadSteps), nil until asked for.
+	spread *spreadLaw
 	// lengths is the tenant's length law, "" for fixed, and maxCtx the context that caps a
 	// drawn length (lengths.go).
 	lengths v1.Lengths

@@ -11,8 +11,8 @@ import (
 	"gpupool.dev/gpupool/internal/perf"
 )
 
-// spreadSearchFull is tpotSpread's search before it deferred the rest of the sum at tpot (and
-// without the memo): every probe at tpot summed whole. The reference the shortcuts are held to.
+// spreadSearchFull is tpotSpread's search before it deferred the rest of the sum at tpot:
+// every probe at tpot summed whole. The reference the shortcuts are held to.
 func spreadSearchFull(q *qmodel, lr, d99, tpot, bound float64) float64 {
 	if q.lengths == "" || q.out < 2 || lr <= 0 {
 		return tpot
@@ -153,8 +153,8 @@ func spreadCases(t testing.TB) (qs []*qmodel, cases [][]spreadCase) {
 }
 
 // tpotSpread's shortcuts (the sum at tpot finished only where the false position starts from
-// it, the memo by arguments, the output quantiles shared between models) give the same bits as
-// the search that sums every probe at tpot whole, on every question and when asked again.
+// it, the output quantiles shared between models) give the same bits as the search that sums
+// every probe at tpot whole, on every question and when asked again.
 func TestTPOTSpreadShortcuts(t *testing.T) {
 	qs, cases := spreadCases(t)
 	searched, finite := 0, 0
@@ -163,10 +163,9 @@ func TestTPOTSpreadShortcuts(t *testing.T) {
 			t.Errorf("%s out %v: shared quantiles %v × %v, computed %v × %v", q.lengths, q.out, got.steps, got.count, want.steps, want.count)
 		}
 		fresh := *q
-		fresh.spreadMemo = nil
 		for _, c := range cases[i] {
 			want := spreadSearchFull(&fresh, c.lr, c.d99, c.tpot, c.bound)
-			for range 2 { // the search, then the memo
+			for range 2 { // asked again, with the shared quantiles in place
 				if got := q.tpotSpread(c.lr, c.d99, c.tpot, c.bound); math.Float64bits(got) != math.Float64bits(want) {
 					t.Fatalf("%s in %v out %v at %+v: %v, the whole search's %v", q.lengths, q.in, q.out, c, got, want)
 				}
@@ -208,7 +207,7 @@ func spreadModel(t testing.TB, model, board string, in, out int) *qmodel {
 }
 
 // BenchmarkTPOTSpread runs the questions of spreadCases through the search as it was (whole)
-// and as it is (deferred: spreadSearch, the search without the memo), for the ratio of the two.
+// and as it is (deferred), for the ratio of the two.
 func BenchmarkTPOTSpread(b *testing.B) {
 	qs, cases := spreadCases(b)
 	for _, bc := range []struct {
@@ -216,7 +215,7 @@ func BenchmarkTPOTSpread(b *testing.B) {
 		f    func(q *qmodel, c spreadCase) float64
 	}{
 		{"whole", func(q *qmodel, c spreadCase) float64 { return spreadSearchFull(q, c.lr, c.d99, c.tpot, c.bound) }},
-		{"deferred", func(q *qmodel, c spreadCase) float64 { return q.spreadSearch(c.lr, c.d99, c.tpot, c.bound) }},
+		{"deferred", func(q *qmodel, c spreadCase) float64 { return q.tpotSpread(c.lr, c.d99, c.tpot, c.bound) }},
 	} {
 		run := func() (s float64) {
 			for i, q := range qs {
