@@ -313,6 +313,9 @@ func (q *qmodel) outQuantile(u float64) float64 {
 // lies on one side (lo ≥ bound, or hi ≤ bound), and returns its end on that side, above bound
 // or at most it as the full search's answer is. The probes are the full search's, so the
 // decision is the same, bit for bit.
+//
+// The sum at tpot is finished only where the false position reads its value: the same bits as
+// summing it whole (TestTPOTSpreadShortcuts).
 func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 	if q.lengths == "" || q.out < 2 || lr <= 0 {
 		return tpot
@@ -332,13 +335,16 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 	// At or below bound a miss of at most 1 % decides (the answer is at most x), whatever its
 	// value: the sum stops once the terms left are bounded (tailBound) below what is left of
 	// 1 %, and returns at most 1 % (the sum with the bounds).
+	var restBuf [spreadGrid + 1]float64 // the law has at most spreadGrid steps
 	var rest []float64
-	miss := func(x float64, full bool) float64 { // full: the whole sum, not only until above 1 %
+	// miss is the miss at x, and where its sum stopped: the next term and the sum so far when it
+	// stopped above 1 % with terms left (part), the steps' count otherwise.
+	miss := func(x float64, full bool) (m float64, next int, part float64) { // full: the whole sum, not only until above 1 %
 		fx := q.chunksAt(d99, x)
 		prune := bound > 0 && x <= bound
 		if prune {
 			if rest == nil {
-				rest = make([]float64, len(steps)+1)
+				rest = restBuf[:len(steps)+1]
 			}
 			for i := len(steps) - 1; i >= 0; i-- {
 				j := steps[i]
@@ -348,33 +354,52 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 		s := 0.0
 		for i, j := range steps {
 			if prune && s+rest[i] <= pruneBelow*grid {
-				return (s + rest[i]) / grid
+				return (s + rest[i]) / grid, len(steps), 0
 			}
 			s += count[i] * tailAt(q.lengths, lr*j*x, j*chunk*fx/q.in)
 			if !full && s/grid > 0.01 {
-				break
+				return s / grid, i + 1, s
 			}
+		}
+		return s / grid, len(steps), s
+	}
+	// rest of a sum that miss(x, false) stopped above 1 % at next with part: the whole sum's
+	// miss, the same bits as miss(x, true), whose terms are the same and summed in the same
+	// order (its pruning never applies above 1 %: s + rest[i] ≥ s there).
+	finish := func(x float64, next int, part float64) float64 {
+		fx := q.chunksAt(d99, x)
+		s := part
+		for i := next; i < len(steps); i++ {
+			j := steps[i]
+			s += count[i] * tailAt(q.lengths, lr*j*x, j*chunk*fx/q.in)
 		}
 		return s / grid
 	}
-	mlo := miss(tpot, true)
+	// The miss at tpot is only needed whole where the false position starts from it: it is
+	// summed until above 1 % first, and the rest of its sum only then (most searches are
+	// decided by their first doubling, or move their lower end up).
+	mlo, next, part := miss(tpot, false)
 	if mlo <= 0.01 {
 		return tpot
 	}
+	pending := next < len(steps)
 	lo, hi := tpot, math.Max(tpot, base)*2
-	mhi := miss(hi, whole(hi))
+	mhi, _, _ := miss(hi, whole(hi))
 	for mhi > 0.01 {
 		if hi > 1e3 {
 			return math.Inf(1)
 		}
-		lo, hi, mlo = hi, 2*hi, mhi
+		lo, hi, mlo, pending = hi, 2*hi, mhi, false
 		if decided(lo, math.Inf(1)) {
 			return hi
 		}
-		mhi = miss(hi, whole(hi))
+		mhi, _, _ = miss(hi, whole(hi))
 	}
 	if decided(lo, hi) {
 		return hi
+	}
+	if pending {
+		mlo = finish(tpot, next, part)
 	}
 	// Illinois' false position on log(miss/1 %), which the tails make nearly linear near the
 	// answer (an end kept twice in a row has its value halved); a bisection step while the
@@ -393,7 +418,7 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 			x = hi - ghi*w/(ghi-glo)
 			x = math.Min(math.Max(x, lo+w*spreadTol/4), hi-w*spreadTol/4)
 		}
-		mx := miss(x, whole(x))
+		mx, _, _ := miss(x, whole(x))
 		if gx := gap(mx); mx > 0.01 {
 			lo, glo = x, gx
 			if side == -1 {
@@ -427,12 +452,28 @@ type spreadLaw struct {
 }
 
 // spreadSteps is the model's spreadLaw, computed on first use and again if its law or mean
-// output has changed since.
+// output has changed since. Models of one law and mean output (a tenant's on every slice, and
+// tenants of the same output) share it through spreadLaws.
 func (q *qmodel) spreadSteps() *spreadLaw {
 	if sp := q.spread; sp != nil && sp.lengths == q.lengths && sp.out == q.out {
 		return sp
 	}
-	sp := &spreadLaw{lengths: q.lengths, out: q.out}
+	key := spreadKey{q.lengths, q.out}
+	if sp, ok := spreadLaws.Load(key); ok {
+		q.spread = sp.(*spreadLaw)
+		return q.spread
+	}
+	sp := spreadLawOf(q)
+	if spreadLawsHeld.Add(1) <= spreadLawsMax {
+		spreadLaws.Store(key, sp) // the same steps whoever stores them first
+	}
+	q.spread = sp
+	return sp
+}
+
+// spreadLawOf is q's spreadLaw, computed.
+func spreadLawOf(q *qmodel) *spreadLaw {
+	sp := &spreadLaw{lengths: q.lengths, out: q.out, steps: make([]float64, 0, spreadGrid), count: make([]float64, 0, spreadGrid)}
 	for i := range spreadGrid {
 		if j := q.outQuantile((float64(i)+0.5)/spreadGrid) - 1; j >= 1 {
 			if n := len(sp.steps); n > 0 && sp.steps[n-1] == j {
@@ -442,9 +483,24 @@ func (q *qmodel) spreadSteps() *spreadLaw {
 			}
 		}
 	}
-	q.spread = sp
 	return sp
 }
+
+// spreadKey is what a spreadLaw is a function of.
+type spreadKey struct {
+	lengths v1.Lengths
+	out     float64
+}
+
+// spreadLaws holds the spreadLaw of each law and mean output asked for, up to spreadLawsMax of
+// them (spreadLawsHeld counts the stores; past it a model computes its own, as before).
+var (
+	spreadLaws     sync.Map
+	spreadLawsHeld atomic.Int64
+)
+
+// spreadLawsMax bounds spreadLaws: a few hundred bytes to 1.6 kB each.
+const spreadLawsMax = 1 << 12
 
 // pruneBelow is the miss below which tpotSpread's sum may stop: 1 % less a margin far above
 // the sum's rounding (a hundred terms at 1e-16 each).
