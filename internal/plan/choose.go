@@ -567,6 +567,11 @@ func (p *planner) chooseFrom(boardWide, vector bool, seed []*cand) {
 	}
 	failed := map[int]int{}
 	for round := 0; round < 10; round++ {
+		if boardWide && !vector {
+			// A board over its limit gives up its tenants of least added cost per
+			// GPU-equivalent freed first (ADR 0101).
+			p.spillOver(f)
+		}
 		p.localSearch(f)
 		for pass := 0; pass < maxEmptyPasses && p.emptyLastUnits(f, failed); pass++ {
 			p.localSearch(f)
