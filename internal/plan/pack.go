@@ -3,6 +3,7 @@ package plan
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -647,21 +648,7 @@ func (p *planner) joinOpen(tn *tenant, c *cand) []*unit {
 // its migStrategy to none, so the node's other idle GPUs could then take no MIG instance,
 // exclusive replica or other group's share of the tenants rescued after it.
 func (p *planner) rescueOrder(tn *tenant, free map[string][]*gpuPlan) []*cand {
-	if p.perClaim {
-		return append(slices.Clip(tn.feasible), tn.fixedFallback...)
-	}
-	var now, later []*cand
-	for _, c := range tn.feasible {
-		// the first of soloUnits(tn, c), as far as servedOnIdle reads it (useOf)
-		if c.kind == v1.SliceMPS && !p.servedOnIdle(&unit{c: c, reps: []replica{{tn: tn}}}, free[c.board.Name]) {
-			later = append(later, c)
-		} else {
-			now = append(now, c)
-		}
-	}
-	// A fixed count falls back to the kinds fixedSlices set aside, best first, rather than go
-	// unplaced.
-	return slices.Concat(now, later, tn.fixedFallback)
+	return slices.Collect(p.rescueSeq(tn, free, func(*cand) bool { return true }))
 }
 
 // firstInRescueOrder is the first candidate of tn in rescueOrder for which ok holds, nil when
@@ -671,36 +658,43 @@ func (p *planner) rescueOrder(tn *tenant, free map[string][]*gpuPlan) []*cand {
 // way, and scanning the idle GPUs for every MPS candidate of each was most of a short fleet's
 // rescue.
 func (p *planner) firstInRescueOrder(tn *tenant, free map[string][]*gpuPlan, ok func(*cand) bool) *cand {
-	if p.perClaim {
-		for _, c := range tn.feasible {
-			if ok(c) {
-				return c
-			}
-		}
-	} else {
-		var later *cand // the first that ok keeps of those rescueOrder puts after the others
+	for c := range p.rescueSeq(tn, free, ok) {
+		return c
+	}
+	return nil
+}
+
+// rescueSeq yields the candidates of tn for which ok holds, in rescueOrder, asking servedOnIdle
+// only of those (and only as far as they are read).
+func (p *planner) rescueSeq(tn *tenant, free map[string][]*gpuPlan, ok func(*cand) bool) iter.Seq[*cand] {
+	return func(yield func(*cand) bool) {
+		var later []*cand
 		for _, c := range tn.feasible {
 			if !ok(c) {
 				continue
 			}
-			if c.kind == v1.SliceMPS && !p.servedOnIdle(&unit{c: c, reps: []replica{{tn: tn}}}, free[c.board.Name]) {
-				if later == nil {
-					later = c
-				}
+			// the first of soloUnits(tn, c), as far as servedOnIdle reads it (useOf)
+			if !p.perClaim && c.kind == v1.SliceMPS && !p.servedOnIdle(&unit{c: c, reps: []replica{{tn: tn}}}, free[c.board.Name]) {
+				later = append(later, c)
 				continue
 			}
-			return c
+			if !yield(c) {
+				return
+			}
 		}
-		if later != nil {
-			return later
+		for _, c := range later {
+			if !yield(c) {
+				return
+			}
+		}
+		// A fixed count falls back to the kinds fixedSlices set aside, best first, rather than
+		// go unplaced.
+		for _, c := range tn.fixedFallback {
+			if ok(c) && !yield(c) {
+				return
+			}
 		}
 	}
-	for _, c := range tn.fixedFallback {
-		if ok(c) {
-			return c
-		}
-	}
-	return nil
 }
 
 // idleCounts is countFree of each board's GPUs in free, for lookups while free is unchanged.
@@ -808,44 +802,12 @@ func (p *planner) undoTrial(was []*gpuPlan, units []*unit, free map[string][]*gp
 // dropReplicas takes tn's replicas off their units and GPUs, but those of keep; a GPU left with no
 // unit is idle again (and free for the rescue of others).
 func (p *planner) dropReplicas(tn *tenant, keep []*unit) {
-	nodes := map[string]bool{}
-	for _, g := range p.gpus {
-		if g.role != v1.RolePool {
-			continue
-		}
-		touched := false
-		for _, u := range g.units() {
-			if !slices.Contains(keep, u) && slices.ContainsFunc(u.reps, func(r replica) bool { return r.tn == tn }) {
-				u.reps = slices.DeleteFunc(u.reps, func(r replica) bool { return r.tn == tn })
-				touched = true
-			}
-		}
-		if !touched {
-			continue
-		}
-		if g.whole != nil && len(g.whole.reps) == 0 {
-			g.whole = nil
-		}
-		empty := g.whole == nil
-		for i := range g.insts {
-			if g.insts[i].u != nil && len(g.insts[i].u.reps) == 0 {
-				g.insts[i].u = nil
-			}
-			if g.insts[i].u != nil {
-				empty = false
-			}
-		}
-		if empty {
-			g.role, g.mode, g.insts = v1.RoleIdle, "", nil
-		}
-		nodes[g.fg.ref.Node] = true
-	}
-	p.resetNodeUses(nodes)
+	p.dropMatching(func(t *tenant) bool { return t == tn }, keep)
 }
 
 // dropAll takes the replicas of every tenant of ts off their units and GPUs, as dropReplicas
-// with no unit kept does for each in turn (a GPU left with no unit is idle again), in one pass
-// over the GPUs: the move of served tenants takes every tenant served on a board off it.
+// with no unit kept does for each in turn, in one pass over the GPUs: the move of served
+// tenants takes every tenant served on a board off it.
 func (p *planner) dropAll(ts []*tenant) {
 	if len(ts) == 1 {
 		p.dropReplicas(ts[0], nil)
@@ -855,6 +817,14 @@ func (p *planner) dropAll(ts []*tenant) {
 	for _, t := range ts {
 		in[t] = true
 	}
+	p.dropMatching(func(t *tenant) bool { return in[t] }, nil)
+}
+
+// dropMatching takes the replicas of the tenants drop matches off their units and GPUs, but
+// those of keep; a GPU left with no unit is idle again. The nodes it touched get their uses
+// again from their GPUs (resetNodeUses).
+func (p *planner) dropMatching(drop func(*tenant) bool, keep []*unit) {
+	of := func(r replica) bool { return drop(r.tn) }
 	nodes := map[string]bool{}
 	for _, g := range p.gpus {
 		if g.role != v1.RolePool {
@@ -862,8 +832,8 @@ func (p *planner) dropAll(ts []*tenant) {
 		}
 		touched := false
 		for _, u := range g.units() {
-			if slices.ContainsFunc(u.reps, func(r replica) bool { return in[r.tn] }) {
-				u.reps = slices.DeleteFunc(u.reps, func(r replica) bool { return in[r.tn] })
+			if !slices.Contains(keep, u) && slices.ContainsFunc(u.reps, of) {
+				u.reps = slices.DeleteFunc(u.reps, of)
 				touched = true
 			}
 		}
