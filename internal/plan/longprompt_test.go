@@ -112,7 +112,7 @@ func TestLongPromptTPOTRouter(t *testing.T) {
 
 // tpModel is the queueing model of one replica of model (quantization quant) tensor-parallel over
 // tp GPUs of board, for prompts of in tokens and out output tokens.
-func tpModel(t *testing.T, model string, quant llm.Quantization, board string, tp, in, out int) *qmodel {
+func tpModel(t testing.TB, model string, quant llm.Quantization, board string, tp, in, out int) *qmodel {
 	t.Helper()
 	a, err := llm.Lookup(model)
 	if err != nil {

@@ -6,9 +6,7 @@ import (
 	"testing"
 
 	v1 "gpupool.dev/gpupool/api/v1"
-	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/llm"
-	"gpupool.dev/gpupool/internal/perf"
 )
 
 // spreadSearchFull is tpotSpread's search before it deferred the rest of the sum at tpot:
@@ -133,7 +131,7 @@ func spreadCases(t testing.TB) (qs []*qmodel, cases [][]spreadCase) {
 	}
 	for _, s := range shapes {
 		for _, law := range []v1.Lengths{v1.LengthsUniform, v1.LengthsExponential} {
-			q := spreadModel(t, s.model, s.board, s.in, s.out).withLengths(law, 0)
+			q := tpModel(t, s.model, llm.QuantBF16, s.board, 1, s.in, s.out).withLengths(law, 0)
 			var cs []spreadCase
 			for lam := 0.05; lam < 200; lam *= 1.37 {
 				mt, ok := q.meanStep(lam)
@@ -182,28 +180,6 @@ func TestTPOTSpreadShortcuts(t *testing.T) {
 	if searched < 100 || finite < 20 {
 		t.Fatalf("only %d questions searched past tpot (%d p99s): the cases no longer reach the search", searched, finite)
 	}
-}
-
-// spreadModel is one replica of model on a whole board at in + out tokens, idle neighbours.
-func spreadModel(t testing.TB, model, board string, in, out int) *qmodel {
-	t.Helper()
-	a, err := llm.Lookup(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := perf.New(a, llm.QuantBF16, perf.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	bd, err := gpu.Lookup(board)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := m.Place(perf.Slice{Board: bd, TensorParallel: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return newQModel(e, perf.Workload{InputTokens: in, OutputTokens: out}, perf.Load{})
 }
 
 // BenchmarkTPOTSpread runs the questions of spreadCases through the search as it was (whole)
