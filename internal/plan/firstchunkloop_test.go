@@ -318,3 +318,82 @@ func TestFirstChunkLoopOneReplicaAtDrain(t *testing.T) {
 		t.Errorf("at the model's %.4f req/s seed 3 of a day meets the SLO for %.2f %% of the requests", rate, 100*r.SLOAttainment)
 	}
 }
+
+// ADR 0100's refusal of one replica above loopDrain's edge was calibrated at 14 places; at many
+// places the loop is left above it, but not by a margin one constant can take. 24-hour runs at
+// seeds 1–3 of one uncapped KV-bound MIG replica (concurrency unset, the engine's
+// --max-num-seqs 256; perf's admission rule gives a place more than the full length) meet the
+// SLO at the planner's rate, loopDrain's edge: qwen2.5-3b on a B200 1g.23gb at 4,000 + 800
+// tokens (84 places) up to 1.58 × it, llama-3.1-8b on a 1g.45gb at 8,000 + 800 (23 places) up
+// to 1.54 ×. llama-3.2-3b on a 1g.45gb at 8,000 + 300 (37 places, prefill-heavy) meets it at
+// the edge and misses at 0.8 of loopServes (97.6–98.1 %, some 10,000 preemptions a day), and
+// qwen2.5-1.5b on an H100 1g.20gb at 4,000 + 300 (123 places) at 0.74 (97.4 %): a wider edge
+// for many places would accept both.
+func TestFirstChunkLoopManyPlaces(t *testing.T) {
+	for _, c := range []struct {
+		name, board, model, traffic, slo string
+		edge, planned                    float64 // loopDrain's edge (the planner's maxRps); the rate planned
+		wide                             bool    // at 0.8 of loopServes a run misses
+	}{
+		{"qwen2.5-3b B200 1g.23gb, 4,000 + 800, 84 places", "B200", "qwen2.5-3b",
+			"inputTokens: 4000, outputTokens: 800", "{ttftP99: 1800ms, tpotP99: 100ms}", 1.209, 0.1, false},
+		{"llama-3.1-8b B200 1g.45gb, 8,000 + 800, 23 places", "B200", "llama-3.1-8b",
+			"inputTokens: 8000, outputTokens: 800", "{e2eP99: 120s}", 0.253, 0.1, false},
+		{"llama-3.2-3b B200 1g.45gb, 8,000 + 300, 37 places", "B200", "llama-3.2-3b",
+			"inputTokens: 8000, outputTokens: 300", "{ttftP99: 5000ms, tpotP99: 100ms}", 1.731, 0.8, true},
+	} {
+		pool := func(rps float64) *v1.Pool {
+			p, err := v1.LoadPool([]byte(fmt.Sprintf(`apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: many}
+fleet:
+  nodes:
+  - name: n0
+    gpus: [{board: %s, count: 1}]
+policy: {burstPoolPercent: 0, allowedModes: [mig]}
+tenants:
+- name: t
+  isolation: soft
+  model: {name: %s}
+  maxContext: 8800
+  traffic: {rps: %g, %s, lengths: fixed}
+  slo: %s
+  replicas: 1
+`, c.board, c.model, rps, c.traffic, c.slo)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		pl := build(t, pool(c.planned))
+		tn := pl.Tenants[0]
+		if tn.Infeasible || len(tn.Replicas) != 1 {
+			t.Fatalf("%s: infeasible or not one replica: %v", c.name, tn.Reasons)
+		}
+		rate := tn.Predicted.MaxRPS
+		if math.Abs(rate-c.edge) > 2e-3 {
+			t.Errorf("%s on %s: maxRps %.4f, want loopDrain's edge %.4f", c.name, tn.Replicas[0].Instance, rate, c.edge)
+		}
+		worst := 1.0
+		for seed := uint64(1); seed <= 3; seed++ {
+			r := simulate(t, pool(rate), pl, 24*time.Hour, seed).Report.Tenants[0]
+			t.Logf("%s on %s at the model's %.4f req/s, seed %d of 24 hours: %d preemptions, TPOT p99 %.1f ms, %.2f %% of %d requests within the SLO",
+				c.name, tn.Replicas[0].Instance, rate, seed, r.Preemptions, r.TPOT.P99, 100*r.SLOAttainment, r.Completed)
+			if r.SLOAttainment < 0.99 {
+				t.Errorf("%s: at the model's %.4f req/s seed %d of a day meets the SLO for %.2f %% of the requests", c.name, rate, seed, 100*r.SLOAttainment)
+			}
+		}
+		if !c.wide {
+			continue
+		}
+		wide := rate / loopDrain * 0.8
+		for seed := uint64(1); seed <= 3; seed++ {
+			r := simulate(t, pool(wide), pl, 24*time.Hour, seed).Report.Tenants[0]
+			t.Logf("%s at 0.8 of loopServes, %.4f req/s, seed %d of 24 hours: %d preemptions, %.2f %% within the SLO", c.name, wide, seed, r.Preemptions, 100*r.SLOAttainment)
+			worst = math.Min(worst, r.SLOAttainment)
+		}
+		if worst >= 0.99 {
+			t.Errorf("%s: at 0.8 of loopServes (%.4f req/s) every 24-hour run meets the SLO (worst %.2f %%): a wider edge for many places may hold", c.name, wide, 100*worst)
+		}
+	}
+}
