@@ -281,7 +281,14 @@ func usesFineShares(choice []*cand) bool {
 }
 
 // optimiseRetries is optimise's first choice and packing and its retries; it returns the best
-// plan found.
+// plan found. Its effort is bounded (ADR 0103): after a retry that kept the best plan as it was
+// (no variant of its choice scored better), the retries left record the kinds they would forbid
+// and the boards they would limit, as before, but choose and pack no more (stale); and a retry's
+// plan without counting in nodes (withoutCounting) is made only while optimise's packings have
+// packed at most altWork tenants in all (maxAltWork). Each retry chooses and packs the whole
+// pool again; on pools of thousands of tenants short, with withholdNodeMPS's rounds and the
+// coarse ladders' pass each running these retries afresh, the plans that gained nothing were
+// 15 of 31 choices and packings (genscale.py 4000 2000 1 fixed).
 func (p *planner) optimiseRetries() (*packed, error) {
 	best, err := p.optimiseOnce(nil)
 	if err != nil {
@@ -292,6 +299,7 @@ func (p *planner) optimiseRetries() (*packed, error) {
 	// better score: the plans are scored before the rescue, which serves more of the tenants a
 	// plan counted in nodes leaves short (the six-board 200 tenants: 13 short against 20).
 	var alt *packed
+	stale := false
 	for retry := 0; retry < maxBlockedRetries && (len(best.blocked) > 0 || len(best.spill) > 0); retry++ {
 		if p.forbid == nil {
 			p.forbid, p.nodeRule = map[*tenant]map[forbidKey]string{}, map[*tenant]map[forbidKey]string{}
@@ -316,14 +324,20 @@ func (p *planner) optimiseRetries() (*packed, error) {
 		if capped := p.capBoards(best); !grew && !capped {
 			break
 		}
-		if len(counted) > 0 { // also the retry as it was: those boards' kinds forbidden, not counted in nodes
+		if stale && !p.fullEffort {
+			continue // the kinds and limits recorded as before, no choice and packing of them
+		}
+		if len(counted) > 0 && (p.packedWork <= p.altWork || p.fullEffort) { // also the retry as it was: those boards' kinds forbidden, not counted in nodes
+			p.altPlans, p.altStart = p.altPlans+1, p.packedWork
 			if alt, err = p.withoutCounting(alt, counted); err != nil {
 				return nil, err
 			}
 		}
+		prevBest := best
 		if best, err = p.optimiseOnce(best); err != nil {
 			return nil, err
 		}
+		stale = best == prevBest
 	}
 	if alt != nil && alt.score[0] == best.score[0] && slices.Compare(alt.score[:], best.score[:]) < 0 {
 		best = alt // as many tenants short, fewer GPUs (or node/profile pairs used two ways)
@@ -587,6 +601,12 @@ func (p *planner) withoutCounting(best *packed, counted map[string]bool) (*packe
 // maxBlockedRetries bounds the re-choices of optimise after tenants were left short by a node rule.
 const maxBlockedRetries = 3
 
+// maxAltWork is the tenant-packings (one tenant in one of optimise's packings, packScored) after
+// which the retries make no plan without counting in nodes (withoutCounting; ADR 0103): 30
+// packings of a pool of 1,000 tenants, 120 of one of 250 (the repository's pools take at most
+// 96 packings of 200 tenants in all); a pool of 2,000 makes the first retry's, one of 4,000 none.
+const maxAltWork = 30_000
+
 // forbidKey is a slice kind on a board, as optimise forbids it to a tenant.
 type forbidKey struct {
 	board string
@@ -628,6 +648,7 @@ type blockedKind struct {
 // counts: the first unit on a node fixes its device-plugin setting, and in group order that may
 // be the fewer tenants' (an exclusive GPU before a time-sliced one of four tenants).
 func (p *planner) optimiseOnce(best *packed) (*packed, error) {
+	p.onces++
 	for _, v := range [][2]bool{{true, false}, {false, false}, {true, true}, {false, true}} {
 		p.choose(v[0], v[1])
 		p.packFirst = nil
@@ -671,6 +692,7 @@ func (p *planner) packScored() (*packed, error) {
 	if err := p.ctx.Err(); err != nil {
 		return nil, fmt.Errorf("build plan: %w", err)
 	}
+	p.packedWork += len(p.tenants)
 	s := &packed{gpus: p.gpus, score: p.score(), blocked: map[*tenant]blockedKind{}, caps: p.caps, unplaced: p.unplaced, packFirst: p.packFirst}
 	p.noteSpill(s)
 	for _, tn := range p.tenants {
@@ -795,6 +817,16 @@ type planner struct {
 	raising bool
 	// unplaced are the units the last packing left without a GPU.
 	unplaced []*unit
+	// packedWork is the tenants optimise's packings have packed so far, one count per tenant and
+	// packing (packScored); altWork is the most of it after which no plan without counting in
+	// nodes starts (withoutCounting; newPlanner sets maxAltWork, tests less).
+	packedWork, altWork int
+	// fullEffort lifts the bounds on optimise's re-plans (tests compare with and without them):
+	// the retries after one that kept the best plan, and altWork.
+	fullEffort bool
+	// onces counts optimise's choices and packings (optimiseOnce), altPlans the plans without
+	// counting in nodes, altStart the packedWork at the last one's start; for tests.
+	onces, altPlans, altStart int
 	// packFirst, when set, is the groups whose units pack before all others (pack): those a
 	// node rule kept off their board's free GPUs in the packing before (optimiseOnce).
 	packFirst map[groupKey]bool
@@ -872,7 +904,7 @@ type fleetGPU struct {
 }
 
 func newPlanner(pool *v1.Pool, o Options) (*planner, error) {
-	p := &planner{ctx: context.Background(), pool: pool, o: o, popts: perf.DefaultOptions(), cache: newEvalCache(), ids: newKeyIDs(), modes: map[v1.Mode]bool{}, noRelease: o.noRelease}
+	p := &planner{ctx: context.Background(), pool: pool, o: o, popts: perf.DefaultOptions(), cache: newEvalCache(), ids: newKeyIDs(), modes: map[v1.Mode]bool{}, noRelease: o.noRelease, altWork: maxAltWork}
 	if o.Perf != nil {
 		p.popts = *o.Perf
 	}
