@@ -2,7 +2,6 @@ package plan
 
 import (
 	"bytes"
-	"context"
 	"testing"
 
 	v1 "gpupool.dev/gpupool/api/v1"
@@ -12,19 +11,7 @@ import (
 // planner and the plan's JSON.
 func effortPlan(t *testing.T, pool *v1.Pool, set func(*planner)) (*planner, []byte) {
 	t.Helper()
-	p, err := newPlanner(pool, Options{ConfirmRequests: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.ctx = context.Background()
-	set(p)
-	p.evaluate()
-	if err := p.optimise(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.confirm(); err != nil {
-		t.Fatal(err)
-	}
+	p := chosenPlannerWith(t, pool, Options{ConfirmRequests: -1}, set)
 	pl, err := p.result()
 	if err != nil {
 		t.Fatal(err)

@@ -11,10 +11,18 @@ import (
 // chosenPlanner is a planner of pool that has evaluated, chosen and packed: what result reads.
 func chosenPlanner(tb testing.TB, pool *v1.Pool) *planner {
 	tb.Helper()
-	p, err := newPlanner(pool, Options{})
+	return chosenPlannerWith(tb, pool, Options{}, func(*planner) {})
+}
+
+// chosenPlannerWith is chosenPlanner with options o and set applied to the planner before it
+// evaluates.
+func chosenPlannerWith(tb testing.TB, pool *v1.Pool, o Options, set func(*planner)) *planner {
+	tb.Helper()
+	p, err := newPlanner(pool, o)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	set(p)
 	p.evaluate()
 	if err := p.optimise(); err != nil {
 		tb.Fatal(err)
