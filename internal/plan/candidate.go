@@ -581,9 +581,18 @@ func (p *planner) evalCand(tn *tenant, c *cand) {
 		p.sizeByRate(tn, c)
 		return
 	}
-	sz := p.cache.size(tn, k, func() sizing {
+	edge := p.edgeMargin(tn)
+	sz := p.cache.size(tn, k, edge, func() sizing {
 		lam := peakRate(tn.t.Traffic)
 		s := ev.q.size(lam, tn.slo)
+		if edge && s.n > 0 && !ev.q.admits(lam/confirmRiskLoad, s.n, tn.slo) {
+			// A pool the confirmation does not simulate: the count carries the rate at most
+			// confirmRiskLoad of the model's capacity (edgeMargin). More than
+			// maxSearchReplicas at the margin's rate keeps the model's count.
+			if e := ev.q.size(lam/confirmRiskLoad, tn.slo); e.n > s.n {
+				s.n, s.at = e.n, &sizedState{q: ev.q, lam: lam, n: e.n}
+			}
+		}
 		switch {
 		case s.n > 0 && s.lowest > 1: // idle neighbours never make it larger
 			s.boundLowest = min(s.lowest, ev.q.bestCase().saturation(lam))
@@ -603,6 +612,18 @@ func (p *planner) evalCand(tn *tenant, c *cand) {
 	// The lower bound's count: the saturation count, or the TTFT floor (lbfloor.go) when higher,
 	// both with idle neighbours (the sizing's saturation count assumes busy ones).
 	p.setReplicas(tn, c, sz.n, max(sz.boundLowest, ev.q.ttftFloor(floorRate(tn.t.Traffic), tn.slo)))
+}
+
+// edgeMargin reports whether tn's queueing-model count must carry its rate at most
+// confirmRiskLoad of the model's capacity (ADR 0104): when the planner is given a simulator
+// (Options.Simulate) but the pool has more than confirmMaxTenants tenants, so that no
+// simulation confirms its counts, for a tenant the confirmation would have judged (a Poisson,
+// constant or diurnal rate; not a count the pool fixes). A load at the model's edge is what the
+// confirmation raises on smaller pools, and above its size nothing else would. Without a
+// simulator the caller asks for the queueing model's counts alone, and gets them.
+func (p *planner) edgeMargin(tn *tenant) bool {
+	return p.o.Simulate != nil && len(p.tenants) > confirmMaxTenants && tn.t.Replicas == nil &&
+		tn.t.Traffic.RPS > 0 && patternConfirmable(tn.t.Traffic.Pattern)
 }
 
 // sizeByRate sizes a measured tenant's candidate: ⌈rps / rate⌉ replicas of the measured rate.
@@ -966,15 +987,17 @@ func (c *evalCache) qmodel(tn *tenant, cd *cand, f func() *qmodel) *qmodel {
 	return q
 }
 
-// sizeKey is an evaluation and the rate its replicas carry.
+// sizeKey is an evaluation, the rate its replicas carry, and whether the count keeps
+// edgeMargin's margin below the model's capacity (tenants of one shape and rate may differ).
 type sizeKey struct {
 	evalKey
-	rps float64
+	rps  float64
+	edge bool
 }
 
 // size memoises the queueing model's sizing of a tenant's load on a candidate (k: key(tn, cd)).
-func (c *evalCache) size(tn *tenant, k evalKey, f func() sizing) sizing {
-	sk := sizeKey{k, peakRate(tn.t.Traffic)}
+func (c *evalCache) size(tn *tenant, k evalKey, edge bool, f func() sizing) sizing {
+	sk := sizeKey{k, peakRate(tn.t.Traffic), edge}
 	if r, ok := c.sizes[sk]; ok {
 		return r
 	}

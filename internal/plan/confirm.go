@@ -55,8 +55,11 @@ import (
 // the budget's requests gives most of their tenants too few to judge, and the component runs'
 // share of the budget goes first to the tenants the model is least sure of (confirmAtRisk, ADR
 // 0086); a tenant whose component the budget did not reach says so. Pools with more than
-// confirmMaxTenants tenants are not simulated: there the model alone decides, as the scale bars
-// (1,000 tenants in a second) require, and each tenant's Simulated reason says so.
+// confirmMaxTenants tenants are not simulated, as the scale bars (1,000 tenants in a second)
+// require, and each tenant's Simulated reason says so. There, given a simulator, the model
+// sizes each tenant the confirmation would have judged with a margin in its place: its replicas
+// carry its rate at most confirmRiskLoad of their capacity within the SLO (edgeMargin, ADR 0104),
+// since the tenants at the model's edge are the ones the confirmation raises on smaller pools.
 const (
 	confirmFullTenants = 64
 	// confirmMaxTenants is the largest pool simulated. On the repository's 150- and 200-tenant
@@ -67,7 +70,8 @@ const (
 	confirmMaxTenants = 200
 	// confirmRiskLoad: in a pool above confirmFullTenants, a tenant whose replicas would not
 	// carry its rate over confirmRiskLoad within the SLO (its load within about 10 % of the
-	// model's capacity) is at risk, and its component is simulated first (confirmAtRisk).
+	// model's capacity) is at risk, and its component is simulated first (confirmAtRisk); in a
+	// pool above confirmMaxTenants such a count is not taken (edgeMargin).
 	confirmRiskLoad  = 0.9
 	confirmRequests  = 2500 // requests the slowest judged tenant gets per run, budget permitting
 	confirmMinJudged = 1500 // requests over the runs
@@ -655,6 +659,10 @@ func (p *planner) simulateSeeds(pool *v1.Pool, pl *v1.Plan, d time.Duration, fir
 // simReason is the Simulated reason of a tenant whose plan was simulated, if any.
 func (p *planner) simReason(tn *tenant) (v1.Reason, bool) {
 	if tn.choice != nil && p.confirmTooLarge {
+		if p.edgeMargin(tn) && tn.choice.ev != nil && tn.choice.ev.q != nil {
+			return v1.NewReason(v1.ReasonSimulated, "not simulated: the pool has %d tenants, more than the %d the planner simulates; the queueing model sized it with a margin, its rate at most %.0f %% of what its replicas carry within the SLO",
+				len(p.tenants), confirmMaxTenants, 100*confirmRiskLoad), true
+		}
 		return v1.NewReason(v1.ReasonSimulated, "not simulated: the pool has %d tenants, more than the %d the planner simulates; the queueing model alone sized it",
 			len(p.tenants), confirmMaxTenants), true
 	}
