@@ -1,6 +1,11 @@
 package plan
 
-import "math"
+import (
+	"math"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+	"gpupool.dev/gpupool/internal/perf"
+)
 
 // kvHoldMiss is the share of time a replica's KV cache may be too small for the requests it
 // runs: 0.1 %. With 1 %, about 1 % of arrivals would find a full cache (and wait, or preempt a
@@ -110,4 +115,129 @@ func irwinHallTail(n int, x float64) float64 {
 		return cdf(y)
 	}
 	return 1 - cdf(x)
+}
+
+// kvHoldExceeds is kvHoldExceeds for q's replica at a mean of m requests in flight: at the
+// tenant's lengths when fixed, and by the length law's own hold when they vary (kvHoldVaried).
+func (q *qmodel) kvHoldExceeds(m float64) bool {
+	capTokens := q.kvSeqs * (q.in + q.out)
+	if q.lengths == "" {
+		return kvHoldExceeds(m, q.in, q.out, capTokens, q.slots)
+	}
+	mu, ex2 := q.heldMoments()
+	return kvHoldVaried(m, mu, ex2, capTokens, q.slots)
+}
+
+// heldPerSeq is the mean KV tokens a running request holds: in + out/2 for fixed lengths (its
+// prompt and half its output, decoded at a uniform pace), and for varying ones the mean of
+// heldMoments. The step time's attention reads them.
+func (q *qmodel) heldPerSeq() float64 {
+	if q.lengths == "" {
+		return q.in + q.out/2
+	}
+	mu, _ := q.heldMoments()
+	return mu
+}
+
+// heldMoments are the mean and second moment of the KV tokens one request in flight holds
+// when its lengths vary: its prompt P (of the law, mean in) plus the part A of its output
+// decoded so far. A request in flight is length-biased — one of twice the output stays twice as
+// long — so A is not half the mean output but the equilibrium (age) law of the output L, of
+// density P(L > x)/E[L]: E[A] = E[L²]/(2E[L]), E[A²] = E[L³]/(3E[L]). Exponential (of mean
+// out, continuous): A is itself exponential of mean out, twice the fixed lengths' out/2, and
+// E[P²] = 2in². Uniform on [out/2, 3out/2]: E[A] = 13/24·out, E[A²] = 5/12·out², and
+// E[P²] = 13/12·in². (Prompts are counted at their whole length, uncapped by the context: a
+// little above the real hold.)
+func (q *qmodel) heldMoments() (mu, ex2 float64) {
+	in, out := q.in, q.out
+	var ea, ea2, ep2 float64
+	switch q.lengths {
+	case v1.LengthsExponential:
+		ea, ea2, ep2 = out, 2*out*out, 2*in*in
+	default: // uniform
+		ea, ea2, ep2 = 13.0/24*out, 5.0/12*out*out, 13.0/12*in*in
+	}
+	return in + ea, ep2 + 2*in*ea + ea2
+}
+
+// kvHoldVaried is kvHoldExceeds for requests whose held tokens vary with their lengths: each of
+// the Poisson count (mean m, at most slots running) holds a random X of mean mu and second
+// moment ex2 (heldMoments), and the cache overflows with probability
+// Σₙ P(N = n)·P(X₁ + … + Xₙ > capTokens). The sum of n is taken as the Gamma law of its mean
+// and variance (n·mu, n·(ex2 − mu²)), whose tail comes from Wilson and Hilferty's cube-root
+// normal approximation: skewed as the sum of exponential lengths is, where the normal law would
+// understate the overflow of a few long requests.
+func kvHoldVaried(m, mu, ex2, capTokens float64, slots int) bool {
+	if math.IsInf(capTokens, 1) || m <= 0 || mu <= 0 {
+		return false
+	}
+	v := ex2 - mu*mu
+	if v <= 0 {
+		return kvHoldExceeds(m, mu, 0, capTokens, slots)
+	}
+	mean, sd := m*mu, math.Sqrt(m*ex2)
+	if m >= 1 && mean+8*sd <= capTokens {
+		return false
+	}
+	if m >= 1 && mean >= capTokens && m+4*math.Sqrt(m) < float64(slots) {
+		return true
+	}
+	hi := int(math.Ceil(m + 12*math.Sqrt(m) + 20))
+	lo := max(1, int(math.Floor(m-12*math.Sqrt(m)-20)))
+	lgm := math.Log(m)
+	pmf := func(n int) float64 { return math.Exp(float64(n)*lgm - m - lnFact(n)) }
+	shape, scale := mu*mu/v, v/mu // per request
+	tail := func(n int) float64 { return gammaTailWH(float64(n)*shape, scale, capTokens) }
+	p := 0.0
+	for n := lo; n < slots && n <= hi; n++ {
+		p += pmf(n) * tail(n)
+		if p > kvHoldMiss {
+			return true
+		}
+	}
+	if slots <= hi {
+		atLeast := 0.0
+		for n := max(slots, lo); n <= hi; n++ {
+			atLeast += pmf(n)
+		}
+		p += atLeast * tail(slots)
+	}
+	return p > kvHoldMiss
+}
+
+// gammaTailWH is P(G > x) for G of the Gamma law of shape k and scale theta, by Wilson and
+// Hilferty: (G/(kθ))^(1/3) is close to normal with mean 1 − 1/(9k) and variance 1/(9k).
+func gammaTailWH(k, theta, x float64) float64 {
+	if x <= 0 {
+		return 1
+	}
+	s2 := 1 / (9 * k)
+	z := (math.Cbrt(x/(k*theta)) - (1 - s2)) / math.Sqrt(s2)
+	return 0.5 * math.Erfc(z/math.Sqrt2)
+}
+
+// heldTailStep is what the KV tokens held by the p99 decode batch add to its step beyond
+// d99 requests at the mean hold, for varying lengths (0 for fixed): the tokens that the
+// requests decoding (a Poisson count of mean d) hold are a compound Poisson sum, whose 99th
+// percentile, d·mu + z·√(d·E[X²]) by the normal law (heldMoments), exceeds the p99 count
+// times the mean hold where a few long requests hold much of the cache; the difference is
+// priced at the p99 batch, the cache's capacity its ceiling.
+func (q *qmodel) heldTailStep(d, d99 float64) float64 {
+	if q.lengths == "" || d <= 0 {
+		return 0
+	}
+	mu, ex2 := q.heldMoments()
+	k99 := d*mu + zP99*math.Sqrt(d*ex2)
+	if kv := float64(q.e.KVCapacityTokens()); kv > 0 {
+		k99 = math.Min(k99, kv)
+	}
+	n := math.Floor(d99)
+	extra := k99 - n*mu
+	if extra < 1 {
+		return 0
+	}
+	b := perf.Batch{DecodeSeqs: int(n), KVTokens: int64(n * mu)}
+	more := b
+	more.KVTokens += int64(extra)
+	return math.Max(0, q.e.StepTime(more, q.l).Seconds()-q.e.StepTime(b, q.l).Seconds())
 }

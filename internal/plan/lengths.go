@@ -25,7 +25,8 @@ import (
 //     Poisson number of prompts, each of a random length), whose p99 is computed exactly for
 //     the stated law (promptChunksP99) instead of the Poisson count times the mean prompt.
 //
-// The KV cache's hold (kvhold.go) still counts every request at the mean lengths.
+// The KV cache's hold and the step's attention count a request in flight at its length-biased
+// hold (kvhold.go, heldMoments).
 
 // lengthLaw is the length law the model sizes tn's traffic for: "" for fixed (or unset).
 func lengthLaw(t v1.Traffic) v1.Lengths {
@@ -86,7 +87,7 @@ func (q *qmodel) longPromptExtra(d float64) float64 {
 	per := math.Max(float64(q.budget)-math.Floor(d), 1) // prompt tokens a step takes beside d decodes
 	k := math.Ceil(p / per)
 	c := p / k
-	long := q.e.StepTime(perf.Batch{DecodeSeqs: int(d), KVTokens: int64(math.Floor(d) * (q.in + q.out/2)),
+	long := q.e.StepTime(perf.Batch{DecodeSeqs: int(d), KVTokens: int64(math.Floor(d) * q.heldPerSeq()),
 		PrefillTokens: int(math.Ceil(c)), PrefillSeqs: 1, PrefillPairs: int64(c * (p + 1) / 2)}, q.l).Seconds()
 	return math.Max(0, k*long-q.k*q.step(d, 1))
 }
@@ -330,7 +331,7 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 	const grid = spreadGrid
 	sp := q.spreadSteps()
 	steps, count := sp.steps, sp.count // distinct decode steps of the output quantiles, and how many
-	base := q.step(d99, 0)
+	base := q.step(d99, 0) + q.heldTail
 	chunk := q.in / q.k
 	// At or below bound a miss of at most 1 % decides (the answer is at most x), whatever its
 	// value: the sum stops once the terms left are bounded (tailBound) below what is left of
@@ -340,7 +341,7 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 	// miss is the miss at x, and where its sum stopped: the next term and the sum so far when it
 	// stopped above 1 % with terms left (part), the steps' count otherwise.
 	miss := func(x float64, full bool) (m float64, next int, part float64) { // full: the whole sum, not only until above 1 %
-		fx := q.chunksAt(d99, x)
+		fx := q.chunksAt(d99, x-q.heldTail)
 		prune := bound > 0 && x <= bound
 		if prune {
 			if rest == nil {
@@ -367,7 +368,7 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 	// miss, the same bits as miss(x, true), whose terms are the same and summed in the same
 	// order (its pruning never applies above 1 %: s + rest[i] ≥ s there).
 	finish := func(x float64, next int, part float64) float64 {
-		fx := q.chunksAt(d99, x)
+		fx := q.chunksAt(d99, x-q.heldTail)
 		s := part
 		for i := next; i < len(steps); i++ {
 			j := steps[i]

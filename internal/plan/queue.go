@@ -65,6 +65,9 @@ type qmodel struct {
 	// wait asks again for the rate its state has just solved.
 	means [meanMemo]meanAt
 	next  int
+	// heldTail is what the spread of the held KV tokens adds to the p99 batch's step for
+	// varying lengths (heldTailStep), set by stateFor for its TPOT; 0 for fixed lengths.
+	heldTail float64
 	// w is the request shape; idle is the same replica with idle neighbours (bestCase), nil
 	// until asked for.
 	w    perf.Workload
@@ -194,7 +197,7 @@ func (q *qmodel) stepDense(d, chunks int) float64 {
 }
 
 func (q *qmodel) stepTime(d int, chunks int) float64 {
-	b := perf.Batch{DecodeSeqs: d, KVTokens: int64(float64(d) * (q.in + q.out/2))}
+	b := perf.Batch{DecodeSeqs: d, KVTokens: int64(float64(d) * q.heldPerSeq())}
 	if chunks > 0 {
 		// A chunk is the mean one, in/k tokens (q.chunk exactly when the prompt is one chunk):
 		// k chunks of q.chunk tokens each would charge a prompt of several chunks for more tokens
@@ -300,7 +303,7 @@ func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 	svc := (q.k + o1) * t
 	inFlight := lr * svc
 	// The KV cache must hold what the requests holding a slot keep in it 99.9 % of the time.
-	if kvHoldExceeds(inFlight, q.in, q.out, q.kvSeqs*(q.in+q.out), q.slots) {
+	if q.kvHoldExceeds(inFlight) {
 		return qstate{limit: perf.LimitKV, inFlight: inFlight}
 	}
 	if q.firstChunkThrash(lam, n, t) {
@@ -319,7 +322,8 @@ func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 	// arrivals, poissonP99(λk(O−1)·TPOT), understated the tail of a few long prompts
 	// (TestTPOTTailLongPrompts: 48.3 ms against the simulator's 54.8). Over n replicas the
 	// least-loaded router spreads those prompts (promptChunksP99, routedPromptsP99).
-	batchStep := q.step(d99, f)
+	q.heldTail = q.heldTailStep(d, d99)
+	batchStep := q.step(d99, f) + q.heldTail
 	tpot := batchStep
 	if o1 >= 1 {
 		per := q.k // chunks of in/k tokens a prompt adds
@@ -336,7 +340,7 @@ func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 		}
 		for range 20 {
 			pc := q.promptChunksP99(per, lr*(o1*tpot+pre), n)
-			nt := q.step(d99, math.Max(f, pc/o1))
+			nt := q.step(d99, math.Max(f, pc/o1)) + q.heldTail
 			if lc := q.laterChunks(); pc > lc {
 				// At most slots − 1 prompts admitted after it, on a full replica (laterChunks).
 				nt = math.Min(nt, laterChunksMargin*q.step(float64(q.slots), math.Max(f, lc/o1)))
@@ -786,7 +790,7 @@ func (q *qmodel) fullStep(d99, bp float64) float64 {
 	}
 	t := q.e.StepTime(perf.Batch{PrefillTokens: int(bp), PrefillSeqs: max(1, int(bp/q.in)),
 		PrefillPairs: int64(bp * (math.Min(q.in, bp) + 1) / 2), DecodeSeqs: int(d99),
-		KVTokens: int64(d99 * (q.in + q.out/2))}, q.l).Seconds()
+		KVTokens: int64(d99 * q.heldPerSeq())}, q.l).Seconds()
 	if q.fullMemo == nil {
 		q.fullMemo = map[float64]float64{}
 	}
@@ -805,7 +809,7 @@ func (q *qmodel) ownPrefill(d int) float64 {
 	if t, ok := q.ownMemo[d]; ok {
 		return t
 	}
-	base := perf.Batch{DecodeSeqs: d, KVTokens: int64(float64(d) * (q.in + q.out/2))}
+	base := perf.Batch{DecodeSeqs: d, KVTokens: int64(float64(d) * q.heldPerSeq())}
 	empty := q.e.StepTime(base, q.l).Seconds()
 	in := int(q.in)
 	sum := 0.0
