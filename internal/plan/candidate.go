@@ -577,6 +577,12 @@ func (p *planner) evalCand(tn *tenant, c *cand) {
 		c.reject, c.why = v1.ReasonSLOUnmet, ev.why
 		return
 	}
+	if tn.overCtx > overContextMiss {
+		// More requests than a p99 target allows are refused for their length: no count helps.
+		c.reject, c.why = v1.ReasonSLOUnmet, "no replica count meets the SLO: "+overContextWhy(tn.overCtx, tn.llmOpt.Context)+
+			fmt.Sprintf(", more than the %.0f %% a p99 target allows", 100*overContextMiss)
+		return
+	}
 	if ev.q == nil { // a measured profile: ParvaGPU's rule, replicas = ⌈rps / rate⌉
 		p.sizeByRate(tn, c)
 		return

@@ -45,6 +45,10 @@ func TestConfirmRaisesSubsetThatFits(t *testing.T) {
 		}
 		p.ctx = context.Background()
 		p.noRaiseSubset = off
+		// t1's exponential 3,000-token prompts exceed llama-2-13b's 4,096-token context a
+		// quarter of the time, which makes it infeasible before any run (overContextShare,
+		// ADR 0108); the raise is what is tested here, as the pool was reviewed.
+		p.tenants[1].overCtx = 0
 		p.evaluate()
 		if err := p.optimise(); err != nil {
 			t.Fatal(err)

@@ -577,6 +577,80 @@ func lengthsNeed(t v1.Traffic) int {
 	return t.InputTokens + t.OutputTokens
 }
 
+// overContextMiss is the share of a tenant's requests that may be longer than its replicas'
+// --max-model-len: vLLM answers them with an error, a miss of the p99 target each, so above 1 %
+// no replica count meets the SLO.
+const overContextMiss = 0.01
+
+// overContextShare is the share of requests of traffic t, drawn as the simulator draws them
+// (uniform: ⌊m/2⌋ + j with j uniform on {0, …, m}, at least 1; exponential: geometric on
+// {1, 2, …} of mean m; prompt and output independent), whose prompt + output tokens exceed ctx,
+// the --max-model-len its replicas get. Only where the tenant sets no maxContext: one that does
+// has its lengths capped at it (the simulator draws no longer request, and the replicas admit
+// it). contextFor raises the context to what all but 0.1 % need (lengthsNeed), up to the model's
+// maximum; this is what that maximum leaves out.
+func overContextShare(t v1.Traffic, maxContext, ctx int) float64 {
+	in, out := t.InputTokens, t.OutputTokens
+	if maxContext > 0 || ctx <= 0 || in <= 0 || out <= 0 {
+		return 0
+	}
+	switch lengthLaw(t) {
+	case v1.LengthsUniform:
+		if in/2+in+out/2+out <= ctx {
+			return 0
+		}
+		// P(out > ctx − i) for each prompt length i, the output uniform on {⌊out/2⌋ … ⌊out/2⌋+out}.
+		share := 0.0
+		for j := 0; j <= in; j++ {
+			i := max(1, in/2+j)
+			lo, n := out/2, out+1 // outputs lo … lo+out, each 1/n (lo ≥ 1 unless out is 1: max(1, ·))
+			need := ctx - i       // longest output that fits
+			var over float64
+			switch {
+			case need < max(1, lo):
+				over = 1
+			case need >= lo+out:
+				over = 0
+			default:
+				over = float64(lo+out-need) / float64(n)
+			}
+			share += over / float64(in+1)
+		}
+		return share
+	case v1.LengthsExponential:
+		// Geometric prompt I and output O of means in and out: P(I + O > ctx) =
+		// P(I ≥ ctx) + Σ_{i<ctx} P(I = i)·P(O > ctx − i), P(L > n) = (1 − 1/m)^n.
+		if in <= 1 && out <= 1 {
+			if 2 > ctx {
+				return 1
+			}
+			return 0
+		}
+		surv := func(m, n int) float64 { // P(L > n), L ≥ 1 of mean m
+			if m <= 1 {
+				if n < 1 {
+					return 1
+				}
+				return 0
+			}
+			return math.Exp(float64(n) * math.Log1p(-1/float64(m)))
+		}
+		share := surv(in, ctx-1) // I ≥ ctx: over whatever the output
+		for i := 1; i < ctx; i++ {
+			pi := surv(in, i-1) - surv(in, i)
+			if pi < 1e-18 && i > in {
+				break
+			}
+			share += pi * surv(out, ctx-i)
+		}
+		return math.Min(share, 1)
+	}
+	if in+out > ctx {
+		return 1
+	}
+	return 0
+}
+
 // normalTail is an upper bound on ½·erfc(u), the normal tail that irwinHallTail takes above 12
 // terms, within 6e-8 of it, from a table at steps of h = 1/1024 on [−6, 6]: the chord between
 // the two points around u, which lies above ½·erfc where it is convex (u ≥ 0), plus the most a

@@ -28,6 +28,8 @@ type tenant struct {
 	slo    perf.SLO
 	group  string // who it may share an MPS or time-sliced slice with ("" : nobody)
 	notes  []string
+	// overCtx is the share of its requests longer than its --max-model-len (overContextShare).
+	overCtx float64
 	// clock is the clock lock of the tenant's energy class (perf.Options.ClockCap: 0.7 of boost
 	// for efficiency, 0 for none), which its replicas are sized at: the planner gives each energy
 	// class GPUs of its own, whose clocks are locked for it (the simulator runs them so).
@@ -120,7 +122,19 @@ func newTenant(i int, t v1.Tenant, o Options, po perf.Options) (*tenant, error) 
 		tn.notes = append(tn.notes, splitNote(t, tn.slo, tn.work.OutputTokens))
 	}
 	tn.group = sharingGroup(t)
+	// Where the model's maximum held the context below what all but 0.1 % need (contextFor).
+	if sh := overContextShare(t.Traffic, t.MaxContext, tn.llmOpt.Context); sh > 0 && lengthsNeed(t.Traffic) > tn.llmOpt.Context {
+		tn.overCtx = sh
+		if sh <= overContextMiss {
+			tn.notes = append(tn.notes, overContextWhy(sh, tn.llmOpt.Context))
+		}
+	}
 	return tn, nil
+}
+
+// overContextWhy says what share sh of a tenant's requests the context ctx refuses.
+func overContextWhy(sh float64, ctx int) string {
+	return fmt.Sprintf("%.2f %% of its requests are longer than --max-model-len %d, the model's maximum, and vLLM answers them with an error (shorter prompts, or a model of a longer context, serve them)", 100*sh, ctx)
 }
 
 func cmpOr(v, d int) int {
