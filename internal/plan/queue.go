@@ -570,8 +570,9 @@ func (q *qmodel) firstChunkThrash(lam float64, n int, t float64) bool {
 	// one alone is in the loop (the router sends it, whose queue is long, no new requests), the
 	// others carry the rest at their full slots' rate (fullServes). ADR 0099.
 	// One replica of many places drains at loopEdgeMany: the lower of what it serves in the
-	// loop and what it prefills with its places full (ADR 0106).
-	if n == 1 && q.slots >= loopManyPlaces {
+	// loop and what it prefills with its places full (ADR 0106; fixed lengths, where it was
+	// calibrated).
+	if n == 1 && q.slots >= loopManyPlaces && q.lengths == "" {
 		return lam > q.loopEdgeMany()
 	}
 	if lam/float64(n) <= loopDrain*q.loopServes() && lam <= loopDrain*(q.loopServes()+float64(n-1)*q.fullServes()) {
