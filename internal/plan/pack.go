@@ -950,6 +950,7 @@ func (p *planner) packBucket(units []*unit, free map[string][]*gpuPlan, pc *patt
 		if u.c.tp > 1 {
 			gs := p.takeGroup(board, free, wholeWant(u), u.c.tp)
 			if gs == nil {
+				p.noteBlockedGroup(u, board, free)
 				unplaced = append(unplaced, u)
 				continue
 			}

@@ -211,3 +211,23 @@ func (q *qmodel) placesAt(pct int) int {
 // at seed 2; uncapped 98.71 %). Uniform lengths met 99 % at the 90th percentile too, but gained
 // little (ADR 0093 and its amendment; TestSeqCapExponentialPercentile).
 const longPercentile = 99
+
+// noteBlockedGroup records, for a tensor-parallel unit that takeGroup could not place, the
+// device-plugin rule that the first node of board with u.c.tp free GPUs breaks (nothing when no
+// node has that many free: the pool is simply full), as noteBlocked does for one GPU.
+func (p *planner) noteBlockedGroup(u *unit, board *gpu.Board, free map[string][]*gpuPlan) {
+	n := map[string]int{}
+	for _, g := range free[board.Name] {
+		if g == nil {
+			continue
+		}
+		node := g.fg.ref.Node
+		if n[node]++; n[node] < u.c.tp {
+			continue
+		}
+		if rule := p.conflictRule(node, wholeWant(u)); rule != "" {
+			p.blocked[u] = blockage{rule: rule, kind: u.c.kind}
+		}
+		return
+	}
+}
