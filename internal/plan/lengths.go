@@ -300,7 +300,9 @@ func (q *qmodel) outQuantile(u float64) float64 {
 // p99 at the mean length): a request's TPOT is the mean of its O − 1 decode steps, so a short
 // one that meets a long prompt's chunks averages them over few steps. With f(x) the prompt
 // chunks per step at which a step of d99 decodes lasts x, a request of j decode steps exceeds x
-// when the prompt tokens arriving over its decode (compound Poisson of mean λ·j·x prompts) exceed
+// when the prompt tokens arriving over its decode and its own last prefill step (compound
+// Poisson of mean λ·(j·x + s1) prompts, s1 the step of d99 decodes and one mean chunk: a prompt
+// that arrives while its last chunk runs is prefilled in its first decode step; ADR 0109) exceed
 // j·chunk·f(x); the p99 is the least x at which that chance, averaged over the output law
 // (requests of one output token have no TPOT), is 1 %. tpot itself for fixed lengths.
 //
@@ -333,6 +335,7 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 	steps, count := sp.steps, sp.count // distinct decode steps of the output quantiles, and how many
 	base := q.step(d99, 0) + q.heldTail
 	chunk := q.in / q.k
+	pre := q.step(d99, 1) // its own last prefill step, whose arrivals its first decode step takes
 	// At or below bound a miss of at most 1 % decides (the answer is at most x), whatever its
 	// value: the sum stops once the terms left are bounded (tailBound) below what is left of
 	// 1 %, and returns at most 1 % (the sum with the bounds).
@@ -349,7 +352,7 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 			}
 			for i := len(steps) - 1; i >= 0; i-- {
 				j := steps[i]
-				rest[i] = rest[i+1] + count[i]*tailBound(lr*j*x, j*chunk*fx/q.in)
+				rest[i] = rest[i+1] + count[i]*tailBound(lr*(j*x+pre), j*chunk*fx/q.in)
 			}
 		}
 		s := 0.0
@@ -357,7 +360,7 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 			if prune && s+rest[i] <= pruneBelow*grid {
 				return (s + rest[i]) / grid, len(steps), 0
 			}
-			s += count[i] * tailAt(q.lengths, lr*j*x, j*chunk*fx/q.in)
+			s += count[i] * tailAt(q.lengths, lr*(j*x+pre), j*chunk*fx/q.in)
 			if !full && s/grid > 0.01 {
 				return s / grid, i + 1, s
 			}
@@ -372,7 +375,7 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 		s := part
 		for i := next; i < len(steps); i++ {
 			j := steps[i]
-			s += count[i] * tailAt(q.lengths, lr*j*x, j*chunk*fx/q.in)
+			s += count[i] * tailAt(q.lengths, lr*(j*x+pre), j*chunk*fx/q.in)
 		}
 		return s / grid
 	}

@@ -121,9 +121,9 @@ func TestVariedLengthsPlanMeetsSLO(t *testing.T) {
 	}
 }
 
-// TestVariedLengthsSingleTenant: for a single exponential-lengths tenant the queueing model's
-// count meets the SLO in simulation and is at most max(k + 1, 1.25 k), k the fewest replicas the
-// simulator accepts (≥ 99 %).
+// TestVariedLengthsSingleTenant: for a single exponential-lengths tenant the planned replicas
+// meet the SLO in simulation and take at most max(k + 1, 1.25 k) GPUs, k the fewest one-GPU
+// replicas the simulator accepts (≥ 99 %).
 func TestVariedLengthsSingleTenant(t *testing.T) {
 	cases := []struct {
 		model      string
@@ -152,15 +152,18 @@ func TestVariedLengthsSingleTenant(t *testing.T) {
 			t.Errorf("%s, %s lengths: infeasible: %v", c.model, c.law, tn.Reasons)
 			continue
 		}
-		n := len(tn.Replicas)
-		a, _ := simAttain(t, pool, n, requests)
+		// The plan as planned (a replica may span GPUs: tensor-parallel), against the fewest
+		// one-GPU replicas the simulator accepts, GPU for GPU.
+		n := pl.Summary.GPUsUsed
+		d := time.Duration(float64(requests)/c.rps*1e9) + time.Minute
+		a := simulate(t, pool, pl, d, 1).Report.Tenants[0].SLOAttainment
 		k := fewestSimulated(t, pool, n, requests)
-		t.Logf("%s at %g req/s, %d + %d tokens %s: planned %d, the simulator's fewest %d, planned attains %.2f %%", c.model, c.rps, c.in, c.out, c.law, n, k, 100*a)
+		t.Logf("%s at %g req/s, %d + %d tokens %s: planned %d replica(s) on %d GPUs, the simulator's fewest %d, planned attains %.2f %%", c.model, c.rps, c.in, c.out, c.law, len(tn.Replicas), n, k, 100*a)
 		if a < 0.99 {
-			t.Errorf("%s, %s lengths: %d planned replicas attain %.2f %%", c.model, c.law, n, 100*a)
+			t.Errorf("%s, %s lengths: the plan's %d GPUs attain %.2f %%", c.model, c.law, n, 100*a)
 		}
 		if lim := math.Max(float64(k+1), 1.25*float64(k)); float64(n) > lim {
-			t.Errorf("%s, %s lengths: planned %d > max(k+1, 1.25k) = %g with k = %d", c.model, c.law, n, lim, k)
+			t.Errorf("%s, %s lengths: planned %d GPUs > max(k+1, 1.25k) = %g with k = %d", c.model, c.law, n, lim, k)
 		}
 	}
 }
