@@ -17,9 +17,9 @@ import (
 // (withholdNodeMPS) must reach a plan at least as good: allowing more modes must not serve
 // fewer. At d1's own rate t1 (uniform lengths) is sized with the length-biased share of the KV
 // cache a request in flight holds (ADR 0105: 2 × 1g.45gb in the plan, 3 × 1g.23gb before), and
-// the planner's other steps reach 10 of 12 with MPS allowed without withholding it (the same
-// plan with withholdNodeMPS off), so nothing is withheld there and the test would check
-// nothing; at 20 req/s the first packing puts the node on MPS again, and withholding it is what
+// the planner's other steps reach 10 of 12 on 6 GPUs with MPS allowed without withholding it
+// (10 on 6 with withholdNodeMPS off as well), so nothing is withheld there and the test would
+// check nothing; at 20 req/s the first packing puts the node on MPS again, and withholding it is what
 // serves 10.
 func TestWithholdNodeMPS(t *testing.T) {
 	plan := func(modes []v1.Mode) (*planner, int, int) {
