@@ -19,8 +19,8 @@ import (
 // cache a request in flight holds (ADR 0105: 2 × 1g.45gb in the plan, 3 × 1g.23gb before), and
 // the planner's other steps reach 10 of 12 on 6 GPUs with MPS allowed without withholding it
 // (10 on 6 with withholdNodeMPS off as well), so nothing is withheld there and the test would
-// check nothing; at 20 req/s the first packing puts the node on MPS again, and withholding it is what
-// serves 10.
+// check nothing; at 20 req/s the first packing puts the node on MPS again, and withholding it
+// is what serves 10.
 func TestWithholdNodeMPS(t *testing.T) {
 	plan := func(modes []v1.Mode) (*planner, int, int) {
 		t.Helper()
