@@ -29,21 +29,26 @@ func shortBelow(name string, want int) Simulator {
 	}
 }
 
-// Review 12's m2 (DRA) on two A100 80GB, four H100s and three A30s, with nightly-bot (2 × 1g.10gb
-// + MPS 1/2 of an H100) found short by the runs until it has 3 replicas. Chosen and packed again
-// with the raise, the plan leaves a tenant without GPUs, so the confirmation kept the first
-// round's plan and nightly-bot short (NoCapacity). Made on the round's plan instead, the raise
-// seats nightly-bot's 3 replicas on the H100s by moving served tenants off them onto idle GPUs
-// of other boards, and all six tenants are served in full (ADR 0075).
+// Review 12's m2 (DRA) on two A100 80GB, four H100s and three A30s, with chat-bursty at 7.5 req/s
+// (burst 30) and nightly-bot (2 × 1g.10gb + MPS 1/2 of an H100) found short by the runs until it
+// has 3 replicas. Chosen and packed again with the raise, the plan leaves a tenant without GPUs,
+// so the confirmation kept the first round's plan and nightly-bot short (NoCapacity). Made on the
+// round's plan instead, the raise seats nightly-bot's 3 replicas on the H100s by moving served
+// tenants off them onto idle GPUs of other boards, and all six tenants are served in full (ADR
+// 0075). At m2's 8 req/s the queueing model's count for chat-bursty is four 3g.40gb since ADR
+// 0105 (three before), two whole H100s, and nightly-bot goes on 1g.6gb of an A30 beside
+// fixed-two with no idle GPU left to move anyone onto; at 7.5 three carry it, as at 8 before,
+// and nightly-bot is on the H100 beside chat-bursty's third instance with an A30 idle.
 func TestConfirmRaiseMovesServedTenants(t *testing.T) {
 	doc, err := os.ReadFile("../../testdata/review12/m2-mixed-boards-dra.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(doc)
-	for _, r := range [][2]string{{"A100-SXM4-80GB, count: 3", "A100-SXM4-80GB, count: 2"}, {"A30-24GB, count: 2", "A30-24GB, count: 3"}} {
+	for _, r := range [][2]string{{"A100-SXM4-80GB, count: 3", "A100-SXM4-80GB, count: 2"}, {"A30-24GB, count: 2", "A30-24GB, count: 3"},
+		{"rps: 8, inputTokens: 600,", "rps: 7.5, inputTokens: 600,"}} {
 		if !strings.Contains(s, r[0]) {
-			t.Fatalf("m2's fleet no longer has %q", r[0])
+			t.Fatalf("m2 no longer has %q", r[0])
 		}
 		s = strings.Replace(s, r[0], r[1], 1)
 	}

@@ -8,16 +8,27 @@ import (
 	v1 "gpupool.dev/gpupool/api/v1"
 )
 
-// Review 13's M3 (testdata/review13/d1-deviceplugin-mps-node-idle.yaml): one node of seven
-// B200s, twelve tenants, device plugin. The first packing gives node n0 whole-GPU MPS for the
-// shared tenants it places first, so the node runs migStrategy none and the other tenants' MIG
-// instances and exclusive replicas find no GPU: 4 served on 2 GPUs, 5 idle. The same pool with
-// MPS not allowed serves 9 on 5. Withholding MPS on the node from the tenants that chose it
-// (withholdNodeMPS) must reach a plan at least as good: allowing more modes must not serve fewer.
+// Review 13's M3 (testdata/review13/d1-deviceplugin-mps-node-idle.yaml) with t1 at 20 req/s
+// instead of 21.794: one node of seven B200s, twelve tenants, device plugin. The first packing
+// gives node n0 whole-GPU MPS for the shared tenants it places first (t1, t5, t9 and t11 at MPS
+// 1/6), so the node runs migStrategy none and the other tenants' MIG instances and exclusive
+// replicas find no GPU: 4 of 12 served, 5 on 2 GPUs after the rescue. The same pool with MPS
+// not allowed serves 10 on 6. Withholding MPS on the node from the tenants that chose it
+// (withholdNodeMPS) must reach a plan at least as good: allowing more modes must not serve
+// fewer. At d1's own rate t1 (uniform lengths) is sized with the length-biased share of the KV
+// cache a request in flight holds (ADR 0105: 2 × 1g.45gb in the plan, 3 × 1g.23gb before), and
+// the planner's other steps reach 10 of 12 on 6 GPUs with MPS allowed without withholding it
+// (10 on 6 with withholdNodeMPS off as well), so nothing is withheld there and the test would
+// check nothing; at 20 req/s the first packing puts the node on MPS again, and withholding it
+// is what serves 10.
 func TestWithholdNodeMPS(t *testing.T) {
 	plan := func(modes []v1.Mode) (*planner, int, int) {
 		t.Helper()
 		pool := loadPool(t, "../../testdata/review13/d1-deviceplugin-mps-node-idle.yaml")
+		if pool.Tenants[1].Name != "t1" {
+			t.Fatalf("d1's second tenant is %s", pool.Tenants[1].Name)
+		}
+		pool.Tenants[1].Traffic.RPS = 20
 		if modes != nil {
 			pool.Policy.AllowedModes = modes
 		}
