@@ -435,13 +435,16 @@ func (p *planner) exclusions(tn *tenant) (v1.ReasonCode, string) {
 // evaluate fits every tenant on every candidate slice, sizes its replicas and keeps the feasible
 // candidates sorted cheapest first.
 func (p *planner) evaluate() {
-	for _, tn := range p.tenants {
+	for i, tn := range p.tenants {
 		if p.stopped() {
 			return
 		}
 		p.evalTenant(tn)
 		if splits := e2eSplits(tn); len(splits) > 1 {
 			p.evalSplits(tn, splits)
+		}
+		if i+1 == reserveAfter && len(p.tenants) > 2*reserveAfter {
+			p.cache.reserve(len(p.tenants), reserveAfter)
 		}
 	}
 }
@@ -968,18 +971,51 @@ type shapeKey struct {
 }
 
 // evalKey is a tenant's shape number and the candidate's slice (boards and profiles are the
-// catalog's, one pointer per name).
+// catalog's, one pointer per name), in 32 bytes: the sizing's memo hashes one per candidate.
+// Shapes are numbered per tenant (at most one per tenant and SLO), shares and tensor-parallel
+// degrees are single digits, so the narrow fields hold them.
 type evalKey struct {
-	shape     int
 	board     *gpu.Board
-	kind      int // kindRank
 	profile   *gpu.Profile
-	share, tp int
+	shape     int32
+	share, tp int32
+	kind      int8 // kindRank
 }
 
 func newEvalCache() *evalCache {
 	return &evalCache{m: map[evalKey]*evalResult{}, sizes: map[sizeKey]sizing{}, qs: map[evalKey]*qmodel{}, fits: map[fitKey]*fitResult{}, places: map[placeKey]placeResult{}, shapes: map[shapeKey]int{}, finest: map[finestKey]int{},
 		fitModels: map[fitModel]int{}, placeModels: map[placeModel]int{}}
+}
+
+// reserveAfter is how many tenants evaluate evaluates before it sizes the memos for the rest
+// (reserve): enough that their candidates' count stands for the pool's, few enough that the
+// maps have not grown much yet.
+const reserveAfter = 32
+
+// reserve sizes the evaluation and sizing memos for tenants tenants like the first evaluated
+// ones: on distinct request shapes nearly every candidate's evaluation and sizing is a new
+// entry, and maps grown one entry at a time rehash every entry at each doubling. The memory
+// fits are shared far more (across rates and request shapes), so they grow as they go.
+func (c *evalCache) reserve(tenants, evaluated int) {
+	c.m = grownMap(c.m, tenants, evaluated)
+	c.sizes = grownMap(c.sizes, tenants, evaluated)
+	c.qs = grownMap(c.qs, tenants, evaluated)
+}
+
+// maxReserve bounds the entries reserve makes room for in one map.
+const maxReserve = 1 << 22
+
+// grownMap is m, holding the entries of evaluated tenants, copied into a map with room for
+// those of tenants tenants at the same rate.
+func grownMap[K comparable, V any](m map[K]V, tenants, evaluated int) map[K]V {
+	if len(m) == 0 {
+		return m
+	}
+	g := make(map[K]V, min(len(m)*tenants/evaluated, maxReserve))
+	for k, v := range m {
+		g[k] = v
+	}
+	return g
 }
 
 // qmodel memoises the queueing model of a tenant's replica on a candidate across SLOs.
@@ -1025,7 +1061,7 @@ func (c *evalCache) get(k evalKey, f func() *evalResult) *evalResult {
 func (c *evalCache) key(tn *tenant, cd *cand) evalKey { return c.slotKey(c.shape(tn), cd) }
 
 func (c *evalCache) slotKey(shape int, cd *cand) evalKey {
-	return evalKey{shape: shape, board: cd.board, kind: kindRank(cd.kind), profile: cd.profile, share: cd.share, tp: cd.tp}
+	return evalKey{shape: int32(shape), board: cd.board, kind: int8(kindRank(cd.kind)), profile: cd.profile, share: int32(cd.share), tp: int32(cd.tp)}
 }
 
 // shape is the number of tn's shapeKey, kept on tn; qshape that of its shapeKey without the SLO.

@@ -278,6 +278,7 @@ func (s *groupSearch) rows(ts []*tenant, lam float64) float64 {
 	class := map[groupKey]int{}
 	all := make([][]groupOpt, len(ts))
 	for ti, tn := range ts {
+		all[ti] = make([]groupOpt, 0, len(tn.feasible))
 		for _, c := range tn.feasible {
 			k := keyOf(tn, c)
 			ci, ok := class[k]

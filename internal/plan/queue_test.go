@@ -185,8 +185,11 @@ func TestMeanStepMemo(t *testing.T) {
 	for _, lam := range ask {
 		fresh := h100Model(t, 8, 512, 256)
 		want, wantOK := fresh.solveMean(lam)
-		if slices.ContainsFunc(q.means[:], func(m meanAt) bool { return m.set && m.lam == lam }) {
-			kept++
+		for i, m := range q.means {
+			if q.meanSet&(1<<i) != 0 && m.lam == lam {
+				kept++
+				break
+			}
 		}
 		got, ok := q.meanStep(lam)
 		if ok != wantOK || math.Float64bits(got) != math.Float64bits(want) {
@@ -198,6 +201,28 @@ func TestMeanStepMemo(t *testing.T) {
 	}
 	if kept == 0 || saturated == 0 || saturated == len(ask) {
 		t.Fatalf("the rates asked hit the memo %d times and saturate %d of %d times: want both, and rates that do not saturate", kept, saturated, len(ask))
+	}
+	// Every slot holds a rate the replica keeps up with, then one it does not, then the first
+	// again: the answers kept follow their slots' rates (the flags are kept apart from them).
+	q = h100Model(t, 8, 512, 256)
+	low, high := rates[0], rates[len(rates)-1]
+	if _, ok := h100Model(t, 8, 512, 256).solveMean(low); !ok {
+		t.Fatalf("%g req/s saturates: want a rate that does not", low)
+	}
+	if _, ok := h100Model(t, 8, 512, 256).solveMean(high); ok {
+		t.Fatalf("%g req/s does not saturate: want one that does", high)
+	}
+	var seq []float64
+	for _, base := range []float64{low, high, high, low, low} {
+		for i := range meanMemo {
+			seq = append(seq, base*(1+float64(i)/1000))
+		}
+	}
+	for _, lam := range seq {
+		want, wantOK := h100Model(t, 8, 512, 256).solveMean(lam)
+		if got, ok := q.meanStep(lam); ok != wantOK || math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("meanStep(%g) = %v, %v after slots held other rates; a fresh model solves %v, %v", lam, got, ok, want, wantOK)
+		}
 	}
 }
 
