@@ -172,7 +172,7 @@ func (q *qmodel) outLaw() ([]float64, []float64) {
 	}
 	ls, ps := q.outLawFresh()
 	ol := &outLawOf{key: key, ls: ls, ps: ps}
-	if outLawsHeld.Add(1) <= outLawsMax {
+	if outLawsHeld.Add(int64(len(ls))) <= outLawsMax {
 		outLaws.Store(key, ol) // the same law whoever stores it first
 	}
 	q.olaw = ol
@@ -192,16 +192,16 @@ type outLawOf struct {
 	ls, ps []float64
 }
 
-// outLaws holds the output law of each key asked for, up to outLawsMax of them (outLawsHeld
-// counts the stores; past it a model computes its own).
+// outLaws holds the output law of each key asked for, up to outLawsMax values in all
+// (outLawsHeld counts the values stored; past it a model computes its own).
 var (
 	outLaws     sync.Map
 	outLawsHeld atomic.Int64
 )
 
-// outLawsMax bounds outLaws: up to a few hundred kilobytes each (an exponential law of a long
-// mean output).
-const outLawsMax = 1 << 10
+// outLawsMax bounds outLaws' values (16 bytes each): 16 MB at most, where a law has from one
+// value to about 21 times its mean output (an exponential law's, cut at 1e-9).
+const outLawsMax = 1 << 20
 
 // outLawFresh is outLaw, computed.
 func (q *qmodel) outLawFresh() ([]float64, []float64) {
