@@ -220,15 +220,9 @@ func compoundTail(l v1.Lengths, in, m, x float64) float64 {
 		}
 		return 0.5 * math.Erfc((x-m*in)/math.Sqrt(2*m*ex2))
 	}
-	s := math.Exp(-m) // N = 0: S = 0
-	if x >= 0 {
-		s = 0
-	}
 	hi := int(math.Ceil(m + 12*math.Sqrt(m) + 20))
-	pn := math.Exp(-m) // P(N = n), from n = 0
 	y := x / in
-	gt, gterm := 0.0, math.Exp(-y) // exponential: P(Gamma(n, 1) > y) = Σ_{j<n} e^{−y} y^j/j!, by n
-	first := 1
+	s, pn, first := 0.0, 0.0, 1 // pn: P(N = n), from n = first − 1
 	if l == v1.LengthsUniform && y > 0 {
 		// (y − n)/√(n/12) falls with n and is 8.3 at n = r²: below it every term's Irwin–Hall
 		// tail is under 1e-16 (irwinHallTail's normal law above 12, 0 at or below, where y is
@@ -239,17 +233,32 @@ func compoundTail(l v1.Lengths, in, m, x float64) float64 {
 			first = k
 			lg, _ := math.Lgamma(float64(k))
 			pn = math.Exp(float64(k-1)*math.Log(m) - m - lg) // P(N = k − 1)
-			s += 1e-16
+			s = 1e-16                                        // x > 0: S = 0 does not count
 		}
+	}
+	if first == 1 || x < 0 {
+		e := math.Exp(-m) // P(N = 0), once for both uses
+		if x < 0 {
+			s = e // N = 0: S = 0 > x
+		}
+		if first == 1 {
+			pn = e
+		}
+	}
+	gt, gterm := 0.0, 0.0 // exponential: P(Gamma(n, 1) > y) = Σ_{j<n} e^{−y} y^j/j!, by n
+	if l == v1.LengthsExponential && y > 0 {
+		gterm = math.Exp(-y)
 	}
 	for n := first; n <= hi; n++ {
 		fn := float64(n)
 		pn *= m / fn
-		if fn > m {
-			// Past the mode P(N = n) only falls, by at least r = m/(n+1) a step: the rest of the
-			// sum is at most P(N ≥ n) ≤ P(N = n)/(1 − r), which is added once it is below
-			// tailSlack (so the sum never falls below the full one), or once it no longer
-			// changes s in float64 (rounding is monotone), when the sum is final.
+		// Past the mode P(N = n) only falls, by at least r = m/(n+1) a step: the rest of the
+		// sum is at most P(N ≥ n) ≤ P(N = n)/(1 − r), which is added once it is below tailSlack
+		// (so the sum never falls below the full one), or once it no longer changes s in
+		// float64 (rounding is monotone), when the sum is final. That rest is never below
+		// P(N = n) (divided by 1 − r ≤ 1, rounded), so while P(N = n) is above tailSlack and
+		// still changes s neither holds, and the rest is not computed (the same decisions).
+		if fn > m && (pn <= tailSlack || s+pn == s) {
 			rest := pn / (1 - m/(fn+1))
 			if s+rest == s {
 				break
@@ -266,7 +275,11 @@ func compoundTail(l v1.Lengths, in, m, x float64) float64 {
 			}
 			gt += gterm
 			gterm *= y / fn
-			s += pn * math.Min(gt, 1)
+			if gt < 1 { // math.Min(gt, 1): gt is a sum of non-negative terms, never NaN or −0
+				s += pn * gt
+			} else {
+				s += pn
+			}
 			continue
 		}
 		z := (x - fn*in/2) / in
@@ -356,13 +369,17 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 			}
 		}
 		s := 0.0
-		for i, j := range steps {
-			if prune && s+rest[i] <= pruneBelow*grid {
-				return (s + rest[i]) / grid, len(steps), 0
-			}
-			s += count[i] * tailAt(q.lengths, lr*(j*x+pre), j*chunk*fx/q.in)
-			if !full && s/grid > 0.01 {
-				return s / grid, i + 1, s
+		var tb tailTerms
+		for b := 0; b < len(steps); b += tailBlock {
+			e := tb.look(q.lengths, steps, b, lr, x, pre, chunk, fx, q.in)
+			for i := b; i < e; i++ {
+				if prune && s+rest[i] <= pruneBelow*grid {
+					return (s + rest[i]) / grid, len(steps), 0
+				}
+				s += count[i] * tb.at(q.lengths, i-b)
+				if !full && s/grid > 0.01 {
+					return s / grid, i + 1, s
+				}
 			}
 		}
 		return s / grid, len(steps), s
@@ -373,9 +390,12 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 	finish := func(x float64, next int, part float64) float64 {
 		fx := q.chunksAt(d99, x-q.heldTail)
 		s := part
-		for i := next; i < len(steps); i++ {
-			j := steps[i]
-			s += count[i] * tailAt(q.lengths, lr*(j*x+pre), j*chunk*fx/q.in)
+		var tb tailTerms
+		for b := next; b < len(steps); b += tailBlock {
+			e := tb.look(q.lengths, steps, b, lr, x, pre, chunk, fx, q.in)
+			for i := b; i < e; i++ {
+				s += count[i] * tb.at(q.lengths, i-b)
+			}
 		}
 		return s / grid
 	}
@@ -629,22 +649,28 @@ func overContextShare(t v1.Traffic, maxContext, ctx int) float64 {
 			}
 			return 0
 		}
-		surv := func(m, n int) float64 { // P(L > n), L ≥ 1 of mean m
+		// P(L > n) = e^{n·ln(1 − 1/m)}, L ≥ 1 of mean m (the logarithm taken once per mean,
+		// the same bits as taken at each n).
+		logIn, logOut := survLog(in), survLog(out)
+		surv := func(m int, lg float64, n int) float64 {
 			if m <= 1 {
 				if n < 1 {
 					return 1
 				}
 				return 0
 			}
-			return math.Exp(float64(n) * math.Log1p(-1/float64(m)))
+			return math.Exp(float64(n) * lg)
 		}
-		share := surv(in, ctx-1) // I ≥ ctx: over whatever the output
+		share := surv(in, logIn, ctx-1) // I ≥ ctx: over whatever the output
+		prev := surv(in, logIn, 0)      // P(I > i − 1), carried from the step before
 		for i := 1; i < ctx; i++ {
-			pi := surv(in, i-1) - surv(in, i)
+			cur := surv(in, logIn, i)
+			pi := prev - cur
 			if pi < 1e-18 && i > in {
 				break
 			}
-			share += pi * surv(out, ctx-i)
+			share += pi * surv(out, logOut, ctx-i)
+			prev = cur
 		}
 		return math.Min(share, 1)
 	}
@@ -652,6 +678,15 @@ func overContextShare(t v1.Traffic, maxContext, ctx int) float64 {
 		return 1
 	}
 	return 0
+}
+
+// survLog is ln(1 − 1/m), the exponent per token of overContextShare's geometric survival for
+// a mean of m > 1 (0, unused, otherwise).
+func survLog(m int) float64 {
+	if m <= 1 {
+		return 0
+	}
+	return math.Log1p(-1 / float64(m))
 }
 
 // normalTail is an upper bound on ½·erfc(u), the normal tail that irwinHallTail takes above 12
@@ -698,21 +733,53 @@ var normalTable struct {
 // the exact one. Computed once per grid point for all tenants (tailGrid); outside the grid (and
 // below a threshold of 0, where S's atom at 0 would count), the tail itself.
 func tailAt(l v1.Lengths, m, y float64) float64 {
+	c := tailCellOf(l, m, y)
+	c.read()
+	if c.bits != 0 {
+		return math.Float64frombits(c.bits &^ (1 << 63))
+	}
+	return c.value(l, m, y)
+}
+
+// tailCell is where tailAt reads its answer for one (law, m, y): the table's row and column, and
+// the grid's point there (mg, yk), grid false where tailAt computes the tail itself (outside the
+// grid); row is nil there and where the row is not yet allocated. bits is the table's entry as
+// read (read), 0 where not read or not yet computed.
+type tailCell struct {
+	row    *tailRow
+	law, i int
+	k      int
+	mg, yk float64
+	grid   bool // on the grid: the answer is the table's entry at (law, i, k)
+	bits   uint64
+}
+
+// tailCellOf is tailAt's cell for (l, m, y), its entry not yet read (read): the index
+// arithmetic alone, so that a sum of terms can look them all up, then read their entries one
+// after another, the loads overlapping (tailTerms).
+func tailCellOf(l v1.Lengths, m, y float64) (c tailCell) {
+	c.locate(l, m, y)
+	return c
+}
+
+// locate sets c to tailCellOf(l, m, y), in place.
+func (c *tailCell) locate(l v1.Lengths, m, y float64) {
+	*c = tailCell{}
 	if m > 50 || m < 1.0/128 {
-		return compoundTail(l, 1, m, y)
+		return
 	}
 	i := tailPoint(m)
 	if i >= len(tailPoints) {
-		return compoundTail(l, 1, m, y) // not reached: m ≤ 50 lies below the grid's last point
+		return // not reached: m ≤ 50 lies below the grid's last point
 	}
 	law := 0
 	if l == v1.LengthsExponential {
 		law = 1
 	}
-	mg, sd := math.Min(tailPoints[i].m, 50), tailPoints[i].sd[law]
+	mg, sd := tailPoints[i].mg, tailPoints[i].sd[law]
 	k := int(math.Floor(64 * ((y-mg)/sd + 8)))
 	if k < 0 || k >= tailCols {
-		return compoundTail(l, 1, m, y)
+		return
 	}
 	yk := mg + (float64(k)/64-8)*sd
 	for yk > y && k > 0 {
@@ -720,19 +787,71 @@ func tailAt(l v1.Lengths, m, y float64) float64 {
 		yk = mg + (float64(k)/64-8)*sd
 	}
 	if yk > y || yk < 0 {
+		return
+	}
+	*c = tailCell{row: tailGrid[law][i].Load(), law: law, i: i, k: k, mg: mg, yk: yk, grid: true}
+}
+
+// read reads c's table entry into bits, where its row is allocated.
+func (c *tailCell) read() {
+	if c.row != nil {
+		c.bits = c.row[c.k].Load()
+	}
+}
+
+// value is tailAt's answer at a cell whose entry was not read (bits 0): the tail itself off the
+// grid; on it the table's entry, computed and stored if no planner has yet.
+func (c *tailCell) value(l v1.Lengths, m, y float64) float64 {
+	if !c.grid {
 		return compoundTail(l, 1, m, y)
 	}
-	row := tailGrid[law][i].Load()
+	row := c.row
 	if row == nil {
-		tailGrid[law][i].CompareAndSwap(nil, new(tailRow))
-		row = tailGrid[law][i].Load()
+		tailGrid[c.law][c.i].CompareAndSwap(nil, new(tailRow))
+		row = tailGrid[c.law][c.i].Load()
 	}
-	if b := row[k].Load(); b != 0 {
+	if b := row[c.k].Load(); b != 0 {
 		return math.Float64frombits(b &^ (1 << 63))
 	}
-	v := compoundTail(l, 1, mg, yk)
-	row[k].Store(math.Float64bits(v) | 1<<63) // the sign bit marks a value as computed
+	v := compoundTail(l, 1, c.mg, c.yk)
+	row[c.k].Store(math.Float64bits(v) | 1<<63) // the sign bit marks a value as computed
 	return v
+}
+
+// tailBlock is how many of tpotSpread's terms tailTerms looks up before they are summed.
+const tailBlock = 8
+
+// tailTerms is up to tailBlock of tpotSpread's terms, tailAt(l, λ(j·x + pre), j·chunk·f(x)/in)
+// for decode steps j, looked up in tailAt's table one after another before any is summed, so
+// that the table's reads (a large table, read at scattered places) overlap rather than wait
+// on one another; the terms are then summed in their order, as tailAt's answers, the same bits.
+type tailTerms struct {
+	m, y [tailBlock]float64
+	c    [tailBlock]tailCell
+}
+
+// look looks up the terms of steps[b:], up to tailBlock of them, and returns the end of those.
+func (t *tailTerms) look(l v1.Lengths, steps []float64, b int, lr, x, pre, chunk, fx, in float64) int {
+	e := min(b+tailBlock, len(steps))
+	for i := b; i < e; i++ {
+		j := steps[i]
+		m, y := lr*(j*x+pre), j*chunk*fx/in
+		t.m[i-b], t.y[i-b] = m, y
+		t.c[i-b].locate(l, m, y)
+	}
+	for i := range e - b { // the loads alone, one after another: they overlap
+		t.c[i].read()
+	}
+	return e
+}
+
+// at is the i-th term looked up: tailAt's answer.
+func (t *tailTerms) at(l v1.Lengths, i int) float64 {
+	c := &t.c[i]
+	if c.bits != 0 {
+		return math.Float64frombits(c.bits &^ (1 << 63))
+	}
+	return c.value(l, t.m[i], t.y[i])
 }
 
 // tailPoint is the grid point tailAt reads for 2^−7 ≤ m ≤ 50: the least i not below
@@ -780,13 +899,13 @@ var tailStart = func() (t [1024]int) {
 // there by law (uniform, exponential), at the mean capped at 50: computed once, the same values
 // as computed at each read (an exponential and a square root a read otherwise).
 var tailPoints = func() (p [len(tailGrid[0])]struct {
-	m  float64
-	sd [2]float64
+	m, mg float64 // the grid's mean, and it capped at 50
+	sd    [2]float64
 }) {
 	for i := range p {
 		p[i].m = math.Exp2(float64(i)/128) / 128
-		mg := math.Min(p[i].m, 50)
-		p[i].sd = [2]float64{math.Sqrt(mg * 13 / 12), math.Sqrt(mg * 2)}
+		p[i].mg = math.Min(p[i].m, 50)
+		p[i].sd = [2]float64{math.Sqrt(p[i].mg * 13 / 12), math.Sqrt(p[i].mg * 2)}
 	}
 	return p
 }()

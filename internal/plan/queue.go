@@ -75,8 +75,10 @@ type qmodel struct {
 	// until asked for.
 	w    perf.Workload
 	idle *qmodel
-	// spread is tpotSpread's output quantiles (spreadSteps), nil until asked for.
+	// spread is tpotSpread's output quantiles (spreadSteps), nil until asked for; olaw the
+	// output law (outLaw), likewise.
 	spread *spreadLaw
+	olaw   *outLawOf
 	// lengths is the tenant's length law, "" for fixed, and maxCtx the context that caps a
 	// drawn length (lengths.go).
 	lengths v1.Lengths

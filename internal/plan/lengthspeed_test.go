@@ -1,0 +1,306 @@
+package plan
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	v1 "gpupool.dev/gpupool/api/v1"
+)
+
+// compoundTailRef is compoundTail as it was before its loop stopped computing the bound on the
+// rest of the sum where that bound cannot stop it, and before it took e^{−m} once: the reference
+// it is held to, bit for bit.
+func compoundTailRef(l v1.Lengths, in, m, x float64) float64 {
+	if m <= 0 {
+		if x < 0 {
+			return 1
+		}
+		return 0
+	}
+	if m > 50 {
+		ex2 := in * in * (1 + 1.0/12)
+		if l == v1.LengthsExponential {
+			ex2 = 2 * in * in
+		}
+		return 0.5 * math.Erfc((x-m*in)/math.Sqrt(2*m*ex2))
+	}
+	s := math.Exp(-m) // N = 0: S = 0
+	if x >= 0 {
+		s = 0
+	}
+	hi := int(math.Ceil(m + 12*math.Sqrt(m) + 20))
+	pn := math.Exp(-m) // P(N = n), from n = 0
+	y := x / in
+	gt, gterm := 0.0, math.Exp(-y) // exponential: P(Gamma(n, 1) > y) = Σ_{j<n} e^{−y} y^j/j!, by n
+	first := 1
+	if l == v1.LengthsUniform && y > 0 {
+		// (y − n)/√(n/12) falls with n and is 8.3 at n = r²: below it every term's Irwin–Hall
+		// tail is under 1e-16 (irwinHallTail's normal law above 12, 0 at or below, where y is
+		// beyond the support), and so is their sum, which is counted as 1e-16.
+		const a = 8.3 / 3.4641016151377544 // 8.3/√12
+		r := (math.Sqrt(a*a+4*y) - a) / 2
+		if k := int(r * r); k > 13 {
+			first = k
+			lg, _ := math.Lgamma(float64(k))
+			pn = math.Exp(float64(k-1)*math.Log(m) - m - lg) // P(N = k − 1)
+			s += 1e-16
+		}
+	}
+	for n := first; n <= hi; n++ {
+		fn := float64(n)
+		pn *= m / fn
+		if fn > m {
+			// Past the mode P(N = n) only falls, by at least r = m/(n+1) a step: the rest of the
+			// sum is at most P(N ≥ n) ≤ P(N = n)/(1 − r), which is added once it is below
+			// tailSlack (so the sum never falls below the full one), or once it no longer
+			// changes s in float64 (rounding is monotone), when the sum is final.
+			rest := pn / (1 - m/(fn+1))
+			if s+rest == s {
+				break
+			}
+			if rest <= tailSlack {
+				s += rest
+				break
+			}
+		}
+		if l == v1.LengthsExponential {
+			if y <= 0 {
+				s += pn
+				continue
+			}
+			gt += gterm
+			gterm *= y / fn
+			s += pn * math.Min(gt, 1)
+			continue
+		}
+		z := (x - fn*in/2) / in
+		if n > 12 && z > 0 && z < fn {
+			// irwinHallTail's normal law, from normalTail's table (never below it).
+			s += pn * normalTail((z-fn/2)/math.Sqrt(fn/6))
+			continue
+		}
+		s += pn * irwinHallTail(n, z)
+	}
+	return s
+}
+
+// overContextShareRef is overContextShare as it was before it took each logarithm once and
+// carried P(I > i − 1) from the step before: its reference, bit for bit.
+func overContextShareRef(t v1.Traffic, maxContext, ctx int) float64 {
+	in, out := t.InputTokens, t.OutputTokens
+	if maxContext > 0 || ctx <= 0 || in <= 0 || out <= 0 {
+		return 0
+	}
+	switch lengthLaw(t) {
+	case v1.LengthsUniform:
+		if in/2+in+out/2+out <= ctx {
+			return 0
+		}
+		// P(out > ctx − i) for each prompt length i, the output uniform on {⌊out/2⌋ … ⌊out/2⌋+out}.
+		share := 0.0
+		for j := 0; j <= in; j++ {
+			i := max(1, in/2+j)
+			lo, n := out/2, out+1 // outputs lo … lo+out, each 1/n (lo ≥ 1 unless out is 1: max(1, ·))
+			need := ctx - i       // longest output that fits
+			var over float64
+			switch {
+			case need < max(1, lo):
+				over = 1
+			case need >= lo+out:
+				over = 0
+			default:
+				over = float64(lo+out-need) / float64(n)
+			}
+			share += over / float64(in+1)
+		}
+		return share
+	case v1.LengthsExponential:
+		// Geometric prompt I and output O of means in and out: P(I + O > ctx) =
+		// P(I ≥ ctx) + Σ_{i<ctx} P(I = i)·P(O > ctx − i), P(L > n) = (1 − 1/m)^n.
+		if in <= 1 && out <= 1 {
+			if 2 > ctx {
+				return 1
+			}
+			return 0
+		}
+		surv := func(m, n int) float64 { // P(L > n), L ≥ 1 of mean m
+			if m <= 1 {
+				if n < 1 {
+					return 1
+				}
+				return 0
+			}
+			return math.Exp(float64(n) * math.Log1p(-1/float64(m)))
+		}
+		share := surv(in, ctx-1) // I ≥ ctx: over whatever the output
+		for i := 1; i < ctx; i++ {
+			pi := surv(in, i-1) - surv(in, i)
+			if pi < 1e-18 && i > in {
+				break
+			}
+			share += pi * surv(out, ctx-i)
+		}
+		return math.Min(share, 1)
+	}
+	if in+out > ctx {
+		return 1
+	}
+	return 0
+}
+
+// compoundTail gives the same bits as compoundTailRef over both laws (and the fixed one's path),
+// below, around and far above the mean (tailAt's grid and beyond it), at negative and zero
+// thresholds, for means from below tailAt's grid to the normal law above 50, and at prompt
+// lengths of mean other than 1.
+func TestCompoundTailSameBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	n := 0
+	for _, l := range []v1.Lengths{v1.LengthsUniform, v1.LengthsExponential, ""} {
+		for _, in := range []float64{1, 0.37, 5, 300} {
+			for range 3000 {
+				m := math.Exp(rng.Float64()*12 - 7) // 0.0009 … 150
+				sd := math.Sqrt(2 * m)
+				x := in * (m + (rng.Float64()*40-10)*sd)
+				switch rng.IntN(20) {
+				case 0:
+					x = 0
+				case 1:
+					x = -in * rng.Float64()
+				case 2:
+					x = in * m * rng.Float64() * 1e3
+				}
+				got, want := compoundTail(l, in, m, x), compoundTailRef(l, in, m, x)
+				if math.Float64bits(got) != math.Float64bits(want) {
+					t.Fatalf("%q in=%v m=%v x=%v: %v (%#x), was %v (%#x)", l, in, m, x, got, math.Float64bits(got), want, math.Float64bits(want))
+				}
+				n++
+			}
+		}
+	}
+	for _, m := range []float64{0, -1} {
+		for _, x := range []float64{-1, 0, 1} {
+			if got, want := compoundTail(v1.LengthsExponential, 1, m, x), compoundTailRef(v1.LengthsExponential, 1, m, x); got != want {
+				t.Fatalf("m=%v x=%v: %v, was %v", m, x, got, want)
+			}
+		}
+	}
+	t.Logf("%d tails compared", n)
+}
+
+// overContextShare gives the same bits as overContextShareRef over both laws, means from 1 token
+// to long prompts, and contexts from below the means to far above them.
+func TestOverContextShareSameBits(t *testing.T) {
+	for _, law := range []v1.Lengths{v1.LengthsUniform, v1.LengthsExponential, v1.LengthsFixed} {
+		for _, in := range []int{1, 2, 7, 300, 2000, 12000} {
+			for _, out := range []int{1, 2, 30, 512, 4000} {
+				for _, ctx := range []int{1, 2, 100, 4096, 8192, 32768, 131072} {
+					tr := v1.Traffic{InputTokens: in, OutputTokens: out, Lengths: law}
+					got, want := overContextShare(tr, 0, ctx), overContextShareRef(tr, 0, ctx)
+					if math.Float64bits(got) != math.Float64bits(want) {
+						t.Fatalf("%s in=%d out=%d ctx=%d: %v, was %v", law, in, out, ctx, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// tailTerms, which looks up a block of terms before summing them, answers tailAt's value for
+// each, bit for bit, on cells already in the table and on cells it fills, on and off the grid.
+func TestTailTermsAreTailAt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	steps := make([]float64, 0, spreadGrid)
+	for j := 1; len(steps) < 37; j += 1 + rng.IntN(9) {
+		steps = append(steps, float64(j))
+	}
+	for _, l := range []v1.Lengths{v1.LengthsUniform, v1.LengthsExponential} {
+		for range 300 {
+			lr := math.Exp(rng.Float64()*8 - 6)
+			x, pre := rng.Float64()*0.2, rng.Float64()*0.05
+			chunk, fx, in := 1+rng.Float64()*4000, rng.Float64()*3, 1+rng.Float64()*8000
+			var tb tailTerms
+			for b := 0; b < len(steps); b += tailBlock {
+				e := tb.look(l, steps, b, lr, x, pre, chunk, fx, in)
+				for i := b; i < e; i++ {
+					j := steps[i]
+					got := tb.at(l, i-b)
+					if want := tailAt(l, lr*(j*x+pre), j*chunk*fx/in); math.Float64bits(got) != math.Float64bits(want) {
+						t.Fatalf("%s term %d: %v, tailAt %v", l, i, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// outLaw's memo (on the model and shared between models) is the law computed afresh, also after
+// the model's law, mean output or maximum context has changed since it was kept.
+func TestOutLawMemoIsFresh(t *testing.T) {
+	same := func(a, b []float64) bool {
+		if len(a) != len(b) {
+			return false
+		}
+		for i := range a {
+			if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	q := &qmodel{}
+	for _, c := range []struct {
+		l      v1.Lengths
+		out    float64
+		maxCtx int
+	}{
+		{v1.LengthsUniform, 200, 0}, {v1.LengthsUniform, 200, 0}, {v1.LengthsUniform, 201, 0},
+		{v1.LengthsUniform, 201, 150}, {v1.LengthsExponential, 201, 150}, {v1.LengthsExponential, 201, 0},
+		{v1.LengthsExponential, 1, 0}, {"", 64, 0}, {v1.LengthsExponential, 3000, 0}, {v1.LengthsUniform, 200, 0},
+	} {
+		q.out = c.out
+		q.withLengths(c.l, c.maxCtx)
+		for _, m := range []*qmodel{q, (&qmodel{out: c.out}).withLengths(c.l, c.maxCtx)} {
+			ls, ps := m.outLaw()
+			fl, fp := m.outLawFresh()
+			if !same(ls, fl) || !same(ps, fp) {
+				t.Fatalf("%q out=%v maxCtx=%d: memoised law (%d values) is not the fresh one (%d)", c.l, c.out, c.maxCtx, len(ls), len(fl))
+			}
+		}
+	}
+}
+
+// BenchmarkCompoundTail times compoundTail where tpotSpread computes it, table entries within
+// tailAt's grid and exact tails far above the mean (beyond the grid's ten deviations), as it is
+// (now) and as it was (compoundTailRef).
+func BenchmarkCompoundTail(b *testing.B) {
+	for _, l := range []v1.Lengths{v1.LengthsUniform, v1.LengthsExponential} {
+		for _, c := range []struct {
+			name string
+			u    float64 // deviations above the mean
+		}{{"grid", 3}, {"far", 14}} {
+			for _, f := range []struct {
+				name string
+				f    func(v1.Lengths, float64, float64, float64) float64
+			}{{"was", compoundTailRef}, {"now", compoundTail}} {
+				b.Run(string(l)+"/"+c.name+"/"+f.name, func(b *testing.B) {
+					ms := []float64{0.02, 0.3, 2, 9, 25, 48}
+					for b.Loop() {
+						for _, m := range ms {
+							f.f(l, 1, m, m+c.u*math.Sqrt(2*m))
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkOverContextShare times overContextShare for a long exponential prompt and output
+// against a context they often exceed.
+func BenchmarkOverContextShare(b *testing.B) {
+	tr := v1.Traffic{InputTokens: 3000, OutputTokens: 800, Lengths: v1.LengthsExponential}
+	for b.Loop() {
+		overContextShare(tr, 0, 16384)
+	}
+}
