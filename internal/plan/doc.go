@@ -169,7 +169,8 @@
 // short tenant's cheapest other candidates) keeps the set of moves that places every one of
 // their replicas and leaves the most pool GPUs idle; when none does its reason says what was
 // tried. The step makes at most moveBudget (4,096) packings in one pass of the rescue, all short
-// tenants together; those left untried once it is spent say so (ADR 0080). When
+// tenants together, fewer in proportion above 1,000 tenants (movePass, ADR 0110); those left
+// untried once it is spent say so (ADR 0080). When
 // the plan leaves tenants short while using shares finer than 1/8, the whole optimisation runs
 // again on the coarse ladders and the better plan is kept (ADR 0056). A tenant still short has
 // its NoCapacity reason say, per board with idle pool

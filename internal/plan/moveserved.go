@@ -36,7 +36,7 @@ func (p *planner) moveServed(tn *tenant, short map[*tenant]bool, free map[string
 	}
 	if p.moveSpent() {
 		p.moveSkipped++
-		p.unmovedServed[tn] = fmt.Sprintf("served tenants were not tried off %s's pool GPUs to make room: the %d packings the rescue gives the move of served tenants were spent on the short tenants before it", c0.board.Name, moveBudget)
+		p.unmovedServed[tn] = fmt.Sprintf("served tenants were not tried off %s's pool GPUs to make room: the %d packings the rescue gives the move of served tenants were spent on the short tenants before it", c0.board.Name, p.movePass())
 		return false, nil
 	}
 	// the short tenant's choice first, then its other candidates cheapest first (rescue order)
@@ -49,13 +49,23 @@ func (p *planner) moveServed(tn *tenant, short map[*tenant]bool, free map[string
 			cands = append(cands, c)
 		}
 	}
-	held := p.holdAll()
+	// the GPUs are saved only once a search or the replay is about to change them: a search that
+	// ends before it drops a replica leaves every GPU as it was, and saving and restoring the
+	// whole fleet for it made the rescue's cost grow with short tenants times GPUs
+	var held []heldGPU
+	hold := func() {
+		if held == nil {
+			held = p.holdAll()
+		}
+	}
 	choices := make([]*cand, len(p.tenants))
 	for i, t := range p.tenants {
 		choices[i] = t.choice
 	}
 	undo := func() {
-		p.restoreHeld(held)
+		if held != nil {
+			p.restoreHeld(held)
+		}
 		for i, t := range p.tenants {
 			t.choice = choices[i]
 		}
@@ -68,7 +78,7 @@ func (p *planner) moveServed(tn *tenant, short map[*tenant]bool, free map[string
 	}()
 	var first, best *moveResult
 	for i, c := range cands {
-		r, err := p.searchMoves(tn, c, short, free, pc, i == 0, best, &newUnits)
+		r, err := p.searchMoves(tn, c, short, free, pc, i == 0, best, &newUnits, hold)
 		undo()
 		if err != nil {
 			return false, err
@@ -90,6 +100,7 @@ func (p *planner) moveServed(tn *tenant, short map[*tenant]bool, free map[string
 		p.unmovedServed[tn] = first.why
 		return false, nil
 	}
+	hold()
 	ok, err := p.replayMoves(tn, best, free, pc, &newUnits)
 	if err != nil || !ok {
 		undo()
@@ -168,18 +179,35 @@ const (
 	// moveFits is how many candidates that fit a served tenant's move tries, cheapest first.
 	moveFits = 3
 	// moveBudget bounds the packings the move of served tenants makes in one pass of the rescue
-	// (or one confirmation's raise), all short tenants together (ADR 0080).
+	// (or one confirmation's raise), all short tenants together (ADR 0080), in a pool of at
+	// most moveScaleTenants tenants; a larger pool's budget is that much smaller (movePass).
 	moveBudget = 4096
+	// moveScaleTenants is the pool size above which a pass's budget of packings shrinks in
+	// proportion to the tenants (ADR 0110): each packing packs a board's served tenants again,
+	// so that a pass's work stays about moveBudget packings of a pool of this size.
+	moveScaleTenants = 1000
 )
 
-// moveSpent reports whether the move of served tenants has made its moveBudget packings in this
-// pass of the rescue.
-func (p *planner) moveSpent() bool { return p.moveUsed >= moveBudget }
+// movePass is the packings the move of served tenants may make in one pass of the rescue:
+// moveBudget in a pool of at most moveScaleTenants tenants, moveBudget × moveScaleTenants /
+// tenants above (1,024 for 4,000 tenants, 204 for 20,000), at least moveTries.
+func (p *planner) movePass() int {
+	n := len(p.tenants)
+	if n <= moveScaleTenants {
+		return moveBudget
+	}
+	return max(moveTries, moveBudget*moveScaleTenants/n)
+}
 
-// movePacked counts one packing of the move of served tenants against moveBudget.
+// moveSpent reports whether the move of served tenants has made its movePass packings in this
+// pass of the rescue.
+func (p *planner) moveSpent() bool { return p.moveUsed >= p.movePass() }
+
+// movePacked counts one packing of the move of served tenants against movePass.
 func (p *planner) movePacked() {
 	p.moveUsed++
 	p.movePackings++
+	p.moveMost = max(p.moveMost, p.moveUsed)
 }
 
 // moveStep is one served tenant moved, with the candidate it takes.
@@ -256,9 +284,9 @@ func (p *planner) servedOn(b string, tn *tenant, short map[*tenant]bool) []*tena
 // one at a time (each tenant its first candidate that fits), searched in full as before; every
 // other packing counts against moveTries. A branch that can no longer leave more GPUs idle than
 // best is cut. It returns the set that leaves the most pool GPUs idle (nil when it found none,
-// but for greedy, whose why then says what was tried) and leaves the GPUs changed: the caller
-// restores them.
-func (p *planner) searchMoves(tn *tenant, c *cand, short map[*tenant]bool, free map[string][]*gpuPlan, pc *patternCache, greedy bool, best *moveResult, newUnits *[]*unit) (*moveResult, error) {
+// but for greedy, whose why then says what was tried) and leaves the GPUs changed: it calls
+// hold before it first changes them, and the caller restores them.
+func (p *planner) searchMoves(tn *tenant, c *cand, short map[*tenant]bool, free map[string][]*gpuPlan, pc *patternCache, greedy bool, best *moveResult, newUnits *[]*unit, hold func()) (*moveResult, error) {
 	b := c.board.Name
 	served := p.servedOn(b, tn, short)
 	otherIdle := false
@@ -284,6 +312,7 @@ func (p *planner) searchMoves(tn *tenant, c *cand, short map[*tenant]bool, free 
 		out.why = fmt.Sprintf("none of the %d tenant(s) served in full on %s's pool GPUs has a candidate on another board with idle pool GPUs, so none was moved to make room", len(served), b)
 		return out, nil
 	}
+	hold()
 	p.dropAll(append([]*tenant{tn}, served...))
 	trial := p.freeGPUs()
 	var order []*tenant
@@ -428,7 +457,7 @@ func (p *planner) searchMoves(tn *tenant, c *cand, short map[*tenant]bool, free 
 	out.why = fmt.Sprintf("moving the %d tenant(s) served in full on %s's pool GPUs with a candidate on another board with idle pool GPUs, one at a time, did not make room: %s (all moves undone)",
 		len(order), b, strings.Join(tried, "; "))
 	if p.moveSpent() {
-		out.why += fmt.Sprintf("; the search stopped there, at the %d packings the rescue gives the move of served tenants", moveBudget)
+		out.why += fmt.Sprintf("; the search stopped there, at the %d packings the rescue gives the move of served tenants", p.movePass())
 	}
 	return out, nil
 }

@@ -298,3 +298,53 @@ func TestMoveServedKeepsToItsBudget(t *testing.T) {
 		t.Fatalf("no pass spent its budget and skipped a short tenant (%d packings in %d passes): the pool does not test the budget", p.movePackings, p.movePasses)
 	}
 }
+
+// TestMovePassShrinksWithPool: each packing of the move of served tenants packs a board's served
+// tenants again, so that a pass's moveBudget packings cost in proportion to the pool, and with
+// a pass per repack of the post-optimise trials the move took a seventh of genscale's 4,000
+// tenants on 2,000 GPUs, for no tenant seated. Above moveScaleTenants tenants a pass makes at
+// most movePass packings, moveBudget × moveScaleTenants / tenants (ADR 0110): here eight copies
+// of testdata/short-150-on-60.yaml, 1,200 tenants on 480 GPUs, whose passes spend it.
+func TestMovePassShrinksWithPool(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("plans 1,200 tenants short of GPUs (scripts/test.sh runs it without the race detector)")
+	}
+	for _, c := range []struct{ tenants, pass int }{{1, moveBudget}, {moveScaleTenants, moveBudget}, {4000, 1024}, {20000, 204}, {1_000_000, moveTries}} {
+		if got := (&planner{tenants: make([]*tenant, c.tenants)}).movePass(); got != c.pass {
+			t.Errorf("movePass of %d tenants = %d, want %d", c.tenants, got, c.pass)
+		}
+	}
+	one := loadPool(t, "testdata/short-150-on-60.yaml")
+	pool := *one
+	pool.Fleet.Nodes, pool.Tenants = nil, nil
+	for k := range 8 {
+		for _, n := range one.Fleet.Nodes {
+			n.Name = fmt.Sprintf("%s-%d", n.Name, k)
+			pool.Fleet.Nodes = append(pool.Fleet.Nodes, n)
+		}
+		for _, tn := range one.Tenants {
+			tn.Name = fmt.Sprintf("%s-%d", tn.Name, k)
+			pool.Tenants = append(pool.Tenants, tn)
+		}
+	}
+	p, pl := planWith(t, &pool, func(*planner) {})
+	pass := p.movePass()
+	if pass >= moveBudget {
+		t.Fatalf("a pass of %d tenants may make %d packings, the budget of a small pool", len(p.tenants), pass)
+	}
+	if p.moveMost > pass {
+		t.Fatalf("a pass of the move of served tenants made %d packings, over %d", p.moveMost, pass)
+	}
+	if p.moveMost < pass {
+		t.Fatalf("the passes made at most %d packings of %d: the pool does not test the bound", p.moveMost, pass)
+	}
+	told := false
+	for _, tp := range pl.Tenants {
+		for _, r := range tp.Reasons {
+			told = told || strings.Contains(r.Message, fmt.Sprintf("the %d packings the rescue gives the move of served tenants", pass))
+		}
+	}
+	if !told {
+		t.Errorf("no short tenant's reason names the %d packings of a pass", pass)
+	}
+}

@@ -873,7 +873,7 @@ func (p *planner) resetNodeUses(nodes map[string]bool) {
 		p.gpuReads += len(byNode[n])
 		for _, g := range byNode[n] {
 			if g.whole != nil {
-				maps.Copy(use, wholeWant(g.whole))
+				addWholeWant(use, g.whole)
 			}
 			for _, pi := range g.insts {
 				if pi.u != nil {
@@ -1019,9 +1019,13 @@ func (p *planner) markUnplaced(units []*unit) {
 	if len(order) > 0 {
 		rules = p.forbidRules()
 	}
+	canaries := 0
+	if len(order) > 0 {
+		canaries = p.canaries() // read once: it walks the fleet
+	}
 	for _, tn := range order {
 		msg := fmt.Sprintf("%d of %d replicas (%s on %s) found no free GPU: the pool has %d GPUs of which %d are canaries and %d held for the burst pool",
-			short[tn], tn.choice.replicas, tn.choice.label(), tn.choice.board.Name, len(p.fleet), p.canaries(), p.burst)
+			short[tn], tn.choice.replicas, tn.choice.label(), tn.choice.board.Name, len(p.fleet), canaries, p.burst)
 		if w := why[tn]; w != "" {
 			msg += "; free GPUs of the board were left, but " + w
 		}

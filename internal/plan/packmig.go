@@ -43,15 +43,21 @@ func strategyOf(k v1.SliceKind) string {
 // by its trust path), the node's sharing strategy, and for MPS a node without MIG GPUs (the
 // device plugin's MPS sharing of whole GPUs runs with migStrategy none).
 func wholeWant(u *unit) map[string]migUse {
-	use := useOf(u)
-	w := map[string]migUse{wholeResource: use}
+	w := map[string]migUse{}
+	addWholeWant(w, u)
+	return w
+}
+
+// addWholeWant sets in use what wholeWant(u) asks, without a map of its own (resetNodeUses reads
+// every GPU of a node).
+func addWholeWant(use map[string]migUse, u *unit) {
+	use[wholeResource] = useOf(u)
 	if s := strategyOf(u.c.kind); s != "" {
-		w[strategyKey] = migUse{group: s}
+		use[strategyKey] = migUse{group: s}
 	}
 	if u.c.kind == v1.SliceMPS {
-		w[migStrategyKey] = migUse{group: "none"}
+		use[migStrategyKey] = migUse{group: "none"}
 	}
-	return w
 }
 
 // pairGroup is who may take the references of a shared instance's resource on its node: any

@@ -855,10 +855,12 @@ type planner struct {
 	// tenant's choice (tests compare with and without the search).
 	noMoveSearch bool
 	// moveUsed counts the packings the move of served tenants has made in this pass of the
-	// rescue (or confirmation's raise), against moveBudget; movePackings counts them all, for
+	// rescue (or confirmation's raise), against movePass; movePackings counts them all, for
 	// tests.
 	moveUsed, movePackings int
-	// movePasses counts the passes given a budget of moveBudget packings, for tests.
+	// moveMost is the most packings one pass has made, for tests (movePass).
+	moveMost int
+	// movePasses counts the passes given a budget of movePass packings, for tests.
 	movePasses int
 	// moveSkipped counts the short tenants the move of served tenants did not try because their
 	// pass had spent its budget, over all passes, kept or not, for tests.
