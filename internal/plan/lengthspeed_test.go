@@ -85,68 +85,40 @@ func compoundTailRef(l v1.Lengths, in, m, x float64) float64 {
 	return s
 }
 
-// overContextShareRef is overContextShare as it was before it took each logarithm once and
-// carried P(I > i − 1) from the step before: its reference, bit for bit.
+// overContextShareRef is overContextShare's exponential law as it was before it took each
+// logarithm once and carried P(I > i − 1) from the step before: its reference, bit for bit (the
+// uniform law's branch did not change).
 func overContextShareRef(t v1.Traffic, maxContext, ctx int) float64 {
 	in, out := t.InputTokens, t.OutputTokens
-	if maxContext > 0 || ctx <= 0 || in <= 0 || out <= 0 {
+	if maxContext > 0 || ctx <= 0 || in <= 0 || out <= 0 || lengthLaw(t) != v1.LengthsExponential {
 		return 0
 	}
-	switch lengthLaw(t) {
-	case v1.LengthsUniform:
-		if in/2+in+out/2+out <= ctx {
-			return 0
+	// Geometric prompt I and output O of means in and out: P(I + O > ctx) =
+	// P(I ≥ ctx) + Σ_{i<ctx} P(I = i)·P(O > ctx − i), P(L > n) = (1 − 1/m)^n.
+	if in <= 1 && out <= 1 {
+		if 2 > ctx {
+			return 1
 		}
-		// P(out > ctx − i) for each prompt length i, the output uniform on {⌊out/2⌋ … ⌊out/2⌋+out}.
-		share := 0.0
-		for j := 0; j <= in; j++ {
-			i := max(1, in/2+j)
-			lo, n := out/2, out+1 // outputs lo … lo+out, each 1/n (lo ≥ 1 unless out is 1: max(1, ·))
-			need := ctx - i       // longest output that fits
-			var over float64
-			switch {
-			case need < max(1, lo):
-				over = 1
-			case need >= lo+out:
-				over = 0
-			default:
-				over = float64(lo+out-need) / float64(n)
-			}
-			share += over / float64(in+1)
-		}
-		return share
-	case v1.LengthsExponential:
-		// Geometric prompt I and output O of means in and out: P(I + O > ctx) =
-		// P(I ≥ ctx) + Σ_{i<ctx} P(I = i)·P(O > ctx − i), P(L > n) = (1 − 1/m)^n.
-		if in <= 1 && out <= 1 {
-			if 2 > ctx {
+		return 0
+	}
+	surv := func(m, n int) float64 { // P(L > n), L ≥ 1 of mean m
+		if m <= 1 {
+			if n < 1 {
 				return 1
 			}
 			return 0
 		}
-		surv := func(m, n int) float64 { // P(L > n), L ≥ 1 of mean m
-			if m <= 1 {
-				if n < 1 {
-					return 1
-				}
-				return 0
-			}
-			return math.Exp(float64(n) * math.Log1p(-1/float64(m)))
-		}
-		share := surv(in, ctx-1) // I ≥ ctx: over whatever the output
-		for i := 1; i < ctx; i++ {
-			pi := surv(in, i-1) - surv(in, i)
-			if pi < 1e-18 && i > in {
-				break
-			}
-			share += pi * surv(out, ctx-i)
-		}
-		return math.Min(share, 1)
+		return math.Exp(float64(n) * math.Log1p(-1/float64(m)))
 	}
-	if in+out > ctx {
-		return 1
+	share := surv(in, ctx-1) // I ≥ ctx: over whatever the output
+	for i := 1; i < ctx; i++ {
+		pi := surv(in, i-1) - surv(in, i)
+		if pi < 1e-18 && i > in {
+			break
+		}
+		share += pi * surv(out, ctx-i)
 	}
-	return 0
+	return math.Min(share, 1)
 }
 
 // compoundTail gives the same bits as compoundTailRef over both laws (and the fixed one's path),
@@ -188,10 +160,10 @@ func TestCompoundTailSameBits(t *testing.T) {
 	t.Logf("%d tails compared", n)
 }
 
-// overContextShare gives the same bits as overContextShareRef over both laws, means from 1 token
-// to long prompts, and contexts from below the means to far above them.
+// overContextShare gives the same bits as overContextShareRef under exponential lengths, means
+// from 1 token to long prompts, and contexts from below the means to far above them.
 func TestOverContextShareSameBits(t *testing.T) {
-	for _, law := range []v1.Lengths{v1.LengthsUniform, v1.LengthsExponential, v1.LengthsFixed} {
+	for _, law := range []v1.Lengths{v1.LengthsExponential} {
 		for _, in := range []int{1, 2, 7, 300, 2000, 12000} {
 			for _, out := range []int{1, 2, 30, 512, 4000} {
 				for _, ctx := range []int{1, 2, 100, 4096, 8192, 32768, 131072} {
