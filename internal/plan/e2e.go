@@ -3,8 +3,6 @@ package plan
 import (
 	"fmt"
 	"math"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	v1 "gpupool.dev/gpupool/api/v1"
@@ -159,23 +157,15 @@ func (f e2eFast) above(ls, ps []float64, x float64) (above, known bool) {
 // rest put on the last value); a maximum context above 1 caps a length at maxCtx − 1.
 //
 // The law is a function of the length law, the mean output and the maximum context alone: kept
-// on the model (and shared by models of the same three through outLaws), computed once; its
-// slices are read, never written.
+// on the model, computed once (e2e predictions ask for it at every rate they try); its slices are
+// read, never written.
 func (q *qmodel) outLaw() ([]float64, []float64) {
 	key := outLawKey{q.lengths, q.out, q.maxCtx}
 	if ol := q.olaw; ol != nil && ol.key == key {
 		return ol.ls, ol.ps
 	}
-	if ol, ok := outLaws.Load(key); ok {
-		q.olaw = ol.(*outLawOf)
-		return q.olaw.ls, q.olaw.ps
-	}
 	ls, ps := q.outLawFresh()
-	ol := &outLawOf{key: key, ls: ls, ps: ps}
-	if outLawsHeld.Add(int64(len(ls))) <= outLawsMax {
-		outLaws.Store(key, ol) // the same law whoever stores it first
-	}
-	q.olaw = ol
+	q.olaw = &outLawOf{key: key, ls: ls, ps: ps}
 	return ls, ps
 }
 
@@ -191,17 +181,6 @@ type outLawOf struct {
 	key    outLawKey
 	ls, ps []float64
 }
-
-// outLaws holds the output law of each key asked for, up to outLawsMax values in all
-// (outLawsHeld counts the values stored; past it a model computes its own).
-var (
-	outLaws     sync.Map
-	outLawsHeld atomic.Int64
-)
-
-// outLawsMax bounds outLaws' values (16 bytes each): 16 MB at most, where a law has from one
-// value to about 21 times its mean output (an exponential law's, cut at 1e-9).
-const outLawsMax = 1 << 20
 
 // outLawFresh is outLaw, computed.
 func (q *qmodel) outLawFresh() ([]float64, []float64) {

@@ -206,7 +206,7 @@ func TestTailTermsAreTailAt(t *testing.T) {
 	}
 }
 
-// outLaw's memo (on the model and shared between models) is the law computed afresh, also after
+// outLaw's memo on the model is the law computed afresh, also after
 // the model's law, mean output or maximum context has changed since it was kept.
 func TestOutLawMemoIsFresh(t *testing.T) {
 	same := func(a, b []float64) bool {
