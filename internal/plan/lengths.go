@@ -317,7 +317,9 @@ func (q *qmodel) outQuantile(u float64) float64 {
 // Poisson of mean λ·(j·x + s1) prompts, s1 the step of d99 decodes and one mean chunk: a prompt
 // that arrives while its last chunk runs is prefilled in its first decode step; ADR 0109) exceed
 // j·chunk·f(x); the p99 is the least x at which that chance, averaged over the output law
-// (requests of one output token have no TPOT), is 1 %. tpot itself for fixed lengths.
+// (requests of one output token have no TPOT), is 1 %. tpot itself for fixed lengths. held is
+// what the spread of the held KV tokens adds to the p99 batch's step (heldTailStep), in every
+// step of the search.
 //
 // The search returns the upper end of a bracket [lo, hi] with miss(lo) > 1 % ≥ miss(hi) and
 // hi − lo ≤ spreadTol·hi (Illinois' false position on log miss), so never less than the least
@@ -332,7 +334,7 @@ func (q *qmodel) outQuantile(u float64) float64 {
 //
 // The sum at tpot is finished only where the false position reads its value: the same bits as
 // summing it whole (TestTPOTSpreadShortcuts).
-func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
+func (q *qmodel) tpotSpread(lr, d99, held, tpot, bound float64) float64 {
 	if q.lengths == "" || q.out < 2 || lr <= 0 {
 		return tpot
 	}
@@ -346,7 +348,7 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 	const grid = spreadGrid
 	sp := q.spreadSteps()
 	steps, count := sp.steps, sp.count // distinct decode steps of the output quantiles, and how many
-	base := q.step(d99, 0) + q.heldTail
+	base := q.step(d99, 0) + held
 	chunk := q.in / q.k
 	pre := q.step(d99, 1) // its own last prefill step, whose arrivals its first decode step takes
 	// At or below bound a miss of at most 1 % decides (the answer is at most x), whatever its
@@ -357,7 +359,7 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 	// miss is the miss at x, and where its sum stopped: the next term and the sum so far when it
 	// stopped above 1 % with terms left (part), the steps' count otherwise.
 	miss := func(x float64, full bool) (m float64, next int, part float64) { // full: the whole sum, not only until above 1 %
-		fx := q.chunksAt(d99, x-q.heldTail)
+		fx := q.chunksAt(d99, x-held)
 		prune := bound > 0 && x <= bound
 		if prune {
 			if rest == nil {
@@ -388,7 +390,7 @@ func (q *qmodel) tpotSpread(lr, d99, tpot, bound float64) float64 {
 	// miss, the same bits as miss(x, true), whose terms are the same and summed in the same
 	// order (its pruning never applies above 1 %: s + rest[i] ≥ s there).
 	finish := func(x float64, next int, part float64) float64 {
-		fx := q.chunksAt(d99, x-q.heldTail)
+		fx := q.chunksAt(d99, x-held)
 		s := part
 		var tb tailTerms
 		for b := next; b < len(steps); b += tailBlock {

@@ -68,9 +68,6 @@ type qmodel struct {
 	// from the rates and times to keep the model small: one is kept per tenant shape and slice).
 	meanSet, meanOK uint8
 	next            int
-	// heldTail is what the spread of the held KV tokens adds to the p99 batch's step for
-	// varying lengths (heldTailStep), set by stateFor for its TPOT; 0 for fixed lengths.
-	heldTail float64
 	// w is the request shape; idle is the same replica with idle neighbours (bestCase), nil
 	// until asked for.
 	w    perf.Workload
@@ -334,8 +331,8 @@ func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 	// arrivals, poissonP99(λk(O−1)·TPOT), understated the tail of a few long prompts
 	// (TestTPOTTailLongPrompts: 48.3 ms against the simulator's 54.8). Over n replicas the
 	// least-loaded router spreads those prompts (promptChunksP99, routedPromptsP99).
-	q.heldTail = q.heldTailStep(d, d99)
-	batchStep := q.step(d99, f) + q.heldTail
+	held := q.heldTailStep(d, d99) // the held KV tokens' spread; 0 for fixed lengths
+	batchStep := q.step(d99, f) + held
 	tpot := batchStep
 	if o1 >= 1 {
 		per := q.k // chunks of in/k tokens a prompt adds
@@ -352,7 +349,7 @@ func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 		}
 		for range 20 {
 			pc := q.promptChunksP99(per, lr*(o1*tpot+pre), n)
-			nt := q.step(d99, math.Max(f, pc/o1)) + q.heldTail
+			nt := q.step(d99, math.Max(f, pc/o1)) + held
 			if lc := q.laterChunks(); pc > lc {
 				// At most slots − 1 prompts admitted after it, on a full replica (laterChunks).
 				nt = math.Min(nt, laterChunksMargin*q.step(float64(q.slots), math.Max(f, lc/o1)))
@@ -441,7 +438,7 @@ func (q *qmodel) stateFor(lam float64, n int, bound, ttftCap float64) qstate {
 	}
 	// Last, as the dearest term for varying lengths: a saturated state or one over ttftCap
 	// never needs it.
-	tpot = q.tpotSpread(lr, d99, tpot, bound)
+	tpot = q.tpotSpread(lr, d99, held, tpot, bound)
 	// A first-chunk loop entered and left often enough that its requests reach the TPOT's
 	// tail (loopTPOT, ADR 0100).
 	if lt := q.loopTPOT(lam, n, t, tpot); lt > tpot {

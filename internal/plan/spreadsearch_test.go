@@ -165,7 +165,7 @@ func TestTPOTSpreadShortcuts(t *testing.T) {
 		for _, c := range cases[i] {
 			want := spreadSearchFull(&fresh, c.lr, c.d99, c.tpot, c.bound)
 			for range 2 { // asked again, with the shared quantiles in place
-				if got := q.tpotSpread(c.lr, c.d99, c.tpot, c.bound); math.Float64bits(got) != math.Float64bits(want) {
+				if got := q.tpotSpread(c.lr, c.d99, 0, c.tpot, c.bound); math.Float64bits(got) != math.Float64bits(want) {
 					t.Fatalf("%s in %v out %v at %+v: %v, the whole search's %v", q.lengths, q.in, q.out, c, got, want)
 				}
 			}
@@ -192,7 +192,7 @@ func BenchmarkTPOTSpread(b *testing.B) {
 		f    func(q *qmodel, c spreadCase) float64
 	}{
 		{"whole", func(q *qmodel, c spreadCase) float64 { return spreadSearchFull(q, c.lr, c.d99, c.tpot, c.bound) }},
-		{"deferred", func(q *qmodel, c spreadCase) float64 { return q.tpotSpread(c.lr, c.d99, c.tpot, c.bound) }},
+		{"deferred", func(q *qmodel, c spreadCase) float64 { return q.tpotSpread(c.lr, c.d99, 0, c.tpot, c.bound) }},
 	} {
 		run := func() (s float64) {
 			for i, q := range qs {
