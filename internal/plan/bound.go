@@ -9,6 +9,8 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/optimize/convex/lp"
+
+	v1 "gpupool.dev/gpupool/api/v1"
 )
 
 // boundSlack absorbs floating-point error before rounding a fractional bound up.
@@ -60,6 +62,9 @@ func (p *planner) atBoundCounts(f func()) {
 		if len(tn.boundExtra) > 0 { // kinds rejected with busy neighbours, which a plan may avoid
 			tn.feasible = append(slices.Clip(tn.feasible), tn.boundExtra...)
 		}
+		if tn.t.Replicas != nil {
+			tn.feasible = fixedCarrying(tn, tn.feasible)
+		}
 		for _, c := range tn.feasible {
 			if c.lbReplicas > 0 && (c.lbReplicas < c.replicas || c.replicas == 0) {
 				restore = append(restore, saved{c, c.replicas})
@@ -76,6 +81,71 @@ func (p *planner) atBoundCounts(f func()) {
 		}
 	}()
 	f()
+}
+
+// fixedCarrying is the candidates of a tenant with a fixed replica count on which that count
+// can meet its SLO at all (carries), when the plan's own choice for it is one of them; all of
+// cands otherwise. The bound counts a fixed tenant at its count whatever its load (poolFloor),
+// so without this its cheapest column could be a slice kind where the count cannot even keep up
+// with the load: no plan meeting the tenant's SLO uses such a kind, since there the count is
+// below the kind's loadFloor, the fewest replicas any schedule needs with idle neighbours.
+// Where the plan's choice is not such a kind, the planner found no room for one or none exists
+// ("planned as fixed, not sized"): the plan itself misses the tenant's SLO, and every kind stays
+// counted so that the bound still holds for plans like it. Either way the plan's own choice is
+// among the columns counted, as before.
+func fixedCarrying(tn *tenant, cands []*cand) []*cand {
+	if tn.choice == nil || !carries(tn, tn.choice) {
+		return cands
+	}
+	var ok []*cand
+	for _, c := range cands {
+		if carries(tn, c) {
+			ok = append(ok, c)
+		}
+	}
+	return ok
+}
+
+// carries reports whether c's count as the bound takes it (its lbReplicas where lower) is at
+// least its loadFloor (as fixedFloors recorded it; a candidate it did not see counts as
+// carrying, which only keeps a column).
+func carries(tn *tenant, c *cand) bool {
+	n := c.replicas
+	if c.lbReplicas > 0 && (c.lbReplicas < n || n == 0) {
+		n = c.lbReplicas
+	}
+	return tn.loadFloors[c] <= n
+}
+
+// fixedFloors records loadFloor for every candidate of a fixed-count tenant that the lower
+// bound or the plan may take: its evaluated ones, the rejected ones the bound counts and the
+// fixed count's fallbacks. It runs in evaluate, since the queueing models' memos it fills are
+// also read by the predictions that run beside the bound.
+func fixedFloors(tn *tenant) {
+	if tn.t.Replicas == nil {
+		return
+	}
+	tn.loadFloors = map[*cand]int{}
+	for _, cs := range [][]*cand{tn.cands, tn.feasible, tn.boundExtra, tn.fixedFallback} {
+		for _, c := range cs {
+			if _, ok := tn.loadFloors[c]; !ok {
+				tn.loadFloors[c] = loadFloor(tn, c)
+			}
+		}
+	}
+}
+
+// loadFloor is the fewest replicas on c's slice kind that keep up with tn's load for any
+// schedule: the saturation count at the long-run mean rate and the TTFT floor (lbfloor.go), both
+// with idle neighbours. 0 where the candidate has no queueing model (a measured profile) or the
+// rate is not a long-run mean (diurnal traffic states its peak hour's).
+func loadFloor(tn *tenant, c *cand) int {
+	ev := c.ev
+	t := tn.t.Traffic
+	if ev == nil || ev.q == nil || ev.err != nil || t.Pattern == v1.PatternDiurnal || !(t.RPS > 0) || math.IsInf(t.RPS, 0) {
+		return 0
+	}
+	return max(ev.q.bestCase().saturation(t.RPS), ev.q.ttftFloor(floorRate(t), tn.slo))
 }
 
 // volumeBound: with prices π(P) = λ·memory share + (1−λ)·compute share for a MIG instance of

@@ -443,6 +443,7 @@ func (p *planner) evaluate() {
 		if splits := e2eSplits(tn); len(splits) > 1 {
 			p.evalSplits(tn, splits)
 		}
+		fixedFloors(tn)
 		if i+1 == reserveAfter && len(p.tenants) > 2*reserveAfter {
 			p.cache.reserve(len(p.tenants), reserveAfter)
 		}

@@ -53,8 +53,11 @@ type tenant struct {
 	// fixedFallback are the kinds fixedSlices rejected for a fixed count, best first
 	// (fixedPrefer): what the tenant falls back to when its kept kinds find no room.
 	fixedFallback []*cand
-	choice        *cand
-	infeas        []v1.Reason // set when the tenant cannot be (fully) served
+	// loadFloors is loadFloor of each of a fixed-count tenant's candidates, set once evaluated
+	// (fixedFloors) so that the lower bound, which runs beside the predictions, reads it only.
+	loadFloors map[*cand]int
+	choice     *cand
+	infeas     []v1.Reason // set when the tenant cannot be (fully) served
 	// sc is feasible as the choice's local search reads it (searchCands).
 	sc []searchCand
 	// stay is when the local search last found no move for it (bestMove).
