@@ -73,6 +73,10 @@ type cand struct {
 	kid    int
 	kidFor *tenant
 	kidIn  *keyIDs
+	// rkid is keyOf(rkidFor, c)'s number in rkidIn (rescueKeyIDs.of), set by its first call.
+	rkid    int32
+	rkidFor *tenant
+	rkidIn  *rescueKeyIDs
 	// use is useKey(c), set by its first call.
 	use string
 }

@@ -155,9 +155,9 @@ func TestFirstInRescueOrderAndCandsOfKey(t *testing.T) {
 	p.perClaim = false
 	for _, tn := range p.tenants {
 		got := p.candsOfKey(tn)
-		want := map[groupKey]*cand{}
+		want := map[int32]*cand{}
 		for _, c := range tn.feasible {
-			if k := keyOf(tn, c); c != tn.choice && want[k] == nil {
+			if k := p.rescueKeyID(tn, c); c != tn.choice && want[k] == nil {
 				want[k] = c
 			}
 		}

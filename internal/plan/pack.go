@@ -23,6 +23,10 @@ type unit struct {
 	reps []replica
 	// tp is the GPU group of a tensor-parallel unit once placed; each of its GPUs holds the unit.
 	tp v1.TensorParallel
+	// rk is key's number (rescueKeyIDs) plus one, 0 until placedOf first asks; mark is the
+	// last call of placedOf that listed the unit (planner.placedMarks).
+	rk   int32
+	mark uint64
 }
 
 // gpuPlan is the plan of one fleet GPU while it is built.
@@ -235,7 +239,8 @@ func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 		}
 	}
 	p.rescueKeys = map[*tenant]candsByKey{}
-	defer func() { p.rescueKeys = nil }()
+	p.pidx = p.newPlacedIndex()
+	defer func() { p.rescueKeys, p.pidx = nil, nil }()
 	for i, tn := range short {
 		if p.stopped() {
 			break
@@ -330,7 +335,7 @@ func countIdle(free map[string][]*gpuPlan) int {
 // three fit one GPU at 1/4). For each shared candidate of tn on a board with idle pool GPUs,
 // the members are tn and the peers with a candidate of the same group key; the cost is the
 // GPU-equivalents of their units at that share plus, for the peers left out, their own cheapest
-// candidates', against every member's own cheapest (rescueEstimate). The cheapest grouping that
+// candidates', against every member's own cheapest (rescueEst). The cheapest grouping that
 // saves at least a unit is packed with the packer's rules; when it places every replica its
 // members are moved and returned, otherwise the trial is undone and nil returned.
 func (p *planner) rescueGroup(tn *tenant, peers []*tenant, free map[string][]*gpuPlan, pc *patternCache) ([]*tenant, error) {
@@ -340,40 +345,40 @@ func (p *planner) rescueGroup(tn *tenant, peers []*tenant, free map[string][]*gp
 	all := append([]*tenant{tn}, peers...)
 	// nothing is placed until the grouping is chosen: each member's own cheapest candidate on
 	// a board with idle pool GPUs is looked up once for every grouping weighed
-	picks := p.rescuePicks(all, free)
-	alone := rescueEstimate(all, nil, picks)
+	idle := newIdleBoards(free)
+	picks := p.rescuePicks(all, free, idle)
+	est := p.newRescueEst(all, picks)
+	alone := est.without(nil)
 	var best []*tenant
 	var bestC []*cand
 	bestCost := alone - 1e-9
-	idle := idleCounts(free)
-	var byKey []map[groupKey]*cand // each peer's first candidate of each group key (candsOfKey)
+	var byKey []map[int32]*cand // each peer's first candidate of each group key (candsOfKey)
+	var in []int                // the members' indices in all
 	for _, c := range tn.feasible {
-		if c == tn.choice || !c.shared() || c.tp > 1 || idle[c.board.Name] == 0 {
+		if c == tn.choice || !c.shared() || c.tp > 1 || !idle.on(c.board) {
 			continue
 		}
 		if byKey == nil {
-			byKey = make([]map[groupKey]*cand, len(peers))
+			byKey = make([]map[int32]*cand, len(peers))
 			for i, o := range peers {
 				byKey[i] = p.candsOfKey(o)
 			}
 		}
-		k := keyOf(tn, c)
+		k := p.rescueKeyID(tn, c)
 		members, cs := []*tenant{tn}, []*cand{c}
+		in = append(in[:0], 0)
 		reps := c.replicas
 		for i, o := range peers {
 			if oc := byKey[i][k]; oc != nil {
 				members, cs = append(members, o), append(cs, oc)
+				in = append(in, i+1)
 				reps += oc.replicas
 			}
 		}
 		if len(members) < 2 {
 			continue
 		}
-		in := map[*tenant]bool{}
-		for _, m := range members {
-			in[m] = true
-		}
-		cost := unitsOf(reps, c.share)*c.unitFrac + rescueEstimate(all, in, picks)
+		cost := unitsOf(reps, c.share)*c.unitFrac + est.without(in)
 		if cost < bestCost-1e-9 {
 			best, bestC, bestCost = members, cs, cost
 		}
@@ -423,24 +428,24 @@ func (p *planner) rescueGroup(tn *tenant, peers []*tenant, free map[string][]*gp
 // candsOfKey found them for that choice.
 type candsByKey struct {
 	choice *cand
-	first  map[groupKey]*cand
+	first  map[int32]*cand // by rescueKeyID
 }
 
-// candsOfKey is, for each group key, o's first feasible candidate of that key other than its
-// choice: the candidate rescueGroup takes for o in a grouping of that key. A pass of the rescue
-// keeps them per tenant (rescueKeys), since each short tenant weighs the short tenants of its
-// group after it: looking them up by scanning every peer's candidates for every shared
-// candidate of each short tenant was most of a short fleet's rescue.
-func (p *planner) candsOfKey(o *tenant) map[groupKey]*cand {
+// candsOfKey is, for each group key (by rescueKeyID), o's first feasible candidate of that key
+// other than its choice: the candidate rescueGroup takes for o in a grouping of that key. A
+// pass of the rescue keeps them per tenant (rescueKeys), since each short tenant weighs the
+// short tenants of its group after it: looking them up by scanning every peer's candidates for
+// every shared candidate of each short tenant was most of a short fleet's rescue.
+func (p *planner) candsOfKey(o *tenant) map[int32]*cand {
 	if got, ok := p.rescueKeys[o]; ok && got.choice == o.choice {
 		return got.first
 	}
-	first := map[groupKey]*cand{}
+	first := map[int32]*cand{}
 	for _, oc := range o.feasible {
 		if oc == o.choice {
 			continue
 		}
-		if k := keyOf(o, oc); first[k] == nil {
+		if k := p.rescueKeyID(o, oc); first[k] == nil {
 			first[k] = oc
 		}
 	}
@@ -451,37 +456,13 @@ func (p *planner) candsOfKey(o *tenant) map[groupKey]*cand {
 }
 
 // rescuePicks is, for each tenant of ts, its own cheapest candidate on a board with idle pool
-// GPUs (rescueOrder), other than its choice; none when it has no such candidate.
-func (p *planner) rescuePicks(ts []*tenant, free map[string][]*gpuPlan) map[*tenant]*cand {
-	picks := make(map[*tenant]*cand, len(ts))
-	idle := idleCounts(free)
-	for _, t := range ts {
-		if c := p.firstInRescueOrder(t, free, func(c *cand) bool { return c != t.choice && idle[c.board.Name] > 0 }); c != nil {
-			picks[t] = c
-		}
+// GPUs (rescueOrder, idle), other than its choice; nil when it has no such candidate.
+func (p *planner) rescuePicks(ts []*tenant, free map[string][]*gpuPlan, idle *idleBoards) []*cand {
+	picks := make([]*cand, len(ts))
+	for i, t := range ts {
+		picks[i] = p.firstInRescueOrder(t, free, func(c *cand) bool { return c != t.choice && idle.on(c.board) })
 	}
 	return picks
-}
-
-// rescueEstimate is the GPU-equivalents the tenants of ts not in skip would take, each rescued
-// onto its pick (rescuePicks), those of one group key sharing units.
-func rescueEstimate(ts []*tenant, skip map[*tenant]bool, picks map[*tenant]*cand) float64 {
-	reps := map[groupKey]int{}
-	unit := map[groupKey]*cand{}
-	for _, t := range ts {
-		c := picks[t]
-		if skip[t] || c == nil {
-			continue
-		}
-		k := keyOf(t, c)
-		reps[k] += c.replicas
-		unit[k] = c
-	}
-	sum := 0.0
-	for k, r := range reps {
-		sum += unitsOf(r, k.share) * unit[k].unitFrac
-	}
-	return sum
 }
 
 // rescueTenant tries tn's other feasible candidates on the idle pool GPUs in free (see rescue)
@@ -581,21 +562,44 @@ func (p *planner) openSlots(k groupKey) int {
 // them once per candidate of every short tenant, so it reads the GPUs' units in place and keeps
 // only k's (listing every placed unit each time made a short fleet's rescue quadratic in its
 // size, most of it in the list's map), and only on k's board (gpuIdx), where the packer and the
-// rescue put every unit of k.
+// rescue put every unit of k. During a pass of the rescue it reads only the GPUs its index lists
+// for k (placedIndex), in the same order.
 func (p *planner) placedOf(k groupKey) []*unit {
 	var out []*unit
-	var seen map[*unit]bool
+	// keys compare by number and units are marked as listed: comparing whole keys and keeping
+	// a map of the units listed was most of a short fleet's rescue
+	id := p.rkeyIDs().ofKey(k) + 1
+	p.placedMarks++
+	mark := p.placedMarks
 	add := func(u *unit) {
-		if u == nil || u.key != k {
+		if u == nil {
 			return
 		}
-		if seen == nil {
-			seen = map[*unit]bool{}
+		if p.unitKeyID(u) != id || u.mark == mark {
+			return
 		}
-		if !seen[u] {
-			seen[u] = true
-			out = append(out, u)
+		u.mark = mark
+		out = append(out, u)
+	}
+	if x := p.pidx; x != nil && sameSlice(x.of, p.gpus) {
+		// during a pass of the rescue: the GPUs that have held a unit of k since it began
+		for _, i := range x.by[id] {
+			g := p.gpus[i]
+			if g.role != v1.RolePool || g.fg.board.Name != k.board {
+				continue
+			}
+			if g.whole != nil {
+				add(g.whole)
+				continue
+			}
+			for _, pi := range g.insts {
+				add(pi.u)
+			}
 		}
+		if placedOfCheck != nil {
+			placedOfCheck(p, k, out)
+		}
+		return out
 	}
 	on := p.gpuIdx().byBoard[k.board]
 	p.gpuReads += len(on)
@@ -957,6 +961,7 @@ func (p *planner) packBucket(units []*unit, free map[string][]*gpuPlan, pc *patt
 			u.tp = tpGroup(gs)
 			for _, g := range gs {
 				g.role, g.whole, g.mode = v1.RolePool, u, v1.ModeExclusive
+				p.notePlaced(g)
 			}
 			continue
 		}
@@ -967,6 +972,7 @@ func (p *planner) packBucket(units []*unit, free map[string][]*gpuPlan, pc *patt
 			continue
 		}
 		g.role, g.whole = v1.RolePool, u
+		p.notePlaced(g)
 		g.mode = map[v1.SliceKind]v1.Mode{v1.SliceExclusive: v1.ModeExclusive, v1.SliceMPS: v1.ModeMPS, v1.SliceTimeSlice: v1.ModeTimeSlice}[u.c.kind]
 	}
 	if len(mig) == 0 {
@@ -992,6 +998,7 @@ func (p *planner) fillMIG(g *gpuPlan, b *gpu.Board, pats *patterns, bin []int, q
 		}
 		g.insts = append(g.insts, pi)
 	}
+	p.notePlaced(g)
 	return nil
 }
 

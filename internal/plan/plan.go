@@ -839,6 +839,13 @@ type planner struct {
 	// rescueKeys holds, during a pass of the rescue, each short tenant's first candidate of
 	// each group key (candsOfKey).
 	rescueKeys map[*tenant]candsByKey
+	// rkeys numbers the group keys the rescue weighs (rescueKeyIDs), for the whole planning run.
+	rkeys *rescueKeyIDs
+	// placedMarks counts placedOf's calls, each unit marked with the last that listed it.
+	placedMarks uint64
+	// pidx lists, during a pass of the rescue, the GPUs that have held a unit of each group key
+	// since it began (placedIndex).
+	pidx *placedIndex
 	// moved says, per tenant the packing's rescue moved to another candidate, why; unmoved, per
 	// tenant it could not, why not (rescue); unmovedOwn, per tenant that also found no room on
 	// the GPUs its own replicas held beside the idle ones, why not (rescueOnOwn); unmovedServed,

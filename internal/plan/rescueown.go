@@ -21,29 +21,30 @@ type heldGPU struct {
 
 // holdsAlone is, by board in fleet order, the pool GPUs on which every unit holds tn's replicas
 // only: those dropReplicas leaves idle when it takes tn off. A GPU that tn shares with another
-// tenant stays in use and frees nothing whole.
-func (p *planner) holdsAlone(tn *tenant) map[string][]*gpuPlan {
-	own := map[string][]*gpuPlan{}
+// tenant stays in use and frees nothing whole. held reports whether any pool GPU holds a
+// replica of tn (heldGPUs above nought), read in the same pass over the fleet.
+func (p *planner) holdsAlone(tn *tenant) (own map[string][]*gpuPlan, held bool) {
+	own = map[string][]*gpuPlan{}
 	for _, g := range p.gpus {
 		if g.role != v1.RolePool {
 			continue
 		}
-		us := g.units()
-		if len(us) == 0 {
-			continue
-		}
-		alone := true
-		for _, u := range us {
-			if slices.ContainsFunc(u.reps, func(r replica) bool { return r.tn != tn }) {
-				alone = false
-				break
+		any, alone := false, true
+		for u := range g.eachUnit {
+			any = true
+			for _, r := range u.reps {
+				if r.tn == tn {
+					held = true
+				} else {
+					alone = false
+				}
 			}
 		}
-		if alone {
+		if any && alone {
 			own[g.fg.board.Name] = append(own[g.fg.board.Name], g)
 		}
 	}
-	return own
+	return own, held
 }
 
 // holding saves the pool GPUs that hold a replica of tn, as they are (see heldGPU).
@@ -80,6 +81,7 @@ func (p *planner) restoreHeld(held []heldGPU) {
 			u.reps = slices.Clone(reps)
 		}
 		nodes[h.g.fg.ref.Node] = true
+		p.notePlaced(h.g)
 	}
 	p.resetNodeUses(nodes)
 }
@@ -97,19 +99,19 @@ func (p *planner) restoreHeld(held []heldGPU) {
 // tenant fewer short; moved says why. When none does, the replicas go back where they were and
 // unmovedOwn names the GPUs tried; when tn holds no GPU alone, it says so. free is brought up to date with the GPUs left idle.
 func (p *planner) rescueOnOwn(tn *tenant, free map[string][]*gpuPlan, pc *patternCache) (bool, error) {
-	own := p.holdsAlone(tn)
+	own, held := p.holdsAlone(tn)
 	if p.stopped() {
 		return false, nil
 	}
 	if len(own) == 0 {
 		p.unmovedOwn[tn] = "it holds no pool GPU of its own to free for another candidate: none of its replicas is placed"
-		if p.heldGPUs(tn) > 0 {
+		if held {
 			p.unmovedOwn[tn] = "it holds no pool GPU of its own to free for another candidate: the GPUs of its placed replicas also serve other tenants"
 		}
 		return false, nil
 	}
 	old := tn.choice
-	held := p.holding(tn)
+	saved := p.holding(tn)
 	p.dropReplicas(tn, nil)
 	p.idleEmptied(own)
 	trial := p.freeGPUs()
@@ -133,7 +135,7 @@ func (p *planner) rescueOnOwn(tn *tenant, free map[string][]*gpuPlan, pc *patter
 		n := countFree(trial[b])
 		room, err := p.roomFor(c, trial[b], pc)
 		if err != nil {
-			p.restoreHeld(held)
+			p.restoreHeld(saved)
 			return false, err
 		}
 		if room < len(units) {
@@ -143,7 +145,7 @@ func (p *planner) rescueOnOwn(tn *tenant, free map[string][]*gpuPlan, pc *patter
 		was := slices.Clone(trial[b])
 		left, err := p.packBucket(units, trial, pc)
 		if err != nil {
-			p.restoreHeld(held)
+			p.restoreHeld(saved)
 			return false, err
 		}
 		blocked, isBlocked := p.blocked[firstOr(left)]
@@ -153,7 +155,7 @@ func (p *planner) rescueOnOwn(tn *tenant, free map[string][]*gpuPlan, pc *patter
 		if len(left) == 0 {
 			tn.choice = c
 			p.moved[tn] = fmt.Sprintf("%s on %s placed %s of its %d replicas, the others found no free GPU (%s); with the %d GPU(s) of %s its own replicas held taken back and the board's %d other idle pool GPU(s), %s on %s holds all %d replicas",
-				old.label(), old.board.Name, placedOf(held, tn), old.replicas, p.shortWhy(tn, old), len(own[b]), b, n-len(own[b]), c.label(), b, c.replicas)
+				old.label(), old.board.Name, placedOf(saved, tn), old.replicas, p.shortWhy(tn, old), len(own[b]), b, n-len(own[b]), c.label(), b, c.replicas)
 			if slices.Contains(tn.fixedFallback, c) {
 				p.moved[tn] = fixedFellBack(tn, old, c, p.shortWhy(tn, old)) + fmt.Sprintf(", on the %d GPU(s) its own replicas held and the board's idle ones", len(own[b]))
 			}
@@ -168,7 +170,7 @@ func (p *planner) rescueOnOwn(tn *tenant, free map[string][]*gpuPlan, pc *patter
 		note(b, c.label()+": "+why)
 		p.undoTrial(was, units, trial, b)
 	}
-	p.restoreHeld(held)
+	p.restoreHeld(saved)
 	var parts []string
 	for _, b := range boards {
 		idle := countFree(free[b])
