@@ -215,14 +215,19 @@ func (p *planner) greedyBoards(frac, room float64) []string {
 	return out
 }
 
-// boardFills are the shares of a board's pool GPUs that fillBoards tries in turn: the share a
-// board's cheapest tenants fill before the rest leave (fill), and the share of another board
-// that those leaving may take (room).
+// boardFills are the shares of a board's pool GPUs that fillBoards tries in turn, until one's
+// plan is kept: the share a board's cheapest tenants fill before the rest leave (fill), and the
+// share of another board that those leaving may take (room).
 var boardFills = []struct{ fill, room float64 }{{0.9, 0.9}, {0.9, 0.675}}
+
+// maxFillWork is the tenant-packings (packScored) after which fillBoards starts no fill plan: the
+// genscale.py 1,000-tenant pools have packed 28,000 and 30,000 when it starts, and their first
+// fill plan about as many again; from about 2,100 tenants on, none starts.
+const maxFillWork = 2 * maxAltWork
 
 // fillBoards plans again, when best's choice held a board to a limit (capBoards), with each
 // tenant whose count is not fixed kept to the board greedyBoards gives it, once for each share
-// of boardFills, and returns the best plan: a fill plan replaces best only where its packing
+// of boardFills until a plan is kept, and returns the best plan: a fill plan replaces best only where its packing
 // leaves no tenant short of GPUs, uses fewer pool GPUs and scores better (plans are scored before
 // the rescue, and one that left tenants short there may serve fewer after it). The
 // limited choice moves tenants off a full board one at a time, each to the move that lowers its
@@ -247,12 +252,16 @@ func (p *planner) fillBoards(best *packed) (full [][]*cand, out *packed, err err
 		fill             float64
 	}
 	kept := state{p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst, nil, 0}
+	work := p.packedWork
 	full = make([][]*cand, len(p.tenants))
 	for i, tn := range p.tenants {
 		full[i] = tn.feasible
 	}
 	var last []string
 	for _, try := range boardFills {
+		if p.packedWork > maxFillWork && !p.fullEffort {
+			break // a pool of thousands of tenants (ADR 0103's bound on re-plans)
+		}
 		p.forbid, p.nodeRule, p.nodeMPS = nil, nil, nil
 		for i, tn := range p.tenants {
 			tn.feasible = full[i]
@@ -275,9 +284,13 @@ func (p *planner) fillBoards(best *packed) (full [][]*cand, out *packed, err err
 		if !anyShortOfGPUs(alt) && poolUsed(alt) < poolUsed(best) && slices.Compare(alt.score[:], best.score[:]) < 0 {
 			best = alt
 			kept = state{p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst, boards, try.fill}
+			break
 		}
 	}
 	p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst = kept.forbid, kept.nodeRule, kept.nodeMPS, kept.caps, kept.packFirst
+	if kept.boards == nil {
+		p.packedWork = work // the later re-plans' bounds as though no fill plan ran
+	}
 	for i, tn := range p.tenants {
 		tn.feasible = full[i]
 		if kept.boards != nil && kept.boards[i] != "" {
