@@ -1,7 +1,9 @@
 package plan
 
 import (
+	"cmp"
 	"math"
+	"slices"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 )
@@ -125,4 +127,205 @@ func shortOfGPUs(tn *tenant) bool {
 		}
 	}
 	return false
+}
+
+// candGPUs is c's GPU-equivalents: its replicas over its share, each a whole unit's GPUs or its
+// MIG instance's share of one.
+func candGPUs(c *cand) float64 {
+	u := c.unitFrac
+	if c.whole() {
+		u = unitGPUs(c)
+	}
+	return float64(c.replicas) / float64(max(c.share, 1)) * u
+}
+
+// greedyBoards is a board for every tenant whose count is not fixed: each starts on its
+// cheapest allowed candidate's board, and every board whose tenants' GPU-equivalents exceed frac
+// of its pool GPUs gives tenants up, the tenant whose cheapest candidate on another board with
+// room adds least GPU-equivalents per GPU-equivalent freed first, until it is within frac.
+// Nil where no tenant left its board.
+func (p *planner) greedyBoards(frac, room float64) []string {
+	pool := p.poolGPUs()
+	load := map[string]float64{}
+	first := make([]*cand, len(p.tenants))
+	for i, tn := range p.tenants {
+		if len(tn.feasible) == 0 {
+			continue
+		}
+		first[i] = p.firstAllowed(tn)
+		load[first[i].board.Name] += candGPUs(first[i])
+	}
+	out := make([]string, len(p.tenants))
+	for i, c := range first {
+		if c != nil && p.tenants[i].t.Replicas == nil {
+			out[i] = c.board.Name
+		}
+	}
+	moved := false
+	for _, b := range p.boards {
+		limit := frac * float64(pool[b.Name])
+		if load[b.Name] <= limit {
+			continue
+		}
+		type leaver struct {
+			i     int
+			ratio float64
+		}
+		var ls []leaver
+		for i, c := range first {
+			if c == nil || c.board != b || out[i] == "" {
+				continue
+			}
+			here := candGPUs(c)
+			best := math.Inf(1)
+			for _, o := range p.tenants[i].feasible {
+				if o.board != b && !p.forbidden(p.tenants[i], o) {
+					best = min(best, candGPUs(o))
+				}
+			}
+			if !math.IsInf(best, 1) && here > 0 {
+				ls = append(ls, leaver{i, (best - here) / here})
+			}
+		}
+		slices.SortStableFunc(ls, func(x, y leaver) int { return cmp.Compare(x.ratio, y.ratio) })
+		for _, l := range ls {
+			if load[b.Name] <= limit {
+				break
+			}
+			tn := p.tenants[l.i]
+			var to *cand
+			for _, o := range tn.feasible { // cheapest first
+				if o.board != b && !p.forbidden(tn, o) && load[o.board.Name]+candGPUs(o) <= room*float64(pool[o.board.Name]) {
+					if to == nil || candGPUs(o) < candGPUs(to) {
+						to = o
+					}
+				}
+			}
+			if to == nil {
+				continue
+			}
+			load[b.Name] -= candGPUs(first[l.i])
+			load[to.board.Name] += candGPUs(to)
+			out[l.i], moved = to.board.Name, true
+		}
+	}
+	if !moved {
+		return nil
+	}
+	return out
+}
+
+// boardFills are the shares of a board's pool GPUs that fillBoards tries in turn, until one's
+// plan is kept: the share a board's cheapest tenants fill before the rest leave (fill), and the
+// share of another board that those leaving may take (room).
+var boardFills = []struct{ fill, room float64 }{{0.9, 0.9}, {0.9, 0.675}}
+
+// maxFillWork is the tenant-packings (packScored) after which fillBoards starts no fill plan: the
+// genscale.py 1,000-tenant pools have packed 28,000 and 30,000 when it starts, and their first
+// fill plan about as many again; from about 2,100 tenants on, none starts.
+const maxFillWork = 2 * maxAltWork
+
+// fillBoards plans again, when best's choice held a board to a limit (capBoards), with each
+// tenant whose count is not fixed kept to the board greedyBoards gives it, once for each share
+// of boardFills until a plan is kept, and returns the best plan: a fill plan replaces best only where its packing
+// leaves no tenant short of GPUs, uses fewer pool GPUs and scores better (plans are scored before
+// the rescue, and one that left tenants short there may serve fewer after it). The
+// limited choice moves tenants off a full board one at a time, each to the move that lowers its
+// objective most, and the retries after it forbid the kinds a node rule kept off their board,
+// which sends tenants to dearer boards; kept to one board each, a tenant's kinds are forbidden
+// within that board only. Each plan's retries run afresh (no kinds forbidden, no board counted
+// in nodes, no limits). When such a plan is kept, the tenants' feasible candidates stay those
+// of their board until optimise's choice is final, and full is every tenant's feasible
+// candidates as they were, for optimise to give back; otherwise everything is as it was and
+// full is nil.
+func (p *planner) fillBoards(best *packed) (full [][]*cand, out *packed, err error) {
+	p.filled = nil
+	if best.caps == nil {
+		return nil, best, nil
+	}
+	type state struct {
+		forbid, nodeRule map[*tenant]map[forbidKey]string
+		nodeMPS          map[string]int
+		caps             map[string]float64
+		packFirst        map[groupKey]bool
+		boards           []string
+		fill             float64
+	}
+	kept := state{p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst, nil, 0}
+	work := p.packedWork
+	full = make([][]*cand, len(p.tenants))
+	for i, tn := range p.tenants {
+		full[i] = tn.feasible
+	}
+	var last []string
+	for _, try := range boardFills {
+		if p.packedWork > maxFillWork && !p.fullEffort {
+			break // a pool of thousands of tenants (ADR 0103's bound on re-plans)
+		}
+		p.forbid, p.nodeRule, p.nodeMPS = nil, nil, nil
+		for i, tn := range p.tenants {
+			tn.feasible = full[i]
+		}
+		boards := p.greedyBoards(try.fill, try.room)
+		if boards == nil || slices.Equal(boards, last) {
+			continue
+		}
+		last = boards
+		for i, tn := range p.tenants {
+			if boards[i] != "" {
+				tn.feasible = slices.DeleteFunc(slices.Clone(full[i]), func(c *cand) bool { return c.board.Name != boards[i] })
+			}
+		}
+		p.caps, p.packFirst = nil, nil
+		alt, err := p.optimiseRetries()
+		if err != nil {
+			return nil, nil, err
+		}
+		if !anyShortOfGPUs(alt) && poolUsed(alt) < poolUsed(best) && slices.Compare(alt.score[:], best.score[:]) < 0 {
+			best = alt
+			kept = state{p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst, boards, try.fill}
+			break
+		}
+	}
+	p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst = kept.forbid, kept.nodeRule, kept.nodeMPS, kept.caps, kept.packFirst
+	if kept.boards == nil {
+		p.packedWork = work // the later re-plans' bounds as though no fill plan ran
+	}
+	for i, tn := range p.tenants {
+		tn.feasible = full[i]
+		if kept.boards != nil && kept.boards[i] != "" {
+			tn.feasible = slices.DeleteFunc(slices.Clone(full[i]), func(c *cand) bool { return c.board.Name != kept.boards[i] })
+		}
+	}
+	if kept.boards == nil {
+		return nil, best, nil
+	}
+	p.filled, p.fillShare = map[*tenant]string{}, kept.fill
+	for i, tn := range p.tenants {
+		if kept.boards[i] != "" {
+			p.filled[tn] = kept.boards[i]
+		}
+	}
+	return full, best, nil
+}
+
+// anyShortOfGPUs reports whether s's packing left a tenant short of GPUs.
+func anyShortOfGPUs(s *packed) bool {
+	for _, rs := range s.infeas {
+		for _, r := range rs {
+			if r.Code == v1.ReasonNoCapacity {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// poolUsed is the pool GPUs s's packing used.
+func poolUsed(s *packed) int {
+	n := 0
+	for _, u := range s.used {
+		n += u
+	}
+	return n
 }

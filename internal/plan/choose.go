@@ -806,6 +806,13 @@ func (p *planner) spilledWhy(tn *tenant) string {
 		return w
 	}
 	c := tn.choice
+	if b, ok := p.filled[tn]; ok && c != nil {
+		first := p.firstAllowed(tn)
+		if first.board.Name != b && first.board != c.board && first.cost < c.cost-1e-9 {
+			return fmt.Sprintf("; %s on %s, cheaper (%d replica(s) = %.3f), was not used: the choice kept that board's tenants within %.0f %% of its %d pool GPUs, the tenants whose other boards add least per GPU-equivalent they free leaving for them, and kept each tenant to its board",
+				first.label(), first.board.Name, first.replicas, first.cost, 100*p.fillShare, p.poolGPUs()[first.board.Name])
+		}
+	}
 	if p.caps == nil || c == nil {
 		return ""
 	}

@@ -136,12 +136,18 @@ func (p *planner) stopped() bool { return p.ctx != nil && p.ctx.Err() != nil }
 // Nor does the choice see how many GPUs each board has. When the best plan leaves units short on
 // a board while another board where their tenants could run keeps idle pool GPUs, the same
 // retry also limits each board (capBoards, boardCap), so that tenants leave a full board for
-// their cheapest candidate on another. Last, the tenants the kept plan leaves short try their
-// other candidates on the GPUs it left idle (rescueShort), and then, when tenants are still short,
-// releaseShort gives up placements of short or early-packed tenants where that serves more
-// tenants in full (release.go).
+// their cheapest candidate on another. When the best plan was chosen under such limits, the
+// retries run again with each tenant kept to the board of a greedy fill (fillBoards), and that
+// plan is kept where it leaves no tenant short of GPUs on fewer GPUs. Last, the tenants the kept
+// plan leaves short try their other candidates on the GPUs it left idle (rescueShort), and then,
+// when tenants are still short, releaseShort gives up placements of short or early-packed
+// tenants where that serves more tenants in full (release.go).
 func (p *planner) optimise() error {
 	best, err := p.optimiseRetries()
+	if err != nil {
+		return err
+	}
+	full, best, err := p.fillBoards(best)
 	if err != nil {
 		return err
 	}
@@ -163,6 +169,9 @@ func (p *planner) optimise() error {
 		}
 		if slices.Compare(coarse.score[:], best.score[:]) < 0 {
 			best = coarse // the tenants keep the coarse ladders for the rescue
+			for i := range full {
+				full[i] = slices.DeleteFunc(slices.Clone(full[i]), fineShare)
+			}
 		} else {
 			p.forbid, p.nodeRule, p.nodeMPS = forbid, nodeRule, nodeMPS
 			for i, tn := range p.tenants {
@@ -176,6 +185,9 @@ func (p *planner) optimise() error {
 	p.gpus, p.caps, p.packFirst = best.gpus, best.caps, best.packFirst
 	for i, tn := range p.tenants {
 		tn.choice, tn.infeas = best.choice[i], best.infeas[i]
+		if full != nil {
+			tn.feasible = full[i] // the rescue and the steps after it try every board again
+		}
 	}
 	p.capLoad = nil
 	if p.caps != nil {
@@ -808,6 +820,11 @@ type planner struct {
 	// nodeMPS, when set, is the GPUs per node of the boards on which the choice counts whole-GPU
 	// MPS groups in whole nodes (countNodes).
 	nodeMPS map[string]int
+	// filled is, when optimise kept the plan with each tenant kept to one board (fillBoards),
+	// that board per tenant (a tenant not in it was free to take any).
+	filled map[*tenant]string
+	// fillShare is, with filled, the share of each board's pool GPUs its tenants were held to.
+	fillShare float64
 	// capLoad is, with caps, the load the kept plan's choice puts on each board (boardCap).
 	capLoad map[string]float64
 	// greedyOnly makes packMIG keep its greedy packing (the rescue's trial placements).
