@@ -581,19 +581,23 @@ func (p *planner) placedOf(k groupKey) []*unit {
 		u.mark = mark
 		out = append(out, u)
 	}
+	addOn := func(g *gpuPlan) { // a pool GPU's units
+		if g.role != v1.RolePool {
+			return
+		}
+		if g.whole != nil {
+			add(g.whole)
+			return
+		}
+		for _, pi := range g.insts {
+			add(pi.u)
+		}
+	}
 	if x := p.pidx; x != nil && sameSlice(x.of, p.gpus) {
 		// during a pass of the rescue: the GPUs that have held a unit of k since it began
 		for _, i := range x.by[id] {
-			g := p.gpus[i]
-			if g.role != v1.RolePool || g.fg.board.Name != k.board {
-				continue
-			}
-			if g.whole != nil {
-				add(g.whole)
-				continue
-			}
-			for _, pi := range g.insts {
-				add(pi.u)
+			if g := p.gpus[i]; g.fg.board.Name == k.board {
+				addOn(g)
 			}
 		}
 		if placedOfCheck != nil {
@@ -604,16 +608,7 @@ func (p *planner) placedOf(k groupKey) []*unit {
 	on := p.gpuIdx().byBoard[k.board]
 	p.gpuReads += len(on)
 	for _, g := range on {
-		if g.role != v1.RolePool {
-			continue
-		}
-		if g.whole != nil {
-			add(g.whole)
-			continue
-		}
-		for _, pi := range g.insts {
-			add(pi.u)
-		}
+		addOn(g)
 	}
 	return out
 }
