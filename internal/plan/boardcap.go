@@ -229,7 +229,10 @@ const maxFillWork = 2 * maxAltWork
 // tenant whose count is not fixed kept to the board greedyBoards gives it, once for each share
 // of boardFills until a plan is kept, and returns the best plan: a fill plan replaces best only where its packing
 // leaves no tenant short of GPUs, uses fewer pool GPUs and scores better (plans are scored before
-// the rescue, and one that left tenants short there may serve fewer after it). The
+// the rescue, and one that left tenants short there may serve fewer after it). Where none is
+// kept, refused is the first fill plan that was refused although it is within reach of best
+// (withinReach) and its packings left the work within maxFillWork, for optimise to weigh after
+// the rescue (weighFill); nil otherwise. The
 // limited choice moves tenants off a full board one at a time, each to the move that lowers its
 // objective most, and the retries after it forbid the kinds a node rule kept off their board,
 // which sends tenants to dearer boards; kept to one board each, a tenant's kinds are forbidden
@@ -238,10 +241,10 @@ const maxFillWork = 2 * maxAltWork
 // of their board until optimise's choice is final, and full is every tenant's feasible
 // candidates as they were, for optimise to give back; otherwise everything is as it was and
 // full is nil.
-func (p *planner) fillBoards(best *packed) (full [][]*cand, out *packed, err error) {
+func (p *planner) fillBoards(best *packed) (full [][]*cand, out *packed, refused *fillPlan, err error) {
 	p.filled = nil
 	if best.caps == nil {
-		return nil, best, nil
+		return nil, best, nil, nil
 	}
 	type state struct {
 		forbid, nodeRule map[*tenant]map[forbidKey]string
@@ -279,12 +282,16 @@ func (p *planner) fillBoards(best *packed) (full [][]*cand, out *packed, err err
 		p.caps, p.packFirst = nil, nil
 		alt, err := p.optimiseRetries()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if !anyShortOfGPUs(alt) && poolUsed(alt) < poolUsed(best) && slices.Compare(alt.score[:], best.score[:]) < 0 {
 			best = alt
 			kept = state{p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst, boards, try.fill}
 			break
+		}
+		if refused == nil && (p.packedWork <= maxFillWork || p.fullEffort) && withinReach(alt, best) {
+			refused = &fillPlan{plan: alt, forbid: p.forbid, nodeRule: p.nodeRule, nodeMPS: p.nodeMPS, caps: p.caps, packFirst: p.packFirst,
+				boards: boards, fill: try.fill, work: p.packedWork, full: full}
 		}
 	}
 	p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst = kept.forbid, kept.nodeRule, kept.nodeMPS, kept.caps, kept.packFirst
@@ -298,7 +305,7 @@ func (p *planner) fillBoards(best *packed) (full [][]*cand, out *packed, err err
 		}
 	}
 	if kept.boards == nil {
-		return nil, best, nil
+		return nil, best, refused, nil
 	}
 	p.filled, p.fillShare = map[*tenant]string{}, kept.fill
 	for i, tn := range p.tenants {
@@ -306,7 +313,7 @@ func (p *planner) fillBoards(best *packed) (full [][]*cand, out *packed, err err
 			p.filled[tn] = kept.boards[i]
 		}
 	}
-	return full, best, nil
+	return full, best, nil, nil
 }
 
 // anyShortOfGPUs reports whether s's packing left a tenant short of GPUs.
@@ -328,4 +335,144 @@ func poolUsed(s *packed) int {
 		n += u
 	}
 	return n
+}
+
+// fillPlan is a fill plan fillBoards refused before the rescue, with what it was planned under:
+// the forbidden kinds and counted boards of its retries, its board limits and first-packed
+// groups, each tenant's board and the share of boardFills, the packings made up to it, and every
+// tenant's feasible candidates before the fill.
+type fillPlan struct {
+	plan             *packed
+	forbid, nodeRule map[*tenant]map[forbidKey]string
+	nodeMPS          map[string]int
+	caps             map[string]float64
+	packFirst        map[groupKey]bool
+	boards           []string
+	fill             float64
+	work             int
+	full             [][]*cand
+}
+
+// withinReach says whether fill plan alt, refused before the rescue, may still serve what best
+// serves on fewer pool GPUs after it: its pool GPUs and the GPU-equivalents its packing left
+// without a GPU are fewer than best's. The rescue seats short units on the GPUs a plan left idle,
+// so that sum is about a plan's GPUs after it where it serves them all.
+func withinReach(alt, best *packed) bool {
+	return float64(poolUsed(alt))+unitsVolume(alt.unplaced) < float64(poolUsed(best))+unitsVolume(best.unplaced)-1e-9
+}
+
+// unitsVolume is the GPU-equivalents of us (unitVolume).
+func unitsVolume(us []*unit) float64 {
+	v := 0.0
+	for _, u := range us {
+		v += unitVolume(u)
+	}
+	return v
+}
+
+// settled is the planner's state after optimise's steps that follow the choice of plan (settle):
+// what a plan's rescue and the steps after it made of it, so that optimise can put it back.
+type settled struct {
+	forbid, nodeRule, withheld map[*tenant]map[forbidKey]string
+	nodeMPS                    map[string]int
+	caps, capLoad              map[string]float64
+	packFirst                  map[groupKey]bool
+	filled                     map[*tenant]string
+	fillShare                  float64
+	keep                       map[string]migUse
+	nodeUse                    map[string]map[string]migUse
+	blocked                    map[*unit]blockage
+	gpus                       []*gpuPlan
+	unplaced                   []*unit
+	released                   map[*tenant]string
+	fixedSteps, stepUpMissed   map[*tenant]fixedStep
+	moved, unmoved             map[*tenant]string
+	unmovedOwn, unmovedServed  map[*tenant]string
+	unspreadRoom               map[string]string
+	packedWork                 int
+	choice                     []*cand
+	infeas                     [][]v1.Reason
+	feasible                   [][]*cand
+	// served says which tenants are served in full, used the pool GPUs that hold replicas.
+	served []bool
+	used   int
+}
+
+// saveSettled records the planner's state for restore.
+func (p *planner) saveSettled() *settled {
+	s := &settled{forbid: p.forbid, nodeRule: p.nodeRule, withheld: p.withheld, nodeMPS: p.nodeMPS, caps: p.caps, capLoad: p.capLoad,
+		packFirst: p.packFirst, filled: p.filled, fillShare: p.fillShare, keep: p.keep, nodeUse: p.nodeUse, blocked: p.blocked,
+		gpus: p.gpus, unplaced: p.unplaced, released: p.released, fixedSteps: p.fixedSteps, stepUpMissed: p.stepUpMissed,
+		moved: p.moved, unmoved: p.unmoved, unmovedOwn: p.unmovedOwn, unmovedServed: p.unmovedServed, unspreadRoom: p.unspreadRoom,
+		packedWork: p.packedWork}
+	for _, tn := range p.tenants {
+		s.choice, s.infeas, s.feasible = append(s.choice, tn.choice), append(s.infeas, slices.Clone(tn.infeas)), append(s.feasible, tn.feasible)
+		s.served = append(s.served, servedInFull(tn))
+	}
+	for _, g := range p.gpus {
+		if g.role == v1.RolePool && g.busy() {
+			s.used++
+		}
+	}
+	return s
+}
+
+// restore puts s back on p.
+func (s *settled) restore(p *planner) {
+	p.forbid, p.nodeRule, p.withheld, p.nodeMPS, p.caps, p.capLoad = s.forbid, s.nodeRule, s.withheld, s.nodeMPS, s.caps, s.capLoad
+	p.packFirst, p.filled, p.fillShare, p.keep, p.nodeUse, p.blocked = s.packFirst, s.filled, s.fillShare, s.keep, s.nodeUse, s.blocked
+	p.gpus, p.unplaced, p.released, p.fixedSteps, p.stepUpMissed = s.gpus, s.unplaced, s.released, s.fixedSteps, s.stepUpMissed
+	p.moved, p.unmoved, p.unmovedOwn, p.unmovedServed, p.unspreadRoom = s.moved, s.unmoved, s.unmovedOwn, s.unmovedServed, s.unspreadRoom
+	p.packedWork = s.packedWork
+	for i, tn := range p.tenants {
+		tn.choice, tn.infeas, tn.feasible = s.choice[i], s.infeas[i], s.feasible[i]
+	}
+}
+
+// betterThan reports whether s serves in full every tenant plain serves in full, and more
+// tenants, or as many on fewer pool GPUs: tenants served first, as the plans' scores rank them.
+func (s *settled) betterThan(plain *settled) bool {
+	more := 0
+	for i, ok := range plain.served {
+		switch {
+		case ok && !s.served[i]:
+			return false
+		case !ok && s.served[i]:
+			more++
+		}
+	}
+	return more > 0 || s.used < plain.used
+}
+
+// weighFill settles (settle) both best, the plan fillBoards kept, and fill, the fill plan it
+// refused before the rescue, and keeps the fill plan's outcome only where it serves in full every
+// tenant best's serves, and more, or as many on fewer pool GPUs (betterThan); otherwise the
+// planner is as best's settle left it.
+// The fill plan settles as fillBoards keeps one: each tenant kept to its board until the choice
+// is final, and the rescue and the steps after it free to take any board again.
+func (p *planner) weighFill(best *packed, fill *fillPlan) error {
+	start := p.saveSettled()
+	if err := p.settle(nil, best); err != nil {
+		return err
+	}
+	plain := p.saveSettled()
+	start.restore(p)
+	p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst = fill.forbid, fill.nodeRule, fill.nodeMPS, fill.caps, fill.packFirst
+	p.packedWork = fill.work
+	p.filled, p.fillShare = map[*tenant]string{}, fill.fill
+	for i, tn := range p.tenants {
+		tn.feasible = fill.full[i]
+		if fill.boards[i] != "" {
+			tn.feasible = slices.DeleteFunc(slices.Clone(fill.full[i]), func(c *cand) bool { return c.board.Name != fill.boards[i] })
+			p.filled[tn] = fill.boards[i]
+		}
+	}
+	full := slices.Clone(fill.full)
+	if err := p.settle(full, fill.plan); err != nil {
+		return err
+	}
+	if !p.saveSettled().betterThan(plain) {
+		plain.restore(p)
+	}
+	return nil
 }

@@ -68,6 +68,9 @@ type Options struct {
 	// repackOnly, with Current, returns the re-packed plan without weighing it against the plan
 	// in force (replan): tests replay the re-pack's migration with it.
 	repackOnly bool
+	// noWeighFill keeps optimise from weighing a fill plan refused before the rescue after it
+	// (weighFill; tests compare with and without it).
+	noWeighFill bool
 }
 
 // Defaults of Options.
@@ -138,7 +141,9 @@ func (p *planner) stopped() bool { return p.ctx != nil && p.ctx.Err() != nil }
 // retry also limits each board (capBoards, boardCap), so that tenants leave a full board for
 // their cheapest candidate on another. When the best plan was chosen under such limits, the
 // retries run again with each tenant kept to the board of a greedy fill (fillBoards), and that
-// plan is kept where it leaves no tenant short of GPUs on fewer GPUs. Last, the tenants the kept
+// plan is kept where it leaves no tenant short of GPUs on fewer GPUs; where none is, a fill plan
+// refused although within reach is weighed against the plain plan after the steps below
+// (weighFill). Last, the tenants the kept
 // plan leaves short try their other candidates on the GPUs it left idle (rescueShort), and then,
 // when tenants are still short, releaseShort gives up placements of short or early-packed
 // tenants where that serves more tenants in full (release.go).
@@ -147,10 +152,19 @@ func (p *planner) optimise() error {
 	if err != nil {
 		return err
 	}
-	full, best, err := p.fillBoards(best)
+	full, best, fill, err := p.fillBoards(best)
 	if err != nil {
 		return err
 	}
+	if fill != nil && !p.o.noWeighFill {
+		return p.weighFill(best, fill)
+	}
+	return p.settle(full, best)
+}
+
+// settle is optimise's steps once it chose best (and full, as fillBoards returned it): the plan
+// on the coarse ladders, whole-GPU MPS withheld, and the rescue and the steps after it.
+func (p *planner) settle(full [][]*cand, best *packed) error {
 	if best.score[0] > 0 && usesFineShares(best.choice) {
 		// Tenants are short: plan again on the coarse ladders alone and keep the better plan.
 		// Finer shares split a sharing group's replicas over more shares, and on the device
@@ -179,7 +193,8 @@ func (p *planner) optimise() error {
 			}
 		}
 	}
-	if best, err = p.withholdNodeMPS(best); err != nil {
+	best, err := p.withholdNodeMPS(best)
+	if err != nil {
 		return err
 	}
 	p.gpus, p.caps, p.packFirst = best.gpus, best.caps, best.packFirst
