@@ -121,6 +121,29 @@ func (e *Engine) StepTime(b Batch, l Load) time.Duration {
 	return seconds(e.step(b.work(), l).total)
 }
 
+// AtLoad is an engine's step times at one load: what its rates take from the load alone (the
+// board's busy share, an MPS client's neighbours at a set duty) is computed once, not at every
+// step. Safe for concurrent use, as the engine is.
+type AtLoad struct {
+	e *Engine
+	l Load
+	r loadRates
+}
+
+// AtLoad is e at load l.
+func (e *Engine) AtLoad(l Load) *AtLoad {
+	return &AtLoad{e: e, l: l, r: e.ratesAt(l)}
+}
+
+// StepTime is e.StepTime(b, l), the same duration.
+func (a *AtLoad) StepTime(b Batch) time.Duration {
+	e := a.e
+	if e.measuredOnly || e.measured != nil {
+		return e.StepTime(b, a.l)
+	}
+	return seconds(e.stepAt(b.work(), &a.r).total)
+}
+
 // Breakdown splits a step's time into what bounds it.
 type Breakdown struct {
 	Compute  time.Duration `json:"compute"`  // parts bound by tensor-core FLOPs

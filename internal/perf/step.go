@@ -31,13 +31,41 @@ func (e *Engine) step(w work, l Load) stepParts {
 	if w.p+w.d <= 0 {
 		return stepParts{clock: 1}
 	}
-	o := e.m.opts
+	r := e.ratesAt(l)
+	return e.stepAt(w, &r)
+}
+
+// loadRates are what a step's rates take from its load alone, not from its work: the load
+// sanitized, the engine's rates beside the board's busy share, and, where the load's duty is
+// set, an MPS client's rates among its busy neighbours.
+type loadRates struct {
+	l      Load
+	alone  rates
+	mps    rates
+	hasMPS bool
+}
+
+func (e *Engine) ratesAt(l Load) loadRates {
 	l = l.sanitize()
-	overhead := o.StepOverhead.Seconds()
-	alone := e.alone
+	r := loadRates{l: l, alone: e.alone}
 	if l.BoardBusy > 0 {
-		alone = e.aloneRates(l.BoardBusy)
+		r.alone = e.aloneRates(l.BoardBusy)
 	}
+	if n := float64(l.Active); e.s.Mode == MPS && n > 0 && l.Duty > 0 && l.Duty <= 1 {
+		r.mps, r.hasMPS = e.mpsRates(n*l.Duty, r.l), true
+	}
+	return r
+}
+
+// stepAt is step at the load of r.
+func (e *Engine) stepAt(w work, r *loadRates) stepParts {
+	if w.p+w.d <= 0 {
+		return stepParts{clock: 1}
+	}
+	o := e.m.opts
+	l := r.l
+	overhead := o.StepOverhead.Seconds()
+	alone := r.alone
 	s := e.gpuTime(w, alone)
 	n := float64(l.Active)
 	if e.s.Mode != Exclusive && n > 0 {
@@ -49,7 +77,10 @@ func (e *Engine) step(w work, l Load) stepParts {
 		case TimeSlice:
 			s.wait = e.timeSliceWait(s.gpu(), n*duty)
 		case MPS:
-			q := e.mpsRates(n*duty, l)
+			q := r.mps
+			if !r.hasMPS {
+				q = e.mpsRates(n*duty, l)
+			}
 			own := alone
 			own.flops *= q.clock / alone.clock
 			own.clock = q.clock

@@ -161,11 +161,38 @@ func migProfiles(b *gpu.Board) []*gpu.Profile {
 	return out
 }
 
+// migProfiles is migProfiles(b), memoised (callers read it, never change it).
+func (c *evalCache) migProfiles(b *gpu.Board) []*gpu.Profile {
+	ps, ok := c.migProfs[b]
+	if !ok {
+		ps = migProfiles(b)
+		if c.migProfs == nil {
+			c.migProfs = map[*gpu.Board][]*gpu.Profile{}
+		}
+		c.migProfs[b] = ps
+	}
+	return ps
+}
+
+// candSlabLen is how many candidates newCand allocates at once.
+const candSlabLen = 128
+
+// newCand is a zero candidate for candidates, allocated with others: every tenant gets dozens.
+func (c *evalCache) newCand() *cand {
+	if len(c.cands) == 0 {
+		c.cands = make([]cand, candSlabLen)
+	}
+	cd := &c.cands[0]
+	c.cands = c.cands[1:]
+	return cd
+}
+
 // candidates lists the slice kinds the tenant's isolation tier and the policy allow on b.
 func (p *planner) candidates(tn *tenant, b *gpu.Board) []*cand {
 	var out []*cand
 	add := func(kind v1.SliceKind, prof *gpu.Profile, share int) {
-		c := &cand{board: b, kind: kind, profile: prof, share: share, tp: 1, unitFrac: 1, memFrac: 1, compFrac: 1}
+		c := p.cache.newCand()
+		*c = cand{board: b, kind: kind, profile: prof, share: share, tp: 1, unitFrac: 1, memFrac: 1, compFrac: 1}
 		if prof != nil {
 			c.memFrac = float64(prof.MemorySlices) / float64(b.MemorySlices)
 			c.compFrac = float64(prof.ComputeSlices) / float64(b.ComputeSlices)
@@ -187,14 +214,16 @@ func (p *planner) candidates(tn *tenant, b *gpu.Board) []*cand {
 			// the board's link allow, no more than a node of the fleet holds
 			for _, tp := range tn.perfM.TensorParallelDegrees(b) {
 				if tp <= p.maxNodeGPUs(b) {
-					out = append(out, &cand{board: b, kind: v1.SliceExclusive, share: 1, tp: tp,
-						unitFrac: float64(tp), memFrac: float64(tp), compFrac: float64(tp)})
+					c := p.cache.newCand()
+					*c = cand{board: b, kind: v1.SliceExclusive, share: 1, tp: tp,
+						unitFrac: float64(tp), memFrac: float64(tp), compFrac: float64(tp)}
+					out = append(out, c)
 				}
 			}
 		}
 	}
 	if p.modes[v1.ModeMIG] {
-		for _, prof := range migProfiles(b) {
+		for _, prof := range p.cache.migProfiles(b) {
 			add(v1.SliceMIG, prof, 1)
 			for _, k := range migMPSShares {
 				if shareMIGMPS && p.shareTried(tn, b, prof, v1.SliceMIGMPS, k) {
@@ -268,12 +297,17 @@ func maxShare(kind v1.SliceKind) int {
 // sharedSlice is the memory one replica of a share 1/k of b's GPU (prof nil) or of MIG instance
 // prof gets: the device's memory over k, in whole MiB, as the plan's limits give it.
 func sharedSlice(b *gpu.Board, prof *gpu.Profile, k int) (sl llm.Slice, capBytes int64) {
-	devBytes := llm.VisibleBytes(b.MemoryMiB)
+	devBytes, capBytes := sharedCap(b, prof, k)
+	return llm.Slice{Board: b.Name, Kind: llm.SliceShared, Name: "shared-" + llm.FormatGiB(capBytes), MemoryBytes: capBytes, GPUBytes: devBytes}, capBytes
+}
+
+// sharedCap is sharedSlice's device memory and memory cap, without the slice.
+func sharedCap(b *gpu.Board, prof *gpu.Profile, k int) (devBytes, capBytes int64) {
+	devBytes = llm.VisibleBytes(b.MemoryMiB)
 	if prof != nil {
 		devBytes = prof.MemoryMiB * llm.MiB
 	}
-	capBytes = devBytes / int64(k) / llm.MiB * llm.MiB
-	return llm.Slice{Board: b.Name, Kind: llm.SliceShared, Name: "shared-" + llm.FormatGiB(capBytes), MemoryBytes: capBytes, GPUBytes: devBytes}, capBytes
+	return devBytes, devBytes / int64(k) / llm.MiB * llm.MiB
 }
 
 // finestShare is the most replicas of tn that one GPU of b (prof nil) or one MIG instance of
@@ -288,8 +322,7 @@ func (p *planner) finestShare(tn *tenant, b *gpu.Board, prof *gpu.Profile, kind 
 		return v
 	}
 	fits := func(n int) bool {
-		sl, _ := sharedSlice(b, prof, n)
-		f, err := p.cache.fit(tn, sl)
+		f, err := p.cache.fitOn(tn, b, prof, n)
 		return err == nil && f.Fits
 	}
 	v := 1
@@ -439,7 +472,7 @@ func (p *planner) exclusions(tn *tenant) (v1.ReasonCode, string) {
 // evaluate fits every tenant on every candidate slice, sizes its replicas and keeps the feasible
 // candidates sorted cheapest first.
 func (p *planner) evaluate() {
-	for i, tn := range p.tenants {
+	for _, tn := range p.tenants {
 		if p.stopped() {
 			return
 		}
@@ -448,9 +481,6 @@ func (p *planner) evaluate() {
 			p.evalSplits(tn, splits)
 		}
 		fixedFloors(tn)
-		if i+1 == reserveAfter && len(p.tenants) > 2*reserveAfter {
-			p.cache.reserve(len(p.tenants), reserveAfter)
-		}
 	}
 }
 
@@ -557,9 +587,41 @@ func sortCands(cs []*cand) {
 		case a.share != b.share:
 			return a.share - b.share
 		}
-		return strings.Compare(a.board.Name+profName(a.profile), b.board.Name+profName(b.profile))
+		return compareJoined(a.board.Name, profName(a.profile), b.board.Name, profName(b.profile))
 	}
 	sortFunc(cs, less)
+}
+
+// compareJoined is strings.Compare(a1+a2, b1+b2) without joining the strings.
+func compareJoined(a1, a2, b1, b2 string) int {
+	for i := 0; ; i++ {
+		ca, okA := byteOfJoined(a1, a2, i)
+		cb, okB := byteOfJoined(b1, b2, i)
+		switch {
+		case !okA && !okB:
+			return 0
+		case !okA:
+			return -1
+		case !okB:
+			return 1
+		case ca != cb:
+			if ca < cb {
+				return -1
+			}
+			return 1
+		}
+	}
+}
+
+// byteOfJoined is byte i of s1+s2, false past its end.
+func byteOfJoined(s1, s2 string, i int) (byte, bool) {
+	if i < len(s1) {
+		return s1[i], true
+	}
+	if i -= len(s1); i < len(s2) {
+		return s2[i], true
+	}
+	return 0, false
 }
 
 func profName(p *gpu.Profile) string {
@@ -775,7 +837,6 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 	b := c.board
 	// The replica runs at its energy class's clock lock, as the simulator and the agent run it.
 	ps := perf.Slice{Board: b, Profile: c.profile, Replicas: c.share, ClockCap: tn.clock}
-	sl := llm.ReplicaSlice(b, c.profile, 0, 1) // the whole GPU or MIG instance, as the simulator sizes it
 	r := &evalResult{fit: &noFit}
 	switch c.kind {
 	case v1.SliceMPS, v1.SliceMIGMPS:
@@ -784,11 +845,13 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 	case v1.SliceTimeSlice, v1.SliceMIGTimeSlice:
 		ps.Mode = perf.TimeSlice
 	}
+	share := 0 // the whole GPU or MIG instance, as the simulator sizes it
 	if c.shared() {
-		sl, r.capBytes = sharedSlice(b, c.profile, c.share)
+		share = c.share
+		_, r.capBytes = sharedCap(b, c.profile, c.share)
 		ps.MemoryMiB = r.capBytes / llm.MiB
 	}
-	fit, err := p.cache.fit(tn, sl)
+	fit, err := p.cache.fitOn(tn, b, c.profile, share)
 	if err != nil {
 		r.err = fmt.Errorf("fit %s on %s %s: %w", tn.t.Name, b.Name, c.label(), err)
 		return r
@@ -876,14 +939,19 @@ func roundDur(d time.Duration) time.Duration {
 // evalCache memoises evaluations: the rate one replica sustains does not depend on the tenant's
 // request rate, so tenants with the same model, serving options, request shape and SLO share it.
 type evalCache struct {
-	m     map[evalKey]*evalResult
-	sizes map[sizeKey]sizing
-	// qs are the queueing models by evaluation without the SLO: the model and its memoised step
-	// times depend only on the engine, the request shape and the neighbours' load.
-	qs map[evalKey]*qmodel
+	// byShape holds the evaluations, sizings and queueing models by the shape number of their
+	// key (evalKey.shape; qmodels by the number of the shape without the SLO), each shape's in
+	// maps of its own: a tenant's candidates look up one shape's few entries, not maps of the
+	// whole pool's, whose lookups missed the processor's caches on every candidate.
+	byShape []*shapeMemo
 	// fits are the memory fits by model, serving options and slice: the request shape and the
 	// SLO do not change them.
 	fits map[fitKey]*fitResult
+	// migProfs is migProfiles by board, and cands the rest of newCand's latest allocation.
+	migProfs map[*gpu.Board][]*gpu.Profile
+	cands    []cand
+	// deviceFits are the same fits by deviceFitKey (fitOn).
+	deviceFits map[deviceFitKey]*fitResult
 	// places are perf's engines by model, quantization, perf options and slice: the request
 	// shape and the SLO do not change them either.
 	places map[placeKey]placeResult
@@ -900,6 +968,48 @@ type evalCache struct {
 	placeModels map[placeModel]int
 }
 
+// shapeMemo is one shape number's memos (evalCache.byShape).
+type shapeMemo struct {
+	evals map[slotKey]*evalResult
+	sizes map[sizeSlot]sizing
+	// qs are the queueing models by evaluation without the SLO: the model and its memoised step
+	// times depend only on the engine, the request shape and the neighbours' load.
+	qs map[slotKey]*qmodel
+}
+
+// slotKey is an evalKey without its shape: the candidate's slice.
+type slotKey struct {
+	board     *gpu.Board
+	profile   *gpu.Profile
+	share, tp int32
+	kind      int8 // kindRank
+}
+
+// sizeSlot is a sizeKey without its shape.
+type sizeSlot struct {
+	slotKey
+	rps  float64
+	edge bool
+}
+
+// memo is shape's memos, made on first use.
+func (c *evalCache) memo(shape int32) *shapeMemo {
+	if int(shape) >= len(c.byShape) {
+		c.byShape = append(c.byShape, make([]*shapeMemo, int(shape)+1-len(c.byShape))...)
+	}
+	m := c.byShape[shape]
+	if m == nil {
+		m = &shapeMemo{evals: map[slotKey]*evalResult{}, sizes: map[sizeSlot]sizing{}, qs: map[slotKey]*qmodel{}}
+		c.byShape[shape] = m
+	}
+	return m
+}
+
+// slot is k without its shape.
+func (k evalKey) slot() slotKey {
+	return slotKey{board: k.board, profile: k.profile, share: k.share, tp: k.tp, kind: k.kind}
+}
+
 // fitModel is what a memory fit takes from the tenant.
 type fitModel struct {
 	model string // tenant.modKey
@@ -911,6 +1021,16 @@ type placeModel struct {
 	model string // tenant.modKey
 	quant llm.Quantization
 	opt   perf.Options
+}
+
+// deviceFitKey is a memory fit by the tenant's fitModel number and the device: b's GPU (prof
+// nil) or MIG instance prof, whole (share 0, llm.ReplicaSlice) or its share 1/share
+// (sharedSlice). fitOn looks it up before it builds the slice, whose name and board strings
+// fitKey hashes.
+type deviceFitKey struct {
+	model, share int32
+	board        *gpu.Board
+	prof         *gpu.Profile
 }
 
 type fitKey struct {
@@ -938,6 +1058,25 @@ func (c *evalCache) fit(tn *tenant, sl llm.Slice) (*llm.Fit, error) {
 	r := &fitResult{f, err}
 	c.fits[k] = r
 	return &r.fit, err
+}
+
+// fitOn is fit on b's GPU (prof nil) or MIG instance prof, whole (share 0) or its share
+// 1/share: the same fit, memoised also by the device, so that a repeated one builds and hashes
+// no slice.
+func (c *evalCache) fitOn(tn *tenant, b *gpu.Board, prof *gpu.Profile, share int) (*llm.Fit, error) {
+	c.shape(tn)
+	k := deviceFitKey{model: int32(tn.fitID), share: int32(share), board: b, prof: prof}
+	if r, ok := c.deviceFits[k]; ok {
+		return &r.fit, r.err
+	}
+	sl := llm.ReplicaSlice(b, prof, 0, 1)
+	if share > 0 {
+		sl, _ = sharedSlice(b, prof, share)
+	}
+	c.fit(tn, sl)
+	r := c.fits[fitKey{tn.fitID, sl}]
+	c.deviceFits[k] = r
+	return &r.fit, r.err
 }
 
 type placeKey struct {
@@ -976,7 +1115,8 @@ type shapeKey struct {
 }
 
 // evalKey is a tenant's shape number and the candidate's slice (boards and profiles are the
-// catalog's, one pointer per name), in 32 bytes: the sizing's memo hashes one per candidate.
+// catalog's, one pointer per name), in 32 bytes; the memos keep it by shape (byShape) and hash
+// the rest, slotKey, one per candidate.
 // Shapes are numbered per tenant (at most one per tenant and SLO), shares and tensor-parallel
 // degrees are single digits, so the narrow fields hold them.
 type evalKey struct {
@@ -988,49 +1128,19 @@ type evalKey struct {
 }
 
 func newEvalCache() *evalCache {
-	return &evalCache{m: map[evalKey]*evalResult{}, sizes: map[sizeKey]sizing{}, qs: map[evalKey]*qmodel{}, fits: map[fitKey]*fitResult{}, places: map[placeKey]placeResult{}, shapes: map[shapeKey]int{}, finest: map[finestKey]int{},
+	return &evalCache{fits: map[fitKey]*fitResult{}, deviceFits: map[deviceFitKey]*fitResult{}, places: map[placeKey]placeResult{}, shapes: map[shapeKey]int{}, finest: map[finestKey]int{},
 		fitModels: map[fitModel]int{}, placeModels: map[placeModel]int{}}
-}
-
-// reserveAfter is how many tenants evaluate evaluates before it sizes the memos for the rest
-// (reserve): enough that their candidates' count stands for the pool's, few enough that the
-// maps have not grown much yet.
-const reserveAfter = 32
-
-// reserve sizes the evaluation and sizing memos for tenants tenants like the first evaluated
-// ones: on distinct request shapes nearly every candidate's evaluation and sizing is a new
-// entry, and maps grown one entry at a time rehash every entry at each doubling. The memory
-// fits are shared far more (across rates and request shapes), so they grow as they go.
-func (c *evalCache) reserve(tenants, evaluated int) {
-	c.m = grownMap(c.m, tenants, evaluated)
-	c.sizes = grownMap(c.sizes, tenants, evaluated)
-	c.qs = grownMap(c.qs, tenants, evaluated)
-}
-
-// maxReserve bounds the entries reserve makes room for in one map.
-const maxReserve = 1 << 22
-
-// grownMap is m, holding the entries of evaluated tenants, copied into a map with room for
-// those of tenants tenants at the same rate.
-func grownMap[K comparable, V any](m map[K]V, tenants, evaluated int) map[K]V {
-	if len(m) == 0 {
-		return m
-	}
-	g := make(map[K]V, min(len(m)*tenants/evaluated, maxReserve))
-	for k, v := range m {
-		g[k] = v
-	}
-	return g
 }
 
 // qmodel memoises the queueing model of a tenant's replica on a candidate across SLOs.
 func (c *evalCache) qmodel(tn *tenant, cd *cand, f func() *qmodel) *qmodel {
 	k := c.slotKey(c.qshape(tn), cd)
-	if q, ok := c.qs[k]; ok {
+	qs := c.memo(k.shape).qs
+	if q, ok := qs[k.slot()]; ok {
 		return q
 	}
 	q := f()
-	c.qs[k] = q
+	qs[k.slot()] = q
 	return q
 }
 
@@ -1044,22 +1154,24 @@ type sizeKey struct {
 
 // size memoises the queueing model's sizing of a tenant's load on a candidate (k: key(tn, cd)).
 func (c *evalCache) size(tn *tenant, k evalKey, edge bool, f func() sizing) sizing {
-	sk := sizeKey{k, peakRate(tn.t.Traffic), edge}
-	if r, ok := c.sizes[sk]; ok {
+	sk := sizeSlot{k.slot(), peakRate(tn.t.Traffic), edge}
+	sizes := c.memo(k.shape).sizes
+	if r, ok := sizes[sk]; ok {
 		return r
 	}
 	r := f()
-	c.sizes[sk] = r
+	sizes[sk] = r
 	return r
 }
 
 // get memoises an evaluation (k: key(tn, cd)).
 func (c *evalCache) get(k evalKey, f func() *evalResult) *evalResult {
-	if r, ok := c.m[k]; ok {
+	evals := c.memo(k.shape).evals
+	if r, ok := evals[k.slot()]; ok {
 		return r
 	}
 	r := f()
-	c.m[k] = r
+	evals[k.slot()] = r
 	return r
 }
 

@@ -239,5 +239,5 @@ func (q *qmodel) heldTailStep(d, d99 float64) float64 {
 	b := perf.Batch{DecodeSeqs: int(n), KVTokens: int64(n * mu)}
 	more := b
 	more.KVTokens += int64(extra)
-	return math.Max(0, q.e.StepTime(more, q.l).Seconds()-q.e.StepTime(b, q.l).Seconds())
+	return math.Max(0, q.at.StepTime(more).Seconds()-q.at.StepTime(b).Seconds())
 }

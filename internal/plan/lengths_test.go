@@ -325,7 +325,7 @@ func TestAdmitsDecidesAsTheState(t *testing.T) {
 		}
 		p.evaluate()
 		checked, near := 0, 0
-		for _, q := range p.cache.qs {
+		for _, q := range p.cache.qmodels() {
 			if q.lengths == "" {
 				continue
 			}
@@ -374,7 +374,7 @@ func TestChunksAtSolvesTheStep(t *testing.T) {
 	}
 	p.evaluate()
 	checked := 0
-	for _, q := range p.cache.qs {
+	for _, q := range p.cache.qmodels() {
 		for _, d := range []float64{1, 3, 17.5} {
 			for _, f := range []float64{0.3, 1, 2.5, 9.75} {
 				x := q.step(d, f)

@@ -40,6 +40,7 @@ const maxSearchReplicas = 1 << 17
 type qmodel struct {
 	e       *perf.Engine
 	l       perf.Load
+	at      *perf.AtLoad // e at l: the step times
 	in, out float64
 	slots   int  // requests run at once: max-num-seqs, or what the KV cache holds (kvBound)
 	kvBound bool // the KV cache, not max-num-seqs, sets slots
@@ -55,8 +56,8 @@ type qmodel struct {
 	// floorPF and floorDec are the TTFT floor's step times (floorTimes), 0 until asked for.
 	floorPF, floorDec float64
 	// ownMemo is ownPrefill by decode sequences, fullMemo fullStep by decode batch.
-	ownMemo  map[int]float64
-	fullMemo map[float64]float64
+	ownMemo  smallMemo[int]
+	fullMemo smallMemo[float64]
 	// trick is trickle's answer once trickled.
 	trick    qstate
 	trickled bool
@@ -129,7 +130,7 @@ type qstate struct {
 func newQModel(e *perf.Engine, w perf.Workload, l perf.Load) *qmodel {
 	slots, lim := e.Running(w, e.MaxSeqs())
 	kvTokens := e.KVCapacityTokens()
-	q := &qmodel{e: e, l: l, in: float64(w.InputTokens), out: float64(w.OutputTokens), slots: max(slots, 1), budget: e.MaxBatchedTokens(),
+	q := &qmodel{e: e, l: l, at: e.AtLoad(l), in: float64(w.InputTokens), out: float64(w.OutputTokens), slots: max(slots, 1), budget: e.MaxBatchedTokens(),
 		kvBound: lim == perf.LimitKV, w: w}
 	q.chunk = min(w.InputTokens, max(q.budget-1, 1))
 	q.k = math.Ceil(q.in / float64(q.chunk))
@@ -211,14 +212,14 @@ func (q *qmodel) stepTime(d int, chunks int) float64 {
 		b.PrefillSeqs = chunks
 		b.PrefillPairs = int64(chunks) * int64(math.Round(q.in*(q.in+1)/2/q.k))
 	}
-	return q.e.StepTime(b, q.l).Seconds()
+	return q.at.StepTime(b).Seconds()
 }
 
 // step is the mean step time with d decode sequences and f prefill chunks per step (both
 // fractional): linear between whole batches.
 func (q *qmodel) step(d, f float64) float64 {
-	d = math.Max(d, 0)
-	f = math.Max(f, 0)
+	d = max0(d)
+	f = max0(f)
 	d0, f0 := math.Floor(d), math.Floor(f)
 	dd, ff := d-d0, f-f0
 	t00 := q.stepAt(int(d0), int(f0))
@@ -234,6 +235,71 @@ func (q *qmodel) step(d, f float64) float64 {
 		}
 	}
 	return (1-dd)*(1-ff)*t00 + dd*(1-ff)*t10 + (1-dd)*ff*t01 + dd*ff*t11
+}
+
+// stepCorners is step for a run of calls whose batches mostly fall between the same whole
+// batches (solveMean's iterations near their fixed point): it keeps the step times of the last
+// cell's corners, read from the memo once, and weighs them as step does, bit for bit.
+type stepCorners struct {
+	d0, f0 int
+	set    bool
+	have   uint8 // bit i: t[i] read (00, 10, 01, 11)
+	t      [4]float64
+}
+
+// corner is the step time of corner i of the current cell (bit 0: one more decode, bit 1: one
+// more chunk).
+func (c *stepCorners) corner(q *qmodel, i int) float64 {
+	if c.have&(1<<i) == 0 {
+		c.t[i] = q.stepAt(c.d0+i&1, c.f0+i>>1)
+		c.have |= 1 << i
+	}
+	return c.t[i]
+}
+
+// step is q.step(d, f).
+func (c *stepCorners) step(q *qmodel, d, f float64) float64 {
+	d = max0(d)
+	f = max0(f)
+	d0, f0 := math.Floor(d), math.Floor(f)
+	dd, ff := d-d0, f-f0
+	if id, jf := int(d0), int(f0); !c.set || id != c.d0 || jf != c.f0 {
+		c.d0, c.f0, c.set, c.have = id, jf, true, 0
+	}
+	t00 := c.corner(q, 0)
+	t10, t01, t11 := t00, t00, t00
+	if dd > 0 {
+		t10 = c.corner(q, 1)
+	}
+	if ff > 0 {
+		t01 = c.corner(q, 2)
+		t11 = t01
+		if dd > 0 {
+			t11 = c.corner(q, 3)
+		}
+	}
+	return (1-dd)*(1-ff)*t00 + dd*(1-ff)*t10 + (1-dd)*ff*t01 + dd*ff*t11
+}
+
+// max0 is math.Max(x, 0), NaN and signed zeros alike, without its call: the step's
+// interpolation takes it twice per step on the sizing's inner loop.
+func max0(x float64) float64 {
+	if x > 0 || x != x {
+		return x
+	}
+	return 0
+}
+
+// minF is math.Min(x, y), NaNs, infinities and signed zeros alike, without its call where
+// one is below the other.
+func minF(x, y float64) float64 {
+	switch {
+	case x < y:
+		return x
+	case y < x:
+		return y
+	}
+	return math.Min(x, y)
 }
 
 // meanStep solves t = T(1 + λ(O−1)t, λkt) for one replica at lam req/s by iteration from
@@ -261,8 +327,9 @@ func (q *qmodel) meanStep(lam float64) (float64, bool) {
 func (q *qmodel) solveMean(lam float64) (float64, bool) {
 	o1 := q.out - 1
 	t := q.step(1, 0)
+	var at stepCorners
 	for range 400 {
-		nt := q.step(math.Min(float64(q.slots), 1+lam*o1*t), lam*q.k*t)
+		nt := at.step(q, minF(float64(q.slots), 1+lam*o1*t), lam*q.k*t)
 		if lam*(q.k+o1)*nt >= float64(q.slots) || nt > 1e3 {
 			return 0, false
 		}
@@ -837,16 +904,13 @@ func (q *qmodel) cappedHolding(lr, d99, batchStep float64) float64 {
 // prompt tokens, as many whole prompts as they hold. Memoised by d99 (bp follows from it): the
 // sizing's searches ask again for the same decode batch at many rates.
 func (q *qmodel) fullStep(d99, bp float64) float64 {
-	if t, ok := q.fullMemo[d99]; ok {
+	if t, ok := q.fullMemo.get(d99); ok {
 		return t
 	}
-	t := q.e.StepTime(perf.Batch{PrefillTokens: int(bp), PrefillSeqs: max(1, int(bp/q.in)),
+	t := q.at.StepTime(perf.Batch{PrefillTokens: int(bp), PrefillSeqs: max(1, int(bp/q.in)),
 		PrefillPairs: int64(bp * (math.Min(q.in, bp) + 1) / 2), DecodeSeqs: int(d99),
-		KVTokens: int64(d99 * q.heldPerSeq())}, q.l).Seconds()
-	if q.fullMemo == nil {
-		q.fullMemo = map[float64]float64{}
-	}
-	q.fullMemo[d99] = t
+		KVTokens: int64(d99 * q.heldPerSeq())}).Seconds()
+	q.fullMemo.put(d99, t)
 	return t
 }
 
@@ -858,23 +922,20 @@ func (q *qmodel) fullStep(d99, bp float64) float64 {
 // H100s: 0.80 s where its prefill alone takes 0.60 s) and understated the attention of a
 // 100,000-token one. Memoised by d.
 func (q *qmodel) ownPrefill(d int) float64 {
-	if t, ok := q.ownMemo[d]; ok {
+	if t, ok := q.ownMemo.get(d); ok {
 		return t
 	}
 	base := perf.Batch{DecodeSeqs: d, KVTokens: int64(float64(d) * q.heldPerSeq())}
-	empty := q.e.StepTime(base, q.l).Seconds()
+	empty := q.at.StepTime(base).Seconds()
 	in := int(q.in)
 	sum := 0.0
 	for kv := 0; kv < in; kv += q.chunk {
 		c := min(q.chunk, in-kv)
 		b := base
 		b.PrefillTokens, b.PrefillSeqs, b.PrefillPairs = c, 1, perf.ChunkPairs(c, kv)
-		sum += q.e.StepTime(b, q.l).Seconds() - empty
+		sum += q.at.StepTime(b).Seconds() - empty
 	}
-	if q.ownMemo == nil {
-		q.ownMemo = map[int]float64{}
-	}
-	q.ownMemo[d] = sum
+	q.ownMemo.put(d, sum)
 	return sum
 }
 
@@ -944,11 +1005,18 @@ func mdOneTail(lam, s, x float64) float64 {
 		return 1
 	}
 	sum := 0.0
+	lf := lnFactTable()
 	for j := 0; float64(j)*s <= x; j++ {
 		u := lam * (float64(j)*s - x) // ≤ 0
 		term := math.Exp(-u)          // j = 0, where the general term's 0 × log 0 would be NaN at u = 0
 		if j > 0 {
-			term = math.Exp(float64(j)*math.Log(math.Abs(u)) - lnFact(j) - u)
+			lnj := 0.0
+			if j < len(lf) {
+				lnj = lf[j]
+			} else {
+				lnj = lnFact(j)
+			}
+			term = math.Exp(float64(j)*math.Log(math.Abs(u)) - lnj - u)
 		}
 		if j%2 == 1 {
 			term = -term
@@ -966,8 +1034,15 @@ func poissonFloorMean(m float64, n int) float64 {
 	}
 	end := int(m + 12*math.Sqrt(m) + 30)
 	cdf, sum, lm := 0.0, 0.0, math.Log(m)
+	lf := lnFactTable()
 	for c := 0; c < end; c++ {
-		cdf += math.Exp(float64(c)*lm - m - lnFact(c))
+		lnc := 0.0
+		if c < len(lf) {
+			lnc = lf[c]
+		} else {
+			lnc = lnFact(c)
+		}
+		cdf += math.Exp(float64(c)*lm - m - lnc)
 		if (c+1)%n == 0 {
 			sum += math.Max(0, 1-cdf) // P(N ≥ c+1), c+1 a multiple of n
 		}
@@ -1366,4 +1441,43 @@ func peakRate(t v1.Traffic) float64 {
 		return 4 * t.RPS
 	}
 	return t.RPS
+}
+
+// smallMemoLen is how many answers a smallMemo keeps in its list before it keeps the rest in a
+// map.
+const smallMemoLen = 16
+
+// smallMemo memoises a model's answers by key: a list searched in order for the first
+// smallMemoLen keys, a map beyond. The sizing's searches ask each model for a few decode batches
+// only, for which a map's allocation and hashing cost more than the search. Keys compare as a
+// map's do (==).
+type smallMemo[K comparable] struct {
+	keys []K
+	vals []float64
+	more map[K]float64
+}
+
+func (m *smallMemo[K]) get(k K) (float64, bool) {
+	for i, x := range m.keys {
+		if x == k {
+			return m.vals[i], true
+		}
+	}
+	if m.more != nil {
+		t, ok := m.more[k]
+		return t, ok
+	}
+	return 0, false
+}
+
+// put records k's answer (a key not yet recorded).
+func (m *smallMemo[K]) put(k K, t float64) {
+	if len(m.keys) < smallMemoLen {
+		m.keys, m.vals = append(m.keys, k), append(m.vals, t)
+		return
+	}
+	if m.more == nil {
+		m.more = map[K]float64{}
+	}
+	m.more[k] = t
 }
