@@ -703,18 +703,29 @@ func (p *planner) chooseFrom(boardWide, vector bool, seed []*cand) {
 // order, leavers by their own change of the objective per replica (ties: pool order), so the
 // result is deterministic.
 func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
-	members := map[int][]*tenant{}
+	// members are the tenants of each group by its number (p.lastMembers, emptied after).
+	members := p.lastMembers
 	var groups []int
 	for _, tn := range p.tenants {
 		if tn.choice == nil || tn.choice.share < 2 {
 			continue
 		}
 		k := p.ids.of(tn, tn.choice)
-		if _, ok := members[k]; !ok {
+		if k >= len(members) {
+			members = append(members, make([][]*tenant, k+1-len(members))...)
+		}
+		if len(members[k]) == 0 {
 			groups = append(groups, k)
 		}
 		members[k] = append(members[k], tn)
 	}
+	defer func() {
+		for _, k := range groups {
+			clear(members[k])
+			members[k] = members[k][:0]
+		}
+		p.lastMembers = members
+	}()
 	slices.Sort(groups)
 	emptied := false
 	type leave struct {

@@ -123,6 +123,16 @@ func TestJoinBelowFloor(t *testing.T) {
 					break
 				}
 			}
+			// emptyLastUnits leaves its buffer of group members empty, and lists each group's
+			// tenants afresh on the next call.
+			for range 2 {
+				p.emptyLastUnits(f, map[int]int{})
+				for k, m := range p.lastMembers {
+					if len(m) != 0 {
+						t.Fatalf("caps %.1f, vector %v: group %d keeps %d members after emptyLastUnits", share, vector, k, len(m))
+					}
+				}
+			}
 			t.Logf("caps %.1f, vector %v: %d skipped, %d through, %d moves", share, vector, skipped, through, moves)
 			if skipped == 0 || through == 0 || moves == 0 {
 				t.Errorf("caps %.1f, vector %v: %d skipped, %d through, %d moves: want each above 0", share, vector, skipped, through, moves)
