@@ -388,11 +388,13 @@ func (p *planner) searchCands() {
 		if cap(sc) < len(tn.feasible) {
 			sc = make([]searchCand, 0, len(tn.feasible)) // old's entries are copied over
 		}
+		numbered := true
 		for i, c := range tn.feasible {
 			if i < len(old) && old[i].c == c && old[i].replicas == int32(c.replicas) {
 				e := old[i] // sc[i] itself where sc has i entries and shares old's array
 				e.forbidden, e.disallowed = fb != nil && forbiddenIn(fb, c), !p.allowed(c)
 				sc = append(sc, e)
+				numbered = numbered && e.kid >= 0
 				continue
 			}
 			e := searchCand{c: c, board: c.board, kid: -1, replicas: int32(c.replicas), tpf: unitGPUs(c), memFrac: c.memFrac, compFrac: c.compFrac,
@@ -405,8 +407,9 @@ func (p *planner) searchCands() {
 				e.use = p.ids.useOf(c)
 			}
 			sc = append(sc, e)
+			numbered = numbered && e.kid >= 0
 		}
-		tn.sc = sc
+		tn.sc, tn.scFrom, tn.scNumbered = sc, tn.feasible, numbered
 	}
 }
 
@@ -418,12 +421,25 @@ func (p *planner) kidOf(tn *tenant, e *searchCand) int {
 	return int(e.kid)
 }
 
-// searchOf is tn's searchCands, filled again should its feasible candidates have changed since.
+// searchOf is tn's searchCands, filled again should its feasible candidates have changed since:
+// should they be another slice than the one they were filled from (another array or length;
+// the tenant holds that one, so its array is not reused for another slice meanwhile).
 func (p *planner) searchOf(tn *tenant) []searchCand {
-	if len(tn.sc) != len(tn.feasible) || (len(tn.sc) > 0 && (tn.sc[0].c != tn.feasible[0] || tn.sc[len(tn.sc)-1].c != tn.feasible[len(tn.sc)-1])) {
+	if len(tn.feasible) != len(tn.scFrom) || (len(tn.feasible) > 0 && &tn.feasible[0] != &tn.scFrom[0]) {
 		p.searchCands()
 	}
 	return tn.sc
+}
+
+// numberAll numbers every search candidate's group (kidOf), as weighing tn's moves would.
+func (p *planner) numberAll(tn *tenant, sc []searchCand) {
+	if tn.scNumbered {
+		return
+	}
+	for i := range sc {
+		p.kidOf(tn, &sc[i])
+	}
+	tn.scNumbered = true
 }
 
 // fixedUses sets the search's candidates' disallowed again after the sharing settings of the
@@ -826,10 +842,7 @@ func (p *planner) bestMove(f *fractional, tn *tenant, force bool) *cand {
 	if !force {
 		sc := p.searchOf(tn)
 		if tn.stay == (stayed{f, f.moves, p.scGen}) || f.leavesNothing(p.ids.of(tn, tn.choice), tn.choice.replicas) {
-			// The groups are numbered as weighing them would number them.
-			for i := range sc {
-				p.kidOf(tn, &sc[i])
-			}
+			p.numberAll(tn, sc) // the groups numbered as weighing them would number them
 			return tn.choice
 		}
 	}
@@ -863,6 +876,7 @@ func (p *planner) weighMoves(f *fractional, tn *tenant, force bool) *cand {
 			best, bestD = e.c, d
 		}
 	}
+	tn.scNumbered = true
 	return best
 }
 

@@ -358,3 +358,48 @@ func slicesContains(s []string, x string) bool {
 	}
 	return false
 }
+
+// TestSearchOfRefills swaps a tenant's feasible candidates for another slice (a copy, then a
+// shorter one) and checks that searchOf fills the search candidates again from it, and that
+// numberAll numbers every entry, as the weighing would.
+func TestSearchOfRefills(t *testing.T) {
+	p := evaluated(t, Synthetic(SyntheticOptions{Tenants: 40, GPUs: 40, Varied: true}, rand.New(rand.NewPCG(40, 3))))
+	p.keep = map[string]migUse{}
+	p.searchCands()
+	var tn *tenant
+	for _, x := range p.tenants {
+		if len(x.feasible) > 2 {
+			tn = x
+			break
+		}
+	}
+	gen := p.scGen
+	if p.searchOf(tn); p.scGen != gen {
+		t.Fatal("searchOf filled the search candidates again with the same feasible slice")
+	}
+	orig := tn.feasible
+	defer func() { tn.feasible = orig }()
+	for _, fs := range [][]*cand{append([]*cand(nil), orig...), orig[1:], orig[:len(orig)-1]} {
+		tn.feasible = fs
+		gen := p.scGen
+		sc := p.searchOf(tn)
+		if p.scGen == gen {
+			t.Fatalf("%d feasible candidates in another slice: searchOf did not fill them again", len(fs))
+		}
+		if len(sc) != len(fs) {
+			t.Fatalf("%d search candidates for %d feasible", len(sc), len(fs))
+		}
+		for i, c := range fs {
+			if sc[i].c != c {
+				t.Fatalf("search candidate %d is %s, want %s", i, sc[i].c.label(), c.label())
+			}
+		}
+		p.numberAll(tn, sc)
+		for i := range sc {
+			if sc[i].kid < 0 || int(sc[i].kid) != p.ids.of(tn, sc[i].c) {
+				t.Fatalf("search candidate %d: group %d, want %d", i, sc[i].kid, p.ids.of(tn, sc[i].c))
+			}
+		}
+	}
+	p.keep = nil
+}
