@@ -330,7 +330,18 @@ func (f *fractional) joinBelow(l *leaving, k int, e *searchCand, bound float64, 
 	r := int(e.replicas)
 	f.fit(k)
 	cur := f.replicas[k]
-	u0, u1 := f.units(k, cur), f.units(k, cur+r)
+	var u0, u1 float64
+	if f.node == nil { // units as unitsOf counts them, without the call
+		sh := float64(f.ids.share[k])
+		if cur > 0 {
+			u0 = math.Ceil(float64(cur) / sh)
+		}
+		if cur+r > 0 {
+			u1 = math.Ceil(float64(cur+r) / sh)
+		}
+	} else {
+		u0, u1 = f.units(k, cur), f.units(k, cur+r)
+	}
 	b := f.changeOf(k, u1-u0, e)
 	var part float64
 	if f.vec != nil {

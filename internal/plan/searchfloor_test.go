@@ -58,6 +58,18 @@ func (p *planner) leaveToEvery(f *fractional, tn *tenant) *cand {
 func TestJoinBelowFloor(t *testing.T) {
 	p := evaluated(t, Synthetic(SyntheticOptions{Tenants: 300, GPUs: 300, Varied: true}, rand.New(rand.NewPCG(300, 7))))
 	rng := rand.New(rand.NewPCG(4, 2))
+	nodes := map[string]int{} // whole-GPU MPS counted in nodes of 4 on every board
+	for _, b := range p.boards {
+		nodes[b.Name] = 4
+	}
+	for _, ns := range []map[string]int{nil, nodes} {
+		p.nodeMPS = ns
+		testJoinBelowFloor(t, p, rng)
+	}
+	p.caps, p.nodeMPS = nil, nil
+}
+
+func testJoinBelowFloor(t *testing.T, p *planner, rng *rand.Rand) {
 	for _, share := range []float64{0.1, 0.2, 0.5} {
 		for _, vector := range []bool{false, true} {
 			p.caps = capsOf(p, share)
@@ -133,13 +145,12 @@ func TestJoinBelowFloor(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("caps %.1f, vector %v: %d skipped, %d through, %d moves", share, vector, skipped, through, moves)
+			t.Logf("caps %.1f, vector %v, nodes %v: %d skipped, %d through, %d moves", share, vector, p.nodeMPS != nil, skipped, through, moves)
 			if skipped == 0 || through == 0 || moves == 0 {
 				t.Errorf("caps %.1f, vector %v: %d skipped, %d through, %d moves: want each above 0", share, vector, skipped, through, moves)
 			}
 		}
 	}
-	p.caps = nil
 }
 
 // boardCapBoundEvery is boardCapBound as it was before capCands: each price reads the
