@@ -110,7 +110,7 @@ func (p *planner) spreadTo(tn *tenant, from *unit, home *gpuPlan) bool {
 		}
 		return false
 	}
-	pc := newPatternCache()
+	pc := p.patternCache()
 	pats, err := pc.get(board)
 	if err != nil || pats.index(from.c.profile.Name) < 0 {
 		return false

@@ -62,17 +62,18 @@ func (p *planner) boardCapBound() float64 {
 	m := make([]float64, len(ts)*nb) // tenant × board: its cheapest priced volume there
 	mu := make([]float64, nb)
 	use := make([]float64, nb)
+	// The candidates as the prices read them, read from the candidates once for all 21 prices.
+	cs, from := capCands(ts, bidx)
 	best := 0.0
 	for gi := 0; gi <= 20; gi++ {
 		lam := float64(gi) / 20
-		for i, tn := range ts {
+		for i := range ts {
 			row := m[i*nb : (i+1)*nb]
 			for b := range row {
 				row[b] = math.Inf(1)
 			}
-			for _, c := range tn.feasible {
-				b := bidx[c.board.Name]
-				row[b] = min(row[b], float64(c.replicas)/float64(c.share)*unitPrice(c, lam))
+			for _, c := range cs[from[i]:from[i+1]] {
+				row[c.b] = min(row[c.b], c.vol*c.price(lam))
 			}
 		}
 		clear(mu)
@@ -117,6 +118,47 @@ func (p *planner) boardCapBound() float64 {
 		}
 	}
 	return best
+}
+
+// capCand is one candidate as boardCapBound prices it: its board's index, replicas / share,
+// and what unitPrice reads.
+type capCand struct {
+	b                 int
+	vol               float64 // replicas / share
+	whole             float64 // unitPrice of a candidate without a MIG profile; 0 for a MIG one
+	memFrac, compFrac float64
+}
+
+// price is unitPrice(c, lam), computed the same way.
+func (c *capCand) price(lam float64) float64 {
+	if c.whole > 0 {
+		return c.whole
+	}
+	return lam*c.memFrac + (1-lam)*c.compFrac
+}
+
+// capCands lists the feasible candidates of ts as boardCapBound reads them, tenant i's at
+// cs[from[i]:from[i+1]], in the order of its feasible candidates.
+func capCands(ts []*tenant, bidx map[string]int) (cs []capCand, from []int) {
+	from = make([]int, 1, len(ts)+1)
+	n := 0
+	for _, tn := range ts {
+		n += len(tn.feasible)
+	}
+	cs = make([]capCand, 0, n)
+	for _, tn := range ts {
+		for _, c := range tn.feasible {
+			e := capCand{b: bidx[c.board.Name], vol: float64(c.replicas) / float64(c.share)}
+			if c.profile == nil {
+				e.whole = float64(max(c.tp, 1))
+			} else {
+				e.memFrac, e.compFrac = c.memFrac, c.compFrac
+			}
+			cs = append(cs, e)
+		}
+		from = append(from, len(cs))
+	}
+	return cs, from
 }
 
 // shortOfGPUs says whether the packing left tn short of GPUs (some or all of its replicas).

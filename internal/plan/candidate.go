@@ -77,8 +77,10 @@ type cand struct {
 	rkid    int32
 	rkidFor *tenant
 	rkidIn  *rescueKeyIDs
-	// use is useKey(c), set by its first call.
-	use string
+	// use is useKey(c), set by its first call; useID is its number in useIn (keyIDs.useOf).
+	use   string
+	useID int32
+	useIn *keyIDs
 }
 
 // evalResult is the memory fit and the performance of one replica on a slice.

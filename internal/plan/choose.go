@@ -47,9 +47,29 @@ type keyIDs struct {
 	bid    map[bucketKey]int
 	// buckets are the boards and energy classes of the keys.
 	buckets []bucketKey
+	// uses numbers the board and MIG profile keys (useKey) of the search's candidates
+	// (useOf), so that fixedUses finds a fixed profile's candidates without reading them.
+	uses map[string]int32
 }
 
-func newKeyIDs() *keyIDs { return &keyIDs{id: map[groupKey]int{}, bid: map[bucketKey]int{}} }
+func newKeyIDs() *keyIDs {
+	return &keyIDs{id: map[groupKey]int{}, bid: map[bucketKey]int{}, uses: map[string]int32{}}
+}
+
+// useOf is the number of useKey(c) for a MIG candidate c, kept on c.
+func (ids *keyIDs) useOf(c *cand) int32 {
+	if c.useIn == ids {
+		return c.useID
+	}
+	k := useKey(c)
+	id, ok := ids.uses[k]
+	if !ok {
+		id = int32(len(ids.uses))
+		ids.uses[k] = id
+	}
+	c.useID, c.useIn = id, ids
+	return id
+}
 
 // of is the number of keyOf(tn, c), kept on c like the key.
 func (ids *keyIDs) of(tn *tenant, c *cand) int {
@@ -269,6 +289,73 @@ func (f *fractional) joinDelta(l *leaving, k int, e *searchCand) float64 {
 	return l.d + d
 }
 
+// penFloor is, per board (the first len(p) of boardCap.byBoard), the least the board limits'
+// penalty can change when a leaving l applies and a candidate joins a group of that board:
+// boardCap.deltaFrom with the joining's change taken as nothing. A joining only adds GPUs, shares
+// and large instances (its units never fall as replicas join, and each part is units times a
+// share that is not negative), the loads and the penalty's parts only grow with them, and
+// rounding is monotone, so deltaFrom is never below it.
+type penFloor struct {
+	n int
+	p [8]float64
+}
+
+// floor fills pf for the leaving l (bc.leave has set its parts). Boards past the array's
+// length, or added since, have no floor (n).
+func (bc *boardCap) floor(l *leaving, pf *penFloor) {
+	pf.n = min(len(bc.byBoard), len(pf.p))
+	la := bc.byBoard[l.capB]
+	for j := range pf.n {
+		if j == l.capB {
+			// Same board as the leaving: deltaFrom's load is la+da+db with da at least l.capA
+			// (the same bucket: a's and b's parts added in turn) and db at least 0.
+			pf.p[j] = capPenalty * (bc.over(j, la+l.capA) - bc.over(j, la))
+			continue
+		}
+		lb := bc.byBoard[j]
+		pf.p[j] = capPenalty * (l.capOver + bc.over(j, lb) - bc.over(j, lb))
+	}
+}
+
+// joinBelow is joinDelta for l and e joining group k where that can be below bound: false when
+// the objective's change, computed but for the board limits' penalty, plus the penalty's floor
+// on k's board (pf) is not below bound, so that joinDelta is not either; otherwise joinDelta's
+// value, to the bit (the parts add as there). The local search asks only whether a move beats
+// the best so far, and most do not by their groups' units alone, so it skips the penalty's
+// loads for them.
+func (f *fractional) joinBelow(l *leaving, k int, e *searchCand, bound float64, pf *penFloor) (float64, bool) {
+	if f.cap == nil {
+		return f.joinDelta(l, k, e), true
+	}
+	r := int(e.replicas)
+	f.fit(k)
+	cur := f.replicas[k]
+	var u0, u1 float64
+	if f.node == nil { // units as unitsOf counts them, without the call
+		sh := float64(f.ids.share[k])
+		if cur > 0 {
+			u0 = math.Ceil(float64(cur) / sh)
+		}
+		if cur+r > 0 {
+			u1 = math.Ceil(float64(cur+r) / sh)
+		}
+	} else {
+		u0, u1 = f.units(k, cur), f.units(k, cur+r)
+	}
+	b := f.changeOf(k, u1-u0, e)
+	var part float64
+	if f.vec != nil {
+		part = f.vec.deltaFrom(l, b)
+	} else {
+		f.unit[k] = e.unitFrac
+		part = l.d + (f.costOf(k, cur+r, u1) - f.costOf(k, cur, u0))
+	}
+	if ib := f.cap.boardOf(b.b); ib < pf.n && part+pf.p[ib] >= bound {
+		return 0, false
+	}
+	return part + f.cap.deltaFrom(l, b), true
+}
+
 // searchCand is one feasible candidate of a tenant as the choice's local search reads it: the
 // fields of cand a move needs, kept in one slice per tenant (tenant.sc, in the order of
 // tenant.feasible) so that weighing a tenant's moves reads consecutive memory rather than one
@@ -281,6 +368,8 @@ type searchCand struct {
 	// are handed out in the order asked, and the order of groups elsewhere follows them.
 	kid      int32
 	replicas int32
+	// use is the number of a MIG candidate's useKey (keyIDs.useOf), -1 for the others.
+	use int32
 	// tpf is the GPUs of one unit of a whole-GPU candidate (its tensor-parallel degree, at least
 	// 1); memFrac, compFrac and unitFrac are c's.
 	tpf, memFrac, compFrac, unitFrac float64
@@ -298,19 +387,40 @@ func unitGPUs(c *cand) float64 { return float64(max(c.tp, 1)) }
 // searchCands fills every tenant's searchCands from its feasible candidates and forbidden kinds
 // as they are now (the confirmation raises a candidate's replicas between choices, the coarse
 // ladders' retry swaps the feasible candidates, and the packings' retries forbid kinds).
+//
+// An entry filled before for the same candidate at the same place, with the same replicas, is
+// kept but for its flags: the other fields are the candidate's, which do not change once it is
+// made, and a group's number, once handed out, stays that group's.
 func (p *planner) searchCands() {
 	p.scGen++
 	for _, tn := range p.tenants {
+		old := tn.sc
 		sc, fb := tn.sc[:0], p.forbid[tn]
-		for _, c := range tn.feasible {
+		if cap(sc) < len(tn.feasible) {
+			sc = make([]searchCand, 0, len(tn.feasible)) // old's entries are copied over
+		}
+		numbered := true
+		for i, c := range tn.feasible {
+			if i < len(old) && old[i].c == c && old[i].replicas == int32(c.replicas) {
+				e := old[i] // sc[i] itself where sc has i entries and shares old's array
+				e.forbidden, e.disallowed = fb != nil && forbiddenIn(fb, c), !p.allowed(c)
+				sc = append(sc, e)
+				numbered = numbered && e.kid >= 0
+				continue
+			}
 			e := searchCand{c: c, board: c.board, kid: -1, replicas: int32(c.replicas), tpf: unitGPUs(c), memFrac: c.memFrac, compFrac: c.compFrac,
 				unitFrac: c.unitFrac, whole: c.whole(), mig: c.profile != nil, forbidden: fb != nil && forbiddenIn(fb, c), disallowed: !p.allowed(c)}
 			if c.kidFor == tn && c.kidIn == p.ids {
 				e.kid = int32(c.kid)
 			}
+			e.use = -1
+			if e.mig {
+				e.use = p.ids.useOf(c)
+			}
 			sc = append(sc, e)
+			numbered = numbered && e.kid >= 0
 		}
-		tn.sc = sc
+		tn.sc, tn.scFrom, tn.scNumbered = sc, tn.feasible, numbered
 	}
 }
 
@@ -322,12 +432,25 @@ func (p *planner) kidOf(tn *tenant, e *searchCand) int {
 	return int(e.kid)
 }
 
-// searchOf is tn's searchCands, filled again should its feasible candidates have changed since.
+// searchOf is tn's searchCands, filled again should its feasible candidates have changed since:
+// should they be another slice than the one they were filled from (another array or length;
+// the tenant holds that one, so its array is not reused for another slice meanwhile).
 func (p *planner) searchOf(tn *tenant) []searchCand {
-	if len(tn.sc) != len(tn.feasible) || (len(tn.sc) > 0 && (tn.sc[0].c != tn.feasible[0] || tn.sc[len(tn.sc)-1].c != tn.feasible[len(tn.sc)-1])) {
+	if len(tn.feasible) != len(tn.scFrom) || (len(tn.feasible) > 0 && &tn.feasible[0] != &tn.scFrom[0]) {
 		p.searchCands()
 	}
 	return tn.sc
+}
+
+// numberAll numbers every search candidate's group (kidOf), as weighing tn's moves would.
+func (p *planner) numberAll(tn *tenant, sc []searchCand) {
+	if tn.scNumbered {
+		return
+	}
+	for i := range sc {
+		p.kidOf(tn, &sc[i])
+	}
+	tn.scNumbered = true
 }
 
 // fixedUses sets the search's candidates' disallowed again after the sharing settings of the
@@ -336,9 +459,15 @@ func (p *planner) searchOf(tn *tenant) []searchCand {
 // (the others keep what allowed said when their flags were last set).
 func (p *planner) fixedUses(fixed []string) {
 	p.scGen++
+	ids := make([]int32, 0, len(fixed))
+	for _, k := range fixed {
+		if id, ok := p.ids.uses[k]; ok {
+			ids = append(ids, id)
+		} // a key no search candidate has: none of them changes
+	}
 	for _, tn := range p.tenants {
 		for i := range tn.sc {
-			if e := &tn.sc[i]; e.mig && slices.Contains(fixed, useKey(e.c)) {
+			if e := &tn.sc[i]; e.mig && slices.Contains(ids, e.use) {
 				e.disallowed = !p.allowed(e.c)
 			}
 		}
@@ -601,18 +730,29 @@ func (p *planner) chooseFrom(boardWide, vector bool, seed []*cand) {
 // order, leavers by their own change of the objective per replica (ties: pool order), so the
 // result is deterministic.
 func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
-	members := map[int][]*tenant{}
+	// members are the tenants of each group by its number (p.lastMembers, emptied after).
+	members := p.lastMembers
 	var groups []int
 	for _, tn := range p.tenants {
 		if tn.choice == nil || tn.choice.share < 2 {
 			continue
 		}
 		k := p.ids.of(tn, tn.choice)
-		if _, ok := members[k]; !ok {
+		if k >= len(members) {
+			members = append(members, make([][]*tenant, k+1-len(members))...)
+		}
+		if len(members[k]) == 0 {
 			groups = append(groups, k)
 		}
 		members[k] = append(members[k], tn)
 	}
+	defer func() {
+		for _, k := range groups {
+			clear(members[k])
+			members[k] = members[k][:0]
+		}
+		p.lastMembers = members
+	}()
 	slices.Sort(groups)
 	emptied := false
 	type leave struct {
@@ -713,10 +853,7 @@ func (p *planner) bestMove(f *fractional, tn *tenant, force bool) *cand {
 	if !force {
 		sc := p.searchOf(tn)
 		if tn.stay == (stayed{f, f.moves, p.scGen}) || f.leavesNothing(p.ids.of(tn, tn.choice), tn.choice.replicas) {
-			// The groups are numbered as weighing them would number them.
-			for i := range sc {
-				p.kidOf(tn, &sc[i])
-			}
+			p.numberAll(tn, sc) // the groups numbered as weighing them would number them
 			return tn.choice
 		}
 	}
@@ -736,16 +873,21 @@ func (p *planner) weighMoves(f *fractional, tn *tenant, force bool) *cand {
 	}
 	sc := p.searchOf(tn)
 	l := f.leave(old, tn.choice, -tn.choice.replicas)
+	var pf penFloor
+	if f.cap != nil {
+		f.cap.floor(&l, &pf)
+	}
 	for i := range sc {
 		e := &sc[i]
 		k := p.kidOf(tn, e)
 		if e.c == tn.choice || k == old || e.forbidden || e.disallowed {
 			continue
 		}
-		if d := f.joinDelta(&l, k, e); d < bestD {
+		if d, ok := f.joinBelow(&l, k, e, bestD, &pf); ok && d < bestD {
 			best, bestD = e.c, d
 		}
 	}
+	tn.scNumbered = true
 	return best
 }
 
@@ -765,6 +907,10 @@ func (p *planner) leaveTo(f *fractional, tn *tenant) *cand {
 	best, bestD := tn.choice, math.Inf(1)
 	sc := p.searchOf(tn)
 	l := f.leave(old, tn.choice, -tn.choice.replicas)
+	var pf penFloor
+	if f.cap != nil {
+		f.cap.floor(&l, &pf)
+	}
 	board := tn.choice.board
 	for i := range sc {
 		e := &sc[i]
@@ -772,7 +918,7 @@ func (p *planner) leaveTo(f *fractional, tn *tenant) *cand {
 		if k == old || e.forbidden || e.disallowed || e.board != board {
 			continue
 		}
-		if d := f.joinDelta(&l, k, e); d < bestD {
+		if d, ok := f.joinBelow(&l, k, e, bestD, &pf); ok && d < bestD {
 			best, bestD = e.c, d
 		}
 	}

@@ -134,8 +134,12 @@ func (c *compactor) bucket(board *gpu.Board, gs []*gpuPlan) error {
 	for _, g := range c.p.gpus {
 		if g.role == v1.RoleIdle && g.fg.board == board {
 			idle = append(idle, g)
-			counts[g] = make([]int, len(pats.profiles))
 		}
+	}
+	np := len(pats.profiles)
+	zero := make([]int, len(idle)*np) // their counts, all 0, in one allocation
+	for i, g := range idle {
+		counts[g] = zero[i*np : (i+1)*np : (i+1)*np]
 	}
 	sources := slices.Clone(gs)
 	slices.SortStableFunc(sources, func(a, b *gpuPlan) int {

@@ -140,7 +140,7 @@ func (p *planner) pack() error {
 	}
 	order, byBucket := byBoardAndEnergy(units)
 	var unplaced []*unit
-	pc := newPatternCache()
+	pc := p.patternCache()
 	p.nodeUse = map[string]map[string]migUse{}
 	p.blocked = map[*unit]blockage{}
 	for _, b := range order {

@@ -50,6 +50,17 @@ func newPatternCache() *patternCache {
 	return &patternCache{byBoard: map[string]*patterns{}, placed: map[string]gpu.Layout{}}
 }
 
+// patternCache is a new patternCache whose patterns are the run's (planner.packPats): made once
+// per board and read only after, for the packings and the spreading of redundant replicas.
+func (p *planner) patternCache() *patternCache {
+	if p.packPats == nil {
+		p.packPats = map[string]*patterns{}
+	}
+	pc := newPatternCache()
+	pc.byBoard = p.packPats
+	return pc
+}
+
 func (pc *patternCache) get(b *gpu.Board) (*patterns, error) {
 	if ps, ok := pc.byBoard[b.Name]; ok {
 		return ps, nil

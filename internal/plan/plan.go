@@ -802,6 +802,11 @@ type planner struct {
 	nodeUse map[string]map[string]migUse // node → MIG profile → how it is shared there
 	// nodeGPUs caches maxNodeGPUs per board
 	nodeGPUs map[*gpu.Board]int
+	// lastMembers is emptyLastUnits' buffer of the tenants of each group, by the group's number.
+	lastMembers [][]*tenant
+	// packPats holds each board's MIG patterns for pack's packings (patternCache.byBoard): they
+	// depend on the board alone, and every packing of the run asks for them.
+	packPats map[string]*patterns
 	// blocked holds, for the units the last packing left without a GPU although free GPUs of
 	// their board were left, the node rule that kept them off (noteBlocked).
 	blocked map[*unit]blockage

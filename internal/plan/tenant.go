@@ -58,8 +58,12 @@ type tenant struct {
 	loadFloors map[*cand]int
 	choice     *cand
 	infeas     []v1.Reason // set when the tenant cannot be (fully) served
-	// sc is feasible as the choice's local search reads it (searchCands).
-	sc []searchCand
+	// sc is feasible as the choice's local search reads it (searchCands); scFrom is the feasible
+	// slice it was filled from (held, so that its array is not reused for another while sc is
+	// kept), and scNumbered says that every entry of sc has its group's number.
+	sc         []searchCand
+	scFrom     []*cand
+	scNumbered bool
 	// stay is when the local search last found no move for it (bestMove).
 	stay stayed
 }
