@@ -154,11 +154,15 @@ func genscalePool(tenants, gpus int, r *rand.Rand) string {
 
 // TestPlanScaleGenscale guards the planning time of 1,000 tenants of distinct request shapes
 // and SLOs on 1,000 GPUs (genscalePool, fixed lengths) through the CLI, as TestPlanScaleVaried
-// does plan.Synthetic's: the process's CPU time, tried once more if slow, against 3 s, three
-// times the bar (the pool is still above it, docs/planner.md's Not done yet), where it took 2.5 s
-// in process on a loaded machine and 2.1 s through the CLI, against 11.5 s before Erlang C
-// against a limit stopped early (erlangCAbove). Skipped with -short and under the race
-// detector.
+// does plan.Synthetic's: the process's CPU time, tried up to three times while slow, against
+// 3 s, three times the bar (the pool is still above it, docs/planner.md's Not done yet), where
+// it took 2.5 s in process on a loaded machine and 2.1 s through the CLI, against 11.5 s before
+// Erlang C against a limit stopped early (erlangCAbove). The first plan in a fresh process
+// pays for growing the heap (about 100,000 page faults for 400 MB, 0.6-0.9 s of system time on
+// a virtual machine) and takes about 1.5 s more than the next on an idle machine (4.0 s, then
+// 2.5 s); with two tries a shared runner's load on the second failed the test at 3.6 s (the
+// planner then about 15 % slower than now), so the third try gives the guard the least of two
+// warm plans. Skipped with -short and under the race detector.
 func TestPlanScaleGenscale(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("plans 1,000 tenants; a CPU-time bar means nothing under the race detector")
@@ -176,8 +180,8 @@ func TestPlanScaleGenscale(t *testing.T) {
 		if took <= limit {
 			break
 		}
-		if attempt == 2 {
-			t.Errorf("planning 1,000 tenants on 1,000 GPUs took %v of CPU twice, more than %v", took, limit)
+		if attempt == 3 {
+			t.Errorf("planning 1,000 tenants on 1,000 GPUs took %v of CPU three times, more than %v", took, limit)
 			break
 		}
 	}
