@@ -318,7 +318,7 @@ func (p *planner) fillBoards(best *packed) (full [][]*cand, out *packed, refused
 		last = boards
 		for i, tn := range p.tenants {
 			if boards[i] != "" {
-				tn.feasible = slices.DeleteFunc(slices.Clone(full[i]), func(c *cand) bool { return c.board.Name != boards[i] })
+				tn.feasible = onBoard(full[i], boards[i])
 			}
 		}
 		p.caps, p.packFirst = nil, nil
@@ -343,7 +343,7 @@ func (p *planner) fillBoards(best *packed) (full [][]*cand, out *packed, refused
 	for i, tn := range p.tenants {
 		tn.feasible = full[i]
 		if kept.boards != nil && kept.boards[i] != "" {
-			tn.feasible = slices.DeleteFunc(slices.Clone(full[i]), func(c *cand) bool { return c.board.Name != kept.boards[i] })
+			tn.feasible = onBoard(full[i], kept.boards[i])
 		}
 	}
 	if kept.boards == nil {
@@ -356,6 +356,12 @@ func (p *planner) fillBoards(best *packed) (full [][]*cand, out *packed, refused
 		}
 	}
 	return full, best, nil, nil
+}
+
+// onBoard is a copy of cs with only the candidates on board, a tenant kept to the board a
+// greedy fill gave it.
+func onBoard(cs []*cand, board string) []*cand {
+	return slices.DeleteFunc(slices.Clone(cs), func(c *cand) bool { return c.board.Name != board })
 }
 
 // anyShortOfGPUs reports whether s's packing left a tenant short of GPUs.
@@ -505,7 +511,7 @@ func (p *planner) weighFill(best *packed, fill *fillPlan) error {
 	for i, tn := range p.tenants {
 		tn.feasible = fill.full[i]
 		if fill.boards[i] != "" {
-			tn.feasible = slices.DeleteFunc(slices.Clone(fill.full[i]), func(c *cand) bool { return c.board.Name != fill.boards[i] })
+			tn.feasible = onBoard(fill.full[i], fill.boards[i])
 			p.filled[tn] = fill.boards[i]
 		}
 	}
