@@ -288,15 +288,7 @@ func (p *planner) fillBoards(best *packed) (full [][]*cand, out *packed, refused
 	if best.caps == nil {
 		return nil, best, nil, nil
 	}
-	type state struct {
-		forbid, nodeRule map[*tenant]map[forbidKey]string
-		nodeMPS          map[string]int
-		caps             map[string]float64
-		packFirst        map[groupKey]bool
-		boards           []string
-		fill             float64
-	}
-	kept := state{p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst, nil, 0}
+	kept := p.fillStateOf(nil, 0)
 	work := p.packedWork
 	full = make([][]*cand, len(p.tenants))
 	for i, tn := range p.tenants {
@@ -328,34 +320,51 @@ func (p *planner) fillBoards(best *packed) (full [][]*cand, out *packed, refused
 		}
 		if !anyShortOfGPUs(alt) && poolUsed(alt) < poolUsed(best) && slices.Compare(alt.score[:], best.score[:]) < 0 {
 			best = alt
-			kept = state{p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst, boards, try.fill}
+			kept = p.fillStateOf(boards, try.fill)
 			break
 		}
 		if refused == nil && (p.packedWork <= maxFillWork || p.fullEffort) && withinReach(alt, best) {
-			refused = &fillPlan{plan: alt, forbid: p.forbid, nodeRule: p.nodeRule, nodeMPS: p.nodeMPS, caps: p.caps, packFirst: p.packFirst,
-				boards: boards, fill: try.fill, work: p.packedWork, full: full}
+			refused = &fillPlan{fillState: p.fillStateOf(boards, try.fill), plan: alt, work: p.packedWork, full: full}
 		}
 	}
-	p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst = kept.forbid, kept.nodeRule, kept.nodeMPS, kept.caps, kept.packFirst
+	kept.apply(p, full)
 	if kept.boards == nil {
 		p.packedWork = work // the later re-plans' bounds as though no fill plan ran
-	}
-	for i, tn := range p.tenants {
-		tn.feasible = full[i]
-		if kept.boards != nil && kept.boards[i] != "" {
-			tn.feasible = onBoard(full[i], kept.boards[i])
-		}
-	}
-	if kept.boards == nil {
+		p.filled = nil
 		return nil, best, refused, nil
 	}
-	p.filled, p.fillShare = map[*tenant]string{}, kept.fill
+	return full, best, nil, nil
+}
+
+// fillState is what a fill plan was planned under: the forbidden kinds and counted boards of its
+// retries, its board limits and first-packed groups, each tenant's board ("" for one left free;
+// nil when no fill plan) and the share of boardFills.
+type fillState struct {
+	forbid, nodeRule map[*tenant]map[forbidKey]string
+	nodeMPS          map[string]int
+	caps             map[string]float64
+	packFirst        map[groupKey]bool
+	boards           []string
+	fill             float64
+}
+
+// fillStateOf is the planner's state now, with boards and fill.
+func (p *planner) fillStateOf(boards []string, fill float64) fillState {
+	return fillState{p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst, boards, fill}
+}
+
+// apply puts st back on p, with each tenant's feasible candidates full's, kept to its board
+// where st gives it one (p.filled, p.fillShare).
+func (st fillState) apply(p *planner, full [][]*cand) {
+	p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst = st.forbid, st.nodeRule, st.nodeMPS, st.caps, st.packFirst
+	p.filled, p.fillShare = map[*tenant]string{}, st.fill
 	for i, tn := range p.tenants {
-		if kept.boards[i] != "" {
-			p.filled[tn] = kept.boards[i]
+		tn.feasible = full[i]
+		if st.boards != nil && st.boards[i] != "" {
+			tn.feasible = onBoard(full[i], st.boards[i])
+			p.filled[tn] = st.boards[i]
 		}
 	}
-	return full, best, nil, nil
 }
 
 // onBoard is a copy of cs with only the candidates on board, a tenant kept to the board a
@@ -385,20 +394,14 @@ func poolUsed(s *packed) int {
 	return n
 }
 
-// fillPlan is a fill plan fillBoards refused before the rescue, with what it was planned under:
-// the forbidden kinds and counted boards of its retries, its board limits and first-packed
-// groups, each tenant's board and the share of boardFills, the packings made up to it, and every
-// tenant's feasible candidates before the fill.
+// fillPlan is a fill plan fillBoards refused before the rescue, with what it was planned under
+// (fillState), the packings made up to it, and every tenant's feasible candidates before the
+// fill.
 type fillPlan struct {
-	plan             *packed
-	forbid, nodeRule map[*tenant]map[forbidKey]string
-	nodeMPS          map[string]int
-	caps             map[string]float64
-	packFirst        map[groupKey]bool
-	boards           []string
-	fill             float64
-	work             int
-	full             [][]*cand
+	fillState
+	plan *packed
+	work int
+	full [][]*cand
 }
 
 // withinReach says whether fill plan alt, refused before the rescue, may still serve what best
@@ -533,16 +536,8 @@ func (p *planner) weighFill(best *packed, fill *fillPlan) error {
 	}
 	plain := p.saveSettled()
 	start.restore(p)
-	p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst = fill.forbid, fill.nodeRule, fill.nodeMPS, fill.caps, fill.packFirst
+	fill.apply(p, fill.full)
 	p.packedWork = fill.work
-	p.filled, p.fillShare = map[*tenant]string{}, fill.fill
-	for i, tn := range p.tenants {
-		tn.feasible = fill.full[i]
-		if fill.boards[i] != "" {
-			tn.feasible = onBoard(fill.full[i], fill.boards[i])
-			p.filled[tn] = fill.boards[i]
-		}
-	}
 	full := slices.Clone(fill.full)
 	if err := p.settle(full, fill.plan); err != nil {
 		return err
