@@ -222,6 +222,8 @@ func compoundTail(l v1.Lengths, in, m, x float64) float64 {
 	}
 	hi := int(math.Ceil(m + 12*math.Sqrt(m) + 20))
 	y := x / in
+	// The law, compared once rather than at each term.
+	expo := l == v1.LengthsExponential
 	s, pn, first := 0.0, 0.0, 1 // pn: P(N = n), from n = first − 1
 	if l == v1.LengthsUniform && y > 0 {
 		// (y − n)/√(n/12) falls with n and is 8.3 at n = r²: below it every term's Irwin–Hall
@@ -246,7 +248,7 @@ func compoundTail(l v1.Lengths, in, m, x float64) float64 {
 		}
 	}
 	gt, gterm := 0.0, 0.0 // exponential: P(Gamma(n, 1) > y) = Σ_{j<n} e^{−y} y^j/j!, by n
-	if l == v1.LengthsExponential && y > 0 {
+	if expo && y > 0 {
 		gterm = math.Exp(-y)
 	}
 	for n := first; n <= hi; n++ {
@@ -268,7 +270,7 @@ func compoundTail(l v1.Lengths, in, m, x float64) float64 {
 				break
 			}
 		}
-		if l == v1.LengthsExponential {
+		if expo {
 			if y <= 0 {
 				s += pn
 				continue
