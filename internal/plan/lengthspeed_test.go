@@ -455,3 +455,48 @@ func TestTPOTSpreadSameBits(t *testing.T) {
 		t.Fatalf("the questions no longer reach every path: %d at tpot, %d searched, %d bounded", atTpot, searched, decided)
 	}
 }
+
+// BenchmarkTPOTSpreadWasNow times the questions of spreadCases, with held steps and bounds
+// varied as TestTPOTSpreadSameBits varies them, through tpotSpread as it was (tpotSpreadRef)
+// and as it is.
+func BenchmarkTPOTSpreadWasNow(b *testing.B) {
+	qs, cases := spreadCases(b)
+	type question struct {
+		q                          *qmodel
+		lr, d99, held, tpot, bound float64
+	}
+	rng := rand.New(rand.NewPCG(13, 17))
+	var qu []question
+	for i, q := range qs {
+		for _, c := range cases[i] {
+			for range 4 {
+				held, bound := 0.0, c.bound
+				if rng.IntN(2) == 0 {
+					held = c.tpot * rng.Float64() * 0.3
+				}
+				if rng.IntN(4) == 0 {
+					bound = 0
+				}
+				qu = append(qu, question{q, c.lr * math.Exp(rng.Float64()-0.5), c.d99, held, c.tpot, bound})
+			}
+		}
+	}
+	for _, f := range []struct {
+		name string
+		f    func(c question) float64
+	}{
+		{"was", func(c question) float64 { return tpotSpreadRef(c.q, c.lr, c.d99, c.held, c.tpot, c.bound) }},
+		{"now", func(c question) float64 { return c.q.tpotSpread(c.lr, c.d99, c.held, c.tpot, c.bound) }},
+	} {
+		for _, c := range qu { // the tail tables, filled once for all
+			f.f(c)
+		}
+		b.Run(f.name, func(b *testing.B) {
+			for b.Loop() {
+				for _, c := range qu {
+					f.f(c)
+				}
+			}
+		})
+	}
+}
