@@ -222,6 +222,8 @@ func compoundTail(l v1.Lengths, in, m, x float64) float64 {
 	}
 	hi := int(math.Ceil(m + 12*math.Sqrt(m) + 20))
 	y := x / in
+	// The law, compared once rather than at each term.
+	expo := l == v1.LengthsExponential
 	s, pn, first := 0.0, 0.0, 1 // pn: P(N = n), from n = first − 1
 	if l == v1.LengthsUniform && y > 0 {
 		// (y − n)/√(n/12) falls with n and is 8.3 at n = r²: below it every term's Irwin–Hall
@@ -246,7 +248,7 @@ func compoundTail(l v1.Lengths, in, m, x float64) float64 {
 		}
 	}
 	gt, gterm := 0.0, 0.0 // exponential: P(Gamma(n, 1) > y) = Σ_{j<n} e^{−y} y^j/j!, by n
-	if l == v1.LengthsExponential && y > 0 {
+	if expo && y > 0 {
 		gterm = math.Exp(-y)
 	}
 	for n := first; n <= hi; n++ {
@@ -268,7 +270,7 @@ func compoundTail(l v1.Lengths, in, m, x float64) float64 {
 				break
 			}
 		}
-		if l == v1.LengthsExponential {
+		if expo {
 			if y <= 0 {
 				s += pn
 				continue
@@ -333,7 +335,9 @@ func (q *qmodel) outQuantile(u float64) float64 {
 // decision is the same, bit for bit.
 //
 // The sum at tpot is finished only where the false position reads its value: the same bits as
-// summing it whole (TestTPOTSpreadShortcuts).
+// summing it whole (TestTPOTSpreadShortcuts). Where a miss of at most 1 % decides (at tpot, and
+// at or below bound), only the terms whose bounds can still stop the sum are bounded: the same
+// answers as the search that sums every such probe whole (TestTPOTSpreadSameBits).
 func (q *qmodel) tpotSpread(lr, d99, held, tpot, bound float64) float64 {
 	if q.lengths == "" || q.out < 2 || lr <= 0 {
 		return tpot
@@ -345,37 +349,46 @@ func (q *qmodel) tpotSpread(lr, d99, held, tpot, bound float64) float64 {
 	// At or above bound a miss above 1 % decides (the answer is above x), whatever its value:
 	// the sum stops there. Summed in the same order, a sum that does not stop is the full one.
 	whole := func(x float64) bool { return bound <= 0 || x < bound }
+	// At or below bound a miss of at most 1 % decides (the answer is at most x), whatever its
+	// value, and so does one at tpot whatever the bound (the answer is tpot itself).
+	below := func(x float64) bool { return bound > 0 && x <= bound }
 	const grid = spreadGrid
 	sp := q.spreadSteps()
 	steps, count := sp.steps, sp.count // distinct decode steps of the output quantiles, and how many
 	base := q.step(d99, 0) + held
 	chunk := q.in / q.k
 	pre := q.step(d99, 1) // its own last prefill step, whose arrivals its first decode step takes
-	// At or below bound a miss of at most 1 % decides (the answer is at most x), whatever its
-	// value: the sum stops once the terms left are bounded (tailBound) below what is left of
-	// 1 %, and returns at most 1 % (the sum with the bounds).
+	// Where a miss of at most 1 % decides whatever its value (below, and at tpot), the sum
+	// stops once the terms left are bounded (tailBound) below what is left of 1 %, and returns
+	// at most 1 % (the sum with the bounds).
 	var restBuf [spreadGrid + 1]float64 // the law has at most spreadGrid steps
 	var rest []float64
 	// miss is the miss at x, and where its sum stopped: the next term and the sum so far when it
 	// stopped above 1 % with terms left (part), the steps' count otherwise.
-	miss := func(x float64, full bool) (m float64, next int, part float64) { // full: the whole sum, not only until above 1 %
+	miss := func(x float64, full, prune bool) (m float64, next int, part float64) { // full: the whole sum, not only until above 1 %; prune: a miss of at most 1 % decides
 		fx := q.chunksAt(d99, x-held)
-		prune := bound > 0 && x <= bound
+		from := len(steps) // the first term at which the sum may stop
 		if prune {
 			if rest == nil {
 				rest = restBuf[:len(steps)+1]
 			}
-			for i := len(steps) - 1; i >= 0; i-- {
-				j := steps[i]
-				rest[i] = rest[i+1] + count[i]*tailBound(lr*(j*x+pre), j*chunk*fx/q.in)
+			// rest only grows towards the first term, and s + rest[i] with it: once rest[i] is
+			// above what stops the sum, no earlier term stops it, and their rest is not needed.
+			for from = len(steps) - 1; from >= 0; from-- {
+				j := steps[from]
+				rest[from] = rest[from+1] + count[from]*tailBound(lr*(j*x+pre), j*chunk*fx/q.in)
+				if rest[from] > pruneBelow*grid {
+					break
+				}
 			}
+			from++
 		}
 		s := 0.0
 		var tb tailTerms
 		for b := 0; b < len(steps); b += tailBlock {
 			e := tb.look(q.lengths, steps, b, lr, x, pre, chunk, fx, q.in)
 			for i := b; i < e; i++ {
-				if prune && s+rest[i] <= pruneBelow*grid {
+				if i >= from && s+rest[i] <= pruneBelow*grid {
 					return (s + rest[i]) / grid, len(steps), 0
 				}
 				s += count[i] * tb.at(q.lengths, i-b)
@@ -404,13 +417,13 @@ func (q *qmodel) tpotSpread(lr, d99, held, tpot, bound float64) float64 {
 	// The miss at tpot is only needed whole where the false position starts from it: it is
 	// summed until above 1 % first, and the rest of its sum only then (most searches are
 	// decided by their first doubling, or move their lower end up).
-	mlo, next, part := miss(tpot, false)
+	mlo, next, part := miss(tpot, false, true)
 	if mlo <= 0.01 {
 		return tpot
 	}
 	pending := next < len(steps)
 	lo, hi := tpot, math.Max(tpot, base)*2
-	mhi, _, _ := miss(hi, whole(hi))
+	mhi, _, _ := miss(hi, whole(hi), below(hi))
 	for mhi > 0.01 {
 		if hi > 1e3 {
 			return math.Inf(1)
@@ -419,7 +432,7 @@ func (q *qmodel) tpotSpread(lr, d99, held, tpot, bound float64) float64 {
 		if decided(lo, math.Inf(1)) {
 			return hi
 		}
-		mhi, _, _ = miss(hi, whole(hi))
+		mhi, _, _ = miss(hi, whole(hi), below(hi))
 	}
 	if decided(lo, hi) {
 		return hi
@@ -444,7 +457,7 @@ func (q *qmodel) tpotSpread(lr, d99, held, tpot, bound float64) float64 {
 			x = hi - ghi*w/(ghi-glo)
 			x = math.Min(math.Max(x, lo+w*spreadTol/4), hi-w*spreadTol/4)
 		}
-		mx, _, _ := miss(x, whole(x))
+		mx, _, _ := miss(x, whole(x), below(x))
 		if gx := gap(mx); mx > 0.01 {
 			lo, glo = x, gx
 			if side == -1 {

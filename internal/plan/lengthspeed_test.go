@@ -276,3 +276,227 @@ func BenchmarkOverContextShare(b *testing.B) {
 		overContextShare(tr, 0, 16384)
 	}
 }
+
+// tpotSpreadRef is tpotSpread as it was before its sum at tpot stopped once bounded below 1 %
+// whatever the bound, and before it bounded only the terms whose bounds can stop a sum: the
+// reference it is held to, bit for bit.
+func tpotSpreadRef(q *qmodel, lr, d99, held, tpot, bound float64) float64 {
+	if q.lengths == "" || q.out < 2 || lr <= 0 {
+		return tpot
+	}
+	if bound > 0 && (tpot > bound || math.IsInf(bound, 1)) {
+		return tpot // the answer is at least tpot; an infinite bound asks nothing
+	}
+	decided := func(lo, hi float64) bool { return bound > 0 && (lo >= bound || hi <= bound) }
+	// At or above bound a miss above 1 % decides (the answer is above x), whatever its value:
+	// the sum stops there. Summed in the same order, a sum that does not stop is the full one.
+	whole := func(x float64) bool { return bound <= 0 || x < bound }
+	const grid = spreadGrid
+	sp := q.spreadSteps()
+	steps, count := sp.steps, sp.count // distinct decode steps of the output quantiles, and how many
+	base := q.step(d99, 0) + held
+	chunk := q.in / q.k
+	pre := q.step(d99, 1) // its own last prefill step, whose arrivals its first decode step takes
+	// At or below bound a miss of at most 1 % decides (the answer is at most x), whatever its
+	// value: the sum stops once the terms left are bounded (tailBound) below what is left of
+	// 1 %, and returns at most 1 % (the sum with the bounds).
+	var restBuf [spreadGrid + 1]float64 // the law has at most spreadGrid steps
+	var rest []float64
+	// miss is the miss at x, and where its sum stopped: the next term and the sum so far when it
+	// stopped above 1 % with terms left (part), the steps' count otherwise.
+	miss := func(x float64, full bool) (m float64, next int, part float64) { // full: the whole sum, not only until above 1 %
+		fx := q.chunksAt(d99, x-held)
+		prune := bound > 0 && x <= bound
+		if prune {
+			if rest == nil {
+				rest = restBuf[:len(steps)+1]
+			}
+			for i := len(steps) - 1; i >= 0; i-- {
+				j := steps[i]
+				rest[i] = rest[i+1] + count[i]*tailBound(lr*(j*x+pre), j*chunk*fx/q.in)
+			}
+		}
+		s := 0.0
+		var tb tailTerms
+		for b := 0; b < len(steps); b += tailBlock {
+			e := tb.look(q.lengths, steps, b, lr, x, pre, chunk, fx, q.in)
+			for i := b; i < e; i++ {
+				if prune && s+rest[i] <= pruneBelow*grid {
+					return (s + rest[i]) / grid, len(steps), 0
+				}
+				s += count[i] * tb.at(q.lengths, i-b)
+				if !full && s/grid > 0.01 {
+					return s / grid, i + 1, s
+				}
+			}
+		}
+		return s / grid, len(steps), s
+	}
+	// rest of a sum that miss(x, false) stopped above 1 % at next with part: the whole sum's
+	// miss, the same bits as miss(x, true), whose terms are the same and summed in the same
+	// order (its pruning never applies above 1 %: s + rest[i] ≥ s there).
+	finish := func(x float64, next int, part float64) float64 {
+		fx := q.chunksAt(d99, x-held)
+		s := part
+		var tb tailTerms
+		for b := next; b < len(steps); b += tailBlock {
+			e := tb.look(q.lengths, steps, b, lr, x, pre, chunk, fx, q.in)
+			for i := b; i < e; i++ {
+				s += count[i] * tb.at(q.lengths, i-b)
+			}
+		}
+		return s / grid
+	}
+	// The miss at tpot is only needed whole where the false position starts from it: it is
+	// summed until above 1 % first, and the rest of its sum only then (most searches are
+	// decided by their first doubling, or move their lower end up).
+	mlo, next, part := miss(tpot, false)
+	if mlo <= 0.01 {
+		return tpot
+	}
+	pending := next < len(steps)
+	lo, hi := tpot, math.Max(tpot, base)*2
+	mhi, _, _ := miss(hi, whole(hi))
+	for mhi > 0.01 {
+		if hi > 1e3 {
+			return math.Inf(1)
+		}
+		lo, hi, mlo, pending = hi, 2*hi, mhi, false
+		if decided(lo, math.Inf(1)) {
+			return hi
+		}
+		mhi, _, _ = miss(hi, whole(hi))
+	}
+	if decided(lo, hi) {
+		return hi
+	}
+	if pending {
+		mlo = finish(tpot, next, part)
+	}
+	// Illinois' false position on log(miss/1 %), which the tails make nearly linear near the
+	// answer (an end kept twice in a row has its value halved); a bisection step while the
+	// upper end's miss is 0, and every fourth step, so that the bracket at least halves every
+	// four steps whatever the values.
+	gap := func(m float64) float64 { return math.Log(m / 0.01) }
+	glo, ghi := gap(mlo), gap(mhi)
+	side := 0
+	for it := range 60 {
+		w := hi - lo
+		if w <= spreadTol*hi {
+			break
+		}
+		x := (lo + hi) / 2
+		if it%4 != 3 && !math.IsInf(ghi, 0) && glo > ghi {
+			x = hi - ghi*w/(ghi-glo)
+			x = math.Min(math.Max(x, lo+w*spreadTol/4), hi-w*spreadTol/4)
+		}
+		mx, _, _ := miss(x, whole(x))
+		if gx := gap(mx); mx > 0.01 {
+			lo, glo = x, gx
+			if side == -1 {
+				ghi /= 2
+			}
+			side = -1
+		} else {
+			hi, ghi = x, gx
+			if side == 1 {
+				glo /= 2
+			}
+			side = 1
+		}
+		if decided(lo, hi) {
+			break
+		}
+	}
+	return hi
+}
+
+// tpotSpread gives the same bits as tpotSpreadRef on the questions of spreadCases and on many
+// varied ones around them: rates, decode batches, held steps, TPOTs at the mean length and
+// bounds drawn at random about each, none, below, near and above the answer.
+func TestTPOTSpreadSameBits(t *testing.T) {
+	qs, cases := spreadCases(t)
+	rng := rand.New(rand.NewPCG(13, 17))
+	n, atTpot, searched, decided := 0, 0, 0, 0
+	for i, q := range qs {
+		for _, c := range cases[i] {
+			for k := range 12 {
+				lr, d99, tpot, bound, held := c.lr, c.d99, c.tpot, c.bound, 0.0
+				if k > 0 {
+					lr *= math.Exp(rng.Float64()*2 - 1)
+					d99 = math.Max(1, d99*math.Exp(rng.Float64()-0.5))
+					tpot *= math.Exp(rng.Float64()*0.6 - 0.3)
+					held = tpot * rng.Float64() * 0.3 * float64(rng.IntN(2))
+					switch rng.IntN(4) {
+					case 0:
+						bound = 0
+					case 1:
+						bound = tpot * math.Exp(rng.Float64()*3-0.5)
+					}
+				}
+				got, want := q.tpotSpread(lr, d99, held, tpot, bound), tpotSpreadRef(q, lr, d99, held, tpot, bound)
+				if math.Float64bits(got) != math.Float64bits(want) {
+					t.Fatalf("%s in %v out %v lr %v d99 %v held %v tpot %v bound %v: %v (%#x), was %v (%#x)", q.lengths, q.in, q.out, lr, d99, held, tpot, bound, got, math.Float64bits(got), want, math.Float64bits(want))
+				}
+				n++
+				switch {
+				case want == tpot && bound <= 0:
+					atTpot++
+				case bound <= 0:
+					searched++
+				default:
+					decided++
+				}
+			}
+		}
+	}
+	t.Logf("%d questions: %d answered tpot without a bound, %d searched without one, %d with a bound", n, atTpot, searched, decided)
+	if atTpot < 200 || searched < 200 || decided < 1000 {
+		t.Fatalf("the questions no longer reach every path: %d at tpot, %d searched, %d bounded", atTpot, searched, decided)
+	}
+}
+
+// BenchmarkTPOTSpreadWasNow times the questions of spreadCases, with held steps and bounds
+// varied as TestTPOTSpreadSameBits varies them, through tpotSpread as it was (tpotSpreadRef)
+// and as it is.
+func BenchmarkTPOTSpreadWasNow(b *testing.B) {
+	qs, cases := spreadCases(b)
+	type question struct {
+		q                          *qmodel
+		lr, d99, held, tpot, bound float64
+	}
+	rng := rand.New(rand.NewPCG(13, 17))
+	var qu []question
+	for i, q := range qs {
+		for _, c := range cases[i] {
+			for range 4 {
+				held, bound := 0.0, c.bound
+				if rng.IntN(2) == 0 {
+					held = c.tpot * rng.Float64() * 0.3
+				}
+				if rng.IntN(4) == 0 {
+					bound = 0
+				}
+				qu = append(qu, question{q, c.lr * math.Exp(rng.Float64()-0.5), c.d99, held, c.tpot, bound})
+			}
+		}
+	}
+	for _, f := range []struct {
+		name string
+		f    func(c question) float64
+	}{
+		{"was", func(c question) float64 { return tpotSpreadRef(c.q, c.lr, c.d99, c.held, c.tpot, c.bound) }},
+		{"now", func(c question) float64 { return c.q.tpotSpread(c.lr, c.d99, c.held, c.tpot, c.bound) }},
+	} {
+		for _, c := range qu { // the tail tables, filled once for all
+			f.f(c)
+		}
+		b.Run(f.name, func(b *testing.B) {
+			for b.Loop() {
+				for _, c := range qu {
+					f.f(c)
+				}
+			}
+		})
+	}
+}
