@@ -66,8 +66,6 @@ type cand struct {
 	// bounds (0: no count meets it); asked is the count after them (redundancy, minReplicas,
 	// the reservation or a fixed count), also kept when the candidate is rejected for it.
 	need, asked int
-	// inBound marks a rejected candidate the lower bound still counts (in its tenant's boundExtra).
-	inBound bool
 	// key is keyOf(keyFor, c), set by its first call; kid is its number in kidIn (keyIDs.of).
 	key    groupKey
 	keyFor *tenant
@@ -75,13 +73,16 @@ type cand struct {
 	kidFor *tenant
 	kidIn  *keyIDs
 	// rkid is keyOf(rkidFor, c)'s number in rkidIn (rescueKeyIDs.of), set by its first call.
-	rkid    int32
 	rkidFor *tenant
 	rkidIn  *rescueKeyIDs
 	// use is useKey(c), set by its first call; useID is its number in useIn (keyIDs.useOf).
 	use   string
-	useID int32
 	useIn *keyIDs
+	// The small fields last, in one word: the evaluation keeps dozens of candidates per tenant
+	// (TestEvalMemoSizes).
+	// inBound marks a rejected candidate the lower bound still counts (in its tenant's boundExtra).
+	inBound     bool
+	rkid, useID int32
 }
 
 // evalResult is the memory fit and the performance of one replica on a slice.
@@ -890,7 +891,11 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 	// engine with the fit's KV capacity is derived only for a new model
 	r.q = p.cache.qmodel(tn, c, func() *qmodel {
 		l := sizingLoad(c)
-		return newQModelAt(p.cache.atLoad(e, fit.MaxTokens, l), tn.work, l).withLengths(lengthLaw(tn.t.Traffic), tn.t.MaxContext).withSeqCap(tn.t.Concurrency)
+		q := newQModelAt(p.cache.atLoad(e, fit.MaxTokens, l), tn.work, l)
+		if l != (perf.Load{}) {
+			q.idleAt = p.cache.atLoad(e, fit.MaxTokens, perf.Load{})
+		}
+		return q.withLengths(lengthLaw(tn.t.Traffic), tn.t.MaxContext).withSeqCap(tn.t.Concurrency)
 	})
 	r.slo, r.out = tn.slo, tn.work.OutputTokens
 	return r

@@ -11,8 +11,8 @@ import (
 // TestSharedLoadModels: the queueing models of a pool of distinct request shapes share their
 // engine and step-time rates (evalCache.atLoad) where the placed engine, the memory fit's KV
 // capacity and the neighbours' load are the same, and each answers bit for bit as a model built
-// on its own copy of the engine: the step times, the states at rates around its highest, and
-// that rate.
+// on its own copy of the engine: the step times, the states at rates around its highest, with
+// busy and with idle neighbours (bestCase, whose step times are shared too), and that rate.
 func TestSharedLoadModels(t *testing.T) {
 	pool := distinctShapesPool(t, 48)
 	for i := range pool.Tenants { // contexts that give the same engine other KV capacities
@@ -53,6 +53,7 @@ func TestSharedLoadModels(t *testing.T) {
 			if own == nil || own.e == q.e || own.at == q.at {
 				t.Fatalf("%s on %s: no model of its own", tn.t.Name, c.label())
 			}
+			own.idleAt = nil // its idle neighbours' step times computed from its own engine
 			for _, b := range [][2]int{{0, 0}, {1, 0}, {7, 1}, {33, 2}, {q.slots, 1}} {
 				if g, w := q.stepTime(b[0], b[1]), own.stepTime(b[0], b[1]); math.Float64bits(g) != math.Float64bits(w) {
 					t.Fatalf("%s on %s: step of %v is %v shared, %v on its own engine", tn.t.Name, c.label(), b, g, w)
@@ -66,6 +67,9 @@ func TestSharedLoadModels(t *testing.T) {
 				for _, n := range []int{1, 3} {
 					if g, w := q.state(lam, n), own.state(lam, n); g != w {
 						t.Fatalf("%s on %s: state at %v req/s on %d replicas %+v shared, %+v on its own engine", tn.t.Name, c.label(), lam, n, g, w)
+					}
+					if g, w := q.bestCase().state(lam, n), own.bestCase().state(lam, n); g != w {
+						t.Fatalf("%s on %s: with idle neighbours, state at %v req/s on %d replicas %+v shared, %+v on its own engine", tn.t.Name, c.label(), lam, n, g, w)
 					}
 				}
 			}
@@ -91,13 +95,16 @@ func TestSharedLoadModels(t *testing.T) {
 
 // TestEvalMemoSizes: the evaluation keeps one queueing model per tenant shape and slice and
 // dozens of candidates per tenant, so their sizes are most of its memory: a model stays within
-// the allocator's 448-byte class, and a slab of candidates (newCand) within whole pages, using
-// all but less than one candidate of them.
+// the allocator's 448-byte class, a candidate within 392 bytes, and a slab of candidates
+// (newCand) within whole pages, using all but less than one candidate of them.
 func TestEvalMemoSizes(t *testing.T) {
 	if s := unsafe.Sizeof(qmodel{}); s > 448 {
 		t.Errorf("a queueing model takes %d bytes, more than 448", s)
 	}
 	c := int(unsafe.Sizeof(cand{}))
+	if c > 392 {
+		t.Errorf("a candidate takes %d bytes, more than 392", c)
+	}
 	if used := candSlabLen * c; used > candSlabBytes || candSlabBytes-used >= c || candSlabBytes%8192 != 0 {
 		t.Errorf("a slab of %d candidates of %d bytes uses %d of its %d bytes", candSlabLen, c, used, candSlabBytes)
 	}

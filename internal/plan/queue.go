@@ -67,6 +67,9 @@ type qmodel struct {
 	// until asked for.
 	w    perf.Workload
 	idle *qmodel
+	// idleAt is e's step times with idle neighbours where the evaluation shares them among
+	// models (evalCache.atLoad), for idle; nil: idle computes its own.
+	idleAt *perf.AtLoad
 	// spread is tpotSpread's output quantiles (spreadSteps), nil until asked for; olaw the
 	// output law (outLaw), likewise.
 	spread *spreadLaw
@@ -1322,7 +1325,11 @@ func (q *qmodel) bestCase() *qmodel {
 		return q
 	}
 	if q.idle == nil {
-		q.idle = newQModel(q.e, q.w, perf.Load{}).withLengths(q.lengths, q.maxCtx)
+		at := q.idleAt
+		if at == nil {
+			at = q.e.AtLoad(perf.Load{})
+		}
+		q.idle = newQModelAt(at, q.w, perf.Load{}).withLengths(q.lengths, q.maxCtx)
 		q.idle.capped = q.capped
 		if q.capped {
 			q.idle.slots = q.slots // the cap (withSeqCap), below the idle engine's for varying lengths
