@@ -135,6 +135,10 @@ func (e *Engine) AtLoad(l Load) *AtLoad {
 	return &AtLoad{e: e, l: l, r: e.ratesAt(l)}
 }
 
+// Engine is the engine a is the step times of. An AtLoad is read only, so callers may share one
+// among every user of the same engine and load.
+func (a *AtLoad) Engine() *Engine { return a.e }
+
 // StepTime is e.StepTime(b, l), the same duration.
 func (a *AtLoad) StepTime(b Batch) time.Duration {
 	e := a.e

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/gpu"
@@ -65,8 +66,6 @@ type cand struct {
 	// bounds (0: no count meets it); asked is the count after them (redundancy, minReplicas,
 	// the reservation or a fixed count), also kept when the candidate is rejected for it.
 	need, asked int
-	// inBound marks a rejected candidate the lower bound still counts (in its tenant's boundExtra).
-	inBound bool
 	// key is keyOf(keyFor, c), set by its first call; kid is its number in kidIn (keyIDs.of).
 	key    groupKey
 	keyFor *tenant
@@ -74,13 +73,16 @@ type cand struct {
 	kidFor *tenant
 	kidIn  *keyIDs
 	// rkid is keyOf(rkidFor, c)'s number in rkidIn (rescueKeyIDs.of), set by its first call.
-	rkid    int32
 	rkidFor *tenant
 	rkidIn  *rescueKeyIDs
 	// use is useKey(c), set by its first call; useID is its number in useIn (keyIDs.useOf).
 	use   string
-	useID int32
 	useIn *keyIDs
+	// The small fields last, in one word: the evaluation keeps dozens of candidates per tenant
+	// (TestEvalMemoSizes).
+	// inBound marks a rejected candidate the lower bound still counts (in its tenant's boundExtra).
+	inBound     bool
+	rkid, useID int32
 }
 
 // evalResult is the memory fit and the performance of one replica on a slice.
@@ -176,8 +178,13 @@ func (c *evalCache) migProfiles(b *gpu.Board) []*gpu.Profile {
 	return ps
 }
 
-// candSlabLen is how many candidates newCand allocates at once.
-const candSlabLen = 128
+// candSlabLen is how many candidates newCand allocates at once: as many as fill candSlabBytes,
+// whole pages of the allocator, so that no slab leaves most of a page unused (128 candidates of
+// 400 bytes took seven pages and used six and a quarter of them).
+const candSlabLen = candSlabBytes / int(unsafe.Sizeof(cand{}))
+
+// candSlabBytes is the memory of one slab of candidates: seven pages of 8 KiB.
+const candSlabBytes = 7 << 13
 
 // newCand is a zero candidate for candidates, allocated with others: every tenant gets dozens.
 func (c *evalCache) newCand() *cand {
@@ -883,7 +890,12 @@ func (p *planner) measure(tn *tenant, c *cand) *evalResult {
 	// (and its step-time memo) serves every SLO of the same engine and request shape, so the
 	// engine with the fit's KV capacity is derived only for a new model
 	r.q = p.cache.qmodel(tn, c, func() *qmodel {
-		return newQModel(e.WithKVCapacity(fit.MaxTokens), tn.work, sizingLoad(c)).withLengths(lengthLaw(tn.t.Traffic), tn.t.MaxContext).withSeqCap(tn.t.Concurrency)
+		l := sizingLoad(c)
+		q := newQModelAt(p.cache.atLoad(e, fit.MaxTokens, l), tn.work, l)
+		if l != (perf.Load{}) {
+			q.idleAt = p.cache.atLoad(e, fit.MaxTokens, perf.Load{})
+		}
+		return q.withLengths(lengthLaw(tn.t.Traffic), tn.t.MaxContext).withSeqCap(tn.t.Concurrency)
 	})
 	r.slo, r.out = tn.slo, tn.work.OutputTokens
 	return r
@@ -968,6 +980,8 @@ type evalCache struct {
 	// distinct request shapes nearly every evaluation is a miss that looks both up.
 	fitModels   map[fitModel]int
 	placeModels map[placeModel]int
+	// loads is atLoad's memo.
+	loads map[loadKey]*perf.AtLoad
 }
 
 // shapeMemo is one shape number's memos (evalCache.byShape).
@@ -1132,6 +1146,30 @@ type evalKey struct {
 func newEvalCache() *evalCache {
 	return &evalCache{fits: map[fitKey]*fitResult{}, deviceFits: map[deviceFitKey]*fitResult{}, places: map[placeKey]placeResult{}, shapes: map[shapeKey]int{}, finest: map[finestKey]int{},
 		fitModels: map[fitModel]int{}, placeModels: map[placeModel]int{}}
+}
+
+// loadKey is what evalCache.atLoad's answer depends on: the placed engine (place's, one pointer
+// per model and slice), the KV capacity it is given and the neighbours' load.
+type loadKey struct {
+	e    *perf.Engine
+	kv   int64
+	load perf.Load
+}
+
+// atLoad is e.WithKVCapacity(kv).AtLoad(l), memoised: queueing models of different request
+// shapes and SLOs on the same engine, memory fit and load share one engine and its step-time
+// rates (read only), instead of a copy of each per model.
+func (c *evalCache) atLoad(e *perf.Engine, kv int64, l perf.Load) *perf.AtLoad {
+	k := loadKey{e, kv, l}
+	if a, ok := c.loads[k]; ok {
+		return a
+	}
+	if c.loads == nil {
+		c.loads = map[loadKey]*perf.AtLoad{}
+	}
+	a := e.WithKVCapacity(kv).AtLoad(l)
+	c.loads[k] = a
+	return a
 }
 
 // qmodel memoises the queueing model of a tenant's replica on a candidate across SLOs.

@@ -39,48 +39,53 @@ const maxSearchReplicas = 1 << 17
 // qmodel is one replica's engine under a symmetric sharing load, with the tenant's request shape.
 type qmodel struct {
 	e       *perf.Engine
-	l       perf.Load
 	at      *perf.AtLoad // e at l: the step times
+	l       perf.Load
 	in, out float64
-	slots   int  // requests run at once: max-num-seqs, or what the KV cache holds (kvBound)
-	kvBound bool // the KV cache, not max-num-seqs, sets slots
-	// capped: the planner runs the engine with --max-num-seqs at slots (withSeqCap), so it admits
-	// no request beyond them
-	capped bool
-	k      float64 // prefill chunks per request
-	chunk  int     // tokens of one chunk
-	kvSeqs float64 // requests the KV cache holds at their full length; +Inf when it never binds
-	budget int
-	memo   map[[2]int]float64 // stepAt by (decodes, chunks) beyond the dense table
-	dense  [][]*densePage     // stepAt by [chunks][decodes/densePageLen] for small batches (densePage)
+	k       float64 // prefill chunks per request
+	kvSeqs  float64 // requests the KV cache holds at their full length; +Inf when it never binds
+	slots   int     // requests run at once: max-num-seqs, or what the KV cache holds (kvBound)
+	chunk   int     // tokens of one chunk
+	budget  int
+	maxCtx  int                // the context that caps a drawn length (lengths.go)
+	memo    map[[2]int]float64 // stepAt by (decodes, chunks) beyond the dense table
+	dense   [][]*densePage     // stepAt by [chunks][decodes/densePageLen] for small batches (densePage)
 	// floorPF and floorDec are the TTFT floor's step times (floorTimes), 0 until asked for.
 	floorPF, floorDec float64
-	// ownMemo is ownPrefill by decode sequences, fullMemo fullStep by decode batch.
-	ownMemo  smallMemo[int]
-	fullMemo smallMemo[float64]
+	// ownMemo is ownPrefill by decode sequences, fullMemo fullStep by decode batch: models of
+	// prompts of several chunks ask for the first, of one chunk for the second, so each is
+	// allocated on its first answer.
+	ownMemo  *smallMemo[int]
+	fullMemo *smallMemo[float64]
 	// trick is trickle's answer once trickled.
-	trick    qstate
-	trickled bool
+	trick qstate
 	// means are meanStep's latest answers (a ring, next the slot to write): the saturation
 	// count's search and the sizing's probe the same rates per replica, and the long prompt's
 	// wait asks again for the rate its state has just solved.
 	means [meanMemo]meanAt
-	// meanSet and meanOK are the slots' set and ok flags, bit i for means[i] (packed apart
-	// from the rates and times to keep the model small: one is kept per tenant shape and slice).
-	meanSet, meanOK uint8
-	next            int
 	// w is the request shape; idle is the same replica with idle neighbours (bestCase), nil
 	// until asked for.
 	w    perf.Workload
 	idle *qmodel
+	// idleAt is e's step times with idle neighbours where the evaluation shares them among
+	// models (evalCache.atLoad), for idle; nil: idle computes its own.
+	idleAt *perf.AtLoad
 	// spread is tpotSpread's output quantiles (spreadSteps), nil until asked for; olaw the
 	// output law (outLaw), likewise.
 	spread *spreadLaw
 	olaw   *outLawOf
-	// lengths is the tenant's length law, "" for fixed, and maxCtx the context that caps a
-	// drawn length (lengths.go).
+	// lengths is the tenant's length law, "" for fixed (lengths.go).
 	lengths v1.Lengths
-	maxCtx  int
+	// The flags and small counters last, in one word: one model is kept per tenant shape and
+	// slice, so its size is the evaluation's memory (TestEvalMemoSizes).
+	kvBound bool // the KV cache, not max-num-seqs, sets slots
+	// capped: the planner runs the engine with --max-num-seqs at slots (withSeqCap), so it admits
+	// no request beyond them
+	capped   bool
+	trickled bool // trick is set
+	// meanSet and meanOK are means' set and ok flags, bit i for means[i], and next the slot
+	// meanStep writes next.
+	meanSet, meanOK, next uint8
 }
 
 // The dense step-time table covers batches up to these sizes; larger ones use the map. Both
@@ -96,8 +101,9 @@ const (
 // that covered every decode count up to the largest asked would be mostly unset (on 1,000 tenants
 // of distinct shapes, 868,000 step times in 13.6 million allocated entries). Pages of 16 were
 // still mostly unset (most held three or four values on `genscale.py 1000 1000 1 fixed`); pages
-// of 8 take about 5 % less of the live memory after the evaluation there.
-const densePageLen = 8
+// of 8 took about 5 % less of the live memory after the evaluation there, and pages of 4 a
+// further fifth of the table's (24 MB to 19 MB at the plan's peak there).
+const densePageLen = 4
 
 // densePage is one page of a dense table row, unsetStep where not yet computed.
 type densePage [densePageLen]float64
@@ -128,9 +134,16 @@ type qstate struct {
 // l. Its slots are the requests the engine runs at once: max-num-seqs, or fewer when the KV cache
 // binds, by perf's admission rule (perf.Engine.Running); the rest wait in the queue.
 func newQModel(e *perf.Engine, w perf.Workload, l perf.Load) *qmodel {
+	return newQModelAt(e.AtLoad(l), w, l)
+}
+
+// newQModelAt is newQModel on at's engine under l, with at (e.AtLoad(l), read only) given: models
+// of several request shapes on the same engine and load share it (evalCache.atLoad).
+func newQModelAt(at *perf.AtLoad, w perf.Workload, l perf.Load) *qmodel {
+	e := at.Engine()
 	slots, lim := e.Running(w, e.MaxSeqs())
 	kvTokens := e.KVCapacityTokens()
-	q := &qmodel{e: e, l: l, at: e.AtLoad(l), in: float64(w.InputTokens), out: float64(w.OutputTokens), slots: max(slots, 1), budget: e.MaxBatchedTokens(),
+	q := &qmodel{e: e, l: l, at: at, in: float64(w.InputTokens), out: float64(w.OutputTokens), slots: max(slots, 1), budget: e.MaxBatchedTokens(),
 		kvBound: lim == perf.LimitKV, w: w}
 	q.chunk = min(w.InputTokens, max(q.budget-1, 1))
 	q.k = math.Ceil(q.in / float64(q.chunk))
@@ -910,6 +923,9 @@ func (q *qmodel) fullStep(d99, bp float64) float64 {
 	t := q.at.StepTime(perf.Batch{PrefillTokens: int(bp), PrefillSeqs: max(1, int(bp/q.in)),
 		PrefillPairs: int64(bp * (math.Min(q.in, bp) + 1) / 2), DecodeSeqs: int(d99),
 		KVTokens: int64(d99 * q.heldPerSeq())}).Seconds()
+	if q.fullMemo == nil {
+		q.fullMemo = new(smallMemo[float64])
+	}
 	q.fullMemo.put(d99, t)
 	return t
 }
@@ -934,6 +950,9 @@ func (q *qmodel) ownPrefill(d int) float64 {
 		b := base
 		b.PrefillTokens, b.PrefillSeqs, b.PrefillPairs = c, 1, perf.ChunkPairs(c, kv)
 		sum += q.at.StepTime(b).Seconds() - empty
+	}
+	if q.ownMemo == nil {
+		q.ownMemo = new(smallMemo[int])
 	}
 	q.ownMemo.put(d, sum)
 	return sum
@@ -1307,7 +1326,11 @@ func (q *qmodel) bestCase() *qmodel {
 		return q
 	}
 	if q.idle == nil {
-		q.idle = newQModel(q.e, q.w, perf.Load{}).withLengths(q.lengths, q.maxCtx)
+		at := q.idleAt
+		if at == nil {
+			at = q.e.AtLoad(perf.Load{})
+		}
+		q.idle = newQModelAt(at, q.w, perf.Load{}).withLengths(q.lengths, q.maxCtx)
 		q.idle.capped = q.capped
 		if q.capped {
 			q.idle.slots = q.slots // the cap (withSeqCap), below the idle engine's for varying lengths
@@ -1458,6 +1481,9 @@ type smallMemo[K comparable] struct {
 }
 
 func (m *smallMemo[K]) get(k K) (float64, bool) {
+	if m == nil { // no answer recorded yet
+		return 0, false
+	}
 	for i, x := range m.keys {
 		if x == k {
 			return m.vals[i], true
