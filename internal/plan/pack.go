@@ -6,6 +6,7 @@ import (
 	"iter"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	v1 "gpupool.dev/gpupool/api/v1"
@@ -87,20 +88,52 @@ func (p *planner) formUnits() []*unit {
 		byKey[k] = append(byKey[k], tn)
 	}
 	slices.SortFunc(keys, compareKeys)
-	var out []*unit
-	for _, k := range keys {
+	// The units and their replicas are laid out in two arrays made once (a packing forms every
+	// unit of the pool again, and each trial of the steps after the choice packs the pool): each
+	// unit's replicas are a window of the second, its capacity the replicas it gets here, so that
+	// a later append to one unit's replicas moves them rather than write over the next unit's.
+	reps := make([]int, len(keys)) // replicas of each key
+	nu, nr := 0, 0
+	for i, k := range keys {
+		for _, tn := range byKey[k] {
+			reps[i] += tn.choice.replicas
+		}
+		nu, nr = nu+unitsFor(reps[i], k.share), nr+reps[i]
+	}
+	us, rs := make([]unit, nu), make([]replica, nr)
+	out := make([]*unit, 0, nu)
+	for i, k := range keys {
 		var cur *unit
+		left := reps[i] // replicas of k not yet in a unit
 		for _, tn := range byKey[k] {
 			for range tn.choice.replicas {
 				if cur == nil || len(cur.reps) == k.share {
-					cur = &unit{key: k, c: tn.choice}
+					n := left
+					if k.share > 0 {
+						n = min(n, k.share)
+					}
+					cur, us = &us[0], us[1:]
+					cur.key, cur.c, cur.reps, rs = k, tn.choice, rs[:0:n], rs[n:]
 					out = append(out, cur)
 				}
 				cur.reps = append(cur.reps, replica{tn: tn})
+				left--
 			}
 		}
 	}
 	return out
+}
+
+// unitsFor is how many units formUnits makes of n replicas of one group at share replicas a
+// unit: one for all of them where share is not positive.
+func unitsFor(n, share int) int {
+	switch {
+	case n <= 0:
+		return 0
+	case share <= 0:
+		return 1
+	}
+	return (n + share - 1) / share
 }
 
 var energyOrder = []v1.EnergyClass{v1.EnergyPerformance, v1.EnergyBalanced, v1.EnergyEfficiency}
@@ -160,7 +193,7 @@ func (p *planner) pack() error {
 	p.markUnplaced(unplaced)
 	for _, tn := range p.tenants {
 		if why, out := p.released[tn]; out {
-			tn.infeas = append(tn.infeas, v1.NewReason(v1.ReasonNoCapacity, "%s", why))
+			tn.infeas = append(tn.infeas, noCapacity(why))
 		}
 	}
 	p.spreadRedundant()
@@ -997,7 +1030,10 @@ func (p *planner) fillMIG(g *gpuPlan, b *gpu.Board, pats *patterns, bin []int, q
 	return nil
 }
 
-// markUnplaced marks the tenants of units that found no GPU: the pool ran out of capacity.
+// markUnplaced marks the tenants of units that found no GPU: the pool ran out of capacity. It
+// runs after every packing, also each trial packing of the steps after the choice, with
+// thousands of tenants short on an over-subscribed pool: the message's part that is the same for
+// every tenant is formatted once, and each message is written into one allocation of its size.
 func (p *planner) markUnplaced(units []*unit) {
 	short := map[*tenant]int{}
 	var order []*tenant
@@ -1009,6 +1045,9 @@ func (p *planner) markUnplaced(units []*unit) {
 			short[r.tn]++
 		}
 	}
+	if len(order) == 0 {
+		return
+	}
 	why := map[*tenant]string{}
 	for _, u := range units {
 		if b, ok := p.blocked[u]; ok {
@@ -1017,24 +1056,58 @@ func (p *planner) markUnplaced(units []*unit) {
 			}
 		}
 	}
-	var rules map[forbidKey]string
-	if len(order) > 0 {
-		rules = p.forbidRules()
-	}
-	canaries := 0
-	if len(order) > 0 {
-		canaries = p.canaries() // read once: it walks the fleet
-	}
+	rules := p.forbidRules()
+	canaries := p.canaries() // read once: it walks the fleet
+	tail := fmt.Sprintf(") found no free GPU: the pool has %d GPUs of which %d are canaries and %d held for the burst pool",
+		len(p.fleet), canaries, p.burst)
+	var b strings.Builder
+	var keys []forbidKey
 	for _, tn := range order {
-		msg := fmt.Sprintf("%d of %d replicas (%s on %s) found no free GPU: the pool has %d GPUs of which %d are canaries and %d held for the burst pool",
-			short[tn], tn.choice.replicas, tn.choice.label(), tn.choice.board.Name, len(p.fleet), canaries, p.burst)
-		if w := why[tn]; w != "" {
-			msg += "; free GPUs of the board were left, but " + w
+		head, replicas, label, board, w := strconv.Itoa(short[tn]), strconv.Itoa(tn.choice.replicas), tn.choice.label(), tn.choice.board.Name, why[tn]
+		keys = forbiddenKeys(keys[:0], tn, rules)
+		// the message's length, so that it is written into one allocation of its size
+		n := len(head) + len(" of ") + len(replicas) + len(" replicas (") + len(label) + len(" on ") + len(board) + len(tail)
+		if w != "" {
+			n += len(wasLeft) + len(w)
 		}
-
-		msg += forbiddenWhy(tn, rules)
-		tn.infeas = append(tn.infeas, v1.NewReason(v1.ReasonNoCapacity, "%s", msg))
+		for _, k := range keys {
+			n += len("; ") + len(k.kind) + len(" on ") + len(k.board) + len(notUsed) + len(rules[k])
+		}
+		b.Reset()
+		b.Grow(n)
+		b.WriteString(head)
+		b.WriteString(" of ")
+		b.WriteString(replicas)
+		b.WriteString(" replicas (")
+		b.WriteString(label)
+		b.WriteString(" on ")
+		b.WriteString(board)
+		b.WriteString(tail)
+		if w != "" {
+			b.WriteString(wasLeft)
+			b.WriteString(w)
+		}
+		for _, k := range keys {
+			b.WriteString("; ")
+			b.WriteString(string(k.kind))
+			b.WriteString(" on ")
+			b.WriteString(k.board)
+			b.WriteString(notUsed)
+			b.WriteString(rules[k])
+		}
+		tn.infeas = append(tn.infeas, noCapacity(b.String()))
 	}
+}
+
+// The fixed parts of markUnplaced's message.
+const (
+	wasLeft = "; free GPUs of the board were left, but "
+	notUsed = ", cheaper, was not used: "
+)
+
+// noCapacity is v1.NewReason(v1.ReasonNoCapacity, "%s", msg) without formatting msg again.
+func noCapacity(msg string) v1.Reason {
+	return v1.Reason{Code: v1.ReasonNoCapacity, Message: msg, Retryable: v1.ReasonNoCapacity.Retryable()}
 }
 
 // idleBoards lists the boards with idle pool GPUs and how many, "" when none.
@@ -1052,13 +1125,13 @@ func (p *planner) idleBoards() string {
 	return strings.Join(parts, ", ")
 }
 
-// forbiddenWhy says, for a tenant left short, which of its cheaper slice kinds a node rule kept
-// off the fleet (for it or for another tenant; see optimise), by rules (forbidRules), "" when none.
-func forbiddenWhy(tn *tenant, rules map[forbidKey]string) string {
+// forbiddenKeys appends to keys, for a tenant left short, its cheaper slice kinds that a node
+// rule kept off the fleet (for it or for another tenant; see optimise), by rules (forbidRules),
+// in board and kind order: what its message names, each with its rule.
+func forbiddenKeys(keys []forbidKey, tn *tenant, rules map[forbidKey]string) []forbidKey {
 	if len(rules) == 0 {
-		return ""
+		return keys
 	}
-	var keys []forbidKey
 	for _, c := range tn.feasible {
 		if c.cost >= tn.choice.cost-1e-9 {
 			continue
@@ -1069,22 +1142,20 @@ func forbiddenWhy(tn *tenant, rules map[forbidKey]string) string {
 		}
 	}
 	slices.SortFunc(keys, func(a, b forbidKey) int { return cmp.Or(cmp.Compare(a.board, b.board), cmp.Compare(a.kind, b.kind)) })
-	msg := ""
-	for _, k := range keys {
-		msg += fmt.Sprintf("; %s on %s, cheaper, was not used: %s", k.kind, k.board, rules[k])
-	}
-	return msg
+	return keys
 }
 
 // forbidRules is, for every slice kind on a board that optimise ruled out for some tenant or a
-// node rule keeps off the fleet, the first of its reasons in byte order: what forbiddenWhy
+// node rule keeps off the fleet, the first of its reasons in byte order: what forbiddenKeys
 // names. Built once for all the tenants a packing leaves short (it reads every tenant's rules).
 func (p *planner) forbidRules() map[forbidKey]string {
 	rules := map[forbidKey]string{}
-	for _, m := range slices.Concat(slices.Collect(maps.Values(p.forbid)), slices.Collect(maps.Values(p.nodeRule))) {
-		for k, r := range m {
-			if _, ok := rules[k]; !ok || r < rules[k] {
-				rules[k] = r
+	for _, all := range [2]map[*tenant]map[forbidKey]string{p.forbid, p.nodeRule} {
+		for _, m := range all {
+			for k, r := range m {
+				if old, ok := rules[k]; !ok || r < old {
+					rules[k] = r
+				}
 			}
 		}
 	}

@@ -170,12 +170,30 @@ func TestRescueLookupsMatchScans(t *testing.T) {
 		}
 	}
 	defer func() { placedOfCheck = nil }()
+	// and every answer holdsAlone reads off it (the GPUs of the short tenant's choice's key)
+	ownIndexed := 0
+	holdsAloneCheck = func(p *planner, tn *tenant, own map[string][]*gpuPlan, held bool) {
+		ownIndexed++
+		wantOwn, wantHeld := holdsAloneByScan(p, tn)
+		if held != wantHeld || len(own) != len(wantOwn) {
+			t.Errorf("during the rescue: %s holds alone %d board(s), any %v off the index; a scan finds %d, %v", tn.t.Name, len(own), held, len(wantOwn), wantHeld)
+		}
+		for b, gs := range wantOwn {
+			if !slices.Equal(own[b], gs) {
+				t.Errorf("during the rescue: %s holds alone %d GPU(s) of %s off the index, a scan finds %d", tn.t.Name, len(own[b]), b, len(gs))
+			}
+		}
+	}
+	defer func() { holdsAloneCheck = nil }()
 	if err := p.rescueShort(p.unplaced); err != nil {
 		t.Fatal(err)
 	}
-	placedOfCheck = nil
+	placedOfCheck, holdsAloneCheck = nil, nil
 	if indexed == 0 {
 		t.Fatal("the rescue read no placed units off its index")
+	}
+	if ownIndexed == 0 {
+		t.Fatal("the rescue asked holdsAlone nothing off its index") // TestRescueOnOwnGPUs: a tenant holding GPUs alone
 	}
 	if t.Failed() {
 		t.FailNow()

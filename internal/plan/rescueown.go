@@ -22,12 +22,17 @@ type heldGPU struct {
 // holdsAlone is, by board in fleet order, the pool GPUs on which every unit holds tn's replicas
 // only: those dropReplicas leaves idle when it takes tn off. A GPU that tn shares with another
 // tenant stays in use and frees nothing whole. held reports whether any pool GPU holds a
-// replica of tn (heldGPUs above nought), read in the same pass over the fleet.
+// replica of tn (heldGPUs above nought), read in the same pass over the GPUs. During a pass of
+// the rescue, which asks it once for each tenant still short after its other tries, only the
+// GPUs that have held a unit of tn's choice's group key since the pass began are read
+// (placedIndex): a short tenant's placed replicas are units of its choice (formUnits; a tenant
+// the rescue moves is packed anew on its new choice and not asked again), and reading every GPU
+// for each short tenant made the rescue of a large short fleet quadratic in its size.
 func (p *planner) holdsAlone(tn *tenant) (own map[string][]*gpuPlan, held bool) {
 	own = map[string][]*gpuPlan{}
-	for _, g := range p.gpus {
+	visit := func(g *gpuPlan) {
 		if g.role != v1.RolePool {
-			continue
+			return
 		}
 		any, alone := false, true
 		for u := range g.eachUnit {
@@ -44,8 +49,23 @@ func (p *planner) holdsAlone(tn *tenant) (own map[string][]*gpuPlan, held bool) 
 			own[g.fg.board.Name] = append(own[g.fg.board.Name], g)
 		}
 	}
+	if x := p.pidx; x != nil && tn.choice != nil && sameSlice(x.of, p.gpus) {
+		for _, i := range x.by[p.rkeyIDs().ofKey(keyOf(tn, tn.choice))+1] { // ascending: fleet order
+			visit(p.gpus[i])
+		}
+		if holdsAloneCheck != nil {
+			holdsAloneCheck(p, tn, own, held)
+		}
+		return own, held
+	}
+	for _, g := range p.gpus {
+		visit(g)
+	}
 	return own, held
 }
+
+// holdsAloneCheck, when set (tests), is called with each answer holdsAlone reads off the index.
+var holdsAloneCheck func(p *planner, tn *tenant, own map[string][]*gpuPlan, held bool)
 
 // holding saves the pool GPUs that hold a replica of tn, as they are (see heldGPU).
 func (p *planner) holding(tn *tenant) []heldGPU {

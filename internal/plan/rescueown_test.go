@@ -51,8 +51,23 @@ func TestRescueOnOwnGPUs(t *testing.T) {
 	for _, noOwn := range []bool{false, true} {
 		p, tn := shortOnOwn(t, noOwn)
 		n := tn.choice.replicas
-		if err := p.rescueShort(p.unplaced); err != nil {
+		// the GPUs it holds alone are read off the rescue's index: they must be the three a
+		// scan of the fleet finds
+		asked := 0
+		holdsAloneCheck = func(p *planner, x *tenant, own map[string][]*gpuPlan, held bool) {
+			asked++
+			wantOwn, wantHeld := holdsAloneByScan(p, x)
+			if held != wantHeld || len(own) != len(wantOwn) || !slices.Equal(own["H100-SXM5-80GB"], wantOwn["H100-SXM5-80GB"]) || len(wantOwn["H100-SXM5-80GB"]) != 3 {
+				t.Errorf("%s holds alone %v (any %v) off the index; a scan finds %v (%v), three H100s", x.t.Name, own, held, wantOwn, wantHeld)
+			}
+		}
+		err := p.rescueShort(p.unplaced)
+		holdsAloneCheck = nil
+		if err != nil {
 			t.Fatal(err)
+		}
+		if !noOwn && asked != 1 {
+			t.Errorf("the rescue asked holdsAlone off its index %d times, want 1", asked)
 		}
 		if noOwn {
 			if servedInFull(tn) {
