@@ -544,7 +544,9 @@ type confirmUndo struct {
 	gpus     []*gpuPlan
 	choice   []*cand
 	infeas   [][]v1.Reason
-	counts   map[*cand]int
+	// counts is every feasible and fallback candidate's replicas, in a slice rather than a map
+	// (a trial snapshots them all; setting one twice to the same count changes nothing).
+	counts []candCount
 	// the packing's rescue (rescueShort): its reasons and the units it found left
 	moved, unmoved, unmovedOwn, unmovedServed map[*tenant]string
 	unplaced                                  []*unit
@@ -555,15 +557,15 @@ func (p *planner) snapshot() confirmUndo {
 	for _, tn := range p.tenants {
 		n += len(tn.feasible) + len(tn.fixedFallback)
 	}
-	u := confirmUndo{forbid: p.forbid, nodeRule: p.nodeRule, nodeMPS: p.nodeMPS, gpus: p.gpus, counts: make(map[*cand]int, n), moved: p.moved, unmoved: p.unmoved, unmovedOwn: p.unmovedOwn, unmovedServed: p.unmovedServed, unplaced: p.unplaced}
+	u := confirmUndo{forbid: p.forbid, nodeRule: p.nodeRule, nodeMPS: p.nodeMPS, gpus: p.gpus, counts: make([]candCount, 0, n), moved: p.moved, unmoved: p.unmoved, unmovedOwn: p.unmovedOwn, unmovedServed: p.unmovedServed, unplaced: p.unplaced}
 	u.choice, u.infeas = make([]*cand, 0, len(p.tenants)), make([][]v1.Reason, 0, len(p.tenants))
 	for _, tn := range p.tenants {
 		u.choice, u.infeas = append(u.choice, tn.choice), append(u.infeas, tn.infeas)
 		for _, c := range tn.feasible {
-			u.counts[c] = c.replicas
+			u.counts = append(u.counts, candCount{c, c.replicas})
 		}
 		for _, c := range tn.fixedFallback {
-			u.counts[c] = c.replicas
+			u.counts = append(u.counts, candCount{c, c.replicas})
 		}
 	}
 	return u
@@ -576,9 +578,15 @@ func (u confirmUndo) restore(p *planner) {
 	for i, tn := range p.tenants {
 		tn.choice, tn.infeas = u.choice[i], u.infeas[i]
 	}
-	for c, n := range u.counts {
-		c.setReplicas(n)
+	for _, cc := range u.counts {
+		cc.c.setReplicas(cc.n)
 	}
+}
+
+// candCount is a candidate's replicas as a snapshot found them.
+type candCount struct {
+	c *cand
+	n int
 }
 
 // servedInFull counts the tenants with all their replicas placed.
