@@ -52,15 +52,16 @@ func (p *planner) moveServed(tn *tenant, short map[*tenant]bool, free map[string
 	// the GPUs are saved only once a search or the replay is about to change them: a search that
 	// ends before it drops a replica leaves every GPU as it was, and saving and restoring the
 	// whole fleet for it made the rescue's cost grow with short tenants times GPUs. Only the
-	// GPUs a search can change are saved (holdMoves): the idle ones and those of the tenants it
-	// takes off, each once; every search starts from the plan as it was, so a GPU saved by a
-	// later search is saved as it was too.
+	// GPUs that can change are saved (holdMoves), each once: those of the tenants a search or
+	// the replay takes off, and for the replay the idle ones (a search undoes each of its
+	// packings, undoTrial, the replay does not). Every search and the replay start from the plan
+	// as it was, so a GPU saved later is saved as it was too.
 	var held []heldGPU
 	holding := false
 	saved := make([]bool, len(p.gpus))
-	hold := func(ts []*tenant) {
+	hold := func(ts []*tenant, idle bool) {
 		holding = true
-		held = p.holdMoves(ts, held, saved)
+		held = p.holdMoves(ts, idle, held, saved)
 	}
 	choices := make([]*cand, len(p.tenants))
 	for i, t := range p.tenants {
@@ -104,7 +105,7 @@ func (p *planner) moveServed(tn *tenant, short map[*tenant]bool, free map[string
 		p.unmovedServed[tn] = first.why
 		return false, nil
 	}
-	hold(append([]*tenant{tn}, best.served...))
+	hold(append([]*tenant{tn}, best.served...), true)
 	ok, err := p.replayMoves(tn, best, free, pc, &newUnits)
 	if err != nil || !ok {
 		undo()
@@ -290,7 +291,7 @@ func (p *planner) servedOn(b string, tn *tenant, short map[*tenant]bool) []*tena
 // best is cut. It returns the set that leaves the most pool GPUs idle (nil when it found none,
 // but for greedy, whose why then says what was tried) and leaves the GPUs changed: it calls
 // hold with the tenants it takes off before it first changes them, and the caller restores them.
-func (p *planner) searchMoves(tn *tenant, c *cand, short map[*tenant]bool, free map[string][]*gpuPlan, pc *patternCache, greedy bool, best *moveResult, newUnits *[]*unit, hold func([]*tenant)) (*moveResult, error) {
+func (p *planner) searchMoves(tn *tenant, c *cand, short map[*tenant]bool, free map[string][]*gpuPlan, pc *patternCache, greedy bool, best *moveResult, newUnits *[]*unit, hold func([]*tenant, bool)) (*moveResult, error) {
 	b := c.board.Name
 	served := p.servedOn(b, tn, short)
 	otherIdle := false
@@ -317,7 +318,7 @@ func (p *planner) searchMoves(tn *tenant, c *cand, short map[*tenant]bool, free 
 		return out, nil
 	}
 	off := append([]*tenant{tn}, served...)
-	hold(off)
+	hold(off, false)
 	p.dropAll(off)
 	trial := p.freeGPUs()
 	var order []*tenant
@@ -501,9 +502,10 @@ func (p *planner) replayMoves(tn *tenant, r *moveResult, free map[string][]*gpuP
 // holdMoves adds to held, for restoreHeld, the GPUs that taking the tenants of ts off and
 // packing moves can change and that saved (by position in the fleet) does not mark yet, as they
 // are (see heldGPU): the pool GPUs that hold a replica of a tenant of ts (dropAll takes them
-// off) and the idle ones (packBucket takes only those, from freeGPUs). No other GPU changes in
-// a search or a replay of moves.
-func (p *planner) holdMoves(ts []*tenant, held []heldGPU, saved []bool) []heldGPU {
+// off) and, with idle, the idle ones (packBucket takes only those, from freeGPUs). No other GPU
+// changes in a search or a replay of moves; a search, which undoes each packing as it goes
+// (undoTrial), needs no idle GPU saved.
+func (p *planner) holdMoves(ts []*tenant, idle bool, held []heldGPU, saved []bool) []heldGPU {
 	in := make(map[*tenant]bool, len(ts))
 	for _, t := range ts {
 		in[t] = true
@@ -514,6 +516,9 @@ func (p *planner) holdMoves(ts []*tenant, held []heldGPU, saved []bool) []heldGP
 		}
 		switch g.role {
 		case v1.RoleIdle:
+			if !idle {
+				continue
+			}
 		case v1.RolePool:
 			off := false
 			for u := range g.eachUnit {

@@ -455,7 +455,7 @@ func TestMoveServedRestoresTheFleet(t *testing.T) {
 	// t5 and the tenants served on its board taken off, each packed on the first board with idle
 	// GPUs among its candidates and left there, then what holdMoves saved put back
 	off := append([]*tenant{t5}, p.servedOn(t5.choice.board.Name, t5, short)...)
-	held := p.holdMoves(off, nil, make([]bool, len(p.gpus)))
+	held := p.holdMoves(off, true, nil, make([]bool, len(p.gpus)))
 	p.dropAll(off)
 	trial := p.freeGPUs()
 	pc, packed := newPatternCache(), 0
