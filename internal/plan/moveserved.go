@@ -51,19 +51,24 @@ func (p *planner) moveServed(tn *tenant, short map[*tenant]bool, free map[string
 	}
 	// the GPUs are saved only once a search or the replay is about to change them: a search that
 	// ends before it drops a replica leaves every GPU as it was, and saving and restoring the
-	// whole fleet for it made the rescue's cost grow with short tenants times GPUs
+	// whole fleet for it made the rescue's cost grow with short tenants times GPUs. Only the
+	// GPUs that can change are saved (holdMoves), each once: those of the tenants a search or
+	// the replay takes off, and for the replay the idle ones (a search undoes each of its
+	// packings, undoTrial, the replay does not). Every search and the replay start from the plan
+	// as it was, so a GPU saved later is saved as it was too.
 	var held []heldGPU
-	hold := func() {
-		if held == nil {
-			held = p.holdAll()
-		}
+	holding := false
+	saved := make([]bool, len(p.gpus))
+	hold := func(ts []*tenant, idle bool) {
+		holding = true
+		held = p.holdMoves(ts, idle, held, saved)
 	}
 	choices := make([]*cand, len(p.tenants))
 	for i, t := range p.tenants {
 		choices[i] = t.choice
 	}
 	undo := func() {
-		if held != nil {
+		if holding {
 			p.restoreHeld(held)
 		}
 		for i, t := range p.tenants {
@@ -100,7 +105,7 @@ func (p *planner) moveServed(tn *tenant, short map[*tenant]bool, free map[string
 		p.unmovedServed[tn] = first.why
 		return false, nil
 	}
-	hold()
+	hold(append([]*tenant{tn}, best.served...), true)
 	ok, err := p.replayMoves(tn, best, free, pc, &newUnits)
 	if err != nil || !ok {
 		undo()
@@ -285,8 +290,8 @@ func (p *planner) servedOn(b string, tn *tenant, short map[*tenant]bool) []*tena
 // other packing counts against moveTries. A branch that can no longer leave more GPUs idle than
 // best is cut. It returns the set that leaves the most pool GPUs idle (nil when it found none,
 // but for greedy, whose why then says what was tried) and leaves the GPUs changed: it calls
-// hold before it first changes them, and the caller restores them.
-func (p *planner) searchMoves(tn *tenant, c *cand, short map[*tenant]bool, free map[string][]*gpuPlan, pc *patternCache, greedy bool, best *moveResult, newUnits *[]*unit, hold func()) (*moveResult, error) {
+// hold with the tenants it takes off before it first changes them, and the caller restores them.
+func (p *planner) searchMoves(tn *tenant, c *cand, short map[*tenant]bool, free map[string][]*gpuPlan, pc *patternCache, greedy bool, best *moveResult, newUnits *[]*unit, hold func([]*tenant, bool)) (*moveResult, error) {
 	b := c.board.Name
 	served := p.servedOn(b, tn, short)
 	otherIdle := false
@@ -312,8 +317,9 @@ func (p *planner) searchMoves(tn *tenant, c *cand, short map[*tenant]bool, free 
 		out.why = fmt.Sprintf("none of the %d tenant(s) served in full on %s's pool GPUs has a candidate on another board with idle pool GPUs, so none was moved to make room", len(served), b)
 		return out, nil
 	}
-	hold()
-	p.dropAll(append([]*tenant{tn}, served...))
+	off := append([]*tenant{tn}, served...)
+	hold(off, false)
+	p.dropAll(off)
 	trial := p.freeGPUs()
 	var order []*tenant
 	for _, o := range served {
@@ -491,6 +497,51 @@ func (p *planner) replayMoves(tn *tenant, r *moveResult, free map[string][]*gpuP
 	}
 	tn.choice = r.c
 	return true, nil
+}
+
+// holdMoves adds to held, for restoreHeld, the GPUs that taking the tenants of ts off and
+// packing moves can change and that saved (by position in the fleet) does not mark yet, as they
+// are (see heldGPU): the pool GPUs that hold a replica of a tenant of ts (dropAll takes them
+// off) and, with idle, the idle ones (packBucket takes only those, from freeGPUs). No other GPU
+// changes in a search or a replay of moves; a search, which undoes each packing as it goes
+// (undoTrial), needs no idle GPU saved.
+func (p *planner) holdMoves(ts []*tenant, idle bool, held []heldGPU, saved []bool) []heldGPU {
+	in := make(map[*tenant]bool, len(ts))
+	for _, t := range ts {
+		in[t] = true
+	}
+	for i, g := range p.gpus {
+		if saved[i] {
+			continue
+		}
+		switch g.role {
+		case v1.RoleIdle:
+			if !idle {
+				continue
+			}
+		case v1.RolePool:
+			off := false
+			for u := range g.eachUnit {
+				if slices.ContainsFunc(u.reps, func(r replica) bool { return in[r.tn] }) {
+					off = true
+					break
+				}
+			}
+			if !off {
+				continue
+			}
+		default:
+			continue
+		}
+		saved[i] = true
+		h := heldGPU{g: g, was: *g, reps: map[*unit][]replica{}}
+		h.was.insts = slices.Clone(g.insts)
+		for u := range g.eachUnit {
+			h.reps[u] = slices.Clone(u.reps)
+		}
+		held = append(held, h)
+	}
+	return held
 }
 
 // holdAll saves every GPU of the plan as it is (see heldGPU), idle ones included, for

@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -347,4 +348,137 @@ func TestMovePassShrinksWithPool(t *testing.T) {
 	if !told {
 		t.Errorf("no short tenant's reason names the %d packings of a pass", pass)
 	}
+}
+
+// fleetState is every GPU of p as the move of served tenants can leave it, field by field
+// (role, mode, whole unit, MIG instances, each unit's replicas and tensor-parallel group), the
+// nodes' uses and each tenant's choice, for comparing the fleet before and after.
+type fleetState struct {
+	gpus    []gpuFields
+	nodeUse map[string]map[string]migUse
+	choices []*cand
+}
+
+type gpuFields struct {
+	name  string
+	role  v1.Role
+	mode  v1.Mode
+	whole *unit
+	insts []placedInst
+	reps  map[*unit][]replica
+	tp    map[*unit]v1.TensorParallel
+}
+
+func fleetStateOf(p *planner) fleetState {
+	s := fleetState{nodeUse: map[string]map[string]migUse{}}
+	for _, g := range p.gpus {
+		gs := gpuFields{name: fmt.Sprintf("%s/%d", g.fg.ref.Node, g.fg.ref.Index), role: g.role, mode: g.mode, whole: g.whole, insts: slices.Clone(g.insts), reps: map[*unit][]replica{}, tp: map[*unit]v1.TensorParallel{}}
+		for _, u := range g.units() {
+			gs.reps[u] = slices.Clone(u.reps)
+			gs.tp[u] = u.tp
+		}
+		s.gpus = append(s.gpus, gs)
+	}
+	for n, use := range p.nodeUse {
+		if len(use) > 0 {
+			s.nodeUse[n] = maps.Clone(use)
+		}
+	}
+	for _, tn := range p.tenants {
+		s.choices = append(s.choices, tn.choice)
+	}
+	return s
+}
+
+// A search for served tenants to move that finds no set leaves the fleet exactly as it was:
+// rnd-301's t5-qwen2-5-72b, short on H200 (TestMoveServedSaysWhatWasTried), has the tenants
+// served there taken off, two of them packed onto idle GPUs of other boards, and all of it
+// undone. moveServed saves only the GPUs a search can change (holdMoves); after it every GPU
+// (role, mode, units, MIG instances, replicas), every node's uses and every tenant's choice are
+// as before, and so is the set of idle GPUs the rescue goes on with.
+func TestMoveServedRestoresTheFleet(t *testing.T) {
+	pool := loadPool(t, "../../cmd/gpupool/testdata/review/random/rnd-301.yaml")
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ctx = context.Background()
+	p.noMoveServed = true
+	p.evaluate()
+	if err := p.optimise(); err != nil {
+		t.Fatal(err)
+	}
+	p.noMoveServed = false
+	short := map[*tenant]bool{}
+	var t5 *tenant
+	for _, tn := range p.tenants {
+		if !servedInFull(tn) {
+			short[tn] = true
+		}
+		if tn.t.Name == "t5-qwen2-5-72b" {
+			t5 = tn
+		}
+	}
+	if t5 == nil || !short[t5] {
+		t.Fatalf("t5-qwen2-5-72b is not short without the move of served tenants")
+	}
+	free := p.freeGPUs()
+	idleWas := idleCounts(free)
+	before := fleetStateOf(p)
+	ok, err := p.moveServed(t5, short, free, newPatternCache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok || !strings.Contains(p.unmovedServed[t5], "all moves undone") {
+		t.Fatalf("moveServed seated t5 (%v) or moved nothing to undo: %q", ok, p.unmovedServed[t5])
+	}
+	same := func(stage string) {
+		t.Helper()
+		after := fleetStateOf(p)
+		for i := range before.gpus {
+			if b, a := before.gpus[i], after.gpus[i]; !reflect.DeepEqual(b, a) {
+				t.Errorf("%s: GPU %s is %+v; before: %+v", stage, b.name, a, b)
+			}
+		}
+		if !reflect.DeepEqual(before.nodeUse, after.nodeUse) {
+			t.Errorf("%s: node uses differ from before", stage)
+		}
+		if !slices.Equal(before.choices, after.choices) {
+			t.Errorf("%s: choices differ from before", stage)
+		}
+		if !maps.Equal(idleWas, idleCounts(p.freeGPUs())) || !maps.Equal(idleWas, idleCounts(free)) {
+			t.Errorf("%s: idle GPUs %v (free %v), before %v", stage, idleCounts(p.freeGPUs()), idleCounts(free), idleWas)
+		}
+	}
+	same("after the search")
+	// a replay of moves that fails leaves its packings on the idle GPUs for the restore to undo:
+	// t5 and the tenants served on its board taken off, each packed on the first board with idle
+	// GPUs among its candidates and left there, then what holdMoves saved put back
+	off := append([]*tenant{t5}, p.servedOn(t5.choice.board.Name, t5, short)...)
+	held := p.holdMoves(off, true, nil, make([]bool, len(p.gpus)))
+	p.dropAll(off)
+	trial := p.freeGPUs()
+	pc, packed := newPatternCache(), 0
+	for _, o := range off {
+		for _, c := range o.feasible {
+			if countFree(trial[c.board.Name]) == 0 {
+				continue
+			}
+			units := soloUnits(o, c)
+			left, err := p.packBucket(units, trial, pc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range units {
+				delete(p.blocked, u)
+			}
+			packed += len(units) - len(left)
+			break
+		}
+	}
+	if len(off) < 2 || packed == 0 {
+		t.Fatalf("%d tenant(s) taken off, %d unit(s) packed on idle GPUs: nothing to restore", len(off), packed)
+	}
+	p.restoreHeld(held)
+	same("after a replay's packings are undone")
 }
