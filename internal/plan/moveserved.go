@@ -534,12 +534,7 @@ func (p *planner) holdMoves(ts []*tenant, idle bool, held []heldGPU, saved []boo
 			continue
 		}
 		saved[i] = true
-		h := heldGPU{g: g, was: *g, reps: map[*unit][]replica{}}
-		h.was.insts = slices.Clone(g.insts)
-		for u := range g.eachUnit {
-			h.reps[u] = slices.Clone(u.reps)
-		}
-		held = append(held, h)
+		held = append(held, holdGPU(g))
 	}
 	return held
 }
@@ -549,12 +544,7 @@ func (p *planner) holdMoves(ts []*tenant, idle bool, held []heldGPU, saved []boo
 func (p *planner) holdAll() []heldGPU {
 	out := make([]heldGPU, 0, len(p.gpus))
 	for _, g := range p.gpus {
-		h := heldGPU{g: g, was: *g, reps: map[*unit][]replica{}}
-		h.was.insts = slices.Clone(g.insts)
-		for _, u := range g.units() {
-			h.reps[u] = slices.Clone(u.reps)
-		}
-		out = append(out, h)
+		out = append(out, holdGPU(g))
 	}
 	return out
 }

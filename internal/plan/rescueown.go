@@ -74,20 +74,24 @@ func (p *planner) holding(tn *tenant) []heldGPU {
 		if g.role != v1.RolePool {
 			continue
 		}
-		us := g.units()
-		if !slices.ContainsFunc(us, func(u *unit) bool {
+		if !slices.ContainsFunc(g.units(), func(u *unit) bool {
 			return slices.ContainsFunc(u.reps, func(r replica) bool { return r.tn == tn })
 		}) {
 			continue
 		}
-		h := heldGPU{g: g, was: *g, reps: map[*unit][]replica{}}
-		h.was.insts = slices.Clone(g.insts)
-		for _, u := range us {
-			h.reps[u] = slices.Clone(u.reps)
-		}
-		out = append(out, h)
+		out = append(out, holdGPU(g))
 	}
 	return out
+}
+
+// holdGPU saves g as it is, its instances and each unit's replicas copied, for restoreHeld.
+func holdGPU(g *gpuPlan) heldGPU {
+	h := heldGPU{g: g, was: *g, reps: map[*unit][]replica{}}
+	h.was.insts = slices.Clone(g.insts)
+	for u := range g.eachUnit {
+		h.reps[u] = slices.Clone(u.reps)
+	}
+	return h
 }
 
 // restoreHeld puts the GPUs of held back as holding saved them, and their nodes' uses. The
