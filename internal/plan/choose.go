@@ -837,6 +837,8 @@ func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
 		tn *tenant
 		to *cand   // leaveTo as the leavers were listed
 		d  float64 // objective change per replica when it leaves alone
+		// all is the objective's change when it leaves alone (leaveTo's, moveDelta's to the bit)
+		all float64
 	}
 	type undo struct {
 		tn  *tenant
@@ -858,9 +860,8 @@ func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
 			if tn.choice.replicas > rest {
 				continue // it would leave a unit part-filled again
 			}
-			if to := p.leaveTo(f, tn); to != tn.choice {
-				d := f.moveDelta(k, tn.choice, -tn.choice.replicas, p.ids.of(tn, to), to, to.replicas)
-				ls = append(ls, leave{tn, to, d / float64(tn.choice.replicas)})
+			if to, d := p.leaveTo(f, tn); to != tn.choice {
+				ls = append(ls, leave{tn, to, d / float64(tn.choice.replicas), d})
 			}
 		}
 		slices.SortStableFunc(ls, func(a, b leave) int { return cmp.Compare(a.d, b.d) })
@@ -872,14 +873,14 @@ func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
 				break
 			}
 			tn := l.tn
-			to := l.to
+			to, d := l.to, l.all
 			if f.moves != listed {
-				to = p.leaveTo(f, tn) // again: those gone before may have changed its best
+				to, d = p.leaveTo(f, tn) // again: those gone before may have changed its best
 			}
 			if to == tn.choice {
 				continue
 			}
-			total += f.moveDelta(k, tn.choice, -tn.choice.replicas, p.ids.of(tn, to), to, to.replicas)
+			total += d
 			done = append(done, undo{tn, tn.choice})
 			rest -= tn.choice.replicas
 			p.switchTo(f, tn, to)
@@ -979,8 +980,9 @@ type stayed struct {
 }
 
 // leaveTo is the allowed candidate on tn's board, other than its current one, that raises the
-// objective least (tn's choice when there is none).
-func (p *planner) leaveTo(f *fractional, tn *tenant) *cand {
+// objective least (tn's choice when there is none), and the objective's change when tn moves to
+// it: joinBelow's value, which is joinDelta's and so moveDelta's to the bit (+Inf when none).
+func (p *planner) leaveTo(f *fractional, tn *tenant) (*cand, float64) {
 	old := p.ids.of(tn, tn.choice)
 	best, bestD := tn.choice, math.Inf(1)
 	sc := p.searchOf(tn)
@@ -1000,7 +1002,7 @@ func (p *planner) leaveTo(f *fractional, tn *tenant) *cand {
 			best, bestD = e.c, d
 		}
 	}
-	return best
+	return best, bestD
 }
 
 func (p *planner) switchTo(f *fractional, tn *tenant, c *cand) {
