@@ -50,10 +50,23 @@ type keyIDs struct {
 	// uses numbers the board and MIG profile keys (useKey) of the search's candidates
 	// (useOf), so that fixedUses finds a fixed profile's candidates without reading them.
 	uses map[string]int32
+	// ways numbers the sharing settings of MIG candidates (wayOf), so that fixedUses compares a
+	// candidate's with the one fixed for its profile without reading the candidate.
+	ways map[migUse]int32
 }
 
 func newKeyIDs() *keyIDs {
-	return &keyIDs{id: map[groupKey]int{}, bid: map[bucketKey]int{}, uses: map[string]int32{}}
+	return &keyIDs{id: map[groupKey]int{}, bid: map[bucketKey]int{}, uses: map[string]int32{}, ways: map[migUse]int32{}}
+}
+
+// wayOf is the number of sharing setting u.
+func (ids *keyIDs) wayOf(u migUse) int32 {
+	id, ok := ids.ways[u]
+	if !ok {
+		id = int32(len(ids.ways))
+		ids.ways[u] = id
+	}
+	return id
 }
 
 // useOf is the number of useKey(c) for a MIG candidate c, kept on c.
@@ -368,8 +381,9 @@ type searchCand struct {
 	// are handed out in the order asked, and the order of groups elsewhere follows them.
 	kid      int32
 	replicas int32
-	// use is the number of a MIG candidate's useKey (keyIDs.useOf), -1 for the others.
-	use int32
+	// use is the number of a MIG candidate's useKey (keyIDs.useOf), -1 for the others; way, the
+	// number of a MIG candidate's sharing setting, migUse{kind, share} (keyIDs.wayOf).
+	use, way int32
 	// tpf is the GPUs of one unit of a whole-GPU candidate (its tensor-parallel degree, at least
 	// 1); memFrac, compFrac and unitFrac are c's.
 	tpf, memFrac, compFrac, unitFrac float64
@@ -390,38 +404,87 @@ func unitGPUs(c *cand) float64 { return float64(max(c.tp, 1)) }
 //
 // An entry filled before for the same candidate at the same place, with the same replicas, is
 // kept but for its flags: the other fields are the candidate's, which do not change once it is
-// made, and a group's number, once handed out, stays that group's.
+// made, and a group's number, once handed out, stays that group's. A tenant whose entries are
+// all kept so and whose flags are all false, with no forbidden kinds and no sharing setting that
+// could rule out its entries, keeps them without reading its candidates (kept).
 func (p *planner) searchCands() {
 	p.scGen++
+	set := replicasSet.Load()
 	for _, tn := range p.tenants {
-		old := tn.sc
-		sc, fb := tn.sc[:0], p.forbid[tn]
-		if cap(sc) < len(tn.feasible) {
-			sc = make([]searchCand, 0, len(tn.feasible)) // old's entries are copied over
+		if !p.kept(tn, set) {
+			p.fillSearch(tn, set)
 		}
+	}
+}
+
+// kept reports whether tn's search candidates are what fillSearch would fill them with, and
+// makes them so where that is only their flags falling to false: its feasible candidates are the
+// ones they were filled from, at the same places; no candidate's replicas have changed since
+// (set); it has no forbidden kinds; and no sharing setting is fixed or it has no MIG entry. Then
+// every flag is false, as fillSearch would set it, and the rest is kept as fillSearch keeps it.
+func (p *planner) kept(tn *tenant, set uint64) bool {
+	if tn.scSet != set || len(tn.sc) != len(tn.feasible) || len(p.forbid[tn]) > 0 || (tn.scUses != 0 && len(p.keep) > 0) {
+		return false
+	}
+	sc := tn.sc
+	for i, c := range tn.feasible {
+		if sc[i].c != c {
+			return false
+		}
+	}
+	if tn.scForbid || tn.scRuled {
+		for i := range sc {
+			sc[i].forbidden, sc[i].disallowed = false, false
+		}
+	}
+	if !tn.scNumbered { // numbered stays so: a group's number, once handed out, is kept
 		numbered := true
-		for i, c := range tn.feasible {
-			if i < len(old) && old[i].c == c && old[i].replicas == int32(c.replicas) {
-				e := old[i] // sc[i] itself where sc has i entries and shares old's array
-				e.forbidden, e.disallowed = fb != nil && forbiddenIn(fb, c), !p.allowed(c)
-				sc = append(sc, e)
-				numbered = numbered && e.kid >= 0
-				continue
-			}
-			e := searchCand{c: c, board: c.board, kid: -1, replicas: int32(c.replicas), tpf: unitGPUs(c), memFrac: c.memFrac, compFrac: c.compFrac,
+		for i := range sc {
+			numbered = numbered && sc[i].kid >= 0
+		}
+		tn.scNumbered = numbered
+	}
+	tn.scFrom, tn.scForbid, tn.scRuled = tn.feasible, false, false
+	return true
+}
+
+// useBit is the bit of use number u in tenant.scUses: bit u, the last one for all from 63 on.
+func useBit(u int32) uint64 { return 1 << min(u, 63) }
+
+// fillSearch fills tn's search candidates (searchCands) from its candidates; set is
+// replicasSet now.
+func (p *planner) fillSearch(tn *tenant, set uint64) {
+	old := tn.sc
+	sc, fb := tn.sc[:0], p.forbid[tn]
+	if cap(sc) < len(tn.feasible) {
+		sc = make([]searchCand, 0, len(tn.feasible)) // old's entries are copied over
+	}
+	numbered, forbid, ruled, uses := true, false, false, uint64(0)
+	for i, c := range tn.feasible {
+		var e searchCand
+		if i < len(old) && old[i].c == c && old[i].replicas == int32(c.replicas) {
+			e = old[i] // sc[i] itself where sc has i entries and shares old's array
+			e.forbidden, e.disallowed = fb != nil && forbiddenIn(fb, c), !p.allowed(c)
+		} else {
+			e = searchCand{c: c, board: c.board, kid: -1, replicas: int32(c.replicas), tpf: unitGPUs(c), memFrac: c.memFrac, compFrac: c.compFrac,
 				unitFrac: c.unitFrac, whole: c.whole(), mig: c.profile != nil, forbidden: fb != nil && forbiddenIn(fb, c), disallowed: !p.allowed(c)}
 			if c.kidFor == tn && c.kidIn == p.ids {
 				e.kid = int32(c.kid)
 			}
 			e.use = -1
 			if e.mig {
-				e.use = p.ids.useOf(c)
+				e.use, e.way = p.ids.useOf(c), p.ids.wayOf(migUse{kind: c.kind, share: c.share})
 			}
-			sc = append(sc, e)
-			numbered = numbered && e.kid >= 0
 		}
-		tn.sc, tn.scFrom, tn.scNumbered = sc, tn.feasible, numbered
+		sc = append(sc, e)
+		numbered = numbered && e.kid >= 0
+		forbid, ruled = forbid || e.forbidden, ruled || e.disallowed
+		if e.mig {
+			uses |= useBit(e.use)
+		}
 	}
+	tn.sc, tn.scFrom, tn.scNumbered = sc, tn.feasible, numbered
+	tn.scSet, tn.scForbid, tn.scRuled, tn.scUses = set, forbid, ruled, uses
 }
 
 // kidOf is the number of e's group for tn, kept on e.
@@ -457,18 +520,33 @@ func (p *planner) numberAll(tn *tenant, sc []searchCand) {
 // MIG profiles fixed (useKey) were added to p.keep. Settings are only ever added to the map the
 // search holds (consistent), never changed, so only the candidates of those profiles can change
 // (the others keep what allowed said when their flags were last set).
+//
+// allowed's answer for an entry of a fixed profile is whether its sharing setting is the one
+// fixed, which the entries and the settings carry as numbers (way), so the candidates are not
+// read; a tenant none of whose MIG entries has a profile fixed (tenant.scUses) is passed over.
 func (p *planner) fixedUses(fixed []string) {
 	p.scGen++
 	ids := make([]int32, 0, len(fixed))
+	ways := make([]int32, 0, len(fixed))
+	var bits uint64
 	for _, k := range fixed {
 		if id, ok := p.ids.uses[k]; ok {
-			ids = append(ids, id)
+			ids, ways = append(ids, id), append(ways, p.ids.wayOf(p.keep[k]))
+			bits |= useBit(id)
 		} // a key no search candidate has: none of them changes
 	}
 	for _, tn := range p.tenants {
+		if tn.scUses&bits == 0 {
+			continue
+		}
 		for i := range tn.sc {
-			if e := &tn.sc[i]; e.mig && slices.Contains(ids, e.use) {
-				e.disallowed = !p.allowed(e.c)
+			e := &tn.sc[i]
+			if !e.mig {
+				continue
+			}
+			if j := slices.Index(ids, e.use); j >= 0 {
+				e.disallowed = e.way != ways[j]
+				tn.scRuled = tn.scRuled || e.disallowed
 			}
 		}
 	}
@@ -759,6 +837,8 @@ func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
 		tn *tenant
 		to *cand   // leaveTo as the leavers were listed
 		d  float64 // objective change per replica when it leaves alone
+		// all is the objective's change when it leaves alone (leaveTo's, moveDelta's to the bit)
+		all float64
 	}
 	type undo struct {
 		tn  *tenant
@@ -780,9 +860,8 @@ func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
 			if tn.choice.replicas > rest {
 				continue // it would leave a unit part-filled again
 			}
-			if to := p.leaveTo(f, tn); to != tn.choice {
-				d := f.moveDelta(k, tn.choice, -tn.choice.replicas, p.ids.of(tn, to), to, to.replicas)
-				ls = append(ls, leave{tn, to, d / float64(tn.choice.replicas)})
+			if to, d := p.leaveTo(f, tn); to != tn.choice {
+				ls = append(ls, leave{tn, to, d / float64(tn.choice.replicas), d})
 			}
 		}
 		slices.SortStableFunc(ls, func(a, b leave) int { return cmp.Compare(a.d, b.d) })
@@ -794,14 +873,14 @@ func (p *planner) emptyLastUnits(f *fractional, failed map[int]int) bool {
 				break
 			}
 			tn := l.tn
-			to := l.to
+			to, d := l.to, l.all
 			if f.moves != listed {
-				to = p.leaveTo(f, tn) // again: those gone before may have changed its best
+				to, d = p.leaveTo(f, tn) // again: those gone before may have changed its best
 			}
 			if to == tn.choice {
 				continue
 			}
-			total += f.moveDelta(k, tn.choice, -tn.choice.replicas, p.ids.of(tn, to), to, to.replicas)
+			total += d
 			done = append(done, undo{tn, tn.choice})
 			rest -= tn.choice.replicas
 			p.switchTo(f, tn, to)
@@ -901,8 +980,9 @@ type stayed struct {
 }
 
 // leaveTo is the allowed candidate on tn's board, other than its current one, that raises the
-// objective least (tn's choice when there is none).
-func (p *planner) leaveTo(f *fractional, tn *tenant) *cand {
+// objective least (tn's choice when there is none), and the objective's change when tn moves to
+// it: joinBelow's value, which is joinDelta's and so moveDelta's to the bit (+Inf when none).
+func (p *planner) leaveTo(f *fractional, tn *tenant) (*cand, float64) {
 	old := p.ids.of(tn, tn.choice)
 	best, bestD := tn.choice, math.Inf(1)
 	sc := p.searchOf(tn)
@@ -922,7 +1002,7 @@ func (p *planner) leaveTo(f *fractional, tn *tenant) *cand {
 			best, bestD = e.c, d
 		}
 	}
-	return best
+	return best, bestD
 }
 
 func (p *planner) switchTo(f *fractional, tn *tenant, c *cand) {

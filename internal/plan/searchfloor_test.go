@@ -116,8 +116,13 @@ func testJoinBelowFloor(t *testing.T, p *planner, rng *rand.Rand) {
 							}
 						}
 					}
-					if got, want := p.leaveTo(f, tn), p.leaveToEvery(f, tn); got != want {
-						t.Fatalf("caps %.1f, vector %v: %s: leaveTo %s, every candidate %s", share, vector, tn.t.Name, got.label(), want.label())
+					if got, d := p.leaveTo(f, tn); got != p.leaveToEvery(f, tn) {
+						t.Fatalf("caps %.1f, vector %v: %s: leaveTo %s, every candidate %s", share, vector, tn.t.Name, got.label(), p.leaveToEvery(f, tn).label())
+					} else if got != tn.choice {
+						// the change emptyLastUnits adds up, as moveDelta weighs it
+						if md := f.moveDelta(old, tn.choice, -tn.choice.replicas, p.ids.of(tn, got), got, got.replicas); math.Float64bits(d) != math.Float64bits(md) {
+							t.Fatalf("caps %.1f, vector %v: %s to %s: leaveTo's change %v, moveDelta %v", share, vector, tn.t.Name, got.label(), d, md)
+						}
 					}
 					if got, want := p.weighMoves(f, tn, true), p.weighEvery(f, tn, true); got != want {
 						t.Fatalf("caps %.1f, vector %v: %s: forced weighMoves %s, every candidate %s", share, vector, tn.t.Name, got.label(), want.label())
@@ -315,7 +320,7 @@ func TestSearchCandsKept(t *testing.T) {
 			want := searchCand{c: c, board: c.board, kid: int32(p.ids.of(tn, c)), replicas: int32(c.replicas), tpf: unitGPUs(c), memFrac: c.memFrac, compFrac: c.compFrac,
 				unitFrac: c.unitFrac, whole: c.whole(), mig: c.profile != nil, forbidden: p.forbidden(tn, c), disallowed: !p.allowed(c), use: -1}
 			if want.mig {
-				want.use = p.ids.useOf(c)
+				want.use, want.way = p.ids.useOf(c), p.ids.wayOf(migUse{kind: c.kind, share: c.share})
 			}
 			if e.kid < 0 {
 				e.kid = int32(p.kidOf(tn, &tn.sc[i]))

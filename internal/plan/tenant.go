@@ -64,6 +64,12 @@ type tenant struct {
 	sc         []searchCand
 	scFrom     []*cand
 	scNumbered bool
+	// scSet is replicasSet when sc was filled from its candidates; scForbid and scRuled say that
+	// an entry of sc may be forbidden or disallowed; scUses has the bits useBit of the use numbers
+	// of its MIG entries, none without (searchCands, fixedUses).
+	scSet             uint64
+	scForbid, scRuled bool
+	scUses            uint64
 	// stay is when the local search last found no move for it (bestMove).
 	stay stayed
 }
