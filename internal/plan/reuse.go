@@ -2,8 +2,9 @@ package plan
 
 // reusedMaps are maps that steps run on every packing (pack runs once per choice the
 // optimisation tries) would otherwise build from empty each time, growing them entry by entry:
-// spreadRedundant's index of the units (rebuilt after each replica it moves to another GPU) and
-// the compaction's indexes. Each is handed out empty (cleared), keeping the room it grew to, and
+// spreadRedundant's index of the units (rebuilt after each replica it moves to another GPU),
+// the compaction's indexes, and takeGroup's count of free GPUs per node (once per
+// tensor-parallel unit). Each is handed out empty (cleared), keeping the room it grew to, and
 // is valid only until it is handed out again; no result keeps one.
 type reusedMaps struct {
 	// spreadWhere and spreadByKey are spreadRedundant's index: each unit's GPU, and the units by
@@ -18,6 +19,10 @@ type reusedMaps struct {
 	compactUnits  map[*tenant][]*unit
 	compactByNode map[string][]*gpuPlan
 	compactPos    map[*gpuPlan]int
+	// takeCount and takeOrder are takeGroup's free GPUs per node and the nodes in order of
+	// their first free GPU, for one call.
+	takeCount map[string]int
+	takeOrder []string
 }
 
 // spreadIndex hands out spreadRedundant's index maps, empty: where with room for at least
@@ -51,4 +56,14 @@ func truncateAll[K comparable, V any](m map[K][]V) {
 		clear(vs)
 		m[k] = vs[:0]
 	}
+}
+
+// nodeCounts hands out takeGroup's count, empty, and its order, truncated (the caller stores
+// the order it grew back in takeOrder).
+func (r *reusedMaps) nodeCounts() (map[string]int, []string) {
+	if r.takeCount == nil {
+		r.takeCount = map[string]int{}
+	}
+	clear(r.takeCount)
+	return r.takeCount, r.takeOrder[:0]
 }

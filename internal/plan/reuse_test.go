@@ -89,11 +89,16 @@ func TestReusedMapsHandedOutEmpty(t *testing.T) {
 	where[u], byKey[u.key] = g, append(byKey[u.key], u)
 	cw, cu, cn, cp := r.compactIndex(4)
 	cw[u], cu[tn], cn["n"], cp[g] = g, append(cu[tn], u), append(cn["n"], g), 1
+	count, order := r.nodeCounts()
+	count["n"], r.takeOrder = 2, append(order, "n")
 	kept := [][]*unit{byKey[u.key], cu[tn]}
 	keptG := cn["n"]
 
 	where, byKey = r.spreadIndex(4)
 	cw, cu, cn, cp = r.compactIndex(4)
+	if count, order = r.nodeCounts(); len(count) != 0 || len(order) != 0 {
+		t.Errorf("takeGroup's count and order not emptied: %v, %v", count, order)
+	}
 	if len(where) != 0 || len(cw) != 0 || len(cp) != 0 {
 		t.Errorf("maps not emptied: where %d, compaction where %d, pos %d", len(where), len(cw), len(cp))
 	}
