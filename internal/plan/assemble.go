@@ -15,7 +15,7 @@ func (p *planner) spreadRedundant() {
 	var where map[*unit]*gpuPlan
 	var byKey map[groupKey][]*unit
 	index := func() {
-		where, byKey = make(map[*unit]*gpuPlan, len(p.gpus)), map[groupKey][]*unit{}
+		where, byKey = p.reuse.spreadIndex(len(p.gpus))
 		for _, g := range p.gpus {
 			for u := range g.eachUnit {
 				where[u] = g

@@ -40,8 +40,8 @@ func (p *planner) compact(pc *patternCache) error {
 	if p.noCompact {
 		return nil
 	}
-	c := &compactor{p: p, pc: pc, where: map[*unit]*gpuPlan{}, units: map[*tenant][]*unit{}, byNode: map[string][]*gpuPlan{},
-		pos: make(map[*gpuPlan]int, len(p.gpus)), budget: compactBudget}
+	c := &compactor{p: p, pc: pc, budget: compactBudget}
+	c.where, c.units, c.byNode, c.pos = p.reuse.compactIndex(len(p.gpus))
 	type bucket struct {
 		board  string
 		energy v1.EnergyClass
@@ -95,7 +95,13 @@ func (c *compactor) bucket(board *gpu.Board, gs []*gpuPlan) error {
 	if err != nil {
 		return err
 	}
-	counts := map[*gpuPlan][]int{}
+	var idle []*gpuPlan // free GPUs of the board, fleet order
+	for _, g := range c.p.gpus {
+		if g.role == v1.RoleIdle && g.fg.board == board {
+			idle = append(idle, g)
+		}
+	}
+	counts := make(map[*gpuPlan][]int, len(gs)+len(idle))
 	for _, g := range gs {
 		v := make([]int, len(pats.profiles))
 		for _, pi := range g.insts {
@@ -128,12 +134,6 @@ func (c *compactor) bucket(board *gpu.Board, gs []*gpuPlan) error {
 	for _, g := range gs {
 		if room(counts[g]) {
 			open = append(open, g)
-		}
-	}
-	var idle []*gpuPlan // free GPUs of the board, fleet order
-	for _, g := range c.p.gpus {
-		if g.role == v1.RoleIdle && g.fg.board == board {
-			idle = append(idle, g)
 		}
 	}
 	np := len(pats.profiles)

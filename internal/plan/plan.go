@@ -940,6 +940,9 @@ type planner struct {
 	// (fillKept), where that room had its kind (spreadRoom); placeOnIdle adds it to the
 	// reason of a tenant the GPUs left idle then hold on one GPU.
 	unspreadRoom map[string]string
+	// reuse holds maps the packing's steps build afresh on every packing (reuse.go), kept
+	// across packings so that they do not grow from empty each time.
+	reuse reusedMaps
 }
 
 // fleetGPU is one GPU of the fleet.

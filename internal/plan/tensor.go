@@ -90,32 +90,30 @@ func vllmFlags(c *cand) []string {
 // node's use; nil when no node has n.
 func (p *planner) takeGroup(board *gpu.Board, free map[string][]*gpuPlan, want map[string]migUse, n int) []*gpuPlan {
 	gs := free[board.Name]
-	byNode := map[string][]int{}
-	var order []string
-	for i, g := range gs {
+	count, order := p.reuse.nodeCounts()
+	defer func() { p.reuse.takeOrder = order }()
+	for _, g := range gs {
 		if g == nil { // taken (takeCompatible)
 			continue
 		}
 		node := g.fg.ref.Node
-		if _, ok := byNode[node]; !ok {
+		if count[node] == 0 {
 			order = append(order, node)
 		}
-		byNode[node] = append(byNode[node], i)
+		count[node]++
 	}
 	for _, node := range order {
-		idx := byNode[node]
-		if len(idx) < n || !p.compatible(node, want) {
+		if count[node] < n || !p.compatible(node, want) {
 			continue
 		}
-		take := map[int]bool{}
-		var out []*gpuPlan
-		for _, i := range idx[:n] {
-			take[i] = true
-			out = append(out, gs[i])
-		}
+		out := make([]*gpuPlan, 0, n) // the node's first n, in fleet order
 		rest := make([]*gpuPlan, 0, len(gs)-n)
-		for i, g := range gs {
-			if g != nil && !take[i] {
+		for _, g := range gs {
+			switch {
+			case g == nil:
+			case len(out) < n && g.fg.ref.Node == node:
+				out = append(out, g)
+			default:
 				rest = append(rest, g)
 			}
 		}

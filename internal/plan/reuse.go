@@ -1,0 +1,69 @@
+package plan
+
+// reusedMaps are maps that steps run on every packing (pack runs once per choice the
+// optimisation tries) would otherwise build from empty each time, growing them entry by entry:
+// spreadRedundant's index of the units (rebuilt after each replica it moves to another GPU),
+// the compaction's indexes, and takeGroup's count of free GPUs per node (once per
+// tensor-parallel unit). Each is handed out empty (cleared), keeping the room it grew to, and
+// is valid only until it is handed out again; no result keeps one.
+type reusedMaps struct {
+	// spreadWhere and spreadByKey are spreadRedundant's index: each unit's GPU, and the units by
+	// group key in fleet order. spreadByKey's slices are truncated, not dropped, so that their
+	// arrays are filled again; a caller reads them only until the next spreadIndex.
+	spreadWhere map[*unit]*gpuPlan
+	spreadByKey map[groupKey][]*unit
+	// compactWhere, compactUnits, compactByNode and compactPos are the compactor's where, units,
+	// byNode and pos; units' and byNode's slices are truncated like spreadByKey's (the
+	// compaction reads them, it appends to none after compact's indexing).
+	compactWhere  map[*unit]*gpuPlan
+	compactUnits  map[*tenant][]*unit
+	compactByNode map[string][]*gpuPlan
+	compactPos    map[*gpuPlan]int
+	// takeCount and takeOrder are takeGroup's free GPUs per node and the nodes in order of
+	// their first free GPU, for one call.
+	takeCount map[string]int
+	takeOrder []string
+}
+
+// spreadIndex hands out spreadRedundant's index maps, empty: where with room for at least
+// hint units, byKey with every slice of its last use truncated to length 0.
+func (r *reusedMaps) spreadIndex(hint int) (where map[*unit]*gpuPlan, byKey map[groupKey][]*unit) {
+	if r.spreadWhere == nil {
+		r.spreadWhere, r.spreadByKey = make(map[*unit]*gpuPlan, hint), map[groupKey][]*unit{}
+	}
+	clear(r.spreadWhere)
+	truncateAll(r.spreadByKey)
+	return r.spreadWhere, r.spreadByKey
+}
+
+// compactIndex hands out the compactor's maps, empty; pos with room for at least hint GPUs.
+func (r *reusedMaps) compactIndex(hint int) (where map[*unit]*gpuPlan, units map[*tenant][]*unit, byNode map[string][]*gpuPlan, pos map[*gpuPlan]int) {
+	if r.compactPos == nil {
+		r.compactWhere, r.compactUnits = map[*unit]*gpuPlan{}, map[*tenant][]*unit{}
+		r.compactByNode, r.compactPos = map[string][]*gpuPlan{}, make(map[*gpuPlan]int, hint)
+	}
+	clear(r.compactWhere)
+	truncateAll(r.compactUnits)
+	truncateAll(r.compactByNode)
+	clear(r.compactPos)
+	return r.compactWhere, r.compactUnits, r.compactByNode, r.compactPos
+}
+
+// truncateAll empties every slice of m, keeping its array (zeroed, so that it keeps no pointer
+// of a packing alive) for the next appends under the same key.
+func truncateAll[K comparable, V any](m map[K][]V) {
+	for k, vs := range m {
+		clear(vs)
+		m[k] = vs[:0]
+	}
+}
+
+// nodeCounts hands out takeGroup's count, empty, and its order, truncated (the caller stores
+// the order it grew back in takeOrder).
+func (r *reusedMaps) nodeCounts() (map[string]int, []string) {
+	if r.takeCount == nil {
+		r.takeCount = map[string]int{}
+	}
+	clear(r.takeCount)
+	return r.takeCount, r.takeOrder[:0]
+}
