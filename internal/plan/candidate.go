@@ -1255,10 +1255,10 @@ func (c *evalCache) qshape(tn *tenant) int {
 func (c *evalCache) number(k shapeKey) int { return numberOf(c.shapes, k) }
 
 // numberOf is k's number in m, the next one when k is new.
-func numberOf[K comparable](m map[K]int, k K) int {
+func numberOf[K comparable, V int | int32](m map[K]V, k K) V {
 	id, ok := m[k]
 	if !ok {
-		id = len(m)
+		id = V(len(m))
 		m[k] = id
 	}
 	return id

@@ -60,26 +60,14 @@ func newKeyIDs() *keyIDs {
 }
 
 // wayOf is the number of sharing setting u.
-func (ids *keyIDs) wayOf(u migUse) int32 {
-	id, ok := ids.ways[u]
-	if !ok {
-		id = int32(len(ids.ways))
-		ids.ways[u] = id
-	}
-	return id
-}
+func (ids *keyIDs) wayOf(u migUse) int32 { return numberOf(ids.ways, u) }
 
 // useOf is the number of useKey(c) for a MIG candidate c, kept on c.
 func (ids *keyIDs) useOf(c *cand) int32 {
 	if c.useIn == ids {
 		return c.useID
 	}
-	k := useKey(c)
-	id, ok := ids.uses[k]
-	if !ok {
-		id = int32(len(ids.uses))
-		ids.uses[k] = id
-	}
+	id := numberOf(ids.uses, useKey(c))
 	c.useID, c.useIn = id, ids
 	return id
 }

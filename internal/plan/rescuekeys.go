@@ -18,14 +18,7 @@ type rescueKeyIDs struct {
 }
 
 // ofKey is k's number.
-func (x *rescueKeyIDs) ofKey(k groupKey) int32 {
-	id, ok := x.id[k]
-	if !ok {
-		id = int32(len(x.id))
-		x.id[k] = id
-	}
-	return id
-}
+func (x *rescueKeyIDs) ofKey(k groupKey) int32 { return numberOf(x.id, k) }
 
 // of is the number of keyOf(tn, c), kept on c like the key.
 func (x *rescueKeyIDs) of(tn *tenant, c *cand) int32 {
