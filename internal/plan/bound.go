@@ -69,7 +69,7 @@ func (p *planner) atBoundCounts(f func()) {
 			if c.lbReplicas > 0 && (c.lbReplicas < c.replicas || c.replicas == 0) {
 				restore = append(restore, saved{c, c.replicas})
 				c.replicas = c.lbReplicas
-				replicasSet.Add(1)
+				p.replicasSet.Add(1)
 			}
 		}
 	}
@@ -77,7 +77,7 @@ func (p *planner) atBoundCounts(f func()) {
 		for _, s := range restore {
 			s.c.replicas = s.r
 		}
-		replicasSet.Add(1)
+		p.replicasSet.Add(1)
 		for i, tn := range p.tenants {
 			tn.feasible = feasible[i]
 		}

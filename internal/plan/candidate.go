@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -789,21 +788,16 @@ func (p *planner) setReplicas(tn *tenant, c *cand, need, lowest int) {
 		return
 	}
 	c.lbReplicas = min(lb, n)
-	c.setReplicas(n)
+	p.setCandReplicas(c, n)
 }
 
-// setReplicas sets c's replica count and the cost the choice weighs it by (GPU-equivalents:
-// replicas over the share, times the unit's fraction of a GPU).
-func (c *cand) setReplicas(n int) {
+// setCandReplicas sets c's replica count and the cost the choice weighs it by (GPU-equivalents:
+// replicas over the share, times the unit's fraction of a GPU), and counts the change
+// (planner.replicasSet).
+func (p *planner) setCandReplicas(c *cand, n int) {
 	c.replicas, c.cost = n, float64(n)/float64(c.share)*c.unitFrac
-	replicasSet.Add(1)
+	p.replicasSet.Add(1)
 }
-
-// replicasSet counts the changes of any candidate's replicas (setReplicas, atBoundCounts) in this
-// process: a tenant's search candidates are kept without reading its candidates while it is as
-// it was when they were filled (searchCands). Planners running side by side count each other's
-// changes too, which only makes them fill again.
-var replicasSet atomic.Uint64
 
 // minReplicasOf is the pool's floor on the replica count (minReplicas), 0 when unset.
 func minReplicasOf(t v1.Tenant) int {

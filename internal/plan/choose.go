@@ -397,7 +397,7 @@ func unitGPUs(c *cand) float64 { return float64(max(c.tp, 1)) }
 // could rule out its entries, keeps them without reading its candidates (kept).
 func (p *planner) searchCands() {
 	p.scGen++
-	set := replicasSet.Load()
+	set := p.replicasSet.Load()
 	for _, tn := range p.tenants {
 		if !p.kept(tn, set) {
 			p.fillSearch(tn, set)
@@ -440,7 +440,7 @@ func (p *planner) kept(tn *tenant, set uint64) bool {
 func useBit(u int32) uint64 { return 1 << min(u, 63) }
 
 // fillSearch fills tn's search candidates (searchCands) from its candidates; set is
-// replicasSet now.
+// p.replicasSet now.
 func (p *planner) fillSearch(tn *tenant, set uint64) {
 	old := tn.sc
 	sc, fb := tn.sc[:0], p.forbid[tn]

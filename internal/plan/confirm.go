@@ -387,7 +387,7 @@ func (p *planner) confirm() error {
 			entry := fmt.Sprintf("%s × %d (%.2f %%, %.2f %% in the worst run%s)", c.label(), c.replicas, 100*st.att, 100*st.worst, st.inRuns())
 			p.confirmShort[tn] = append(p.confirmShort[tn], entry)
 			rounds[len(rounds)-1].entries[tn] = entry
-			c.setReplicas(c.replicas + 1)
+			p.setCandReplicas(c, c.replicas+1)
 		}
 		p.forbid, p.nodeRule, p.nodeMPS = nil, nil, nil // choose and pack as the first time, now with the raised counts
 		if err := p.optimise(); err != nil {
@@ -579,7 +579,7 @@ func (u confirmUndo) restore(p *planner) {
 		tn.choice, tn.infeas = u.choice[i], u.infeas[i]
 	}
 	for _, cc := range u.counts {
-		cc.c.setReplicas(cc.n)
+		p.setCandReplicas(cc.c, cc.n)
 	}
 }
 
@@ -735,7 +735,7 @@ func (p *planner) raiseByMoves(r *confirmRound, raised []*tenant) (bool, error) 
 		raisedTo[tn.choice] = tn.choice.replicas + 1
 	}
 	for c, n := range raisedTo {
-		c.setReplicas(n)
+		p.setCandReplicas(c, n)
 	}
 	if p.noMoveServed || p.noRaiseMoves || p.stopped() {
 		return false, nil
@@ -784,7 +784,7 @@ func (p *planner) raiseByMoves(r *confirmRound, raised []*tenant) (bool, error) 
 	p.restoreHeld(r.held)
 	p.blocked, p.nodeUse = blocked, nodeUse
 	for c, n := range raisedTo {
-		c.setReplicas(n)
+		p.setCandReplicas(c, n)
 	}
 	return false, nil
 }

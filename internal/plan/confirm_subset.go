@@ -58,9 +58,9 @@ func (p *planner) raiseSubset(r *confirmRound, raised []*tenant) (bool, error) {
 		r.undo.restore(p) // r's plan and counts, none raised
 		p.restoreHeld(r.held)
 		for _, k := range kept {
-			choice[k].setReplicas(choice[k].replicas + 1)
+			p.setCandReplicas(choice[k], choice[k].replicas+1)
 		}
-		choice[tn].setReplicas(choice[tn].replicas + 1)
+		p.setCandReplicas(choice[tn], choice[tn].replicas+1)
 		p.forbid, p.nodeRule, p.nodeMPS = nil, nil, nil
 		if err := p.optimise(); err != nil {
 			return false, err
@@ -79,7 +79,7 @@ func (p *planner) raiseSubset(r *confirmRound, raised []*tenant) (bool, error) {
 		r.undo.restore(p)
 		p.restoreHeld(r.held)
 		for _, tn := range raised {
-			choice[tn].setReplicas(choice[tn].replicas + 1)
+			p.setCandReplicas(choice[tn], choice[tn].replicas+1)
 		}
 		return false, nil
 	}

@@ -35,7 +35,7 @@ func TestConfirmUndoCounts(t *testing.T) {
 	}
 	u := p.snapshot()
 	for c := range before {
-		c.setReplicas(c.replicas + 3)
+		p.setCandReplicas(c, c.replicas+3)
 	}
 	u.restore(p)
 	for c, w := range before {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"sync/atomic"
 
 	v1 "gpupool.dev/gpupool/api/v1"
 	"gpupool.dev/gpupool/internal/gpu"
@@ -943,6 +944,11 @@ type planner struct {
 	// reuse holds maps the packing's steps build afresh on every packing (reuse.go), kept
 	// across packings so that they do not grow from empty each time.
 	reuse reusedMaps
+	// replicasSet counts the changes of its candidates' replicas (setCandReplicas,
+	// atBoundCounts): a tenant's search candidates are kept without reading its candidates while
+	// none changed since they were filled (searchCands). Atomic: the lower bound's counts change
+	// replicas on a goroutine of their own (result).
+	replicasSet atomic.Uint64
 }
 
 // fleetGPU is one GPU of the fleet.

@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -42,15 +41,7 @@ func TestPackReusedMapsKeepNothing(t *testing.T) {
 	pools["synth-100-dra"], pools["synth-100"] = dra, synthPool(100)
 	for _, name := range slices.Sorted(maps.Keys(pools)) {
 		t.Run(name, func(t *testing.T) {
-			p, err := newPlanner(pools[name], Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.ctx = context.Background()
-			p.evaluate()
-			if err := p.optimise(); err != nil {
-				t.Fatal(err)
-			}
+			p := plannedState(t, pools[name])
 			infeas := make([]int, len(p.tenants)) // pack adds reasons; each packing starts from these
 			for i, tn := range p.tenants {
 				infeas[i] = len(tn.infeas)

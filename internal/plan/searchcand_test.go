@@ -59,13 +59,7 @@ func TestSearchDeltaMatchesObjective(t *testing.T) {
 // with the planner's forbidden kinds and fixed sharing settings after a board-wide search, which
 // fixes settings as it goes (consistent), with one kind forbidden to the first tenant.
 func TestSearchFlagsFollowSettings(t *testing.T) {
-	pool := distinctShapesPool(t, 64)
-	pool.Policy.KubernetesDeviceAPI = v1.DeviceAPIDRA // MIG instances shared by MPS too: more ways to use a profile
-	p, err := newPlanner(pool, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.evaluate()
+	p := evaluatedDRAShapes(t)
 	first := p.tenants[0].feasible[0] // an earlier packing's forbidden kind, as retryBlocked sets them
 	p.forbid = map[*tenant]map[forbidKey]string{p.tenants[0]: {{first.board.Name, first.kind}: "a node rule"}}
 	p.chooseFrom(true, false, nil)
@@ -207,4 +201,18 @@ func searchAtFirstChoices(t *testing.T, pool *v1.Pool, vector, capped bool) (*pl
 		}
 	}
 	return p, f
+}
+
+// evaluatedDRAShapes is a planner of distinctShapesPool's 64 tenants on the DRA path (MIG
+// instances shared by MPS too: more ways to use a profile), evaluated and not yet chosen.
+func evaluatedDRAShapes(t *testing.T) *planner {
+	t.Helper()
+	pool := distinctShapesPool(t, 64)
+	pool.Policy.KubernetesDeviceAPI = v1.DeviceAPIDRA
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.evaluate()
+	return p
 }

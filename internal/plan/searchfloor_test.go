@@ -298,8 +298,8 @@ func TestSearchCandsKept(t *testing.T) {
 		}
 	}
 	was := raised.replicas
-	raised.setReplicas(was + 1)
-	defer raised.setReplicas(was)
+	p.setCandReplicas(raised, was+1)
+	defer p.setCandReplicas(raised, was)
 	var fixed []string
 	for _, tn := range p.tenants {
 		for _, c := range tn.feasible {

@@ -3,8 +3,6 @@ package plan
 import (
 	"slices"
 	"testing"
-
-	v1 "gpupool.dev/gpupool/api/v1"
 )
 
 // TestSearchCandsKeptMatchFilled checks that the search candidates searchCands keeps from an
@@ -14,13 +12,7 @@ import (
 // candidate's replicas raised, the lower bound's counts, and feasible candidates swapped for a
 // copy or reordered in place.
 func TestSearchCandsKeptMatchFilled(t *testing.T) {
-	pool := distinctShapesPool(t, 64)
-	pool.Policy.KubernetesDeviceAPI = v1.DeviceAPIDRA // MIG instances shared by MPS too: more ways to use a profile
-	p, err := newPlanner(pool, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.evaluate()
+	p := evaluatedDRAShapes(t)
 	p.keep = map[string]migUse{}
 	check := func(step string) {
 		t.Helper()
@@ -30,7 +22,7 @@ func TestSearchCandsKeptMatchFilled(t *testing.T) {
 			numbered := tn.scNumbered
 			saved := *tn
 			tn.sc, tn.scFrom, tn.scSet = nil, nil, 0
-			p.fillSearch(tn, replicasSet.Load())
+			p.fillSearch(tn, p.replicasSet.Load())
 			if len(tn.sc) != len(inc) {
 				t.Fatalf("%s: %s: %d search candidates kept, %d filled", step, tn.t.Name, len(inc), len(tn.sc))
 			}
@@ -63,7 +55,7 @@ func TestSearchCandsKeptMatchFilled(t *testing.T) {
 		}
 	}
 	p.keep = map[string]migUse{} // the next search starts without them
-	set, kept := replicasSet.Load(), 0
+	set, kept := p.replicasSet.Load(), 0
 	for _, tn := range p.tenants {
 		if p.kept(tn, set) {
 			kept++
@@ -97,9 +89,9 @@ func TestSearchCandsKeptMatchFilled(t *testing.T) {
 		}
 	}
 	c := tn.feasible[1]
-	c.setReplicas(c.replicas + 1)
+	p.setCandReplicas(c, c.replicas+1)
 	check("replicas raised")
-	c.setReplicas(c.replicas - 1)
+	p.setCandReplicas(c, c.replicas-1)
 	check("replicas lowered")
 	p.atBoundCounts(func() { check("the lower bound's counts") })
 	check("the counts restored")

@@ -64,7 +64,7 @@ type tenant struct {
 	sc         []searchCand
 	scFrom     []*cand
 	scNumbered bool
-	// scSet is replicasSet when sc was filled from its candidates; scForbid and scRuled say that
+	// scSet is planner.replicasSet when sc was filled from its candidates; scForbid and scRuled say that
 	// an entry of sc may be forbidden or disallowed; scUses has the bits useBit of the use numbers
 	// of its MIG entries, none without (searchCands, fixedUses).
 	scSet             uint64
