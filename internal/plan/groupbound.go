@@ -14,14 +14,14 @@ import (
 // the fractional sum for it, rounded up to the prices' grid) after groupBoundNodes search nodes.
 // The groups it gave up on are then searched again, fewest tenants first, with up to
 // groupDeepNodes nodes each while groupDeepBudget nodes remain for the whole bound and
-// finishing them could still lift the bound by a GPU: on the synthetic 1,000-tenant pool three
-// team groups finish there, within 250,000–370,000 nodes, each lifting its term from the
-// fractional sum to the group's optimum (ADR 0058). The local search's seed from it
-// (groupSeed) runs on pools of at most groupSeedTenants; above that the bound takes only the
-// best price. At 1,000 synthetic tenants it then takes 0.03–0.09 s (the standard and varied
-// pools; 0.13–0.38 s at four prices, which gave the same figures there) and lifts the lower
-// bound by one GPU on the standard pool (217.27 against the LP's 217, device-plugin path); at
-// 10,000 it would take over 0.6 s and stays below the LP.
+// finishing them could still lift the bound by a GPU (ADR 0058). With each unit kind's share
+// capped at the replicas its group can put there (capShares, ADR 0114) every team group of the
+// synthetic 1,000-tenant pool finishes, team-4 there after 121,341 nodes, and the group term
+// is 214.25 (device-plugin path; 213.125 uncapped, where three teams stayed open). The local
+// search's seed from the uncapped search (groupSeed) runs on pools of at most
+// groupSeedTenants; above that the bound takes only the best price. At 1,000 synthetic
+// tenants it then takes about 0.04–0.08 s of CPU (the standard and varied pools); at 10,000
+// it would take 0.5–0.65 s and give 2,066.25, one GPU above the LP's 2,066.
 const (
 	groupBoundTenants = 2000
 	groupSeedTenants  = 400
@@ -83,7 +83,7 @@ func (p *planner) groupBoundAt(lams []float64) float64 {
 		// (counted in planless) for a group whose search found no plan.
 		gain, planless := 0.0, 0
 		for _, k := range keys {
-			r := groupArgMinN(comps[k], lam, groupBoundNodes)
+			r := groupSolve(comps[k], lam, groupBoundNodes, true)
 			total += r.v
 			if !r.done {
 				open, val[k], inc[k] = append(open, k), r.v, r.inc
@@ -104,7 +104,7 @@ func (p *planner) groupBoundAt(lams []float64) float64 {
 			if budget <= 0 || planless == 0 && total+gain <= target {
 				break
 			}
-			r := groupArgMinN(comps[k], lam, min(groupDeepNodes, budget))
+			r := groupSolve(comps[k], lam, min(groupDeepNodes, budget), true)
 			budget -= r.nodes
 			if math.IsInf(inc[k], 1) {
 				planless--
@@ -204,6 +204,9 @@ type groupSearch struct {
 	grid float64
 	// branches is search's buffer of branches by row.
 	branches [][]groupBranch
+	// capped: rows caps each kind's share at the most replicas the group can put there
+	// (capShares).
+	capped bool
 }
 
 // groupBranch is one option of a row in search: its index in the row, the cost it adds now and
@@ -239,7 +242,14 @@ type groupResult struct {
 
 // groupArgMinN is groupArgMin with limit search nodes.
 func groupArgMinN(ts []*tenant, lam float64, limit int) groupResult {
-	s := &groupSearch{best: math.Inf(1), limit: limit}
+	return groupSolve(ts, lam, limit, false)
+}
+
+// groupSolve is groupArgMinN; with capped, each unit kind's share is first capped at the most
+// replicas the group's tenants can put there together (capShares), which leaves every plan's
+// cost as it is and raises the fractional prices the search prunes by.
+func groupSolve(ts []*tenant, lam float64, limit int, capped bool) groupResult {
+	s := &groupSearch{best: math.Inf(1), limit: limit, capped: capped}
 	frac := s.rows(ts, lam)
 	s.pick, s.at = make([]*cand, len(s.opts)), make([]int, len(s.opts))
 	s.room = make([][]float64, len(s.opts)+1)
@@ -292,6 +302,9 @@ func (s *groupSearch) rows(ts []*tenant, lam float64) float64 {
 			all[ti] = append(all[ti], o)
 		}
 	}
+	if s.capped {
+		capShares(all, s.share)
+	}
 	type row struct {
 		os  []groupOpt
 		who int
@@ -324,6 +337,40 @@ func (s *groupSearch) rows(ts []*tenant, lam float64) float64 {
 	}
 	s.grid = gridOf(s.price)
 	return frac
+}
+
+// capShares lowers each unit kind's share k to U, the most replicas the group's tenants can put
+// on that kind together (Σ over tenants of their most replicas there), where U < k, and each
+// option's share and fractional price with it. No plan puts more than U replicas there, and for
+// 0 < n ≤ U < k, ceil(n / k) = ceil(n / U) = 1: every plan's cost Σ ceil(n_c / k_c) × π_c is
+// the same, so the group's minimum is too, while the fractional price r / U × π of an option
+// there is above r / k × π (a kind that can never fill one unit is priced as the part of it
+// the group can fill), and so are the fractional sum and the search's bounds built on it.
+func capShares(all [][]groupOpt, share []int) {
+	most := make([]int, len(share))
+	for _, opts := range all {
+		top := map[int]int{}
+		for _, o := range opts {
+			top[o.class] = max(top[o.class], o.r)
+		}
+		for c, r := range top {
+			most[c] += r
+		}
+	}
+	for c := range share {
+		if most[c] > 0 && most[c] < share[c] {
+			share[c] = most[c]
+		}
+	}
+	for _, opts := range all {
+		for j := range opts {
+			o := &opts[j]
+			if o.k != share[o.class] {
+				o.k = share[o.class]
+				o.frac = float64(o.r) / float64(o.k) * o.price
+			}
+		}
+	}
 }
 
 // gridOf is the coarsest step 1/q (q ≤ 64) that every price is a whole multiple of, 0 if none.

@@ -34,6 +34,13 @@ func TestGroupMinMatchesEnumeration(t *testing.T) {
 		if c := roundedCost(ts, cs, lam); math.Abs(c-want) > 1e-9 {
 			rt.Fatalf("groupArgMin's choice costs %v, minimum %v", c, want)
 		}
+		r := groupSolve(ts, lam, groupBoundNodes, true)
+		if math.Abs(r.v-want) > 1e-9 {
+			rt.Fatalf("with the shares capped the minimum is %v, enumeration %v", r.v, want)
+		}
+		if c := roundedCost(ts, r.choice, lam); math.Abs(c-want) > 1e-9 {
+			rt.Fatalf("with the shares capped the choice costs %v, minimum %v", c, want)
+		}
 	})
 }
 
@@ -99,20 +106,23 @@ func enumerateGroup(ts []*tenant, lam float64) float64 {
 // above the least cost of any choice, and is that cost when the search finished; the best plan
 // it found costs no less. The prices are on a grid (λ of 0 or 1) in most cases, and the search's node
 // limit from 1 up, so that both the rounding and the unfinished searches occur; the test fails
-// if neither does.
+// if neither does. The same holds with each kind's share capped at the most replicas the group
+// can put there (capShares, the bound's search), whose fractional sum is above the uncapped one
+// in some of the groups (the test fails if in none).
 func TestGroupMinCutShortBelowEnumeration(t *testing.T) {
 	b, err := gpu.Lookup("H100-SXM5-80GB")
 	if err != nil {
 		t.Fatal(err)
 	}
 	profs := migProfiles(b)
-	rounded, cut := 0, 0
+	rounded, cut, lifted := 0, 0, 0
 	rapid.Check(t, func(rt *rapid.T) {
 		lam := rapid.SampledFrom([]float64{0, 0.5, 1, 1, 0.3}).Draw(rt, "lambda")
 		ts := drawGroup(rt, b, profs)
 		limit := rapid.SampledFrom([]int{1, 2, 4, 8, 32, groupBoundNodes}).Draw(rt, "limit")
+		capped := rapid.Bool().Draw(rt, "capped")
 		want := enumerateGroup(ts, lam)
-		r := groupArgMinN(ts, lam, limit)
+		r := groupSolve(ts, lam, limit, capped)
 		if r.v > want+1e-9 {
 			rt.Fatalf("value %v above the least cost %v (λ %v, limit %d, done %v)", r.v, want, lam, limit, r.done)
 		}
@@ -122,16 +132,20 @@ func TestGroupMinCutShortBelowEnumeration(t *testing.T) {
 		if r.inc < want-1e-9 {
 			rt.Fatalf("best plan found costs %v, below the least cost %v", r.inc, want)
 		}
-		s := &groupSearch{best: math.Inf(1)}
-		if frac := s.rows(ts, lam); !r.done {
+		s := &groupSearch{best: math.Inf(1), capped: capped}
+		frac := s.rows(ts, lam)
+		if !r.done {
 			cut++
 			if r.v > frac+1e-9 {
 				rounded++
 			}
 		}
+		if plain := (&groupSearch{best: math.Inf(1)}).rows(ts, lam); frac > plain+1e-9 {
+			lifted++
+		}
 	})
-	if rounded == 0 || cut == 0 {
-		t.Errorf("%d searches cut short, %d of them rounded above the fractional sum: the test checks too little", cut, rounded)
+	if rounded == 0 || cut == 0 || lifted == 0 {
+		t.Errorf("%d searches cut short, %d of them rounded above the fractional sum, %d fractional sums lifted by the capped shares: the test checks too little", cut, rounded, lifted)
 	}
 }
 
@@ -268,4 +282,73 @@ func TestUsableOpenClasses(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The synthetic 1,000-tenant pool on the device-plugin path: with each unit kind's share capped
+// at the most replicas a sharing group can put there (capShares), every team group's search
+// finishes and the group bound is 215 (214.25 rounded up, where the uncapped searches, given up
+// on or cut short by the node budget, gave 213.125 and the bound 214). The planner's own packer,
+// every candidate at the bound's replica count, serves every tenant on no fewer GPUs (216 when
+// measured): the test fails if the bound ever exceeds that packing, or moves.
+func TestSynthetic1000GroupBoundAtBoundCounts(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("plans 1,000 tenants twice")
+	}
+	pool := synthPool(1000)
+	p, pl := planWith(t, pool, func(*planner) {})
+	var grp, plain float64
+	p.atBoundCounts(func() {
+		lam := p.bestLambdas(1)
+		grp = p.groupBoundAt(lam)
+		comps := map[string][]*tenant{}
+		for _, tn := range p.tenants {
+			if tn.choice == nil {
+				continue
+			}
+			if tn.group == "" {
+				plain += minPrice(tn, lam[0])
+				continue
+			}
+			k := tn.group + "\x00" + string(energyOf(tn.t))
+			comps[k] = append(comps[k], tn)
+		}
+		for _, ts := range comps {
+			plain += groupSolve(ts, lam[0], groupBoundNodes, false).v
+		}
+	})
+	t.Logf("group bound %.4f (uncapped, first searches only: %.4f); lower bound %d, GPUs used %d", grp, plain, pl.Summary.LowerBound, pl.Summary.GPUsUsed)
+	if pl.Summary.LowerBound != 215 || math.Abs(grp-214.25) > 1e-9 {
+		t.Errorf("lower bound %d, group bound %.4f: want 215 and 214.25", pl.Summary.LowerBound, grp)
+	}
+	q, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.ctx = context.Background()
+	q.evaluate()
+	for _, tn := range q.tenants {
+		for _, c := range tn.feasible {
+			if c.lbReplicas > 0 && c.lbReplicas < c.replicas {
+				c.replicas = c.lbReplicas
+				c.cost = float64(c.replicas) / float64(c.share) * c.unitFrac
+			}
+		}
+		sortCands(tn.feasible)
+	}
+	if err := q.optimise(); err != nil {
+		t.Fatal(err)
+	}
+	at, err := q.result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range at.Tenants {
+		if tp.Infeasible {
+			t.Fatalf("%s short at the bound's counts", tp.Name)
+		}
+	}
+	t.Logf("%d GPUs at the bound's counts", at.Summary.GPUsUsed)
+	if at.Summary.GPUsUsed < pl.Summary.LowerBound {
+		t.Errorf("%d GPUs at the bound's counts, below the lower bound %d: the bound is wrong", at.Summary.GPUsUsed, pl.Summary.LowerBound)
+	}
 }

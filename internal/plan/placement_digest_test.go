@@ -100,6 +100,10 @@ func placementDigest(t *testing.T, pl *v1.Plan) string {
 // digests with the same placements (the old digests come back with the old bounds put in) and
 // higher bounds: the 600 varied tenants on 300 GPUs 151 where 148 (219 GPUs), on the DRA path
 // the varied 300 75 where 74 (100 GPUs) and the 600 on 300 GPUs 147 where 146 (194 GPUs).
+// Since the group bound's search caps each unit kind's share at the most replicas the group can
+// put there (ADR 0114), the same three pools have new digests with the same placements (the old
+// digests come back with the old bounds put in) and higher bounds: 152 where 151, on the DRA
+// path 76 where 75 and 148 where 147.
 func TestPlacementDigest(t *testing.T) {
 	cases := []struct {
 		name          string
@@ -110,10 +114,10 @@ func TestPlacementDigest(t *testing.T) {
 	}{
 		{"standard-300", 300, 300, false, "", "ed028bf362ddb74f"},
 		{"varied-300", 300, 300, true, "", "3c57fe86864716c0"},
-		{"varied-600-on-300", 600, 300, true, "", "6aa74424498798e3"},
+		{"varied-600-on-300", 600, 300, true, "", "5e7db38c34032328"},
 		{"standard-300-dra", 300, 300, false, v1.DeviceAPIDRA, "1823f5d2df8c0d97"},
-		{"varied-300-dra", 300, 300, true, v1.DeviceAPIDRA, "3655791331f16d15"},
-		{"varied-600-on-300-dra", 600, 300, true, v1.DeviceAPIDRA, "51939ea0c5c55961"},
+		{"varied-300-dra", 300, 300, true, v1.DeviceAPIDRA, "d52f77cd170e626e"},
+		{"varied-600-on-300-dra", 600, 300, true, v1.DeviceAPIDRA, "d0505a99dd37473a"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
