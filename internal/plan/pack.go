@@ -804,16 +804,31 @@ func (p *planner) roomFor(c *cand, gs []*gpuPlan, pc *patternCache) (int, error)
 	return n * most, nil
 }
 
-// soloUnits are the units of c's replicas for tn alone.
+// soloUnits are the units of c's replicas for tn alone. The units and their replicas are laid
+// out in two arrays, as formUnits lays them out (the rescue's and the served tenants' moves ask
+// for them once per candidate and board tried): each unit's replicas are a window of the second
+// with the capacity of the replicas it gets, so that a later append moves them.
 func soloUnits(tn *tenant, c *cand) []*unit {
-	var out []*unit
-	var cur *unit
-	for range c.replicas {
-		if cur == nil || len(cur.reps) == c.share {
-			cur = &unit{key: keyOf(tn, c), c: c}
-			out = append(out, cur)
-		}
-		cur.reps = append(cur.reps, replica{tn: tn})
+	n := c.replicas
+	if n <= 0 {
+		return nil
+	}
+	per := n // replicas a unit
+	if c.share > 0 {
+		per = min(n, c.share)
+	}
+	nu := (n + per - 1) / per
+	us, rs := make([]unit, nu), make([]replica, n)
+	for i := range rs {
+		rs[i] = replica{tn: tn}
+	}
+	out := make([]*unit, nu)
+	k := keyOf(tn, c)
+	for i := range us {
+		m := min(per, len(rs))
+		u := &us[i]
+		u.key, u.c, u.reps, rs = k, c, rs[:m:m], rs[m:]
+		out[i] = u
 	}
 	return out
 }
