@@ -93,3 +93,38 @@ func BenchmarkChooseVaried1000(b *testing.B) {
 	}
 	b.ReportMetric(v/float64(b.N), "objective")
 }
+
+// choiceKid's number and replicas, kept on the tenant, are what the choice's candidate says
+// now: after its replicas change (setCandReplicas), after the tenant's choice changes and after
+// the groups are numbered afresh; and asking twice with nothing changed answers alike.
+func TestChoiceKidFollowsChanges(t *testing.T) {
+	p := evaluated(t, Synthetic(SyntheticOptions{Tenants: 30, GPUs: 30, Varied: true}, rand.New(rand.NewPCG(30, 7))))
+	check := func(step string, tn *tenant) {
+		t.Helper()
+		wk, wr := p.ids.of(tn, tn.choice), tn.choice.replicas
+		for range 2 {
+			if k, r := p.choiceKid(tn); k != wk || r != wr {
+				t.Fatalf("%s: %s: choiceKid %d, %d; want %d, %d", step, tn.t.Name, k, r, wk, wr)
+			}
+		}
+	}
+	tried := 0
+	for _, tn := range p.tenants {
+		if len(tn.feasible) < 2 || p.ids.of(tn, tn.feasible[0]) == p.ids.of(tn, tn.feasible[1]) {
+			continue
+		}
+		tried++
+		tn.choice = tn.feasible[0]
+		check("first", tn)
+		p.setCandReplicas(tn.choice, tn.choice.replicas+1)
+		check("replicas raised", tn)
+		tn.choice = tn.feasible[1]
+		check("choice changed", tn)
+		p.ids = newKeyIDs()
+		p.ids.of(tn, tn.feasible[0]) // numbered first now, so the choice's group takes another number
+		check("numbered afresh", tn)
+	}
+	if tried == 0 {
+		t.Fatal("no tenant with two feasible candidates of different groups")
+	}
+}

@@ -919,7 +919,7 @@ func (p *planner) localSearch(f *fractional) {
 func (p *planner) bestMove(f *fractional, tn *tenant, force bool) *cand {
 	if !force {
 		sc := p.searchOf(tn)
-		if tn.stay == (stayed{f, f.moves, p.scGen}) || f.leavesNothing(p.ids.of(tn, tn.choice), tn.choice.replicas) {
+		if tn.stay == (stayed{f, f.moves, p.scGen}) || f.leavesNothing(p.choiceKid(tn)) {
 			p.numberAll(tn, sc) // the groups numbered as weighing them would number them
 			return tn.choice
 		}
@@ -929,6 +929,20 @@ func (p *planner) bestMove(f *fractional, tn *tenant, force bool) *cand {
 		tn.stay = stayed{f, f.moves, p.scGen}
 	}
 	return best
+}
+
+// choiceKid is the number of tn's choice's group (keyIDs.of) and the choice's replicas, kept on
+// tn while its choice, the numbering and the candidates' replicas (replicasSet) are as they were:
+// the local search asks for both for every tenant it weighs on every pass, and the tenant's
+// fields are at hand where the candidate is read from memory of its own.
+func (p *planner) choiceKid(tn *tenant) (k, r int) {
+	set := p.replicasSet.Load()
+	if tn.chFor == tn.choice && tn.chIn == p.ids && tn.chSet == set {
+		return int(tn.chKid), int(tn.chReps)
+	}
+	k, r = p.ids.of(tn, tn.choice), tn.choice.replicas
+	tn.chFor, tn.chIn, tn.chSet, tn.chKid, tn.chReps = tn.choice, p.ids, set, int32(k), int32(r)
+	return k, r
 }
 
 // weighMoves is bestMove weighing every candidate.

@@ -75,24 +75,27 @@ func (g *gpuPlan) units() []*unit {
 // tenants come in pool order, so a tenant's replicas sit together. Tenants released by
 // releaseShort are left out.
 func (p *planner) formUnits() []*unit {
-	byKey := map[groupKey][]*tenant{}
-	var keys []groupKey
+	byKey, keys, reps := p.reuse.formIndex()
+	defer func() { p.reuse.formKeys, p.reuse.formReps = keys, reps }()
 	for _, tn := range p.tenants {
 		if _, out := p.released[tn]; tn.choice == nil || out {
 			continue
 		}
 		k := keyOf(tn, tn.choice)
-		if _, ok := byKey[k]; !ok {
+		ts := byKey[k]
+		if len(ts) == 0 { // a key of an earlier packing keeps its empty slice
 			keys = append(keys, k)
 		}
-		byKey[k] = append(byKey[k], tn)
+		byKey[k] = append(ts, tn)
 	}
 	slices.SortFunc(keys, compareKeys)
 	// The units and their replicas are laid out in two arrays made once (a packing forms every
 	// unit of the pool again, and each trial of the steps after the choice packs the pool): each
 	// unit's replicas are a window of the second, its capacity the replicas it gets here, so that
 	// a later append to one unit's replicas moves them rather than write over the next unit's.
-	reps := make([]int, len(keys)) // replicas of each key
+	for range keys { // replicas of each key
+		reps = append(reps, 0)
+	}
 	nu, nr := 0, 0
 	for i, k := range keys {
 		for _, tn := range byKey[k] {
@@ -158,8 +161,10 @@ func (p *planner) pack() error {
 	p.gpus = make([]*gpuPlan, len(p.fleet))
 	free := map[string][]*gpuPlan{}
 	roles := p.fleetRoles()
+	plans := make([]gpuPlan, len(p.fleet)) // one allocation for the packing's GPUs
 	for i, fg := range p.fleet {
-		g := &gpuPlan{fg: fg, role: roles[i]}
+		g := &plans[i]
+		g.fg, g.role = fg, roles[i]
 		p.gpus[i] = g
 		if g.role == v1.RoleIdle {
 			free[fg.board.Name] = append(free[fg.board.Name], g)
@@ -175,7 +180,7 @@ func (p *planner) pack() error {
 	var unplaced []*unit
 	pc := p.patternCache()
 	p.nodeUse = map[string]map[string]migUse{}
-	p.blocked = map[*unit]blockage{}
+	p.blocked = make(map[*unit]blockage, len(p.blocked)) // room for as many as the last packing's
 	for _, b := range order {
 		if err := p.ctx.Err(); err != nil {
 			return fmt.Errorf("pack: %w", err)
@@ -799,16 +804,31 @@ func (p *planner) roomFor(c *cand, gs []*gpuPlan, pc *patternCache) (int, error)
 	return n * most, nil
 }
 
-// soloUnits are the units of c's replicas for tn alone.
+// soloUnits are the units of c's replicas for tn alone. The units and their replicas are laid
+// out in two arrays, as formUnits lays them out (the rescue's and the served tenants' moves ask
+// for them once per candidate and board tried): each unit's replicas are a window of the second
+// with the capacity of the replicas it gets, so that a later append moves them.
 func soloUnits(tn *tenant, c *cand) []*unit {
-	var out []*unit
-	var cur *unit
-	for range c.replicas {
-		if cur == nil || len(cur.reps) == c.share {
-			cur = &unit{key: keyOf(tn, c), c: c}
-			out = append(out, cur)
-		}
-		cur.reps = append(cur.reps, replica{tn: tn})
+	n := c.replicas
+	if n <= 0 {
+		return nil
+	}
+	per := n // replicas a unit
+	if c.share > 0 {
+		per = min(n, c.share)
+	}
+	nu := (n + per - 1) / per
+	us, rs := make([]unit, nu), make([]replica, n)
+	for i := range rs {
+		rs[i] = replica{tn: tn}
+	}
+	out := make([]*unit, nu)
+	k := keyOf(tn, c)
+	for i := range us {
+		m := min(per, len(rs))
+		u := &us[i]
+		u.key, u.c, u.reps, rs = k, c, rs[:m:m], rs[m:]
+		out[i] = u
 	}
 	return out
 }
@@ -1035,8 +1055,8 @@ func (p *planner) fillMIG(g *gpuPlan, b *gpu.Board, pats *patterns, bin []int, q
 // thousands of tenants short on an over-subscribed pool: the message's part that is the same for
 // every tenant is formatted once, and each message is written into one allocation of its size.
 func (p *planner) markUnplaced(units []*unit) {
-	short := map[*tenant]int{}
-	var order []*tenant
+	short, why, order := p.reuse.shortIndex()
+	defer func() { p.reuse.shortOrder = order }()
 	for _, u := range units {
 		for _, r := range u.reps {
 			if short[r.tn] == 0 {
@@ -1048,7 +1068,6 @@ func (p *planner) markUnplaced(units []*unit) {
 	if len(order) == 0 {
 		return
 	}
-	why := map[*tenant]string{}
 	for _, u := range units {
 		if b, ok := p.blocked[u]; ok {
 			for _, r := range u.reps {

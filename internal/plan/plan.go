@@ -721,10 +721,11 @@ func (p *planner) packScored() (*packed, error) {
 		return nil, fmt.Errorf("build plan: %w", err)
 	}
 	p.packedWork += len(p.tenants)
-	s := &packed{gpus: p.gpus, score: p.score(), blocked: map[*tenant]blockedKind{}, caps: p.caps, unplaced: p.unplaced, packFirst: p.packFirst}
+	s := &packed{gpus: p.gpus, score: p.score(), blocked: make(map[*tenant]blockedKind, len(p.blocked)), caps: p.caps, unplaced: p.unplaced, packFirst: p.packFirst}
 	p.noteSpill(s)
-	for _, tn := range p.tenants {
-		s.choice, s.infeas = append(s.choice, tn.choice), append(s.infeas, tn.infeas)
+	s.choice, s.infeas = make([]*cand, len(p.tenants)), make([][]v1.Reason, len(p.tenants))
+	for i, tn := range p.tenants {
+		s.choice[i], s.infeas[i] = tn.choice, tn.infeas
 	}
 	for u, b := range p.blocked {
 		for _, r := range u.reps { // the least rule, so that map order does not show
@@ -759,8 +760,7 @@ func (p *planner) score() [4]float64 {
 			short++
 		}
 	}
-	uses := map[string]migUse{}
-	conflicts := map[string]bool{}
+	uses, conflicts := p.reuse.scoreIndex()
 	for _, g := range p.gpus {
 		if g.role == v1.RolePool {
 			used++
@@ -769,7 +769,7 @@ func (p *planner) score() [4]float64 {
 			if pi.u == nil {
 				continue
 			}
-			k := g.fg.ref.Node + "/" + pi.in.Profile
+			k := nodeProfile{g.fg.ref.Node, pi.in.Profile}
 			if u, ok := uses[k]; ok && u != useOf(pi.u) {
 				conflicts[k] = true
 			}

@@ -3,8 +3,9 @@ package plan
 // reusedMaps are maps that steps run on every packing (pack runs once per choice the
 // optimisation tries) would otherwise build from empty each time, growing them entry by entry:
 // spreadRedundant's index of the units (rebuilt after each replica it moves to another GPU),
-// the compaction's indexes, and takeGroup's count of free GPUs per node (once per
-// tensor-parallel unit). Each is handed out empty (cleared), keeping the room it grew to, and
+// the compaction's indexes, takeGroup's count of free GPUs per node (once per
+// tensor-parallel unit), formUnits' tenants by group, markUnplaced's short tenants and score's
+// sharing settings per node. Each is handed out empty (cleared), keeping the room it grew to, and
 // is valid only until it is handed out again; no result keeps one.
 type reusedMaps struct {
 	// spreadWhere and spreadByKey are spreadRedundant's index: each unit's GPU, and the units by
@@ -23,6 +24,55 @@ type reusedMaps struct {
 	// their first free GPU, for one call.
 	takeCount map[string]int
 	takeOrder []string
+	// formByKey, formKeys and formReps are formUnits' tenants by group key, the keys in the
+	// order met and the replicas of each; formByKey's slices are truncated like spreadByKey's.
+	formByKey map[groupKey][]*tenant
+	formKeys  []groupKey
+	formReps  []int
+	// shortCount, shortWhy and shortOrder are markUnplaced's replicas left short per tenant,
+	// the rule that blocked each and the tenants in order met.
+	shortCount map[*tenant]int
+	shortWhy   map[*tenant]string
+	shortOrder []*tenant
+	// scoreUses and scoreConflicts are score's sharing setting per node and MIG profile, and
+	// the node and profile pairs set two ways.
+	scoreUses      map[nodeProfile]migUse
+	scoreConflicts map[nodeProfile]bool
+}
+
+// nodeProfile is a MIG profile on a node, as score counts the sharing settings.
+type nodeProfile struct{ node, profile string }
+
+// formIndex hands out formUnits' index, empty: byKey with every slice truncated, keys and
+// reps truncated (the caller stores what it grew back in formKeys and formReps).
+func (r *reusedMaps) formIndex() (byKey map[groupKey][]*tenant, keys []groupKey, reps []int) {
+	if r.formByKey == nil {
+		r.formByKey = map[groupKey][]*tenant{}
+	}
+	truncateAll(r.formByKey)
+	return r.formByKey, r.formKeys[:0], r.formReps[:0]
+}
+
+// shortIndex hands out markUnplaced's maps, empty, and its order, truncated (the caller stores
+// the order it grew back in shortOrder).
+func (r *reusedMaps) shortIndex() (count map[*tenant]int, why map[*tenant]string, order []*tenant) {
+	if r.shortCount == nil {
+		r.shortCount, r.shortWhy = map[*tenant]int{}, map[*tenant]string{}
+	}
+	clear(r.shortCount)
+	clear(r.shortWhy)
+	clear(r.shortOrder)
+	return r.shortCount, r.shortWhy, r.shortOrder[:0]
+}
+
+// scoreIndex hands out score's maps, empty.
+func (r *reusedMaps) scoreIndex() (uses map[nodeProfile]migUse, conflicts map[nodeProfile]bool) {
+	if r.scoreUses == nil {
+		r.scoreUses, r.scoreConflicts = map[nodeProfile]migUse{}, map[nodeProfile]bool{}
+	}
+	clear(r.scoreUses)
+	clear(r.scoreConflicts)
+	return r.scoreUses, r.scoreConflicts
 }
 
 // spreadIndex hands out spreadRedundant's index maps, empty: where with room for at least

@@ -27,9 +27,26 @@ func packLayout(p *planner) string {
 	return b.String()
 }
 
+// packResult is a packing as text: the layout (packLayout), each tenant's reasons and the
+// packing's score.
+func packResult(p *planner) string {
+	var b strings.Builder
+	b.WriteString(packLayout(p))
+	for _, tn := range p.tenants {
+		for _, r := range tn.infeas {
+			fmt.Fprintf(&b, "%s: %s %s\n", tn.t.Name, r.Code, r.Message)
+		}
+	}
+	fmt.Fprintf(&b, "score %v\n", p.score())
+	return b.String()
+}
+
 // A packing with the maps of packings before it (reusedMaps: spreadRedundant's and the
-// compaction's indexes, handed out cleared) lays out the GPUs as one with maps of its own: no
-// unit of an earlier packing is left in them for a spread or a compaction move to land on.
+// compaction's indexes, formUnits' tenants by group, markUnplaced's short tenants and score's
+// settings, handed out cleared) lays out the GPUs, gives the reasons and scores as one with maps
+// of its own: no unit of an earlier packing is left in them for a spread or a compaction move to
+// land on, no tenant of one is formed into a unit again, no replica left short is counted twice
+// and no sharing setting of one counts as a conflict.
 func TestPackReusedMapsKeepNothing(t *testing.T) {
 	pools := map[string]*v1.Pool{}
 	for _, path := range []string{"testdata/spread-self-pool.yaml", "testdata/spread-dra-pool.yaml",
@@ -56,11 +73,17 @@ func TestPackReusedMapsKeepNothing(t *testing.T) {
 				if err := p.pack(); err != nil {
 					t.Fatal(err)
 				}
-				return packLayout(p)
+				return packResult(p)
 			}
 			want := packFresh(true)
 			if p.reuse.spreadWhere == nil && p.reuse.compactPos == nil {
 				t.Fatal("the packing used no reused map")
+			}
+			if p.reuse.formByKey == nil || p.reuse.scoreUses == nil {
+				t.Fatal("the packing formed its units or scored without the reused maps")
+			}
+			if name == "testdata/short-150-on-60.yaml" && p.reuse.shortCount == nil {
+				t.Fatal("a packing that leaves tenants short marked them without the reused maps")
 			}
 			for range 2 {
 				if got := packFresh(false); got != want {
@@ -84,6 +107,24 @@ func TestReusedMapsHandedOutEmpty(t *testing.T) {
 	count["n"], r.takeOrder = 2, append(order, "n")
 	kept := [][]*unit{byKey[u.key], cu[tn]}
 	keptG := cn["n"]
+	fb, fk, fr := r.formIndex()
+	fb[u.key] = append(fb[u.key], tn)
+	r.formKeys, r.formReps = append(fk, u.key), append(fr, 1)
+	keptT := fb[u.key]
+	sc, sw, so := r.shortIndex()
+	sc[tn], sw[tn], r.shortOrder = 1, "rule", append(so, tn)
+	su, sf := r.scoreIndex()
+	su[nodeProfile{"n", "1g.10gb"}], sf[nodeProfile{"n", "1g.10gb"}] = migUse{share: 2}, true
+
+	if fb, fk, fr = r.formIndex(); len(fb[u.key]) != 0 || len(fk) != 0 || len(fr) != 0 || keptT[0] != nil {
+		t.Errorf("formUnits' index not emptied: %v, %v, %v, array %v", fb[u.key], fk, fr, keptT)
+	}
+	if sc, sw, so = r.shortIndex(); len(sc) != 0 || len(sw) != 0 || len(so) != 0 || r.shortOrder[0] != nil {
+		t.Errorf("markUnplaced's maps not emptied: %v, %v, %v, array %v", sc, sw, so, r.shortOrder)
+	}
+	if su, sf = r.scoreIndex(); len(su) != 0 || len(sf) != 0 {
+		t.Errorf("score's maps not emptied: %v, %v", su, sf)
+	}
 
 	where, byKey = r.spreadIndex(4)
 	cw, cu, cn, cp = r.compactIndex(4)

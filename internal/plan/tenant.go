@@ -72,6 +72,12 @@ type tenant struct {
 	scUses            uint64
 	// stay is when the local search last found no move for it (bestMove).
 	stay stayed
+	// chFor is the choice whose group number in chIn (keyIDs.of) and replicas chKid and chReps
+	// are, while the candidates' replicas are as at chSet (planner.replicasSet): choiceKid.
+	chFor         *cand
+	chIn          *keyIDs
+	chSet         uint64
+	chKid, chReps int32
 }
 
 func newTenant(i int, t v1.Tenant, o Options, po perf.Options) (*tenant, error) {
