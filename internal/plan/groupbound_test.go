@@ -320,33 +320,7 @@ func TestSynthetic1000GroupBoundAtBoundCounts(t *testing.T) {
 	if pl.Summary.LowerBound != 215 || math.Abs(grp-214.25) > 1e-9 {
 		t.Errorf("lower bound %d, group bound %.4f: want 215 and 214.25", pl.Summary.LowerBound, grp)
 	}
-	q, err := newPlanner(pool, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q.ctx = context.Background()
-	q.evaluate()
-	for _, tn := range q.tenants {
-		for _, c := range tn.feasible {
-			if c.lbReplicas > 0 && c.lbReplicas < c.replicas {
-				c.replicas = c.lbReplicas
-				c.cost = float64(c.replicas) / float64(c.share) * c.unitFrac
-			}
-		}
-		sortCands(tn.feasible)
-	}
-	if err := q.optimise(); err != nil {
-		t.Fatal(err)
-	}
-	at, err := q.result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tp := range at.Tenants {
-		if tp.Infeasible {
-			t.Fatalf("%s short at the bound's counts", tp.Name)
-		}
-	}
+	at, _ := planAtBoundCounts(t, pool)
 	t.Logf("%d GPUs at the bound's counts", at.Summary.GPUsUsed)
 	if at.Summary.GPUsUsed < pl.Summary.LowerBound {
 		t.Errorf("%d GPUs at the bound's counts, below the lower bound %d: the bound is wrong", at.Summary.GPUsUsed, pl.Summary.LowerBound)

@@ -105,6 +105,44 @@ func TestSynthetic100AtMemoryVolume(t *testing.T) {
 	}
 }
 
+// planAtBoundCounts plans pool with every feasible candidate lowered to its bound's count
+// (lbReplicas) where that is below its sized count, through the planner's own choice and
+// packing, and fails the test if a tenant is left short. It returns the plan and how many
+// candidates were lowered.
+func planAtBoundCounts(t *testing.T, pool *v1.Pool) (*v1.Plan, int) {
+	t.Helper()
+	p, err := newPlanner(pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ctx = context.Background()
+	p.evaluate()
+	lowered := 0
+	for _, tn := range p.tenants {
+		for _, c := range tn.feasible {
+			if c.lbReplicas > 0 && c.lbReplicas < c.replicas {
+				c.replicas = c.lbReplicas
+				c.cost = float64(c.replicas) / float64(c.share) * c.unitFrac
+				lowered++
+			}
+		}
+		sortCands(tn.feasible)
+	}
+	if err := p.optimise(); err != nil {
+		t.Fatal(err)
+	}
+	pl, err := p.result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range pl.Tenants {
+		if tp.Infeasible {
+			t.Fatalf("%s (%s): %s short at the bound's counts", pool.Metadata.Name, pool.Policy.KubernetesDeviceAPI, tp.Name)
+		}
+	}
+	return pl, lowered
+}
+
 // TestSynthetic100PacksAtBoundCounts plans the synthetic 100-tenant pool with every candidate at
 // the lower bound's replica count (lbReplicas) instead of the sized one. The bound claims no plan
 // of those counts uses fewer GPUs, so a packing below it would prove the bound wrong; a packing
@@ -116,35 +154,7 @@ func TestSynthetic100PacksAtBoundCounts(t *testing.T) {
 		pool := synthPool(100)
 		pool.Policy.KubernetesDeviceAPI = api
 		bound := build(t, pool).Summary.LowerBound
-		p, err := newPlanner(pool, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.ctx = context.Background()
-		p.evaluate()
-		lowered := 0
-		for _, tn := range p.tenants {
-			for _, c := range tn.feasible {
-				if c.lbReplicas > 0 && c.lbReplicas < c.replicas {
-					c.replicas = c.lbReplicas
-					c.cost = float64(c.replicas) / float64(c.share) * c.unitFrac
-					lowered++
-				}
-			}
-			sortCands(tn.feasible)
-		}
-		if err := p.optimise(); err != nil {
-			t.Fatal(err)
-		}
-		pl, err := p.result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, tp := range pl.Tenants {
-			if tp.Infeasible {
-				t.Fatalf("%s: %s short at the bound's counts", api, tp.Name)
-			}
-		}
+		pl, lowered := planAtBoundCounts(t, pool)
 		t.Logf("%s: %d candidates lowered to the bound's count; %d GPUs against the bound's %d", api, lowered, pl.Summary.GPUsUsed, bound)
 		if lowered == 0 {
 			t.Errorf("%s: no candidate's count lowered: the test checks nothing", api)
