@@ -677,8 +677,13 @@ func (p *planner) newFractional(vector bool) *fractional {
 // kept (ties: the earlier). One tenant at a time cannot fill a shared unit that pays off only
 // once all its sharers have moved (four small models leaving unshared 1g.10gb instances for one
 // 1g.20gb shared by MPS); the group search moves them together.
-func (p *planner) choose(boardWide, vector bool) {
-	p.chooseFrom(boardWide, vector, nil)
+func (p *planner) choose(boardWide, vector bool) { p.chooseWarm(boardWide, vector, nil) }
+
+// chooseWarm is choose with its first start from warm (a candidate per tenant, as chooseFrom
+// takes it; nil: each tenant's cheapest): optimise's withholding rounds start from the plan they
+// improve (warmSeed).
+func (p *planner) chooseWarm(boardWide, vector bool, warm []*cand) {
+	p.chooseFrom(boardWide, vector, warm)
 	var coarse []*cand
 	if boardWide && !vector {
 		coarse = p.coarseSeed()
@@ -755,7 +760,7 @@ func (p *planner) chooseFrom(boardWide, vector bool, seed []*cand) {
 			continue
 		}
 		tn.choice = p.firstAllowed(tn)
-		if seed != nil && seed[i] != nil && !p.forbidden(tn, seed[i]) {
+		if seed != nil && seed[i] != nil && !p.forbidden(tn, seed[i]) && slices.Contains(tn.feasible, seed[i]) {
 			tn.choice = seed[i]
 		}
 		f.move(p.ids.of(tn, tn.choice), tn.choice, tn.choice.replicas)

@@ -231,7 +231,9 @@ const maxWithholdRounds = 3
 
 // withholdNodeMPS plans again, on the device-plugin path, when best leaves tenants short for a
 // node rule: whole-GPU MPS on the boards where units were kept off free GPUs is withheld from the
-// tenants that chose it there, and the retries run afresh (optimiseRetries). A node whose
+// tenants that chose it there, and the retries run again (optimiseRetries), warm: with the kinds
+// forbidden before kept and each choice started from the plan it improves (withholdRound, ADR
+// 0117); a warm round that gains nothing runs again cold, as the rounds ran before. A node whose
 // nvidia.com/gpu is MPS-shared runs migStrategy none and serves one share and trust path, so
 // the few tenants that chose MPS first can keep a whole node's MIG instances and exclusive
 // replicas from the rest; the blocked-kind retry only forbids the blocked tenants' kinds and
@@ -270,13 +272,15 @@ func (p *planner) withholdNodeMPS(best *packed) (*packed, error) {
 			break
 		}
 		forbid, nodeRule, nodeMPS := p.forbid, p.nodeRule, p.nodeMPS
-		p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst = map[*tenant]map[forbidKey]string{}, map[*tenant]map[forbidKey]string{}, nil, nil, nil
-		for tn, m := range withheld {
-			p.forbid[tn] = maps.Clone(m)
-		}
-		alt, err := p.optimiseRetries()
+		alt, err := p.withholdRound(best, withheld, forbid, nodeRule, nodeMPS, !p.coldRounds)
 		if err != nil {
 			return nil, err
+		}
+		if !p.coldRounds && slices.Compare(alt.score[:], best.score[:]) >= 0 {
+			// The warm round gained nothing: the round again from cold, as before (ADR 0117).
+			if alt, err = p.withholdRound(best, withheld, forbid, nodeRule, nodeMPS, false); err != nil {
+				return nil, err
+			}
 		}
 		if slices.Compare(alt.score[:], best.score[:]) >= 0 {
 			p.forbid, p.nodeRule, p.nodeMPS = forbid, nodeRule, nodeMPS
@@ -289,6 +293,32 @@ func (p *planner) withholdNodeMPS(best *packed) (*packed, error) {
 		}
 	}
 	return best, nil
+}
+
+// withholdRound runs withholdNodeMPS's retries with withheld's kinds forbidden. Cold, they
+// start afresh: no other kind forbidden, no board counted in nodes or limited. Warm, the kinds
+// forbidden before (forbid, nodeRule, nodeMPS: the planner's as best left them) stay, and the
+// first choice starts from best's (warmFrom).
+func (p *planner) withholdRound(best *packed, withheld, forbid, nodeRule map[*tenant]map[forbidKey]string, nodeMPS map[string]int, warm bool) (*packed, error) {
+	p.forbid, p.nodeRule, p.nodeMPS, p.caps, p.packFirst = map[*tenant]map[forbidKey]string{}, map[*tenant]map[forbidKey]string{}, nil, nil, nil
+	if warm {
+		for tn, m := range forbid {
+			p.forbid[tn] = maps.Clone(m)
+		}
+		for tn, m := range nodeRule {
+			p.nodeRule[tn] = maps.Clone(m)
+		}
+		p.nodeMPS, p.warmFrom = maps.Clone(nodeMPS), best
+	}
+	for tn, m := range withheld {
+		if p.forbid[tn] == nil {
+			p.forbid[tn] = map[forbidKey]string{}
+		}
+		maps.Copy(p.forbid[tn], m)
+	}
+	p.warmRound = warm
+	defer func() { p.warmRound = false }()
+	return p.optimiseRetries()
 }
 
 // mpsBlockRule is the least node rule that kept units of best off free GPUs of board (the
@@ -318,7 +348,12 @@ func usesFineShares(choice []*cand) bool {
 // coarse ladders' pass each running these retries afresh, the plans that gained nothing were
 // 15 of 31 choices and packings (genscale.py 4000 2000 1 fixed).
 func (p *planner) optimiseRetries() (*packed, error) {
-	best, err := p.optimiseOnce(nil)
+	var seed []*cand
+	if p.warmFrom != nil {
+		seed = p.warmFrom.choice
+	}
+	p.warmFrom = nil
+	best, err := p.optimiseOnce(nil, seed)
 	if err != nil {
 		return nil, err
 	}
@@ -362,7 +397,7 @@ func (p *planner) optimiseRetries() (*packed, error) {
 			}
 		}
 		prevBest := best
-		if best, err = p.optimiseOnce(best); err != nil {
+		if best, err = p.optimiseOnce(best, p.warmSeed(best)); err != nil {
 			return nil, err
 		}
 		stale = best == prevBest
@@ -371,11 +406,20 @@ func (p *planner) optimiseRetries() (*packed, error) {
 		best = alt // as many tenants short, fewer GPUs (or node/profile pairs used two ways)
 	}
 	if p.raiseIdleCaps(best) {
-		if best, err = p.optimiseOnce(best); err != nil { // kept only where it scores better
+		if best, err = p.optimiseOnce(best, p.warmSeed(best)); err != nil { // kept only where it scores better
 			return nil, err
 		}
 	}
 	return best, nil
+}
+
+// warmSeed is the choice a retry of best starts from: best's in a warm withholding round
+// (withholdRound), nil (each tenant's cheapest allowed) elsewhere.
+func (p *planner) warmSeed(best *packed) []*cand {
+	if !p.warmRound {
+		return nil
+	}
+	return best.choice
 }
 
 // raiseIdleCaps raises, after the board-limit retries, the limit of each board on which the
@@ -621,7 +665,7 @@ func (p *planner) withoutCounting(best *packed, counted map[string]bool) (*packe
 	if len(p.nodeMPS) == 0 {
 		p.nodeMPS = nil
 	}
-	out, err := p.optimiseOnce(best)
+	out, err := p.optimiseOnce(best, nil)
 	p.forbid, p.nodeMPS = forbid, nodeMPS
 	return out, err
 }
@@ -670,15 +714,16 @@ type blockedKind struct {
 	rule string
 }
 
-// optimiseOnce runs the four choice variants under the current forbidden kinds and returns the
-// best plan of them and best (nil: none yet). A variant whose packing left units short for a
+// optimiseOnce runs the four choice variants under the current forbidden kinds, each started
+// from seed (chooseWarm; nil: each tenant's cheapest allowed), and returns the best plan of them
+// and best (nil: none yet). A variant whose packing left units short for a
 // node rule is packed again with those units' groups first (packFirst), and the better packing
 // counts: the first unit on a node fixes its device-plugin setting, and in group order that may
 // be the fewer tenants' (an exclusive GPU before a time-sliced one of four tenants).
-func (p *planner) optimiseOnce(best *packed) (*packed, error) {
+func (p *planner) optimiseOnce(best *packed, seed []*cand) (*packed, error) {
 	p.onces++
 	for _, v := range [][2]bool{{true, false}, {false, false}, {true, true}, {false, true}} {
-		p.choose(v[0], v[1])
+		p.chooseWarm(v[0], v[1], seed)
 		p.packFirst = nil
 		chosen := make([][]v1.Reason, len(p.tenants))
 		for i, tn := range p.tenants {
@@ -865,6 +910,12 @@ type planner struct {
 	// onces counts optimise's choices and packings (optimiseOnce), altPlans the plans without
 	// counting in nodes, altStart the packedWork at the last one's start; for tests.
 	onces, altPlans, altStart int
+	// coldRounds makes withholdNodeMPS's rounds start cold only, as before ADR 0117 (tests
+	// compare). warmFrom, when set, is the plan the next optimiseRetries's first choice starts
+	// from, and warmRound is set while a warm round's retries run (withholdRound).
+	coldRounds bool
+	warmFrom   *packed
+	warmRound  bool
 	// packFirst, when set, is the groups whose units pack before all others (pack): those a
 	// node rule kept off their board's free GPUs in the packing before (optimiseOnce).
 	packFirst map[groupKey]bool
