@@ -145,3 +145,23 @@ func TestBestStartExtendsLegally(t *testing.T) {
 		t.Fatalf("%d boards, %d extensions checked", boards, checked)
 	}
 }
+
+// The pass is undone when a tenant that holds placed replicas stays short, so that the release
+// of short tenants can still give those replicas up: on the review's rnd-303 the release frees
+// a partly placed mixtral's eight H200s and seats t7-llama-3-2-1b on the H200s' MIG room, 17
+// GPUs used; with the pass kept t7 took A100 room, mixtral stayed on its eight GPUs, 24 used.
+// Nor does it run within the release's repackings: on review 13's d1 it made an earlier release
+// count as serving more, 7 GPUs used for the tenants the release serves on 6.
+func TestUsedMIGPassLeavesTheRelease(t *testing.T) {
+	for _, path := range []string{"../../cmd/gpupool/testdata/review/random/rnd-303.yaml", "../../testdata/review13/d1-deviceplugin-mps-node-idle.yaml"} {
+		pool := loadPool(t, path)
+		_, off := planWith(t, pool, func(p *planner) { p.noUsedMIGRescue = true })
+		_, on := planWith(t, pool, func(*planner) {})
+		if on.Summary.GPUsUsed != off.Summary.GPUsUsed {
+			t.Errorf("%s: %d GPUs used, %d without the pass", path, on.Summary.GPUsUsed, off.Summary.GPUsUsed)
+		}
+		if a, b := m1Short(on), m1Short(off); len(a) != len(b) {
+			t.Errorf("%s: short %v, %v without the pass", path, a, b)
+		}
+	}
+}
