@@ -170,7 +170,13 @@
 // their replicas and leaves the most pool GPUs idle; when none does its reason says what was
 // tried. The step makes at most moveBudget (4,096) packings in one pass of the rescue, all short
 // tenants together, fewer in proportion above 1,000 tenants (movePass, ADR 0110); those left
-// untried once it is spent say so (ADR 0080). When
+// untried once it is spent say so (ADR 0080). After all these, a tenant still short tries its
+// MIG candidates on the free MIG room of its board's pool GPUs in use (rescueUsedMIGPass,
+// rescueOnUsedMIG, ADR 0116): an empty instance of the unit's profile or a new one at a start
+// the catalog's tables allow beside the GPU's instances, every instance kept where it is, on a
+// GPU of the unit's energy class whose node serves the profile the unit's way; the pass is
+// undone when a tenant holding placed replicas stays short, and does not run within the
+// release's repackings. When
 // the plan leaves tenants short while using shares finer than 1/8, the whole optimisation runs
 // again on the coarse ladders and the better plan is kept (ADR 0056). A tenant still short has
 // its NoCapacity reason say, per board with idle pool

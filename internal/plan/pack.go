@@ -235,7 +235,9 @@ func byBoardAndEnergy(units []*unit) (order []unitBucket, by map[unitBucket][]*u
 // Last, a tenant still short whose part placement holds GPUs of its own tries its candidates on
 // those GPUs and the idle ones together (rescueOnOwn), also when no pool GPU is idle. When pool
 // GPUs are still idle after that, a tenant still short may have served tenants moved off its
-// choice's board onto them to make room (moveServed). It returns the units still without a GPU.
+// choice's board onto them to make room (moveServed). After all these, a tenant still short may
+// take the free MIG room of pool GPUs in use (rescueUsedMIGPass). It returns the units still
+// without a GPU.
 func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 	if len(unplaced) == 0 {
 		return nil, nil
@@ -324,7 +326,7 @@ func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 		left = dropDone(left, done)
 	}
 	if ownOnly || p.noMoveServed {
-		return left, nil
+		return p.rescueUsedMIGPass(short, done, left), nil
 	}
 	// Last, once every short tenant has had the idle GPUs as they are, those still short may
 	// have served tenants moved onto them (moveServed), one at a time in the order above: a move
@@ -353,7 +355,7 @@ func (p *planner) rescue(unplaced []*unit, pc *patternCache) ([]*unit, error) {
 		done[tn], still[tn] = true, false
 		left = dropDone(left, done)
 	}
-	return left, nil
+	return p.rescueUsedMIGPass(short, done, left), nil
 }
 
 // countIdle is the idle pool GPUs of free, all boards together.

@@ -944,6 +944,9 @@ type planner struct {
 	// noOwnRescue keeps the rescue to idle pool GPUs (tests compare with and without
 	// rescueOnOwn).
 	noOwnRescue bool
+	// noUsedMIGRescue keeps the rescue off the free MIG room of pool GPUs in use (tests compare
+	// with and without rescueOnUsedMIG).
+	noUsedMIGRescue bool
 	// noMoveServed keeps the rescue from moving served tenants (tests compare with and without
 	// moveServed).
 	noMoveServed bool
