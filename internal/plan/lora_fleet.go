@@ -106,6 +106,9 @@ type LoRAFleetGroup struct {
 	// Bound is LoRABound's GPUs for the group and Why its argument.
 	Bound int
 	Why   string
+	// Held, when set, says that the plan held GPUs out of the fleet for the engines before the
+	// other tenants were packed, and why (BuildWithLoRA).
+	Held string
 }
 
 // PlanLoRABoards plans g on each of boards (PlanLoRA, engines named prefix-0, prefix-1, …) and
@@ -554,6 +557,15 @@ func BuildWithLoRA(ctx context.Context, pool *v1.Pool, o Options, adapters map[s
 		}
 		PlaceLoRAEngines(pl, pool, fg, o.Current)
 		loraVerdictReasons(pl, fg, vs)
+		if o.Current == nil && adapterShort(pl, fg) {
+			held, hfg, err := buildHeld(ctx, pool, rest, o, adapters, pl)
+			if err != nil {
+				return nil, nil, err
+			}
+			if held != nil {
+				pl, fg = held, hfg
+			}
+		}
 	}
 	if pool.Policy.DeviceAPI() == v1.DeviceAPIDRA {
 		noEngineReasons(pl, pool)
@@ -745,4 +757,217 @@ func noEngineReasons(pl *v1.Plan, pool *v1.Pool) {
 			pl.Tenants[i].Reasons = append(pl.Tenants[i].Reasons, v1.NewReason(v1.ReasonModeNotAllowed, "%s", LoRANeedsDevicePlugin))
 		}
 	}
+}
+
+// adapterShort reports whether pl leaves an adapter tenant of the groups fg infeasible.
+func adapterShort(pl *v1.Plan, fg []LoRAFleetGroup) bool {
+	in := map[string]bool{}
+	for _, g := range fg {
+		for _, a := range g.Group.Adapters {
+			in[a.Tenant] = true
+		}
+	}
+	for _, t := range pl.Tenants {
+		if t.Infeasible && in[t.Name] {
+			return true
+		}
+	}
+	return false
+}
+
+// engineHold is a GPU of the fleet held out of the plan of the other tenants for shared LoRA
+// engines (buildHeld).
+type engineHold struct {
+	ref   v1.GPURef
+	board string
+}
+
+// holdForEngines chooses the GPUs the groups' engines need before the other tenants are packed:
+// each group, in group order, takes as many GPUs as its engines on the first of its boards
+// (Options, preferred first) with that many left, from the last nodes of the fleet and their
+// highest indices first; only nodes whose GPUs are all of one board give GPUs (on a node of two
+// boards the device plugin hands an engine's pod any whole GPU of it). A group no board has room
+// for takes none. It returns the held GPUs and the fleet without them (nodes left with none
+// dropped).
+func holdForEngines(pool *v1.Pool, fg []LoRAFleetGroup) ([]engineHold, []v1.Node) {
+	type slot struct {
+		node, n int // node index, GPUs of it not yet held
+		board   string
+	}
+	var slots []slot
+	left := map[string]int{}
+	for ni, n := range pool.Fleet.Nodes {
+		board, count := "", 0
+		for _, g := range n.GPUs {
+			b, err := gpu.Lookup(g.Board)
+			if err != nil || board != "" && b.Name != board {
+				board = "\x00"
+				break
+			}
+			board, count = b.Name, count+g.Count
+		}
+		if board == "" || board == "\x00" {
+			continue
+		}
+		slots = append(slots, slot{node: ni, n: count, board: board})
+		left[board] += count
+	}
+	var held []engineHold
+	for _, grp := range fg {
+		opts := grp.Options
+		if len(opts) == 0 {
+			opts = []LoRABoardPlan{{Board: grp.Board, Plan: grp.Plan}}
+		}
+		for _, o := range opts {
+			k := len(o.Plan.Engines)
+			if k == 0 || left[o.Board] < k {
+				continue
+			}
+			left[o.Board] -= k
+			for i := len(slots) - 1; i >= 0 && k > 0; i-- {
+				s := &slots[i]
+				for ; s.board == o.Board && s.n > 0 && k > 0; k-- {
+					s.n--
+					held = append(held, engineHold{ref: v1.GPURef{Node: pool.Fleet.Nodes[s.node].Name, Index: s.n}, board: o.Board})
+				}
+			}
+			break
+		}
+	}
+	if len(held) == 0 {
+		return nil, nil
+	}
+	keep := map[int]int{} // node index → GPUs it keeps, where it gives some
+	for _, s := range slots {
+		keep[s.node] = s.n
+	}
+	var nodes []v1.Node
+	for ni, n := range pool.Fleet.Nodes {
+		k, ok := keep[ni]
+		if !ok {
+			nodes = append(nodes, n)
+			continue
+		}
+		if k == 0 {
+			continue
+		}
+		m := n
+		m.GPUs = nil
+		for _, g := range n.GPUs {
+			c := min(g.Count, k)
+			k -= c
+			if c > 0 {
+				g.Count = c
+				m.GPUs = append(m.GPUs, g)
+			}
+		}
+		nodes = append(nodes, m)
+	}
+	return held, nodes
+}
+
+// buildHeld plans pool with the GPUs its shared LoRA engines need held out of the fleet the
+// other tenants are planned on (holdForEngines), then places the engines, the held GPUs given
+// back idle first: the engines compete with the other tenants for GPUs. first is the plan that
+// packs the other tenants first (BuildWithLoRA), which leaves an adapter tenant short. The held
+// plan is returned, with its groups, when it serves more tenants than first (adapter tenants
+// count), or as many on fewer GPUs, and every engine it places is on a node whose whole GPUs
+// are not MPS- or time-slice-shared (the device plugin shares a node's whole GPUs alike); else
+// nil. Its lower bound and baselines are first's: they are the pool's, not the plan's. Each
+// tenant that first serves and it does not gets the reason in place of its own (which speak of
+// the smaller fleet), as do the groups (Held) and the held GPUs. rest is pool less the groups' tenants.
+func buildHeld(ctx context.Context, pool, rest *v1.Pool, o Options, adapters map[string]llm.Adapter, first *v1.Plan) (*v1.Plan, []LoRAFleetGroup, error) {
+	fg, _, err := LoRAFleetGroups(pool, o, adapters)
+	if err != nil {
+		return nil, nil, err
+	}
+	held, nodes := holdForEngines(pool, fg)
+	if len(held) == 0 {
+		return nil, nil, nil
+	}
+	r := *rest
+	r.Fleet.Nodes = nodes
+	pl, err := Build(ctx, &r, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	mode := v1.ModeExclusive
+	if m := pool.Policy.AllowedModes; len(m) > 0 && !slices.Contains(m, v1.ModeExclusive) {
+		mode = m[0]
+	}
+	isHeld := map[v1.GPURef]bool{}
+	for _, h := range held {
+		isHeld[h.ref] = true
+		pl.GPUs = append(pl.GPUs, v1.PlanGPU{Node: h.ref.Node, Index: h.ref.Index, Board: h.board, Role: v1.RoleIdle, Mode: mode})
+	}
+	nodeAt := map[string]int{}
+	for i, n := range pool.Fleet.Nodes {
+		nodeAt[n.Name] = i
+	}
+	sort.SliceStable(pl.GPUs, func(i, j int) bool {
+		a, b := pl.GPUs[i], pl.GPUs[j]
+		if a.Node != b.Node {
+			return nodeAt[a.Node] < nodeAt[b.Node]
+		}
+		return a.Index < b.Index
+	})
+	pl.Summary.GPUsTotal = len(pl.GPUs)
+	vs, err := confirmLoRA(ctx, pl, pool, fg, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	sharedWhole := map[string]bool{}
+	for _, g := range pl.GPUs {
+		if (g.Mode == v1.ModeMPS || g.Mode == v1.ModeTimeSlice) && len(g.Replicas) > 0 {
+			sharedWhole[g.Node] = true
+		}
+	}
+	PlaceLoRAEngines(pl, pool, fg, nil)
+	loraVerdictReasons(pl, fg, vs)
+	for _, g := range pl.GPUs {
+		if g.LoRAEngine != "" && sharedWhole[g.Node] {
+			return nil, nil, nil
+		}
+	}
+	nf, nh := len(first.Tenants)-shortTenants(first), len(pl.Tenants)-shortTenants(pl)
+	if nh < nf || nh == nf && pl.Summary.GPUsUsed >= first.Summary.GPUsUsed {
+		return nil, nil, nil
+	}
+	pl.Summary.LowerBound, pl.Summary.Baselines = first.Summary.LowerBound, first.Summary.Baselines
+	counts := map[string]int{}
+	for _, h := range held {
+		counts[h.board]++
+	}
+	var parts []string
+	for _, b := range loraSortedKeys(counts) {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[b], b))
+	}
+	note := fmt.Sprintf("%s held for shared LoRA engines before the other tenants were packed: %d of %d tenants served, %d when the engines take the GPUs the packing leaves idle",
+		strings.Join(parts, " + "), nh, len(pl.Tenants), nf)
+	for i := range fg {
+		fg[i].Held = note
+	}
+	for i := range pl.GPUs {
+		if g := &pl.GPUs[i]; isHeld[g.Ref()] {
+			g.Reasons = append(g.Reasons, v1.NewReason(v1.ReasonLoRAEngine, "%s", note))
+		}
+	}
+	for _, name := range shortNames(pl, first) {
+		for i := range pl.Tenants {
+			if pt := &pl.Tenants[i]; pt.Name == name {
+				// The reasons of its plan on the smaller fleet would speak of that fleet alone.
+				pt.Reasons = []v1.Reason{v1.NewReason(v1.ReasonNoCapacity, "the GPUs it was planned on run shared LoRA engines: %s", note)}
+			}
+		}
+	}
+	return pl, fg, nil
+}
+
+func loraSortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
