@@ -170,6 +170,16 @@ func (grp LoRAFleetGroup) allocate(avail map[string]int, keep map[string]string)
 		}
 		k := min(avail[o.Board], len(p.Engines))
 		avail[o.Board] -= k
+		if k > 0 && k < len(p.Engines) && len(keep) == 0 {
+			if fit, rest, restPlan, ok := grp.fitSome(left, o.Board, k, next, p); ok {
+				placed = append(placed, LoRABoardPlan{Board: o.Board, Plan: fit})
+				short = LoRABoardPlan{Board: o.Board, Plan: restPlan}
+				if i+1 < len(opts) {
+					left, next = rest, next+k
+				}
+				continue
+			}
+		}
 		if k < len(p.Engines) {
 			es := slices.Clone(p.Engines)
 			sort.SliceStable(es, func(i, j int) bool { return keep[es[i].Name] == o.Board && keep[es[j].Name] != o.Board })
@@ -187,6 +197,85 @@ func (grp LoRAFleetGroup) allocate(avail map[string]int, keep map[string]string)
 		}
 	}
 	return placed, short
+}
+
+// fitSome plans, for a board with room for k of the engines of p (left planned on it, engines
+// numbered from first), the most of left's adapters that k engines carry within their objectives:
+// the adapters of least rate first, the largest such count found by bisection (PlanLoRAWith on k
+// engines). It is used when that serves more adapters in full than p's first k engines do (an
+// adapter spread over a placed and an unplaced engine is not served); it returns that plan, the
+// adapters left (the whole rate of each) and their plan on the board, engines numbered on.
+func (grp LoRAFleetGroup) fitSome(left LoRAGroup, board string, k, first int, p LoRAPlan) (LoRAPlan, LoRAGroup, LoRAPlan, bool) {
+	b := grp.boardNamed(board)
+	if b == nil {
+		return LoRAPlan{}, LoRAGroup{}, LoRAPlan{}, false
+	}
+	on := map[string]int{}  // adapter → engines of p it is on
+	out := map[string]int{} // adapter → those beyond the first k
+	for i, e := range p.Engines {
+		for _, t := range e.Adapters {
+			on[t]++
+			if i >= k {
+				out[t]++
+			}
+		}
+	}
+	served := 0
+	for t := range on {
+		if out[t] == 0 {
+			served++
+		}
+	}
+	as := slices.Clone(left.Adapters)
+	sort.SliceStable(as, func(i, j int) bool {
+		if as[i].RPS != as[j].RPS {
+			return as[i].RPS < as[j].RPS
+		}
+		return as[i].Tenant < as[j].Tenant
+	})
+	in := func(m int) LoRAInput {
+		return LoRAInput{Group: LoRAGroup{Key: left.Key, Class: left.Class, Adapters: as[:m]}, Engine: b.Engine, Cost: b.Cost, Prefix: grp.Prefix, First: first}
+	}
+	try := func(m int) (LoRAPlan, bool) {
+		pl, ok, err := PlanLoRAWith(in(m), k)
+		if err != nil || !ok {
+			return LoRAPlan{}, false
+		}
+		for _, e := range pl.Engines {
+			if len(e.Adapters) == 0 {
+				return LoRAPlan{}, false
+			}
+		}
+		return pl, true
+	}
+	lo, hi := served, len(as) // lo: no better found yet; hi: the most that could fit
+	var fit LoRAPlan
+	for lo < hi {
+		m := (lo + hi + 1) / 2
+		if pl, ok := try(m); ok {
+			lo, fit = m, pl
+		} else {
+			hi = m - 1
+		}
+	}
+	if lo <= served || lo == len(as) || len(fit.Engines) == 0 {
+		return LoRAPlan{}, LoRAGroup{}, LoRAPlan{}, false
+	}
+	rest := LoRAGroup{Key: left.Key, Class: left.Class}
+	keep := map[string]bool{}
+	for _, a := range as[lo:] {
+		keep[a.Tenant] = true
+	}
+	for _, a := range left.Adapters { // in group order
+		if keep[a.Tenant] {
+			rest.Adapters = append(rest.Adapters, a)
+		}
+	}
+	restPlan, err := PlanLoRA(LoRAInput{Group: rest, Engine: b.Engine, Cost: b.Cost, Prefix: grp.Prefix, First: first + k})
+	if err != nil {
+		return LoRAPlan{}, LoRAGroup{}, LoRAPlan{}, false
+	}
+	return fit, rest, restPlan, true
 }
 
 func (grp LoRAFleetGroup) boardNamed(name string) *LoRABoard {
