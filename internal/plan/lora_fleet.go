@@ -140,9 +140,10 @@ func PlanLoRABoards(g LoRAGroup, boards []LoRABoard, prefix string) ([]LoRABoard
 // takes from): the first option, preferred first, whose engines all fit its board; else the
 // group spills: the preferred board takes the engines it has room for, the adapters (or parts of
 // their rate) of the rest are planned again on the next board (engines numbered on), and so on.
-// Where a board has room for only some of a plan's engines, those that keep their GPU of the plan
-// in force (keep: engine → the board of that GPU, when it is idle) go first, the rest in plan
-// order. It returns the placed parts and the engines no board had room for, with the board they
+// Where a board has room for only some of a plan's engines, those carry the most adapters of
+// least rate they meet the objectives for when that serves more adapters whole (fitSome); else
+// those that keep their GPU of the plan in force (keep: engine → the board of that GPU, when it
+// is idle) go first, the rest in plan order. It returns the placed parts and the engines no board had room for, with the board they
 // were planned on.
 func (grp LoRAFleetGroup) allocate(avail map[string]int, keep map[string]string) (placed []LoRABoardPlan, short LoRABoardPlan) {
 	opts := grp.Options
@@ -170,7 +171,7 @@ func (grp LoRAFleetGroup) allocate(avail map[string]int, keep map[string]string)
 		}
 		k := min(avail[o.Board], len(p.Engines))
 		avail[o.Board] -= k
-		if k > 0 && k < len(p.Engines) && len(keep) == 0 {
+		if k > 0 && k < len(p.Engines) {
 			if fit, rest, restPlan, ok := grp.fitSome(left, o.Board, k, next, p); ok {
 				placed = append(placed, LoRABoardPlan{Board: o.Board, Plan: fit})
 				short = LoRABoardPlan{Board: o.Board, Plan: restPlan}
@@ -624,7 +625,9 @@ func LoRAEnginePrefix(t v1.Tenant, n int) string {
 // BuildWithLoRA plans pool with its adapter tenants that may share a base-model engine
 // (GroupLoRA) on shared LoRA engines: the groups are planned by LoRAFleetGroups, the other
 // tenants (hard-isolated adapter tenants among them) by Build; then PlaceLoRAEngines puts the
-// engines on the GPUs Build leaves idle. adapters holds the adapters read from PEFT folders, by
+// engines on the GPUs Build leaves idle. When that leaves an adapter tenant infeasible, the pool
+// is planned again with the engines' GPUs held out of the fleet first (buildHeld), and that plan
+// is returned where it serves more. adapters holds the adapters read from PEFT folders, by
 // tenant (their rank and bytes); a base model given by dir comes from o.Models. Without shared
 // adapter tenants it is Build. It returns the groups too.
 func BuildWithLoRA(ctx context.Context, pool *v1.Pool, o Options, adapters map[string]llm.Adapter) (*v1.Plan, []LoRAFleetGroup, error) {
@@ -646,7 +649,7 @@ func BuildWithLoRA(ctx context.Context, pool *v1.Pool, o Options, adapters map[s
 		}
 		PlaceLoRAEngines(pl, pool, fg, o.Current)
 		loraVerdictReasons(pl, fg, vs)
-		if o.Current == nil && adapterShort(pl, fg) {
+		if adapterShort(pl, fg) {
 			held, hfg, err := buildHeld(ctx, pool, rest, o, adapters, pl)
 			if err != nil {
 				return nil, nil, err
@@ -958,13 +961,17 @@ func holdForEngines(pool *v1.Pool, fg []LoRAFleetGroup) ([]engineHold, []v1.Node
 // buildHeld plans pool with the GPUs its shared LoRA engines need held out of the fleet the
 // other tenants are planned on (holdForEngines), then places the engines, the held GPUs given
 // back idle first: the engines compete with the other tenants for GPUs. first is the plan that
-// packs the other tenants first (BuildWithLoRA), which leaves an adapter tenant short. The held
-// plan is returned, with its groups, when it serves more tenants than first (adapter tenants
-// count), or as many on fewer GPUs, and every engine it places is on a node whose whole GPUs
-// are not MPS- or time-slice-shared (the device plugin shares a node's whole GPUs alike); else
-// nil. Its lower bound and baselines are first's: they are the pool's, not the plan's. Each
-// tenant that first serves and it does not gets the reason in place of its own (which speak of
-// the smaller fleet), as do the groups (Held) and the held GPUs. rest is pool less the groups' tenants.
+// packs the other tenants first (BuildWithLoRA), which leaves an adapter tenant short; rest is
+// pool less the groups' tenants. The held plan is returned, with its groups, when it serves
+// more tenants than first (adapter tenants count), or as many on fewer GPUs, every engine it
+// places is on a node whose whole GPUs are not MPS- or time-slice-shared (the device plugin
+// shares a node's whole GPUs alike) and it is a valid plan of pool; else nil, as when the
+// smaller fleet cannot be planned. Re-planning, the other tenants are planned as from scratch
+// (the plan in force names GPUs the smaller fleet renumbers or lacks) and the engines keep their
+// GPUs in force where idle; under a move budget the plan is dropped when its migration moves
+// more than the budget or it leaves short a tenant the plan in force serves. Its lower bound and
+// baselines are first's: they are the pool's, not the plan's. Each tenant that first serves and it does not gets the reason in place
+// of its own (which speak of the smaller fleet), as do the groups (Held) and the held GPUs.
 func buildHeld(ctx context.Context, pool, rest *v1.Pool, o Options, adapters map[string]llm.Adapter, first *v1.Plan) (*v1.Plan, []LoRAFleetGroup, error) {
 	fg, _, err := LoRAFleetGroups(pool, o, adapters)
 	if err != nil {
@@ -976,9 +983,15 @@ func buildHeld(ctx context.Context, pool, rest *v1.Pool, o Options, adapters map
 	}
 	r := *rest
 	r.Fleet.Nodes = nodes
-	pl, err := Build(ctx, &r, o)
+	// Planned as from scratch: the plan in force names GPUs the smaller fleet renumbers or lacks.
+	oh := o
+	oh.Current, oh.MaxMoves = nil, nil
+	pl, err := Build(ctx, &r, oh)
 	if err != nil {
-		return nil, nil, err
+		if ctx.Err() != nil {
+			return nil, nil, err
+		}
+		return nil, nil, nil // the smaller fleet cannot be planned (a policy names a node held whole): first stands
 	}
 	mode := v1.ModeExclusive
 	if m := pool.Policy.AllowedModes; len(m) > 0 && !slices.Contains(m, v1.ModeExclusive) {
@@ -1001,9 +1014,12 @@ func buildHeld(ctx context.Context, pool, rest *v1.Pool, o Options, adapters map
 		return a.Index < b.Index
 	})
 	pl.Summary.GPUsTotal = len(pl.GPUs)
-	vs, err := confirmLoRA(ctx, pl, pool, fg, o)
+	vs, err := confirmLoRA(ctx, pl, pool, fg, oh)
 	if err != nil {
-		return nil, nil, err
+		if ctx.Err() != nil {
+			return nil, nil, err
+		}
+		return nil, nil, nil
 	}
 	sharedWhole := map[string]bool{}
 	for _, g := range pl.GPUs {
@@ -1011,11 +1027,20 @@ func buildHeld(ctx context.Context, pool, rest *v1.Pool, o Options, adapters map
 			sharedWhole[g.Node] = true
 		}
 	}
-	PlaceLoRAEngines(pl, pool, fg, nil)
+	PlaceLoRAEngines(pl, pool, fg, o.Current)
 	loraVerdictReasons(pl, fg, vs)
 	for _, g := range pl.GPUs {
 		if g.LoRAEngine != "" && sharedWhole[g.Node] {
 			return nil, nil, nil
+		}
+	}
+	if v1.ValidatePlan(pl, pool) != nil {
+		return nil, nil, nil
+	}
+	if cur := o.Current; cur != nil && o.MaxMoves != nil {
+		steps := Migration(cur, pl, pool.Policy.MaxUnavailable.Resolve(len(pl.GPUs)))
+		if CountMoves(steps) > *o.MaxMoves || len(shortNames(pl, cur)) > 0 {
+			return nil, nil, nil // past the move budget, or it stops a tenant that runs now
 		}
 	}
 	nf, nh := len(first.Tenants)-shortTenants(first), len(pl.Tenants)-shortTenants(pl)
