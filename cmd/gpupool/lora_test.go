@@ -527,12 +527,16 @@ func TestLoRACommandFleetTooSmall(t *testing.T) {
 	}
 }
 
-// gpupool plan on the same fleet puts a shared engine on the A100, which the hard adapter
-// tenant's MIG instance on the H100 leaves idle, and says so.
-func TestPlanLoRAEngineOnSecondBoard(t *testing.T) {
+// gpupool plan on the same fleet holds a GPU of each board for the two groups' engines before
+// it packs the hard adapter tenant, which is then short: 11 of 12 tenants served where packing
+// it first serves 8. The plan lines say so.
+func TestPlanLoRAEnginesHeldBeforePacking(t *testing.T) {
 	stdout, stderr, code := runCmd(t, "plan", "../../testdata/review2/pool-lora-1gpu.yaml", "--sim-requests", "-1")
-	if code != exitPartial || !strings.Contains(stderr, "1 shared LoRA engine on A100-SXM4-80GB") ||
-		!strings.Contains(stdout, "A100-SXM4-80GB exclusive pool   [lora:llama-3-1-8b-lora-0]") {
+	if code != exitPartial || !strings.Contains(stderr, "1 shared LoRA engine on H100-SXM5-80GB (1 A100-SXM4-80GB + 1 H100-SXM5-80GB held for shared LoRA engines") ||
+		!strings.Contains(stderr, "11 of 12 tenants served, 8 when the engines take the GPUs the packing leaves idle") ||
+		!strings.Contains(stderr, "1 tenant(s) infeasible: secret") ||
+		!strings.Contains(stdout, "H100-SXM5-80GB exclusive pool   [lora:llama-3-1-8b-lora-0]") ||
+		!strings.Contains(stdout, "A100-SXM4-80GB exclusive pool   [lora:qwen2-5-7b-lora-0]") {
 		t.Errorf("exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
 	}
 }

@@ -45,5 +45,8 @@ func loraPlacedText(g plan.LoRAFleetGroup) string {
 	if len(parts) == 0 {
 		return fmt.Sprintf("no shared LoRA engine placed (%d needed on %s, its best board)", len(g.Plan.Engines), g.Board)
 	}
+	if g.Held != "" {
+		parts = append(parts[:len(parts)-1], parts[len(parts)-1]+" ("+g.Held+")")
+	}
 	return strings.Join(parts, " + ")
 }

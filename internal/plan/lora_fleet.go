@@ -106,6 +106,9 @@ type LoRAFleetGroup struct {
 	// Bound is LoRABound's GPUs for the group and Why its argument.
 	Bound int
 	Why   string
+	// Held, when set, says that the plan held GPUs out of the fleet for the engines before the
+	// other tenants were packed, and why (BuildWithLoRA).
+	Held string
 }
 
 // PlanLoRABoards plans g on each of boards (PlanLoRA, engines named prefix-0, prefix-1, …) and
@@ -137,9 +140,10 @@ func PlanLoRABoards(g LoRAGroup, boards []LoRABoard, prefix string) ([]LoRABoard
 // takes from): the first option, preferred first, whose engines all fit its board; else the
 // group spills: the preferred board takes the engines it has room for, the adapters (or parts of
 // their rate) of the rest are planned again on the next board (engines numbered on), and so on.
-// Where a board has room for only some of a plan's engines, those that keep their GPU of the plan
-// in force (keep: engine → the board of that GPU, when it is idle) go first, the rest in plan
-// order. It returns the placed parts and the engines no board had room for, with the board they
+// Where a board has room for only some of a plan's engines, those carry the most adapters of
+// least rate they meet the objectives for when that serves more adapters whole (fitSome); else
+// those that keep their GPU of the plan in force (keep: engine → the board of that GPU, when it
+// is idle) go first, the rest in plan order. It returns the placed parts and the engines no board had room for, with the board they
 // were planned on.
 func (grp LoRAFleetGroup) allocate(avail map[string]int, keep map[string]string) (placed []LoRABoardPlan, short LoRABoardPlan) {
 	opts := grp.Options
@@ -167,6 +171,16 @@ func (grp LoRAFleetGroup) allocate(avail map[string]int, keep map[string]string)
 		}
 		k := min(avail[o.Board], len(p.Engines))
 		avail[o.Board] -= k
+		if k > 0 && k < len(p.Engines) {
+			if fit, rest, restPlan, ok := grp.fitSome(left, o.Board, k, next, p); ok {
+				placed = append(placed, LoRABoardPlan{Board: o.Board, Plan: fit})
+				short = LoRABoardPlan{Board: o.Board, Plan: restPlan}
+				if i+1 < len(opts) {
+					left, next = rest, next+k
+				}
+				continue
+			}
+		}
 		if k < len(p.Engines) {
 			es := slices.Clone(p.Engines)
 			sort.SliceStable(es, func(i, j int) bool { return keep[es[i].Name] == o.Board && keep[es[j].Name] != o.Board })
@@ -184,6 +198,85 @@ func (grp LoRAFleetGroup) allocate(avail map[string]int, keep map[string]string)
 		}
 	}
 	return placed, short
+}
+
+// fitSome plans, for a board with room for k of the engines of p (left planned on it, engines
+// numbered from first), the most of left's adapters that k engines carry within their objectives:
+// the adapters of least rate first, the largest such count found by bisection (PlanLoRAWith on k
+// engines). It is used when that serves more adapters in full than p's first k engines do (an
+// adapter spread over a placed and an unplaced engine is not served); it returns that plan, the
+// adapters left (the whole rate of each) and their plan on the board, engines numbered on.
+func (grp LoRAFleetGroup) fitSome(left LoRAGroup, board string, k, first int, p LoRAPlan) (LoRAPlan, LoRAGroup, LoRAPlan, bool) {
+	b := grp.boardNamed(board)
+	if b == nil {
+		return LoRAPlan{}, LoRAGroup{}, LoRAPlan{}, false
+	}
+	on := map[string]int{}  // adapter → engines of p it is on
+	out := map[string]int{} // adapter → those beyond the first k
+	for i, e := range p.Engines {
+		for _, t := range e.Adapters {
+			on[t]++
+			if i >= k {
+				out[t]++
+			}
+		}
+	}
+	served := 0
+	for t := range on {
+		if out[t] == 0 {
+			served++
+		}
+	}
+	as := slices.Clone(left.Adapters)
+	sort.SliceStable(as, func(i, j int) bool {
+		if as[i].RPS != as[j].RPS {
+			return as[i].RPS < as[j].RPS
+		}
+		return as[i].Tenant < as[j].Tenant
+	})
+	in := func(m int) LoRAInput {
+		return LoRAInput{Group: LoRAGroup{Key: left.Key, Class: left.Class, Adapters: as[:m]}, Engine: b.Engine, Cost: b.Cost, Prefix: grp.Prefix, First: first}
+	}
+	try := func(m int) (LoRAPlan, bool) {
+		pl, ok, err := PlanLoRAWith(in(m), k)
+		if err != nil || !ok {
+			return LoRAPlan{}, false
+		}
+		for _, e := range pl.Engines {
+			if len(e.Adapters) == 0 {
+				return LoRAPlan{}, false
+			}
+		}
+		return pl, true
+	}
+	lo, hi := served, len(as) // lo: no better found yet; hi: the most that could fit
+	var fit LoRAPlan
+	for lo < hi {
+		m := (lo + hi + 1) / 2
+		if pl, ok := try(m); ok {
+			lo, fit = m, pl
+		} else {
+			hi = m - 1
+		}
+	}
+	if lo <= served || lo == len(as) || len(fit.Engines) == 0 {
+		return LoRAPlan{}, LoRAGroup{}, LoRAPlan{}, false
+	}
+	rest := LoRAGroup{Key: left.Key, Class: left.Class}
+	keep := map[string]bool{}
+	for _, a := range as[lo:] {
+		keep[a.Tenant] = true
+	}
+	for _, a := range left.Adapters { // in group order
+		if keep[a.Tenant] {
+			rest.Adapters = append(rest.Adapters, a)
+		}
+	}
+	restPlan, err := PlanLoRA(LoRAInput{Group: rest, Engine: b.Engine, Cost: b.Cost, Prefix: grp.Prefix, First: first + k})
+	if err != nil {
+		return LoRAPlan{}, LoRAGroup{}, LoRAPlan{}, false
+	}
+	return fit, rest, restPlan, true
 }
 
 func (grp LoRAFleetGroup) boardNamed(name string) *LoRABoard {
@@ -532,7 +625,9 @@ func LoRAEnginePrefix(t v1.Tenant, n int) string {
 // BuildWithLoRA plans pool with its adapter tenants that may share a base-model engine
 // (GroupLoRA) on shared LoRA engines: the groups are planned by LoRAFleetGroups, the other
 // tenants (hard-isolated adapter tenants among them) by Build; then PlaceLoRAEngines puts the
-// engines on the GPUs Build leaves idle. adapters holds the adapters read from PEFT folders, by
+// engines on the GPUs Build leaves idle. When that leaves an adapter tenant infeasible, the pool
+// is planned again with the engines' GPUs held out of the fleet first (buildHeld), and that plan
+// is returned where it serves more. adapters holds the adapters read from PEFT folders, by
 // tenant (their rank and bytes); a base model given by dir comes from o.Models. Without shared
 // adapter tenants it is Build. It returns the groups too.
 func BuildWithLoRA(ctx context.Context, pool *v1.Pool, o Options, adapters map[string]llm.Adapter) (*v1.Plan, []LoRAFleetGroup, error) {
@@ -554,6 +649,15 @@ func BuildWithLoRA(ctx context.Context, pool *v1.Pool, o Options, adapters map[s
 		}
 		PlaceLoRAEngines(pl, pool, fg, o.Current)
 		loraVerdictReasons(pl, fg, vs)
+		if adapterShort(pl, fg) {
+			held, hfg, err := buildHeld(ctx, pool, rest, o, adapters, pl)
+			if err != nil {
+				return nil, nil, err
+			}
+			if held != nil {
+				pl, fg = held, hfg
+			}
+		}
 	}
 	if pool.Policy.DeviceAPI() == v1.DeviceAPIDRA {
 		noEngineReasons(pl, pool)
@@ -745,4 +849,239 @@ func noEngineReasons(pl *v1.Plan, pool *v1.Pool) {
 			pl.Tenants[i].Reasons = append(pl.Tenants[i].Reasons, v1.NewReason(v1.ReasonModeNotAllowed, "%s", LoRANeedsDevicePlugin))
 		}
 	}
+}
+
+// adapterShort reports whether pl leaves an adapter tenant of the groups fg infeasible.
+func adapterShort(pl *v1.Plan, fg []LoRAFleetGroup) bool {
+	in := map[string]bool{}
+	for _, g := range fg {
+		for _, a := range g.Group.Adapters {
+			in[a.Tenant] = true
+		}
+	}
+	for _, t := range pl.Tenants {
+		if t.Infeasible && in[t.Name] {
+			return true
+		}
+	}
+	return false
+}
+
+// engineHold is a GPU of the fleet held out of the plan of the other tenants for shared LoRA
+// engines (buildHeld).
+type engineHold struct {
+	ref   v1.GPURef
+	board string
+}
+
+// holdForEngines chooses the GPUs the groups' engines need before the other tenants are packed:
+// each group, in group order, takes as many GPUs as its engines on the first of its boards
+// (Options, preferred first) with that many left, from the last nodes of the fleet and their
+// highest indices first; only nodes whose GPUs are all of one board give GPUs (on a node of two
+// boards the device plugin hands an engine's pod any whole GPU of it). A group no board has room
+// for takes none. It returns the held GPUs and the fleet without them (nodes left with none
+// dropped).
+func holdForEngines(pool *v1.Pool, fg []LoRAFleetGroup) ([]engineHold, []v1.Node) {
+	type slot struct {
+		node, n int // node index, GPUs of it not yet held
+		board   string
+	}
+	var slots []slot
+	left := map[string]int{}
+	for ni, n := range pool.Fleet.Nodes {
+		board, count := "", 0
+		for _, g := range n.GPUs {
+			b, err := gpu.Lookup(g.Board)
+			if err != nil || board != "" && b.Name != board {
+				board = "\x00"
+				break
+			}
+			board, count = b.Name, count+g.Count
+		}
+		if board == "" || board == "\x00" {
+			continue
+		}
+		slots = append(slots, slot{node: ni, n: count, board: board})
+		left[board] += count
+	}
+	var held []engineHold
+	for _, grp := range fg {
+		opts := grp.Options
+		if len(opts) == 0 {
+			opts = []LoRABoardPlan{{Board: grp.Board, Plan: grp.Plan}}
+		}
+		for _, o := range opts {
+			k := len(o.Plan.Engines)
+			if k == 0 || left[o.Board] < k {
+				continue
+			}
+			left[o.Board] -= k
+			for i := len(slots) - 1; i >= 0 && k > 0; i-- {
+				s := &slots[i]
+				for ; s.board == o.Board && s.n > 0 && k > 0; k-- {
+					s.n--
+					held = append(held, engineHold{ref: v1.GPURef{Node: pool.Fleet.Nodes[s.node].Name, Index: s.n}, board: o.Board})
+				}
+			}
+			break
+		}
+	}
+	if len(held) == 0 {
+		return nil, nil
+	}
+	keep := map[int]int{} // node index → GPUs it keeps, where it gives some
+	for _, s := range slots {
+		keep[s.node] = s.n
+	}
+	var nodes []v1.Node
+	for ni, n := range pool.Fleet.Nodes {
+		k, ok := keep[ni]
+		if !ok {
+			nodes = append(nodes, n)
+			continue
+		}
+		if k == 0 {
+			continue
+		}
+		m := n
+		m.GPUs = nil
+		for _, g := range n.GPUs {
+			c := min(g.Count, k)
+			k -= c
+			if c > 0 {
+				g.Count = c
+				m.GPUs = append(m.GPUs, g)
+			}
+		}
+		nodes = append(nodes, m)
+	}
+	return held, nodes
+}
+
+// buildHeld plans pool with the GPUs its shared LoRA engines need held out of the fleet the
+// other tenants are planned on (holdForEngines), then places the engines, the held GPUs given
+// back idle first: the engines compete with the other tenants for GPUs. first is the plan that
+// packs the other tenants first (BuildWithLoRA), which leaves an adapter tenant short; rest is
+// pool less the groups' tenants. The held plan is returned, with its groups, when it serves
+// more tenants than first (adapter tenants count), or as many on fewer GPUs, every engine it
+// places is on a node whose whole GPUs are not MPS- or time-slice-shared (the device plugin
+// shares a node's whole GPUs alike) and it is a valid plan of pool; else nil, as when the
+// smaller fleet cannot be planned. Re-planning, the other tenants are planned as from scratch
+// (the plan in force names GPUs the smaller fleet renumbers or lacks) and the engines keep their
+// GPUs in force where idle; under a move budget the plan is dropped when its migration moves
+// more than the budget or it leaves short a tenant the plan in force serves. Its lower bound and
+// baselines are first's: they are the pool's, not the plan's. Each tenant that first serves and it does not gets the reason in place
+// of its own (which speak of the smaller fleet), as do the groups (Held) and the held GPUs.
+func buildHeld(ctx context.Context, pool, rest *v1.Pool, o Options, adapters map[string]llm.Adapter, first *v1.Plan) (*v1.Plan, []LoRAFleetGroup, error) {
+	fg, _, err := LoRAFleetGroups(pool, o, adapters)
+	if err != nil {
+		return nil, nil, err
+	}
+	held, nodes := holdForEngines(pool, fg)
+	if len(held) == 0 {
+		return nil, nil, nil
+	}
+	r := *rest
+	r.Fleet.Nodes = nodes
+	// Planned as from scratch: the plan in force names GPUs the smaller fleet renumbers or lacks.
+	oh := o
+	oh.Current, oh.MaxMoves = nil, nil
+	pl, err := Build(ctx, &r, oh)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, err
+		}
+		return nil, nil, nil // the smaller fleet cannot be planned (a policy names a node held whole): first stands
+	}
+	mode := v1.ModeExclusive
+	if m := pool.Policy.AllowedModes; len(m) > 0 && !slices.Contains(m, v1.ModeExclusive) {
+		mode = m[0]
+	}
+	isHeld := map[v1.GPURef]bool{}
+	for _, h := range held {
+		isHeld[h.ref] = true
+		pl.GPUs = append(pl.GPUs, v1.PlanGPU{Node: h.ref.Node, Index: h.ref.Index, Board: h.board, Role: v1.RoleIdle, Mode: mode})
+	}
+	nodeAt := map[string]int{}
+	for i, n := range pool.Fleet.Nodes {
+		nodeAt[n.Name] = i
+	}
+	sort.SliceStable(pl.GPUs, func(i, j int) bool {
+		a, b := pl.GPUs[i], pl.GPUs[j]
+		if a.Node != b.Node {
+			return nodeAt[a.Node] < nodeAt[b.Node]
+		}
+		return a.Index < b.Index
+	})
+	pl.Summary.GPUsTotal = len(pl.GPUs)
+	vs, err := confirmLoRA(ctx, pl, pool, fg, oh)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, err
+		}
+		return nil, nil, nil
+	}
+	sharedWhole := map[string]bool{}
+	for _, g := range pl.GPUs {
+		if (g.Mode == v1.ModeMPS || g.Mode == v1.ModeTimeSlice) && len(g.Replicas) > 0 {
+			sharedWhole[g.Node] = true
+		}
+	}
+	PlaceLoRAEngines(pl, pool, fg, o.Current)
+	loraVerdictReasons(pl, fg, vs)
+	for _, g := range pl.GPUs {
+		if g.LoRAEngine != "" && sharedWhole[g.Node] {
+			return nil, nil, nil
+		}
+	}
+	if v1.ValidatePlan(pl, pool) != nil {
+		return nil, nil, nil
+	}
+	if cur := o.Current; cur != nil && o.MaxMoves != nil {
+		steps := Migration(cur, pl, pool.Policy.MaxUnavailable.Resolve(len(pl.GPUs)))
+		if CountMoves(steps) > *o.MaxMoves || len(shortNames(pl, cur)) > 0 {
+			return nil, nil, nil // past the move budget, or it stops a tenant that runs now
+		}
+	}
+	nf, nh := len(first.Tenants)-shortTenants(first), len(pl.Tenants)-shortTenants(pl)
+	if nh < nf || nh == nf && pl.Summary.GPUsUsed >= first.Summary.GPUsUsed {
+		return nil, nil, nil
+	}
+	pl.Summary.LowerBound, pl.Summary.Baselines = first.Summary.LowerBound, first.Summary.Baselines
+	counts := map[string]int{}
+	for _, h := range held {
+		counts[h.board]++
+	}
+	var parts []string
+	for _, b := range loraSortedKeys(counts) {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[b], b))
+	}
+	note := fmt.Sprintf("%s held for shared LoRA engines before the other tenants were packed: %d of %d tenants served, %d when the engines take the GPUs the packing leaves idle",
+		strings.Join(parts, " + "), nh, len(pl.Tenants), nf)
+	for i := range fg {
+		fg[i].Held = note
+	}
+	for i := range pl.GPUs {
+		if g := &pl.GPUs[i]; isHeld[g.Ref()] {
+			g.Reasons = append(g.Reasons, v1.NewReason(v1.ReasonLoRAEngine, "%s", note))
+		}
+	}
+	for _, name := range shortNames(pl, first) {
+		for i := range pl.Tenants {
+			if pt := &pl.Tenants[i]; pt.Name == name {
+				// The reasons of its plan on the smaller fleet would speak of that fleet alone.
+				pt.Reasons = []v1.Reason{v1.NewReason(v1.ReasonNoCapacity, "the GPUs it was planned on run shared LoRA engines: %s", note)}
+			}
+		}
+	}
+	return pl, fg, nil
+}
+
+func loraSortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -230,15 +230,24 @@ func TestPlaceLoRAEngines(t *testing.T) {
 }
 
 // An engine that finds no idle GPU makes its adapters infeasible with a NoCapacity reason; the
-// rest is planned and the plan stays valid.
+// rest is planned and the plan stays valid. The one engine placed carries three of the four
+// adapters (fitSome), so chat and three adapters are served: holding both GPUs for the engines
+// (chat short) serves as many on as many GPUs, and BuildWithLoRA keeps the first plan.
 func TestPlaceLoRAEnginesShortOfGPUs(t *testing.T) {
 	pool := loraFleetPool(t, 2, 4) // chat takes one GPU; the adapters need more than one engine
-	pl, fg := planWithLoRA(t, pool, nil)
+	pl, fg := packFirstWithLoRA(t, pool)
 	if err := v1.ValidatePlan(pl, pool); err != nil {
 		t.Fatal(err)
 	}
 	if len(fg[0].Plan.Engines) < 2 || len(pl.LoRAEngines) != 1 {
 		t.Fatalf("%d engines planned, %d placed, want ≥ 2 and 1", len(fg[0].Plan.Engines), len(pl.LoRAEngines))
+	}
+	kept, kfg := planWithLoRA(t, pool, nil)
+	if err := v1.ValidatePlan(kept, pool); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := len(pl.Tenants)-shortTenants(pl), len(kept.Tenants)-shortTenants(kept); n != 4 || m != 4 || len(kept.LoRAEngines) != 1 || kfg[0].Held != "" {
+		t.Errorf("packing first serves %d, the kept plan %d on %d engines (held %q): want 4, 4 on 1, none held", n, m, len(kept.LoRAEngines), kfg[0].Held)
 	}
 	short := 0
 	for _, tn := range pl.Tenants {
@@ -334,11 +343,10 @@ func TestInForceLeavesLoRAEnginesOut(t *testing.T) {
 	}
 }
 
-// A fleet of one H100 and one A100 (testdata/review2/pool-lora-1gpu.yaml): the hard adapter
-// tenant takes a MIG instance of the H100, so the teamx group, best served on one H100 engine,
-// goes to the A100, which is idle. Its plan there needs two engines and the A100 holds one: the
-// engine's adapters are served and the rest, with the qwen group, are short of a GPU.
-func TestPlaceLoRAEnginesOnAnotherBoard(t *testing.T) {
+// loraOneGPUPool is testdata/review2/pool-lora-1gpu.yaml: one H100 and one A100, two shared
+// groups (teamx's eight llama-3.1-8b adapters, three qwen2.5-7b ones) and a hard adapter tenant.
+func loraOneGPUPool(t *testing.T) *v1.Pool {
+	t.Helper()
 	b, err := os.ReadFile("../../testdata/review2/pool-lora-1gpu.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -347,7 +355,34 @@ func TestPlaceLoRAEnginesOnAnotherBoard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, fg := planWithLoRA(t, pool, nil)
+	return pool
+}
+
+// packFirstWithLoRA is BuildWithLoRA's first plan: the other tenants packed on the whole fleet,
+// the engines placed on the GPUs that leaves idle.
+func packFirstWithLoRA(t *testing.T, pool *v1.Pool) (*v1.Plan, []LoRAFleetGroup) {
+	t.Helper()
+	fg, rest, err := LoRAFleetGroups(pool, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := Build(context.Background(), rest, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	PlaceLoRAEngines(pl, pool, fg, nil)
+	return pl, fg
+}
+
+// A fleet of one H100 and one A100 (testdata/review2/pool-lora-1gpu.yaml), the other tenants
+// packed first: the hard adapter tenant takes a MIG instance of the H100, so the teamx group,
+// best served on one H100 engine, goes to the A100, which is idle. Its plan there needs two
+// engines and the A100 holds one: that engine carries the seven adapters of least rate (lx-1 to
+// lx-7, 3.85 req/s; the plan's first engine would carry half of lx-0 and lx-1, serving lx-1
+// alone), and lx-0, with the qwen group, is short of a GPU.
+func TestPlaceLoRAEnginesOnAnotherBoard(t *testing.T) {
+	pool := loraOneGPUPool(t)
+	pl, fg := packFirstWithLoRA(t, pool)
 	if err := v1.ValidatePlan(pl, pool); err != nil {
 		t.Fatal(err)
 	}
@@ -375,8 +410,8 @@ func TestPlaceLoRAEnginesOnAnotherBoard(t *testing.T) {
 			}
 		}
 	}
-	if served == 0 {
-		t.Error("no adapter tenant is served")
+	if served != 7 {
+		t.Errorf("%d adapter tenants served, want lx-1 to lx-7", served)
 	}
 	if pl.Summary.GPUsUsed != 2 {
 		t.Errorf("GPUs used %d, want 2", pl.Summary.GPUsUsed)
@@ -466,4 +501,69 @@ func loraBoardOf(t testing.TB, name string) LoRABoard {
 		t.Fatal(err)
 	}
 	return LoRABoard{Board: name, Engine: eng, Cost: lc}
+}
+
+// On the same fleet BuildWithLoRA also plans with the engines' GPUs held out before the other
+// tenants are packed (the teamx engine on the H100, the qwen one on the A100, the hard tenant
+// then short) and keeps that plan: it serves 11 of 12 tenants where packing the others first
+// serves 8. The hard tenant says that its GPU runs an engine; the groups and held GPUs say what
+// was held. Re-planned against itself the plan stays (the re-pack alone would give secret the
+// teamx engine's GPU back); under a move budget it may not stop a tenant that runs now.
+func TestBuildWithLoRAHoldsGPUsForEngines(t *testing.T) {
+	pool := loraOneGPUPool(t)
+	first, _ := packFirstWithLoRA(t, pool)
+	pl, fg := planWithLoRA(t, pool, nil)
+	if err := v1.ValidatePlan(pl, pool); err != nil {
+		t.Fatal(err)
+	}
+	served := func(p *v1.Plan) int { return len(p.Tenants) - shortTenants(p) }
+	if served(first) != 8 || served(pl) != 11 {
+		t.Fatalf("served %d packing first, %d held: want 8 and 11", served(first), served(pl))
+	}
+	on := map[string]string{}
+	for _, e := range pl.LoRAEngines {
+		on[e.Name] = e.GPU.String()
+	}
+	if len(on) != 2 || on["llama-3-1-8b-lora-0"] != "n1/0" || on["qwen2-5-7b-lora-0"] != "n2/0" {
+		t.Errorf("engines %v: want the teamx engine on n1/0 and the qwen one on n2/0", on)
+	}
+	for _, g := range fg {
+		if !strings.Contains(g.Held, "held for shared LoRA engines") || !strings.Contains(g.Held, "11 of 12 tenants served, 8 when") {
+			t.Errorf("group %s: Held %q", g.Group.Key, g.Held)
+		}
+	}
+	for _, g := range pl.GPUs {
+		if n := len(g.Reasons); n == 0 || !strings.Contains(g.Reasons[n-1].Message, "held for shared LoRA engines") {
+			t.Errorf("GPU %s reasons %+v", g.Ref(), g.Reasons)
+		}
+	}
+	for _, tn := range pl.Tenants {
+		if tn.Name != "secret" {
+			if tn.Infeasible {
+				t.Errorf("tenant %s infeasible: %+v", tn.Name, tn.Reasons)
+			}
+			continue
+		}
+		if !tn.Infeasible || len(tn.Reasons) != 1 || tn.Reasons[0].Code != v1.ReasonNoCapacity ||
+			!strings.Contains(tn.Reasons[0].Message, "the GPUs it was planned on run shared LoRA engines") {
+			t.Errorf("secret: infeasible %v, reasons %+v", tn.Infeasible, tn.Reasons)
+		}
+	}
+	if pl.Summary.GPUsTotal != 2 || pl.Summary.GPUsUsed != 2 || pl.Summary.LowerBound != first.Summary.LowerBound {
+		t.Errorf("summary %+v, want 2 of 2 GPUs and the first plan's bound %d", pl.Summary, first.Summary.LowerBound)
+	}
+	// Re-planned against itself it stays: no step.
+	next, _ := planWithLoRA(t, pool, pl)
+	if steps := Migration(pl, next, 1); served(next) != 11 || len(steps) != 0 {
+		t.Errorf("re-planned against itself: served %d, steps %+v", served(next), steps)
+	}
+	// Under a move budget the held plan may not stop a tenant that runs now (secret, packed first).
+	zero := 0
+	kept, kfg, err := BuildWithLoRA(context.Background(), pool, Options{Current: first, MaxMoves: &zero}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if served(kept) != served(first) || kfg[0].Held != "" {
+		t.Errorf("under a budget of 0 against the first plan: served %d, held %q", served(kept), kfg[0].Held)
+	}
 }
