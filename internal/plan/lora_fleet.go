@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -1053,7 +1054,7 @@ func buildHeld(ctx context.Context, pool, rest *v1.Pool, o Options, adapters map
 		counts[h.board]++
 	}
 	var parts []string
-	for _, b := range loraSortedKeys(counts) {
+	for _, b := range slices.Sorted(maps.Keys(counts)) {
 		parts = append(parts, fmt.Sprintf("%d %s", counts[b], b))
 	}
 	note := fmt.Sprintf("%s held for shared LoRA engines before the other tenants were packed: %d of %d tenants served, %d when the engines take the GPUs the packing leaves idle",
@@ -1075,13 +1076,4 @@ func buildHeld(ctx context.Context, pool, rest *v1.Pool, o Options, adapters map
 		}
 	}
 	return pl, fg, nil
-}
-
-func loraSortedKeys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
