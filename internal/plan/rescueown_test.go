@@ -188,12 +188,11 @@ func TestFixedStepUpReasonTrue(t *testing.T) {
 
 // Review 12's M1 on m1-mixed-boards (device plugin, nine GPUs) with chat-bursty at 8.3 req/s
 // (burst 33.2), without moving served tenants and without weighing the withheld re-plan after
-// its rescue (which serves all six, TestWithheldReplanWeighedAfterRescue): chat-bursty is left with none of its replicas
-// placed while four GPUs are idle. The rescue on a tenant's own GPUs has nothing to free there,
-// and the reason says so beside what the idle GPUs lack; every count it quotes is the plan's.
-// (At 8 req/s the blocked-kind retries serve all six, ADR 0107:
-// TestTensorParallelBlockedByNodeRule; at 8.3 a plan serving all six exists but none of the
-// plan kept before ADR 0119 found it.)
+// its rescue: chat-bursty is left with none of its replicas placed while four GPUs are idle.
+// The rescue on a tenant's own GPUs has nothing to free there, and the reason says so beside
+// what the idle GPUs lack; every count it quotes is the plan's. (At 8 req/s the blocked-kind
+// retries serve all six, ADR 0107: TestTensorParallelBlockedByNodeRule; at 8.3 the withheld
+// re-plan weighed after its rescue does, ADR 0119: TestWithheldReplanWeighedAfterRescue.)
 func TestRescueM1ReasonTrue(t *testing.T) {
 	pool := loadPool(t, "../../testdata/review12/m1-mixed-boards.yaml")
 	if pool.Tenants[0].Name != "chat-bursty" {
