@@ -72,6 +72,9 @@ type Options struct {
 	// noWeighFill keeps optimise from weighing a fill plan refused before the rescue after it
 	// (weighFill; tests compare with and without it).
 	noWeighFill bool
+	// noWeighWithheld keeps withholdNodeMPS from weighing a round's plan refused before the
+	// rescue after it (rescuesBetter; tests compare with and without it).
+	noWeighWithheld bool
 }
 
 // Defaults of Options.
@@ -194,7 +197,7 @@ func (p *planner) settle(full [][]*cand, best *packed) error {
 			}
 		}
 	}
-	best, err := p.withholdNodeMPS(best)
+	best, err := p.withholdNodeMPS(best, full)
 	if err != nil {
 		return err
 	}
@@ -240,9 +243,12 @@ const maxWithholdRounds = 3
 // counts MPS in nodes, which leaves the MPS tenants where they are (testdata/review13's d1: 4
 // of 12 tenants served on 2 of 7 GPUs). Each round adds the tenants on MPS of the new plan's
 // blocked boards; a round's plan is kept when it scores better, in the retries' order (score:
-// tenants short first), and the withheld tenants' reasons say why they are not on MPS. The
-// planner's forbidden kinds are left as the kept plan had them.
-func (p *planner) withholdNodeMPS(best *packed) (*packed, error) {
+// tenants short first), or, where it does not and both plans leave tenants short, when the
+// rescue serves more of it (rescuesBetter, ADR 0119: the scores are taken before the rescue,
+// which may serve a round's short tenants and not the kept plan's), and the withheld tenants'
+// reasons say why they are not on MPS. The planner's forbidden kinds are left as the kept plan
+// had them.
+func (p *planner) withholdNodeMPS(best *packed, full [][]*cand) (*packed, error) {
 	p.withheld = nil
 	if p.perClaim || best.score[0] == 0 {
 		return best, nil
@@ -283,8 +289,17 @@ func (p *planner) withholdNodeMPS(best *packed) (*packed, error) {
 			}
 		}
 		if slices.Compare(alt.score[:], best.score[:]) >= 0 {
-			p.forbid, p.nodeRule, p.nodeMPS = forbid, nodeRule, nodeMPS
-			break
+			better := false
+			if alt.score[0] > 0 && !p.o.noWeighWithheld {
+				// Both leave tenants short: weigh them after the rescue too (ADR 0119).
+				if better, err = p.rescuesBetter(alt, best, full); err != nil {
+					return nil, err
+				}
+			}
+			if !better {
+				p.forbid, p.nodeRule, p.nodeMPS = forbid, nodeRule, nodeMPS
+				break
+			}
 		}
 		best = alt
 		p.withheld = map[*tenant]map[forbidKey]string{}
@@ -293,6 +308,82 @@ func (p *planner) withholdNodeMPS(best *packed) (*packed, error) {
 		}
 	}
 	return best, nil
+}
+
+// rescuesBetter reports whether the rescue (rescueShort) serves more of alt than of best:
+// every tenant served in full after best's rescue served after alt's, and more of them, or as
+// many on fewer pool GPUs (settled.betterThan). Each rescue runs on a copy of its plan's
+// packing (clonePacking), the tenants' feasible candidates full as settle gives them (nil:
+// as they are), and the planner is left as it was.
+func (p *planner) rescuesBetter(alt, best *packed, full [][]*cand) (bool, error) {
+	a, err := p.afterRescue(alt, full)
+	if err != nil {
+		return false, err
+	}
+	b, err := p.afterRescue(best, full)
+	if err != nil {
+		return false, err
+	}
+	return a.betterThan(b), nil
+}
+
+// afterRescue is what the rescue makes of a copy of pk, settled as settle sets a plan up for it;
+// the planner is put back as it was.
+func (p *planner) afterRescue(pk *packed, full [][]*cand) (*settled, error) {
+	start := p.saveSettled()
+	defer start.restore(p)
+	p.gpus, p.unplaced = clonePacking(pk.gpus, pk.unplaced)
+	p.caps, p.packFirst = pk.caps, pk.packFirst
+	for i, tn := range p.tenants {
+		tn.choice, tn.infeas = pk.choice[i], slices.Clone(pk.infeas[i])
+		if full != nil {
+			tn.feasible = full[i]
+		}
+	}
+	p.capLoad = nil
+	if p.caps != nil {
+		p.capLoad = p.chosenBoardLoad()
+	}
+	if err := p.rescueShort(p.unplaced); err != nil {
+		return nil, err
+	}
+	return p.saveSettled(), nil
+}
+
+// clonePacking copies a packing's GPUs and the units it left without one, each unit once (a
+// tensor-parallel unit is on each of its GPUs) with its replicas, so that the rescue can run on
+// the copy and leave the packing as it was.
+func clonePacking(gpus []*gpuPlan, unplaced []*unit) ([]*gpuPlan, []*unit) {
+	units := map[*unit]*unit{}
+	cp := func(u *unit) *unit {
+		if u == nil {
+			return nil
+		}
+		if c, ok := units[u]; ok {
+			return c
+		}
+		c := *u
+		c.reps = slices.Clone(u.reps)
+		units[u] = &c
+		return &c
+	}
+	out := make([]*gpuPlan, len(gpus))
+	for i, g := range gpus {
+		c := *g
+		c.whole = cp(g.whole)
+		if g.insts != nil {
+			c.insts = make([]placedInst, len(g.insts))
+			for j, pi := range g.insts {
+				c.insts[j] = placedInst{in: pi.in, u: cp(pi.u)}
+			}
+		}
+		out[i] = &c
+	}
+	left := make([]*unit, len(unplaced))
+	for i, u := range unplaced {
+		left[i] = cp(u)
+	}
+	return out, left
 }
 
 // withholdRound runs withholdNodeMPS's retries with withheld's kinds forbidden. Cold, they
