@@ -969,8 +969,9 @@ func holdForEngines(pool *v1.Pool, fg []LoRAFleetGroup) ([]engineHold, []v1.Node
 // shares a node's whole GPUs alike) and it is a valid plan of pool; else nil, as when the
 // smaller fleet cannot be planned. Re-planning, the other tenants are planned as from scratch
 // (the plan in force names GPUs the smaller fleet renumbers or lacks) and the engines keep their
-// GPUs in force where idle; under a move budget the plan is dropped when its migration moves
-// more than the budget or it leaves short a tenant the plan in force serves. Its lower bound and
+// GPUs in force where idle; the plan is dropped when it leaves short a tenant the plan in force
+// serves (a running tenant is not stopped for an engine), and under a move budget when its
+// migration moves more than the budget. Its lower bound and
 // baselines are first's: they are the pool's, not the plan's. Each tenant that first serves and it does not gets the reason in place
 // of its own (which speak of the smaller fleet), as do the groups (Held) and the held GPUs.
 func buildHeld(ctx context.Context, pool, rest *v1.Pool, o Options, adapters map[string]llm.Adapter, first *v1.Plan) (*v1.Plan, []LoRAFleetGroup, error) {
@@ -1038,10 +1039,12 @@ func buildHeld(ctx context.Context, pool, rest *v1.Pool, o Options, adapters map
 	if v1.ValidatePlan(pl, pool) != nil {
 		return nil, nil, nil
 	}
-	if cur := o.Current; cur != nil && o.MaxMoves != nil {
-		steps := Migration(cur, pl, pool.Policy.MaxUnavailable.Resolve(len(pl.GPUs)))
-		if CountMoves(steps) > *o.MaxMoves || len(shortNames(pl, cur)) > 0 {
-			return nil, nil, nil // past the move budget, or it stops a tenant that runs now
+	if cur := o.Current; cur != nil {
+		if len(shortNames(pl, cur)) > 0 {
+			return nil, nil, nil // it stops a tenant that runs now
+		}
+		if o.MaxMoves != nil && CountMoves(Migration(cur, pl, pool.Policy.MaxUnavailable.Resolve(len(pl.GPUs)))) > *o.MaxMoves {
+			return nil, nil, nil // past the move budget
 		}
 	}
 	nf, nh := len(first.Tenants)-shortTenants(first), len(pl.Tenants)-shortTenants(pl)
