@@ -111,12 +111,7 @@ func TestSynthetic100AtMemoryVolume(t *testing.T) {
 // candidates were lowered.
 func planAtBoundCounts(t *testing.T, pool *v1.Pool) (*v1.Plan, int) {
 	t.Helper()
-	p, err := newPlanner(pool, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.ctx = context.Background()
-	p.evaluate()
+	p := evaluated(t, pool)
 	lowered := 0
 	for _, tn := range p.tenants {
 		for _, c := range tn.feasible {
