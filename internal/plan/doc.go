@@ -175,8 +175,9 @@
 // rescueOnUsedMIG, ADR 0116): an empty instance of the unit's profile or a new one at a start
 // the catalog's tables allow beside the GPU's instances, every instance kept where it is, on a
 // GPU of the unit's energy class whose node serves the profile the unit's way; the pass is
-// undone when a tenant holding placed replicas stays short, and does not run within the
-// release's repackings. When
+// undone when a tenant holding placed replicas stays short; it runs in full in settle's rescue
+// alone, and within the repackings of the steps after it (the step down and up of fixed counts,
+// the release) seats again only the tenants it served there (ADR 0121). When
 // the plan leaves tenants short while using shares finer than 1/8, the whole optimisation runs
 // again on the coarse ladders and the better plan is kept (ADR 0056). A tenant still short has
 // its NoCapacity reason say, per board with idle pool

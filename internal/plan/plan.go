@@ -212,9 +212,15 @@ func (p *planner) settle(full [][]*cand, best *packed) error {
 	if p.caps != nil {
 		p.capLoad = p.chosenBoardLoad()
 	}
+	p.usedMIGServed = map[*tenant]bool{}
+	defer func() { p.usedMIGServed, p.usedMIGAgain = nil, false }()
 	if err := p.rescueShort(best.unplaced); err != nil {
 		return err
 	}
+	// The steps after the rescue pack the pool again; in used GPUs' MIG room their rescues seat
+	// again the tenants the pass served here, and no others (ADR 0121).
+	maps.DeleteFunc(p.usedMIGServed, func(tn *tenant, _ bool) bool { return !servedInFull(tn) })
+	p.usedMIGAgain = true
 	if err := p.stepDownFixed(); err != nil {
 		return err
 	}
@@ -1038,6 +1044,11 @@ type planner struct {
 	// noUsedMIGRescue keeps the rescue off the free MIG room of pool GPUs in use (tests compare
 	// with and without rescueOnUsedMIG).
 	noUsedMIGRescue bool
+	// usedMIGServed is the tenants settle's rescue served through its pass onto used GPUs' MIG
+	// room (those still served in full when it ends), whom the pass seats again, and no others,
+	// within the repackings of the steps after it (usedMIGAgain; rescueUsedMIGPass, ADR 0121).
+	usedMIGServed map[*tenant]bool
+	usedMIGAgain  bool
 	// noMoveServed keeps the rescue from moving served tenants (tests compare with and without
 	// moveServed).
 	noMoveServed bool

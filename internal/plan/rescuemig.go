@@ -309,12 +309,18 @@ func roomAfter(b *gpu.Board, l gpu.Layout) []int {
 // (releaseShort) may give up such a tenant's replicas to serve the others in full, which may
 // leave more GPUs idle than their rescue onto room of used GPUs (the review's rnd-303: a partly
 // placed mixtral on 8 H200s, released, let a llama-3.2-1b onto the H200s' MIG room, 17 GPUs used
-// where the pass kept both and used 24). For the same reason it does not run within the
+// where the pass kept both and used 24). For the same reason it seats no new tenant within the
 // release's repackings (a tenant released): served there, the tenants it seats made an earlier
 // release count as serving more, kept in place of the one that left more GPUs idle (review 13's
-// d1: 7 GPUs used for the same tenants where 6 were). It returns the units still without a GPU.
+// d1: 7 GPUs used for the same tenants where 6 were). It runs in full in settle's rescue alone:
+// within the repackings of the steps after it (usedMIGAgain: the step down and up of fixed
+// counts, the release and its readmission) it seats again only the tenants it served there
+// (usedMIGServed), none undone. Run in full there, it seated tenants in the step down's trials
+// that the release's repackings then lost, so that no release was kept (genscale.py 4000 2000 1
+// fixed: 3,694 tenants served where 3,797; ADR 0121). It returns the units still without a GPU.
 func (p *planner) rescueUsedMIGPass(short []*tenant, done map[*tenant]bool, left []*unit) []*unit {
-	if p.noUsedMIGRescue || len(left) == 0 || len(p.released) > 0 {
+	again := p.usedMIGAgain || len(p.released) > 0 // a step after settle's rescue
+	if p.noUsedMIGRescue || len(left) == 0 || again && len(p.usedMIGServed) == 0 {
 		return left
 	}
 	holds := map[*tenant]bool{}
@@ -348,8 +354,11 @@ func (p *planner) rescueUsedMIGPass(short []*tenant, done map[*tenant]bool, left
 		if p.stopped() {
 			break
 		}
+		if again && !p.usedMIGServed[tn] {
+			continue
+		}
 		mv := p.rescueOnUsedMIG(tn, count[tn], room)
-		if mv == nil && holds[tn] {
+		if mv == nil && holds[tn] && !again {
 			for i := len(moves) - 1; i >= 0; i-- {
 				moves[i].undo(p)
 			}
@@ -364,6 +373,9 @@ func (p *planner) rescueUsedMIGPass(short []*tenant, done map[*tenant]bool, left
 	}
 	for _, mv := range moves {
 		done[mv.tn] = true
+		if !again && p.usedMIGServed != nil {
+			p.usedMIGServed[mv.tn] = true
+		}
 	}
 	return dropDone(left, done)
 }

@@ -165,3 +165,23 @@ func TestUsedMIGPassLeavesTheRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestUsedMIGPassSeatsAgainOnly plans testdata/used-mig-steps-200.yaml (testdata/review7's
+// genscale.py 200 100 2 fixed). Settle's rescue leaves tenants short and its pass onto used
+// GPUs' MIG room seats none. When the pass ran in full within the step down of fixed counts'
+// repackings, it seated t00060 there, the step counted it as served, and the release then kept
+// nothing: 196 tenants served on 95 GPUs. Run only in settle's rescue (the steps after it seat
+// again only the tenants it served there), the release gives up t00048's replicas and the plan
+// serves 197 on 91 GPUs, as before the pass (ADR 0121).
+func TestUsedMIGPassSeatsAgainOnly(t *testing.T) {
+	_, pl := planWith(t, loadPool(t, "testdata/used-mig-steps-200.yaml"), func(*planner) {})
+	served := 0
+	for _, tn := range pl.Tenants {
+		if !tn.Infeasible {
+			served++
+		}
+	}
+	if served != 197 || pl.Summary.GPUsUsed != 91 {
+		t.Errorf("%d tenants served on %d GPUs, want 197 on 91", served, pl.Summary.GPUsUsed)
+	}
+}
