@@ -177,7 +177,9 @@
 // GPU of the unit's energy class whose node serves the profile the unit's way; the pass is
 // undone when a tenant holding placed replicas stays short; it runs in full in settle's rescue
 // alone, and within the repackings of the steps after it (the step down and up of fixed counts,
-// the release) seats again only the tenants it served there (ADR 0121). When
+// the release) seats again only the tenants it served there (ADR 0121), and within the step
+// down's trials also the tenants short before them, not counted as the step's gain and on no
+// fixed-count fallback kind, seated again after a kept step (ADR 0123). When
 // the plan leaves tenants short while using shares finer than 1/8, the whole optimisation runs
 // again on the coarse ladders and the better plan is kept (ADR 0056). A tenant still short has
 // its NoCapacity reason say, per board with idle pool

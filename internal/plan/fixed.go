@@ -106,12 +106,26 @@ type fixedStep struct {
 // tn is then served in full on c, every tenant served in full before still is, and at least
 // more tenants than before are served in full (more: 1 for a step down, 0 for a step up); else
 // it restores the plan as it was. It returns whether it kept the step and the tenants it served
-// in full that were not before.
+// in full that were not before. In a step down after settle's rescue the pass onto used GPUs'
+// MIG room may seat the tenants short before the trial too (usedMIGTrial); those it seats
+// (usedMIGNew) count neither towards the gain nor among the tenants returned, and when the step
+// is kept they are seated again in the repackings after it (usedMIGServed, ADR 0123).
 func (p *planner) trialFixed(tn *tenant, c *cand, more int) (bool, []string, error) {
 	before, was, served := p.snapshot(), p.servedSet(), p.servedInFull()
 	tn.choice = c
 	for _, t := range p.tenants {
 		t.infeas = nil
+	}
+	if p.usedMIGServed != nil && more > 0 {
+		// The pass onto used GPUs' MIG room may seat the tenants short before the step too; they
+		// do not count towards the step's gain (ADR 0123).
+		p.usedMIGTrial, p.usedMIGNew = map[*tenant]bool{}, map[*tenant]bool{}
+		for _, t := range p.tenants {
+			if !was[t] {
+				p.usedMIGTrial[t] = true
+			}
+		}
+		defer func() { p.usedMIGTrial, p.usedMIGNew = nil, nil }()
 	}
 	if err := p.pack(); err != nil {
 		return false, nil, err
@@ -119,10 +133,21 @@ func (p *planner) trialFixed(tn *tenant, c *cand, more int) (bool, []string, err
 	if err := p.rescueShort(p.unplaced); err != nil {
 		return false, nil, err
 	}
-	if p.servedInFull() >= served+more && !p.lostAny(was, nil) && tn.choice == c && servedInFull(tn) {
+	now := p.servedInFull()
+	for t := range p.usedMIGNew {
+		if servedInFull(t) {
+			now--
+		}
+	}
+	if now >= served+more && !p.lostAny(was, nil) && tn.choice == c && servedInFull(tn) {
 		var gained []string
+		for t := range p.usedMIGNew {
+			if servedInFull(t) {
+				p.usedMIGServed[t] = true // seated again in the repackings after the step
+			}
+		}
 		for _, t := range p.tenants {
-			if servedInFull(t) && !was[t] {
+			if servedInFull(t) && !was[t] && !p.usedMIGNew[t] {
 				gained = append(gained, t.t.Name)
 			}
 		}

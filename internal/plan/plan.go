@@ -1049,6 +1049,10 @@ type planner struct {
 	// within the repackings of the steps after it (usedMIGAgain; rescueUsedMIGPass, ADR 0121).
 	usedMIGServed map[*tenant]bool
 	usedMIGAgain  bool
+	// usedMIGTrial is, during a trial of the step down of fixed counts (trialFixed), the
+	// tenants short before it, whom the pass may seat too; usedMIGNew, those of them it seated
+	// (ADR 0123).
+	usedMIGTrial, usedMIGNew map[*tenant]bool
 	// noMoveServed keeps the rescue from moving served tenants (tests compare with and without
 	// moveServed).
 	noMoveServed bool

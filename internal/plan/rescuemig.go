@@ -24,7 +24,9 @@ import (
 // device plugin's sharing setting and trust path per resource and node, one board per resource).
 // Among a GPU's legal starts the one that leaves the most room is taken (bestStart). The first
 // candidate that places every unit is kept: tn is then served in full, no other tenant is
-// touched, and moved says where. When none does, every GPU is as it was. left is the units still
+// touched, and moved says where. A tenant a step-down trial seats anew (usedMIGTrial, not
+// usedMIGServed) tries no kind of its fixedFallback, where its fixed count misses the SLO (ADR
+// 0123). When none does, every GPU is as it was. left is the units still
 // short: short is tn's replicas among them, which the choice's try places; room is the pass's GPUs
 // with room. When it places them it returns what undoes the move (usedMIGMove.undo), nil
 // otherwise.
@@ -81,6 +83,9 @@ func (p *planner) rescueOnUsedMIG(tn *tenant, short int, room *usedRoom) *usedMI
 		if c != old && try(c, c.replicas) {
 			return mv
 		}
+	}
+	if p.usedMIGTrial[tn] && !p.usedMIGServed[tn] {
+		return nil // seated anew in a step's trial: no kind where its fixed count misses the SLO (ADR 0123)
 	}
 	for _, c := range tn.fixedFallback {
 		if c != old && try(c, c.replicas) {
@@ -317,10 +322,13 @@ func roomAfter(b *gpu.Board, l gpu.Layout) []int {
 // counts, the release and its readmission) it seats again only the tenants it served there
 // (usedMIGServed), none undone. Run in full there, it seated tenants in the step down's trials
 // that the release's repackings then lost, so that no release was kept (genscale.py 4000 2000 1
-// fixed: 3,694 tenants served where 3,797; ADR 0121). It returns the units still without a GPU.
+// fixed: 3,694 tenants served where 3,797; ADR 0121). Within a trial of the step down
+// (trialFixed) it also seats the tenants short before the trial (usedMIGTrial), recorded in
+// usedMIGNew: the trial does not count them as its gain, and they join usedMIGServed when the
+// step is kept (ADR 0123). It returns the units still without a GPU.
 func (p *planner) rescueUsedMIGPass(short []*tenant, done map[*tenant]bool, left []*unit) []*unit {
 	again := p.usedMIGAgain || len(p.released) > 0 // a step after settle's rescue
-	if p.noUsedMIGRescue || len(left) == 0 || again && len(p.usedMIGServed) == 0 {
+	if p.noUsedMIGRescue || len(left) == 0 || again && len(p.usedMIGServed) == 0 && len(p.usedMIGTrial) == 0 {
 		return left
 	}
 	holds := map[*tenant]bool{}
@@ -354,7 +362,7 @@ func (p *planner) rescueUsedMIGPass(short []*tenant, done map[*tenant]bool, left
 		if p.stopped() {
 			break
 		}
-		if again && !p.usedMIGServed[tn] {
+		if again && !p.usedMIGServed[tn] && !p.usedMIGTrial[tn] {
 			continue
 		}
 		mv := p.rescueOnUsedMIG(tn, count[tn], room)
@@ -375,6 +383,9 @@ func (p *planner) rescueUsedMIGPass(short []*tenant, done map[*tenant]bool, left
 		done[mv.tn] = true
 		if !again && p.usedMIGServed != nil {
 			p.usedMIGServed[mv.tn] = true
+		}
+		if again && p.usedMIGTrial[mv.tn] && !p.usedMIGServed[mv.tn] {
+			p.usedMIGNew[mv.tn] = true
 		}
 	}
 	return dropDone(left, done)

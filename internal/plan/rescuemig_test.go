@@ -172,7 +172,10 @@ func TestUsedMIGPassLeavesTheRelease(t *testing.T) {
 // repackings, it seated t00060 there, the step counted it as served, and the release then kept
 // nothing: 196 tenants served on 95 GPUs. Run only in settle's rescue (the steps after it seat
 // again only the tenants it served there), the release gives up t00048's replicas and the plan
-// serves 197 on 91 GPUs, as before the pass (ADR 0121).
+// serves 197 on 91 GPUs, as before the pass (ADR 0121). The step down's trials may seat the
+// tenants short before them (ADR 0123), but not on a fixed count's fallback kinds: there the
+// pass seated t00060 on H200's 4g.71gb, missing its SLO, and the release was refused again
+// (196 on 95).
 func TestUsedMIGPassSeatsAgainOnly(t *testing.T) {
 	_, pl := planWith(t, loadPool(t, "testdata/used-mig-steps-200.yaml"), func(*planner) {})
 	served := 0
