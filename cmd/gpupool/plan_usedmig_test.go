@@ -17,20 +17,7 @@ func TestPlanUsedMIGPassSeatsItsOwnAgain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plans 400 tenants on 200 GPUs")
 	}
-	out, errOut, code := runCmd(t, "plan", "testdata/used-mig-reseat-400.yaml", "--sim-requests", "-1", "-o", "json")
-	if code != 0 && code != 2 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	var pl v1.Plan
-	if err := json.Unmarshal([]byte(out), &pl); err != nil {
-		t.Fatal(err)
-	}
-	served := 0
-	for _, tn := range pl.Tenants {
-		if !tn.Infeasible {
-			served++
-		}
-	}
+	pl, served := planServed(t, "testdata/used-mig-reseat-400.yaml")
 	if served != 345 || pl.Summary.GPUsUsed != 190 {
 		t.Errorf("%d tenants served on %d GPUs, want 345 on 190", served, pl.Summary.GPUsUsed)
 	}
@@ -47,19 +34,9 @@ func TestPlanUsedMIGPassSeatsShortInStepTrials(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plans 400 tenants on 200 GPUs")
 	}
-	out, errOut, code := runCmd(t, "plan", "testdata/used-mig-trial-400.yaml", "--sim-requests", "-1", "-o", "json")
-	if code != 0 && code != 2 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	var pl v1.Plan
-	if err := json.Unmarshal([]byte(out), &pl); err != nil {
-		t.Fatal(err)
-	}
-	served, stepped := 0, false
+	pl, served := planServed(t, "testdata/used-mig-trial-400.yaml")
+	stepped := false
 	for _, tn := range pl.Tenants {
-		if !tn.Infeasible {
-			served++
-		}
 		if tn.Name == "t00077" && tn.Infeasible {
 			stepped = true
 		}
@@ -77,7 +54,17 @@ func TestPlanUsedMIGTrialSeatsAreNoGain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plans 200 tenants on 100 GPUs")
 	}
-	out, errOut, code := runCmd(t, "plan", "testdata/used-mig-trial-200.yaml", "--sim-requests", "-1", "-o", "json")
+	pl, served := planServed(t, "testdata/used-mig-trial-200.yaml")
+	if served != 196 || pl.Summary.GPUsUsed != 95 {
+		t.Errorf("%d tenants served on %d GPUs, want 196 on 95", served, pl.Summary.GPUsUsed)
+	}
+}
+
+// planServed plans pool through the CLI, at --sim-requests -1 as large pools are planned, and
+// returns the plan and how many of its tenants are not infeasible.
+func planServed(t *testing.T, pool string) (v1.Plan, int) {
+	t.Helper()
+	out, errOut, code := runCmd(t, "plan", pool, "--sim-requests", "-1", "-o", "json")
 	if code != 0 && code != 2 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -91,7 +78,5 @@ func TestPlanUsedMIGTrialSeatsAreNoGain(t *testing.T) {
 			served++
 		}
 	}
-	if served != 196 || pl.Summary.GPUsUsed != 95 {
-		t.Errorf("%d tenants served on %d GPUs, want 196 on 95", served, pl.Summary.GPUsUsed)
-	}
+	return pl, served
 }
