@@ -23,7 +23,9 @@ import (
 //     1 + cv² of the length (holdSpread: Allen–Cunneen's (1 + cs²) over the fixed lengths' 1);
 //   - TPOT: the prompt tokens that share a request's decode are a compound Poisson count (a
 //     Poisson number of prompts, each of a random length), whose p99 is computed exactly for
-//     the stated law (promptChunksP99) instead of the Poisson count times the mean prompt.
+//     the stated law (promptChunksP99) instead of the Poisson count times the mean prompt;
+//     over the output law (tpotSpread) exponential prompts are priced at their step cost,
+//     which is convex in their tokens (promptCost), not at the mean chunk's cost a token.
 //
 // The KV cache's hold and the step's attention count a request in flight at its length-biased
 // hold (kvhold.go, heldMoments).
@@ -318,7 +320,8 @@ func (q *qmodel) outQuantile(u float64) float64 {
 // when the prompt tokens arriving over its decode and its own last prefill step (compound
 // Poisson of mean λ·(j·x + s1) prompts, s1 the step of d99 decodes and one mean chunk: a prompt
 // that arrives while its last chunk runs is prefilled in its first decode step; ADR 0109) exceed
-// j·chunk·f(x); the p99 is the least x at which that chance, averaged over the output law
+// j·chunk·f(x) (for exponential prompts: when their summed step cost exceeds j·(x − base),
+// promptCost); the p99 is the least x at which that chance, averaged over the output law
 // (requests of one output token have no TPOT), is 1 %. tpot itself for fixed lengths. held is
 // what the spread of the held KV tokens adds to the p99 batch's step (heldTailStep), in every
 // step of the search.
@@ -358,6 +361,7 @@ func (q *qmodel) tpotSpread(lr, d99, held, tpot, bound float64) float64 {
 	base := q.step(d99, 0) + held
 	chunk := q.in / q.k
 	pre := q.step(d99, 1) // its own last prefill step, whose arrivals its first decode step takes
+	cv := q.convexCost(d99, base)
 	// Where a miss of at most 1 % decides whatever its value (below, and at tpot), the sum
 	// stops once the terms left are bounded (tailBound) below what is left of 1 %, and returns
 	// at most 1 % (the sum with the bounds).
@@ -376,7 +380,7 @@ func (q *qmodel) tpotSpread(lr, d99, held, tpot, bound float64) float64 {
 			// above what stops the sum, no earlier term stops it, and their rest is not needed.
 			for from = len(steps) - 1; from >= 0; from-- {
 				j := steps[from]
-				rest[from] = rest[from+1] + count[from]*tailBound(lr*(j*x+pre), j*chunk*fx/q.in)
+				rest[from] = rest[from+1] + count[from]*cv.bound(lr, j, x, pre, chunk, fx, q.in)
 				if rest[from] > pruneBelow*grid {
 					break
 				}
@@ -386,7 +390,7 @@ func (q *qmodel) tpotSpread(lr, d99, held, tpot, bound float64) float64 {
 		s := 0.0
 		var tb tailTerms
 		for b := 0; b < len(steps); b += tailBlock {
-			e := tb.look(q.lengths, steps, b, lr, x, pre, chunk, fx, q.in)
+			e := tb.look(q.lengths, &cv, steps, b, lr, x, pre, chunk, fx, q.in)
 			for i := b; i < e; i++ {
 				if i >= from && s+rest[i] <= pruneBelow*grid {
 					return (s + rest[i]) / grid, len(steps), 0
@@ -407,7 +411,7 @@ func (q *qmodel) tpotSpread(lr, d99, held, tpot, bound float64) float64 {
 		s := part
 		var tb tailTerms
 		for b := next; b < len(steps); b += tailBlock {
-			e := tb.look(q.lengths, steps, b, lr, x, pre, chunk, fx, q.in)
+			e := tb.look(q.lengths, &cv, steps, b, lr, x, pre, chunk, fx, q.in)
 			for i := b; i < e; i++ {
 				s += count[i] * tb.at(q.lengths, i-b)
 			}
@@ -476,6 +480,95 @@ func (q *qmodel) tpotSpread(lr, d99, held, tpot, bound float64) float64 {
 		}
 	}
 	return hi
+}
+
+// promptCost is what tpotSpread's sum counts of the prompts that arrive during a request's
+// decode: their tokens in chunks of the mean (linear, the count for every law), and for
+// exponential prompts also their step time, which is convex in a prompt's tokens (flat while
+// the weights' reads bind a step, then steep once the prompt's compute does), taken as two
+// lines: a prompt of L tokens costs a·L up to the ridge r and a·r + b·(L − r) beyond it. The
+// prompts longer than r are a Poisson share p = P(L > r) of them and (memoryless) their excesses
+// over r are exponential of the mean prompt, so the steep part, b times those excesses, is a
+// compound Poisson sum of mean p·λt that tailAt tables; the flat part, a times the tokens below
+// the ridge (in·(1 − p) a prompt in the mean), is counted at its mean. Each term is the larger
+// of the two chances: the convex cost prices one prompt's tail, the linear count the steps that
+// take several prompts' chunks at once (a step's cost is convex in all its prompt tokens).
+type promptCost struct {
+	convex  bool
+	a, b, p float64 // the slopes below and above the ridge (seconds a token), and P(L > r)
+	base    float64 // tpotSpread's base step (with held)
+}
+
+// convexCost is q's promptCost with d99 decodes in each step and base tpotSpread's base step: a
+// from the first 16 tokens (or the mean prompt, if shorter), b the slope from half the
+// 99th-percentile prompt to it, r where the line through it meets a·L (one line, r = 0, where
+// b ≤ a). Linear alone where the 99th-percentile prompt takes more than one chunk beside d99
+// decodes (each later chunk attends to the ones before it, so its steep part is not a line).
+func (q *qmodel) convexCost(d99, base float64) promptCost {
+	if q.lengths != v1.LengthsExponential || q.in <= 1 {
+		return promptCost{}
+	}
+	d := math.Floor(d99)
+	p1 := q.promptP99()
+	if p1 > math.Max(float64(q.budget)-d, 1) {
+		return promptCost{}
+	}
+	kv := int64(d * q.heldPerSeq())
+	at := func(c float64) float64 { // one prompt of c tokens in one chunk
+		b := perf.Batch{DecodeSeqs: int(d), KVTokens: kv}
+		if c > 0 {
+			b.PrefillTokens, b.PrefillSeqs, b.PrefillPairs = int(math.Ceil(c)), 1, int64(c*(c+1)/2)
+		}
+		return q.e.StepTime(b, q.l).Seconds()
+	}
+	b0 := at(0)
+	cost := func(n float64) float64 { return at(n) - b0 }
+	l0, p2 := math.Min(16, q.in), p1/2
+	a := cost(l0) / l0
+	c1 := cost(p1)
+	b := (c1 - cost(p2)) / (p1 - p2)
+	r := 0.0
+	if b > a {
+		r = math.Max(0, (b*p1-c1)/(b-a))
+	} else {
+		a, b = 0, math.Max(c1/p1, 1e-12)
+	}
+	return promptCost{convex: true, a: a, b: b, p: math.Exp(r * math.Log1p(-1/q.in)), base: base}
+}
+
+// term is a request's linear compound Poisson sum for j decode steps at x, fx prompt chunks a
+// step there (chunksAt): its mean count and the threshold over which it misses, for prompts
+// of mean 1 (tailAt).
+func (c *promptCost) term(lr, j, x, pre, chunk, fx, in float64) (float64, float64) {
+	return lr * (j*x + pre), j * chunk * fx / in
+}
+
+// steep is term's convex sum (convex only): the excesses over the ridge, whose mean count is a
+// share p of the prompts, over what their steep cost may add to the j steps' (x − base each)
+// beside the flat part's mean.
+func (c *promptCost) steep(lr, j, x, pre, in float64) (float64, float64) {
+	m := lr * (j*x + pre)
+	return c.p * m, (j*(x-c.base) - c.a*in*(1-c.p)*m) / (c.b * in)
+}
+
+// bound is tailBound of the term: the larger of its sums' bounds.
+func (c *promptCost) bound(lr, j, x, pre, chunk, fx, in float64) float64 {
+	v := tailBound(c.term(lr, j, x, pre, chunk, fx, in))
+	if c.convex {
+		v = math.Max(v, tailBound(c.steep(lr, j, x, pre, in)))
+	}
+	return v
+}
+
+// tail is the term's chance, tailAt's answers: the larger of its sums'.
+func (c *promptCost) tail(l v1.Lengths, lr, j, x, pre, chunk, fx, in float64) float64 {
+	m, y := c.term(lr, j, x, pre, chunk, fx, in)
+	v := tailAt(l, m, y)
+	if c.convex {
+		m, y = c.steep(lr, j, x, pre, in)
+		v = math.Max(v, tailAt(l, m, y))
+	}
+	return v
 }
 
 // spreadGrid is the output quantiles tpotSpread averages over.
@@ -841,32 +934,51 @@ const tailBlock = 8
 // that the table's reads (a large table, read at scattered places) overlap rather than wait
 // on one another; the terms are then summed in their order, as tailAt's answers, the same bits.
 type tailTerms struct {
-	m, y [tailBlock]float64
-	c    [tailBlock]tailCell
+	m, y   [tailBlock]float64
+	c      [tailBlock]tailCell
+	convex bool // each term the larger of it and its steep sum (promptCost)
+	m2, y2 [tailBlock]float64
+	c2     [tailBlock]tailCell
 }
 
 // look looks up the terms of steps[b:], up to tailBlock of them, and returns the end of those.
-func (t *tailTerms) look(l v1.Lengths, steps []float64, b int, lr, x, pre, chunk, fx, in float64) int {
+func (t *tailTerms) look(l v1.Lengths, cv *promptCost, steps []float64, b int, lr, x, pre, chunk, fx, in float64) int {
 	e := min(b+tailBlock, len(steps))
+	t.convex = cv.convex
 	for i := b; i < e; i++ {
-		j := steps[i]
-		m, y := lr*(j*x+pre), j*chunk*fx/in
+		m, y := cv.term(lr, steps[i], x, pre, chunk, fx, in)
 		t.m[i-b], t.y[i-b] = m, y
 		t.c[i-b].locate(l, m, y)
+		if t.convex {
+			m, y = cv.steep(lr, steps[i], x, pre, in)
+			t.m2[i-b], t.y2[i-b] = m, y
+			t.c2[i-b].locate(l, m, y)
+		}
 	}
 	for i := range e - b { // the loads alone, one after another: they overlap
 		t.c[i].read()
+		if t.convex {
+			t.c2[i].read()
+		}
 	}
 	return e
 }
 
-// at is the i-th term looked up: tailAt's answer.
+// at is the i-th term looked up: tailAt's answer (the larger of the two, convex).
 func (t *tailTerms) at(l v1.Lengths, i int) float64 {
-	c := &t.c[i]
+	v := cellValue(l, &t.c[i], t.m[i], t.y[i])
+	if t.convex {
+		v = math.Max(v, cellValue(l, &t.c2[i], t.m2[i], t.y2[i]))
+	}
+	return v
+}
+
+// cellValue is tailAt's answer at a cell looked up for (m, y).
+func cellValue(l v1.Lengths, c *tailCell, m, y float64) float64 {
 	if c.bits != 0 {
 		return math.Float64frombits(c.bits &^ (1 << 63))
 	}
-	return c.value(l, t.m[i], t.y[i])
+	return c.value(l, m, y)
 }
 
 // tailPoint is the grid point tailAt reads for 2^−7 ≤ m ≤ 50: the least i not below

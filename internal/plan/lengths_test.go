@@ -533,3 +533,44 @@ func TestSpreadStepsKept(t *testing.T) {
 		}
 	}
 }
+
+// A prompt's step time is convex in its tokens: flat while the weights' reads bind a step, then
+// steep. llama-3.1-70b (fp8) at 1 req/s of 100 + 300 tokens of exponential lengths on a B200's
+// 3g.90gb, TPOT target 25 ms: priced at the mean chunk's cost a token, the model's TPOT p99 on
+// that slice was 24.3 ms and its rate 2.05 req/s, where the simulator's TPOT p99 at 1.5 req/s is
+// 24.8–25.1 ms and 0.6–1.3 % of requests miss (seeds 1–6), its limit about 1.2–1.3 req/s; with
+// each prompt at its own step cost it is 24.8 ms (simulator 24.2–25.0) and 1.146 req/s.
+func TestTPOTConvexPromptCost(t *testing.T) {
+	pool, err := v1.LoadPool([]byte(`apiVersion: gpupool.dev/v1
+kind: Pool
+metadata: {name: convex}
+fleet:
+  nodes:
+  - name: n0
+    gpus: [{board: B200, count: 8}]
+policy: {burstPoolPercent: 5}
+tenants:
+- name: t
+  isolation: soft
+  model: {name: llama-3.1-70b, quantization: fp8}
+  traffic: {rps: 1, inputTokens: 100, outputTokens: 300, lengths: exponential}
+  slo: {ttftP99: 300ms, tpotP99: 25ms}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl := build(t, pool)
+	tn := pl.Tenants[0]
+	if tn.Infeasible || len(pl.GPUs) == 0 || len(pl.GPUs[0].Instances) == 0 {
+		t.Fatalf("not placed on a MIG instance: %+v", tn.Reasons)
+	}
+	prof := pl.GPUs[0].Instances[0].Profile
+	tpot := time.Duration(tn.Predicted.TPOTP99).Seconds() * 1e3
+	t.Logf("%s: TPOT p99 %.2f ms, max %.3f req/s", prof, tpot, tn.Predicted.MaxRPS)
+	if prof != "3g.90gb" {
+		t.Fatalf("placed on %s, not the 3g.90gb this test reads", prof)
+	}
+	if tn.Predicted.MaxRPS > 1.3 || tpot < 24.6 {
+		t.Errorf("3g.90gb: TPOT p99 %.2f ms and %.3f req/s, where the simulator's limit is 1.2–1.3 req/s (TPOT p99 24.2–25.0 ms at 1 req/s)", tpot, tn.Predicted.MaxRPS)
+	}
+}

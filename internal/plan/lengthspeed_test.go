@@ -191,14 +191,19 @@ func TestTailTermsAreTailAt(t *testing.T) {
 			lr := math.Exp(rng.Float64()*8 - 6)
 			x, pre := rng.Float64()*0.2, rng.Float64()*0.05
 			chunk, fx, in := 1+rng.Float64()*4000, rng.Float64()*3, 1+rng.Float64()*8000
-			var tb tailTerms
-			for b := 0; b < len(steps); b += tailBlock {
-				e := tb.look(l, steps, b, lr, x, pre, chunk, fx, in)
-				for i := b; i < e; i++ {
-					j := steps[i]
-					got := tb.at(l, i-b)
-					if want := tailAt(l, lr*(j*x+pre), j*chunk*fx/in); math.Float64bits(got) != math.Float64bits(want) {
-						t.Fatalf("%s term %d: %v, tailAt %v", l, i, got, want)
+			cvs := []promptCost{{}}
+			if l == v1.LengthsExponential {
+				cvs = append(cvs, promptCost{convex: true, a: rng.Float64() * 1e-4, b: 1e-4 + rng.Float64()*1e-3, p: rng.Float64(), base: x * rng.Float64()})
+			}
+			for _, cv := range cvs {
+				var tb tailTerms
+				for b := 0; b < len(steps); b += tailBlock {
+					e := tb.look(l, &cv, steps, b, lr, x, pre, chunk, fx, in)
+					for i := b; i < e; i++ {
+						got := tb.at(l, i-b)
+						if want := cv.tail(l, lr, steps[i], x, pre, chunk, fx, in); math.Float64bits(got) != math.Float64bits(want) {
+							t.Fatalf("%s term %d: %v, tailAt %v", l, i, got, want)
+						}
 					}
 				}
 			}
@@ -297,6 +302,7 @@ func tpotSpreadRef(q *qmodel, lr, d99, held, tpot, bound float64) float64 {
 	base := q.step(d99, 0) + held
 	chunk := q.in / q.k
 	pre := q.step(d99, 1) // its own last prefill step, whose arrivals its first decode step takes
+	cv := q.convexCost(d99, base)
 	// At or below bound a miss of at most 1 % decides (the answer is at most x), whatever its
 	// value: the sum stops once the terms left are bounded (tailBound) below what is left of
 	// 1 %, and returns at most 1 % (the sum with the bounds).
@@ -313,13 +319,13 @@ func tpotSpreadRef(q *qmodel, lr, d99, held, tpot, bound float64) float64 {
 			}
 			for i := len(steps) - 1; i >= 0; i-- {
 				j := steps[i]
-				rest[i] = rest[i+1] + count[i]*tailBound(lr*(j*x+pre), j*chunk*fx/q.in)
+				rest[i] = rest[i+1] + count[i]*cv.bound(lr, j, x, pre, chunk, fx, q.in)
 			}
 		}
 		s := 0.0
 		var tb tailTerms
 		for b := 0; b < len(steps); b += tailBlock {
-			e := tb.look(q.lengths, steps, b, lr, x, pre, chunk, fx, q.in)
+			e := tb.look(q.lengths, &cv, steps, b, lr, x, pre, chunk, fx, q.in)
 			for i := b; i < e; i++ {
 				if prune && s+rest[i] <= pruneBelow*grid {
 					return (s + rest[i]) / grid, len(steps), 0
@@ -340,7 +346,7 @@ func tpotSpreadRef(q *qmodel, lr, d99, held, tpot, bound float64) float64 {
 		s := part
 		var tb tailTerms
 		for b := next; b < len(steps); b += tailBlock {
-			e := tb.look(q.lengths, steps, b, lr, x, pre, chunk, fx, q.in)
+			e := tb.look(q.lengths, &cv, steps, b, lr, x, pre, chunk, fx, q.in)
 			for i := b; i < e; i++ {
 				s += count[i] * tb.at(q.lengths, i-b)
 			}

@@ -28,6 +28,7 @@ func spreadSearchFull(q *qmodel, lr, d99, tpot, bound float64) float64 {
 	base := q.step(d99, 0)
 	chunk := q.in / q.k
 	pre := q.step(d99, 1)
+	cv := q.convexCost(d99, base)
 	// At or below bound a miss of at most 1 % decides (the answer is at most x), whatever its
 	// value: the sum stops once the terms left are bounded (tailBound) below what is left of
 	// 1 %, and returns at most 1 % (the sum with the bounds).
@@ -41,7 +42,7 @@ func spreadSearchFull(q *qmodel, lr, d99, tpot, bound float64) float64 {
 			}
 			for i := len(steps) - 1; i >= 0; i-- {
 				j := steps[i]
-				rest[i] = rest[i+1] + count[i]*tailBound(lr*(j*x+pre), j*chunk*fx/q.in)
+				rest[i] = rest[i+1] + count[i]*cv.bound(lr, j, x, pre, chunk, fx, q.in)
 			}
 		}
 		s := 0.0
@@ -49,7 +50,7 @@ func spreadSearchFull(q *qmodel, lr, d99, tpot, bound float64) float64 {
 			if prune && s+rest[i] <= pruneBelow*grid {
 				return (s + rest[i]) / grid
 			}
-			s += count[i] * tailAt(q.lengths, lr*(j*x+pre), j*chunk*fx/q.in)
+			s += count[i] * cv.tail(q.lengths, lr, j, x, pre, chunk, fx, q.in)
 			if !full && s/grid > 0.01 {
 				break
 			}
