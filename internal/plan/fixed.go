@@ -170,10 +170,14 @@ func (p *planner) noteFixedStep(tn *tenant, c *cand, why string) {
 // first (trialFixed): the step is kept when strictly more tenants are then served in full and
 // every tenant served in full before still is, the fixed tenant among them. The tenant then
 // misses its SLO, and its reasons say which tenants its step served. At most maxReleaseTries
-// packings.
+// packings, fewer above 4,000 tenants (fixedStepTries).
 func (p *planner) stepDownFixed() error {
-	tries := 0
-	for tries < maxReleaseTries {
+	budget := fixedStepPackings
+	if p.o.fixedStepPackings > 0 {
+		budget = p.o.fixedStepPackings
+	}
+	tries, limit := 0, fixedStepTries(len(p.tenants), budget)
+	for tries < limit {
 		kept := false
 		for _, tn := range p.tenants {
 			if tn.t.Replicas == nil || len(tn.fixedFallback) == 0 || !servedInFull(tn) || !p.anyShort() {
@@ -185,7 +189,7 @@ func (p *planner) stepDownFixed() error {
 				if c.cost >= old.cost-1e-9 || fixedRank(c, fixed) > 1 || p.forbidden(tn, c) {
 					continue
 				}
-				if tries >= maxReleaseTries || p.stopped() {
+				if tries >= limit || p.stopped() {
 					return nil
 				}
 				tries++
@@ -210,6 +214,17 @@ func (p *planner) stepDownFixed() error {
 		}
 	}
 	return nil
+}
+
+// fixedStepPackings bounds stepDownFixed's trials, each a packing and rescue of the whole pool,
+// in tenant-packings: maxReleaseTries trials up to 4,000 tenants, fewer above (ADR 0127).
+const fixedStepPackings = maxReleaseTries * 4000
+
+// fixedStepTries is the most trials stepDownFixed makes in a pool of n tenants within budget
+// tenant-packings, at most maxReleaseTries: 16 up to 4,000 tenants, 3 at 20,000, none above
+// 64,000.
+func fixedStepTries(n, budget int) int {
+	return min(maxReleaseTries, budget/max(n, 1))
 }
 
 // stepUpFixed: a fixed count that no kind lets meet the SLO is chosen on the cheapest kind where

@@ -319,6 +319,31 @@ func TestFixedCountStepsDownForOthers(t *testing.T) {
 	}
 }
 
+// The step down's trials are each a packing and rescue of the whole pool, so that they share a
+// budget of fixedStepPackings tenant-packings (ADR 0127): all 16 up to 4,000 tenants, 3 at
+// 20,000, none above 64,000. On the pool above, with a budget of 2 tenant-packings (one trial of
+// its 2 tenants) the step is made; with 1 (no trial) the fixed count keeps its tensor-parallel 8
+// and the other tenant is short.
+func TestFixedStepDownBudget(t *testing.T) {
+	for _, c := range []struct{ tenants, tries int }{{1, 16}, {4000, 16}, {4001, 15}, {10000, 6}, {20000, 3}, {64000, 1}, {64001, 0}} {
+		if got := fixedStepTries(c.tenants, fixedStepPackings); got != c.tries {
+			t.Errorf("fixedStepTries(%d) = %d, want %d", c.tenants, got, c.tries)
+		}
+	}
+	pool := reviewPool(t, "a4-fixed-tp8-pool.yaml")
+	for _, c := range []struct {
+		packings, gpus int
+		short          bool
+	}{{2, 4, false}, {1, 8, true}} {
+		pl := buildWith(t, pool, Options{fixedStepPackings: c.packings})
+		other, fixed := planTenantOf(t, pl, "other"), planTenantOf(t, pl, "fixed1-heavy")
+		if other.Infeasible != c.short || gpusOf(fixed, pl) != c.gpus {
+			t.Errorf("budget of %d tenant-packings: other infeasible %v, fixed1-heavy on %d GPUs; want %v and %d",
+				c.packings, other.Infeasible, gpusOf(fixed, pl), c.short, c.gpus)
+		}
+	}
+}
+
 // Two H100s, where no slice lets one replica meet the SLO: the fixed replica goes to the slice
 // that carries the most within the SLO (a tensor-parallel pair, 20.6 req/s), not the smallest
 // (a 1g.20gb, 0.177 req/s), and the reason says why.

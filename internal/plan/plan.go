@@ -75,6 +75,9 @@ type Options struct {
 	// noWeighWithheld keeps withholdNodeMPS from weighing a round's plan refused before the
 	// rescue after it (rescuesBetter; tests compare with and without it).
 	noWeighWithheld bool
+	// fixedStepPackings, when positive, stands for fixedStepPackings, stepDownFixed's budget
+	// (fixedStepTries; tests make it bind on small pools).
+	fixedStepPackings int
 }
 
 // Defaults of Options.
