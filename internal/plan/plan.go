@@ -75,6 +75,9 @@ type Options struct {
 	// noWeighWithheld keeps withholdNodeMPS from weighing a round's plan refused before the
 	// rescue after it (rescuesBetter; tests compare with and without it).
 	noWeighWithheld bool
+	// noDominance keeps the choice's local search weighing the candidates another one dominates
+	// (markDominated; tests compare with and without it).
+	noDominance bool
 }
 
 // Defaults of Options.
