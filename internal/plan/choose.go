@@ -381,6 +381,91 @@ type searchCand struct {
 	// forbidden kinds change only between choices. disallowed is !p.allowed(c), set again
 	// whenever the search fixes a sharing setting (consistent).
 	forbidden, disallowed bool
+	// dom is up to two earlier entries of the same list (their indexes plus 1; 0 for none) whose
+	// moves never change the objective by more than this entry's does (dominates): weighMoves
+	// passes over the entry where one of them is weighed.
+	dom [2]int16
+}
+
+// dominates reports whether moving to search candidate o never changes the choice's objective by
+// more than moving to a does, and changes its sum by less, whatever the groups' counts: both are
+// unshared (exclusive GPUs, tensor-parallel ones included, or unshared MIG instances: share 1,
+// so r replicas always add r units, whatever their groups hold) on the same board, so their
+// units land in the same bucket and board load; a's r units cost more than o's by more than
+// rounding can hide (the sum: r × unitFrac); and the parts the vector objective and the board
+// limits add up are no smaller for a: with both exclusive, a's GPUs (r × tp); with both MIG, a's
+// memory and compute shares and large instances (r × each, the same products changeOf
+// computes); with a exclusive and o MIG, a's GPUs above the most o's instances can add to any
+// bucket's value (r × the largest of the two shares, and 1 where an instance is large). The
+// bucket's value, the load and the penalty over a board's limit only grow with each part and
+// each step rounds monotonically, so a's change is never below o's, and o, listed before a (its
+// cost is lower), wins every tie. Shared candidates are never dominated: their units' cost
+// depends on what their groups hold.
+func dominates(o, a *searchCand) bool {
+	if o.board != a.board || !unsharedSearch(o) || !unsharedSearch(a) {
+		return false
+	}
+	ro, ra := float64(o.replicas), float64(a.replicas)
+	if ra*a.unitFrac <= ro*o.unitFrac+1e-6 {
+		return false
+	}
+	lo, la := largeOf(o), largeOf(a)
+	switch {
+	case o.whole && a.whole:
+		return ra*a.tpf >= ro*o.tpf
+	case !o.whole && !a.whole:
+		return ra*a.memFrac >= ro*o.memFrac && ra*a.compFrac >= ro*o.compFrac && ra*la >= ro*lo
+	case a.whole:
+		return ra*a.tpf > ro*max(o.memFrac, o.compFrac, lo)+1e-6
+	}
+	return false
+}
+
+// unsharedSearch reports whether e is an exclusive or unshared MIG candidate (share 1).
+func unsharedSearch(e *searchCand) bool {
+	return e.c.share == 1 && (e.c.kind == v1.SliceExclusive || e.c.kind == v1.SliceMIG)
+}
+
+// largeOf is 1 for a large MIG instance (isLarge), 0 otherwise.
+func largeOf(e *searchCand) float64 {
+	if !e.whole && isLarge(e.memFrac, e.compFrac) {
+		return 1
+	}
+	return 0
+}
+
+// markDominated sets every entry's dom: the first two earlier entries that dominate it (none
+// with off). A dominating entry costs less, so it is listed earlier (the feasible candidates
+// are sorted by cost).
+func markDominated(sc []searchCand, off bool) {
+	for i := range sc {
+		sc[i].dom = [2]int16{}
+	}
+	if off || len(sc) >= math.MaxInt16 {
+		return
+	}
+	for i := range sc {
+		a := &sc[i]
+		if !unsharedSearch(a) {
+			continue
+		}
+		n := 0
+		for j := 0; j < i && n < 2; j++ {
+			if dominates(&sc[j], a) {
+				a.dom[n] = int16(j + 1)
+				n++
+			}
+		}
+	}
+}
+
+// weighable reports whether entry j of sc (already numbered) passes weighMoves' own tests for
+// tn, whose choice's group is old: not the choice or its group, not forbidden, not ruled out by a
+// sharing setting. Such an entry is weighed, or passed over for an earlier weighable one that
+// dominates it, and so on down to one that is weighed, whose change is no larger.
+func weighable(tn *tenant, sc []searchCand, j, old int) bool {
+	e := &sc[j]
+	return e.c != tn.choice && int(e.kid) != old && !e.forbidden && !e.disallowed
 }
 
 // unitGPUs is the GPUs one unit of a whole-GPU candidate takes: its tensor-parallel degree, at least 1.
@@ -471,6 +556,7 @@ func (p *planner) fillSearch(tn *tenant, set uint64) {
 			uses |= useBit(e.use)
 		}
 	}
+	markDominated(sc, p.o.noDominance)
 	tn.sc, tn.scFrom, tn.scNumbered = sc, tn.feasible, numbered
 	tn.scSet, tn.scForbid, tn.scRuled, tn.scUses = set, forbid, ruled, uses
 }
@@ -968,6 +1054,9 @@ func (p *planner) weighMoves(f *fractional, tn *tenant, force bool) *cand {
 		k := p.kidOf(tn, e)
 		if e.c == tn.choice || k == old || e.forbidden || e.disallowed {
 			continue
+		}
+		if d := e.dom; d[0] > 0 && (weighable(tn, sc, int(d[0])-1, old) || d[1] > 0 && weighable(tn, sc, int(d[1])-1, old)) {
+			continue // a dominating entry, earlier, is weighed (dominates)
 		}
 		if d, ok := f.joinBelow(&l, k, e, bestD, &pf); ok && d < bestD {
 			best, bestD = e.c, d

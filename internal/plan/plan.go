@@ -78,6 +78,9 @@ type Options struct {
 	// fixedStepPackings, when positive, stands for fixedStepPackings, stepDownFixed's budget
 	// (fixedStepTries; tests make it bind on small pools).
 	fixedStepPackings int
+	// noDominance keeps the choice's local search weighing the candidates another one dominates
+	// (markDominated; tests compare with and without it).
+	noDominance bool
 }
 
 // Defaults of Options.

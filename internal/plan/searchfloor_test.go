@@ -315,13 +315,18 @@ func TestSearchCandsKept(t *testing.T) {
 		if len(tn.sc) != len(tn.feasible) {
 			t.Fatalf("%s: %d search candidates, %d feasible", tn.t.Name, len(tn.sc), len(tn.feasible))
 		}
+		wants := make([]searchCand, len(tn.feasible))
 		for i, c := range tn.feasible {
-			e := tn.sc[i]
 			want := searchCand{c: c, board: c.board, kid: int32(p.ids.of(tn, c)), replicas: int32(c.replicas), tpf: unitGPUs(c), memFrac: c.memFrac, compFrac: c.compFrac,
 				unitFrac: c.unitFrac, whole: c.whole(), mig: c.profile != nil, forbidden: p.forbidden(tn, c), disallowed: !p.allowed(c), use: -1}
 			if want.mig {
 				want.use, want.way = p.ids.useOf(c), p.ids.wayOf(migUse{kind: c.kind, share: c.share})
 			}
+			wants[i] = want
+		}
+		markDominated(wants, false)
+		for i, c := range tn.feasible {
+			e, want := tn.sc[i], wants[i]
 			if e.kid < 0 {
 				e.kid = int32(p.kidOf(tn, &tn.sc[i]))
 			} else {
