@@ -60,6 +60,27 @@ func TestPlanUsedMIGTrialSeatsAreNoGain(t *testing.T) {
 	}
 }
 
+// TestPlanUsedMIGSeatsShortAfterRelease plans testdata/used-mig-release-200.yaml
+// (testdata/review7's genscale.py 200 100 6 fixed) through the CLI. After the release of short
+// tenants the pool is packed once more with the pass onto used GPUs' MIG room free to seat the
+// tenants still short: t00147 finds room there, so 196 tenants are served on 95 GPUs; without
+// that packing it stays short (195 on 95; ADR 0124).
+func TestPlanUsedMIGSeatsShortAfterRelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans 200 tenants on 100 GPUs")
+	}
+	pl, served := planServed(t, "testdata/used-mig-release-200.yaml")
+	short := true
+	for _, tn := range pl.Tenants {
+		if tn.Name == "t00147" && !tn.Infeasible {
+			short = false
+		}
+	}
+	if served != 196 || pl.Summary.GPUsUsed != 95 || short {
+		t.Errorf("%d tenants served on %d GPUs (t00147 short: %v), want 196 on 95, t00147 served", served, pl.Summary.GPUsUsed, short)
+	}
+}
+
 // planServed plans pool through the CLI, at --sim-requests -1 as large pools are planned, and
 // returns the plan and how many of its tenants are not infeasible.
 func planServed(t *testing.T, pool string) (v1.Plan, int) {

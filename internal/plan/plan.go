@@ -1059,6 +1059,9 @@ type planner struct {
 	// tenants short before it, whom the pass may seat too; usedMIGNew, those of them it seated
 	// (ADR 0123).
 	usedMIGTrial, usedMIGNew map[*tenant]bool
+	// usedMIGLast is set during the repacking after the release (seatShortInUsedMIG), where the
+	// pass seats its own first and then the tenants still short (ADR 0124).
+	usedMIGLast bool
 	// noMoveServed keeps the rescue from moving served tenants (tests compare with and without
 	// moveServed).
 	noMoveServed bool

@@ -31,7 +31,11 @@ import (
 //     two or more, and no one else loses its service to the release), and undone otherwise (a
 //     short tenant keeps its replicas and is reported short, as before);
 //   - after a kept release the candidates are listed again (the next packing changed them), and
-//     the search stops when a whole pass keeps none or after maxReleaseTries packings.
+//     the search stops when a whole pass keeps none or after maxReleaseTries packings;
+//   - after the search (and the readmission of released tenants) the pool is packed once more,
+//     the pass onto used GPUs' MIG room free to seat the tenants still short, and that packing
+//     is kept when it serves more tenants in full on no more GPUs and none served before loses
+//     it (ADR 0124).
 //
 // Tenants are released one at a time only: two short tenants that only together hold what a
 // third needs both keep their replicas. At equal counts nothing is swapped.
@@ -54,7 +58,7 @@ func (p *planner) releaseShort() error {
 		kept := false
 		for _, tn := range slices.Concat(p.partlyPlaced(), p.servedOnFullBoards()) {
 			if tries >= maxReleaseTries || p.stopped() {
-				return nil
+				return p.seatShortInUsedMIG()
 			}
 			tries++
 			before := p.snapshot()
@@ -86,10 +90,57 @@ func (p *planner) releaseShort() error {
 			before.restore(p)
 		}
 		if !kept {
-			return p.readmitReleased(served)
+			break
 		}
 	}
-	return p.readmitReleased(served)
+	if err := p.readmitReleased(served); err != nil {
+		return err
+	}
+	return p.seatShortInUsedMIG()
+}
+
+// seatShortInUsedMIG packs the pool once more after the release and its readmission, the pass
+// onto used GPUs' MIG room free to seat the tenants still short besides its own (its own
+// first), and keeps it when more tenants are then served in full, none served before loses it
+// and no more GPUs are used (ADR 0124). Within the releases' repackings the pass seats no new tenant: seated there they
+// would count as served before the releases after them.
+func (p *planner) seatShortInUsedMIG() error {
+	if p.usedMIGServed == nil || p.noRelease || p.noUsedMIGRescue || p.stopped() || !p.anyShort() {
+		return nil
+	}
+	before, was, served, used := p.snapshot(), p.servedSet(), p.servedInFull(), p.gpusInUse()
+	p.usedMIGTrial, p.usedMIGNew, p.usedMIGLast = map[*tenant]bool{}, map[*tenant]bool{}, true
+	defer func() { p.usedMIGTrial, p.usedMIGNew, p.usedMIGLast = nil, nil, false }()
+	for _, t := range p.tenants {
+		if _, out := p.released[t]; !out && !was[t] {
+			p.usedMIGTrial[t] = true
+		}
+	}
+	for _, t := range p.tenants {
+		t.infeas = nil
+	}
+	if err := p.pack(); err != nil {
+		return err
+	}
+	if err := p.rescueShort(p.unplaced); err != nil {
+		return err
+	}
+	if p.servedInFull() > served && !p.lostAny(was, nil) && p.gpusInUse() <= used {
+		return nil
+	}
+	before.restore(p)
+	return nil
+}
+
+// gpusInUse counts the GPUs the plan does not leave idle.
+func (p *planner) gpusInUse() int {
+	n := 0
+	for _, g := range p.gpus {
+		if g.role != v1.RoleIdle {
+			n++
+		}
+	}
+	return n
 }
 
 // readmitReleased packs the pool again with each released tenant back in, one at a time, and

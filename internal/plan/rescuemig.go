@@ -325,7 +325,9 @@ func roomAfter(b *gpu.Board, l gpu.Layout) []int {
 // fixed: 3,694 tenants served where 3,797; ADR 0121). Within a trial of the step down
 // (trialFixed) it also seats the tenants short before the trial (usedMIGTrial), recorded in
 // usedMIGNew: the trial does not count them as its gain, and they join usedMIGServed when the
-// step is kept (ADR 0123). It returns the units still without a GPU.
+// step is kept (ADR 0123). Once the release and its readmission are done, one more packing
+// (seatShortInUsedMIG) lets it seat the tenants still short, its own first, kept only when it
+// serves more (ADR 0124). It returns the units still without a GPU.
 func (p *planner) rescueUsedMIGPass(short []*tenant, done map[*tenant]bool, left []*unit) []*unit {
 	again := p.usedMIGAgain || len(p.released) > 0 // a step after settle's rescue
 	if p.noUsedMIGRescue || len(left) == 0 || again && len(p.usedMIGServed) == 0 && len(p.usedMIGTrial) == 0 {
@@ -355,6 +357,13 @@ func (p *planner) rescueUsedMIGPass(short []*tenant, done map[*tenant]bool, left
 				order = append(order, tn)
 			}
 		}
+	}
+	if again && len(p.usedMIGTrial) > 0 && p.usedMIGLast {
+		// After the release its own first: a tenant short takes no room one it served needs
+		// (ADR 0124).
+		slices.SortStableFunc(order, func(a, b *tenant) int {
+			return cmp.Compare(ownFirst(p.usedMIGServed[a]), ownFirst(p.usedMIGServed[b]))
+		})
 	}
 	room := &usedRoom{by: map[string][]*gpuPlan{}}
 	var moves []*usedMIGMove
@@ -389,4 +398,12 @@ func (p *planner) rescueUsedMIGPass(short []*tenant, done map[*tenant]bool, left
 		}
 	}
 	return dropDone(left, done)
+}
+
+// ownFirst ranks the tenants the pass served before (own) ahead of the others.
+func ownFirst(own bool) int {
+	if own {
+		return 0
+	}
+	return 1
 }
