@@ -27,13 +27,7 @@ func TestBestMoveSkips(t *testing.T) {
 			f := p.newFractional(vector)
 			p.keep = map[string]migUse{}
 			p.searchCands()
-			for _, tn := range p.tenants {
-				tn.choice = nil
-				if len(tn.feasible) > 0 {
-					tn.choice = p.firstAllowed(tn)
-					f.move(p.ids.of(tn, tn.choice), tn.choice, tn.choice.replicas)
-				}
-			}
+			startFirstAllowed(p, f)
 			skipped, weighed, moves := 0, 0, 0
 			failed := map[int]int{}
 			for round := 0; round < 3; round++ {

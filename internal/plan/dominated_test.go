@@ -101,13 +101,7 @@ func TestChoiceDominatedSkipped(t *testing.T) {
 			f := p.newFractional(vector)
 			p.keep = map[string]migUse{}
 			p.searchCands()
-			for _, tn := range p.tenants {
-				tn.choice = nil
-				if len(tn.feasible) > 0 {
-					tn.choice = p.firstAllowed(tn)
-					f.move(p.ids.of(tn, tn.choice), tn.choice, tn.choice.replicas)
-				}
-			}
+			startFirstAllowed(p, f)
 			moves, forced := 0, 0
 			for round := 0; round < 3; round++ {
 				switch round {

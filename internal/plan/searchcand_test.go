@@ -194,12 +194,7 @@ func searchAtFirstChoices(t *testing.T, pool *v1.Pool, vector, capped bool) (*pl
 	f := p.newFractional(vector)
 	p.keep = map[string]migUse{}
 	p.searchCands()
-	for _, tn := range p.tenants {
-		if len(tn.feasible) > 0 {
-			tn.choice = p.firstAllowed(tn)
-			f.move(p.ids.of(tn, tn.choice), tn.choice, tn.choice.replicas)
-		}
-	}
+	startFirstAllowed(p, f)
 	return p, f
 }
 
@@ -215,4 +210,16 @@ func evaluatedDRAShapes(t *testing.T) *planner {
 	}
 	p.evaluate()
 	return p
+}
+
+// startFirstAllowed puts each tenant with a feasible candidate on its first allowed one in f
+// and every other tenant on none, as the choice's searches start.
+func startFirstAllowed(p *planner, f *fractional) {
+	for _, tn := range p.tenants {
+		tn.choice = nil
+		if len(tn.feasible) > 0 {
+			tn.choice = p.firstAllowed(tn)
+			f.move(p.ids.of(tn, tn.choice), tn.choice, tn.choice.replicas)
+		}
+	}
 }

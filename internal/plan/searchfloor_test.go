@@ -76,13 +76,7 @@ func testJoinBelowFloor(t *testing.T, p *planner, rng *rand.Rand) {
 			f := p.newFractional(vector)
 			p.keep = map[string]migUse{}
 			p.searchCands()
-			for _, tn := range p.tenants {
-				tn.choice = nil
-				if len(tn.feasible) > 0 {
-					tn.choice = p.firstAllowed(tn)
-					f.move(p.ids.of(tn, tn.choice), tn.choice, tn.choice.replicas)
-				}
-			}
+			startFirstAllowed(p, f)
 			skipped, through, moves := 0, 0, 0
 			for pass := 0; pass < 4; pass++ {
 				moved := false
