@@ -113,9 +113,6 @@ type fixedStep struct {
 func (p *planner) trialFixed(tn *tenant, c *cand, more int) (bool, []string, error) {
 	before, was, served := p.snapshot(), p.servedSet(), p.servedInFull()
 	tn.choice = c
-	for _, t := range p.tenants {
-		t.infeas = nil
-	}
 	if p.usedMIGServed != nil && more > 0 {
 		// The pass onto used GPUs' MIG room may seat the tenants short before the step too; they
 		// do not count towards the step's gain (ADR 0123).
@@ -127,13 +124,10 @@ func (p *planner) trialFixed(tn *tenant, c *cand, more int) (bool, []string, err
 		}
 		defer func() { p.usedMIGTrial, p.usedMIGNew = nil, nil }()
 	}
-	if err := p.pack(); err != nil {
+	now, _, err := p.repackServesMore(served, was, nil)
+	if err != nil {
 		return false, nil, err
 	}
-	if err := p.rescueShort(p.unplaced); err != nil {
-		return false, nil, err
-	}
-	now := p.servedInFull()
 	for t := range p.usedMIGNew {
 		if servedInFull(t) {
 			now--

@@ -102,8 +102,8 @@ func (p *planner) releaseShort() error {
 // seatShortInUsedMIG packs the pool once more after the release and its readmission, the pass
 // onto used GPUs' MIG room free to seat the tenants still short besides its own (its own
 // first), and keeps it when more tenants are then served in full, none served before loses it
-// and no more GPUs are used (ADR 0124). Within the releases' repackings the pass seats no new tenant: seated there they
-// would count as served before the releases after them.
+// and no more GPUs are used (ADR 0124). Within the releases' repackings the pass seats no new
+// tenant: seated there they would count as served before the releases after them.
 func (p *planner) seatShortInUsedMIG() error {
 	if p.usedMIGServed == nil || p.noRelease || p.noUsedMIGRescue || p.stopped() || !p.anyShort() {
 		return nil
@@ -116,19 +116,13 @@ func (p *planner) seatShortInUsedMIG() error {
 			p.usedMIGTrial[t] = true
 		}
 	}
-	for _, t := range p.tenants {
-		t.infeas = nil
-	}
-	if err := p.pack(); err != nil {
+	_, better, err := p.repackServesMore(served, was, nil)
+	if err != nil {
 		return err
 	}
-	if err := p.rescueShort(p.unplaced); err != nil {
-		return err
+	if !better || p.gpusInUse() > used {
+		before.restore(p)
 	}
-	if p.servedInFull() > served && !p.lostAny(was, nil) && p.gpusInUse() <= used {
-		return nil
-	}
-	before.restore(p)
 	return nil
 }
 
