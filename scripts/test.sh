@@ -58,6 +58,9 @@ go test -count=1 -timeout 20m -run 'TestPlannerSimulatorAgreement|TestQueueSizin
 echo "== tests too slow under the race detector, without it"
 go test -count=1 -timeout 20m -run 'TestConfirmRaisesShortTenants|TestConfirmShortWithoutRoomIsShort|TestConfirmFleetFullKeepsBestRound|TestConfirmJudgesInComponent|TestKeptPlanConfirmedRaisesInRoom|TestKeptPlanEveryTenantSimulated|TestKeptPlanShortBySimulationWeighedAgain|TestHeldPlanShortWithoutRoom|TestKeptPlanShortRaisedOnIdleGPU|TestKeptPlanShortIdleGPUOfAnotherBoard|TestPartialRepackConfirmedBySimulation|TestKeptPlanShortIdleGPUBreaksNodeMPSSetting|TestKeptPlanShortMIGOrTPNotStartedOnIdle|TestKeptPlanIdleStartWeighedAgainstRepack|TestKeptPlanShortAtMaxReplicasNotStartedOnIdle|TestConfirmRaisesDiurnalAtItsPeak|TestConfirmDiurnalJudgedInPeakRunsOfItsComponent|TestBaselineTakesTheConfirmedExclusiveCount|TestBaselineKeepsCountsTheConfirmationDidNotRaise|TestMoveServedKeepsToItsBudget|TestMovePassShrinksWithPool|TestConfirmLargePoolKept|TestConfirmLargePoolReachesUnreached|TestSynthetic1000GroupBoundAtBoundCounts' ./internal/plan
 go test -count=1 -timeout 20m -run 'TestPlanScaleVaried|TestPlanScaleGenscale|TestSixBoardsNodesRender' ./cmd/gpupool
+# The admission bars (10 s from the allocator's Sync to the last binding by kube-scheduler) are
+# measured without the race detector; under it the tests allow three times as long.
+go test -count=1 -timeout 10m -run 'TestGrantAdmissionWithScheduler|TestAdmissionWithScheduler' ./internal/k8s
 
 echo "== CLI smoke: the README quick start, and its output read back"
 tmp=$(mktemp -d)
