@@ -666,15 +666,16 @@ func (p *planner) evalCand(tn *tenant, c *cand) {
 		p.sizeByRate(tn, c)
 		return
 	}
-	edge := p.edgeLoad(tn, ev.q)
+	edge := p.edgeMargin(tn)
 	sz := p.cache.size(tn, k, edge, func() sizing {
 		lam := peakRate(tn.t.Traffic)
 		s := ev.q.size(lam, tn.slo)
-		if edge > 0 && s.n > 0 && !ev.q.admits(lam/edge, s.n, tn.slo) {
-			// The count carries the rate at most edge of the model's capacity (edgeLoad). More
-			// than maxSearchReplicas at the margin's rate keeps the model's count.
-			if e := ev.q.size(lam/edge, tn.slo); e.n > s.n {
-				s.n, s.at, s.margin = e.n, &sizedState{q: ev.q, lam: lam, n: e.n}, edge
+		if edge && s.n > 0 && !ev.q.admits(lam/confirmRiskLoad, s.n, tn.slo) {
+			// A pool the confirmation does not simulate: the count carries the rate at most
+			// confirmRiskLoad of the model's capacity (edgeMargin). More than
+			// maxSearchReplicas at the margin's rate keeps the model's count.
+			if e := ev.q.size(lam/confirmRiskLoad, tn.slo); e.n > s.n {
+				s.n, s.at = e.n, &sizedState{q: ev.q, lam: lam, n: e.n}
 			}
 		}
 		switch {
@@ -698,30 +699,16 @@ func (p *planner) evalCand(tn *tenant, c *cand) {
 	p.setReplicas(tn, c, sz.n, max(sz.boundLowest, ev.q.ttftFloor(floorRate(tn.t.Traffic), tn.slo)))
 }
 
-// edgeLoad is the most of its replicas' capacity within the SLO (the rate the queueing model
-// lets them carry) that tn's count may load them to, 0 for no margin. Only where the planner is
-// given a simulator (Options.Simulate), for a tenant the confirmation judges or would judge (a
-// Poisson, constant or diurnal rate; not a count the pool fixes): a load at the model's edge is
-// where one run spreads most.
-//   - confirmRiskLoad (ADR 0104) when the pool has more than confirmMaxTenants tenants, so that no
-//     simulation confirms its counts: the tenants at the edge are what the confirmation raises
-//     on smaller pools, and above its size nothing else would.
-//   - confirmEdgeLoad (ADR 0128) when the confirmation simulates the plan (a budget of runs):
-//     its three to nine runs cannot certify a load within a few per cent of the model's
-//     capacity, where rare runs hold a busy period long enough to miss.
-//
-// Without a simulator, or with --sim-requests -1 on a pool of at most confirmMaxTenants, the
-// caller asks for the queueing model's counts alone, and gets them.
-func (p *planner) edgeLoad(tn *tenant, q *qmodel) float64 {
-	switch {
-	case p.o.Simulate == nil || tn.t.Replicas != nil || tn.t.Traffic.RPS <= 0 || !patternConfirmable(tn.t.Traffic.Pattern):
-		return 0
-	case len(p.tenants) > confirmMaxTenants:
-		return confirmRiskLoad
-	case p.o.ConfirmRequests >= 0 && q != nil && q.k > 1:
-		return confirmEdgeLoad
-	}
-	return 0
+// edgeMargin reports whether tn's queueing-model count must carry its rate at most
+// confirmRiskLoad of the model's capacity (ADR 0104): when the planner is given a simulator
+// (Options.Simulate) but the pool has more than confirmMaxTenants tenants, so that no
+// simulation confirms its counts, for a tenant the confirmation would have judged (a Poisson,
+// constant or diurnal rate; not a count the pool fixes). A load at the model's edge is what the
+// confirmation raises on smaller pools, and above its size nothing else would. Without a
+// simulator the caller asks for the queueing model's counts alone, and gets them.
+func (p *planner) edgeMargin(tn *tenant) bool {
+	return p.o.Simulate != nil && len(p.tenants) > confirmMaxTenants && tn.t.Replicas == nil &&
+		tn.t.Traffic.RPS > 0 && patternConfirmable(tn.t.Traffic.Pattern)
 }
 
 // sizeByRate sizes a measured tenant's candidate: ⌈rps / rate⌉ replicas of the measured rate.
@@ -1020,7 +1007,7 @@ type slotKey struct {
 type sizeSlot struct {
 	slotKey
 	rps  float64
-	edge float64
+	edge bool
 }
 
 // memo is shape's memos, made on first use.
@@ -1199,16 +1186,16 @@ func (c *evalCache) qmodel(tn *tenant, cd *cand, f func() *qmodel) *qmodel {
 	return q
 }
 
-// sizeKey is an evaluation, the rate its replicas carry, and the load below the model's
-// capacity the count keeps (edgeLoad; tenants of one shape and rate may differ).
+// sizeKey is an evaluation, the rate its replicas carry, and whether the count keeps
+// edgeMargin's margin below the model's capacity (tenants of one shape and rate may differ).
 type sizeKey struct {
 	evalKey
 	rps  float64
-	edge float64
+	edge bool
 }
 
 // size memoises the queueing model's sizing of a tenant's load on a candidate (k: key(tn, cd)).
-func (c *evalCache) size(tn *tenant, k evalKey, edge float64, f func() sizing) sizing {
+func (c *evalCache) size(tn *tenant, k evalKey, edge bool, f func() sizing) sizing {
 	sk := sizeSlot{k.slot(), peakRate(tn.t.Traffic), edge}
 	sizes := c.memo(k.shape).sizes
 	if r, ok := sizes[sk]; ok {

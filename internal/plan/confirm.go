@@ -58,11 +58,8 @@ import (
 // confirmMaxTenants tenants are not simulated, as the scale bars (1,000 tenants in a second)
 // require, and each tenant's Simulated reason says so. There, given a simulator, the model
 // sizes each tenant the confirmation would have judged with a margin in its place: its replicas
-// carry its rate at most confirmRiskLoad of their capacity within the SLO (edgeLoad, ADR 0104),
+// carry its rate at most confirmRiskLoad of their capacity within the SLO (edgeMargin, ADR 0104),
 // since the tenants at the model's edge are the ones the confirmation raises on smaller pools.
-// On the pools it simulates the model's count carries the rate at most confirmEdgeLoad of that
-// capacity before the runs judge it (ADR 0128): near the model's edge one run in ten may hold a
-// busy period that three or nine runs do not show.
 const (
 	confirmFullTenants = 64
 	// confirmMaxTenants is the largest pool simulated. On the repository's 150- and 200-tenant
@@ -74,13 +71,8 @@ const (
 	// confirmRiskLoad: in a pool above confirmFullTenants, a tenant whose replicas would not
 	// carry its rate over confirmRiskLoad within the SLO (its load within about 10 % of the
 	// model's capacity) is at risk, and its component is simulated first (confirmAtRisk); in a
-	// pool above confirmMaxTenants such a count is not taken (edgeLoad).
-	confirmRiskLoad = 0.9
-	// confirmEdgeLoad: in a pool the confirmation simulates, the most of the model's capacity
-	// within the SLO that a tenant's count may carry (edgeLoad, ADR 0128). Stream 60's pool 87
-	// t15 (three exclusive H200s, 18,739-token prompts) falls below 99 % in 3 of 30 runs at 0.988
-	// of it and in none at 0.95, 0.9 or 0.8.
-	confirmEdgeLoad  = 0.95
+	// pool above confirmMaxTenants such a count is not taken (edgeMargin).
+	confirmRiskLoad  = 0.9
 	confirmRequests  = 2500 // requests the slowest judged tenant gets per run, budget permitting
 	confirmMinJudged = 1500 // requests over the runs
 	confirmKeep      = 0.995
@@ -675,7 +667,7 @@ func (p *planner) simulateSeeds(pool *v1.Pool, pl *v1.Plan, d time.Duration, fir
 // simReason is the Simulated reason of a tenant whose plan was simulated, if any.
 func (p *planner) simReason(tn *tenant) (v1.Reason, bool) {
 	if tn.choice != nil && p.confirmTooLarge {
-		if tn.choice.ev != nil && tn.choice.ev.q != nil && p.edgeLoad(tn, tn.choice.ev.q) > 0 {
+		if p.edgeMargin(tn) && tn.choice.ev != nil && tn.choice.ev.q != nil {
 			return v1.NewReason(v1.ReasonSimulated, "not simulated: the pool has %d tenants, more than the %d the planner simulates; the queueing model sized it with a margin, its rate at most %.0f %% of what its replicas carry within the SLO",
 				len(p.tenants), confirmMaxTenants, 100*confirmRiskLoad), true
 		}

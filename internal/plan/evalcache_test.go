@@ -75,7 +75,7 @@ func TestEvalCacheByShape(t *testing.T) {
 				}
 			}
 			if c.sz.at != nil {
-				sk := sizeKey{k, peakRate(tn.t.Traffic), p.edgeLoad(tn, c.ev.q)}
+				sk := sizeKey{k, peakRate(tn.t.Traffic), p.edgeMargin(tn)}
 				if sz, ok := p.cache.sizeAt(sk); !ok || sz.at != c.sz.at {
 					t.Fatalf("tenant %d (%s) on %s: the sizing memo lost its entry", ti, tn.t.Name, c.label())
 				}

@@ -1260,8 +1260,6 @@ type sizing struct {
 	// boundLowest is the lower bound's saturation count: lowest with idle neighbours
 	// (bestCase), at most n; set by the planner when n is not 0.
 	boundLowest int
-	// margin is the load of edgeLoad when it raised n above the model's own count (0: it did not)
-	margin float64
 }
 
 // sizedState is a sizing's state, computed on first read; copies of the sizing share it.

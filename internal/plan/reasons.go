@@ -142,10 +142,6 @@ func (p *planner) computeReason(tn *tenant) v1.Reason {
 	case c.sz.n > 0:
 		msg += fmt.Sprintf("; %.3g req/s over %d replica(s) with %d slot(s) each (%s; excess requests queue): p99 TTFT %s with the queue wait, TPOT %s; fewer than %d replica(s) cannot keep up at all",
 			lam, c.sz.n, c.ev.q.slots, c.ev.q.slotsWhy(), roundDur(seconds(c.sz.state().ttft)), roundDur(seconds(c.sz.state().tpot)), c.sz.lowest)
-		if c.sz.margin > 0 && len(p.tenants) <= confirmMaxTenants { // above, the Simulated reason says the margin (ADR 0104)
-			msg += fmt.Sprintf("; %d replica(s), more than the model's fewest, so that they carry the rate at most %.0f %% of what they carry within the SLO (a margin at the model's edge, where one run of a few thousand requests spreads widely)",
-				c.sz.n, 100*c.sz.margin)
-		}
 	}
 	if n := seqCap(c); n > 0 && c.ev.q.lengths != "" {
 		msg += fmt.Sprintf("; --max-num-seqs %d, the requests its KV cache holds at the %s lengths' 99th-percentile request (%.0f tokens): with more a long request fills the cache before the slots do, and the engine admits a request whose first prefill chunk fits but whose next does not, which preempts itself and is admitted again, a loop the queueing model does not count", n, c.ev.q.lengths, c.ev.q.totalP99())
