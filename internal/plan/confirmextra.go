@@ -247,6 +247,10 @@ func (st *confirmState) tailText() string {
 
 // bar is the rule a short tenant fell below, for its Simulated reason.
 func (st *confirmState) bar() string {
+	if st.busyShort() {
+		return fmt.Sprintf("below %.1f %% over its %d long runs, or more than a %.0f %% chance of a run of %d requests below %.0f %% from their spread",
+			100*confirmKeep, st.busyRuns, 100*confirmMissMax, confirmCheckRequests, 100*confirmCheckKeep)
+	}
 	if st.extra == 0 {
 		return fmt.Sprintf("below %.1f %%, or %.2f %% in a run", 100*confirmKeep, 100*confirmRunKeep)
 	}
@@ -260,6 +264,10 @@ func (st *confirmState) bar() string {
 // inRuns is ", of N runs, an estimated x % chance of a run below 99 %" for a found-short entry of
 // a tenant judged by the estimate, else "".
 func (st *confirmState) inRuns() string {
+	if st.busyShort() {
+		return fmt.Sprintf("; %.2f %% of %.0f requests over %d runs of %s, an estimated %.1f %% chance of a run of %d below %.0f %%",
+			100*st.busyMet/st.busyOver, st.busyOver, st.busyRuns, roundDur(st.busyD.Round(time.Second)), 100*st.busyMiss, confirmCheckRequests, 100*confirmCheckKeep)
+	}
 	if st.extra == 0 {
 		return ""
 	}

@@ -156,6 +156,9 @@ func (p *planner) confirmKept(pl *v1.Plan, chosen string, limit int) error {
 		if err := p.confirmBorderline(judge, pl, state); err != nil {
 			return err
 		}
+		if err := p.confirmBusy(judge, pl, state); err != nil {
+			return err
+		}
 		var short []*keptJudged
 		for _, tn := range judge {
 			if j := judged[tn.t.Name]; !j.short && j.st.short() {
