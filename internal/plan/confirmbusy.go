@@ -17,8 +17,8 @@ import (
 // request of most runs and far below it in a few: in 60 runs of 2,000 of its requests 3 fell
 // below 99 % (the worst 63 %), in 60 runs of the suite's length 7, and over all of them 98.7 %
 // of its requests met the SLO. Runs of the confirmation's length see such a spell seldom: the
-// tenant passed its three runs, its six more (a busy tenant is borderline, borderline), and
-// would pass the tail count of ADR 0083 at about two seed sets in three. So a busy tenant that
+// tenant passed its three runs, and six runs more when a busy tenant was tried as borderline,
+// and would pass the tail count of ADR 0083 at about two seed sets in three. So a busy tenant that
 // its runs pass is simulated over confirmBusyRequests of its requests more, in confirmBusyRuns
 // runs of its sharing component (as its borderline runs are), and it is short when less than
 // confirmKeep of those requests met the SLO (the share that decides the first runs, now over

@@ -79,7 +79,7 @@ func TestBusyAtSaturation(t *testing.T) {
 // estimated chance that a run of 2,000 requests falls below 99 % (from the long runs' own
 // spread), whatever the first runs said: 99.23 % over them is short; 99.89 % over four runs of
 // 50,000 that spread as stream 60's pool 74 t7's (one 99.69 %, misses in rare spells) is short
-// by the estimate; 99.9 % spread as independent requests would be passes.
+// by the estimate; 99.9 % in every run, spread as independent requests would be, passes.
 func TestBusyShort(t *testing.T) {
 	long := func(atts ...float64) []map[string]SimTenant {
 		var reps []map[string]SimTenant
