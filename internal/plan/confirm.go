@@ -144,15 +144,15 @@ type confirmState struct {
 	simulated        int // the count those runs simulated
 	// busy: the tenant's rate is above confirmBusyLoad of what the simulated count sustains at
 	// any latency (busyAt, ADR 0128); busyRuns counts its long runs (confirmbusy.go), of busyD
-	// each, busyBelow those below confirmCheckKeep, busyWorst the worst of them, and busyMet and
-	// busyOver their requests within the SLO and judged.
-	busy                bool
-	busyRuns, busyBelow int
-	busyD               time.Duration
-	busyWorst           float64
-	busyMet, busyOver   float64
-	busyWords           []runWord
-	busyMiss            float64
+	// each, busyWorst the worst of them, busyMet and busyOver their requests within the SLO and
+	// judged, busyWords each run's word and busyMiss the estimate from them.
+	busy              bool
+	busyRuns          int
+	busyD             time.Duration
+	busyWorst         float64
+	busyMet, busyOver float64
+	busyWords         []runWord
+	busyMiss          float64
 	// left says why a count the runs found short was not raised: the last round, the tenant's
 	// maxReplicas, or the fleet ("" when it was raised or passed).
 	left string
@@ -205,7 +205,7 @@ func (st *confirmState) tally(n int, t *v1.Tenant, d time.Duration, reports []ma
 	st.tail, st.tailBelow, st.tailD, st.tailWorst, st.tailMet, st.tailOver = 0, 0, 0, 0, 0, 0
 	st.ttftSLO, st.tpotSLO = sloTarget(t.SLO.TTFTP99), sloTarget(t.SLO.TPOTP99)
 	st.busy = busyAt(st.q, peakRate(t.Traffic), n)
-	st.busyRuns, st.busyBelow, st.busyD, st.busyWorst, st.busyMet, st.busyOver = 0, 0, 0, 0, 0, 0
+	st.busyRuns, st.busyD, st.busyWorst, st.busyMet, st.busyOver = 0, 0, 0, 0, 0
 	st.busyWords, st.busyMiss = nil, 0
 	st.add(name, reports)
 	st.judged = st.over >= confirmMinJudged && !st.offPeak

@@ -51,21 +51,12 @@ func (p *planner) confirmBusy(judge []*tenant, pl *v1.Plan, state func(*tenant) 
 		if !st.judged || !st.busy || st.busyRuns > 0 || st.short() {
 			continue
 		}
-		members := st.members
-		if members == nil && !lora[tn.t.Name] {
-			if r, ok := byBoard[tn.t.Name]; ok {
-				for _, t := range p.pool.Tenants { // pool order: deterministic
-					if rr, ok := byBoard[t.Name]; ok && rr == r && !lora[t.Name] {
-						members = append(members, t.Name)
-					}
-				}
-			}
-		}
+		members := p.runMembers(tn, st, byBoard, lora)
 		pool := p.pool
 		if members != nil {
 			pool, _ = restrict(p.pool, pl, setOf(members))
 		}
-		d := p.busyRun(tn, pool)
+		d := p.runFor(tn, pool, confirmBusyRequests/confirmBusyRuns)
 		key := fmt.Sprintf("%s|%d", strings.Join(members, ","), d)
 		g := at[key]
 		if g == nil {
@@ -101,33 +92,11 @@ func setOf(names []string) map[string]bool {
 	return in
 }
 
-// busyRun is the length of one of tn's long runs: confirmBusyRequests/confirmBusyRuns of its
-// requests, within confirmMaxRun (confirmPeakRun for a diurnal tenant) and within the budget
-// (Options.ConfirmRequests) over the rate of pool, the runs' tenants.
-func (p *planner) busyRun(tn *tenant, pool *v1.Pool) time.Duration {
-	budget := p.o.ConfirmRequests
-	if budget <= 0 {
-		budget = DefaultConfirmRequests
-	}
-	rate := 0.0
-	for _, t := range pool.Tenants {
-		rate += max(0, t.Traffic.RPS)
-	}
-	longest := confirmMaxRun
-	if tn.t.Traffic.Pattern == v1.PatternDiurnal {
-		longest = confirmPeakRun
-	}
-	secs := min(confirmBusyRequests/confirmBusyRuns/tn.t.Traffic.RPS, longest.Seconds())
-	if rate > 0 {
-		secs = min(secs, float64(budget)/rate)
-	}
-	return time.Duration(secs * float64(time.Second))
-}
-
 // tallyBusy records in st the long runs of tenant name (runs of d, ADR 0128): the requests
-// within the SLO and judged over them, how many runs fell below confirmCheckKeep, and the worst.
+// within the SLO and judged over them, each run's word, the worst, and the estimated chance
+// that a run of confirmCheckRequests falls below confirmCheckKeep.
 func (st *confirmState) tallyBusy(name string, d time.Duration, reports []map[string]SimTenant) {
-	st.busyRuns, st.busyBelow, st.busyD, st.busyWorst, st.busyMet, st.busyOver = 0, 0, d, 1, 0, 0
+	st.busyRuns, st.busyD, st.busyWorst, st.busyMet, st.busyOver = 0, d, 1, 0, 0
 	st.busyWords = nil
 	for _, rep := range reports {
 		tr := rep[name]
@@ -139,9 +108,6 @@ func (st *confirmState) tallyBusy(name string, d time.Duration, reports []map[st
 		st.busyOver += float64(tr.Judged)
 		st.busyWorst = min(st.busyWorst, tr.Attainment)
 		st.busyWords = append(st.busyWords, runWord{tr.Attainment, tr.Judged})
-		if tr.Attainment < confirmCheckKeep {
-			st.busyBelow++
-		}
 	}
 	st.busyMiss = missEstimate(st.busyWords, 1)
 }

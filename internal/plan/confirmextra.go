@@ -56,16 +56,7 @@ func (p *planner) confirmBorderline(judge []*tenant, pl *v1.Plan, state func(*te
 		if !st.borderline() {
 			continue
 		}
-		members := st.members
-		if members == nil && !lora[tn.t.Name] {
-			if r, ok := byBoard[tn.t.Name]; ok {
-				for _, t := range p.pool.Tenants { // pool order: deterministic
-					if rr, ok := byBoard[t.Name]; ok && rr == r && !lora[t.Name] {
-						members = append(members, t.Name)
-					}
-				}
-			}
-		}
+		members := p.runMembers(tn, st, byBoard, lora)
 		key := fmt.Sprintf("%s|%d", strings.Join(members, ","), st.d)
 		g := at[key]
 		if g == nil {
@@ -101,7 +92,7 @@ func (p *planner) confirmBorderline(judge []*tenant, pl *v1.Plan, state func(*te
 			st.extra = confirmExtraRuns
 			st.miss = missEstimate(st.runs, confirmSpreadFloor)
 			if st.miss > confirmMissMax && missEstimate(st.runs, 1) <= confirmMissMax {
-				tails = append(tails, tailJob{tn, pool, cut, p.tailRun(tn, pool)})
+				tails = append(tails, tailJob{tn, pool, cut, p.runFor(tn, pool, confirmCheckRequests)})
 			}
 		}
 	}
@@ -126,11 +117,12 @@ func (p *planner) confirmBorderline(judge []*tenant, pl *v1.Plan, state func(*te
 	return nil
 }
 
-// tailRun is the length of the runs that judge tn's tail (ADR 0083): confirmCheckRequests of its
-// requests, within confirmMaxRun (confirmPeakRun for a diurnal tenant) and within the budget
-// (Options.ConfirmRequests) over the rate of pool, the runs' tenants. A run cut shorter holds
-// fewer requests, which spread more widely: the count is then stricter than the bar, not laxer.
-func (p *planner) tailRun(tn *tenant, pool *v1.Pool) time.Duration {
+// runFor is the length of a run that holds requests of tn's requests, within confirmMaxRun
+// (confirmPeakRun for a diurnal tenant) and within the budget (Options.ConfirmRequests) over the
+// rate of pool, the runs' tenants: the tail runs' (confirmCheckRequests, ADR 0083; a run cut
+// shorter holds fewer requests, which spread more widely, so the count is then stricter than the
+// bar, not laxer) and a busy tenant's long runs' (ADR 0128).
+func (p *planner) runFor(tn *tenant, pool *v1.Pool, requests float64) time.Duration {
 	budget := p.o.ConfirmRequests
 	if budget <= 0 {
 		budget = DefaultConfirmRequests
@@ -143,11 +135,29 @@ func (p *planner) tailRun(tn *tenant, pool *v1.Pool) time.Duration {
 	if tn.t.Traffic.Pattern == v1.PatternDiurnal {
 		longest = confirmPeakRun
 	}
-	secs := min(confirmCheckRequests/tn.t.Traffic.RPS, longest.Seconds())
+	secs := min(requests/tn.t.Traffic.RPS, longest.Seconds())
 	if rate > 0 {
 		secs = min(secs, float64(budget)/rate)
 	}
 	return time.Duration(secs * float64(time.Second))
+}
+
+// runMembers is the tenants whose runs judge tn again (its borderline and long runs): those of
+// st's runs, or, where those were the whole plan's, the tenants of tn's sharing component by
+// board (byBoard, components' answer), in pool order; nil (the whole plan) for a LoRA engine's
+// adapter, whose component cannot be cut.
+func (p *planner) runMembers(tn *tenant, st *confirmState, byBoard map[string]string, lora map[string]bool) []string {
+	members := st.members
+	if members == nil && !lora[tn.t.Name] {
+		if r, ok := byBoard[tn.t.Name]; ok {
+			for _, t := range p.pool.Tenants { // pool order: deterministic
+				if rr, ok := byBoard[t.Name]; ok && rr == r && !lora[t.Name] {
+					members = append(members, t.Name)
+				}
+			}
+		}
+	}
+	return members
 }
 
 // tallyTail records in st the tail runs of tenant name (runs of d, ADR 0083): how many judged
