@@ -60,7 +60,7 @@ go test -count=1 -timeout 35m -run 'TestPlannerSimulatorAgreement|TestQueueSizin
 # every such test is named in a run below).
 echo "== tests too slow under the race detector, without it"
 go test -count=1 -timeout 20m -run 'TestConfirmRaisesShortTenants|TestConfirmShortWithoutRoomIsShort|TestConfirmFleetFullKeepsBestRound|TestConfirmJudgesInComponent|TestKeptPlanConfirmedRaisesInRoom|TestKeptPlanEveryTenantSimulated|TestKeptPlanShortBySimulationWeighedAgain|TestHeldPlanShortWithoutRoom|TestKeptPlanShortRaisedOnIdleGPU|TestKeptPlanShortIdleGPUOfAnotherBoard|TestPartialRepackConfirmedBySimulation|TestKeptPlanShortIdleGPUBreaksNodeMPSSetting|TestKeptPlanShortMIGOrTPNotStartedOnIdle|TestKeptPlanIdleStartWeighedAgainstRepack|TestKeptPlanShortAtMaxReplicasNotStartedOnIdle|TestConfirmRaisesDiurnalAtItsPeak|TestConfirmDiurnalJudgedInPeakRunsOfItsComponent|TestBaselineTakesTheConfirmedExclusiveCount|TestBaselineKeepsCountsTheConfirmationDidNotRaise|TestMoveServedKeepsToItsBudget|TestMovePassShrinksWithPool|TestConfirmLargePoolKept|TestConfirmLargePoolReachesUnreached|TestSynthetic1000GroupBoundAtBoundCounts' ./internal/plan
-go test -count=1 -timeout 20m -run 'TestPlanScaleVaried|TestPlanScaleGenscale|TestSixBoardsNodesRender' ./cmd/gpupool
+go test -count=1 -timeout 20m -run 'TestPlanScaleVaried|TestPlanScaleGenscale|TestSixBoardsNodesRender|TestPlanThenSimulateH100x8BF16KVDRA' ./cmd/gpupool
 # The admission bars (10 s from the allocator's Sync to the last binding by kube-scheduler) are
 # measured without the race detector; under it the tests allow three times as long.
 go test -count=1 -timeout 10m -run 'TestGrantAdmissionWithScheduler|TestAdmissionWithScheduler' ./internal/k8s
