@@ -15,6 +15,9 @@ type Engine struct {
 	s     Slice
 	r     resources
 	alone rates // rates alone on an otherwise idle board, cached for the hot path
+	// gOwn is bwSaturation(r.sm/r.bw), the share of its bandwidth the engine's own SMs pull:
+	// fixed for the engine, and a power function that every step would otherwise compute again
+	gOwn  float64
 	kvCap int64 // KV-cache capacity in tokens; 0: the weights do not fit
 	// maxBatchedTokens is the step token budget: Options.MaxBatchedTokens, or vLLM's default
 	// for the device the engine sees.
@@ -48,6 +51,7 @@ func (m *Model) Place(s Slice) (*Engine, error) {
 	e.r.kvShare = m.kvShare(e.r.tp)
 	e.r.busBW = m.busBandwidth(s.Board)
 	e.r.commSM = m.commSMShare(s.Board)
+	e.gOwn = e.bwSaturation(e.r.sm / e.r.bw)
 	e.alone = e.aloneRates(0)
 	e.maxSeqs, e.maxBatchedTokens = e.batchLimits()
 	e.kvCap = e.kvCapacity()

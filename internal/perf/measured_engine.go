@@ -34,6 +34,7 @@ func NewMeasuredEngine(t *Measured, s Slice, o Options) (*Engine, error) {
 	m := &Model{name: t.name, opts: o, computeKind: "bf16"}
 	e := &Engine{m: m, s: s, r: s.resolve(s.Board.BF16TFLOPS)}
 	e.r.kvShare, e.r.busBW = 1, 1
+	e.gOwn = e.bwSaturation(e.r.sm / e.r.bw)
 	e.alone = e.aloneRates(0)
 	b, err := bindMeasured(s, t)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"gpupool.dev/gpupool/internal/gpu"
 	"gpupool.dev/gpupool/internal/llm"
 )
 
@@ -325,5 +326,35 @@ func TestStreamedBytes(t *testing.T) {
 		m := mustModel(t, a)
 		near(t, c.slug+" ("+c.describe+") streamed weights", m.weightBytesRead(1), m.weightBytes-c.embed, 1e-9)
 		near(t, c.slug+" ("+c.describe+") GEMM in/out bytes per token", m.gemmIOBytes, c.gemmIO, 1e-9)
+	}
+}
+
+// The engine keeps g(r) of its own SMs (gOwn) instead of computing the power function every
+// step: for every slice kind of both boards, exclusive, MIG, MPS and time-sliced, and for the
+// copies an engine makes of itself, the kept value is exactly the one computed from its
+// resources (a field of them changed after Place, or a constructor that does not set it, fails
+// here).
+func TestEngineKeepsOwnBandwidthSaturation(t *testing.T) {
+	m := mustModel(t, llama7B)
+	for _, b := range []*gpu.Board{a100Literal(), h100Literal()} {
+		var slices []Slice
+		for _, mode := range []Mode{Exclusive, MPS, TimeSlice} {
+			slices = append(slices, Slice{Board: b, Mode: mode})
+			for i := range b.Profiles {
+				slices = append(slices, Slice{Board: b, Profile: &b.Profiles[i], Mode: mode})
+			}
+		}
+		slices = append(slices, Slice{Board: b, Mode: MPS, SMPercent: 30})
+		for _, s := range slices {
+			e, err := m.Place(s)
+			if err != nil {
+				continue // a profile too small for the weights
+			}
+			for _, c := range []*Engine{e, e.WithKVCapacity(1000), e.WithMaxSeqs(3)} {
+				if want := c.bwSaturation(c.r.sm / c.r.bw); c.gOwn != want || want <= 0 {
+					t.Errorf("%s: kept g %v, computed %v", s.Name(), c.gOwn, want)
+				}
+			}
+		}
 	}
 }

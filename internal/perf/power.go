@@ -98,7 +98,7 @@ func (e *Engine) energy(s stepParts) float64 {
 		c = 1
 	}
 	compute := dyn * math.Min(1, o.PowerDemandRatio*r.sm*c*c*c)
-	memory := dyn * o.MemoryPowerFraction * r.bw * e.bwSaturation(r.sm/r.bw) * (1 + c*c*c) / 2
+	memory := dyn * o.MemoryPowerFraction * r.bw * e.gOwn * (1 + c*c*c) / 2
 	tc, th, tm := s.compute, s.hidden, s.memory
 	if s.hasOwn {
 		tc, th, tm = s.own[0], s.own[1], s.own[2]

@@ -129,8 +129,9 @@ func (l Load) sanitize() Load {
 func (e *Engine) clockFactor(a float64) float64 {
 	a = math.Min(1, a)
 	c := 1.0
-	if a > 0 {
-		c = math.Min(1, math.Cbrt(1/(e.m.opts.PowerDemandRatio*a)))
+	// R·a at most 1 needs no cube root: 1/(R·a) ≥ 1, so its root is too, and f is 1
+	if p := e.m.opts.PowerDemandRatio * a; a > 0 && p > 1 {
+		c = math.Min(1, math.Cbrt(1/p))
 	}
 	if cp := e.s.ClockCap; cp > 0 {
 		c = math.Min(c, cp)
@@ -150,7 +151,7 @@ func (e *Engine) bwSaturation(r float64) float64 {
 func (e *Engine) aloneRates(boardBusy float64) rates {
 	o, r := e.m.opts, e.r
 	clk := e.clockFactor(r.sm + math.Max(0, boardBusy))
-	g := e.bwSaturation(r.sm / r.bw)
+	g := e.gOwn
 	return rates{
 		flops: r.peakFLOPS * o.MFU * r.sm * clk,
 		bwW:   r.peakBW * r.bw * o.WeightBWEfficiency * g,
@@ -173,7 +174,10 @@ func (e *Engine) mpsRates(nd float64, l Load) rates {
 		smFrac = math.Min(smFrac, e.overlap(o.MFU, nd)*r.instSM*r.sm/demand)
 	}
 	clk := e.clockFactor(math.Min(r.instSM, demand) + math.Max(0, l.BoardBusy))
-	gOwn, gj := e.bwSaturation(r.sm/r.bw), e.bwSaturation(cj/r.bw)
+	gOwn, gj := e.gOwn, e.gOwn
+	if cj != r.sm {
+		gj = e.bwSaturation(cj / r.bw)
+	}
 	pull := math.Max(1, gOwn+nd*gj)
 	bw := func(eff float64) float64 {
 		return r.peakBW * r.bw * math.Min(eff*gOwn, e.overlap(eff, nd)*gOwn/pull)
