@@ -70,7 +70,8 @@
 // is saturated: g(r) = 1 − (1 − min(r, 1))^k with k = 2.6, measured on an H200 (30/50/70 % of
 // the SMs pull 0.60/0.84/0.96 of the whole GPU's bandwidth; MuxServe's A100 sweep has the same
 // shape). The hyperbola r(1+a)/(r+a) of a single queue, used before, saturated too slowly on both
-// boards (0.92 at 70 %, where the H200 decodes as fast as with every SM).
+// boards (0.92 at 70 %, where the H200 decodes as fast as with every SM). g(s/b) depends on the
+// slice alone, so an engine computes it once when placed, not in every step (ADR 0129).
 // clock is the power-limited clock: dynamic power ∝ busy SMs × f³, so with a fraction busy of
 // the board's SMs busy, clock = min(1, (1/(R·busy))^(1/3)) with R = 1.3: a full GPU under
 // tensor load runs at 92 % of boost, a 30 % MPS client alone at boost. That is why prefill at
