@@ -46,8 +46,10 @@ fi
 echo "== go test -race"
 # cmd/gpupool alone has taken 24 of the 30 minutes a package used to be allowed on a 2-core runner,
 # and 37 of 45 minutes later (internal/plan 22, run beside it), then 53 of 60 on a busy runner
-# (internal/plan 40 beside it); a package's limit is now 70 minutes, which with the steps after
-# this one (about 14 minutes) keeps the whole run within 90.
+# (internal/plan 40 beside it), and 60 once busy tenants got long runs (ADR 0128); with the
+# bf16 example's DRA plan run without the race detector and the step's power function computed
+# once per engine (ADR 0129) it took 27 (internal/plan 27 beside it). A package's limit is 70
+# minutes, which with the steps after this one (about 14 minutes) keeps the whole run within 90.
 go test -race -count=1 -timeout 70m ./...
 
 echo "== planner against simulator at full size (without the race detector, which runs them small)"
