@@ -350,7 +350,15 @@ func TestEngineKeepsOwnBandwidthSaturation(t *testing.T) {
 			if err != nil {
 				continue // a profile too small for the weights
 			}
-			for _, c := range []*Engine{e, e.WithKVCapacity(1000), e.WithMaxSeqs(3)} {
+			engines := []*Engine{e, e.WithKVCapacity(1000), e.WithMaxSeqs(3)}
+			if s.Profile != nil {
+				me, err := NewMeasuredEngine(readParva(t, "resnet50"), s, DefaultOptions())
+				if err != nil {
+					t.Fatal(err)
+				}
+				engines = append(engines, me)
+			}
+			for _, c := range engines {
 				if want := c.bwSaturation(c.r.sm / c.r.bw); c.gOwn != want || want <= 0 {
 					t.Errorf("%s: kept g %v, computed %v", s.Name(), c.gOwn, want)
 				}
