@@ -129,8 +129,9 @@ func (l Load) sanitize() Load {
 func (e *Engine) clockFactor(a float64) float64 {
 	a = math.Min(1, a)
 	c := 1.0
-	// R·a at most 1 needs no cube root: 1/(R·a) ≥ 1, so its root is too, and f is 1
-	if p := e.m.opts.PowerDemandRatio * a; a > 0 && p > 1 {
+	// R·a at most 1 (an idle board included) needs no cube root: 1/(R·a) ≥ 1, so its root is
+	// too, and f is 1
+	if p := e.m.opts.PowerDemandRatio * a; p > 1 {
 		c = math.Min(1, math.Cbrt(1/p))
 	}
 	if cp := e.s.ClockCap; cp > 0 {
